@@ -1,0 +1,1 @@
+"""Admin pages and the `clinconsensus` command line."""

@@ -1,0 +1,1 @@
+"""Persistence, import, accounts and the access rules of ClinConsensus Studio."""

@@ -1,0 +1,77 @@
+"""Engines and sessions: SQLite with WAL, foreign keys and a busy timeout; PostgreSQL as given."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, create_engine
+
+from db.config import database_url
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def _configure_sqlite(dbapi_connection, _record) -> None:
+    # Python's sqlite3 opens transactions lazily and never for SELECT; let SQLAlchemy
+    # issue BEGIN itself so a whole import really is one transaction.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _begin(connection) -> None:
+    # Writers take the lock at BEGIN, so two writers queue on the busy timeout instead of
+    # one failing with "database is locked" when it upgrades a read lock; readers do not
+    # take it, so pages stay readable during a long import.
+    if connection.get_execution_options().get("sqlite_read_only"):
+        connection.exec_driver_sql("BEGIN")
+    else:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def make_engine(url: str | None = None) -> Engine:
+    """A new engine for `url` (default: `DATABASE_URL`)."""
+    url = url or database_url()
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        event.listen(engine, "connect", _configure_sqlite)
+        event.listen(engine, "begin", _begin)
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+@lru_cache(maxsize=8)
+def get_engine(url: str | None = None) -> Engine:
+    """The shared engine of a URL, created once per process."""
+    return make_engine(url or database_url())
+
+
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+@contextmanager
+def session_scope(engine: Engine | None = None, *, read_only: bool = False) -> Iterator[Session]:
+    """A session that commits on success and rolls back on any error.
+
+    `read_only` sessions do not take SQLite's write lock; use them for queries only.
+    """
+    session = Session(engine or get_engine(), expire_on_commit=False)
+    if read_only:
+        session.connection(execution_options={"sqlite_read_only": True})
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()

@@ -1,0 +1,201 @@
+"""The tables of ClinConsensus Studio, one small class per entity.
+
+The schema itself is created and changed only by the Alembic revisions in `db/migrations`.
+Enumerations are stored as short strings so both SQLite and PostgreSQL read them the same way.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import JSON, Column, Index, String, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Role(StrEnum):
+    admin = "admin"
+    annotator = "annotator"
+    checker = "checker"
+
+
+class RubricStatus(StrEnum):
+    draft = "draft"
+    submitted = "submitted"
+    approved = "approved"
+    returned = "returned"
+
+
+class Stage(StrEnum):
+    annotation = "annotation"
+    check = "check"
+    adjudication = "adjudication"
+
+
+class AssignmentKind(StrEnum):
+    rubric = "rubric"
+    label = "label"
+
+
+#: `label.group_no` of an adjudication, which belongs to no group (DESIGN §3.3 writes null).
+NO_GROUP = 0
+
+
+class User(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    username: str = Field(max_length=64, unique=True, index=True)
+    display_name: str = Field(default="", max_length=128)
+    role: str = Field(max_length=16)
+    group_no: int | None = Field(default=None, description="expert group 1 or 2; none for admins")
+    is_active: bool = Field(default=True)
+    password_hash: str | None = Field(default=None, max_length=255)
+    failed_logins: int = Field(default=0)
+    locked_until: datetime | None = Field(default=None)
+    created_at: datetime = Field(default_factory=utcnow)
+    lock_version: int = Field(default=1)
+
+
+class Case(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    case_id: str = Field(max_length=64, unique=True, index=True)
+    difficulty: str = Field(max_length=16)
+    task: str = Field(default="", max_length=128)
+    task_labels: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    subject: str = Field(default="", max_length=128)
+    subject_labels: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    user_role: str = Field(default="", max_length=128)
+    clinical_context: str = Field(default="", sa_column=Column(Text, nullable=False))
+    user_request: str = Field(default="", sa_column=Column(Text, nullable=False))
+    # The release's optional `register` key ("lay" | "professional"); None: decided by user_role.
+    register_override: str | None = Field(default=None, sa_column=Column("register", String(16)))
+    extra: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class RubricVersion(SQLModel, table=True):
+    __tablename__ = "rubric_version"
+    __table_args__ = (UniqueConstraint("case_pk", "version"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    case_pk: int = Field(foreign_key="case.id", index=True)
+    version: int = Field(default=1)
+    status: str = Field(default=RubricStatus.draft, max_length=16)
+    author_id: int | None = Field(default=None, foreign_key="user.id")
+    reviewer_id: int | None = Field(default=None, foreign_key="user.id")
+    review_comment: str | None = Field(default=None, sa_column=Column(Text))
+    created_at: datetime = Field(default_factory=utcnow)
+    submitted_at: datetime | None = None
+    reviewed_at: datetime | None = None
+    lock_version: int = Field(default=1)
+
+
+class Criterion(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("rubric_version_id", "criterion_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    rubric_version_id: int = Field(foreign_key="rubric_version.id", index=True)
+    position: int
+    criterion_id: str = Field(max_length=64)
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    tags: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    review_comment: str | None = Field(default=None, sa_column=Column(Text))
+
+
+class Response(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("case_pk", "model"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    case_pk: int = Field(foreign_key="case.id", index=True)
+    model: str = Field(max_length=128, index=True)
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    length: int = Field(default=0, description="Unicode code points of the response")
+    code: str = Field(max_length=32, unique=True, description="stable opaque code shown instead of the model")
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Assignment(SQLModel, table=True):
+    __table_args__ = (Index("ix_assignment_user_kind", "user_id", "kind"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(max_length=16)
+    case_pk: int = Field(foreign_key="case.id", index=True)
+    response_id: int | None = Field(default=None, foreign_key="response.id", index=True)
+    user_id: int = Field(foreign_key="user.id")
+    group_no: int | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    created_by: int | None = Field(default=None, foreign_key="user.id")
+
+
+class Label(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("response_id", "criterion_id", "stage", "group_no"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    response_id: int = Field(foreign_key="response.id")
+    criterion_id: str = Field(max_length=64)
+    stage: str = Field(max_length=16)
+    group_no: int = Field(default=NO_GROUP, description="1 or 2; NO_GROUP for adjudication")
+    met: bool
+    user_id: int = Field(foreign_key="user.id", index=True)
+    note: str | None = Field(default=None, sa_column=Column(Text))
+    rubric_version_id: int | None = Field(default=None, foreign_key="rubric_version.id")
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    lock_version: int = Field(default=1, description="revision, for optimistic locking")
+
+
+class JudgeDecision(SQLModel, table=True):
+    __tablename__ = "judge_decision"
+    __table_args__ = (UniqueConstraint("judge", "response_id", "criterion_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    judge: str = Field(max_length=128)
+    response_id: int = Field(foreign_key="response.id", index=True)
+    criterion_id: str = Field(max_length=64)
+    met: bool
+    extra: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+
+
+class Draft(SQLModel, table=True):
+    """Unsaved edits of a page, kept per user so a refresh or a closed tab loses nothing."""
+
+    __table_args__ = (UniqueConstraint("user_id", "key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    user_id: int = Field(foreign_key="user.id")
+    key: str = Field(max_length=128)
+    payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class AuditLog(SQLModel, table=True):
+    """Append-only: each entry carries the hash of the one before it."""
+
+    __tablename__ = "audit_log"
+
+    id: int | None = Field(default=None, primary_key=True)
+    at: datetime = Field(default_factory=utcnow)
+    actor: str = Field(max_length=64)
+    action: str = Field(max_length=32)
+    entity: str = Field(max_length=32, index=True)
+    entity_key: str = Field(max_length=255)
+    before: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    after: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    prev_hash: str = Field(max_length=64)
+    hash: str = Field(max_length=64)
+
+
+class LoginSession(SQLModel, table=True):
+    """A signed-in browser; only the token's hash is stored, so a copy of the table signs nobody in."""
+
+    __tablename__ = "login_session"
+
+    id: int | None = Field(default=None, primary_key=True)
+    token_hash: str = Field(max_length=64, unique=True, index=True)
+    user_id: int = Field(foreign_key="user.id", index=True)
+    created_at: datetime = Field(default_factory=utcnow)
+    expires_at: datetime

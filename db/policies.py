@@ -1,0 +1,33 @@
+"""Who may do what: role, expert group, blinding and separation of duties, in one place."""
+
+from __future__ import annotations
+
+from db.errors import PermissionDenied
+from db.models import Role, User
+
+
+def require_active(user: User) -> None:
+    if user is None or not user.is_active:
+        raise PermissionDenied("account is not active")
+
+
+def require_role(user: User, *roles: Role) -> None:
+    require_active(user)
+    if user.role not in {str(r) for r in roles}:
+        raise PermissionDenied(f"role {user.role} may not do this")
+
+
+def require_admin(user: User) -> None:
+    require_role(user, Role.admin)
+
+
+def require_group_member(user: User, group_no: int) -> None:
+    """Annotators and checkers act only within their own expert group."""
+    require_role(user, Role.annotator, Role.checker)
+    if user.group_no != group_no:
+        raise PermissionDenied("labels of another expert group are not visible to you")
+
+
+def may_see_model_names(user: User) -> bool:
+    """Blinding: annotators and checkers see opaque response codes, never model names."""
+    return user is not None and user.is_active and user.role == Role.admin

@@ -1,0 +1,31 @@
+"""Row counts of the main tables (`clinconsensus status`)."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlmodel import Session
+
+from db.models import Case, Criterion, JudgeDecision, Label, Response, RubricVersion, RubricStatus, User
+
+
+def counts(session: Session) -> dict:
+    def count(statement) -> int:
+        return int(session.execute(statement).scalar_one())
+
+    labels_by_stage = dict(session.execute(select(Label.stage, func.count()).group_by(Label.stage)).all())
+    return {
+        "cases": count(select(func.count()).select_from(Case)),
+        "criteria": count(
+            select(func.count()).select_from(Criterion).join(RubricVersion, Criterion.rubric_version_id == RubricVersion.id)
+            .where(RubricVersion.status == RubricStatus.approved)
+        ),
+        "responses": count(select(func.count()).select_from(Response)),
+        "labels": {
+            "total": sum(labels_by_stage.values()),
+            "annotation": labels_by_stage.get("annotation", 0),
+            "check": labels_by_stage.get("check", 0),
+            "adjudication": labels_by_stage.get("adjudication", 0),
+        },
+        "judge_decisions": count(select(func.count()).select_from(JudgeDecision)),
+        "users": count(select(func.count()).select_from(User)),
+    }

@@ -1,0 +1,93 @@
+"""Schema, engine settings, accounts and the audit chain, on SQLite and PostgreSQL."""
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import text
+from sqlmodel import Session
+
+from db import users
+from db.audit import record, verify_chain
+from db.config import MAX_FAILED_LOGINS
+from db.engine import make_engine
+from db.errors import ValidationFailed
+from db.migrate import current_revision, head_revision, upgrade
+from db.models import User, utcnow
+from tests.factories import DEFAULT_PASSWORD, make_user
+
+
+def test_migrated_database_is_at_head(engine):
+    assert current_revision(engine) == head_revision()
+    upgrade(engine)  # a second run changes nothing and does not fail
+    assert current_revision(engine) == head_revision()
+
+
+def test_fresh_sqlite_file_is_migrated_with_wal_and_foreign_keys(tmp_path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'fresh.db'}")
+    upgrade(engine)
+    with engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 1000
+    engine.dispose()
+
+
+def test_add_user_validates_and_hashes(session: Session):
+    user = users.add_user(session, username="dr_li", role="annotator", group_no=1, password="s3cret-pass")
+    assert user.password_hash and user.password_hash.startswith("$argon2")
+    assert "s3cret-pass" not in user.password_hash
+    with pytest.raises(ValidationFailed):
+        users.add_user(session, username="dr_li", role="annotator", group_no=1, password="s3cret-pass")
+    with pytest.raises(ValidationFailed):
+        users.add_user(session, username="x y", role="annotator", group_no=1, password="s3cret-pass")
+    with pytest.raises(ValidationFailed):
+        users.add_user(session, username="dr_wang", role="annotator", group_no=3, password="s3cret-pass")
+    with pytest.raises(ValidationFailed):
+        users.add_user(session, username="dr_wang", role="annotator", group_no=1, password="short")
+
+
+def test_login_throttles_after_repeated_failures(session: Session):
+    make_user(session, "dr_zhao")
+    assert users.authenticate(session, username="dr_zhao", password=DEFAULT_PASSWORD) is not None
+    for _ in range(MAX_FAILED_LOGINS):
+        assert users.authenticate(session, username="dr_zhao", password="wrong-password") is None
+    # locked: even the right password fails now
+    assert users.authenticate(session, username="dr_zhao", password=DEFAULT_PASSWORD) is None
+    user = users.get_user(session, username="dr_zhao")
+    user.locked_until = utcnow() - timedelta(seconds=1)
+    session.add(user)
+    assert users.authenticate(session, username="dr_zhao", password=DEFAULT_PASSWORD) is not None
+
+
+def test_unknown_and_inactive_users_cannot_log_in(session: Session):
+    make_user(session, "dr_sun", active=False)
+    assert users.authenticate(session, username="nobody", password=DEFAULT_PASSWORD) is None
+    assert users.authenticate(session, username="dr_sun", password=DEFAULT_PASSWORD) is None
+    placeholder = users.add_placeholder_user(session, username="imported", role="annotator", group_no=2)
+    assert placeholder.password_hash is None
+    assert users.authenticate(session, username="imported", password="") is None
+
+
+def test_session_tokens_resolve_and_revoke(session: Session):
+    user = make_user(session, "dr_qian")
+    token = users.open_session(session, user=user)
+    session.flush()
+    assert users.user_for_token(session, token=token).id == user.id
+    assert users.user_for_token(session, token=token + "x") is None
+    users.set_active(session, username="dr_qian", active=False, actor="admin")
+    session.flush()
+    assert users.user_for_token(session, token=token) is None
+
+
+def test_audit_chain_verifies_and_detects_tampering(session: Session):
+    for i in range(5):
+        record(session, "alice", action="update", entity="label", entity_key=f"k{i}",
+               before={"met": False}, after={"met": True, "note": "依据充分"})
+    session.commit()
+    report = verify_chain(session)
+    assert report.ok and report.entries == 5
+    third = session.exec(text("SELECT id FROM audit_log ORDER BY id LIMIT 1 OFFSET 2")).scalar()
+    session.exec(text("UPDATE audit_log SET actor = 'mallory' WHERE id = :id").bindparams(id=third))
+    session.commit()
+    report = verify_chain(session)
+    assert not report.ok and report.first_bad_id == third
