@@ -1,0 +1,127 @@
+"""The app shell shared by every page: database, signed-in user, language, sidebar and login.
+
+Pages call `require_user(*roles)` first; it stops the page for anyone else, whatever the
+navigation shows. The browser keeps its sign-in in the `s` query parameter (a random token whose
+hash is stored server-side), so a refresh keeps the user signed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import streamlit as st
+from sqlmodel import Session
+
+from admin.i18n import DEFAULT_LANGUAGE, LANGUAGES, translate
+from db import users
+from db.engine import get_engine, session_scope
+from db.migrate import upgrade
+from db.models import Role, User
+
+TOKEN_PARAM = "s"
+LANGUAGE_NAMES = {"zh": "中文", "en": "English"}
+
+
+@st.cache_resource(show_spinner=False)
+def engine():
+    """The process's engine, migrated once."""
+    current = get_engine()
+    upgrade(current)
+    return current
+
+
+@contextmanager
+def db_session(*, read_only: bool = False) -> Iterator[Session]:
+    with session_scope(engine(), read_only=read_only) as session:
+        yield session
+
+
+def lang() -> str:
+    return st.session_state.get("lang", DEFAULT_LANGUAGE)
+
+
+def t(key: str, **values) -> str:
+    """The catalog text of `key` in the user's language."""
+    return translate(key, lang(), **values)
+
+
+def current_user() -> User | None:
+    """The signed-in user, resolved from the browser's token on every run (so deactivation bites at once)."""
+    token = st.session_state.get("token") or st.query_params.get(TOKEN_PARAM)
+    if not token:
+        return None
+    with db_session(read_only=True) as session:
+        user = users.user_for_token(session, token=token)
+    if user is None:
+        st.session_state.pop("token", None)
+        return None
+    st.session_state["token"] = token
+    if st.query_params.get(TOKEN_PARAM) != token:
+        st.query_params[TOKEN_PARAM] = token
+    return user
+
+
+def require_user(*roles: Role) -> User:
+    """The signed-in user when their role is one of `roles` (any role when none given); else stop."""
+    user = current_user()
+    if user is None or (roles and user.role not in {str(r) for r in roles}):
+        st.error(t("error.permission"))
+        st.stop()
+    return user
+
+
+def sign_in(username: str, password: str) -> bool:
+    with db_session() as session:
+        user = users.authenticate(session, username=username.strip(), password=password)
+        if user is None:
+            return False
+        token = users.open_session(session, user=user)
+    st.session_state["token"] = token
+    st.query_params[TOKEN_PARAM] = token
+    return True
+
+
+def sign_out() -> None:
+    token = st.session_state.pop("token", None)
+    if token:
+        with db_session() as session:
+            users.close_session(session, token=token)
+    st.query_params.clear()
+
+
+def language_switch() -> None:
+    choice = st.sidebar.radio(t("lang.label"), LANGUAGES, format_func=LANGUAGE_NAMES.get,
+                              index=LANGUAGES.index(lang()), horizontal=True, key="lang_choice")
+    if choice != lang():
+        st.session_state["lang"] = choice
+        st.rerun()
+
+
+def sidebar(user: User) -> None:
+    with st.sidebar:
+        st.caption(t("sidebar.signed_in_as", name=user.display_name or user.username))
+        role = t(f"role.{user.role}")
+        st.caption(f"{role} · {t('group.name', group=user.group_no)}" if user.group_no else role)
+    language_switch()
+    if st.sidebar.button(t("logout"), key="logout"):
+        sign_out()
+        st.rerun()
+
+
+def login_page() -> None:
+    language_switch()
+    st.title(t("app.title"))
+    st.caption(t("app.tagline"))
+    with st.form("login", clear_on_submit=False):
+        st.subheader(t("login.title"))
+        username = st.text_input(t("login.username"), key="login_username")
+        password = st.text_input(t("login.password"), type="password", key="login_password")
+        submitted = st.form_submit_button(t("login.submit"), type="primary")
+    if submitted:
+        if not username or not password:
+            st.warning(t("login.missing"))
+        elif sign_in(username, password):
+            st.rerun()
+        else:
+            st.error(t("login.failed"))
