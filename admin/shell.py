@@ -15,12 +15,14 @@ from sqlmodel import Session
 
 from admin.i18n import DEFAULT_LANGUAGE, LANGUAGES, translate
 from db import users
+from db import progress_queries
 from db.engine import get_engine, session_scope
 from db.migrate import upgrade
 from db.models import Role, User
 
 TOKEN_PARAM = "s"
 LANGUAGE_NAMES = {"zh": "中文", "en": "English"}
+DISAGREEMENT_CACHE_SECONDS = 60
 
 
 @st.cache_resource(show_spinner=False)
@@ -98,13 +100,43 @@ def language_switch() -> None:
         st.rerun()
 
 
+@st.cache_data(ttl=DISAGREEMENT_CACHE_SECONDS, show_spinner=False)
+def _unresolved_count(username: str) -> int:
+    # The count reads every label; computed at most once a minute per user, not on every click.
+    with db_session(read_only=True) as session:
+        user = users.get_user(session, username=username)
+        return progress_queries.unresolved_disagreement_count(session, user)
+
+
+def _my_progress(user: User) -> dict:
+    with db_session(read_only=True) as session:
+        return progress_queries.my_progress(session, user)
+
+
+def work_summary(user: User, *, container=None) -> None:
+    """The user's own figures: queue progress (annotators) or open disagreements (checkers, admins)."""
+    target = container or st.container()
+    with target:
+        if user.role == Role.annotator:
+            mine = _my_progress(user)
+            st.progress(mine["done"] / mine["assigned"] if mine["assigned"] else 0.0,
+                        text=t("sidebar.my_progress", done=mine["done"], total=mine["assigned"]))
+        else:
+            count = _unresolved_count(user.username)
+            st.metric(t("sidebar.unresolved"), f"{count:,}")
+
+
 def sidebar(user: User) -> None:
     with st.sidebar:
-        st.caption(t("sidebar.signed_in_as", name=user.display_name or user.username))
+        name = user.display_name or user.username
         role = t(f"role.{user.role}")
-        st.caption(f"{role} · {t('group.name', group=user.group_no)}" if user.group_no else role)
+        group = t("group.name", group=user.group_no) if user.group_no else ""
+        # Names come from accounts the admin typed; shown as text, never markup.
+        st.text(t("sidebar.signed_in_as", name=name))
+        st.text(f"{role} · {group}" if group else role)
+        work_summary(user)
     language_switch()
-    if st.sidebar.button(t("logout"), key="logout"):
+    if st.sidebar.button(t("logout"), key="logout", icon=":material/logout:"):
         sign_out()
         st.rerun()
 

@@ -1,0 +1,92 @@
+"""Widgets shared by the annotator's, the checker's and the admin's pages.
+
+User-supplied text (cases, responses, criteria, notes, even case ids and model names from an
+imported file) is shown ONLY through this module:
+
+- `show_text(text)` for running text: `st.text`, which never parses Markdown or HTML, keeps line
+  breaks and wraps long lines (Chinese included) in the app's normal, readable font.
+- `plain(text)` for user text inside a label that Streamlit renders as Markdown (expander titles,
+  tab names, radio options, captions): every Markdown/HTML character is backslash-escaped, so
+  `<img …>`, `![x](url)`, `[link](url)`, `:red[…]` and `$…$` all show as typed and fetch nothing.
+
+`case_card(case)` and `progress_bar(done, total)` are the common blocks of the work pages.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import streamlit as st
+
+from admin.shell import t
+
+# Every ASCII punctuation character may be backslash-escaped in CommonMark; escaping all of them
+# also defuses Streamlit's own extensions (`:color[…]`, `:material/…:`, emoji shortcodes, `$math$`).
+_MARKDOWN_SPECIAL = re.compile(r"([!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~])")
+
+#: Fields of a case, in the order a physician reads them, with their catalog labels.
+CASE_META_FIELDS = ("difficulty", "task", "subject", "user_role")
+CASE_TEXT_FIELDS = ("clinical_context", "user_request")
+
+
+def plain(text: Any) -> str:
+    """`text` escaped for a Markdown-rendering label: shown as typed, never as markup."""
+    value = "" if text is None else str(text)
+    value = _MARKDOWN_SPECIAL.sub(r"\\\1", value)
+    # A label is one line; a newline would start a new Markdown block.
+    return " ".join(value.split())
+
+
+def show_text(text: Any, *, empty: str | None = None) -> None:
+    """Render user-supplied text as plain text (no Markdown, no HTML), keeping its line breaks."""
+    value = "" if text is None else str(text)
+    if not value.strip():
+        st.caption(empty if empty is not None else t("widgets.empty_text"))
+        return
+    st.text(value, width="stretch", wrap=True)
+
+
+def _field(case: Any, name: str) -> Any:
+    if isinstance(case, Mapping):
+        return case.get(name)
+    return getattr(case, name, None)
+
+
+def case_card(case: Any, *, expanded_text: bool = True) -> None:
+    """A bordered card with a case's id, difficulty, task, subject, asker and its two texts.
+
+    `case` is a mapping or an object with the `Case` field names (`case_id`, `difficulty`, `task`,
+    `subject`, `user_role`, `clinical_context`, `user_request`); missing fields are left out.
+    """
+    with st.container(border=True):
+        st.markdown(f"#### {t('widgets.case')} {plain(_field(case, 'case_id'))}")
+        present = [name for name in CASE_META_FIELDS if _field(case, name)]
+        if present:
+            columns = st.columns(len(present))
+            for column, name in zip(columns, present):
+                with column:
+                    st.caption(t(f"widgets.case.{name}"))
+                    show_text(_field(case, name))
+        for name in CASE_TEXT_FIELDS:
+            if _field(case, name) is None:
+                continue
+            if expanded_text:
+                st.caption(t(f"widgets.case.{name}"))
+                show_text(_field(case, name))
+            else:
+                with st.expander(t(f"widgets.case.{name}")):
+                    show_text(_field(case, name))
+
+
+def progress_bar(done: int, total: int, *, label_key: str = "widgets.progress") -> None:
+    """A progress bar with "done / total (share)" in the user's language; an empty queue shows 0."""
+    share = done / total if total else 0.0
+    st.progress(min(max(share, 0.0), 1.0),
+                text=t(label_key, done=f"{done:,}", total=f"{total:,}", share=f"{share:.0%}"))
+
+
+def show_error(error: Exception) -> None:
+    """A data-layer error for the person who caused it, in red; its message is shown as text."""
+    st.error(t("error.generic", reason=plain(error)))

@@ -1,0 +1,61 @@
+"""Unsaved edits kept per user and page key, so a refresh or a closed tab loses nothing.
+
+Pages call `save_draft` whenever an edit changes (cheap: one upsert), `load_draft` when they
+open, and `discard_draft` once the edit is saved for real or thrown away. A draft is private to
+its user and is not an audited change: the audited change is the save it leads to.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlmodel import Session, select
+
+from db.errors import ValidationFailed
+from db.models import Draft, User, utcnow
+from db.policies import require_active
+
+MAX_KEY_LENGTH = 128
+
+
+def _check_key(key: str) -> None:
+    if not key or len(key) > MAX_KEY_LENGTH:
+        raise ValidationFailed(f"draft key: 1–{MAX_KEY_LENGTH} characters")
+
+
+def _find(session: Session, user: User, key: str) -> Draft | None:
+    return session.exec(select(Draft).where(Draft.user_id == user.id, Draft.key == key)).first()
+
+
+def save_draft(session: Session, user: User, key: str, payload: dict[str, Any]) -> Draft:
+    """Create or replace `user`'s draft under `key`."""
+    require_active(user)
+    _check_key(key)
+    if not isinstance(payload, dict):
+        raise ValidationFailed("draft payload: must be a JSON object")
+    draft = _find(session, user, key)
+    if draft is None:
+        draft = Draft(user_id=user.id, key=key, payload=payload)
+    else:
+        # A new dict, so the JSON column sees the change.
+        draft.payload = dict(payload)
+        draft.updated_at = utcnow()
+    session.add(draft)
+    session.flush()
+    return draft
+
+
+def load_draft(session: Session, user: User, key: str) -> dict[str, Any] | None:
+    """`user`'s draft payload under `key`, or None."""
+    draft = _find(session, user, key)
+    return dict(draft.payload) if draft is not None else None
+
+
+def discard_draft(session: Session, user: User, key: str) -> bool:
+    """Drop the draft; True when there was one."""
+    draft = _find(session, user, key)
+    if draft is None:
+        return False
+    session.delete(draft)
+    session.flush()
+    return True
