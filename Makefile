@@ -1,0 +1,94 @@
+# ClinConsensus Studio — run, test, benchmark.
+#
+#   make run     install into .venv, migrate, seed the small demo once, serve http://localhost:8501
+#   make test    install with test extras, run the whole suite (PostgreSQL and browser tests included)
+#   make bench   run every benchmarks/bench_*.py in turn
+#   make lint    byte-compile every module (catches syntax errors without extra tools)
+#
+# The virtualenv is (re)installed only when pyproject.toml changes (stamp files in .venv/).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+APP_STAMP := $(VENV)/.installed-app
+TEST_STAMP := $(VENV)/.installed-test
+PORT ?= 8501
+ADDRESS ?= localhost
+DEMO_LOGINS := data/demo-logins.txt
+PYTEST_ARGS ?=
+SOURCES := db annotate review analysis admin tests benchmarks
+
+.PHONY: help run test bench lint clean-venv
+
+help:
+	@echo "make run    start ClinConsensus Studio at http://$(ADDRESS):$(PORT) (seeds a small demo on first run)"
+	@echo "make test   run the whole test suite (PostgreSQL and browser tests included)"
+	@echo "make bench  run the benchmarks (benchmarks/bench_*.py)"
+	@echo "make lint   byte-compile every module"
+
+# A Debian python3 without the venv module cannot make a virtualenv; as root, fetch it.
+$(BIN)/python:
+	@if ! $(PYTHON) -m venv $(VENV) >/dev/null 2>&1; then \
+	  rm -rf $(VENV); \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing python3-venv (needed to create $(VENV))"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get update -qq </dev/null && apt-get install -y -qq python3-venv </dev/null >/dev/null; \
+	    $(PYTHON) -m venv $(VENV); \
+	  else \
+	    echo "cannot create $(VENV): install the venv module (Debian: apt-get install python3-venv)" >&2; \
+	    exit 1; \
+	  fi; \
+	fi
+	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
+
+$(APP_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e .
+	@touch $@
+
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test]'
+	@touch $@ $(APP_STAMP)
+
+run: $(APP_STAMP)
+	@$(BIN)/clinconsensus migrate
+	@cases=$$($(BIN)/clinconsensus status --json | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["cases"])'); \
+	if [ "$$cases" = 0 ]; then \
+	  echo "empty database: seeding the small demo"; \
+	  mkdir -p $(dir $(DEMO_LOGINS)); \
+	  (umask 077; $(BIN)/clinconsensus demo --scale small | tee $(DEMO_LOGINS)); \
+	  echo "(demo logins saved in $(DEMO_LOGINS))"; \
+	elif [ -f $(DEMO_LOGINS) ]; then \
+	  echo "database has $$cases cases; demo logins from the first run ($(DEMO_LOGINS)):"; \
+	  cat $(DEMO_LOGINS); \
+	else \
+	  echo "database has $$cases cases; log in with your own account (add one: clinconsensus users add NAME --role admin --password-stdin)"; \
+	fi
+	@echo "ClinConsensus Studio: http://$(ADDRESS):$(PORT)   (Ctrl-C stops it)"
+	@exec $(BIN)/clinconsensus serve --port $(PORT) --address $(ADDRESS)
+
+# pytest exits 5 when it collected nothing; that is a failure, never a pass.
+test: $(TEST_STAMP)
+	@status=0; $(BIN)/python -m pytest $(PYTEST_ARGS) || status=$$?; \
+	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; \
+	exit $$status
+
+bench: $(APP_STAMP)
+	@shopt -s nullglob; scripts=(benchmarks/bench_*.py); \
+	if [ $${#scripts[@]} -eq 0 ]; then echo "no benchmarks/bench_*.py found" >&2; exit 1; fi; \
+	failed=(); \
+	for script in "$${scripts[@]}"; do \
+	  echo "== $$script"; \
+	  PYTHONPATH=$(CURDIR) $(BIN)/python "$$script" || failed+=("$$script"); \
+	done; \
+	if [ $${#failed[@]} -gt 0 ]; then echo "failed: $${failed[*]}" >&2; exit 1; fi
+
+lint: $(APP_STAMP)
+	$(BIN)/python -m compileall -q $(SOURCES) $(wildcard streamlit_app.py)
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,305 @@
+"""End-to-end fixtures: the real app on a seeded database, driven by Debian's Chromium.
+
+The session seeds a fresh SQLite file with the small demo (fixed passwords through
+CLINCONSENSUS_DEMO_PASSWORD), starts `streamlit run streamlit_app.py` on a free port against it,
+and hands tests a Playwright page. Screenshots land in tests/artifacts/screenshots/.
+
+Without /usr/bin/chromium the browser tests skip; with CLINCONSENSUS_REQUIRE_BROWSER=1 (CI sets it)
+they fail instead. Playwright's own browser download is never used.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO_ROOT / "tests" / "artifacts"
+SCREENSHOTS = ARTIFACTS / "screenshots"
+CHROMIUM = Path(os.environ.get("CLINCONSENSUS_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # CI runs as root, where Chromium's sandbox cannot start
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+#: Every demo account's password in the browser tests.
+DEMO_PASSWORD = "e2e-Demo-password-2026"
+SERVER_START_TIMEOUT = 90.0
+#: Playwright's default wait for an element or navigation, in milliseconds.
+ACTION_TIMEOUT_MS = 30_000
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _browser_required() -> bool:
+    return os.environ.get("CLINCONSENSUS_REQUIRE_BROWSER", "") not in ("", "0")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class AppServer:
+    base_url: str
+    database_url: str
+    log_path: Path
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+# Database ----------------------------------------------------------------------------------
+
+def _run_cli(args: list[str], env: dict) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, "-m", "admin.cli", *args], cwd=REPO_ROOT, env=env,
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if result.returncode != 0:
+        raise RuntimeError(f"clinconsensus {' '.join(args)} failed ({result.returncode}):\n"
+                           f"{result.stdout}\n{result.stderr}")
+    return result
+
+
+def _seed_accounts_only(database_url: str) -> None:
+    """Before the demo generator exists: one account per role, so the login path can be driven."""
+    from db import users
+    from db.engine import make_engine, session_scope
+    from db.migrate import upgrade
+
+    engine = make_engine(database_url)
+    try:
+        upgrade(engine)
+        with session_scope(engine) as session:
+            users.add_user(session, username="admin", role="admin", group_no=None, password=DEMO_PASSWORD,
+                           actor="e2e")
+            for group in (1, 2):
+                users.add_user(session, username=f"annotator{group}", role="annotator", group_no=group,
+                               password=DEMO_PASSWORD, actor="e2e")
+                users.add_user(session, username=f"checker{group}", role="checker", group_no=group,
+                               password=DEMO_PASSWORD, actor="e2e")
+    finally:
+        engine.dispose()
+
+
+def seed_database(database_url: str, env: dict) -> str:
+    """Fills the database like a first `make run` does; returns the seeding command's output."""
+    if importlib.util.find_spec("db.demo") is not None:
+        return _run_cli(["demo", "--scale", "small"], env).stdout
+    _seed_accounts_only(database_url)
+    return "accounts only (no demo generator yet)"
+
+
+@dataclass
+class Account:
+    username: str
+    role: str
+    group_no: int | None
+    display_name: str
+    password: str = DEMO_PASSWORD
+
+
+def find_account(database_url: str, role: str, group_no: int | None = None) -> Account:
+    """An active account of `role` (and group) in the seeded database."""
+    from db import users
+    from db.engine import make_engine, session_scope
+
+    engine = make_engine(database_url)
+    try:
+        with session_scope(engine, read_only=True) as session:
+            for user in users.list_users(session):
+                if user.role == role and user.is_active and (group_no is None or user.group_no == group_no):
+                    return Account(user.username, user.role, user.group_no, user.display_name or user.username)
+    finally:
+        engine.dispose()
+    raise LookupError(f"the seeded database has no active {role}" + (f" in group {group_no}" if group_no else ""))
+
+
+# Server ------------------------------------------------------------------------------------
+
+def _wait_until_healthy(process: subprocess.Popen, base_url: str, log_path: Path) -> None:
+    deadline = time.monotonic() + SERVER_START_TIMEOUT
+    last_error = "no answer"
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {process.returncode}:\n{log_path.read_text(errors='replace')}")
+        try:
+            with urllib.request.urlopen(f"{base_url}/_stcore/health", timeout=2) as answer:
+                if answer.status == 200 and answer.read().strip() == b"ok":
+                    return
+                last_error = f"status {answer.status}"
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
+            last_error = str(error)
+        time.sleep(0.3)
+    raise RuntimeError(f"streamlit not healthy after {SERVER_START_TIMEOUT:.0f}s ({last_error}):\n"
+                       f"{log_path.read_text(errors='replace')}")
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=15)
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> Path:
+    if not CHROMIUM.exists():
+        message = f"{CHROMIUM} not found (Debian: apt-get install chromium fonts-noto-cjk)"
+        if _browser_required():
+            pytest.fail(f"the browser tests are required here: {message}")
+        pytest.skip(message)
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def app_server(chromium_path, tmp_path_factory) -> AppServer:
+    """The app on a freshly seeded SQLite database, served for the whole session."""
+    folder = tmp_path_factory.mktemp("e2e-app")
+    database_url = f"sqlite:///{folder / 'studio.db'}"
+    env = {**os.environ, "DATABASE_URL": database_url, "CLINCONSENSUS_DEMO_PASSWORD": DEMO_PASSWORD,
+           "PYTHONUNBUFFERED": "1"}
+    env.pop("STREAMLIT_SERVER_PORT", None)
+    seed_output = seed_database(database_url, env)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "e2e-seed.txt").write_text(seed_output, encoding="utf-8")
+
+    port = _free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    log_path = ARTIFACTS / "e2e-server.log"
+    command = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.port", str(port),
+               "--server.address", "127.0.0.1", "--server.headless", "true",
+               "--browser.gatherUsageStats", "false"]
+    with open(log_path, "w", encoding="utf-8") as log:
+        # Own process group, so stopping it also stops anything it started.
+        process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_until_healthy(process, base_url, log_path)
+        yield AppServer(base_url=base_url, database_url=database_url, log_path=log_path)
+    finally:
+        _stop(process)
+
+
+# Browser -----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def browser(chromium_path):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(chromium_path), args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def context(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, locale="zh-CN",
+                                  timezone_id="Asia/Shanghai")
+    context.set_default_timeout(ACTION_TIMEOUT_MS)
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def page(context, app_server, request):
+    """A fresh tab (own cookies and session state) per test; on failure the server log is attached."""
+    page = context.new_page()
+    yield page
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        try:
+            screenshot(page, f"FAILED-{request.node.name}", settle=False)
+        except Exception as error:  # a crashed page must not hide the test's own failure
+            print(f"no failure screenshot: {error}")
+        print(f"--- streamlit server log (tail)\n{app_server.log_tail()}")
+    page.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
+# Helpers -----------------------------------------------------------------------------------
+
+def screenshot(page, name: str, *, settle: bool = True) -> Path:
+    """Saves the full page to tests/artifacts/screenshots/<name>.png and returns the path.
+
+    With `settle`, waits for the script run to finish first, so the picture is the final page.
+    """
+    if settle:
+        wait_for_app_run(page)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def wait_for_app_run(page, timeout_ms: int = ACTION_TIMEOUT_MS) -> None:
+    """Waits until the browser is connected and the script has finished its current run."""
+    page.locator('[data-testid="stApp"][data-test-connection-state="CONNECTED"]').wait_for(timeout=timeout_ms)
+    page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for(timeout=timeout_ms)
+
+
+def open_app(page, app_server: AppServer, path: str = "") -> None:
+    page.goto(f"{app_server.base_url}/{path.lstrip('/')}")
+    wait_for_app_run(page)
+
+
+def text(key: str, lang: str = "zh", **values) -> str:
+    """The user-visible text of a catalog key, so tests follow the catalog rather than copies of it."""
+    from admin.i18n import translate
+
+    return translate(key, lang, **values)
+
+
+def fill_login(page, username: str, password: str, lang: str = "zh") -> None:
+    """Fills the login form by its accessible labels and presses the sign-in button."""
+    page.get_by_label(text("login.username", lang), exact=True).fill(username)
+    page.get_by_label(text("login.password", lang), exact=True).fill(password)
+    page.get_by_role("button", name=text("login.submit", lang), exact=True).click()
+
+
+def login(page, app_server: AppServer, account: Account, lang: str = "zh") -> None:
+    """Opens the app and signs in; returns once the signed-in sidebar is shown."""
+    from playwright.sync_api import expect
+
+    open_app(page, app_server)
+    fill_login(page, account.username, account.password, lang)
+    expect(page.get_by_text(text("sidebar.signed_in_as", lang, name=account.display_name))).to_be_visible()
+    wait_for_app_run(page)
+
+
+@pytest.fixture(scope="session")
+def accounts(app_server):
+    """Demo accounts by role: accounts("admin"), accounts("annotator", 1)…"""
+    def lookup(role: str, group_no: int | None = None) -> Account:
+        return find_account(app_server.database_url, role, group_no)
+    return lookup

@@ -1,0 +1,91 @@
+"""The run/test plumbing says what it must: Streamlit settings, make targets, the CI job's packages."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FULL_SCALE_LABELS_MB = 250  # a full-scale labels file (DESIGN §6), rounded up
+
+
+@pytest.fixture(scope="module")
+def streamlit_config() -> dict:
+    return tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+
+
+def test_streamlit_config_keeps_usage_private_and_requests_checked(streamlit_config):
+    assert streamlit_config["browser"]["gatherUsageStats"] is False
+    assert streamlit_config["server"]["enableXsrfProtection"] is True
+    assert streamlit_config["server"]["headless"] is True
+
+
+def test_streamlit_config_accepts_a_full_scale_upload(streamlit_config):
+    limit = streamlit_config["server"]["maxUploadSize"]
+    assert isinstance(limit, int) and limit >= 2 * FULL_SCALE_LABELS_MB
+    # A file the uploader accepts must also fit through the websocket.
+    assert streamlit_config["server"].get("maxMessageSize", 200) >= limit
+
+
+def test_streamlit_config_hides_developer_tools_and_error_details(streamlit_config):
+    client = streamlit_config["client"]
+    assert client["toolbarMode"] == "viewer"
+    assert client["showErrorDetails"] in ("none", False)
+
+
+def test_streamlit_knows_every_option_in_the_config(streamlit_config):
+    """A misspelt option would silently do nothing; check each against Streamlit's own option table."""
+    from streamlit import config
+
+    known = config._config_options_template
+    for section, options in streamlit_config.items():
+        for name in options:
+            assert f"{section}.{name}" in known, f"unknown Streamlit option {section}.{name}"
+
+
+def _make_targets() -> set[str]:
+    text = (ROOT / "Makefile").read_text(encoding="utf-8")
+    return set(re.findall(r"^([A-Za-z][\w-]*):", text, flags=re.MULTILINE))
+
+
+def test_makefile_has_run_test_and_bench():
+    assert {"run", "test", "bench"} <= _make_targets()
+
+
+def test_make_test_runs_the_whole_suite_and_fails_on_an_empty_one():
+    dry_run = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True)
+    assert dry_run.returncode == 0, dry_run.stderr
+    assert "-m pytest" in dry_run.stdout
+    assert "tests/" not in dry_run.stdout.split("-m pytest", 1)[1].split("\n", 1)[0], "make test must not narrow the suite"
+    assert "status -eq 5" in dry_run.stdout
+
+
+def test_make_run_seeds_the_demo_only_when_empty_and_serves():
+    dry_run = subprocess.run(["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True)
+    assert dry_run.returncode == 0, dry_run.stderr
+    assert "clinconsensus migrate" in dry_run.stdout
+    assert 'if [ "$cases" = 0 ]' in dry_run.stdout
+    assert "clinconsensus demo --scale small" in dry_run.stdout
+    assert "clinconsensus serve --port 8501" in dry_run.stdout
+
+
+def test_ci_job_installs_the_servers_the_tests_need_and_requires_them():
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert script.startswith("#!/usr/bin/env bash")
+    assert "set -euo pipefail" in script
+    packages = re.search(r"^PACKAGES=\(([^)]*)\)", script, flags=re.MULTILINE)
+    assert packages, "the CI job lists its Debian packages in PACKAGES=(…)"
+    names = packages.group(1).split()
+    for needed in ("postgresql", "chromium", "fonts-noto-cjk"):
+        assert needed in names
+    assert "apt-get update" in script
+    assert "DEBIAN_FRONTEND=noninteractive" in script
+    assert "CLINCONSENSUS_REQUIRE_POSTGRES=1" in script and "CLINCONSENSUS_REQUIRE_BROWSER=1" in script
+    assert re.search(r"make test\b", script)
+    assert "playwright install" not in script
+    result = subprocess.run(["bash", "-n", str(ROOT / ".ci" / "run")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
