@@ -23,45 +23,94 @@ AGREEMENT, ADJUDICATED, SINGLE = "agreement", "adjudicated", "single"
 GOLD_COLUMNS = [*DECISION, "met", "source", "group1", "group2"]
 
 
+def _decision_codes(labels: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each label row's decision number, and each decision's response_id and criterion_id.
+
+    Decisions are numbered in (response_id, criterion_id) order; integer keys instead of a
+    MultiIndex keep the 1.65 M-decision report fast.
+    """
+    criterion_codes, criterion_names = _factorize_sorted(labels["criterion_id"])
+    width = max(len(criterion_names), 1)
+    keys = labels["response_id"].to_numpy(np.int64) * width + criterion_codes
+    codes, unique_keys = pd.factorize(keys, sort=True)
+    return codes, unique_keys // width, np.asarray(criterion_names, dtype=object)[unique_keys % width]
+
+
+def _factorize_sorted(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Codes numbering the distinct values in sorted order (hashing first, then sorting the few distinct ones)."""
+    codes, uniques = pd.factorize(values)
+    uniques = np.asarray(uniques, dtype=object)
+    order = np.argsort(uniques, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[codes], uniques[order]
+
+
+def _stage_is(labels: pd.DataFrame, stage: str) -> np.ndarray:
+    codes, uniques = pd.factorize(labels["stage"])
+    return codes == (list(uniques).index(stage) if stage in list(uniques) else -2)
+
+
+def _labels_by_decision(labels: pd.DataFrame, codes: np.ndarray, n_decisions: int, mask: np.ndarray) -> np.ndarray:
+    """Per decision: 1 met, 0 not met, -1 no label among the rows selected by `mask`."""
+    values = np.full(n_decisions, -1, dtype=np.int8)
+    values[codes[mask]] = labels["met"].to_numpy(bool)[mask]
+    return values
+
+
 def group_final_labels(labels: pd.DataFrame) -> pd.DataFrame:
     """One row per (decision, group) that has a final label: DECISION + group_no + met (+ stage)."""
-    checks = labels[labels["stage"] == Stage.check]
-    annotations = labels[labels["stage"] == Stage.annotation]
+    is_check = _stage_is(labels, Stage.check)
+    is_annotation = _stage_is(labels, Stage.annotation)
     keys = [*DECISION, "group_no"]
-    if len(checks):
-        checked = pd.MultiIndex.from_frame(checks[keys])
-        annotations = annotations[~pd.MultiIndex.from_frame(annotations[keys]).isin(checked)]
-    final = pd.concat([checks, annotations], ignore_index=True)
-    return final[[*keys, "met", "stage"]]
-
-
-def _group_column(final: pd.DataFrame, group_no: int) -> pd.Series:
-    part = final[final["group_no"] == group_no]
-    return pd.Series(part["met"].to_numpy(), index=pd.MultiIndex.from_frame(part[DECISION]), name=f"group{group_no}")
+    keep = is_check.copy()
+    if is_check.any():
+        codes, response_ids, _ = _decision_codes(labels)
+        group = labels["group_no"].to_numpy(np.int64)
+        checked = np.zeros((len(response_ids), int(group.max()) + 1), dtype=bool)
+        checked[codes[is_check], group[is_check]] = True
+        keep |= is_annotation & ~checked[codes, group]
+    else:
+        keep |= is_annotation
+    # Checks first, then the annotations no check replaces.
+    order = np.concatenate([np.flatnonzero(is_check), np.flatnonzero(keep & ~is_check)])
+    return labels.iloc[order][[*keys, "met", "stage"]].reset_index(drop=True)
 
 
 def decisions_with_finals(labels: pd.DataFrame) -> pd.DataFrame:
     """Every decision that has any label: DECISION, group1, group2, adjudicated (nullable booleans)."""
-    final = group_final_labels(labels)
-    adjudications = labels[labels["stage"] == Stage.adjudication]
-    adjudicated = pd.Series(adjudications["met"].to_numpy(), index=pd.MultiIndex.from_frame(adjudications[DECISION]),
-                            name="adjudicated")
-    frame = pd.concat([_group_column(final, 1), _group_column(final, 2), adjudicated], axis=1)
-    frame.index.names = DECISION
-    frame = frame.astype("boolean").reset_index()
+    codes, response_ids, criterion_ids = _decision_codes(labels)
+    n_decisions = len(response_ids)
+    is_annotation, is_check = _stage_is(labels, Stage.annotation), _stage_is(labels, Stage.check)
+    group = labels["group_no"].to_numpy()
+    columns = {}
+    for group_no in (1, 2):
+        in_group = group == group_no
+        annotation = _labels_by_decision(labels, codes, n_decisions, in_group & is_annotation)
+        check = _labels_by_decision(labels, codes, n_decisions, in_group & is_check)
+        columns[f"group{group_no}"] = np.where(check >= 0, check, annotation)
+    columns["adjudicated"] = _labels_by_decision(labels, codes, n_decisions, _stage_is(labels, Stage.adjudication))
+    frame = pd.DataFrame({"response_id": response_ids, "criterion_id": criterion_ids})
+    for name, values in columns.items():
+        frame[name] = pd.arrays.BooleanArray(values == 1, values < 0)
     return frame
 
 
 def gold_labels(labels: pd.DataFrame) -> pd.DataFrame:
     """Decisions that have gold, with `met`, `source` and each group's final label (GOLD_COLUMNS)."""
-    frame = decisions_with_finals(labels)
+    return gold_from_decisions(decisions_with_finals(labels))
+
+
+def gold_from_decisions(frame: pd.DataFrame) -> pd.DataFrame:
+    """`gold_labels` of a `decisions_with_finals` frame (for callers that also need the finals)."""
     g1, g2, adj = frame["group1"], frame["group2"], frame["adjudicated"]
     has1, has2, has_adj = g1.notna().to_numpy(), g2.notna().to_numpy(), adj.notna().to_numpy()
-    agree = (has1 & has2) & (g1.fillna(False).to_numpy() == g2.fillna(False).to_numpy())
+    met1, met2 = g1.to_numpy(dtype=bool, na_value=False), g2.to_numpy(dtype=bool, na_value=False)
+    agree = (has1 & has2) & (met1 == met2)
     single = has1 ^ has2
     source = np.select([has_adj, agree, single], [ADJUDICATED, AGREEMENT, SINGLE], default="")
-    met = np.where(has_adj, adj.fillna(False).to_numpy(),
-                   np.where(has1, g1.fillna(False).to_numpy(), g2.fillna(False).to_numpy()))
+    met = np.where(has_adj, adj.to_numpy(dtype=bool, na_value=False), np.where(has1, met1, met2))
+    frame = frame.assign()
     frame["met"] = met.astype(bool)
     frame["source"] = source
     return frame.loc[source != "", GOLD_COLUMNS].reset_index(drop=True)
