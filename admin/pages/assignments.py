@@ -1,0 +1,138 @@
+"""Hand out work: rubric authoring by specialty or case, hit labeling per group, reassignment.
+
+The balancing and the rules (one annotator per group per response, never the rubric's author)
+live in `db.assignments`; this page only collects the choice and shows the result.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+from sqlmodel import select
+
+from admin import shell, widgets
+from db import assignments
+from db.errors import ClinConsensusError
+from db.models import AssignmentKind, Role, User
+
+TABLE_LIMIT = 500
+
+
+def _annotators() -> list[User]:
+    with shell.db_session(read_only=True) as session:
+        return list(session.exec(select(User).where(User.role == Role.annotator, User.is_active == True)  # noqa: E712
+                                 .order_by(User.group_no, User.username)).all())
+
+
+def _person_label(people: dict[str, User]):
+    def label(username: str) -> str:
+        person = people[username]
+        return f"{person.display_name or username} ({username}) · {shell.t('group.name', group=person.group_no)}"
+    return label
+
+
+def _run(action) -> None:
+    try:
+        with shell.db_session() as session:
+            summary = action(session)
+    except ClinConsensusError as error:
+        widgets.show_error(error)
+        return
+    st.session_state["assign_flash"] = summary
+    st.rerun()
+
+
+def _show_summary(summary) -> None:
+    t = shell.t
+    if isinstance(summary, str):
+        st.success(summary)
+        return
+    st.success(t("admin.assign.result", created=summary.created, existing=summary.already_assigned))
+    if summary.per_user:
+        st.dataframe([{t("admin.assign.col.user"): name, t("admin.assign.col.new"): count}
+                      for name, count in sorted(summary.per_user.items())], hide_index=True, width="content")
+    if summary.unassignable:
+        st.warning(t("admin.assign.unassignable", count=len(summary.unassignable)))
+        with st.expander(t("admin.assign.unassignable.details")):
+            widgets.show_text("\n".join(summary.unassignable[:200]))
+
+
+def render() -> None:
+    admin = shell.require_user(Role.admin)
+    t = shell.t
+    st.title(t("admin.assign.title"))
+    flash = st.session_state.pop("assign_flash", None)
+    if flash is not None:
+        _show_summary(flash)
+
+    people = {p.username: p for p in _annotators()}
+    label = _person_label(people)
+    with shell.db_session(read_only=True) as session:
+        subjects = assignments.specialties(session)
+
+    rubric_tab, label_tab, reassign_tab, list_tab = st.tabs([
+        t("admin.assign.tab.rubric"), t("admin.assign.tab.label"), t("admin.assign.tab.reassign"),
+        t("admin.assign.tab.list")])
+
+    with rubric_tab:
+        st.caption(t("admin.assign.rubric.intro"))
+        with st.form("assign_rubric"):
+            by = st.radio(t("admin.assign.rubric.by"), ("specialty", "cases"), horizontal=True,
+                          format_func=lambda v: t(f"admin.assign.rubric.by.{v}"))
+            specialty = st.selectbox(t("admin.assign.specialty"), subjects, index=None,
+                                     placeholder=t("admin.assign.specialty.placeholder"))
+            case_text = st.text_area(t("admin.assign.case_ids"), help=t("admin.assign.case_ids.help"), height=100)
+            chosen = st.multiselect(t("admin.assign.annotators"), list(people), format_func=label, key="rubric_people")
+            if st.form_submit_button(t("admin.assign.rubric.submit"), type="primary"):
+                case_ids = [c for c in case_text.replace(",", " ").split() if c]
+                if by == "specialty" and not specialty:
+                    st.warning(t("admin.assign.need_specialty"))
+                elif by == "cases" and not case_ids:
+                    st.warning(t("admin.assign.need_cases"))
+                else:
+                    _run(lambda s: assignments.assign_rubric_authoring(
+                        s, actor=admin, annotators=chosen,
+                        specialty=specialty if by == "specialty" else None,
+                        case_ids=case_ids if by == "cases" else None))
+
+    with label_tab:
+        st.caption(t("admin.assign.label.intro"))
+        with st.form("assign_label"):
+            left, right = st.columns(2)
+            group1 = [u for u, p in people.items() if p.group_no == 1]
+            group2 = [u for u, p in people.items() if p.group_no == 2]
+            chosen1 = left.multiselect(t("group.name", group=1), group1, default=group1, format_func=label)
+            chosen2 = right.multiselect(t("group.name", group=2), group2, default=group2, format_func=label)
+            if st.form_submit_button(t("admin.assign.label.submit"), type="primary"):
+                _run(lambda s: assignments.assign_labeling(s, actor=admin, annotators=[*chosen1, *chosen2]))
+
+    with reassign_tab:
+        st.caption(t("admin.assign.reassign.intro"))
+        with st.form("assign_move"):
+            left, right = st.columns(2)
+            assignment_id = left.number_input(t("admin.assign.assignment_id"), min_value=1, step=1, value=None)
+            target = right.selectbox(t("admin.assign.to"), list(people), format_func=label, index=None)
+            if st.form_submit_button(t("admin.assign.reassign.submit"), type="primary"):
+                if assignment_id is None or target is None:
+                    st.warning(t("admin.assign.need_both"))
+                else:
+                    _run(lambda s: _reassigned(s, admin, int(assignment_id), target))
+
+    with list_tab:
+        left, right = st.columns(2)
+        kind = left.radio(t("admin.assign.kind"), (AssignmentKind.label.value, AssignmentKind.rubric.value),
+                          horizontal=True, format_func=lambda k: t(f"admin.assign.kind.{k}"))
+        who = right.selectbox(t("admin.assign.filter_user"), list(people), index=None, format_func=label,
+                              placeholder=t("admin.assign.everyone"))
+        with shell.db_session(read_only=True) as session:
+            rows = assignments.list_assignments(session, actor=admin, kind=AssignmentKind(kind), username=who,
+                                                limit=TABLE_LIMIT)
+        st.caption(t("admin.assign.list.caption", shown=len(rows), limit=TABLE_LIMIT))
+        st.dataframe([{t("admin.assign.col.id"): r["id"], t("admin.assign.col.case"): r["case_id"],
+                       t("admin.assign.col.response"): r["response"] or "", t("admin.assign.col.model"): r["model"] or "",
+                       t("admin.assign.col.user"): r["user"], t("admin.assign.col.group"): r["group"]}
+                      for r in rows], hide_index=True, width="stretch")
+
+
+def _reassigned(session, admin: User, assignment_id: int, target: str) -> str:
+    assignments.reassign(session, actor=admin, assignment_id=assignment_id, to_username=target)
+    return shell.t("admin.assign.reassigned", id=assignment_id, name=widgets.plain(target))

@@ -1,0 +1,109 @@
+"""Accounts and the two expert groups: add, activate/deactivate, reset a password, change role or group.
+
+Every change goes through `db.users`, which validates it and writes the audit entry.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from admin import shell, widgets
+from db import users
+from db.errors import ClinConsensusError
+from db.models import Role, utcnow
+
+ROLES = (Role.annotator.value, Role.checker.value, Role.admin.value)
+GROUP_CHOICES = (1, 2, None)
+
+
+def _group_label(group: int | None) -> str:
+    return shell.t("group.name", group=group) if group else shell.t("admin.users.no_group")
+
+
+def _apply(action, success_key: str, **values) -> None:
+    """Run one change in its own transaction; report success or the reason, in the user's language."""
+    try:
+        with shell.db_session() as session:
+            action(session)
+    except ClinConsensusError as error:
+        widgets.show_error(error)
+        return
+    st.session_state["users_flash"] = shell.t(success_key, **values)
+    st.rerun()
+
+
+def _table(accounts) -> list[dict]:
+    t = shell.t
+    now = utcnow()
+    rows = []
+    for account in accounts:
+        locked = account.locked_until is not None and account.locked_until.replace(tzinfo=now.tzinfo) > now
+        rows.append({
+            t("admin.users.col.username"): account.username,
+            t("admin.users.col.display_name"): account.display_name,
+            t("admin.users.col.role"): t(f"role.{account.role}"),
+            t("admin.users.col.group"): _group_label(account.group_no),
+            t("admin.users.col.active"): account.is_active,
+            t("admin.users.col.locked"): locked,
+        })
+    return rows
+
+
+def render() -> None:
+    admin = shell.require_user(Role.admin)
+    t = shell.t
+    st.title(t("admin.users.title"))
+    flash = st.session_state.pop("users_flash", None)
+    if flash:
+        st.success(flash)
+
+    with shell.db_session(read_only=True) as session:
+        accounts = users.list_users(session)
+    usernames = [a.username for a in accounts]
+    st.dataframe(_table(accounts), hide_index=True, width="stretch")
+
+    add_tab, edit_tab, active_tab, password_tab = st.tabs(
+        [t("admin.users.tab.add"), t("admin.users.tab.edit"), t("admin.users.tab.active"), t("admin.users.tab.password")])
+
+    with add_tab, st.form("user_add", clear_on_submit=True):
+        left, right = st.columns(2)
+        username = left.text_input(t("admin.users.username"), help=t("admin.users.username.help"))
+        display_name = right.text_input(t("admin.users.display_name"))
+        role = left.selectbox(t("admin.users.role"), ROLES, format_func=lambda r: t(f"role.{r}"))
+        group = right.selectbox(t("admin.users.group"), GROUP_CHOICES, format_func=_group_label)
+        password = left.text_input(t("admin.users.password"), type="password", help=t("admin.users.password.help"))
+        if st.form_submit_button(t("admin.users.add.submit"), type="primary"):
+            _apply(lambda s: users.add_user(s, username=username.strip(), role=role, group_no=group, password=password,
+                                            display_name=display_name.strip(), actor=admin.username),
+                   "admin.users.added", name=widgets.plain(username.strip()))
+
+    with edit_tab, st.form("user_edit"):
+        name = st.selectbox(t("admin.users.account"), usernames, key="edit_name")
+        left, right = st.columns(2)
+        role = left.selectbox(t("admin.users.role"), ROLES, format_func=lambda r: t(f"role.{r}"), key="edit_role")
+        group = right.selectbox(t("admin.users.group"), GROUP_CHOICES, format_func=_group_label, key="edit_group")
+        if st.form_submit_button(t("admin.users.edit.submit"), type="primary"):
+            if name == admin.username and role != Role.admin:
+                st.error(t("admin.users.not_self"))
+            else:
+                _apply(lambda s: users.update_account(s, username=name, role=role, group_no=group, actor=admin.username),
+                       "admin.users.updated", name=widgets.plain(name))
+
+    with active_tab, st.form("user_active"):
+        name = st.selectbox(t("admin.users.account"), usernames, key="active_name")
+        left, right = st.columns(2)
+        deactivate = left.form_submit_button(t("admin.users.deactivate"), icon=":material/person_off:")
+        activate = right.form_submit_button(t("admin.users.activate"), icon=":material/person_check:")
+        if deactivate or activate:
+            if deactivate and name == admin.username:
+                st.error(t("admin.users.not_self"))
+            else:
+                _apply(lambda s: users.set_active(s, username=name, active=bool(activate), actor=admin.username),
+                       "admin.users.activated" if activate else "admin.users.deactivated", name=widgets.plain(name))
+
+    with password_tab, st.form("user_password", clear_on_submit=True):
+        name = st.selectbox(t("admin.users.account"), usernames, key="password_name")
+        password = st.text_input(t("admin.users.new_password"), type="password", help=t("admin.users.password.help"))
+        if st.form_submit_button(t("admin.users.password.submit"), type="primary"):
+            _apply(lambda s: users.reset_password(s, username=name, password=password, actor=admin.username),
+                   "admin.users.password_reset", name=widgets.plain(name))
