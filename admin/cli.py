@@ -46,7 +46,7 @@ def cmd_import(args) -> int:
     engine = _engine()
     try:
         summary = import_file(engine, args.kind, Path(args.file), fmt=args.format, actor=args.actor,
-                              progress=_progress(f"import {args.kind}"))
+                              judge=args.judge, progress=_progress(f"import {args.kind}"))
     except ImportFailed as failure:
         for line in failure.errors[1:]:
             print(line, file=sys.stderr)
@@ -183,6 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--format", default=None,
                    help="judge files: decisions | local-judge | official (default: recognised from the file)")
+    p.add_argument("--judge", default=None, metavar="NAME",
+                   help="judge files: the judge's name where the file does not give it")
     p.add_argument("--actor", default="cli", help="name recorded in the audit log")
     p.set_defaults(handler=cmd_import)
 
