@@ -1,0 +1,139 @@
+"""Rubric quality lint, shown beside each criterion while a physician writes (pure: texts in, findings out).
+
+Errors block submission, and are exactly the data layer's `db.rubrics.blocking_problems`:
+- `empty`      a criterion with no text;
+- `duplicate`  the same text as an earlier criterion (ignoring case, spaces and punctuation);
+- `count`      a number of written criteria other than N.
+Warnings are shown but may be accepted, because each has legitimate exceptions a physician judges:
+- `too_short` / `too_long`   fewer than MIN_CHARS or more than MAX_CHARS characters;
+- `near_duplicate`           character n-gram TF-IDF cosine similarity ≥ NEAR_DUPLICATE_SIMILARITY
+                             with another criterion (often a rewording of the same check);
+- `compound`                 one criterion bundling several checks (和 / 及 / 并且 / 以及 / and …),
+                             which a grader cannot mark half met;
+- `vague`                    wording a grader cannot verify (适当, 相关, 等, 必要时 …).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.metrics.pairwise import cosine_similarity
+
+from db.config import RUBRIC_SIZE
+from db.rubrics import blocking_problems, normalized_criterion
+
+ERROR, WARNING = "error", "warning"
+MIN_CHARS = 8
+MAX_CHARS = 120
+NEAR_DUPLICATE_SIMILARITY = 0.8
+
+COMPOUND_MARKERS = ("并且", "以及", "和", "及", "并同时", "同时", "and", "as well as")
+VAGUE_TERMS = ("适当", "相关", "必要时", "等", "合理", "恰当", "酌情", "尽量", "一定程度", "某些", "一些", "充分",
+               "appropriate", "appropriately", "relevant", "etc", "as needed", "if necessary", "adequate",
+               "reasonable")
+# Words that merely contain a marker character (及时 = promptly, 等待 = wait, 温和 = mild …).
+NOT_MARKERS = ("及时", "及早", "涉及", "危及", "普及", "波及", "以及时", "来不及", "及格", "顾及", "提及", "触及",
+               "温和", "缓和", "和缓", "饱和", "中和", "总和", "调和", "和蔼", "平和", "柔和", "暖和",
+               "等待", "等级", "等同", "相等", "平等", "同等", "等渗", "等量", "等于", "中等", "高等", "初等", "等分",
+               "同时性", "相关性检验")
+_LATIN_WORD = re.compile(r"[a-z]")
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    severity: str
+    row: int | None                      # 0-based criterion position; None for the rubric as a whole
+    values: dict = field(default_factory=dict)   # what the message names: other row, words, counts
+
+
+@dataclass(frozen=True)
+class LintReport:
+    findings: list[Finding]
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == ERROR]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == WARNING]
+
+    @property
+    def blocks_submission(self) -> bool:
+        return bool(self.errors)
+
+    def for_row(self, row: int) -> list[Finding]:
+        return [f for f in self.findings if f.row == row]
+
+    def rubric_level(self) -> list[Finding]:
+        return [f for f in self.findings if f.row is None]
+
+
+def _found_terms(text: str, terms: Sequence[str]) -> list[str]:
+    lowered = text.casefold()
+    for word in NOT_MARKERS:
+        lowered = lowered.replace(word, " ")
+    found = []
+    for term in terms:
+        if _LATIN_WORD.match(term):
+            if re.search(rf"\b{re.escape(term)}\b", lowered):
+                found.append(term)
+        elif term in lowered and not any(term in longer and longer in lowered for longer in found):
+            found.append(term)
+    return found
+
+
+def near_duplicates(texts: Sequence[str], threshold: float = NEAR_DUPLICATE_SIMILARITY) -> list[tuple[int, int, float]]:
+    """Pairs (i, j, similarity), i < j, of non-empty, not identical criteria at or above `threshold`."""
+    rows = [i for i, text in enumerate(texts) if normalized_criterion(text)]
+    if len(rows) < 2:
+        return []
+    normalized = [normalized_criterion(texts[i]) for i in rows]
+    matrix = TfidfVectorizer(analyzer="char", ngram_range=(1, 3), sublinear_tf=True).fit_transform(normalized)
+    similarity = cosine_similarity(matrix)
+    pairs = []
+    for a in range(len(rows)):
+        for b in range(a + 1, len(rows)):
+            if normalized[a] != normalized[b] and similarity[a, b] >= threshold:
+                pairs.append((rows[a], rows[b], float(similarity[a, b])))
+    return pairs
+
+
+def lint_rubric(texts: Sequence[str], expected: int = RUBRIC_SIZE) -> LintReport:
+    """Every finding for the criteria `texts` (in editor order) of a rubric of `expected` criteria."""
+    findings: list[Finding] = []
+    for problem in blocking_problems(texts, expected):
+        values = {}
+        if problem.other is not None:
+            values["other"] = problem.other + 1
+        if problem.code == "count":
+            values = {"count": problem.count, "expected": problem.expected}
+        findings.append(Finding(problem.code, ERROR, problem.row, values))
+    empty_rows = {f.row for f in findings if f.code == "empty"}
+
+    for row, raw in enumerate(texts):
+        if row in empty_rows:
+            continue
+        text = (raw or "").strip()
+        if len(text) < MIN_CHARS:
+            findings.append(Finding("too_short", WARNING, row, {"chars": len(text), "min": MIN_CHARS}))
+        elif len(text) > MAX_CHARS:
+            findings.append(Finding("too_long", WARNING, row, {"chars": len(text), "max": MAX_CHARS}))
+        compound = _found_terms(text, COMPOUND_MARKERS)
+        if compound:
+            findings.append(Finding("compound", WARNING, row, {"words": "、".join(compound)}))
+        vague = _found_terms(text, VAGUE_TERMS)
+        if vague:
+            findings.append(Finding("vague", WARNING, row, {"words": "、".join(vague)}))
+
+    for a, b, similarity in near_duplicates(texts):
+        percent = round(similarity * 100)
+        findings.append(Finding("near_duplicate", WARNING, a, {"other": b + 1, "percent": percent}))
+        findings.append(Finding("near_duplicate", WARNING, b, {"other": a + 1, "percent": percent}))
+
+    findings.sort(key=lambda f: (f.row is not None, f.row if f.row is not None else -1, f.severity != ERROR))
+    return LintReport(findings)

@@ -1,0 +1,316 @@
+"""Hit labeling for annotators: the queue, the blinded response view, and saving decisions.
+
+Blinding holds here, whatever a page asks for: an annotator gets a response under its opaque code
+(never the model), and only their own group's annotation labels. Every function checks the role,
+the group and the assignment itself.
+
+A label assignment names one response, or (response_id NULL) every response of its case.
+Labels are made against the case's current approved rubric version; a label made against an older
+version is *stale* and the response shows in the queue for re-labeling. A save names the rubric
+version the page loaded and is refused (StaleEdit) if the rubric changed since, or if someone
+else changed one of the labels since the page read it. Saving the same decisions twice changes
+nothing the second time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import func, or_
+from sqlmodel import Session, select
+
+from db import policies
+from db.audit import record
+from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
+from db.models import (Assignment, AssignmentKind, Case, Criterion, Label, Response, Role, RubricStatus, RubricVersion,
+                       Stage, User, utcnow)
+from db.rubrics import CaseView, CriterionView, case_view, criteria_of, current_approved_version
+
+MAX_NOTE_CHARS = 2000
+
+TODO, PARTIAL, DONE, STALE, WAITING = "todo", "partial", "done", "stale", "waiting"
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    response_id: int
+    code: str
+    case_pk: int
+    case_id: str
+    status: str            # todo | partial | done | stale (labels against an older rubric) | waiting (no rubric)
+    labeled: int           # current labels of the user's group
+    size: int              # criteria of the current approved rubric (0 while waiting)
+
+
+@dataclass(frozen=True)
+class LabelQueue:
+    items: list[QueueItem]
+
+    @property
+    def done(self) -> int:
+        return sum(item.status == DONE for item in self.items)
+
+    @property
+    def total(self) -> int:
+        return len(self.items)
+
+    def next_after(self, response_id: int | None) -> QueueItem | None:
+        """The next item still to do after `response_id` in queue order, wrapping around."""
+        open_items = [i for i in self.items if i.status in (TODO, PARTIAL, STALE)]
+        if not open_items:
+            return None
+        ids = [i.response_id for i in self.items]
+        start = ids.index(response_id) + 1 if response_id in ids else 0
+        for item in self.items[start:] + self.items[:start]:
+            if item.status in (TODO, PARTIAL, STALE) and item.response_id != response_id:
+                return item
+        return None
+
+
+@dataclass(frozen=True)
+class LabelView:
+    criterion_id: str
+    met: bool
+    note: str | None
+    lock_version: int
+    stale: bool             # made against another rubric version than the current one
+
+
+@dataclass(frozen=True)
+class LabelingView:
+    """One response as an annotator may see it: code, text, case, rubric and their group's labels."""
+    response_id: int
+    code: str
+    text: str
+    case: CaseView
+    group_no: int
+    rubric_version_id: int
+    rubric_version: int
+    criteria: list[CriterionView]
+    labels: dict[str, LabelView]
+
+    @property
+    def expected_versions(self) -> dict[str, int]:
+        return {cid: label.lock_version for cid, label in self.labels.items()}
+
+
+@dataclass(frozen=True)
+class LabelInput:
+    criterion_id: str
+    met: bool
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class SaveOutcome:
+    created: int
+    updated: int
+    unchanged: int
+    rubric_version_id: int
+
+    @property
+    def changed(self) -> int:
+        return self.created + self.updated
+
+
+# Access --------------------------------------------------------------------------------------
+
+def _require_annotator(user: User) -> None:
+    policies.require_role(user, Role.annotator)
+    if user.group_no not in (1, 2):
+        raise PermissionDenied("annotators label within expert group 1 or 2")
+
+
+def _assigned_response(session: Session, user: User, response_id: int) -> Response:
+    """The response, when a label assignment of `user` covers it (by response or by its whole case)."""
+    _require_annotator(user)
+    response = session.get(Response, response_id)
+    if response is None:
+        raise NotFound(f"no response #{response_id}")
+    assigned = session.exec(select(Assignment.id).where(
+        Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label, Assignment.case_pk == response.case_pk,
+        or_(Assignment.response_id == response.id, Assignment.response_id.is_(None)),
+    ).limit(1)).first()
+    if assigned is None:
+        raise PermissionDenied("this response is not assigned to you")
+    return response
+
+
+def _own_labels(session: Session, response_id: int, group_no: int) -> list[Label]:
+    return list(session.exec(select(Label).where(Label.response_id == response_id, Label.stage == Stage.annotation,
+                                                 Label.group_no == group_no)).all())
+
+
+def _label_view(label: Label, current_version_id: int | None) -> LabelView:
+    stale = label.rubric_version_id is not None and label.rubric_version_id != current_version_id
+    return LabelView(label.criterion_id, label.met, label.note, label.lock_version, stale)
+
+
+# Reading -------------------------------------------------------------------------------------
+
+def labels_for(session: Session, user: User, response_id: int, group_no: int) -> dict[str, LabelView]:
+    """The annotation labels of `group_no` on a response; only the annotator's own group."""
+    _require_annotator(user)
+    policies.require_group_member(user, group_no)
+    response = _assigned_response(session, user, response_id)
+    current = current_approved_version(session, response.case_pk)
+    current_id = current.id if current else None
+    return {label.criterion_id: _label_view(label, current_id) for label in _own_labels(session, response_id, group_no)}
+
+
+def response_for_labeling(session: Session, user: User, response_id: int) -> LabelingView:
+    """The blinded view of one assigned response, with the current approved rubric."""
+    response = _assigned_response(session, user, response_id)
+    rubric = current_approved_version(session, response.case_pk)
+    if rubric is None:
+        raise ValidationFailed("this case has no approved rubric yet")
+    case = session.get(Case, response.case_pk)
+    return LabelingView(
+        response_id=response.id, code=response.code, text=response.text, case=case_view(case),
+        group_no=user.group_no, rubric_version_id=rubric.id, rubric_version=rubric.version,
+        criteria=criteria_of(session, rubric.id), labels=labels_for(session, user, response.id, user.group_no),
+    )
+
+
+def _assigned_responses(session: Session, user: User) -> list[tuple[int, str, int, str]]:
+    """(response_id, code, case_pk, case_id) of every response the user's label assignments cover."""
+    base = select(Response.id, Response.code, Case.id, Case.case_id).join(Case, Case.id == Response.case_pk)
+    by_response = base.join(Assignment, Assignment.response_id == Response.id).where(
+        Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label)
+    by_case = base.join(Assignment, Assignment.case_pk == Case.id).where(
+        Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label, Assignment.response_id.is_(None))
+    rows = {row[0]: tuple(row) for row in session.exec(by_response).all()}
+    if session.exec(select(Assignment.id).where(Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label,
+                                                Assignment.response_id.is_(None)).limit(1)).first() is not None:
+        rows.update({row[0]: tuple(row) for row in session.exec(by_case).all()})
+    return sorted(rows.values(), key=lambda row: (row[3], row[1]))
+
+
+def labeling_queue(session: Session, user: User) -> LabelQueue:
+    """The user's assigned responses in case order, each with the state of their group's labels."""
+    _require_annotator(user)
+    responses = _assigned_responses(session, user)
+    if not responses:
+        return LabelQueue([])
+    case_pks = sorted({row[2] for row in responses})
+    response_ids = [row[0] for row in responses]
+
+    # The current approved version of each case, and its size.
+    newest = (select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
+              .where(RubricVersion.status == RubricStatus.approved, RubricVersion.case_pk.in_(case_pks))
+              .group_by(RubricVersion.case_pk).subquery())
+    current = dict(session.exec(select(RubricVersion.case_pk, RubricVersion.id).join(
+        newest, (RubricVersion.case_pk == newest.c.case_pk) & (RubricVersion.version == newest.c.version))).all())
+    sizes = dict(session.exec(select(Criterion.rubric_version_id, func.count()).where(
+        Criterion.rubric_version_id.in_(list(current.values()) or [-1])).group_by(Criterion.rubric_version_id)).all())
+
+    counts: dict[int, dict[int | None, int]] = {}
+    for start in range(0, len(response_ids), 5000):
+        chunk = response_ids[start:start + 5000]
+        for response_id, version_id, n in session.exec(
+            select(Label.response_id, Label.rubric_version_id, func.count())
+            .where(Label.response_id.in_(chunk), Label.stage == Stage.annotation, Label.group_no == user.group_no)
+            .group_by(Label.response_id, Label.rubric_version_id)
+        ).all():
+            counts.setdefault(response_id, {})[version_id] = n
+
+    items = []
+    for response_id, code, case_pk, case_id in responses:
+        version_id = current.get(case_pk)
+        size = sizes.get(version_id, 0) if version_id else 0
+        by_version = counts.get(response_id, {})
+        fresh = by_version.get(version_id, 0) + by_version.get(None, 0)
+        stale = sum(n for v, n in by_version.items() if v is not None and v != version_id)
+        if version_id is None:
+            status = WAITING
+        elif stale:
+            status = STALE
+        elif fresh >= size:
+            status = DONE
+        elif fresh:
+            status = PARTIAL
+        else:
+            status = TODO
+        items.append(QueueItem(response_id, code, case_pk, case_id, status, fresh, size))
+    return LabelQueue(items)
+
+
+# Writing -------------------------------------------------------------------------------------
+
+def _clean_note(note: str | None, criterion_id: str) -> str | None:
+    if note is None:
+        return None
+    note = str(note).strip()
+    if len(note) > MAX_NOTE_CHARS:
+        raise ValidationFailed(f"note of {criterion_id}: longer than {MAX_NOTE_CHARS} characters")
+    return note or None
+
+
+def save_labels(session: Session, user: User, response_id: int, decisions: Sequence[LabelInput], *,
+                rubric_version_id: int, expected_versions: Mapping[str, int]) -> SaveOutcome:
+    """Save the user's decisions on every criterion of the response, for their group.
+
+    `rubric_version_id` and `expected_versions` (criterion_id → lock_version, absent = no label)
+    are what the page loaded. Refused with StaleEdit when the rubric changed since, or when another
+    person changed a label to something else since; re-saving identical decisions is a no-op.
+    """
+    response = _assigned_response(session, user, response_id)
+    rubric = current_approved_version(session, response.case_pk)
+    if rubric is None:
+        raise ValidationFailed("this case has no approved rubric yet")
+    if rubric.id != rubric_version_id:
+        raise StaleEdit("the rubric of this case changed since the page was opened; nothing was saved",
+                        current=rubric.version)
+    criterion_ids = [c.criterion_id for c in criteria_of(session, rubric.id)]
+    given = [d.criterion_id for d in decisions]
+    if sorted(given) != sorted(criterion_ids) or len(set(given)) != len(given):
+        missing = sorted(set(criterion_ids) - set(given))
+        extra = sorted(set(given) - set(criterion_ids))
+        raise ValidationFailed(f"labels: one decision per criterion is needed (missing {missing}, unknown {extra})")
+
+    existing = {label.criterion_id: label for label in _own_labels(session, response_id, user.group_no)}
+    wanted = {d.criterion_id: (bool(d.met), _clean_note(d.note, d.criterion_id)) for d in decisions}
+
+    conflicts = []
+    for cid, (met, note) in wanted.items():
+        label = existing.get(cid)
+        seen = expected_versions.get(cid, 0)
+        current_version = label.lock_version if label else 0
+        same = label is not None and (label.met, label.note, label.rubric_version_id) == (met, note, rubric.id)
+        if current_version != seen and not same:
+            conflicts.append(cid)
+    if conflicts:
+        raise StaleEdit(f"someone changed {len(conflicts)} of these labels since you opened the page "
+                        f"({', '.join(sorted(conflicts)[:5])}); nothing was saved",
+                        current={cid: _label_view(label, rubric.id) for cid, label in existing.items()})
+
+    now = utcnow()
+    before: dict[str, dict] = {}
+    after: dict[str, dict] = {}
+    created = updated = 0
+    for cid in criterion_ids:
+        met, note = wanted[cid]
+        label = existing.get(cid)
+        if label is None:
+            session.add(Label(response_id=response_id, criterion_id=cid, stage=Stage.annotation, group_no=user.group_no,
+                              met=met, note=note, user_id=user.id, rubric_version_id=rubric.id,
+                              created_at=now, updated_at=now))
+            after[cid] = {"met": met, "note": note}
+            created += 1
+        elif (label.met, label.note, label.rubric_version_id) != (met, note, rubric.id):
+            before[cid] = {"met": label.met, "note": label.note, "rubric_version_id": label.rubric_version_id,
+                           "user_id": label.user_id}
+            label.met, label.note, label.rubric_version_id = met, note, rubric.id
+            label.user_id, label.updated_at = user.id, now
+            label.lock_version += 1
+            session.add(label)
+            after[cid] = {"met": met, "note": note}
+            updated += 1
+    if after:
+        case = session.get(Case, response.case_pk)
+        record(session, user.username, action="label", entity="label",
+               entity_key=f"{case.case_id}/{response.code}/annotation/g{user.group_no}",
+               before=before or None, after={"rubric_version_id": rubric.id, "labels": after})
+        session.flush()
+    return SaveOutcome(created, updated, len(criterion_ids) - created - updated, rubric.id)

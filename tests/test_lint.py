@@ -1,0 +1,99 @@
+"""The authoring lint: which findings, how severe, and that errors match what blocks submission."""
+
+from __future__ import annotations
+
+from annotate.lint import ERROR, WARNING, lint_rubric, near_duplicates
+from db.rubrics import blocking_problems
+
+DISTINCT = [
+    "明确建议患者胸痛持续超过20分钟时立即拨打120",
+    "指出阿司匹林在活动性消化道出血时禁用",
+    "说明硝酸甘油舌下含服的具体剂量为0.5mg",
+    "建议出院后第一周内到心内科门诊复诊",
+    "提醒患者记录每日晨起静息血压数值",
+    "解释肌钙蛋白升高提示心肌损伤的意义",
+]
+
+
+def codes(report, row=None):
+    return sorted(f.code for f in report.findings if f.row == row)
+
+
+def test_clean_rubric_has_no_findings():
+    report = lint_rubric(DISTINCT, expected=len(DISTINCT))
+    assert report.findings == []
+    assert not report.blocks_submission
+
+
+def test_empty_criterion_and_count_are_errors():
+    texts = DISTINCT[:5] + ["   "]
+    report = lint_rubric(texts, expected=6)
+    assert codes(report, 5) == ["empty"]
+    assert codes(report, None) == ["count"]
+    count = report.rubric_level()[0]
+    assert count.values == {"count": 5, "expected": 6}
+    assert {f.severity for f in report.errors} == {ERROR}
+    assert report.blocks_submission
+
+
+def test_exact_duplicate_ignores_case_spaces_and_punctuation():
+    texts = DISTINCT[:5] + ["明确建议患者 胸痛持续超过20分钟时，立即拨打120。"]
+    report = lint_rubric(texts, expected=6)
+    duplicate = [f for f in report.findings if f.code == "duplicate"]
+    assert len(duplicate) == 1 and duplicate[0].row == 5 and duplicate[0].values == {"other": 1}
+    assert duplicate[0].severity == ERROR
+    # an exact duplicate is not reported a second time as a near duplicate
+    assert not [f for f in report.findings if f.code == "near_duplicate"]
+
+
+def test_near_duplicate_is_a_warning_on_both_rows():
+    texts = ["明确建议患者立即拨打120或前往急诊就诊", "明确建议患者立即拨打120或到急诊就诊"] + DISTINCT[1:5]
+    report = lint_rubric(texts, expected=6)
+    near = [f for f in report.findings if f.code == "near_duplicate"]
+    assert {f.row for f in near} == {0, 1}
+    assert {f.values["other"] for f in near} == {1, 2}
+    assert all(f.severity == WARNING and 80 <= f.values["percent"] < 100 for f in near)
+    assert not report.blocks_submission
+
+
+def test_unrelated_criteria_are_not_near_duplicates():
+    assert near_duplicates(DISTINCT) == []
+
+
+def test_length_warnings():
+    report = lint_rubric(["复查", "说明" * 70] + DISTINCT[2:], expected=6)
+    assert codes(report, 0) == ["too_short"]
+    assert codes(report, 1) == ["too_long"]
+    assert report.for_row(0)[0].values == {"chars": 2, "min": 8}
+    assert not report.blocks_submission
+
+
+def test_compound_markers_but_not_words_that_contain_them():
+    report = lint_rubric([
+        "说明阿司匹林的禁忌证和出血风险",
+        "建议监测血压以及血糖的变化趋势",
+        "Advises rest and hydration for three days",
+        "建议患者出现胸痛时及时就医处理",      # 及时 = promptly, not a conjunction
+        "建议使用温和的清洁剂清洗患处皮肤",    # 温和 = mild
+    ], expected=5)
+    assert report.for_row(0)[0].values == {"words": "和"}
+    assert [f.values["words"] for f in report.for_row(1)] == ["以及"]
+    assert [f.code for f in report.for_row(2)] == ["compound"]
+    assert report.for_row(3) == [] and report.for_row(4) == []
+
+
+def test_vague_wording_is_named():
+    report = lint_rubric(["建议患者适当休息并必要时复诊", "等待检查结果出来后再调整剂量", "Gives relevant advice on diet, etc."],
+                         expected=3)
+    vague = [f for f in report.for_row(0) if f.code == "vague"]
+    assert vague and vague[0].values["words"] == "适当、必要时"
+    assert [f.code for f in report.for_row(0)] == ["vague"]   # a lone 并 is not a compound marker
+    assert report.for_row(1) == []                                        # 等待 is not 等
+    assert [f for f in report.for_row(2) if f.code == "vague"][0].values["words"] == "relevant、etc"
+
+
+def test_errors_are_exactly_the_blocking_problems():
+    texts = ["", "同一条标准内容足够长", "同一条标准内容足够长", "另一条完全不同的标准内容"]
+    report = lint_rubric(texts, expected=4)
+    blocking = {(p.code, p.row) for p in blocking_problems(texts, 4)}
+    assert {(f.code, f.row) for f in report.errors} == blocking == {("empty", 0), ("duplicate", 2), ("count", None)}
