@@ -60,7 +60,7 @@ run: $(APP_STAMP)
 	if [ "$$cases" = 0 ]; then \
 	  echo "empty database: seeding the small demo"; \
 	  mkdir -p $(dir $(DEMO_LOGINS)); \
-	  (umask 077; $(BIN)/clinconsensus demo --scale small | tee $(DEMO_LOGINS)); \
+	  (umask 077; $(BIN)/clinconsensus demo --scale small | tee $(DEMO_LOGINS)) || { rm -f $(DEMO_LOGINS); exit 1; }; \
 	  echo "(demo logins saved in $(DEMO_LOGINS))"; \
 	elif [ -f $(DEMO_LOGINS) ]; then \
 	  echo "database has $$cases cases; demo logins from the first run ($(DEMO_LOGINS)):"; \
@@ -72,8 +72,9 @@ run: $(APP_STAMP)
 	@exec $(BIN)/clinconsensus serve --port $(PORT) --address $(ADDRESS)
 
 # pytest exits 5 when it collected nothing; that is a failure, never a pass.
+# A test stuck for 30 minutes is stopped (pytest-timeout) so the run still reports.
 test: $(TEST_STAMP)
-	@status=0; $(BIN)/python -m pytest $(PYTEST_ARGS) || status=$$?; \
+	@status=0; $(BIN)/python -m pytest --timeout=1800 $(PYTEST_ARGS) || status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; \
 	exit $$status
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -189,7 +190,7 @@ def app_server(chromium_path, tmp_path_factory) -> AppServer:
 
     port = _free_port()
     base_url = f"http://127.0.0.1:{port}"
-    log_path = ARTIFACTS / "e2e-server.log"
+    log_path = folder / "server.log"
     command = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.port", str(port),
                "--server.address", "127.0.0.1", "--server.headless", "true",
                "--browser.gatherUsageStats", "false"]
@@ -202,6 +203,7 @@ def app_server(chromium_path, tmp_path_factory) -> AppServer:
         yield AppServer(base_url=base_url, database_url=database_url, log_path=log_path)
     finally:
         _stop(process)
+        shutil.copyfile(log_path, ARTIFACTS / "e2e-server.log")
 
 
 # Browser -----------------------------------------------------------------------------------
