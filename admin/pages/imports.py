@@ -1,25 +1,20 @@
 """Upload cases, responses, labels or judge decisions through the command line's importer.
 
-The upload is written under its own file name to a private temporary folder and handed to
-`db.importers.import_file`, so the page and `clinconsensus import` accept and refuse exactly
-the same files, with the same messages (file, line, field) and the same one-transaction rule.
+The upload goes to `db.importers.import_stream` under its own file name, so the page and
+`clinconsensus import` accept and refuse exactly the same files, with the same messages (file,
+line, field) and the same rule: one transaction per file, a bad file changes nothing.
 """
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import streamlit as st
 
 from admin import shell, widgets
+from db.importers import JUDGE_FORMATS, KINDS, ImportFailed, import_stream
 from db.models import Role
 from db.status import counts
 
-KINDS = ("cases", "responses", "labels", "judge")
-JUDGE_FORMATS = ("auto", "decisions", "local-judge", "official")
-#: Uploads are read in pieces of this size, so a large file never sits in memory twice.
-CHUNK_BYTES = 4 * 1024 * 1024
+AUTO_FORMAT = "auto"
 
 
 def _counts_table() -> dict:
@@ -34,21 +29,15 @@ def _counts_table() -> dict:
     }
 
 
-def run_import(engine, kind: str, name: str, upload, *, fmt: str | None, actor: str, progress) -> tuple[bool, list[str]]:
+def run_import(kind: str, name: str, upload, *, fmt: str | None, judge: str | None, actor: str,
+               progress) -> tuple[bool, list[str]]:
     """Import one uploaded file; (ok, message lines). On failure nothing is changed."""
-    from db.importers import ImportFailed, import_file
-
-    with tempfile.TemporaryDirectory(prefix="cc-upload-") as folder:
-        # Only the base name: an uploaded name never chooses where the file lands.
-        path = Path(folder) / (Path(name).name or "upload.jsonl")
-        with path.open("wb") as out:
-            while chunk := upload.read(CHUNK_BYTES):
-                out.write(chunk)
-        try:
-            summary = import_file(engine, kind, path, fmt=fmt, actor=actor, progress=progress)
-        except ImportFailed as failure:
-            return False, [line.replace(folder + "/", "") for line in failure.errors]
-        return True, [line.replace(folder + "/", "") for line in summary.lines()]
+    try:
+        summary = import_stream(shell.engine(), kind, name, upload, fmt=fmt, judge=judge, actor=actor,
+                                progress=progress)
+    except ImportFailed as failure:
+        return False, failure.errors
+    return True, summary.lines()
 
 
 def render() -> None:
@@ -63,9 +52,10 @@ def render() -> None:
             kind = st.selectbox(t("admin.import.kind"), KINDS, format_func=lambda k: t(f"admin.import.kind.{k}"),
                                 key="import_kind")
         with right:
-            fmt = st.selectbox(t("admin.import.format"), JUDGE_FORMATS,
+            fmt = st.selectbox(t("admin.import.format"), (AUTO_FORMAT, *JUDGE_FORMATS),
                                format_func=lambda f: t(f"admin.import.format.{f}"), key="import_format",
                                help=t("admin.import.format.help"))
+        judge = st.text_input(t("admin.import.judge"), help=t("admin.import.judge.help"), key="import_judge")
         upload = st.file_uploader(t("admin.import.file"), type=["jsonl", "json", "ndjson"], key="import_file")
         submitted = st.form_submit_button(t("admin.import.submit"), type="primary", icon=":material/upload:")
 
@@ -80,8 +70,9 @@ def render() -> None:
                 bar.progress(share, text=t("admin.import.progress", done=f"{done:,}",
                                           total=f"{total:,}" if total else "?"))
 
-            judge_format = None if kind != "judge" or fmt == "auto" else fmt
-            ok, lines = run_import(shell.engine(), kind, upload.name, upload, fmt=judge_format,
+            judge_format = None if kind != "judge" or fmt == AUTO_FORMAT else fmt
+            judge_name = judge.strip() if kind == "judge" and judge.strip() else None
+            ok, lines = run_import(kind, upload.name, upload, fmt=judge_format, judge=judge_name,
                                    actor=user.username, progress=progress)
             bar.empty()
             if ok:
