@@ -242,6 +242,14 @@ def page(context, app_server, request):
     page.close()
 
 
+def pytest_collection_modifyitems(config, items):
+    # Everything here drives the browser, whether or not the file says so.
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.browser)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
