@@ -48,6 +48,12 @@ def t(key: str, **values) -> str:
     return translate(key, lang(), **values)
 
 
+def translator():
+    """`t` bound to the current language: safe in format_func callbacks, which may run after the page."""
+    language = lang()
+    return lambda key, **values: translate(key, language, **values)
+
+
 def current_user() -> User | None:
     """The signed-in user, resolved from the browser's token on every run (so deactivation bites at once)."""
     token = st.session_state.get("token") or st.query_params.get(TOKEN_PARAM)

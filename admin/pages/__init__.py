@@ -15,9 +15,9 @@ def pages(user: User) -> list[tuple[str, st.Page]]:
     if user.role != Role.admin:
         return []
     from admin import shell
-    from admin.pages import assignments, exports, imports, progress, users
+    from admin.pages import assignments, audit_log, exports, imports, progress, users
 
-    t = shell.t
+    t = shell.translator()
     section = "nav.section.admin"
     return [
         (section, st.Page(progress.render, title=t("admin.progress.title"), icon=":material/monitoring:",
@@ -30,4 +30,6 @@ def pages(user: User) -> list[tuple[str, st.Page]]:
                           url_path="admin-assignments")),
         (section, st.Page(exports.render, title=t("admin.export.title"), icon=":material/download:",
                           url_path="admin-exports")),
+        (section, st.Page(audit_log.render, title=t("review.audit_log.title"), icon=":material/history:",
+                          url_path="admin-audit-log")),
     ]

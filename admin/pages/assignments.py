@@ -23,10 +23,10 @@ def _annotators() -> list[User]:
                                  .order_by(User.group_no, User.username)).all())
 
 
-def _person_label(people: dict[str, User]):
+def _person_label(people: dict[str, User], t):
     def label(username: str) -> str:
         person = people[username]
-        return f"{person.display_name or username} ({username}) · {shell.t('group.name', group=person.group_no)}"
+        return f"{person.display_name or username} ({username}) · {t('group.name', group=person.group_no)}"
     return label
 
 
@@ -42,7 +42,7 @@ def _run(action) -> None:
 
 
 def _show_summary(summary) -> None:
-    t = shell.t
+    t = shell.translator()
     if isinstance(summary, str):
         st.success(summary)
         return
@@ -58,14 +58,14 @@ def _show_summary(summary) -> None:
 
 def render() -> None:
     admin = shell.require_user(Role.admin)
-    t = shell.t
+    t = shell.translator()
     st.title(t("admin.assign.title"))
     flash = st.session_state.pop("assign_flash", None)
     if flash is not None:
         _show_summary(flash)
 
     people = {p.username: p for p in _annotators()}
-    label = _person_label(people)
+    label = _person_label(people, t)
     with shell.db_session(read_only=True) as session:
         subjects = assignments.specialties(session)
 
@@ -78,7 +78,7 @@ def render() -> None:
         with st.form("assign_rubric"):
             by = st.radio(t("admin.assign.rubric.by"), ("specialty", "cases"), horizontal=True,
                           format_func=lambda v: t(f"admin.assign.rubric.by.{v}"))
-            specialty = st.selectbox(t("admin.assign.specialty"), subjects, index=None,
+            specialty = st.selectbox(t("admin.assign.specialty"), subjects, index=None, key="rubric_specialty",
                                      placeholder=t("admin.assign.specialty.placeholder"))
             case_text = st.text_area(t("admin.assign.case_ids"), help=t("admin.assign.case_ids.help"), height=100)
             chosen = st.multiselect(t("admin.assign.annotators"), list(people), format_func=label, key="rubric_people")

@@ -24,7 +24,7 @@ def _bundle(what: str, **options) -> tuple[str, bytes]:
 
 def render() -> None:
     shell.require_user(Role.admin)
-    t = shell.t
+    t = shell.translator()
     st.title(t("admin.export.title"))
     st.caption(t("admin.export.intro"))
     built = st.session_state.setdefault("export_files", {})

@@ -20,7 +20,7 @@ AUTO_FORMAT = "auto"
 def _counts_table() -> dict:
     with shell.db_session(read_only=True) as session:
         current = counts(session)
-    t = shell.t
+    t = shell.translator()
     return {
         t("admin.import.count.cases"): current["cases"],
         t("admin.import.count.responses"): current["responses"],
@@ -42,7 +42,7 @@ def run_import(kind: str, name: str, upload, *, fmt: str | None, judge: str | No
 
 def render() -> None:
     user = shell.require_user(Role.admin)
-    t = shell.t
+    t = shell.translator()
     st.title(t("admin.import.title"))
     st.caption(t("admin.import.intro"))
 

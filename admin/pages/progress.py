@@ -15,7 +15,7 @@ def _share(done: int, total: int) -> float:
 
 def render() -> None:
     admin = shell.require_user(Role.admin)
-    t = shell.t
+    t = shell.translator()
     st.title(t("admin.progress.title"))
     with shell.db_session(read_only=True) as session:
         state = progress_queries.progress(session, actor=admin)

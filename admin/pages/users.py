@@ -16,8 +16,8 @@ ROLES = (Role.annotator.value, Role.checker.value, Role.admin.value)
 GROUP_CHOICES = (1, 2, None)
 
 
-def _group_label(group: int | None) -> str:
-    return shell.t("group.name", group=group) if group else shell.t("admin.users.no_group")
+def _group_labeler(t):
+    return lambda group: t("group.name", group=group) if group else t("admin.users.no_group")
 
 
 def _apply(action, success_key: str, **values) -> None:
@@ -33,7 +33,8 @@ def _apply(action, success_key: str, **values) -> None:
 
 
 def _table(accounts) -> list[dict]:
-    t = shell.t
+    t = shell.translator()
+    _group_label = _group_labeler(t)
     now = utcnow()
     rows = []
     for account in accounts:
@@ -51,7 +52,8 @@ def _table(accounts) -> list[dict]:
 
 def render() -> None:
     admin = shell.require_user(Role.admin)
-    t = shell.t
+    t = shell.translator()
+    _group_label = _group_labeler(t)
     st.title(t("admin.users.title"))
     flash = st.session_state.pop("users_flash", None)
     if flash:
@@ -67,11 +69,12 @@ def render() -> None:
 
     with add_tab, st.form("user_add", clear_on_submit=True):
         left, right = st.columns(2)
-        username = left.text_input(t("admin.users.username"), help=t("admin.users.username.help"))
-        display_name = right.text_input(t("admin.users.display_name"))
-        role = left.selectbox(t("admin.users.role"), ROLES, format_func=lambda r: t(f"role.{r}"))
-        group = right.selectbox(t("admin.users.group"), GROUP_CHOICES, format_func=_group_label)
-        password = left.text_input(t("admin.users.password"), type="password", help=t("admin.users.password.help"))
+        username = left.text_input(t("admin.users.username"), help=t("admin.users.username.help"), key="add_username")
+        display_name = right.text_input(t("admin.users.display_name"), key="add_display_name")
+        role = left.selectbox(t("admin.users.role"), ROLES, format_func=lambda r: t(f"role.{r}"), key="add_role")
+        group = right.selectbox(t("admin.users.group"), GROUP_CHOICES, format_func=_group_label, key="add_group")
+        password = left.text_input(t("admin.users.password"), type="password", help=t("admin.users.password.help"),
+                                   key="add_password")
         if st.form_submit_button(t("admin.users.add.submit"), type="primary"):
             _apply(lambda s: users.add_user(s, username=username.strip(), role=role, group_no=group, password=password,
                                             display_name=display_name.strip(), actor=admin.username),
@@ -103,7 +106,8 @@ def render() -> None:
 
     with password_tab, st.form("user_password", clear_on_submit=True):
         name = st.selectbox(t("admin.users.account"), usernames, key="password_name")
-        password = st.text_input(t("admin.users.new_password"), type="password", help=t("admin.users.password.help"))
+        password = st.text_input(t("admin.users.new_password"), type="password", help=t("admin.users.password.help"),
+                                 key="reset_password")
         if st.form_submit_button(t("admin.users.password.submit"), type="primary"):
             _apply(lambda s: users.reset_password(s, username=name, password=password, actor=admin.username),
                    "admin.users.password_reset", name=widgets.plain(name))

@@ -1,0 +1,172 @@
+"""The admin pages through AppTest on a real database: rendering, import, users, assignments, progress."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlmodel import select
+
+from admin.i18n import translate
+from db.engine import session_scope
+from db.models import Assignment, AssignmentKind, AuditLog, Case, User
+from db.status import counts
+from tests.apptest_helpers import app_database, button, open_page, signed_in, texts  # noqa: F401
+from tests.factories import make_case, make_response, make_user
+
+ADMIN_PAGES = {
+    "admin-progress": "admin.progress.title",
+    "admin-import": "admin.import.title",
+    "admin-users": "admin.users.title",
+    "admin-assignments": "admin.assign.title",
+    "admin-exports": "admin.export.title",
+}
+
+
+@pytest.fixture
+def studio(app_database):
+    """An admin, two annotators per group, a checker, and two cases with approved rubrics and responses."""
+    with session_scope(app_database) as session:
+        make_user(session, "boss", "admin")
+        for group in (1, 2):
+            for i in (1, 2):
+                make_user(session, f"g{group}a{i}", "annotator", group)
+        make_user(session, "chk1", "checker", 1)
+        for n in (1, 2):
+            case = make_case(session, f"CC-{n:04d}", n=3)
+            make_response(session, case, model="model-a", text="回答一")
+            make_response(session, case, model="model-b", text="回答二")
+    return app_database
+
+
+def t(key: str, **values) -> str:
+    return translate(key, "zh", **values)
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_every_admin_page_renders(studio, lang):
+    app = signed_in(studio, "boss", lang=lang)
+    for url, title_key in ADMIN_PAGES.items():
+        app = open_page(app, url)
+        assert not app.exception, (url, [e.value for e in app.exception])
+        assert app.title[0].value == translate(title_key, lang)
+        assert not app.error
+
+
+def _import(app, kind: str, name: str, content: bytes):
+    app.selectbox(key="import_kind").set_value(kind)
+    app.file_uploader(key="import_file").set_value((name, content, "application/jsonl"))
+    return button(app, t("admin.import.submit")).click().run()
+
+
+def _case_line(case_id: str, **changes) -> str:
+    record = {"case_id": case_id, "difficulty": "low", "task": "用药咨询", "task_labels": ["medication"],
+              "subject": "心内科", "subject_labels": ["心内科"], "user_role": "患者", "clinical_context": "胸闷三天。",
+              "user_request": "需要去医院吗？", "rubrics": []}
+    record.update(changes)
+    return json.dumps(record, ensure_ascii=False)
+
+
+def test_import_of_a_bad_file_names_file_line_and_field_and_changes_nothing(studio):
+    app = open_page(signed_in(studio, "boss"), "admin-import")
+    with session_scope(studio, read_only=True) as session:
+        before = counts(session)
+        audit_before = len(session.exec(select(AuditLog)).all())
+    bad = "\n".join([_case_line("CC-0101"), _case_line("CC-0102", difficulty="extreme"), _case_line("CC-0103")])
+    app = _import(app, "cases", "new_cases.jsonl", bad.encode("utf-8"))
+    assert not app.exception
+    errors = [e.value for e in app.error]
+    assert errors[0] == t("admin.import.failed", file="new\\_cases\\.jsonl")
+    detail = " ".join(errors[1:]).replace("\\", "")
+    assert "new_cases.jsonl" in detail and "line 2" in detail and "difficulty" in detail
+    with session_scope(studio, read_only=True) as session:
+        assert counts(session) == before
+        assert len(session.exec(select(AuditLog)).all()) == audit_before
+        assert session.exec(select(Case).where(Case.case_id == "CC-0101")).first() is None
+
+
+def test_import_of_a_good_file_lands_and_shows_the_importer_lines(studio):
+    app = open_page(signed_in(studio, "boss"), "admin-import")
+    good = "\n".join([_case_line("CC-0201"), _case_line("CC-0202")]) + "\n"
+    app = _import(app, "cases", "more.jsonl", good.encode("utf-8"))
+    assert not app.error
+    assert [s.value for s in app.success] == [t("admin.import.done", file="more\\.jsonl")]
+    assert any("more.jsonl" in text.value and "2 cases read" in text.value for text in app.text)
+    with session_scope(studio, read_only=True) as session:
+        assert {c.case_id for c in session.exec(select(Case)).all()} >= {"CC-0201", "CC-0202"}
+        entries = session.exec(select(AuditLog).where(AuditLog.entity_key == "more.jsonl")).all()
+        assert entries and entries[0].actor == "boss"
+
+
+def test_users_page_adds_and_deactivates_an_account(studio):
+    app = open_page(signed_in(studio, "boss"), "admin-users")
+    app.text_input(key="add_username").input("newdoc")
+    app.text_input(key="add_display_name").input("王医生")
+    app.text_input(key="add_password").input("a-long-password-1")
+    app.selectbox(key="add_role").set_value("checker")
+    app.selectbox(key="add_group").set_value(2)
+    app = button(app, t("admin.users.add.submit")).click().run()
+    assert not app.exception and not app.error
+    assert t("admin.users.added", name="newdoc") in texts(app)
+    with session_scope(studio, read_only=True) as session:
+        user = session.exec(select(User).where(User.username == "newdoc")).one()
+        assert (user.role, user.group_no, user.display_name, user.is_active) == ("checker", 2, "王医生", True)
+
+    app.selectbox(key="active_name").set_value("newdoc")
+    app = button(app, t("admin.users.deactivate")).click().run()
+    assert t("admin.users.deactivated", name="newdoc") in texts(app)
+    with session_scope(studio, read_only=True) as session:
+        assert session.exec(select(User).where(User.username == "newdoc")).one().is_active is False
+        actions = [e.action for e in session.exec(select(AuditLog).where(AuditLog.entity_key == "newdoc")).all()]
+        assert actions == ["create", "deactivate"]
+
+
+def test_users_page_shows_the_reason_of_a_refused_change(studio):
+    app = open_page(signed_in(studio, "boss"), "admin-users")
+    app.text_input(key="add_username").input("g1a1")  # exists already
+    app.text_input(key="add_password").input("a-long-password-1")
+    app = button(app, t("admin.users.add.submit")).click().run()
+    assert app.error and "exists already" in app.error[0].value
+    app.selectbox(key="active_name").set_value("boss")
+    app = button(app, t("admin.users.deactivate")).click().run()
+    assert [e.value for e in app.error] == [t("admin.users.not_self")]
+    with session_scope(studio, read_only=True) as session:
+        assert session.exec(select(User).where(User.username == "boss")).one().is_active
+
+
+def test_assignments_page_assigns_labeling_once_per_group(studio):
+    app = open_page(signed_in(studio, "boss"), "admin-assignments")
+    app = button(app, t("admin.assign.label.submit")).click().run()
+    assert not app.exception and not app.error
+    assert t("admin.assign.result", created=8, existing=0) in texts(app)
+    with session_scope(studio, read_only=True) as session:
+        rows = session.exec(select(Assignment).where(Assignment.kind == AssignmentKind.label)).all()
+    assert len(rows) == 8 and len({(a.response_id, a.group_no) for a in rows}) == 8
+    app = button(app, t("admin.assign.label.submit")).click().run()
+    assert t("admin.assign.result", created=0, existing=8) in texts(app)
+
+
+def test_assignments_page_rubric_authoring_by_specialty(studio):
+    with session_scope(studio) as session:
+        make_case(session, "NEW-1", n=0, subject="神经内科", subject_labels=["神经内科"])
+    app = open_page(signed_in(studio, "boss"), "admin-assignments")
+    app.selectbox(key="rubric_specialty").set_value("神经内科")
+    app.multiselect(key="rubric_people").set_value(["g2a1"])
+    app = button(app, t("admin.assign.rubric.submit")).click().run()
+    assert t("admin.assign.result", created=1, existing=0) in texts(app)
+    with session_scope(studio, read_only=True) as session:
+        (row,) = session.exec(select(Assignment).where(Assignment.kind == AssignmentKind.rubric)).all()
+        assert session.get(User, row.user_id).username == "g2a1"
+
+
+def test_progress_page_shows_people_groups_and_disagreements(studio):
+    app = open_page(signed_in(studio, "boss"), "admin-assignments")
+    button(app, t("admin.assign.label.submit")).click().run()
+    app = open_page(app, "admin-progress")
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics[t("admin.progress.cases")] == "2"
+    assert metrics[t("admin.progress.responses")] == "4"
+    assert metrics[t("admin.progress.unresolved")] == "0"
+    people = app.dataframe[1].value
+    assert set(people[t("admin.progress.col.user")]) == {"g1a1", "g1a2", "g2a1", "g2a2"}
+    assert set(people[t("admin.progress.col.label")]) == {"0 / 2"}
