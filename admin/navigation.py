@@ -27,9 +27,13 @@ Area = Callable[[User], list[tuple[str, "st.Page"]]]
 
 def _areas() -> list[Area]:
     from admin.pages import pages as admin_pages
+    from annotate import pages as annotate_pages
+    from review import pages as review_pages
 
     return [
         home_pages,
+        annotate_pages,
+        review_pages,
         admin_pages,
     ]
 

@@ -31,6 +31,7 @@ from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
 from db.models import (NO_GROUP, Case, Criterion, JudgeDecision, Label, Response, Role, RubricStatus,
                        RubricVersion, Stage, User, utcnow)
 from db.policies import require_role
+from db.rubrics import current_approved_version
 
 #: Longest note, comment or rationale a checker may save.
 MAX_NOTE_LENGTH = 2000
@@ -61,11 +62,9 @@ def _username(session: Session, user_id: int | None) -> str | None:
 
 
 def current_rubric_version_id(session: Session, case_pk: int) -> int | None:
-    """The case's current rubric: its newest approved version."""
-    return session.execute(
-        select(RubricVersion.id).where(RubricVersion.case_pk == case_pk, RubricVersion.status == RubricStatus.approved)
-        .order_by(RubricVersion.version.desc()).limit(1)
-    ).scalar_one_or_none()
+    """The id of the case's current rubric: its newest approved version."""
+    version = current_approved_version(session, case_pk)
+    return version.id if version else None
 
 
 def _current_versions_subquery():
@@ -226,7 +225,7 @@ def _decide_rubric(session: Session, user: User, rubric_version_id: int, *, seen
     before["criterion_comments"] = {k: v for k, v in criteria_before.items() if v}
     case = session.get(Case, rubric.case_pk)
     record(session, user.username, action="approve" if status == RubricStatus.approved else "return",
-           entity="rubric", entity_key=f"{case.case_id}/v{rubric.version}", before=before, after=after)
+           entity="rubric", entity_key=f"{case.case_id} v{rubric.version}", before=before, after=after)
     return _rubric_view(session, rubric, user)
 
 
@@ -555,6 +554,37 @@ def save_check(session: Session, user: User, *, response_id: int, criterion_id: 
     return _label_view(session, label)
 
 
+@dataclass(frozen=True)
+class CheckInput:
+    criterion_id: str
+    met: bool
+    note: str | None = None
+    seen_lock_version: int | None = None  # of the check label the page showed; None when there was none
+
+
+def save_checks(session: Session, user: User, *, response_id: int, decisions: list[CheckInput]) -> int:
+    """Saves the checker's decisions on a response in one transaction; unchanged ones are skipped.
+
+    Returns the number of check labels written. Any refusal (StaleEdit, PermissionDenied, a
+    missing note) leaves nothing saved, since the caller's transaction rolls back.
+    """
+    _require_checker(user)
+    existing = {label.criterion_id: label for label in session.execute(
+        select(Label).where(Label.response_id == response_id, Label.stage == Stage.check,
+                            Label.group_no == user.group_no)).scalars()}
+    written = 0
+    for decision in decisions:
+        label = existing.get(decision.criterion_id)
+        note = (decision.note or "").strip() or None
+        if label is not None and label.lock_version == decision.seen_lock_version \
+                and (bool(label.met), label.note) == (bool(decision.met), note):
+            continue
+        save_check(session, user, response_id=response_id, criterion_id=decision.criterion_id, met=decision.met,
+                   note=note, seen_lock_version=decision.seen_lock_version)
+        written += 1
+    return written
+
+
 # Adjudication --------------------------------------------------------------------------------
 
 def _disputed_cells():
@@ -733,6 +763,23 @@ def adjudicate(session: Session, user: User, *, response_id: int, criterion_id: 
                        stage=Stage.adjudication, group_no=NO_GROUP, met=bool(met), note=rationale,
                        seen_lock_version=seen_lock_version)
     return _label_view(session, label)
+
+
+@dataclass(frozen=True)
+class AdjudicationInput:
+    criterion_id: str
+    met: bool
+    rationale: str
+    seen_lock_version: int | None = None  # of the decision the page showed; None when there was none
+
+
+def adjudicate_many(session: Session, user: User, *, response_id: int,
+                    decisions: list[AdjudicationInput]) -> int:
+    """Saves several cells of one response in one transaction (all or nothing); returns how many."""
+    for decision in decisions:
+        adjudicate(session, user, response_id=response_id, criterion_id=decision.criterion_id, met=decision.met,
+                   rationale=decision.rationale, seen_lock_version=decision.seen_lock_version)
+    return len(decisions)
 
 
 def label_view_dict(view: LabelView) -> dict[str, Any]:

@@ -55,7 +55,7 @@ def test_every_checker_change_is_recorded_with_before_and_after(engine):
     assert [(e.entity, e.action, e.actor) for e in entries] == [
         ("rubric", "approve", "chk"), ("check", "create", "chk"), ("adjudication", "create", "adj")]
     assert entries[0].before["status"] == "submitted" and entries[0].after["status"] == "approved"
-    assert entries[0].entity_key == "CC-B/v1"
+    assert entries[0].entity_key == "CC-B v1"
     assert entries[2].entity_key == "CC-A/model-a/c02/adjudication/0"
     assert entries[2].after == {"met": False, "note": "未提及", "user": "adj", "lock_version": 1,
                                 "rubric_version_id": entries[2].after["rubric_version_id"]}

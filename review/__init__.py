@@ -1,0 +1,40 @@
+"""The checker's pages: rubric audit, label check within the group, cross-group adjudication.
+
+Each page module has a `render()` that starts with `shell.require_user(Role.checker)`; the rules
+themselves live in db/review.py.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from db.models import Role, User
+
+
+def pages(user: User) -> list[tuple[str, st.Page]]:
+    """The review area's navigation entries (none for other roles)."""
+    if user.role != Role.checker:
+        return []
+    from admin import shell
+    from review import adjudication, label_check, rubric_audit
+
+    t = shell.t
+    section = "nav.section.review"
+    return [
+        (section, st.Page(rubric_audit.render, title=t("review.audit.title"), icon=":material/fact_check:",
+                          url_path="review-rubrics")),
+        (section, st.Page(label_check.render, title=t("review.check.title"), icon=":material/rule:",
+                          url_path="review-labels")),
+        (section, st.Page(adjudication.render, title=t("review.adjudication.title"), icon=":material/gavel:",
+                          url_path="review-adjudication")),
+    ]
+
+
+def unresolved_banner() -> None:
+    """The number of unresolved disagreements, shown on every checker page."""
+    from admin import shell
+    from db.review import unresolved_count
+
+    with shell.db_session(read_only=True) as session:
+        count = unresolved_count(session)
+    st.sidebar.metric(shell.t("review.unresolved"), f"{count:,}")

@@ -1,0 +1,107 @@
+"""Rubric audit: the queue of submitted rubrics; comment criteria, then approve or return."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from admin import shell
+from admin.shell import t
+from admin.widgets import case_card, plain, show_error, show_text
+from db import review
+from db.errors import ClinConsensusError, StaleEdit
+from db.models import Role
+from review import unresolved_banner
+
+
+def _seen_key(rubric_id: int) -> str:
+    return f"review_audit_seen_{rubric_id}"
+
+
+def _queue_label(item: review.RubricQueueItem) -> str:
+    text = t("review.audit.queue_item", case=item.case_id, version=item.version, author=item.author or "—",
+             n=item.n_criteria)
+    return f"{text} · {t('review.audit.own_mark')}" if item.own else text
+
+
+def _criterion(view: review.RubricView, criterion: review.CriterionView) -> str:
+    with st.container(border=True):
+        head, body = st.columns([1, 5])
+        with head:
+            st.markdown(f"**{criterion.position}** · {plain(criterion.criterion_id)}")
+            if criterion.tags:
+                st.caption(plain(", ".join(criterion.tags)))
+        with body:
+            show_text(criterion.text)
+            if criterion.review_comment:
+                st.caption(t("review.audit.previous_comment", comment=plain(criterion.review_comment)))
+            return st.text_input(t("review.audit.criterion_comment"), key=f"review_audit_c_{view.rubric_version_id}_{criterion.id}",
+                                 placeholder=t("review.audit.criterion_comment_hint"), label_visibility="collapsed")
+
+
+def _stale(stale: StaleEdit, rubric_id: int) -> None:
+    current = stale.current or {}
+    st.warning(t("review.audit.stale", status=t(f"review.status.{current.get('status', 'submitted')}"),
+                 reviewer=plain(current.get("reviewer") or "—")))
+    if current.get("lock_version"):
+        st.session_state[_seen_key(rubric_id)] = current["lock_version"]
+
+
+def render() -> None:
+    user = shell.require_user(Role.checker)
+    st.title(t("review.audit.title"))
+    unresolved_banner()
+    done = st.session_state.pop("review_audit_done", None)
+    if done:
+        st.success(done)
+    with shell.db_session(read_only=True) as session:
+        queue = review.rubric_queue(session, user)
+    if not queue:
+        st.info(t("review.audit.empty"))
+        return
+    st.caption(t("review.audit.queue_count", n=len(queue)))
+    names = {item.rubric_version_id: _queue_label(item) for item in queue}
+    chosen = st.selectbox(t("review.audit.pick"), list(names), format_func=names.get,
+                          key="review_audit_pick")
+    with shell.db_session(read_only=True) as session:
+        view = review.rubric_for_review(session, user, chosen)
+    seen = st.session_state.setdefault(_seen_key(view.rubric_version_id), view.lock_version)
+
+    case_card(view.case)
+    st.subheader(t("review.audit.criteria", n=len(view.criteria), version=view.version,
+                   author=plain(view.author or "—")))
+    if view.own:
+        st.info(t("review.audit.own"))
+    if view.review_comment:
+        st.caption(t("review.audit.previous_overall", comment=plain(view.review_comment)))
+    st.caption(t("review.audit.how"))
+    with st.form(f"review_audit_form_{view.rubric_version_id}"):
+        comments = {criterion.id: _criterion(view, criterion) for criterion in view.criteria}
+        overall = st.text_area(t("review.audit.overall_comment"), key=f"review_audit_overall_{view.rubric_version_id}")
+        left, right, _ = st.columns([1, 1, 4])
+        approve = left.form_submit_button(t("review.audit.approve"), type="primary", disabled=view.own,
+                                          width="stretch")
+        send_back = right.form_submit_button(t("review.audit.return"), disabled=view.own, width="stretch")
+    commented = {pk: text for pk, text in comments.items() if text and text.strip()}
+    if approve and commented:
+        st.warning(t("review.audit.approve_has_comments", n=len(commented)))
+        return
+    if not (approve or send_back):
+        return
+    try:
+        with shell.db_session() as session:
+            if approve:
+                review.approve_rubric(session, user, view.rubric_version_id, seen_lock_version=seen,
+                                      comment=overall)
+            else:
+                review.return_rubric(session, user, view.rubric_version_id, seen_lock_version=seen,
+                                     comment=overall, criterion_comments=commented)
+    except StaleEdit as stale:
+        _stale(stale, view.rubric_version_id)
+        return
+    except ClinConsensusError as error:
+        show_error(error)
+        return
+    st.session_state.pop(_seen_key(view.rubric_version_id), None)
+    st.session_state["review_audit_done"] = t("review.audit.approved" if approve else "review.audit.returned",
+                                              case=plain(view.case.case_id))
+    st.rerun()

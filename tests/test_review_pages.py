@@ -1,0 +1,221 @@
+"""The checker's pages and the audit log page through AppTest, on a real database."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlmodel import select
+
+from admin.i18n import translate
+from db import review
+from db.engine import session_scope
+from db.models import AuditLog, Label, RubricStatus, RubricVersion, Stage, User
+from review import pages as review_pages
+from tests.apptest_helpers import app_database, button, open_page, signed_in, texts  # noqa: F401
+from tests.factories import make_case, make_label, make_response, make_rubric, make_user
+
+CHECKER_PAGES = {
+    "review-rubrics": "review.audit.title",
+    "review-labels": "review.check.title",
+    "review-adjudication": "review.adjudication.title",
+}
+N = 3
+
+
+def t(key: str, **values) -> str:
+    return translate(key, "zh", **values)
+
+
+@pytest.fixture
+def studio(app_database):
+    """Two groups of annotators and checkers; a case labeled differently by the groups; a submitted rubric."""
+    with session_scope(app_database) as s:
+        make_user(s, "boss", "admin")
+        people = {name: make_user(s, name, role, group) for name, role, group in (
+            ("ann1", "annotator", 1), ("ann2", "annotator", 2), ("chk1", "checker", 1), ("chk2", "checker", 2),
+            ("chk1b", "checker", 1))}
+        case = make_case(s, "CC-0001", n=N, clinical_context="患者咳嗽三天 <b>不要加粗</b>")
+        response = make_response(s, case, "secret-model", "建议多喝水，必要时就医。")
+        for i in range(1, N + 1):
+            make_label(s, response, f"c{i:02d}", True, people["ann1"], note="组一认为满足")
+            make_label(s, response, f"c{i:02d}", i != 1, people["ann2"], note="组二认为不满足" if i == 1 else None)
+        draft_case = make_case(s, "CC-0002", n=0)
+        rubric = make_rubric(s, draft_case, n=N, status=RubricStatus.submitted, author=people["ann1"])
+        ids = {"response": response.id, "rubric": rubric.id, "code": response.code}
+    return app_database, ids
+
+
+def test_navigation_shows_review_pages_to_checkers_only(studio):
+    engine, _ = studio
+    with session_scope(engine, read_only=True) as s:
+        checker = s.exec(select(User).where(User.username == "chk1")).one()
+        annotator = s.exec(select(User).where(User.username == "ann1")).one()
+        admin = s.exec(select(User).where(User.username == "boss")).one()
+    entries = review_pages(checker)
+    assert len(entries) == len(CHECKER_PAGES) and {section for section, _ in entries} == {"nav.section.review"}
+    assert review_pages(annotator) == [] and review_pages(admin) == []
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_every_checker_page_renders_with_the_unresolved_count(studio, lang):
+    engine, _ = studio
+    app = signed_in(engine, "chk1b", lang=lang)
+    for url, title_key in CHECKER_PAGES.items():
+        app = open_page(app, url)
+        assert not app.exception, (url, [e.value for e in app.exception])
+        assert app.title[0].value == translate(title_key, lang)
+        assert not app.error
+        metric = [m for m in app.sidebar.get("metric") if m.label == translate("review.unresolved", lang)]
+        assert metric and metric[0].value == "1"
+        assert "secret-model" not in texts(app)
+
+
+def test_annotator_is_refused_a_checker_page(studio):
+    engine, _ = studio
+    app = signed_in(engine, "ann1")
+    app = open_page(app, "review-adjudication")
+    assert translate("review.adjudication.title", "zh") not in [t.value for t in app.title]
+
+
+def _comment_inputs(app):
+    return [w for w in app.text_input if w.key and w.key.startswith("review_audit_c_")]
+
+
+def test_return_with_a_comment_then_approve(studio):
+    engine, ids = studio
+    app = open_page(signed_in(engine, "chk1"), "review-rubrics")
+    assert "CC-0002" in texts(app)
+    # Approving with a criterion comment is refused: such a rubric goes back to its author.
+    _comment_inputs(app)[1].input("请写明具体剂量")
+    app = button(app, t("review.audit.approve")).click().run()
+    assert t("review.audit.approve_has_comments", n=1) in texts(app)
+    app = button(app, t("review.audit.return")).click().run()
+    assert not app.exception
+    assert t("review.audit.returned", case="CC\\-0002") in texts(app)
+    with session_scope(engine, read_only=True) as s:
+        rubric = s.get(RubricVersion, ids["rubric"])
+        assert rubric.status == RubricStatus.returned
+        view = review.rubric_for_review(s, s.exec(select(User).where(User.username == "chk1")).one(), rubric.id)
+        assert [c.review_comment for c in view.criteria] == [None, "请写明具体剂量", None]
+    assert t("review.audit.empty") in texts(app)
+    with session_scope(engine) as s:
+        rubric = s.get(RubricVersion, ids["rubric"])
+        rubric.status, rubric.lock_version = RubricStatus.submitted, rubric.lock_version + 1
+        s.add(rubric)
+    app = open_page(signed_in(engine, "chk1"), "review-rubrics")
+    assert t("review.audit.previous_comment", comment="请写明具体剂量") in texts(app)
+    for field in _comment_inputs(app):
+        field.input("")
+    app = button(app, t("review.audit.approve")).click().run()
+    with session_scope(engine, read_only=True) as s:
+        assert s.get(RubricVersion, ids["rubric"]).status == RubricStatus.approved
+
+
+def test_author_sees_own_rubric_but_cannot_decide(studio):
+    engine, _ = studio
+    with session_scope(engine) as s:
+        author = make_user(s, "chkauthor", "checker", 2)
+        own_id = make_rubric(s, make_case(s, "CC-0003", n=0), n=N, status=RubricStatus.submitted, author=author).id
+    app = open_page(signed_in(engine, "chkauthor"), "review-rubrics")
+    app.selectbox(key="review_audit_pick").set_value(own_id)
+    app = app.run()
+    assert t("review.audit.own") in texts(app)
+    assert button(app, t("review.audit.approve")).disabled
+
+
+def test_label_check_confirms_and_corrects(studio):
+    engine, ids = studio
+    app = open_page(signed_in(engine, "chk2"), "review-labels")
+    assert not app.exception
+    assert "ann2" in texts(app) and "组二认为不满足" in texts(app)
+    assert "组一认为满足" not in texts(app)  # the other group's notes stay hidden
+    # Correct c02 (annotator: met) to not met without a note: refused, nothing saved.
+    app.radio(key=f"review_check_{ids['response']}_c02_met").set_value(False)
+    app = button(app, t("review.check.save")).click().run()
+    assert app.error and "note" in app.error[0].value
+    with session_scope(engine, read_only=True) as s:
+        assert s.exec(select(Label).where(Label.stage == Stage.check)).all() == []
+    app.text_input(key=f"review_check_{ids['response']}_c02_note").input("回答未说明")
+    app = button(app, t("review.check.save")).click().run()
+    assert not app.error
+    assert app.success[0].value == t("review.check.saved", n=N, code=ids["code"])
+    with session_scope(engine, read_only=True) as s:
+        checks = {l.criterion_id: (l.met, l.note, l.group_no) for l in
+                  s.exec(select(Label).where(Label.stage == Stage.check)).all()}
+    assert checks == {"c01": (False, None, 2), "c02": (False, "回答未说明", 2), "c03": (True, None, 2)}
+
+
+def test_adjudication_decides_gold_with_a_required_rationale(studio):
+    engine, ids = studio
+    app = open_page(signed_in(engine, "chk1b"), "review-adjudication")
+    shown = texts(app)
+    assert t("review.adjudication.label_a") in shown and t("review.adjudication.label_b") in shown
+    assert "组一认为满足" in shown and "组二认为不满足" in shown
+    assert "secret-model" not in shown and "<b>" not in "".join(m.value for m in app.markdown)
+    key = f"review_adj_{ids['response']}_c01"
+    app.radio(key=f"{key}_met").set_value(False)
+    app = button(app, t("review.adjudication.save")).click().run()
+    assert app.error and "rationale" in app.error[0].value
+    app.text_input(key=f"{key}_why").input("回答未提及就医指征")
+    app = button(app, t("review.adjudication.save")).click().run()
+    assert not app.exception and not app.error
+    assert t("review.adjudication.empty") in texts(app)
+    with session_scope(engine, read_only=True) as s:
+        decision = s.exec(select(Label).where(Label.stage == Stage.adjudication)).one()
+        assert (decision.met, decision.note, decision.criterion_id) == (False, "回答未提及就医指征", "c01")
+        assert review.unresolved_count(s) == 0
+    metric = [m for m in app.sidebar.get("metric") if m.label == t("review.unresolved")]
+    assert metric[0].value == "0"
+
+
+def test_second_adjudicator_is_refused_and_shown_the_newer_decision(studio):
+    engine, ids = studio
+    app = open_page(signed_in(engine, "chk1b"), "review-adjudication")
+    with session_scope(engine) as s:
+        other = make_user(s, "chk2b", "checker", 2)
+        review.adjudicate(s, other, response_id=ids["response"], criterion_id="c01", met=True, rationale="先到先得")
+    key = f"review_adj_{ids['response']}_c01"
+    app.radio(key=f"{key}_met").set_value(False)
+    app.text_input(key=f"{key}_why").input("我认为不满足")
+    app = button(app, t("review.adjudication.save")).click().run()
+    assert app.warning and "chk2b" in app.warning[0].value
+    assert "先到先得" in texts(app)
+    with session_scope(engine, read_only=True) as s:
+        decision = s.exec(select(Label).where(Label.stage == Stage.adjudication)).one()
+        assert (decision.met, decision.note) == (True, "先到先得")
+
+
+def test_audit_log_page_filters_verifies_and_downloads(studio):
+    engine, ids = studio
+    with session_scope(engine) as s:
+        checker = s.exec(select(User).where(User.username == "chk1")).one()
+        review.approve_rubric(s, checker, ids["rubric"], seen_lock_version=1)
+    app = open_page(signed_in(engine, "boss"), "admin-audit-log")
+    assert not app.exception
+    assert app.title[0].value == t("review.audit_log.title")
+    app.multiselect(key="audit_log_entities").set_value(["rubric"])
+    app = app.run()
+    frame = app.dataframe[0].value
+    assert list(frame[t("review.audit_log.col.entity")]) == ["rubric"]
+    assert list(frame[t("review.audit_log.col.actor")]) == ["chk1"]
+    app.multiselect(key="audit_log_entities").set_value([])
+    app.text_input(key="audit_log_key").input("no-such-key")
+    app = app.run()
+    assert t("review.audit_log.empty") in texts(app)
+    app.text_input(key="audit_log_key").input("")
+    app = button(app.run(), t("review.audit_log.verify")).click().run()
+    assert app.success and t("review.audit_log.verified", n="").split("：")[0] in app.success[0].value
+    with session_scope(engine, read_only=True) as s:
+        from db.audit_search import audit_jsonl
+
+        boss = s.exec(select(User).where(User.username == "boss")).one()
+        lines = audit_jsonl(s, boss, entities=["rubric"]).decode("utf-8").splitlines()
+        assert [json.loads(line)["action"] for line in lines] == ["approve"]
+        assert len(audit_jsonl(s, boss).decode().splitlines()) == len(s.exec(select(AuditLog)).all())
+
+
+def test_checker_cannot_open_the_audit_log(studio):
+    engine, _ = studio
+    app = open_page(signed_in(engine, "chk1"), "admin-audit-log")
+    assert t("review.audit_log.title") not in [title.value for title in app.title]
