@@ -34,7 +34,8 @@ class Frames:
 
 
 def _read(engine: Engine, statement) -> pd.DataFrame:
-    with engine.connect() as connection:
+    # Read-only: on SQLite a plain BEGIN, so a long report or export never holds the write lock.
+    with engine.connect().execution_options(sqlite_read_only=True) as connection:
         return pd.read_sql(statement, connection)
 
 
@@ -62,6 +63,12 @@ def load_cases(engine: Engine, *, text: bool = False) -> pd.DataFrame:
                          in zip(cases["user_role"], cases["register_override"])]
     cases["macro_category"] = cases["subject_labels"].map(taxonomy.macro_category)
     return cases.drop(columns="register_override")
+
+
+def load_register_overrides(engine: Engine) -> pd.DataFrame:
+    """case_pk, register_override: the optional `register` key as imported (None where absent)."""
+    return _read(engine, select(Case.id.label("case_pk"), Case.register_override.label("register_override"))
+                 .order_by(Case.id))
 
 
 def load_criteria(engine: Engine, *, text: bool = False) -> pd.DataFrame:
