@@ -1,0 +1,153 @@
+"""Export speed and memory at full scale (2,500 cases × 30 criteria × 11 models × 2 groups = 1.65 M decisions).
+
+The target: `export gold` of every gold label in under 10 s. Printed, not asserted.
+
+Setup (not timed): the demo generator writes the full-scale files (`db.demo.write_demo_files`) and
+the importers load cases, responses and labels into a fresh SQLite file — in a child process, so
+the peak memory printed afterwards is the export's own. Or give `--database URL` of a database
+that already holds the data (e.g. after `clinconsensus demo --scale full`).
+
+Each export is then run, its output re-read and checked (row count, sha256), and its wall time,
+CPU time and the process's peak resident memory are printed.
+
+    .venv/bin/python -m benchmarks.bench_export [--cases 2500] [--models 11] [--database URL]
+                                                [--also judgements,judge-items,sft] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TARGET_GOLD_SECONDS = 10.0
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def build_database(url: str, cases: int, models: int, seed: int) -> None:
+    """Write the demo files and import them (runs in its own process; see --build-into)."""
+    from db.demo import write_demo_files
+    from db.engine import make_engine
+    from db.importers import import_file
+    from db.migrate import upgrade
+
+    engine = make_engine(url)
+    upgrade(engine)
+    with tempfile.TemporaryDirectory(prefix="bench-export-") as folder:
+        started = time.perf_counter()
+        paths = write_demo_files(folder, scale="full", seed=seed, n_cases=cases, n_models=models, n_judges=1)
+        print(f"setup: demo files written in {time.perf_counter() - started:.1f} s", flush=True)
+        for kind in ("cases", "responses", "labels"):
+            started = time.perf_counter()
+            summary = import_file(engine, kind, paths[kind], actor="benchmark")
+            print(f"setup: imported {summary.records:,} {kind} in {time.perf_counter() - started:.1f} s", flush=True)
+    engine.dispose()
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def count_lines(path: Path) -> int:
+    with open(path, "rb") as handle:
+        return sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b""))
+
+
+def run(label: str, func, *args, **kwargs):
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = func(*args, **kwargs)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    print(f"{label:<28} {wall:8.2f} s wall  {cpu:8.2f} s cpu  peak RSS {peak_rss_mb():8.0f} MB", flush=True)
+    return result, wall
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=2500)
+    parser.add_argument("--models", type=int, default=11)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--database", default=None, help="export from this database instead of building one")
+    parser.add_argument("--also", default="judgements", help="other exports to time: judgements,judge-items,sft")
+    parser.add_argument("--repeat", type=int, default=3, help="gold export runs; the best is reported")
+    parser.add_argument("--build-into", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.build_into:
+        build_database(args.build_into, args.cases, args.models, args.seed)
+        return 0
+
+    with tempfile.TemporaryDirectory(prefix="bench-export-") as folder:
+        folder = Path(folder)
+        url = args.database
+        if url is None:
+            url = f"sqlite:///{folder / 'bench.db'}"
+            print(f"building {args.cases:,} cases × {args.models} models in a child process …", flush=True)
+            subprocess.run([sys.executable, "-m", "benchmarks.bench_export", "--build-into", url,
+                            "--cases", str(args.cases), "--models", str(args.models), "--seed", str(args.seed)],
+                           check=True)
+
+        from analysis import exports
+        from db.engine import make_engine
+        from db.migrate import upgrade
+        from db.status import counts
+        from db.engine import session_scope
+
+        engine = make_engine(url)
+        upgrade(engine)
+        with session_scope(engine, read_only=True) as session:
+            stored = counts(session)
+        print(f"database: {stored['cases']:,} cases, {stored['responses']:,} responses, "
+              f"{stored['labels']['total']:,} labels ({stored['labels']})", flush=True)
+        print(f"baseline peak RSS {peak_rss_mb():.0f} MB", flush=True)
+
+        best = None
+        for attempt in range(max(args.repeat, 1)):
+            path = folder / "gold.jsonl"
+            summary, seconds = run(f"export gold (run {attempt + 1})", exports.export_gold, engine, path)
+            best = seconds if best is None else min(best, seconds)
+        rows = count_lines(path)
+        assert rows == summary.counts["rows"], "gold export: line count differs from the summary"
+        assert sha256(path) == summary.files["gold.jsonl"], "gold export: sha256 differs from the summary"
+        size_mb = path.stat().st_size / 1e6
+        verdict = "meets" if best < TARGET_GOLD_SECONDS else "MISSES"
+        print(f"gold: {rows:,} rows, {size_mb:.0f} MB; best {best:.2f} s — {verdict} the target of "
+              f"< {TARGET_GOLD_SECONDS:.0f} s", flush=True)
+
+        for what in [w.strip() for w in args.also.split(",") if w.strip()]:
+            if what == "judgements":
+                result, _ = run("export judgements (gold)", exports.export_judgements, engine, folder / "judgements")
+                manifest = json.loads((folder / "judgements" / "manifest.json").read_text(encoding="utf-8"))
+                for name, digest in manifest["sha256"].items():
+                    assert sha256(folder / "judgements" / name) == digest, name
+            elif what == "judge-items":
+                result, _ = run("export judge-items", exports.export_judge_items, engine, folder / "items.jsonl")
+                assert count_lines(folder / "items.jsonl") == result.counts["rows"]
+            elif what == "sft":
+                result, _ = run("export sft", exports.export_sft, engine, folder / "sft", seed=1,
+                                holdout_models=[])
+                manifest = json.loads((folder / "sft" / "manifest.json").read_text(encoding="utf-8"))
+                for name in ("train.jsonl", "dev.jsonl"):
+                    assert sha256(folder / "sft" / name) == manifest["files"][name]["sha256"], name
+            else:
+                print(f"unknown export {what!r} (judgements, judge-items, sft)", file=sys.stderr)
+                return 2
+            print("  " + "\n  ".join(line for line in str(result).splitlines()[1:4]), flush=True)
+        engine.dispose()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
