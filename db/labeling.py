@@ -4,7 +4,7 @@ Blinding holds here, whatever a page asks for: an annotator gets a response unde
 (never the model), and only their own group's annotation labels. Every function checks the role,
 the group and the assignment itself.
 
-A label assignment names one response, or (response_id NULL) every response of its case.
+A label assignment names one response and an expert group (db/assignments.py hands them out).
 Labels are made against the case's current approved rubric version; a label made against an older
 version is *stale* and the response shows in the queue for re-labeling. A save names the rubric
 version the page loaded and is refused (StaleEdit) if the rubric changed since, or if someone
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import func, or_
+from sqlalchemy import func
 from sqlmodel import Session, select
 
 from db import policies
@@ -30,6 +30,10 @@ from db.rubrics import CaseView, CriterionView, case_view, criteria_of, current_
 MAX_NOTE_CHARS = 2000
 
 TODO, PARTIAL, DONE, STALE, WAITING = "todo", "partial", "done", "stale", "waiting"
+
+
+class RubricChanged(StaleEdit):
+    """The case's approved rubric is not the one the page labeled against; `current` is its version number."""
 
 
 @dataclass(frozen=True)
@@ -123,14 +127,13 @@ def _require_annotator(user: User) -> None:
 
 
 def _assigned_response(session: Session, user: User, response_id: int) -> Response:
-    """The response, when a label assignment of `user` covers it (by response or by its whole case)."""
+    """The response, when a label assignment of `user` names it."""
     _require_annotator(user)
     response = session.get(Response, response_id)
     if response is None:
         raise NotFound(f"no response #{response_id}")
     assigned = session.exec(select(Assignment.id).where(
-        Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label, Assignment.case_pk == response.case_pk,
-        or_(Assignment.response_id == response.id, Assignment.response_id.is_(None)),
+        Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label, Assignment.response_id == response.id,
     ).limit(1)).first()
     if assigned is None:
         raise PermissionDenied("this response is not assigned to you")
@@ -174,17 +177,12 @@ def response_for_labeling(session: Session, user: User, response_id: int) -> Lab
 
 
 def _assigned_responses(session: Session, user: User) -> list[tuple[int, str, int, str]]:
-    """(response_id, code, case_pk, case_id) of every response the user's label assignments cover."""
-    base = select(Response.id, Response.code, Case.id, Case.case_id).join(Case, Case.id == Response.case_pk)
-    by_response = base.join(Assignment, Assignment.response_id == Response.id).where(
-        Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label)
-    by_case = base.join(Assignment, Assignment.case_pk == Case.id).where(
-        Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label, Assignment.response_id.is_(None))
-    rows = {row[0]: tuple(row) for row in session.exec(by_response).all()}
-    if session.exec(select(Assignment.id).where(Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label,
-                                                Assignment.response_id.is_(None)).limit(1)).first() is not None:
-        rows.update({row[0]: tuple(row) for row in session.exec(by_case).all()})
-    return sorted(rows.values(), key=lambda row: (row[3], row[1]))
+    """(response_id, code, case_pk, case_id) of the user's label assignments, in case and code order."""
+    statement = (select(Response.id, Response.code, Case.id, Case.case_id)
+                 .join(Assignment, Assignment.response_id == Response.id).join(Case, Case.id == Response.case_pk)
+                 .where(Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label)
+                 .distinct().order_by(Case.case_id, Response.code))
+    return [tuple(row) for row in session.exec(statement).all()]
 
 
 def labeling_queue(session: Session, user: User) -> LabelQueue:
@@ -260,7 +258,7 @@ def save_labels(session: Session, user: User, response_id: int, decisions: Seque
     if rubric is None:
         raise ValidationFailed("this case has no approved rubric yet")
     if rubric.id != rubric_version_id:
-        raise StaleEdit("the rubric of this case changed since the page was opened; nothing was saved",
+        raise RubricChanged("the rubric of this case changed since the page was opened; nothing was saved",
                         current=rubric.version)
     criterion_ids = [c.criterion_id for c in criteria_of(session, rubric.id)]
     given = [d.criterion_id for d in decisions]

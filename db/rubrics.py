@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import delete, func
+from sqlalchemy import delete
 from sqlmodel import Session, select
 
 from db import policies
@@ -74,17 +74,6 @@ class VersionView:
     submitted_at: datetime | None
     reviewed_at: datetime | None
     criteria: list[CriterionView] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class RubricTask:
-    """One row of an annotator's authoring queue."""
-    case_pk: int
-    case_id: str
-    difficulty: str
-    subject: str
-    status: str | None          # of the newest version; None when nothing was written yet
-    version: int | None
 
 
 @dataclass(frozen=True)
@@ -196,22 +185,6 @@ def require_rubric_assignment(session: Session, user: User, case_pk: int) -> Non
     ).limit(1)).first()
     if assigned is None:
         raise PermissionDenied("this case's rubric is not assigned to you")
-
-
-def rubric_queue(session: Session, user: User) -> list[RubricTask]:
-    """The cases whose rubric `user` is assigned to write, in case order, with their newest version."""
-    policies.require_role(user, Role.annotator)
-    newest = (select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
-              .group_by(RubricVersion.case_pk).subquery())
-    statement = (
-        select(Case.id, Case.case_id, Case.difficulty, Case.subject, RubricVersion.status, RubricVersion.version)
-        .join(Assignment, Assignment.case_pk == Case.id)
-        .outerjoin(newest, newest.c.case_pk == Case.id)
-        .outerjoin(RubricVersion, (RubricVersion.case_pk == Case.id) & (RubricVersion.version == newest.c.version))
-        .where(Assignment.user_id == user.id, Assignment.kind == AssignmentKind.rubric)
-        .distinct().order_by(Case.case_id)
-    )
-    return [RubricTask(*row) for row in session.exec(statement).all()]
 
 
 def authoring_view(session: Session, user: User, case_pk: int) -> AuthoringView:

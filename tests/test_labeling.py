@@ -35,7 +35,8 @@ def world(session):
     second = make_response(session, case, "secret-model-y", "第二份回答")
     assign(session, g1, case, first)
     assign(session, g1, case, second)
-    assign(session, g2, case)                      # the whole case
+    assign(session, g2, case, first)
+    assign(session, g2, case, second)
     session.commit()
     return g1, g2, case, first, second
 
@@ -138,7 +139,7 @@ def test_queue_progress_and_next(session, world):
     assert (queue.done, queue.total) == (0, 3)
     assert queue.next_after(queue.items[0].response_id).response_id == queue.items[1].response_id
     assert queue.next_after(queue.items[1].response_id).response_id == queue.items[0].response_id
-    # group 2 has the whole case assigned and sees both responses, with none of group 1's labels
+    # group 2 sees both responses, with none of group 1's labels
     queue2 = labeling.labeling_queue(session, g2)
     assert {i.response_id for i in queue2.items} == {first.id, second.id}
     assert {i.status for i in queue2.items} == {labeling.TODO}

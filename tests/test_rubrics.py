@@ -128,7 +128,6 @@ def test_returned_rubric_keeps_comments_and_the_next_edit_makes_a_new_version(se
     view = rubrics.authoring_view(session, author, case.id)
     assert view.latest.id == second.id and view.returned.id == version.id
     assert [h.version for h in view.history] == [2, 1]
-    assert [(t.case_id, t.status, t.version) for t in rubrics.rubric_queue(session, author)] == [("CC-0100", "draft", 2)]
 
 
 def test_bad_input_is_refused_and_names_the_criterion(session, authoring):
@@ -171,16 +170,3 @@ def test_only_the_assigned_active_annotator_may_author(session, authoring, who):
         rubrics.save_rubric_draft(session, intruder, case.id, clean_criteria(), base_version_id=draft.id, expected_lock=1)
     with pytest.raises(PermissionDenied):
         rubrics.submit_rubric(session, intruder, draft.id, expected_lock=1)
-    with pytest.raises(PermissionDenied):
-        rubrics.rubric_queue(session, intruder) if who != "other_annotator" else rubrics.authoring_view(session, intruder, case.id)
-
-
-def test_queue_lists_only_own_rubric_assignments(session, authoring):
-    author, case = authoring
-    other_case = make_case(session, "CC-0200", n=N)           # approved v1, not assigned to the author
-    labeled = make_case(session, "CC-0300", n=N)
-    assign(session, author, labeled, kind="label")
-    session.commit()
-    queue = rubrics.rubric_queue(session, author)
-    assert [(t.case_id, t.status) for t in queue] == [("CC-0100", None)]
-    assert other_case.id not in {t.case_pk for t in queue}

@@ -1,0 +1,366 @@
+"""Rubric authoring: the annotator's assigned cases, the case beside an editor of exactly N criteria.
+
+The editor is one keyed `st.data_editor` with a fixed number of rows; its edits are folded into
+the page's working copy on every run *before* it is drawn, so the quality-check column always
+matches what was typed. The working copy is kept as a draft (db/drafts.py) while it differs
+from the saved version, so a refresh or a closed tab loses nothing. Saving and submitting go
+through db/rubrics.py (locking, audit); the buttons act in callbacks, so the page redraws with
+the result at once.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from admin import shell, widgets
+from annotate.lint import ERROR, Finding, LintReport, lint_rubric
+from db import drafts, rubrics
+from db.assignments import my_queue
+from db.config import RUBRIC_SIZE
+from db.errors import ClinConsensusError, StaleEdit, ValidationFailed
+from db.models import AssignmentKind, Role, RubricStatus
+from db.rubrics import AuthoringView, CriterionInput
+from db.taxonomy import get_taxonomy
+
+t = shell.t
+CASE_KEY = "annotate_rubric_case"
+FLASH_KEY = "annotate_rubric_flash"
+EDITABLE = (None, RubricStatus.draft, RubricStatus.returned)
+
+
+def _state_key(case_pk: int) -> str:
+    return f"annotate_rubric_state_{case_pk}"
+
+
+def _draft_key(case_pk: int) -> str:
+    return f"rubric:{case_pk}"
+
+
+def _editor_key(case_pk: int, state: dict) -> str:
+    return f"annotate_rubric_editor_{case_pk}_{state['generation']}"
+
+
+# Rows of the editor ---------------------------------------------------------------------------
+
+def _rows_of(view: AuthoringView) -> list[dict]:
+    """The newest version's criteria, padded or cut to exactly N rows."""
+    ids = rubrics.default_criterion_ids(RUBRIC_SIZE)
+    saved = view.latest.criteria if view.latest else []
+    rows = [{"criterion_id": c.criterion_id, "text": c.text, "tags": list(c.tags)} for c in saved[:RUBRIC_SIZE]]
+    used = {row["criterion_id"] for row in rows}
+    spare = (cid for cid in ids if cid not in used)
+    while len(rows) < RUBRIC_SIZE:
+        rows.append({"criterion_id": next(spare), "text": "", "tags": []})
+    return rows
+
+
+def _new_state(user, view: AuthoringView) -> dict:
+    saved_rows = _rows_of(view)
+    state = {"base_version_id": view.latest.id if view.latest else None,
+             "base_lock": view.latest.lock_version if view.latest else None,
+             "saved_rows": saved_rows, "rows": [dict(row) for row in saved_rows], "persisted": None, "generation": 0,
+             "revising": False, "restored": False}
+    with shell.db_session(read_only=True) as session:
+        draft = drafts.load_draft(session, user, _draft_key(view.case.case_pk))
+    if draft and len(draft.get("rows", [])) == RUBRIC_SIZE:
+        state.update(rows=draft["rows"], persisted=draft["rows"], base_version_id=draft.get("base_version_id"),
+                     base_lock=draft.get("base_lock"), restored=True, revising=bool(draft.get("revising")))
+    return state
+
+
+def _current_rows(state: dict) -> list[dict]:
+    """The working copy with the editor's pending edits applied (they are keyed by row number)."""
+    rows = [dict(row) for row in state["rows"]]
+    edits = st.session_state.get(_editor_key(state["case_pk"], state), {}) or {}
+    for row, changes in (edits.get("edited_rows") or {}).items():
+        index = int(row)
+        if 0 <= index < len(rows):
+            for column in ("text", "tags"):
+                if column in changes:
+                    value = changes[column]
+                    rows[index][column] = ("" if value is None else str(value)) if column == "text" else list(value or [])
+    return rows
+
+
+def _inputs(rows: list[dict]) -> list[CriterionInput]:
+    return [CriterionInput(row["criterion_id"], row["text"] or "", tuple(row["tags"] or ())) for row in rows]
+
+
+# Lint messages --------------------------------------------------------------------------------
+
+def finding_text(finding: Finding) -> str:
+    mark = "⛔" if finding.severity == ERROR else "⚠️"
+    return f"{mark} {t(f'annotate.lint.{finding.code}', **finding.values)}"
+
+
+def _lint_column(report: LintReport, n: int) -> list[str]:
+    return ["；".join(finding_text(f) for f in report.for_row(row)) or t("annotate.lint.ok") for row in range(n)]
+
+
+def _show_lint(report: LintReport) -> None:
+    errors, warnings = len(report.errors), len(report.warnings)
+    if not errors and not warnings:
+        st.success(t("annotate.authoring.lint_clean"))
+        return
+    line = t("annotate.authoring.lint_summary", errors=errors, warnings=warnings)
+    (st.error if errors else st.warning)(line)
+    for finding in report.rubric_level():
+        st.error(t(f"annotate.lint.{finding.code}", **finding.values), icon="⛔")
+    rows = sorted({f.row for f in report.findings if f.row is not None})
+    # Opened by itself only for errors worth reading row by row (not a rubric that is merely unwritten).
+    telling = [f for f in report.errors if f.code not in ("empty", "count")]
+    with st.expander(t("annotate.authoring.lint_details"), expanded=bool(telling)):
+        for row in rows:
+            st.text(f"{t('annotate.authoring.row', row=row + 1)}：" + "；".join(finding_text(f) for f in report.for_row(row)))
+
+
+# Actions (run as callbacks, before the page is drawn again) -------------------------------------
+
+def _flash(kind: str, message: str) -> None:
+    st.session_state[FLASH_KEY] = (kind, message)
+
+
+def _reset(case_pk: int) -> None:
+    user = shell.current_user()
+    if user is not None:
+        with shell.db_session() as session:
+            drafts.discard_draft(session, user, _draft_key(case_pk))
+    st.session_state.pop(_state_key(case_pk), None)
+
+
+def _stale_message(error: StaleEdit) -> str:
+    current = error.current
+    if current is None:
+        return t("annotate.authoring.stale", version="—", lock="—")
+    return t("annotate.authoring.stale", version=current.version, lock=current.lock_version)
+
+
+def _save(case_pk: int, *, submit: bool) -> None:
+    user = shell.current_user()
+    state = st.session_state.get(_state_key(case_pk))
+    if user is None or state is None:
+        return
+    rows = _current_rows(state)
+    try:
+        with shell.db_session() as session:
+            changed = rows != state["saved_rows"] or state["base_version_id"] is None
+            if changed:
+                version = rubrics.save_rubric_draft(session, user, case_pk, _inputs(rows),
+                                                    base_version_id=state["base_version_id"],
+                                                    expected_lock=state["base_lock"])
+                lock = version.lock_version
+            else:
+                version = rubrics.read_version(session, user, state["base_version_id"])
+                lock = state["base_lock"]
+            if submit:
+                if version.status != RubricStatus.draft:
+                    # A returned or approved version is never submitted again: a new draft is made first.
+                    version = rubrics.save_rubric_draft(session, user, case_pk, _inputs(rows),
+                                                        base_version_id=version.id, expected_lock=lock)
+                    lock = version.lock_version
+                version = rubrics.submit_rubric(session, user, version.id, expected_lock=lock)
+            drafts.discard_draft(session, user, _draft_key(case_pk))
+    except StaleEdit as error:
+        _flash("error", _stale_message(error))
+        state["conflict"] = True
+        return
+    except (ValidationFailed, ClinConsensusError) as error:
+        _flash("error", t("error.generic", reason=widgets.plain(error)))
+        return
+    saved_rows = [{"criterion_id": c.criterion_id, "text": c.text, "tags": list(c.tags)} for c in version.criteria]
+    state.update(base_version_id=version.id, base_lock=version.lock_version, saved_rows=saved_rows,
+                 rows=[dict(row) for row in saved_rows],
+                 persisted=None, generation=state["generation"] + 1, revising=False, restored=False, conflict=False)
+    if submit:
+        _flash("success", t("annotate.authoring.submitted", version=version.version))
+    elif changed:
+        _flash("success", t("annotate.authoring.saved", version=version.version))
+    else:
+        _flash("info", t("annotate.authoring.unchanged"))
+
+
+def _start_revision(case_pk: int) -> None:
+    state = st.session_state.get(_state_key(case_pk))
+    if state is not None:
+        state["revising"] = True
+
+
+# Page -----------------------------------------------------------------------------------------
+
+def _status_name(status: str | None) -> str:
+    return t(f"annotate.authoring.status.{status or 'none'}")
+
+
+def _pick_case(queue: list[dict]) -> dict:
+    by_pk = {item["case_pk"]: item for item in queue}
+    wanted = st.session_state.get(CASE_KEY)
+    if wanted not in by_pk:
+        requested = st.query_params.get("case")
+        match = [item["case_pk"] for item in queue if item["case_id"] == requested]
+        open_items = [item["case_pk"] for item in queue if not item["done"]]
+        st.session_state[CASE_KEY] = (match or open_items or [queue[0]["case_pk"]])[0]
+    done = sum(item["done"] for item in queue)
+    widgets.progress_bar(done, len(queue), label_key="annotate.authoring.queue_done")
+    case_pk = st.selectbox(
+        t("annotate.authoring.pick_case"), list(by_pk), key=CASE_KEY,
+        format_func=lambda pk: f"{by_pk[pk]['case_id']} · {by_pk[pk]['subject']} · {_status_name(by_pk[pk]['status'])}",
+    )
+    st.query_params["case"] = by_pk[case_pk]["case_id"]
+    return by_pk[case_pk]
+
+
+def _case_column(view: AuthoringView) -> None:
+    widgets.case_card(view.case)
+    labels = [("widgets.case.task", view.case.task_labels), ("widgets.case.subject", view.case.subject_labels)]
+    for key, values in labels:
+        if values:
+            st.caption(f"{t(key)}：" + widgets.plain("、".join(values)))
+
+
+def _returned_notice(view: AuthoringView) -> None:
+    if view.returned is None:
+        return
+    st.warning(t("annotate.authoring.returned", version=view.returned.version))
+    if view.returned.review_comment:
+        st.caption(t("annotate.authoring.returned_overall"))
+        widgets.show_text(view.returned.review_comment)
+
+
+def _history(user, view: AuthoringView) -> None:
+    if len(view.history) < 2 and not (view.latest and view.latest.status != RubricStatus.draft):
+        return
+    with st.expander(t("annotate.authoring.history")):
+        versions = {v.id: v for v in view.history}
+        chosen = st.selectbox(t("annotate.authoring.history_pick"), list(versions), index=None,
+                              key=f"annotate_rubric_history_{view.case.case_pk}",
+                              format_func=lambda vid: t("annotate.authoring.version_line", version=versions[vid].version,
+                                                        status=_status_name(versions[vid].status)))
+        if chosen is None:
+            return
+        with shell.db_session(read_only=True) as session:
+            old = rubrics.read_version(session, user, chosen)
+        if old.review_comment:
+            st.caption(t("annotate.authoring.returned_overall"))
+            widgets.show_text(old.review_comment)
+        st.dataframe(pd.DataFrame({
+            t("annotate.authoring.col.id"): [c.criterion_id for c in old.criteria],
+            t("annotate.authoring.col.text"): [c.text for c in old.criteria],
+            t("annotate.authoring.col.review"): [c.review_comment or "" for c in old.criteria],
+        }), hide_index=True, width="stretch")
+
+
+def _editor(view: AuthoringView, state: dict, rows: list[dict], report: LintReport, editable: bool) -> None:
+    taxonomy = get_taxonomy()
+    tag_ids = [tag["id"] for tag in taxonomy.raw.get("failure_tags", [])]
+    lang = shell.lang()
+    tag_names = {tag["id"]: tag.get(lang) or tag["en"] for tag in taxonomy.raw.get("failure_tags", [])}
+    comments = {c.criterion_id: c.review_comment or "" for c in view.returned.criteria} if view.returned else {}
+    frame = pd.DataFrame({
+        "criterion_id": [row["criterion_id"] for row in rows],
+        "text": [row["text"] for row in rows],
+        "tags": [list(row["tags"]) for row in rows],
+        "lint": _lint_column(report, len(rows)),
+    })
+    config = {
+        "criterion_id": st.column_config.TextColumn(t("annotate.authoring.col.id"), width=56, disabled=True, pinned=True),
+        "text": st.column_config.TextColumn(t("annotate.authoring.col.text"), width=430, max_chars=rubrics.MAX_CRITERION_CHARS),
+        "tags": st.column_config.MultiselectColumn(t("annotate.authoring.col.tags"), options=tag_ids, width=170,
+                                                   format_func=lambda tag: tag_names.get(tag, tag)),
+        "lint": st.column_config.TextColumn(t("annotate.authoring.col.lint"), width=260, disabled=True),
+    }
+    if any(comments.values()):
+        frame["review"] = [comments.get(row["criterion_id"], "") for row in rows]
+        config["review"] = st.column_config.TextColumn(t("annotate.authoring.col.review"), width=220, disabled=True)
+    st.data_editor(frame, key=_editor_key(view.case.case_pk, state), num_rows="fixed", hide_index=True,
+                   column_config=config, disabled=not editable, width="stretch",
+                   height=min(36 * (len(rows) + 1) + 3, 760), row_height=34)
+
+
+def _persist_draft(user, case_pk: int, state: dict, rows: list[dict]) -> None:
+    """Keep edits that are not saved yet, once per change."""
+    if rows == state["saved_rows"]:
+        if state["persisted"] is not None:
+            with shell.db_session() as session:
+                drafts.discard_draft(session, user, _draft_key(case_pk))
+            state["persisted"] = None
+        return
+    if rows != state["persisted"]:
+        with shell.db_session() as session:
+            drafts.save_draft(session, user, _draft_key(case_pk), {
+                "rows": rows, "base_version_id": state["base_version_id"], "base_lock": state["base_lock"],
+                "revising": state.get("revising", False)})
+        state["persisted"] = rows
+
+
+def render() -> None:
+    user = shell.require_user(Role.annotator)
+    st.title(t("annotate.authoring.title"))
+    with shell.db_session(read_only=True) as session:
+        queue = my_queue(session, user, AssignmentKind.rubric)
+    if not queue:
+        st.info(t("annotate.authoring.empty_queue"))
+        return
+    item = _pick_case(queue)
+    case_pk = item["case_pk"]
+    try:
+        with shell.db_session(read_only=True) as session:
+            view = rubrics.authoring_view(session, user, case_pk)
+    except ClinConsensusError as error:
+        widgets.show_error(error)
+        return
+
+    state = st.session_state.get(_state_key(case_pk))
+    if state is None:
+        state = _new_state(user, view)
+        state["case_pk"] = case_pk
+        st.session_state[_state_key(case_pk)] = state
+
+    flash = st.session_state.pop(FLASH_KEY, None)
+    if flash:
+        getattr(st, flash[0])(flash[1])
+    if state.get("restored"):
+        st.info(t("annotate.authoring.draft_restored"))
+
+    status = view.latest.status if view.latest else None
+    editable = status in EDITABLE or (status == RubricStatus.approved and state.get("revising"))
+    rows = _current_rows(state)
+    report = lint_rubric([row["text"] for row in rows], RUBRIC_SIZE)
+
+    left, right = st.columns([2, 5], gap="medium")
+    with left:
+        _case_column(view)
+    with right:
+        if view.latest:
+            st.caption(t("annotate.authoring.version_line", version=view.latest.version, status=_status_name(status)))
+        else:
+            st.caption(t("annotate.authoring.new_rubric"))
+        _returned_notice(view)
+        if status == RubricStatus.submitted:
+            st.info(t("annotate.authoring.is_submitted"))
+        elif status == RubricStatus.approved and not state.get("revising"):
+            st.info(t("annotate.authoring.is_approved"))
+            st.button(t("annotate.authoring.revise"), on_click=_start_revision, args=(case_pk,),
+                      key=f"annotate_rubric_revise_{case_pk}")
+        st.caption(t("annotate.authoring.editor", n=RUBRIC_SIZE) + " — " + t("annotate.authoring.editor_help"))
+        _editor(view, state, rows, report, editable)
+        if editable:
+            _persist_draft(user, case_pk, state, rows)
+            if rows != state["saved_rows"]:
+                st.caption(t("annotate.authoring.unsaved"))
+        _show_lint(report)
+        if editable:
+            save_col, submit_col, discard_col = st.columns([1, 1, 2])
+            save_col.button(t("annotate.authoring.save"), on_click=_save, args=(case_pk,), kwargs={"submit": False},
+                            key=f"annotate_rubric_save_{case_pk}", shortcut="ctrl+s", width="stretch")
+            submit_col.button(t("annotate.authoring.submit"), type="primary", on_click=_save, args=(case_pk,),
+                              kwargs={"submit": True}, key=f"annotate_rubric_submit_{case_pk}",
+                              disabled=report.blocks_submission, width="stretch",
+                              help=t("annotate.authoring.submit_blocked") if report.blocks_submission else None)
+            if state.get("conflict"):
+                discard_col.button(t("annotate.authoring.load_newest"), on_click=_reset, args=(case_pk,),
+                                   key=f"annotate_rubric_newest_{case_pk}")
+            elif rows != state["saved_rows"]:
+                discard_col.button(t("annotate.authoring.discard_draft"), on_click=_reset, args=(case_pk,),
+                                   key=f"annotate_rubric_discard_{case_pk}", type="tertiary")
+    _history(user, view)
