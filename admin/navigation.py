@@ -5,7 +5,8 @@ How an area adds its pages (annotate/, review/, analysis/dashboard.py, admin/pag
 1. Give the area a function `pages(user) -> list[tuple[str, st.Page]]` returning
    `(section catalog key, page)` pairs for the pages `user`'s role may see, and nothing for the
    other roles. Section keys: `nav.section.work`, `nav.section.review`, `nav.section.analysis`,
-   `nav.section.admin`. Page titles come from the catalog (`shell.t`); give every page a unique
+   `nav.section.admin`. Page titles come from the catalog (`shell.t`; inside a page use
+   `t = shell.translator()`, which stays bound to the user's language in format_func callbacks); give every page a unique
    `url_path` starting with the area's name (`annotate-rubrics`, `review-adjudication`, …).
 2. Add ONE line for it to `_areas()` below (imported there, not at module top, so a page module
    may import `admin.shell` freely).
@@ -20,7 +21,9 @@ from collections.abc import Callable
 import streamlit as st
 
 from admin import shell
-from db.models import User
+from db.assignments import my_queue
+from db.models import AssignmentKind, Role, User
+from db.status import counts
 
 Area = Callable[[User], list[tuple[str, "st.Page"]]]
 
@@ -40,9 +43,29 @@ def _areas() -> list[Area]:
 
 def home() -> None:
     """Everyone's landing page: who they are and what waits for them."""
+    from admin.widgets import plain
+
     user = shell.require_user()
-    st.title(shell.t("home.title"))
-    st.write(shell.t("home.welcome", name=user.display_name or user.username))
+    t = shell.translator()
+    st.title(t("home.title"))
+    st.markdown(t("home.welcome", name=plain(user.display_name or user.username)))
+    if user.role == Role.admin:
+        with shell.db_session(read_only=True) as session:
+            figures = counts(session)
+        columns = st.columns(4)
+        columns[0].metric(t("home.cases"), f"{figures['cases']:,}")
+        columns[1].metric(t("home.responses"), f"{figures['responses']:,}")
+        columns[2].metric(t("home.labels"), f"{figures['labels']['total']:,}")
+        columns[3].metric(t("home.users"), f"{figures['users']:,}")
+    elif user.role == Role.annotator:
+        with shell.db_session(read_only=True) as session:
+            rubrics = my_queue(session, user, AssignmentKind.rubric)
+            labels = my_queue(session, user, AssignmentKind.label)
+        columns = st.columns(2)
+        columns[0].metric(t("home.rubrics_open"), sum(not item["done"] for item in rubrics),
+                          help=t("home.of_assigned", total=len(rubrics)))
+        columns[1].metric(t("home.labels_open"), sum(not item["done"] for item in labels),
+                          help=t("home.of_assigned", total=len(labels)))
     shell.work_summary(user)
 
 

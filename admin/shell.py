@@ -137,10 +137,13 @@ def sidebar(user: User) -> None:
         name = user.display_name or user.username
         role = t(f"role.{user.role}")
         group = t("group.name", group=user.group_no) if user.group_no else ""
-        # Names come from accounts the admin typed; shown as text, never markup.
-        st.text(t("sidebar.signed_in_as", name=name))
-        st.text(f"{role} · {group}" if group else role)
-        work_summary(user)
+        from admin.widgets import plain  # widgets builds on this module
+
+        with st.container(border=True):
+            # Names come from accounts the admin typed: escaped, never markup.
+            st.markdown(f"**{t('sidebar.signed_in_as', name=plain(name))}**")
+            st.caption(f"{role} · {group}" if group else role)
+            work_summary(user)
     language_switch()
     if st.sidebar.button(t("logout"), key="logout", icon=":material/logout:"):
         sign_out()
@@ -149,6 +152,12 @@ def sidebar(user: User) -> None:
 
 def login_page() -> None:
     language_switch()
+    _, middle, _ = st.columns([1, 2, 1])
+    with middle:
+        _login_form()
+
+
+def _login_form() -> None:
     st.title(t("app.title"))
     st.caption(t("app.tagline"))
     with st.form("login", clear_on_submit=False):

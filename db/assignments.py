@@ -102,6 +102,12 @@ def _insert(session: Session, actor: User, rows: list[dict], audit_rows: list[di
         AuditWriter(session, actor.username).record_many(audit_rows)
 
 
+def active_annotators(session: Session) -> list[User]:
+    """Every active annotator, by group and username: the people work can go to."""
+    return list(session.exec(select(User).where(User.role == Role.annotator, User.is_active == True)  # noqa: E712
+                             .order_by(User.group_no, User.username)).all())
+
+
 def specialties(session: Session) -> list[str]:
     """Every case subject (specialty), for choosing which cases to hand out."""
     return sorted(s for s in session.exec(select(Case.subject).distinct()).all() if s)

@@ -17,7 +17,7 @@ from sqlmodel import Session, select
 from db.assignments import RUBRIC_DONE_STATES, current_rubric_sizes, labeled_counts, my_queue, rubric_states
 from db.errors import PermissionDenied
 from db.gold import LABEL_COLUMNS, unresolved_disagreements
-from db.models import Assignment, AssignmentKind, Case, Label, Response, Role, RubricStatus, RubricVersion, User
+from db.models import Assignment, AssignmentKind, Case, JudgeDecision, Label, Response, Role, RubricStatus, RubricVersion, User
 from db.policies import require_active, require_admin
 
 
@@ -112,3 +112,14 @@ def my_progress(session: Session, user: User) -> dict:
         return dict(assigned=0, done=0)
     items = my_queue(session, user, AssignmentKind.rubric) + my_queue(session, user, AssignmentKind.label)
     return dict(assigned=len(items), done=sum(item["done"] for item in items))
+
+
+def judge_names(session: Session) -> list[str]:
+    """Judges that have decisions in the database (for choosing an export source)."""
+    return sorted(session.exec(select(JudgeDecision.judge).distinct()).all())
+
+
+def model_names(session: Session, *, actor: User) -> list[str]:
+    """Models that have responses (admins only: annotators and checkers are blinded to them)."""
+    require_admin(actor)
+    return sorted(session.exec(select(Response.model).distinct()).all())

@@ -170,3 +170,30 @@ def test_progress_page_shows_people_groups_and_disagreements(studio):
     people = app.dataframe[1].value
     assert set(people[t("admin.progress.col.user")]) == {"g1a1", "g1a2", "g2a1", "g2a2"}
     assert set(people[t("admin.progress.col.label")]) == {"0 / 2"}
+
+
+def test_exports_page_builds_a_gold_download(studio):
+    import io
+    import zipfile
+
+    from db.models import Response
+    from tests.factories import make_label
+
+    with session_scope(studio) as session:
+        response = session.exec(select(Response).order_by(Response.id)).first()
+        g1 = session.exec(select(User).where(User.username == "g1a1")).one()
+        g2 = session.exec(select(User).where(User.username == "g2a1")).one()
+        make_label(session, response, "c01", True, g1)
+        make_label(session, response, "c01", True, g2)
+    app = open_page(signed_in(studio, "boss"), "admin-exports")
+    build = [b for b in app.button if b.key == "build_gold"][0]
+    app = build.click().run()
+    assert not app.exception and not app.error
+    filename, data = app.session_state["export_files"]["gold"]
+    assert filename.endswith(".zip")
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        names = archive.namelist()
+        gold_name = [n for n in names if n.endswith("gold.jsonl")][0]
+        rows = [json.loads(line) for line in archive.read(gold_name).decode("utf-8").splitlines() if line]
+    assert len(rows) == 1 and rows[0]["criterion_id"] == "c01" and rows[0]["met"] is True
+    assert "download_gold" in [element.key for element in app.get("download_button")]

@@ -7,7 +7,6 @@ live in `db.assignments`; this page only collects the choice and shows the resul
 from __future__ import annotations
 
 import streamlit as st
-from sqlmodel import select
 
 from admin import shell, widgets
 from db import assignments
@@ -15,12 +14,6 @@ from db.errors import ClinConsensusError
 from db.models import AssignmentKind, Role, User
 
 TABLE_LIMIT = 500
-
-
-def _annotators() -> list[User]:
-    with shell.db_session(read_only=True) as session:
-        return list(session.exec(select(User).where(User.role == Role.annotator, User.is_active == True)  # noqa: E712
-                                 .order_by(User.group_no, User.username)).all())
 
 
 def _person_label(people: dict[str, User], t):
@@ -64,10 +57,10 @@ def render() -> None:
     if flash is not None:
         _show_summary(flash)
 
-    people = {p.username: p for p in _annotators()}
-    label = _person_label(people, t)
     with shell.db_session(read_only=True) as session:
+        people = {p.username: p for p in assignments.active_annotators(session)}
         subjects = assignments.specialties(session)
+    label = _person_label(people, t)
 
     rubric_tab, label_tab, reassign_tab, list_tab = st.tabs([
         t("admin.assign.tab.rubric"), t("admin.assign.tab.label"), t("admin.assign.tab.reassign"),
@@ -75,13 +68,19 @@ def render() -> None:
 
     with rubric_tab:
         st.caption(t("admin.assign.rubric.intro"))
+        # Outside the form, so switching shows only the matching input at once.
+        by = st.radio(t("admin.assign.rubric.by"), ("specialty", "cases"), horizontal=True, key="rubric_by",
+                      format_func=lambda v: t(f"admin.assign.rubric.by.{v}"))
         with st.form("assign_rubric"):
-            by = st.radio(t("admin.assign.rubric.by"), ("specialty", "cases"), horizontal=True,
-                          format_func=lambda v: t(f"admin.assign.rubric.by.{v}"))
-            specialty = st.selectbox(t("admin.assign.specialty"), subjects, index=None, key="rubric_specialty",
-                                     placeholder=t("admin.assign.specialty.placeholder"))
-            case_text = st.text_area(t("admin.assign.case_ids"), help=t("admin.assign.case_ids.help"), height=100)
-            chosen = st.multiselect(t("admin.assign.annotators"), list(people), format_func=label, key="rubric_people")
+            specialty, case_text = None, ""
+            if by == "specialty":
+                specialty = st.selectbox(t("admin.assign.specialty"), subjects, index=None, key="rubric_specialty",
+                                         placeholder=t("admin.assign.specialty.placeholder"))
+            else:
+                case_text = st.text_area(t("admin.assign.case_ids"), help=t("admin.assign.case_ids.help"), height=100,
+                                         key="rubric_cases")
+            chosen = st.multiselect(t("admin.assign.annotators"), list(people), format_func=label, key="rubric_people",
+                                    placeholder=t("admin.assign.choose_people"))
             if st.form_submit_button(t("admin.assign.rubric.submit"), type="primary"):
                 case_ids = [c for c in case_text.replace(",", " ").split() if c]
                 if by == "specialty" and not specialty:
@@ -100,8 +99,10 @@ def render() -> None:
             left, right = st.columns(2)
             group1 = [u for u, p in people.items() if p.group_no == 1]
             group2 = [u for u, p in people.items() if p.group_no == 2]
-            chosen1 = left.multiselect(t("group.name", group=1), group1, default=group1, format_func=label)
-            chosen2 = right.multiselect(t("group.name", group=2), group2, default=group2, format_func=label)
+            chosen1 = left.multiselect(t("group.name", group=1), group1, default=group1, format_func=label,
+                                       placeholder=t("admin.assign.choose_people"))
+            chosen2 = right.multiselect(t("group.name", group=2), group2, default=group2, format_func=label,
+                                        placeholder=t("admin.assign.choose_people"))
             if st.form_submit_button(t("admin.assign.label.submit"), type="primary"):
                 _run(lambda s: assignments.assign_labeling(s, actor=admin, annotators=[*chosen1, *chosen2]))
 
@@ -110,7 +111,8 @@ def render() -> None:
         with st.form("assign_move"):
             left, right = st.columns(2)
             assignment_id = left.number_input(t("admin.assign.assignment_id"), min_value=1, step=1, value=None)
-            target = right.selectbox(t("admin.assign.to"), list(people), format_func=label, index=None)
+            target = right.selectbox(t("admin.assign.to"), list(people), format_func=label, index=None,
+                                     placeholder=t("admin.assign.choose_person"))
             if st.form_submit_button(t("admin.assign.reassign.submit"), type="primary"):
                 if assignment_id is None or target is None:
                     st.warning(t("admin.assign.need_both"))

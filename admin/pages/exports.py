@@ -1,7 +1,7 @@
-"""Downloads of every export (DESIGN §3.5), built by `analysis.exports` on demand.
+"""Downloads of every export (DESIGN §3.5), built by `analysis.exports.export_bundle` on demand.
 
-An export is built only when the admin asks for it (it reads the whole database), then offered
-as a download button until the page is left.
+An export reads the whole database, so it is built only when the admin asks for it; the zip
+(the export's files plus SUMMARY.txt) is then offered as a download until the page is left.
 """
 
 from __future__ import annotations
@@ -9,48 +9,67 @@ from __future__ import annotations
 import streamlit as st
 
 from admin import shell, widgets
+from analysis.exports import DEFAULT_SEED, EXPORT_KINDS, export_bundle
+from db import progress_queries
 from db.errors import ClinConsensusError
 from db.models import Role
 
-EXPORTS = ("gold", "release", "judgements", "judge-items", "sft")
-SOURCES = ("gold", "group1", "group2")
+GROUP_SOURCES = ("gold", "group1", "group2")
+SFT_FORMATS = ("instruction", "messages")
 
 
-def _bundle(what: str, **options) -> tuple[str, bytes]:
-    from analysis.exports import export_bundle
-
-    return export_bundle(shell.engine(), what, **options)
+def _options(what: str, t, judges: list[str], models: list[str]) -> dict:
+    """The export's own settings, as widgets inside its card."""
+    if what == "judgements":
+        sources = [*GROUP_SOURCES, *(f"judge:{name}" for name in judges)]
+        return {"source": st.selectbox(
+            t("admin.export.source"), sources, key="export_source",
+            format_func=lambda s: t(f"admin.export.source.{s}") if s in GROUP_SOURCES
+            else t("admin.export.source.judge", name=s.split(":", 1)[1]))}
+    if what == "sft":
+        left, right = st.columns(2)
+        return {
+            "seed": int(left.number_input(t("admin.export.seed"), value=DEFAULT_SEED, step=1, key="export_seed")),
+            "dev_fraction": float(right.number_input(t("admin.export.dev_fraction"), value=0.1, min_value=0.0,
+                                                     max_value=0.5, step=0.05, key="export_dev")),
+            "fmt": left.selectbox(t("admin.export.format"), SFT_FORMATS, key="export_format",
+                                  format_func=lambda f: t(f"admin.export.format.{f}")),
+            "holdout_models": right.multiselect(t("admin.export.holdout"), models, key="export_holdout",
+                                                placeholder=t("admin.export.holdout.none")),
+        }
+    return {}
 
 
 def render() -> None:
-    shell.require_user(Role.admin)
+    admin = shell.require_user(Role.admin)
     t = shell.translator()
     st.title(t("admin.export.title"))
     st.caption(t("admin.export.intro"))
     built = st.session_state.setdefault("export_files", {})
+    with shell.db_session(read_only=True) as session:
+        judges = progress_queries.judge_names(session)
+        models = progress_queries.model_names(session, actor=admin)
 
-    for what in EXPORTS:
-        with st.container(border=True):
-            st.markdown(f"**{t(f'admin.export.{what}')}**")
+    columns = st.columns(2)
+    for index, what in enumerate(EXPORT_KINDS):
+        with columns[index % 2], st.container(border=True):
+            st.subheader(t(f"admin.export.{what}"))
             st.caption(t(f"admin.export.{what}.help"))
-            options: dict = {}
-            if what == "judgements":
-                options["source"] = st.selectbox(t("admin.export.source"), SOURCES, key="export_source",
-                                                 format_func=lambda s: t(f"admin.export.source.{s}"))
-            if what == "sft":
-                left, right = st.columns(2)
-                options["seed"] = int(left.number_input(t("admin.export.seed"), value=20260101, step=1, key="export_seed"))
-                options["dev_fraction"] = float(right.number_input(t("admin.export.dev_fraction"), value=0.1, min_value=0.0,
-                                                                   max_value=0.5, step=0.05, key="export_dev"))
-            left, right = st.columns([1, 3])
-            if left.button(t("admin.export.build"), key=f"build_{what}", icon=":material/build:"):
-                with st.spinner(t("admin.export.building")):
-                    try:
-                        built[what] = _bundle(what, **options)
-                    except ClinConsensusError as error:
-                        widgets.show_error(error)
+            options = _options(what, t, judges, models)
+            if st.button(t("admin.export.build"), key=f"build_{what}", icon=":material/build:"):
+                bar = st.progress(0.0, text=t("admin.export.building"))
+
+                def progress(done: int, total: int | None = None, note: str = "") -> None:
+                    bar.progress(min(done / total, 1.0) if total else 0.0, text=t("admin.export.building"))
+
+                try:
+                    built[what] = export_bundle(shell.engine(), what, progress=progress, **options)
+                except ClinConsensusError as error:
+                    built.pop(what, None)
+                    widgets.show_error(error)
+                bar.empty()
             if what in built:
                 filename, data = built[what]
-                right.download_button(t("admin.export.download", file=filename, size=f"{len(data) / 1024:,.1f}"),
-                                      data=data, file_name=filename, key=f"download_{what}", type="primary",
-                                      icon=":material/download:", on_click="ignore")
+                st.download_button(t("admin.export.download", file=filename, size=f"{len(data) / 1024:,.1f}"),
+                                   data=data, file_name=filename, mime="application/zip", key=f"download_{what}",
+                                   type="primary", icon=":material/download:", on_click="ignore")
