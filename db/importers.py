@@ -157,7 +157,11 @@ class _Problems:
         where = f"{self.source} line {line}" if line else self.source
         if len(self.errors) < MAX_ERRORS:
             self.errors.append(f"{where}: {message}")
-        elif not self.stopped:
+        else:
+            self.stop()
+
+    def stop(self) -> None:
+        if not self.stopped:
             self.stopped = True
             self.errors.append(f"{self.source}: stopped after {MAX_ERRORS} errors")
 
@@ -184,6 +188,7 @@ def _json_lines(stream: BinaryIO, problems: _Problems, digest) -> Iterator[tuple
         number += 1
         digest.update(raw)
         if problems.full:
+            problems.stop()
             return
         try:
             text = raw.decode("utf-8")
