@@ -25,6 +25,10 @@ from admin.shell import t
 # Every ASCII punctuation character may be backslash-escaped in CommonMark; escaping all of them
 # also defuses Streamlit's own extensions (`:color[…]`, `:material/…:`, emoji shortcodes, `$math$`).
 _MARKDOWN_SPECIAL = re.compile(r"([!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~])")
+# GFM turns bare addresses into links even when their punctuation is escaped; an invisible
+# word joiner inside "://", "www." and before "@" keeps them plain text that reads the same.
+_AUTOLINK_PARTS = re.compile(r"(?<=\\:)(?=\\/\\/)|(?<=www)(?=\\\.)|(?=\\@)", re.IGNORECASE)
+WORD_JOINER = "\u2060"
 
 #: Fields of a case, in the order a physician reads them, with their catalog labels.
 CASE_META_FIELDS = ("difficulty", "task", "subject", "user_role")
@@ -35,6 +39,7 @@ def plain(text: Any) -> str:
     """`text` escaped for a Markdown-rendering label: shown as typed, never as markup."""
     value = "" if text is None else str(text)
     value = _MARKDOWN_SPECIAL.sub(r"\\\1", value)
+    value = _AUTOLINK_PARTS.sub(WORD_JOINER, value)
     # A label is one line; a newline would start a new Markdown block.
     return " ".join(value.split())
 
@@ -61,7 +66,8 @@ def case_card(case: Any, *, expanded_text: bool = True) -> None:
     `subject`, `user_role`, `clinical_context`, `user_request`); missing fields are left out.
     """
     with st.container(border=True):
-        st.markdown(f"#### {t('widgets.case')} {plain(_field(case, 'case_id'))}")
+        # Bold rather than a heading: headings get anchor links, a case id needs none.
+        st.markdown(f"**{t('widgets.case')} {plain(_field(case, 'case_id'))}**")
         present = [name for name in CASE_META_FIELDS if _field(case, name)]
         if present:
             columns = st.columns(len(present))

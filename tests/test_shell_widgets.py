@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
-from admin.widgets import plain
+from admin.widgets import WORD_JOINER, plain
 
 HOSTILE = [
     "<script>alert(1)</script>",
@@ -39,10 +39,11 @@ def test_show_text_of_nothing_says_empty():
 def test_plain_escapes_every_markdown_and_html_character():
     for value in HOSTILE:
         escaped = plain(value)
-        unescaped = escaped.replace("\\", "")
+        unescaped = escaped.replace("\\", "").replace(WORD_JOINER, "")
         assert unescaped == " ".join(value.split())
         for special in "<>[]()!*#:$`_":
             assert f"{special}" not in escaped.replace(f"\\{special}", "")
+    assert "http://" not in plain("see http://example.invalid").replace("\\", "")  # no bare address to autolink
     assert plain("a\nb") == "a b"  # a label stays one line
     assert plain(None) == ""
 
