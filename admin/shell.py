@@ -114,6 +114,11 @@ def _unresolved_count(username: str) -> int:
         return progress_queries.unresolved_disagreement_count(session, user)
 
 
+def forget_unresolved_count() -> None:
+    """Drops the cached count, for pages whose save can change it (a check, an adjudication)."""
+    _unresolved_count.clear()
+
+
 def _my_progress(user: User) -> dict:
     with db_session(read_only=True) as session:
         return progress_queries.my_progress(session, user)

@@ -29,12 +29,3 @@ def pages(user: User) -> list[tuple[str, st.Page]]:
                           url_path="review-adjudication")),
     ]
 
-
-def unresolved_banner() -> None:
-    """The number of unresolved disagreements, shown on every checker page."""
-    from admin import shell
-    from db.review import unresolved_count
-
-    with shell.db_session(read_only=True) as session:
-        count = unresolved_count(session)
-    st.sidebar.metric(shell.t("review.unresolved"), f"{count:,}")

@@ -11,7 +11,6 @@ from admin.widgets import case_card, plain, show_error, show_text
 from db import review
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
-from review import unresolved_banner
 
 
 def _met_text(met: bool) -> str:
@@ -76,7 +75,6 @@ def _cell(view: review.AdjudicationView, cell: review.AdjudicationCell) -> revie
 def render() -> None:
     user = shell.require_user(Role.checker)
     st.title(t("review.adjudication.title"))
-    unresolved_banner()
     done = st.session_state.pop("review_adj_done", None)
     if done:
         st.success(done)
@@ -108,7 +106,7 @@ def render() -> None:
     show_text(view.response_text)
     st.subheader(t("review.adjudication.cells", n=view.n_open))
     st.caption(t("review.adjudication.how"))
-    with st.form(f"review_adj_form_{view.response_id}"):
+    with st.form(f"review_adj_form_{view.response_id}", enter_to_submit=False):
         chosen = [d for d in (_cell(view, cell) for cell in view.cells) if d is not None]
         save = st.form_submit_button(t("review.adjudication.save"), type="primary")
     if not save:
@@ -140,5 +138,6 @@ def render() -> None:
         show_error(error)
         return
     st.session_state.pop(_seen_key(view.response_id), None)
+    shell.forget_unresolved_count()
     st.session_state["review_adj_done"] = t("review.adjudication.saved", n=saved, code=plain(view.code))
     st.rerun()

@@ -10,7 +10,6 @@ from admin.widgets import case_card, plain, progress_bar, show_error, show_text
 from db import review
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
-from review import unresolved_banner
 
 MODES = (review.CHECK_ALL, review.CHECK_SAMPLE, review.CHECK_JUDGE)
 
@@ -110,7 +109,6 @@ def render() -> None:
     user = shell.require_user(Role.checker)
     st.title(t("review.check.title"))
     st.caption(t("review.check.intro", group=user.group_no))
-    unresolved_banner()
     done = st.session_state.pop("review_check_done", None)
     if done:
         st.success(done)
@@ -134,7 +132,7 @@ def render() -> None:
     st.caption(t("review.check.how"))
     seen = st.session_state.setdefault(_seen_key(view.response_id), {
         row.criterion_id: row.check.lock_version if row.check is not None else None for row in view.rows})
-    with st.form(f"review_check_form_{view.response_id}"):
+    with st.form(f"review_check_form_{view.response_id}", enter_to_submit=False):
         decisions = [d for d in (_row(view, row, seen) for row in view.rows) if d is not None]
         save = st.form_submit_button(t("review.check.save"), type="primary", disabled=not decisions)
     if not save:
@@ -151,5 +149,6 @@ def render() -> None:
         show_error(error)
         return
     st.session_state.pop(_seen_key(view.response_id), None)
+    shell.forget_unresolved_count()
     st.session_state["review_check_done"] = t("review.check.saved", n=written, code=plain(view.code))
     st.rerun()

@@ -10,7 +10,6 @@ from admin.widgets import case_card, plain, show_error, show_text
 from db import review
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
-from review import unresolved_banner
 
 
 def _seen_key(rubric_id: int) -> str:
@@ -49,7 +48,6 @@ def _stale(stale: StaleEdit, rubric_id: int) -> None:
 def render() -> None:
     user = shell.require_user(Role.checker)
     st.title(t("review.audit.title"))
-    unresolved_banner()
     done = st.session_state.pop("review_audit_done", None)
     if done:
         st.success(done)
@@ -74,7 +72,7 @@ def render() -> None:
     if view.review_comment:
         st.caption(t("review.audit.previous_overall", comment=plain(view.review_comment)))
     st.caption(t("review.audit.how"))
-    with st.form(f"review_audit_form_{view.rubric_version_id}"):
+    with st.form(f"review_audit_form_{view.rubric_version_id}", enter_to_submit=False):
         comments = {criterion.id: _criterion(view, criterion) for criterion in view.criteria}
         overall = st.text_area(t("review.audit.overall_comment"), key=f"review_audit_overall_{view.rubric_version_id}")
         left, right, _ = st.columns([1, 1, 4])

@@ -66,7 +66,7 @@ def test_every_checker_page_renders_with_the_unresolved_count(studio, lang):
         assert not app.exception, (url, [e.value for e in app.exception])
         assert app.title[0].value == translate(title_key, lang)
         assert not app.error
-        metric = [m for m in app.sidebar.get("metric") if m.label == translate("review.unresolved", lang)]
+        metric = [m for m in app.sidebar.get("metric") if m.label == translate("sidebar.unresolved", lang)]
         assert metric and metric[0].value == "1"
         assert "secret-model" not in texts(app)
 
@@ -165,7 +165,7 @@ def test_adjudication_decides_gold_with_a_required_rationale(studio):
         decision = s.exec(select(Label).where(Label.stage == Stage.adjudication)).one()
         assert (decision.met, decision.note, decision.criterion_id) == (False, "回答未提及就医指征", "c01")
         assert review.unresolved_count(s) == 0
-    metric = [m for m in app.sidebar.get("metric") if m.label == t("review.unresolved")]
+    metric = [m for m in app.sidebar.get("metric") if m.label == t("sidebar.unresolved")]
     assert metric[0].value == "0"
 
 

@@ -103,7 +103,7 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
     # 1. The checker returns the rubric with a comment on its first criterion.
     login(page, app_server, checker1)
     _open(page, "review.audit.title")
-    expect(page.get_by_text(text("review.unresolved"))).to_be_visible()
+    expect(page.get_by_text(text("sidebar.unresolved"))).to_be_visible()
     _pick(page, "review.audit.pick", case_id)
     rubric = _rubric(engine, case_pk)
     with session_scope(engine, read_only=True) as s:
