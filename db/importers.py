@@ -839,7 +839,7 @@ def _diagnose_label(record: dict, targets: _Targets) -> tuple[tuple | None, list
             errors.append(f"group must be null for an adjudication, found {group!r}")
         group = NO_GROUP
     elif group is None:
-        errors.append(f"group is {'missing' if 'group' not in record else 'null'}: a {stage} label belongs "
+        errors.append(f"group is {'missing' if 'group' not in record else 'null'}: {stage} labels belong "
                       f"to expert group 1 or 2")
     elif type(group) is not int or group not in (1, 2):
         errors.append(f"group must be 1 or 2, found {group!r}")
