@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
+from urllib.parse import unquote
 
 from sqlalchemy import and_, bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
@@ -1072,6 +1073,12 @@ def _import_judge_rows(run: _Run, records: Iterator[tuple[int, dict]], fmt: str,
 _OFFICIAL_NAME = re.compile(r"^(?P<model>.+)_judge\.json$")
 
 
+def model_of_judgement_file(name: str) -> str | None:
+    """The model of an official `<model>_judge.json` (percent-escapes undone, as the export writes them)."""
+    named = _OFFICIAL_NAME.match(Path(name).name)
+    return unquote(named.group("model")) if named else None
+
+
 def _official_items(data: str, problems: _Problems) -> Iterator[tuple[int, Any]]:
     """(line, item) of each element of a top-level JSON list, without building the whole list twice."""
     decoder = json.JSONDecoder()
@@ -1113,8 +1120,7 @@ def _import_official(run: _Run, stream: BinaryIO, judge_option: str | None, dige
         run.problems.at(line, f"not valid UTF-8 (byte 0x{raw[error.start]:02x})")
         return
     del raw
-    named = _OFFICIAL_NAME.match(Path(run.source).name)
-    file_model = named.group("model") if named else None
+    file_model = model_of_judgement_file(run.source)
     if not judge_option:
         run.problems.at(None, "the judge's name is needed for an official judgement file (--judge NAME)")
         return
