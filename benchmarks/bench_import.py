@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import resource
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -26,63 +26,35 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from db import config  # noqa: E402
+from db.demo import write_demo_files  # noqa: E402
 
 FULL_CASES = 2_500
-MODELS = 11
-GROUPS = (1, 2)
-ANNOTATORS_PER_GROUP = 12
 TARGET_CASES_RESPONSES_S = 15.0
 TARGET_LABELS_S = 60.0
 TARGET_PEAK_MB = 1024.0
 #: Labels written one ORM object and one commit at a time, to compare against.
 BASELINE_SAMPLE = 2_000
 
-_SENTENCES = ["患者男性，六十五岁，既往高血压病史十年，规律服用氨氯地平。", "近两日出现活动后胸闷气短，休息后可缓解。",
-              "查体：血压150/90毫米汞柱，心率88次每分，双肺呼吸音清。", "心电图提示窦性心律，ST段轻度压低。",
-              "家属担心病情加重，希望了解下一步检查和治疗安排。", "肌钙蛋白阴性，血脂偏高，空腹血糖6.8毫摩尔每升。"]
-_ANSWER = ["建议尽快到心内科门诊就诊，完善运动负荷试验或冠脉CT检查。", "在此之前避免剧烈活动，按时服用降压药物。",
-           "如出现持续胸痛超过十五分钟、大汗或呼吸困难，应立即拨打急救电话。", "同时注意低盐低脂饮食，控制体重，戒烟限酒。",
-           "血糖偏高需复查糖化血红蛋白，必要时内分泌科随诊。"]
-_THEMES = ["differential_diagnosis", "treatment_planning", "patient_education", "lab_interpretation",
-           "medication_instructions", "follow_up_monitoring"]
-_SUBJECTS = ["心内科", "呼吸内科", "消化内科", "神经内科", "儿科", "骨科"]
-
 
 # Data ----------------------------------------------------------------------------------------
 
-def write_full_scale(directory: Path, *, cases: int = FULL_CASES, models: int = MODELS, seed: int = 7) -> dict[str, Path]:
-    """cases.jsonl, responses.jsonl and labels.jsonl (annotation labels of both groups) in `directory`."""
-    rng = random.Random(seed)
-    n = config.RUBRIC_SIZE
-    model_names = [f"model-{index:02d}" for index in range(1, models + 1)]
-    paths = {name: directory / f"{name}.jsonl" for name in ("cases", "responses", "labels")}
-    with open(paths["cases"], "w", encoding="utf-8") as case_file, \
-         open(paths["responses"], "w", encoding="utf-8") as response_file, \
-         open(paths["labels"], "w", encoding="utf-8") as label_file:
-        for index in range(1, cases + 1):
-            case_id = f"CC-{index:05d}"
-            case = {
-                "case_id": case_id, "difficulty": rng.choice(["low", "medium", "high"]),
-                "task": "鉴别诊断", "task_labels": rng.sample(_THEMES, 2), "subject": (subject := rng.choice(_SUBJECTS)),
-                "subject_labels": [subject], "user_role": rng.choice(["患者家属", "心内科医生", "患者本人", "规培医生"]),
-                "clinical_context": "".join(rng.choices(_SENTENCES, k=8)), "user_request": "请问下一步应该怎么办？",
-                "rubrics": [{"criterion_id": f"c{i:02d}", "criterion": f"回答应说明第{i}项要点：{rng.choice(_ANSWER)}",
-                             "tags": ["completeness"]} for i in range(1, n + 1)],
-            }
-            case_file.write(json.dumps(case, ensure_ascii=False) + "\n")
-            for model in model_names:
-                text = "".join(rng.choices(_ANSWER, k=rng.randint(10, 40)))
-                response_file.write(json.dumps({"case_id": case_id, "model": model, "response": text},
-                                               ensure_ascii=False) + "\n")
-                skill = rng.random()
-                for group in GROUPS:
-                    annotator = f"g{group}_annotator{rng.randrange(ANNOTATORS_PER_GROUP) + 1:02d}"
-                    for i in range(1, n + 1):
-                        label_file.write(json.dumps({
-                            "case_id": case_id, "model": model, "criterion_id": f"c{i:02d}",
-                            "met": rng.random() < skill, "stage": "annotation", "group": group,
-                            "annotator": annotator}, ensure_ascii=False) + "\n")
-    return paths
+def write_files(directory: Path, *, cases: int) -> dict[str, Path]:
+    """The demo generator's full-scale files (cases, responses, labels of every stage, one judge)."""
+    paths = write_demo_files(directory, scale="full", n_cases=cases, n_judges=1)
+    judge_files = [path for key, path in paths.items() if key not in ("cases", "responses", "labels", "plan")]
+    return {"cases": paths["cases"], "responses": paths["responses"], "labels": paths["labels"],
+            "judge": judge_files[0]}
+
+
+def stage_counts(path: Path) -> dict[str, int]:
+    counts = dict.fromkeys(("annotation", "check", "adjudication"), 0)
+    with open(path, "rb") as handle:
+        for line in handle:
+            for stage in counts:
+                if b'"stage": "' + stage.encode() + b'"' in line:
+                    counts[stage] += 1
+                    break
+    return counts
 
 
 # One import, in a child process --------------------------------------------------------------
@@ -121,20 +93,20 @@ def run_child(url: str, kind: str, path: Path) -> dict:
 
 # The straightforward way, for comparison -----------------------------------------------------
 
-def baseline_seconds_per_label(url: str, paths: dict[str, Path], sample: int) -> float:
+def baseline_seconds_per_label(url: str, labels: Path, sample: int) -> float:
     """One ORM object and one commit per label, with the lookups a simple importer makes per row.
 
-    Measured on `sample` check-stage rows (the annotation rows are in place already) and
-    extrapolated by the caller.
+    Run on a copy of the database taken after cases and responses, over the first `sample`
+    rows of the labels file; the caller extrapolates.
     """
     from sqlmodel import Session, select
 
     from db.engine import make_engine
-    from db.models import Case, Label, Response, RubricStatus, RubricVersion, User
+    from db.models import NO_GROUP, Case, Label, Response, RubricStatus, RubricVersion, User
 
     engine = make_engine(url)
     rows = []
-    with open(paths["labels"], encoding="utf-8") as handle:
+    with open(labels, encoding="utf-8") as handle:
         for line in handle:
             rows.append(json.loads(line))
             if len(rows) >= sample:
@@ -147,9 +119,14 @@ def baseline_seconds_per_label(url: str, paths: dict[str, Path], sample: int) ->
             version = session.exec(select(RubricVersion).where(RubricVersion.case_pk == response.case_pk,
                                                                RubricVersion.status == RubricStatus.approved)
                                    .order_by(RubricVersion.version.desc())).first()
-            user = session.exec(select(User).where(User.username == row["annotator"])).one()
-            session.add(Label(response_id=response.id, criterion_id=row["criterion_id"], stage="check",
-                              group_no=row["group"], met=row["met"], user_id=user.id, rubric_version_id=version.id))
+            user = session.exec(select(User).where(User.username == row["annotator"])).first()
+            if user is None:
+                user = User(username=row["annotator"], role="annotator", group_no=row["group"], is_active=False)
+                session.add(user)
+                session.commit()
+            session.add(Label(response_id=response.id, criterion_id=row["criterion_id"], stage=row["stage"],
+                              group_no=row["group"] or NO_GROUP, met=row["met"], user_id=user.id,
+                              note=row.get("note"), rubric_version_id=version.id))
             session.commit()
     seconds = time.perf_counter() - started
     engine.dispose()
@@ -158,35 +135,42 @@ def baseline_seconds_per_label(url: str, paths: dict[str, Path], sample: int) ->
 
 # Report --------------------------------------------------------------------------------------
 
-def measure(backend: str, url: str, paths: dict[str, Path]) -> dict:
+def measure(backend: str, url: str, paths: dict[str, Path], before_labels=None) -> dict:
     from db.engine import make_engine
     from db.migrate import upgrade
 
     engine = make_engine(url)
     upgrade(engine)
     engine.dispose()
-    cases = run_child(url, "cases", paths["cases"])
-    responses = run_child(url, "responses", paths["responses"])
-    labels = run_child(url, "labels", paths["labels"])
-    return {"backend": backend, "cases": cases, "responses": responses, "labels": labels}
+    result = {"backend": backend}
+    for kind in ("cases", "responses", "labels", "judge"):
+        if kind == "labels" and before_labels is not None:
+            before_labels()
+        result[kind] = run_child(url, kind, paths[kind])
+    return result
 
 
 def _flag(value: float, target: float) -> str:
     return "within target" if value < target else "OVER TARGET"
 
 
-def report(result: dict, scale: float) -> None:
+def report(result: dict, scale: float, stages: dict[str, int]) -> None:
     cases, responses, labels = result["cases"], result["responses"], result["labels"]
     both = cases["seconds"] + responses["seconds"]
-    peak = max(cases["peak_mb"], responses["peak_mb"], labels["peak_mb"])
+    peak = max(result[kind]["peak_mb"] for kind in ("cases", "responses", "labels", "judge"))
     note = "" if scale == 1 else f"  (at {scale:.0%} of full scale)"
-    print(f"\n{result['backend']}{note}   (wall seconds; importer CPU seconds beside them; peak RSS of the "
+    print(f"\n{result['backend']}{note}   (wall seconds, the importer's own CPU seconds, peak RSS of the "
           f"importing process)")
-    for name, figures in (("cases", cases), ("responses", responses), ("labels", labels)):
-        print(f"  {name:<10} {figures['records']:>10,} rows  {figures['seconds']:7.2f} s  "
+    for name in ("cases", "responses", "labels", "judge"):
+        figures = result[name]
+        label = "judge rows" if name == "judge" else name
+        print(f"  {label:<10} {figures['records']:>10,} rows  {figures['seconds']:7.2f} s  "
               f"(cpu {figures['cpu']:6.2f} s)  {figures['records'] / figures['seconds']:>10,.0f} rows/s  "
               f"peak {figures['peak_mb']:6.0f} MB")
-    print(f"  cases + responses {both:7.2f} s   target < {TARGET_CASES_RESPONSES_S:.0f} s   {_flag(both, TARGET_CASES_RESPONSES_S)}")
+    print(f"  (labels: {stages['annotation']:,} annotation, {stages['check']:,} check, "
+          f"{stages['adjudication']:,} adjudication)")
+    print(f"  cases + responses {both:7.2f} s   target < {TARGET_CASES_RESPONSES_S:.0f} s   "
+          f"{_flag(both, TARGET_CASES_RESPONSES_S)}")
     print(f"  labels            {labels['seconds']:7.2f} s   target < {TARGET_LABELS_S:.0f} s   "
           f"{_flag(labels['seconds'], TARGET_LABELS_S)}")
     print(f"  peak memory       {peak:7.0f} MB  target < {TARGET_PEAK_MB:.0f} MB  {_flag(peak, TARGET_PEAK_MB)}")
@@ -207,19 +191,30 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="cc-bench-import-") as folder:
         directory = Path(folder)
         started = time.perf_counter()
-        paths = write_full_scale(directory, cases=args.cases)
+        paths = write_files(directory / "data", cases=args.cases)
+        stages = stage_counts(paths["labels"])
         sizes = ", ".join(f"{path.name} {path.stat().st_size / 2**20:,.0f} MB" for path in paths.values())
-        print(f"generated {args.cases:,} cases × {config.RUBRIC_SIZE} criteria × {MODELS} models × {len(GROUPS)} groups "
-              f"in {time.perf_counter() - started:.1f} s ({sizes})")
+        print(f"generated {args.cases:,} cases with the demo generator (scale full) in "
+              f"{time.perf_counter() - started:.1f} s: {sizes}")
 
-        sqlite_url = f"sqlite:///{directory / 'bench.db'}"
-        sqlite_result = measure("SQLite", sqlite_url, paths)
-        report(sqlite_result, scale)
-        per_label = baseline_seconds_per_label(sqlite_url, paths, args.baseline_sample)
-        extrapolated = per_label * sqlite_result["labels"]["records"]
-        print(f"  straightforward importer (one ORM object + commit per label), measured on {args.baseline_sample:,} "
-              f"rows and EXTRAPOLATED to {sqlite_result['labels']['records']:,}: {extrapolated:,.0f} s "
-              f"— {extrapolated / sqlite_result['labels']['seconds']:,.0f}× slower than the streamed import")
+        sqlite_file = directory / "bench.db"
+        baseline_file = directory / "baseline.db"
+
+        def keep_a_copy_for_the_baseline() -> None:
+            source, target = sqlite3.connect(sqlite_file), sqlite3.connect(baseline_file)
+            with target:
+                source.backup(target)
+            source.close()
+            target.close()
+
+        sqlite_result = measure("SQLite", f"sqlite:///{sqlite_file}", paths, keep_a_copy_for_the_baseline)
+        report(sqlite_result, scale, stages)
+        per_label = baseline_seconds_per_label(f"sqlite:///{baseline_file}", paths["labels"], args.baseline_sample)
+        total = sqlite_result["labels"]["records"]
+        extrapolated = per_label * total
+        print(f"  straightforward importer (one ORM object + commit per label, per-row lookups): measured on "
+              f"{args.baseline_sample:,} rows, EXTRAPOLATED to {total:,}: {extrapolated:,.0f} s, "
+              f"{extrapolated / sqlite_result['labels']['seconds']:,.0f}× the streamed import")
 
         if not args.skip_postgres:
             from tests.pg_server import PostgresServer, PostgresUnavailable
@@ -236,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
                 with admin.connect() as connection:
                     connection.exec_driver_sql("CREATE DATABASE bench")
                 admin.dispose()
-                report(measure("PostgreSQL", server.url("bench"), paths), scale)
+                report(measure("PostgreSQL", server.url("bench"), paths), scale, stages)
             finally:
                 server.stop()
     return 0
