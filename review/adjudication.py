@@ -12,6 +12,8 @@ from db import review
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
 
+RESPONSE_BOX_HEIGHT = 360
+
 
 def _met_text(met: bool) -> str:
     return t("review.met") if met else t("review.not_met")
@@ -103,7 +105,9 @@ def render() -> None:
         cell.criterion_id: cell.decision.lock_version if cell.decision else None for cell in view.cells})
     case_card(view.case, expanded_text=False)
     st.subheader(t("review.response", code=plain(view.code)))
-    show_text(view.response_text)
+    # A long answer scrolls in its own box, so the criteria stay close by.
+    with st.container(height=RESPONSE_BOX_HEIGHT, border=True):
+        show_text(view.response_text)
     st.subheader(t("review.adjudication.cells", n=view.n_open))
     st.caption(t("review.adjudication.how"))
     with st.form(f"review_adj_form_{view.response_id}", enter_to_submit=False):

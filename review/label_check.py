@@ -11,6 +11,8 @@ from db import review
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
 
+RESPONSE_BOX_HEIGHT = 360
+
 MODES = (review.CHECK_ALL, review.CHECK_SAMPLE, review.CHECK_JUDGE)
 
 
@@ -127,7 +129,9 @@ def render() -> None:
         view = review.check_view(session, user, response_id)
     case_card(view.case, expanded_text=False)
     st.subheader(t("review.response", code=plain(view.code)))
-    show_text(view.response_text)
+    # A long answer scrolls in its own box, so the criteria stay close by.
+    with st.container(height=RESPONSE_BOX_HEIGHT, border=True):
+        show_text(view.response_text)
     st.subheader(t("review.check.criteria"))
     st.caption(t("review.check.how"))
     seen = st.session_state.setdefault(_seen_key(view.response_id), {

@@ -196,4 +196,16 @@ def test_admin_audit_log_page(page, app_server, accounts):
     page.get_by_role("button", name=text("review.audit_log.verify")).click()
     wait_for_app_run(page)
     expect(page.get_by_text(re.compile(text("review.audit_log.verified", n="").split("：")[0]))).to_be_visible()
+    expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
+    expect(page.get_by_text(text("review.audit_log.dates"))).to_be_visible()
+    expect(page.get_by_role("button", name=text("review.audit_log.download"))).to_be_visible()
+    page.wait_for_timeout(1500)  # the table draws on a canvas after it is attached
     screenshot(page, "admin-audit-log")
+    # Filter to the checkers' work only.
+    page.get_by_role("combobox", name=text("review.audit_log.entity")).click()
+    page.get_by_role("option", name="rubric", exact=True).click()
+    page.keyboard.press("Escape")
+    wait_for_app_run(page)
+    expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
+    page.wait_for_timeout(1500)
+    screenshot(page, "admin-audit-log-filtered")
