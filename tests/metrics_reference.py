@@ -83,8 +83,8 @@ def synthetic_frames(n_cases: int = 40, n_models: int = 4, n: int = 30, seed: in
     labels = pd.concat(parts, ignore_index=True)
     finals = group_final_labels(labels)
     wide = finals.pivot_table(index=["response_id", "criterion_id"], columns="group_no", values="met",
-                              aggfunc="first")
-    disagree = wide[(wide.get(1).notna() & wide.get(2).notna() & (wide.get(1) != wide.get(2)))].index.to_frame(index=False)
+                              aggfunc="first").reindex(columns=[1, 2])
+    disagree = wide[(wide[1].notna() & wide[2].notna() & (wide[1] != wide[2]))].index.to_frame(index=False)
     adjudicate = disagree[rng.random(len(disagree)) < adjudication_share]
     if len(adjudicate):
         lookup = pd.Series(truth.ravel(), index=pd.MultiIndex.from_arrays([response_ids, criterion_ids]))

@@ -1,0 +1,187 @@
+"""Report speed and memory at full scale (2,500 cases × 30 criteria × 11 models × 2 groups = 1.65 M decisions).
+
+Prints, and checks in the same run:
+- compute: `build_report` on in-memory frames (everything report.json holds, bootstrap included);
+- the straightforward implementation (loops over responses and aligned pairs calling
+  `sklearn.metrics.f1_score` per case) on the same frames, its time, the speed-up, and that both give
+  the same numbers;
+- database load: the frames written to a fresh SQLite file (or `--database URL`, e.g. one filled by
+  `clinconsensus demo --scale full`) and read back with `analysis.loader.load_frames`;
+- peak memory (resident set) of the process after each stage.
+
+    .venv/bin/python -m benchmarks.bench_report [--cases 2500] [--models 11] [--database URL] [--skip-reference]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import sqlalchemy as sa
+
+from analysis import metrics
+from analysis.loader import load_frames
+from analysis.report import build_report, report_json
+from db.engine import make_engine
+from db.migrate import upgrade
+from db.models import utcnow
+from tests import metrics_reference as reference
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def timed(func, *args, **kwargs):
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = func(*args, **kwargs)
+    return result, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def write_frames(engine, frames) -> None:
+    """Bulk-write synthetic frames into an empty migrated database (benchmark setup, not the importer)."""
+    now = utcnow()
+    with engine.begin() as connection:
+        users = [(int(u.user_id), u.username, u.username, u.role, None if u.group_no != u.group_no or u.group_no is None
+                  else int(u.group_no), True, 0, now, 1) for u in frames.users.itertuples()]
+        connection.exec_driver_sql(
+            "INSERT INTO user (id, username, display_name, role, group_no, is_active, failed_logins, created_at, "
+            "lock_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", users)
+        cases = [(int(c.case_pk), c.case_id, c.difficulty, c.task, json.dumps(c.task_labels, ensure_ascii=False),
+                  c.subject, json.dumps(c.subject_labels, ensure_ascii=False), c.user_role, "", "", "{}", now)
+                 for c in frames.cases.itertuples()]
+        connection.exec_driver_sql(
+            'INSERT INTO "case" (id, case_id, difficulty, task, task_labels, subject, subject_labels, user_role, '
+            "clinical_context, user_request, extra, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", cases)
+        connection.exec_driver_sql(
+            "INSERT INTO rubric_version (id, case_pk, version, status, created_at, lock_version) "
+            "VALUES (?, ?, 1, 'approved', ?, 1)", [(int(pk), int(pk), now) for pk in frames.cases["case_pk"]])
+        c = frames.criteria
+        connection.exec_driver_sql(
+            "INSERT INTO criterion (rubric_version_id, position, criterion_id, text, tags) VALUES (?, ?, ?, '', '[]')",
+            list(zip(c["rubric_version_id"].astype(int).tolist(), c["position"].astype(int).tolist(),
+                     c["criterion_id"].tolist())))
+        r = frames.responses
+        connection.exec_driver_sql(
+            "INSERT INTO response (id, case_pk, model, text, length, code, created_at) VALUES (?, ?, ?, '', ?, ?, ?)",
+            [(int(i), int(pk), m, int(n), f"R{i:07d}", now) for i, pk, m, n in
+             zip(r["response_id"], r["case_pk"], r["model"], r["length"])])
+        lab = frames.labels
+        connection.exec_driver_sql(
+            "INSERT INTO label (response_id, criterion_id, stage, group_no, met, user_id, created_at, updated_at, "
+            "lock_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)",
+            list(zip(lab["response_id"].astype(int).tolist(), lab["criterion_id"].tolist(),
+                     [str(s) for s in lab["stage"]], lab["group_no"].astype(int).tolist(),
+                     lab["met"].astype(bool).tolist(), lab["user_id"].astype(int).tolist(),
+                     [now] * len(lab), [now] * len(lab))))
+        j = frames.judge
+        connection.exec_driver_sql(
+            "INSERT INTO judge_decision (judge, response_id, criterion_id, met) VALUES (?, ?, ?, ?)",
+            list(zip(j["judge"].tolist(), j["response_id"].astype(int).tolist(), j["criterion_id"].tolist(),
+                     j["met"].astype(bool).tolist())))
+
+
+def compare(vectorised: dict, frames, k: int) -> float:
+    """Largest difference between the report and the straightforward implementation; raises if any value differs."""
+    worst = 0.0
+
+    def check(label, mine, theirs):
+        nonlocal worst
+        if mine is None or theirs is None:
+            if mine is not theirs:
+                raise AssertionError(f"{label}: {mine} vs {theirs}")
+            return
+        difference = abs(float(mine) - float(theirs))
+        worst = max(worst, difference)
+        if difference > 1e-9:
+            raise AssertionError(f"{label}: {mine} vs {theirs}")
+
+    started = time.perf_counter()
+    models = reference.reference_model_scores(frames, k)
+    agreement = reference.reference_agreement(frames)
+    judges = reference.reference_judge_fidelity(frames)
+    length = reference.reference_length(frames, k)
+    elapsed = time.perf_counter() - started
+    for model, values in models.items():
+        for key, value in values.items():
+            check(f"models.{model}.{key}", vectorised["models"][model][key], value)
+    for model, values in agreement["models"].items():
+        for key, value in values.items():
+            check(f"agreement.{model}.{key}", vectorised["agreement"][model][key], value)
+    for key, value in agreement["overall"].items():
+        check(f"agreement_overall.{key}", vectorised["agreement_overall"][key], value)
+    for judge, values in judges.items():
+        for key, value in values.items():
+            check(f"judges.{judge}.{key}", vectorised["judges"][judge][key], value)
+    for key, value in length.items():
+        check(f"length.{key}", vectorised["length"][key], value)
+    compare.elapsed = elapsed
+    return worst
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=2500)
+    parser.add_argument("--models", type=int, default=11)
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=20260101)
+    parser.add_argument("--repeat", type=int, default=3, help="compute runs; the best is reported")
+    parser.add_argument("--database", default=None, help="load from this database instead of writing a SQLite file")
+    parser.add_argument("--skip-reference", action="store_true")
+    parser.add_argument("--skip-database", action="store_true")
+    args = parser.parse_args(argv)
+
+    frames, wall, _ = timed(reference.synthetic_frames, args.cases, args.models, 30, args.seed,
+                            judges=("judge-a", "judge-b", "judge-c"), adjudication_share=0.97)
+    print(f"synthetic frames: {len(frames.cases):,} cases, {len(frames.responses):,} responses, "
+          f"{len(frames.labels):,} labels, {len(frames.judge):,} judge decisions ({wall:.1f} s)")
+    print(f"peak RSS after building frames: {peak_rss_mb():,.0f} MB")
+
+    runs = []
+    for _ in range(max(1, args.repeat)):
+        (report, document), wall, cpu = timed(lambda: (lambda r: (r, report_json(r)))(build_report(frames, args.k)))
+        runs.append((wall, cpu))
+    best_wall, best_cpu = min(runs)
+    grid, prepare_wall, _ = timed(metrics.prepare, frames)
+    print(f"report.json compute: best {best_wall:.2f} s wall, {best_cpu:.2f} s CPU over {len(runs)} runs "
+          f"(all: {', '.join(f'{w:.2f}' for w, _ in runs)} s); of which decision grid {prepare_wall:.2f} s")
+    print(f"  {document['agreement_overall']['n_aligned']:,} aligned pairs, overall pooled MF1 "
+          f"{document['agreement_overall']['pooled_mf1']:.4f}; pending {document['pending']}")
+    print(f"peak RSS after compute: {peak_rss_mb():,.0f} MB")
+
+    if not args.skip_reference:
+        worst = compare(document, frames, args.k)
+        print(f"straightforward implementation (loops, sklearn f1_score per case): {compare.elapsed:.1f} s; "
+              f"speed-up {compare.elapsed / best_wall:.0f}×; same numbers (largest difference {worst:.1e})")
+        print(f"peak RSS after reference: {peak_rss_mb():,.0f} MB")
+
+    if not args.skip_database:
+        with tempfile.TemporaryDirectory() as folder:
+            if args.database:
+                engine = make_engine(args.database)
+            else:
+                engine = make_engine(f"sqlite:///{Path(folder) / 'bench.db'}")
+                upgrade(engine)
+                _, wall, _ = timed(write_frames, engine, frames)
+                print(f"(setup) wrote the frames to SQLite in {wall:.1f} s")
+            loaded, wall, cpu = timed(load_frames, engine)
+            print(f"database load (load_frames): {wall:.2f} s wall, {cpu:.2f} s CPU — {len(loaded.labels):,} labels")
+            loaded_document, wall, _ = timed(lambda: report_json(build_report(loaded, args.k)))
+            same = json.dumps(loaded_document, sort_keys=True) == json.dumps(document, sort_keys=True)
+            if not args.database:
+                print(f"report from the database: {wall:.2f} s; identical to the in-memory report: {same}")
+                if not same:
+                    raise AssertionError("the report from the database differs from the in-memory one")
+            engine.dispose()
+        print(f"peak RSS at the end: {peak_rss_mb():,.0f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
