@@ -276,7 +276,7 @@ CLOSINGS = {
     "lay": ("以上内容仅供参考，不能替代医生面诊，请以主诊医生的意见为准。", "希望对您有帮助，祝早日康复。", ""),
     "professional": ("以上仅供临床参考，具体请结合上级医师意见及院内流程执行。", ""),
 }
-FILLERS = (
+LAY_FILLERS = (
     "这类问题在临床上并不少见，早期识别和规范处理对预后影响很大。很多情况下，及时就诊比自行查阅资料、反复观望更能避免病情延误。",
     "很多人对这类疾病存在一些误解，例如认为症状减轻就是好转、或者认为检查越多越好。了解疾病的基本规律，有助于更好地配合医生的治疗安排。",
     "不同患者的情况差异较大，具体方案需要结合年龄、基础疾病、正在使用的药物以及个人意愿综合决定，因此同样的病在不同人身上处理方式可能并不相同。",
@@ -290,9 +290,25 @@ FILLERS = (
     "需要说明的是，线上交流只能根据有限的信息给出一般性建议，无法替代面对面的问诊和体格检查，最终的诊断和治疗请以接诊医生的判断为准。",
     "医学证据和指南会随着研究进展不断更新，不同地区、不同医院的具体做法也可能存在差异，实际执行时应结合当地医疗条件和医生的专业意见。",
 )
+PROFESSIONAL_FILLERS = (
+    "该病例的处理往往需要多学科协作，必要时应及时请相关专科会诊，避免因等待单一科室意见而延误关键处理。",
+    "需要注意病情可能在短时间内快速变化，应动态评估生命体征和关键指标，并在病历中记录每次评估的时间和结论。",
+    "上述建议基于常规临床路径，具体执行需结合本院的设备、药品条件以及患者的个体情况，由主管医师最终决定。",
+    "处理过程中应重视与患者及家属的沟通，充分告知病情、主要风险和可选方案，并按要求完成知情同意的签署与记录。",
+    "关于诊断与治疗的细节，建议对照最新版相关指南和专家共识，不同版本之间的推荐可能存在差异，必要时请示上级医师。",
+    "病历书写时应完整记录病情评估的依据、已采取的处理措施及其时间，便于后续交接班和医疗质量控制。",
+    "对于合并多种基础疾病的患者，应特别关注药物相互作用以及肝肾功能对药物剂量的影响，必要时请临床药师参与。",
+    "如条件允许，可在处理早期完成相应的病情严重程度评分，以便量化风险、指导分级处理并与后续评估进行比较。",
+    "交接班时应明确尚待完成的检查、需要追踪的结果以及触发升级处理的具体指标，确保接班医生能够及时识别病情变化。",
+    "从病理生理机制出发理解各项处理措施的目的，有助于在病情不典型或出现并发症时灵活调整方案，而不是机械套用流程。",
+    "需要强调的是，文献证据多来自特定人群，推广到老年、妊娠或合并严重器官功能不全的患者时需谨慎评估获益与风险。",
+    "后续如获得新的检查结果，应重新审视初步判断，警惕锚定效应导致的诊断偏差。",
+)
+FILLERS = {"lay": LAY_FILLERS, "professional": PROFESSIONAL_FILLERS}
 #: Background sentences per unit of a model's verbosity (keeps length only loosely tied to score).
 FILLER_SCALE = 1.6
-SECTION_TITLES = ("初步判断", "建议检查", "处理建议", "需要立即就医的情况", "随访与日常注意")
+SECTION_TITLES = {"lay": ("初步判断", "建议检查", "处理建议", "需要立即就医的情况", "随访与日常注意"),
+                  "professional": ("初步判断", "建议完善的检查", "处理建议", "需立即升级处理的情况", "随访与长期管理")}
 CHINESE_NUMERALS = "一二三四五六七八九十"
 
 
@@ -322,13 +338,16 @@ def compose_response(template: dict, criteria: list[CriterionSpec], met: np.ndar
         judgement.append(f"{'需要重视的是' if lay else '需关注的要点：'}{template['evidence']}。")
     if said["differential"]:
         judgement.append(f"同时需要与{'、'.join(said['differential'])}相鉴别。")
-    fillers = [FILLERS[i] for i in rng.permutation(len(FILLERS))[:min(len(FILLERS), 1 + rng.poisson(FILLER_SCALE * model.verbosity))]]
+    pool = FILLERS[register]
+    count = min(len(pool), 1 + int(rng.poisson(FILLER_SCALE * model.verbosity)))
+    fillers = [pool[i] for i in rng.permutation(len(pool))[:count]]
     judgement.extend(fillers[: (len(fillers) + 1) // 2])
 
     treatment = list(said["treatment"])
     for kind in ("drug_dose", "drug_caution"):
         for drug in said[kind]:
-            treatment.append(f"{drug['name']}：{drug['dose']}" if kind == "drug_dose" else f"用药注意：{drug['caution']}")
+            treatment.append(f"{drug['name']}：{drug['dose']}" if kind == "drug_dose"
+                             else f"使用{drug['name']}时：{drug['caution']}")
     sections = [
         judgement,
         list(said["test"]),
@@ -339,22 +358,22 @@ def compose_response(template: dict, criteria: list[CriterionSpec], met: np.ndar
     parts = [OPENINGS[register][int(rng.integers(len(OPENINGS[register])))]]
     parts.extend(said["specific"])
     number = 0
-    for title, items in zip(SECTION_TITLES, sections):
+    for section, (title, items) in enumerate(zip(SECTION_TITLES[register], sections)):
         if not items:
             continue
         if model.structured:
             number += 1
             lines = [f"{CHINESE_NUMERALS[number - 1]}、{title}"]
-            lines += [f"{i}. {item.rstrip('。')}。" for i, item in enumerate(items, 1)] if title != "初步判断" else items
+            lines += items if section == 0 else [f"{i}. {item.rstrip('。')}。" for i, item in enumerate(items, 1)]
             parts.append("\n".join(lines))
-        elif title == "初步判断":
+        elif section == 0:
             parts.append("".join(items))
-        elif title == "需要立即就医的情况":
-            parts.append(f"{'如果出现以下情况，请立即就医或拨打120' if lay else '需立即升级处理的情况'}：{_join(items)}。")
-        elif title == "建议检查":
+        elif section == 1:
             parts.append(f"{'建议做以下检查' if lay else '建议完善'}：{_join(items)}。")
-        elif title == "处理建议":
+        elif section == 2:
             parts.append(f"处理上建议：{_join(items)}。")
+        elif section == 3:
+            parts.append(f"{'如果出现以下情况，请立即就医或拨打120' if lay else '需立即升级处理的情况'}：{_join(items)}。")
         else:
             parts.append(f"{_join(items)}。")
     parts.extend(fillers[(len(fillers) + 1) // 2:])

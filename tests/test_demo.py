@@ -199,6 +199,9 @@ def test_small_demo_builds_with_queues_for_every_role(engine, fixed_password):
     assert per_judge == {"judge-a": 3000, "judge-b": 3000}
     text = "\n".join(result.lines())
     assert "30" in text and all(p.username in text for p in demo.DEMO_PEOPLE)
+    # Chinese theme names were canonicalised; no label or account was unknown to the importers.
+    imported = "\n".join(result.import_lines)
+    assert "does not know" not in imported and "inactive accounts" not in imported
 
     with session_scope(engine) as session:
         assert session.exec(select(func.count()).select_from(User).where(User.is_active.is_(False))).one() == 0
