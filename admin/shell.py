@@ -21,6 +21,7 @@ from db.migrate import upgrade
 from db.models import Role, User
 
 TOKEN_PARAM = "s"
+LANGUAGE_PARAM = "lang"
 LANGUAGE_NAMES = {"zh": "中文", "en": "English"}
 DISAGREEMENT_CACHE_SECONDS = 60
 
@@ -40,7 +41,23 @@ def db_session(*, read_only: bool = False) -> Iterator[Session]:
 
 
 def lang() -> str:
-    return st.session_state.get("lang", DEFAULT_LANGUAGE)
+    """The user's language: chosen in this browser tab, else kept in the URL (survives a refresh), else Chinese."""
+    chosen = st.session_state.get("lang")
+    if chosen in LANGUAGES:
+        return chosen
+    from_url = st.query_params.get(LANGUAGE_PARAM)
+    if from_url in LANGUAGES:
+        st.session_state["lang"] = from_url
+        return from_url
+    return DEFAULT_LANGUAGE
+
+
+def _keep_language_in_url() -> None:
+    current = lang()
+    if current != DEFAULT_LANGUAGE and st.query_params.get(LANGUAGE_PARAM) != current:
+        st.query_params[LANGUAGE_PARAM] = current
+    elif current == DEFAULT_LANGUAGE and LANGUAGE_PARAM in st.query_params:
+        del st.query_params[LANGUAGE_PARAM]
 
 
 def t(key: str, **values) -> str:
@@ -96,6 +113,7 @@ def sign_out() -> None:
         with db_session() as session:
             users.close_session(session, token=token)
     st.query_params.clear()
+    _keep_language_in_url()
 
 
 def language_switch() -> None:
@@ -103,7 +121,9 @@ def language_switch() -> None:
                               index=LANGUAGES.index(lang()), horizontal=True, key="lang_choice")
     if choice != lang():
         st.session_state["lang"] = choice
+        _keep_language_in_url()
         st.rerun()
+    _keep_language_in_url()
 
 
 @st.cache_data(ttl=DISAGREEMENT_CACHE_SECONDS, show_spinner=False)

@@ -90,8 +90,22 @@ def test_language_switch_to_english_and_back(people):
     app.radio(key="lang_choice").set_value("en").run()
     assert app.title[0].value == "Home"
     assert "Signed in as ann1" in texts(app)
+    assert "en" in app.query_params["lang"]  # kept in the URL, so a refresh stays in English
     app.radio(key="lang_choice").set_value("zh").run()
     assert app.title[0].value == "首页"
+    assert "lang" not in app.query_params
+
+
+def test_a_refresh_keeps_the_chosen_language(people):
+    app = new_app()
+    app.query_params["s"] = sign_in_token(people, "ann1")
+    app.query_params["lang"] = "en"
+    app.run()
+    assert app.title[0].value == "Home"
+    login = new_app()
+    login.query_params["lang"] = "en"
+    login.run()
+    assert "Sign in" in texts(login)
 
 
 def test_annotator_navigation_has_no_admin_pages_and_admin_urls_fall_back(people):

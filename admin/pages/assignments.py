@@ -16,10 +16,11 @@ from db.models import AssignmentKind, Role, User
 TABLE_LIMIT = 500
 
 
-def _person_label(people: dict[str, User], t):
+def _person_label(people: dict[str, User], t, *, with_group: bool = True):
     def label(username: str) -> str:
         person = people[username]
-        return f"{person.display_name or username} ({username}) · {t('group.name', group=person.group_no)}"
+        name = f"{person.display_name or username} ({username})" if person.display_name != username else username
+        return f"{name} · {t('group.name', group=person.group_no)}" if with_group else name
     return label
 
 
@@ -61,10 +62,11 @@ def render() -> None:
         people = {p.username: p for p in assignments.active_annotators(session)}
         subjects = assignments.specialties(session)
     label = _person_label(people, t)
+    short_label = _person_label(people, t, with_group=False)
 
     rubric_tab, label_tab, reassign_tab, list_tab = st.tabs([
         t("admin.assign.tab.rubric"), t("admin.assign.tab.label"), t("admin.assign.tab.reassign"),
-        t("admin.assign.tab.list")])
+        t("admin.assign.tab.list")], key="assign_tabs")
 
     with rubric_tab:
         st.caption(t("admin.assign.rubric.intro"))
@@ -99,9 +101,9 @@ def render() -> None:
             left, right = st.columns(2)
             group1 = [u for u, p in people.items() if p.group_no == 1]
             group2 = [u for u, p in people.items() if p.group_no == 2]
-            chosen1 = left.multiselect(t("group.name", group=1), group1, default=group1, format_func=label,
+            chosen1 = left.multiselect(t("group.name", group=1), group1, default=group1, format_func=short_label,
                                        placeholder=t("admin.assign.choose_people"))
-            chosen2 = right.multiselect(t("group.name", group=2), group2, default=group2, format_func=label,
+            chosen2 = right.multiselect(t("group.name", group=2), group2, default=group2, format_func=short_label,
                                         placeholder=t("admin.assign.choose_people"))
             if st.form_submit_button(t("admin.assign.label.submit"), type="primary"):
                 _run(lambda s: assignments.assign_labeling(s, actor=admin, annotators=[*chosen1, *chosen2]))

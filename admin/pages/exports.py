@@ -53,7 +53,7 @@ def render() -> None:
     columns = st.columns(2)
     for index, what in enumerate(EXPORT_KINDS):
         with columns[index % 2], st.container(border=True):
-            st.subheader(t(f"admin.export.{what}"))
+            st.markdown(f"**{t(f'admin.export.{what}')}**")
             st.caption(t(f"admin.export.{what}.help"))
             options = _options(what, t, judges, models)
             if st.button(t("admin.export.build"), key=f"build_{what}", icon=":material/build:"):

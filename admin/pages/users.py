@@ -65,7 +65,8 @@ def render() -> None:
     st.dataframe(_table(accounts), hide_index=True, width="stretch")
 
     add_tab, edit_tab, active_tab, password_tab = st.tabs(
-        [t("admin.users.tab.add"), t("admin.users.tab.edit"), t("admin.users.tab.active"), t("admin.users.tab.password")])
+        [t("admin.users.tab.add"), t("admin.users.tab.edit"), t("admin.users.tab.active"), t("admin.users.tab.password")],
+        key="users_tabs")
 
     with add_tab, st.form("user_add", clear_on_submit=True):
         left, right = st.columns(2)
