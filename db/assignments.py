@@ -269,19 +269,14 @@ def list_assignments(session: Session, *, actor: User, kind: AssignmentKind, use
 
 def current_rubric_sizes(session: Session, case_pks: Iterable[int]) -> dict[int, int]:
     """case_pk → number of criteria in its newest approved rubric (cases without one are absent)."""
-    pks = list(set(case_pks))
+    versions = current_rubric_versions(session, case_pks)
+    by_version = {version_id: case_pk for case_pk, version_id in versions.items()}
+    ids = list(by_version)
     sizes: dict[int, int] = {}
-    for start in range(0, len(pks), 5000):
-        chunk = pks[start:start + 5000]
-        newest = (select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
-                  .where(RubricVersion.status == RubricStatus.approved, RubricVersion.case_pk.in_(chunk))
-                  .group_by(RubricVersion.case_pk).subquery())
-        rows = session.exec(
-            select(RubricVersion.case_pk, func.count(Criterion.id))
-            .join(newest, (RubricVersion.case_pk == newest.c.case_pk) & (RubricVersion.version == newest.c.version))
-            .join(Criterion, Criterion.rubric_version_id == RubricVersion.id)
-            .group_by(RubricVersion.case_pk)).all()
-        sizes.update({case_pk: count for case_pk, count in rows})
+    for start in range(0, len(ids), 5000):
+        for version_id, count in session.exec(select(Criterion.rubric_version_id, func.count()).where(
+                Criterion.rubric_version_id.in_(ids[start:start + 5000])).group_by(Criterion.rubric_version_id)).all():
+            sizes[by_version[version_id]] = count
     return sizes
 
 
@@ -299,16 +294,34 @@ def rubric_states(session: Session, case_pks: Iterable[int]) -> dict[int, str]:
     return states
 
 
-def labeled_counts(session: Session, response_ids: Iterable[int], group_no: int) -> dict[int, int]:
-    """response_id → criteria with an annotation label of `group_no`."""
+def current_label_counts(session: Session, response_ids: Iterable[int], group_no: int,
+                         current_version: dict[int, int]) -> dict[int, int]:
+    """response_id → annotation labels of `group_no` made on the current rubric (`current_version`:
+    response_id → its case's current approved rubric version id). Labels on an older version do not
+    count, as on the labeling page (`db.labeling`)."""
     ids = list(set(response_ids))
     counts: dict[int, int] = {}
     for start in range(0, len(ids), 5000):
-        rows = session.exec(select(Label.response_id, func.count(func.distinct(Label.criterion_id))).where(
+        rows = session.exec(select(Label.response_id, Label.rubric_version_id, func.count()).where(
             Label.response_id.in_(ids[start:start + 5000]), Label.stage == Stage.annotation,
-            Label.group_no == group_no).group_by(Label.response_id)).all()
-        counts.update(dict(rows))
+            Label.group_no == group_no).group_by(Label.response_id, Label.rubric_version_id)).all()
+        for response_id, version_id, n in rows:
+            if version_id is None or version_id == current_version.get(response_id):
+                counts[response_id] = counts.get(response_id, 0) + n
     return counts
+
+
+def current_rubric_versions(session: Session, case_pks: Iterable[int]) -> dict[int, int]:
+    """case_pk → id of its newest approved rubric version (cases without one are absent)."""
+    pks = list(set(case_pks))
+    versions: dict[int, int] = {}
+    for start in range(0, len(pks), 5000):
+        newest = (select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
+                  .where(RubricVersion.status == RubricStatus.approved, RubricVersion.case_pk.in_(pks[start:start + 5000]))
+                  .group_by(RubricVersion.case_pk).subquery())
+        versions.update(dict(session.exec(select(RubricVersion.case_pk, RubricVersion.id).join(
+            newest, (RubricVersion.case_pk == newest.c.case_pk) & (RubricVersion.version == newest.c.version))).all()))
+    return versions
 
 
 RUBRIC_DONE_STATES = (RubricStatus.submitted, RubricStatus.approved)
@@ -318,7 +331,8 @@ def my_queue(session: Session, user: User, kind: AssignmentKind | str) -> list[d
     """The annotator's assigned work, oldest case first, each item with its state and `done` flag.
 
     rubric items: assignment_id, case_pk, case_id, subject, status (newest rubric version, or None), done.
-    label items: assignment_id, case_pk, case_id, response_id, code, labeled, criteria, done.
+    label items (from `db.labeling.labeling_queue`): case_pk, case_id, response_id, code, status, labeled,
+    criteria, done.
     """
     require_role(user, Role.annotator)
     kind = AssignmentKind(kind)
@@ -330,15 +344,8 @@ def my_queue(session: Session, user: User, kind: AssignmentKind | str) -> list[d
         states = rubric_states(session, [r[1] for r in rows])
         return [dict(assignment_id=a, case_pk=pk, case_id=cid, subject=subject, status=states.get(pk),
                      done=states.get(pk) in RUBRIC_DONE_STATES) for a, pk, cid, subject in rows]
-    rows = session.exec(select(Assignment.id, Case.id, Case.case_id, Response.id, Response.code)
-                        .join(Case, Case.id == Assignment.case_pk).join(Response, Response.id == Assignment.response_id)
-                        .where(Assignment.kind == kind, Assignment.user_id == user.id)
-                        .order_by(Case.case_id, Response.code)).all()
-    sizes = current_rubric_sizes(session, [r[1] for r in rows])
-    labeled = labeled_counts(session, [r[3] for r in rows], user.group_no)
-    items = []
-    for a, pk, cid, rid, code in rows:
-        need, have = sizes.get(pk, 0), labeled.get(rid, 0)
-        items.append(dict(assignment_id=a, case_pk=pk, case_id=cid, response_id=rid, code=code, labeled=have,
-                          criteria=need, done=bool(need) and have >= need))
-    return items
+    from db.labeling import DONE, labeling_queue  # the labeling page's own queue and rules
+
+    return [dict(case_pk=item.case_pk, case_id=item.case_id, response_id=item.response_id, code=item.code,
+                 status=item.status, labeled=item.labeled, criteria=item.size, done=item.status == DONE)
+            for item in labeling_queue(session, user).items]

@@ -2,7 +2,7 @@
 
 A labeling assignment is done when its group has an annotation label on every criterion of the
 case's current approved rubric; a rubric assignment is done when the case's newest rubric version
-is submitted or approved. What counts as a disagreement is decided by `db.gold` alone.
+is submitted or approved. Disagreements are counted by `db.review` (rules of `db.gold`).
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-import pandas as pd
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from db.assignments import RUBRIC_DONE_STATES, current_rubric_sizes, labeled_counts, my_queue, rubric_states
+from db.assignments import (RUBRIC_DONE_STATES, current_label_counts, current_rubric_sizes, current_rubric_versions,
+                            my_queue, rubric_states)
+from db import review
 from db.errors import PermissionDenied
-from db.gold import LABEL_COLUMNS, unresolved_disagreements
 from db.models import Assignment, AssignmentKind, Case, JudgeDecision, Label, Response, Role, RubricStatus, RubricVersion, User
 from db.policies import require_active, require_admin
 
@@ -28,24 +28,15 @@ class Progress:
     overall: dict = field(default_factory=dict)
 
 
-def label_frame(session: Session) -> pd.DataFrame:
-    """Every label as LABEL_COLUMNS (the input of `db.gold`)."""
-    rows = session.exec(select(Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.met)).all()
-    return pd.DataFrame(rows, columns=LABEL_COLUMNS)
-
-
 def unresolved_disagreement_count(session: Session, user: User) -> int:
-    """Decisions on which the two groups' final labels differ and nobody adjudicated yet.
+    """Decisions on which the two groups' final labels differ and nobody adjudicated yet (db.review counts).
 
     Admins and checkers may ask (checkers adjudicate them); annotators are blinded to the other group.
     """
     require_active(user)
     if user.role == Role.annotator:
         raise PermissionDenied("annotators do not see the other group's labels")
-    labels = label_frame(session)
-    if labels.empty:
-        return 0
-    return int(len(unresolved_disagreements(labels)))
+    return int(review.unresolved_count(session))
 
 
 def _assignment_state(session: Session) -> list[dict]:
@@ -56,7 +47,9 @@ def _assignment_state(session: Session) -> list[dict]:
     rubric_rows = [r for r in rows if r[0] == AssignmentKind.rubric]
     states = rubric_states(session, {r[3] for r in rubric_rows})
     sizes = current_rubric_sizes(session, {r[3] for r in label_rows})
-    labeled = {g: labeled_counts(session, [r[4] for r in label_rows if r[2] == g], g) for g in (1, 2)}
+    versions = current_rubric_versions(session, {r[3] for r in label_rows})
+    current = {r[4]: versions.get(r[3]) for r in label_rows}
+    labeled = {g: current_label_counts(session, [r[4] for r in label_rows if r[2] == g], g, current) for g in (1, 2)}
     out = []
     for kind, user_id, group_no, case_pk, response_id in rubric_rows:
         out.append(dict(kind=kind, user_id=user_id, group=group_no, done=states.get(case_pk) in RUBRIC_DONE_STATES))
