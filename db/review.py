@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import and_, case as sql_case, func, select, update
+from sqlalchemy import and_, case as sql_case, func, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
@@ -587,28 +587,41 @@ def save_checks(session: Session, user: User, *, response_id: int, decisions: li
 
 # Adjudication --------------------------------------------------------------------------------
 
-def _disputed_cells():
-    """Cells whose non-adjudication labels are not all equal: a superset of the disagreements."""
-    met_number = sql_case((Label.met.is_(True), 1), else_=0)
-    return (select(Label.response_id, Label.criterion_id)
-            .where(Label.stage != Stage.adjudication)
-            .group_by(Label.response_id, Label.criterion_id)
-            .having(func.min(met_number) != func.max(met_number))
-            .subquery())
+def _label_frame(session: Session) -> pd.DataFrame:
+    """The label rows of every cell that can hold a disagreement (a superset), in the frame of db.gold.
 
-
-def _label_frame(session: Session, *, response_id: int | None = None, disputed_only: bool = True) -> pd.DataFrame:
-    columns = [Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.met]
-    statement = select(*columns)
-    if disputed_only:
-        cells = _disputed_cells()
-        statement = statement.join(cells, and_(cells.c.response_id == Label.response_id,
-                                               cells.c.criterion_id == Label.criterion_id))
-    if response_id is not None:
-        statement = statement.where(Label.response_id == response_id)
-    rows = session.execute(statement).all()
-    frame = pd.DataFrame(rows, columns=gold.LABEL_COLUMNS)
+    Reading all 1.65 M labels is slow, so only three slices are read: the cells whose two
+    annotation labels differ (one indexed self-join), every check and adjudication label, and the
+    annotation labels of checked cells (indexed lookups). Cells outside them have no check and
+    agreeing annotations, so their final labels agree; db.gold then applies the exact rules.
+    """
+    # Core statements on the table (not ORM entities): no per-row object overhead at this volume.
+    table = Label.__table__
+    connection = session.connection()
+    g1, g2 = table.alias("g1"), table.alias("g2")
+    differing = connection.execute(
+        select(g1.c.response_id, g1.c.criterion_id, g1.c.met, g2.c.met)
+        .join(g2, and_(g2.c.response_id == g1.c.response_id, g2.c.criterion_id == g1.c.criterion_id,
+                       g2.c.stage == Stage.annotation.value, g2.c.group_no == 2))
+        .where(g1.c.stage == Stage.annotation.value, g1.c.group_no == 1, g1.c.met != g2.c.met)
+    ).all()
+    annotation = Stage.annotation.value
+    rows = [(rid, cid, annotation, group, met)
+            for rid, cid, met1, met2 in differing for group, met in ((1, met1), (2, met2))]
+    label_columns = (table.c.response_id, table.c.criterion_id, table.c.stage, table.c.group_no, table.c.met)
+    rows += connection.execute(select(*label_columns).where(table.c.stage != annotation)).all()
+    checked = table.alias("checked")
+    rows += connection.execute(
+        select(*label_columns)
+        .where(table.c.stage == annotation,
+               tuple_(table.c.response_id, table.c.criterion_id).in_(
+                   select(checked.c.response_id, checked.c.criterion_id)
+                   .where(checked.c.stage == Stage.check.value)))
+    ).all()
+    frame = pd.DataFrame(rows, columns=gold.LABEL_COLUMNS).drop_duplicates(["response_id", "criterion_id", "stage",
+                                                                            "group_no"])
     frame["met"] = frame["met"].astype(bool)
+    frame["stage"] = frame["stage"].astype(str)
     return frame
 
 

@@ -8,11 +8,13 @@ import streamlit as st
 from admin import shell
 from admin.shell import t
 from admin.widgets import case_card, plain, show_error, show_text
-from db import review
+from db import review, users
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
 
 RESPONSE_BOX_HEIGHT = 360
+#: The queue reads every disputed label; it is recomputed at most this often (and after each save here).
+QUEUE_CACHE_SECONDS = 60
 
 
 def _met_text(met: bool) -> str:
@@ -26,6 +28,12 @@ def _met_names() -> dict[bool, str]:
 
 def _seen_key(response_id: int) -> str:
     return f"review_adj_seen_{response_id}"
+
+
+@st.cache_data(ttl=QUEUE_CACHE_SECONDS, show_spinner=False)
+def _queue(username: str) -> list[review.AdjudicationQueueItem]:
+    with shell.db_session(read_only=True) as session:
+        return review.adjudication_queue(session, users.get_user(session, username=username))
 
 
 def _queue_table(queue: list[review.AdjudicationQueueItem]) -> None:
@@ -81,7 +89,7 @@ def render() -> None:
     if done:
         st.success(done)
     with shell.db_session(read_only=True) as session:
-        queue = review.adjudication_queue(session, user)
+        queue = _queue(user.username)
         names = {item.response_id: t("review.adjudication.queue_item", code=item.code, case=item.case_id,
                                      n=item.n_unresolved, share=f"{item.agreement:.0%}") for item in queue}
         # The response on screen stays while its form is sent, even if others resolved it meanwhile.
@@ -143,5 +151,6 @@ def render() -> None:
         return
     st.session_state.pop(_seen_key(view.response_id), None)
     shell.forget_unresolved_count()
+    _queue.clear()
     st.session_state["review_adj_done"] = t("review.adjudication.saved", n=saved, code=plain(view.code))
     st.rerun()

@@ -334,3 +334,30 @@ def test_no_adjudicating_a_response_one_labeled(engine):
         review.adjudicate(s, annotator, response_id=first, criterion_id="c01", met=True, rationale="理由")
     with session_scope(engine, read_only=True) as s:
         assert s.exec(select(Label).where(Label.stage == Stage.adjudication)).all() == []
+
+
+def test_unresolved_count_matches_gold_over_the_whole_table(engine):
+    """The count reads only candidate cells; it must equal db.gold over every label."""
+    import random
+
+    rng = random.Random(5)
+    with session_scope(engine) as s:
+        people = {(role, g): make_user(s, f"{role}{g}", role, g) for role in ("annotator", "checker") for g in (1, 2)}
+        case = make_case(s, "CC-RAND", n=6)
+        for m in range(8):
+            response = make_response(s, case, f"model-{m}")
+            for i in range(1, 7):
+                cid = f"c{i:02d}"
+                for g in (1, 2):
+                    if rng.random() < 0.85:
+                        make_label(s, response, cid, rng.random() < 0.6, people[("annotator", g)])
+                    if rng.random() < 0.3:
+                        make_label(s, response, cid, rng.random() < 0.5, people[("checker", g)], stage=Stage.check)
+                if rng.random() < 0.15:
+                    make_label(s, response, cid, rng.random() < 0.5, people[("checker", 1)], stage=Stage.adjudication)
+    with session_scope(engine, read_only=True) as s:
+        from db.gold import unresolved_disagreements
+
+        expected = len(unresolved_disagreements(labels_frame(s)))
+        assert expected > 3  # the data has open disagreements, including ones created by checks
+        assert review.unresolved_count(s) == expected

@@ -1,0 +1,84 @@
+"""How long the checker's queries take on a full-scale database (prints figures; asserts nothing about time).
+
+Give it a database filled by `clinconsensus demo --scale full` (1.65 M annotation labels plus checks
+and adjudications). Each query runs `--repeat` times; the best and the median are printed.
+
+    .venv/bin/python -m benchmarks.bench_review --database sqlite:///path/full.db [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from sqlalchemy import func, select
+
+from db import review
+from db.engine import make_engine, session_scope
+from db.models import Label, Role, Stage, User
+
+
+def timed(label: str, repeat: int, work):
+    times, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = work()
+        times.append(time.perf_counter() - start)
+    print(f"{label:<46} best {min(times):7.3f} s   median {statistics.median(times):7.3f} s")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database", required=True, help="SQLAlchemy URL of a filled database")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    engine = make_engine(args.database)
+    with session_scope(engine, read_only=True) as s:
+        n_labels = s.execute(select(func.count()).select_from(Label)).scalar_one()
+        checker = s.execute(select(User).where(User.role == Role.checker).order_by(User.id)).scalars().first()
+        s.expunge(checker)
+        if checker.group_no is None or not checker.is_active:
+            # Imported checkers are inactive placeholders without a group: time as an active group-1 checker.
+            checker.group_no, checker.is_active = 1, True
+        annotator_id = s.execute(select(Label.user_id).where(Label.stage == Stage.annotation,
+                                                             Label.group_no == checker.group_no).limit(1)).scalar_one()
+    print(f"database: {engine.url.render_as_string(hide_password=True)}  labels: {n_labels:,}  checker: {checker.username}")
+
+    def in_session(call):
+        def run():
+            with session_scope(engine, read_only=True) as s:
+                return call(s)
+        return run
+
+    count = timed("unresolved_count", args.repeat, in_session(review.unresolved_count))
+    queue = timed("adjudication_queue", args.repeat, in_session(lambda s: review.adjudication_queue(s, checker)))
+    print(f"  unresolved disagreements: {count:,}   responses in the queue: {len(queue):,}")
+    if queue:
+        view = timed("adjudication_view (lowest agreement)", args.repeat,
+                     in_session(lambda s: review.adjudication_view(s, checker, queue[0].response_id)))
+        print(f"  cells on screen: {len(view.cells)}")
+    items = timed("check_queue all (one annotator)", args.repeat,
+                  in_session(lambda s: review.check_queue(s, checker, annotator_id=annotator_id)))
+    sample = timed("check_queue sample 10%", args.repeat,
+                   in_session(lambda s: review.check_queue(s, checker, annotator_id=annotator_id, mode="sample",
+                                                           percent=10, seed=1)))
+    print(f"  responses of the annotator: {len(items):,}   in the sample: {len(sample):,}")
+    judges = timed("judges_available", 1, in_session(review.judges_available))
+    if judges:
+        timed(f"check_queue judge ({judges[0]})", args.repeat,
+              in_session(lambda s: review.check_queue(s, checker, annotator_id=annotator_id, mode="judge",
+                                                      judge=judges[0])))
+    if items:
+        timed("check_view (one response)", args.repeat,
+              in_session(lambda s: review.check_view(s, checker, items[0].response_id)))
+    stale = timed("labels_needing_relabel (all)", args.repeat, in_session(review.labels_needing_relabel))
+    print(f"  labels needing relabeling: {len(stale):,}")
+    timed("rubric_queue", args.repeat, in_session(lambda s: review.rubric_queue(s, checker)))
+    engine.dispose()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
