@@ -26,10 +26,12 @@ from urllib.parse import unquote
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from sqlalchemy.engine import Engine
 
-from analysis.loader import (load_cases, load_criteria, load_judge, load_labels, load_register_overrides,
-                             load_responses)
+from analysis.loader import (load_cases, load_criteria, load_judge, load_label_decisions, load_label_notes,
+                             load_register_overrides, load_responses)
 from db.config import RUBRIC_SIZE
 from db.contacts import find_contacts
 from db.errors import ValidationFailed
@@ -55,6 +57,7 @@ OPTIONAL_RELEASE_FIELDS = ("register",)
 GENERIC_EXPLANATION = {True: "回答满足该评分标准的要求。", False: "回答未满足该评分标准的要求。"}
 
 _CHUNK = 20_000
+BOOLEAN_TEXTS = ["false", "true", "null"]
 
 
 def user_message(clinical_context: str, user_request: str) -> str:
@@ -113,10 +116,37 @@ def _encoded(values) -> np.ndarray:
     return encoded[codes]
 
 
-def _nullable_bools(series: pd.Series) -> np.ndarray:
-    values = np.where(series.fillna(False).to_numpy(bool), "true", "false").astype(object)
-    values[series.isna().to_numpy()] = "null"
-    return values
+def _encoded_arrow(values: pd.Series) -> pa.Array:
+    """As `_encoded`, as an Arrow string array (for `_write_joined`)."""
+    codes, uniques = pd.factorize(values)
+    return _choose(codes, [_json(value) for value in uniques])
+
+
+def _choose(codes: np.ndarray, texts: list[str]) -> pa.Array:
+    """texts[code] for each code, as an Arrow string array."""
+    return pa.array(texts or [""], type=pa.large_string()).take(pa.array(codes, type=pa.int64()))
+
+
+def _nullable_codes(series: pd.Series) -> np.ndarray:
+    """A nullable boolean column as codes into ("false", "true", "null")."""
+    codes = series.fillna(False).to_numpy(bool).astype(np.int64)
+    codes[series.isna().to_numpy()] = 2
+    return codes
+
+
+def _write_joined(path: Path, parts: list, rows: int) -> None:
+    """Write one line per row, each the concatenation of `parts` (Arrow string arrays or str constants).
+
+    Arrow joins the pieces in C; the joined array's data buffer is the file's bytes, lines in order.
+    """
+    with open(path, "wb") as handle:
+        if rows == 0:
+            return
+        pieces = [part if isinstance(part, pa.Array) else pa.scalar(part, type=pa.large_string()) for part in parts]
+        lines = pc.binary_join_element_wise(*pieces, pa.scalar("\n", type=pa.large_string()),
+                                            pa.scalar("", type=pa.large_string()))
+        offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset:lines.offset + rows + 1]
+        handle.write(memoryview(lines.buffers()[2])[int(offsets[0]):int(offsets[-1])])
 
 
 def sha256_file(path: Path) -> str:
@@ -187,7 +217,7 @@ def _decision_order(frame: pd.DataFrame) -> pd.DataFrame:
 
 def gold_frame(engine: Engine) -> pd.DataFrame:
     """Every decision with gold, in export order: case_id, model, criterion_id, met, source, group1, group2."""
-    gold = gold_labels(load_labels(engine))
+    gold = gold_labels(load_label_decisions(engine))
     frame = gold.merge(_response_keys(engine), on="response_id", how="inner")
     # Left join: a gold decision on a criterion outside the current rubric is still gold; it sorts last.
     frame = frame.merge(_current_criteria(engine), on=["case_pk", "criterion_id"], how="left")
@@ -198,16 +228,17 @@ def export_gold(engine: Engine, path: Path, progress: Progress = no_progress) ->
     """`export gold FILE`: one JSON line per decision that has gold (DESIGN §3.5)."""
     progress(0, None, "reading labels")
     frame = gold_frame(engine)
-    columns = zip(_encoded(frame["case_id"]), _encoded(frame["model"]), _encoded(frame["criterion_id"]),
-                  np.where(frame["met"].to_numpy(bool), "true", "false"), frame["source"].to_numpy(),
-                  _nullable_bools(frame["group1"]), _nullable_bools(frame["group2"]))
-    lines = (f'{{"case_id": {case}, "model": {model}, "criterion_id": {criterion}, "met": {met}, '
-             f'"source": "{source}", "group1": {g1}, "group2": {g2}}}'
-             for case, model, criterion, met, source, g1, g2 in columns)
+    rows = len(frame)
+    progress(0, rows, "gold rows")
+    parts = ['{"case_id": ', _encoded_arrow(frame["case_id"]), ', "model": ', _encoded_arrow(frame["model"]),
+             ', "criterion_id": ', _encoded_arrow(frame["criterion_id"]), ', "met": ',
+             _choose(frame["met"].to_numpy(bool).astype(np.int64), BOOLEAN_TEXTS), ', "source": ',
+             _encoded_arrow(frame["source"]), ', "group1": ', _choose(_nullable_codes(frame["group1"]), BOOLEAN_TEXTS),
+             ', "group2": ', _choose(_nullable_codes(frame["group2"]), BOOLEAN_TEXTS), "}"]
     path = Path(path)
-    if path.parent:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    rows = _write_lines(path, lines, len(frame), progress, "gold rows")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_joined(path, parts, rows)
+    progress(rows, rows, "gold rows")
     by_source = frame["source"].value_counts().sort_index()
     return ExportSummary("gold", path, counts={
         "rows": rows, "by source": {str(k): int(v) for k, v in by_source.items()},
@@ -486,7 +517,7 @@ def source_decisions(engine: Engine, source: str) -> pd.DataFrame:
         if decisions.empty:
             raise ValidationFailed(f"source {source!r}: no decisions of judge {judge!r}")
         return decisions[["response_id", "criterion_id", "met"]].reset_index(drop=True)
-    labels = load_labels(engine)
+    labels = load_label_decisions(engine)
     if kind == "gold":
         return gold_labels(labels)[["response_id", "criterion_id", "met"]]
     final = group_final_labels(labels)
@@ -546,23 +577,29 @@ def export_judgements(engine: Engine, directory: Path, source: str = "gold",
     for stale in directory.glob("*_judge.json"):
         stale.unlink()
 
+    entries_of: dict[str, list[dict]] = {model: [] for model in models}
+    current = None
+    for index, (response_id, model, case_id, criterion_id, met) in enumerate(zip(
+            decisions["response_id"].tolist(), decisions["model"].tolist(), decisions["case_id"].tolist(),
+            decisions["criterion_id"].tolist(), decisions["met"].tolist())):
+        if response_id != current:
+            current = response_id
+            results: list[dict] = []
+            entries_of[model].append({"case_id": case_id, "criteria_results": results})
+        results.append({"criterion_id": criterion_id, "criteria_met": bool(met)})
+        if index % _CHUNK == 0:
+            progress(index, len(decisions), "decisions")
+
     files, per_model = {}, {}
-    done, total = 0, len(decisions)
     for model in models:
-        part = decisions[decisions["model"] == model]
-        entries = []
-        for response_id, rows in part.groupby("response_id", sort=False):
-            entries.append({"case_id": rows["case_id"].iat[0], "criteria_results": [
-                {"criterion_id": criterion_id, "criteria_met": bool(met)}
-                for criterion_id, met in zip(rows["criterion_id"], rows["met"])]})
+        entries = entries_of[model]
         left = sum(1 for item in left_out if item["model"] == model)
         per_model[model] = {"file": filenames[model] if entries else None, "responses": len(entries),
                             "left_out": left}
         if entries:
             _write_json(directory / filenames[model], entries)
             files[filenames[model]] = sha256_file(directory / filenames[model])
-        done += len(part)
-        progress(done, total, model)
+    progress(len(decisions), len(decisions), "decisions")
 
     manifest = {"source": source, "rubric_size": RUBRIC_SIZE, "files": {name: model for model, name in
                                                                           filenames.items() if name in files},
@@ -660,7 +697,10 @@ def judge_answer(explanation: str, met: bool) -> str:
 
 
 def _supporting_notes(labels: pd.DataFrame, gold: pd.DataFrame) -> pd.DataFrame:
-    """DECISION + note: per gold decision, the note chosen by EXPLANATION_RULE (where there is one)."""
+    """DECISION + note: per gold decision, the note chosen by EXPLANATION_RULE (where there is one).
+
+    `labels` are label rows with a `note` column (those without a note are ignored).
+    """
     text = labels["note"].fillna("").astype(str).str.strip()
     notes = labels.assign(note=text)[text != ""]
     notes = notes.merge(gold[[*DECISION, "met"]].rename(columns={"met": "gold_met"}), on=DECISION, how="inner")
@@ -697,8 +737,7 @@ def export_sft(engine: Engine, directory: Path, seed: int = DEFAULT_SEED, holdou
     holdout = sorted({model.strip() for model in holdout_models if model and model.strip()})
 
     progress(0, None, "reading labels")
-    labels = load_labels(engine, notes=True)
-    gold = gold_labels(labels[["response_id", "criterion_id", "stage", "group_no", "met"]])
+    gold = gold_labels(load_label_decisions(engine))
     responses = load_responses(engine, text=True)
     unknown = [model for model in holdout if model not in set(responses["model"])]
     if unknown:
@@ -707,7 +746,7 @@ def export_sft(engine: Engine, directory: Path, seed: int = DEFAULT_SEED, holdou
     keys = responses[["response_id", "case_pk", "case_id", "model"]]
     rows = _decision_order(_in_current_rubric(gold[[*DECISION, "met"]], keys, criteria))
     outside_rubric = len(gold) - len(rows)
-    rows = rows.merge(_supporting_notes(labels, gold), on=DECISION, how="left")
+    rows = rows.merge(_supporting_notes(load_label_notes(engine), gold), on=DECISION, how="left")
     rows = rows.merge(criteria[["case_pk", "criterion_id", "text"]].rename(columns={"text": "rubric_item"}),
                       on=["case_pk", "criterion_id"], how="left")
 

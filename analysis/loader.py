@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
-from db.models import Case, Criterion, JudgeDecision, Label, Response, RubricStatus, RubricVersion, User
+from db.models import Case, Criterion, JudgeDecision, Label, Response, RubricStatus, RubricVersion, Stage, User
 from db.taxonomy import get_taxonomy
 
 
@@ -98,6 +99,49 @@ def load_labels(engine: Engine, *, notes: bool = False) -> pd.DataFrame:
     labels = _read(engine, select(*columns))
     labels["met"] = labels["met"].astype(bool)
     return labels
+
+
+_STAGES = np.array([Stage.annotation.value, Stage.check.value, Stage.adjudication.value, "unknown"], dtype=object)
+# One integer per row (response, stage, group, met) plus the criterion id: two objects a row instead of
+# five keeps reading 1.8 M labels to about a second of CPU. Plain SQL, read through the driver's cursor.
+_PACKED_LABELS_SQL = (
+    "SELECT response_id * 64 + (CASE stage WHEN 'annotation' THEN 0 WHEN 'check' THEN 1 "
+    "WHEN 'adjudication' THEN 2 ELSE 3 END) * 16 + group_no * 2 + CAST(met AS INTEGER), criterion_id FROM label"
+)
+
+
+def load_label_decisions(engine: Engine) -> pd.DataFrame:
+    """The label frame without user_id and note (response_id, criterion_id, stage, group_no, met), read fast.
+
+    Same rows and values as `load_labels(...)[those columns]` (strings as object columns); for the
+    full-scale exports.
+    """
+    with engine.connect().execution_options(sqlite_read_only=True) as connection:
+        cursor = connection.connection.dbapi_connection.cursor()
+        try:
+            cursor.execute(_PACKED_LABELS_SQL)
+            rows = cursor.fetchall()
+        finally:
+            cursor.close()
+    if not rows:
+        return pd.DataFrame({"response_id": np.array([], dtype=np.int64), "criterion_id": np.array([], dtype=object),
+                             "stage": np.array([], dtype=object), "group_no": np.array([], dtype=np.int64),
+                             "met": np.array([], dtype=bool)})
+    table = np.array(rows, dtype=object)
+    packed = table[:, 0].astype(np.int64)
+    # Object columns as read: converting 1.8 M strings to pandas' string dtype costs more than the read.
+    return pd.DataFrame({"response_id": packed >> 6, "criterion_id": pd.Series(table[:, 1], dtype=object),
+                         "stage": pd.Series(_STAGES[(packed >> 4) & 3], dtype=object), "group_no": (packed >> 1) & 7,
+                         "met": (packed & 1).astype(bool)})
+
+
+def load_label_notes(engine: Engine) -> pd.DataFrame:
+    """response_id, criterion_id, stage, group_no, met, note of the labels that carry a note."""
+    statement = (select(Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.met, Label.note)
+                 .where(Label.note.is_not(None)).where(Label.note != ""))
+    notes = _read(engine, statement)
+    notes["met"] = notes["met"].astype(bool)
+    return notes
 
 
 def load_judge(engine: Engine) -> pd.DataFrame:

@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 from sqlmodel import Session, select
 
-from analysis import exports
+from analysis import exports, loader
 from db.errors import ValidationFailed
 from db.models import Case, Criterion, JudgeDecision, Label, Response, RubricStatus, RubricVersion, Stage
 from tests.factories import make_case, make_label, make_response, make_rubric, make_user
@@ -217,6 +217,28 @@ def test_reference_gold_matches_the_hand_written_plan(session):
                 assert key not in gold
             else:
                 assert gold[key] == {"met": gold_met(met), "source": source, "group1": g1(met), "group2": g2(met)}
+
+
+def test_fast_label_reader_matches_load_labels(engine, session):
+    build_world(session)
+    session.add(Label(response_id=session.exec(select(Response.id)).first(), criterion_id="c01", stage="check",
+                      group_no=2, met=False, user_id=1, note="第二组审核"))
+    session.commit()
+    columns = ["response_id", "criterion_id", "stage", "group_no", "met"]
+    fast = loader.load_label_decisions(engine).sort_values(columns[:4], ignore_index=True)
+    plain = loader.load_labels(engine)[columns].sort_values(columns[:4], ignore_index=True)
+    assert len(fast) == len(plain) > 0
+    for column in columns:
+        assert fast[column].tolist() == plain[column].tolist(), column
+    assert fast["met"].dtype == bool and fast["response_id"].dtype.kind == "i"
+    notes = loader.load_label_notes(engine)
+    assert "第二组审核" in notes["note"].tolist() and notes["note"].str.len().min() > 0
+    assert len(notes) == sum(1 for label in session.exec(select(Label)) if label.note)
+
+
+def test_fast_label_reader_of_an_empty_table(engine):
+    frame = loader.load_label_decisions(engine)
+    assert list(frame.columns) == ["response_id", "criterion_id", "stage", "group_no", "met"] and frame.empty
 
 
 # gold -----------------------------------------------------------------------------------------
