@@ -30,6 +30,7 @@ Area = Callable[[User], list[tuple[str, "st.Page"]]]
 
 def _areas() -> list[Area]:
     from admin.pages import pages as admin_pages
+    from analysis.dashboard import pages as analysis_pages
     from annotate import pages as annotate_pages
     from review import pages as review_pages
 
@@ -37,6 +38,7 @@ def _areas() -> list[Area]:
         home_pages,
         annotate_pages,
         review_pages,
+        analysis_pages,
         admin_pages,
     ]
 

@@ -29,6 +29,7 @@ GOLD, GROUP1, GROUP2, JUDGE_PREFIX = "gold", "group1", "group2", "judge:"
 DEFAULT_K = 10
 SENSITIVITY_THRESHOLDS = (6, 7, 8, 9, 12, 15)
 TOP_SETS = (3, 5)
+RATER_COLUMNS = ("annotators_g1", "annotators_g2", "checkers_g1", "checkers_g2")
 SLICE_DIMENSIONS = ("difficulty", "register", "macro_category", "task_theme", "capability_family")
 
 
@@ -48,14 +49,49 @@ class DecisionGrid:
     group2: np.ndarray
     gold: np.ndarray
     judges: dict[str, np.ndarray] = field(default_factory=dict)
-    judge_decisions: dict[str, int] = field(default_factory=dict)   # every row a judge has, placed or not
-    judge_positive: pd.DataFrame = field(default_factory=pd.DataFrame)  # judge, model, decisions, met
-    raters: pd.DataFrame = field(default_factory=pd.DataFrame)     # model × annotators_g1/g2, checkers_g1/g2
+    # Per judge and response: all the judge's decisions on it (placed on the grid or not), and how many are met.
+    judge_rows: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    # Distinct (response row, role column, user) of annotation and check labels; role column indexes RATER_COLUMNS.
+    rater_keys: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), dtype=np.int64))
     rubric_size: int = RUBRIC_SIZE
 
     @property
     def width(self) -> int:
         return self.valid.shape[1]
+
+    @property
+    def judge_decisions(self) -> dict[str, int]:
+        return {name: int(decisions.sum()) for name, (decisions, _) in self.judge_rows.items()}
+
+    @property
+    def raters(self) -> pd.DataFrame:
+        """model × annotators_g1/g2, checkers_g1/g2: distinct users with such labels on the model's responses."""
+        result = pd.DataFrame(0, index=pd.Index(self.models, name="model"), columns=RATER_COLUMNS)
+        if len(self.rater_keys) and self.models:
+            rows, column, users = self.rater_keys.T
+            distinct = np.unique(np.stack([self.model_codes[rows], column, users], axis=1), axis=0)
+            for index, name in enumerate(RATER_COLUMNS):
+                result[name] = np.bincount(distinct[distinct[:, 1] == index, 0], minlength=len(self.models))
+        return result
+
+    def subset(self, rows: np.ndarray) -> "DecisionGrid":
+        """The grid of the responses selected by the boolean mask `rows` (filters of the dashboard)."""
+        index = np.flatnonzero(rows)
+        new_row = np.full(len(rows), -1, dtype=np.int64)
+        new_row[index] = np.arange(len(index))
+        keys = self.rater_keys[rows[self.rater_keys[:, 0]]] if len(self.rater_keys) else self.rater_keys
+        keys = keys.copy()
+        keys[:, 0] = new_row[keys[:, 0]]
+        responses = self.responses.iloc[index].reset_index(drop=True)
+        models = sorted(responses["model"].unique().tolist())
+        return DecisionGrid(
+            responses=responses, cases=self.cases, criteria=self.criteria, models=models,
+            model_codes=pd.Index(models).get_indexer(responses["model"].to_numpy()) if models else np.zeros(0, int),
+            case_rows=self.case_rows[index], n=self.n[index], valid=self.valid[index], group1=self.group1[index],
+            group2=self.group2[index], gold=self.gold[index],
+            judges={name: values[index] for name, values in self.judges.items()},
+            judge_rows={name: (d[index], m[index]) for name, (d, m) in self.judge_rows.items()},
+            rater_keys=keys, rubric_size=self.rubric_size)
 
 
 # Building the grid -----------------------------------------------------------------------------
@@ -160,62 +196,45 @@ def prepare(frames: Frames) -> DecisionGrid:
                         models=models, model_codes=model_codes,
                         case_rows=case_rows, n=n, valid=valid, group1=finals[0], group2=finals[1], gold=gold,
                         rubric_size=rubric_size(cases))
-    grid.raters = _rater_counts(frames.labels, responses, model_codes, models)
+    grid.rater_keys = _rater_keys(frames.labels, responses)
     _add_judges(grid, frames.judge, placer, shape)
     return grid
 
 
-def _rater_counts(labels: pd.DataFrame, responses: pd.DataFrame, model_codes: np.ndarray,
-                  models: list[str]) -> pd.DataFrame:
-    """Distinct users with an annotation (resp. check) label in each group on each model's responses."""
-    result = pd.DataFrame(index=pd.Index(models, name="model"))
-    columns = [(Stage.annotation, 1, "annotators_g1"), (Stage.annotation, 2, "annotators_g2"),
-               (Stage.check, 1, "checkers_g1"), (Stage.check, 2, "checkers_g2")]
-    for *_, name in columns:
-        result[name] = 0
-    if labels.empty or not models:
-        return result
+def _rater_keys(labels: pd.DataFrame, responses: pd.DataFrame) -> np.ndarray:
+    """Distinct (response row, RATER_COLUMNS index, user_id) of the annotation and check labels in groups 1 and 2."""
+    if labels.empty or responses.empty:
+        return np.zeros((0, 3), dtype=np.int64)
     rows = pd.Index(responses["response_id"].to_numpy()).get_indexer(labels["response_id"].to_numpy())
-    model = np.append(model_codes, -1)[rows]
     stage_codes, stage_names = pd.factorize(labels["stage"])
     stage_names = [str(name) for name in stage_names]
     group = labels["group_no"].to_numpy(np.int64)
-    users = labels["user_id"].to_numpy(np.int64)
-    user_span = int(users.max()) + 1
-    # One key per (stage, group, model, user); distinct keys by hashing, then counted per column.
-    keys = ((stage_codes.astype(np.int64) * 3 + group) * (len(models) + 1) + model + 1) * user_span + users
-    distinct = pd.unique(keys[(rows >= 0) & (stage_codes >= 0)])
-    cell = distinct // user_span
-    model_of = cell % (len(models) + 1) - 1
-    stage_group = cell // (len(models) + 1)
-    for stage, group_no, name in columns:
+    column = np.full(len(labels), -1, dtype=np.int64)
+    for index, (stage, group_no) in enumerate([(Stage.annotation, 1), (Stage.annotation, 2), (Stage.check, 1),
+                                               (Stage.check, 2)]):
         if stage in stage_names:
-            mine = stage_group == stage_names.index(stage) * 3 + group_no
-            result[name] = np.bincount(model_of[mine], minlength=len(models)).astype(int)
-    return result
+            column[(stage_codes == stage_names.index(stage)) & (group == group_no)] = index
+    keep = (rows >= 0) & (column >= 0)
+    users = labels["user_id"].to_numpy(np.int64)
+    span = int(users.max()) + 1
+    # Hash the combined key (cheaper than sorting 1.65 M rows), then split it again.
+    distinct = pd.unique((rows[keep].astype(np.int64) * 4 + column[keep]) * span + users[keep])
+    return np.stack([distinct // span // 4, distinct // span % 4, distinct % span], axis=1)
 
 
 def _add_judges(grid: DecisionGrid, judge: pd.DataFrame, placer: _Placer, shape: tuple[int, int]) -> None:
     if judge is None or judge.empty:
-        grid.judge_positive = pd.DataFrame(columns=["judge", "model", "decisions", "met"])
         return
     names_codes, names = pd.factorize(judge["judge"])
     cells = placer.cells(judge["response_id"].to_numpy(), judge["criterion_id"])
     met = judge["met"].to_numpy(bool)
     rows = placer.row_index.get_indexer(judge["response_id"].to_numpy())
-    model = np.append(grid.model_codes, -1)[rows]
-    rates = []
-    n_models = len(grid.models)
     for code, name in enumerate(names):
         mine = names_codes == code
         grid.judges[str(name)] = _fill(shape, np.where(mine, cells, -1), met)
-        grid.judge_decisions[str(name)] = int(mine.sum())
-        on_model = mine & (model >= 0)
-        decisions = np.bincount(model[on_model], minlength=n_models)
-        positive = np.bincount(model[on_model], weights=met[on_model], minlength=n_models)
-        rates.append(pd.DataFrame({"judge": str(name), "model": grid.models, "decisions": decisions,
-                                   "met": positive.astype(int)}))
-    grid.judge_positive = pd.concat(rates, ignore_index=True)
+        on_response = mine & (rows >= 0)
+        grid.judge_rows[str(name)] = (np.bincount(rows[on_response], minlength=shape[0]),
+                                      np.bincount(rows[on_response], weights=met[on_response], minlength=shape[0]))
 
 
 # Sources and per-response scores ---------------------------------------------------------------
@@ -464,12 +483,16 @@ def cross_grader(grid: DecisionGrid) -> pd.DataFrame:
 
 def positive_rates(grid: DecisionGrid) -> pd.DataFrame:
     """model × judge: share of `met` among all the judge's decisions on the model's responses."""
-    frame = grid.judge_positive
-    if frame.empty:
-        return pd.DataFrame(index=pd.Index(grid.models, name="model"))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rate = frame["met"] / frame["decisions"].where(frame["decisions"] > 0)
-    return frame.assign(rate=rate).pivot(index="model", columns="judge", values="rate").reindex(grid.models)
+    rates = pd.DataFrame(index=pd.Index(grid.models, name="model"))
+    size = len(grid.models)
+    for name in sorted(grid.judge_rows):
+        decisions, met = grid.judge_rows[name]
+        per_model = np.bincount(grid.model_codes, weights=decisions, minlength=size)
+        positive = np.bincount(grid.model_codes, weights=met, minlength=size)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rates[name] = np.where(per_model > 0, positive / np.maximum(per_model, 1), np.nan)
+    rates.columns.name = "judge"
+    return rates
 
 
 # Length diagnostics ----------------------------------------------------------------------------

@@ -13,8 +13,7 @@ from db.models import JudgeDecision, Stage
 from tests.factories import make_case, make_label, make_response, make_user
 
 
-@pytest.fixture
-def small_database(engine, database_url, monkeypatch, session):
+def populate_small_database(session) -> None:
     """Two cases (N = 3), two models, both groups; one adjudication, one check, one unresolved disagreement."""
     g1, g2 = make_user(session, "ann-1", group_no=1), make_user(session, "ann-2", group_no=2)
     checker = make_user(session, "chk-1", role="checker", group_no=1)
@@ -37,6 +36,11 @@ def small_database(engine, database_url, monkeypatch, session):
             session.add(JudgeDecision(judge="jx", response_id=responses[key].id, criterion_id=f"c{i:02d}",
                                       met=bool(met)))
     session.commit()
+
+
+@pytest.fixture
+def small_database(engine, database_url, monkeypatch, session):
+    populate_small_database(session)
     monkeypatch.setenv("DATABASE_URL", database_url)
     get_engine.cache_clear()
     yield database_url

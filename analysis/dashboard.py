@@ -1,0 +1,202 @@
+"""The analysis dashboard (admins and checkers): the report's tables and figures, filtered, each downloadable.
+
+The decision grid of the whole database is built once per data version (a cheap fingerprint query)
+and kept as a shared read-only resource; filters select rows of that grid, so changing a filter
+recomputes only the metrics, never re-reads the database. Aggregates show model names: annotators
+never reach this page.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from admin import shell
+from analysis import figures as figure_builders
+from analysis import metrics
+from analysis.freshness import data_version
+from analysis.loader import load_frames
+from analysis.report import Report, build_report, report_json, tables
+from db.errors import ClinConsensusError
+from db.models import Role
+from db.taxonomy import get_taxonomy
+
+DASHBOARD_RESAMPLES = 300
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)
+def _grid(version: tuple) -> metrics.DecisionGrid:
+    return metrics.prepare(load_frames(shell.engine()))
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _report(version: tuple, filters: tuple, k: int, source: str) -> Report:
+    grid = _grid(version)
+    selected = grid.subset(_selection(grid, dict(filters)))
+    return build_report(None, k, source, grid=selected, resamples=DASHBOARD_RESAMPLES)
+
+
+def _selection(grid: metrics.DecisionGrid, filters: dict) -> np.ndarray:
+    """Boolean mask of the grid's responses that pass every filter (an empty filter passes everything)."""
+    cases = grid.cases
+    keep_case = np.ones(len(cases), dtype=bool)
+    if filters.get("difficulty"):
+        keep_case &= cases["difficulty"].isin(filters["difficulty"]).to_numpy()
+    if filters.get("register"):
+        keep_case &= cases["register"].isin(filters["register"]).to_numpy()
+    if filters.get("task_theme"):
+        themes = metrics.case_slice_values(cases, "task_theme")
+        wanted = themes.loc[themes["value"].isin(filters["task_theme"]), "case_row"].to_numpy()
+        keep_case &= np.isin(np.arange(len(cases)), wanted)
+    if filters.get("specialty"):
+        wanted = set(filters["specialty"])
+        keep_case &= np.array([bool(wanted & set(labels or [])) for labels in cases["subject_labels"]], dtype=bool)
+    keep = keep_case[grid.case_rows] if len(grid.case_rows) else np.zeros(0, dtype=bool)
+    if filters.get("models"):
+        keep &= grid.responses["model"].isin(filters["models"]).to_numpy()
+    return keep
+
+
+def _options(grid: metrics.DecisionGrid) -> dict[str, list[str]]:
+    cases = grid.cases
+    return {
+        "models": list(grid.models),
+        "difficulty": sorted(cases["difficulty"].dropna().astype(str).unique()),
+        "register": sorted(cases["register"].dropna().astype(str).unique()),
+        "task_theme": sorted(metrics.case_slice_values(cases, "task_theme")["value"].unique()),
+        "specialty": sorted({label for labels in cases["subject_labels"] for label in labels or []}),
+    }
+
+
+def _source_label(t, source: str) -> str:
+    if source.startswith(metrics.JUDGE_PREFIX):
+        return t("analysis.source.judge", name=source[len(metrics.JUDGE_PREFIX):])
+    return t(f"analysis.source.{source}")
+
+
+def _filters(grid: metrics.DecisionGrid, t) -> tuple[dict, int, str]:
+    options = _options(grid)
+    with st.sidebar:
+        st.header(t("analysis.filters"))
+        st.caption(t("analysis.filter.all"))
+        chosen = {
+            "models": st.multiselect(t("analysis.filter.models"), options["models"], key="analysis_models"),
+            "difficulty": st.multiselect(t("analysis.filter.difficulty"), options["difficulty"], key="analysis_difficulty"),
+            "register": st.multiselect(t("analysis.filter.register"), options["register"], key="analysis_register"),
+            "task_theme": st.multiselect(t("analysis.filter.task_theme"), options["task_theme"], key="analysis_theme"),
+            "specialty": st.multiselect(t("analysis.filter.specialty"), options["specialty"], key="analysis_specialty"),
+        }
+        sources = [metrics.GOLD, metrics.GROUP1, metrics.GROUP2,
+                   *(metrics.JUDGE_PREFIX + name for name in sorted(grid.judges))]
+        source = st.selectbox(t("analysis.filter.source"), sources, format_func=lambda value: _source_label(t, value),
+                              key="analysis_source")
+        n = grid.rubric_size
+        k = int(st.number_input(t("analysis.filter.k"), min_value=1, max_value=n, value=min(metrics.DEFAULT_K, n),
+                                step=1, key="analysis_k"))
+    return chosen, k, source
+
+
+def _table(t, name: str, frame: pd.DataFrame, key: str) -> None:
+    st.subheader(t(f"analysis.table.{name}"))
+    st.dataframe(frame, hide_index=True, width="stretch")
+    st.download_button(t("analysis.download_csv"), data=lambda: frame.to_csv(index=False).encode("utf-8"),
+                       file_name=f"{name}.csv", mime="text/csv", key=f"csv_{key}", on_click="ignore")
+
+
+def _figure(t, name: str, figure, key: str) -> None:
+    st.plotly_chart(figure, key=f"chart_{key}", width="stretch")
+    st.download_button(t("analysis.download_html"),
+                       data=lambda: figure_builders.figure_html(figure).encode("utf-8"),
+                       file_name=f"{name}.html", mime="text/html", key=f"html_{key}", on_click="ignore")
+
+
+def render() -> None:
+    shell.require_user(Role.admin, Role.checker)
+    t = shell.translator()
+    language = shell.lang()
+    st.title(t("analysis.nav"))
+    version = data_version(shell.engine())
+    grid = _grid(version)
+    chosen, k, source = _filters(grid, t)
+    filters = tuple((name, tuple(values)) for name, values in chosen.items())
+    try:
+        report = _report(version, filters, k, source)
+    except ClinConsensusError as error:
+        st.error(t("analysis.error", reason=str(error)))
+        return
+    if not len(report.grid.responses):
+        st.info(t("analysis.empty"))
+        return
+    st.caption(t("analysis.summary", source=_source_label(t, source), k=report.k, n=report.n))
+    columns = st.columns(5)
+    overall = report.agreement.overall_mf1
+    columns[0].metric(t("analysis.metric.responses"), f"{int(report.scores.complete.sum()):,}")
+    columns[1].metric(t("analysis.metric.aligned"), f"{report.agreement.n_aligned:,}")
+    columns[2].metric(t("analysis.metric.overall_mf1"), "—" if np.isnan(overall) else f"{overall:.3f}")
+    columns[3].metric(t("analysis.metric.unresolved"), f"{report.pending['unresolved_disagreements']:,}")
+    columns[4].metric(t("analysis.metric.incomplete"), f"{report.pending['incomplete_responses']:,}")
+
+    downloads = st.columns(2)
+    downloads[0].download_button(
+        t("analysis.download_report"), key="download_report", mime="text/html", file_name="report.html",
+        on_click="ignore", data=lambda: figure_builders.html_report(report, lang=language).encode("utf-8"))
+    downloads[1].download_button(
+        t("analysis.download_json"), key="download_json", mime="application/json", file_name="report.json",
+        on_click="ignore",
+        data=lambda: json.dumps(report_json(report), ensure_ascii=False, indent=2, allow_nan=False).encode("utf-8"))
+
+    frames = tables(report)
+    built = dict(figure_builders.figures(report, t))
+    models_tab, agreement_tab, judges_tab, slices_tab, diagnostics_tab = st.tabs(
+        [t("analysis.tab.models"), t("analysis.tab.agreement"), t("analysis.tab.judges"), t("analysis.tab.slices"),
+         t("analysis.tab.diagnostics")])
+    with models_tab:
+        _table(t, "models", frames["models"], "models")
+        for name in ("accuracy_vs_cacs", "case_accuracy", "threshold"):
+            _figure(t, name, built[name], name)
+    with agreement_tab:
+        _table(t, "agreement", frames["agreement"], "agreement")
+        _table(t, "agreement_extra", frames["agreement_extra"], "agreement_extra")
+        for name in ("pooled_mf1", "case_mf1"):
+            _figure(t, name, built[name], name)
+        _table(t, "criterion_agreement", frames["criterion_agreement"], "criterion_agreement")
+        _table(t, "low_agreement_cases", frames["low_agreement_cases"], "low_agreement_cases")
+        _table(t, "case_mf1", frames["case_mf1"], "case_mf1")
+    with judges_tab:
+        if not report.grid.judges:
+            st.info(t("analysis.no_judges"))
+        _table(t, "judges", frames["judges"], "judges")
+        _figure(t, "judge_fidelity", built["judge_fidelity"], "judge_fidelity")
+        _table(t, "cross_grader", frames["cross_grader"], "cross_grader")
+        _table(t, "positive_rates", frames["positive_rates"], "positive_rates")
+        _figure(t, "rank_shifts", built["rank_shifts"], "rank_shifts")
+    with slices_tab:
+        for name in ("slice_difficulty", "slice_macro_category", "slice_register", "family_heatmap"):
+            _figure(t, name, built[name], name)
+        _table(t, "slices", _named_slices(frames["slices"], language), "slices")
+    with diagnostics_tab:
+        _table(t, "threshold_sensitivity", frames["threshold_sensitivity"], "threshold_sensitivity")
+        _table(t, "length", frames["length"], "length")
+        _figure(t, "length", built["length"], "length")
+        _table(t, "pending", frames["pending"], "pending")
+
+
+def _named_slices(frame: pd.DataFrame, language: str) -> pd.DataFrame:
+    """Slice values with their display names (the stored ids stay in `value`)."""
+    taxonomy = get_taxonomy()
+    kinds = {"task_theme": "task_themes", "capability_family": "capability_families",
+             "macro_category": "macro_categories", "register": "register", "difficulty": "difficulties"}
+    names = [taxonomy.name(kinds.get(dimension, dimension), str(value), language)
+             for dimension, value in zip(frame["dimension"], frame["value"])]
+    return frame.assign(name=names)[["dimension", "value", "name", "model", "cacs_at_k", "n_responses"]]
+
+
+def pages(user) -> list[tuple[str, st.Page]]:
+    """Navigation contribution: the dashboard, for admins and checkers."""
+    if user.role not in (Role.admin, Role.checker):
+        return []
+    return [("nav.section.analysis", st.Page(render, title=shell.t("analysis.nav"), icon=":material/monitoring:",
+                                             url_path="analysis-dashboard"))]

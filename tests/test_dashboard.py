@@ -1,0 +1,75 @@
+"""The analysis dashboard through Streamlit's AppTest: who may open it, what it shows, filters."""
+
+from __future__ import annotations
+
+import pytest
+from sqlmodel import Session
+from streamlit.testing.v1 import AppTest
+
+from admin.i18n import translate
+from tests.apptest_helpers import app_database, open_page, sign_in_token, signed_in, texts  # noqa: F401
+from tests.factories import make_user
+from tests.test_report import populate_small_database
+
+PAGE = "analysis-dashboard"
+
+
+@pytest.fixture
+def dashboard_data(app_database):  # noqa: F811
+    with Session(app_database, expire_on_commit=False) as session:
+        populate_small_database(session)
+        make_user(session, "boss", role="admin")
+        make_user(session, "ann-9", group_no=1)
+        session.commit()
+    return app_database
+
+
+def _models_table(app) -> list[str]:
+    return app.dataframe[0].value["model"].tolist()
+
+
+@pytest.mark.parametrize("username", ["boss", "chk-1"])
+def test_dashboard_renders_for_admins_and_checkers(dashboard_data, username):
+    app = open_page(signed_in(dashboard_data, username, lang="en"), PAGE)
+    assert not app.exception
+    assert app.title[0].value == translate("analysis.nav", "en")
+    assert _models_table(app) == ["model-a", "model-b"]
+    assert translate("analysis.table.agreement", "en") in texts(app)
+    assert len(app.get("plotly_chart")) >= 10
+
+
+def test_dashboard_filters_and_label_source(dashboard_data):
+    app = open_page(signed_in(dashboard_data, "boss", lang="en"), PAGE)
+    app.multiselect(key="analysis_models").set_value(["model-b"]).run()
+    assert _models_table(app) == ["model-b"]
+    app.number_input(key="analysis_k").set_value(1).run()
+    models = app.dataframe[0].value
+    assert models.loc[models["model"] == "model-b", "cacs_at_k"].item() == pytest.approx(1 / 6)
+    app.multiselect(key="analysis_models").set_value([]).run()
+    app.selectbox(key="analysis_source").set_value("judge:jx").run()
+    models = app.dataframe[0].value.set_index("model")
+    assert models.loc["model-b", "n_responses"] == 1 and models.loc["model-b", "rubric_accuracy"] == pytest.approx(1 / 3)
+    app.multiselect(key="analysis_difficulty").set_value(["high"]).run()
+    assert not app.exception
+    assert _models_table(app) == ["model-a", "model-b"] and app.dataframe[0].value["n_responses"].sum() == 0
+
+
+def test_dashboard_refuses_annotators_and_strangers(dashboard_data):
+    for username in ("ann-9", None):
+        app = AppTest.from_string("from analysis.dashboard import render\nrender()\n", default_timeout=60)
+        if username:
+            app.session_state["token"] = sign_in_token(dashboard_data, username)
+        app.run()
+        assert [e.value for e in app.error] == [translate("error.permission", "zh")]
+        assert not app.dataframe and not app.title
+
+
+def test_dashboard_is_in_the_navigation_of_admins_and_checkers_only(dashboard_data):
+    from analysis.dashboard import pages
+    from db import users
+
+    with Session(dashboard_data) as session:
+        roles = {name: users.get_user(session, username=name) for name in ("boss", "chk-1", "ann-9")}
+    assert [section for section, _ in pages(roles["boss"])] == ["nav.section.analysis"]
+    assert [section for section, _ in pages(roles["chk-1"])] == ["nav.section.analysis"]
+    assert pages(roles["ann-9"]) == []
