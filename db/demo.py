@@ -106,7 +106,7 @@ MODELS: tuple[ModelProfile, ...] = (
     ModelProfile("model-gamma", 0.30, 0.30, 1.0, False),
     ModelProfile("model-delta", 0.10, 0.75, 4.5, True),
     ModelProfile("model-epsilon", 0.00, 0.40, 0.5, False),
-    ModelProfile("model-zeta", -0.10, 1.00, 3.0, True),
+    ModelProfile("model-zeta", -0.05, 1.25, 3.0, True),
     ModelProfile("model-eta", -0.25, 0.45, 1.5, False),
     ModelProfile("model-theta", -0.35, 0.80, 5.0, True),
     ModelProfile("model-iota", -0.50, 0.30, 0.8, False),
