@@ -29,3 +29,24 @@ def pages(user: User) -> list[tuple[str, st.Page]]:
                           url_path="review-adjudication")),
     ]
 
+
+def met_text(met: bool) -> str:
+    from admin.shell import t
+
+    return t("review.met") if met else t("review.not_met")
+
+
+def met_names() -> dict[bool, str]:
+    """Met / not met in the user's language, as a plain lookup: widgets call format_func after the run too."""
+    return {True: met_text(True), False: met_text(False)}
+
+
+def page_start(title_key: str, flash_key: str) -> None:
+    """The page title, then the message a save left for the run after it (saves end with st.rerun)."""
+    from admin.shell import t
+
+    st.title(t(title_key))
+    message = st.session_state.pop(flash_key, None)
+    if message:
+        st.success(message)
+

@@ -11,19 +11,11 @@ from admin.widgets import case_card, plain, show_error, show_text
 from db import review, users
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
+from review import met_names, met_text, page_start
 
 RESPONSE_BOX_HEIGHT = 360
 #: The queue reads every disputed label; it is recomputed at most this often (and after each save here).
 QUEUE_CACHE_SECONDS = 60
-
-
-def _met_text(met: bool) -> str:
-    return t("review.met") if met else t("review.not_met")
-
-
-def _met_names() -> dict[bool, str]:
-    # Widgets get a plain lookup as format_func: it is also called outside the page's run.
-    return {True: _met_text(True), False: _met_text(False)}
 
 
 def _seen_key(response_id: int) -> str:
@@ -50,7 +42,7 @@ def _queue_table(queue: list[review.AdjudicationQueueItem]) -> None:
 
 def _side(title: str, side: review.Side) -> None:
     with st.container(border=True):
-        st.markdown(f"**{title}** · {_met_text(side.met)}")
+        st.markdown(f"**{title}** · {met_text(side.met)}")
         if side.note:
             show_text(side.note)
         else:
@@ -69,11 +61,11 @@ def _cell(view: review.AdjudicationView, cell: review.AdjudicationCell) -> revie
             _side(t("review.adjudication.label_b"), cell.b)
         if cell.decision is not None:
             st.caption(t("review.adjudication.decided", name=plain(cell.decision.user or "—"),
-                         value=_met_text(cell.decision.met)))
+                         value=met_text(cell.decision.met)))
         choice_col, why_col = st.columns([2, 3])
         current = None if cell.decision is None else (0 if cell.decision.met else 1)
         met = choice_col.radio(t("review.adjudication.decision"), [True, False], index=current,
-                               format_func=_met_names().get, horizontal=True, key=f"{key}_met")
+                               format_func=met_names().get, horizontal=True, key=f"{key}_met")
         rationale = why_col.text_input(t("review.adjudication.rationale"), key=f"{key}_why",
                                        value=(cell.decision.note or "") if cell.decision else "",
                                        placeholder=t("review.adjudication.rationale_hint"))
@@ -84,10 +76,7 @@ def _cell(view: review.AdjudicationView, cell: review.AdjudicationCell) -> revie
 
 def render() -> None:
     user = shell.require_user(Role.checker)
-    st.title(t("review.adjudication.title"))
-    done = st.session_state.pop("review_adj_done", None)
-    if done:
-        st.success(done)
+    page_start("review.adjudication.title", "review_adj_done")
     with shell.db_session(read_only=True) as session:
         queue = _queue(user.username)
         names = {item.response_id: t("review.adjudication.queue_item", code=item.code, case=item.case_id,
@@ -140,7 +129,7 @@ def render() -> None:
         current = stale.current
         if isinstance(current, review.LabelView):
             st.warning(t("review.adjudication.stale", criterion=plain(current.criterion_id),
-                         name=plain(current.user or "—"), value=_met_text(current.met)))
+                         name=plain(current.user or "—"), value=met_text(current.met)))
             st.caption(t("review.adjudication.their_rationale"))
             show_text(current.note)
         else:

@@ -10,19 +10,11 @@ from admin.widgets import case_card, plain, progress_bar, show_error, show_text
 from db import review
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
+from review import met_names, met_text, page_start
 
 RESPONSE_BOX_HEIGHT = 360
 
 MODES = (review.CHECK_ALL, review.CHECK_SAMPLE, review.CHECK_JUDGE)
-
-
-def _met_text(met: bool) -> str:
-    return t("review.met") if met else t("review.not_met")
-
-
-def _met_names() -> dict[bool, str]:
-    # Widgets get a plain lookup as format_func: it is also called outside the page's run.
-    return {True: _met_text(True), False: _met_text(False)}
 
 
 def _choose_queue(user) -> list[review.CheckQueueItem] | None:
@@ -77,12 +69,12 @@ def _row(view: review.CheckView, row: review.CheckRow, seen: dict) -> review.Che
                 st.caption(t("review.check.no_label"))
                 return None
             st.markdown(t("review.check.annotator_said", name=plain(row.annotation.user),
-                          value=_met_text(row.annotation.met)))
+                          value=met_text(row.annotation.met)))
             if row.annotation.note:
                 st.caption(t("review.note"))
                 show_text(row.annotation.note)
             if row.check is not None:
-                st.caption(t("review.check.checked_by", name=plain(row.check.user), value=_met_text(row.check.met)))
+                st.caption(t("review.check.checked_by", name=plain(row.check.user), value=met_text(row.check.met)))
         with decide_col:
             if row.own:
                 st.caption(t("review.check.own"))
@@ -90,7 +82,7 @@ def _row(view: review.CheckView, row: review.CheckRow, seen: dict) -> review.Che
             current = row.check.met if row.check is not None else row.annotation.met
             key = f"review_check_{view.response_id}_{row.criterion_id}"
             met = st.radio(t("review.check.decision"), [True, False], index=0 if current else 1,
-                           format_func=_met_names().get, horizontal=True, key=f"{key}_met", label_visibility="collapsed")
+                           format_func=met_names().get, horizontal=True, key=f"{key}_met", label_visibility="collapsed")
             note = st.text_input(t("review.note"), value=(row.check.note or "") if row.check else "",
                                  key=f"{key}_note", placeholder=t("review.check.note_hint"),
                                  label_visibility="collapsed")
@@ -102,18 +94,15 @@ def _show_stale(stale: StaleEdit) -> None:
     current = stale.current
     if isinstance(current, review.LabelView):
         st.warning(t("review.check.stale", criterion=plain(current.criterion_id), name=plain(current.user or "—"),
-                     value=_met_text(current.met)))
+                     value=met_text(current.met)))
     else:
         st.warning(t("review.stale_generic"))
 
 
 def render() -> None:
     user = shell.require_user(Role.checker)
-    st.title(t("review.check.title"))
+    page_start("review.check.title", "review_check_done")
     st.caption(t("review.check.intro", group=user.group_no))
-    done = st.session_state.pop("review_check_done", None)
-    if done:
-        st.success(done)
     queue = _choose_queue(user)
     if queue is None:
         return

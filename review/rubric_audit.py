@@ -10,6 +10,7 @@ from admin.widgets import case_card, plain, show_error, show_text
 from db import review
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
+from review import page_start
 
 
 def _seen_key(rubric_id: int) -> str:
@@ -47,10 +48,7 @@ def _stale(stale: StaleEdit, rubric_id: int) -> None:
 
 def render() -> None:
     user = shell.require_user(Role.checker)
-    st.title(t("review.audit.title"))
-    done = st.session_state.pop("review_audit_done", None)
-    if done:
-        st.success(done)
+    page_start("review.audit.title", "review_audit_done")
     with shell.db_session(read_only=True) as session:
         queue = review.rubric_queue(session, user)
     if not queue:
