@@ -11,7 +11,7 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from db import demo
-from db.assignments import my_queue
+from db.assignments import my_queue, rubric_authors
 from db.audit import verify_chain
 from db.engine import session_scope
 from db.errors import ValidationFailed
@@ -227,6 +227,11 @@ def test_small_demo_builds_with_queues_for_every_role(engine, fixed_password):
         labelled = session.exec(select(Label.response_id, Label.group_no, Label.user_id)
                                 .where(Label.stage == "annotation").distinct()).all()
         assert all(assigned[(r, g)] == u for r, g, u in labelled)
+        # Nobody labels a case whose rubric they author.
+        label_work = session.exec(select(Assignment.case_pk, Assignment.user_id)
+                                  .where(Assignment.kind == AssignmentKind.label)).all()
+        authors = rubric_authors(session, {case_pk for case_pk, _user in label_work})
+        assert all(user_id not in authors[case_pk] for case_pk, user_id in label_work)
 
         submitted = session.exec(select(RubricVersion).where(RubricVersion.status == RubricStatus.submitted)).one()
         author = session.get(User, submitted.author_id)
