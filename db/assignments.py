@@ -62,14 +62,27 @@ def _active_annotators(session: Session, usernames: Iterable[str]) -> list[User]
     return [found[name] for name in names]
 
 
-def _load_counts(session: Session, kind: AssignmentKind, users: Sequence[User]) -> Counter:
+def _load_counts(session: Session, kind: AssignmentKind, users: Sequence[_Person]) -> Counter:
     ids = [u.id for u in users]
     rows = session.exec(select(Assignment.user_id, func.count()).where(
         Assignment.kind == kind, Assignment.user_id.in_(ids)).group_by(Assignment.user_id)).all()
     return Counter({user_id: count for user_id, count in rows})
 
 
-def _pick(candidates: Sequence[User], counts: Counter, excluded: set[int]) -> User | None:
+@dataclass(frozen=True)
+class _Person:
+    """What balancing needs of an annotator (plain attributes: read tens of thousands of times)."""
+
+    id: int
+    username: str
+    group_no: int
+
+
+def _people(users: Sequence[User]) -> list[_Person]:
+    return [_Person(u.id, u.username, u.group_no) for u in users]
+
+
+def _pick(candidates: Sequence[_Person], counts: Counter, excluded: set[int]) -> _Person | None:
     eligible = [u for u in candidates if u.id not in excluded]
     if not eligible:
         return None
@@ -125,7 +138,7 @@ def assign_rubric_authoring(session: Session, *, actor: User, annotators: Iterab
     require_admin(actor)
     if (case_ids is None) == (specialty is None):
         raise ValidationFailed("cases: give either case ids or a specialty")
-    people = _active_annotators(session, annotators)
+    people = _people(_active_annotators(session, annotators))
     if case_ids is not None:
         wanted = sorted(set(case_ids))
         cases = list(session.exec(select(Case).where(Case.case_id.in_(wanted))).all()) if wanted else []
@@ -172,7 +185,7 @@ def assign_labeling(session: Session, *, actor: User, annotators: Iterable[str],
     A named response whose case has no approved rubric is refused, and nothing is assigned.
     """
     require_admin(actor)
-    people = _active_annotators(session, annotators)
+    people = _people(_active_annotators(session, annotators))
     by_group = {g: [u for u in people if u.group_no == g] for g in GROUPS}
     approved = _cases_with_approved_rubric(session)
     if response_ids is None:

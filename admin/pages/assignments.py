@@ -26,7 +26,7 @@ def _person_label(people: dict[str, User], t, *, with_group: bool = True):
 
 def _run(action) -> None:
     try:
-        with shell.db_session() as session:
+        with st.spinner(shell.t("admin.assign.working")), shell.db_session() as session:
             summary = action(session)
     except ClinConsensusError as error:
         widgets.show_error(error)
