@@ -96,13 +96,32 @@ class DecisionGrid:
 
 # Building the grid -----------------------------------------------------------------------------
 
+class RowLookup:
+    """response_id → grid row (-1 when unknown); a direct table when ids are dense, as database ids are."""
+
+    def __init__(self, response_ids: np.ndarray) -> None:
+        response_ids = np.asarray(response_ids, dtype=np.int64)
+        self.index = pd.Index(response_ids)
+        self.table = None
+        if len(response_ids) and response_ids.min() >= 0 and response_ids.max() <= 4 * len(response_ids) + 1024:
+            self.table = np.full(int(response_ids.max()) + 2, -1, dtype=np.int64)
+            self.table[response_ids] = np.arange(len(response_ids))
+
+    def __call__(self, response_ids) -> np.ndarray:
+        response_ids = np.asarray(response_ids)
+        if self.table is None or response_ids.dtype.kind not in "iu":
+            return self.index.get_indexer(response_ids)
+        inside = (response_ids >= 0) & (response_ids < len(self.table) - 1)
+        return self.table[np.where(inside, response_ids, len(self.table) - 1)]
+
+
 class _Placer:
     """Maps (response_id, criterion_id) to a flat grid cell; -1 for decisions outside the current rubrics."""
 
     def __init__(self, responses: pd.DataFrame, case_rows: np.ndarray, criteria: pd.DataFrame,
                  case_row_of_pk: pd.Index, width: int) -> None:
         self.width = width
-        self.row_index = pd.Index(responses["response_id"].to_numpy())
+        self.rows_of = RowLookup(responses["response_id"].to_numpy())
         self.case_rows = np.append(case_rows.astype(np.int64), 0)   # row -1 (unknown response) reads a dummy
         codes, names = pd.factorize(criteria["criterion_id"])
         self.names = pd.Index(names)
@@ -122,7 +141,7 @@ class _Placer:
             self.sorted_keys, self.positions = keys[order], slots[order]
 
     def cells(self, response_ids, criterion_ids) -> np.ndarray:
-        rows = self.row_index.get_indexer(np.asarray(response_ids))
+        rows = self.rows_of(response_ids)
         # Hash the (string) criterion ids once, then look up only the few distinct ones.
         series = criterion_ids if isinstance(criterion_ids, pd.Series) else pd.Series(criterion_ids, dtype=object)
         local_codes, distinct = pd.factorize(series)
@@ -205,7 +224,7 @@ def _rater_keys(labels: pd.DataFrame, responses: pd.DataFrame) -> np.ndarray:
     """Distinct (response row, RATER_COLUMNS index, user_id) of the annotation and check labels in groups 1 and 2."""
     if labels.empty or responses.empty:
         return np.zeros((0, 3), dtype=np.int64)
-    rows = pd.Index(responses["response_id"].to_numpy()).get_indexer(labels["response_id"].to_numpy())
+    rows = RowLookup(responses["response_id"].to_numpy())(labels["response_id"].to_numpy())
     stage_codes, stage_names = pd.factorize(labels["stage"])
     stage_names = [str(name) for name in stage_names]
     group = labels["group_no"].to_numpy(np.int64)
@@ -228,7 +247,7 @@ def _add_judges(grid: DecisionGrid, judge: pd.DataFrame, placer: _Placer, shape:
     names_codes, names = pd.factorize(judge["judge"])
     cells = placer.cells(judge["response_id"].to_numpy(), judge["criterion_id"])
     met = judge["met"].to_numpy(bool)
-    rows = placer.row_index.get_indexer(judge["response_id"].to_numpy())
+    rows = placer.rows_of(judge["response_id"].to_numpy())
     for code, name in enumerate(names):
         mine = names_codes == code
         grid.judges[str(name)] = _fill(shape, np.where(mine, cells, -1), met)

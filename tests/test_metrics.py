@@ -367,3 +367,20 @@ def test_vectorised_matches_straightforward(seed, n_cases, n_models, n, k, missi
             _assert_close(document["judges"][judge][key], value, f"{judge}.{key}")
     for key, value in reference.reference_length(frames, k, source).items():
         _assert_close(document["length"][key], value, key)
+
+
+def test_grid_subset_equals_the_report_of_the_filtered_frames():
+    frames = reference.synthetic_frames(24, 4, n=6, seed=9, adjudication_share=0.8, check_share=0.2)
+    grid = metrics.prepare(frames)
+    high = set(frames.cases.loc[frames.cases["difficulty"] != "low", "case_pk"])
+    keep = frames.responses[frames.responses["model"].isin(["model-a", "model-c"])
+                            & frames.responses["case_pk"].isin(high)]
+    ids = set(keep["response_id"])
+    filtered = reference.Frames(cases=frames.cases, criteria=frames.criteria, responses=keep,
+                                labels=frames.labels[frames.labels["response_id"].isin(ids)],
+                                judge=frames.judge[frames.judge["response_id"].isin(ids)], users=frames.users)
+    mask = grid.responses["response_id"].isin(ids).to_numpy()
+    from_subset = report_json(build_report(None, 3, grid=grid.subset(mask), resamples=100))
+    from_frames = report_json(build_report(filtered, 3, resamples=100))
+    assert from_subset == from_frames
+    assert set(from_subset["models"]) == {"model-a", "model-c"}

@@ -108,3 +108,19 @@ def test_bad_options_fail_with_one_line(small_database, tmp_path, capsys, argume
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("clinconsensus:")]
     assert len(errors) == 1 and reason in errors[0]   # (the other lines on stderr are progress)
     assert not json_path.exists()
+
+
+def test_data_version_changes_when_labels_change(engine, session):
+    from datetime import timedelta
+
+    from analysis.freshness import data_version
+    from db.models import Label
+
+    populate_small_database(session)
+    before = data_version(engine)
+    assert data_version(engine) == before
+    label = session.query(Label).filter(Label.stage == Stage.annotation).first()
+    label.met = not label.met
+    label.updated_at = label.updated_at + timedelta(seconds=5)
+    session.commit()
+    assert data_version(engine) != before
