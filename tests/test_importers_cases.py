@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlmodel import Session, select
 
 from db import importers
 from db.audit import verify_chain
 from db.config import RUBRIC_SIZE
+from db.contacts import find_contacts
 from db.importers import ImportFailed, import_file, import_stream
 from db.models import AuditLog, Case, Criterion, RubricVersion
 from tests.import_samples import case_record, table_counts, write_bytes, write_jsonl
@@ -211,3 +214,11 @@ def test_unknown_kind_and_missing_file(engine, tmp_path):
         import_file(engine, "patients", write_jsonl(tmp_path / "x.jsonl", []))
     with pytest.raises(ImportFailed, match="missing.jsonl: no such file"):
         import_file(engine, "cases", tmp_path / "missing.jsonl")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="0123456789１３８-– ()+@.abcXx病", max_size=40))
+def test_the_quick_skip_never_hides_a_contact(text):
+    """Text the importer does not scan must be text in which the scanner finds nothing."""
+    if "@" not in text and importers._DIGIT_GROUP.search(text) is None:
+        assert find_contacts(text) == []
