@@ -68,7 +68,8 @@ def home() -> None:
                           help=t("home.of_assigned", total=len(rubrics)))
         columns[1].metric(t("home.labels_open"), sum(not item["done"] for item in labels),
                           help=t("home.of_assigned", total=len(labels)))
-    shell.work_summary(user)
+    # The user's own progress (or open disagreements) is in the sidebar on every page.
+    st.caption(t("home.hint"))
 
 
 def home_pages(user: User) -> list[tuple[str, st.Page]]:

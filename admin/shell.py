@@ -144,17 +144,14 @@ def _my_progress(user: User) -> dict:
         return progress_queries.my_progress(session, user)
 
 
-def work_summary(user: User, *, container=None) -> None:
+def work_summary(user: User) -> None:
     """The user's own figures: queue progress (annotators) or open disagreements (checkers, admins)."""
-    target = container or st.container()
-    with target:
-        if user.role == Role.annotator:
-            mine = _my_progress(user)
-            st.progress(mine["done"] / mine["assigned"] if mine["assigned"] else 0.0,
-                        text=t("sidebar.my_progress", done=mine["done"], total=mine["assigned"]))
-        else:
-            count = _unresolved_count(user.username)
-            st.metric(t("sidebar.unresolved"), f"{count:,}")
+    if user.role == Role.annotator:
+        mine = _my_progress(user)
+        st.progress(mine["done"] / mine["assigned"] if mine["assigned"] else 0.0,
+                    text=t("sidebar.my_progress", done=mine["done"], total=mine["assigned"]))
+    else:
+        st.metric(t("sidebar.unresolved"), f"{_unresolved_count(user.username):,}")
 
 
 def sidebar(user: User) -> None:

@@ -197,3 +197,61 @@ def test_exports_page_builds_a_gold_download(studio):
         rows = [json.loads(line) for line in archive.read(gold_name).decode("utf-8").splitlines() if line]
     assert len(rows) == 1 and rows[0]["criterion_id"] == "c01" and rows[0]["met"] is True
     assert "download_gold" in [element.key for element in app.get("download_button")]
+
+
+def test_users_page_resets_a_password_and_changes_role_and_group(studio):
+    from db import users as accounts
+    from db.models import LoginSession
+    from tests.apptest_helpers import sign_in_token
+
+    sign_in_token(studio, "g1a1")  # g1a1 is signed in somewhere: the reset must end that
+    app = open_page(signed_in(studio, "boss"), "admin-users")
+    app.selectbox(key="password_name").set_value("g1a1")
+    app.text_input(key="reset_password").input("brand-new-pass-9")
+    app = button(app, t("admin.users.password.submit")).click().run()
+    assert t("admin.users.password_reset", name="g1a1") in texts(app)
+    with session_scope(studio) as session:
+        assert accounts.authenticate(session, username="g1a1", password="brand-new-pass-9") is not None
+        g1a1 = accounts.get_user(session, username="g1a1")
+        assert session.exec(select(LoginSession).where(LoginSession.user_id == g1a1.id)).all() == []
+
+    app.selectbox(key="edit_name").set_value("g1a2")
+    app.selectbox(key="edit_role").set_value("checker")
+    app.selectbox(key="edit_group").set_value(2)
+    app = button(app, t("admin.users.edit.submit")).click().run()
+    assert t("admin.users.updated", name="g1a2") in texts(app)
+    with session_scope(studio, read_only=True) as session:
+        user = accounts.get_user(session, username="g1a2")
+        assert (user.role, user.group_no) == ("checker", 2)
+        assert {e.action for e in session.exec(select(AuditLog).where(AuditLog.entity_key == "g1a2")).all()} == {"update"}
+
+
+def test_assignments_page_reassigns_within_the_group(studio):
+    app = open_page(signed_in(studio, "boss"), "admin-assignments")
+    app = button(app, t("admin.assign.label.submit")).click().run()
+    with session_scope(studio, read_only=True) as session:
+        g1a1 = session.exec(select(User).where(User.username == "g1a1")).one()
+        row = session.exec(select(Assignment).where(Assignment.user_id == g1a1.id)).first()
+    [number] = [w for w in app.number_input if w.form_id == "assign_move"]
+    number.set_value(row.id)
+    [target] = [w for w in app.selectbox if w.form_id == "assign_move"]
+    target.set_value("g2a1")  # the other group: refused
+    app = button(app, t("admin.assign.reassign.submit")).click().run()
+    assert app.error and "group 1" in app.error[0].value
+    [target] = [w for w in app.selectbox if w.form_id == "assign_move"]
+    target.set_value("g1a2")
+    [number] = [w for w in app.number_input if w.form_id == "assign_move"]
+    number.set_value(row.id)
+    app = button(app, t("admin.assign.reassign.submit")).click().run()
+    assert t("admin.assign.reassigned", id=row.id, name="g1a2") in texts(app)
+    with session_scope(studio, read_only=True) as session:
+        moved = session.get(Assignment, row.id)
+        assert session.get(User, moved.user_id).username == "g1a2"
+
+
+def test_annotator_sidebar_shows_their_queue_progress(studio):
+    app = open_page(signed_in(studio, "boss"), "admin-assignments")
+    button(app, t("admin.assign.label.submit")).click().run()
+    annotator = signed_in(studio, "g1a1")
+    bars = [p.proto.text for p in annotator.get("progress")]
+    assert any(text == t("sidebar.my_progress", done=0, total=2) for text in bars), bars
