@@ -147,6 +147,7 @@ def measure(backend: str, url: str, paths: dict[str, Path], before_labels=None) 
         if kind == "labels" and before_labels is not None:
             before_labels()
         result[kind] = run_child(url, kind, paths[kind])
+    result["labels again"] = run_child(url, "labels", paths["labels"])
     return result
 
 
@@ -157,16 +158,17 @@ def _flag(value: float, target: float) -> str:
 def report(result: dict, scale: float, stages: dict[str, int]) -> None:
     cases, responses, labels = result["cases"], result["responses"], result["labels"]
     both = cases["seconds"] + responses["seconds"]
-    peak = max(result[kind]["peak_mb"] for kind in ("cases", "responses", "labels", "judge"))
+    peak = max(result[kind]["peak_mb"] for kind in ("cases", "responses", "labels", "judge", "labels again"))
     note = "" if scale == 1 else f"  (at {scale:.0%} of full scale)"
     print(f"\n{result['backend']}{note}   (wall seconds, the importer's own CPU seconds, peak RSS of the "
           f"importing process)")
-    for name in ("cases", "responses", "labels", "judge"):
+    for name in ("cases", "responses", "labels", "judge", "labels again"):
         figures = result[name]
-        label = "judge rows" if name == "judge" else name
+        label = {"judge": "judge rows", "labels again": "labels ×2"}.get(name, name)
+        again = f"  ({figures['unchanged']:,} unchanged: the same file imported twice)" if name == "labels again" else ""
         print(f"  {label:<10} {figures['records']:>10,} rows  {figures['seconds']:7.2f} s  "
               f"(cpu {figures['cpu']:6.2f} s)  {figures['records'] / figures['seconds']:>10,.0f} rows/s  "
-              f"peak {figures['peak_mb']:6.0f} MB")
+              f"peak {figures['peak_mb']:6.0f} MB{again}")
     print(f"  (labels: {stages['annotation']:,} annotation, {stages['check']:,} check, "
           f"{stages['adjudication']:,} adjudication)")
     print(f"  cases + responses {both:7.2f} s   target < {TARGET_CASES_RESPONSES_S:.0f} s   "
