@@ -548,6 +548,7 @@ JUDGEMENTS_MANIFEST = "manifest.json"
 def export_judgements(engine: Engine, directory: Path, source: str = "gold",
                       progress: Progress = no_progress) -> ExportSummary:
     """`export judgements DIR --source …`: one official `<model>_judge.json` per model (complete responses)."""
+    parse_source(source)  # a bad source fails before any work
     progress(0, None, "reading decisions")
     decisions = source_decisions(engine, source)
     responses = load_responses(engine)[["response_id", "case_pk", "case_id", "model"]]

@@ -643,3 +643,31 @@ def test_export_bundle_zips_each_export(sqlite_engine, tmp_path, what):
     assert exports.export_bundle(sqlite_engine, what, **options)[1] == data  # deterministic
     with pytest.raises(ValidationFailed):
         exports.export_bundle(sqlite_engine, "everything")
+
+
+# command line ---------------------------------------------------------------------------------
+
+def test_command_line_exports(sqlite_url, tmp_path, monkeypatch, capsys):
+    from admin.cli import main
+    from db.engine import make_engine
+
+    engine = make_engine(sqlite_url)
+    with Session(engine) as session:
+        build_world(session)
+    engine.dispose()
+    monkeypatch.setenv("DATABASE_URL", sqlite_url)
+    assert main(["export", "gold", str(tmp_path / "gold.jsonl")]) == 0
+    assert "export gold" in capsys.readouterr().out
+    assert len(read_jsonl(tmp_path / "gold.jsonl")) == 34
+    assert main(["export", "judgements", str(tmp_path / "j"), "--source", "group2"]) == 0
+    assert (tmp_path / "j" / "manifest.json").exists()
+    assert main(["export", "sft", str(tmp_path / "sft"), "--seed", "3", "--holdout-models", "模型C,model-a",
+                 "--format", "messages", "--dev-fraction", "0.5"]) == 0
+    manifest = json.loads((tmp_path / "sft" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["seed"] == 3 and manifest["options"]["holdout_models"] == ["model-a", "模型C"]
+    capsys.readouterr()
+    assert main(["export", "judgements", str(tmp_path / "bad"), "--source", "group3"]) == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith("clinconsensus: ") and "group3" in error
+    assert main(["export", "sft", str(tmp_path / "bad"), "--template", str(tmp_path / "missing.txt")]) == 1
+    assert "missing.txt" in capsys.readouterr().err
