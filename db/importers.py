@@ -876,65 +876,76 @@ def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
     targets = _Targets.load(connection)
     users = {row.username: row.id for row in connection.execute(select(User.__table__.c.username, User.__table__.c.id))}
     had_labels = _table_has_rows(connection, _LABEL_TABLE)
-    seen: set[int] = set()
-    chunk: list[tuple] = []
     inserter = _BulkInserter(run, _LABEL_TABLE, _LABEL_COLUMNS, copy_line=_label_copy_line)
+    problems, errors_so_far, stamp = run.problems, run.problems.errors, run.stored_now
+    rubric_version, stage_index = targets.rubric_version, _STAGE_INDEX
+    seen: set[int] = set()
+    # Rows as the label table takes them; beside them, for replacements only, what the audit log names.
+    rows: list[tuple] = []
+    names: list[tuple[str, str, str]] = []
+    count = 0
     for line, record in records:
         row, errors = _check_label(record, targets)
         if row is None:
             for error in errors:
-                run.problems.at(line, error)
+                problems.at(line, error)
             continue
-        (case_id, model, criterion_id, stage, group, met, annotator, note, response_id, case_pk, position) = row
-        key = (((response_id << 16) | position) << 4) | (_STAGE_INDEX[stage] << 2) | group
+        case_id, model, criterion_id, stage, group, met, annotator, note, response_id, case_pk, position = row
+        key = (((response_id << 16) | position) << 4) | (stage_index[stage] << 2) | group
         if key in seen:
-            run.problems.at(line, f"criterion_id {criterion_id!r}: a second {stage} label for case_id {case_id!r}, "
-                                  f"model {model!r}"
-                                  f"{'' if group == NO_GROUP else f', group {group}'} (one per file)")
+            problems.at(line, f"criterion_id {criterion_id!r}: a second {stage} label for case_id {case_id!r}, "
+                              f"model {model!r}{'' if group == NO_GROUP else f', group {group}'} (one per file)")
             continue
         seen.add(key)
-        run.summary.records += 1
+        count += 1
         if note:
-            run.problems.scan(line, "note", note)
-        if not run.writing():
+            problems.scan(line, "note", note)
+        if errors_so_far:
             continue
-        if annotator not in users:
+        user_id = users.get(annotator)
+        if user_id is None:
             role = Role.annotator.value if stage == Stage.annotation else Role.checker.value
-            user = add_placeholder_user(run.session, username=annotator, role=role,
-                                        group_no=None if group == NO_GROUP else group, actor=run.actor)
-            users[annotator] = user.id
+            user_id = users[annotator] = add_placeholder_user(
+                run.session, username=annotator, role=role, group_no=None if group == NO_GROUP else group,
+                actor=run.actor).id
             run.summary.placeholders.append(annotator)
-        chunk.append((line, row, users[annotator]))
-        if len(chunk) >= ROW_CHUNK:
-            _write_labels(run, chunk, targets, inserter, had_labels)
-            chunk = []
+        rows.append((response_id, criterion_id, stage, group, met, user_id, note, rubric_version[case_pk],
+                     stamp, stamp, 1))
+        if had_labels:
+            names.append((case_id, model, annotator))
+        if len(rows) >= ROW_CHUNK:
+            _write_labels(run, rows, names, inserter, had_labels)
+            rows, names = [], []
             run.progress(line, None, "lines")
-    _write_labels(run, chunk, targets, inserter, had_labels)
+    run.summary.records += count
+    _write_labels(run, rows, names, inserter, had_labels)
 
 
-def _write_labels(run: _Run, chunk: list[tuple], targets: _Targets, inserter: _BulkInserter, had_labels: bool) -> None:
-    if not chunk or not run.writing():
+def _write_labels(run: _Run, rows: list[tuple], names: list[tuple[str, str, str]], inserter: _BulkInserter,
+                  had_labels: bool) -> None:
+    if not rows or not run.writing():
+        return
+    if not had_labels:
+        # Nothing was stored before this import and the file has no repeats: every row is new.
+        inserter.insert(rows)
+        run.summary.inserted += len(rows)
         return
     connection = run.connection
     existing: dict[tuple, Any] = {}
-    if had_labels:
-        response_ids = sorted({row[8] for _line, row, _user in chunk})
-        for batch in _batches(response_ids):
-            for stored in connection.execute(
-                    select(_LABEL_TABLE.c.id, _LABEL_TABLE.c.response_id, _LABEL_TABLE.c.criterion_id,
-                           _LABEL_TABLE.c.stage, _LABEL_TABLE.c.group_no, _LABEL_TABLE.c.met, _LABEL_TABLE.c.user_id,
-                           _LABEL_TABLE.c.note, _LABEL_TABLE.c.rubric_version_id)
-                    .where(_LABEL_TABLE.c.response_id.in_(batch))):
-                existing[(stored.response_id, stored.criterion_id, stored.stage, stored.group_no)] = stored
+    for batch in _batches(sorted({row[0] for row in rows})):
+        for stored in connection.execute(
+                select(_LABEL_TABLE.c.id, _LABEL_TABLE.c.response_id, _LABEL_TABLE.c.criterion_id,
+                       _LABEL_TABLE.c.stage, _LABEL_TABLE.c.group_no, _LABEL_TABLE.c.met, _LABEL_TABLE.c.user_id,
+                       _LABEL_TABLE.c.note, _LABEL_TABLE.c.rubric_version_id)
+                .where(_LABEL_TABLE.c.response_id.in_(batch))):
+            existing[(stored.response_id, stored.criterion_id, stored.stage, stored.group_no)] = stored
     username_of: dict[int, str] | None = None
-    stamp = run.stored_now
     new_rows, changes, audit_rows = [], [], []
-    for _line, row, user_id in chunk:
-        (case_id, model, criterion_id, stage, group, met, annotator, note, response_id, case_pk, _position) = row
-        version_id = targets.rubric_version[case_pk]
-        stored = existing.get((response_id, criterion_id, stage, group)) if had_labels else None
+    for row, (case_id, model, annotator) in zip(rows, names):
+        response_id, criterion_id, stage, group, met, user_id, note, version_id = row[:8]
+        stored = existing.get((response_id, criterion_id, stage, group))
         if stored is None:
-            new_rows.append((response_id, criterion_id, stage, group, met, user_id, note, version_id, stamp, stamp, 1))
+            new_rows.append(row)
             continue
         if stored.met == met and stored.user_id == user_id and (stored.note or None) == note:
             run.summary.unchanged += 1
