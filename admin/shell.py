@@ -174,7 +174,7 @@ def sidebar(user: User) -> None:
 
 def login_page() -> None:
     language_switch()
-    _, middle, _ = st.columns([1, 2, 1])
+    _, middle, _ = st.columns([1, 3, 1])
     with middle:
         _login_form()
 
