@@ -25,6 +25,7 @@ from db.models import Role
 from db.taxonomy import get_taxonomy
 
 DASHBOARD_RESAMPLES = 300
+SHOWN_ROWS = 500   # long tables (per criterion, per case) show their head; the download has every row
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
@@ -101,7 +102,9 @@ def _filters(grid: metrics.DecisionGrid, t) -> tuple[dict, int, str]:
 
 def _table(t, name: str, frame: pd.DataFrame, key: str) -> None:
     st.subheader(t(f"analysis.table.{name}"))
-    st.dataframe(frame, hide_index=True, width="stretch")
+    st.dataframe(frame.head(SHOWN_ROWS), hide_index=True, width="stretch")
+    if len(frame) > SHOWN_ROWS:
+        st.caption(t("analysis.rows_shown", shown=SHOWN_ROWS, total=f"{len(frame):,}"))
     st.download_button(t("analysis.download_csv"), data=lambda: frame.to_csv(index=False).encode("utf-8"),
                        file_name=f"{name}.csv", mime="text/csv", key=f"csv_{key}", on_click="ignore")
 

@@ -5,6 +5,12 @@ dashboard and the benchmark. JSON has no NaN: a value that is undefined — a mo
 responses, a macro-F1 over no decisions, a correlation of constant input or of fewer than two
 points, a top-k overlap with no ranked model — is written as null.
 
+Conventions where §3.6 leaves a choice: `top3`/`top5` are the size of the intersection of the two
+top-k model sets divided by k (a fraction, like every rate; ties in a ranking are broken by model
+name); a ranking uses only the models both sides score. `n_aligned` counts aligned (model, case)
+pairs. Decisions count only for criteria of the case's current approved rubric; `n_decisions` of a
+judge counts all its rows.
+
 Beyond §3.6 (under keys of their own): `source`, `confidence_intervals` (bootstrap over cases),
 `agreement_extra` (κ, PABAK, AC1 beside MF1), `criterion_agreement` (the lowest-agreement criteria),
 `low_agreement_cases` (the tail of cases by mean case-level MF1).
