@@ -10,7 +10,6 @@ they fail instead. Playwright's own browser download is never used.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -81,33 +80,9 @@ def _run_cli(args: list[str], env: dict) -> subprocess.CompletedProcess:
     return result
 
 
-def _seed_accounts_only(database_url: str) -> None:
-    """Before the demo generator exists: one account per role, so the login path can be driven."""
-    from db import users
-    from db.engine import make_engine, session_scope
-    from db.migrate import upgrade
-
-    engine = make_engine(database_url)
-    try:
-        upgrade(engine)
-        with session_scope(engine) as session:
-            users.add_user(session, username="admin", role="admin", group_no=None, password=DEMO_PASSWORD,
-                           actor="e2e")
-            for group in (1, 2):
-                users.add_user(session, username=f"annotator{group}", role="annotator", group_no=group,
-                               password=DEMO_PASSWORD, actor="e2e")
-                users.add_user(session, username=f"checker{group}", role="checker", group_no=group,
-                               password=DEMO_PASSWORD, actor="e2e")
-    finally:
-        engine.dispose()
-
-
-def seed_database(database_url: str, env: dict) -> str:
-    """Fills the database like a first `make run` does; returns the seeding command's output."""
-    if importlib.util.find_spec("db.demo") is not None:
-        return _run_cli(["demo", "--scale", "small"], env).stdout
-    _seed_accounts_only(database_url)
-    return "accounts only (no demo generator yet)"
+def seed_database(env: dict) -> str:
+    """Fills the database as a first `make run` does (the small demo); returns what it printed."""
+    return _run_cli(["demo", "--scale", "small"], env).stdout
 
 
 @dataclass
@@ -184,7 +159,7 @@ def app_server(chromium_path, tmp_path_factory) -> AppServer:
     env = {**os.environ, "DATABASE_URL": database_url, "CLINCONSENSUS_DEMO_PASSWORD": DEMO_PASSWORD,
            "PYTHONUNBUFFERED": "1"}
     env.pop("STREAMLIT_SERVER_PORT", None)
-    seed_output = seed_database(database_url, env)
+    seed_output = seed_database(env)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "e2e-seed.txt").write_text(seed_output, encoding="utf-8")
 
