@@ -9,7 +9,7 @@ from db import importers
 from db.audit import verify_chain
 from db.config import RUBRIC_SIZE
 from db.importers import ImportFailed, import_file
-from db.models import NO_GROUP, AuditLog, Case, Label, Response, RubricVersion, User
+from db.models import NO_GROUP, AuditLog, Case, Label, Response, RubricVersion, User, utcnow
 from tests.factories import make_user
 from tests.import_samples import (MODELS, case_record, label_record, response_record, table_counts,
                                   write_jsonl)
@@ -192,6 +192,11 @@ def test_bulk_load_over_several_chunks_then_a_bad_line_lands_nothing(prepared, t
             assert connection.exec_driver_sql("PRAGMA cache_size").scalar() == -2000
     again = import_file(prepared, "labels", write_jsonl(tmp_path / "labels.jsonl", rows))
     assert again.unchanged == 240
+    with Session(prepared) as session:
+        label = session.exec(select(Label)).first()
+    # timestamps written straight through the driver read back as aware UTC datetimes
+    assert label.created_at.tzinfo is not None and label.updated_at == label.created_at
+    assert abs((utcnow() - label.created_at).total_seconds()) < 600
 
 
 def _foreign_keys(engine) -> int:
