@@ -15,6 +15,7 @@ Prints, and checks in the same run:
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import resource
 import sys
@@ -42,6 +43,16 @@ def timed(func, *args, **kwargs):
     wall, cpu = time.perf_counter(), time.process_time()
     result = func(*args, **kwargs)
     return result, time.perf_counter() - wall, time.process_time() - cpu
+
+
+CHUNK = 100_000
+
+
+def _insert(connection, sql: str, columns: list) -> None:
+    """executemany in chunks, so the rows never all exist as Python tuples at once."""
+    total = len(columns[0])
+    for start in range(0, total, CHUNK):
+        connection.exec_driver_sql(sql, list(zip(*(column[start:start + CHUNK] for column in columns))))
 
 
 def write_frames(engine, frames) -> None:
@@ -73,18 +84,17 @@ def write_frames(engine, frames) -> None:
             [(int(i), int(pk), m, int(n), f"R{i:07d}", now) for i, pk, m, n in
              zip(r["response_id"], r["case_pk"], r["model"], r["length"])])
         lab = frames.labels
-        connection.exec_driver_sql(
-            "INSERT INTO label (response_id, criterion_id, stage, group_no, met, user_id, created_at, updated_at, "
-            "lock_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)",
-            list(zip(lab["response_id"].astype(int).tolist(), lab["criterion_id"].tolist(),
-                     [str(s) for s in lab["stage"]], lab["group_no"].astype(int).tolist(),
-                     lab["met"].astype(bool).tolist(), lab["user_id"].astype(int).tolist(),
-                     [now] * len(lab), [now] * len(lab))))
+        _insert(connection,
+                "INSERT INTO label (response_id, criterion_id, stage, group_no, met, user_id, created_at, updated_at, "
+                "lock_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)",
+                [lab["response_id"].astype(int).tolist(), lab["criterion_id"].tolist(),
+                 [str(stage) for stage in lab["stage"]], lab["group_no"].astype(int).tolist(),
+                 lab["met"].astype(bool).tolist(), lab["user_id"].astype(int).tolist(), [now] * len(lab),
+                 [now] * len(lab)])
         j = frames.judge
-        connection.exec_driver_sql(
-            "INSERT INTO judge_decision (judge, response_id, criterion_id, met) VALUES (?, ?, ?, ?)",
-            list(zip(j["judge"].tolist(), j["response_id"].astype(int).tolist(), j["criterion_id"].tolist(),
-                     j["met"].astype(bool).tolist())))
+        _insert(connection, "INSERT INTO judge_decision (judge, response_id, criterion_id, met) VALUES (?, ?, ?, ?)",
+                [j["judge"].tolist(), j["response_id"].astype(int).tolist(), j["criterion_id"].tolist(),
+                 j["met"].astype(bool).tolist()])
 
 
 def compare(vectorised: dict, frames, k: int) -> float:
@@ -170,6 +180,8 @@ def main(argv=None) -> int:
                 upgrade(engine)
                 _, wall, _ = timed(write_frames, engine, frames)
                 print(f"(setup) wrote the frames to SQLite in {wall:.1f} s")
+            del frames, report, grid   # the database copy replaces them; the in-memory report.json stays for comparison
+            gc.collect()
             loaded, wall, cpu = timed(load_frames, engine)
             print(f"database load (load_frames): {wall:.2f} s wall, {cpu:.2f} s CPU — {len(loaded.labels):,} labels")
             loaded_document, wall, _ = timed(lambda: report_json(build_report(loaded, args.k)))
