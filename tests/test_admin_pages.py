@@ -126,7 +126,7 @@ def test_users_page_shows_the_reason_of_a_refused_change(studio):
     app.text_input(key="add_username").input("g1a1")  # exists already
     app.text_input(key="add_password").input("a-long-password-1")
     app = button(app, t("admin.users.add.submit")).click().run()
-    assert app.error and "exists already" in app.error[0].value
+    assert app.error and t("admin.users.error.exists") in app.error[0].value
     app.selectbox(key="active_name").set_value("boss")
     app = button(app, t("admin.users.deactivate")).click().run()
     assert [e.value for e in app.error] == [t("admin.users.not_self")]
