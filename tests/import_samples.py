@@ -57,3 +57,12 @@ def table_counts(engine) -> dict[str, int]:
     with Session(engine) as session:
         return {model.__name__: session.exec(select(func.count()).select_from(model)).one()[0]
                 for model in (Case, RubricVersion, Criterion, Response, Label, JudgeDecision, User, AuditLog)}
+
+
+def foreign_key_count(engine, table: str) -> int:
+    """Foreign keys `table` has now (a bulk load drops and restores them on PostgreSQL)."""
+    with engine.connect() as connection:
+        if engine.dialect.name == "postgresql":
+            return connection.exec_driver_sql(
+                f"SELECT count(*) FROM pg_constraint WHERE conrelid = '{table}'::regclass AND contype = 'f'").scalar()
+        return len(connection.exec_driver_sql(f"PRAGMA foreign_key_list({table})").all())

@@ -15,7 +15,7 @@ from db.config import RUBRIC_SIZE
 from db.contacts import find_contacts
 from db.importers import ImportFailed, import_file, import_stream
 from db.models import AuditLog, Case, Criterion, RubricVersion, utcnow
-from tests.import_samples import case_record, table_counts, write_bytes, write_jsonl
+from tests.import_samples import case_record, foreign_key_count, table_counts, write_bytes, write_jsonl
 
 
 def _case(engine, case_id: str) -> Case:
@@ -170,14 +170,6 @@ def test_broken_json_non_object_and_non_utf8_lines(engine, tmp_path):
     assert errors[3] == "cases.jsonl line 5: each line must be a JSON object, found a number"
 
 
-def _criterion_foreign_keys(engine) -> int:
-    with engine.connect() as connection:
-        if engine.dialect.name == "postgresql":
-            return connection.exec_driver_sql("SELECT count(*) FROM pg_constraint "
-                                              "WHERE conrelid = 'criterion'::regclass AND contype = 'f'").scalar()
-        return len(connection.exec_driver_sql("PRAGMA foreign_key_list(criterion)").all())
-
-
 def test_a_bad_line_after_written_chunks_lands_nothing(engine, tmp_path, monkeypatch):
     monkeypatch.setattr(importers, "RECORD_CHUNK", 3)  # several chunks are written before the bad line
     monkeypatch.setattr(importers, "BULK_ROWS", 10)  # and they go in as bulk loads
@@ -185,11 +177,11 @@ def test_a_bad_line_after_written_chunks_lands_nothing(engine, tmp_path, monkeyp
     errors = _refused(engine, write_jsonl(tmp_path / "cases.jsonl", records))
     assert errors[0].startswith("cases.jsonl line 8: rubrics has 1 criteria")
     assert table_counts(engine)["Case"] == 0
-    assert _criterion_foreign_keys(engine) == 1
+    assert foreign_key_count(engine, "criterion") == 1
 
     summary = import_file(engine, "cases", write_jsonl(tmp_path / "good.jsonl", records[:7]))
     assert (summary.inserted, summary.criteria) == (7, 7 * RUBRIC_SIZE)
-    assert _criterion_foreign_keys(engine) == 1, "the foreign key is back after a bulk load"
+    assert foreign_key_count(engine, "criterion") == 1, "the foreign key is back after a bulk load"
     with Session(engine) as session:
         criterion = session.exec(select(Criterion).order_by(Criterion.id)).first()
         assert criterion.tags == ["safety"] and criterion.text == "CC-0001 第 1 条标准"

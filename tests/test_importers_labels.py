@@ -11,8 +11,8 @@ from db.config import RUBRIC_SIZE
 from db.importers import ImportFailed, import_file
 from db.models import NO_GROUP, AuditLog, Case, Label, Response, RubricVersion, User, utcnow
 from tests.factories import make_user
-from tests.import_samples import (MODELS, case_record, label_record, response_record, table_counts,
-                                  write_jsonl)
+from tests.import_samples import (MODELS, case_record, foreign_key_count, label_record, response_record,
+                                  table_counts, write_jsonl)
 
 
 @pytest.fixture
@@ -180,13 +180,13 @@ def test_bulk_load_over_several_chunks_then_a_bad_line_lands_nothing(prepared, t
     errors = _refused(prepared, write_jsonl(tmp_path / "bad.jsonl", rows + [bad]))
     assert errors[0] == (f"labels.jsonl line {len(rows) + 1}: criterion_id 'c31' is not in the current rubric "
                          f"of case 'CC-0002'".replace("labels.jsonl", "bad.jsonl"))
-    assert _foreign_keys(prepared) == 3
+    assert foreign_key_count(prepared, "label") == 3
 
     summary = import_file(prepared, "labels", write_jsonl(tmp_path / "labels.jsonl", rows))
     assert summary.inserted == len(rows) == 240
     assert summary.placeholders == ["g1_reader", "g2_reader"]
     assert len(_labels(prepared)) == 240
-    assert _foreign_keys(prepared) == 3, "the foreign keys are back after a bulk load"
+    assert foreign_key_count(prepared, "label") == 3, "the foreign keys are back after a bulk load"
     with prepared.connect() as connection:
         if prepared.dialect.name == "sqlite":
             assert connection.exec_driver_sql("PRAGMA cache_size").scalar() == -2000
@@ -197,14 +197,6 @@ def test_bulk_load_over_several_chunks_then_a_bad_line_lands_nothing(prepared, t
     # timestamps written straight through the driver read back as aware UTC datetimes
     assert label.created_at.tzinfo is not None and label.updated_at == label.created_at
     assert abs((utcnow() - label.created_at).total_seconds()) < 600
-
-
-def _foreign_keys(engine) -> int:
-    with engine.connect() as connection:
-        if engine.dialect.name == "postgresql":
-            return connection.exec_driver_sql(
-                "SELECT count(*) FROM pg_constraint WHERE conrelid = 'label'::regclass AND contype = 'f'").scalar()
-        return len(connection.exec_driver_sql("PRAGMA foreign_key_list(label)").all())
 
 
 def test_contacts_in_notes_are_reported(prepared, tmp_path):
