@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import resource
 import sys
 import tempfile
@@ -159,6 +160,8 @@ def main(argv=None) -> int:
         runs.append((wall, cpu))
     best_wall, best_cpu = min(runs)
     grid, prepare_wall, _ = timed(metrics.prepare, frames)
+    print(f"machine load average (1 min) {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores — wall time grows with "
+          "other work on the machine; CPU time does not")
     print(f"report.json compute: best {best_wall:.2f} s wall, {best_cpu:.2f} s CPU over {len(runs)} runs "
           f"(all: {', '.join(f'{w:.2f}' for w, _ in runs)} s); of which decision grid {prepare_wall:.2f} s")
     print(f"  {document['agreement_overall']['n_aligned']:,} aligned pairs, overall pooled MF1 "
