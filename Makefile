@@ -84,7 +84,8 @@ bench: $(APP_STAMP)
 	failed=(); \
 	for script in "$${scripts[@]}"; do \
 	  echo "== $$script"; \
-	  PYTHONPATH=$(CURDIR) $(BIN)/python "$$script" || failed+=("$$script"); \
+	  module=$${script%.py}; \
+	  $(BIN)/python -m "$${module//\//.}" || failed+=("$$script"); \
 	done; \
 	if [ $${#failed[@]} -gt 0 ]; then echo "failed: $${failed[*]}" >&2; exit 1; fi
 
