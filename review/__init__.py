@@ -50,3 +50,15 @@ def page_start(title_key: str, flash_key: str) -> None:
     if message:
         st.success(message)
 
+
+#: A response longer than this scrolls in a box of RESPONSE_BOX_HEIGHT pixels, keeping the criteria close.
+LONG_RESPONSE_CHARS, LONG_RESPONSE_LINES, RESPONSE_BOX_HEIGHT = 600, 12, 360
+
+
+def response_box(text: str) -> None:
+    from admin.widgets import show_text
+
+    long = len(text or "") > LONG_RESPONSE_CHARS or (text or "").count("\n") > LONG_RESPONSE_LINES
+    with st.container(height=RESPONSE_BOX_HEIGHT if long else "content", border=True):
+        show_text(text)
+

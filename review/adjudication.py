@@ -11,9 +11,7 @@ from admin.widgets import case_card, plain, show_error, show_text
 from db import review, users
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
-from review import met_names, met_text, page_start
-
-RESPONSE_BOX_HEIGHT = 360
+from review import met_names, met_text, page_start, response_box
 #: The queue reads every disputed label; it is recomputed at most this often (and after each save here).
 QUEUE_CACHE_SECONDS = 60
 
@@ -102,9 +100,7 @@ def render() -> None:
         cell.criterion_id: cell.decision.lock_version if cell.decision else None for cell in view.cells})
     case_card(view.case, expanded_text=False)
     st.subheader(t("review.response", code=plain(view.code)))
-    # A long answer scrolls in its own box, so the criteria stay close by.
-    with st.container(height=RESPONSE_BOX_HEIGHT, border=True):
-        show_text(view.response_text)
+    response_box(view.response_text)
     st.subheader(t("review.adjudication.cells", n=view.n_open))
     st.caption(t("review.adjudication.how"))
     with st.form(f"review_adj_form_{view.response_id}", enter_to_submit=False):

@@ -10,9 +10,7 @@ from admin.widgets import case_card, plain, progress_bar, show_error, show_text
 from db import review
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
-from review import met_names, met_text, page_start
-
-RESPONSE_BOX_HEIGHT = 360
+from review import met_names, met_text, page_start, response_box
 
 MODES = (review.CHECK_ALL, review.CHECK_SAMPLE, review.CHECK_JUDGE)
 
@@ -118,9 +116,7 @@ def render() -> None:
         view = review.check_view(session, user, response_id)
     case_card(view.case, expanded_text=False)
     st.subheader(t("review.response", code=plain(view.code)))
-    # A long answer scrolls in its own box, so the criteria stay close by.
-    with st.container(height=RESPONSE_BOX_HEIGHT, border=True):
-        show_text(view.response_text)
+    response_box(view.response_text)
     st.subheader(t("review.check.criteria"))
     st.caption(t("review.check.how"))
     seen = st.session_state.setdefault(_seen_key(view.response_id), {

@@ -25,6 +25,8 @@ from tests.factories import make_case, make_response
 pytestmark = pytest.mark.browser
 
 DISPUTED = ("c01", "c02")
+#: A busy machine can take a while to rerun a page; wait up to this long for what a step shows.
+WAIT_MS = 30_000
 
 
 def _criteria(case_id: str, fixed: bool = False) -> list[rubrics.CriterionInput]:
@@ -59,7 +61,7 @@ def world(app_server, accounts):
 def _open(page, title_key: str) -> None:
     page.get_by_role("link", name=text(title_key)).first.click()
     wait_for_app_run(page)
-    expect(page.get_by_role("heading", name=text(title_key))).to_be_visible()
+    expect(page.get_by_role("heading", name=text(title_key))).to_be_visible(timeout=WAIT_MS)
 
 
 def _pick(page, label_key: str, pattern: str) -> None:
@@ -103,7 +105,7 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
     # 1. The checker returns the rubric with a comment on its first criterion.
     login(page, app_server, checker1)
     _open(page, "review.audit.title")
-    expect(page.get_by_text(text("sidebar.unresolved"))).to_be_visible()
+    expect(page.get_by_text(text("sidebar.unresolved"))).to_be_visible(timeout=WAIT_MS)
     _pick(page, "review.audit.pick", case_id)
     rubric = _rubric(engine, case_pk)
     with session_scope(engine, read_only=True) as s:
@@ -116,7 +118,7 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
     screenshot(page, "checker-rubric-audit")
     page.get_by_role("button", name=text("review.audit.return")).click()
     wait_for_app_run(page)
-    expect(page.get_by_text(text("review.audit.returned", case=case_id))).to_be_visible()
+    expect(page.get_by_text(text("review.audit.returned", case=case_id))).to_be_visible(timeout=WAIT_MS)
     returned = _rubric(engine, case_pk)
     assert returned.status == RubricStatus.returned
 
@@ -133,10 +135,10 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
     page.reload()
     wait_for_app_run(page)
     _pick(page, "review.audit.pick", case_id)
-    expect(page.get_by_text("回答明确建议在出现胸痛加重时立即就医")).to_be_visible()
+    expect(page.get_by_text("回答明确建议在出现胸痛加重时立即就医")).to_be_visible(timeout=WAIT_MS)
     page.get_by_role("button", name=text("review.audit.approve")).click()
     wait_for_app_run(page)
-    expect(page.get_by_text(text("review.audit.approved", case=case_id))).to_be_visible()
+    expect(page.get_by_text(text("review.audit.approved", case=case_id))).to_be_visible(timeout=WAIT_MS)
     approved = _rubric(engine, case_pk)
     assert approved.status == RubricStatus.approved and approved.version == returned.version + 1
 
@@ -152,8 +154,8 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
 
         code = s.get(Response, response_id).code
     _pick(page, "review.check.pick", code)
-    expect(page.get_by_text("第1组：理由").first).to_be_visible()
-    expect(page.get_by_text("第2组：理由")).to_have_count(0)  # the other group's notes stay hidden
+    expect(page.get_by_text("第1组：理由").first).to_be_visible(timeout=WAIT_MS)
+    expect(page.get_by_text("第2组：理由")).to_have_count(0, timeout=WAIT_MS)  # the other group's notes stay hidden
     screenshot(page, "checker-label-check")
 
     # 6. A checker of group 2 (who labeled nothing here) adjudicates both disputed criteria.
@@ -162,9 +164,9 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
     login(page, app_server, checker2)
     _open(page, "review.adjudication.title")
     _pick(page, "review.adjudication.pick", code)
-    expect(page.get_by_text(text("review.adjudication.label_a")).first).to_be_visible()
+    expect(page.get_by_text(text("review.adjudication.label_a")).first).to_be_visible(timeout=WAIT_MS)
     # The case text sits in a folded section; it is there as typed, not as HTML.
-    expect(page.get_by_text("<b>不应加粗</b>", exact=False).first).to_be_attached()
+    expect(page.get_by_text("<b>不应加粗</b>", exact=False).first).to_be_attached(timeout=WAIT_MS)
     for cid, met in zip(DISPUTED, (True, False)):
         key = f"review_adj_{response_id}_{cid}"
         page.locator(f".st-key-{key}_met").get_by_text(text("review.met" if met else "review.not_met"),
@@ -173,7 +175,7 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
     screenshot(page, "checker-adjudication")
     page.get_by_role("button", name=text("review.adjudication.save")).click()
     wait_for_app_run(page)
-    expect(page.get_by_text(text("review.adjudication.saved", n=2, code=code))).to_be_visible()
+    expect(page.get_by_text(text("review.adjudication.saved", n=2, code=code))).to_be_visible(timeout=WAIT_MS)
     screenshot(page, "checker-adjudication-saved")
 
     # 7. The decisions are gold, with source "adjudicated".
@@ -195,10 +197,10 @@ def test_admin_audit_log_page(page, app_server, accounts):
     _open(page, "review.audit_log.title")
     page.get_by_role("button", name=text("review.audit_log.verify")).click()
     wait_for_app_run(page)
-    expect(page.get_by_text(re.compile(text("review.audit_log.verified", n="").split("：")[0]))).to_be_visible()
-    expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
-    expect(page.get_by_text(text("review.audit_log.dates"))).to_be_visible()
-    expect(page.get_by_role("button", name=text("review.audit_log.download"))).to_be_visible()
+    expect(page.get_by_text(re.compile(text("review.audit_log.verified", n="").split("：")[0]))).to_be_visible(timeout=WAIT_MS)
+    expect(page.get_by_test_id("stDataFrame").first).to_be_visible(timeout=WAIT_MS)
+    expect(page.get_by_text(text("review.audit_log.dates"))).to_be_visible(timeout=WAIT_MS)
+    expect(page.get_by_role("button", name=text("review.audit_log.download"))).to_be_visible(timeout=WAIT_MS)
     page.wait_for_timeout(1500)  # the table draws on a canvas after it is attached
     screenshot(page, "admin-audit-log")
     # Filter to the checkers' work only.
@@ -206,6 +208,6 @@ def test_admin_audit_log_page(page, app_server, accounts):
     page.get_by_role("option", name="rubric", exact=True).click()
     page.keyboard.press("Escape")
     wait_for_app_run(page)
-    expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
+    expect(page.get_by_test_id("stDataFrame").first).to_be_visible(timeout=WAIT_MS)
     page.wait_for_timeout(1500)
     screenshot(page, "admin-audit-log-filtered")
