@@ -215,9 +215,11 @@ def test_users_page_resets_a_password_and_changes_role_and_group(studio):
         g1a1 = accounts.get_user(session, username="g1a1")
         assert session.exec(select(LoginSession).where(LoginSession.user_id == g1a1.id)).all() == []
 
-    app.selectbox(key="edit_name").set_value("g1a2")
-    app.selectbox(key="edit_role").set_value("checker")
-    app.selectbox(key="edit_group").set_value(2)
+    app.selectbox(key="edit_name").set_value("g1a2").run()
+    assert app.selectbox(key="edit_role_g1a2").value == "annotator"  # starts from the account's current role
+    assert app.selectbox(key="edit_group_g1a2").value == 1
+    app.selectbox(key="edit_role_g1a2").set_value("checker")
+    app.selectbox(key="edit_group_g1a2").set_value(2)
     app = button(app, t("admin.users.edit.submit")).click().run()
     assert t("admin.users.updated", name="g1a2") in texts(app)
     with session_scope(studio, read_only=True) as session:

@@ -95,12 +95,19 @@ def render() -> None:
                                             display_name=display_name.strip(), actor=admin.username),
                    "admin.users.added", name=widgets.plain(username.strip()))
 
-    with edit_tab, st.form("user_edit"):
+    with edit_tab:
+        # Outside the form, so the role and group below start from the chosen account's current ones.
         name = st.selectbox(t("admin.users.account"), usernames, key="edit_name")
-        left, right = st.columns(2)
-        role = left.selectbox(t("admin.users.role"), ROLES, format_func=lambda r: t(f"role.{r}"), key="edit_role")
-        group = right.selectbox(t("admin.users.group"), GROUP_CHOICES, format_func=_group_label, key="edit_group")
-        if st.form_submit_button(t("admin.users.edit.submit"), type="primary"):
+        account = next(a for a in accounts if a.username == name)
+        with st.form("user_edit"):
+            left, right = st.columns(2)
+            role = left.selectbox(t("admin.users.role"), ROLES, format_func=lambda r: t(f"role.{r}"),
+                                  index=ROLES.index(account.role) if account.role in ROLES else 0, key=f"edit_role_{name}")
+            group = right.selectbox(t("admin.users.group"), GROUP_CHOICES, format_func=_group_label,
+                                    index=GROUP_CHOICES.index(account.group_no) if account.group_no in GROUP_CHOICES else 0,
+                                    key=f"edit_group_{name}")
+            submitted = st.form_submit_button(t("admin.users.edit.submit"), type="primary")
+        if submitted:
             if name == admin.username and role != Role.admin:
                 st.error(t("admin.users.not_self"))
             else:
