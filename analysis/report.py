@@ -98,6 +98,12 @@ def number(value):
     return None if math.isnan(value) or math.isinf(value) else value
 
 
+def count(value):
+    """A JSON integer (counts read back from a mixed-type row arrive as floats)."""
+    value = number(value)
+    return None if value is None else int(value)
+
+
 def report_json(report: Report) -> dict:
     models = report.models
     agreement = report.agreement.per_model
@@ -105,23 +111,23 @@ def report_json(report: Report) -> dict:
         "k": report.k,
         "n": report.n,
         "models": {
-            model: {"n_responses": number(row["n_responses"]), "rubric_accuracy": number(row["rubric_accuracy"]),
+            model: {"n_responses": count(row["n_responses"]), "rubric_accuracy": number(row["rubric_accuracy"]),
                     "pass_at_k": number(row["pass_at_k"]), "cacs_at_k": number(row["cacs_at_k"]),
                     "cacs_by_k": {str(t): number(row[f"cacs@{t}"]) for t in range(1, report.n + 1)},
                     "mean_length": number(row["mean_length"])}
             for model, row in models.iterrows()},
         "agreement": {
             model: {"pooled_mf1": number(row["pooled_mf1"]), "case_mf1_mean": number(row["case_mf1_mean"]),
-                    "case_mf1_median": number(row["case_mf1_median"]), "n_aligned": number(row["n_aligned"]),
-                    "annotators": [number(row["annotators_g1"]), number(row["annotators_g2"])],
-                    "checkers": [number(row["checkers_g1"]), number(row["checkers_g2"])]}
+                    "case_mf1_median": number(row["case_mf1_median"]), "n_aligned": count(row["n_aligned"]),
+                    "annotators": [count(row["annotators_g1"]), count(row["annotators_g2"])],
+                    "checkers": [count(row["checkers_g1"]), count(row["checkers_g2"])]}
             for model, row in agreement.iterrows()},
         "agreement_overall": {"pooled_mf1": number(report.agreement.overall_mf1),
                               "n_aligned": report.agreement.n_aligned},
         "judges": {
             judge: {"mf1_group1": number(row["mf1_group1"]), "mf1_group2": number(row["mf1_group2"]),
                     "mf1_mean": number(row["mf1_mean"]), "mf1_gold": number(row["mf1_gold"]),
-                    "n_decisions": number(row["n_decisions"])}
+                    "n_decisions": count(row["n_decisions"])}
             for judge, row in report.judges.iterrows()},
         "threshold_sensitivity": {
             str(k2): {"spearman": number(row["spearman"]), "top3": number(row["top3"]), "top5": number(row["top5"])}
@@ -133,26 +139,26 @@ def report_json(report: Report) -> dict:
              "top3": number(row["top3"]), "top5": number(row["top5"])}
             for _, row in report.cross_grader.iterrows()],
         "slices": _slices_json(report.slices),
-        "pending": {key: number(value) for key, value in report.pending.items()},
+        "pending": {key: count(value) for key, value in report.pending.items()},
         "source": report.source,
     }
     result["confidence_intervals"] = _intervals_json(report)
     result["agreement_extra"] = {
         model: {"pooled_mf1": number(row["pooled_mf1"]), "kappa": number(row["kappa"]), "pabak": number(row["pabak"]),
                 "ac1": number(row["ac1"]), "observed_agreement": number(row["observed"]),
-                "n_decisions": number(row["n_decisions"])}
+                "n_decisions": count(row["n_decisions"])}
         for model, row in report.coefficients.iterrows()}
     criteria = report.criterion_agreement
     result["criterion_agreement"] = {
         "n_criteria": int(len(criteria)),
         "lowest": [{"case_id": row["case_id"], "criterion_id": row["criterion_id"],
-                    "n_decisions": number(row["n_decisions"]), "agreement": number(row["agreement"]),
+                    "n_decisions": count(row["n_decisions"]), "agreement": number(row["agreement"]),
                     "met_rate_group1": number(row["met_rate_group1"]),
                     "met_rate_group2": number(row["met_rate_group2"])}
                    for _, row in criteria.head(TOP_CRITERIA_IN_JSON).iterrows()]}
     result["low_agreement_cases"] = {
         "share": agreement_extra.TAIL_SHARE,
-        "cases": [{"case_id": row["case_id"], "n_aligned": number(row["n_aligned"]),
+        "cases": [{"case_id": row["case_id"], "n_aligned": count(row["n_aligned"]),
                    "mean_case_mf1": number(row["mean_case_mf1"]), "min_case_mf1": number(row["min_case_mf1"])}
                   for _, row in report.low_agreement_cases.iterrows()]}
     return result

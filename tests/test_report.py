@@ -77,6 +77,9 @@ def test_report_command_writes_json_tables_and_html(small_database, tmp_path, ca
     assert judge["n_decisions"] == 6 and judge["mf1_group1"] == 1.0 and judge["mf1_gold"] == 1.0
     assert judge["mf1_group2"] == pytest.approx(f1_score([1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 0, 0], average="macro"))
     assert report["cross_grader"] == []
+    counts = [a["n_responses"], agreement["n_aligned"], judge["n_decisions"], *agreement["annotators"],
+              *agreement["checkers"], *report["pending"].values(), report["agreement_overall"]["n_aligned"]]
+    assert all(type(value) is int for value in counts)
     assert report["pending"] == {"unresolved_disagreements": 1, "incomplete_responses": 1}
     assert list(report["threshold_sensitivity"]) == []          # every default k2 exceeds N = 3
     assert report["slices"]["difficulty"] == {"high": {"model-b": 0.0}, "medium": {"model-a": 1.0, "model-b": 0.0}}
