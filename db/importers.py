@@ -227,13 +227,21 @@ def _json_lines(stream: BinaryIO, problems: _Problems, digest) -> Iterator[tuple
         yield number, record
 
 
-def _text(record: dict, key: str, errors: list[str], *, max_length: int | None = None, blank_ok: bool = False,
-          optional: bool = False, prefix: str = "") -> str | None:
+def _present(record: dict, name: str, key: str, errors: list[str], optional: bool) -> Any:
+    """The value of `key`, or _MISSING (reported unless the field is optional, where null counts as absent)."""
     value = record.get(key, _MISSING)
-    name = prefix + key
     if value is _MISSING or (optional and value is None):
         if not optional:
             errors.append(f"{name} is missing")
+        return _MISSING
+    return value
+
+
+def _text(record: dict, key: str, errors: list[str], *, max_length: int | None = None, blank_ok: bool = False,
+          optional: bool = False, prefix: str = "") -> str | None:
+    name = prefix + key
+    value = _present(record, name, key, errors, optional)
+    if value is _MISSING:
         return None
     if type(value) is not str:
         errors.append(f"{name} must be a string, found {_kind_of(value)}")
@@ -249,11 +257,9 @@ def _text(record: dict, key: str, errors: list[str], *, max_length: int | None =
 
 def _text_list(record: dict, key: str, errors: list[str], *, prefix: str = "", optional: bool = False
                ) -> list[str] | None:
-    value = record.get(key, _MISSING)
     name = prefix + key
-    if value is _MISSING or (optional and value is None):
-        if not optional:
-            errors.append(f"{name} is missing")
+    value = _present(record, name, key, errors, optional)
+    if value is _MISSING:
         return None
     if type(value) is not list:
         errors.append(f"{name} must be a list of strings, found {_kind_of(value)}")

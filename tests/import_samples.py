@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from sqlalchemy import func, select
 from sqlmodel import Session
 
 from db import config
+from db.importers import ImportFailed, import_file
 from db.models import AuditLog, Case, Criterion, JudgeDecision, Label, Response, RubricVersion, User
 
 MODELS = ("model-a", "model-b")
@@ -66,3 +69,12 @@ def foreign_key_count(engine, table: str) -> int:
             return connection.exec_driver_sql(
                 f"SELECT count(*) FROM pg_constraint WHERE conrelid = '{table}'::regclass AND contype = 'f'").scalar()
         return len(connection.exec_driver_sql(f"PRAGMA foreign_key_list({table})").all())
+
+
+def refused(engine, kind: str, path: Path, **options) -> list[str]:
+    """The errors of an import that must fail, after checking that it changed nothing at all."""
+    before = table_counts(engine)
+    with pytest.raises(ImportFailed) as failure:
+        import_file(engine, kind, path, **options)
+    assert table_counts(engine) == before, "a refused file must land nothing"
+    return failure.value.errors

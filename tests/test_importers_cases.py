@@ -15,7 +15,7 @@ from db.config import RUBRIC_SIZE
 from db.contacts import find_contacts
 from db.importers import ImportFailed, import_file, import_stream
 from db.models import AuditLog, Case, Criterion, RubricVersion, utcnow
-from tests.import_samples import case_record, foreign_key_count, table_counts, write_bytes, write_jsonl
+from tests.import_samples import case_record, foreign_key_count, refused, table_counts, write_bytes, write_jsonl
 
 
 def _case(engine, case_id: str) -> Case:
@@ -30,14 +30,6 @@ def _rubrics(engine, case_id: str) -> list[tuple[RubricVersion, list[Criterion]]
                                 .order_by(RubricVersion.version)).all()
         return [(version, list(session.exec(select(Criterion).where(Criterion.rubric_version_id == version.id)
                                             .order_by(Criterion.position)).all())) for version in versions]
-
-
-def _refused(engine, path, kind: str = "cases", **options) -> list[str]:
-    before = table_counts(engine)
-    with pytest.raises(ImportFailed) as failure:
-        import_file(engine, kind, path, **options)
-    assert table_counts(engine) == before, "a refused file must land nothing"
-    return failure.value.errors
 
 
 def test_cases_round_trip_with_rubric_taxonomy_and_extra_keys(engine, tmp_path):
@@ -117,7 +109,7 @@ def test_changed_rubric_becomes_a_new_approved_version(engine, tmp_path):
 
 def test_wrong_rubric_size_names_file_line_and_field(engine, tmp_path):
     records = [case_record(f"CC-000{i}") for i in range(1, 4)] + [case_record("CC-0004", n=RUBRIC_SIZE - 1)]
-    errors = _refused(engine, write_jsonl(tmp_path / "cases.jsonl", records))
+    errors = refused(engine, "cases", write_jsonl(tmp_path / "cases.jsonl", records))
     assert errors[0].startswith(f"cases.jsonl line 4: rubrics has {RUBRIC_SIZE - 1} criteria, {RUBRIC_SIZE} required")
 
 
@@ -145,13 +137,13 @@ def _with_criterion(index: int, **changes) -> dict:
 ])
 def test_bad_fields_are_refused_with_file_line_and_field(engine, tmp_path, bad_record, expected):
     path = write_jsonl(tmp_path / "cases.jsonl", [case_record("CC-0001"), bad_record, case_record("CC-0003")])
-    errors = _refused(engine, path)
+    errors = refused(engine, "cases", path)
     assert errors[0].startswith(expected), errors
 
 
 def test_duplicate_case_id_in_one_file(engine, tmp_path):
     path = write_jsonl(tmp_path / "cases.jsonl", [case_record("CC-0001"), case_record("CC-0002"), case_record("CC-0001")])
-    assert _refused(engine, path)[0] == "cases.jsonl line 3: case_id 'CC-0001' repeats line 1"
+    assert refused(engine, "cases", path)[0] == "cases.jsonl line 3: case_id 'CC-0001' repeats line 1"
 
 
 def test_broken_json_non_object_and_non_utf8_lines(engine, tmp_path):
@@ -163,7 +155,7 @@ def test_broken_json_non_object_and_non_utf8_lines(engine, tmp_path):
         json.dumps(case_record("CC-0004"), ensure_ascii=False).encode("utf-8").replace("胸痛".encode(), b"\xff\xfe"),
         b"42",
     ])
-    errors = _refused(engine, path)
+    errors = refused(engine, "cases", path)
     assert errors[0].startswith("cases.jsonl line 2: not valid JSON")
     assert errors[1] == "cases.jsonl line 3: each line must be a JSON object, found a list"
     assert errors[2].startswith("cases.jsonl line 4: not valid UTF-8 (byte 0xff")
@@ -174,7 +166,7 @@ def test_a_bad_line_after_written_chunks_lands_nothing(engine, tmp_path, monkeyp
     monkeypatch.setattr(importers, "RECORD_CHUNK", 3)  # several chunks are written before the bad line
     monkeypatch.setattr(importers, "BULK_ROWS", 10)  # and they go in as bulk loads
     records = [case_record(f"CC-{i:04d}") for i in range(1, 8)] + [case_record("CC-0008", n=1)]
-    errors = _refused(engine, write_jsonl(tmp_path / "cases.jsonl", records))
+    errors = refused(engine, "cases", write_jsonl(tmp_path / "cases.jsonl", records))
     assert errors[0].startswith("cases.jsonl line 8: rubrics has 1 criteria")
     assert table_counts(engine)["Case"] == 0
     assert foreign_key_count(engine, "criterion") == 1
@@ -191,7 +183,7 @@ def test_a_bad_line_after_written_chunks_lands_nothing(engine, tmp_path, monkeyp
 
 def test_errors_are_collected_up_to_a_limit(engine, tmp_path):
     records = [case_record(f"CC-{i:04d}", difficulty="?") for i in range(1, 40)]
-    errors = _refused(engine, write_jsonl(tmp_path / "cases.jsonl", records))
+    errors = refused(engine, "cases", write_jsonl(tmp_path / "cases.jsonl", records))
     assert len(errors) == importers.MAX_ERRORS + 1
     assert errors[1].startswith("cases.jsonl line 2: difficulty")
     assert errors[-1] == f"cases.jsonl: stopped after {importers.MAX_ERRORS} errors"

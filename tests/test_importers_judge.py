@@ -10,7 +10,7 @@ from sqlmodel import Session, select
 from db.config import RUBRIC_SIZE
 from db.importers import ImportFailed, import_file, import_stream, model_of_judgement_file
 from db.models import AuditLog, Case, JudgeDecision, Response
-from tests.import_samples import MODELS, case_record, response_record, table_counts, write_jsonl
+from tests.import_samples import MODELS, case_record, refused, response_record, table_counts, write_jsonl
 
 
 @pytest.fixture
@@ -30,14 +30,6 @@ def _decisions(engine) -> dict[tuple, tuple]:
                             .join(Response, JudgeDecision.response_id == Response.id)
                             .join(Case, Response.case_pk == Case.id)).all()
     return {(judge, case_id, model, criterion_id): (met, extra) for judge, case_id, model, criterion_id, met, extra in rows}
-
-
-def _refused(engine, path, **options) -> list[str]:
-    before = table_counts(engine)
-    with pytest.raises(ImportFailed) as failure:
-        import_file(engine, "judge", path, **options)
-    assert table_counts(engine) == before, "a refused file must land nothing"
-    return failure.value.errors
 
 
 def _official(tmp_path, model: str, items: list, name: str | None = None):
@@ -91,7 +83,7 @@ def test_local_judge_output_rows(prepared, tmp_path):
     # no judge name in the rows: taken from the option, refused without it
     bare = {k: v for k, v in item.items() if k != "judge_model"} | {"criterion_id": "c08"}
     path = write_jsonl(tmp_path / "bare.jsonl", [bare])
-    errors = _refused(prepared, path)
+    errors = refused(prepared, "judge", path)
     assert errors[0] == "bare.jsonl line 1: judge is missing (give the judge's name in the file or with --judge NAME)"
     assert import_file(prepared, "judge", path, judge="local-7b").inserted == 1
     assert ("local-7b", "CC-0001", "model-b", "c08") in _decisions(prepared)
@@ -119,10 +111,10 @@ def test_official_per_model_files(prepared, tmp_path):
 
 def test_official_file_needs_a_judge_name_and_a_model(prepared, tmp_path):
     path = _official(tmp_path, "model-a", [{"case_id": "CC-0001", "criteria_results": _results()}])
-    assert _refused(prepared, path)[0] == ("model-a_judge.json: the judge's name is needed for an official "
+    assert refused(prepared, "judge", path)[0] == ("model-a_judge.json: the judge's name is needed for an official "
                                            "judgement file (--judge NAME)")
     unnamed = _official(tmp_path, "x", [{"case_id": "CC-0001", "criteria_results": _results()}], name="scores.json")
-    assert _refused(prepared, unnamed, judge="j")[0].startswith("scores.json line 2: model is missing")
+    assert refused(prepared, "judge", unnamed, judge="j")[0].startswith("scores.json line 2: model is missing")
 
 
 def test_bad_official_files_name_the_line_and_field(prepared, tmp_path):
@@ -131,25 +123,25 @@ def test_bad_official_files_name_the_line_and_field(prepared, tmp_path):
     items = [{"case_id": "CC-0001", "criteria_results": _results()},
              {"case_id": "CC-0002", "criteria_results": results}]
     path = _official(tmp_path, "model-a", items)
-    errors = _refused(prepared, path, judge="j")
+    errors = refused(prepared, "judge", path, judge="j")
     line = path.read_text(encoding="utf-8").splitlines().index("  {", 2) + 1  # the second item's first line
     assert errors[0] == f"model-a_judge.json line {line}: criteria_results[4].criteria_met must be true or false, found a string"
 
     unknown = _official(tmp_path, "model-z", [{"case_id": "CC-0001", "criteria_results": _results()}])
-    assert "model 'model-z' has no response to case_id 'CC-0001'" in _refused(prepared, unknown, judge="j")[0]
+    assert "model 'model-z' has no response to case_id 'CC-0001'" in refused(prepared, "judge", unknown, judge="j")[0]
 
     broken = tmp_path / "model-a_judge.json"
     broken.write_text('[\n  {"case_id": "CC-0001", "criteria_results": []},\n  {"case_id": \n]', encoding="utf-8")
-    assert _refused(prepared, broken, judge="j")[0].startswith("model-a_judge.json line 4: not valid JSON")
+    assert refused(prepared, "judge", broken, judge="j")[0].startswith("model-a_judge.json line 4: not valid JSON")
 
     not_a_list = tmp_path / "model-b_judge.json"
     not_a_list.write_text('{"case_id": "CC-0001"}', encoding="utf-8")
-    errors = _refused(prepared, not_a_list, judge="j", fmt="official")
+    errors = refused(prepared, "judge", not_a_list, judge="j", fmt="official")
     assert errors[0] == "model-b_judge.json line 1: an official judgement file must be a JSON list of cases"
 
     twice = _official(tmp_path, "model-b", [{"case_id": "CC-0001", "criteria_results": _results(1)},
                                             {"case_id": "CC-0001", "criteria_results": _results(1)}])
-    assert "case_id 'CC-0001' repeats line 2" in _refused(prepared, twice, judge="j")[0]
+    assert "case_id 'CC-0001' repeats line 2" in refused(prepared, "judge", twice, judge="j")[0]
 
 
 @pytest.mark.parametrize("bad_row, expected", [
@@ -166,7 +158,7 @@ def test_bad_official_files_name_the_line_and_field(prepared, tmp_path):
 ])
 def test_bad_decision_rows_are_refused(prepared, tmp_path, bad_row, expected):
     first = {"judge": "j", "case_id": "CC-0001", "model": "model-a", "criterion_id": "c02", "met": False}
-    errors = _refused(prepared, write_jsonl(tmp_path / "judge.jsonl", [first, bad_row]))
+    errors = refused(prepared, "judge", write_jsonl(tmp_path / "judge.jsonl", [first, bad_row]))
     assert errors[0].startswith(expected), errors
 
 

@@ -8,10 +8,10 @@ from sqlmodel import Session, select
 from db import importers
 from db.audit import verify_chain
 from db.config import RUBRIC_SIZE
-from db.importers import ImportFailed, import_file
+from db.importers import import_file
 from db.models import NO_GROUP, AuditLog, Case, Label, Response, RubricVersion, User, utcnow
 from tests.factories import make_user
-from tests.import_samples import (MODELS, case_record, foreign_key_count, label_record, response_record,
+from tests.import_samples import (MODELS, case_record, foreign_key_count, label_record, refused, response_record,
                                   table_counts, write_jsonl)
 
 
@@ -43,14 +43,6 @@ def _version_id(engine, case_id: str, version: int = 1) -> int:
     with Session(engine) as session:
         return session.exec(select(RubricVersion.id).join(Case, RubricVersion.case_pk == Case.id)
                             .where(Case.case_id == case_id, RubricVersion.version == version)).one()
-
-
-def _refused(engine, path) -> list[str]:
-    before = table_counts(engine)
-    with pytest.raises(ImportFailed) as failure:
-        import_file(engine, "labels", path)
-    assert table_counts(engine) == before, "a refused file must land nothing"
-    return failure.value.errors
 
 
 def test_labels_of_every_stage_land_with_their_rubric_version(prepared, tmp_path):
@@ -138,7 +130,7 @@ def test_labels_follow_the_current_approved_rubric(prepared, tmp_path):
     for index, criterion in enumerate(record["rubrics"]):
         criterion["criterion_id"] = f"k{index + 1:02d}"
     import_file(prepared, "cases", write_jsonl(tmp_path / "cases-v2.jsonl", [record]))
-    errors = _refused(prepared, write_jsonl(tmp_path / "labels.jsonl", [label_record(criterion_id="c01")]))
+    errors = refused(prepared, "labels", write_jsonl(tmp_path / "labels.jsonl", [label_record(criterion_id="c01")]))
     assert errors[0] == "labels.jsonl line 1: criterion_id 'c01' is not in the current rubric of case 'CC-0001'"
     import_file(prepared, "labels", write_jsonl(tmp_path / "labels-k.jsonl", [label_record(criterion_id="k01")]))
     assert _labels(prepared)[0][8] == _version_id(prepared, "CC-0001", version=2)
@@ -167,7 +159,7 @@ def test_labels_follow_the_current_approved_rubric(prepared, tmp_path):
 def test_bad_labels_are_refused(prepared, tmp_path, bad_record, expected):
     path = write_jsonl(tmp_path / "labels.jsonl", [label_record(criterion_id="c02"), bad_record,
                                                    label_record(criterion_id="c03", annotator="new_person")])
-    errors = _refused(prepared, path)
+    errors = refused(prepared, "labels", path)
     assert errors[0].startswith(expected), errors
 
 
@@ -177,7 +169,7 @@ def test_bulk_load_over_several_chunks_then_a_bad_line_lands_nothing(prepared, t
     rows = [label_record(case_id, m, f"c{i:02d}", met=i % 2 == 0, group=g, annotator=f"g{g}_reader")
             for case_id in ("CC-0001", "CC-0002") for m in MODELS for i in range(1, RUBRIC_SIZE + 1) for g in (1, 2)]
     bad = label_record("CC-0002", "model-b", "c31")
-    errors = _refused(prepared, write_jsonl(tmp_path / "bad.jsonl", rows + [bad]))
+    errors = refused(prepared, "labels", write_jsonl(tmp_path / "bad.jsonl", rows + [bad]))
     assert errors[0] == (f"labels.jsonl line {len(rows) + 1}: criterion_id 'c31' is not in the current rubric "
                          f"of case 'CC-0002'".replace("labels.jsonl", "bad.jsonl"))
     assert foreign_key_count(prepared, "label") == 3

@@ -7,9 +7,9 @@ import re
 import pytest
 from sqlmodel import Session, select
 
-from db.importers import ImportFailed, import_file
+from db.importers import import_file
 from db.models import AuditLog, Response
-from tests.import_samples import MODELS, case_record, label_record, response_record, table_counts, write_jsonl
+from tests.import_samples import MODELS, case_record, label_record, refused, response_record, table_counts, write_jsonl
 
 
 @pytest.fixture
@@ -21,14 +21,6 @@ def with_cases(engine, tmp_path):
 def _responses(engine) -> dict[tuple[int, str], Response]:
     with Session(engine) as session:
         return {(r.case_pk, r.model): r for r in session.exec(select(Response)).all()}
-
-
-def _refused(engine, path) -> list[str]:
-    before = table_counts(engine)
-    with pytest.raises(ImportFailed) as failure:
-        import_file(engine, "responses", path)
-    assert table_counts(engine) == before, "a refused file must land nothing"
-    return failure.value.errors
 
 
 def test_responses_get_opaque_unique_codes_and_lengths(with_cases, tmp_path):
@@ -89,7 +81,7 @@ def test_replacing_a_labelled_response_warns(with_cases, tmp_path):
 ])
 def test_bad_responses_are_refused(with_cases, tmp_path, bad_record, expected):
     path = write_jsonl(tmp_path / "responses.jsonl", [response_record("CC-0002", "model-b"), bad_record])
-    errors = _refused(with_cases, path)
+    errors = refused(with_cases, "responses", path)
     assert errors[0].startswith(expected), errors
 
 
