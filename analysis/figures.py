@@ -200,6 +200,8 @@ def html_report(report, lang: str = "en") -> str:
     parts = [f"<h1>{html.escape(t('analysis.title'))}</h1>",
              f"<p>{html.escape(t('analysis.summary', source=report.source, k=report.k, n=report.n))}</p>"]
     frames = tables(report)
+    # CACS at every threshold is drawn in the threshold figure; the table keeps the headline columns.
+    frames["models"] = frames["models"].drop(columns=[c for c in frames["models"].columns if c.startswith("cacs@")])
     for name in ("models", "agreement", "agreement_extra", "judges", "threshold_sensitivity", "length",
                  "cross_grader", "pending", "low_agreement_cases"):
         parts.append(f"<h2>{html.escape(t(f'analysis.table.{name}'))}</h2>")
