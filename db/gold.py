@@ -23,7 +23,7 @@ AGREEMENT, ADJUDICATED, SINGLE = "agreement", "adjudicated", "single"
 GOLD_COLUMNS = [*DECISION, "met", "source", "group1", "group2"]
 
 
-def _decision_codes(labels: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _decision_codes(labels: pd.DataFrame):
     """Each label row's decision number, and each decision's response_id and criterion_id.
 
     Decisions are numbered in (response_id, criterion_id) order; integer keys instead of a
@@ -33,22 +33,23 @@ def _decision_codes(labels: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.nd
     width = max(len(criterion_names), 1)
     keys = labels["response_id"].to_numpy(np.int64) * width + criterion_codes
     codes, unique_keys = pd.factorize(keys, sort=True)
-    return codes, unique_keys // width, np.asarray(criterion_names, dtype=object)[unique_keys % width]
+    return codes, unique_keys // width, criterion_names.take(unique_keys % width)
 
 
-def _factorize_sorted(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+def _factorize_sorted(values: pd.Series):
     """Codes numbering the distinct values in sorted order (hashing first, then sorting the few distinct ones)."""
     codes, uniques = pd.factorize(values)
-    uniques = np.asarray(uniques, dtype=object)
-    order = np.argsort(uniques, kind="stable")
+    order = np.argsort(np.asarray(uniques, dtype=object), kind="stable")
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
-    return rank[codes], uniques[order]
+    return rank[codes], uniques.take(order)
 
 
-def _stage_is(labels: pd.DataFrame, stage: str) -> np.ndarray:
+def _stage_masks(labels: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Row masks of each stage (one hashing pass over the column)."""
     codes, uniques = pd.factorize(labels["stage"])
-    return codes == (list(uniques).index(stage) if stage in list(uniques) else -2)
+    names = [str(name) for name in uniques]
+    return {stage: codes == (names.index(stage) if stage in names else -2) for stage in Stage}
 
 
 def _labels_by_decision(labels: pd.DataFrame, codes: np.ndarray, n_decisions: int, mask: np.ndarray) -> np.ndarray:
@@ -60,8 +61,8 @@ def _labels_by_decision(labels: pd.DataFrame, codes: np.ndarray, n_decisions: in
 
 def group_final_labels(labels: pd.DataFrame) -> pd.DataFrame:
     """One row per (decision, group) that has a final label: DECISION + group_no + met (+ stage)."""
-    is_check = _stage_is(labels, Stage.check)
-    is_annotation = _stage_is(labels, Stage.annotation)
+    stages = _stage_masks(labels)
+    is_check, is_annotation = stages[Stage.check], stages[Stage.annotation]
     keys = [*DECISION, "group_no"]
     keep = is_check.copy()
     if is_check.any():
@@ -81,7 +82,8 @@ def decisions_with_finals(labels: pd.DataFrame) -> pd.DataFrame:
     """Every decision that has any label: DECISION, group1, group2, adjudicated (nullable booleans)."""
     codes, response_ids, criterion_ids = _decision_codes(labels)
     n_decisions = len(response_ids)
-    is_annotation, is_check = _stage_is(labels, Stage.annotation), _stage_is(labels, Stage.check)
+    stages = _stage_masks(labels)
+    is_annotation, is_check = stages[Stage.annotation], stages[Stage.check]
     group = labels["group_no"].to_numpy()
     columns = {}
     for group_no in (1, 2):
@@ -89,7 +91,7 @@ def decisions_with_finals(labels: pd.DataFrame) -> pd.DataFrame:
         annotation = _labels_by_decision(labels, codes, n_decisions, in_group & is_annotation)
         check = _labels_by_decision(labels, codes, n_decisions, in_group & is_check)
         columns[f"group{group_no}"] = np.where(check >= 0, check, annotation)
-    columns["adjudicated"] = _labels_by_decision(labels, codes, n_decisions, _stage_is(labels, Stage.adjudication))
+    columns["adjudicated"] = _labels_by_decision(labels, codes, n_decisions, stages[Stage.adjudication])
     frame = pd.DataFrame({"response_id": response_ids, "criterion_id": criterion_ids})
     for name, values in columns.items():
         frame[name] = pd.arrays.BooleanArray(values == 1, values < 0)
@@ -103,6 +105,13 @@ def gold_labels(labels: pd.DataFrame) -> pd.DataFrame:
 
 def gold_from_decisions(frame: pd.DataFrame) -> pd.DataFrame:
     """`gold_labels` of a `decisions_with_finals` frame (for callers that also need the finals)."""
+    met, source = gold_values(frame)
+    frame = frame.assign(met=met, source=source)
+    return frame.loc[source != "", GOLD_COLUMNS].reset_index(drop=True)
+
+
+def gold_values(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of a `decisions_with_finals` frame: gold `met` and its `source` ("" where there is no gold)."""
     g1, g2, adj = frame["group1"], frame["group2"], frame["adjudicated"]
     has1, has2, has_adj = g1.notna().to_numpy(), g2.notna().to_numpy(), adj.notna().to_numpy()
     met1, met2 = g1.to_numpy(dtype=bool, na_value=False), g2.to_numpy(dtype=bool, na_value=False)
@@ -110,10 +119,7 @@ def gold_from_decisions(frame: pd.DataFrame) -> pd.DataFrame:
     single = has1 ^ has2
     source = np.select([has_adj, agree, single], [ADJUDICATED, AGREEMENT, SINGLE], default="")
     met = np.where(has_adj, adj.to_numpy(dtype=bool, na_value=False), np.where(has1, met1, met2))
-    frame = frame.assign()
-    frame["met"] = met.astype(bool)
-    frame["source"] = source
-    return frame.loc[source != "", GOLD_COLUMNS].reset_index(drop=True)
+    return met.astype(bool), source
 
 
 def unresolved_disagreements(labels: pd.DataFrame) -> pd.DataFrame:
