@@ -384,3 +384,39 @@ def test_grid_subset_equals_the_report_of_the_filtered_frames():
     from_frames = report_json(build_report(filtered, 3, resamples=100))
     assert from_subset == from_frames
     assert set(from_subset["models"]) == {"model-a", "model-c"}
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), check=st.sampled_from([0.0, 0.3]), missing=st.sampled_from([0.0, 0.2]))
+def test_gold_rules_match_a_decision_by_decision_reading(seed, check, missing):
+    """db.gold (vectorised) against DESIGN §4 read literally, one decision at a time."""
+    from db.gold import gold_labels, group_final_labels, unresolved_disagreements
+
+    frames = reference.synthetic_frames(5, 3, n=4, seed=seed, check_share=check, missing_share=missing,
+                                        adjudication_share=0.5, annotators_per_group=2)
+    by_decision: dict = {}
+    for row in frames.labels.itertuples():
+        by_decision.setdefault((row.response_id, row.criterion_id), {})[(str(row.stage), row.group_no)] = bool(row.met)
+    expected_gold, expected_finals, expected_open = {}, {}, set()
+    for decision, labels in by_decision.items():
+        finals = {}
+        for group in (1, 2):
+            if (Stage.check.value, group) in labels:
+                finals[group] = labels[(Stage.check.value, group)]
+            elif (Stage.annotation.value, group) in labels:
+                finals[group] = labels[(Stage.annotation.value, group)]
+        expected_finals.update({(*decision, group): met for group, met in finals.items()})
+        if (Stage.adjudication.value, NO_GROUP) in labels:
+            expected_gold[decision] = (labels[(Stage.adjudication.value, NO_GROUP)], "adjudicated")
+        elif len(finals) == 2 and finals[1] == finals[2]:
+            expected_gold[decision] = (finals[1], "agreement")
+        elif len(finals) == 1:
+            expected_gold[decision] = (next(iter(finals.values())), "single")
+        elif len(finals) == 2:
+            expected_open.add(decision)
+    gold = gold_labels(frames.labels)
+    assert {(r.response_id, r.criterion_id): (bool(r.met), r.source) for r in gold.itertuples()} == expected_gold
+    finals = group_final_labels(frames.labels)
+    assert {(r.response_id, r.criterion_id, r.group_no): bool(r.met) for r in finals.itertuples()} == expected_finals
+    unresolved = unresolved_disagreements(frames.labels)
+    assert set(zip(unresolved["response_id"], unresolved["criterion_id"])) == expected_open
