@@ -1084,22 +1084,33 @@ def _import_judge_rows(run: _Run, records: Iterator[tuple[int, dict]], fmt: str,
     met_key = "met" if fmt == "decisions" else "criteria_met"
     consumed = _DECISION_KEYS if fmt == "decisions" else _LOCAL_JUDGE_KEYS | _ECHOED_INPUT_KEYS
     for line, record in records:
-        errors: list[str] = []
-        judge = _judge_name(record, judge_option, errors)
-        case_id = _text(record, "case_id", errors, max_length=64)
-        model = _text(record, "model", errors, max_length=128)
-        criterion_id = _text(record, "criterion_id", errors, max_length=64)
-        if fmt == "decisions" and "met" not in record and "criteria_met" in record:
-            errors.append("met is missing (this looks like local-judge output: use --format local-judge)")
-        else:
-            _boolean(record, met_key, errors)
-        if errors:
-            for error in errors:
-                run.problems.at(line, error)
-            continue
+        get = record.get
+        judge = get("judge") if "judge" in record else get("judge_model") if "judge_model" in record else judge_option
+        case_id, model, criterion_id, met = get("case_id"), get("model"), get("criterion_id"), get(met_key)
+        # A plainly valid row (most of a large file) skips the field-by-field checks that name problems.
+        if not (type(met) is bool and _plain(judge, 128) and _plain(case_id, 64) and _plain(model, 128)
+                and _plain(criterion_id, 64)):
+            errors: list[str] = []
+            judge = _judge_name(record, judge_option, errors)
+            case_id = _text(record, "case_id", errors, max_length=64)
+            model = _text(record, "model", errors, max_length=128)
+            criterion_id = _text(record, "criterion_id", errors, max_length=64)
+            if fmt == "decisions" and "met" not in record and "criteria_met" in record:
+                errors.append("met is missing (this looks like local-judge output: use --format local-judge)")
+            else:
+                met = _boolean(record, met_key, errors)
+            if errors:
+                for error in errors:
+                    run.problems.at(line, error)
+                continue
         extra = {key: value for key, value in record.items() if key not in consumed}
-        writer.add(line, judge, case_id, model, criterion_id, record[met_key], extra)
+        writer.add(line, judge, case_id, model, criterion_id, met, extra)
     writer.flush()
+
+
+def _plain(value: Any, max_length: int) -> bool:
+    """A non-blank string of at most `max_length` characters."""
+    return type(value) is str and 0 < len(value) <= max_length and not value.isspace()
 
 
 _OFFICIAL_NAME = re.compile(r"^(?P<model>.+)_judge\.json$")

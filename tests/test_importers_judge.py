@@ -170,3 +170,10 @@ def test_format_option_is_checked_and_shapes_recognised_from_uploads(prepared, t
     body = json.dumps([{"case_id": "CC-0002", "criteria_results": _results(3)}]).encode()
     summary = import_stream(prepared, "judge", "model-b_judge.json", body, judge="uploaded")
     assert (summary.fmt, summary.inserted) == ("official", 3)
+
+
+def test_judge_from_the_option_keeps_extra_keys(prepared, tmp_path):
+    row = {"case_id": "CC-0001", "model": "model-a", "criterion_id": "c09", "met": True, "seed": 3}
+    summary = import_file(prepared, "judge", write_jsonl(tmp_path / "judge.jsonl", [row]), judge="opt-judge")
+    assert summary.inserted == 1
+    assert _decisions(prepared)[("opt-judge", "CC-0001", "model-a", "c09")] == (True, {"seed": 3})
