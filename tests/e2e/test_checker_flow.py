@@ -157,6 +157,8 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
     expect(page.get_by_text("第1组：理由").first).to_be_visible(timeout=WAIT_MS)
     expect(page.get_by_text("第2组：理由")).to_have_count(0, timeout=WAIT_MS)  # the other group's notes stay hidden
     screenshot(page, "checker-label-check")
+    page.locator(f".st-key-review_check_{response_id}_c02_met").evaluate("e => e.scrollIntoView({block: 'center'})")
+    screenshot(page, "checker-label-check-rows")
 
     # 6. A checker of group 2 (who labeled nothing here) adjudicates both disputed criteria.
     page.get_by_role("button", name=text("logout")).click()
