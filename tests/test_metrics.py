@@ -420,3 +420,26 @@ def test_gold_rules_match_a_decision_by_decision_reading(seed, check, missing):
     assert {(r.response_id, r.criterion_id, r.group_no): bool(r.met) for r in finals.itertuples()} == expected_finals
     unresolved = unresolved_disagreements(frames.labels)
     assert set(zip(unresolved["response_id"], unresolved["criterion_id"])) == expected_open
+
+
+def test_figures_draw_the_report_numbers():
+    from analysis import figures
+
+    frames = reference.synthetic_frames(20, 3, n=10, seed=4, adjudication_share=1.0)
+    report = build_report(frames, 4, resamples=50)
+    built = dict(figures.figures(report, figures.translator("en")))
+    assert set(built) == {"case_mf1", "pooled_mf1", "accuracy_vs_cacs", "case_accuracy", "slice_difficulty",
+                          "slice_macro_category", "slice_register", "family_heatmap", "judge_fidelity", "rank_shifts",
+                          "threshold", "length"}
+    bars = built["pooled_mf1"].data[0]
+    assert list(bars.x) == report.grid.models
+    assert list(bars.y) == pytest.approx(report.agreement.per_model["pooled_mf1"].tolist())
+    heatmap = built["family_heatmap"].data[0]
+    table = report.slices[report.slices["dimension"] == "capability_family"]
+    first = table[(table["value"] == heatmap.y[0]) & (table["model"] == heatmap.x[0])]["cacs_at_k"].item()
+    assert heatmap.z[0][0] == pytest.approx(first - report.models.loc[heatmap.x[0], "cacs_at_k"])
+    threshold_lines = built["threshold"].data
+    assert list(threshold_lines[0].y)[3] == pytest.approx(report.models.iloc[0]["cacs@4"])
+    assert built["judge_fidelity"].data[2].y[0] == pytest.approx(report.judges["mf1_gold"].iloc[0])
+    html = figures.html_report(report, lang="zh")
+    assert "ClinConsensus 分析报告" in html and html.count("Plotly.newPlot") == len(built)
