@@ -157,23 +157,50 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _write_lines(path: Path, lines: Iterable[str], total: int, progress: Progress, note: str) -> int:
-    """Write JSON lines in chunks, reporting progress; returns the number of lines."""
-    written = 0
-    with open(path, "w", encoding="utf-8", newline="\n") as handle:
-        chunk: list[str] = []
+def _write_lines(path: Path, lines: Iterable[str], total: int, progress: Progress, note: str) -> tuple[int, str]:
+    """Write JSON lines, reporting progress; returns (number of lines, sha256 of the file)."""
+    writer = _HashingWriter(path)
+    try:
         for line in lines:
-            chunk.append(line)
-            if len(chunk) >= _CHUNK:
-                handle.write("\n".join(chunk) + "\n")
-                written += len(chunk)
-                chunk.clear()
-                progress(written, total, note)
-        if chunk:
-            handle.write("\n".join(chunk) + "\n")
-            written += len(chunk)
-    progress(written, total, note)
-    return written
+            writer.add(line + "\n")
+            if writer.lines % _CHUNK == 0:
+                progress(writer.lines, total, note)
+    finally:
+        writer.close()
+    progress(writer.lines, total, note)
+    return writer.lines, writer.sha256
+
+
+class _HashingWriter:
+    """Appends text lines to a UTF-8 file in large blocks, hashing the bytes on the way (no second read)."""
+
+    def __init__(self, path: Path, block: int = 2000) -> None:
+        self.handle = open(path, "wb")
+        self.digest = hashlib.sha256()
+        self.pending: list[str] = []
+        self.block = block
+        self.lines = 0
+
+    def add(self, line: str) -> None:
+        self.pending.append(line)
+        self.lines += 1
+        if len(self.pending) >= self.block:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            data = "".join(self.pending).encode("utf-8")
+            self.digest.update(data)
+            self.handle.write(data)
+            self.pending.clear()
+
+    def close(self) -> None:
+        self.flush()
+        self.handle.close()
+
+    @property
+    def sha256(self) -> str:
+        return self.digest.hexdigest()
 
 
 def _write_json(path: Path, value, indent: int | None = 2) -> None:
@@ -651,11 +678,11 @@ def export_judge_items(engine: Engine, path: Path, progress: Progress = no_progr
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = _write_lines(path, lines(), total, progress, "judge items")
+    rows, digest = _write_lines(path, lines(), total, progress, "judge items")
     without_rubric = int((~load_responses(engine)["case_pk"].isin(rubric_of)).sum())
     summary = ExportSummary("judge-items", path, counts={
         "rows": rows, "responses": len(responses), "cases": len(responses_of),
-        "responses left out (no approved rubric)": without_rubric}, files={path.name: sha256_file(path)})
+        "responses left out (no approved rubric)": without_rubric}, files={path.name: digest})
     return summary
 
 
@@ -690,6 +717,31 @@ _PLACEHOLDER = re.compile(r"\{(" + "|".join(TEMPLATE_FIELDS) + r")\}")
 def fill_template(template: str, **values: str) -> str:
     """Fill the three placeholders in one pass (text that itself contains a placeholder stays as is)."""
     return _PLACEHOLDER.sub(lambda match: values[match.group(1)], template)
+
+
+def _json_body(text: str) -> str:
+    """The JSON string literal of `text` without its quotes.
+
+    JSON escapes character by character, so bodies of pieces concatenate to the body of the whole:
+    a prompt row is assembled from pieces encoded once per case, response and criterion.
+    """
+    return _json(text)[1:-1]
+
+
+class _EncodedTemplate:
+    """A template whose literal parts are JSON-encoded once; `fill` takes JSON bodies of the values."""
+
+    def __init__(self, template: str) -> None:
+        pieces = _PLACEHOLDER.split(template)  # literal, name, literal, name, …, literal
+        self.literals = [_json_body(piece) for piece in pieces[0::2]]
+        self.names = pieces[1::2]
+
+    def fill(self, bodies: dict[str, str]) -> str:
+        out = [self.literals[0]]
+        for name, literal in zip(self.names, self.literals[1:]):
+            out.append(bodies[name])
+            out.append(literal)
+        return "".join(out)
 
 
 def judge_answer(explanation: str, met: bool) -> str:
@@ -752,9 +804,12 @@ def export_sft(engine: Engine, directory: Path, seed: int = DEFAULT_SEED, holdou
                       on=["case_pk", "criterion_id"], how="left")
 
     cases = _cases_with_text(engine).set_index("case_pk")
-    messages = {pk: user_message(context, request)
-                for pk, context, request in zip(cases.index, cases["clinical_context"], cases["user_request"])}
-    response_text = dict(zip(responses["response_id"], responses["text"]))
+    message_body = {pk: _json_body(user_message(context, request))
+                    for pk, context, request in zip(cases.index, cases["clinical_context"], cases["user_request"])}
+    response_body = {response_id: _json_body(text)
+                     for response_id, text in zip(responses["response_id"], responses["text"])}
+    item_body: dict[str, str] = {}
+    prompt = _EncodedTemplate(template)
 
     in_holdout = rows["model"].isin(holdout).to_numpy()
     pool = rows.loc[~in_holdout, "case_id"].drop_duplicates().tolist()
@@ -763,34 +818,45 @@ def export_sft(engine: Engine, directory: Path, seed: int = DEFAULT_SEED, holdou
 
     directory = _prepare_dir(Path(directory), SFT_FILES)
     file_names = ["train.jsonl", "dev.jsonl"] + (["heldout.jsonl"] if holdout else [])
-    handles = {name: open(directory / name, "w", encoding="utf-8", newline="\n") for name in file_names}
-    counts = Counter()
+    writers = {name: _HashingWriter(directory / name) for name in file_names}
+    generic = {met: _json(judge_answer(GENERIC_EXPLANATION[met], met)) for met in (True, False)}
+    metas = (f'"meta": {{"case_id": {case_id}, "model": {model}, "criterion_id": {criterion_id}}}}}'
+             for case_id, model, criterion_id in zip(_encoded(rows["case_id"]), _encoded(rows["model"]),
+                                                     _encoded(rows["criterion_id"])))
     with_note = 0
     try:
-        for index, row in enumerate(rows.itertuples(index=False)):
-            note = row.note if isinstance(row.note, str) and row.note else None
-            with_note += note is not None
-            prompt = fill_template(template, user_message=messages[row.case_pk],
-                                   response=response_text[row.response_id], rubric_item=row.rubric_item)
-            answer = judge_answer(note or GENERIC_EXPLANATION[bool(row.met)], row.met)
-            meta = {"case_id": row.case_id, "model": row.model, "criterion_id": row.criterion_id}
-            if fmt == "instruction":
-                record = {"instruction": prompt, "output": answer, "meta": meta}
+        # Each line is exactly json.dumps(record, ensure_ascii=False) of the record below, built from
+        # pre-encoded pieces: {"instruction": prompt, "output": answer, "meta": {case_id, model, criterion_id}}
+        # or {"messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}], "meta": …}.
+        columns = zip(rows["case_pk"].tolist(), rows["response_id"].tolist(), rows["rubric_item"].tolist(),
+                      rows["note"].tolist(), rows["met"].tolist(), part.tolist(), metas)
+        for index, (case_pk, response_id, rubric_item, note, met, where, meta) in enumerate(columns):
+            item = item_body.get(rubric_item)
+            if item is None:
+                item = item_body[rubric_item] = _json_body(rubric_item)
+            instruction = prompt.fill({"user_message": message_body[case_pk], "response": response_body[response_id],
+                                       "rubric_item": item})
+            if isinstance(note, str) and note:
+                with_note += 1
+                answer = _json(judge_answer(note, met))
             else:
-                record = {"messages": [{"role": "user", "content": prompt},
-                                       {"role": "assistant", "content": answer}], "meta": meta}
-            name = f"{part[index]}.jsonl"
-            handles[name].write(_json(record) + "\n")
-            counts[name] += 1
+                answer = generic[bool(met)]
+            if fmt == "instruction":
+                line = f'{{"instruction": "{instruction}", "output": {answer}, {meta}\n'
+            else:
+                line = (f'{{"messages": [{{"role": "user", "content": "{instruction}"}}, '
+                        f'{{"role": "assistant", "content": {answer}}}], {meta}\n')
+            writers[f"{where}.jsonl"].add(line)
             if index % _CHUNK == 0:
                 progress(index, len(rows), "sft rows")
     finally:
-        for handle in handles.values():
-            handle.close()
+        for writer in writers.values():
+            writer.close()
+    counts = Counter({name: writer.lines for name, writer in writers.items()})
     progress(len(rows), len(rows), "sft rows")
     shutil.copyfile(template_source, directory / "judge_prompt.txt")
 
-    files = {name: {"rows": counts[name], "sha256": sha256_file(directory / name)} for name in file_names}
+    files = {name: {"rows": counts[name], "sha256": writers[name].sha256} for name in file_names}
     files["judge_prompt.txt"] = {"sha256": sha256_file(directory / "judge_prompt.txt")}
     case_counts = {name: int(rows.loc[part == name.split(".")[0], "case_id"].nunique()) for name in file_names}
     manifest = {

@@ -586,6 +586,27 @@ def test_sft_is_byte_identical_for_the_same_seed_and_splits_by_seed(engine, sess
     assert len(dev_sets) > 1
 
 
+@pytest.mark.parametrize("fmt", ["instruction", "messages"])
+def test_sft_lines_are_canonical_json(sqlite_engine, tmp_path, fmt):
+    with Session(sqlite_engine) as session:
+        build_world(session)
+        case = session.exec(select(Case).where(Case.case_id == "CC-0001")).one()
+        case.clinical_context = '引号"反斜杠\\换行\n制表\t控制\x01 {response} 😀'
+        session.add(case)
+        session.commit()
+    template = tmp_path / "t.txt"
+    template.write_text('前"缀\\ {user_message}\n{response}\t{rubric_item} 后缀 {"criteria_met": true}', encoding="utf-8")
+    exports.export_sft(sqlite_engine, tmp_path / "out", fmt=fmt, template_path=template, dev_fraction=0)
+    lines = (tmp_path / "out" / "train.jsonl").read_text(encoding="utf-8").splitlines()
+    assert lines
+    for line in lines:
+        record = json.loads(line)
+        assert line == json.dumps(record, ensure_ascii=False)
+        prompt = record["instruction"] if fmt == "instruction" else record["messages"][0]["content"]
+        if record["meta"]["case_id"] == "CC-0001":
+            assert prompt.startswith('前"缀\\ 引号"反斜杠\\换行\n制表\t控制\x01 {response} 😀\n\n')
+
+
 def test_sft_messages_format_and_custom_template(engine, session, tmp_path):
     build_world(session)
     custom = tmp_path / "my_prompt.txt"
