@@ -714,9 +714,38 @@ def read_template(path: Path | None) -> str:
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(TEMPLATE_FIELDS) + r")\}")
 
 
+class PromptTemplate:
+    """A judge prompt template split once into literal parts and placeholders.
+
+    `fill` takes plain values; `fill_json_body` takes the values' JSON bodies (see `_json_body`) and
+    gives the body of the filled prompt — how SFT rows are assembled without encoding each prompt.
+    Text inside a value that looks like a placeholder stays as is (one pass).
+    """
+
+    def __init__(self, template: str) -> None:
+        pieces = _PLACEHOLDER.split(template)  # literal, name, literal, name, …, literal
+        self.literals = pieces[0::2]
+        self.names = pieces[1::2]
+        self.json_literals = [_json_body(piece) for piece in self.literals]
+
+    @staticmethod
+    def _join(literals: list[str], names: list[str], values: dict[str, str]) -> str:
+        out = [literals[0]]
+        for name, literal in zip(names, literals[1:]):
+            out.append(values[name])
+            out.append(literal)
+        return "".join(out)
+
+    def fill(self, **values: str) -> str:
+        return self._join(self.literals, self.names, values)
+
+    def fill_json_body(self, bodies: dict[str, str]) -> str:
+        return self._join(self.json_literals, self.names, bodies)
+
+
 def fill_template(template: str, **values: str) -> str:
-    """Fill the three placeholders in one pass (text that itself contains a placeholder stays as is)."""
-    return _PLACEHOLDER.sub(lambda match: values[match.group(1)], template)
+    """The prompt for one (user message, response, rubric item)."""
+    return PromptTemplate(template).fill(**values)
 
 
 def _json_body(text: str) -> str:
@@ -726,22 +755,6 @@ def _json_body(text: str) -> str:
     a prompt row is assembled from pieces encoded once per case, response and criterion.
     """
     return _json(text)[1:-1]
-
-
-class _EncodedTemplate:
-    """A template whose literal parts are JSON-encoded once; `fill` takes JSON bodies of the values."""
-
-    def __init__(self, template: str) -> None:
-        pieces = _PLACEHOLDER.split(template)  # literal, name, literal, name, …, literal
-        self.literals = [_json_body(piece) for piece in pieces[0::2]]
-        self.names = pieces[1::2]
-
-    def fill(self, bodies: dict[str, str]) -> str:
-        out = [self.literals[0]]
-        for name, literal in zip(self.names, self.literals[1:]):
-            out.append(bodies[name])
-            out.append(literal)
-        return "".join(out)
 
 
 def judge_answer(explanation: str, met: bool) -> str:
@@ -809,7 +822,7 @@ def export_sft(engine: Engine, directory: Path, seed: int = DEFAULT_SEED, holdou
     response_body = {response_id: _json_body(text)
                      for response_id, text in zip(responses["response_id"], responses["text"])}
     item_body: dict[str, str] = {}
-    prompt = _EncodedTemplate(template)
+    prompt = PromptTemplate(template)
 
     in_holdout = rows["model"].isin(holdout).to_numpy()
     pool = rows.loc[~in_holdout, "case_id"].drop_duplicates().tolist()
@@ -834,8 +847,8 @@ def export_sft(engine: Engine, directory: Path, seed: int = DEFAULT_SEED, holdou
             item = item_body.get(rubric_item)
             if item is None:
                 item = item_body[rubric_item] = _json_body(rubric_item)
-            instruction = prompt.fill({"user_message": message_body[case_pk], "response": response_body[response_id],
-                                       "rubric_item": item})
+            instruction = prompt.fill_json_body({"user_message": message_body[case_pk],
+                                                 "response": response_body[response_id], "rubric_item": item})
             if isinstance(note, str) and note:
                 with_note += 1
                 answer = _json(judge_answer(note, met))
