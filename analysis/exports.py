@@ -57,6 +57,8 @@ OPTIONAL_RELEASE_FIELDS = ("register",)
 GENERIC_EXPLANATION = {True: "回答满足该评分标准的要求。", False: "回答未满足该评分标准的要求。"}
 
 _CHUNK = 20_000
+#: Items a printed summary lists one by one (left-out cases, removed keys, warnings); the rest are counted.
+MAX_LISTED = 50
 BOOLEAN_TEXTS = ["false", "true", "null"]
 
 
@@ -90,11 +92,18 @@ class ExportSummary:
         lines += [f"  {note}" for note in self.notes]
         if self.warnings:
             lines.append(f"  warnings ({len(self.warnings)}):")
-            lines += [f"    {warning}" for warning in self.warnings]
+            lines += [f"    {warning}" for warning in self.warnings[:MAX_LISTED]]
+            if len(self.warnings) > MAX_LISTED:
+                lines.append(f"    … and {len(self.warnings) - MAX_LISTED} more")
         return lines
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
+
+
+def _listed(items: list[str], separator: str) -> str:
+    shown = separator.join(items[:MAX_LISTED])
+    return shown + (f"{separator}… and {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else "")
 
 
 def _plain(value) -> str:
@@ -438,9 +447,9 @@ def export_release(engine: Engine, directory: Path, progress: Progress = no_prog
         "cases": len(records), "criteria": counts["rubrics"], "left out (no approved rubric)": len(left_out),
     }, files=sums)
     if left_out:
-        summary.notes.append("left out, no approved rubric: " + ", ".join(left_out))
+        summary.notes.append("left out, no approved rubric: " + _listed(left_out, ", "))
     if removed:
-        summary.notes.append(f"removed {len(removed)} forbidden key(s): " + "; ".join(removed))
+        summary.notes.append(f"removed {len(removed)} forbidden key(s): " + _listed(removed, "; "))
     summary.warnings = [f"contact-like string, review by hand: {warning}" for warning in warnings]
     return summary
 

@@ -692,3 +692,9 @@ def test_command_line_exports(sqlite_url, tmp_path, monkeypatch, capsys):
     assert error.count("\n") == 1 and error.startswith("clinconsensus: ") and "group3" in error
     assert main(["export", "sft", str(tmp_path / "bad"), "--template", str(tmp_path / "missing.txt")]) == 1
     assert "missing.txt" in capsys.readouterr().err
+
+
+def test_summary_lists_at_most_a_few_items():
+    summary = exports.ExportSummary("release", Path("out"), warnings=[f"w{i}" for i in range(120)])
+    text = str(summary)
+    assert "w49" in text and "w50" not in text and "and 70 more" in text and "warnings (120)" in text
