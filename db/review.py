@@ -139,6 +139,10 @@ class RubricView:
     case: CaseText
     criteria: list[CriterionView]
     own: bool
+    # The last return of this case before this version: what the author was asked to fix.
+    earlier_comment: str | None = None
+    earlier_criterion_comments: dict[str, str] = field(default_factory=dict)
+    earlier_criterion_texts: dict[str, str] = field(default_factory=dict)
 
 
 def rubric_queue(session: Session, user: User) -> list[RubricQueueItem]:
@@ -171,9 +175,17 @@ def _rubric_view(session: Session, rubric: RubricVersion, user: User) -> RubricV
     case = session.get(Case, rubric.case_pk)
     criteria = [CriterionView(c.id, c.position, c.criterion_id, c.text, list(c.tags or []), c.review_comment)
                 for c in _criteria(session, rubric.id)]
+    earlier = session.execute(
+        select(RubricVersion).where(RubricVersion.case_pk == rubric.case_pk, RubricVersion.version < rubric.version,
+                                    RubricVersion.status == RubricStatus.returned)
+        .order_by(RubricVersion.version.desc()).limit(1)).scalars().first()
+    earlier_criteria = _criteria(session, earlier.id) if earlier else []
     return RubricView(rubric.id, rubric.version, rubric.status, rubric.lock_version,
                       _username(session, rubric.author_id), _username(session, rubric.reviewer_id),
-                      rubric.review_comment, CaseText.of(case), criteria, rubric.author_id == user.id)
+                      rubric.review_comment, CaseText.of(case), criteria, rubric.author_id == user.id,
+                      earlier.review_comment if earlier else None,
+                      {c.criterion_id: c.review_comment for c in earlier_criteria if c.review_comment},
+                      {c.criterion_id: c.text for c in earlier_criteria if c.review_comment})
 
 
 def _rubric_snapshot(session: Session, rubric: RubricVersion) -> dict[str, Any]:

@@ -34,6 +34,10 @@ def _criterion(view: review.RubricView, criterion: review.CriterionView) -> str:
             show_text(criterion.text)
             if criterion.review_comment:
                 st.caption(t("review.audit.previous_comment", comment=plain(criterion.review_comment)))
+            earlier = view.earlier_criterion_comments.get(criterion.criterion_id)
+            if earlier:
+                st.caption(t("review.audit.earlier_comment", comment=plain(earlier),
+                             text=plain(view.earlier_criterion_texts.get(criterion.criterion_id, ""))))
             return st.text_input(t("review.audit.criterion_comment"), key=f"review_audit_c_{view.rubric_version_id}_{criterion.id}",
                                  placeholder=t("review.audit.criterion_comment_hint"), label_visibility="collapsed")
 
@@ -69,6 +73,8 @@ def render() -> None:
         st.info(t("review.audit.own"))
     if view.review_comment:
         st.caption(t("review.audit.previous_overall", comment=plain(view.review_comment)))
+    if view.earlier_comment:
+        st.caption(t("review.audit.earlier_overall", comment=plain(view.earlier_comment)))
     st.caption(t("review.audit.how"))
     with st.form(f"review_audit_form_{view.rubric_version_id}", enter_to_submit=False):
         comments = {criterion.id: _criterion(view, criterion) for criterion in view.criteria}

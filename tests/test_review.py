@@ -361,3 +361,26 @@ def test_unresolved_count_matches_gold_over_the_whole_table(engine):
         expected = len(unresolved_disagreements(labels_frame(s)))
         assert expected > 3  # the data has open disagreements, including ones created by checks
         assert review.unresolved_count(s) == expected
+
+
+def test_a_resubmitted_version_shows_what_the_last_return_asked(engine):
+    ids, *_ = build_world(engine)
+    author_id, rubric_id = submitted_rubric(engine)
+    checker = user(engine, ids["chk1"])
+    with session_scope(engine) as s:
+        view = review.rubric_for_review(s, checker, rubric_id)
+        review.return_rubric(s, checker, rubric_id, seen_lock_version=view.lock_version, comment="整体太简略",
+                             criterion_comments={view.criteria[1].id: "请补充剂量"})
+    with session_scope(engine) as s:
+        from db.models import Case, User
+
+        first = s.get(RubricVersion, rubric_id)
+        second = make_rubric(s, s.get(Case, first.case_pk), n=N, status=RubricStatus.submitted,
+                             author=s.get(User, author_id), version=2)
+        second_id = second.id
+    with session_scope(engine, read_only=True) as s:
+        view = review.rubric_for_review(s, checker, second_id)
+    assert view.earlier_comment == "整体太简略"
+    assert view.earlier_criterion_comments == {"c02": "请补充剂量"}
+    assert set(view.earlier_criterion_texts) == {"c02"}
+    assert all(c.review_comment is None for c in view.criteria)

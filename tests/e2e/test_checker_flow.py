@@ -136,6 +136,9 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
     wait_for_app_run(page)
     _pick(page, "review.audit.pick", case_id)
     expect(page.get_by_text("回答明确建议在出现胸痛加重时立即就医")).to_be_visible(timeout=WAIT_MS)
+    # The checker sees what they asked for last time next to the fixed criterion.
+    expect(page.get_by_text(re.compile("太笼统：请写明何种情况需要立即就医"))).to_be_visible(timeout=WAIT_MS)
+    screenshot(page, "checker-rubric-resubmitted")
     page.get_by_role("button", name=text("review.audit.approve")).click()
     wait_for_app_run(page)
     expect(page.get_by_text(text("review.audit.approved", case=case_id))).to_be_visible(timeout=WAIT_MS)
