@@ -106,33 +106,45 @@ _STAGES = np.array([Stage.annotation.value, Stage.check.value, Stage.adjudicatio
 # five keeps reading 1.8 M labels to about a second of CPU. Plain SQL, read through the driver's cursor.
 _PACKED_LABELS_SQL = (
     "SELECT response_id * 64 + (CASE stage WHEN 'annotation' THEN 0 WHEN 'check' THEN 1 "
-    "WHEN 'adjudication' THEN 2 ELSE 3 END) * 16 + group_no * 2 + CAST(met AS INTEGER), criterion_id FROM label"
+    "WHEN 'adjudication' THEN 2 ELSE 3 END) * 16 + group_no * 2 + CAST(met AS INTEGER), criterion_id{extra} FROM label"
 )
+_PACKED_JUDGE_SQL = "SELECT response_id * 2 + CAST(met AS INTEGER), judge, criterion_id FROM judge_decision"
 
 
-def load_label_decisions(engine: Engine) -> pd.DataFrame:
-    """The label frame without user_id and note (response_id, criterion_id, stage, group_no, met), read fast.
-
-    Same rows and values as `load_labels(...)[those columns]` (strings as object columns); for the
-    full-scale exports.
-    """
+def _fetch_all(engine: Engine, sql: str) -> list:
+    """Every row of `sql`, through the driver's cursor (no per-row SQLAlchemy objects)."""
     with engine.connect().execution_options(sqlite_read_only=True) as connection:
         cursor = connection.connection.dbapi_connection.cursor()
         try:
-            cursor.execute(_PACKED_LABELS_SQL)
-            rows = cursor.fetchall()
+            cursor.execute(sql)
+            return cursor.fetchall()
         finally:
             cursor.close()
+
+
+def load_label_decisions(engine: Engine, *, users: bool = False) -> pd.DataFrame:
+    """The label frame without user_id and note (response_id, criterion_id, stage, group_no, met), read fast.
+
+    Same rows and values as `load_labels(...)[those columns]` (strings as object columns); for the
+    full-scale exports. With `users=True` also user_id: the frame of `load_labels()` (the report's).
+    """
+    rows = _fetch_all(engine, _PACKED_LABELS_SQL.format(extra=", user_id" if users else ""))
     if not rows:
-        return pd.DataFrame({"response_id": np.array([], dtype=np.int64), "criterion_id": np.array([], dtype=object),
-                             "stage": np.array([], dtype=object), "group_no": np.array([], dtype=np.int64),
-                             "met": np.array([], dtype=bool)})
+        empty = {"response_id": np.array([], dtype=np.int64), "criterion_id": np.array([], dtype=object),
+                 "stage": np.array([], dtype=object), "group_no": np.array([], dtype=np.int64),
+                 "met": np.array([], dtype=bool)}
+        if users:
+            empty["user_id"] = np.array([], dtype=np.int64)
+        return pd.DataFrame(empty)
     table = np.array(rows, dtype=object)
     packed = table[:, 0].astype(np.int64)
     # Object columns as read: converting 1.8 M strings to pandas' string dtype costs more than the read.
-    return pd.DataFrame({"response_id": packed >> 6, "criterion_id": pd.Series(table[:, 1], dtype=object),
-                         "stage": pd.Series(_STAGES[(packed >> 4) & 3], dtype=object), "group_no": (packed >> 1) & 7,
-                         "met": (packed & 1).astype(bool)})
+    frame = pd.DataFrame({"response_id": packed >> 6, "criterion_id": pd.Series(table[:, 1], dtype=object),
+                          "stage": pd.Series(_STAGES[(packed >> 4) & 3], dtype=object), "group_no": (packed >> 1) & 7,
+                          "met": (packed & 1).astype(bool)})
+    if users:
+        frame["user_id"] = table[:, 2].astype(np.int64)
+    return frame
 
 
 def load_label_notes(engine: Engine) -> pd.DataFrame:
@@ -145,10 +157,15 @@ def load_label_notes(engine: Engine) -> pd.DataFrame:
 
 
 def load_judge(engine: Engine) -> pd.DataFrame:
-    judge = _read(engine, select(JudgeDecision.judge, JudgeDecision.response_id, JudgeDecision.criterion_id,
-                                 JudgeDecision.met))
-    judge["met"] = judge["met"].astype(bool)
-    return judge
+    """judge, response_id, criterion_id, met (strings as object columns), read fast like the labels."""
+    rows = _fetch_all(engine, _PACKED_JUDGE_SQL)
+    if not rows:
+        return pd.DataFrame({"judge": np.array([], dtype=object), "response_id": np.array([], dtype=np.int64),
+                             "criterion_id": np.array([], dtype=object), "met": np.array([], dtype=bool)})
+    table = np.array(rows, dtype=object)
+    packed = table[:, 0].astype(np.int64)
+    return pd.DataFrame({"judge": pd.Series(table[:, 1], dtype=object), "response_id": packed >> 1,
+                         "criterion_id": pd.Series(table[:, 2], dtype=object), "met": (packed & 1).astype(bool)})
 
 
 def load_users(engine: Engine) -> pd.DataFrame:
@@ -160,7 +177,8 @@ def load_frames(engine: Engine, *, text: bool = False, notes: bool = False) -> F
     criteria = load_criteria(engine, text=text)
     cases["n_criteria"] = cases["case_pk"].map(criteria.groupby("case_pk").size()).fillna(0).astype(int)
     return Frames(cases=cases, criteria=criteria, responses=load_responses(engine, text=text),
-                  labels=load_labels(engine, notes=notes), judge=load_judge(engine), users=load_users(engine))
+                  labels=load_labels(engine, notes=True) if notes else load_label_decisions(engine, users=True),
+                  judge=load_judge(engine), users=load_users(engine))
 
 
 def _as_json(value):

@@ -127,3 +127,33 @@ def test_data_version_changes_when_labels_change(engine, session):
     label.updated_at = label.updated_at + timedelta(seconds=5)
     session.commit()
     assert data_version(engine) != before
+
+
+def test_fast_readers_of_the_report_frames_match_plain_queries(engine, session):
+    import pandas as pd
+    from sqlmodel import select
+
+    from analysis import loader
+    from db.models import Label
+
+    populate_small_database(session)
+    labels = loader.load_label_decisions(engine, users=True)
+    assert list(labels.columns) == ["response_id", "criterion_id", "stage", "group_no", "met", "user_id"]
+    plain = pd.DataFrame([(r.response_id, r.criterion_id, r.stage, r.group_no, r.met, r.user_id)
+                          for r in session.exec(select(Label))], columns=labels.columns)
+    key = ["response_id", "criterion_id", "stage", "group_no"]
+    assert labels.sort_values(key, ignore_index=True).astype(object).equals(
+        plain.sort_values(key, ignore_index=True).astype(object))
+    judge = loader.load_judge(engine).sort_values(["response_id", "criterion_id"], ignore_index=True)
+    stored = sorted((d.judge, d.response_id, d.criterion_id, d.met) for d in session.exec(select(JudgeDecision)))
+    assert list(judge.itertuples(index=False, name=None)) == sorted(stored, key=lambda row: (row[1], row[2]))
+    assert judge["met"].dtype == bool and len(judge) == 6
+    frames = loader.load_frames(engine)
+    assert len(frames.labels) == len(plain) and list(frames.labels.columns) == list(labels.columns)
+
+
+def test_fast_judge_reader_of_an_empty_table(engine):
+    from analysis import loader
+
+    judge = loader.load_judge(engine)
+    assert judge.empty and list(judge.columns) == ["judge", "response_id", "criterion_id", "met"]
