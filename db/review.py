@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -805,8 +805,3 @@ def adjudicate_many(session: Session, user: User, *, response_id: int,
         adjudicate(session, user, response_id=response_id, criterion_id=decision.criterion_id, met=decision.met,
                    rationale=decision.rationale, seen_lock_version=decision.seen_lock_version)
     return len(decisions)
-
-
-def label_view_dict(view: LabelView) -> dict[str, Any]:
-    """A plain dict of a label view (for showing a StaleEdit's newer value)."""
-    return asdict(view)
