@@ -698,3 +698,22 @@ def test_summary_lists_at_most_a_few_items():
     summary = exports.ExportSummary("release", Path("out"), warnings=[f"w{i}" for i in range(120)])
     text = str(summary)
     assert "w49" in text and "w50" not in text and "and 70 more" in text and "warnings (120)" in text
+
+
+@pytest.mark.parametrize("source", ["gold", "group1", "judge:judge-x"])
+def test_official_scoring_of_the_export_equals_the_report(engine, session, tmp_path, source):
+    """The judgement files reproduce the report's model scores (analysis.report) for the same source."""
+    from analysis.loader import load_frames
+    from analysis.report import build_report, report_json
+
+    build_world(session)
+    exports.export_judgements(engine, tmp_path / "out", source=source)
+    report = report_json(build_report(load_frames(engine), k=3, source=source))
+    got = official_scores(tmp_path / "out", 3)
+    assert set(got) == {model for model, item in report["models"].items() if item["n_responses"]}
+    for model, scores in got.items():
+        expected = report["models"][model]
+        assert scores["responses"] == expected["n_responses"]
+        assert scores["cacs"] == pytest.approx(expected["cacs_at_k"], abs=1e-12)
+        assert scores["accuracy"] == pytest.approx(expected["rubric_accuracy"], abs=1e-12)
+        assert scores["pass"] == pytest.approx(expected["pass_at_k"], abs=1e-12)
