@@ -717,3 +717,33 @@ def test_official_scoring_of_the_export_equals_the_report(engine, session, tmp_p
         assert scores["cacs"] == pytest.approx(expected["cacs_at_k"], abs=1e-12)
         assert scores["accuracy"] == pytest.approx(expected["rubric_accuracy"], abs=1e-12)
         assert scores["pass"] == pytest.approx(expected["pass_at_k"], abs=1e-12)
+
+
+def test_release_of_imported_cases_strips_forbidden_keys(engine, tmp_path):
+    """Cases as an importer stores them (extra keys kept whole) come out clean in the release."""
+    from db.importers import import_file
+
+    rubric = [{"criterion_id": f"r{i}", "criterion": f"标准 {i}"} for i in range(1, 31)]
+    records = [
+        {"case_id": "CC-9001", "difficulty": "low", "task": "患者教育", "task_labels": ["patient_education"],
+         "subject": "心内科", "subject_labels": ["心内科"], "user_role": "患者家属", "clinical_context": "背景，邮箱 a.b@example.org",
+         "user_request": "问题", "rubrics": rubric, "reference_answer": "参考答案", "source_file": "raw.xlsx",
+         "physician_comments": "内部", "license_note": "ok", "nested": {"qc_flag": 1, "keep": "yes"}},
+        {"case_id": "CC-9002", "difficulty": "high", "task": "鉴别诊断", "task_labels": ["differential_diagnosis"],
+         "subject": "儿科", "subject_labels": ["儿科"], "user_role": "医生", "clinical_context": "背景",
+         "user_request": "问题", "rubrics": []},
+    ]
+    path = tmp_path / "cases.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    import_file(engine, "cases", path)
+    summary = exports.export_release(engine, tmp_path / "release")
+    cases = read_jsonl(tmp_path / "release" / "cases.jsonl")
+    assert [c["case_id"] for c in cases] == ["CC-9001"]
+    case = cases[0]
+    assert [item["criterion_id"] for item in case["rubrics"]] == [f"r{i}" for i in range(1, 31)]
+    for key in ("reference_answer", "source_file", "physician_comments"):
+        assert key not in case
+    assert case["license_note"] == "ok" and case["nested"] == {"keep": "yes"}
+    text = str(summary)
+    assert "CC-9002" in text and "reference_answer" in text and "nested.qc_flag" in text
+    assert any("email" in warning for warning in summary.warnings)
