@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from admin import shell, widgets
+from annotate.case_panel import case_panel
 from annotate.lint import ERROR, Finding, LintReport, lint_rubric
 from db import drafts, rubrics
 from db.assignments import my_queue
@@ -27,6 +28,7 @@ t = shell.t
 CASE_KEY = "annotate_rubric_case"
 FLASH_KEY = "annotate_rubric_flash"
 EDITABLE = (None, RubricStatus.draft, RubricStatus.returned)
+CASE_HEIGHT = 320
 
 
 def _state_key(case_pk: int) -> str:
@@ -90,8 +92,8 @@ def _inputs(rows: list[dict]) -> list[CriterionInput]:
 # Lint messages --------------------------------------------------------------------------------
 
 def finding_text(finding: Finding) -> str:
-    mark = "⛔" if finding.severity == ERROR else "⚠️"
-    return f"{mark} {t(f'annotate.lint.{finding.code}', **finding.values)}"
+    mark = t("annotate.lint.error" if finding.severity == ERROR else "annotate.lint.warning")
+    return t("annotate.lint.line", mark=mark, message=t(f"annotate.lint.{finding.code}", **finding.values))
 
 
 def _lint_column(report: LintReport, n: int) -> list[str]:
@@ -106,13 +108,13 @@ def _show_lint(report: LintReport) -> None:
     line = t("annotate.authoring.lint_summary", errors=errors, warnings=warnings)
     (st.error if errors else st.warning)(line)
     for finding in report.rubric_level():
-        st.error(t(f"annotate.lint.{finding.code}", **finding.values), icon="⛔")
+        st.error(finding_text(finding))
     rows = sorted({f.row for f in report.findings if f.row is not None})
     # Opened by itself only for errors worth reading row by row (not a rubric that is merely unwritten).
     telling = [f for f in report.errors if f.code not in ("empty", "count")]
     with st.expander(t("annotate.authoring.lint_details"), expanded=bool(telling)):
         for row in rows:
-            st.text(f"{t('annotate.authoring.row', row=row + 1)}：" + "；".join(finding_text(f) for f in report.for_row(row)))
+            st.text(f"{t('annotate.authoring.row', row=row + 1)} — " + "；".join(finding_text(f) for f in report.for_row(row)))
 
 
 # Actions (run as callbacks, before the page is drawn again) -------------------------------------
@@ -210,14 +212,6 @@ def _pick_case(queue: list[dict]) -> dict:
     return by_pk[case_pk]
 
 
-def _case_column(view: AuthoringView) -> None:
-    widgets.case_card(view.case)
-    labels = [("widgets.case.task", view.case.task_labels), ("widgets.case.subject", view.case.subject_labels)]
-    for key, values in labels:
-        if values:
-            st.caption(f"{t(key)}：" + widgets.plain("、".join(values)))
-
-
 def _returned_notice(view: AuthoringView) -> None:
     if view.returned is None:
         return
@@ -264,10 +258,10 @@ def _editor(view: AuthoringView, state: dict, rows: list[dict], report: LintRepo
     })
     config = {
         "criterion_id": st.column_config.TextColumn(t("annotate.authoring.col.id"), width=56, disabled=True, pinned=True),
-        "text": st.column_config.TextColumn(t("annotate.authoring.col.text"), width=430, max_chars=rubrics.MAX_CRITERION_CHARS),
-        "tags": st.column_config.MultiselectColumn(t("annotate.authoring.col.tags"), options=tag_ids, width=170,
+        "text": st.column_config.TextColumn(t("annotate.authoring.col.text"), width=470, max_chars=rubrics.MAX_CRITERION_CHARS),
+        "tags": st.column_config.MultiselectColumn(t("annotate.authoring.col.tags"), options=tag_ids, width=160,
                                                    format_func=lambda tag: tag_names.get(tag, tag)),
-        "lint": st.column_config.TextColumn(t("annotate.authoring.col.lint"), width=260, disabled=True),
+        "lint": st.column_config.TextColumn(t("annotate.authoring.col.lint"), width=250, disabled=True),
     }
     if any(comments.values()):
         frame["review"] = [comments.get(row["criterion_id"], "") for row in rows]
@@ -325,42 +319,42 @@ def render() -> None:
     status = view.latest.status if view.latest else None
     editable = status in EDITABLE or (status == RubricStatus.approved and state.get("revising"))
     rows = _current_rows(state)
+    # Fold the edits into the working copy: the browser drops its pending edits once the editor
+    # is drawn with new values (the quality-check column changes with every edit).
+    state["rows"] = rows
     report = lint_rubric([row["text"] for row in rows], RUBRIC_SIZE)
 
-    left, right = st.columns([2, 5], gap="medium")
-    with left:
-        _case_column(view)
-    with right:
-        if view.latest:
-            st.caption(t("annotate.authoring.version_line", version=view.latest.version, status=_status_name(status)))
-        else:
-            st.caption(t("annotate.authoring.new_rubric"))
-        _returned_notice(view)
-        if status == RubricStatus.submitted:
-            st.info(t("annotate.authoring.is_submitted"))
-        elif status == RubricStatus.approved and not state.get("revising"):
-            st.info(t("annotate.authoring.is_approved"))
-            st.button(t("annotate.authoring.revise"), on_click=_start_revision, args=(case_pk,),
-                      key=f"annotate_rubric_revise_{case_pk}")
-        st.caption(t("annotate.authoring.editor", n=RUBRIC_SIZE) + " — " + t("annotate.authoring.editor_help"))
-        _editor(view, state, rows, report, editable)
-        if editable:
-            _persist_draft(user, case_pk, state, rows)
-            if rows != state["saved_rows"]:
-                st.caption(t("annotate.authoring.unsaved"))
-        _show_lint(report)
-        if editable:
-            save_col, submit_col, discard_col = st.columns([1, 1, 2])
-            save_col.button(t("annotate.authoring.save"), on_click=_save, args=(case_pk,), kwargs={"submit": False},
-                            key=f"annotate_rubric_save_{case_pk}", shortcut="ctrl+s", width="stretch")
-            submit_col.button(t("annotate.authoring.submit"), type="primary", on_click=_save, args=(case_pk,),
-                              kwargs={"submit": True}, key=f"annotate_rubric_submit_{case_pk}",
-                              disabled=report.blocks_submission, width="stretch",
-                              help=t("annotate.authoring.submit_blocked") if report.blocks_submission else None)
-            if state.get("conflict"):
-                discard_col.button(t("annotate.authoring.load_newest"), on_click=_reset, args=(case_pk,),
-                                   key=f"annotate_rubric_newest_{case_pk}")
-            elif rows != state["saved_rows"]:
-                discard_col.button(t("annotate.authoring.discard_draft"), on_click=_reset, args=(case_pk,),
-                                   key=f"annotate_rubric_discard_{case_pk}", type="tertiary")
+    case_panel(view.case, height=CASE_HEIGHT)
+    if view.latest:
+        st.caption(t("annotate.authoring.version_line", version=view.latest.version, status=_status_name(status)))
+    else:
+        st.caption(t("annotate.authoring.new_rubric"))
+    _returned_notice(view)
+    if status == RubricStatus.submitted:
+        st.info(t("annotate.authoring.is_submitted"))
+    elif status == RubricStatus.approved and not state.get("revising"):
+        st.info(t("annotate.authoring.is_approved"))
+        st.button(t("annotate.authoring.revise"), on_click=_start_revision, args=(case_pk,),
+                  key=f"annotate_rubric_revise_{case_pk}")
+    st.caption(t("annotate.authoring.editor", n=RUBRIC_SIZE) + " — " + t("annotate.authoring.editor_help"))
+    _editor(view, state, rows, report, editable)
+    if editable:
+        _persist_draft(user, case_pk, state, rows)
+        if rows != state["saved_rows"]:
+            st.caption(t("annotate.authoring.unsaved"))
+    _show_lint(report)
+    if editable:
+        save_col, submit_col, discard_col = st.columns([1, 1, 2])
+        save_col.button(t("annotate.authoring.save"), on_click=_save, args=(case_pk,), kwargs={"submit": False},
+                        key=f"annotate_rubric_save_{case_pk}", shortcut="ctrl+s", width="stretch")
+        submit_col.button(t("annotate.authoring.submit"), type="primary", on_click=_save, args=(case_pk,),
+                          kwargs={"submit": True}, key=f"annotate_rubric_submit_{case_pk}",
+                          disabled=report.blocks_submission, width="stretch",
+                          help=t("annotate.authoring.submit_blocked") if report.blocks_submission else None)
+        if state.get("conflict"):
+            discard_col.button(t("annotate.authoring.load_newest"), on_click=_reset, args=(case_pk,),
+                               key=f"annotate_rubric_newest_{case_pk}")
+        elif rows != state["saved_rows"]:
+            discard_col.button(t("annotate.authoring.discard_draft"), on_click=_reset, args=(case_pk,),
+                               key=f"annotate_rubric_discard_{case_pk}", type="tertiary")
     _history(user, view)

@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from admin import shell, widgets
+from annotate.case_panel import case_panel
 from db import labeling
 from db.errors import ClinConsensusError, StaleEdit, ValidationFailed
 from db.labeling import LabelInput, LabelingView, LabelQueue, RubricChanged
@@ -23,8 +24,38 @@ LOADED_KEY = "annotate_label_loaded"
 QUEUE_KEY = "annotate_label_queue"
 FLASH_KEY = "annotate_label_flash"
 GENERATION_KEY = "annotate_label_generation"
-PANE_HEIGHT = 380
+PANE_HEIGHT = 340
 ROW_HEIGHT = 35
+TEXT_WIDTH = 520
+#: Case, response and checklist fit one screen; the checklist scrolls inside itself.
+CHECKLIST_MAX_HEIGHT = 500
+
+
+# Ctrl+Enter (⌘+Enter) anywhere on the page, the checklist included: the grid keeps the keys it
+# receives to itself, so Streamlit's own button shortcut never hears them while a physician is
+# ticking boxes. A cell still being edited is committed first (its Enter), then the button pressed.
+SAVE_SHORTCUT_SCRIPT = """
+<script>
+(() => {
+  if (window.__clinconsensusSaveShortcut) return;
+  window.__clinconsensusSaveShortcut = true;
+  window.addEventListener("keydown", (event) => {
+    if (!(event.ctrlKey || event.metaKey) || event.key !== "Enter") return;
+    const button = document.querySelector(".st-key-annotate_label_save_next button");
+    if (!button || button.disabled) return;
+    event.preventDefault();
+    event.stopImmediatePropagation();
+    const editing = document.activeElement;
+    if (editing && editing.classList && editing.classList.contains("gdg-input")) {
+      editing.dispatchEvent(new KeyboardEvent("keydown", {key: "Enter", code: "Enter", bubbles: true}));
+      setTimeout(() => button.click(), 250);
+    } else {
+      button.click();
+    }
+  }, true);
+})();
+</script>
+"""
 
 
 def _status_text(item: labeling.QueueItem) -> str:
@@ -128,8 +159,7 @@ def _pick(queue: LabelQueue) -> int:
 def _panes(view: LabelingView) -> None:
     case_pane, response_pane = st.columns(2, gap="medium")
     with case_pane:
-        with st.container(height=PANE_HEIGHT, border=False):
-            widgets.case_card(view.case)
+        case_panel(view.case, height=PANE_HEIGHT)
     with response_pane:
         with st.container(height=PANE_HEIGHT, border=True):
             st.markdown(f"#### {t('annotate.labeling.response', code=widgets.plain(view.code))}")
@@ -148,13 +178,13 @@ def _checklist(view: LabelingView) -> pd.DataFrame:
                                     "rows": rows, "editor_key": editor_key}
     config = {
         "criterion_id": st.column_config.TextColumn(t("annotate.labeling.col.id"), width=56, disabled=True),
-        "text": st.column_config.TextColumn(t("annotate.labeling.col.text"), width=640, disabled=True),
+        "text": st.column_config.TextColumn(t("annotate.labeling.col.text"), width=TEXT_WIDTH, disabled=True),
         "met": st.column_config.CheckboxColumn(t("annotate.labeling.col.met"), width=64),
-        "note": st.column_config.TextColumn(t("annotate.labeling.col.note"), width=320, max_chars=labeling.MAX_NOTE_CHARS),
+        "note": st.column_config.TextColumn(t("annotate.labeling.col.note"), width=220, max_chars=labeling.MAX_NOTE_CHARS),
     }
     return st.data_editor(pd.DataFrame(rows, columns=["criterion_id", "text", "met", "note"]), key=editor_key,
                           num_rows="fixed", hide_index=True, column_config=config, width="stretch",
-                          height=ROW_HEIGHT * (len(rows) + 1) + 3, row_height=ROW_HEIGHT)
+                          height=min(ROW_HEIGHT * (len(rows) + 1) + 3, CHECKLIST_MAX_HEIGHT), row_height=ROW_HEIGHT)
 
 
 def render() -> None:
@@ -194,3 +224,4 @@ def render() -> None:
                       width="stretch")
     buttons[2].button(t("annotate.labeling.skip"), on_click=_skip, key="annotate_label_skip", width="stretch")
     buttons[3].caption(t("annotate.labeling.met_count", met=int(edited["met"].sum()), n=len(view.criteria)))
+    st.html(SAVE_SHORTCUT_SCRIPT, unsafe_allow_javascript=True)

@@ -58,6 +58,14 @@ def save_version(engine, texts_, username="ann1", case_id="CC-0002"):
             base_version_id=latest.id if latest else None, expected_lock=latest.lock_version if latest else None)
 
 
+def err(code, **values):
+    return zh("annotate.lint.line", mark=zh("annotate.lint.error"), message=zh(f"annotate.lint.{code}", **values))
+
+
+def warn(code, **values):
+    return zh("annotate.lint.line", mark=zh("annotate.lint.warning"), message=zh(f"annotate.lint.{code}", **values))
+
+
 def editor_frame(app):
     assert app.dataframe, "the page shows no editor"
     return app.dataframe[0].value
@@ -71,8 +79,8 @@ def test_new_rubric_shows_thirty_empty_rows_and_submit_is_blocked(studio):
     assert app.title[0].value == zh("annotate.authoring.title")
     frame = editor_frame(app)
     assert list(frame["criterion_id"]) == default_criterion_ids(N)
-    assert set(frame["lint"]) == {"⛔ " + zh("annotate.lint.empty")}
-    assert zh("annotate.lint.count", count=0, expected=N) in [e.value for e in app.error]
+    assert set(frame["lint"]) == {err("empty")}
+    assert err("count", count=0, expected=N) in [e.value for e in app.error]
     assert button(app, zh("annotate.authoring.submit")).disabled
     assert not button(app, zh("annotate.authoring.save")).disabled
 
@@ -84,8 +92,8 @@ def test_lint_warnings_show_beside_each_criterion_and_do_not_block(studio):
     draft = save_version(studio, texts_)
     app = open_page(signed_in(studio, "ann1"), "annotate-rubrics")
     frame = editor_frame(app)
-    assert "⚠️ " + zh("annotate.lint.vague", words="适当") in frame["lint"][2]
-    assert frame["lint"][4] == "⚠️ " + zh("annotate.lint.compound", words="和")
+    assert warn("vague", words="适当") in frame["lint"][2]
+    assert frame["lint"][4] == warn("compound", words="和")
     assert frame["lint"][0] == zh("annotate.lint.ok")
     assert zh("annotate.authoring.lint_summary", errors=0, warnings=2) in texts(app)
     submit = button(app, zh("annotate.authoring.submit"))
@@ -106,9 +114,9 @@ def test_duplicate_blocks_submission_and_the_page_says_where(studio):
     save_version(studio, texts_)
     app = open_page(signed_in(studio, "ann1"), "annotate-rubrics")
     frame = editor_frame(app)
-    assert frame["lint"][9] == "⛔ " + zh("annotate.lint.duplicate", other=4)
+    assert frame["lint"][9] == err("duplicate", other=4)
     assert button(app, zh("annotate.authoring.submit")).disabled
-    assert zh("annotate.authoring.row", row=10) + "：⛔ " + zh("annotate.lint.duplicate", other=4) in texts(app)
+    assert zh("annotate.authoring.row", row=10) + " — " + err("duplicate", other=4) in texts(app)
 
 
 def test_unsaved_draft_is_restored_and_linted(studio):
@@ -125,7 +133,7 @@ def test_unsaved_draft_is_restored_and_linted(studio):
     assert zh("annotate.authoring.draft_restored") in texts(app)
     frame = editor_frame(app)
     assert frame["text"][7] == "短句" and list(frame["tags"][7]) == ["follow_up_incompleteness"]
-    assert frame["lint"][7].startswith("⚠️ " + zh("annotate.lint.too_short", chars=2, min=8))
+    assert frame["lint"][7].startswith(warn("too_short", chars=2, min=8))
     # saving the draft writes it to the rubric (same draft version, next revision) and drops the draft
     app = button(app, zh("annotate.authoring.save")).click().run()
     assert zh("annotate.authoring.saved", version=1) in [s.value for s in app.success]
