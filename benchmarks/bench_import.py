@@ -183,7 +183,8 @@ def report(result: dict, scale: float, stages: dict[str, int]) -> None:
     if labels["seconds"] > 1.5 * labels["cpu"] and labels["preempted"] > 10 * labels["seconds"]:
         load = os.getloadavg()[0]
         print(f"  note: the machine is busy (load average {load:.1f} on {os.cpu_count()} CPUs): the labels import was "
-              f"taken off the CPU {labels['preempted']:,} times, so its wall time is mostly waiting for a CPU")
+              f"taken off the CPU {labels['preempted']:,} times: its wall time includes waiting for a CPU "
+              f"(compare the cpu figure)")
 
 
 def main(argv: list[str] | None = None) -> int:
