@@ -1,12 +1,17 @@
 """Hit labeling: the annotator's queue, one blinded response beside its case, and the rubric as one checklist.
 
-The N criteria are ONE `st.data_editor` (a `met` checkbox and an optional note per row), so ticking
-boxes costs no reruns of the rest of the page. "Save and next" (Ctrl+Enter) runs as a callback:
-it saves through db/labeling.py (which refuses a save against a changed rubric or over someone
-else's newer labels), says what happened, and moves to the next open response of the queue.
+The N criteria are ONE `st.data_editor` (a `met` checkbox and an optional note per row) that does
+not rerun the page on each tick: the ticks travel with the save. "Save and next" (Ctrl+Enter)
+runs as a callback: it saves through db/labeling.py (which refuses a save against a changed rubric
+or over someone else's newer labels), says what happened, and moves to the next open response.
+
+The queue (thousands of responses at full scale) is read once and kept for QUEUE_TTL_S seconds;
+the page's own saves update it in place, and a button reads it again at once.
 """
 
 from __future__ import annotations
+
+import time
 
 import pandas as pd
 import streamlit as st
@@ -24,6 +29,9 @@ LOADED_KEY = "annotate_label_loaded"
 QUEUE_KEY = "annotate_label_queue"
 FLASH_KEY = "annotate_label_flash"
 GENERATION_KEY = "annotate_label_generation"
+QUEUE_TTL_S = 120.0
+#: Queue entries offered in the picker: a few before the current one and the next ones.
+PICKER_BEFORE, PICKER_AFTER = 20, 300
 PANE_HEIGHT = 340
 ROW_HEIGHT = 35
 TEXT_WIDTH = 520
@@ -86,8 +94,29 @@ def _current_decisions(loaded: dict) -> list[LabelInput]:
     return [LabelInput(row["criterion_id"], bool(row["met"]), row["note"]) for row in rows]
 
 
+def _load_queue(user, *, fresh: bool = False) -> LabelQueue:
+    """The user's queue, read again when older than QUEUE_TTL_S, when asked, or for another user."""
+    cached = st.session_state.get(QUEUE_KEY)
+    if (fresh or cached is None or cached["user_id"] != user.id
+            or time.monotonic() - cached["loaded_at"] > QUEUE_TTL_S):
+        with shell.db_session(read_only=True) as session:
+            queue = labeling.labeling_queue(session, user)
+        cached = {"user_id": user.id, "loaded_at": time.monotonic(), "queue": queue}
+        st.session_state[QUEUE_KEY] = cached
+    return cached["queue"]
+
+
+def _cached_queue() -> LabelQueue | None:
+    cached = st.session_state.get(QUEUE_KEY)
+    return cached["queue"] if cached else None
+
+
+def _refresh_queue() -> None:
+    st.session_state.pop(QUEUE_KEY, None)
+
+
 def _go_next(current_id: int) -> bool:
-    queue: LabelQueue | None = st.session_state.get(QUEUE_KEY)
+    queue = _cached_queue()
     following = queue.next_after(current_id) if queue else None
     if following is None:
         return False
@@ -108,6 +137,7 @@ def _save(advance: bool) -> None:
     except RubricChanged as error:
         _flash("error", t("annotate.labeling.rubric_changed", version=error.current))
         _reload_editor()
+        _refresh_queue()
         return
     except StaleEdit:
         _flash("error", t("annotate.labeling.conflict"))
@@ -116,6 +146,9 @@ def _save(advance: bool) -> None:
     except ClinConsensusError as error:
         _flash("error", t("error.generic", reason=widgets.plain(error)))
         return
+    cached = st.session_state.get(QUEUE_KEY)
+    if cached:
+        cached["queue"] = cached["queue"].with_saved(loaded["response_id"])
     code = widgets.plain(loaded["code"])
     if outcome.changed:
         _flash("success", t("annotate.labeling.saved", code=code, created=outcome.created, updated=outcome.updated))
@@ -141,10 +174,15 @@ def _pick(queue: LabelQueue) -> int:
         match = [item.response_id for item in queue.items if item.code == requested]
         following = queue.next_after(None)
         st.session_state[CURRENT_KEY] = (match or [following.response_id if following else queue.items[0].response_id])[0]
-    choose, progress = st.columns([3, 2], vertical_alignment="bottom")
+    ids = list(by_id)
+    position = ids.index(st.session_state[CURRENT_KEY])
+    window = ids[max(0, position - PICKER_BEFORE): position + PICKER_AFTER]
+    choose, progress, refresh = st.columns([6, 4, 1.3], vertical_alignment="bottom")
+    refresh.button(t("annotate.labeling.refresh_short"), icon=":material/refresh:", key="annotate_label_refresh", on_click=_refresh_queue,
+                   help=t("annotate.labeling.refresh"))
     with choose:
         response_id = st.selectbox(
-            t("annotate.labeling.pick"), list(by_id), key=CURRENT_KEY,
+            t("annotate.labeling.pick"), window, key=CURRENT_KEY,
             format_func=lambda rid: t("annotate.labeling.item", case_id=by_id[rid].case_id, code=by_id[rid].code,
                                       status=_status_text(by_id[rid])))
     with progress:
@@ -182,17 +220,16 @@ def _checklist(view: LabelingView) -> pd.DataFrame:
         "met": st.column_config.CheckboxColumn(t("annotate.labeling.col.met"), width=64),
         "note": st.column_config.TextColumn(t("annotate.labeling.col.note"), width=220, max_chars=labeling.MAX_NOTE_CHARS),
     }
+    # "ignore": ticking a box does not rerun the page; the edits travel with the save.
     return st.data_editor(pd.DataFrame(rows, columns=["criterion_id", "text", "met", "note"]), key=editor_key,
-                          num_rows="fixed", hide_index=True, column_config=config, width="stretch",
+                          num_rows="fixed", hide_index=True, column_config=config, width="stretch", on_change="ignore",
                           height=min(ROW_HEIGHT * (len(rows) + 1) + 3, CHECKLIST_MAX_HEIGHT), row_height=ROW_HEIGHT)
 
 
 def render() -> None:
     user = shell.require_user(Role.annotator)
     st.subheader(t("annotate.labeling.title"))
-    with shell.db_session(read_only=True) as session:
-        queue = labeling.labeling_queue(session, user)
-    st.session_state[QUEUE_KEY] = queue
+    queue = _load_queue(user)
     if not queue.items:
         st.info(t("annotate.labeling.empty_queue"))
         return
@@ -216,12 +253,14 @@ def render() -> None:
     st.caption(t("annotate.labeling.rubric_line", version=view.rubric_version, n=len(view.criteria)))
     if any(label.stale for label in view.labels.values()):
         st.warning(t("annotate.labeling.stale_labels"))
-    edited = _checklist(view)
+    _checklist(view)
     buttons = st.columns([2, 1, 1, 3], vertical_alignment="center")
     buttons[0].button(t("annotate.labeling.save_next"), type="primary", on_click=_save, args=(True,),
                       shortcut="ctrl+enter", key="annotate_label_save_next", width="stretch")
     buttons[1].button(t("annotate.labeling.save"), on_click=_save, args=(False,), key="annotate_label_save",
                       width="stretch")
     buttons[2].button(t("annotate.labeling.skip"), on_click=_skip, key="annotate_label_skip", width="stretch")
-    buttons[3].caption(t("annotate.labeling.met_count", met=int(edited["met"].sum()), n=len(view.criteria)))
+    if view.labels:
+        saved_met = sum(label.met for label in view.labels.values())
+        buttons[3].caption(t("annotate.labeling.met_count", met=saved_met, n=len(view.criteria)))
     st.html(SAVE_SHORTCUT_SCRIPT, unsafe_allow_javascript=True)

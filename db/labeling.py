@@ -15,7 +15,7 @@ nothing the second time.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy import func
 from sqlmodel import Session, select
@@ -58,6 +58,11 @@ class LabelQueue:
     @property
     def total(self) -> int:
         return len(self.items)
+
+    def with_saved(self, response_id: int) -> "LabelQueue":
+        """The queue after a successful save of `response_id` (every criterion labeled against the current rubric)."""
+        return LabelQueue([replace(item, status=DONE, labeled=item.size) if item.response_id == response_id else item
+                           for item in self.items])
 
     def next_after(self, response_id: int | None) -> QueueItem | None:
         """The next item still to do after `response_id` in queue order, wrapping around."""

@@ -215,7 +215,7 @@ def test_labeling_page_is_blinded_and_save_and_next_saves_all_criteria(studio):
 
 
 def _queue_codes(app):
-    queue = app.session_state["annotate_label_queue"]
+    queue = app.session_state["annotate_label_queue"]["queue"]
     return [i.response_id for i in queue.items], [i.code for i in queue.items]
 
 

@@ -201,3 +201,13 @@ def test_wrong_users_are_refused(session, world, who):
         with pytest.raises(PermissionDenied):
             call()
     assert session.exec(select(Label)).all() == []
+
+
+def test_queue_after_a_save_marks_only_that_response_done(session, world):
+    g1, _, _, first, second = world
+    queue = labeling.labeling_queue(session, g1)
+    updated = queue.with_saved(first.id)
+    statuses = {i.response_id: (i.status, i.labeled) for i in updated.items}
+    assert statuses == {first.id: (labeling.DONE, N), second.id: (labeling.TODO, 0)}
+    assert (updated.done, queue.done) == (1, 0)
+    assert updated.next_after(second.id) is None

@@ -1,0 +1,240 @@
+"""Server time of the hit-labeling page at full scale (prints p50/p95; asserts nothing).
+
+Full scale is the demo's: 2,500 cases × 30 criteria × 11 models, 1.65 M annotation labels, three
+annotators per group, so one annotator's queue holds about 9,000 responses. Without `--database`
+the data is built the way `clinconsensus demo --scale full` builds it (db.demo.build_demo: the
+demo files written by write_demo_files and loaded through db.importers.import_file, then work
+handed out), without judges. Timed:
+
+- the db functions the labeling page calls: response_for_labeling and the sign-in token lookup on
+  every run, labeling_queue on the first visit and then every QUEUE_TTL_S seconds (the page keeps
+  the queue and updates it after its own saves);
+- save_labels, one response at a time in its own transaction, creating labels and changing them;
+- a whole run of the labeling page in Streamlit's AppTest (the real entry file, signed in),
+  which includes the shell, the sidebar and the widgets; the shell's sidebar is also timed on its
+  own, since its progress figure reads the whole queue on every run.
+
+Targets (DESIGN §6 / the labeling page): page server time < 300 ms p95, a save < 50 ms p95.
+
+    .venv/bin/python benchmarks/bench_labeling.py [--database URL] [--keep FILE] [--samples 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from sqlmodel import select  # noqa: E402
+
+from db import labeling, users  # noqa: E402
+from db.engine import make_engine, session_scope  # noqa: E402
+from db.labeling import LabelInput  # noqa: E402
+from db.migrate import upgrade  # noqa: E402
+from db.models import Role, User  # noqa: E402
+
+PAGE_TARGET_MS = 300.0
+SAVE_TARGET_MS = 50.0
+PASSWORD = "bench-labeling-password"
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def report(label: str, millis: list[float], target: float | None = None) -> None:
+    p50, p95 = statistics.median(millis), percentile(millis, 0.95)
+    verdict = ""
+    if target is not None:
+        verdict = f"  (target p95 < {target:.0f} ms: {'met' if p95 < target else 'NOT met'})"
+    print(f"{label:<46} n={len(millis):>3}  p50 {p50:7.1f} ms  p95 {p95:7.1f} ms  max {max(millis):7.1f} ms{verdict}")
+
+
+def timed_ms(work) -> tuple[float, object]:
+    start = time.perf_counter()
+    result = work()
+    return (time.perf_counter() - start) * 1000.0, result
+
+
+def build_full(url: str) -> None:
+    from db.demo import build_demo
+    from db.progress import TerminalProgress
+
+    os.environ.setdefault("CLINCONSENSUS_DEMO_PASSWORD", PASSWORD)
+    engine = make_engine(url)
+    upgrade(engine)
+    start = time.perf_counter()
+    result = build_demo(engine, scale="full", n_judges=0, progress=TerminalProgress("demo full"))
+    engine.dispose()
+    counts = result.counts
+    print(f"built full scale in {time.perf_counter() - start:,.0f} s: {counts['cases']:,} cases, "
+          f"{counts['responses']:,} responses, {counts['labels']['annotation']:,} annotation labels, "
+          f"{counts['label_assignments']:,} label assignments")
+
+
+def busiest_annotator(engine) -> User:
+    from sqlalchemy import func
+
+    from db.models import Assignment, AssignmentKind
+    with session_scope(engine, read_only=True) as session:
+        user_id, count = session.exec(
+            select(Assignment.user_id, func.count()).where(Assignment.kind == AssignmentKind.label)
+            .group_by(Assignment.user_id).order_by(func.count().desc()).limit(1)).one()
+        user = session.get(User, user_id)
+    print(f"annotator {user.username} (group {user.group_no}): {count:,} responses in the queue")
+    return user
+
+
+def bench_queries(engine, user: User, samples: int, rng: random.Random) -> list[int]:
+    with session_scope(engine, read_only=True) as session:
+        queue = labeling.labeling_queue(session, user)
+        token = users.open_session(session, user=user)
+    ready = [item.response_id for item in queue.items if item.status != labeling.WAITING]
+    picks = rng.sample(ready, min(samples, len(ready)))
+    queue_ms, view_ms, token_ms = [], [], []
+    for response_id in picks:
+        with session_scope(engine, read_only=True) as session:
+            ms, _ = timed_ms(lambda: users.user_for_token(session, token=token))
+            token_ms.append(ms)
+        with session_scope(engine, read_only=True) as session:
+            ms, _ = timed_ms(lambda: labeling.labeling_queue(session, user))
+            queue_ms.append(ms)
+        with session_scope(engine, read_only=True) as session:
+            ms, _ = timed_ms(lambda: labeling.response_for_labeling(session, user, response_id))
+            view_ms.append(ms)
+    report("user_for_token (every run)", token_ms)
+    report("response_for_labeling (every run)", view_ms)
+    report("labeling_queue (first visit, then every 120 s)", queue_ms)
+    report("db calls of a run that reads the queue too", [a + b + c for a, b, c in zip(token_ms, queue_ms, view_ms)],
+           PAGE_TARGET_MS)
+    return picks
+
+
+def bench_saves(engine, user: User, response_ids: list[int], rng: random.Random) -> None:
+    create_ms, change_ms, same_ms = [], [], []
+    for response_id in response_ids:
+        with session_scope(engine, read_only=True) as session:
+            view = labeling.response_for_labeling(session, user, response_id)
+        decisions = [LabelInput(c.criterion_id, rng.random() < 0.5, "备注" if rng.random() < 0.1 else None)
+                     for c in view.criteria]
+        had_labels = bool(view.labels)
+
+        def save(decisions=decisions, view=view):
+            with session_scope(engine) as session:
+                return labeling.save_labels(session, user, response_id, decisions,
+                                            rubric_version_id=view.rubric_version_id,
+                                            expected_versions=view.expected_versions)
+        ms, _ = timed_ms(save)
+        (change_ms if had_labels else create_ms).append(ms)
+        ms, outcome = timed_ms(save)            # the same decisions again: idempotent
+        assert outcome.changed == 0
+        same_ms.append(ms)
+    if create_ms:
+        report("save_labels, new labels", create_ms, SAVE_TARGET_MS)
+    if change_ms:
+        report("save_labels, changing existing labels", change_ms, SAVE_TARGET_MS)
+    report("save_labels, same decisions again", same_ms, SAVE_TARGET_MS)
+    report("save_labels, all saves", create_ms + change_ms + same_ms, SAVE_TARGET_MS)
+
+
+def bench_page(url: str, user: User, runs: int) -> None:
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+    from streamlit.util import calc_hash
+
+    from db.engine import get_engine
+
+    os.environ["DATABASE_URL"] = url
+    get_engine.cache_clear()
+    st.cache_resource.clear()
+    engine = make_engine(url)
+    with session_scope(engine) as session:
+        token = users.open_session(session, user=session.get(User, user.id))
+    engine.dispose()
+    app = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=120)
+    app.session_state["token"] = token
+    app.run()
+    app._page_hash = calc_hash("annotate-labeling")
+    app.run()                                    # first visit: caches, imports
+    if app.exception:
+        raise RuntimeError(f"the labeling page failed: {app.exception}")
+    from admin import shell
+
+    sidebar_ms: list[float] = []
+    sidebar = shell.sidebar
+
+    def timed_sidebar(*args, **kwargs):
+        ms, result = timed_ms(lambda: sidebar(*args, **kwargs))
+        sidebar_ms.append(ms)
+        return result
+    shell.sidebar = timed_sidebar
+    millis = []
+    try:
+        for _ in range(runs):
+            ms, _ = timed_ms(app.run)
+            millis.append(ms)
+    finally:
+        shell.sidebar = sidebar
+    report("labeling page, whole AppTest run", millis, PAGE_TARGET_MS)
+    report("  of which the shell's sidebar", sidebar_ms)
+    report("  the page without the sidebar", [a - b for a, b in zip(millis, sidebar_ms)], PAGE_TARGET_MS)
+    buttons = [b for b in app.button if b.key == "annotate_label_save_next"]
+    if buttons:
+        save_runs = []
+        for _ in range(min(runs, 10)):
+            buttons = [b for b in app.button if b.key == "annotate_label_save_next"]
+            ms, _ = timed_ms(lambda: buttons[0].click().run())
+            save_runs.append(ms)
+        report("labeling page, save-and-next run", save_runs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database", help="a full-scale database (clinconsensus demo --scale full)")
+    parser.add_argument("--keep", help="build into this SQLite file and keep it")
+    parser.add_argument("--samples", type=int, default=40)
+    parser.add_argument("--page-runs", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=11)
+    args = parser.parse_args(argv)
+    rng = random.Random(args.seed)
+    folder = None
+    if args.database:
+        url = args.database
+    else:
+        if args.keep:
+            path = Path(args.keep).resolve()
+        else:
+            folder = tempfile.mkdtemp(prefix="cc-bench-labeling-")
+            path = Path(folder) / "full.db"
+        url = f"sqlite:///{path}"
+        build_full(url)
+    try:
+        engine = make_engine(url)
+        upgrade(engine)
+        user = busiest_annotator(engine)
+        if user.role != Role.annotator:
+            raise SystemExit("the busiest assignee is not an annotator")
+        picks = bench_queries(engine, user, args.samples, rng)
+        bench_saves(engine, user, picks[: max(1, args.samples // 2)], rng)
+        engine.dispose()
+        bench_page(url, user, args.page_runs)
+    finally:
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,23 @@
+"""label queue index: a response's labels by stage and group, with their rubric version
+
+Revision ID: 0002
+Revises: 0001
+
+The annotator's queue and progress count, per response, the labels of one stage and group and
+the rubric version they were made against; this index answers that without reading the table.
+"""
+
+from alembic import op
+
+revision = "0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_index("ix_label_response_stage_group", "label", ["response_id", "stage", "group_no", "rubric_version_id"])
+
+
+def downgrade() -> None:
+    op.drop_index("ix_label_response_stage_group", table_name="label")
