@@ -22,7 +22,6 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import unquote
 
 import numpy as np
 import pandas as pd
@@ -572,10 +571,6 @@ def model_filename(model: str) -> str:
         return "".join(f"%{byte:02X}" for byte in char.encode("utf-8")) if unsafe else char
 
     return "".join(encode(i, c) for i, c in enumerate(model)) + "_judge.json"
-
-
-def model_of_filename(name: str) -> str:
-    return unquote(re.sub(r"_judge\.json$", "", name))
 
 
 JUDGEMENTS_MANIFEST = "manifest.json"

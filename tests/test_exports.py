@@ -21,6 +21,7 @@ from sqlmodel import Session, select
 
 from analysis import exports, loader
 from db.errors import ValidationFailed
+from db.importers import model_of_judgement_file
 from db.models import Case, Criterion, JudgeDecision, Label, Response, RubricStatus, RubricVersion, Stage
 from tests.factories import make_case, make_label, make_response, make_rubric, make_user
 
@@ -344,7 +345,7 @@ def test_model_filenames_are_reversible():
     for model in ["a/b", "..", "x%2Fy", "名字:1", "gpt-4o", "trailing.", "back\\slash"]:
         name = exports.model_filename(model)
         assert "/" not in name and "\\" not in name and ":" not in name and not name.startswith(".")
-        assert exports.model_of_filename(name) == model
+        assert model_of_judgement_file(name) == model
 
 
 # judge items ----------------------------------------------------------------------------------
