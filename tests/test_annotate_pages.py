@@ -103,8 +103,9 @@ def test_lint_warnings_show_beside_each_criterion_and_do_not_block(studio):
     assert zh("annotate.authoring.submitted", version=1) in [s.value for s in app.success]
     with session_scope(studio, read_only=True) as session:
         assert session.get(RubricVersion, draft.id).status == RubricStatus.submitted
-    # a submitted rubric is read-only on the page
+    # a submitted rubric is read-only on the page, and the queue says so
     assert zh("annotate.authoring.is_submitted") in texts(app)
+    assert any(zh("annotate.authoring.status.submitted") in option for option in app.selectbox[0].options)
     assert not [b for b in app.button if b.label == zh("annotate.authoring.submit")]
 
 
