@@ -139,9 +139,22 @@ def forget_unresolved_count() -> None:
     _unresolved_count.clear()
 
 
-def _my_progress(user: User) -> dict:
+@st.cache_data(ttl=DISAGREEMENT_CACHE_SECONDS, show_spinner=False)
+def _my_progress_of(username: str) -> dict:
+    # Reads the whole queue (thousands of responses at full scale): at most once a minute per user,
+    # and at once when a page drops it (`forget_my_progress`).
     with db_session(read_only=True) as session:
+        user = users.get_user(session, username=username)
         return progress_queries.my_progress(session, user)
+
+
+def _my_progress(user: User) -> dict:
+    return _my_progress_of(user.username)
+
+
+def forget_my_progress() -> None:
+    """Drops the cached queue figures, for pages whose save changes them (a rubric submission)."""
+    _my_progress_of.clear()
 
 
 def work_summary(user: User) -> None:

@@ -175,6 +175,7 @@ def _save(case_pk: int, *, submit: bool) -> None:
                  rows=[dict(row) for row in saved_rows],
                  persisted=None, generation=state["generation"] + 1, revising=False, restored=False, conflict=False)
     if submit:
+        shell.forget_my_progress()
         _flash("success", t("annotate.authoring.submitted", version=version.version))
     elif changed:
         _flash("success", t("annotate.authoring.saved", version=version.version))

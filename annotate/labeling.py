@@ -149,6 +149,8 @@ def _save(advance: bool) -> None:
     cached = st.session_state.get(QUEUE_KEY)
     if cached:
         cached["queue"] = cached["queue"].with_saved(loaded["response_id"])
+    # The sidebar's figure catches up within its minute; recounting the whole queue after every
+    # save would cost more than the save itself.
     code = widgets.plain(loaded["code"])
     if outcome.changed:
         _flash("success", t("annotate.labeling.saved", code=code, created=outcome.created, updated=outcome.updated))
