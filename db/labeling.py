@@ -259,6 +259,10 @@ def save_labels(session: Session, user: User, response_id: int, decisions: Seque
     person changed a label to something else since; re-saving identical decisions is a no-op.
     """
     response = _assigned_response(session, user, response_id)
+    # Two saves of the same response (two tabs of one annotator) take turns here, so the second
+    # reads what the first wrote and is refused below instead of silently overwriting it.
+    # SQLite's writers are serialised by BEGIN IMMEDIATE already; PostgreSQL needs the row lock.
+    session.exec(select(Response.id).where(Response.id == response_id).with_for_update())
     rubric = current_approved_version(session, response.case_pk)
     if rubric is None:
         raise ValidationFailed("this case has no approved rubric yet")

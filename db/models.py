@@ -132,7 +132,11 @@ class Assignment(SQLModel, table=True):
 
 
 class Label(SQLModel, table=True):
-    __table_args__ = (UniqueConstraint("response_id", "criterion_id", "stage", "group_no"),)
+    __table_args__ = (
+        UniqueConstraint("response_id", "criterion_id", "stage", "group_no"),
+        # the annotator's queue: a response's labels of one stage and group, with their rubric version
+        Index("ix_label_response_stage_group", "response_id", "stage", "group_no", "rubric_version_id"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     response_id: int = Field(foreign_key="response.id")

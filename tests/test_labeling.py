@@ -211,3 +211,46 @@ def test_queue_after_a_save_marks_only_that_response_done(session, world):
     assert statuses == {first.id: (labeling.DONE, N), second.id: (labeling.TODO, 0)}
     assert (updated.done, queue.done) == (1, 0)
     assert updated.next_after(second.id) is None
+
+
+def test_two_simultaneous_saves_of_one_response_never_overwrite_each_other(engine, world):
+    """Two tabs of one annotator save different decisions at once: the first lands, the second is refused.
+
+    The first save stays uncommitted while the second starts, so the second must wait for it and
+    then see its labels; without that it would overwrite them or fail on the unique constraint.
+    """
+    import threading
+    import time
+
+    from sqlmodel import Session
+
+    g1, _, _, first, _ = world
+    with Session(engine) as reader:
+        view = labeling.response_for_labeling(reader, g1, first.id)
+    outcome: list[object] = []
+
+    def second_tab():
+        with Session(engine) as session:
+            try:
+                labeling.save_labels(session, session.get(type(g1), g1.id), first.id, decisions({"c02", "c03"}),
+                                     rubric_version_id=view.rubric_version_id,
+                                     expected_versions=view.expected_versions)
+                session.commit()
+                outcome.append("saved")
+            except Exception as error:  # the assertion below names what happened
+                session.rollback()
+                outcome.append(error)
+
+    with Session(engine) as first_tab:
+        labeling.save_labels(first_tab, first_tab.get(type(g1), g1.id), first.id, decisions({"c01"}),
+                             rubric_version_id=view.rubric_version_id, expected_versions=view.expected_versions)
+        thread = threading.Thread(target=second_tab)
+        thread.start()
+        time.sleep(1.0)  # let the second save reach the database while the first is uncommitted
+        first_tab.commit()
+    thread.join(timeout=60)
+    assert len(outcome) == 1 and isinstance(outcome[0], StaleEdit), outcome
+    with Session(engine) as session:
+        labels = session.exec(select(Label).where(Label.response_id == first.id, Label.group_no == 1)).all()
+        assert len(labels) == N and {label.criterion_id for label in labels if label.met} == {"c01"}
+        assert all(label.lock_version == 1 for label in labels)
