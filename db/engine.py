@@ -48,10 +48,18 @@ def make_engine(url: str | None = None) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
-@lru_cache(maxsize=8)
 def get_engine(url: str | None = None) -> Engine:
-    """The shared engine of a URL, created once per process."""
-    return make_engine(url or database_url())
+    """The shared engine of `url` (default: `DATABASE_URL` as it is now), created once per process."""
+    return _shared_engine(url or database_url())
+
+
+@lru_cache(maxsize=8)
+def _shared_engine(url: str) -> Engine:
+    return make_engine(url)
+
+
+# Tests and tools that switch databases clear the shared engines this way.
+get_engine.cache_clear = _shared_engine.cache_clear
 
 
 def is_sqlite(engine: Engine) -> bool:
