@@ -166,10 +166,15 @@ def cmd_migrate(args) -> int:
 
 
 def cmd_serve(args) -> int:
+    from db.config import database_url
+
     _engine()
     command = [sys.executable, "-m", "streamlit", "run", str(ENTRY_FILE), "--server.port", str(args.port),
                "--server.address", args.address]
-    return subprocess.call(command, env=os.environ.copy())
+    # Streamlit reads .streamlit/config.toml from its working directory: run it from the project's
+    # root, with the database this command just migrated (a relative default would move with it).
+    env = {**os.environ, "DATABASE_URL": database_url()}
+    return subprocess.call(command, env=env, cwd=ENTRY_FILE.parent)
 
 
 # Parser -----------------------------------------------------------------------------------

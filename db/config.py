@@ -22,4 +22,4 @@ def database_url() -> str:
     if url:
         return url
     DEFAULT_DATA_DIR.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{DEFAULT_SQLITE_FILE}"
+    return f"sqlite:///{DEFAULT_SQLITE_FILE.resolve()}"
