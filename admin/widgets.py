@@ -20,7 +20,8 @@ from typing import Any
 
 import streamlit as st
 
-from admin.shell import t
+from admin.shell import lang, t
+from db.taxonomy import get_taxonomy
 
 # Every ASCII punctuation character may be backslash-escaped in CommonMark; escaping all of them
 # also defuses Streamlit's own extensions (`:color[…]`, `:material/…:`, emoji shortcodes, `$math$`).
@@ -74,7 +75,9 @@ def case_card(case: Any, *, expanded_text: bool = True) -> None:
             for column, name in zip(columns, present):
                 with column:
                     st.caption(t(f"widgets.case.{name}"))
-                    show_text(_field(case, name))
+                    value = _field(case, name)
+                    # Difficulty is stored as an id (low/medium/high); show its name in the user's language.
+                    show_text(get_taxonomy().name("difficulties", value, lang()) if name == "difficulty" else value)
         for name in CASE_TEXT_FIELDS:
             if _field(case, name) is None:
                 continue

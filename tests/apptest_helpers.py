@@ -35,8 +35,7 @@ def app_database(sqlite_url, monkeypatch):
     engine = make_engine(sqlite_url)
     yield engine
     engine.dispose()
-    for cached in list(get_engine.cache_info() and [get_engine(sqlite_url)]):
-        cached.dispose()
+    get_engine(sqlite_url).dispose()  # the app's shared engine on this database
     _clear_caches()
 
 

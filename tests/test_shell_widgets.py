@@ -57,7 +57,7 @@ def test_case_card_shows_every_field_as_text():
     )
     assert not app.exception
     values = [element.value for element in app.text]
-    assert {"high", "鉴别诊断", "心内科", "患者家属", "![x](http://example.invalid/a.png)",
+    assert {"高", "鉴别诊断", "心内科", "患者家属", "![x](http://example.invalid/a.png)",
             "<img src=x onerror=alert(1)>"} <= set(values)
     heading = app.markdown[0].value
     assert "<b>" not in heading.replace("\\<b\\>", "") and "CC" in heading
