@@ -17,7 +17,6 @@ CPU time and the process's peak resident memory are printed.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import resource
 import subprocess
@@ -51,14 +50,6 @@ def build_database(url: str, cases: int, models: int, seed: int) -> None:
             summary = import_file(engine, kind, paths[kind], actor="benchmark")
             print(f"setup: imported {summary.records:,} {kind} in {time.perf_counter() - started:.1f} s", flush=True)
     engine.dispose()
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def count_lines(path: Path) -> int:
@@ -120,7 +111,7 @@ def main(argv=None) -> int:
             best = seconds if best is None else min(best, seconds)
         rows = count_lines(path)
         assert rows == summary.counts["rows"], "gold export: line count differs from the summary"
-        assert sha256(path) == summary.files["gold.jsonl"], "gold export: sha256 differs from the summary"
+        assert exports.sha256_file(path) == summary.files["gold.jsonl"], "gold export: sha256 differs from the summary"
         size_mb = path.stat().st_size / 1e6
         verdict = "meets" if best < TARGET_GOLD_SECONDS else "MISSES"
         print(f"gold: {rows:,} rows, {size_mb:.0f} MB; best {best:.2f} s — {verdict} the target of "
@@ -131,7 +122,7 @@ def main(argv=None) -> int:
                 result, _ = run("export judgements (gold)", exports.export_judgements, engine, folder / "judgements")
                 manifest = json.loads((folder / "judgements" / "manifest.json").read_text(encoding="utf-8"))
                 for name, digest in manifest["sha256"].items():
-                    assert sha256(folder / "judgements" / name) == digest, name
+                    assert exports.sha256_file(folder / "judgements" / name) == digest, name
             elif what == "judge-items":
                 result, _ = run("export judge-items", exports.export_judge_items, engine, folder / "items.jsonl")
                 assert count_lines(folder / "items.jsonl") == result.counts["rows"]
@@ -140,7 +131,7 @@ def main(argv=None) -> int:
                                 holdout_models=[])
                 manifest = json.loads((folder / "sft" / "manifest.json").read_text(encoding="utf-8"))
                 for name in ("train.jsonl", "dev.jsonl"):
-                    assert sha256(folder / "sft" / name) == manifest["files"][name]["sha256"], name
+                    assert exports.sha256_file(folder / "sft" / name) == manifest["files"][name]["sha256"], name
             else:
                 print(f"unknown export {what!r} (judgements, judge-items, sft)", file=sys.stderr)
                 return 2
