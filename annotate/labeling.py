@@ -17,7 +17,7 @@ import time
 
 import streamlit as st
 
-from admin import shell, widgets
+from ui import shell, widgets
 from db import label_drafts, labeling
 from db.errors import ClinConsensusError, StaleEdit, ValidationFailed
 from db.label_drafts import UnjudgedCriteria, Workbench
