@@ -17,14 +17,15 @@ import time
 
 import streamlit as st
 
-from ui import shell, widgets
 from db import label_drafts, labeling
 from db.errors import ClinConsensusError, StaleEdit, ValidationFailed
 from db.label_drafts import UnjudgedCriteria, Workbench
 from db.labeling import LabelQueue, RubricChanged
 from db.models import Role
 from db.taxonomy import get_taxonomy
+from ui import shell, widgets
 from ui import workbench as wb
+from ui.times import local_time
 
 t = shell.t
 CURRENT_KEY = "annotate_label_current"
@@ -47,11 +48,11 @@ def _message(kind: str, text: str) -> None:
 
 # Queue ----------------------------------------------------------------------------------------
 
+
 def _load_queue(user, *, fresh: bool = False) -> LabelQueue:
     """The user's queue, read again when older than QUEUE_TTL_S, when asked, or for another user."""
     cached = st.session_state.get(QUEUE_KEY)
-    if (fresh or cached is None or cached["user_id"] != user.id
-            or time.monotonic() - cached["loaded_at"] > QUEUE_TTL_S):
+    if fresh or cached is None or cached["user_id"] != user.id or time.monotonic() - cached["loaded_at"] > QUEUE_TTL_S:
         with shell.db_session(read_only=True) as session:
             queue = labeling.labeling_queue(session, user)
         cached = {"user_id": user.id, "loaded_at": time.monotonic(), "queue": queue}
@@ -79,6 +80,7 @@ def _go_next(current_id: int) -> bool:
 
 # Loading a response ------------------------------------------------------------------------------
 
+
 def _reload() -> None:
     """Read the current response again at the next run (a new token: the workbench takes it as loaded)."""
     st.session_state.pop(LOADED_KEY, None)
@@ -91,16 +93,21 @@ def _loaded(user, response_id: int) -> dict | None:
         return loaded
     with shell.db_session(read_only=True) as session:
         bench = label_drafts.open_response(session, user, response_id)
-    loaded = {"response_id": response_id, "token": wb.new_token(), "bench": bench,
-              "rubric_version_id": bench.view.rubric_version_id, "expected": bench.view.expected_versions}
+    loaded = {
+        "response_id": response_id,
+        "token": wb.new_token(),
+        "bench": bench,
+        "rubric_version_id": bench.view.rubric_version_id,
+        "expected": bench.view.expected_versions,
+    }
     st.session_state[LOADED_KEY] = loaded
     if bench.unsaved and not (st.session_state.get(MESSAGE_KEY) or {}).get("fresh"):
-        when = shell.format_time(bench.draft_at) if hasattr(shell, "format_time") else ""
-        _message("info", t("workbench.draft_restored", when=when or "—"))
+        _message("info", t("workbench.draft_restored", when=local_time(bench.draft_at)))
     return loaded
 
 
 # Actions (workbench callbacks) -----------------------------------------------------------------------
+
 
 def _keep_draft() -> None:
     user = shell.current_user()
@@ -110,10 +117,15 @@ def _keep_draft() -> None:
         return
     try:
         with shell.db_session() as session:
-            label_drafts.keep_draft(session, user, loaded["response_id"],
-                                    rubric_version_id=loaded["rubric_version_id"],
-                                    decisions=sent.get("decisions") or {}, notes=sent.get("notes") or {},
-                                    active_ms=sent.get("active_ms") or 0)
+            label_drafts.keep_draft(
+                session,
+                user,
+                loaded["response_id"],
+                rubric_version_id=loaded["rubric_version_id"],
+                decisions=sent.get("decisions") or {},
+                notes=sent.get("notes") or {},
+                active_ms=sent.get("active_ms") or 0,
+            )
     except RubricChanged as error:
         _message("error", t("annotate.labeling.rubric_changed", version=error.current))
         _reload()
@@ -131,10 +143,16 @@ def _save() -> None:
     code = widgets.plain(loaded["bench"].view.code)
     try:
         with shell.db_session() as session:
-            outcome = label_drafts.save(session, user, loaded["response_id"],
-                                        rubric_version_id=loaded["rubric_version_id"],
-                                        decisions=sent.get("decisions") or {}, notes=sent.get("notes") or {},
-                                        expected_versions=loaded["expected"], active_ms=sent.get("active_ms") or 0)
+            outcome = label_drafts.save(
+                session,
+                user,
+                loaded["response_id"],
+                rubric_version_id=loaded["rubric_version_id"],
+                decisions=sent.get("decisions") or {},
+                notes=sent.get("notes") or {},
+                expected_versions=loaded["expected"],
+                active_ms=sent.get("active_ms") or 0,
+            )
     except UnjudgedCriteria as error:
         _message("error", t("workbench.not_judged_yet", n=error.count))
         return
@@ -185,27 +203,46 @@ def _discard() -> None:
 
 # Page -----------------------------------------------------------------------------------------
 
+
 def _pick(queue: LabelQueue) -> int:
     by_id = {item.response_id: item for item in queue.items}
     if st.session_state.get(CURRENT_KEY) not in by_id:
         requested = st.query_params.get("r")
         match = [item.response_id for item in queue.items if item.code == requested]
         following = queue.next_after(None)
-        st.session_state[CURRENT_KEY] = (match or [following.response_id if following else queue.items[0].response_id])[0]
+        st.session_state[CURRENT_KEY] = (match or [following.response_id if following else queue.items[0].response_id])[
+            0
+        ]
     ids = list(by_id)
     position = ids.index(st.session_state[CURRENT_KEY])
-    window = ids[max(0, position - PICKER_BEFORE): position + PICKER_AFTER]
+    window = ids[max(0, position - PICKER_BEFORE) : position + PICKER_AFTER]
     choose, progress, skip, refresh = st.columns([6, 3, 1.2, 1.2], vertical_alignment="bottom")
     with choose:
         response_id = st.selectbox(
-            t("annotate.labeling.pick"), window, key=CURRENT_KEY, label_visibility="collapsed",
-            format_func=lambda rid: t("annotate.labeling.item", case_id=by_id[rid].case_id, code=by_id[rid].code,
-                                      status=_status_text(by_id[rid])))
+            t("annotate.labeling.pick"),
+            window,
+            key=CURRENT_KEY,
+            label_visibility="collapsed",
+            format_func=lambda rid: t(
+                "annotate.labeling.item",
+                case_id=by_id[rid].case_id,
+                code=by_id[rid].code,
+                status=_status_text(by_id[rid]),
+            ),
+        )
     with progress:
-        widgets.progress_bar(queue.done, queue.total, label_key="workbench.progress")
+        st.progress(
+            queue.done / queue.total if queue.total else 0.0, text=shell.progress_text("label", queue.done, queue.total)
+        )
     skip.button(t("annotate.labeling.skip"), on_click=_skip, key="annotate_label_skip", width="stretch")
-    refresh.button(t("annotate.labeling.refresh_short"), icon=":material/refresh:", key="annotate_label_refresh",
-                   on_click=_refresh_queue, help=t("annotate.labeling.refresh"), width="stretch")
+    refresh.button(
+        t("annotate.labeling.refresh_short"),
+        icon=":material/refresh:",
+        key="annotate_label_refresh",
+        on_click=_refresh_queue,
+        help=t("annotate.labeling.refresh"),
+        width="stretch",
+    )
     stale = sum(item.status == labeling.STALE for item in queue.items)
     if stale:
         st.caption(t("annotate.labeling.stale_count", n=stale))
@@ -216,14 +253,31 @@ def _pick(queue: LabelQueue) -> int:
 def _case_meta(bench: Workbench) -> str:
     case = bench.view.case
     taxonomy = get_taxonomy()
-    return t("workbench.case_meta", case_id=case.case_id,
-             difficulty=taxonomy.name("difficulties", case.difficulty, shell.lang()),
-             subject=case.subject or "—", user_role=case.user_role or "—")
+    return t(
+        "workbench.case_meta",
+        case_id=case.case_id,
+        difficulty=taxonomy.name("difficulties", case.difficulty, shell.lang()),
+        subject=case.subject or "—",
+        user_role=case.user_role or "—",
+    )
 
 
 def _texts() -> dict[str, str]:
-    keys = ("request", "context_toggle", "met", "not_met", "unjudged", "unsaved", "legend", "count", "mark_rest",
-            "confirm_yes", "confirm_no", "note_label", "note_hint")
+    keys = (
+        "request",
+        "context_toggle",
+        "met",
+        "not_met",
+        "unjudged",
+        "unsaved",
+        "legend",
+        "count",
+        "mark_rest",
+        "confirm_yes",
+        "confirm_no",
+        "note_label",
+        "note_hint",
+    )
     texts = {key: t(f"workbench.{key}") for key in keys}
     texts["save"] = t("workbench.save_next")
     # Filled in by the browser: {n} unjudged, {judged}/{total}.
@@ -247,15 +301,34 @@ def _workbench(user, response_id: int) -> None:
         return
     bench: Workbench = loaded["bench"]
     view = bench.view
-    items = [wb.Item(key=c.criterion_id, title=str(c.position), text=c.text, state=bench.decisions.get(c.criterion_id),
-                     note=bench.notes.get(c.criterion_id, "")) for c in view.criteria]
+    items = [
+        wb.Item(
+            key=c.criterion_id,
+            title=str(c.position),
+            text=c.text,
+            state=bench.decisions.get(c.criterion_id),
+            note=bench.notes.get(c.criterion_id, ""),
+        )
+        for c in view.criteria
+    ]
     wb.workbench(
-        key=wb.session_key("label"), token=loaded["token"], texts=_texts(), request=view.case.user_request,
-        context=view.case.clinical_context, meta=_case_meta(bench),
+        key=wb.session_key("label"),
+        token=loaded["token"],
+        texts=_texts(),
+        request=view.case.user_request,
+        context=view.case.clinical_context,
+        meta=_case_meta(bench),
         text_title=t("workbench.response", code=view.code),
-        text=view.text, items_title=t("workbench.criteria", version=view.rubric_version, n=len(view.criteria)),
-        items=items, unsaved=bench.unsaved, active_ms=bench.active_ms, message=st.session_state.get(MESSAGE_KEY),
-        note_max=labeling.MAX_NOTE_CHARS, on_work=_keep_draft, on_save=_save)
+        text=view.text,
+        items_title=t("workbench.criteria", version=view.rubric_version, n=len(view.criteria)),
+        items=items,
+        unsaved=bench.unsaved,
+        active_ms=bench.active_ms,
+        message=st.session_state.get(MESSAGE_KEY),
+        note_max=labeling.MAX_NOTE_CHARS,
+        on_work=_keep_draft,
+        on_save=_save,
+    )
     message = st.session_state.get(MESSAGE_KEY)
     if message:
         message["fresh"] = False
@@ -263,6 +336,7 @@ def _workbench(user, response_id: int) -> None:
 
 def render() -> None:
     user = shell.require_user(Role.annotator)
+    wb.compact_page()
     queue = _load_queue(user)
     if not queue.items:
         st.subheader(t("annotate.labeling.title"))

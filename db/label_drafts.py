@@ -22,7 +22,7 @@ from sqlmodel import Session, select
 from db import labeling, policies
 from db.drafts import discard_draft, load_draft, save_draft
 from db.errors import ValidationFailed
-from db.labeling import LabelInput, LabelingView, RubricChanged, SaveOutcome
+from db.labeling import LabelingView, LabelInput, RubricChanged, SaveOutcome
 from db.models import LabelTiming, Stage, User, utcnow
 from db.rubrics import criteria_of, current_approved_version
 
@@ -91,8 +91,14 @@ def open_response(session: Session, user: User, response_id: int) -> Workbench:
     decisions = {cid: (bool(kept[cid]) if kept.get(cid) is not None else None) for cid in saved}
     notes = {cid: str(text) for cid, text in (draft.get("notes") or {}).items() if cid in saved and text}
     unsaved = decisions != saved or notes != saved_notes
-    return Workbench(view, decisions, notes, unsaved=unsaved, active_ms=int(draft.get("active_ms") or 0),
-                     draft_at=_parse_time(draft.get("at")))
+    return Workbench(
+        view,
+        decisions,
+        notes,
+        unsaved=unsaved,
+        active_ms=int(draft.get("active_ms") or 0),
+        draft_at=_parse_time(draft.get("at")),
+    )
 
 
 def _parse_time(value) -> datetime | None:
@@ -128,8 +134,16 @@ def _clean_active_ms(value) -> int:
         raise ValidationFailed("active time: a whole number of milliseconds") from None
 
 
-def keep_draft(session: Session, user: User, response_id: int, *, rubric_version_id: int, decisions: Decisions,
-               notes: Mapping[str, str] | None = None, active_ms: int = 0) -> None:
+def keep_draft(
+    session: Session,
+    user: User,
+    response_id: int,
+    *,
+    rubric_version_id: int,
+    decisions: Decisions,
+    notes: Mapping[str, str] | None = None,
+    active_ms: int = 0,
+) -> None:
     """Keep the user's working decisions on a response (called on each decision).
 
     Refused like a save when the response is not the user's or the rubric changed since the page
@@ -143,8 +157,13 @@ def keep_draft(session: Session, user: User, response_id: int, *, rubric_version
         raise RubricChanged("the rubric of this case changed since the page was opened", current=rubric.version)
     criterion_ids = [c.criterion_id for c in criteria_of(session, rubric.id)]
     cleaned, cleaned_notes = _clean(criterion_ids, decisions, notes)
-    payload = {"rubric_version_id": rubric.id, "decisions": cleaned, "notes": cleaned_notes,
-               "active_ms": _clean_active_ms(active_ms), "at": utcnow().isoformat()}
+    payload = {
+        "rubric_version_id": rubric.id,
+        "decisions": cleaned,
+        "notes": cleaned_notes,
+        "active_ms": _clean_active_ms(active_ms),
+        "at": utcnow().isoformat(),
+    }
     save_draft(session, user, _draft_key(response_id), payload)
 
 
@@ -159,9 +178,17 @@ def mark_remaining(decisions: Decisions, met: bool = False) -> dict[str, bool | 
     return {cid: (met if value is None else value) for cid, value in decisions.items()}
 
 
-def save(session: Session, user: User, response_id: int, *, rubric_version_id: int, decisions: Decisions,
-         notes: Mapping[str, str] | None = None, expected_versions: Mapping[str, int],
-         active_ms: int = 0) -> SaveOutcome:
+def save(
+    session: Session,
+    user: User,
+    response_id: int,
+    *,
+    rubric_version_id: int,
+    decisions: Decisions,
+    notes: Mapping[str, str] | None = None,
+    expected_versions: Mapping[str, int],
+    active_ms: int = 0,
+) -> SaveOutcome:
     """Save the working decisions as labels; refused (UnjudgedCriteria) while any criterion is unjudged.
 
     Then the draft is dropped and the active time is stored with the save.
@@ -178,19 +205,28 @@ def save(session: Session, user: User, response_id: int, *, rubric_version_id: i
     else:
         # labeling.save_labels names the reason (no approved rubric, or a changed one).
         inputs = []
-    outcome = labeling.save_labels(session, user, response_id, inputs, rubric_version_id=rubric_version_id,
-                                   expected_versions=expected_versions)
+    outcome = labeling.save_labels(
+        session, user, response_id, inputs, rubric_version_id=rubric_version_id, expected_versions=expected_versions
+    )
     if outcome.changed:
         # A re-save of identical decisions is not new work.
-        session.add(LabelTiming(user_id=user.id, response_id=response_id, stage=Stage.annotation,
-                                rubric_version_id=outcome.rubric_version_id, active_ms=_clean_active_ms(active_ms),
-                                n_criteria=len(inputs)))
+        session.add(
+            LabelTiming(
+                user_id=user.id,
+                response_id=response_id,
+                stage=Stage.annotation,
+                rubric_version_id=outcome.rubric_version_id,
+                active_ms=_clean_active_ms(active_ms),
+                n_criteria=len(inputs),
+            )
+        )
     discard_draft(session, user, _draft_key(response_id))
     session.flush()
     return outcome
 
 
 # Time on task (admins) --------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class TimeOnTask:
@@ -223,15 +259,19 @@ def time_on_task(session: Session, *, actor: User, stage: str = Stage.annotation
     by_user: dict[tuple[str, int | None], list[tuple[int, int]]] = {}
     for username, group_no, active_ms, n_criteria in rows:
         by_user.setdefault((username, group_no), []).append((active_ms, n_criteria))
-    return [_summary(username, group_no, items) for (username, group_no), items in sorted(
-        by_user.items(), key=lambda item: (item[0][1] or 0, item[0][0]))]
+    return [
+        _summary(username, group_no, items)
+        for (username, group_no), items in sorted(by_user.items(), key=lambda item: (item[0][1] or 0, item[0][0]))
+    ]
 
 
 def _summary(username: str, group_no: int | None, items: Iterable[tuple[int, int]]) -> TimeOnTask:
     items = list(items)
     per_criterion = [active / n for active, n in items if n]
     return TimeOnTask(
-        username=username, group_no=group_no, saves=len(items),
+        username=username,
+        group_no=group_no,
+        saves=len(items),
         median_seconds=statistics.median(active for active, _ in items) / 1000,
         median_ms_per_criterion=statistics.median(per_criterion) if per_criterion else 0.0,
         fast_saves=sum(is_fast(active, n) for active, n in items),

@@ -267,4 +267,4 @@ def test_annotator_sidebar_shows_their_queue_progress(studio):
     button(app, t("admin.assign.label.submit")).click().run()
     annotator = signed_in(studio, "g1a1")
     bars = [p.proto.text for p in annotator.get("progress")]
-    assert any(text == t("sidebar.my_progress", done=0, total=2) for text in bars), bars
+    assert any(text == t("workbench.progress.label", done="0", total="2", share="0.0%") for text in bars), bars

@@ -20,8 +20,9 @@ IDS = [f"c{i:02d}" for i in range(1, N + 1)]
 
 
 def assign(session, user, case, response):
-    session.add(Assignment(kind="label", case_pk=case.id, user_id=user.id, group_no=user.group_no,
-                           response_id=response.id))
+    session.add(
+        Assignment(kind="label", case_pk=case.id, user_id=user.id, group_no=user.group_no, response_id=response.id)
+    )
     session.flush()
 
 
@@ -56,13 +57,25 @@ def test_saving_with_unjudged_criteria_is_refused_and_names_how_many(session, wo
     g1, first = world["g1"], world["first"]
     bench = label_drafts.open_response(session, g1, first.id)
     with pytest.raises(UnjudgedCriteria) as refused:
-        label_drafts.save(session, g1, first.id, rubric_version_id=bench.view.rubric_version_id,
-                          decisions=bench.decisions, expected_versions=bench.view.expected_versions)
+        label_drafts.save(
+            session,
+            g1,
+            first.id,
+            rubric_version_id=bench.view.rubric_version_id,
+            decisions=bench.decisions,
+            expected_versions=bench.view.expected_versions,
+        )
     assert refused.value.count == N and "30" in str(refused.value)
     partly = dict(bench.decisions, c01=True, c02=False, c03=True)
     with pytest.raises(UnjudgedCriteria) as refused:
-        label_drafts.save(session, g1, first.id, rubric_version_id=bench.view.rubric_version_id,
-                          decisions=partly, expected_versions=bench.view.expected_versions)
+        label_drafts.save(
+            session,
+            g1,
+            first.id,
+            rubric_version_id=bench.view.rubric_version_id,
+            decisions=partly,
+            expected_versions=bench.view.expected_versions,
+        )
     assert refused.value.count == N - 3
     session.rollback()
     assert label_count(session, first.id) == 0
@@ -80,8 +93,15 @@ def test_each_decision_is_kept_and_a_reopened_response_shows_its_draft_as_unsave
     working = dict(bench.decisions)
     for i, cid in enumerate(IDS[:15]):
         working[cid] = True
-        label_drafts.keep_draft(session, g1, first.id, rubric_version_id=bench.view.rubric_version_id,
-                                decisions=working, notes={"c02": "  提到了  "}, active_ms=1000 * (i + 1))
+        label_drafts.keep_draft(
+            session,
+            g1,
+            first.id,
+            rubric_version_id=bench.view.rubric_version_id,
+            decisions=working,
+            notes={"c02": "  提到了  "},
+            active_ms=1000 * (i + 1),
+        )
         session.commit()
     # a "crash": a new session reads what the last decision left
     session.expire_all()
@@ -100,11 +120,19 @@ def test_save_stores_exactly_the_decisions_drops_the_draft_and_records_time(sess
     g1, first = world["g1"], world["first"]
     bench = label_drafts.open_response(session, g1, first.id)
     working = {cid: i < 15 for i, cid in enumerate(IDS)}
-    label_drafts.keep_draft(session, g1, first.id, rubric_version_id=bench.view.rubric_version_id,
-                            decisions=working, active_ms=42_000)
+    label_drafts.keep_draft(
+        session, g1, first.id, rubric_version_id=bench.view.rubric_version_id, decisions=working, active_ms=42_000
+    )
     session.commit()
-    outcome = label_drafts.save(session, g1, first.id, rubric_version_id=bench.view.rubric_version_id,
-                                decisions=working, expected_versions=bench.view.expected_versions, active_ms=45_000)
+    outcome = label_drafts.save(
+        session,
+        g1,
+        first.id,
+        rubric_version_id=bench.view.rubric_version_id,
+        decisions=working,
+        expected_versions=bench.view.expected_versions,
+        active_ms=45_000,
+    )
     session.commit()
     assert outcome.created == N
     saved = {cid: label.met for cid, label in labeling.labels_for(session, g1, first.id, 1).items()}
@@ -116,8 +144,15 @@ def test_save_stores_exactly_the_decisions_drops_the_draft_and_records_time(sess
     reopened = label_drafts.open_response(session, g1, first.id)
     assert reopened.decisions == working and not reopened.unsaved and reopened.unjudged == 0
     # the same decisions again change nothing and are not new work
-    again = label_drafts.save(session, g1, first.id, rubric_version_id=reopened.view.rubric_version_id,
-                              decisions=working, expected_versions=reopened.view.expected_versions, active_ms=1)
+    again = label_drafts.save(
+        session,
+        g1,
+        first.id,
+        rubric_version_id=reopened.view.rubric_version_id,
+        decisions=working,
+        expected_versions=reopened.view.expected_versions,
+        active_ms=1,
+    )
     session.commit()
     assert again.changed == 0
     assert session.exec(select(func.count()).select_from(LabelTiming)).one() == 1
@@ -129,8 +164,9 @@ def test_a_draft_against_an_older_rubric_is_not_shown_and_stale_labels_open_unju
     for cid in IDS:
         make_label(session, first, cid, True, g1)
     session.exec(update(Label).values(rubric_version_id=bench.view.rubric_version_id))
-    label_drafts.keep_draft(session, g1, first.id, rubric_version_id=bench.view.rubric_version_id,
-                            decisions={cid: False for cid in IDS})
+    label_drafts.keep_draft(
+        session, g1, first.id, rubric_version_id=bench.view.rubric_version_id, decisions={cid: False for cid in IDS}
+    )
     session.commit()
     make_rubric(session, case, status=RubricStatus.approved, version=2)
     session.commit()
@@ -138,8 +174,9 @@ def test_a_draft_against_an_older_rubric_is_not_shown_and_stale_labels_open_unju
     assert reopened.view.rubric_version == 2
     assert not reopened.unsaved and reopened.unjudged == N  # old labels are stale: judged again
     with pytest.raises(RubricChanged):
-        label_drafts.keep_draft(session, g1, first.id, rubric_version_id=bench.view.rubric_version_id,
-                                decisions={"c01": True})
+        label_drafts.keep_draft(
+            session, g1, first.id, rubric_version_id=bench.view.rubric_version_id, decisions={"c01": True}
+        )
 
 
 def test_drafts_check_who_is_asking_and_what_is_sent(session, world):
@@ -154,8 +191,14 @@ def test_drafts_check_who_is_asking_and_what_is_sent(session, world):
     with pytest.raises(ValidationFailed):
         label_drafts.keep_draft(session, g1, first.id, rubric_version_id=version, decisions={"c01": "yes"})
     with pytest.raises(ValidationFailed):
-        label_drafts.keep_draft(session, g1, first.id, rubric_version_id=version, decisions={"c01": True},
-                                notes={"c01": "x" * (labeling.MAX_NOTE_CHARS + 1)})
+        label_drafts.keep_draft(
+            session,
+            g1,
+            first.id,
+            rubric_version_id=version,
+            decisions={"c01": True},
+            notes={"c01": "x" * (labeling.MAX_NOTE_CHARS + 1)},
+        )
     session.rollback()
     assert session.exec(select(func.count()).select_from(Draft)).one() == 0
 
@@ -174,9 +217,15 @@ def test_time_on_task_medians_and_fast_saves_match_an_independent_count(session,
     for user, items in times:
         for response, active in items:
             view = labeling.response_for_labeling(session, user, response.id)
-            label_drafts.save(session, user, response.id, rubric_version_id=view.rubric_version_id,
-                              decisions={cid: True for cid in IDS}, expected_versions=view.expected_versions,
-                              active_ms=active)
+            label_drafts.save(
+                session,
+                user,
+                response.id,
+                rubric_version_id=view.rubric_version_id,
+                decisions={cid: True for cid in IDS},
+                expected_versions=view.expected_versions,
+                active_ms=active,
+            )
     session.commit()
     summary = {row.username: row for row in label_drafts.time_on_task(session, actor=admin)}
     assert summary["ann1"].saves == 2 and summary["ann1"].median_seconds == statistics.median([90, 20])
@@ -192,5 +241,11 @@ def test_saving_through_labeling_still_requires_every_criterion(session, world):
     g1, first = world["g1"], world["first"]
     view = labeling.response_for_labeling(session, g1, first.id)
     with pytest.raises(ValidationFailed):
-        labeling.save_labels(session, g1, first.id, [LabelInput("c01", True)], rubric_version_id=view.rubric_version_id,
-                             expected_versions={})
+        labeling.save_labels(
+            session,
+            g1,
+            first.id,
+            [LabelInput("c01", True)],
+            rubric_version_id=view.rubric_version_id,
+            expected_versions={},
+        )

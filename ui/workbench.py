@@ -44,8 +44,14 @@ class Item:
     lines: list[dict[str, str]] = field(default_factory=list)  # extra read-only lines: {label, value, note}
 
     def as_data(self) -> dict[str, Any]:
-        return {"key": self.key, "title": self.title, "text": self.text, "state": self.state, "note": self.note,
-                "lines": self.lines}
+        return {
+            "key": self.key,
+            "title": self.title,
+            "text": self.text,
+            "state": self.state,
+            "note": self.note,
+            "lines": self.lines,
+        }
 
 
 def session_key(name: str) -> str:
@@ -60,17 +66,53 @@ def new_token() -> str:
     return secrets.token_hex(8)
 
 
-def workbench(*, key: str, token: str, texts: dict[str, str], request: str, context: str, meta: str,
-              text_title: str, text: str, items_title: str, items: list[Item], unsaved: bool = False,
-              active_ms: int = 0, message: dict[str, str] | None = None, note_max: int = 2000,
-              on_work: Callable[[], None] | None = None, on_save: Callable[[], None] | None = None) -> Any:
+def workbench(
+    *,
+    key: str,
+    token: str,
+    texts: dict[str, str],
+    request: str,
+    context: str,
+    meta: str,
+    text_title: str,
+    text: str,
+    items_title: str,
+    items: list[Item],
+    unsaved: bool = False,
+    active_ms: int = 0,
+    message: dict[str, str] | None = None,
+    note_max: int = 2000,
+    on_work: Callable[[], None] | None = None,
+    on_save: Callable[[], None] | None = None,
+) -> Any:
     """Mount the workbench; `on_work` runs after each decision, `on_save` on Ctrl+Enter (read `value(key)`)."""
-    data = {"token": token, "texts": texts, "request": request, "context": context, "meta": meta,
-            "text_title": text_title, "text": text, "items_title": items_title,
-            "items": [item.as_data() for item in items], "unsaved": unsaved, "active_ms": int(active_ms),
-            "message": message, "note_max": note_max}
-    return _component()(key=key, data=data, on_work_change=on_work or _nothing, on_save_change=on_save or _nothing,
-                        height="content")
+    data = {
+        "token": token,
+        "texts": texts,
+        "request": request,
+        "context": context,
+        "meta": meta,
+        "text_title": text_title,
+        "text": text,
+        "items_title": items_title,
+        "items": [item.as_data() for item in items],
+        "unsaved": unsaved,
+        "active_ms": int(active_ms),
+        "message": message,
+        "note_max": note_max,
+    }
+    return _component()(
+        key=key, data=data, on_work_change=on_work or _nothing, on_save_change=on_save or _nothing, height="content"
+    )
+
+
+#: The page's top padding, smaller than Streamlit's default so the workbench gets the height.
+_COMPACT_STYLE = "<style>.stMainBlockContainer { padding-top: 4rem; padding-bottom: 0.5rem; }</style>"
+
+
+def compact_page() -> None:
+    """Less blank space above the page's content (call once per run of a workbench page)."""
+    st.html(_COMPACT_STYLE)
 
 
 def value(key: str, name: str) -> dict[str, Any] | None:
