@@ -85,8 +85,9 @@ def _one_of(values: tuple[Any, ...]) -> Any:
 
     def check(value: Any) -> Any:
         if not any(type(value) is type(allowed) and value == allowed for allowed in values):
-            raise PydanticCustomError("one_of", "must be {choices}, found {found}", {"choices": choices,
-                                                                                        "found": repr(value)})
+            raise PydanticCustomError(
+                "one_of", "must be {choices}, found {found}", {"choices": choices, "found": repr(value)}
+            )
         return value
 
     return BeforeValidator(check)
@@ -143,8 +144,10 @@ def _distinct_criterion_ids(items: list[CriterionRecord]) -> list[CriterionRecor
             raise PydanticCustomError(
                 "repeats",
                 "{detail}",
-                {"at": f"[{index}].criterion_id",
-                 "detail": f"{item.criterion_id!r} repeats rubrics[{first[item.criterion_id]}]"},
+                {
+                    "at": f"[{index}].criterion_id",
+                    "detail": f"{item.criterion_id!r} repeats rubrics[{first[item.criterion_id]}]",
+                },
             )
         first[item.criterion_id] = index
     return items
@@ -165,8 +168,9 @@ class CaseRecord(_Record):
     clinical_context: Text
     user_request: Text
     #: Empty (the rubric is written in the app) or exactly the installation's rubric size.
-    rubrics: Annotated[list[CriterionRecord], BeforeValidator(_rubric_size_on_import),
-                       AfterValidator(_distinct_criterion_ids)]
+    rubrics: Annotated[
+        list[CriterionRecord], BeforeValidator(_rubric_size_on_import), AfterValidator(_distinct_criterion_ids)
+    ]
     register: Register | None = None
 
 
@@ -199,11 +203,13 @@ class LabelRecord(_Record):
     def _group_of_stage(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
         stage = info.data.get("stage")
         if stage == "adjudication" and value is not None:
-            raise PydanticCustomError("adjudication_group", "must be null for an adjudication, found {found}",
-                                      {"found": repr(value)})
+            raise PydanticCustomError(
+                "adjudication_group", "must be null for an adjudication, found {found}", {"found": repr(value)}
+            )
         if stage in ("annotation", "check") and value is None:
-            raise PydanticCustomError("group_needed", "is null: {stage} labels belong to expert group 1 or 2",
-                                      {"stage": stage})
+            raise PydanticCustomError(
+                "group_needed", "is null: {stage} labels belong to expert group 1 or 2", {"stage": stage}
+            )
         return handler(value)
 
 
@@ -256,8 +262,9 @@ def _no_forbidden_keys(values: Any) -> Any:
     if isinstance(values, dict):
         for key in values:
             if is_forbidden_key(key):
-                raise PydanticCustomError("forbidden_key", "{detail}",
-                                          {"at": f".{key}", "detail": "is a key no released case may have"})
+                raise PydanticCustomError(
+                    "forbidden_key", "{detail}", {"at": f".{key}", "detail": "is a key no released case may have"}
+                )
     return values
 
 
@@ -265,8 +272,11 @@ class _ReleaseCase(_Record):
     model_config = ConfigDict(
         extra="allow",
         title="ClinConsensus case",
-        json_schema_extra={"propertyNames": {"not": {"pattern": "(?i)(" + "|".join(
-            re.escape(part) for part in FORBIDDEN_KEY_PARTS) + ")"}}},
+        json_schema_extra={
+            "propertyNames": {
+                "not": {"pattern": "(?i)(" + "|".join(re.escape(part) for part in FORBIDDEN_KEY_PARTS) + ")"}
+            }
+        },
     )
 
     case_id: CaseId
@@ -288,8 +298,12 @@ def release_case_model(size: int) -> type[_ReleaseCase]:
         "ReleaseCase",
         __base__=_ReleaseCase,
         __doc__=f"One line of cases.jsonl: a Chinese clinical case with exactly {size} rubric criteria.",
-        rubrics=(Annotated[list[ReleaseCriterion], Field(min_length=size, max_length=size),
-                           AfterValidator(_distinct_criterion_ids)], ...),
+        rubrics=(
+            Annotated[
+                list[ReleaseCriterion], Field(min_length=size, max_length=size), AfterValidator(_distinct_criterion_ids)
+            ],
+            ...,
+        ),
     )
     return model
 
@@ -359,8 +373,10 @@ def describe(error: ValidationError, model: type[BaseModel] | None = None, prefi
         elif kind == "string_pattern_mismatch":
             text = "is blank"
         elif kind in ("too_short", "too_long"):
-            text = f"has {context['actual_length']} items, exactly {context.get('min_length', context.get('max_length'))} " \
-                   "required"
+            text = (
+                f"has {context['actual_length']} items, exactly {context.get('min_length', context.get('max_length'))} "
+                "required"
+            )
         elif kind == "extra_forbidden":
             text = "is not a field of this record"
         else:
