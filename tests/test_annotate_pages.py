@@ -8,14 +8,14 @@ import re
 import pytest
 from sqlmodel import select
 
-from i18n import translate
 from annotate import pages as annotate_pages
 from db import drafts, label_drafts, rubrics
 from db.engine import session_scope
 from db.models import Assignment, Label, RubricStatus, RubricVersion, User
 from db.rubrics import CriterionInput, default_criterion_ids
-from tests.apptest_helpers import app_database, button, open_page, signed_in, texts  # noqa: F401
-from tests.factories import make_case, make_response, make_rubric, make_user
+from i18n import translate
+from tests.support.apptest_helpers import button, open_page, signed_in, texts
+from tests.support.factories import make_case, make_response, make_rubric, make_user
 
 N = 30
 UNESCAPED_MARKUP = re.compile(r"(?<!\\)<(img|script)|(?<!\\)!(?<!\\)\[|(?<!\\)\]\(")
@@ -169,8 +169,7 @@ def test_stale_draft_is_refused_with_a_clear_message(studio):
     changed = clean_texts()
     changed[0] = "另一位同事改写的第一条标准内容"
     save_version(studio, changed)  # someone saves meanwhile
-    with session_scope(studio) as session:  # and this page has an unsaved edit
-        user = session.exec(select(User).where(User.username == "ann1")).one()
+    # and this page has an unsaved edit
     state = app.session_state[f"annotate_rubric_state_{first.case_pk}"]
     state["rows"][1]["text"] = "我在页面上改写的第二条标准内容"
     app = button(app, zh("annotate.authoring.save")).click().run()

@@ -13,7 +13,7 @@ from db.errors import PermissionDenied, ValidationFailed
 from db.label_drafts import UnjudgedCriteria
 from db.labeling import LabelInput, RubricChanged
 from db.models import Assignment, Draft, Label, LabelTiming, RubricStatus
-from tests.factories import make_case, make_label, make_response, make_rubric, make_user
+from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 
 N = 30
 IDS = [f"c{i:02d}" for i in range(1, N + 1)]

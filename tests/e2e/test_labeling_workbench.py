@@ -16,7 +16,7 @@ from db.config import RUBRIC_SIZE
 from db.engine import make_engine, session_scope
 from db.models import Assignment, AssignmentKind, Draft, Label, LabelTiming, RubricStatus
 from tests.e2e.conftest import ACTION_TIMEOUT_MS, login, screenshot, text, wait_for_app_run
-from tests.factories import make_case, make_response
+from tests.support.factories import make_case, make_response
 
 pytestmark = pytest.mark.browser
 
