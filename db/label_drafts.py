@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from db import labeling, policies
 from db.drafts import discard_draft, load_draft, save_draft
@@ -81,7 +81,7 @@ def _saved_decisions(view: LabelingView) -> tuple[dict[str, bool | None], dict[s
 
 
 def open_response(session: Session, user: User, response_id: int) -> Workbench:
-    """The response with its working decisions: the user's draft if one matches the current rubric, else the saved labels."""
+    """The response with its working decisions: the user's draft on the current rubric, else the saved labels."""
     view = labeling.response_for_labeling(session, user, response_id)
     saved, saved_notes = _saved_decisions(view)
     draft = load_draft(session, user, _draft_key(response_id))
@@ -120,8 +120,8 @@ def _clean(criterion_ids: list[str], decisions: Decisions, notes: Mapping[str, s
             raise ValidationFailed(f"label of {cid}: met, not met or unjudged")
         cleaned[cid] = value
     cleaned_notes = {}
-    for cid, text in (notes or {}).items():
-        text = labeling._clean_note(text, cid)
+    for cid, given in (notes or {}).items():
+        text = labeling._clean_note(given, cid)
         if text:
             cleaned_notes[cid] = text
     return cleaned, cleaned_notes
@@ -208,7 +208,7 @@ def save(
     outcome = labeling.save_labels(
         session, user, response_id, inputs, rubric_version_id=rubric_version_id, expected_versions=expected_versions
     )
-    if outcome.changed:
+    if outcome.changed and user.id is not None:
         # A re-save of identical decisions is not new work.
         session.add(
             LabelTiming(
@@ -249,11 +249,9 @@ def is_fast(active_ms: int, n_criteria: int) -> bool:
 def time_on_task(session: Session, *, actor: User, stage: str = Stage.annotation) -> list[TimeOnTask]:
     """Per person: saves, median active time per response and per criterion, very fast saves (admins only)."""
     policies.require_admin(actor)
-    from db.models import User as UserTable
-
     rows = session.exec(
-        select(UserTable.username, UserTable.group_no, LabelTiming.active_ms, LabelTiming.n_criteria)
-        .join(UserTable, UserTable.id == LabelTiming.user_id)
+        select(User.username, User.group_no, LabelTiming.active_ms, LabelTiming.n_criteria)
+        .join(User, col(User.id) == col(LabelTiming.user_id))
         .where(LabelTiming.stage == stage)
     ).all()
     by_user: dict[tuple[str, int | None], list[tuple[int, int]]] = {}

@@ -165,7 +165,7 @@ def test_a_draft_against_an_older_rubric_is_not_shown_and_stale_labels_open_unju
         make_label(session, first, cid, True, g1)
     session.exec(update(Label).values(rubric_version_id=bench.view.rubric_version_id))
     label_drafts.keep_draft(
-        session, g1, first.id, rubric_version_id=bench.view.rubric_version_id, decisions={cid: False for cid in IDS}
+        session, g1, first.id, rubric_version_id=bench.view.rubric_version_id, decisions=dict.fromkeys(IDS, False)
     )
     session.commit()
     make_rubric(session, case, status=RubricStatus.approved, version=2)
@@ -222,7 +222,7 @@ def test_time_on_task_medians_and_fast_saves_match_an_independent_count(session,
                 user,
                 response.id,
                 rubric_version_id=view.rubric_version_id,
-                decisions={cid: True for cid in IDS},
+                decisions=dict.fromkeys(IDS, True),
                 expected_versions=view.expected_versions,
                 active_ms=active,
             )

@@ -12,7 +12,6 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from annotate.labeling import TEXT_WIDTH
 from db import users
 from db.config import RUBRIC_SIZE
 from db.engine import make_engine, session_scope
