@@ -242,6 +242,7 @@ def test_labeling_page_sends_the_workbench_only_what_the_annotator_may_see(studi
         "active_ms",
         "message",
         "note_max",
+        "shared_note",
     }
     # every criterion opens unjudged: no decision is made by default
     assert len(data["items"]) == N and {item["state"] for item in data["items"]} == {None}

@@ -81,6 +81,7 @@ def workbench(
     unsaved: bool = False,
     active_ms: int = 0,
     message: dict[str, str] | None = None,
+    shared_note: str = "",
     note_max: int = 2000,
     on_work: Callable[[], None] | None = None,
     on_save: Callable[[], None] | None = None,
@@ -100,6 +101,7 @@ def workbench(
         "active_ms": int(active_ms),
         "message": message,
         "note_max": note_max,
+        "shared_note": shared_note,
     }
     return _component()(
         key=key, data=data, on_work_change=on_work or _nothing, on_save_change=on_save or _nothing, height="content"
