@@ -20,6 +20,8 @@ from db.migrate import upgrade
 from tests.pg_server import PostgresServer, PostgresUnavailable
 
 _counter = itertools.count()
+# The audit chain's key (db.audit): fixed for the test session and the commands and servers it starts.
+os.environ.setdefault("CLINCONSENSUS_AUDIT_KEY", "test-audit-key-not-secret")
 TEMPLATE_DB = "cc_template"
 
 
