@@ -72,7 +72,10 @@ def entry_hash(*, prev_hash: str, at: datetime, actor: str, action: str, entity:
                entity_key: str, before: Any, after: Any, key: bytes | None = None) -> str:
     payload = json.dumps(
         [prev_hash, _canonical_time(at), actor, action, entity, entity_key, before, after],
-        ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str,
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
+        default=str,
     )
     return hmac.new(key if key is not None else audit_key(), payload.encode("utf-8"), hashlib.sha256).hexdigest()
 
@@ -102,10 +105,24 @@ class AuditWriter:
         prev = self._last_hash()
         at = utcnow()
         entry = AuditLog(
-            at=at, actor=self.actor, action=action, entity=entity, entity_key=entity_key,
-            before=before, after=after, prev_hash=prev,
-            hash=entry_hash(prev_hash=prev, at=at, actor=self.actor, action=action, entity=entity,
-                            entity_key=entity_key, before=before, after=after),
+            at=at,
+            actor=self.actor,
+            action=action,
+            entity=entity,
+            entity_key=entity_key,
+            before=before,
+            after=after,
+            prev_hash=prev,
+            hash=entry_hash(
+                prev_hash=prev,
+                at=at,
+                actor=self.actor,
+                action=action,
+                entity=entity,
+                entity_key=entity_key,
+                before=before,
+                after=after,
+            ),
         )
         self.session.add(entry)
         self._tail = entry.hash
@@ -146,9 +163,7 @@ def verify_chain(session: Session, *, batch: int = 10_000) -> ChainReport:
     last_id = 0
     key = audit_key()
     while True:
-        rows = session.exec(
-            select(AuditLog).where(AuditLog.id > last_id).order_by(AuditLog.id).limit(batch)
-        ).all()
+        rows = session.exec(select(AuditLog).where(AuditLog.id > last_id).order_by(AuditLog.id).limit(batch)).all()
         if not rows:
             return ChainReport(ok=True, entries=count)
         for row in rows:
