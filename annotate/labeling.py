@@ -18,6 +18,7 @@ import streamlit as st
 
 from ui import shell, widgets
 from ui.case_panel import case_panel
+from ui.keys import widget_key
 from db import labeling
 from db.errors import ClinConsensusError, StaleEdit, ValidationFailed
 from db.labeling import LabelInput, LabelingView, LabelQueue, RubricChanged
@@ -238,8 +239,8 @@ def _checklist(view: LabelingView) -> pd.DataFrame:
                 "note": (label.note or "") if label else "",
             }
         )
-    editor_key = (
-        f"annotate_label_editor_{view.response_id}_{view.rubric_version_id}_{st.session_state.get(GENERATION_KEY, 0)}"
+    editor_key = widget_key(
+        "annotate_label_editor", view.response_id, view.rubric_version_id, st.session_state.get(GENERATION_KEY, 0)
     )
     st.session_state[LOADED_KEY] = {
         "response_id": view.response_id,

@@ -83,14 +83,29 @@ def require_may_adjudicate(session: Session, user: User, response_id: int) -> No
 
 
 def open_adjudication(session: Session, user: User, response_id: int) -> None:
-    """Records that the checker is about to see both groups' labels of the response (once; needs a write session)."""
+    """Records, durably and before any label is shown, that the checker sees both groups' labels of the response.
+
+    In a write session the record joins its transaction; a read-only session (SQLite's shared
+    read) gets it committed in a short write transaction of its own first.
+    """
     require_may_adjudicate(session, user, response_id)
     if opened_by(session, user.id, [response_id]):
         return
+    if session.connection().get_execution_options().get("sqlite_read_only"):
+        from db.engine import session_scope
+
+        with session_scope(session.get_bind()) as writer:
+            _insert_opening(writer, user.id, response_id)
+    else:
+        _insert_opening(session, user.id, response_id)
+
+
+def _insert_opening(session: Session, user_id: int, response_id: int) -> None:
     try:
         with session.begin_nested():
-            session.execute(insert(AdjudicationOpening).values(user_id=user.id, response_id=response_id,
-                                                               opened_at=utcnow()))
+            session.execute(
+                insert(AdjudicationOpening).values(user_id=user_id, response_id=response_id, opened_at=utcnow())
+            )
     except IntegrityError:
         pass  # opened at the same moment in another tab: recorded either way
 

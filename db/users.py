@@ -262,7 +262,7 @@ def open_session(session: Session, *, user: User) -> str:
 
 
 def _live_session(session: Session, token: str) -> LoginSession | None:
-    if not token:
+    if not token or not isinstance(token, str):
         return None
     row = session.exec(select(LoginSession).where(LoginSession.token_hash == token_digest(token))).first()
     now = utcnow()

@@ -12,6 +12,7 @@ from db import review, users
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
 from ui.checker import met_names, met_text, page_start, response_box
+from ui.keys import widget_key
 
 #: The queue reads every disputed label; it is recomputed at most this often (and after each save here).
 QUEUE_CACHE_SECONDS = 60
@@ -59,7 +60,7 @@ def _side(title: str, side: review.Side) -> None:
 
 
 def _cell(view: review.AdjudicationView, cell: review.AdjudicationCell) -> review.AdjudicationInput | None:
-    key = f"review_adj_{view.response_id}_{cell.criterion_id}"
+    key = widget_key("review_adj", view.response_id, cell.criterion_id)
     with st.container(border=True):
         st.markdown(f"**{cell.position}** · {plain(cell.criterion_id)}")
         show_text(cell.text)

@@ -20,9 +20,10 @@ _writer = st.components.v2.component("clinconsensus_session_cookie", js=_JS)
 def token_from_cookie() -> str | None:
     """The token the browser sent with this session's connection, if any."""
     try:
-        return st.context.cookies.get(COOKIE_NAME) or None
-    except Exception:  # no browser connection (bare script run)
+        value = st.context.cookies.get(COOKIE_NAME)
+    except Exception:  # no browser connection (a bare or headless test run)
         return None
+    return value if isinstance(value, str) and value else None
 
 
 def write_cookie(token: str | None, *, max_age_seconds: int) -> None:
