@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlmodel import Session
 
+from db.audit import AuditHead, check_anchor, verify_chain
 from db.models import NO_GROUP, Assignment, AuditLog, Case, Criterion, Label, Response, RubricVersion, User
 
 #: Differences listed at most (the count is always exact).
@@ -217,3 +218,40 @@ def replay(session: Session) -> ReplayReport:
 def _zip_longest(a: tuple, b: tuple) -> list[tuple]:
     size = max(len(a), len(b))
     return [(a[i] if i < len(a) else None, b[i] if i < len(b) else None) for i in range(size)]
+
+
+@dataclass
+class AuditVerification:
+    """`audit verify`: the keyed chain, the replay, and (optionally) an export's anchor."""
+
+    entries: int
+    problems: list[str]
+    replay: ReplayReport | None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def verify_audit(session: Session, *, anchor: AuditHead | None = None) -> AuditVerification:
+    chain = verify_chain(session)
+    problems = []
+    if not chain.ok:
+        problems.append(f"audit chain broken at entry {chain.first_bad_id}: {chain.reason}")
+    if anchor is not None:
+        reason = check_anchor(session, anchor)
+        if reason:
+            problems.append(f"anchor: {reason}")
+    report = replay(session)
+    problems += report.differences
+    if report.n_differences > len(report.differences):
+        problems.append(f"... and {report.n_differences - len(report.differences):,} more differences")
+    return AuditVerification(chain.entries, problems, report)
+
+
+def anchor_from_manifest(manifest: dict) -> AuditHead:
+    """The audit head an export recorded in its manifest (`audit_head`: {count, hash})."""
+    head = manifest.get("audit_head") if isinstance(manifest, dict) else None
+    if not isinstance(head, dict) or not isinstance(head.get("count"), int) or not isinstance(head.get("hash"), str):
+        raise ValueError("audit_head: the manifest records no audit head (count and hash)")
+    return AuditHead(head["count"], head["hash"])

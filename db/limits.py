@@ -56,6 +56,22 @@ def _finite_float(text: str) -> float:
     return value
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+def raw_decode(text: str, position: int = 0) -> tuple[Any, int]:
+    """`JSONDecoder.raw_decode` for untrusted input (see `loads`); the value's depth is checked too."""
+    try:
+        value, end = _DECODER.raw_decode(text, position)
+    except RecursionError:
+        raise InputRejected(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+    # Counting brackets is cheap; the walk runs only when the text could be that deep.
+    if text.count("[", position, end) + text.count("{", position, end) > MAX_JSON_DEPTH:
+        if nesting_depth(value) > MAX_JSON_DEPTH:
+            raise InputRejected(f"nested deeper than {MAX_JSON_DEPTH} levels")
+    return value, end
+
+
 def loads(text: str | bytes) -> Any:
     """json.loads for untrusted input: no NaN/Infinity, no overflowing numbers, no deep nesting.
 

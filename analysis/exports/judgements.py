@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from analysis.loader import load_judge, load_label_decisions, load_responses
+from analysis.loader import audit_head, load_judge, load_label_decisions, load_responses
 from db.config import RUBRIC_SIZE
 from db.errors import ValidationFailed
 from db.gold import complete_responses, gold_labels, group_final_labels
@@ -144,6 +144,7 @@ def export_judgements(
         "models": per_model,
         "sha256": files,
         "left_out": left_out,
+        "audit_head": audit_head(engine),
     }
     _write_json(directory / JUDGEMENTS_MANIFEST, manifest)
     summary = ExportSummary(

@@ -20,7 +20,7 @@ from db.importers.common import (
     _RUBRIC_TABLE,
 )
 from db.importers import common
-from db.importers.reading import _kind_of, _text, _text_list
+from db.importers.reading import _extra, _kind_of, _text, _text_list
 from db.importers.writing import _BulkInserter, _Run, _batches, _dump_json
 
 
@@ -73,6 +73,8 @@ def _check_case(record: dict, taxonomy, summary: ImportSummary) -> tuple[dict | 
     if register is not None and register not in REGISTERS:
         errors.append(f"register must be lay or professional, found {register!r}")
     criteria = _check_rubric(record, errors)
+    known = set(CASE_FIELDS) | set(OPTIONAL_CASE_FIELDS)
+    extra = _extra({key: value for key, value in record.items() if key not in known}, errors)
     if errors:
         return None, errors
 
@@ -86,7 +88,6 @@ def _check_case(record: dict, taxonomy, summary: ImportSummary) -> tuple[dict | 
             canonical_labels.append(theme)
     if subject_labels and taxonomy.macro_category(subject_labels) == "other":
         summary.unmapped_subjects[subject_labels[0]] += 1
-    known = set(CASE_FIELDS) | set(OPTIONAL_CASE_FIELDS)
     return {
         "case_id": case_id,
         "difficulty": difficulty,
@@ -98,7 +99,7 @@ def _check_case(record: dict, taxonomy, summary: ImportSummary) -> tuple[dict | 
         "clinical_context": clinical_context,
         "user_request": user_request,
         "register": register,
-        "extra": {key: value for key, value in record.items() if key not in known},
+        "extra": extra,
         "criteria": criteria,
     }, errors
 
