@@ -68,8 +68,18 @@ def _canonical_time(at: datetime) -> str:
     return at.replace(tzinfo=None).isoformat(timespec="microseconds")
 
 
-def entry_hash(*, prev_hash: str, at: datetime, actor: str, action: str, entity: str,
-               entity_key: str, before: Any, after: Any, key: bytes | None = None) -> str:
+def entry_hash(
+    *,
+    prev_hash: str,
+    at: datetime,
+    actor: str,
+    action: str,
+    entity: str,
+    entity_key: str,
+    before: Any,
+    after: Any,
+    key: bytes | None = None,
+) -> str:
     payload = json.dumps(
         [prev_hash, _canonical_time(at), actor, action, entity, entity_key, before, after],
         ensure_ascii=False,
@@ -170,9 +180,17 @@ def verify_chain(session: Session, *, batch: int = 10_000) -> ChainReport:
             count += 1
             if row.prev_hash != prev:
                 return ChainReport(False, count, row.id, "prev_hash does not match the entry before it")
-            expected = entry_hash(prev_hash=row.prev_hash, at=row.at, actor=row.actor, action=row.action,
-                                  entity=row.entity, entity_key=row.entity_key, before=row.before, after=row.after,
-                                  key=key)
+            expected = entry_hash(
+                prev_hash=row.prev_hash,
+                at=row.at,
+                actor=row.actor,
+                action=row.action,
+                entity=row.entity,
+                entity_key=row.entity_key,
+                before=row.before,
+                after=row.after,
+                key=key,
+            )
             if expected != row.hash:
                 return ChainReport(False, count, row.id, "content does not match its hash")
             prev = row.hash
@@ -206,8 +224,10 @@ def check_anchor(session: Session, head: AuditHead) -> str | None:
         return None
     present = audit_head(session).count
     if present < head.count:
-        return (f"the log has {present} entries but an export recorded {head.count}: "
-                "the database was rolled back or the log cut short")
+        return (
+            f"the log has {present} entries but an export recorded {head.count}: "
+            "the database was rolled back or the log cut short"
+        )
     entry = session.exec(select(AuditLog.hash).order_by(AuditLog.id).offset(head.count - 1).limit(1)).first()
     if entry != head.hash:
         return f"entry {head.count} of the log is not the one an export recorded: the log was rewritten"

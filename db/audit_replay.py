@@ -54,8 +54,16 @@ class ReplayReport:
             self.differences.append(text)
 
 
-def bulk_label_row(case_id: str, model: str, criterion_id: str, stage: str, group_no: int | None, met: bool,
-                   username: str, note: str | None) -> list:
+def bulk_label_row(
+    case_id: str,
+    model: str,
+    criterion_id: str,
+    stage: str,
+    group_no: int | None,
+    met: bool,
+    username: str,
+    note: str | None,
+) -> list:
     """One row of a `labels` entry (the form bulk writers use)."""
     return [case_id, model, criterion_id, stage, int(group_no or NO_GROUP), bool(met), username, note or None]
 
@@ -63,8 +71,16 @@ def bulk_label_row(case_id: str, model: str, criterion_id: str, stage: str, grou
 def _entries(session: Session, entities: tuple[str, ...], batch: int = 5000) -> Iterator[AuditLog]:
     last_id = 0
     while True:
-        rows = session.execute(select(AuditLog).where(AuditLog.id > last_id, AuditLog.entity.in_(entities))
-                               .order_by(AuditLog.id).limit(batch)).scalars().all()
+        rows = (
+            session.execute(
+                select(AuditLog)
+                .where(AuditLog.id > last_id, AuditLog.entity.in_(entities))
+                .order_by(AuditLog.id)
+                .limit(batch)
+            )
+            .scalars()
+            .all()
+        )
         if not rows:
             return
         yield from rows
@@ -76,6 +92,7 @@ def _group(text: str) -> int:
 
 
 # Labels -------------------------------------------------------------------------------------
+
 
 def _logged_labels(session: Session, model_of_code: dict[tuple[str, str], str]) -> dict[LabelKey, tuple]:
     state: dict[LabelKey, tuple] = {}
@@ -89,7 +106,10 @@ def _logged_labels(session: Session, model_of_code: dict[tuple[str, str], str]) 
             model = model_of_code.get((case_id, code), f"?{code}")
             for cid, value in after["labels"].items():
                 state[(case_id, model, cid, stage, int(group.lstrip("g")))] = (
-                    bool(value["met"]), entry.actor, value.get("note") or None)
+                    bool(value["met"]),
+                    entry.actor,
+                    value.get("note") or None,
+                )
         else:
             head, cid, stage, group = entry.entity_key.rsplit("/", 3)
             case_id, model = head.split("/", 1)
@@ -101,12 +121,24 @@ def _logged_labels(session: Session, model_of_code: dict[tuple[str, str], str]) 
 def _stored_labels(session: Session) -> dict[LabelKey, tuple]:
     table = Label.__table__
     rows = session.execute(
-        select(Case.case_id, Response.model, table.c.criterion_id, table.c.stage, table.c.group_no, table.c.met,
-               User.username, table.c.note)
-        .join(Response, Response.id == table.c.response_id).join(Case, Case.id == Response.case_pk)
-        .join(User, User.id == table.c.user_id))
-    return {(case_id, model, cid, stage, int(group)): (bool(met), user, note or None)
-            for case_id, model, cid, stage, group, met, user, note in rows}
+        select(
+            Case.case_id,
+            Response.model,
+            table.c.criterion_id,
+            table.c.stage,
+            table.c.group_no,
+            table.c.met,
+            User.username,
+            table.c.note,
+        )
+        .join(Response, Response.id == table.c.response_id)
+        .join(Case, Case.id == Response.case_pk)
+        .join(User, User.id == table.c.user_id)
+    )
+    return {
+        (case_id, model, cid, stage, int(group)): (bool(met), user, note or None)
+        for case_id, model, cid, stage, group, met, user, note in rows
+    }
 
 
 def _describe_label(value: tuple | None) -> str:
@@ -118,9 +150,16 @@ def _describe_label(value: tuple | None) -> str:
 
 # Rubrics ------------------------------------------------------------------------------------
 
+
 def _criteria_tuple(criteria: list[dict]) -> tuple:
-    return tuple((c["criterion_id"].strip(), (c.get("text", c.get("criterion")) or "").strip(),
-                  tuple(dict.fromkeys(c.get("tags") or []))) for c in criteria)
+    return tuple(
+        (
+            c["criterion_id"].strip(),
+            (c.get("text", c.get("criterion")) or "").strip(),
+            tuple(dict.fromkeys(c.get("tags") or [])),
+        )
+        for c in criteria
+    )
 
 
 def _logged_rubrics(session: Session) -> dict[tuple[str, int], dict[str, Any]]:
@@ -129,8 +168,10 @@ def _logged_rubrics(session: Session) -> dict[tuple[str, int], dict[str, Any]]:
         after = entry.after or {}
         if entry.entity == "rubrics":
             for row in after.get("rows", []):
-                state[(row["case"], int(row["version"]))] = {"status": row["status"],
-                                                             "criteria": _criteria_tuple(row["criteria"])}
+                state[(row["case"], int(row["version"]))] = {
+                    "status": row["status"],
+                    "criteria": _criteria_tuple(row["criteria"]),
+                }
             continue
         if " v" in entry.entity_key:
             case_id, version = entry.entity_key.rsplit(" v", 1)
@@ -146,19 +187,29 @@ def _logged_rubrics(session: Session) -> dict[tuple[str, int], dict[str, Any]]:
 
 
 def _stored_rubrics(session: Session) -> dict[tuple[str, int], dict[str, Any]]:
-    versions = {rid: (case_id, version, status) for rid, case_id, version, status in session.execute(
-        select(RubricVersion.id, Case.case_id, RubricVersion.version, RubricVersion.status)
-        .join(Case, Case.id == RubricVersion.case_pk))}
+    versions = {
+        rid: (case_id, version, status)
+        for rid, case_id, version, status in session.execute(
+            select(RubricVersion.id, Case.case_id, RubricVersion.version, RubricVersion.status).join(
+                Case, Case.id == RubricVersion.case_pk
+            )
+        )
+    }
     criteria: dict[int, list] = {}
     for rid, cid, text, tags in session.execute(
-            select(Criterion.rubric_version_id, Criterion.criterion_id, Criterion.text, Criterion.tags)
-            .order_by(Criterion.rubric_version_id, Criterion.position)):
+        select(Criterion.rubric_version_id, Criterion.criterion_id, Criterion.text, Criterion.tags).order_by(
+            Criterion.rubric_version_id, Criterion.position
+        )
+    ):
         criteria.setdefault(rid, []).append((cid.strip(), (text or "").strip(), tuple(dict.fromkeys(tags or []))))
-    return {(case_id, version): {"status": status, "criteria": tuple(criteria.get(rid, []))}
-            for rid, (case_id, version, status) in versions.items()}
+    return {
+        (case_id, version): {"status": status, "criteria": tuple(criteria.get(rid, []))}
+        for rid, (case_id, version, status) in versions.items()
+    }
 
 
 # Assignments --------------------------------------------------------------------------------
+
 
 def _logged_assignments(session: Session) -> dict[str, str]:
     return {entry.entity_key: (entry.after or {}).get("user") for entry in _entries(session, ("assignment",))}
@@ -167,8 +218,10 @@ def _logged_assignments(session: Session) -> dict[str, str]:
 def _stored_assignments(session: Session) -> dict[str, str]:
     rows = session.execute(
         select(Assignment.kind, Case.case_id, Response.code, Assignment.group_no, User.username)
-        .join(Case, Case.id == Assignment.case_pk).join(User, User.id == Assignment.user_id)
-        .outerjoin(Response, Response.id == Assignment.response_id))
+        .join(Case, Case.id == Assignment.case_pk)
+        .join(User, User.id == Assignment.user_id)
+        .outerjoin(Response, Response.id == Assignment.response_id)
+    )
     out = {}
     for kind, case_id, code, group, username in rows:
         key = f"{kind}:{case_id}" + (f"/{code}/group{group}" if code is not None else "")
@@ -178,33 +231,49 @@ def _stored_assignments(session: Session) -> dict[str, str]:
 
 # The replay ---------------------------------------------------------------------------------
 
+
 def replay(session: Session) -> ReplayReport:
     """Every label, rubric version and assignment compared with what the audit log says it is."""
     report = ReplayReport()
-    model_of_code = {(case_id, code): model for case_id, code, model in session.execute(
-        select(Case.case_id, Response.code, Response.model).join(Case, Case.id == Response.case_pk))}
+    model_of_code = {
+        (case_id, code): model
+        for case_id, code, model in session.execute(
+            select(Case.case_id, Response.code, Response.model).join(Case, Case.id == Response.case_pk)
+        )
+    }
     logged, stored = _logged_labels(session, model_of_code), _stored_labels(session)
     report.labels = len(stored)
     for key in sorted(set(logged) | set(stored), key=lambda k: tuple(map(str, k))):
         if logged.get(key) != stored.get(key):
             case_id, model, cid, stage, group = key
             where = f"label {case_id}/{model}/{cid}/{stage}/{group if group != NO_GROUP else '-'}"
-            report.add(f"{where}: audit log says {_describe_label(logged.get(key))}, "
-                       f"database has {_describe_label(stored.get(key))}")
+            report.add(
+                f"{where}: audit log says {_describe_label(logged.get(key))}, "
+                f"database has {_describe_label(stored.get(key))}"
+            )
     logged_rubrics, stored_rubrics = _logged_rubrics(session), _stored_rubrics(session)
     report.rubric_versions = len(stored_rubrics)
     for key in sorted(set(logged_rubrics) | set(stored_rubrics)):
         log_value, db_value = logged_rubrics.get(key), stored_rubrics.get(key)
         where = f"rubric {key[0]} v{key[1]}"
         if log_value is None or db_value is None:
-            report.add(f"{where}: " + ("in the database but not in the audit log" if log_value is None
-                                       else "in the audit log but not in the database"))
+            report.add(
+                f"{where}: "
+                + (
+                    "in the database but not in the audit log"
+                    if log_value is None
+                    else "in the audit log but not in the database"
+                )
+            )
             continue
         if log_value["status"] is not None and log_value["status"] != db_value["status"]:
             report.add(f"{where}: audit log says status {log_value['status']}, database has {db_value['status']}")
         if log_value["criteria"] is not None and log_value["criteria"] != db_value["criteria"]:
-            changed = [db[0] if db else log[0] for log, db in _zip_longest(log_value["criteria"], db_value["criteria"])
-                       if log != db]
+            changed = [
+                db[0] if db else log[0]
+                for log, db in _zip_longest(log_value["criteria"], db_value["criteria"])
+                if log != db
+            ]
             report.add(f"{where}: criteria differ from the audit log ({', '.join(changed[:5])})")
     logged_assignments, stored_assignments = _logged_assignments(session), _stored_assignments(session)
     report.assignments = len(stored_assignments)

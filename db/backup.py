@@ -81,8 +81,12 @@ def libpq_environment(engine: Engine) -> dict[str, str]:
     """Connection settings for the PostgreSQL programs, in their environment (the password stays off argv)."""
     url = engine.url
     env = {**os.environ, "PGDATABASE": url.database or ""}
-    for variable, value in (("PGHOST", url.host), ("PGPORT", url.port), ("PGUSER", url.username),
-                            ("PGPASSWORD", url.password)):
+    for variable, value in (
+        ("PGHOST", url.host),
+        ("PGPORT", url.port),
+        ("PGUSER", url.username),
+        ("PGPASSWORD", url.password),
+    ):
         if value:
             env[variable] = str(value)
     host = url.query.get("host")
@@ -92,8 +96,12 @@ def libpq_environment(engine: Engine) -> dict[str, str]:
 
 
 def _postgres_backup(engine: Engine, partial: Path) -> None:
-    result = subprocess.run([pg_tool("pg_dump"), "--format=custom", "--no-owner", "--file", str(partial)],
-                            env=libpq_environment(engine), capture_output=True, text=True)
+    result = subprocess.run(
+        [pg_tool("pg_dump"), "--format=custom", "--no-owner", "--file", str(partial)],
+        env=libpq_environment(engine),
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
         reason = (result.stderr.strip().splitlines() or ["unknown error"])[-1]
         raise BackupFailed(f"pg_dump failed: {reason}")

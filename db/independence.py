@@ -25,8 +25,10 @@ from db.policies import require_role
 #: The reasons a checker is refused, for pages to show (catalog keys end with the same words).
 CHECK_PENDING = "your group has not finished checking this response; check it before adjudicating"
 LABELED_IT = "you labeled this response; another checker must adjudicate it"
-SEEN_OTHER_GROUP = "you have seen the other group's labels on this response in adjudication; " \
-                   "your group's labels on it are closed to you"
+SEEN_OTHER_GROUP = (
+    "you have seen the other group's labels on this response in adjudication; "
+    "your group's labels on it are closed to you"
+)
 
 
 def labeled_by(session: Session, user_id: int, response_ids: Iterable[int] | None = None) -> set[int]:
@@ -45,13 +47,23 @@ def check_pending(session: Session, user: User, response_ids: Iterable[int] | No
     """
     annotation, check = Label.__table__.alias("annotation"), Label.__table__.alias("check_label")
     statement = (
-        select(annotation.c.response_id).distinct()
-        .outerjoin(check, and_(check.c.response_id == annotation.c.response_id,
-                               check.c.criterion_id == annotation.c.criterion_id,
-                               check.c.group_no == annotation.c.group_no,
-                               check.c.stage == Stage.check.value))
-        .where(annotation.c.stage == Stage.annotation.value, annotation.c.group_no == user.group_no,
-               annotation.c.user_id != user.id, check.c.id.is_(None))
+        select(annotation.c.response_id)
+        .distinct()
+        .outerjoin(
+            check,
+            and_(
+                check.c.response_id == annotation.c.response_id,
+                check.c.criterion_id == annotation.c.criterion_id,
+                check.c.group_no == annotation.c.group_no,
+                check.c.stage == Stage.check.value,
+            ),
+        )
+        .where(
+            annotation.c.stage == Stage.annotation.value,
+            annotation.c.group_no == user.group_no,
+            annotation.c.user_id != user.id,
+            check.c.id.is_(None),
+        )
     )
     if response_ids is not None:
         statement = statement.where(annotation.c.response_id.in_(list(response_ids)))

@@ -25,13 +25,13 @@ TEXT_LIMITS: dict[str, int] = {
     "task": 128,
     "subject": 128,
     "user_role": 128,
-    "label": 128,            # one task or subject label, one tag
+    "label": 128,  # one task or subject label, one tag
     "clinical_context": 100_000,
     "user_request": 20_000,
     "response": 200_000,
     "criterion": 2_000,
-    "note": 5_000,           # a label's note, a check's note, an adjudication's rationale, a review comment
-    "extra": 100_000,        # the JSON text of the extra keys kept with a case or a judge decision
+    "note": 5_000,  # a label's note, a check's note, an adjudication's rationale, a review comment
+    "extra": 100_000,  # the JSON text of the extra keys kept with a case or a judge decision
 }
 #: Most items in a list field (task_labels, subject_labels, tags).
 MAX_LIST_ITEMS = 64

@@ -182,8 +182,10 @@ def _count_failure(session: Session, key: str, now: datetime) -> datetime | None
     statement = statement.on_conflict_do_update(
         index_elements=[table.c.username_key],
         # failures older than the window are forgotten: a slow typist is not locked out over a day
-        set_={"failures": sql_case((table.c.updated_at < window_start, 1), else_=table.c.failures + 1),
-              "updated_at": now},
+        set_={
+            "failures": sql_case((table.c.updated_at < window_start, 1), else_=table.c.failures + 1),
+            "updated_at": now,
+        },
     ).returning(table.c.failures, table.c.locked_until)
     failures, locked_until = session.execute(statement).one()
     if locked_until is not None and locked_until > now:
@@ -192,12 +194,19 @@ def _count_failure(session: Session, key: str, now: datetime) -> datetime | None
         return None
     until = now + timedelta(minutes=LOCKOUT_MINUTES)
     locked = session.execute(
-        update(table).where(table.c.username_key == key, table.c.failures >= MAX_FAILED_LOGINS)
+        update(table)
+        .where(table.c.username_key == key, table.c.failures >= MAX_FAILED_LOGINS)
         .values(failures=0, locked_until=until)
     ).rowcount
     if locked:
-        record(session, "system", action="lock", entity="login", entity_key=key,
-               after={"locked_until": until.isoformat(timespec="seconds")})
+        record(
+            session,
+            "system",
+            action="lock",
+            entity="login",
+            entity_key=key,
+            after={"locked_until": until.isoformat(timespec="seconds")},
+        )
     return until
 
 
@@ -239,25 +248,43 @@ def unlock(session: Session, *, username: str, actor: str) -> bool:
         return False
     was_locked = row.locked_until is not None and row.locked_until > utcnow()
     session.delete(row)
-    record(session, actor, action="unlock", entity="login", entity_key=key,
-           before={"failures": row.failures, "locked_until": row.locked_until.isoformat(timespec="seconds")
-                   if row.locked_until else None})
+    record(
+        session,
+        actor,
+        action="unlock",
+        entity="login",
+        entity_key=key,
+        before={
+            "failures": row.failures,
+            "locked_until": row.locked_until.isoformat(timespec="seconds") if row.locked_until else None,
+        },
+    )
     return was_locked
 
 
 def locked_names(session: Session) -> dict[str, datetime]:
     """Folded username → end of its current lock, for the users page."""
     now = utcnow()
-    return dict(session.exec(select(LoginThrottle.username_key, LoginThrottle.locked_until)
-                             .where(LoginThrottle.locked_until > now)).all())
+    return dict(
+        session.exec(
+            select(LoginThrottle.username_key, LoginThrottle.locked_until).where(LoginThrottle.locked_until > now)
+        ).all()
+    )
 
 
 def open_session(session: Session, *, user: User) -> str:
     """A new browser session for `user`; returns the token the browser keeps."""
     token = new_token()
     now = utcnow()
-    session.add(LoginSession(token_hash=token_digest(token), user_id=user.id, created_at=now, last_seen_at=now,
-                             expires_at=now + SESSION_LIFETIME))
+    session.add(
+        LoginSession(
+            token_hash=token_digest(token),
+            user_id=user.id,
+            created_at=now,
+            last_seen_at=now,
+            expires_at=now + SESSION_LIFETIME,
+        )
+    )
     return token
 
 
@@ -288,9 +315,11 @@ def session_needs_touch(session: Session, *, token: str) -> bool:
 
 def touch_session(session: Session, *, token: str) -> None:
     """Restarts the idle clock of a live session (a write; called at most once a minute per browser)."""
-    session.execute(update(LoginSession).where(LoginSession.token_hash == token_digest(token),
-                                               LoginSession.expires_at > utcnow())
-                    .values(last_seen_at=utcnow()))
+    session.execute(
+        update(LoginSession)
+        .where(LoginSession.token_hash == token_digest(token), LoginSession.expires_at > utcnow())
+        .values(last_seen_at=utcnow())
+    )
 
 
 def close_session(session: Session, *, token: str) -> None:

@@ -94,7 +94,9 @@ def render() -> None:
     st.caption(t("review.audit.how"))
     with st.form(f"review_audit_form_{view.rubric_version_id}", enter_to_submit=False):
         comments = {criterion.id: _criterion(view, criterion) for criterion in view.criteria}
-        overall = st.text_area(t("review.audit.overall_comment"), key=widget_key("review_audit_overall", view.rubric_version_id))
+        overall = st.text_area(
+            t("review.audit.overall_comment"), key=widget_key("review_audit_overall", view.rubric_version_id)
+        )
         left, right, _ = st.columns([1, 1, 4])
         approve = left.form_submit_button(t("review.audit.approve"), type="primary", disabled=view.own, width="stretch")
         send_back = right.form_submit_button(t("review.audit.return"), disabled=view.own, width="stretch")

@@ -40,45 +40,84 @@ def _write_jsonl(path: Path, rows: list[dict]) -> Path:
 def build_project(engine, tmp_path: Path) -> dict:
     """One case, two models; group 2 labels imported, group 1 labeled in the app, then checked."""
     with session_scope(engine) as s:
-        for name, role, group in (("boss", "admin", None), ("ann1", "annotator", 1), ("ann2", "annotator", 2),
-                                  ("chk1", "checker", 1)):
+        for name, role, group in (
+            ("boss", "admin", None),
+            ("ann1", "annotator", 1),
+            ("ann2", "annotator", 2),
+            ("chk1", "checker", 1),
+        ):
             users.add_user(s, username=name, role=role, group_no=group, password="long-enough-pw", actor="cli")
-    case = {"case_id": "CC-0001", "difficulty": "low", "task": "诊断", "task_labels": ["differential_diagnosis"],
-            "subject": "心内科", "subject_labels": ["心内科"], "user_role": "患者", "clinical_context": "胸痛两小时",
-            "user_request": "怎么办？",
-            "rubrics": [{"criterion_id": f"c{i:02d}", "criterion": f"第{i}条标准"} for i in range(1, N + 1)]}
+    case = {
+        "case_id": "CC-0001",
+        "difficulty": "low",
+        "task": "诊断",
+        "task_labels": ["differential_diagnosis"],
+        "subject": "心内科",
+        "subject_labels": ["心内科"],
+        "user_role": "患者",
+        "clinical_context": "胸痛两小时",
+        "user_request": "怎么办？",
+        "rubrics": [{"criterion_id": f"c{i:02d}", "criterion": f"第{i}条标准"} for i in range(1, N + 1)],
+    }
     import_file(engine, "cases", _write_jsonl(tmp_path / "cases.jsonl", [case]), actor="cli")
     responses = [{"case_id": "CC-0001", "model": model, "response": f"{model} 的回答"} for model in ("m-a", "m-b")]
     import_file(engine, "responses", _write_jsonl(tmp_path / "responses.jsonl", responses), actor="cli")
     with session_scope(engine) as s:
         assign_labeling(s, actor=users.get_user(s, username="boss"), annotators=["ann1", "ann2"])
         response_ids = dict(s.exec(select(Response.model, Response.id)).all())
-    labels = [{"case_id": "CC-0001", "model": model, "criterion_id": f"c{i:02d}", "met": i % 3 != 0,
-               "stage": "annotation", "group": 2, "annotator": "ann2"}
-              for model in ("m-a", "m-b") for i in range(1, N + 1)]
+    labels = [
+        {
+            "case_id": "CC-0001",
+            "model": model,
+            "criterion_id": f"c{i:02d}",
+            "met": i % 3 != 0,
+            "stage": "annotation",
+            "group": 2,
+            "annotator": "ann2",
+        }
+        for model in ("m-a", "m-b")
+        for i in range(1, N + 1)
+    ]
     import_file(engine, "labels", _write_jsonl(tmp_path / "labels.jsonl", labels), actor="cli")
     for model in ("m-a", "m-b"):
         with session_scope(engine) as s:
             ann1 = users.get_user(s, username="ann1")
             view = labeling.response_for_labeling(s, ann1, response_ids[model])
-            decisions = [labeling.LabelInput(f"c{i:02d}", i % 2 == 0, "理由" if i == 1 else None)
-                         for i in range(1, N + 1)]
-            labeling.save_labels(s, ann1, response_ids[model], decisions, rubric_version_id=view.rubric_version_id,
-                                 expected_versions={})
+            decisions = [
+                labeling.LabelInput(f"c{i:02d}", i % 2 == 0, "理由" if i == 1 else None) for i in range(1, N + 1)
+            ]
+            labeling.save_labels(
+                s, ann1, response_ids[model], decisions, rubric_version_id=view.rubric_version_id, expected_versions={}
+            )
     with session_scope(engine) as s:
         chk1 = users.get_user(s, username="chk1")
         rows = review.check_view(s, chk1, response_ids["m-a"]).rows
-        review.save_checks(s, chk1, response_id=response_ids["m-a"], decisions=[
-            review.CheckInput(row.criterion_id, (not row.annotation.met) if row.criterion_id == "c02"
-                              else row.annotation.met, "复核改正" if row.criterion_id == "c02" else None)
-            for row in rows])
+        review.save_checks(
+            s,
+            chk1,
+            response_id=response_ids["m-a"],
+            decisions=[
+                review.CheckInput(
+                    row.criterion_id,
+                    (not row.annotation.met) if row.criterion_id == "c02" else row.annotation.met,
+                    "复核改正" if row.criterion_id == "c02" else None,
+                )
+                for row in rows
+            ],
+        )
     return response_ids
 
 
 def clinconsensus(url: str, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "DATABASE_URL": url}
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], env=env, cwd=PROJECT_ROOT,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        env=env,
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def verify(engine, anchor=None):
@@ -128,7 +167,9 @@ def test_deleted_entries_are_detected(project, deleted):
     # but not in the log any more.
     assert "label CC-0001/m-a/c30/check/1: audit log says absent, database has met=true by chk1" in result.problems
     if deleted == "last":
-        assert result.problems == ["label CC-0001/m-a/c30/check/1: audit log says absent, database has met=true by chk1"]
+        assert result.problems == [
+            "label CC-0001/m-a/c30/check/1: audit log says absent, database has met=true by chk1"
+        ]
     if deleted == "all":
         assert result.replay.n_differences == result.replay.labels + 1 + 4
 
@@ -145,9 +186,17 @@ def test_a_rebuilt_chain_fails_without_the_key(project):
         prev = audit.GENESIS_HASH
         for entry in entries:  # the old, unkeyed recipe (and a guessed key) both fail
             entry.prev_hash = prev
-            entry.hash = audit.entry_hash(prev_hash=prev, at=entry.at, actor=entry.actor, action=entry.action,
-                                          entity=entry.entity, entity_key=entry.entity_key, before=entry.before,
-                                          after=entry.after, key=b"guessed")
+            entry.hash = audit.entry_hash(
+                prev_hash=prev,
+                at=entry.at,
+                actor=entry.actor,
+                action=entry.action,
+                entity=entry.entity,
+                entity_key=entry.entity_key,
+                before=entry.before,
+                after=entry.after,
+                key=b"guessed",
+            )
             prev = entry.hash
             s.add(entry)
     result = verify(project)
@@ -168,8 +217,9 @@ def test_rollback_to_before_an_anchor_is_detected(project, database_url, tmp_pat
         chk1 = users.get_user(s, username="chk1")
         m_b = s.exec(select(Response.id).where(Response.model == "m-b")).one()
         rows = review.check_view(s, chk1, m_b).rows
-        review.save_checks(s, chk1, response_id=m_b,
-                           decisions=[review.CheckInput(r.criterion_id, r.annotation.met) for r in rows])
+        review.save_checks(
+            s, chk1, response_id=m_b, decisions=[review.CheckInput(r.criterion_id, r.annotation.met) for r in rows]
+        )
     out = tmp_path / "export"
     done = clinconsensus(database_url, "export", "judgements", str(out), "--source", "group1")
     assert done.returncode == 0, done.stderr
@@ -209,8 +259,12 @@ def restore(database_url: str, backup_file: Path, tmp_path: Path, pg_server) -> 
         env = libpq_environment(engine)
     finally:
         engine.dispose()
-    result = subprocess.run([pg_tool("pg_restore"), "--no-owner", "--exit-on-error", "-d", name, str(backup_file)],
-                            env=env, capture_output=True, text=True)
+    result = subprocess.run(
+        [pg_tool("pg_restore"), "--no-owner", "--exit-on-error", "-d", name, str(backup_file)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     return url
 
@@ -232,13 +286,28 @@ def test_the_key_file_is_created_once_with_mode_0600(tmp_path, monkeypatch):
     # The hash is HMAC-SHA-256 under that key (checked against hashlib, not our own helper).
     import hmac
 
-    payload = json.dumps(["0" * 64, "2026-01-01T00:00:00.000000", "a", "b", "c", "d", None, None],
-                         ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    payload = json.dumps(
+        ["0" * 64, "2026-01-01T00:00:00.000000", "a", "b", "c", "d", None, None],
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
+    )
     from datetime import datetime
 
     expected = hmac.new(first, payload.encode(), hashlib.sha256).hexdigest()
-    assert audit.entry_hash(prev_hash="0" * 64, at=datetime(2026, 1, 1), actor="a", action="b", entity="c",
-                            entity_key="d", before=None, after=None) == expected
+    assert (
+        audit.entry_hash(
+            prev_hash="0" * 64,
+            at=datetime(2026, 1, 1),
+            actor="a",
+            action="b",
+            entity="c",
+            entity_key="d",
+            before=None,
+            after=None,
+        )
+        == expected
+    )
 
 
 def test_replay_of_an_empty_database_is_clean(engine):

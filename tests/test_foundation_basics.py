@@ -12,7 +12,7 @@ from db.config import MAX_FAILED_LOGINS
 from db.engine import make_engine, session_scope
 from db.errors import ValidationFailed
 from db.migrate import current_revision, head_revision, upgrade
-from db.models import LoginThrottle, User, utcnow
+from db.models import LoginThrottle, utcnow
 from tests.factories import DEFAULT_PASSWORD, make_user
 
 

@@ -43,8 +43,10 @@ def test_parallel_wrong_passwords_lock_the_account_then_the_right_one_is_refused
 def test_unknown_names_are_throttled_the_same_way(engine):
     with session_scope(engine) as session:
         make_user(session, "dr_he")
-    outcomes = {name: [_attempt(engine, name, "wrong-password") for _ in range(MAX_FAILED_LOGINS)]
-                for name in ("dr_he", "nobody_here")}
+    outcomes = {
+        name: [_attempt(engine, name, "wrong-password") for _ in range(MAX_FAILED_LOGINS)]
+        for name in ("dr_he", "nobody_here")
+    }
     # Known and unknown names give the same answers in the same order: nothing tells them apart.
     assert outcomes["dr_he"] == outcomes["nobody_here"] == ["failed"] * (MAX_FAILED_LOGINS - 1) + ["throttled"]
     assert _attempt(engine, "NOBODY_here ", "x") == "throttled"  # the same name, typed differently

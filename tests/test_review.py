@@ -293,11 +293,21 @@ def test_queue_counts_and_lowest_agreement_first(engine):
     # A check that brings group 2 in line removes the disagreement; a check the other way adds one.
     with session_scope(engine) as s:
         review.save_check(
-            s, user(engine, ids["chk2"]), response_id=second, criterion_id="c01", met=True, note="应为满足",
+            s,
+            user(engine, ids["chk2"]),
+            response_id=second,
+            criterion_id="c01",
+            met=True,
+            note="应为满足",
             seen_lock_version=1,
         )
         review.save_check(
-            s, user(engine, ids["chk1"]), response_id=second, criterion_id="c04", met=False, note="应为不满足",
+            s,
+            user(engine, ids["chk1"]),
+            response_id=second,
+            criterion_id="c04",
+            met=False,
+            note="应为不满足",
             seen_lock_version=1,
         )
     with session_scope(engine, read_only=True) as s:

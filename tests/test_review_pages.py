@@ -60,8 +60,9 @@ def groups_checked(engine, ids):
         response = s.get(Response, ids["response"])
         checkers = {1: make_user(s, "chk1c", "checker", 1), 2: make_user(s, "chk2c", "checker", 2)}
         for label in s.exec(select(Label).where(Label.response_id == response.id)).all():
-            make_label(s, response, label.criterion_id, label.met, checkers[label.group_no], stage=Stage.check,
-                       note=label.note)
+            make_label(
+                s, response, label.criterion_id, label.met, checkers[label.group_no], stage=Stage.check, note=label.note
+            )
 
 
 def test_navigation_shows_review_pages_to_checkers_only(studio):

@@ -28,5 +28,4 @@ def token_from_cookie() -> str | None:
 
 def write_cookie(token: str | None, *, max_age_seconds: int) -> None:
     """Sets (token) or clears (None) the cookie in the browser; renders nothing visible."""
-    _writer(data={"name": COOKIE_NAME, "token": token or "", "max_age": int(max_age_seconds)},
-            key="session_cookie")
+    _writer(data={"name": COOKIE_NAME, "token": token or "", "max_age": int(max_age_seconds)}, key="session_cookie")

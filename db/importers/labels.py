@@ -181,7 +181,9 @@ def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
         user_id = users.get(annotator)
         if user_id is None and not USERNAME_PATTERN.match(annotator):
             # A new account would be made for this name: it must follow the rule of `users add`.
-            problems.at(line, f"annotator {annotator!r} is not a valid username (2–64 letters, digits, '.', '_' or '-')")
+            problems.at(
+                line, f"annotator {annotator!r} is not a valid username (2–64 letters, digits, '.', '_' or '-')"
+            )
             continue
         if errors_so_far:
             continue
@@ -302,5 +304,10 @@ def _inserted_entry(run: _Run, rows: list[tuple], names: list[tuple[str, str, st
         bulk_label_row(case_id, model, row[1], row[2], row[3], row[4], annotator, row[6])
         for row, (case_id, model, annotator) in zip(rows, names)
     ]
-    return {"action": "import", "entity": "labels", "entity_key": run.source[:255], "before": None,
-            "after": {"rows": logged}}
+    return {
+        "action": "import",
+        "entity": "labels",
+        "entity_key": run.source[:255],
+        "before": None,
+        "after": {"rows": logged},
+    }

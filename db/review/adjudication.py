@@ -10,7 +10,7 @@ from sqlalchemy import and_, func, select, tuple_
 from sqlmodel import Session
 
 from db import gold, independence
-from db.errors import PermissionDenied, ValidationFailed
+from db.errors import ValidationFailed
 from db.models import NO_GROUP, Case, Label, Response, Stage, User
 
 #: Longest note, comment or rationale a checker may save.

@@ -72,9 +72,22 @@ def downgrade() -> None:
 
 def _unkeyed_hash(prev_hash, at, actor, action, entity, entity_key, before, after) -> str:
     # The hash of revisions 0001-0002, frozen here: only this migration still reads it.
-    payload = json.dumps([prev_hash, at.replace(tzinfo=None).isoformat(timespec="microseconds"), actor, action,
-                          entity, entity_key, before, after],
-                         ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
+    payload = json.dumps(
+        [
+            prev_hash,
+            at.replace(tzinfo=None).isoformat(timespec="microseconds"),
+            actor,
+            action,
+            entity,
+            entity_key,
+            before,
+            after,
+        ],
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
+        default=str,
+    )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -82,10 +95,19 @@ def _key_the_audit_chain() -> None:
     from db.audit import GENESIS_HASH, audit_key, entry_hash
 
     connection = op.get_bind()
-    log = sa.table("audit_log", sa.column("id", sa.Integer), sa.column("at", sqlmodel.sql.sqltypes.UTCDateTime()),
-                   sa.column("actor"), sa.column("action"), sa.column("entity"), sa.column("entity_key"),
-                   sa.column("before", sa.JSON), sa.column("after", sa.JSON), sa.column("prev_hash"),
-                   sa.column("hash"))
+    log = sa.table(
+        "audit_log",
+        sa.column("id", sa.Integer),
+        sa.column("at", sqlmodel.sql.sqltypes.UTCDateTime()),
+        sa.column("actor"),
+        sa.column("action"),
+        sa.column("entity"),
+        sa.column("entity_key"),
+        sa.column("before", sa.JSON),
+        sa.column("after", sa.JSON),
+        sa.column("prev_hash"),
+        sa.column("hash"),
+    )
     if connection.execute(sa.select(sa.func.count()).select_from(log)).scalar_one() == 0:
         return
     key = audit_key()
@@ -101,14 +123,23 @@ def _key_the_audit_chain() -> None:
             if row.prev_hash != old_prev or _unkeyed_hash(row.prev_hash, *fields) != row.hash:
                 raise RuntimeError(f"audit log entry {row.id} does not match its hash; the chain is not re-keyed")
             old_prev = row.hash
-            new_hash = entry_hash(prev_hash=new_prev, at=row.at, actor=row.actor, action=row.action,
-                                  entity=row.entity, entity_key=row.entity_key, before=row.before, after=row.after,
-                                  key=key)
+            new_hash = entry_hash(
+                prev_hash=new_prev,
+                at=row.at,
+                actor=row.actor,
+                action=row.action,
+                entity=row.entity,
+                entity_key=row.entity_key,
+                before=row.before,
+                after=row.after,
+                key=key,
+            )
             updates.append({"row_id": row.id, "new_prev": new_prev, "new_hash": new_hash})
             new_prev = new_hash
             last_id = row.id
         connection.execute(
-            log.update().where(log.c.id == sa.bindparam("row_id"))
+            log.update()
+            .where(log.c.id == sa.bindparam("row_id"))
             .values(prev_hash=sa.bindparam("new_prev"), hash=sa.bindparam("new_hash")),
             updates,
         )
