@@ -1,4 +1,4 @@
-"""The analysis dashboard (admins only: model names, per-group sources and statistics): the report's tables and figures, filtered, each downloadable.
+"""The analysis dashboard (admins only): the report's tables and figures, filtered, each downloadable.
 
 The decision grid of the whole database is built once per data version (a cheap fingerprint query)
 and kept as a shared read-only resource; filters select rows of that grid, so changing a filter
@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from ui import shell
 from analysis import figures as figure_builders
 from analysis import metrics
 from analysis.freshness import data_version
@@ -24,6 +23,7 @@ from db.errors import ClinConsensusError
 from db.models import Role
 from db.policies import require_may_see_group_statistics
 from db.taxonomy import get_taxonomy
+from ui import shell
 
 DASHBOARD_RESAMPLES = 300
 SHOWN_ROWS = 500  # long tables (per criterion, per case) show their head; the download has every row

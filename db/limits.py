@@ -66,9 +66,9 @@ def raw_decode(text: str, position: int = 0) -> tuple[Any, int]:
     except RecursionError:
         raise InputRejected(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
     # Counting brackets is cheap; the walk runs only when the text could be that deep.
-    if text.count("[", position, end) + text.count("{", position, end) > MAX_JSON_DEPTH:
-        if nesting_depth(value) > MAX_JSON_DEPTH:
-            raise InputRejected(f"nested deeper than {MAX_JSON_DEPTH} levels")
+    brackets = text.count("[", position, end) + text.count("{", position, end)
+    if brackets > MAX_JSON_DEPTH and nesting_depth(value) > MAX_JSON_DEPTH:
+        raise InputRejected(f"nested deeper than {MAX_JSON_DEPTH} levels")
     return value, end
 
 

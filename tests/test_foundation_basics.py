@@ -13,7 +13,7 @@ from db.engine import make_engine, session_scope
 from db.errors import ValidationFailed
 from db.migrate import current_revision, head_revision, upgrade
 from db.models import LoginThrottle, utcnow
-from tests.factories import DEFAULT_PASSWORD, make_user
+from tests.support.factories import DEFAULT_PASSWORD, make_user
 
 
 def test_migrated_database_is_at_head(engine):

@@ -96,9 +96,8 @@ def test_opening_in_a_read_only_session_is_recorded_before_labels_are_returned(e
         review.adjudication_view(s, chk1, response_id)
     with session_scope(engine, read_only=True) as s:
         assert independence.opened_by(s, chk1.id) == {response_id}
-    with session_scope(engine) as s:
-        with pytest.raises(PermissionDenied, match="closed to you"):
-            independence.require_group_labels_open(s, chk1, response_id)
+    with session_scope(engine) as s, pytest.raises(PermissionDenied, match="closed to you"):
+        independence.require_group_labels_open(s, chk1, response_id)
 
 
 def test_nobody_adjudicates_what_they_labeled_or_checked(engine):
