@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.audit import AuditHead, check_anchor, verify_chain
 from db.models import NO_GROUP, Assignment, AuditLog, Case, Criterion, Label, Response, RubricVersion, User
@@ -74,8 +74,8 @@ def _entries(session: Session, entities: tuple[str, ...], batch: int = 5000) -> 
         rows = (
             session.execute(
                 select(AuditLog)
-                .where(AuditLog.id > last_id, AuditLog.entity.in_(entities))
-                .order_by(AuditLog.id)
+                .where(col(AuditLog.id) > last_id, col(col(AuditLog.entity)).in_(entities))
+                .order_by(col(AuditLog.id))
                 .limit(batch)
             )
             .scalars()
@@ -119,21 +119,21 @@ def _logged_labels(session: Session, model_of_code: dict[tuple[str, str], str]) 
 
 
 def _stored_labels(session: Session) -> dict[LabelKey, tuple]:
-    table = Label.__table__
+    table = Label.__table__  # type: ignore[attr-defined]
     rows = session.execute(
         select(
-            Case.case_id,
-            Response.model,
+            col(col(Case.case_id)),
+            col(col(Response.model)),
             table.c.criterion_id,
             table.c.stage,
             table.c.group_no,
             table.c.met,
-            User.username,
+            col(col(User.username)),
             table.c.note,
         )
-        .join(Response, Response.id == table.c.response_id)
-        .join(Case, Case.id == Response.case_pk)
-        .join(User, User.id == table.c.user_id)
+        .join(Response, col(col(Response.id)) == table.c.response_id)
+        .join(Case, col(col(Case.id)) == col(col(Response.case_pk)))
+        .join(User, col(col(User.id)) == table.c.user_id)
     )
     return {
         (case_id, model, cid, stage, int(group)): (bool(met), user, note or None)
@@ -190,16 +190,22 @@ def _stored_rubrics(session: Session) -> dict[tuple[str, int], dict[str, Any]]:
     versions = {
         rid: (case_id, version, status)
         for rid, case_id, version, status in session.execute(
-            select(RubricVersion.id, Case.case_id, RubricVersion.version, RubricVersion.status).join(
-                Case, Case.id == RubricVersion.case_pk
-            )
+            select(
+                col(RubricVersion.id),
+                col(col(Case.case_id)),
+                col(col(RubricVersion.version)),
+                col(col(RubricVersion.status)),
+            ).join(Case, col(col(Case.id)) == col(col(RubricVersion.case_pk)))
         )
     }
     criteria: dict[int, list] = {}
     for rid, cid, text, tags in session.execute(
-        select(Criterion.rubric_version_id, Criterion.criterion_id, Criterion.text, Criterion.tags).order_by(
-            Criterion.rubric_version_id, Criterion.position
-        )
+        select(
+            col(Criterion.rubric_version_id),
+            col(col(Criterion.criterion_id)),
+            col(col(Criterion.text)),
+            col(col(Criterion.tags)),
+        ).order_by(col(col(Criterion.rubric_version_id)), col(col(Criterion.position)))
     ):
         criteria.setdefault(rid, []).append((cid.strip(), (text or "").strip(), tuple(dict.fromkeys(tags or []))))
     return {
@@ -211,16 +217,22 @@ def _stored_rubrics(session: Session) -> dict[tuple[str, int], dict[str, Any]]:
 # Assignments --------------------------------------------------------------------------------
 
 
-def _logged_assignments(session: Session) -> dict[str, str]:
+def _logged_assignments(session: Session) -> dict[str, str | None]:
     return {entry.entity_key: (entry.after or {}).get("user") for entry in _entries(session, ("assignment",))}
 
 
-def _stored_assignments(session: Session) -> dict[str, str]:
+def _stored_assignments(session: Session) -> dict[str, str | None]:
     rows = session.execute(
-        select(Assignment.kind, Case.case_id, Response.code, Assignment.group_no, User.username)
-        .join(Case, Case.id == Assignment.case_pk)
-        .join(User, User.id == Assignment.user_id)
-        .outerjoin(Response, Response.id == Assignment.response_id)
+        select(
+            col(Assignment.kind),
+            col(col(Case.case_id)),
+            col(col(Response.code)),
+            col(col(Assignment.group_no)),
+            col(col(User.username)),
+        )
+        .join(Case, col(col(Case.id)) == col(col(Assignment.case_pk)))
+        .join(User, col(col(User.id)) == col(col(Assignment.user_id)))
+        .outerjoin(Response, col(col(Response.id)) == col(col(Assignment.response_id)))
     )
     out = {}
     for kind, case_id, code, group, username in rows:
@@ -238,7 +250,9 @@ def replay(session: Session) -> ReplayReport:
     model_of_code = {
         (case_id, code): model
         for case_id, code, model in session.execute(
-            select(Case.case_id, Response.code, Response.model).join(Case, Case.id == Response.case_pk)
+            select(col(Case.case_id), col(col(Response.code)), col(col(Response.model))).join(
+                Case, col(col(Case.id)) == col(col(Response.case_pk))
+            )
         )
     }
     logged, stored = _logged_labels(session, model_of_code), _stored_labels(session)
@@ -253,9 +267,9 @@ def replay(session: Session) -> ReplayReport:
             )
     logged_rubrics, stored_rubrics = _logged_rubrics(session), _stored_rubrics(session)
     report.rubric_versions = len(stored_rubrics)
-    for key in sorted(set(logged_rubrics) | set(stored_rubrics)):
-        log_value, db_value = logged_rubrics.get(key), stored_rubrics.get(key)
-        where = f"rubric {key[0]} v{key[1]}"
+    for rubric_key in sorted(set(logged_rubrics) | set(stored_rubrics)):
+        log_value, db_value = logged_rubrics.get(rubric_key), stored_rubrics.get(rubric_key)
+        where = f"rubric {rubric_key[0]} v{rubric_key[1]}"
         if log_value is None or db_value is None:
             report.add(
                 f"{where}: "
@@ -277,10 +291,11 @@ def replay(session: Session) -> ReplayReport:
             report.add(f"{where}: criteria differ from the audit log ({', '.join(changed[:5])})")
     logged_assignments, stored_assignments = _logged_assignments(session), _stored_assignments(session)
     report.assignments = len(stored_assignments)
-    for key in sorted(set(logged_assignments) | set(stored_assignments)):
-        log_user, db_user = logged_assignments.get(key), stored_assignments.get(key)
+    for assignment_key in sorted(set(logged_assignments) | set(stored_assignments)):
+        log_user, db_user = logged_assignments.get(assignment_key), stored_assignments.get(assignment_key)
         if log_user != db_user:
-            report.add(f"assignment {key}: audit log says {log_user or 'absent'}, database has {db_user or 'absent'}")
+            logged_text, stored_text = log_user or "absent", db_user or "absent"
+            report.add(f"assignment {assignment_key}: audit log says {logged_text}, database has {stored_text}")
     return report
 
 
@@ -295,7 +310,7 @@ class AuditVerification:
 
     entries: int
     problems: list[str]
-    replay: ReplayReport | None
+    replay: ReplayReport
 
     @property
     def ok(self) -> bool:

@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sqlalchemy import and_, insert, select
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.errors import PermissionDenied
 from db.models import AdjudicationOpening, Label, Role, Stage, User, utcnow
@@ -31,11 +32,13 @@ SEEN_OTHER_GROUP = (
 )
 
 
-def labeled_by(session: Session, user_id: int, response_ids: Iterable[int] | None = None) -> set[int]:
+def labeled_by(session: Session, user_id: int | None, response_ids: Iterable[int] | None = None) -> set[int]:
     """Responses on which the user made an annotation or check label."""
-    statement = select(Label.response_id).where(Label.user_id == user_id, Label.stage != Stage.adjudication)
+    statement = select(col(Label.response_id)).where(
+        col(Label.user_id) == user_id, col(col(Label.stage)) != Stage.adjudication
+    )
     if response_ids is not None:
-        statement = statement.where(Label.response_id.in_(list(response_ids)))
+        statement = statement.where(col(Label.response_id).in_(list(response_ids)))
     return set(session.execute(statement.distinct()).scalars())
 
 
@@ -45,7 +48,8 @@ def check_pending(session: Session, user: User, response_ids: Iterable[int] | No
     That is: their group has an annotation label on it, made by someone else (the checker may
     check it), that has no check label of the group yet.
     """
-    annotation, check = Label.__table__.alias("annotation"), Label.__table__.alias("check_label")
+    table = Label.__table__  # type: ignore[attr-defined]
+    annotation, check = table.alias("annotation"), table.alias("check_label")
     statement = (
         select(annotation.c.response_id)
         .distinct()
@@ -70,11 +74,11 @@ def check_pending(session: Session, user: User, response_ids: Iterable[int] | No
     return set(session.execute(statement).scalars())
 
 
-def opened_by(session: Session, user_id: int, response_ids: Iterable[int] | None = None) -> set[int]:
+def opened_by(session: Session, user_id: int | None, response_ids: Iterable[int] | None = None) -> set[int]:
     """Responses whose adjudication the user has opened."""
-    statement = select(AdjudicationOpening.response_id).where(AdjudicationOpening.user_id == user_id)
+    statement = select(col(AdjudicationOpening.response_id)).where(col(AdjudicationOpening.user_id) == user_id)
     if response_ids is not None:
-        statement = statement.where(AdjudicationOpening.response_id.in_(list(response_ids)))
+        statement = statement.where(col(AdjudicationOpening.response_id).in_(list(response_ids)))
     return set(session.execute(statement).scalars())
 
 
@@ -106,13 +110,15 @@ def open_adjudication(session: Session, user: User, response_id: int) -> None:
     if session.connection().get_execution_options().get("sqlite_read_only"):
         from db.engine import session_scope
 
-        with session_scope(session.get_bind()) as writer:
+        bind = session.get_bind()
+        engine = bind if isinstance(bind, Engine) else bind.engine
+        with session_scope(engine) as writer:
             _insert_opening(writer, user.id, response_id)
     else:
         _insert_opening(session, user.id, response_id)
 
 
-def _insert_opening(session: Session, user_id: int, response_id: int) -> None:
+def _insert_opening(session: Session, user_id: int | None, response_id: int) -> None:
     try:
         with session.begin_nested():
             session.execute(

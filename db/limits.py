@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from typing import Any
 
 #: Deepest nesting of arrays and objects in one JSON value (a case line needs 3).
@@ -93,7 +94,7 @@ def nesting_depth(value: Any) -> int:
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
-            children = item.values()
+            children: Iterable[Any] = item.values()
         elif isinstance(item, list):
             children = item
         else:

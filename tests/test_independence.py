@@ -9,7 +9,7 @@ from db import independence, review
 from db.engine import session_scope
 from db.errors import PermissionDenied
 from db.models import AdjudicationOpening, User
-from tests.factories import make_case, make_label, make_response, make_user
+from tests.support.factories import make_case, make_label, make_response, make_user
 
 N = 3
 

@@ -13,7 +13,7 @@ from db import users
 from db.config import LOCKOUT_MINUTES, MAX_FAILED_LOGINS
 from db.engine import session_scope
 from db.models import AuditLog, LoginSession, LoginThrottle, utcnow
-from tests.factories import DEFAULT_PASSWORD, make_user
+from tests.support.factories import DEFAULT_PASSWORD, make_user
 
 
 def _attempt(engine, username: str, password: str) -> str:

@@ -1,7 +1,7 @@
 """independence and sign-in: adjudication openings, login throttle per username, idle timeout, keyed audit chain
 
 Revision ID: 0003
-Revises: 0002
+Revises: 0004
 
 - `adjudication_opening`: which checker has seen both groups' labels of which response.
 - `login_throttle`: failed sign-ins per username tried (known or not); replaces the per-account
@@ -19,7 +19,7 @@ import sqlmodel
 from alembic import op
 
 revision = "0003"
-down_revision = "0002"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
