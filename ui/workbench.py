@@ -19,6 +19,8 @@ from typing import Any
 
 import streamlit as st
 
+from ui.keys import widget_key
+
 _HERE = Path(__file__).parent
 _COMPONENT = None
 
@@ -55,11 +57,8 @@ class Item:
 
 
 def session_key(name: str) -> str:
-    """A widget key random per browser session (stable across its reruns), for `name`."""
-    slot = f"_workbench_key_{name}"
-    if slot not in st.session_state:
-        st.session_state[slot] = f"wb_{secrets.token_hex(6)}"
-    return st.session_state[slot]
+    """The workbench's widget key for `name`: random per browser session (stable across its reruns)."""
+    return widget_key("wb", name)
 
 
 def new_token() -> str:

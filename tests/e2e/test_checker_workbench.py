@@ -13,8 +13,8 @@ from db import users
 from db.config import RUBRIC_SIZE
 from db.engine import make_engine, session_scope
 from db.models import Label, RubricStatus, Stage
-from tests.e2e.conftest import ACTION_TIMEOUT_MS, login, screenshot, text, wait_for_app_run
-from tests.support.factories import make_case, make_label, make_response
+from tests.e2e.conftest import ACTION_TIMEOUT_MS, DEMO_PASSWORD, login, screenshot, text, wait_for_app_run
+from tests.support.factories import make_case, make_label, make_response, make_user
 
 pytestmark = pytest.mark.browser
 
@@ -36,10 +36,14 @@ def disputed(app_server, accounts):
             s, f"E2E-ADJ{tag}", n=RUBRIC_SIZE, status=RubricStatus.approved, user_request="孩子发热两天怎么办？"
         )
         response = make_response(s, case, f"hidden-model-{tag}", RESPONSE_TEXT)
+        checkers = {n: make_user(s, f"e2e-chk{n}-{tag}", "checker", n, password=DEMO_PASSWORD) for n in (1, 2)}
         for i in range(1, RUBRIC_SIZE + 1):
             cid = f"c{i:02d}"
             make_label(s, response, cid, True, one, note="组一认为满足" if i == 1 else None)
             make_label(s, response, cid, i > DISPUTED, two)
+            # both groups' checks confirm their annotations: adjudication may start
+            make_label(s, response, cid, True, checkers[1], stage=Stage.check, note="组一认为满足" if i == 1 else None)
+            make_label(s, response, cid, i > DISPUTED, checkers[2], stage=Stage.check)
         world = {"code": response.code, "response_id": response.id, "model": response.model}
     yield {"engine": engine, **world}
     engine.dispose()
