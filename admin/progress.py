@@ -4,13 +4,40 @@ from __future__ import annotations
 
 import streamlit as st
 
-from db import progress_queries
+from db import label_drafts, progress_queries
 from db.models import Role
 from ui import shell, widgets
 
 
 def _share(done: int, total: int) -> float:
     return done / total if total else 0.0
+
+
+def _time_on_task(admin, t) -> None:
+    """Active time per saved response, per annotator; very fast saves stand out."""
+    st.subheader(t("workbench.time.title"))
+    with shell.db_session(read_only=True) as session:
+        rows = label_drafts.time_on_task(session, actor=admin)
+    if not rows:
+        st.info(t("workbench.time.empty"))
+        return
+    st.caption(t("workbench.time.caption"))
+    st.dataframe(
+        [
+            {
+                t("workbench.time.col.user"): row.username,
+                t("workbench.time.col.group"): t("group.name", group=row.group_no) if row.group_no else "—",
+                t("workbench.time.col.saves"): row.saves,
+                t("workbench.time.col.median"): f"{row.median_seconds:.1f}",
+                t("workbench.time.col.per_criterion"): f"{row.median_ms_per_criterion / 1000:.1f}",
+                t("workbench.time.col.fast"): row.fast_saves,
+                t("workbench.time.col.fast_share"): f"{row.fast_share:.1%}",
+            }
+            for row in rows
+        ],
+        hide_index=True,
+        width="stretch",
+    )
 
 
 def render() -> None:
@@ -50,6 +77,8 @@ def render() -> None:
             )
         },
     )
+
+    _time_on_task(admin, t)
 
     st.subheader(t("admin.progress.by_person"))
     if not state.people:
