@@ -192,3 +192,24 @@ def test_a_checker_confirms_and_corrects_labels_with_keys(browser, app_server, a
         assert checks["c01"][0] is False and all(checks[f"c{i:02d}"][0] for i in range(3, RUBRIC_SIZE + 1))
     finally:
         context.close()
+
+
+def test_rubric_audit_shows_the_case_beside_the_criteria_on_one_screen(browser, app_server, accounts):
+    context = browser.new_context(viewport={"width": 1440, "height": 900}, locale="zh-CN")
+    context.set_default_timeout(ACTION_TIMEOUT_MS)
+    page = context.new_page()
+    try:
+        login(page, app_server, accounts("checker", 2))
+        page.get_by_role("link", name=text("review.audit.title")).first.click()
+        wait_for_app_run(page)
+        approve = page.get_by_role("button", name=text("review.audit.approve"))
+        if approve.count() == 0:
+            pytest.fail("the demo has no submitted rubric for this checker to audit")
+        screenshot(page, "checker-rubric-audit-1440x900")
+        # the decision buttons are on the first screen, the case pane sits left of the criteria
+        box = approve.bounding_box()
+        assert box["y"] + box["height"] <= 900
+        case_title = page.get_by_text(text("widgets.case.user_request")).first
+        assert case_title.bounding_box()["x"] + 200 < box["x"] + 400
+    finally:
+        context.close()
