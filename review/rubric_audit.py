@@ -36,7 +36,7 @@ def _criterion(view: review.RubricView, criterion: review.CriterionView) -> str:
     with head:
         st.markdown(f"**{criterion.position}**")
         if criterion.criterion_id in view.changed_since_return:
-            st.markdown(f":orange-badge[{t('workbench.audit.changed')}]")
+            st.badge(t("workbench.audit.changed"), color="orange")
     with body:
         show_text(criterion.text)
         if criterion.review_comment:

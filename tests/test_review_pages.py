@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, timedelta
 
 import pytest
 from sqlmodel import select
@@ -215,8 +216,14 @@ def test_audit_log_page_filters_verifies_and_downloads(studio):
     app.multiselect(key="audit_log_entities").set_value(["rubric"])
     app = app.run()
     frame = app.dataframe[0].value
-    assert list(frame[t("review.audit_log.col.entity")]) == ["rubric"]
+    # codes in the reader's language, the time in Asia/Shanghai (UTC+8, no daylight saving)
+    assert list(frame[t("review.audit_log.col.entity")]) == [t("workbench.audit_entity.rubric")]
+    assert list(frame[t("review.audit_log.col.action")]) == [t("workbench.audit_action.approve")]
     assert list(frame[t("review.audit_log.col.actor")]) == ["chk1"]
+    with session_scope(engine, read_only=True) as s:
+        at = s.exec(select(AuditLog.at).where(AuditLog.entity == "rubric")).one()
+    utc = at if at.tzinfo else at.replace(tzinfo=UTC)
+    assert list(frame[t("review.audit_log.col.at")]) == [(utc + timedelta(hours=8)).strftime("%Y-%m-%d %H:%M:%S")]
     app.multiselect(key="audit_log_entities").set_value([])
     app.text_input(key="audit_log_key").input("no-such-key")
     app = app.run()
