@@ -65,7 +65,7 @@ def render() -> None:
                 t("admin.progress.col.group"): t("group.name", group=g["group"]),
                 t("admin.progress.col.rubric"): f"{g['rubric_done']:,} / {g['rubric_assigned']:,}",
                 t("admin.progress.col.label"): f"{g['label_done']:,} / {g['label_assigned']:,}",
-                t("admin.progress.col.share"): _share(g["label_done"], g["label_assigned"]),
+                t("admin.progress.col.share"): 100 * _share(g["label_done"], g["label_assigned"]),
             }
             for g in state.groups
         ],
@@ -73,7 +73,7 @@ def render() -> None:
         width="stretch",
         column_config={
             t("admin.progress.col.share"): st.column_config.ProgressColumn(
-                t("admin.progress.col.share"), min_value=0.0, max_value=1.0, format="percent"
+                t("admin.progress.col.share"), min_value=0.0, max_value=100.0, format="%.1f%%"
             )
         },
     )
@@ -92,7 +92,7 @@ def render() -> None:
                 t("admin.progress.col.group"): t("group.name", group=p["group"]) if p["group"] else "",
                 t("admin.progress.col.rubric"): f"{p['rubric_done']:,} / {p['rubric_assigned']:,}",
                 t("admin.progress.col.label"): f"{p['label_done']:,} / {p['label_assigned']:,}",
-                t("admin.progress.col.share"): _share(p["label_done"], p["label_assigned"]),
+                t("admin.progress.col.share"): 100 * _share(p["label_done"], p["label_assigned"]),
                 t("admin.progress.col.active"): p["active"],
             }
             for p in state.people
@@ -101,7 +101,7 @@ def render() -> None:
         width="stretch",
         column_config={
             t("admin.progress.col.share"): st.column_config.ProgressColumn(
-                t("admin.progress.col.share"), min_value=0.0, max_value=1.0, format="percent"
+                t("admin.progress.col.share"), min_value=0.0, max_value=100.0, format="%.1f%%"
             )
         },
     )

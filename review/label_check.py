@@ -50,7 +50,7 @@ def _choose_queue(user) -> list[review.CheckQueueItem] | None:
 def _queue_label(item: review.CheckQueueItem) -> str:
     text = t("review.check.queue_item", code=item.code, case=item.case_id, checked=item.n_checked, n=item.n_labels)
     if item.judge_disagreement is not None:
-        text += " · " + t("review.check.judge_share", share=f"{item.judge_disagreement:.0%}")
+        text += " · " + t("review.check.judge_share", share=f"{item.judge_disagreement:.1%}")
     return text
 
 
