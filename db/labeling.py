@@ -23,6 +23,7 @@ from sqlmodel import Session, select
 from db import policies
 from db.audit import record
 from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
+from db.limits import TEXT_LIMITS
 from db.models import (
     Assignment,
     AssignmentKind,
@@ -39,7 +40,7 @@ from db.models import (
 )
 from db.rubrics import CaseView, CriterionView, case_view, criteria_of, current_approved_version
 
-MAX_NOTE_CHARS = 2000
+MAX_NOTE_CHARS = TEXT_LIMITS["note"]
 
 TODO, PARTIAL, DONE, STALE, WAITING = "todo", "partial", "done", "stale", "waiting"
 

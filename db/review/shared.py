@@ -8,6 +8,7 @@ from sqlalchemy import and_, func, select
 from sqlmodel import Session
 
 from db.errors import NotFound, ValidationFailed
+from db.limits import TEXT_LIMITS
 from db.models import Case, Criterion, Response, Role, RubricStatus, RubricVersion, User
 from db.policies import require_role
 from db.rubrics import current_approved_version
@@ -15,7 +16,7 @@ from db.rubrics import current_approved_version
 #: Longest note, comment or rationale a checker may save.
 
 
-MAX_NOTE_LENGTH = 2000
+MAX_NOTE_LENGTH = TEXT_LIMITS["note"]
 #: Salt of the A/B order in adjudication; changing it reshuffles every cell.
 AB_ORDER_SALT = "clinconsensus-ab-v1"
 
