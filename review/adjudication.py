@@ -138,7 +138,7 @@ def render() -> None:
     response_box(view.response_text)
     st.subheader(t("review.adjudication.cells", n=view.n_open))
     st.caption(t("review.adjudication.how"))
-    with st.form(f"review_adj_form_{view.response_id}", enter_to_submit=False):
+    with st.form(widget_key("review_adj_form", view.response_id), enter_to_submit=False):
         chosen = [d for d in (_cell(view, cell) for cell in view.cells) if d is not None]
         save = st.form_submit_button(t("review.adjudication.save"), type="primary")
     if not save:
