@@ -1,0 +1,493 @@
+"""Analysis depth: criterion reliability, judge errors by model and slice, the human ceiling, agreement
+by slice and per physician — pure array work on the decision grid of `analysis.metrics`.
+
+Definitions (all macro-F1 values are `sklearn.metrics.f1_score(average="macro")` with default
+arguments, computed here from confusion counts by `metrics.macro_f1`):
+
+- **Criterion reliability**, per (case, criterion) over the case's aligned pairs (both groups have
+  final labels on all N criteria): `n_aligned`; raw `agreement`; Cohen's `kappa` between the two
+  groups' finals; each group's `prevalence` (share met); `gold_met_rate` over those decisions that
+  have gold; `judge_mf1` of each judge against gold over those decisions the judge decided.
+- **Flag** (first that applies; none below MIN_ALIGNED aligned pairs):
+  `unreliable` — κ < KAPPA_THRESHOLD with at least MIN_DISAGREEMENTS disagreeing decisions;
+  `never_met` / `always_met` — gold is constant over at least MIN_ALIGNED decisions (the criterion
+  does not tell one model's response from another's).
+
+  Why these numbers. κ = 0.40 is the upper end of "fair" agreement on Landis & Koch's scale and
+  the usual floor for a usable rating item; between two physicians reading one criterion on the
+  same response, anything below it means the wording leaves room for two readings. With only
+  one decision per model, n is small (11 at full scale, 5 in the small demo), so the flag also
+  asks for MIN_ALIGNED = 5 pairs: below that one decision moves κ by more than 0.4. At n = 5 a κ
+  below 0.40 already takes two differing decisions out of five at even prevalence (at n = 11,
+  three); if two groups disagreed at a typical 10 % of decisions independently of the criterion,
+  a criterion would be flagged by chance with probability ≈ 8 % (n = 5) and ≈ 7 % (n = 11) —
+  the dashboard therefore sorts flagged criteria worst first. MIN_DISAGREEMENTS = 2 guards the
+  κ paradox: at extreme prevalence (a criterion no model meets) a single slip gives κ = 0 though
+  the groups agree on 10 of 11; such a criterion is reported by its gold flag instead.
+- **Judge by model / by slice**: a judge's pooled macro-F1 against each group's finals and gold
+  over the decisions both have, restricted to one model's responses or one slice value; slices are
+  the case's difficulty, register, macro-category, each subject label, each task theme, and each
+  tag of the criterion. `n_decisions` is every judge decision on the model's responses (by model)
+  or on the slice's current criteria (by slice).
+- **Human ceiling** (as HealthBench's meta-evaluation reads a grader against physicians): each
+  physician's own annotation labels against the other group's final labels, pooled over every
+  physician, over the decisions both have — the macro-F1 a judge's `mf1_group1/2` reads against.
+- **Per annotator**: the same pooled over one physician's labels, with a bootstrap interval over
+  cases (the report's seeded resampling); the within-group check correction rate is the share of
+  the physician's annotation labels that their group's checker looked at (a check label exists)
+  and changed.
+- **Agreement by slice**: pooled macro-F1 between the groups over the aligned pairs' decisions
+  of each slice value, with the same bootstrap interval.
+
+Undefined values are NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from analysis import agreement as agreement_extra
+from analysis import metrics
+from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, LEVEL
+from analysis.bootstrap import _resample_weights as resample_weights
+
+KAPPA_THRESHOLD = 0.40
+MIN_ALIGNED = 5
+MIN_DISAGREEMENTS = 2
+UNRELIABLE, NEVER_MET, ALWAYS_MET = "unreliable", "never_met", "always_met"
+FLAGS = (UNRELIABLE, NEVER_MET, ALWAYS_MET)
+CASE_DIMENSIONS = ("difficulty", "register", "macro_category", "subject", "task_theme")
+SLICE_DIMENSIONS = (*CASE_DIMENSIONS, "criterion_tag")
+NO_TAG = "(none)"
+REFERENCES = (("mf1_group1", "group1"), ("mf1_group2", "group2"), ("mf1_gold", "gold"))
+FALSE_POSITIVE, FALSE_NEGATIVE = "false_positive", "false_negative"
+
+
+# Physician layers ------------------------------------------------------------------------------
+
+@dataclass
+class PhysicianLayers:
+    """Per group (index 0 → group 1), on the grid: each physician's own annotation label, who made
+    it, and the group's check label (1, 0, or -1 for none); user ids are -1 where there is no label."""
+
+    annotation: np.ndarray          # (2, R, W) int8
+    annotator: np.ndarray           # (2, R, W) int64
+    check: np.ndarray               # (2, R, W) int8
+    usernames: dict[int, str] = field(default_factory=dict)
+
+    def take(self, index: np.ndarray) -> "PhysicianLayers":
+        return PhysicianLayers(self.annotation[:, index], self.annotator[:, index], self.check[:, index],
+                               self.usernames)
+
+
+def physician_layers(cells: np.ndarray, labels: pd.DataFrame, shape: tuple[int, int],
+                     users: pd.DataFrame | None = None) -> PhysicianLayers:
+    """Lay the annotation and check labels of groups 1 and 2 on the grid.
+
+    `cells` holds each label row's flat grid cell (-1 outside the current rubrics), as placed by the
+    grid builder; a (response, criterion, stage, group) has at most one label.
+    """
+    size = shape[0] * shape[1]
+    annotation = np.full((2, size), metrics.MISSING, dtype=np.int8)
+    annotator = np.full((2, size), -1, dtype=np.int64)
+    check = np.full((2, size), metrics.MISSING, dtype=np.int8)
+    if len(labels):
+        stage_codes, stage_names = pd.factorize(labels["stage"])
+        stage_names = [str(name) for name in stage_names]
+        group = labels["group_no"].to_numpy(np.int64)
+        met = labels["met"].to_numpy(bool).astype(np.int8)
+        users_of = labels["user_id"].to_numpy(np.int64) if "user_id" in labels else np.full(len(labels), -1)
+        for stage, target in (("annotation", annotation), ("check", check)):
+            if stage not in stage_names:
+                continue
+            of_stage = (stage_codes == stage_names.index(stage)) & (cells >= 0)
+            for g in (1, 2):
+                rows = of_stage & (group == g)
+                target[g - 1, cells[rows]] = met[rows]
+                if stage == "annotation":
+                    annotator[g - 1, cells[rows]] = users_of[rows]
+    names = {}
+    if users is not None and len(users):
+        names = dict(zip(users["user_id"].astype(np.int64).tolist(), users["username"].astype(str).tolist()))
+    reshape = (2, *shape)
+    return PhysicianLayers(annotation.reshape(reshape), annotator.reshape(reshape), check.reshape(reshape), names)
+
+
+def attach_physicians(grid: metrics.DecisionGrid, labels: pd.DataFrame,
+                      users: pd.DataFrame | None = None) -> metrics.DecisionGrid:
+    """Place the label rows on `grid` and keep their physician layers as `grid.physicians`."""
+    criteria = grid.criteria.assign(case_pk=grid.cases["case_pk"].to_numpy()[grid.criteria["case_row"].to_numpy()])
+    placer = metrics._Placer(grid.responses, grid.case_rows, criteria, pd.Index(grid.cases["case_pk"].to_numpy()),
+                             grid.width)
+    cells = placer.cells(labels["response_id"].to_numpy(), labels["criterion_id"]) if len(labels) \
+        else np.zeros(0, dtype=np.int64)
+    grid.physicians = physician_layers(cells, labels, grid.valid.shape, users)
+    return grid
+
+
+# Counting helpers --------------------------------------------------------------------------------
+
+def _counts_by(key: np.ndarray, truth: np.ndarray, predicted: np.ndarray, mask: np.ndarray, size: int) -> np.ndarray:
+    """(size, 4) confusion counts (both met, truth only, predicted only, neither) of the masked cells by `key`."""
+    t = truth == metrics.MET
+    p = predicted == metrics.MET
+    key = key[mask]
+    t, p = t[mask], p[mask]
+    code = np.where(t, np.where(p, 0, 1), np.where(p, 2, 3))
+    return np.bincount(key * 4 + code, minlength=size * 4).reshape(size, 4).astype(np.int64)
+
+
+def _cell_keys(grid: metrics.DecisionGrid) -> np.ndarray:
+    """(R, W) index of each cell's (case row, criterion position): case_row × W + slot."""
+    width = grid.width
+    return grid.case_rows.astype(np.int64)[:, None] * width + np.arange(width)[None, :]
+
+
+def aligned_rows(grid: metrics.DecisionGrid) -> np.ndarray:
+    """Responses both groups labelled completely (the aligned pairs of DESIGN §4)."""
+    return metrics.complete_mask(grid, grid.group1) & metrics.complete_mask(grid, grid.group2)
+
+
+def _reference(grid: metrics.DecisionGrid, name: str) -> np.ndarray:
+    return {"group1": grid.group1, "group2": grid.group2, "gold": grid.gold}[name]
+
+
+# Criterion reliability ---------------------------------------------------------------------------
+
+def criterion_reliability(grid: metrics.DecisionGrid, *, kappa_threshold: float = KAPPA_THRESHOLD,
+                          min_aligned: int = MIN_ALIGNED) -> pd.DataFrame:
+    """One row per current criterion with at least one aligned pair: case_id, criterion_id, case_row, slot,
+    n_aligned, agreement, kappa, prevalence_g1, prevalence_g2, gold_met_rate, n_gold, n_disagree,
+    judge_mf1:<judge> per judge, flag."""
+    width = grid.width
+    size = len(grid.cases) * width
+    aligned = aligned_rows(grid)[:, None] & grid.valid
+    keys = _cell_keys(grid)
+    counts = _counts_by(keys, grid.group1, grid.group2, aligned, size)
+    has_gold = aligned & (grid.gold >= 0)
+    n_gold = np.bincount(keys[has_gold], minlength=size)
+    gold_met = np.bincount(keys[has_gold & (grid.gold == metrics.MET)], minlength=size)
+    criteria = grid.criteria
+    index = criteria["case_row"].to_numpy(np.int64) * width + criteria["slot"].to_numpy(np.int64)
+    mine = counts[index]
+    n_aligned = mine.sum(axis=1)
+    coefficients = agreement_extra.coefficients(mine)
+    frame = pd.DataFrame({"case_id": grid.cases["case_id"].to_numpy()[criteria["case_row"].to_numpy()],
+                          "criterion_id": criteria["criterion_id"].to_numpy(),
+                          "case_row": criteria["case_row"].to_numpy(np.int64),
+                          "slot": criteria["slot"].to_numpy(np.int64), "n_aligned": n_aligned})
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frame["agreement"] = coefficients["observed"]
+        frame["kappa"] = coefficients["kappa"]
+        frame["prevalence_g1"] = (mine[:, 0] + mine[:, 1]) / n_aligned
+        frame["prevalence_g2"] = (mine[:, 0] + mine[:, 2]) / n_aligned
+        frame["gold_met_rate"] = gold_met[index] / n_gold[index]
+    frame["n_gold"] = n_gold[index]
+    frame["n_disagree"] = mine[:, 1] + mine[:, 2]
+    for name in sorted(grid.judges):
+        judge = grid.judges[name]
+        judged = has_gold & (judge >= 0)
+        frame[f"judge_mf1:{name}"] = metrics.macro_f1(_counts_by(keys, grid.gold, judge, judged, size)[index])
+    frame["flag"] = pd.Series(flags(frame, kappa_threshold=kappa_threshold, min_aligned=min_aligned), dtype=object,
+                              index=frame.index)
+    return frame[frame["n_aligned"] > 0].reset_index(drop=True)
+
+
+def flags(frame: pd.DataFrame, *, kappa_threshold: float = KAPPA_THRESHOLD, min_aligned: int = MIN_ALIGNED) -> np.ndarray:
+    """The flag of each row of a reliability frame (None where nothing is wrong or n is too small)."""
+    enough = frame["n_aligned"].to_numpy() >= min_aligned
+    kappa = frame["kappa"].to_numpy(np.float64)
+    unreliable = enough & (frame["n_disagree"].to_numpy() >= MIN_DISAGREEMENTS) & ~(kappa >= kappa_threshold)
+    gold_known = enough & (frame["n_gold"].to_numpy() >= min_aligned)
+    rate = frame["gold_met_rate"].to_numpy(np.float64)
+    return np.select([unreliable, gold_known & (rate == 0), gold_known & (rate == 1)],
+                     [UNRELIABLE, NEVER_MET, ALWAYS_MET], default=None).astype(object)
+
+
+def flagged_criteria(reliability: pd.DataFrame) -> pd.DataFrame:
+    """The flagged rows, worst first: unreliable by κ (lowest first, most disagreements first), then
+    the constant ones (never met, always met), each by case and criterion."""
+    flagged = reliability[reliability["flag"].notna()].copy()
+    flagged["_rank"] = flagged["flag"].map({UNRELIABLE: 0, NEVER_MET: 1, ALWAYS_MET: 2})
+    flagged["_kappa"] = flagged["kappa"].fillna(0.0)
+    flagged = flagged.sort_values(["_rank", "_kappa", "n_disagree", "case_id", "criterion_id"],
+                                  ascending=[True, True, False, True, True], kind="stable")
+    return flagged.drop(columns=["_rank", "_kappa"]).reset_index(drop=True)
+
+
+def flagged_cases(reliability: pd.DataFrame) -> pd.DataFrame:
+    """Per case with a flagged criterion: how many of each flag, its lowest κ — most unreliable first."""
+    flagged = reliability[reliability["flag"].notna()]
+    if flagged.empty:
+        return pd.DataFrame(columns=["case_id", "n_flagged", *FLAGS, "min_kappa"])
+    table = pd.crosstab(flagged["case_id"], flagged["flag"]).reindex(columns=list(FLAGS), fill_value=0)
+    table["n_flagged"] = table.sum(axis=1)
+    table["min_kappa"] = flagged.groupby("case_id")["kappa"].min()
+    table = table.reset_index().sort_values([UNRELIABLE, "n_flagged", "min_kappa", "case_id"],
+                                            ascending=[False, False, True, True], kind="stable")
+    return table[["case_id", "n_flagged", *FLAGS, "min_kappa"]].reset_index(drop=True)
+
+
+# Judges by model and by slice ----------------------------------------------------------------------
+
+def judges_by_model(grid: metrics.DecisionGrid) -> pd.DataFrame:
+    """Rows (judge, model): mf1_group1, mf1_group2, mf1_gold against the model's decisions, n_decisions."""
+    size = len(grid.models)
+    rows = []
+    for name in sorted(grid.judges):
+        judge = grid.judges[name]
+        entry = {}
+        for column, reference_name in REFERENCES:
+            reference = _reference(grid, reference_name)
+            both = (judge >= 0) & (reference >= 0)
+            per_row = metrics.confusion_counts(reference, judge, both)
+            per_model = np.stack([np.bincount(grid.model_codes, weights=per_row[:, i], minlength=size)
+                                  for i in range(4)], axis=-1) if size else np.zeros((0, 4))
+            entry[column] = metrics.macro_f1(per_model)
+        decisions = grid.judge_rows[name][0] if name in grid.judge_rows else (judge >= 0).sum(axis=1)
+        entry["n_decisions"] = np.bincount(grid.model_codes, weights=decisions, minlength=size).astype(np.int64)
+        for code, model in enumerate(grid.models):
+            rows.append({"judge": name, "model": model, **{key: values[code] for key, values in entry.items()}})
+    return pd.DataFrame(rows, columns=["judge", "model", "mf1_group1", "mf1_group2", "mf1_gold", "n_decisions"])
+
+
+def case_dimension_members(cases: pd.DataFrame, dimension: str) -> pd.DataFrame:
+    """(case_row, value) of a case-level slice; `subject` is every subject label of a case (multi-label)."""
+    if dimension == "subject":
+        rows, values = [], []
+        for row, labels in enumerate(cases["subject_labels"]):
+            chosen = sorted({str(label) for label in (labels if labels is not None else [])})
+            rows += [row] * len(chosen)
+            values += chosen
+        return pd.DataFrame({"case_row": np.asarray(rows, dtype=np.int64), "value": np.asarray(values, dtype=object)})
+    return metrics.case_slice_values(cases, dimension)
+
+
+def criterion_tag_members(grid: metrics.DecisionGrid) -> pd.DataFrame:
+    """(cell key, value) of each current criterion's tags; criteria without a tag under NO_TAG."""
+    criteria = grid.criteria
+    keys = criteria["case_row"].to_numpy(np.int64) * grid.width + criteria["slot"].to_numpy(np.int64)
+    tags = criteria["tags"] if "tags" in criteria else pd.Series([[]] * len(criteria))
+    exploded = pd.DataFrame({"key": keys, "value": [list(t) if t is not None and len(t) else [NO_TAG]
+                                                    for t in tags]}).explode("value")
+    exploded = exploded.drop_duplicates()
+    return pd.DataFrame({"key": exploded["key"].to_numpy(np.int64), "value": exploded["value"].to_numpy(object)})
+
+
+def _slice_sum(per_unit: np.ndarray, members: pd.DataFrame, unit: str) -> tuple[list, np.ndarray]:
+    """Sum per-unit arrays (units × ...) over each slice value's member units: (values, (V × ...))."""
+    if members.empty:
+        return [], np.zeros((0, *per_unit.shape[1:]), dtype=per_unit.dtype)
+    codes, values = pd.factorize(members["value"], sort=True)
+    summed = np.zeros((len(values), *per_unit.shape[1:]), dtype=np.float64)
+    np.add.at(summed, codes, per_unit[members[unit].to_numpy(np.int64)])
+    return list(values), summed
+
+
+def _per_criterion_and_case(grid, truth, predicted, mask) -> tuple[np.ndarray, np.ndarray]:
+    """Confusion counts per (case row × W + slot) and per case row."""
+    size = len(grid.cases) * grid.width
+    by_key = _counts_by(_cell_keys(grid), truth, predicted, mask, size)
+    return by_key, by_key.reshape(len(grid.cases), grid.width, 4).sum(axis=1)
+
+
+def _slice_members(grid: metrics.DecisionGrid) -> dict[str, tuple[pd.DataFrame, str]]:
+    members = {dimension: (case_dimension_members(grid.cases, dimension), "case_row") for dimension in CASE_DIMENSIONS}
+    members["criterion_tag"] = (criterion_tag_members(grid), "key")
+    return members
+
+
+def judge_slices(grid: metrics.DecisionGrid) -> pd.DataFrame:
+    """Long frame: judge, dimension, value, mf1_group1, mf1_group2, mf1_gold, n_decisions."""
+    members = _slice_members(grid)
+    rows = []
+    size = len(grid.cases) * grid.width
+    keys = _cell_keys(grid)
+    for name in sorted(grid.judges):
+        judge = grid.judges[name]
+        decided = (judge >= 0) & grid.valid
+        n_by_key = np.bincount(keys[decided], minlength=size).astype(np.float64)
+        n_by_case = n_by_key.reshape(len(grid.cases), grid.width).sum(axis=1)
+        counts = {column: _per_criterion_and_case(grid, _reference(grid, reference), judge,
+                                                  (judge >= 0) & (_reference(grid, reference) >= 0) & grid.valid)
+                  for column, reference in REFERENCES}
+        for dimension, (member, unit) in members.items():
+            by_unit = 0 if unit == "key" else 1
+            values, n_decisions = _slice_sum(n_by_key if by_unit == 0 else n_by_case, member, unit)
+            results = {column: metrics.macro_f1(_slice_sum(pair[by_unit], member, unit)[1])
+                       for column, pair in counts.items()}
+            for index, value in enumerate(values):
+                rows.append({"judge": name, "dimension": dimension, "value": value,
+                             **{column: results[column][index] for column in results},
+                             "n_decisions": int(n_decisions[index])})
+    return pd.DataFrame(rows, columns=["judge", "dimension", "value", "mf1_group1", "mf1_group2", "mf1_gold",
+                                       "n_decisions"])
+
+
+# Physicians: ceiling, per annotator, agreement by slice ------------------------------------------------
+
+def _physician_pairs(grid: metrics.DecisionGrid, layers: PhysicianLayers):
+    """Per group g: (own annotation labels, other group's finals, cells both have)."""
+    finals = (grid.group1, grid.group2)
+    for g in (0, 1):
+        own = layers.annotation[g]
+        other = finals[1 - g]
+        yield g, own, other, (own >= 0) & (other >= 0) & grid.valid
+
+
+def human_ceiling(grid: metrics.DecisionGrid, layers: PhysicianLayers) -> dict:
+    """Pooled macro-F1 of each physician's labels against the other group's finals: overall and per group."""
+    total = np.zeros(4, dtype=np.int64)
+    result: dict = {"by_group": {}}
+    for g, own, other, both in _physician_pairs(grid, layers):
+        counts = metrics.confusion_counts(other.ravel()[None, :], own.ravel()[None, :], both.ravel()[None, :])[0]
+        total += counts
+        result["by_group"][g + 1] = {"pooled_mf1": float(metrics.macro_f1(counts)), "n_decisions": int(counts.sum())}
+    result["pooled_mf1"] = float(metrics.macro_f1(total))
+    result["n_decisions"] = int(total.sum())
+    return result
+
+
+@dataclass
+class _CaseCounts:
+    """Confusion counts per case row of named units (annotators or slice values), for bootstrapping."""
+
+    names: list
+    per_case: np.ndarray      # (cases, units, 4)
+
+
+def _intervals(grid: metrics.DecisionGrid, per_case: np.ndarray, resamples: int, seed: int) -> np.ndarray:
+    """(units, 2) percentile bounds of pooled macro-F1 under the report's case resampling (NaN if never defined)."""
+    units = per_case.shape[1]
+    bounds = np.full((units, 2), np.nan)
+    if not resamples or not units:
+        return bounds
+    case_ids, _ = np.unique(grid.case_rows, return_inverse=True)
+    if not len(case_ids):
+        return bounds
+    weights = resample_weights(len(case_ids), resamples, seed).astype(np.float32)
+    # Macro-F1 needs both-met, differing and neither: three sums per unit. float32 holds every partial
+    # sum exactly (integers below 2**24: at most cases × decisions per case).
+    counts = per_case[case_ids]
+    three = np.stack([counts[..., 0], counts[..., 1] + counts[..., 2], counts[..., 3]], axis=-1)
+    drawn = (weights @ three.reshape(len(case_ids), -1).astype(np.float32)).astype(np.float64)
+    drawn = drawn.reshape(resamples, units, 3)
+    values = metrics.macro_f1(np.stack([drawn[..., 0], drawn[..., 1], np.zeros_like(drawn[..., 1]), drawn[..., 2]],
+                                       axis=-1))
+    tail = (1 - LEVEL) / 2 * 100
+    for unit in range(units):
+        defined = values[:, unit][~np.isnan(values[:, unit])]
+        if len(defined):
+            bounds[unit] = np.percentile(defined, [tail, 100 - tail])
+    return bounds
+
+
+def annotator_agreement(grid: metrics.DecisionGrid, layers: PhysicianLayers, *, resamples: int = DEFAULT_RESAMPLES,
+                        seed: int = DEFAULT_SEED) -> pd.DataFrame:
+    """Per annotator: group, pooled_mf1 against the other group's finals (with bootstrap bounds), n_decisions,
+    and the within-group check: n_labels, n_checked, n_corrected, correction_rate."""
+    parts = []
+    n_cases = len(grid.cases)
+    case_of_cell = np.broadcast_to(grid.case_rows.astype(np.int64)[:, None], grid.valid.shape)
+    for g, own, other, both in _physician_pairs(grid, layers):
+        who = layers.annotator[g]
+        labelled = (own >= 0) & grid.valid
+        users, codes = np.unique(who[labelled], return_inverse=True)
+        if not len(users):
+            continue
+        code_grid = np.full(who.shape, -1, dtype=np.int64)
+        code_grid[labelled] = codes
+        key = case_of_cell * len(users) + code_grid
+        per_case = _counts_by(key, other, own, both, n_cases * len(users)).reshape(n_cases, len(users), 4)
+        checked = labelled & (layers.check[g] >= 0)
+        corrected = checked & (layers.check[g] != own)
+        frame = pd.DataFrame({"user_id": users, "group": g + 1,
+                              "n_labels": np.bincount(codes, minlength=len(users)),
+                              "n_checked": np.bincount(code_grid[checked], minlength=len(users)),
+                              "n_corrected": np.bincount(code_grid[corrected], minlength=len(users))})
+        pooled = per_case.sum(axis=0)
+        frame["pooled_mf1"] = metrics.macro_f1(pooled)
+        frame["n_decisions"] = pooled.sum(axis=1)
+        bounds = _intervals(grid, per_case, resamples, seed)
+        frame["pooled_mf1_low"], frame["pooled_mf1_high"] = bounds[:, 0], bounds[:, 1]
+        parts.append(frame)
+    columns = ["user_id", "username", "group", "pooled_mf1", "pooled_mf1_low", "pooled_mf1_high", "n_decisions",
+               "n_labels", "n_checked", "n_corrected", "correction_rate"]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    frame = pd.concat(parts, ignore_index=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frame["correction_rate"] = np.where(frame["n_checked"] > 0, frame["n_corrected"] / frame["n_checked"].clip(1),
+                                            np.nan)
+    frame["username"] = [layers.usernames.get(int(uid), f"user-{int(uid)}") for uid in frame["user_id"]]
+    return frame.sort_values(["group", "username"], ignore_index=True)[columns]
+
+
+def agreement_slices(grid: metrics.DecisionGrid, *, resamples: int = DEFAULT_RESAMPLES,
+                     seed: int = DEFAULT_SEED) -> pd.DataFrame:
+    """Long frame: dimension, value, pooled_mf1 (with bootstrap bounds), n_aligned, n_decisions — the two
+    groups over the aligned pairs' decisions of each slice value."""
+    aligned = aligned_rows(grid)
+    mask = aligned[:, None] & grid.valid
+    by_key, by_case = _per_criterion_and_case(grid, grid.group1, grid.group2, mask)
+    pairs_by_case = np.bincount(grid.case_rows[aligned], minlength=len(grid.cases)).astype(np.float64)
+    rows, per_case_units = [], []
+    width = grid.width
+    for dimension, (member, unit) in _slice_members(grid).items():
+        if member.empty:
+            continue
+        codes, values = pd.factorize(member["value"], sort=True)
+        if unit == "key":
+            case_of_member = member["key"].to_numpy(np.int64) // width
+            source = by_key[member["key"].to_numpy(np.int64)]
+        else:
+            case_of_member = member["case_row"].to_numpy(np.int64)
+            source = by_case[case_of_member]
+        per_case = np.zeros((len(grid.cases), len(values), 4), dtype=np.int64)
+        np.add.at(per_case, (case_of_member, codes), source)
+        per_case_units.append(per_case)
+        pairs = np.zeros(len(values))
+        if unit == "case_row":
+            np.add.at(pairs, codes, pairs_by_case[case_of_member])
+        else:
+            # an aligned pair counts under a tag when one of its criteria carries the tag
+            distinct = pd.DataFrame({"case": case_of_member, "code": codes}).drop_duplicates()
+            np.add.at(pairs, distinct["code"].to_numpy(), pairs_by_case[distinct["case"].to_numpy()])
+        pooled = per_case.sum(axis=0)
+        mf1 = metrics.macro_f1(pooled)
+        for index, value in enumerate(values):
+            rows.append({"dimension": dimension, "value": value, "pooled_mf1": mf1[index],
+                         "n_aligned": int(pairs[index]), "n_decisions": int(pooled[index].sum())})
+    frame = pd.DataFrame(rows, columns=["dimension", "value", "pooled_mf1", "pooled_mf1_low", "pooled_mf1_high",
+                                        "n_aligned", "n_decisions"])
+    if per_case_units:
+        bounds = _intervals(grid, np.concatenate(per_case_units, axis=1), resamples, seed)
+        frame["pooled_mf1_low"], frame["pooled_mf1_high"] = bounds[:, 0], bounds[:, 1]
+    return frame
+
+
+# Judge errors --------------------------------------------------------------------------------------
+
+def judge_errors(grid: metrics.DecisionGrid, judge: str) -> pd.DataFrame:
+    """Every decision where `judge` differs from gold: response_id, case_id, model, criterion_id, group1,
+    group2, gold, judge (1/0/-1) and kind (false_positive: judge met, gold not; false_negative: the reverse)."""
+    columns = ["response_id", "case_id", "model", "criterion_id", "group1", "group2", "gold", "judge", "kind"]
+    if judge not in grid.judges:
+        return pd.DataFrame(columns=columns)
+    values = grid.judges[judge]
+    wrong = (values >= 0) & (grid.gold >= 0) & (values != grid.gold) & grid.valid
+    rows, slots = np.nonzero(wrong)
+    names = np.full((len(grid.cases), grid.width), None, dtype=object)
+    names[grid.criteria["case_row"].to_numpy(np.int64), grid.criteria["slot"].to_numpy(np.int64)] = \
+        grid.criteria["criterion_id"].to_numpy(object)
+    said = values[rows, slots]
+    return pd.DataFrame({
+        "response_id": grid.responses["response_id"].to_numpy()[rows],
+        "case_id": grid.responses["case_id"].to_numpy()[rows],
+        "model": grid.responses["model"].to_numpy()[rows],
+        "criterion_id": names[grid.case_rows[rows], slots],
+        "group1": grid.group1[rows, slots], "group2": grid.group2[rows, slots], "gold": grid.gold[rows, slots],
+        "judge": said, "kind": np.where(said == metrics.MET, FALSE_POSITIVE, FALSE_NEGATIVE)})[columns]
