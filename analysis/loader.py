@@ -3,7 +3,7 @@
 Frames (column names are the contract of the metric and export code):
 - cases:     case_pk, case_id, difficulty, task, task_labels, subject, subject_labels, user_role,
              register, macro_category, n_criteria (+ clinical_context, user_request, extra with text=True)
-- criteria:  case_pk, rubric_version_id, position, criterion_id (+ text, tags with text=True) — the
+- criteria:  case_pk, rubric_version_id, position, criterion_id, tags (+ text with text=True) — the
              current approved rubric of each case
 - responses: response_id, case_pk, case_id, model, length (+ text with text=True)
 - labels:    response_id, criterion_id, stage, group_no, met, user_id (+ note with notes=True)
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import func, select
+from sqlalchemy import Text, cast, func, select
 from sqlalchemy.engine import Engine
 
 from db.models import Case, Criterion, JudgeDecision, Label, Response, RubricStatus, RubricVersion, Stage, User
@@ -90,9 +90,15 @@ def load_register_overrides(engine: Engine) -> pd.DataFrame:
 
 def load_criteria(engine: Engine, *, text: bool = False) -> pd.DataFrame:
     current = current_rubric_versions(engine)
-    columns = [Criterion.rubric_version_id, Criterion.position, Criterion.criterion_id]
+    # Tags as stored text, parsed once per distinct value (most criteria share a handful of tag lists).
+    columns = [
+        Criterion.rubric_version_id,
+        Criterion.position,
+        Criterion.criterion_id,
+        cast(Criterion.tags, Text).label("tags"),
+    ]
     if text:
-        columns += [Criterion.text, Criterion.tags]
+        columns.append(Criterion.text)
     criteria = _read(
         engine,
         select(*columns)
@@ -100,8 +106,11 @@ def load_criteria(engine: Engine, *, text: bool = False) -> pd.DataFrame:
         .where(RubricVersion.status == RubricStatus.approved),
     )
     criteria = criteria.merge(current, on="rubric_version_id", how="inner")
-    if text:
-        criteria["tags"] = criteria["tags"].map(_as_list)
+    codes, distinct = pd.factorize(criteria["tags"])
+    parsed = np.empty(len(distinct) + 1, dtype=object)
+    for index, value in enumerate([*distinct, None]):
+        parsed[index] = _as_list(value)
+    criteria["tags"] = parsed[codes]
     return criteria.sort_values(["case_pk", "position"], ignore_index=True)
 
 

@@ -44,7 +44,7 @@ Undefined values are NaN.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -66,69 +66,8 @@ REFERENCES = (("mf1_group1", "group1"), ("mf1_group2", "group2"), ("mf1_gold", "
 FALSE_POSITIVE, FALSE_NEGATIVE = "false_positive", "false_negative"
 
 
-# Physician layers ------------------------------------------------------------------------------
-
-@dataclass
-class PhysicianLayers:
-    """Per group (index 0 → group 1), on the grid: each physician's own annotation label, who made
-    it, and the group's check label (1, 0, or -1 for none); user ids are -1 where there is no label."""
-
-    annotation: np.ndarray          # (2, R, W) int8
-    annotator: np.ndarray           # (2, R, W) int64
-    check: np.ndarray               # (2, R, W) int8
-    usernames: dict[int, str] = field(default_factory=dict)
-
-    def take(self, index: np.ndarray) -> "PhysicianLayers":
-        return PhysicianLayers(self.annotation[:, index], self.annotator[:, index], self.check[:, index],
-                               self.usernames)
-
-
-def physician_layers(cells: np.ndarray, labels: pd.DataFrame, shape: tuple[int, int],
-                     users: pd.DataFrame | None = None) -> PhysicianLayers:
-    """Lay the annotation and check labels of groups 1 and 2 on the grid.
-
-    `cells` holds each label row's flat grid cell (-1 outside the current rubrics), as placed by the
-    grid builder; a (response, criterion, stage, group) has at most one label.
-    """
-    size = shape[0] * shape[1]
-    annotation = np.full((2, size), metrics.MISSING, dtype=np.int8)
-    annotator = np.full((2, size), -1, dtype=np.int64)
-    check = np.full((2, size), metrics.MISSING, dtype=np.int8)
-    if len(labels):
-        stage_codes, stage_names = pd.factorize(labels["stage"])
-        stage_names = [str(name) for name in stage_names]
-        group = labels["group_no"].to_numpy(np.int64)
-        met = labels["met"].to_numpy(bool).astype(np.int8)
-        users_of = labels["user_id"].to_numpy(np.int64) if "user_id" in labels else np.full(len(labels), -1)
-        for stage, target in (("annotation", annotation), ("check", check)):
-            if stage not in stage_names:
-                continue
-            of_stage = (stage_codes == stage_names.index(stage)) & (cells >= 0)
-            for g in (1, 2):
-                rows = of_stage & (group == g)
-                target[g - 1, cells[rows]] = met[rows]
-                if stage == "annotation":
-                    annotator[g - 1, cells[rows]] = users_of[rows]
-    names = {}
-    if users is not None and len(users):
-        names = dict(zip(users["user_id"].astype(np.int64).tolist(), users["username"].astype(str).tolist()))
-    reshape = (2, *shape)
-    return PhysicianLayers(annotation.reshape(reshape), annotator.reshape(reshape), check.reshape(reshape), names)
-
-
-def attach_physicians(grid: metrics.DecisionGrid, labels: pd.DataFrame,
-                      users: pd.DataFrame | None = None) -> metrics.DecisionGrid:
-    """Place the label rows on `grid` and keep their physician layers as `grid.physicians`."""
-    criteria = grid.criteria.assign(case_pk=grid.cases["case_pk"].to_numpy()[grid.criteria["case_row"].to_numpy()])
-    placer = metrics._Placer(grid.responses, grid.case_rows, criteria, pd.Index(grid.cases["case_pk"].to_numpy()),
-                             grid.width)
-    cells = placer.cells(labels["response_id"].to_numpy(), labels["criterion_id"]) if len(labels) \
-        else np.zeros(0, dtype=np.int64)
-    grid.physicians = physician_layers(cells, labels, grid.valid.shape, users)
-    return grid
-
-
 # Counting helpers --------------------------------------------------------------------------------
+
 
 def _counts_by(key: np.ndarray, truth: np.ndarray, predicted: np.ndarray, mask: np.ndarray, size: int) -> np.ndarray:
     """(size, 4) confusion counts (both met, truth only, predicted only, neither) of the masked cells by `key`."""
@@ -157,8 +96,10 @@ def _reference(grid: metrics.DecisionGrid, name: str) -> np.ndarray:
 
 # Criterion reliability ---------------------------------------------------------------------------
 
-def criterion_reliability(grid: metrics.DecisionGrid, *, kappa_threshold: float = KAPPA_THRESHOLD,
-                          min_aligned: int = MIN_ALIGNED) -> pd.DataFrame:
+
+def criterion_reliability(
+    grid: metrics.DecisionGrid, *, kappa_threshold: float = KAPPA_THRESHOLD, min_aligned: int = MIN_ALIGNED
+) -> pd.DataFrame:
     """One row per current criterion with at least one aligned pair: case_id, criterion_id, case_row, slot,
     n_aligned, agreement, kappa, prevalence_g1, prevalence_g2, gold_met_rate, n_gold, n_disagree,
     judge_mf1:<judge> per judge, flag."""
@@ -175,10 +116,15 @@ def criterion_reliability(grid: metrics.DecisionGrid, *, kappa_threshold: float 
     mine = counts[index]
     n_aligned = mine.sum(axis=1)
     coefficients = agreement_extra.coefficients(mine)
-    frame = pd.DataFrame({"case_id": grid.cases["case_id"].to_numpy()[criteria["case_row"].to_numpy()],
-                          "criterion_id": criteria["criterion_id"].to_numpy(),
-                          "case_row": criteria["case_row"].to_numpy(np.int64),
-                          "slot": criteria["slot"].to_numpy(np.int64), "n_aligned": n_aligned})
+    frame = pd.DataFrame(
+        {
+            "case_id": grid.cases["case_id"].to_numpy()[criteria["case_row"].to_numpy()],
+            "criterion_id": criteria["criterion_id"].to_numpy(),
+            "case_row": criteria["case_row"].to_numpy(np.int64),
+            "slot": criteria["slot"].to_numpy(np.int64),
+            "n_aligned": n_aligned,
+        }
+    )
     with np.errstate(invalid="ignore", divide="ignore"):
         frame["agreement"] = coefficients["observed"]
         frame["kappa"] = coefficients["kappa"]
@@ -191,20 +137,26 @@ def criterion_reliability(grid: metrics.DecisionGrid, *, kappa_threshold: float 
         judge = grid.judges[name]
         judged = has_gold & (judge >= 0)
         frame[f"judge_mf1:{name}"] = metrics.macro_f1(_counts_by(keys, grid.gold, judge, judged, size)[index])
-    frame["flag"] = pd.Series(flags(frame, kappa_threshold=kappa_threshold, min_aligned=min_aligned), dtype=object,
-                              index=frame.index)
+    frame["flag"] = pd.Series(
+        flags(frame, kappa_threshold=kappa_threshold, min_aligned=min_aligned), dtype=object, index=frame.index
+    )
     return frame[frame["n_aligned"] > 0].reset_index(drop=True)
 
 
-def flags(frame: pd.DataFrame, *, kappa_threshold: float = KAPPA_THRESHOLD, min_aligned: int = MIN_ALIGNED) -> np.ndarray:
+def flags(
+    frame: pd.DataFrame, *, kappa_threshold: float = KAPPA_THRESHOLD, min_aligned: int = MIN_ALIGNED
+) -> np.ndarray:
     """The flag of each row of a reliability frame (None where nothing is wrong or n is too small)."""
     enough = frame["n_aligned"].to_numpy() >= min_aligned
     kappa = frame["kappa"].to_numpy(np.float64)
     unreliable = enough & (frame["n_disagree"].to_numpy() >= MIN_DISAGREEMENTS) & ~(kappa >= kappa_threshold)
     gold_known = enough & (frame["n_gold"].to_numpy() >= min_aligned)
     rate = frame["gold_met_rate"].to_numpy(np.float64)
-    return np.select([unreliable, gold_known & (rate == 0), gold_known & (rate == 1)],
-                     [UNRELIABLE, NEVER_MET, ALWAYS_MET], default=None).astype(object)
+    return np.select(
+        [unreliable, gold_known & (rate == 0), gold_known & (rate == 1)],
+        [UNRELIABLE, NEVER_MET, ALWAYS_MET],
+        default=None,
+    ).astype(object)
 
 
 def flagged_criteria(reliability: pd.DataFrame) -> pd.DataFrame:
@@ -213,8 +165,11 @@ def flagged_criteria(reliability: pd.DataFrame) -> pd.DataFrame:
     flagged = reliability[reliability["flag"].notna()].copy()
     flagged["_rank"] = flagged["flag"].map({UNRELIABLE: 0, NEVER_MET: 1, ALWAYS_MET: 2})
     flagged["_kappa"] = flagged["kappa"].fillna(0.0)
-    flagged = flagged.sort_values(["_rank", "_kappa", "n_disagree", "case_id", "criterion_id"],
-                                  ascending=[True, True, False, True, True], kind="stable")
+    flagged = flagged.sort_values(
+        ["_rank", "_kappa", "n_disagree", "case_id", "criterion_id"],
+        ascending=[True, True, False, True, True],
+        kind="stable",
+    )
     return flagged.drop(columns=["_rank", "_kappa"]).reset_index(drop=True)
 
 
@@ -226,12 +181,14 @@ def flagged_cases(reliability: pd.DataFrame) -> pd.DataFrame:
     table = pd.crosstab(flagged["case_id"], flagged["flag"]).reindex(columns=list(FLAGS), fill_value=0)
     table["n_flagged"] = table.sum(axis=1)
     table["min_kappa"] = flagged.groupby("case_id")["kappa"].min()
-    table = table.reset_index().sort_values([UNRELIABLE, "n_flagged", "min_kappa", "case_id"],
-                                            ascending=[False, False, True, True], kind="stable")
+    table = table.reset_index().sort_values(
+        [UNRELIABLE, "n_flagged", "min_kappa", "case_id"], ascending=[False, False, True, True], kind="stable"
+    )
     return table[["case_id", "n_flagged", *FLAGS, "min_kappa"]].reset_index(drop=True)
 
 
 # Judges by model and by slice ----------------------------------------------------------------------
+
 
 def judges_by_model(grid: metrics.DecisionGrid) -> pd.DataFrame:
     """Rows (judge, model): mf1_group1, mf1_group2, mf1_gold against the model's decisions, n_decisions."""
@@ -244,8 +201,13 @@ def judges_by_model(grid: metrics.DecisionGrid) -> pd.DataFrame:
             reference = _reference(grid, reference_name)
             both = (judge >= 0) & (reference >= 0)
             per_row = metrics.confusion_counts(reference, judge, both)
-            per_model = np.stack([np.bincount(grid.model_codes, weights=per_row[:, i], minlength=size)
-                                  for i in range(4)], axis=-1) if size else np.zeros((0, 4))
+            per_model = (
+                np.stack(
+                    [np.bincount(grid.model_codes, weights=per_row[:, i], minlength=size) for i in range(4)], axis=-1
+                )
+                if size
+                else np.zeros((0, 4))
+            )
             entry[column] = metrics.macro_f1(per_model)
         decisions = grid.judge_rows[name][0] if name in grid.judge_rows else (judge >= 0).sum(axis=1)
         entry["n_decisions"] = np.bincount(grid.model_codes, weights=decisions, minlength=size).astype(np.int64)
@@ -271,8 +233,9 @@ def criterion_tag_members(grid: metrics.DecisionGrid) -> pd.DataFrame:
     criteria = grid.criteria
     keys = criteria["case_row"].to_numpy(np.int64) * grid.width + criteria["slot"].to_numpy(np.int64)
     tags = criteria["tags"] if "tags" in criteria else pd.Series([[]] * len(criteria))
-    exploded = pd.DataFrame({"key": keys, "value": [list(t) if t is not None and len(t) else [NO_TAG]
-                                                    for t in tags]}).explode("value")
+    exploded = pd.DataFrame(
+        {"key": keys, "value": [list(t) if t is not None and len(t) else [NO_TAG] for t in tags]}
+    ).explode("value")
     exploded = exploded.drop_duplicates()
     return pd.DataFrame({"key": exploded["key"].to_numpy(np.int64), "value": exploded["value"].to_numpy(object)})
 
@@ -311,25 +274,37 @@ def judge_slices(grid: metrics.DecisionGrid) -> pd.DataFrame:
         decided = (judge >= 0) & grid.valid
         n_by_key = np.bincount(keys[decided], minlength=size).astype(np.float64)
         n_by_case = n_by_key.reshape(len(grid.cases), grid.width).sum(axis=1)
-        counts = {column: _per_criterion_and_case(grid, _reference(grid, reference), judge,
-                                                  (judge >= 0) & (_reference(grid, reference) >= 0) & grid.valid)
-                  for column, reference in REFERENCES}
+        counts = {
+            column: _per_criterion_and_case(
+                grid, _reference(grid, reference), judge, (judge >= 0) & (_reference(grid, reference) >= 0) & grid.valid
+            )
+            for column, reference in REFERENCES
+        }
         for dimension, (member, unit) in members.items():
             by_unit = 0 if unit == "key" else 1
             values, n_decisions = _slice_sum(n_by_key if by_unit == 0 else n_by_case, member, unit)
-            results = {column: metrics.macro_f1(_slice_sum(pair[by_unit], member, unit)[1])
-                       for column, pair in counts.items()}
+            results = {
+                column: metrics.macro_f1(_slice_sum(pair[by_unit], member, unit)[1]) for column, pair in counts.items()
+            }
             for index, value in enumerate(values):
-                rows.append({"judge": name, "dimension": dimension, "value": value,
-                             **{column: results[column][index] for column in results},
-                             "n_decisions": int(n_decisions[index])})
-    return pd.DataFrame(rows, columns=["judge", "dimension", "value", "mf1_group1", "mf1_group2", "mf1_gold",
-                                       "n_decisions"])
+                rows.append(
+                    {
+                        "judge": name,
+                        "dimension": dimension,
+                        "value": value,
+                        **{column: results[column][index] for column in results},
+                        "n_decisions": int(n_decisions[index]),
+                    }
+                )
+    return pd.DataFrame(
+        rows, columns=["judge", "dimension", "value", "mf1_group1", "mf1_group2", "mf1_gold", "n_decisions"]
+    )
 
 
 # Physicians: ceiling, per annotator, agreement by slice ------------------------------------------------
 
-def _physician_pairs(grid: metrics.DecisionGrid, layers: PhysicianLayers):
+
+def _physician_pairs(grid: metrics.DecisionGrid, layers: metrics.PhysicianLayers):
     """Per group g: (own annotation labels, other group's finals, cells both have)."""
     finals = (grid.group1, grid.group2)
     for g in (0, 1):
@@ -338,7 +313,7 @@ def _physician_pairs(grid: metrics.DecisionGrid, layers: PhysicianLayers):
         yield g, own, other, (own >= 0) & (other >= 0) & grid.valid
 
 
-def human_ceiling(grid: metrics.DecisionGrid, layers: PhysicianLayers) -> dict:
+def human_ceiling(grid: metrics.DecisionGrid, layers: metrics.PhysicianLayers) -> dict:
     """Pooled macro-F1 of each physician's labels against the other group's finals: overall and per group."""
     total = np.zeros(4, dtype=np.int64)
     result: dict = {"by_group": {}}
@@ -356,7 +331,7 @@ class _CaseCounts:
     """Confusion counts per case row of named units (annotators or slice values), for bootstrapping."""
 
     names: list
-    per_case: np.ndarray      # (cases, units, 4)
+    per_case: np.ndarray  # (cases, units, 4)
 
 
 def _intervals(grid: metrics.DecisionGrid, per_case: np.ndarray, resamples: int, seed: int) -> np.ndarray:
@@ -375,8 +350,9 @@ def _intervals(grid: metrics.DecisionGrid, per_case: np.ndarray, resamples: int,
     three = np.stack([counts[..., 0], counts[..., 1] + counts[..., 2], counts[..., 3]], axis=-1)
     drawn = (weights @ three.reshape(len(case_ids), -1).astype(np.float32)).astype(np.float64)
     drawn = drawn.reshape(resamples, units, 3)
-    values = metrics.macro_f1(np.stack([drawn[..., 0], drawn[..., 1], np.zeros_like(drawn[..., 1]), drawn[..., 2]],
-                                       axis=-1))
+    values = metrics.macro_f1(
+        np.stack([drawn[..., 0], drawn[..., 1], np.zeros_like(drawn[..., 1]), drawn[..., 2]], axis=-1)
+    )
     tail = (1 - LEVEL) / 2 * 100
     for unit in range(units):
         defined = values[:, unit][~np.isnan(values[:, unit])]
@@ -385,11 +361,51 @@ def _intervals(grid: metrics.DecisionGrid, per_case: np.ndarray, resamples: int,
     return bounds
 
 
-def annotator_agreement(grid: metrics.DecisionGrid, layers: PhysicianLayers, *, resamples: int = DEFAULT_RESAMPLES,
-                        seed: int = DEFAULT_SEED) -> pd.DataFrame:
+ANNOTATOR_COLUMNS = [
+    "user_id",
+    "username",
+    "group",
+    "pooled_mf1",
+    "pooled_mf1_low",
+    "pooled_mf1_high",
+    "n_decisions",
+    "n_labels",
+    "n_checked",
+    "n_corrected",
+    "correction_rate",
+]
+SLICE_AGREEMENT_COLUMNS = [
+    "dimension",
+    "value",
+    "pooled_mf1",
+    "pooled_mf1_low",
+    "pooled_mf1_high",
+    "n_aligned",
+    "n_decisions",
+]
+
+
+def annotator_agreement(
+    grid: metrics.DecisionGrid,
+    layers: metrics.PhysicianLayers,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> pd.DataFrame:
     """Per annotator: group, pooled_mf1 against the other group's finals (with bootstrap bounds), n_decisions,
     and the within-group check: n_labels, n_checked, n_corrected, correction_rate."""
-    parts = []
+    frame, per_case = _annotator_table(grid, layers)
+    return _with_bounds(grid, frame, per_case, resamples, seed)
+
+
+def _with_bounds(grid, frame: pd.DataFrame, per_case: np.ndarray, resamples: int, seed: int) -> pd.DataFrame:
+    bounds = _intervals(grid, per_case, resamples, seed)
+    return frame.assign(pooled_mf1_low=bounds[:, 0], pooled_mf1_high=bounds[:, 1])
+
+
+def _annotator_table(grid: metrics.DecisionGrid, layers: metrics.PhysicianLayers) -> tuple[pd.DataFrame, np.ndarray]:
+    """The annotator frame (without bounds) and its confusion counts per (case row, annotator) in frame order."""
+    parts, counts = [], []
     n_cases = len(grid.cases)
     case_of_cell = np.broadcast_to(grid.case_rows.astype(np.int64)[:, None], grid.valid.shape)
     for g, own, other, both in _physician_pairs(grid, layers):
@@ -404,32 +420,44 @@ def annotator_agreement(grid: metrics.DecisionGrid, layers: PhysicianLayers, *, 
         per_case = _counts_by(key, other, own, both, n_cases * len(users)).reshape(n_cases, len(users), 4)
         checked = labelled & (layers.check[g] >= 0)
         corrected = checked & (layers.check[g] != own)
-        frame = pd.DataFrame({"user_id": users, "group": g + 1,
-                              "n_labels": np.bincount(codes, minlength=len(users)),
-                              "n_checked": np.bincount(code_grid[checked], minlength=len(users)),
-                              "n_corrected": np.bincount(code_grid[corrected], minlength=len(users))})
+        frame = pd.DataFrame(
+            {
+                "user_id": users,
+                "group": g + 1,
+                "n_labels": np.bincount(codes, minlength=len(users)),
+                "n_checked": np.bincount(code_grid[checked], minlength=len(users)),
+                "n_corrected": np.bincount(code_grid[corrected], minlength=len(users)),
+            }
+        )
         pooled = per_case.sum(axis=0)
         frame["pooled_mf1"] = metrics.macro_f1(pooled)
         frame["n_decisions"] = pooled.sum(axis=1)
-        bounds = _intervals(grid, per_case, resamples, seed)
-        frame["pooled_mf1_low"], frame["pooled_mf1_high"] = bounds[:, 0], bounds[:, 1]
         parts.append(frame)
-    columns = ["user_id", "username", "group", "pooled_mf1", "pooled_mf1_low", "pooled_mf1_high", "n_decisions",
-               "n_labels", "n_checked", "n_corrected", "correction_rate"]
+        counts.append(per_case)
     if not parts:
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=ANNOTATOR_COLUMNS), np.zeros((n_cases, 0, 4), dtype=np.int64)
     frame = pd.concat(parts, ignore_index=True)
+    per_case = np.concatenate(counts, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        frame["correction_rate"] = np.where(frame["n_checked"] > 0, frame["n_corrected"] / frame["n_checked"].clip(1),
-                                            np.nan)
+        frame["correction_rate"] = np.where(
+            frame["n_checked"] > 0, frame["n_corrected"] / frame["n_checked"].clip(1), np.nan
+        )
     frame["username"] = [layers.usernames.get(int(uid), f"user-{int(uid)}") for uid in frame["user_id"]]
-    return frame.sort_values(["group", "username"], ignore_index=True)[columns]
+    frame["pooled_mf1_low"] = frame["pooled_mf1_high"] = np.nan
+    order = np.lexsort((frame["username"].to_numpy(str), frame["group"].to_numpy()))
+    return frame.iloc[order].reset_index(drop=True)[ANNOTATOR_COLUMNS], per_case[:, order]
 
 
-def agreement_slices(grid: metrics.DecisionGrid, *, resamples: int = DEFAULT_RESAMPLES,
-                     seed: int = DEFAULT_SEED) -> pd.DataFrame:
+def agreement_slices(
+    grid: metrics.DecisionGrid, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+) -> pd.DataFrame:
     """Long frame: dimension, value, pooled_mf1 (with bootstrap bounds), n_aligned, n_decisions — the two
     groups over the aligned pairs' decisions of each slice value."""
+    frame, per_case = _slice_agreement_table(grid)
+    return _with_bounds(grid, frame, per_case, resamples, seed)
+
+
+def _slice_agreement_table(grid: metrics.DecisionGrid) -> tuple[pd.DataFrame, np.ndarray]:
     aligned = aligned_rows(grid)
     mask = aligned[:, None] & grid.valid
     by_key, by_case = _per_criterion_and_case(grid, grid.group1, grid.group2, mask)
@@ -459,17 +487,65 @@ def agreement_slices(grid: metrics.DecisionGrid, *, resamples: int = DEFAULT_RES
         pooled = per_case.sum(axis=0)
         mf1 = metrics.macro_f1(pooled)
         for index, value in enumerate(values):
-            rows.append({"dimension": dimension, "value": value, "pooled_mf1": mf1[index],
-                         "n_aligned": int(pairs[index]), "n_decisions": int(pooled[index].sum())})
-    frame = pd.DataFrame(rows, columns=["dimension", "value", "pooled_mf1", "pooled_mf1_low", "pooled_mf1_high",
-                                        "n_aligned", "n_decisions"])
-    if per_case_units:
-        bounds = _intervals(grid, np.concatenate(per_case_units, axis=1), resamples, seed)
-        frame["pooled_mf1_low"], frame["pooled_mf1_high"] = bounds[:, 0], bounds[:, 1]
-    return frame
+            rows.append(
+                {
+                    "dimension": dimension,
+                    "value": value,
+                    "pooled_mf1": mf1[index],
+                    "n_aligned": int(pairs[index]),
+                    "n_decisions": int(pooled[index].sum()),
+                }
+            )
+    frame = pd.DataFrame(rows, columns=SLICE_AGREEMENT_COLUMNS)
+    per_case = np.concatenate(per_case_units, axis=1) if per_case_units else np.zeros((len(grid.cases), 0, 4))
+    return frame, per_case
+
+
+# Everything at once ------------------------------------------------------------------------------
+
+
+@dataclass
+class Insights:
+    criteria: pd.DataFrame  # criterion_reliability
+    judges_by_model: pd.DataFrame
+    judge_slices: pd.DataFrame
+    human_ceiling: dict
+    annotators: pd.DataFrame
+    agreement_slices: pd.DataFrame
+
+
+def build_insights(
+    grid: metrics.DecisionGrid, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+) -> Insights:
+    """Every figure of this module; the annotators' and slices' intervals share one resampling."""
+    layers = grid.physicians
+    annotators, annotator_counts = (
+        _annotator_table(grid, layers)
+        if layers is not None
+        else (pd.DataFrame(columns=ANNOTATOR_COLUMNS), np.zeros((len(grid.cases), 0, 4)))
+    )
+    slices, slice_counts = _slice_agreement_table(grid)
+    bounds = _intervals(grid, np.concatenate([annotator_counts, slice_counts], axis=1), resamples, seed)
+    split = len(annotators)
+    annotators = annotators.assign(pooled_mf1_low=bounds[:split, 0], pooled_mf1_high=bounds[:split, 1])
+    slices = slices.assign(pooled_mf1_low=bounds[split:, 0], pooled_mf1_high=bounds[split:, 1])
+    ceiling = (
+        human_ceiling(grid, layers)
+        if layers is not None
+        else {"pooled_mf1": float("nan"), "n_decisions": 0, "by_group": {}}
+    )
+    return Insights(
+        criteria=criterion_reliability(grid),
+        judges_by_model=judges_by_model(grid),
+        judge_slices=judge_slices(grid),
+        human_ceiling=ceiling,
+        annotators=annotators,
+        agreement_slices=slices,
+    )
 
 
 # Judge errors --------------------------------------------------------------------------------------
+
 
 def judge_errors(grid: metrics.DecisionGrid, judge: str) -> pd.DataFrame:
     """Every decision where `judge` differs from gold: response_id, case_id, model, criterion_id, group1,
@@ -481,13 +557,20 @@ def judge_errors(grid: metrics.DecisionGrid, judge: str) -> pd.DataFrame:
     wrong = (values >= 0) & (grid.gold >= 0) & (values != grid.gold) & grid.valid
     rows, slots = np.nonzero(wrong)
     names = np.full((len(grid.cases), grid.width), None, dtype=object)
-    names[grid.criteria["case_row"].to_numpy(np.int64), grid.criteria["slot"].to_numpy(np.int64)] = \
-        grid.criteria["criterion_id"].to_numpy(object)
+    names[grid.criteria["case_row"].to_numpy(np.int64), grid.criteria["slot"].to_numpy(np.int64)] = grid.criteria[
+        "criterion_id"
+    ].to_numpy(object)
     said = values[rows, slots]
-    return pd.DataFrame({
-        "response_id": grid.responses["response_id"].to_numpy()[rows],
-        "case_id": grid.responses["case_id"].to_numpy()[rows],
-        "model": grid.responses["model"].to_numpy()[rows],
-        "criterion_id": names[grid.case_rows[rows], slots],
-        "group1": grid.group1[rows, slots], "group2": grid.group2[rows, slots], "gold": grid.gold[rows, slots],
-        "judge": said, "kind": np.where(said == metrics.MET, FALSE_POSITIVE, FALSE_NEGATIVE)})[columns]
+    return pd.DataFrame(
+        {
+            "response_id": grid.responses["response_id"].to_numpy()[rows],
+            "case_id": grid.responses["case_id"].to_numpy()[rows],
+            "model": grid.responses["model"].to_numpy()[rows],
+            "criterion_id": names[grid.case_rows[rows], slots],
+            "group1": grid.group1[rows, slots],
+            "group2": grid.group2[rows, slots],
+            "gold": grid.gold[rows, slots],
+            "judge": said,
+            "kind": np.where(said == metrics.MET, FALSE_POSITIVE, FALSE_NEGATIVE),
+        }
+    )[columns]

@@ -15,18 +15,20 @@ from analysis import metrics, reliability
 from db.gold import gold_labels, group_final_labels
 from db.models import Stage
 from tests import metrics_reference
-from tests.test_metrics import A, C, J, both_groups, make_frames
+from tests.test_metrics import J, both_groups, make_frames
 
 
 def prepared(frames) -> metrics.DecisionGrid:
     grid = metrics.prepare(frames)
     if "tags" in frames.criteria and "tags" not in grid.criteria:
         tags = frames.criteria.set_index(["case_pk", "criterion_id"])["tags"]
-        keys = pd.MultiIndex.from_arrays([grid.cases["case_pk"].to_numpy()[grid.criteria["case_row"].to_numpy()],
-                                          grid.criteria["criterion_id"].to_numpy()])
+        keys = pd.MultiIndex.from_arrays(
+            [
+                grid.cases["case_pk"].to_numpy()[grid.criteria["case_row"].to_numpy()],
+                grid.criteria["criterion_id"].to_numpy(),
+            ]
+        )
         grid.criteria = grid.criteria.assign(tags=tags.reindex(keys).to_numpy())
-    if getattr(grid, "physicians", None) is None:
-        reliability.attach_physicians(grid, frames.labels, frames.users)
     return grid
 
 
@@ -38,19 +40,22 @@ def close(mine, theirs):
 
 # Hand-made flags -------------------------------------------------------------------------------
 
+
 def flag_frames():
     models = [f"m{i}" for i in range(1, 6)]
     cases = [{"case_pk": 1, "n": 3}, {"case_pk": 2, "n": 3}, {"case_pk": 3, "n": 3}]
     responses = [(pk * 10 + i, pk, model, 100) for pk in (1, 2) for i, model in enumerate(models)]
     responses += [(30 + i, 3, model, 100) for i, model in enumerate(models[:4])]
-    plan = {1: ([[1, 1, 0, 0, 1], [0] * 5, [1] * 5], [[1, 0, 1, 0, 0], [0, 0, 0, 0, 1], [1] * 5]),
-            2: ([[1, 0, 1, 0, 1], [1, 1, 0, 0, 1], [1, 0, 0, 0, 0]], [[1, 0, 1, 0, 1], [1, 1, 0, 0, 0], [0, 1, 0, 0, 0]]),
-            3: ([[1, 0, 1, 0], [0] * 4, [1] * 4], [[0, 1, 0, 1], [0] * 4, [1] * 4])}
+    plan = {
+        1: ([[1, 1, 0, 0, 1], [0] * 5, [1] * 5], [[1, 0, 1, 0, 0], [0, 0, 0, 0, 1], [1] * 5]),
+        2: ([[1, 0, 1, 0, 1], [1, 1, 0, 0, 1], [1, 0, 0, 0, 0]], [[1, 0, 1, 0, 1], [1, 1, 0, 0, 0], [0, 1, 0, 0, 0]]),
+        3: ([[1, 0, 1, 0], [0] * 4, [1] * 4], [[0, 1, 0, 1], [0] * 4, [1] * 4]),
+    }
     labels = []
     for pk, (first, second) in plan.items():
         for i in range(len(first[0])):
             labels += both_groups(pk * 10 + i, [row[i] for row in first], [row[i] for row in second])
-    labels.append((14, "c2", J, None, False, 9))           # the one slip on case 1's c2 is adjudicated
+    labels.append((14, "c2", J, None, False, 9))  # the one slip on case 1's c2 is adjudicated
     judge = [("jx", rid, f"c{c}", (rid + c) % 3 == 0) for rid, _, _, _ in responses for c in (1, 2, 3)]
     return make_frames(cases, responses, labels, judge)
 
@@ -58,17 +63,29 @@ def flag_frames():
 def test_flags_by_hand():
     table = reliability.criterion_reliability(prepared(flag_frames()))
     flags = dict(zip(zip(table["case_id"], table["criterion_id"]), table["flag"]))
-    assert flags == {("CC-001", "c1"): "unreliable", ("CC-001", "c2"): "never_met", ("CC-001", "c3"): "always_met",
-                     ("CC-002", "c1"): None, ("CC-002", "c2"): None, ("CC-002", "c3"): "unreliable",
-                     ("CC-003", "c1"): None, ("CC-003", "c2"): None, ("CC-003", "c3"): None}   # 4 pairs: too few
+    assert flags == {
+        ("CC-001", "c1"): "unreliable",
+        ("CC-001", "c2"): "never_met",
+        ("CC-001", "c3"): "always_met",
+        ("CC-002", "c1"): None,
+        ("CC-002", "c2"): None,
+        ("CC-002", "c3"): "unreliable",
+        ("CC-003", "c1"): None,
+        ("CC-003", "c2"): None,
+        ("CC-003", "c3"): None,
+    }  # 4 pairs: too few
     row = table.set_index(["case_id", "criterion_id"]).loc[("CC-001", "c2")]
-    assert row["kappa"] == 0.0 and row["n_disagree"] == 1 and row["gold_met_rate"] == 0.0   # the κ paradox
+    assert row["kappa"] == 0.0 and row["n_disagree"] == 1 and row["gold_met_rate"] == 0.0  # the κ paradox
     assert math.isnan(table.set_index(["case_id", "criterion_id"]).loc[("CC-001", "c3"), "kappa"])
     unresolved = table.set_index(["case_id", "criterion_id"]).loc[("CC-002", "c3")]
-    assert unresolved["n_aligned"] == 5 and unresolved["n_gold"] == 3     # two unresolved disagreements
+    assert unresolved["n_aligned"] == 5 and unresolved["n_gold"] == 3  # two unresolved disagreements
     ordered = reliability.flagged_criteria(table)
     assert list(zip(ordered["case_id"], ordered["criterion_id"])) == [
-        ("CC-002", "c3"), ("CC-001", "c1"), ("CC-001", "c2"), ("CC-001", "c3")]
+        ("CC-002", "c3"),
+        ("CC-001", "c1"),
+        ("CC-001", "c2"),
+        ("CC-001", "c3"),
+    ]
     assert ordered["kappa"].iloc[0] == pytest.approx(-0.25) and ordered["kappa"].iloc[1] == pytest.approx(-0.08 / 0.52)
     cases = reliability.flagged_cases(table)
     assert cases["case_id"].tolist() == ["CC-001", "CC-002"] and cases["n_flagged"].tolist() == [3, 1]
@@ -78,27 +95,31 @@ def test_threshold_and_minimum_are_parameters():
     grid = prepared(flag_frames())
     lenient = reliability.criterion_reliability(grid, kappa_threshold=-0.5, min_aligned=4)
     flags = dict(zip(zip(lenient["case_id"], lenient["criterion_id"]), lenient["flag"]))
-    assert flags[("CC-001", "c1")] is None and flags[("CC-002", "c3")] is None       # κ above −0.5
-    assert flags[("CC-003", "c1")] == "unreliable" and flags[("CC-003", "c2")] == "never_met"   # 4 pairs now count
+    assert flags[("CC-001", "c1")] is None and flags[("CC-002", "c3")] is None  # κ above −0.5
+    assert flags[("CC-003", "c1")] == "unreliable" and flags[("CC-003", "c2")] == "never_met"  # 4 pairs now count
 
 
 # Against sklearn, from the label rows --------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def synthetic():
-    frames = metrics_reference.synthetic_frames(n_cases=24, n_models=6, n=8, seed=7, check_share=0.15,
-                                                missing_share=0.01, annotators_per_group=4)
+    frames = metrics_reference.synthetic_frames(
+        n_cases=24, n_models=6, n=8, seed=7, check_share=0.15, missing_share=0.01, annotators_per_group=4
+    )
     rng = np.random.default_rng(3)
     tags = ["hallucination", "safety", "omission"]
-    frames.criteria["tags"] = [list(rng.choice(tags, size=rng.integers(0, 3), replace=False))
-                               for _ in range(len(frames.criteria))]
+    frames.criteria["tags"] = [
+        list(rng.choice(tags, size=rng.integers(0, 3), replace=False)) for _ in range(len(frames.criteria))
+    ]
     return frames, prepared(frames)
 
 
 def _finals_table(frames):
     finals = group_final_labels(frames.labels)
-    wide = finals.pivot_table(index=["response_id", "criterion_id"], columns="group_no", values="met",
-                              aggfunc="first").reindex(columns=[1, 2])
+    wide = finals.pivot_table(
+        index=["response_id", "criterion_id"], columns="group_no", values="met", aggfunc="first"
+    ).reindex(columns=[1, 2])
     gold = gold_labels(frames.labels).set_index(["response_id", "criterion_id"])["met"]
     table = pd.DataFrame({"g1": wide[1], "g2": wide[2]}).join(gold.rename("gold"), how="outer")
     return table.reset_index()
@@ -109,16 +130,22 @@ def _decisions(frames):
     table = frames.responses.merge(frames.criteria[["case_pk", "criterion_id", "tags"]], on="case_pk")
     table = table.merge(_finals_table(frames), on=["response_id", "criterion_id"], how="left")
     for judge, part in frames.judge.groupby("judge"):
-        table = table.merge(part[["response_id", "criterion_id", "met"]].rename(columns={"met": f"judge:{judge}"}),
-                            on=["response_id", "criterion_id"], how="left")
-    return table.merge(frames.cases[["case_pk", "difficulty", "register", "macro_category", "subject_labels",
-                                     "task_labels"]], on="case_pk")
+        table = table.merge(
+            part[["response_id", "criterion_id", "met"]].rename(columns={"met": f"judge:{judge}"}),
+            on=["response_id", "criterion_id"],
+            how="left",
+        )
+    return table.merge(
+        frames.cases[["case_pk", "difficulty", "register", "macro_category", "subject_labels", "task_labels"]],
+        on="case_pk",
+    )
 
 
 def _aligned(table, frames):
     n = frames.cases.set_index("case_pk")["n_criteria"]
     complete = table.groupby("response_id").apply(
-        lambda part: part["g1"].notna().sum() == n[part["case_pk"].iloc[0]] == part["g2"].notna().sum())
+        lambda part: part["g1"].notna().sum() == n[part["case_pk"].iloc[0]] == part["g2"].notna().sum()
+    )
     return table[table["response_id"].isin(complete[complete].index)]
 
 
@@ -161,15 +188,18 @@ def test_judges_by_model_match_sklearn(synthetic):
         for column, reference in (("mf1_group1", "g1"), ("mf1_group2", "g2"), ("mf1_gold", "gold")):
             both = part[part[reference].notna() & part[f"judge:{judge}"].notna()]
             assert close(row[column], _mf1(both[reference], both[f"judge:{judge}"]))
-        mine = frames.judge[(frames.judge["judge"] == judge)
-                            & frames.judge["response_id"].isin(frames.responses.loc[frames.responses["model"] == model,
-                                                                                    "response_id"])]
+        mine = frames.judge[
+            (frames.judge["judge"] == judge)
+            & frames.judge["response_id"].isin(frames.responses.loc[frames.responses["model"] == model, "response_id"])
+        ]
         assert row["n_decisions"] == len(mine)
     assert len(table) == 2 * 6
 
 
 def _members(decisions, dimension):
-    column = {"subject": "subject_labels", "task_theme": "task_labels", "criterion_tag": "tags"}.get(dimension, dimension)
+    column = {"subject": "subject_labels", "task_theme": "task_labels", "criterion_tag": "tags"}.get(
+        dimension, dimension
+    )
     if dimension in ("subject", "task_theme", "criterion_tag"):
         exploded = decisions.assign(value=decisions[column].map(lambda v: list(v) if len(v) else ["(none)"]))
         exploded = exploded.explode("value")
@@ -202,7 +232,8 @@ def _annotations(frames):
     own = frames.labels[frames.labels["stage"] == Stage.annotation]
     other = finals.assign(group_no=3 - finals["group_no"])[["response_id", "criterion_id", "group_no", "met"]]
     current = frames.responses.merge(frames.criteria[["case_pk", "criterion_id"]], on="case_pk")[
-        ["response_id", "criterion_id"]]
+        ["response_id", "criterion_id"]
+    ]
     own = own.merge(current, on=["response_id", "criterion_id"])
     return own.merge(other, on=["response_id", "criterion_id", "group_no"], suffixes=("", "_other"))
 
@@ -226,7 +257,8 @@ def test_per_annotator_agreement_and_corrections_match_sklearn(synthetic):
     labels = frames.labels
     checks = labels[labels["stage"] == Stage.check][["response_id", "criterion_id", "group_no", "met"]]
     annotations = labels[labels["stage"] == Stage.annotation].merge(
-        checks, on=["response_id", "criterion_id", "group_no"], how="left", suffixes=("", "_check"))
+        checks, on=["response_id", "criterion_id", "group_no"], how="left", suffixes=("", "_check")
+    )
     case_of_response = dict(zip(frames.responses["response_id"], frames.responses["case_pk"]))
     all_cases = np.sort(frames.responses["case_pk"].unique())
     draws = np.random.default_rng(11).integers(0, len(all_cases), size=(40, len(all_cases)))
@@ -241,8 +273,9 @@ def test_per_annotator_agreement_and_corrections_match_sklearn(synthetic):
         assert row["n_corrected"] == (checked["met"] != checked["met_check"].astype(bool)).sum()
         assert close(row["correction_rate"], row["n_corrected"] / row["n_checked"])
         # the interval: pooled MF1 over each resample's drawn cases (with repeats), 2.5th and 97.5th percentiles
-        by_case = {pk: chunk for pk, chunk in part.assign(case=part["response_id"].map(case_of_response))
-                   .groupby("case")}
+        by_case = {
+            pk: chunk for pk, chunk in part.assign(case=part["response_id"].map(case_of_response)).groupby("case")
+        }
         values = []
         for draw in draws:
             chosen = [by_case[all_cases[i]] for i in draw if all_cases[i] in by_case]
@@ -282,10 +315,14 @@ def test_judge_errors_list_every_disagreement_with_gold(synthetic):
     frames, grid = synthetic
     errors = reliability.judge_errors(grid, "judge-a")
     decisions = _decisions(frames)
-    wrong = decisions[decisions["gold"].notna() & decisions["judge:judge-a"].notna()
-                      & (decisions["gold"].astype(float) != decisions["judge:judge-a"].astype(float))]
-    assert set(zip(errors["response_id"], errors["criterion_id"])) == set(zip(wrong["response_id"],
-                                                                              wrong["criterion_id"]))
+    wrong = decisions[
+        decisions["gold"].notna()
+        & decisions["judge:judge-a"].notna()
+        & (decisions["gold"].astype(float) != decisions["judge:judge-a"].astype(float))
+    ]
+    assert set(zip(errors["response_id"], errors["criterion_id"])) == set(
+        zip(wrong["response_id"], wrong["criterion_id"])
+    )
     assert len(errors) == len(wrong) > 0
     positive = errors[errors["kind"] == reliability.FALSE_POSITIVE]
     assert (positive["judge"] == 1).all() and (positive["gold"] == 0).all()
@@ -299,6 +336,7 @@ def test_subset_keeps_the_physician_layers(synthetic):
     assert subset.physicians.annotation.shape[1] == rows.sum()
     ceiling = reliability.human_ceiling(subset, subset.physicians)
     pairs = _annotations(frames)
-    pairs = pairs[pairs["response_id"].isin(frames.responses.loc[frames.responses["model"] == "model-a",
-                                                                 "response_id"])]
+    pairs = pairs[
+        pairs["response_id"].isin(frames.responses.loc[frames.responses["model"] == "model-a", "response_id"])
+    ]
     assert close(ceiling["pooled_mf1"], _mf1(pairs["met_other"], pairs["met"]))
