@@ -48,6 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy import sparse
 
 from analysis import agreement as agreement_extra
 from analysis import metrics
@@ -71,12 +72,9 @@ FALSE_POSITIVE, FALSE_NEGATIVE = "false_positive", "false_negative"
 
 def _counts_by(key: np.ndarray, truth: np.ndarray, predicted: np.ndarray, mask: np.ndarray, size: int) -> np.ndarray:
     """(size, 4) confusion counts (both met, truth only, predicted only, neither) of the masked cells by `key`."""
-    t = truth == metrics.MET
-    p = predicted == metrics.MET
-    key = key[mask]
-    t, p = t[mask], p[mask]
-    code = np.where(t, np.where(p, 0, 1), np.where(p, 2, 3))
-    return np.bincount(key * 4 + code, minlength=size * 4).reshape(size, 4).astype(np.int64)
+    # (met, met) → 0, (met, not) → 1, (not, met) → 2, (not, not) → 3
+    code = (truth[mask] != metrics.MET).astype(np.int64) * 2 + (predicted[mask] != metrics.MET)
+    return np.bincount(key[mask] * 4 + code, minlength=size * 4).reshape(size, 4).astype(np.int64)
 
 
 def _cell_keys(grid: metrics.DecisionGrid) -> np.ndarray:
@@ -232,22 +230,23 @@ def criterion_tag_members(grid: metrics.DecisionGrid) -> pd.DataFrame:
     """(cell key, value) of each current criterion's tags; criteria without a tag under NO_TAG."""
     criteria = grid.criteria
     keys = criteria["case_row"].to_numpy(np.int64) * grid.width + criteria["slot"].to_numpy(np.int64)
-    tags = criteria["tags"] if "tags" in criteria else pd.Series([[]] * len(criteria))
-    exploded = pd.DataFrame(
-        {"key": keys, "value": [list(t) if t is not None and len(t) else [NO_TAG] for t in tags]}
-    ).explode("value")
-    exploded = exploded.drop_duplicates()
-    return pd.DataFrame({"key": exploded["key"].to_numpy(np.int64), "value": exploded["value"].to_numpy(object)})
+    tags = criteria["tags"].tolist() if "tags" in criteria else [None] * len(criteria)
+    rows, values = [], []
+    for key, labels in zip(keys.tolist(), tags):
+        chosen = sorted({str(label) for label in labels}) if labels is not None and len(labels) else [NO_TAG]
+        rows += [key] * len(chosen)
+        values += chosen
+    return pd.DataFrame({"key": np.asarray(rows, dtype=np.int64), "value": np.asarray(values, dtype=object)})
 
 
-def _slice_sum(per_unit: np.ndarray, members: pd.DataFrame, unit: str) -> tuple[list, np.ndarray]:
-    """Sum per-unit arrays (units × ...) over each slice value's member units: (values, (V × ...))."""
-    if members.empty:
-        return [], np.zeros((0, *per_unit.shape[1:]), dtype=per_unit.dtype)
-    codes, values = pd.factorize(members["value"], sort=True)
-    summed = np.zeros((len(values), *per_unit.shape[1:]), dtype=np.float64)
-    np.add.at(summed, codes, per_unit[members[unit].to_numpy(np.int64)])
-    return list(values), summed
+def _membership(member: pd.DataFrame, unit: str, n_units: int) -> tuple[list, sparse.csr_matrix]:
+    """The slice values (sorted) and a (values × units) 0/1 matrix of which units belong to each."""
+    codes, values = pd.factorize(member["value"], sort=True)
+    units = member[unit].to_numpy(np.int64)
+    matrix = sparse.csr_matrix((np.ones(len(codes)), (codes, units)), shape=(len(values), n_units))
+    matrix.sum_duplicates()
+    matrix.data[:] = 1.0
+    return list(values), matrix
 
 
 def _per_criterion_and_case(grid, truth, predicted, mask) -> tuple[np.ndarray, np.ndarray]:
@@ -263,42 +262,58 @@ def _slice_members(grid: metrics.DecisionGrid) -> dict[str, tuple[pd.DataFrame, 
     return members
 
 
-def judge_slices(grid: metrics.DecisionGrid) -> pd.DataFrame:
-    """Long frame: judge, dimension, value, mf1_group1, mf1_group2, mf1_gold, n_decisions."""
-    members = _slice_members(grid)
-    rows = []
+def _judge_counts_by_key(grid: metrics.DecisionGrid, judge: np.ndarray) -> np.ndarray:
+    """(cases × W, 13): confusion counts of the judge against group 1, group 2 and gold (4 each), and the
+    judge's decisions, per (case row, criterion position)."""
     size = len(grid.cases) * grid.width
-    keys = _cell_keys(grid)
-    for name in sorted(grid.judges):
-        judge = grid.judges[name]
-        decided = (judge >= 0) & grid.valid
-        n_by_key = np.bincount(keys[decided], minlength=size).astype(np.float64)
-        n_by_case = n_by_key.reshape(len(grid.cases), grid.width).sum(axis=1)
-        counts = {
-            column: _per_criterion_and_case(
-                grid, _reference(grid, reference), judge, (judge >= 0) & (_reference(grid, reference) >= 0) & grid.valid
-            )
-            for column, reference in REFERENCES
-        }
-        for dimension, (member, unit) in members.items():
-            by_unit = 0 if unit == "key" else 1
-            values, n_decisions = _slice_sum(n_by_key if by_unit == 0 else n_by_case, member, unit)
-            results = {
-                column: metrics.macro_f1(_slice_sum(pair[by_unit], member, unit)[1]) for column, pair in counts.items()
-            }
-            for index, value in enumerate(values):
-                rows.append(
+    valid = grid.valid
+    keys = _cell_keys(grid)[valid] * 9
+    said = judge[valid].astype(np.int64) + 1
+    result = np.empty((size, 13), dtype=np.float64)
+    for index, reference in enumerate((grid.group1, grid.group2, grid.gold)):
+        # Each cell's (reference, judge) state, each −1/0/1, as one number in 0..8.
+        table = np.bincount(keys + (reference[valid].astype(np.int64) + 1) * 3 + said, minlength=size * 9)
+        table = table.reshape(size, 3, 3)
+        result[:, index * 4 : index * 4 + 4] = np.stack(
+            [table[:, 2, 2], table[:, 2, 1], table[:, 1, 2], table[:, 1, 1]], axis=-1
+        )
+        if index == 0:
+            result[:, 12] = table[:, :, 1:].sum(axis=(1, 2))
+    return result
+
+
+def judge_slices(grid: metrics.DecisionGrid, members: dict | None = None) -> pd.DataFrame:
+    """Long frame: judge, dimension, value, mf1_group1, mf1_group2, mf1_gold, n_decisions."""
+    columns = ["judge", "dimension", "value", "mf1_group1", "mf1_group2", "mf1_gold", "n_decisions"]
+    names = sorted(grid.judges)
+    if not names:
+        return pd.DataFrame(columns=columns)
+    by_key = np.concatenate([_judge_counts_by_key(grid, grid.judges[name]) for name in names], axis=1)
+    by_case = by_key.reshape(len(grid.cases), grid.width, -1).sum(axis=1)
+    parts = []
+    for dimension, (member, unit) in (members or _slice_members(grid)).items():
+        if member.empty:
+            continue
+        per_unit = by_key if unit == "key" else by_case
+        values, matrix = _membership(member, unit, len(per_unit))
+        summed = np.asarray(matrix @ per_unit).reshape(len(values), len(names), 13)
+        for index, name in enumerate(names):
+            counts = summed[:, index]
+            parts.append(
+                pd.DataFrame(
                     {
                         "judge": name,
                         "dimension": dimension,
-                        "value": value,
-                        **{column: results[column][index] for column in results},
-                        "n_decisions": int(n_decisions[index]),
+                        "value": values,
+                        "mf1_group1": metrics.macro_f1(counts[:, 0:4]),
+                        "mf1_group2": metrics.macro_f1(counts[:, 4:8]),
+                        "mf1_gold": metrics.macro_f1(counts[:, 8:12]),
+                        "n_decisions": counts[:, 12].astype(np.int64),
                     }
                 )
-    return pd.DataFrame(
-        rows, columns=["judge", "dimension", "value", "mf1_group1", "mf1_group2", "mf1_gold", "n_decisions"]
-    )
+            )
+    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
+    return frame.sort_values(["judge"], kind="stable", ignore_index=True)[columns]
 
 
 # Physicians: ceiling, per annotator, agreement by slice ------------------------------------------------
@@ -457,33 +472,31 @@ def agreement_slices(
     return _with_bounds(grid, frame, per_case, resamples, seed)
 
 
-def _slice_agreement_table(grid: metrics.DecisionGrid) -> tuple[pd.DataFrame, np.ndarray]:
+def _slice_agreement_table(grid: metrics.DecisionGrid, members: dict | None = None) -> tuple[pd.DataFrame, np.ndarray]:
     aligned = aligned_rows(grid)
     mask = aligned[:, None] & grid.valid
     by_key, by_case = _per_criterion_and_case(grid, grid.group1, grid.group2, mask)
     pairs_by_case = np.bincount(grid.case_rows[aligned], minlength=len(grid.cases)).astype(np.float64)
     rows, per_case_units = [], []
     width = grid.width
-    for dimension, (member, unit) in _slice_members(grid).items():
+    n_cases = len(grid.cases)
+    for dimension, (member, unit) in (members or _slice_members(grid)).items():
         if member.empty:
             continue
-        codes, values = pd.factorize(member["value"], sort=True)
-        if unit == "key":
-            case_of_member = member["key"].to_numpy(np.int64) // width
-            source = by_key[member["key"].to_numpy(np.int64)]
-        else:
-            case_of_member = member["case_row"].to_numpy(np.int64)
-            source = by_case[case_of_member]
-        per_case = np.zeros((len(grid.cases), len(values), 4), dtype=np.int64)
-        np.add.at(per_case, (case_of_member, codes), source)
+        values, matrix = _membership(member, unit, len(by_key) if unit == "key" else n_cases)
+        units, codes = matrix.nonzero()[1], matrix.nonzero()[0]
+        case_of_member = units // width if unit == "key" else units
+        source = by_key[units] if unit == "key" else by_case[units]
+        # (cases × values × 4): a case's counts under each value it has (summed over its criteria for tags)
+        flat = case_of_member * len(values) + codes
+        per_case = np.stack(
+            [np.bincount(flat, weights=source[:, i], minlength=n_cases * len(values)) for i in range(4)], axis=-1
+        ).reshape(n_cases, len(values), 4)
         per_case_units.append(per_case)
-        pairs = np.zeros(len(values))
-        if unit == "case_row":
-            np.add.at(pairs, codes, pairs_by_case[case_of_member])
-        else:
-            # an aligned pair counts under a tag when one of its criteria carries the tag
-            distinct = pd.DataFrame({"case": case_of_member, "code": codes}).drop_duplicates()
-            np.add.at(pairs, distinct["code"].to_numpy(), pairs_by_case[distinct["case"].to_numpy()])
+        # an aligned pair counts under a value when its case (for tags: one of its criteria) has it
+        has_value = np.zeros(n_cases * len(values), dtype=bool)
+        has_value[flat] = True
+        pairs = has_value.reshape(n_cases, len(values)).T.astype(np.float64) @ pairs_by_case
         pooled = per_case.sum(axis=0)
         mf1 = metrics.macro_f1(pooled)
         for index, value in enumerate(values):
@@ -524,7 +537,8 @@ def build_insights(
         if layers is not None
         else (pd.DataFrame(columns=ANNOTATOR_COLUMNS), np.zeros((len(grid.cases), 0, 4)))
     )
-    slices, slice_counts = _slice_agreement_table(grid)
+    members = _slice_members(grid)
+    slices, slice_counts = _slice_agreement_table(grid, members)
     bounds = _intervals(grid, np.concatenate([annotator_counts, slice_counts], axis=1), resamples, seed)
     split = len(annotators)
     annotators = annotators.assign(pooled_mf1_low=bounds[:split, 0], pooled_mf1_high=bounds[:split, 1])
@@ -537,7 +551,7 @@ def build_insights(
     return Insights(
         criteria=criterion_reliability(grid),
         judges_by_model=judges_by_model(grid),
-        judge_slices=judge_slices(grid),
+        judge_slices=judge_slices(grid, members),
         human_ceiling=ceiling,
         annotators=annotators,
         agreement_slices=slices,
