@@ -14,21 +14,22 @@ arguments, computed here from confusion counts by `metrics.macro_f1`):
   does not tell one model's response from another's).
 
   Why these numbers. κ = 0.40 is the upper end of "fair" agreement on Landis & Koch's scale and
-  the usual floor for a usable rating item; between two physicians reading one criterion on the
-  same response, anything below it means the wording leaves room for two readings. With only
-  one decision per model, n is small (11 at full scale, 5 in the small demo), so the flag also
-  asks for MIN_ALIGNED = 5 pairs: below that one decision moves κ by more than 0.4. At n = 5 a κ
-  below 0.40 already takes two differing decisions out of five at even prevalence (at n = 11,
-  three); if two groups disagreed at a typical 10 % of decisions independently of the criterion,
-  a criterion would be flagged by chance with probability ≈ 8 % (n = 5) and ≈ 7 % (n = 11) —
-  the dashboard therefore sorts flagged criteria worst first. MIN_DISAGREEMENTS = 2 guards the
-  κ paradox: at extreme prevalence (a criterion no model meets) a single slip gives κ = 0 though
-  the groups agree on 10 of 11; such a criterion is reported by its gold flag instead.
+  the usual floor for a usable rating item: below it, two physicians reading one criterion on the
+  same response agree little beyond chance, so the wording leaves room for two readings. n is
+  small — one decision per model, 11 at full scale — so a flag also needs MIN_ALIGNED = 10 aligned
+  pairs (below that one decision moves κ by 0.2 or more) and MIN_DISAGREEMENTS = 4 differing
+  decisions. The last guards the κ paradox: at extreme prevalence (a criterion almost no model
+  meets) one or two slips give κ ≤ 0 though the groups agree on 9 of 11. Simulated with slips
+  that do not depend on the criterion, at the demo's rate (each group misses the truth on 6 % of
+  decisions, prevalence spread as Beta(0.7, 0.7), 11 decisions per criterion), this rule flags
+  ≈ 3 % of criteria by chance, while a criterion whose wording makes each group miss 25 % of the
+  time is flagged ≈ 64 % of the time (κ < 0.40 with 3 differing decisions: 9 % and 76 %; κ < 0.20
+  with 4: 2 % and 49 %). The dashboard lists flagged criteria worst first.
 - **Judge by model / by slice**: a judge's pooled macro-F1 against each group's finals and gold
   over the decisions both have, restricted to one model's responses or one slice value; slices are
   the case's difficulty, register, macro-category, each subject label, each task theme, and each
-  tag of the criterion. `n_decisions` is every judge decision on the model's responses (by model)
-  or on the slice's current criteria (by slice).
+  tag of the criterion (values the judge never decided on are left out). `n_decisions` is every
+  judge decision on the model's responses (by model) or on the slice's current criteria (by slice).
 - **Human ceiling** (as HealthBench's meta-evaluation reads a grader against physicians): each
   physician's own annotation labels against the other group's final labels, pooled over every
   physician, over the decisions both have — the macro-F1 a judge's `mf1_group1/2` reads against.
@@ -56,8 +57,8 @@ from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, LEVEL
 from analysis.bootstrap import _resample_weights as resample_weights
 
 KAPPA_THRESHOLD = 0.40
-MIN_ALIGNED = 5
-MIN_DISAGREEMENTS = 2
+MIN_ALIGNED = 10
+MIN_DISAGREEMENTS = 4
 UNRELIABLE, NEVER_MET, ALWAYS_MET = "unreliable", "never_met", "always_met"
 FLAGS = (UNRELIABLE, NEVER_MET, ALWAYS_MET)
 CASE_DIMENSIONS = ("difficulty", "register", "macro_category", "subject", "task_theme")
@@ -96,7 +97,11 @@ def _reference(grid: metrics.DecisionGrid, name: str) -> np.ndarray:
 
 
 def criterion_reliability(
-    grid: metrics.DecisionGrid, *, kappa_threshold: float = KAPPA_THRESHOLD, min_aligned: int = MIN_ALIGNED
+    grid: metrics.DecisionGrid,
+    *,
+    kappa_threshold: float = KAPPA_THRESHOLD,
+    min_aligned: int = MIN_ALIGNED,
+    min_disagreements: int = MIN_DISAGREEMENTS,
 ) -> pd.DataFrame:
     """One row per current criterion with at least one aligned pair: case_id, criterion_id, case_row, slot,
     n_aligned, agreement, kappa, prevalence_g1, prevalence_g2, gold_met_rate, n_gold, n_disagree,
@@ -136,18 +141,24 @@ def criterion_reliability(
         judged = has_gold & (judge >= 0)
         frame[f"judge_mf1:{name}"] = metrics.macro_f1(_counts_by(keys, grid.gold, judge, judged, size)[index])
     frame["flag"] = pd.Series(
-        flags(frame, kappa_threshold=kappa_threshold, min_aligned=min_aligned), dtype=object, index=frame.index
+        flags(frame, kappa_threshold=kappa_threshold, min_aligned=min_aligned, min_disagreements=min_disagreements),
+        dtype=object,
+        index=frame.index,
     )
     return frame[frame["n_aligned"] > 0].reset_index(drop=True)
 
 
 def flags(
-    frame: pd.DataFrame, *, kappa_threshold: float = KAPPA_THRESHOLD, min_aligned: int = MIN_ALIGNED
+    frame: pd.DataFrame,
+    *,
+    kappa_threshold: float = KAPPA_THRESHOLD,
+    min_aligned: int = MIN_ALIGNED,
+    min_disagreements: int = MIN_DISAGREEMENTS,
 ) -> np.ndarray:
     """The flag of each row of a reliability frame (None where nothing is wrong or n is too small)."""
     enough = frame["n_aligned"].to_numpy() >= min_aligned
     kappa = frame["kappa"].to_numpy(np.float64)
-    unreliable = enough & (frame["n_disagree"].to_numpy() >= MIN_DISAGREEMENTS) & ~(kappa >= kappa_threshold)
+    unreliable = enough & (frame["n_disagree"].to_numpy() >= min_disagreements) & ~(kappa >= kappa_threshold)
     gold_known = enough & (frame["n_gold"].to_numpy() >= min_aligned)
     rate = frame["gold_met_rate"].to_numpy(np.float64)
     return np.select(
@@ -313,6 +324,7 @@ def judge_slices(grid: metrics.DecisionGrid, members: dict | None = None) -> pd.
                 )
             )
     frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
+    frame = frame[frame["n_decisions"] > 0]  # slice values the judge never decided on say nothing of it
     return frame.sort_values(["judge"], kind="stable", ignore_index=True)[columns]
 
 

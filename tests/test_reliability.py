@@ -61,7 +61,7 @@ def flag_frames():
 
 
 def test_flags_by_hand():
-    table = reliability.criterion_reliability(prepared(flag_frames()))
+    table = reliability.criterion_reliability(prepared(flag_frames()), min_aligned=5, min_disagreements=2)
     flags = dict(zip(zip(table["case_id"], table["criterion_id"]), table["flag"]))
     assert flags == {
         ("CC-001", "c1"): "unreliable",
@@ -93,10 +93,29 @@ def test_flags_by_hand():
 
 def test_threshold_and_minimum_are_parameters():
     grid = prepared(flag_frames())
-    lenient = reliability.criterion_reliability(grid, kappa_threshold=-0.5, min_aligned=4)
+    lenient = reliability.criterion_reliability(grid, kappa_threshold=-0.5, min_aligned=4, min_disagreements=2)
     flags = dict(zip(zip(lenient["case_id"], lenient["criterion_id"]), lenient["flag"]))
     assert flags[("CC-001", "c1")] is None and flags[("CC-002", "c3")] is None  # κ above −0.5
     assert flags[("CC-003", "c1")] == "unreliable" and flags[("CC-003", "c2")] == "never_met"  # 4 pairs now count
+
+
+def test_default_rule_needs_ten_pairs_and_four_disagreements():
+    assert (reliability.KAPPA_THRESHOLD, reliability.MIN_ALIGNED, reliability.MIN_DISAGREEMENTS) == (0.40, 10, 4)
+    columns = {
+        "c1": ([1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0], [1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0]),  # 4 differ, κ ≈ 0.27
+        "c2": ([1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0], [0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]),  # 3 differ, κ < 0
+        "c3": ([0] * 11, [0] * 11),
+        "c4": ([1, 0] * 5 + [1], [1, 0] * 5 + [1]),
+    }
+    labels = []
+    for i in range(11):
+        labels += both_groups(i + 1, [columns[c][0][i] for c in columns], [columns[c][1][i] for c in columns])
+    frames = make_frames([{"case_pk": 1, "n": 4}], [(i + 1, 1, f"m{i:02d}", 10) for i in range(11)], labels)
+    table = reliability.criterion_reliability(prepared(frames)).set_index("criterion_id")
+    assert table["flag"].to_dict() == {"c1": "unreliable", "c2": None, "c3": "never_met", "c4": None}
+    g1, g2 = columns["c1"]
+    assert table.loc["c1", "kappa"] == pytest.approx(cohen_kappa_score(g1, g2)) and table.loc["c1", "kappa"] < 0.4
+    assert table.loc["c2", "kappa"] < 0 and table.loc["c2", "n_disagree"] == 3 and table.loc["c2", "n_gold"] == 8
 
 
 # Against sklearn, from the label rows --------------------------------------------------------------
@@ -156,7 +175,8 @@ def _mf1(truth, predicted):
 
 def test_criterion_reliability_matches_sklearn(synthetic):
     frames, grid = synthetic
-    table = reliability.criterion_reliability(grid).set_index(["case_id", "criterion_id"])
+    table = reliability.criterion_reliability(grid, min_aligned=5, min_disagreements=2)
+    table = table.set_index(["case_id", "criterion_id"])
     decisions = _aligned(_decisions(frames), frames)
     checked = 0
     for (case_id, criterion_id), part in decisions.groupby(["case_id", "criterion_id"]):
