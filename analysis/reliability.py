@@ -161,11 +161,12 @@ def flags(
     unreliable = enough & (frame["n_disagree"].to_numpy() >= min_disagreements) & ~(kappa >= kappa_threshold)
     gold_known = enough & (frame["n_gold"].to_numpy() >= min_aligned)
     rate = frame["gold_met_rate"].to_numpy(np.float64)
-    return np.select(
-        [unreliable, gold_known & (rate == 0), gold_known & (rate == 1)],
-        [UNRELIABLE, NEVER_MET, ALWAYS_MET],
-        default=None,
-    ).astype(object)
+    result = np.full(len(frame), None, dtype=object)
+    # lowest priority first, so a row that meets several rules keeps the first of FLAGS
+    result[gold_known & (rate == 1)] = ALWAYS_MET
+    result[gold_known & (rate == 0)] = NEVER_MET
+    result[unreliable] = UNRELIABLE
+    return result
 
 
 def flagged_criteria(reliability: pd.DataFrame) -> pd.DataFrame:
@@ -522,8 +523,9 @@ def _slice_agreement_table(grid: metrics.DecisionGrid, members: dict | None = No
                 }
             )
     frame = pd.DataFrame(rows, columns=SLICE_AGREEMENT_COLUMNS)
-    per_case = np.concatenate(per_case_units, axis=1) if per_case_units else np.zeros((len(grid.cases), 0, 4))
-    return frame, per_case
+    if not per_case_units:
+        return frame, np.zeros((len(grid.cases), 0, 4), dtype=np.int64)
+    return frame, np.concatenate(per_case_units, axis=1)
 
 
 # Everything at once ------------------------------------------------------------------------------

@@ -237,7 +237,9 @@ def report_json(report: Report) -> dict:
 def _numbers(values) -> list:
     """A column as JSON-safe numbers (NaN and ±inf → None), without a Python call per value."""
     array = np.asarray(values, dtype=np.float64)
-    return np.where(np.isfinite(array), array, None).tolist()
+    result = array.astype(object)
+    result[~np.isfinite(array)] = None
+    return result.tolist()
 
 
 def _counts(values) -> list:

@@ -14,8 +14,8 @@ from sklearn.metrics import cohen_kappa_score, f1_score
 from analysis import metrics, reliability
 from db.gold import gold_labels, group_final_labels
 from db.models import Stage
-from tests import metrics_reference
 from tests.test_metrics import J, both_groups, make_frames
+from tools import metrics_reference
 
 
 def prepared(frames) -> metrics.DecisionGrid:
@@ -293,9 +293,7 @@ def test_per_annotator_agreement_and_corrections_match_sklearn(synthetic):
         assert row["n_corrected"] == (checked["met"] != checked["met_check"].astype(bool)).sum()
         assert close(row["correction_rate"], row["n_corrected"] / row["n_checked"])
         # the interval: pooled MF1 over each resample's drawn cases (with repeats), 2.5th and 97.5th percentiles
-        by_case = {
-            pk: chunk for pk, chunk in part.assign(case=part["response_id"].map(case_of_response)).groupby("case")
-        }
+        by_case = dict(tuple(part.assign(case=part["response_id"].map(case_of_response)).groupby("case")))
         values = []
         for draw in draws:
             chosen = [by_case[all_cases[i]] for i in draw if all_cases[i] in by_case]
