@@ -114,6 +114,24 @@ def load_criteria(engine: Engine, *, text: bool = False) -> pd.DataFrame:
     return criteria.sort_values(["case_pk", "position"], ignore_index=True)
 
 
+def load_criterion_texts(engine: Engine, case_ids) -> pd.DataFrame:
+    """case_id, criterion_id, text of the current approved criteria of the named cases (for listing flagged ones)."""
+    wanted = sorted({str(case_id) for case_id in case_ids})
+    current = current_rubric_versions(engine)
+    parts = [pd.DataFrame(columns=["case_id", "criterion_id", "text"])]
+    for start in range(0, len(wanted), 2000):
+        statement = (
+            select(Case.case_id, Criterion.rubric_version_id, Criterion.criterion_id, Criterion.text)
+            .join(RubricVersion, Criterion.rubric_version_id == RubricVersion.id)
+            .join(Case, Case.id == RubricVersion.case_pk)
+            .where(Case.case_id.in_(wanted[start : start + 2000]), RubricVersion.status == RubricStatus.approved)
+        )
+        rows = _read(engine, statement)
+        rows = rows[rows["rubric_version_id"].isin(current["rubric_version_id"])]
+        parts.append(rows[["case_id", "criterion_id", "text"]])
+    return pd.concat(parts, ignore_index=True)
+
+
 def load_responses(engine: Engine, *, text: bool = False) -> pd.DataFrame:
     columns = [Response.id.label("response_id"), Response.case_pk, Case.case_id, Response.model, Response.length]
     if text:

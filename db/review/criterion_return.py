@@ -46,6 +46,12 @@ class SendBackResult:
     criteria: list[str]
 
 
+def _pk(row: Case | RubricVersion | User) -> int:
+    """The id of a row read from the database (always set there)."""
+    assert row.id is not None
+    return row.id
+
+
 def _case(session: Session, case_id: str) -> Case:
     case = session.execute(select(Case).where(Case.case_id == case_id)).scalars().first()
     if case is None:
@@ -69,16 +75,16 @@ def _assignee(session: Session, case_pk: int) -> User | None:
 def send_back_target(session: Session, actor: User, case_id: str) -> SendBackTarget:
     require_admin(actor)
     case = _case(session, case_id)
-    current = current_approved_version(session, case.id)
+    current = current_approved_version(session, _pk(case))
     if current is None:
         raise ValidationFailed(f"case {case_id}: no approved rubric to send back")
-    latest = latest_version(session, case.id)
+    latest = latest_version(session, _pk(case))
     author = _username(session, current.author_id)
     if author is None:
-        assignee = _assignee(session, case.id)
+        assignee = _assignee(session, _pk(case))
         author = assignee.username if assignee else None
     open_revision = latest.status if latest is not None and latest.id != current.id else None
-    return SendBackTarget(case.case_id, current.id, current.version, author, open_revision)
+    return SendBackTarget(case.case_id, _pk(current), current.version, author, open_revision)
 
 
 def send_back_criteria(
@@ -98,12 +104,12 @@ def send_back_criteria(
     """
     require_admin(actor)
     case = _case(session, case_id)
-    current = current_approved_version(session, case.id)
+    current = current_approved_version(session, _pk(case))
     if current is None:
         raise ValidationFailed(f"case {case_id}: no approved rubric to send back")
     if current.id != seen_version_id:
         raise StaleEdit(f"case {case_id}: its rubric changed since you opened it (now version {current.version})")
-    latest = latest_version(session, case.id)
+    latest = latest_version(session, _pk(case))
     if latest is not None and latest.id != current.id:
         raise ValidationFailed(
             f"case {case_id}: version {latest.version} is already {latest.status}; finish that revision first"
@@ -122,14 +128,14 @@ def send_back_criteria(
 
     if not session.execute(
         select(Assignment.id).where(
-            Assignment.kind == AssignmentKind.rubric, Assignment.case_pk == case.id, Assignment.user_id == target.id
+            Assignment.kind == AssignmentKind.rubric, Assignment.case_pk == _pk(case), Assignment.user_id == target.id
         )
     ).first():
         session.add(
             Assignment(
                 kind=AssignmentKind.rubric,
-                case_pk=case.id,
-                user_id=target.id,
+                case_pk=_pk(case),
+                user_id=_pk(target),
                 group_no=target.group_no,
                 created_by=actor.id,
             )
@@ -145,7 +151,7 @@ def send_back_criteria(
         )
     now = utcnow()
     version = RubricVersion(
-        case_pk=case.id,
+        case_pk=_pk(case),
         version=current.version + 1,
         status=RubricStatus.returned,
         author_id=target.id,
@@ -158,7 +164,7 @@ def send_back_criteria(
     session.add_all(
         [
             Criterion(
-                rubric_version_id=version.id,
+                rubric_version_id=_pk(version),
                 position=criterion.position,
                 criterion_id=criterion.criterion_id,
                 text=criterion.text,
@@ -188,7 +194,7 @@ def send_back_criteria(
             "reason": REASON,
         },
     )
-    return SendBackResult(case.case_id, version.id, version.version, target.username, sorted(comments))
+    return SendBackResult(case.case_id, _pk(version), version.version, target.username, sorted(comments))
 
 
 def _target(session: Session, case: Case, current: RubricVersion, author: str | None) -> User:
@@ -197,7 +203,7 @@ def _target(session: Session, case: Case, current: RubricVersion, author: str | 
         if user is None:
             raise NotFound(f"author: no user {author!r}")
     else:
-        user = session.get(User, current.author_id) if current.author_id else _assignee(session, case.id)
+        user = session.get(User, current.author_id) if current.author_id else _assignee(session, _pk(case))
         if user is None:
             raise ValidationFailed(f"case {case.case_id}: the rubric has no author; name an annotator to send it to")
     if user.role != Role.annotator or not user.is_active:
