@@ -32,10 +32,12 @@ import numpy as np
 import pandas as pd
 
 from analysis import agreement as agreement_extra
-from analysis import metrics, reliability
+from analysis import metrics, reliability, static_figures
 from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, LEVEL, confidence_intervals
-from analysis.figures import html_report
+from analysis.figures import figures as figure_builders
+from analysis.figures import html_report, translator
 from analysis.loader import Frames, load_frames
+from db.errors import ValidationFailed
 from db.progress import Progress, no_progress
 
 TOP_CRITERIA_IN_JSON = agreement_extra.LOWEST_CRITERIA
@@ -478,11 +480,20 @@ def run_report(
     source: str = metrics.GOLD,
     json_path=None,
     out_dir=None,
+    figures: bool = False,
+    lang: str = "zh",
     stream: TextIO = sys.stdout,
     progress: Progress = no_progress,
 ) -> Report:
-    """Load the database, compute, print the model and agreement tables, write what was asked for."""
-    steps = 2 + bool(json_path) + bool(out_dir)
+    """Load the database, compute, print the model and agreement tables, write what was asked for.
+
+    With `figures`, every figure of the HTML report is also written to `out_dir/figures/` as PNG and SVG.
+    """
+    if figures and not out_dir:
+        raise ValidationFailed("--figures: give --out DIR for the image files")
+    if figures:
+        static_figures.browser_path()  # no browser: say so before the long part
+    steps = 2 + bool(json_path) + bool(out_dir) + bool(figures)
     progress(0, steps, "loading the database")
     frames = load_frames(engine)
     progress(1, steps, "computing")
@@ -495,8 +506,12 @@ def run_report(
         progress(done, steps, f"wrote {json_path}")
     if out_dir:
         write_tables(report, Path(out_dir))
-        write_html(report, Path(out_dir) / "report.html")
+        write_html(report, Path(out_dir) / "report.html", lang=lang)
         done += 1
         progress(done, steps, f"wrote tables and report.html to {out_dir}")
+    if figures:
+        written = static_figures.write_figures(figure_builders(report, translator(lang)), Path(out_dir) / "figures")
+        done += 1
+        progress(done, steps, f"wrote {len(written)} images to {Path(out_dir) / 'figures'}")
     progress(steps, steps, "done")
     return report

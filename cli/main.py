@@ -123,6 +123,8 @@ def cmd_report(args) -> int:
         source=args.source,
         json_path=args.json,
         out_dir=args.out,
+        figures=args.figures,
+        lang=args.lang,
         stream=sys.stdout,
         progress=_progress("report"),
     )
@@ -244,6 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--source", default="gold", help="gold | group1 | group2 | judge:NAME")
     p.add_argument("--out", default=None, metavar="DIR", help="also write CSV tables and report.html here")
+    p.add_argument("--figures", action="store_true", help="also write every figure as PNG and SVG to DIR/figures")
+    p.add_argument("--lang", choices=["zh", "en"], default="zh", help="language of report.html and the figures")
     p.set_defaults(handler=cmd_report)
 
     p = sub.add_parser("export", help="gold | release | judgements | judge-items | sft")
