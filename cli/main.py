@@ -144,6 +144,8 @@ def cmd_export(args) -> int:
         summary = exports.export_judgements(engine, Path(args.target), source=args.source, progress=progress)
     elif args.what == "judge-items":
         summary = exports.export_judge_items(engine, Path(args.target), progress=progress)
+    elif args.what == "healthbench-meta":
+        summary = exports.export_healthbench_meta(engine, Path(args.target), progress=progress)
     else:
         holdout = [m for m in (args.holdout_models or "").split(",") if m]
         summary = exports.export_sft(
@@ -250,8 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lang", choices=["zh", "en"], default="zh", help="language of report.html and the figures")
     p.set_defaults(handler=cmd_report)
 
-    p = sub.add_parser("export", help="gold | release | judgements | judge-items | sft")
-    p.add_argument("what", choices=["gold", "release", "judgements", "judge-items", "sft"])
+    p = sub.add_parser("export", help="gold | release | judgements | judge-items | sft | healthbench-meta")
+    p.add_argument("what", choices=["gold", "release", "judgements", "judge-items", "sft", "healthbench-meta"])
     p.add_argument("target", metavar="FILE_OR_DIR")
     p.add_argument("--source", default="gold", help="judgements: gold | group1 | group2 | judge:NAME")
     p.add_argument("--seed", type=int, default=20260101, help="sft: split seed")
