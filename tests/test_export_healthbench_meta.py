@@ -31,7 +31,7 @@ def test_healthbench_meta_rows(small_database, tmp_path, capsys):  # noqa: F811
     assert len(rows) == 12
     seen = set()
     for row in rows:
-        assert META_KEYS <= set(row) and {"case_id", "model", "criterion_id", "groups"} <= set(row)
+        assert set(row) >= META_KEYS and {"case_id", "model", "criterion_id", "groups"} <= set(row)
         key = next(k for k in RESPONSE_TEXT if row["case_id"].endswith(k[0]) and MODEL[k] == row["model"])
         index = int(row["criterion_id"][1:]) - 1
         assert row["prompt"] == [{"role": "user", "content": f"{row['case_id']} 的临床背景\n\n请问该怎么办？"}]

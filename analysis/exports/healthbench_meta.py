@@ -53,39 +53,65 @@ def export_healthbench_meta(engine: Engine, path: Path, progress: Progress = no_
     finals = final_labels_with_physicians(load_label_decisions(engine, users=True))
     finals = finals[finals["group_no"].isin([1, 2])].sort_values(["response_id", "criterion_id", "group_no"])
     pseudonym = physician_ids(finals["user_id"])
-    by_decision = {
-        key: (part["met"].tolist(), [pseudonym[int(u)] for u in part["user_id"]], part["group_no"].tolist())
-        for key, part in finals.groupby(["response_id", "criterion_id"], sort=False)
-    }
+    by_decision: dict[tuple[int, str], tuple[list, list[str], list]] = {}
+    for response_id, criterion_id, met, user_id, group_no in zip(
+        finals["response_id"].tolist(),
+        finals["criterion_id"].tolist(),
+        finals["met"].tolist(),
+        finals["user_id"].tolist(),
+        finals["group_no"].tolist(),
+    ):
+        mets, ids, groups = by_decision.setdefault((int(response_id), str(criterion_id)), ([], [], []))
+        mets.append(bool(met))
+        ids.append(pseudonym[int(user_id)])
+        groups.append(int(group_no))
     cases = load_cases(engine, text=True)
     criteria = _current_criteria(engine, text=True).sort_values(["case_pk", "position"])
     responses = load_responses(engine, text=True)
     taxonomy = get_taxonomy()
-    rubric_of = {pk: list(zip(part["criterion_id"], part["text"])) for pk, part in criteria.groupby("case_pk")}
-    responses_of = {pk: part.sort_values("model") for pk, part in responses.groupby("case_pk")}
+    rubric_of: dict[int, list[tuple[str, str]]] = {}
+    for pk, criterion_id, text in zip(
+        criteria["case_pk"].tolist(), criteria["criterion_id"].tolist(), criteria["text"].tolist()
+    ):
+        rubric_of.setdefault(int(pk), []).append((str(criterion_id), str(text)))
+    responses_of: dict[int, list[tuple[int, str, str]]] = {}
+    ordered = responses.sort_values(["case_pk", "model"])
+    for pk, response_id, model, text in zip(
+        ordered["case_pk"].tolist(),
+        ordered["response_id"].tolist(),
+        ordered["model"].tolist(),
+        ordered["text"].tolist(),
+    ):
+        responses_of.setdefault(int(pk), []).append((int(response_id), str(model), str(text)))
     total = len(by_decision)
     both_groups = 0
 
     def lines() -> Iterator[str]:
         nonlocal both_groups
-        for case in cases.itertuples(index=False):
-            if case.case_pk not in responses_of or case.case_pk not in rubric_of:
+        for pk, case_key, context, request, task in zip(
+            cases["case_pk"].tolist(),
+            cases["case_id"].tolist(),
+            cases["clinical_context"].tolist(),
+            cases["user_request"].tolist(),
+            cases["task"].tolist(),
+        ):
+            if pk not in responses_of or pk not in rubric_of:
                 continue
-            prompt = _json([{"role": "user", "content": user_message(case.clinical_context, case.user_request)}])
-            category = _json(taxonomy.theme_or_raw(case.task) if case.task else "")
-            case_id = _json(case.case_id)
-            for response in responses_of[case.case_pk].itertuples(index=False):
-                completion, model = _json(response.text), _json(response.model)
-                completion_id = _json(f"{case.case_id}:{response.model}")
-                for criterion_id, text in rubric_of[case.case_pk]:
-                    decided = by_decision.get((response.response_id, criterion_id))
+            prompt = _json([{"role": "user", "content": user_message(str(context), str(request))}])
+            category = _json(taxonomy.theme_or_raw(str(task)) if task else "")
+            case_id = _json(case_key)
+            for response_id, model_name, text in responses_of[pk]:
+                completion, model = _json(text), _json(model_name)
+                completion_id = _json(f"{case_key}:{model_name}")
+                for criterion_id, criterion in rubric_of[pk]:
+                    decided = by_decision.get((response_id, criterion_id))
                     if decided is None:
                         continue
                     mets, ids, groups = decided
                     both_groups += len(mets) == 2
                     yield (
                         f'{{"prompt": {prompt}, "prompt_id": {case_id}, "completion": {completion}, '
-                        f'"completion_id": {completion_id}, "rubric": {_json(text)}, "category": {category}, '
+                        f'"completion_id": {completion_id}, "rubric": {_json(criterion)}, "category": {category}, '
                         f'"binary_labels": {_json([bool(m) for m in mets])}, '
                         f'"anonymized_physician_ids": {_json(ids)}, "case_id": {case_id}, "model": {model}, '
                         f'"criterion_id": {_json(criterion_id)}, "groups": {_json([int(g) for g in groups])}}}'
