@@ -75,8 +75,10 @@ def build_report(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     grid: metrics.DecisionGrid | None = None,
+    insights: bool = True,
 ) -> Report:
-    """Every metric over `frames` (or an already prepared `grid` of them)."""
+    """Every metric over `frames` (or an already prepared `grid` of them); `insights=False` leaves out the
+    analysis depth of `analysis.reliability` (criteria, judges by model and slice, physicians)."""
     grid = grid if grid is not None else metrics.prepare(frames)
     n = grid.rubric_size
     k = metrics.validate_k(k, n)
@@ -105,7 +107,8 @@ def build_report(
     if resamples:
         report.intervals = confidence_intervals(grid, scores, agreement, k, resamples=resamples, seed=seed)
         report.bootstrap = {"level": LEVEL, "resamples": resamples, "seed": seed, "unit": "case"}
-    report.insights = reliability.build_insights(grid, resamples=resamples, seed=seed)
+    if insights:
+        report.insights = reliability.build_insights(grid, resamples=resamples, seed=seed)
     return report
 
 
