@@ -358,3 +358,34 @@ def test_subset_keeps_the_physician_layers(synthetic):
         pairs["response_id"].isin(frames.responses.loc[frames.responses["model"] == "model-a", "response_id"])
     ]
     assert close(ceiling["pooled_mf1"], _mf1(pairs["met_other"], pairs["met"]))
+
+
+def test_figures_draw_the_insight_numbers(synthetic):
+    from analysis import figures
+    from analysis.report import build_report
+
+    frames, _ = synthetic
+    report = build_report(frames, 4, resamples=30)
+    built = dict(figures.figures(report, figures.translator("zh")))
+    names = {f"judge_slice_{d}" for d in reliability.SLICE_DIMENSIONS}
+    names |= {f"agreement_slice_{d}" for d in reliability.SLICE_DIMENSIONS}
+    assert names | {
+        "criterion_kappa",
+        "judges_vs_ceiling",
+        "judges_by_model",
+        "annotator_agreement",
+        "check_corrections",
+    } <= set(built)
+    insights = report.insights
+    heatmap = built["judges_by_model"].data[0]
+    first = insights.judges_by_model.set_index(["judge", "model"]).loc[(heatmap.y[0], heatmap.x[0]), "mf1_gold"]
+    assert heatmap.z[0][0] == pytest.approx(first)
+    bars = built["annotator_agreement"].data[0]
+    group1 = insights.annotators[insights.annotators["group"] == 1]
+    assert list(bars.x) == group1["username"].tolist()
+    assert list(bars.y) == pytest.approx(group1["pooled_mf1"].tolist())
+    ceiling = built["judges_vs_ceiling"]
+    assert list(ceiling.data[0].y) == pytest.approx(report.judges["mf1_group1"].tolist())
+    assert "人类上限" in ceiling.layout.title.text
+    difficulty = insights.agreement_slices[insights.agreement_slices["dimension"] == "difficulty"]
+    assert list(built["agreement_slice_difficulty"].data[0].y) == pytest.approx(difficulty["pooled_mf1"].tolist())
