@@ -58,6 +58,7 @@ class LLMServer:
         self.statuses: Counter = Counter()
         self.attempts: Counter = Counter()   # per (first message, number of messages)
         self.bodies: list[dict] = []
+        self.authorizations: set[str] = set()
         self.keep_bodies = True
         self.httpd: ThreadingHTTPServer | None = None
         self.thread: threading.Thread | None = None
@@ -82,6 +83,8 @@ class LLMServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                with server.lock:
+                    server.authorizations.add(self.headers.get("authorization") or "")
                 status, payload, headers = server.handle(body, self.path)
                 self._send(status, payload, headers)
 
