@@ -6,8 +6,8 @@ responses, a macro-F1 over no decisions, a correlation of constant input or of f
 points, a top-k overlap with no ranked model — is written as null.
 
 Conventions where §3.6 leaves a choice: `top3`/`top5` are the size of the intersection of the two
-top-k model sets divided by k (a fraction, like every rate; ties in a ranking are broken by model
-name); a ranking uses only the models both sides score. `n_aligned` counts aligned (model, case)
+top-k model sets divided by min(k, models ranked) (§4; ties in a ranking are broken by model name);
+a ranking uses only the models both sides score. `n_aligned` counts aligned (model, case)
 pairs. Decisions count only for criteria of the case's current approved rubric; `n_decisions` of a
 judge counts all its rows.
 

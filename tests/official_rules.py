@@ -7,9 +7,10 @@ model and slice (overall, each difficulty, `subject:<label>` for every subject l
 accuracy, pass@k and CACS@k in percent (CACS over levels k..N with N the largest rubric count).
 
 `validate_release` follows scripts/validate_dataset.py: required fields, forbidden keys of a record,
-rubric counts, the three contact patterns on each line's JSON text, and the 900-low-case rule.
+rubric counts, the three contact patterns on each line's JSON text, and the 900-low-case rule; it
+returns the errors the official script would print after VALIDATION FAILED.
 
-Both raise `OfficialFailure` with the message where the official script would stop or fail.
+`eval_cacs` raises `OfficialFailure` with the message where the official script would stop.
 """
 
 from __future__ import annotations
@@ -96,8 +97,8 @@ CONTACT = {
 }
 
 
-def validate_release(data: Path, strict_contact: bool = True) -> dict:
-    """The official validation report of a cases.jsonl; raises OfficialFailure with its error list."""
+def validate_release(data: Path, strict_contact: bool = True) -> tuple[dict, list[str]]:
+    """(report, errors) of the official validation of a cases.jsonl; no errors means VALIDATION PASSED."""
     rows = []
     for number, line in enumerate(Path(data).read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -140,6 +141,4 @@ def validate_release(data: Path, strict_contact: bool = True) -> dict:
         errors.append("reference-answer or internal-looking fields present")
     if strict_contact and report["contacts"]:
         errors.append("contact-like strings present")
-    if errors:
-        raise OfficialFailure("VALIDATION FAILED: " + "; ".join(errors))
-    return report
+    return report, errors
