@@ -619,7 +619,9 @@ def case_slice_values(cases: pd.DataFrame, dimension: str) -> pd.DataFrame:
     if dimension in ("difficulty", "register", "macro_category"):
         return pd.DataFrame({"case_row": np.arange(len(cases)), "value": cases[dimension].astype(str).to_numpy()})
     if dimension == "subject":  # every subject label, as the official scorer's subject:<label> slices
-        pairs = [(row, label) for row, labels in enumerate(cases["subject_labels"]) for label in dict.fromkeys(labels or [])]
+        pairs = [
+            (row, label) for row, labels in enumerate(cases["subject_labels"]) for label in dict.fromkeys(labels or [])
+        ]
         return pd.DataFrame(
             {
                 "case_row": np.asarray([row for row, _ in pairs], dtype=np.int64),

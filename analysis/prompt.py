@@ -56,21 +56,25 @@ def _pieces(template: str, where: str) -> list[tuple[str, str | None]]:
     try:
         parsed = list(Formatter().parse(template))
     except ValueError as error:
-        raise ValidationFailed(f"{where}: not a str.format template ({error}; write literal braces as {{{{ and }}}})"
-                               ) from None
+        raise ValidationFailed(
+            f"{where}: not a str.format template ({error}; write literal braces as {{{{ and }}}})"
+        ) from None
     pieces = []
     for literal, name, spec, conversion in parsed:
         if name is not None and name not in TEMPLATE_FIELDS:
-            raise ValidationFailed(f"{where}: unknown placeholder {{{name}}} (the fields are "
-                                   + ", ".join("{" + field + "}" for field in TEMPLATE_FIELDS)
-                                   + "; write literal braces as {{ and }})")
+            raise ValidationFailed(
+                f"{where}: unknown placeholder {{{name}}} (the fields are "
+                + ", ".join("{" + field + "}" for field in TEMPLATE_FIELDS)
+                + "; write literal braces as {{ and }})"
+            )
         if spec or conversion:
             raise ValidationFailed(f"{where}: placeholder {{{name}}} must be plain (no format spec or conversion)")
         pieces.append((literal, name))
     missing = [field for field in TEMPLATE_FIELDS if field not in {name for _, name in pieces}]
     if missing:
-        raise ValidationFailed(f"{where}: the template lacks the placeholder(s) "
-                               + ", ".join("{" + field + "}" for field in missing))
+        raise ValidationFailed(
+            f"{where}: the template lacks the placeholder(s) " + ", ".join("{" + field + "}" for field in missing)
+        )
     return pieces
 
 
@@ -137,7 +141,9 @@ def fill_template(template: str, **values: str) -> str:
 
 def judge_answer(explanation: str, met: bool) -> str:
     """The judge's answer: a fenced JSON block with `explanation` and `criteria_met`."""
-    return "```json\n" + json.dumps({"explanation": explanation, "criteria_met": bool(met)}, ensure_ascii=False) + "\n```"
+    return (
+        "```json\n" + json.dumps({"explanation": explanation, "criteria_met": bool(met)}, ensure_ascii=False) + "\n```"
+    )
 
 
 def parse_judge_output(text: str | None) -> bool | None:

@@ -370,16 +370,27 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--api-key-env", default=None, metavar="VAR", help="environment variable holding the API key")
     q.add_argument("--concurrency", type=int, default=8, help="items in flight at once (default 8)")
     q.add_argument("--template", default="official", help="official (default) | zh | a template FILE")
-    q.add_argument("--responses", choices=["all", "missing"], default="all",
-                   help="all responses, or only decisions this judge lacks")
+    q.add_argument(
+        "--responses",
+        choices=["all", "missing"],
+        default="all",
+        help="all responses, or only decisions this judge lacks",
+    )
     q.add_argument("--models", default="", help="comma-separated models to grade (default: all)")
     q.add_argument("--limit", type=int, default=None, help="grade at most N items (a trial run)")
     q.add_argument("--seed", type=int, default=20260101)
     q.add_argument("--max-tokens", type=int, default=512)
-    q.add_argument("--no-thinking", action="store_true",
-                   help="Qwen3-family servers: turn thinking off (chat_template_kwargs enable_thinking false)")
-    q.add_argument("--structured", choices=["auto", "on", "off"], default="auto",
-                   help="ask for structured JSON output (auto: unless the server refuses it)")
+    q.add_argument(
+        "--no-thinking",
+        action="store_true",
+        help="Qwen3-family servers: turn thinking off (chat_template_kwargs enable_thinking false)",
+    )
+    q.add_argument(
+        "--structured",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="ask for structured JSON output (auto: unless the server refuses it)",
+    )
     q.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
     q.add_argument("--max-retries", type=int, default=2, help="SDK retries of 429/5xx answers per request")
     q.add_argument("--actor", default="cli", help="name recorded in the run record")

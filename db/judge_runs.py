@@ -50,12 +50,28 @@ def run_summary(run: JudgeRun, now: datetime | None = None) -> dict[str, Any]:
     """What `judge runs` and the page show of a run (no API key: only the variable's name is known)."""
     answered = max(run.done - run.cached, 0)
     return {
-        "id": run.id, "judge": run.judge, "model": run.model, "base_url": run.base_url, "status": shown_status(run, now),
-        "template": run.template, "template_sha256": run.template_sha256, "params": dict(run.params or {}),
-        "created_by": run.created_by, "created_at": _iso(run.created_at), "started_at": _iso(run.started_at),
-        "finished_at": _iso(run.finished_at), "items": run.items, "done": run.done, "cached": run.cached,
-        "requests": run.requests, "parse_failures": run.parse_failures, "errors": run.errors, "retries": run.retries,
-        "reasks": run.reasks, "prompt_tokens": run.prompt_tokens, "completion_tokens": run.completion_tokens,
+        "id": run.id,
+        "judge": run.judge,
+        "model": run.model,
+        "base_url": run.base_url,
+        "status": shown_status(run, now),
+        "template": run.template,
+        "template_sha256": run.template_sha256,
+        "params": dict(run.params or {}),
+        "created_by": run.created_by,
+        "created_at": _iso(run.created_at),
+        "started_at": _iso(run.started_at),
+        "finished_at": _iso(run.finished_at),
+        "items": run.items,
+        "done": run.done,
+        "cached": run.cached,
+        "requests": run.requests,
+        "parse_failures": run.parse_failures,
+        "errors": run.errors,
+        "retries": run.retries,
+        "reasks": run.reasks,
+        "prompt_tokens": run.prompt_tokens,
+        "completion_tokens": run.completion_tokens,
         "wall_seconds": round(run.wall_seconds, 3),
         "items_per_second": round(answered / run.wall_seconds, 3) if run.wall_seconds > 0 else None,
         "message": run.message,
@@ -69,6 +85,7 @@ def _iso(moment: datetime | None) -> str | None:
 
 # Run records ----------------------------------------------------------------------------------
 
+
 def _actor(by: User | str) -> str:
     """The name a record keeps; a User must be an admin (a plain name is the command line)."""
     if isinstance(by, User):
@@ -77,21 +94,47 @@ def _actor(by: User | str) -> str:
     return str(by or "cli")[:64]
 
 
-def create_run(session: Session, by: User | str, *, judge: str, base_url: str, model: str, template: str,
-               template_sha256: str, params: dict[str, Any]) -> JudgeRun:
+def create_run(
+    session: Session,
+    by: User | str,
+    *,
+    judge: str,
+    base_url: str,
+    model: str,
+    template: str,
+    template_sha256: str,
+    params: dict[str, Any],
+) -> JudgeRun:
     actor = _actor(by)
     for name, value, limit in (("judge", judge, 128), ("base URL", base_url, 512), ("model", model, 256)):
         if not isinstance(value, str) or not value.strip():
             raise ValidationFailed(f"{name}: must not be empty")
         if len(value) > limit:
             raise ValidationFailed(f"{name}: at most {limit} characters")
-    run = JudgeRun(judge=judge.strip(), base_url=base_url.strip(), model=model.strip(), template=template,
-                   template_sha256=template_sha256, params=params, created_by=actor)
+    run = JudgeRun(
+        judge=judge.strip(),
+        base_url=base_url.strip(),
+        model=model.strip(),
+        template=template,
+        template_sha256=template_sha256,
+        params=params,
+        created_by=actor,
+    )
     session.add(run)
     session.flush()
-    AuditWriter(session, actor).record(action="create", entity="judge_run", entity_key=str(run.id), after={
-        "judge": run.judge, "base_url": run.base_url, "model": run.model, "template": template,
-        "template_sha256": template_sha256, "params": params})
+    AuditWriter(session, actor).record(
+        action="create",
+        entity="judge_run",
+        entity_key=str(run.id),
+        after={
+            "judge": run.judge,
+            "base_url": run.base_url,
+            "model": run.model,
+            "template": template,
+            "template_sha256": template_sha256,
+            "params": params,
+        },
+    )
     return run
 
 
@@ -123,6 +166,7 @@ def request_cancel(session: Session, by: User | str, run_id: int) -> JudgeRun:
 
 
 # Used by the runner process ---------------------------------------------------------------------
+
 
 def begin_run(session: Session, run_id: int, *, items: int, pid: int) -> JudgeRun:
     """Mark a run as running (again): counts of this pass start from zero, spent resources accumulate."""
@@ -168,8 +212,11 @@ def record_progress(connection: Connection, run_id: int, counts: RunCounts, wall
     """Add `counts` to the record, beat the heartbeat; returns whether someone asked the run to stop."""
     table = _RUN
     values = {name: getattr(table.c, name) + value for name, value in vars(counts).items() if value}
-    connection.execute(update(table).where(table.c.id == run_id).values(
-        **values, heartbeat_at=utcnow(), wall_seconds=table.c.wall_seconds + wall_seconds))
+    connection.execute(
+        update(table)
+        .where(table.c.id == run_id)
+        .values(**values, heartbeat_at=utcnow(), wall_seconds=table.c.wall_seconds + wall_seconds)
+    )
     return bool(connection.execute(select(table.c.cancel_requested).where(table.c.id == run_id)).scalar())
 
 
@@ -180,20 +227,37 @@ def end_run(session: Session, run_id: int, status: str, message: str | None = No
     run.heartbeat_at = run.finished_at
     run.message = message
     session.add(run)
-    AuditWriter(session, run.created_by).record(action=status, entity="judge_run", entity_key=str(run_id), after={
-        "items": run.items, "done": run.done, "cached": run.cached, "parse_failures": run.parse_failures,
-        "errors": run.errors, "message": message})
+    AuditWriter(session, run.created_by).record(
+        action=status,
+        entity="judge_run",
+        entity_key=str(run_id),
+        after={
+            "items": run.items,
+            "done": run.done,
+            "cached": run.cached,
+            "parse_failures": run.parse_failures,
+            "errors": run.errors,
+            "message": message,
+        },
+    )
 
 
 def cached_results(connection: Connection, keys: list[str]) -> dict[str, tuple[int, str, bool, bool | None]]:
     """cache key → (response_id, criterion_id, parse_ok, met) of the keys answered before."""
     found = {}
     for start in range(0, len(keys), LOOKUP_BATCH):
-        batch = keys[start:start + LOOKUP_BATCH]
-        for row in connection.execute(select(_RESULT.c.cache_key, _RESULT.c.response_id, _RESULT.c.criterion_id,
-                                             _RESULT.c.parse_ok, _RESULT.c.met).where(_RESULT.c.cache_key.in_(batch))):
-            found[row.cache_key] = (row.response_id, row.criterion_id, bool(row.parse_ok),
-                                    None if row.met is None else bool(row.met))
+        batch = keys[start : start + LOOKUP_BATCH]
+        for row in connection.execute(
+            select(
+                _RESULT.c.cache_key, _RESULT.c.response_id, _RESULT.c.criterion_id, _RESULT.c.parse_ok, _RESULT.c.met
+            ).where(_RESULT.c.cache_key.in_(batch))
+        ):
+            found[row.cache_key] = (
+                row.response_id,
+                row.criterion_id,
+                bool(row.parse_ok),
+                None if row.met is None else bool(row.met),
+            )
     return found
 
 
@@ -220,11 +284,24 @@ def store_answers(session: Session, run_id: int, judge: str, actor: str, answers
     new = [answer for answer in answers if not answer.from_cache]
     if new:
         known = set(cached_results(connection, [answer.cache_key for answer in new]))
-        rows = [{"cache_key": a.cache_key, "run_id": run_id, "response_id": a.response_id,
-                 "criterion_id": a.criterion_id, "raw_output": a.raw_output, "parse_ok": a.parse_ok, "met": a.met,
-                 "prompt_tokens": a.prompt_tokens, "completion_tokens": a.completion_tokens,
-                 "latency_ms": a.latency_ms, "attempts": a.attempts, "created_at": utcnow()}
-                for a in new if a.cache_key not in known]
+        rows = [
+            {
+                "cache_key": a.cache_key,
+                "run_id": run_id,
+                "response_id": a.response_id,
+                "criterion_id": a.criterion_id,
+                "raw_output": a.raw_output,
+                "parse_ok": a.parse_ok,
+                "met": a.met,
+                "prompt_tokens": a.prompt_tokens,
+                "completion_tokens": a.completion_tokens,
+                "latency_ms": a.latency_ms,
+                "attempts": a.attempts,
+                "created_at": utcnow(),
+            }
+            for a in new
+            if a.cache_key not in known
+        ]
         if rows:
             connection.execute(insert(_RESULT), rows)
     decided = {(a.response_id, a.criterion_id): a.met for a in answers if a.parse_ok and a.met is not None}
@@ -233,27 +310,46 @@ def store_answers(session: Session, run_id: int, judge: str, actor: str, answers
         existing = {}
         response_ids = sorted({response_id for response_id, _ in decided})
         for start in range(0, len(response_ids), LOOKUP_BATCH):
-            batch = response_ids[start:start + LOOKUP_BATCH]
-            for row in connection.execute(select(_DECISION.c.id, _DECISION.c.response_id, _DECISION.c.criterion_id,
-                                                 _DECISION.c.met).where(and_(_DECISION.c.judge == judge,
-                                                                             _DECISION.c.response_id.in_(batch)))):
+            batch = response_ids[start : start + LOOKUP_BATCH]
+            for row in connection.execute(
+                select(_DECISION.c.id, _DECISION.c.response_id, _DECISION.c.criterion_id, _DECISION.c.met).where(
+                    and_(_DECISION.c.judge == judge, _DECISION.c.response_id.in_(batch))
+                )
+            ):
                 existing[(row.response_id, row.criterion_id)] = (row.id, bool(row.met))
         new_rows, changes, audit_rows = [], [], []
         for (response_id, criterion_id), met in decided.items():
             stored = existing.get((response_id, criterion_id))
             if stored is None:
-                new_rows.append({"judge": judge, "response_id": response_id, "criterion_id": criterion_id,
-                                 "met": met, "extra": {"run": run_id}})
+                new_rows.append(
+                    {
+                        "judge": judge,
+                        "response_id": response_id,
+                        "criterion_id": criterion_id,
+                        "met": met,
+                        "extra": {"run": run_id},
+                    }
+                )
             elif stored[1] != met:
                 changes.append({"decision_id": stored[0], "met": met, "extra": {"run": run_id}})
-                audit_rows.append({"action": "replace", "entity": "judge_decision",
-                                   "entity_key": f"{judge}/{response_id}/{criterion_id}",
-                                   "before": {"met": stored[1]}, "after": {"met": met, "run": run_id}})
+                audit_rows.append(
+                    {
+                        "action": "replace",
+                        "entity": "judge_decision",
+                        "entity_key": f"{judge}/{response_id}/{criterion_id}",
+                        "before": {"met": stored[1]},
+                        "after": {"met": met, "run": run_id},
+                    }
+                )
         if new_rows:
             connection.execute(insert(_DECISION), new_rows)
         if changes:
-            connection.execute(update(_DECISION).where(_DECISION.c.id == bindparam("decision_id"))
-                               .values(met=bindparam("met"), extra=bindparam("extra")), changes)
+            connection.execute(
+                update(_DECISION)
+                .where(_DECISION.c.id == bindparam("decision_id"))
+                .values(met=bindparam("met"), extra=bindparam("extra")),
+                changes,
+            )
             AuditWriter(session, actor).record_many(audit_rows)
         inserted, replaced = len(new_rows), len(changes)
     return {"inserted": inserted, "replaced": replaced}

@@ -27,8 +27,12 @@ CHUNK = 2000
 
 def canonical_request(model: str, prompt: str, parameters: dict) -> str:
     """The text whose sha256 is an item's cache key (also what a test recomputes independently)."""
-    return json.dumps({"messages": [{"content": prompt, "role": "user"}], "model": model, "parameters": parameters},
-                      ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return json.dumps(
+        {"messages": [{"content": prompt, "role": "user"}], "model": model, "parameters": parameters},
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
+    )
 
 
 @dataclass
@@ -43,8 +47,18 @@ class Item:
 class ItemSource:
     """The selected items in case order (then model, then criterion position), produced in chunks."""
 
-    def __init__(self, engine: Engine, *, judge: str, model: str, template: str, parameters: dict,
-                 responses: str = "all", models: list[str] | None = None, limit: int | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        judge: str,
+        model: str,
+        template: str,
+        parameters: dict,
+        responses: str = "all",
+        models: list[str] | None = None,
+        limit: int | None = None,
+    ) -> None:
         if responses not in RESPONSE_SCOPES:
             raise ValidationFailed(f"--responses {responses!r}: expected all or missing")
         if limit is not None and limit < 1:
@@ -59,15 +73,19 @@ class ItemSource:
             if unknown:
                 raise ValidationFailed(f"--models: no responses of {', '.join(unknown)}")
             frame = frame[frame["model"].isin(models)]
-        rubric = {pk: (group["criterion_id"].tolist(), group["text"].tolist(), group["position"].tolist())
-                  for pk, group in criteria.groupby("case_pk", sort=False)}
+        rubric = {
+            pk: (group["criterion_id"].tolist(), group["text"].tolist(), group["position"].tolist())
+            for pk, group in criteria.groupby("case_pk", sort=False)
+        }
         frame = frame[frame["case_pk"].isin(rubric)]
         order = {pk: row for row, pk in enumerate(cases["case_pk"])}
         frame = frame.assign(case_row=frame["case_pk"].map(order)).sort_values(["case_row", "model"], kind="stable")
         self.responses = frame
         self.rubric = rubric
-        self.messages = {pk: user_message(context, request) for pk, context, request
-                         in zip(cases["case_pk"], cases["clinical_context"], cases["user_request"])}
+        self.messages = {
+            pk: user_message(context, request)
+            for pk, context, request in zip(cases["case_pk"], cases["clinical_context"], cases["user_request"])
+        }
         self.texts = dict(zip(frame["response_id"], frame["text"]))
         self.done: set[tuple[int, str]] = set()
         if responses == "missing":
@@ -81,15 +99,20 @@ class ItemSource:
         self.total = min(total, limit) if limit else total
         self.limit = limit
         self.prefix = hashlib.sha256(b'{"messages":[{"content":"')
-        self.suffix = ('","role":"user"}],"model":' + json.dumps(model, ensure_ascii=False) + ',"parameters":'
-                       + json.dumps(parameters, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-                       + "}").encode("utf-8")
+        self.suffix = (
+            '","role":"user"}],"model":'
+            + json.dumps(model, ensure_ascii=False)
+            + ',"parameters":'
+            + json.dumps(parameters, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+            + "}"
+        ).encode("utf-8")
 
     def prompt(self, item: Item) -> str:
         criterion_ids, texts, _ = self.rubric[item.case_pk]
         index = criterion_ids.index(item.criterion_id)
-        return self.template.fill(user_message=self.messages[item.case_pk], response=self.texts[item.response_id],
-                                  rubric_item=texts[index])
+        return self.template.fill(
+            user_message=self.messages[item.case_pk], response=self.texts[item.response_id], rubric_item=texts[index]
+        )
 
     def chunks(self, size: int = CHUNK) -> Iterator[list[Item]]:
         produced = 0
@@ -110,8 +133,9 @@ class ItemSource:
                 if body is None:
                     body = item_bodies[text] = _json_body(text)
                 digest = prefix.copy()
-                digest.update(fill({"user_message": message_body, "response": response_body,
-                                    "rubric_item": body}).encode("utf-8"))
+                digest.update(
+                    fill({"user_message": message_body, "response": response_body, "rubric_item": body}).encode("utf-8")
+                )
                 digest.update(suffix)
                 chunk.append(Item(response_id, criterion_id, digest.hexdigest(), case_pk, position))
                 produced += 1

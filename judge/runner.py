@@ -26,8 +26,14 @@ from urllib.parse import urlparse
 import openai
 from sqlalchemy.engine import Engine
 
-from analysis.prompt import (DEFAULT_TEMPLATE_NAME, TEMPLATES, parse_judge_output, read_template, template_name,
-                             template_sha256)
+from analysis.prompt import (
+    DEFAULT_TEMPLATE_NAME,
+    TEMPLATES,
+    parse_judge_output,
+    read_template,
+    template_name,
+    template_sha256,
+)
 from db import judge_runs
 from db.engine import session_scope
 from db.errors import ClinConsensusError, ValidationFailed
@@ -39,13 +45,22 @@ DEFAULT_SEED = 20260101
 MAX_REASKS = 2
 FLUSH_SECONDS = 0.5
 STRUCTURED_MODES = ("auto", "on", "off")
-REASK_TEXT = ('Your answer could not be read. Reply again with ONLY the JSON object in a markdown code block: '
-              '```json\n{"explanation": "...", "criteria_met": true/false}\n```')
+REASK_TEXT = (
+    "Your answer could not be read. Reply again with ONLY the JSON object in a markdown code block: "
+    '```json\n{"explanation": "...", "criteria_met": true/false}\n```'
+)
 JUDGEMENT_SCHEMA = {
     "type": "json_schema",
-    "json_schema": {"name": "rubric_judgement", "strict": True, "schema": {
-        "type": "object", "additionalProperties": False, "required": ["explanation", "criteria_met"],
-        "properties": {"explanation": {"type": "string"}, "criteria_met": {"type": "boolean"}}}},
+    "json_schema": {
+        "name": "rubric_judgement",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["explanation", "criteria_met"],
+            "properties": {"explanation": {"type": "string"}, "criteria_met": {"type": "boolean"}},
+        },
+    },
 }
 #: Refusals that no retry can mend: the whole run stops with the endpoint's reason.
 FATAL_STATUSES = (401, 403, 404)
@@ -79,8 +94,9 @@ class RunOptions:
     def check(self) -> None:
         parsed = urlparse(self.base_url or "")
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ValidationFailed(f"--base-url {self.base_url!r}: expected an http(s) URL such as "
-                                   "http://localhost:8000/v1")
+            raise ValidationFailed(
+                f"--base-url {self.base_url!r}: expected an http(s) URL such as http://localhost:8000/v1"
+            )
         if not (self.model or "").strip():
             raise ValidationFailed("--model: give the model name the endpoint serves")
         if not 1 <= int(self.concurrency) <= 512:
@@ -113,8 +129,13 @@ class RunOptions:
 
     def key_parameters(self) -> dict:
         """The request parameters an answer depends on (part of the cache key)."""
-        return {"max_tokens": self.max_tokens, "seed": self.seed, "structured": self.structured,
-                "temperature": self.temperature, "thinking": self.thinking}
+        return {
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+            "structured": self.structured,
+            "temperature": self.temperature,
+            "thinking": self.thinking,
+        }
 
     @classmethod
     def from_record(cls, run) -> "RunOptions":
@@ -137,13 +158,21 @@ def create_run(engine: Engine, options: RunOptions, by: User | str = "cli") -> i
     options.check()
     template = read_template(options.template)
     with session_scope(engine) as session:
-        run = judge_runs.create_run(session, by, judge=options.judge_name(), base_url=options.base_url,
-                                    model=options.model, template=template_name(options.template),
-                                    template_sha256=template_sha256(template), params=options.params())
+        run = judge_runs.create_run(
+            session,
+            by,
+            judge=options.judge_name(),
+            base_url=options.base_url,
+            model=options.model,
+            template=template_name(options.template),
+            template_sha256=template_sha256(template),
+            params=options.params(),
+        )
         return run.id
 
 
 # The run itself ---------------------------------------------------------------------------------
+
 
 @dataclass
 class _Outcome:
@@ -154,8 +183,9 @@ class _Outcome:
 class _Pass:
     """One execution of a run: the client, the counters, the answers waiting to be written."""
 
-    def __init__(self, engine: Engine, run_id: int, options: RunOptions, source: ItemSource, actor: str,
-                 progress: Progress) -> None:
+    def __init__(
+        self, engine: Engine, run_id: int, options: RunOptions, source: ItemSource, actor: str, progress: Progress
+    ) -> None:
         self.engine = engine
         self.run_id = run_id
         self.options = options
@@ -172,12 +202,20 @@ class _Pass:
         self.last_flush = time.monotonic()
         self.flush_lock = asyncio.Lock()
         extra = {} if options.thinking else {"chat_template_kwargs": {"enable_thinking": False}}
-        self.request = {"model": options.model, "temperature": options.temperature, "seed": options.seed,
-                        "max_tokens": options.max_tokens}
+        self.request = {
+            "model": options.model,
+            "temperature": options.temperature,
+            "seed": options.seed,
+            "max_tokens": options.max_tokens,
+        }
         if extra:
             self.request["extra_body"] = extra
-        self.client = openai.AsyncOpenAI(base_url=options.base_url, api_key=api_key(options.api_key_env) or "none",
-                                         max_retries=options.max_retries, timeout=options.timeout)
+        self.client = openai.AsyncOpenAI(
+            base_url=options.base_url,
+            api_key=api_key(options.api_key_env) or "none",
+            max_retries=options.max_retries,
+            timeout=options.timeout,
+        )
         # Items in flight (each holds its slot through its re-asks) and requests in flight to this endpoint.
         self.slots = asyncio.Semaphore(options.concurrency)
         self.endpoint = asyncio.Semaphore(options.concurrency)
@@ -204,8 +242,9 @@ class _Pass:
             except openai.APIStatusError as error:
                 if error.status_code in FATAL_STATUSES:
                     self.counts.requests += 1
-                    raise RunFailed(f"the endpoint refused the request ({error.status_code}): {_reason(error)}"
-                                    ) from None
+                    raise RunFailed(
+                        f"the endpoint refused the request ({error.status_code}): {_reason(error)}"
+                    ) from None
                 return None, spent + self._failed_request(error)
             except (openai.APIConnectionError, openai.APITimeoutError) as error:
                 return None, spent + self._failed_request(error)
@@ -245,11 +284,20 @@ class _Pass:
             messages = [messages[0], {"role": "assistant", "content": output}, {"role": "user", "content": REASK_TEXT}]
         self.counts.prompt_tokens += prompt_tokens
         self.counts.completion_tokens += completion_tokens
-        self._record(judge_runs.Answer(
-            cache_key=item.cache_key, response_id=item.response_id, criterion_id=item.criterion_id,
-            parse_ok=met is not None, met=met, raw_output=output, prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens, latency_ms=(time.perf_counter() - started) * 1000,
-            attempts=attempts))
+        self._record(
+            judge_runs.Answer(
+                cache_key=item.cache_key,
+                response_id=item.response_id,
+                criterion_id=item.criterion_id,
+                parse_ok=met is not None,
+                met=met,
+                raw_output=output,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                latency_ms=(time.perf_counter() - started) * 1000,
+                attempts=attempts,
+            )
+        )
 
     def _record(self, answer: judge_runs.Answer) -> None:
         self.pending.append(answer)
@@ -309,8 +357,16 @@ class _Pass:
                 for item in chunk:
                     hit = hits.get(item.cache_key)
                     if hit is not None:
-                        self._record(judge_runs.Answer(item.cache_key, item.response_id, item.criterion_id,
-                                                       parse_ok=hit[2], met=hit[3], from_cache=True))
+                        self._record(
+                            judge_runs.Answer(
+                                item.cache_key,
+                                item.response_id,
+                                item.criterion_id,
+                                parse_ok=hit[2],
+                                met=hit[3],
+                                from_cache=True,
+                            )
+                        )
                         continue
                     await self.slots.acquire()
                     if self.stop.is_set():
@@ -358,11 +414,19 @@ def execute_run(engine: Engine, run_id: int, progress: Progress = no_progress) -
     options.check()
     template = read_template(options.template)
     if template_sha256(template) != recorded_sha:
-        raise ValidationFailed(f"judge run {run_id}: its template file changed since the run was recorded "
-                               "(start a new run)")
-    source = ItemSource(engine, judge=options.judge_name(), model=options.model, template=template,
-                        parameters=options.key_parameters(), responses=options.responses,
-                        models=options.models or None, limit=options.limit)
+        raise ValidationFailed(
+            f"judge run {run_id}: its template file changed since the run was recorded (start a new run)"
+        )
+    source = ItemSource(
+        engine,
+        judge=options.judge_name(),
+        model=options.model,
+        template=template,
+        parameters=options.key_parameters(),
+        responses=options.responses,
+        models=options.models or None,
+        limit=options.limit,
+    )
     with session_scope(engine) as session:
         judge_runs.begin_run(session, run_id, items=source.total, pid=os.getpid())
     outcome = asyncio.run(_main(engine, run_id, options, source, actor, progress))

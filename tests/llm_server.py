@@ -28,7 +28,9 @@ import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-_RESPONSE = re.compile(r"# Assistant Response[^\n]*\n(.*)\n\n# Rubric Item to Evaluate\n(.*)\n\n# Instructions", re.DOTALL)
+_RESPONSE = re.compile(
+    r"# Assistant Response[^\n]*\n(.*)\n\n# Rubric Item to Evaluate\n(.*)\n\n# Instructions", re.DOTALL
+)
 
 
 def expected_met(rubric_item: str, response: str) -> bool:
@@ -45,8 +47,9 @@ def read_item(prompt: str) -> tuple[str, str] | None:
 class LLMServer:
     """Start with `start()`, stop with `stop()`; `url` is the base URL (…/v1)."""
 
-    def __init__(self, latency: float = 0.0, slow_seconds: float = 0.5, structured: bool = True,
-                 model: str = "judge-test") -> None:
+    def __init__(
+        self, latency: float = 0.0, slow_seconds: float = 0.5, structured: bool = True, model: str = "judge-test"
+    ) -> None:
         self.latency = latency
         self.slow_seconds = slow_seconds
         self.structured = structured
@@ -56,7 +59,7 @@ class LLMServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self.statuses: Counter = Counter()
-        self.attempts: Counter = Counter()   # per (first message, number of messages)
+        self.attempts: Counter = Counter()  # per (first message, number of messages)
         self.bodies: list[dict] = []
         self.authorizations: set[str] = set()
         self.keep_bodies = True
@@ -158,8 +161,17 @@ class LLMServer:
         if self.latency:
             time.sleep(self.latency)
         if body.get("response_format") and not self.structured:
-            return 400, {"error": {"message": "response_format is not supported", "type": "invalid_request_error",
-                                   "param": "response_format"}}, {}
+            return (
+                400,
+                {
+                    "error": {
+                        "message": "response_format is not supported",
+                        "type": "invalid_request_error",
+                        "param": "response_format",
+                    }
+                },
+                {},
+            )
         item = read_item(prompt)
         rubric_item, response = item if item else ("", prompt)
         if "[429]" in rubric_item and attempt == 1:
@@ -177,18 +189,31 @@ class LLMServer:
         elif body.get("response_format"):
             content = json.dumps({"explanation": "依据评分标准判断。", "criteria_met": met}, ensure_ascii=False)
         else:
-            content = "```json\n" + json.dumps({"explanation": "依据评分标准判断。", "criteria_met": met},
-                                                ensure_ascii=False) + "\n```"
+            content = (
+                "```json\n"
+                + json.dumps({"explanation": "依据评分标准判断。", "criteria_met": met}, ensure_ascii=False)
+                + "\n```"
+            )
         prompt_tokens = sum(len(str(message.get("content", ""))) for message in messages) // 2
         completion_tokens = len(content) // 2
-        return 200, {
-            "id": f"chatcmpl-{key[0][:12]}-{attempt}", "object": "chat.completion", "created": 1767225600,
-            "model": body.get("model", self.model),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": content}}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
-        }, {}
+        return (
+            200,
+            {
+                "id": f"chatcmpl-{key[0][:12]}-{attempt}",
+                "object": "chat.completion",
+                "created": 1767225600,
+                "model": body.get("model", self.model),
+                "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            },
+            {},
+        )
 
 
 def main() -> int:

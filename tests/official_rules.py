@@ -65,8 +65,11 @@ def eval_cacs(data: Path, judgements_dir: Path, threshold: int = 10) -> dict[tup
             results = row.get("criteria_results")
             results = [entry for entry in results if isinstance(entry, dict)] if isinstance(results, list) else []
             case = by_id[case_id]
-            record = {"n_judged": len(results), "n_expected": len(case.get("rubrics", [])),
-                      "positive": sum(_truthy(entry.get("criteria_met")) for entry in results)}
+            record = {
+                "n_judged": len(results),
+                "n_expected": len(case.get("rubrics", [])),
+                "positive": sum(_truthy(entry.get("criteria_met")) for entry in results),
+            }
             groups[(model, "overall")].append(record)
             groups[(model, str(case.get("difficulty", "")))].append(record)
             for label in case.get("subject_labels", []):
@@ -85,11 +88,20 @@ def eval_cacs(data: Path, judgements_dir: Path, threshold: int = 10) -> dict[tup
     return summary
 
 
-REQUIRED = {"case_id", "difficulty", "task", "task_labels", "subject", "subject_labels", "user_role",
-            "clinical_context", "user_request", "rubrics"}
+REQUIRED = {
+    "case_id",
+    "difficulty",
+    "task",
+    "task_labels",
+    "subject",
+    "subject_labels",
+    "user_role",
+    "clinical_context",
+    "user_request",
+    "rubrics",
+}
 FORBIDDEN_EXACT = {"reference_answer"}
-FORBIDDEN_PARTS = ("source_file", "prompt_id", "row", "provenance", "physician", "doctor", "qc", "repair",
-                   "internal")
+FORBIDDEN_PARTS = ("source_file", "prompt_id", "row", "provenance", "physician", "doctor", "qc", "repair", "internal")
 CONTACT = {
     "email_like": re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+"),
     "phone_like": re.compile(r"(?<!\d)1[3-9]\d{9}(?!\d)"),
@@ -116,14 +128,22 @@ def validate_release(data: Path, strict_contact: bool = True) -> tuple[dict, lis
         "unique_case_ids": len(set(ids)),
         "difficulty_counts": dict(Counter(str(row.get("difficulty", "")) for row in rows)),
         "total_rubrics": sum(len(row.get("rubrics", [])) for row in rows),
-        "rubric_length_counts": dict(Counter(str(len(row["rubrics"]) if isinstance(row.get("rubrics"), list)
-                                                 else -1) for row in rows)),
+        "rubric_length_counts": dict(
+            Counter(str(len(row["rubrics"]) if isinstance(row.get("rubrics"), list) else -1) for row in rows)
+        ),
         "missing_required_fields": sorted(f for f in REQUIRED if any(f not in row for row in rows)),
-        "forbidden_field_keys": sorted({key for row in rows for key in row if key in FORBIDDEN_EXACT
-                                        or any(part in key.lower() for part in FORBIDDEN_PARTS)}),
-        "contacts": {kind: sorted({m.group(0) for row in rows
-                                   for m in pattern.finditer(json.dumps(row, ensure_ascii=False))})
-                     for kind, pattern in CONTACT.items()},
+        "forbidden_field_keys": sorted(
+            {
+                key
+                for row in rows
+                for key in row
+                if key in FORBIDDEN_EXACT or any(part in key.lower() for part in FORBIDDEN_PARTS)
+            }
+        ),
+        "contacts": {
+            kind: sorted({m.group(0) for row in rows for m in pattern.finditer(json.dumps(row, ensure_ascii=False))})
+            for kind, pattern in CONTACT.items()
+        },
     }
     report["contacts"] = {kind: values for kind, values in report["contacts"].items() if values}
     errors = []

@@ -386,8 +386,12 @@ def test_judgements_layout_manifest_and_left_out_cases(engine, session, tmp_path
     (tmp_path / "judgements").mkdir(parents=True)
     (tmp_path / "model-a_judge.json").write_text("[]", encoding="utf-8")  # the old layout's file: removed
     exports.export_judgements(engine, tmp_path, source="gold", models=["模型C", "model-a"])
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["cases.jsonl", "judgements", "manifest.json",
-                                                                 "scores.json"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "cases.jsonl",
+        "judgements",
+        "manifest.json",
+        "scores.json",
+    ]
     files = sorted(path.name for path in (tmp_path / "judgements").iterdir())
     assert files == ["model-a_judge.json", "模型C_judge.json"]
     manifest = json.loads((tmp_path / "manifest.json").read_text(encoding="utf-8"))
@@ -441,8 +445,10 @@ def test_judge_source_judgements_and_bad_sources(engine, session, tmp_path):
     assert [item["case_id"] for item in items] == ["CC-0001", "CC-0002"]
     assert [e["criteria_met"] for e in items[0]["criteria_results"]] == [True, False] * 3
     manifest = json.loads((tmp_path / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["models_left_out"] == {"org/model-b": "no complete response by judge:judge-x",
-                                           "模型C": "no complete response by judge:judge-x"}
+    assert manifest["models_left_out"] == {
+        "org/model-b": "no complete response by judge:judge-x",
+        "模型C": "no complete response by judge:judge-x",
+    }
     assert summary.counts["models"] == 1
     for bad in ("judge:nobody", "group3", "judge:"):
         with pytest.raises(ValidationFailed):

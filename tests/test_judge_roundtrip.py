@@ -83,11 +83,15 @@ def test_sft_rows_carry_the_official_prompt(sqlite_engine, tmp_path):
     rows = read_jsonl(tmp_path / "sft" / "train.jsonl")
     official = read_template("official")
     assert [row["instruction"] for row in rows] == [
-        official.format(user_message="背景 {x}\n\n问题？", response="回答 {response}",
-                        rubric_item=f"CC-0001 的第 {i} 条评分标准") for i in range(1, 4)]
+        official.format(
+            user_message="背景 {x}\n\n问题？", response="回答 {response}", rubric_item=f"CC-0001 的第 {i} 条评分标准"
+        )
+        for i in range(1, 4)
+    ]
     assert (tmp_path / "sft" / "judge_prompt.txt").read_text(encoding="utf-8") == official
     assert json.loads((tmp_path / "sft" / "manifest.json").read_text(encoding="utf-8"))["options"]["template"] == (
-        "official")
+        "official"
+    )
 
 
 # Local-judge output back in, and the official scorer on the export ---------------------------------
@@ -96,8 +100,14 @@ def test_sft_rows_carry_the_official_prompt(sqlite_engine, tmp_path):
 def build_world(session: Session, n: int = 6) -> None:
     subjects = [["心内科"], ["心内科", "急诊科"], ["呼吸科", "心内科"], ["儿科"]]
     for c in range(1, 9):
-        case = make_case(session, f"CC-{c:04d}", n=n, difficulty=("low", "medium", "high")[c % 3],
-                         subject_labels=subjects[c % 4], subject=subjects[c % 4][0])
+        case = make_case(
+            session,
+            f"CC-{c:04d}",
+            n=n,
+            difficulty=("low", "medium", "high")[c % 3],
+            subject_labels=subjects[c % 4],
+            subject=subjects[c % 4][0],
+        )
         for model in ("model-a", "org/model-b", "模型C"):
             make_response(session, case, model, text=f"{model} 对病例 {c} 的回答，共 {c * 7 % 11} 条建议。")
     session.commit()
@@ -114,7 +124,8 @@ def emulate_local_judge(items: list[dict], unreadable: set[tuple[str, str]]) -> 
             raw = "我无法判断这条标准。"
         else:
             raw = '```json\n{"explanation": "理由", "criteria_met": %s}\n```' % (
-                "true" if expected_met(row["rubric_item"], row["response"]) else "false")
+                "true" if expected_met(row["rubric_item"], row["response"]) else "false"
+            )
         match = OFFICIAL_REGEX.search(raw)
         label = (match.group(1).lower() == "true") if match else None
         out.append({**row, "criteria_met": label, "parse_ok": match is not None, "judge_output": raw})
@@ -136,8 +147,9 @@ def test_local_judge_output_imports_and_the_official_scorer_reproduces_our_score
     assert summary.fmt == "local-judge" and summary.unparsed == 8
     assert summary.inserted == len(items) - 8
     assert any("skipped 8 rows" in line for line in summary.lines())
-    stored = session.exec(select(JudgeDecision, Response).join(Response, JudgeDecision.response_id == Response.id)
-                          ).all()
+    stored = session.exec(
+        select(JudgeDecision, Response).join(Response, JudgeDecision.response_id == Response.id)
+    ).all()
     assert len(stored) == len(items) - 8 and all(d.judge == "cc-judge-8b" for d, _ in stored)
     assert not [d for d, r in stored if r.model == "模型C" and d.criterion_id == "c02"]
     assert all(d.extra["parse_ok"] is True and d.extra["judge_output"] for d, _ in stored)
@@ -170,7 +182,7 @@ def assert_official_equals_ours(official: dict, ours: dict) -> None:
         if part == "overall":
             block = ours["models"][model]
         elif part.startswith("subject:"):
-            block = ours["slices"]["subject"][part[len("subject:"):]][model]
+            block = ours["slices"]["subject"][part[len("subject:") :]][model]
         else:
             block = ours["slices"]["difficulty"][part][model]
         assert row["cases"] == block["n_responses"]
@@ -199,8 +211,9 @@ def test_official_scorer_runs_unchanged_on_gold_group_and_judge_exports_of_the_d
         assert_official_equals_ours(official, ours)
         for (model, part), row in official.items():
             if part == "overall":
-                largest_difference = max(largest_difference,
-                                         abs(row["cacs_at_k_pct"] / 100 - ours["models"][model]["cacs_at_k"]))
+                largest_difference = max(
+                    largest_difference, abs(row["cacs_at_k_pct"] / 100 - ours["models"][model]["cacs_at_k"])
+                )
     assert largest_difference < 1e-12
     # The old layout (manifest beside the files) is exactly what made the official scorer stop.
     (tmp_path / "gold" / "judgements" / "manifest.json").write_text("{}", encoding="utf-8")
@@ -210,17 +223,19 @@ def test_official_scorer_runs_unchanged_on_gold_group_and_judge_exports_of_the_d
 
 def test_judge_run_grades_the_demo_and_its_fidelity_is_in_the_report(demo_engine):
     with LLMServer() as server:
-        summary = run_judge(demo_engine, RunOptions(base_url=server.url, model="judge-8b", judge="loopback-judge",
-                                                    concurrency=16, timeout=30))
+        summary = run_judge(
+            demo_engine,
+            RunOptions(base_url=server.url, model="judge-8b", judge="loopback-judge", concurrency=16, timeout=30),
+        )
         with Session(demo_engine) as session:
-            n_items = sum(
-                30 for _ in session.exec(select(Response.id)).all()
-            )
+            n_items = sum(30 for _ in session.exec(select(Response.id)).all())
         assert summary["status"] == "finished" and summary["parse_failures"] == 0 and summary["errors"] == 0
         assert summary["done"] == summary["items"] == server.requests
         first = server.requests
-        again = run_judge(demo_engine, RunOptions(base_url=server.url, model="judge-8b", judge="loopback-judge",
-                                                  concurrency=16, timeout=30))
+        again = run_judge(
+            demo_engine,
+            RunOptions(base_url=server.url, model="judge-8b", judge="loopback-judge", concurrency=16, timeout=30),
+        )
         assert server.requests == first and again["cached"] == again["items"] == summary["items"]
     assert 0 < summary["items"] <= n_items
     frames = load_frames(demo_engine)
@@ -246,13 +261,20 @@ def release_cases(n_low: int, n_other: int, contacts: dict[str, str] | None = No
     records = []
     for i in range(1, n_low + n_other + 1):
         case_id = f"CC-{i:04d}"
-        records.append({
-            "case_id": case_id, "difficulty": "low" if i <= n_low else ("medium", "high")[i % 2],
-            "task": "鉴别诊断", "task_labels": ["differential_diagnosis"], "subject": "心内科",
-            "subject_labels": ["心内科"], "user_role": "患者家属",
-            "clinical_context": (contacts or {}).get(case_id, f"患者{i}，胸闷三天。"), "user_request": "怎么办？",
-            "rubrics": [{"criterion_id": f"r{j:02d}", "criterion": f"第 {j} 条标准"} for j in range(1, 31)],
-        })
+        records.append(
+            {
+                "case_id": case_id,
+                "difficulty": "low" if i <= n_low else ("medium", "high")[i % 2],
+                "task": "鉴别诊断",
+                "task_labels": ["differential_diagnosis"],
+                "subject": "心内科",
+                "subject_labels": ["心内科"],
+                "user_role": "患者家属",
+                "clinical_context": (contacts or {}).get(case_id, f"患者{i}，胸闷三天。"),
+                "user_request": "怎么办？",
+                "rubrics": [{"criterion_id": f"r{j:02d}", "criterion": f"第 {j} 条标准"} for j in range(1, 31)],
+            }
+        )
     return records
 
 
@@ -327,8 +349,11 @@ def test_subject_slice_covers_every_subject_label(engine, session):
     responses = session.exec(select(Response)).all()
     for response in responses:
         for i in range(1, 7):
-            session.add(JudgeDecision(judge="j", response_id=response.id, criterion_id=f"c{i:02d}",
-                                      met=(response.id * i) % 5 < 3))
+            session.add(
+                JudgeDecision(
+                    judge="j", response_id=response.id, criterion_id=f"c{i:02d}", met=(response.id * i) % 5 < 3
+                )
+            )
     session.commit()
     report = report_json(build_report(load_frames(engine), k=2, source="judge:j", resamples=0))
     cases = {case.id: case for case in session.exec(select(Case)).all()}

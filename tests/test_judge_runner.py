@@ -38,8 +38,9 @@ OFFICIAL_TEMPLATE = ROOT / "analysis" / "templates" / "judge_prompt.txt"
 def build_world(session: Session, n_cases: int = 3, n: int = 5, models=("model-a", "模型B"), markers=None) -> None:
     """Cases with n criteria each, one response per model; `markers` puts fault markers into criteria texts."""
     for c in range(1, n_cases + 1):
-        case = make_case(session, f"CC-{c:04d}", n=n, clinical_context=f"病例 {c}：胸痛两小时。",
-                         user_request="请问需要做哪些检查？")
+        case = make_case(
+            session, f"CC-{c:04d}", n=n, clinical_context=f"病例 {c}：胸痛两小时。", user_request="请问需要做哪些检查？"
+        )
         for model in models:
             make_response(session, case, model=model, text=f"{model} 对病例 {c} 的回答：建议心电图和肌钙蛋白。")
     for criterion in session.exec(select(Criterion)).all():
@@ -114,8 +115,9 @@ def test_requests_carry_the_official_prompt_temperature_seed_and_thinking_off(sq
     run_judge(sqlite_engine, options(server, thinking=False, seed=77, concurrency=1))
     template = OFFICIAL_TEMPLATE.read_text(encoding="utf-8")
     assert [body["messages"] for body in server.bodies] == [
-        [{"role": "user", "content": template.format(user_message=case_text, response=response_text,
-                                                     rubric_item=text)}] for text in criteria]
+        [{"role": "user", "content": template.format(user_message=case_text, response=response_text, rubric_item=text)}]
+        for text in criteria
+    ]
     for body in server.bodies:
         assert body["temperature"] == 0 and body["seed"] == 77 and body["model"] == "judge-8b"
         assert body["chat_template_kwargs"] == {"enable_thinking": False}
@@ -125,14 +127,23 @@ def test_requests_carry_the_official_prompt_temperature_seed_and_thinking_off(sq
         keys = {row.criterion_id: row.cache_key for row in session.exec(select(JudgeResult)).all()}
     parameters = {"max_tokens": 512, "seed": 77, "structured": "auto", "temperature": 0.0, "thinking": False}
     for criterion_id, body in zip(("c01", "c02"), server.bodies):
-        canonical = json.dumps({"messages": body["messages"], "model": "judge-8b", "parameters": parameters},
-                               ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        canonical = json.dumps(
+            {"messages": body["messages"], "model": "judge-8b", "parameters": parameters},
+            ensure_ascii=False,
+            sort_keys=True,
+            separators=(",", ":"),
+        )
         assert keys[criterion_id] == hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def test_faults_retries_reasks_and_parse_failures(engine, session, server):
-    markers = {("CC-0001", "c01"): "[429]", ("CC-0001", "c02"): "[500]", ("CC-0001", "c03"): "[bad]",
-               ("CC-0001", "c04"): "[bad-once]", ("CC-0001", "c05"): "[down]"}
+    markers = {
+        ("CC-0001", "c01"): "[429]",
+        ("CC-0001", "c02"): "[500]",
+        ("CC-0001", "c03"): "[bad]",
+        ("CC-0001", "c04"): "[bad-once]",
+        ("CC-0001", "c05"): "[down]",
+    }
     build_world(session, n_cases=2, models=("model-a",), markers=markers)
     expected = world_items(session)
     summary = run_judge(engine, options(server))
@@ -146,14 +157,16 @@ def test_faults_retries_reasks_and_parse_failures(engine, session, server):
     session.expire_all()
     stored = decisions(session, "cc-judge")
     response_id = next(rid for (rid, cid) in expected if cid == "c03")
-    bad = session.exec(select(JudgeResult).where(JudgeResult.criterion_id == "c03",
-                                                 JudgeResult.response_id == response_id)).one()
+    bad = session.exec(
+        select(JudgeResult).where(JudgeResult.criterion_id == "c03", JudgeResult.response_id == response_id)
+    ).one()
     assert bad.parse_ok is False and bad.met is None and "maybe" in bad.raw_output and bad.attempts == 3
     assert (response_id, "c03") not in stored, "an unreadable answer is never stored as met or not met"
     assert (response_id, "c05") not in stored
     session.commit()
-    assert stored == {key: value for key, value in expected.items() if key not in {(response_id, "c03"),
-                                                                                    (response_id, "c05")}}
+    assert stored == {
+        key: value for key, value in expected.items() if key not in {(response_id, "c03"), (response_id, "c05")}
+    }
     # A re-run sends only the item the endpoint never answered (the parse failure is answered: cached).
     before = server.requests
     again = run_judge(engine, options(server))
@@ -202,8 +215,11 @@ def test_api_key_comes_from_the_environment_and_is_never_stored(sqlite_engine, s
     assert server.authorizations == {f"Bearer {secret}"}
     assert summary["params"]["api_key_env"] == "JUDGE_KEY"
     with sqlite_engine.connect() as connection:
-        dump = "\n".join(str(row) for table in ("judge_run", "judge_result", "judge_decision", "audit_log")
-                         for row in connection.exec_driver_sql(f"SELECT * FROM {table}"))
+        dump = "\n".join(
+            str(row)
+            for table in ("judge_run", "judge_result", "judge_decision", "audit_log")
+            for row in connection.exec_driver_sql(f"SELECT * FROM {table}")
+        )
     assert secret not in dump and "JUDGE_KEY" in dump
     monkeypatch.delenv("JUDGE_KEY")
     with pytest.raises(ValidationFailed, match="JUDGE_KEY: that environment variable is not set"):
@@ -214,8 +230,9 @@ def test_only_admins_create_list_or_cancel_runs(session):
     annotator = make_user(session, "ann", role="annotator")
     checker = make_user(session, "chk", role="checker")
     admin = make_user(session, "boss", role="admin")
-    fields = dict(judge="j", base_url="http://127.0.0.1:9/v1", model="m", template="official",
-                  template_sha256="0" * 64, params={})
+    fields = dict(
+        judge="j", base_url="http://127.0.0.1:9/v1", model="m", template="official", template_sha256="0" * 64, params={}
+    )
     for user in (annotator, checker):
         with pytest.raises(PermissionDenied):
             judge_runs.create_run(session, user, **fields)
@@ -246,8 +263,9 @@ def test_fidelity_and_scores_from_the_run_equal_the_report(engine, session, serv
         labels = {}
         for response in responses:
             for i in range(1, 6):
-                labels[(response.id, f"c{i:02d}")] = ((response.id + i) % 3 != 0) if no == 1 else \
-                    ((response.id * i) % 4 != 1)
+                labels[(response.id, f"c{i:02d}")] = (
+                    ((response.id + i) % 3 != 0) if no == 1 else ((response.id * i) % 4 != 1)
+                )
         return labels
 
     keys = sorted(expected)
@@ -276,8 +294,21 @@ def test_a_run_killed_with_sigkill_resumes_without_resending_answers(sqlite_url,
         expected = world_items(session)
     env = {**os.environ, "DATABASE_URL": sqlite_url, "PYTHONPATH": str(ROOT)}
     with LLMServer(latency=0.15) as server:
-        command = [sys.executable, "-m", "cli.main", "judge", "run", "--base-url", server.url, "--model", "judge-8b",
-                   "--judge", "cc-judge", "--concurrency", "2"]
+        command = [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "judge",
+            "run",
+            "--base-url",
+            server.url,
+            "--model",
+            "judge-8b",
+            "--judge",
+            "cc-judge",
+            "--concurrency",
+            "2",
+        ]
         process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             deadline = time.monotonic() + 60
@@ -300,8 +331,14 @@ def test_a_run_killed_with_sigkill_resumes_without_resending_answers(sqlite_url,
             later = judge_runs._aware(run.heartbeat_at) + judge_runs.STALE_AFTER * 2
             assert judge_runs.shown_status(run, now=later) == "interrupted"
         sent_before = server.requests
-        result = subprocess.run([sys.executable, "-m", "cli.main", "judge", "resume", str(run.id), "--json"],
-                                env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [sys.executable, "-m", "cli.main", "judge", "resume", str(run.id), "--json"],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert result.returncode == 0, result.stderr
         summary = json.loads(result.stdout)
         assert summary["status"] == "finished" and summary["done"] == len(expected)
