@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from ui import shell
 from analysis import figures as figure_builders
 from analysis import metrics
 from analysis.freshness import data_version
@@ -23,6 +22,7 @@ from analysis.report import Report, build_report, report_json, tables
 from db.errors import ClinConsensusError
 from db.models import Role
 from db.taxonomy import get_taxonomy
+from ui import shell
 
 DASHBOARD_RESAMPLES = 300
 SHOWN_ROWS = 500  # long tables (per criterion, per case) show their head; the download has every row

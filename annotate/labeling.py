@@ -16,12 +16,12 @@ import time
 import pandas as pd
 import streamlit as st
 
-from ui import shell, widgets
-from ui.case_panel import case_panel
 from db import labeling
 from db.errors import ClinConsensusError, StaleEdit, ValidationFailed
-from db.labeling import LabelInput, LabelingView, LabelQueue, RubricChanged
+from db.labeling import LabelingView, LabelInput, LabelQueue, RubricChanged
 from db.models import Role
+from ui import shell, widgets
+from ui.case_panel import case_panel
 
 t = shell.t
 CURRENT_KEY = "annotate_label_current"
@@ -220,10 +220,9 @@ def _panes(view: LabelingView) -> None:
     case_pane, response_pane = st.columns(2, gap="medium")
     with case_pane:
         case_panel(view.case, height=PANE_HEIGHT)
-    with response_pane:
-        with st.container(height=PANE_HEIGHT, border=True):
-            st.markdown(f"#### {t('annotate.labeling.response', code=widgets.plain(view.code))}")
-            widgets.show_text(view.text)
+    with response_pane, st.container(height=PANE_HEIGHT, border=True):
+        st.markdown(f"#### {t('annotate.labeling.response', code=widgets.plain(view.code))}")
+        widgets.show_text(view.text)
 
 
 def _checklist(view: LabelingView) -> pd.DataFrame:

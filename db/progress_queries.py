@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import func
 from sqlmodel import Session, select
 
+from db import review
 from db.assignments import (
     RUBRIC_DONE_STATES,
     current_label_counts,
@@ -21,14 +22,12 @@ from db.assignments import (
     my_queue,
     rubric_states,
 )
-from db import review
 from db.errors import PermissionDenied
 from db.models import (
     Assignment,
     AssignmentKind,
     Case,
     JudgeDecision,
-    Label,
     Response,
     Role,
     RubricStatus,
@@ -69,7 +68,7 @@ def _assignment_state(session: Session) -> list[dict]:
     current = {r[4]: versions.get(r[3]) for r in label_rows}
     labeled = {g: current_label_counts(session, [r[4] for r in label_rows if r[2] == g], g, current) for g in (1, 2)}
     out = []
-    for kind, user_id, group_no, case_pk, response_id in rubric_rows:
+    for kind, user_id, group_no, case_pk, _response_id in rubric_rows:
         out.append(dict(kind=kind, user_id=user_id, group=group_no, done=states.get(case_pk) in RUBRIC_DONE_STATES))
     for kind, user_id, group_no, case_pk, response_id in label_rows:
         need = sizes.get(case_pk, 0)

@@ -7,14 +7,14 @@ import re
 import pytest
 from sqlmodel import select
 
-from i18n import translate
 from annotate import pages as annotate_pages
 from db import drafts, rubrics
 from db.engine import session_scope
 from db.models import Assignment, Label, RubricStatus, RubricVersion, User
 from db.rubrics import CriterionInput, default_criterion_ids
-from tests.apptest_helpers import app_database, button, open_page, signed_in, texts  # noqa: F401
-from tests.factories import make_case, make_response, make_rubric, make_user
+from i18n import translate
+from tests.support.apptest_helpers import button, open_page, signed_in, texts
+from tests.support.factories import make_case, make_response, make_rubric, make_user
 
 N = 30
 UNESCAPED_MARKUP = re.compile(r"(?<!\\)<(img|script)|(?<!\\)!(?<!\\)\[|(?<!\\)\]\(")
@@ -168,8 +168,7 @@ def test_stale_draft_is_refused_with_a_clear_message(studio):
     changed = clean_texts()
     changed[0] = "另一位同事改写的第一条标准内容"
     save_version(studio, changed)  # someone saves meanwhile
-    with session_scope(studio) as session:  # and this page has an unsaved edit
-        user = session.exec(select(User).where(User.username == "ann1")).one()
+    # and this page has an unsaved edit
     state = app.session_state[f"annotate_rubric_state_{first.case_pk}"]
     state["rows"][1]["text"] = "我在页面上改写的第二条标准内容"
     app = button(app, zh("annotate.authoring.save")).click().run()
@@ -229,7 +228,7 @@ def test_labeling_page_is_blinded_and_save_and_next_saves_all_criteria(studio):
     labels = _labels(studio)
     assert len(labels) == N and {label.response_id for label in labels} == {first_id}
     assert not any(label.met for label in labels)
-    codes = {rid: code for rid, code in zip(*_queue_codes(app))}
+    codes = dict(zip(*_queue_codes(app)))
     assert zh("annotate.labeling.saved", code=codes[first_id], created=N, updated=0) in [s.value for s in app.success]
     assert app.session_state["annotate_label_current"] != first_id
     assert app.progress and "1 / 2" in app.progress[0].proto.text.replace(",", "")

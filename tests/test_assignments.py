@@ -11,7 +11,7 @@ from db import assignments, drafts, progress_queries
 from db.audit import verify_chain
 from db.errors import PermissionDenied, ValidationFailed
 from db.models import Assignment, AssignmentKind, AuditLog, RubricStatus, Stage
-from tests.factories import make_case, make_label, make_response, make_user
+from tests.support.factories import make_case, make_label, make_response, make_user
 
 
 @pytest.fixture
@@ -184,7 +184,7 @@ def test_assigned_rubric_author_is_excluded_from_labeling_that_case(session, tea
     case = make_case(session, "AUTH-1", n=0)
     session.commit()
     assignments.assign_rubric_authoring(session, actor=team["admin"], annotators=["g1a1"], case_ids=["AUTH-1"])
-    from tests.factories import make_rubric
+    from tests.support.factories import make_rubric
 
     make_rubric(session, case, n=3)  # approved, author not recorded on the version (e.g. imported)
     make_response(session, case)

@@ -21,7 +21,7 @@ from db.audit import verify_chain
 from db.engine import make_engine, session_scope
 from db.errors import StaleEdit
 from db.models import AuditLog, Label, RubricStatus, RubricVersion, Stage, User
-from tests.factories import make_case, make_label, make_response, make_rubric, make_user
+from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 
 SAVES_PER_WORKER = 6
 WORKERS = 4  # of each kind: threads, then processes
@@ -43,13 +43,19 @@ def seed(url: str, n_checkers: int) -> tuple[int, list[int]]:
         engine.dispose()
 
 
-def increment_worker(url: str, response_id: int, checker_id: int, saves: int) -> dict:
-    """Saves `saves` increments of the decision's counter; returns what happened."""
+def increment_worker(url: str, response_id: int, checker_id: int, saves: int, start=None) -> dict:
+    """Saves `saves` increments of the decision's counter; returns what happened.
+
+    `start` (a barrier's wait) lines the workers up after their slow set-up, so their saves overlap
+    even on a busy machine.
+    """
     engine = make_engine(url)
     outcome = {"saved": 0, "stale": 0, "errors": []}
     try:
         with session_scope(engine, read_only=True) as s:
             checker = s.get(User, checker_id)
+        if start is not None:
+            start(timeout=120)
         while outcome["saved"] < saves:
             with session_scope(engine, read_only=True) as s:
                 current = s.exec(
@@ -81,8 +87,8 @@ def increment_worker(url: str, response_id: int, checker_id: int, saves: int) ->
     return outcome
 
 
-def _process_entry(url, response_id, checker_id, saves, results):
-    results.put(increment_worker(url, response_id, checker_id, saves))
+def _process_entry(url, response_id, checker_id, saves, results, barrier):
+    results.put(increment_worker(url, response_id, checker_id, saves, barrier.wait))
 
 
 def run_threads(url, response_id, checkers) -> list[dict]:
@@ -105,8 +111,10 @@ def run_threads(url, response_id, checkers) -> list[dict]:
 def run_processes(url, response_id, checkers) -> list[dict]:
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
+    barrier = context.Barrier(len(checkers))
     processes = [
-        context.Process(target=_process_entry, args=(url, response_id, c, SAVES_PER_WORKER, queue)) for c in checkers
+        context.Process(target=_process_entry, args=(url, response_id, c, SAVES_PER_WORKER, queue, barrier))
+        for c in checkers
     ]
     for process in processes:
         process.start()

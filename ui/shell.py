@@ -13,12 +13,11 @@ from contextlib import contextmanager
 import streamlit as st
 from sqlmodel import Session
 
-from i18n import DEFAULT_LANGUAGE, LANGUAGES, translate
-from db import users
-from db import progress_queries
+from db import progress_queries, users
 from db.engine import get_engine, session_scope
 from db.migrate import upgrade
 from db.models import Role, User
+from i18n import DEFAULT_LANGUAGE, LANGUAGES, translate
 from ui.text import plain
 
 TOKEN_PARAM = "s"

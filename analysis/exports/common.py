@@ -19,7 +19,6 @@ from analysis.prompt import DEFAULT_TEMPLATE, TEMPLATE_FIELDS, user_message  # n
 from db.errors import ValidationFailed
 from db.progress import Progress
 
-
 EXPORT_KINDS = ("gold", "release", "judgements", "judge-items", "sft")
 DEFAULT_SEED = 20260101
 DIFFICULTIES = ("low", "medium", "high")
@@ -181,7 +180,7 @@ class _HashingWriter:
     """Appends text lines to a UTF-8 file in large blocks, hashing the bytes on the way (no second read)."""
 
     def __init__(self, path: Path, block: int = 2000) -> None:
-        self.handle = open(path, "wb")
+        self.handle = open(path, "wb")  # noqa: SIM115 -- closed by close(), which the callers call in finally
         self.digest = hashlib.sha256()
         self.pending: list[str] = []
         self.block = block

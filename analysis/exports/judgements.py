@@ -9,15 +9,9 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from analysis.loader import load_judge, load_label_decisions, load_responses
-from analysis.metrics import cacs
-from db.errors import ValidationFailed
-from db.gold import complete_responses, gold_labels, group_final_labels
-from db.progress import Progress, no_progress
-
 from analysis.exports.common import (
-    ExportSummary,
     _CHUNK,
+    ExportSummary,
     _current_criteria,
     _decision_order,
     _in_current_rubric,
@@ -28,6 +22,11 @@ from analysis.exports.common import (
     sha256_file,
 )
 from analysis.exports.release import release_records
+from analysis.loader import load_judge, load_label_decisions, load_responses
+from analysis.metrics import cacs
+from db.errors import ValidationFailed
+from db.gold import complete_responses, gold_labels, group_final_labels
+from db.progress import Progress, no_progress
 
 
 def parse_source(source: str) -> tuple[str, str | None]:

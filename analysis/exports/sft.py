@@ -12,30 +12,15 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from analysis.loader import load_label_decisions, load_label_notes, load_responses
-from db.errors import ValidationFailed
-from db.gold import DECISION, gold_labels
-from db.models import Stage
-from db.progress import Progress, no_progress
-
-from analysis.prompt import (
-    PromptTemplate,
-    _json_body,
-    fill_template,
-    judge_answer,
-    read_template,
-    template_name,
-    template_path as resolve_template,
-)
 from analysis.exports.common import (
-    DEFAULT_SEED,
-    ExportSummary,
-    GENERIC_EXPLANATION,
     _CHUNK,
-    _HashingWriter,
+    DEFAULT_SEED,
+    GENERIC_EXPLANATION,
+    ExportSummary,
     _current_criteria,
     _decision_order,
     _encoded,
+    _HashingWriter,
     _in_current_rubric,
     _json,
     _prepare_dir,
@@ -44,7 +29,20 @@ from analysis.exports.common import (
     user_message,
 )
 from analysis.exports.judge_items import _cases_with_text
-
+from analysis.loader import load_label_decisions, load_label_notes, load_responses
+from db.errors import ValidationFailed
+from db.gold import DECISION, gold_labels
+from db.models import Stage
+from analysis.prompt import (
+    PromptTemplate,
+    _json_body,
+    fill_template,  # noqa: F401  (re-exported by analysis.exports)
+    judge_answer,
+    read_template,
+    template_name,
+)
+from analysis.prompt import template_path as resolve_template
+from db.progress import Progress, no_progress
 
 EXPLANATION_RULE = (
     "explanation = the first non-empty physician note that supports the gold label: the "

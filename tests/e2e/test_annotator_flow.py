@@ -12,13 +12,13 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 from sqlmodel import select
 
+from annotate.labeling import TEXT_WIDTH
 from db import users
 from db.config import RUBRIC_SIZE
 from db.engine import make_engine, session_scope
 from db.models import Assignment, AssignmentKind, Label, RubricStatus, RubricVersion
-from annotate.labeling import TEXT_WIDTH
 from tests.e2e.conftest import login, screenshot, text, wait_for_app_run
-from tests.factories import make_case, make_response
+from tests.support.factories import make_case, make_response
 
 pytestmark = pytest.mark.browser
 
@@ -223,8 +223,9 @@ def test_author_a_rubric_then_label_a_response(page, context, browser, app_serve
         other.close()
     with session_scope(engine, read_only=True) as s:
         labels = {
-            l.criterion_id: l for l in s.exec(select(Label).where(Label.response_id == world["response_id"])).all()
+            label.criterion_id: label
+            for label in s.exec(select(Label).where(Label.response_id == world["response_id"])).all()
         }
     assert len(labels) == RUBRIC_SIZE
-    assert {cid for cid, l in labels.items() if l.met} == {"c01", "c03"}
-    assert labels["c01"].note == "提到了头颅CT" and all(l.group_no == 2 for l in labels.values())
+    assert {cid for cid, label in labels.items() if label.met} == {"c01", "c03"}
+    assert labels["c01"].note == "提到了头颅CT" and all(label.group_no == 2 for label in labels.values())
