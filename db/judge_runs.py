@@ -10,31 +10,31 @@ raw output and counted, never stored as met or not met.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, bindparam, insert, select, update
 from sqlalchemy.engine import Connection
-from sqlmodel import Session
+from sqlmodel import Session, SQLModel
 
 from db.audit import AuditWriter
 from db.errors import NotFound, ValidationFailed
-from db.models import JudgeDecision, JudgeResult, JudgeRun, JudgeRunStatus, User, utcnow
+from db.models import JudgeResult, JudgeRun, JudgeRunStatus, User, utcnow
 from db.policies import require_admin
 
 #: A running run whose process has not written for this long was stopped without saying so (killed).
 STALE_AFTER = timedelta(seconds=30)
 INTERRUPTED = "interrupted"
 LOOKUP_BATCH = 500
-_RESULT = JudgeResult.__table__
-_DECISION = JudgeDecision.__table__
-_RUN = JudgeRun.__table__
+_RESULT = SQLModel.metadata.tables["judge_result"]
+_DECISION = SQLModel.metadata.tables["judge_decision"]
+_RUN = SQLModel.metadata.tables["judge_run"]
 
 
 def _aware(moment: datetime | None) -> datetime | None:
     if moment is None:
         return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def shown_status(run: JudgeRun, now: datetime | None = None) -> str:
@@ -140,7 +140,7 @@ def create_run(
 
 def list_runs(session: Session, by: User | str, limit: int = 200) -> list[JudgeRun]:
     _actor(by)
-    return list(session.scalars(select(JudgeRun).order_by(JudgeRun.id.desc()).limit(limit)))
+    return list(session.scalars(select(JudgeRun).order_by(_RUN.c.id.desc()).limit(limit)))
 
 
 def get_run(session: Session, by: User | str, run_id: int) -> JudgeRun:
@@ -200,7 +200,7 @@ class RunCounts:
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
-    def take(self) -> "RunCounts":
+    def take(self) -> RunCounts:
         """These counts, and zero them (a flush writes each increment once)."""
         taken = RunCounts(**vars(self))
         for name in vars(self):
@@ -222,6 +222,8 @@ def record_progress(connection: Connection, run_id: int, counts: RunCounts, wall
 
 def end_run(session: Session, run_id: int, status: str, message: str | None = None) -> None:
     run = session.get(JudgeRun, run_id)
+    if run is None:
+        raise NotFound(f"judge run {run_id}: no such run")
     run.status = status
     run.finished_at = utcnow()
     run.heartbeat_at = run.finished_at
@@ -358,4 +360,4 @@ def store_answers(session: Session, run_id: int, judge: str, actor: str, answers
 def run_results(session: Session, by: User | str, run_id: int) -> list[JudgeResult]:
     """The answers a run obtained from its endpoint (not those it found in the cache)."""
     _actor(by)
-    return list(session.scalars(select(JudgeResult).where(JudgeResult.run_id == run_id).order_by(JudgeResult.id)))
+    return list(session.scalars(select(JudgeResult).where(_RESULT.c.run_id == run_id).order_by(_RESULT.c.id)))

@@ -16,11 +16,13 @@ run names; only the variable's name is recorded.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import openai
@@ -138,7 +140,7 @@ class RunOptions:
         }
 
     @classmethod
-    def from_record(cls, run) -> "RunOptions":
+    def from_record(cls, run) -> RunOptions:
         params = {key: value for key, value in (run.params or {}).items() if key in cls.__dataclass_fields__}
         return cls(base_url=run.base_url, model=run.model, judge=run.judge, **params)
 
@@ -168,6 +170,7 @@ def create_run(engine: Engine, options: RunOptions, by: User | str = "cli") -> i
             template_sha256=template_sha256(template),
             params=options.params(),
         )
+        assert run.id is not None  # flushed
         return run.id
 
 
@@ -202,7 +205,7 @@ class _Pass:
         self.last_flush = time.monotonic()
         self.flush_lock = asyncio.Lock()
         extra = {} if options.thinking else {"chat_template_kwargs": {"enable_thinking": False}}
-        self.request = {
+        self.request: dict[str, Any] = {
             "model": options.model,
             "temperature": options.temperature,
             "seed": options.seed,
@@ -222,11 +225,11 @@ class _Pass:
 
     # talking to the endpoint ------------------------------------------------------------------
 
-    async def _complete(self, messages: list[dict]) -> tuple[object | None, int]:
+    async def _complete(self, messages: list[dict]) -> tuple[Any, int]:
         """(chat completion, HTTP requests spent) — SDK retries included; None when the endpoint failed."""
         spent = 0
         while True:
-            kwargs = dict(self.request, messages=messages)
+            kwargs: dict[str, Any] = dict(self.request, messages=messages)
             if self.structured:
                 kwargs["response_format"] = JUDGEMENT_SCHEMA
             try:
@@ -332,7 +335,7 @@ class _Pass:
         while not self.stop.is_set():
             try:
                 await asyncio.wait_for(self.stop.wait(), FLUSH_SECONDS)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 await self.flush()
 
     # the pass ---------------------------------------------------------------------------------
@@ -345,8 +348,9 @@ class _Pass:
         def finished(task: asyncio.Task) -> None:
             tasks.discard(task)
             self.slots.release()
-            if not task.cancelled() and task.exception() is not None:
-                failure.append(task.exception())
+            error = None if task.cancelled() else task.exception()
+            if error is not None:
+                failure.append(error)
                 self.stop.set()
 
         try:
@@ -441,10 +445,9 @@ async def _main(engine, run_id, options, source, actor, progress) -> _Outcome:
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     for signal_number in (signal.SIGTERM, signal.SIGINT):
-        try:
+        # Outside the main thread (a page's worker) there are no signal handlers: its cancel flag stops it.
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(signal_number, lambda: _interrupt(run, task))
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass  # not the main thread (a page's worker): the run stops by its cancel flag instead
     return await run.execute()
 
 

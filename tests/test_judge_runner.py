@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 from sklearn.metrics import f1_score
-
 from sqlmodel import Session, select
 
 from analysis.loader import load_frames
@@ -28,8 +27,8 @@ from db import judge_runs
 from db.errors import PermissionDenied, ValidationFailed
 from db.models import Criterion, JudgeDecision, JudgeResult, JudgeRun, Response, RubricVersion
 from judge.runner import RunOptions, run_judge
-from tests.factories import make_case, make_label, make_response, make_user
-from tests.llm_server import LLMServer, expected_met
+from tests.support.factories import make_case, make_label, make_response, make_user
+from tests.support.llm_server import LLMServer, expected_met
 
 ROOT = Path(__file__).resolve().parent.parent
 OFFICIAL_TEMPLATE = ROOT / "analysis" / "templates" / "judge_prompt.txt"

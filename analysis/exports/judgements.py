@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -91,7 +92,7 @@ def judgement_scores(frame: pd.DataFrame, cases: list[dict], k: int) -> dict:
     """scores.json: per model overall, and per difficulty and subject label (as the official summary slices)."""
     case_of = {case["case_id"]: case for case in cases}
     models = sorted(frame["model"].unique().tolist())
-    result = {"k": k, "models": {}, "slices": {"difficulty": {}, "subject": {}}}
+    result: dict[str, Any] = {"k": k, "models": {}, "slices": {"difficulty": {}, "subject": {}}}
     for model in models:
         rows = frame[frame["model"] == model]
         s, n = rows["s"].to_numpy(np.float64), rows["n"].to_numpy(np.float64)
@@ -102,8 +103,8 @@ def judgement_scores(frame: pd.DataFrame, cases: list[dict], k: int) -> dict:
             members.setdefault(("difficulty", str(case["difficulty"])), []).append(index)
             for label in case["subject_labels"]:
                 members.setdefault(("subject", str(label)), []).append(index)
-        for (dimension, value), index in sorted(members.items()):
-            result["slices"][dimension].setdefault(value, {})[model] = _score_block(s[index], n[index], k)
+        for (dimension, value), rows_of in sorted(members.items()):
+            result["slices"][dimension].setdefault(value, {})[model] = _score_block(s[rows_of], n[rows_of], k)
     return result
 
 
@@ -147,7 +148,7 @@ def export_judgements(
         chosen = requested
     else:
         chosen = scored_models
-        models_left_out = {model: f"no complete response by {source}" for model in sorted(known - set(chosen))}
+        models_left_out = dict.fromkeys(sorted(known - set(chosen)), f"no complete response by {source}")
     if not chosen:
         raise ValidationFailed(f"source {source}: no model has a complete response")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -156,7 +157,7 @@ def export_judgements(
     scored = scored[scored["model"].isin(chosen)]
     models_per_case = scored.groupby("case_pk")["model"].nunique()
     kept_cases = set(models_per_case[models_per_case == len(chosen)].index.tolist())
-    records = [record for record in release_records(engine)[0]]
+    records = release_records(engine)[0]
     case_pk_of = dict(zip(responses["case_id"], responses["case_pk"]))
     records = [record for record in records if case_pk_of.get(record["case_id"]) in kept_cases]
     if not records:
@@ -165,9 +166,9 @@ def export_judgements(
             "(choose the models with --models)"
         )
     cases_left_out = []
-    missing_of = {}
-    for row in scored.itertuples(index=False):
-        missing_of.setdefault(row.case_pk, set()).add(row.model)
+    missing_of: dict[int, set[str]] = {}
+    for pk, model in zip(scored["case_pk"].tolist(), scored["model"].tolist()):
+        missing_of.setdefault(pk, set()).add(model)
     for case_id, pk in sorted(case_pk_of.items(), key=lambda item: item[1]):
         if pk in per_case.index and pk not in kept_cases:
             lacking = [model for model in chosen if model not in missing_of.get(pk, set())]

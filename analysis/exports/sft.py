@@ -30,9 +30,6 @@ from analysis.exports.common import (
 )
 from analysis.exports.judge_items import _cases_with_text
 from analysis.loader import load_label_decisions, load_label_notes, load_responses
-from db.errors import ValidationFailed
-from db.gold import DECISION, gold_labels
-from db.models import Stage
 from analysis.prompt import (
     PromptTemplate,
     _json_body,
@@ -42,6 +39,9 @@ from analysis.prompt import (
     template_name,
 )
 from analysis.prompt import template_path as resolve_template
+from db.errors import ValidationFailed
+from db.gold import DECISION, gold_labels
+from db.models import Stage
 from db.progress import Progress, no_progress
 
 EXPLANATION_RULE = (

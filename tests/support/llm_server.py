@@ -12,7 +12,7 @@ Markers in a rubric item choose a fault for that item:
     [slow]      the answer waits `slow_seconds`
 
 Every request is counted; the most requests in flight at once is kept (`max_in_flight`).
-Run as a script (`python -m tests.llm_server --latency 0.03`) it prints its base URL and serves
+Run as a script (`python -m tests.support.llm_server --latency 0.03`) it prints its base URL and serves
 until killed — what the benchmark and the README's trial run use.
 """
 
@@ -35,7 +35,7 @@ _RESPONSE = re.compile(
 
 def expected_met(rubric_item: str, response: str) -> bool:
     """The server's verdict on one item: a fixed function of the two texts."""
-    return hashlib.sha256(f"{rubric_item}\x00{response}".encode("utf-8")).digest()[0] % 2 == 0
+    return hashlib.sha256(f"{rubric_item}\x00{response}".encode()).digest()[0] % 2 == 0
 
 
 def read_item(prompt: str) -> tuple[str, str] | None:
@@ -68,7 +68,7 @@ class LLMServer:
 
     # lifecycle --------------------------------------------------------------------------------
 
-    def start(self, port: int = 0) -> "LLMServer":
+    def start(self, port: int = 0) -> LLMServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -118,7 +118,7 @@ class LLMServer:
             self.httpd.server_close()
             self.httpd = None
 
-    def __enter__(self) -> "LLMServer":
+    def __enter__(self) -> LLMServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
