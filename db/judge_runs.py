@@ -49,12 +49,15 @@ def shown_status(run: JudgeRun, now: datetime | None = None) -> str:
 def run_summary(run: JudgeRun, now: datetime | None = None) -> dict[str, Any]:
     """What `judge runs` and the page show of a run (no API key: only the variable's name is known)."""
     answered = max(run.done - run.cached, 0)
+    status = shown_status(run, now)
+    rate = answered / run.wall_seconds if run.wall_seconds > 0 else None
+    remaining = max(run.items - run.done, 0)
     return {
         "id": run.id,
         "judge": run.judge,
         "model": run.model,
         "base_url": run.base_url,
-        "status": shown_status(run, now),
+        "status": status,
         "template": run.template,
         "template_sha256": run.template_sha256,
         "params": dict(run.params or {}),
@@ -73,7 +76,9 @@ def run_summary(run: JudgeRun, now: datetime | None = None) -> dict[str, Any]:
         "prompt_tokens": run.prompt_tokens,
         "completion_tokens": run.completion_tokens,
         "wall_seconds": round(run.wall_seconds, 3),
-        "items_per_second": round(answered / run.wall_seconds, 3) if run.wall_seconds > 0 else None,
+        "items_per_second": round(rate, 3) if rate else None,
+        # Time left at this pass's pace (items answered by the endpoint per second of run time).
+        "eta_seconds": round(remaining / rate, 1) if rate and status == JudgeRunStatus.running else None,
         "message": run.message,
     }
 
@@ -141,6 +146,13 @@ def create_run(
 def list_runs(session: Session, by: User | str, limit: int = 200) -> list[JudgeRun]:
     _actor(by)
     return list(session.scalars(select(JudgeRun).order_by(_RUN.c.id.desc()).limit(limit)))
+
+
+def response_models(session: Session, by: User | str) -> list[str]:
+    """The models with responses (what a run may be restricted to); model names are for admins only."""
+    _actor(by)
+    table = SQLModel.metadata.tables["response"]
+    return sorted(session.scalars(select(table.c.model).distinct()))
 
 
 def get_run(session: Session, by: User | str, run_id: int) -> JudgeRun:

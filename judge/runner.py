@@ -19,6 +19,8 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -64,6 +66,7 @@ JUDGEMENT_SCHEMA = {
         },
     },
 }
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
 #: Refusals that no retry can mend: the whole run stops with the endpoint's reason.
 FATAL_STATUSES = (401, 403, 404)
 
@@ -415,13 +418,29 @@ def execute_run(engine: Engine, run_id: int, progress: Progress = no_progress) -
         run = judge_runs.get_run(session, "cli", run_id)
         options = RunOptions.from_record(run)
         actor, recorded_sha = run.created_by, run.template_sha256
+    try:
+        source = _prepare(engine, run_id, options, recorded_sha)
+    except ClinConsensusError as error:
+        with session_scope(engine) as session:  # the record says why (a page started it in the background)
+            judge_runs.end_run(session, run_id, JudgeRunStatus.failed, str(error))
+        raise
+    with session_scope(engine) as session:
+        judge_runs.begin_run(session, run_id, items=source.total, pid=os.getpid())
+    outcome = asyncio.run(_main(engine, run_id, options, source, actor, progress))
+    with session_scope(engine) as session:
+        judge_runs.end_run(session, run_id, outcome.status, outcome.message)
+    with session_scope(engine, read_only=True) as session:
+        return judge_runs.run_summary(judge_runs.get_run(session, "cli", run_id))
+
+
+def _prepare(engine: Engine, run_id: int, options: RunOptions, recorded_sha: str) -> ItemSource:
     options.check()
     template = read_template(options.template)
     if template_sha256(template) != recorded_sha:
         raise ValidationFailed(
             f"judge run {run_id}: its template file changed since the run was recorded (start a new run)"
         )
-    source = ItemSource(
+    return ItemSource(
         engine,
         judge=options.judge_name(),
         model=options.model,
@@ -431,13 +450,6 @@ def execute_run(engine: Engine, run_id: int, progress: Progress = no_progress) -
         models=options.models or None,
         limit=options.limit,
     )
-    with session_scope(engine) as session:
-        judge_runs.begin_run(session, run_id, items=source.total, pid=os.getpid())
-    outcome = asyncio.run(_main(engine, run_id, options, source, actor, progress))
-    with session_scope(engine) as session:
-        judge_runs.end_run(session, run_id, outcome.status, outcome.message)
-    with session_scope(engine, read_only=True) as session:
-        return judge_runs.run_summary(judge_runs.get_run(session, "cli", run_id))
 
 
 async def _main(engine, run_id, options, source, actor, progress) -> _Outcome:
@@ -454,6 +466,25 @@ async def _main(engine, run_id, options, source, actor, progress) -> _Outcome:
 def _interrupt(run: _Pass, task) -> None:
     run.outcome = _Outcome(JudgeRunStatus.cancelled, "interrupted")
     run.stop.set()
+
+
+def launch_run(run_id: int, database_url: str) -> int:
+    """Execute a recorded run in a process of its own (`clinconsensus judge resume ID`); returns its pid.
+
+    The process outlives the page that started it; the page follows it through the run record and
+    stops it through the record's cancel flag. It reads the API key from its own environment.
+    """
+    command = [sys.executable, "-m", "cli.main", "judge", "resume", str(run_id)]
+    process = subprocess.Popen(
+        command,
+        cwd=PROJECT_ROOT,
+        env={**os.environ, "DATABASE_URL": database_url},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    return process.pid
 
 
 def run_judge(engine: Engine, options: RunOptions, by: User | str = "cli", progress: Progress = no_progress) -> dict:
