@@ -381,6 +381,24 @@ def model_scores(grid: DecisionGrid, scores: Scores, k: int) -> pd.DataFrame:
     return frame
 
 
+JUDGE_SCORED_COLUMNS = ["n_responses", "rubric_accuracy", "pass_at_k", "cacs_at_k", "mean_length"]
+
+
+def judge_scored_models(grid: DecisionGrid, source: str, judge: str, k: int) -> pd.DataFrame:
+    """Models without one complete response under `source`, scored by judge `judge` instead.
+
+    A new model evaluated without physicians (responses only, then a judge run) has no gold; its
+    RA / Pass@k / CACS@k come from the judge's decisions and are marked as such (`scored_by`).
+    """
+    base = model_scores(grid, response_scores(grid, source), k)
+    judged = model_scores(grid, response_scores(grid, JUDGE_PREFIX + judge), k)
+    unscored = base.index[base["n_responses"] == 0]
+    frame = judged.loc[unscored, JUDGE_SCORED_COLUMNS]
+    frame = frame[frame["n_responses"] > 0].copy()
+    frame["scored_by"] = JUDGE_PREFIX + judge
+    return frame
+
+
 # Agreement between the two groups --------------------------------------------------------------
 
 

@@ -13,7 +13,8 @@ judge counts all its rows.
 
 Beyond §3.6 (under keys of their own): `source`, `confidence_intervals` (bootstrap over cases),
 `agreement_extra` (κ, PABAK, AC1 beside MF1), `criterion_agreement` (the lowest-agreement criteria),
-`low_agreement_cases` (the tail of cases by mean case-level MF1).
+`low_agreement_cases` (the tail of cases by mean case-level MF1), and with a judge named for it,
+`judge_scored_models` (models the source does not score, scored by that judge, marked `scored_by`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class Report:
     low_agreement_cases: pd.DataFrame
     intervals: pd.DataFrame | None = None
     bootstrap: dict = field(default_factory=dict)
+    # Models the source does not score, scored by a judge instead (see metrics.judge_scored_models).
+    judge_scored: pd.DataFrame | None = None
 
 
 def build_report(
@@ -69,8 +72,13 @@ def build_report(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     grid: metrics.DecisionGrid | None = None,
+    judge_scored: str | None = None,
 ) -> Report:
-    """Every metric over `frames` (or an already prepared `grid` of them)."""
+    """Every metric over `frames` (or an already prepared `grid` of them).
+
+    `judge_scored`: a judge's name; models the source does not score (no complete response, e.g. a
+    new model with responses only) are scored by that judge and listed apart, marked.
+    """
     grid = grid if grid is not None else metrics.prepare(frames)
     n = grid.rubric_size
     k = metrics.validate_k(k, n)
@@ -96,6 +104,9 @@ def build_report(
         criterion_agreement=agreement_extra.criterion_agreement(grid),
         low_agreement_cases=agreement_extra.low_agreement_cases(agreement),
     )
+    if judge_scored:
+        metrics.parse_source(grid, metrics.JUDGE_PREFIX + judge_scored)  # an unknown judge is named
+        report.judge_scored = metrics.judge_scored_models(grid, source, judge_scored, k)
     if resamples:
         report.intervals = confidence_intervals(grid, scores, agreement, k, resamples=resamples, seed=seed)
         report.bootstrap = {"level": LEVEL, "resamples": resamples, "seed": seed, "unit": "case"}
@@ -185,6 +196,17 @@ def report_json(report: Report) -> dict:
         "pending": {key: count(value) for key, value in report.pending.items()},
         "source": report.source,
     }
+    if report.judge_scored is not None:
+        result["judge_scored_models"] = {
+            model: {
+                "scored_by": row["scored_by"],
+                "n_responses": count(row["n_responses"]),
+                "rubric_accuracy": number(row["rubric_accuracy"]),
+                "pass_at_k": number(row["pass_at_k"]),
+                "cacs_at_k": number(row["cacs_at_k"]),
+            }
+            for model, row in report.judge_scored.iterrows()
+        }
     result["confidence_intervals"] = _intervals_json(report)
     result["agreement_extra"] = {
         model: {
@@ -254,6 +276,10 @@ def tables(report: Report) -> dict[str, pd.DataFrame]:
     models = report.models.copy()
     if report.intervals is not None:
         models = models.join(report.intervals)
+    models["scored_by"] = report.source
+    if report.judge_scored is not None and len(report.judge_scored):
+        # Beside the others, marked: rows of models only a judge has scored replace their empty rows.
+        models = pd.concat([models.drop(index=report.judge_scored.index), report.judge_scored])
     agreement = report.agreement.per_model.drop(columns=["a", "b", "c", "d"])
     cross = report.cross_grader
     return {
@@ -307,6 +333,15 @@ def print_tables(report: Report, stream: TextIO) -> None:
         print(f"Models (source {report.source}, k = {report.k}, N = {report.n}; complete responses only)", file=stream)
         print(report.models[MODEL_COLUMNS].to_string(), file=stream)
         print(file=stream)
+        if report.judge_scored is not None and len(report.judge_scored):
+            by = report.judge_scored["scored_by"].iloc[0]
+            print(
+                f"Models scored by {by} (judge-scored, not physician-scored; no complete response under "
+                f"{report.source})",
+                file=stream,
+            )
+            print(report.judge_scored[MODEL_COLUMNS].to_string(), file=stream)
+            print(file=stream)
         print("Agreement between the expert groups (aligned pairs)", file=stream)
         print(report.agreement.per_model[AGREEMENT_COLUMNS].to_string(), file=stream)
         overall = number(report.agreement.overall_mf1)
@@ -354,13 +389,14 @@ def run_report(
     out_dir=None,
     stream: TextIO = sys.stdout,
     progress: Progress = no_progress,
+    judge_scored: str | None = None,
 ) -> Report:
     """Load the database, compute, print the model and agreement tables, write what was asked for."""
     steps = 2 + bool(json_path) + bool(out_dir)
     progress(0, steps, "loading the database")
     frames = load_frames(engine)
     progress(1, steps, "computing")
-    report = build_report(frames, k=k, source=source)
+    report = build_report(frames, k=k, source=source, judge_scored=judge_scored)
     done = 2
     print_tables(report, stream)
     if json_path:

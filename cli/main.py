@@ -125,6 +125,7 @@ def cmd_report(args) -> int:
         out_dir=args.out,
         stream=sys.stdout,
         progress=_progress("report"),
+        judge_scored=args.judge_scored,
     )
     return 0
 
@@ -337,6 +338,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="compute every figure; print tables, write report.json")
     p.add_argument("--json", default=None, metavar="FILE")
+    p.add_argument(
+        "--judge-scored",
+        default=None,
+        metavar="NAME",
+        help="score models the source does not score (e.g. a new model with responses only) by this judge, marked",
+    )
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--source", default="gold", help="gold | group1 | group2 | judge:NAME")
     p.add_argument("--out", default=None, metavar="DIR", help="also write CSV tables and report.html here")
