@@ -22,6 +22,7 @@ import argparse
 import hashlib
 import json
 import re
+import socket
 import sys
 import threading
 import time
@@ -76,6 +77,12 @@ class LLMServer:
 
             def log_message(self, *args) -> None:  # quiet
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                # Headers and body go out in two writes: without this, Nagle's algorithm and the
+                # client's delayed ACK hold the body back ~40 ms on every keep-alive request.
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
