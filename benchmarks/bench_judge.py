@@ -148,7 +148,7 @@ def time_runs(engine, latency: float, items: list[int]) -> None:
             f"{'concurrency':>11} {'items':>6} {'run s':>7} {'with setup s':>12} {'items/s':>8} {'ideal':>7} "
             f"{'share':>6} {'overhead ms/item':>17}"
         )
-        for concurrency, answered, wall, total, rate, ideal, overhead, requests, errors in rows:
+        for concurrency, answered, wall, total, rate, ideal, overhead, _requests, errors in rows:
             print(
                 f"{concurrency:>11} {answered:>6} {wall:>7.2f} {total:>12.2f} {rate:>8.1f} {ideal:>7.0f} "
                 f"{rate / ideal:>6.0%} {overhead:>17.2f}" + (f"  ({errors} errors)" if errors else "")
