@@ -244,3 +244,12 @@ def _as_json(value):
 def _as_list(value) -> list:
     value = _as_json(value)
     return list(value) if value is not None else []
+
+
+def audit_head(engine: Engine) -> dict:
+    """The audit log's head ({count, hash}) for an export's manifest: `audit verify --anchor` checks it later."""
+    from db.audit import audit_head as head_of
+    from db.engine import session_scope
+
+    with session_scope(engine, read_only=True) as session:
+        return head_of(session).as_dict()

@@ -11,9 +11,12 @@ DEFAULT_SQLITE_FILE = DEFAULT_DATA_DIR / "clinconsensus.db"
 #: Criteria per case (DESIGN §3.1); an installation may change it, the benchmark uses 30.
 RUBRIC_SIZE = int(os.environ.get("CLINCONSENSUS_RUBRIC_SIZE", "30"))
 
-#: Failed logins before an account is locked, and for how long.
+#: Failed sign-ins of one username (known or not) within the window before it is locked, and for how long.
 MAX_FAILED_LOGINS = 5
 LOCKOUT_MINUTES = 15
+
+#: A browser sign-in ends after this long without use (besides its absolute lifetime of 12 hours).
+IDLE_TIMEOUT_MINUTES = int(os.environ.get("CLINCONSENSUS_IDLE_MINUTES", "30"))
 
 
 def database_url() -> str:

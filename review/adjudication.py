@@ -10,6 +10,7 @@ from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
 from ui import shell
 from ui.checker import met_names, met_text, page_start, response_box
+from ui.keys import widget_key
 from ui.shell import t
 from ui.widgets import case_card, plain, show_error, show_text
 
@@ -59,7 +60,7 @@ def _side(title: str, side: review.Side) -> None:
 
 
 def _cell(view: review.AdjudicationView, cell: review.AdjudicationCell) -> review.AdjudicationInput | None:
-    key = f"review_adj_{view.response_id}_{cell.criterion_id}"
+    key = widget_key("review_adj", view.response_id, cell.criterion_id)
     with st.container(border=True):
         st.markdown(f"**{cell.position}** · {plain(cell.criterion_id)}")
         show_text(cell.text)

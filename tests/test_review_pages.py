@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from sqlmodel import select
 
 from db import review
 from db.engine import session_scope
-from db.models import AuditLog, Label, RubricStatus, RubricVersion, Stage, User
+from db.models import AuditLog, Label, Response, RubricStatus, RubricVersion, Stage, User
 from i18n import translate
 from review import pages as review_pages
-from tests.support.apptest_helpers import button, open_page, signed_in, texts
+from tests.support.apptest_helpers import button, open_page, signed_in, texts, widget_key_of
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 
 CHECKER_PAGES = {
@@ -51,6 +52,17 @@ def studio(app_database):
         rubric = make_rubric(s, draft_case, n=N, status=RubricStatus.submitted, author=people["ann1"])
         ids = {"response": response.id, "rubric": rubric.id, "code": response.code}
     return app_database, ids
+
+
+def groups_checked(engine, ids):
+    """Both groups' checks confirm their annotations (by checkers not otherwise used here): adjudication may start."""
+    with session_scope(engine) as s:
+        response = s.get(Response, ids["response"])
+        checkers = {1: make_user(s, "chk1c", "checker", 1), 2: make_user(s, "chk2c", "checker", 2)}
+        for label in s.exec(select(Label).where(Label.response_id == response.id)).all():
+            make_label(
+                s, response, label.criterion_id, label.met, checkers[label.group_no], stage=Stage.check, note=label.note
+            )
 
 
 def test_navigation_shows_review_pages_to_checkers_only(studio):
@@ -138,12 +150,14 @@ def test_label_check_confirms_and_corrects(studio):
     assert "ann2" in texts(app) and "组二认为不满足" in texts(app)
     assert "组一认为满足" not in texts(app)  # the other group's notes stay hidden
     # Correct c02 (annotator: met) to not met without a note: refused, nothing saved.
-    app.radio(key=f"review_check_{ids['response']}_c02_met").set_value(False)
+    key = widget_key_of(app, "review_check", ids["response"], "c02")
+    assert re.fullmatch(r"review_check_[0-9a-f]{12}", key)  # a random name, not the response's id
+    app.radio(key=f"{key}_met").set_value(False)
     app = button(app, t("review.check.save")).click().run()
     assert app.error and "note" in app.error[0].value
     with session_scope(engine, read_only=True) as s:
         assert s.exec(select(Label).where(Label.stage == Stage.check)).all() == []
-    app.text_input(key=f"review_check_{ids['response']}_c02_note").input("回答未说明")
+    app.text_input(key=f"{key}_note").input("回答未说明")
     app = button(app, t("review.check.save")).click().run()
     assert not app.error
     assert app.success[0].value == t("review.check.saved", n=N, code=ids["code"])
@@ -157,12 +171,13 @@ def test_label_check_confirms_and_corrects(studio):
 
 def test_adjudication_decides_gold_with_a_required_rationale(studio):
     engine, ids = studio
+    groups_checked(engine, ids)
     app = open_page(signed_in(engine, "chk1b"), "review-adjudication")
     shown = texts(app)
     assert t("review.adjudication.label_a") in shown and t("review.adjudication.label_b") in shown
     assert "组一认为满足" in shown and "组二认为不满足" in shown
     assert "secret-model" not in shown and "<b>" not in "".join(m.value for m in app.markdown)
-    key = f"review_adj_{ids['response']}_c01"
+    key = widget_key_of(app, "review_adj", ids["response"], "c01")
     app.radio(key=f"{key}_met").set_value(False)
     app = button(app, t("review.adjudication.save")).click().run()
     assert app.error and "rationale" in app.error[0].value
@@ -180,11 +195,12 @@ def test_adjudication_decides_gold_with_a_required_rationale(studio):
 
 def test_second_adjudicator_is_refused_and_shown_the_newer_decision(studio):
     engine, ids = studio
+    groups_checked(engine, ids)
     app = open_page(signed_in(engine, "chk1b"), "review-adjudication")
     with session_scope(engine) as s:
         other = make_user(s, "chk2b", "checker", 2)
         review.adjudicate(s, other, response_id=ids["response"], criterion_id="c01", met=True, rationale="先到先得")
-    key = f"review_adj_{ids['response']}_c01"
+    key = widget_key_of(app, "review_adj", ids["response"], "c01")
     app.radio(key=f"{key}_met").set_value(False)
     app.text_input(key=f"{key}_why").input("我认为不满足")
     app = button(app, t("review.adjudication.save")).click().run()

@@ -23,7 +23,7 @@ from analysis.exports.common import (
     sha256_file,
 )
 from analysis.exports.release import release_records
-from analysis.loader import load_judge, load_label_decisions, load_responses
+from analysis.loader import audit_head, load_judge, load_label_decisions, load_responses
 from analysis.metrics import cacs
 from db.errors import ValidationFailed
 from db.gold import complete_responses, gold_labels, group_final_labels
@@ -250,6 +250,7 @@ def export_judgements(
         "sha256": files,
         "official_scorer": "python scripts/eval_cacs.py --data DIR/cases.jsonl --judgements-dir DIR/judgements "
         f"--threshold {k}",
+        "audit_head": audit_head(engine),
     }
     _write_json(directory / JUDGEMENTS_MANIFEST, manifest)
     summary = ExportSummary(

@@ -1,7 +1,7 @@
 """judge runs: a record per run of an LLM judge and a result cache per item
 
 Revision ID: 0005
-Revises: 0002
+Revises: 0003
 
 `judge_run` records what was asked of which endpoint (never the API key) and how it went;
 `judge_result` keeps each answer (raw output, parse outcome, tokens, latency) under a hash of
@@ -13,7 +13,7 @@ import sqlmodel
 from alembic import op
 
 revision = "0005"
-down_revision = "0002"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
