@@ -20,6 +20,7 @@ from db import labeling
 from db.errors import ClinConsensusError, StaleEdit, ValidationFailed
 from db.labeling import LabelingView, LabelInput, LabelQueue, RubricChanged
 from db.models import Role
+from db.notes import MAX_NOTE_CHARS
 from ui import shell, widgets
 from ui.case_panel import case_panel
 
@@ -252,9 +253,7 @@ def _checklist(view: LabelingView) -> pd.DataFrame:
         "criterion_id": st.column_config.TextColumn(t("annotate.labeling.col.id"), width=56, disabled=True),
         "text": st.column_config.TextColumn(t("annotate.labeling.col.text"), width=TEXT_WIDTH, disabled=True),
         "met": st.column_config.CheckboxColumn(t("annotate.labeling.col.met"), width=64),
-        "note": st.column_config.TextColumn(
-            t("annotate.labeling.col.note"), width=220, max_chars=labeling.MAX_NOTE_CHARS
-        ),
+        "note": st.column_config.TextColumn(t("annotate.labeling.col.note"), width=220, max_chars=MAX_NOTE_CHARS),
     }
     # "ignore": ticking a box does not rerun the page; the edits travel with the save.
     return st.data_editor(

@@ -12,13 +12,13 @@ from sqlmodel import Session
 from db import gold
 from db.errors import PermissionDenied, ValidationFailed
 from db.models import NO_GROUP, Case, Label, Response, Stage, User
-from db.review.locked_save import LabelView, _label_view, save_label
 
 #: Longest note, comment or rationale a checker may save.
+from db.notes import clean_note
+from db.review.locked_save import LabelView, _label_view, save_label
 from db.review.shared import (
     AB_ORDER_SALT,
     CaseText,
-    _clean_text,
     _criteria,
     _require_checker,
     _response_and_case,
@@ -247,7 +247,7 @@ def adjudicate(
 ) -> LabelView:
     """Decides one disputed cell: the decision is the gold label (source "adjudicated")."""
     _require_may_adjudicate(session, user, response_id)
-    rationale = _clean_text(rationale, "rationale", required=True)
+    rationale = clean_note(rationale, "rationale", required=True)
     response, case = _response_and_case(session, response_id)
     frame = pd.DataFrame(
         session.execute(
