@@ -1,9 +1,9 @@
-"""The analysis dashboard (admins and checkers): the report's tables and figures, filtered, each downloadable.
+"""The analysis dashboard (admins only): the report's tables and figures, filtered, each downloadable.
 
 The decision grid of the whole database is built once per data version (a cheap fingerprint query)
 and kept as a shared read-only resource; filters select rows of that grid, so changing a filter
-recomputes only the metrics, never re-reads the database. Aggregates show model names: annotators
-never reach this page.
+recomputes only the metrics, never re-reads the database. Aggregates show model names: annotators and
+checkers never reach this page.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from analysis.loader import data_version, load_frames
 from analysis.report import Report, build_report, report_json, tables
 from db.errors import ClinConsensusError
 from db.models import Role
+from db.policies import require_may_see_group_statistics
 from db.taxonomy import get_taxonomy
 from ui import shell
 
@@ -145,7 +146,7 @@ def _figure(t, name: str, figure, key: str) -> None:
 
 
 def render() -> None:
-    shell.require_user(Role.admin, Role.checker)
+    require_may_see_group_statistics(shell.require_user(Role.admin))
     t = shell.translator()
     language = shell.lang()
     st.title(t("analysis.nav"))
@@ -248,8 +249,8 @@ def _named_slices(frame: pd.DataFrame, language: str) -> pd.DataFrame:
 
 
 def pages(user) -> list[tuple[str, st.Page]]:
-    """Navigation contribution: the dashboard, for admins and checkers."""
-    if user.role not in (Role.admin, Role.checker):
+    """Navigation contribution: the dashboard, for admins only."""
+    if user.role != Role.admin:
         return []
     return [
         (

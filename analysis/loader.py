@@ -241,3 +241,12 @@ def data_version(engine: Engine) -> tuple[str, ...]:
     ]
     with engine.connect() as connection:
         return tuple(str(value) for statement in statements for value in connection.execute(statement).one())
+
+
+def audit_head(engine: Engine) -> dict:
+    """The audit log's head ({count, hash}) for an export's manifest: `audit verify --anchor` checks it later."""
+    from db.audit import audit_head as head_of
+    from db.engine import session_scope
+
+    with session_scope(engine, read_only=True) as session:
+        return head_of(session).as_dict()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -98,6 +97,9 @@ def cmd_users(args) -> int:
         elif args.action == "reset-password":
             users.reset_password(session, username=args.name, password=_read_password(args), actor="cli")
             print(f"password reset for {args.name}")
+        elif args.action == "unlock":
+            was_locked = users.unlock(session, username=args.name, actor="cli")
+            print(f"login lock of {args.name} lifted" if was_locked else f"{args.name} was not locked")
         elif args.action == "list":
             for user in users.list_users(session):
                 state = "active" if user.is_active else "inactive"
@@ -168,14 +170,36 @@ def cmd_demo(args) -> int:
 
 
 def cmd_audit(args) -> int:
-    from db.audit import verify_chain
+    from db.audit_replay import anchor_from_manifest, verify_audit
     from db.engine import session_scope
+    from db.limits import InputRejected, loads
 
+    anchor = None
+    if args.anchor:
+        path = Path(args.anchor)
+        try:
+            anchor = anchor_from_manifest(loads(path.read_text(encoding="utf-8")))
+        except (ValueError, InputRejected) as error:
+            raise CommandFailed(f"{path}: {error}") from None
     with session_scope(_engine(), read_only=True) as session:
-        report = verify_chain(session)
-    if not report.ok:
-        raise CommandFailed(f"audit chain broken at entry {report.first_bad_id}: {report.reason}")
-    print(f"audit chain verified: {report.entries} entries")
+        result = verify_audit(session, anchor=anchor)
+    if not result.ok:
+        for line in result.problems:
+            print(line, file=sys.stderr)
+        raise CommandFailed(f"audit verify failed: {len(result.problems)} problem(s); first: {result.problems[0]}")
+    replayed = result.replay
+    print(
+        f"audit verified: {result.entries} entries, chain keyed and intact; replay matches "
+        f"{replayed.labels} labels, {replayed.rubric_versions} rubric versions, {replayed.assignments} assignments"
+        + (f"; anchor of {args.anchor} present" if anchor else "")
+    )
+    return 0
+
+
+def cmd_backup(args) -> int:
+    from db.backup import backup
+
+    print(backup(_engine(), Path(args.file)))
     return 0
 
 
@@ -186,7 +210,9 @@ def cmd_migrate(args) -> int:
 
 
 def cmd_serve(args) -> int:
+    from db.audit import KEY_FILE_ENV, audit_key_file
     from db.config import database_url
+    from db.engine import get_engine
 
     _engine()
     command = [
@@ -201,9 +227,15 @@ def cmd_serve(args) -> int:
         args.address,
     ]
     # Streamlit reads .streamlit/config.toml from its working directory: run it from the project's
-    # root, with the database this command just migrated (a relative default would move with it).
-    env = {**os.environ, "DATABASE_URL": database_url()}
-    return subprocess.call(command, env=env, cwd=ENTRY_FILE.parent)
+    # root, with the database this command just migrated and the audit key file it would use (a
+    # relative default would move with the working directory).
+    env = {**os.environ, "DATABASE_URL": database_url(), KEY_FILE_ENV: str(audit_key_file())}
+    get_engine().dispose()
+    os.chdir(ENTRY_FILE.parent)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Replace this process with Streamlit: a SIGTERM to the pid the caller holds stops the server itself.
+    os.execve(sys.executable, command, env)
 
 
 # Parser -----------------------------------------------------------------------------------
@@ -232,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_status)
 
     p = sub.add_parser("users", help="manage accounts")
-    p.add_argument("action", choices=["add", "deactivate", "activate", "reset-password", "list"])
+    p.add_argument("action", choices=["add", "deactivate", "activate", "reset-password", "unlock", "list"])
     p.add_argument("name", nargs="?")
     p.add_argument("--role", choices=["admin", "annotator", "checker"])
     p.add_argument("--group", choices=["1", "2"])
@@ -262,9 +294,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=7)
     p.set_defaults(handler=cmd_demo)
 
-    p = sub.add_parser("audit", help="verify the audit log's hash chain")
+    p = sub.add_parser("audit", help="verify the audit log: keyed chain, replay against the tables, anchors")
     p.add_argument("action", choices=["verify"])
+    p.add_argument("--anchor", default=None, metavar="MANIFEST", help="an export's manifest.json: detect a rollback")
     p.set_defaults(handler=cmd_audit)
+
+    p = sub.add_parser("backup", help="a consistent copy of the database while the app runs")
+    p.add_argument("file", help="SQLite: a database file; PostgreSQL: a pg_dump archive (pg_restore)")
+    p.set_defaults(handler=cmd_backup)
 
     p = sub.add_parser("migrate", help="bring the database to the current schema")
     p.set_defaults(handler=cmd_migrate)

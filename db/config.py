@@ -15,7 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 DEFAULT_DATA_DIR = Path("data")
 DEFAULT_SQLITE_FILE = DEFAULT_DATA_DIR / "clinconsensus.db"
 
-#: Failed logins before an account is locked, and for how long.
+#: Failed sign-ins of one username (known or not) within the window before it is locked, and for how long.
 MAX_FAILED_LOGINS = 5
 LOCKOUT_MINUTES = 15
 
@@ -27,6 +27,13 @@ class Settings(BaseSettings):
     database_url: str = Field(default="", validation_alias="DATABASE_URL")
     #: Criteria per case (DESIGN §3.1); the benchmark and the public release use 30.
     rubric_size: int = Field(default=30, ge=1, le=1000)
+    #: A browser sign-in ends after this long without use (besides its absolute lifetime of 12 hours).
+    idle_minutes: int = Field(default=30, ge=1)
+    #: The audit chain's key, or the file that holds it (created on first use under ./data/).
+    audit_key: str = ""
+    audit_key_file: Path | None = None
+    #: The time zone of times shown when the browser does not say its own (an IANA name).
+    timezone: str = ""
     #: A taxonomy file replacing the shipped db/taxonomy.json.
     taxonomy: Path | None = None
     #: One password for every demo account (else each gets a fresh random one, shown once).
@@ -42,10 +49,15 @@ class Settings(BaseSettings):
     def _strip(cls, value: object) -> object:
         return value.strip() if isinstance(value, str) else value
 
-    @field_validator("taxonomy", mode="before")
+    @field_validator("audit_key", "timezone", mode="before")
+    @classmethod
+    def _strip_text(cls, value: object) -> object:
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator("taxonomy", "audit_key_file", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
-        return None if value == "" else value
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("require_postgres", "require_browser", mode="before")
     @classmethod
@@ -60,6 +72,8 @@ def get_settings() -> Settings:
 
 #: Criteria per case (DESIGN §3.1); an installation may change it, the benchmark uses 30.
 RUBRIC_SIZE = get_settings().rubric_size
+#: A browser sign-in ends after this long without use (CLINCONSENSUS_IDLE_MINUTES).
+IDLE_TIMEOUT_MINUTES = get_settings().idle_minutes
 
 
 def database_url() -> str:

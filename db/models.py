@@ -32,8 +32,6 @@ class User(SQLModel, table=True):
     group_no: int | None = Field(default=None, description="expert group 1 or 2; none for admins")
     is_active: bool = Field(default=True)
     password_hash: str | None = Field(default=None, max_length=255)
-    failed_logins: int = Field(default=0)
-    locked_until: datetime | None = Field(default=None)
     created_at: datetime = Field(default_factory=utcnow)
     lock_version: int = Field(default=1)
 
@@ -154,6 +152,22 @@ class Draft(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
 
 
+class LabelTiming(SQLModel, table=True):
+    """Active time a person spent on one saved response (idle stretches over a minute not counted)."""
+
+    __tablename__ = "label_timing"
+    __table_args__ = (Index("ix_label_timing_user_saved", "user_id", "saved_at"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    user_id: int = Field(foreign_key="user.id")
+    response_id: int = Field(foreign_key="response.id", index=True)
+    stage: str = Field(max_length=16)
+    rubric_version_id: int | None = Field(default=None, foreign_key="rubric_version.id")
+    active_ms: int = Field(default=0)
+    n_criteria: int = Field(default=0)
+    saved_at: datetime = Field(default_factory=utcnow)
+
+
 class AuditLog(SQLModel, table=True):
     """Append-only: each entry carries the hash of the one before it."""
 
@@ -181,3 +195,31 @@ class LoginSession(SQLModel, table=True):
     user_id: int = Field(foreign_key="user.id", index=True)
     created_at: datetime = Field(default_factory=utcnow)
     expires_at: datetime
+    # The idle timeout counts from here; refreshed at most once a minute while the browser is used.
+    last_seen_at: datetime = Field(default_factory=utcnow)
+
+
+class LoginThrottle(SQLModel, table=True):
+    """Failed sign-ins per username tried, whether or not such an account exists.
+
+    Counted with one atomic statement per failure, so parallel attempts cannot lose a count.
+    """
+
+    __tablename__ = "login_throttle"
+
+    username_key: str = Field(max_length=64, primary_key=True, description="the name tried, folded to lower case")
+    failures: int = Field(default=0)
+    locked_until: datetime | None = Field(default=None)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class AdjudicationOpening(SQLModel, table=True):
+    """A checker saw both groups' labels of a response: their own group's labels on it are closed to them."""
+
+    __tablename__ = "adjudication_opening"
+    __table_args__ = (UniqueConstraint("user_id", "response_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    user_id: int = Field(foreign_key="user.id")
+    response_id: int = Field(foreign_key="response.id", index=True)
+    opened_at: datetime = Field(default_factory=utcnow)

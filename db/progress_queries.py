@@ -134,9 +134,18 @@ def my_progress(session: Session, user: User) -> dict:
     """The sidebar's figures for an annotator: done and assigned items of their own queue."""
     require_active(user)
     if user.role != Role.annotator:
-        return dict(assigned=0, done=0)
-    items = my_queue(session, user, AssignmentKind.rubric) + my_queue(session, user, AssignmentKind.label)
-    return dict(assigned=len(items), done=sum(item["done"] for item in items))
+        return dict(assigned=0, done=0, label_assigned=0, label_done=0, rubric_assigned=0, rubric_done=0)
+    rubrics = my_queue(session, user, AssignmentKind.rubric)
+    labels = my_queue(session, user, AssignmentKind.label)  # the labeling page's own queue: one definition
+    items = rubrics + labels
+    return dict(
+        assigned=len(items),
+        done=sum(item["done"] for item in items),
+        label_assigned=len(labels),
+        label_done=sum(item["done"] for item in labels),
+        rubric_assigned=len(rubrics),
+        rubric_done=sum(item["done"] for item in rubrics),
+    )
 
 
 def model_names(session: Session, *, actor: User) -> list[str]:

@@ -22,6 +22,8 @@ from tests.support.apptest_helpers import app_database  # noqa: F401  (a fixture
 from tools.pg_server import PostgresServer, PostgresUnavailable
 
 _counter = itertools.count()
+# The audit chain's key (db.audit): fixed for the test session and the commands and servers it starts.
+os.environ.setdefault("CLINCONSENSUS_AUDIT_KEY", "test-audit-key-not-secret")
 TEMPLATE_DB = "cc_template"
 
 

@@ -116,7 +116,7 @@ def _plain(value) -> str:
 
 
 def _json(value) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
 def _encoded(values) -> np.ndarray:
@@ -215,7 +215,9 @@ class _HashingWriter:
 
 
 def _write_json(path: Path, value, indent: int | None = 2) -> None:
-    path.write_text(json.dumps(value, ensure_ascii=False, indent=indent) + "\n", encoding="utf-8", newline="\n")
+    path.write_text(
+        json.dumps(value, ensure_ascii=False, indent=indent, allow_nan=False) + "\n", encoding="utf-8", newline="\n"
+    )
 
 
 def _prepare_dir(directory: Path, names: Iterable[str]) -> Path:

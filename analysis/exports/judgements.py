@@ -18,7 +18,7 @@ from analysis.exports.common import (
     _write_json,
     sha256_file,
 )
-from analysis.loader import load_judge, load_label_decisions, load_responses
+from analysis.loader import audit_head, load_judge, load_label_decisions, load_responses
 from db.config import RUBRIC_SIZE
 from db.errors import ValidationFailed
 from db.gold import complete_responses, gold_labels, group_final_labels
@@ -143,6 +143,7 @@ def export_judgements(
         "models": per_model,
         "sha256": files,
         "left_out": left_out,
+        "audit_head": audit_head(engine),
     }
     _write_json(directory / JUDGEMENTS_MANIFEST, manifest)
     summary = ExportSummary(

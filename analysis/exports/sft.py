@@ -32,7 +32,7 @@ from analysis.exports.common import (
     user_message,
 )
 from analysis.exports.judge_items import _cases_with_text
-from analysis.loader import load_label_decisions, load_label_notes, load_responses
+from analysis.loader import audit_head, load_label_decisions, load_label_notes, load_responses
 from db.errors import ValidationFailed
 from db.gold import DECISION, gold_labels
 from db.models import Stage
@@ -275,6 +275,7 @@ def export_sft(
         },
         "explanation_rule": EXPLANATION_RULE,
         "files": files,
+        "audit_head": audit_head(engine),
     }
     _write_json(directory / "manifest.json", manifest)
     summary = ExportSummary(

@@ -12,8 +12,6 @@ from db.audit import record
 from db.errors import NotFound, StaleEdit
 from db.label_view import LabelView
 from db.models import Case, Label, Response, Stage, User, utcnow
-
-#: Longest note, comment or rationale a checker may save.
 from db.review.shared import _username, current_rubric_version_id
 
 # Saving a label with optimistic locking -----------------------------------------------------
