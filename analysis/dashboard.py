@@ -16,8 +16,7 @@ import streamlit as st
 
 from analysis import figures as figure_builders
 from analysis import metrics
-from analysis.freshness import data_version
-from analysis.loader import load_frames
+from analysis.loader import data_version, load_frames
 from analysis.report import Report, build_report, report_json, tables
 from db.errors import ClinConsensusError
 from db.models import Role

@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.loader import Frames
+from analysis.frames import Frames
 from db.config import RUBRIC_SIZE
+from db.enums import Stage
 from db.errors import ValidationFailed
 from db.gold import decisions_with_finals, gold_values
-from db.models import Stage
 from db.taxonomy import get_taxonomy
 
 MISSING, NOT_MET, MET = -1, 0, 1

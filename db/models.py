@@ -7,43 +7,21 @@ Enumerations are stored as short strings so both SQLite and PostgreSQL read them
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, Column, Index, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+# The vocabulary lives in a module without SQL (the pure analysis code reads it); named here too.
+from db.enums import NO_GROUP as NO_GROUP
+from db.enums import AssignmentKind as AssignmentKind
+from db.enums import Role as Role
+from db.enums import RubricStatus as RubricStatus
+from db.enums import Stage as Stage
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-class Role(StrEnum):
-    admin = "admin"
-    annotator = "annotator"
-    checker = "checker"
-
-
-class RubricStatus(StrEnum):
-    draft = "draft"
-    submitted = "submitted"
-    approved = "approved"
-    returned = "returned"
-
-
-class Stage(StrEnum):
-    annotation = "annotation"
-    check = "check"
-    adjudication = "adjudication"
-
-
-class AssignmentKind(StrEnum):
-    rubric = "rubric"
-    label = "label"
-
-
-#: `label.group_no` of an adjudication, which belongs to no group (DESIGN §3.3 writes null).
-NO_GROUP = 0
 
 
 class User(SQLModel, table=True):

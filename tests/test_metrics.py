@@ -14,7 +14,7 @@ from sklearn.metrics import f1_score
 from analysis import agreement as agreement_extra
 from analysis import metrics
 from analysis.bootstrap import confidence_intervals
-from analysis.loader import Frames
+from analysis.frames import Frames
 from analysis.report import build_report, report_json
 from analysis.report import tables as report_tables
 from db.errors import ValidationFailed
