@@ -15,6 +15,7 @@ from sqlmodel import Field, SQLModel
 # The vocabulary lives in a module without SQL (the pure analysis code reads it); named here too.
 from db.enums import NO_GROUP as NO_GROUP
 from db.enums import AssignmentKind as AssignmentKind
+from db.enums import JudgeRunStatus as JudgeRunStatus
 from db.enums import Role as Role
 from db.enums import RubricStatus as RubricStatus
 from db.enums import Stage as Stage
@@ -223,14 +224,6 @@ class AdjudicationOpening(SQLModel, table=True):
     user_id: int = Field(foreign_key="user.id")
     response_id: int = Field(foreign_key="response.id", index=True)
     opened_at: datetime = Field(default_factory=utcnow)
-
-
-class JudgeRunStatus(StrEnum):
-    pending = "pending"
-    running = "running"
-    finished = "finished"
-    cancelled = "cancelled"
-    failed = "failed"
 
 
 class JudgeRun(SQLModel, table=True):
