@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.loader import Frames
+from analysis.frames import Frames
 from db.config import RUBRIC_SIZE
+from db.enums import Stage
 from db.errors import ValidationFailed
 from db.gold import decisions_with_finals, gold_values
-from db.models import Stage
 from db.taxonomy import get_taxonomy
 
 MISSING, NOT_MET, MET = -1, 0, 1
@@ -30,7 +30,7 @@ DEFAULT_K = 10
 SENSITIVITY_THRESHOLDS = (6, 7, 8, 9, 12, 15)
 TOP_SETS = (3, 5)
 RATER_COLUMNS = ("annotators_g1", "annotators_g2", "checkers_g1", "checkers_g2")
-SLICE_DIMENSIONS = ("difficulty", "register", "macro_category", "task_theme", "capability_family")
+SLICE_DIMENSIONS = ("difficulty", "register", "macro_category", "subject", "task_theme", "capability_family")
 
 
 @dataclass
@@ -435,6 +435,24 @@ def model_scores(grid: DecisionGrid, scores: Scores, k: int) -> pd.DataFrame:
     return frame
 
 
+JUDGE_SCORED_COLUMNS = ["n_responses", "rubric_accuracy", "pass_at_k", "cacs_at_k", "mean_length"]
+
+
+def judge_scored_models(grid: DecisionGrid, source: str, judge: str, k: int) -> pd.DataFrame:
+    """Models without one complete response under `source`, scored by judge `judge` instead.
+
+    A new model evaluated without physicians (responses only, then a judge run) has no gold; its
+    RA / Pass@k / CACS@k come from the judge's decisions and are marked as such (`scored_by`).
+    """
+    base = model_scores(grid, response_scores(grid, source), k)
+    judged = model_scores(grid, response_scores(grid, JUDGE_PREFIX + judge), k)
+    unscored = base.index[base["n_responses"] == 0]
+    frame = judged.loc[unscored, JUDGE_SCORED_COLUMNS]
+    frame = frame[frame["n_responses"] > 0].copy()
+    frame["scored_by"] = JUDGE_PREFIX + judge
+    return frame
+
+
 # Agreement between the two groups --------------------------------------------------------------
 
 
@@ -566,11 +584,11 @@ def top_models(values: pd.Series, size: int) -> set:
 
 
 def top_overlap(x: pd.Series, y: pd.Series, size: int) -> float:
-    """|top-size(x) ∩ top-size(y)| / size, over the models both rank; NaN when none."""
+    """|top-size(x) ∩ top-size(y)| / min(size, models both rank) (DESIGN §4); NaN when none."""
     x, y = _defined(x, y)
     if x.empty:
         return float("nan")
-    return len(top_models(x, size) & top_models(y, size)) / size
+    return len(top_models(x, size) & top_models(y, size)) / min(size, len(x))
 
 
 def _constant(values: np.ndarray) -> bool:
@@ -672,6 +690,16 @@ def case_slice_values(cases: pd.DataFrame, dimension: str) -> pd.DataFrame:
     """(case_row, value) pairs of a slice dimension; themes and families are multi-valued, each once per case."""
     if dimension in ("difficulty", "register", "macro_category"):
         return pd.DataFrame({"case_row": np.arange(len(cases)), "value": cases[dimension].astype(str).to_numpy()})
+    if dimension == "subject":  # every subject label, as the official scorer's subject:<label> slices
+        pairs = [
+            (row, label) for row, labels in enumerate(cases["subject_labels"]) for label in dict.fromkeys(labels or [])
+        ]
+        return pd.DataFrame(
+            {
+                "case_row": np.asarray([row for row, _ in pairs], dtype=np.int64),
+                "value": np.asarray([str(label) for _, label in pairs], dtype=object),
+            }
+        )
     taxonomy = get_taxonomy()
     rows, values = [], []
     for row, labels in enumerate(cases["task_labels"]):

@@ -6,17 +6,19 @@ responses, a macro-F1 over no decisions, a correlation of constant input or of f
 points, a top-k overlap with no ranked model — is written as null.
 
 Conventions where §3.6 leaves a choice: `top3`/`top5` are the size of the intersection of the two
-top-k model sets divided by k (a fraction, like every rate; ties in a ranking are broken by model
-name); a ranking uses only the models both sides score. `n_aligned` counts aligned (model, case)
+top-k model sets divided by min(k, models ranked) (§4; ties in a ranking are broken by model name);
+a ranking uses only the models both sides score. `n_aligned` counts aligned (model, case)
 pairs. Decisions count only for criteria of the case's current approved rubric; `n_decisions` of a
 judge counts all its rows.
 
 Beyond §3.6 (under keys of their own): `source`, `confidence_intervals` (bootstrap over cases),
 `agreement_extra` (κ, PABAK, AC1 beside MF1), `criterion_agreement` (the lowest-agreement criteria),
-`low_agreement_cases` (the tail of cases by mean case-level MF1); from `analysis.reliability`:
-`criteria_flags` (the flag rule and counts), `judge_slices` (judge fidelity per slice value),
-`human_ceiling` (physicians against the other group), `agreement_slices` and `annotators` (pooled
-MF1 with bootstrap bounds; per annotator also the within-group check corrections).
+`low_agreement_cases` (the tail of cases by mean case-level MF1), and with a judge named for it,
+`judge_scored_models` (models the source does not score, scored by that judge, marked `scored_by`);
+from `analysis.reliability`: `criteria_flags` (the flag rule and counts), `judge_slices` (judge
+fidelity per slice value), `human_ceiling` (physicians against the other group), `agreement_slices`
+and `annotators` (pooled MF1 with bootstrap bounds; per annotator also the within-group check
+corrections).
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ class Report:
     low_agreement_cases: pd.DataFrame
     intervals: pd.DataFrame | None = None
     bootstrap: dict = field(default_factory=dict)
+    # Models the source does not score, scored by a judge instead (see metrics.judge_scored_models).
+    judge_scored: pd.DataFrame | None = None
     insights: reliability.Insights | None = None
 
 
@@ -75,10 +79,16 @@ def build_report(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     grid: metrics.DecisionGrid | None = None,
+    judge_scored: str | None = None,
     insights: bool = True,
 ) -> Report:
-    """Every metric over `frames` (or an already prepared `grid` of them); `insights=False` leaves out the
-    analysis depth of `analysis.reliability` (criteria, judges by model and slice, physicians)."""
+    """Every metric over `frames` (or an already prepared `grid` of them).
+
+    `judge_scored`: a judge's name; models the source does not score (no complete response, e.g. a
+    new model with responses only) are scored by that judge and listed apart, marked.
+    `insights=False` leaves out the analysis depth of `analysis.reliability` (criteria, judges by
+    model and slice, physicians).
+    """
     grid = grid if grid is not None else metrics.prepare(frames)
     n = grid.rubric_size
     k = metrics.validate_k(k, n)
@@ -104,6 +114,9 @@ def build_report(
         criterion_agreement=agreement_extra.criterion_agreement(grid),
         low_agreement_cases=agreement_extra.low_agreement_cases(agreement),
     )
+    if judge_scored:
+        metrics.parse_source(grid, metrics.JUDGE_PREFIX + judge_scored)  # an unknown judge is named
+        report.judge_scored = metrics.judge_scored_models(grid, source, judge_scored, k)
     if resamples:
         report.intervals = confidence_intervals(grid, scores, agreement, k, resamples=resamples, seed=seed)
         report.bootstrap = {"level": LEVEL, "resamples": resamples, "seed": seed, "unit": "case"}
@@ -195,6 +208,17 @@ def report_json(report: Report) -> dict:
         "pending": {key: count(value) for key, value in report.pending.items()},
         "source": report.source,
     }
+    if report.judge_scored is not None:
+        result["judge_scored_models"] = {
+            model: {
+                "scored_by": row["scored_by"],
+                "n_responses": count(row["n_responses"]),
+                "rubric_accuracy": number(row["rubric_accuracy"]),
+                "pass_at_k": number(row["pass_at_k"]),
+                "cacs_at_k": number(row["cacs_at_k"]),
+            }
+            for model, row in report.judge_scored.iterrows()
+        }
     result["confidence_intervals"] = _intervals_json(report)
     result["agreement_extra"] = {
         model: {
@@ -370,6 +394,10 @@ def tables(report: Report) -> dict[str, pd.DataFrame]:
     models = report.models.copy()
     if report.intervals is not None:
         models = models.join(report.intervals)
+    models["scored_by"] = report.source
+    if report.judge_scored is not None and len(report.judge_scored):
+        # Beside the others, marked: rows of models only a judge has scored replace their empty rows.
+        models = pd.concat([models.drop(index=report.judge_scored.index), report.judge_scored])
     agreement = report.agreement.per_model.drop(columns=["a", "b", "c", "d"])
     cross = report.cross_grader
     return {
@@ -438,6 +466,15 @@ def print_tables(report: Report, stream: TextIO) -> None:
         print(f"Models (source {report.source}, k = {report.k}, N = {report.n}; complete responses only)", file=stream)
         print(report.models[MODEL_COLUMNS].to_string(), file=stream)
         print(file=stream)
+        if report.judge_scored is not None and len(report.judge_scored):
+            by = report.judge_scored["scored_by"].iloc[0]
+            print(
+                f"Models scored by {by} (judge-scored, not physician-scored; no complete response under "
+                f"{report.source})",
+                file=stream,
+            )
+            print(report.judge_scored[MODEL_COLUMNS].to_string(), file=stream)
+            print(file=stream)
         print("Agreement between the expert groups (aligned pairs)", file=stream)
         print(report.agreement.per_model[AGREEMENT_COLUMNS].to_string(), file=stream)
         overall = number(report.agreement.overall_mf1)
@@ -487,6 +524,7 @@ def run_report(
     lang: str = "zh",
     stream: TextIO = sys.stdout,
     progress: Progress = no_progress,
+    judge_scored: str | None = None,
 ) -> Report:
     """Load the database, compute, print the model and agreement tables, write what was asked for.
 
@@ -500,7 +538,7 @@ def run_report(
     progress(0, steps, "loading the database")
     frames = load_frames(engine)
     progress(1, steps, "computing")
-    report = build_report(frames, k=k, source=source)
+    report = build_report(frames, k=k, source=source, judge_scored=judge_scored)
     done = 2
     print_tables(report, stream)
     if json_path:

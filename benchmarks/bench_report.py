@@ -69,15 +69,14 @@ def write_frames(engine, frames) -> None:
                 u.role,
                 None if u.group_no != u.group_no or u.group_no is None else int(u.group_no),
                 True,
-                0,
                 now,
                 1,
             )
             for u in frames.users.itertuples()
         ]
         connection.exec_driver_sql(
-            "INSERT INTO user (id, username, display_name, role, group_no, is_active, failed_logins, created_at, "
-            "lock_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO user (id, username, display_name, role, group_no, is_active, created_at, "
+            "lock_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             users,
         )
         cases = [

@@ -9,6 +9,7 @@ from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
 from ui import shell
 from ui.checker import met_names, met_text, page_start, response_box
+from ui.keys import widget_key
 from ui.shell import t
 from ui.widgets import case_card, plain, progress_bar, show_error, show_text
 
@@ -18,7 +19,7 @@ MODES = (review.CHECK_ALL, review.CHECK_SAMPLE, review.CHECK_JUDGE)
 def _choose_queue(user) -> list[review.CheckQueueItem] | None:
     with shell.db_session(read_only=True) as session:
         annotators = review.check_annotators(session, user)
-        judges = review.judges_available(session)
+        judges = review.judge_names(session)
     if not annotators:
         st.info(t("review.check.no_annotators"))
         return None
@@ -80,7 +81,7 @@ def _row(view: review.CheckView, row: review.CheckRow, seen: dict) -> review.Che
                 st.caption(t("review.check.own"))
                 return None
             current = row.check.met if row.check is not None else row.annotation.met
-            key = f"review_check_{view.response_id}_{row.criterion_id}"
+            key = widget_key("review_check", view.response_id, row.criterion_id)
             met = st.radio(
                 t("review.check.decision"),
                 [True, False],

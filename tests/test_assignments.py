@@ -232,7 +232,12 @@ def test_my_queue_shows_codes_and_state_never_models(session, team):
     session.commit()
     queue = {item["response_id"]: item for item in assignments.my_queue(session, team["g1a1"], "label")}
     assert queue[response.id]["done"] and queue[response.id]["labeled"] == 3
-    assert progress_queries.my_progress(session, team["g1a1"]) == {"assigned": 2, "done": 1}
+    mine = progress_queries.my_progress(session, team["g1a1"])
+    assert (mine["assigned"], mine["done"]) == (2, 1)
+    # the labeling figure is the labeling queue's (one definition), the rubric one counted apart
+    label_items = assignments.my_queue(session, team["g1a1"], "label")
+    assert (mine["label_assigned"], mine["label_done"]) == (len(label_items), sum(i["done"] for i in label_items))
+    assert mine["rubric_assigned"] + mine["label_assigned"] == mine["assigned"]
     other = {item["response_id"]: item for item in assignments.my_queue(session, team["g2a1"], "label")}
     assert other[response.id]["labeled"] == 1 and not other[response.id]["done"]
     with pytest.raises(PermissionDenied):

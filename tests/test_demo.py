@@ -230,12 +230,12 @@ def test_small_demo_builds_with_queues_for_every_role(engine, fixed_password):
     imported = "\n".join(result.import_lines)
     assert "does not know" not in imported and "inactive accounts" not in imported
 
+    for person in demo.DEMO_PEOPLE:
+        user = authenticate(engine, username=person.username, password=fixed_password)
+        assert user is not None and user.role == person.role and user.group_no == person.group_no
+    assert authenticate(engine, username="admin", password="wrong-password") is None
     with session_scope(engine) as session:
         assert session.exec(select(func.count()).select_from(User).where(User.is_active.is_(False))).one() == 0
-        for person in demo.DEMO_PEOPLE:
-            user = authenticate(session, username=person.username, password=fixed_password)
-            assert user is not None and user.role == person.role and user.group_no == person.group_no
-        assert authenticate(session, username="admin", password="wrong-password") is None
 
         # Every annotator has labeling work; a response has at most one annotator per group.
         for group in (1, 2):
@@ -303,10 +303,9 @@ def test_random_passwords_are_printed_once_and_let_each_account_in(sqlite_engine
     passwords = {account.username: account.password for account in result.accounts}
     assert len(set(passwords.values())) == len(passwords)
     text = "\n".join(result.lines())
-    with session_scope(sqlite_engine) as session:
-        for username, password in passwords.items():
-            assert password in text
-            assert authenticate(session, username=username, password=password) is not None
+    for username, password in passwords.items():
+        assert password in text
+        assert authenticate(sqlite_engine, username=username, password=password) is not None
 
 
 def test_demo_refuses_a_database_that_holds_cases(engine, fixed_password):

@@ -9,16 +9,14 @@ import pandas as pd
 from sqlalchemy import and_, func, select, tuple_
 from sqlmodel import Session
 
-from db import gold
-from db.errors import PermissionDenied, ValidationFailed
+from db import gold, independence
+from db.errors import ValidationFailed
 from db.models import NO_GROUP, Case, Label, Response, Stage, User
+from db.notes import clean_note
 from db.review.locked_save import LabelView, _label_view, save_label
-
-#: Longest note, comment or rationale a checker may save.
 from db.review.shared import (
     AB_ORDER_SALT,
     CaseText,
-    _clean_text,
     _criteria,
     _require_checker,
     _response_and_case,
@@ -83,15 +81,6 @@ def unresolved_count(session: Session) -> int:
     return len(gold.unresolved_disagreements(_label_frame(session)))
 
 
-def _labeled_responses(session: Session, user_id: int) -> set[int]:
-    """Responses on which the user made an annotation or check label (adjudication would be judging oneself)."""
-    return set(
-        session.execute(
-            select(Label.response_id).where(Label.user_id == user_id, Label.stage != Stage.adjudication).distinct()
-        ).scalars()
-    )
-
-
 @dataclass(frozen=True)
 class AdjudicationQueueItem:
     response_id: int
@@ -105,7 +94,8 @@ class AdjudicationQueueItem:
 def adjudication_queue(session: Session, user: User) -> list[AdjudicationQueueItem]:
     """Responses with unresolved disagreements, lowest agreement between the groups first.
 
-    Responses the checker labeled are left out (they may not adjudicate them).
+    Responses the checker may not adjudicate are left out: those they labeled, and those their
+    group has not finished checking (db.independence).
     """
     _require_checker(user)
     frame = _label_frame(session)
@@ -117,8 +107,9 @@ def adjudication_queue(session: Session, user: User) -> list[AdjudicationQueueIt
     differing = finals[both & (finals["group1"] != finals["group2"]).fillna(False)]
     n_differing = differing.groupby("response_id").size()
     n_unresolved = unresolved.groupby("response_id").size()
-    own = _labeled_responses(session, user.id)
-    response_ids = [int(rid) for rid in n_unresolved.index if int(rid) not in own]
+    candidates = [int(rid) for rid in n_unresolved.index]
+    refused = independence.not_adjudicable(session, user, candidates)
+    response_ids = [rid for rid in candidates if rid not in refused]
     if not response_ids:
         return []
     per_group = (
@@ -186,15 +177,12 @@ class AdjudicationView:
         return sum(cell.unresolved for cell in self.cells)
 
 
-def _require_may_adjudicate(session: Session, user: User, response_id: int) -> None:
-    _require_checker(user)
-    if response_id in _labeled_responses(session, user.id):
-        raise PermissionDenied("you labeled this response; another checker must adjudicate it")
-
-
 def adjudication_view(session: Session, user: User, response_id: int) -> AdjudicationView:
-    """Every cell of a response on which the groups' final labels differ, with the two labels as A and B."""
-    _require_may_adjudicate(session, user, response_id)
+    """Every cell of a response on which the groups' final labels differ, with the two labels as A and B.
+
+    Opening it is recorded first: from now on the checker's own group's labels on it are closed to them.
+    """
+    independence.open_adjudication(session, user, response_id)
     response, case = _response_and_case(session, response_id)
     labels = list(session.execute(select(Label).where(Label.response_id == response_id)).scalars())
     frame = pd.DataFrame(
@@ -246,8 +234,8 @@ def adjudicate(
     seen_lock_version: int | None = None,
 ) -> LabelView:
     """Decides one disputed cell: the decision is the gold label (source "adjudicated")."""
-    _require_may_adjudicate(session, user, response_id)
-    rationale = _clean_text(rationale, "rationale", required=True)
+    independence.open_adjudication(session, user, response_id)
+    rationale = clean_note(rationale, "rationale", required=True)
     response, case = _response_and_case(session, response_id)
     frame = pd.DataFrame(
         session.execute(

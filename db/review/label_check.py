@@ -10,14 +10,13 @@ from sqlalchemy import and_, func, select
 from sqlalchemy import case as sql_case
 from sqlmodel import Session
 
+from db import independence
 from db.errors import NotFound, PermissionDenied, ValidationFailed
 from db.models import Case, JudgeDecision, Label, Response, Stage, User
+from db.notes import clean_note
 from db.review.locked_save import LabelView, _find_label, _label_view, save_label
-
-#: Longest note, comment or rationale a checker may save.
 from db.review.shared import (
     CaseText,
-    _clean_text,
     _criteria,
     _require_checker,
     _response_and_case,
@@ -63,10 +62,6 @@ def check_annotators(session: Session, user: User) -> list[AnnotatorSummary]:
         AnnotatorSummary(uid, name, display or name, int(n_resp), int(n_lab))
         for uid, name, display, n_resp, n_lab in rows
     ]
-
-
-def judges_available(session: Session) -> list[str]:
-    return list(session.execute(select(JudgeDecision.judge).distinct().order_by(JudgeDecision.judge)).scalars())
 
 
 def sample_responses(response_ids: list[int], percent: float, *, seed: int, annotator_id: int) -> list[int]:
@@ -178,6 +173,8 @@ class CheckView:
     case: CaseText
     group_no: int
     rows: list[CheckRow] = field(default_factory=list)
+    # The checker opened this response's adjudication: their group's labels on it are closed to them.
+    closed: bool = False
 
 
 def check_view(session: Session, user: User, response_id: int) -> CheckView:
@@ -212,7 +209,8 @@ def check_view(session: Session, user: User, response_id: int) -> CheckView:
                 annotation is not None and annotation.user_id == user.id,
             )
         )
-    return CheckView(response.id, response.code, response.text, CaseText.of(case), group, rows)
+    closed = bool(independence.opened_by(session, user.id, [response_id]))
+    return CheckView(response.id, response.code, response.text, CaseText.of(case), group, rows, closed)
 
 
 def save_check(
@@ -236,7 +234,8 @@ def save_check(
         raise NotFound(f"criterion {criterion_id}: your group has no label to check")
     if annotation.user_id == user.id:
         raise PermissionDenied("you cannot check your own labels")
-    note = _clean_text(note, "note", required=bool(met) != bool(annotation.met))
+    independence.require_group_labels_open(session, user, response_id)
+    note = clean_note(note, "note", required=bool(met) != bool(annotation.met))
     label = save_label(
         session,
         user,
