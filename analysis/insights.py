@@ -14,8 +14,7 @@ import streamlit as st
 
 from analysis import figures as figure_builders
 from analysis import metrics, reliability
-from analysis.freshness import data_version
-from analysis.loader import load_criterion_texts, load_frames
+from analysis.loader import data_version, load_criterion_texts, load_frames
 from db.errors import ClinConsensusError
 from db.judge_errors import judge_error_detail
 from db.models import Role

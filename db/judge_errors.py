@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 from sqlmodel import Session
 
+from db.current_rubric import current_approved_version
 from db.errors import NotFound
 from db.models import Case, Criterion, JudgeDecision, Label, Response, User
 from db.policies import require_admin
-from db.rubrics import current_approved_version
 
 #: Keys of a judge decision's extra fields that hold its reasoning (the official judge writes `explanation`).
 EXPLANATION_KEYS = ("explanation", "rationale", "reason", "reasoning")

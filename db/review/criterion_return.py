@@ -16,11 +16,13 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from db.audit import record
+from db.current_rubric import current_approved_version
 from db.errors import NotFound, StaleEdit, ValidationFailed
 from db.models import Assignment, AssignmentKind, Case, Criterion, Role, RubricStatus, RubricVersion, User, utcnow
+from db.notes import clean_note
 from db.policies import require_admin
-from db.review.shared import _clean_text, _criteria, _username
-from db.rubrics import current_approved_version, latest_version
+from db.review.shared import _criteria, _username
+from db.rubrics import latest_version
 
 #: Why the rubric came back, as recorded in the audit log.
 REASON = "criterion reliability"
@@ -119,11 +121,11 @@ def send_back_criteria(
     unknown = sorted(set(criterion_comments) - known)
     if unknown:
         raise ValidationFailed(f"criterion_id: {unknown[0]!r} is not in case {case_id}'s rubric")
-    comments = {cid: _clean_text(text, f"criterion {cid} comment") for cid, text in criterion_comments.items()}
+    comments = {cid: clean_note(text, f"criterion {cid} comment") for cid, text in criterion_comments.items()}
     comments = {cid: text for cid, text in comments.items() if text}
     if not comments:
         raise ValidationFailed("comment: say for at least one criterion what the author should change")
-    overall = _clean_text(comment, "comment")
+    overall = clean_note(comment, "comment")
     target = _target(session, case, current, author)
 
     if not session.execute(
