@@ -24,6 +24,9 @@ CHECKER_PAGES = {
 N = 3
 
 
+WORKBENCH_PAGES = {"review-adjudication"}
+
+
 def t(key: str, **values) -> str:
     return translate(key, "zh", **values)
 
@@ -83,7 +86,13 @@ def test_every_checker_page_renders_with_the_unresolved_count(studio, lang):
     for url, title_key in CHECKER_PAGES.items():
         app = open_page(app, url)
         assert not app.exception, (url, [e.value for e in app.exception])
-        assert app.title[0].value == translate(title_key, lang)
+        if url in WORKBENCH_PAGES:
+            # one screen: no page title, the workbench right under the picker
+            # (here nothing may be adjudicated yet: the groups' checks are not done)
+            workbenches = [e for e in app.get("bidi_component") if (e.key or "").startswith("wb_")]
+            assert len(workbenches) == 1 or translate("review.adjudication.empty", lang) in texts(app)
+        else:
+            assert app.title[0].value == translate(title_key, lang)
         assert not app.error
         metric = [m for m in app.sidebar.get("metric") if m.label == translate("sidebar.unresolved", lang)]
         assert metric and metric[0].value == "1"
@@ -169,46 +178,39 @@ def test_label_check_confirms_and_corrects(studio):
     assert checks == {"c01": (False, None, 2), "c02": (False, "回答未说明", 2), "c03": (True, None, 2)}
 
 
-def test_adjudication_decides_gold_with_a_required_rationale(studio):
+def test_adjudication_sends_the_workbench_both_labels_and_no_model(studio):
+    # Deciding with keys (1/0, rationale, Ctrl+Enter) is driven in the browser: tests/e2e/test_checker_workbench.py.
     engine, ids = studio
     groups_checked(engine, ids)
     app = open_page(signed_in(engine, "chk1b"), "review-adjudication")
-    shown = texts(app)
-    assert t("review.adjudication.label_a") in shown and t("review.adjudication.label_b") in shown
-    assert "组一认为满足" in shown and "组二认为不满足" in shown
-    assert "secret-model" not in shown and "<b>" not in "".join(m.value for m in app.markdown)
-    key = widget_key_of(app, "review_adj", ids["response"], "c01")
-    app.radio(key=f"{key}_met").set_value(False)
-    app = button(app, t("review.adjudication.save")).click().run()
-    assert app.error and "rationale" in app.error[0].value
-    app.text_input(key=f"{key}_why").input("回答未提及就医指征")
-    app = button(app, t("review.adjudication.save")).click().run()
-    assert not app.exception and not app.error
-    assert t("review.adjudication.empty") in texts(app)
-    with session_scope(engine, read_only=True) as s:
-        decision = s.exec(select(Label).where(Label.stage == Stage.adjudication)).one()
-        assert (decision.met, decision.note, decision.criterion_id) == (False, "回答未提及就医指征", "c01")
-        assert review.unresolved_count(s) == 0
-    metric = [m for m in app.sidebar.get("metric") if m.label == t("sidebar.unresolved")]
-    assert metric[0].value == "0"
+    assert not app.exception
+    [element] = [e for e in app.get("bidi_component") if (e.key or "").startswith("wb_")]
+    data = json.loads(element.proto.json)
+    sent = texts(app) + json.dumps(data, ensure_ascii=False) + "".join(str(s.options) for s in app.selectbox)
+    assert "secret-model" not in sent
+    assert re.fullmatch(r"wb_[0-9a-f]{12}", element.key)  # random per session: no id in it
+    [cell] = data["items"]  # the one disputed criterion
+    assert cell["key"] == "c01" and cell["state"] is None
+    sides = {line["label"]: (line["value"], line["note"]) for line in cell["lines"]}
+    assert set(sides) == {t("review.adjudication.label_a"), t("review.adjudication.label_b")}
+    assert sorted(sides.values()) == sorted(
+        [(t("review.met"), "组一认为满足"), (t("review.not_met"), "组二认为不满足")]
+    )
+    assert data["text"] == "建议多喝水，必要时就医。" and data["context"] == "患者咳嗽三天 <b>不要加粗</b>"
+    assert data["texts"]["shared_note"] == t("workbench.shared_rationale")
 
 
-def test_second_adjudicator_is_refused_and_shown_the_newer_decision(studio):
+def test_a_saved_adjudication_shows_as_decided(studio):
     engine, ids = studio
     groups_checked(engine, ids)
-    app = open_page(signed_in(engine, "chk1b"), "review-adjudication")
     with session_scope(engine) as s:
         other = make_user(s, "chk2b", "checker", 2)
         review.adjudicate(s, other, response_id=ids["response"], criterion_id="c01", met=True, rationale="先到先得")
-    key = widget_key_of(app, "review_adj", ids["response"], "c01")
-    app.radio(key=f"{key}_met").set_value(False)
-    app.text_input(key=f"{key}_why").input("我认为不满足")
-    app = button(app, t("review.adjudication.save")).click().run()
-    assert app.warning and "chk2b" in app.warning[0].value
-    assert "先到先得" in texts(app)
-    with session_scope(engine, read_only=True) as s:
-        decision = s.exec(select(Label).where(Label.stage == Stage.adjudication)).one()
-        assert (decision.met, decision.note) == (True, "先到先得")
+    app = open_page(signed_in(engine, "chk1b"), "review-adjudication")
+    # nothing open any more: the queue is empty
+    assert t("review.adjudication.empty") in texts(app)
+    metric = [m for m in app.sidebar.get("metric") if m.label == t("sidebar.unresolved")]
+    assert metric[0].value == "0"
 
 
 def test_audit_log_page_filters_verifies_and_downloads(studio):

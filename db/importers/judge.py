@@ -151,6 +151,11 @@ def _import_judge_rows(run: _Run, records: Iterator[tuple[int, dict]], fmt: str,
     consumed = _DECISION_KEYS if fmt == "decisions" else _LOCAL_JUDGE_KEYS | _ECHOED_INPUT_KEYS
     for line, record in records:
         get = record.get
+        if fmt == "local-judge" and (
+            get("parse_ok") is False or ("criteria_met" in record and get("criteria_met") is None)
+        ):
+            run.summary.unparsed += 1  # the official judge could not read its own answer: no decision
+            continue
         judge = get("judge") if "judge" in record else get("judge_model") if "judge_model" in record else judge_option
         case_id, model, criterion_id, met = get("case_id"), get("model"), get("criterion_id"), get(met_key)
         # A plainly valid row (most of a large file) skips the field-by-field checks that name problems.
