@@ -1,9 +1,10 @@
-"""The one place that turns the database into the frames the metric code reads.
+"""The one place with SQL in analysis: the database into the frames of `analysis.frames`, and the
+data version that tells a cache those frames changed.
 
 Frames (column names are the contract of the metric and export code):
 - cases:     case_pk, case_id, difficulty, task, task_labels, subject, subject_labels, user_role,
              register, macro_category, n_criteria (+ clinical_context, user_request, extra with text=True)
-- criteria:  case_pk, rubric_version_id, position, criterion_id (+ text, tags with text=True) — the
+- criteria:  case_pk, rubric_version_id, position, criterion_id, tags (+ text with text=True) — the
              current approved rubric of each case
 - responses: response_id, case_pk, case_id, model, length (+ text with text=True)
 - labels:    response_id, criterion_id, stage, group_no, met, user_id (+ note with notes=True)
@@ -13,25 +14,15 @@ Frames (column names are the contract of the metric and export code):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
-from sqlalchemy import func, select
+from sqlalchemy import Text, cast, func, select
 from sqlalchemy.engine import Engine
 
-from db.models import Case, Criterion, Label, Response, RubricStatus, RubricVersion, Stage, User
+from analysis.frames import Frames as Frames
+from db.current_rubric import current_versions
+from db.models import AuditLog, Case, Criterion, JudgeDecision, Label, Response, RubricVersion, Stage, User
 from db.taxonomy import get_taxonomy
-
-
-@dataclass
-class Frames:
-    cases: pd.DataFrame
-    criteria: pd.DataFrame
-    responses: pd.DataFrame
-    labels: pd.DataFrame
-    judge: pd.DataFrame
-    users: pd.DataFrame
 
 
 def _read(engine: Engine, statement) -> pd.DataFrame:
@@ -41,17 +32,8 @@ def _read(engine: Engine, statement) -> pd.DataFrame:
 
 
 def current_rubric_versions(engine: Engine) -> pd.DataFrame:
-    """case_pk → rubric_version_id of the newest approved version."""
-    newest = (
-        select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
-        .where(RubricVersion.status == RubricStatus.approved)
-        .group_by(RubricVersion.case_pk)
-        .subquery()
-    )
-    statement = select(RubricVersion.case_pk, RubricVersion.id.label("rubric_version_id")).join(
-        newest, (RubricVersion.case_pk == newest.c.case_pk) & (RubricVersion.version == newest.c.version)
-    )
-    return _read(engine, statement)
+    """case_pk, rubric_version_id of each case's current rubric (`db.current_rubric`)."""
+    return _read(engine, current_versions())
 
 
 def load_cases(engine: Engine, *, text: bool = False) -> pd.DataFrame:
@@ -89,20 +71,42 @@ def load_register_overrides(engine: Engine) -> pd.DataFrame:
 
 
 def load_criteria(engine: Engine, *, text: bool = False) -> pd.DataFrame:
-    current = current_rubric_versions(engine)
-    columns = [Criterion.rubric_version_id, Criterion.position, Criterion.criterion_id]
+    # Tags as stored text, parsed once per distinct value (most criteria share a handful of tag lists).
+    columns = [
+        Criterion.rubric_version_id,
+        Criterion.position,
+        Criterion.criterion_id,
+        cast(Criterion.tags, Text).label("tags"),
+    ]
     if text:
-        columns += [Criterion.text, Criterion.tags]
+        columns.append(Criterion.text)
+    current = current_versions().subquery()
     criteria = _read(
         engine,
-        select(*columns)
-        .join(RubricVersion, Criterion.rubric_version_id == RubricVersion.id)
-        .where(RubricVersion.status == RubricStatus.approved),
+        select(*columns, current.c.case_pk).join(current, Criterion.rubric_version_id == current.c.rubric_version_id),
     )
-    criteria = criteria.merge(current, on="rubric_version_id", how="inner")
-    if text:
-        criteria["tags"] = criteria["tags"].map(_as_list)
+    codes, distinct = pd.factorize(criteria["tags"])
+    parsed = np.empty(len(distinct) + 1, dtype=object)
+    for index, value in enumerate([*distinct, None]):
+        parsed[index] = _as_list(value)
+    criteria["tags"] = parsed[codes]
     return criteria.sort_values(["case_pk", "position"], ignore_index=True)
+
+
+def load_criterion_texts(engine: Engine, case_ids) -> pd.DataFrame:
+    """case_id, criterion_id, text of the current approved criteria of the named cases (for listing flagged ones)."""
+    wanted = sorted({str(case_id) for case_id in case_ids})
+    current = current_versions().subquery()
+    parts = [pd.DataFrame(columns=["case_id", "criterion_id", "text"])]
+    for start in range(0, len(wanted), 2000):
+        statement = (
+            select(Case.case_id, Criterion.criterion_id, Criterion.text)
+            .join(current, Criterion.rubric_version_id == current.c.rubric_version_id)
+            .join(Case, Case.id == current.c.case_pk)
+            .where(Case.case_id.in_(wanted[start : start + 2000]))
+        )
+        parts.append(_read(engine, statement))
+    return pd.concat(parts, ignore_index=True)
 
 
 def load_responses(engine: Engine, *, text: bool = False) -> pd.DataFrame:
@@ -244,6 +248,24 @@ def _as_json(value):
 def _as_list(value) -> list:
     value = _as_json(value)
     return list(value) if value is not None else []
+
+
+# Freshness ------------------------------------------------------------------------------------
+
+
+def data_version(engine: Engine) -> tuple[str, ...]:
+    """Counts and highest ids of labels, judge decisions, responses, cases and rubric versions, the newest
+    label edit and the newest audit entry: any change of what the report reads changes one of them."""
+    statements = [
+        select(func.count(Label.id), func.max(Label.id), func.max(Label.updated_at)),
+        select(func.count(JudgeDecision.id), func.max(JudgeDecision.id)),
+        select(func.count(Response.id), func.max(Response.id)),
+        select(func.count(Case.id), func.max(Case.id)),
+        select(func.count(RubricVersion.id), func.max(RubricVersion.id)),
+        select(func.max(AuditLog.id)),
+    ]
+    with engine.connect() as connection:
+        return tuple(str(value) for statement in statements for value in connection.execute(statement).one())
 
 
 def audit_head(engine: Engine) -> dict:

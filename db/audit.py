@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import func, text
 from sqlmodel import Session, select
 
-from db.config import DEFAULT_DATA_DIR
+from db.config import DEFAULT_DATA_DIR, get_settings
 from db.models import AuditLog, utcnow
 
 GENESIS_HASH = "0" * 64
@@ -33,12 +33,12 @@ _key_cache: dict[Path, bytes] = {}
 
 
 def audit_key_file() -> Path:
-    return Path(os.environ.get(KEY_FILE_ENV, "").strip() or DEFAULT_KEY_FILE).resolve()
+    return Path(get_settings().audit_key_file or DEFAULT_KEY_FILE).resolve()
 
 
 def audit_key() -> bytes:
     """The chain's key: `CLINCONSENSUS_AUDIT_KEY`, else the key file (created on first use, mode 0600)."""
-    from_env = os.environ.get(KEY_ENV, "").strip()
+    from_env = get_settings().audit_key
     if from_env:
         return from_env.encode("utf-8")
     path = audit_key_file()

@@ -1,4 +1,4 @@
-"""Row counts of the main tables (`clinconsensus status`)."""
+"""Row counts of the main tables (`clinconsensus status`), and the judges that have decisions."""
 
 from __future__ import annotations
 
@@ -31,3 +31,8 @@ def counts(session: Session) -> dict:
         "judge_decisions": count(select(func.count()).select_from(JudgeDecision)),
         "users": count(select(func.count()).select_from(User)),
     }
+
+
+def judge_names(session: Session) -> list[str]:
+    """Judges that have decisions in the database, by name (export sources, the check queue's judge mode)."""
+    return sorted(session.execute(select(JudgeDecision.judge).distinct()).scalars())

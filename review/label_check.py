@@ -19,7 +19,7 @@ MODES = (review.CHECK_ALL, review.CHECK_SAMPLE, review.CHECK_JUDGE)
 def _choose_queue(user) -> list[review.CheckQueueItem] | None:
     with shell.db_session(read_only=True) as session:
         annotators = review.check_annotators(session, user)
-        judges = review.judges_available(session)
+        judges = review.judge_names(session)
     if not annotators:
         st.info(t("review.check.no_annotators"))
         return None

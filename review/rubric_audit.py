@@ -110,7 +110,7 @@ def render() -> None:
         if view.earlier_comment:
             st.caption(t("review.audit.earlier_overall", comment=plain(view.earlier_comment)))
             st.caption(t("workbench.audit.changed_count", n=len(view.changed_since_return)))
-        with st.form(f"review_audit_form_{view.rubric_version_id}", enter_to_submit=False):
+        with st.form(widget_key("review_audit_form", view.rubric_version_id), enter_to_submit=False):
             with st.container(height=PANE_HEIGHT - 120, border=False):
                 st.caption(t("review.audit.how"))
                 comments = {criterion.id: _criterion(view, criterion) for criterion in view.criteria}

@@ -15,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 from sqlmodel import Session
 
+from db.config import get_settings
 from db.engine import make_engine
 from db.migrate import upgrade
 from tests.support.apptest_helpers import app_database  # noqa: F401  (a fixture the page tests share)
@@ -40,7 +41,7 @@ def pg_server():
     try:
         server = PostgresServer().start()
     except PostgresUnavailable as error:
-        if os.environ.get("CLINCONSENSUS_REQUIRE_POSTGRES"):
+        if get_settings().require_postgres:
             pytest.fail(f"PostgreSQL is required here: {error}")
         pytest.skip(f"PostgreSQL not available: {error}")
     admin = sa.create_engine(server.url(), isolation_level="AUTOCOMMIT")

@@ -262,7 +262,7 @@ def test_judge_mode_orders_by_disagreement_with_the_judge(engine):
                 s.add(JudgeDecision(judge="judge-x", response_id=response_id, criterion_id=f"c{i:02d}", met=i > wrong))
     checker = user(engine, ids["chk1"])
     with session_scope(engine, read_only=True) as s:
-        assert review.judges_available(s) == ["judge-x"]
+        assert review.judge_names(s) == ["judge-x"]
         ranked = review.check_queue(s, checker, annotator_id=ids["ann1"], mode="judge", judge="judge-x")
         assert [item.response_id for item in ranked] == [second, first]
         assert ranked[0].judge_disagreement == pytest.approx(3 / N)

@@ -12,13 +12,11 @@ from sqlmodel import Session
 from db import gold, independence
 from db.errors import ValidationFailed
 from db.models import NO_GROUP, Case, Label, Response, Stage, User
+from db.notes import clean_note
 from db.review.locked_save import LabelView, _label_view, save_label
-
-#: Longest note, comment or rationale a checker may save.
 from db.review.shared import (
     AB_ORDER_SALT,
     CaseText,
-    _clean_text,
     _criteria,
     _require_checker,
     _response_and_case,
@@ -237,7 +235,7 @@ def adjudicate(
 ) -> LabelView:
     """Decides one disputed cell: the decision is the gold label (source "adjudicated")."""
     independence.open_adjudication(session, user, response_id)
-    rationale = _clean_text(rationale, "rationale", required=True)
+    rationale = clean_note(rationale, "rationale", required=True)
     response, case = _response_and_case(session, response_id)
     frame = pd.DataFrame(
         session.execute(

@@ -13,12 +13,10 @@ from sqlmodel import Session
 from db import independence
 from db.errors import NotFound, PermissionDenied, ValidationFailed
 from db.models import Case, JudgeDecision, Label, Response, Stage, User
+from db.notes import clean_note
 from db.review.locked_save import LabelView, _find_label, _label_view, save_label
-
-#: Longest note, comment or rationale a checker may save.
 from db.review.shared import (
     CaseText,
-    _clean_text,
     _criteria,
     _require_checker,
     _response_and_case,
@@ -64,10 +62,6 @@ def check_annotators(session: Session, user: User) -> list[AnnotatorSummary]:
         AnnotatorSummary(uid, name, display or name, int(n_resp), int(n_lab))
         for uid, name, display, n_resp, n_lab in rows
     ]
-
-
-def judges_available(session: Session) -> list[str]:
-    return list(session.execute(select(JudgeDecision.judge).distinct().order_by(JudgeDecision.judge)).scalars())
 
 
 def sample_responses(response_ids: list[int], percent: float, *, seed: int, annotator_id: int) -> list[int]:
@@ -241,7 +235,7 @@ def save_check(
     if annotation.user_id == user.id:
         raise PermissionDenied("you cannot check your own labels")
     independence.require_group_labels_open(session, user, response_id)
-    note = _clean_text(note, "note", required=bool(met) != bool(annotation.met))
+    note = clean_note(note, "note", required=bool(met) != bool(annotation.met))
     label = save_label(
         session,
         user,
