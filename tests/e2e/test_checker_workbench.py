@@ -60,6 +60,7 @@ def test_a_checker_adjudicates_with_keys_only(browser, app_server, accounts, dis
         # the response is chosen from the keyboard too
         page.get_by_role("combobox", name=text("review.adjudication.pick")).focus()
         page.keyboard.type(disputed["code"])
+        expect(page.get_by_role("option", name=re.compile(re.escape(disputed["code"])))).to_have_count(1)
         page.keyboard.press("Enter")
         wait_for_app_run(page)
         expect(page.locator(".wb-pane-title")).to_have_text(text("workbench.response", code=disputed["code"]))
@@ -151,6 +152,7 @@ def test_a_checker_confirms_and_corrects_labels_with_keys(browser, app_server, a
         wait_for_app_run(page)
         page.get_by_role("combobox", name=text("review.check.pick")).focus()
         page.keyboard.type(to_check["code"])
+        expect(page.get_by_role("option", name=re.compile(re.escape(to_check["code"])))).to_have_count(1)
         page.keyboard.press("Enter")
         wait_for_app_run(page)
         expect(page.locator(".wb-pane-title")).to_have_text(text("workbench.response", code=to_check["code"]))
