@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis.prompt import TEMPLATES
-from db import judge_runs
+from db import judge_runs, progress_queries
 from db.config import database_url
 from db.errors import ClinConsensusError
 from db.models import Role
@@ -43,7 +43,7 @@ HISTORY_COLUMNS = (
 
 def _models(user) -> list[str]:
     with shell.db_session(read_only=True) as session:
-        return judge_runs.response_models(session, user)
+        return progress_queries.model_names(session, actor=user)
 
 
 def _start_form(user, t) -> None:
