@@ -151,3 +151,23 @@ def test_the_exports_page_exports_judgements_of_chosen_models_and_a_release_tier
     app = [b for b in app.button if b.key == "build_release"][0].click().run()
     # their rubrics have 4 criteria, not 30: the release is refused with one red line
     assert not app.exception and len(app.error) == 1
+
+
+def test_an_interrupted_run_is_resumed_from_the_page(studio):
+    from datetime import timedelta
+
+    from db import judge_runs
+    from db.models import utcnow
+    from judge.runner import RunOptions, create_run
+
+    with LLMServer() as server:
+        run_id = create_run(studio, RunOptions(base_url=server.url, model="judge-8b", judge="page-judge"), by="cli")
+        with session_scope(studio) as session:  # a process that began the run and died a minute ago
+            run = session.get(JudgeRun, run_id)
+            run.status, run.items = "running", 24
+            run.heartbeat_at = utcnow() - judge_runs.STALE_AFTER - timedelta(seconds=30)
+        app = open_page(signed_in(studio, "boss"), PAGE)
+        assert t("judge.status.interrupted") in texts(app)
+        app = app.button(key=f"resume_{run_id}").click().run()
+        run = wait_for(studio, run_id, ("finished", "failed"))
+        assert run.status == "finished" and run.done == 24 and server.requests == 24
