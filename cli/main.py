@@ -125,6 +125,8 @@ def cmd_report(args) -> int:
         source=args.source,
         json_path=args.json,
         out_dir=args.out,
+        figures=args.figures,
+        lang=args.lang,
         stream=sys.stdout,
         progress=_progress("report"),
         judge_scored=args.judge_scored,
@@ -149,6 +151,8 @@ def cmd_export(args) -> int:
         )
     elif args.what == "judge-items":
         summary = exports.export_judge_items(engine, Path(args.target), progress=progress)
+    elif args.what == "healthbench-meta":
+        summary = exports.export_healthbench_meta(engine, Path(args.target), progress=progress)
     else:
         holdout = [m for m in (args.holdout_models or "").split(",") if m]
         summary = exports.export_sft(
@@ -379,10 +383,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--source", default="gold", help="gold | group1 | group2 | judge:NAME")
     p.add_argument("--out", default=None, metavar="DIR", help="also write CSV tables and report.html here")
+    p.add_argument("--figures", action="store_true", help="also write every figure as PNG and SVG to DIR/figures")
+    p.add_argument("--lang", choices=["zh", "en"], default="zh", help="language of report.html and the figures")
     p.set_defaults(handler=cmd_report)
 
-    p = sub.add_parser("export", help="gold | release | judgements | judge-items | sft")
-    p.add_argument("what", choices=["gold", "release", "judgements", "judge-items", "sft"])
+    p = sub.add_parser("export", help="gold | release | judgements | judge-items | sft | healthbench-meta")
+    p.add_argument("what", choices=["gold", "release", "judgements", "judge-items", "sft", "healthbench-meta"])
     p.add_argument("target", metavar="FILE_OR_DIR")
     p.add_argument("--source", default="gold", help="judgements: gold | group1 | group2 | judge:NAME")
     p.add_argument("--seed", type=int, default=20260101, help="sft: split seed")

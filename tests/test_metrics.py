@@ -536,7 +536,7 @@ def test_figures_draw_the_report_numbers():
     frames = reference.synthetic_frames(20, 3, n=10, seed=4, adjudication_share=1.0)
     report = build_report(frames, 4, resamples=50)
     built = dict(figures.figures(report, figures.translator("en")))
-    assert set(built) == {
+    assert set(built) >= {
         "case_mf1",
         "pooled_mf1",
         "accuracy_vs_cacs",
