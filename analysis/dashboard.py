@@ -37,7 +37,11 @@ def _grid(version: tuple) -> metrics.DecisionGrid:
 def _report(version: tuple, filters: tuple, k: int, source: str, judge_scored: str | None = None) -> Report:
     grid = _grid(version)
     selected = grid.subset(_selection(grid, dict(filters)))
-    return build_report(None, k, source, grid=selected, resamples=DASHBOARD_RESAMPLES, judge_scored=judge_scored)
+    # The analysis depth (criteria, judges by model and slice, physicians) has pages of its own
+    # (analysis.insights); leaving it out here keeps a filter change within the dashboard's time.
+    return build_report(
+        None, k, source, grid=selected, resamples=DASHBOARD_RESAMPLES, judge_scored=judge_scored, insights=False
+    )
 
 
 def _scoring_judge(grid: metrics.DecisionGrid, t) -> str | None:
