@@ -30,7 +30,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session
 
-from db import config
+from db import config, kept
 from db.audit import AuditWriter
 from db.contacts import EMAIL, ID_NUMBER, LANDLINE, MOBILE, find_contacts
 from db.engine import session_scope
@@ -931,6 +931,7 @@ def _write_labels(run: _Run, rows: list[tuple], names: list[tuple[str, str, str]
                   had_labels: bool) -> None:
     if not rows or not run.writing():
         return
+    kept.touch(run.session, {row[0] for row in rows})
     if not had_labels:
         # Nothing was stored before this import and the file has no repeats: every row is new.
         inserter.insert(rows)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from db import policies
+from db import kept, policies
 from db.audit import record
 from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
 from db.models import (Assignment, AssignmentKind, Case, Criterion, Label, Response, Role, RubricStatus, RubricVersion,
@@ -320,4 +320,5 @@ def save_labels(session: Session, user: User, response_id: int, decisions: Seque
                entity_key=f"{case.case_id}/{response.code}/annotation/g{user.group_no}",
                before=before or None, after={"rubric_version_id": rubric.id, "labels": after})
         session.flush()
+        kept.touch(session, [response_id])
     return SaveOutcome(created, updated, len(criterion_ids) - created - updated, rubric.id)

@@ -203,3 +203,29 @@ class LoginSession(SQLModel, table=True):
     user_id: int = Field(foreign_key="user.id", index=True)
     created_at: datetime = Field(default_factory=utcnow)
     expires_at: datetime
+
+
+class LabelTally(SQLModel, table=True):
+    """Kept figure (db/kept.py): labels one person made on a response, per group and stage."""
+
+    __tablename__ = "label_tally"
+    __table_args__ = (Index("ix_label_tally_user", "user_id", "stage", "group_no"),
+                      Index("ix_label_tally_group_stage", "group_no", "stage"))
+
+    response_id: int = Field(foreign_key="response.id", primary_key=True)
+    group_no: int = Field(primary_key=True)
+    stage: str = Field(max_length=16, primary_key=True)
+    user_id: int = Field(foreign_key="user.id", primary_key=True)
+    n: int
+
+
+class ResponseStatus(SQLModel, table=True):
+    """Kept figures (db/kept.py) of one response: compared, differing, unresolved and gold decisions."""
+
+    __tablename__ = "response_status"
+
+    response_id: int = Field(foreign_key="response.id", primary_key=True)
+    n_compared: int = Field(description="decisions both groups have a final label on")
+    n_differing: int = Field(description="of those, decisions where the groups' final labels differ")
+    n_unresolved: int = Field(index=True, description="of those, decisions nobody adjudicated yet")
+    n_gold: int = Field(description="decisions that have gold")

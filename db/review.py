@@ -21,11 +21,11 @@ from datetime import datetime
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import and_, case as sql_case, func, select, tuple_, update
+from sqlalchemy import and_, case as sql_case, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from db import gold
+from db import gold, kept
 from db.audit import record
 from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
 from db.models import (NO_GROUP, Case, Criterion, JudgeDecision, Label, Response, Role, RubricStatus,
@@ -379,6 +379,7 @@ def save_label(session: Session, actor: User, *, response: Response, case: Case,
             raise _stale(session, existing, what) from None
         record(session, actor.username, action="create", entity=stage_entity(stage), entity_key=entity_key,
                after=_label_snapshot(session, label))
+        kept.touch(session, [response.id])
         return label
     existing = _find_label(session, response.id, criterion_id, stage, group_no)
     if existing is None:
@@ -396,6 +397,7 @@ def save_label(session: Session, actor: User, *, response: Response, case: Case,
         raise _stale(session, label, what)
     record(session, actor.username, action="update", entity=stage_entity(stage), entity_key=entity_key,
            before=before, after=_label_snapshot(session, label))
+    kept.touch(session, [response.id])
     return label
 
 
@@ -432,10 +434,12 @@ def check_annotators(session: Session, user: User) -> list[AnnotatorSummary]:
     """The annotators of the checker's group with annotation labels in that group (never the checker)."""
     _require_checker(user)
     group = user.group_no
+    tally = kept.tally_source()
     rows = session.execute(
-        select(User.id, User.username, User.display_name, func.count(func.distinct(Label.response_id)), func.count())
-        .join(Label, Label.user_id == User.id)
-        .where(Label.stage == Stage.annotation, Label.group_no == group, User.id != user.id)
+        select(User.id, User.username, User.display_name, func.count(func.distinct(tally.c.response_id)),
+               func.sum(tally.c.n))
+        .join(tally, tally.c.user_id == User.id)
+        .where(tally.c.stage == Stage.annotation, tally.c.group_no == group, User.id != user.id)
         .group_by(User.id, User.username, User.display_name).order_by(User.username)
     ).all()
     return [AnnotatorSummary(uid, name, display or name, int(n_resp), int(n_lab))
@@ -469,11 +473,13 @@ def check_queue(session: Session, user: User, *, annotator_id: int, mode: str = 
     if annotator_id == user.id:
         raise PermissionDenied("you cannot check your own labels")
     group = user.group_no
-    own = (select(Label.response_id, func.count().label("n"))
-           .where(Label.stage == Stage.annotation, Label.group_no == group, Label.user_id == annotator_id)
-           .group_by(Label.response_id).subquery())
-    checked = (select(Label.response_id, func.count().label("n"))
-               .where(Label.stage == Stage.check, Label.group_no == group).group_by(Label.response_id).subquery())
+    tally = kept.tally_source()
+    own = (select(tally.c.response_id, func.sum(tally.c.n).label("n"))
+           .where(tally.c.stage == Stage.annotation, tally.c.group_no == group, tally.c.user_id == annotator_id)
+           .group_by(tally.c.response_id).subquery())
+    checked = (select(tally.c.response_id, func.sum(tally.c.n).label("n"))
+               .where(tally.c.stage == Stage.check, tally.c.group_no == group).group_by(tally.c.response_id)
+               .subquery())
     rows = session.execute(
         select(own.c.response_id, Response.code, Case.case_id, own.c.n, checked.c.n)
         .join(Response, Response.id == own.c.response_id).join(Case, Case.id == Response.case_pk)
@@ -599,54 +605,14 @@ def save_checks(session: Session, user: User, *, response_id: int, decisions: li
 
 # Adjudication --------------------------------------------------------------------------------
 
-def _label_frame(session: Session) -> pd.DataFrame:
-    """The label rows of every cell that can hold a disagreement (a superset), in the frame of db.gold.
-
-    Reading all 1.65 M labels is slow, so only three slices are read: the cells whose two
-    annotation labels differ (one indexed self-join), every check and adjudication label, and the
-    annotation labels of checked cells (indexed lookups). Cells outside them have no check and
-    agreeing annotations, so their final labels agree; db.gold then applies the exact rules.
-    """
-    # Core statements on the table (not ORM entities): no per-row object overhead at this volume.
-    table = Label.__table__
-    connection = session.connection()
-    g1, g2 = table.alias("g1"), table.alias("g2")
-    differing = connection.execute(
-        select(g1.c.response_id, g1.c.criterion_id, g1.c.met, g2.c.met)
-        .join(g2, and_(g2.c.response_id == g1.c.response_id, g2.c.criterion_id == g1.c.criterion_id,
-                       g2.c.stage == Stage.annotation.value, g2.c.group_no == 2))
-        .where(g1.c.stage == Stage.annotation.value, g1.c.group_no == 1, g1.c.met != g2.c.met)
-    ).all()
-    annotation = Stage.annotation.value
-    rows = [(rid, cid, annotation, group, met)
-            for rid, cid, met1, met2 in differing for group, met in ((1, met1), (2, met2))]
-    label_columns = (table.c.response_id, table.c.criterion_id, table.c.stage, table.c.group_no, table.c.met)
-    rows += connection.execute(select(*label_columns).where(table.c.stage != annotation)).all()
-    checked = table.alias("checked")
-    rows += connection.execute(
-        select(*label_columns)
-        .where(table.c.stage == annotation,
-               tuple_(table.c.response_id, table.c.criterion_id).in_(
-                   select(checked.c.response_id, checked.c.criterion_id)
-                   .where(checked.c.stage == Stage.check.value)))
-    ).all()
-    frame = pd.DataFrame(rows, columns=gold.LABEL_COLUMNS).drop_duplicates(["response_id", "criterion_id", "stage",
-                                                                            "group_no"])
-    frame["met"] = frame["met"].astype(bool)
-    frame["stage"] = frame["stage"].astype(str)
-    return frame
-
-
 def unresolved_count(session: Session) -> int:
     """Decisions where both groups have a final label, they differ, and nobody adjudicated (DESIGN §4)."""
-    return len(gold.unresolved_disagreements(_label_frame(session)))
+    return kept.unresolved_total(session)
 
 
 def _labeled_responses(session: Session, user_id: int) -> set[int]:
     """Responses on which the user made an annotation or check label (adjudication would be judging oneself)."""
-    return set(session.execute(
-        select(Label.response_id).where(Label.user_id == user_id, Label.stage != Stage.adjudication).distinct()
-    ).scalars())
+    return kept.responses_labeled_by(session, user_id)
 
 
 @dataclass(frozen=True)
@@ -665,33 +631,19 @@ def adjudication_queue(session: Session, user: User) -> list[AdjudicationQueueIt
     Responses the checker labeled are left out (they may not adjudicate them).
     """
     _require_checker(user)
-    frame = _label_frame(session)
-    unresolved = gold.unresolved_disagreements(frame)
-    if unresolved.empty:
-        return []
-    finals = gold.decisions_with_finals(frame)
-    both = finals["group1"].notna() & finals["group2"].notna()
-    differing = finals[both & (finals["group1"] != finals["group2"]).fillna(False)]
-    n_differing = differing.groupby("response_id").size()
-    n_unresolved = unresolved.groupby("response_id").size()
     own = _labeled_responses(session, user.id)
-    response_ids = [int(rid) for rid in n_unresolved.index if int(rid) not in own]
-    if not response_ids:
+    figures = [f for f in kept.responses_with_unresolved(session) if f.response_id not in own]
+    if not figures:
         return []
-    per_group = (select(Label.response_id, Label.criterion_id)
-                 .where(Label.stage != Stage.adjudication, Label.response_id.in_(response_ids))
-                 .group_by(Label.response_id, Label.criterion_id)
-                 .having(func.count(func.distinct(Label.group_no)) == 2).subquery())
-    compared = dict(session.execute(select(per_group.c.response_id, func.count()).group_by(per_group.c.response_id)).all())
-    info = {rid: (code, case_id) for rid, code, case_id in session.execute(
-        select(Response.id, Response.code, Case.case_id).join(Case, Case.id == Response.case_pk)
-        .where(Response.id.in_(response_ids))).all()}
-    items = []
-    for rid in response_ids:
-        n_compared = int(compared.get(rid, 0))
-        agreement = 1.0 - float(n_differing.get(rid, 0)) / n_compared if n_compared else 0.0
-        items.append(AdjudicationQueueItem(rid, info[rid][0], info[rid][1], int(n_unresolved[rid]), n_compared,
-                                           agreement))
+    info = {}
+    ids = [f.response_id for f in figures]
+    for start in range(0, len(ids), 5000):
+        info.update({rid: (code, case_id) for rid, code, case_id in session.execute(
+            select(Response.id, Response.code, Case.case_id).join(Case, Case.id == Response.case_pk)
+            .where(Response.id.in_(ids[start:start + 5000]))).all()})
+    items = [AdjudicationQueueItem(f.response_id, info[f.response_id][0], info[f.response_id][1], f.n_unresolved,
+                                   f.n_compared, 1.0 - f.n_differing / f.n_compared if f.n_compared else 0.0)
+             for f in figures]
     return sorted(items, key=lambda i: (i.agreement, -i.n_unresolved, i.case_id, i.code))
 
 

@@ -1,0 +1,236 @@
+"""Kept figures: what the checker pages, the sidebar and the queues count, kept up to date as labels change.
+
+Recounting 1.8 M labels on every page visit is what made the checker pages slow at full scale. Two
+small tables hold the figures instead, rewritten for exactly the responses a save or an import
+touched, in the same transaction as the labels themselves (so they are never ahead or behind):
+
+- `label_tally`: how many labels each person made on a response, per group and stage (the label
+  check's annotator list and queue, "responses this checker labeled");
+- `response_status`: per response, the decisions both groups labeled, those where the two groups'
+  final labels differ, those of them still unresolved (nobody adjudicated) and those with gold
+  (the adjudication queue, the unresolved count of the sidebar and of the progress page).
+
+The rules (final label, gold) are db.gold's; this module only applies them to the touched responses.
+`recount_*` compute the same figures from every label, the straightforward way (benchmarks set
+them side by side; `use_recount` makes the readers below use them).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import delete, event, func, insert, select
+from sqlalchemy.engine import Connection
+from sqlmodel import Session
+
+from db import gold
+from db.models import Label, LabelTally, Response, ResponseStatus, Stage
+
+#: Responses read per statement when refreshing many (an import): bounds memory and the IN list.
+REFRESH_CHUNK = 2000
+
+_LABEL = Label.__table__
+_TALLY = LabelTally.__table__
+_STATUS = ResponseStatus.__table__
+STATUS_COLUMNS = ["response_id", "n_compared", "n_differing", "n_unresolved", "n_gold"]
+
+_recount = threading.local()
+
+
+@contextmanager
+def use_recount() -> Iterator[None]:
+    """Within this block (this thread), readers recount from every label instead of reading kept figures."""
+    before = getattr(_recount, "on", False)
+    _recount.on = True
+    try:
+        yield
+    finally:
+        _recount.on = before
+
+
+def _recounting() -> bool:
+    return getattr(_recount, "on", False)
+
+
+def _connection(session_or_connection: Session | Connection) -> Connection:
+    return session_or_connection.connection() if isinstance(session_or_connection, Session) else session_or_connection
+
+
+# Writing: called by every path that changes labels, in its own transaction -------------------
+
+_DIRTY = "kept_dirty_responses"
+
+
+def touch(session: Session, response_ids: Iterable[int]) -> None:
+    """Marks responses whose labels this transaction changed; their figures are rewritten just before it commits
+    (once per response, however many of its labels were saved)."""
+    session.info.setdefault(_DIRTY, set()).update(int(rid) for rid in response_ids)
+
+
+@event.listens_for(Session, "before_flush")
+def _touch_flushed_labels(session: Session, _context, _instances) -> None:
+    # Label rows written through the ORM mark themselves; Core statements call `touch`.
+    changed = [obj.response_id for obj in (*session.new, *session.dirty, *session.deleted) if isinstance(obj, Label)]
+    if changed:
+        touch(session, changed)
+
+
+@event.listens_for(Session, "before_commit")
+def _refresh_touched(session: Session) -> None:
+    dirty = session.info.pop(_DIRTY, None)
+    if dirty:
+        refresh(session, dirty)
+
+
+@event.listens_for(Session, "after_rollback")
+def _forget_touched(session: Session) -> None:
+    session.info.pop(_DIRTY, None)
+
+
+def refresh(session_or_connection: Session | Connection, response_ids: Iterable[int]) -> None:
+    """Rewrites the kept figures of `response_ids` from their labels as this transaction sees them.
+
+    On PostgreSQL the response rows are locked first (in id order; FOR NO KEY UPDATE, which the
+    foreign-key locks of new label rows do not conflict with), so two transactions touching the same
+    response take turns here and the later one counts the earlier one's committed labels.
+    SQLite's writers are serialised by BEGIN IMMEDIATE already.
+    """
+    ids = sorted({int(rid) for rid in response_ids})
+    if not ids:
+        return
+    connection = _connection(session_or_connection)
+    if isinstance(session_or_connection, Session):
+        session_or_connection.flush()
+    for start in range(0, len(ids), REFRESH_CHUNK):
+        chunk = ids[start:start + REFRESH_CHUNK]
+        if connection.dialect.name != "sqlite":
+            connection.execute(select(Response.__table__.c.id).where(Response.__table__.c.id.in_(chunk))
+                               .order_by(Response.__table__.c.id).with_for_update(key_share=True))
+        connection.execute(delete(_TALLY).where(_TALLY.c.response_id.in_(chunk)))
+        connection.execute(insert(_TALLY).from_select(
+            ["response_id", "group_no", "stage", "user_id", "n"],
+            select(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id, func.count())
+            .where(_LABEL.c.response_id.in_(chunk))
+            .group_by(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id)))
+        status = status_of_labels(_label_rows(connection, chunk))
+        connection.execute(delete(_STATUS).where(_STATUS.c.response_id.in_(chunk)))
+        if len(status):
+            connection.execute(insert(_STATUS), status.to_dict("records"))
+
+
+def rebuild_all(session_or_connection: Session | Connection) -> None:
+    """Rewrites every kept figure (a migration of an existing database; a repair)."""
+    connection = _connection(session_or_connection)
+    connection.execute(delete(_TALLY))
+    connection.execute(delete(_STATUS))
+    refresh(session_or_connection, connection.execute(select(_LABEL.c.response_id).distinct()).scalars())
+
+
+def _label_rows(connection: Connection, response_ids: list[int]) -> pd.DataFrame:
+    rows = connection.execute(select(_LABEL.c.response_id, _LABEL.c.criterion_id, _LABEL.c.stage, _LABEL.c.group_no,
+                                     _LABEL.c.met).where(_LABEL.c.response_id.in_(response_ids))).all()
+    return _frame(rows)
+
+
+def _frame(rows) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=gold.LABEL_COLUMNS)
+    frame["met"] = frame["met"].astype(bool)
+    frame["stage"] = frame["stage"].astype(str)
+    return frame
+
+
+def status_of_labels(labels: pd.DataFrame) -> pd.DataFrame:
+    """Per response of `labels` (rows of gold.LABEL_COLUMNS): STATUS_COLUMNS, by the rules of db.gold."""
+    if labels.empty:
+        return pd.DataFrame(columns=STATUS_COLUMNS)
+    finals = gold.decisions_with_finals(labels)
+    both = (finals["group1"].notna() & finals["group2"].notna()).to_numpy()
+    differ = both & (finals["group1"] != finals["group2"]).fillna(False).to_numpy(dtype=bool)
+    unresolved = differ & finals["adjudicated"].isna().to_numpy()
+    _met, source = gold.gold_values(finals)
+    figures = pd.DataFrame({"response_id": finals["response_id"].to_numpy(np.int64), "n_compared": both,
+                            "n_differing": differ, "n_unresolved": unresolved, "n_gold": source != ""})
+    summed = figures.groupby("response_id", sort=True).sum().astype(np.int64).reset_index()
+    return summed[STATUS_COLUMNS].astype(object)
+
+
+# Reading -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ResponseFigures:
+    response_id: int
+    n_compared: int
+    n_differing: int
+    n_unresolved: int
+    n_gold: int
+
+
+def unresolved_total(session: Session) -> int:
+    """Decisions where both groups have a final label, they differ, and nobody adjudicated (DESIGN §4)."""
+    if _recounting():
+        return int(recount_status(session)["n_unresolved"].sum())
+    total = session.execute(select(func.coalesce(func.sum(_STATUS.c.n_unresolved), 0))
+                            .where(_STATUS.c.n_unresolved > 0)).scalar_one()
+    return int(total)
+
+
+def responses_with_unresolved(session: Session) -> list[ResponseFigures]:
+    """The figures of every response that has an unresolved disagreement, in response order."""
+    if _recounting():
+        frame = recount_status(session)
+        frame = frame[frame["n_unresolved"] > 0]
+        return [ResponseFigures(*map(int, row)) for row in frame[STATUS_COLUMNS].itertuples(index=False)]
+    rows = session.execute(select(*(_STATUS.c[name] for name in STATUS_COLUMNS)).where(_STATUS.c.n_unresolved > 0)
+                           .order_by(_STATUS.c.response_id)).all()
+    return [ResponseFigures(*map(int, row)) for row in rows]
+
+
+def responses_labeled_by(session: Session, user_id: int) -> set[int]:
+    """Responses on which the user made an annotation or check label."""
+    if _recounting():
+        return set(session.execute(select(_LABEL.c.response_id).where(
+            _LABEL.c.user_id == user_id, _LABEL.c.stage != Stage.adjudication.value).distinct()).scalars())
+    return set(session.execute(select(_TALLY.c.response_id).where(
+        _TALLY.c.user_id == user_id, _TALLY.c.stage != Stage.adjudication.value).distinct()).scalars())
+
+
+def tally_source():
+    """The table of label counts per (response, group, stage, user) that readers group: kept, or recounted."""
+    if _recounting():
+        return (select(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id,
+                       func.count().label("n"))
+                .group_by(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id)
+                .subquery("tally"))
+    return _TALLY
+
+
+# The straightforward way: every label, every time --------------------------------------------
+
+def recount_status(session: Session) -> pd.DataFrame:
+    """STATUS_COLUMNS of every labeled response, computed from all labels."""
+    connection = session.connection()
+    rows = connection.execute(select(_LABEL.c.response_id, _LABEL.c.criterion_id, _LABEL.c.stage, _LABEL.c.group_no,
+                                     _LABEL.c.met)).all()
+    return status_of_labels(_frame(rows))
+
+
+def kept_status(session: Session) -> pd.DataFrame:
+    """STATUS_COLUMNS of every response as kept (for comparing with `recount_status`)."""
+    rows = session.execute(select(*(_STATUS.c[name] for name in STATUS_COLUMNS)).order_by(_STATUS.c.response_id)).all()
+    return pd.DataFrame(rows, columns=STATUS_COLUMNS).astype(object)
+
+
+def kept_tally(session: Session) -> list[tuple]:
+    return sorted(tuple(row) for row in session.execute(
+        select(_TALLY.c.response_id, _TALLY.c.group_no, _TALLY.c.stage, _TALLY.c.user_id, _TALLY.c.n)).all())
+
+
+def recount_tally(session: Session) -> list[tuple]:
+    return sorted(tuple(row) for row in session.execute(
+        select(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id, func.count())
+        .group_by(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id)).all())
