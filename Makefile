@@ -20,7 +20,7 @@ PORT ?= 8501
 ADDRESS ?= localhost
 DEMO_LOGINS := data/demo-logins.txt
 PYTEST_ARGS ?=
-SOURCES := db annotate review analysis admin tests benchmarks
+SOURCES := db annotate review analysis admin ui i18n cli demo tests benchmarks
 
 .PHONY: help run test bench lint clean-venv
 

@@ -1,12 +1,30 @@
 """ClinConsensus Studio: the browser app. `streamlit run streamlit_app.py` (or `clinconsensus serve`).
 
-Navigation is built from the signed-in user's role; every page checks the role again itself.
+Navigation is built here, from one `pages(user)` contribution per page room, so no lower room
+imports a page room. Each `pages(user)` returns `(section catalog key, st.Page)` pairs for the
+pages `user`'s role may see, and nothing for other roles; every page checks the role again itself
+(`shell.require_user`), and the db/ functions refuse whatever the navigation hides.
 """
 
 import streamlit as st
 
-from admin import shell
-from admin.navigation import pages_for
+import admin
+import annotate
+import review
+from analysis import dashboard
+from ui import home, shell
+
+PAGE_ROOMS = (home.pages, annotate.pages, review.pages, dashboard.pages, admin.pages)
+
+
+def pages_for(user) -> dict[str, list[st.Page]]:
+    """The navigation of `user`: section title → pages, in the order the rooms contribute them."""
+    sections: dict[str, list[st.Page]] = {}
+    for room_pages in PAGE_ROOMS:
+        for section_key, page in room_pages(user):
+            sections.setdefault(shell.t(section_key), []).append(page)
+    return sections
+
 
 st.set_page_config(page_title="ClinConsensus Studio", page_icon="🩺", layout="wide")
 

@@ -1,1 +1,63 @@
-"""Admin pages and the `clinconsensus` command line."""
+"""The admin's pages: imports, accounts and groups, assignments, progress, exports.
+
+Each page module has a `render()` that starts with `shell.require_user(Role.admin)`.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from db.models import Role, User
+from ui import shell
+
+
+def pages(user: User) -> list[tuple[str, st.Page]]:
+    """The admin area's navigation entries (none for other roles)."""
+    if user.role != Role.admin:
+        return []
+    from admin import assignments, audit_log, exports, imports, progress, users
+
+    t = shell.translator()
+    section = "nav.section.admin"
+    return [
+        (
+            section,
+            st.Page(
+                progress.render,
+                title=t("admin.progress.title"),
+                icon=":material/monitoring:",
+                url_path="admin-progress",
+            ),
+        ),
+        (
+            section,
+            st.Page(
+                imports.render, title=t("admin.import.title"), icon=":material/upload_file:", url_path="admin-import"
+            ),
+        ),
+        (section, st.Page(users.render, title=t("admin.users.title"), icon=":material/group:", url_path="admin-users")),
+        (
+            section,
+            st.Page(
+                assignments.render,
+                title=t("admin.assign.title"),
+                icon=":material/assignment_ind:",
+                url_path="admin-assignments",
+            ),
+        ),
+        (
+            section,
+            st.Page(
+                exports.render, title=t("admin.export.title"), icon=":material/download:", url_path="admin-exports"
+            ),
+        ),
+        (
+            section,
+            st.Page(
+                audit_log.render,
+                title=t("review.audit_log.title"),
+                icon=":material/history:",
+                url_path="admin-audit-log",
+            ),
+        ),
+    ]

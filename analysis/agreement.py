@@ -62,16 +62,21 @@ def criterion_agreement(grid: DecisionGrid) -> pd.DataFrame:
     met2 = np.bincount(flat_case, weights=(both & (grid.group2 == MET)).ravel(), minlength=size)
     criteria = grid.criteria
     index = criteria["case_row"].to_numpy(np.int64) * width + criteria["slot"].to_numpy(np.int64)
-    frame = pd.DataFrame({"case_id": grid.cases["case_id"].to_numpy()[criteria["case_row"].to_numpy()],
-                          "criterion_id": criteria["criterion_id"].to_numpy(),
-                          "n_decisions": n_both[index].astype(np.int64)})
+    frame = pd.DataFrame(
+        {
+            "case_id": grid.cases["case_id"].to_numpy()[criteria["case_row"].to_numpy()],
+            "criterion_id": criteria["criterion_id"].to_numpy(),
+            "n_decisions": n_both[index].astype(np.int64),
+        }
+    )
     with np.errstate(invalid="ignore", divide="ignore"):
         frame["agreement"] = n_agree[index] / n_both[index]
         frame["met_rate_group1"] = met1[index] / n_both[index]
         frame["met_rate_group2"] = met2[index] / n_both[index]
     frame = frame[frame["n_decisions"] > 0]
-    return frame.sort_values(["agreement", "n_decisions", "case_id", "criterion_id"],
-                             ascending=[True, False, True, True], ignore_index=True)
+    return frame.sort_values(
+        ["agreement", "n_decisions", "case_id", "criterion_id"], ascending=[True, False, True, True], ignore_index=True
+    )
 
 
 def low_agreement_cases(result: Agreement, share: float = TAIL_SHARE) -> pd.DataFrame:

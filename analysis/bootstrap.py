@@ -18,18 +18,28 @@ DEFAULT_SEED = 20260101
 LEVEL = 0.95
 
 
-def _per_case(case_codes: np.ndarray, model_codes: np.ndarray, values: np.ndarray, n_cases: int,
-              n_models: int) -> np.ndarray:
-    return np.bincount(case_codes * n_models + model_codes, weights=values,
-                       minlength=n_cases * n_models).reshape(n_cases, n_models)
+def _per_case(
+    case_codes: np.ndarray, model_codes: np.ndarray, values: np.ndarray, n_cases: int, n_models: int
+) -> np.ndarray:
+    return np.bincount(case_codes * n_models + model_codes, weights=values, minlength=n_cases * n_models).reshape(
+        n_cases, n_models
+    )
 
 
-def confidence_intervals(grid: DecisionGrid, scores: Scores, agreement: Agreement, k: int, *,
-                         resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> pd.DataFrame:
+def confidence_intervals(
+    grid: DecisionGrid,
+    scores: Scores,
+    agreement: Agreement,
+    k: int,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> pd.DataFrame:
     """Per model: lower and upper bounds of CACS@k, rubric accuracy and pooled macro-F1 (NaN when undefined)."""
     n_models = len(grid.models)
-    columns = [f"{metric}_{bound}" for metric in ("cacs_at_k", "rubric_accuracy", "pooled_mf1")
-               for bound in ("low", "high")]
+    columns = [
+        f"{metric}_{bound}" for metric in ("cacs_at_k", "rubric_accuracy", "pooled_mf1") for bound in ("low", "high")
+    ]
     frame = pd.DataFrame(np.nan, index=pd.Index(grid.models, name="model"), columns=columns)
     case_ids, case_codes_all = np.unique(grid.case_rows, return_inverse=True)
     n_cases = len(case_ids)
@@ -39,9 +49,12 @@ def confidence_intervals(grid: DecisionGrid, scores: Scores, agreement: Agreemen
     code_of_case = pd.Index(case_ids)
     scored_cases = code_of_case.get_indexer(scores.case_rows)
     count = _per_case(scored_cases, scores.model_codes, np.ones(len(scored_cases)), n_cases, n_models)
-    sums = {"cacs_at_k": _per_case(scored_cases, scores.model_codes, cacs(scores.s, scores.n, k), n_cases, n_models),
-            "rubric_accuracy": _per_case(scored_cases, scores.model_codes, scores.s / np.maximum(scores.n, 1),
-                                         n_cases, n_models)}
+    sums = {
+        "cacs_at_k": _per_case(scored_cases, scores.model_codes, cacs(scores.s, scores.n, k), n_cases, n_models),
+        "rubric_accuracy": _per_case(
+            scored_cases, scores.model_codes, scores.s / np.maximum(scores.n, 1), n_cases, n_models
+        ),
+    }
     drawn = weights @ count
     for metric, per_case in sums.items():
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -50,8 +63,13 @@ def confidence_intervals(grid: DecisionGrid, scores: Scores, agreement: Agreemen
     if len(pairs):
         pair_cases = code_of_case.get_indexer(pairs["case_row"].to_numpy())
         pair_models = pd.Index(grid.models).get_indexer(pairs["model"].to_numpy())
-        confusion = np.stack([weights @ _per_case(pair_cases, pair_models, pairs[name].to_numpy(np.float64), n_cases,
-                                                  n_models) for name in "abcd"], axis=-1)
+        confusion = np.stack(
+            [
+                weights @ _per_case(pair_cases, pair_models, pairs[name].to_numpy(np.float64), n_cases, n_models)
+                for name in "abcd"
+            ],
+            axis=-1,
+        )
         _store(frame, "pooled_mf1", macro_f1(confusion))
     return frame
 
@@ -60,8 +78,11 @@ def _resample_weights(n_cases: int, resamples: int, seed: int) -> np.ndarray:
     """(resamples × cases) how often each case is drawn."""
     draws = np.random.default_rng(seed).integers(0, n_cases, size=(resamples, n_cases))
     offsets = (np.arange(resamples) * n_cases)[:, None]
-    return np.bincount((draws + offsets).ravel(), minlength=resamples * n_cases).reshape(resamples, n_cases) \
+    return (
+        np.bincount((draws + offsets).ravel(), minlength=resamples * n_cases)
+        .reshape(resamples, n_cases)
         .astype(np.float64)
+    )
 
 
 def _store(frame: pd.DataFrame, metric: str, values: np.ndarray) -> None:

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from admin import shell
+from ui import shell
 from analysis import figures as figure_builders
 from analysis import metrics
 from analysis.freshness import data_version
@@ -25,7 +25,7 @@ from db.models import Role
 from db.taxonomy import get_taxonomy
 
 DASHBOARD_RESAMPLES = 300
-SHOWN_ROWS = 500   # long tables (per criterion, per case) show their head; the download has every row
+SHOWN_ROWS = 500  # long tables (per criterion, per case) show their head; the download has every row
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
@@ -74,7 +74,7 @@ def _options(grid: metrics.DecisionGrid) -> dict[str, list[str]]:
 
 def _source_label(t, source: str) -> str:
     if source.startswith(metrics.JUDGE_PREFIX):
-        return t("analysis.source.judge", name=source[len(metrics.JUDGE_PREFIX):])
+        return t("analysis.source.judge", name=source[len(metrics.JUDGE_PREFIX) :])
     return t(f"analysis.source.{source}")
 
 
@@ -85,18 +85,36 @@ def _filters(grid: metrics.DecisionGrid, t) -> tuple[dict, int, str]:
         st.caption(t("analysis.filter.all"))
         chosen = {
             "models": st.multiselect(t("analysis.filter.models"), options["models"], key="analysis_models"),
-            "difficulty": st.multiselect(t("analysis.filter.difficulty"), options["difficulty"], key="analysis_difficulty"),
+            "difficulty": st.multiselect(
+                t("analysis.filter.difficulty"), options["difficulty"], key="analysis_difficulty"
+            ),
             "register": st.multiselect(t("analysis.filter.register"), options["register"], key="analysis_register"),
             "task_theme": st.multiselect(t("analysis.filter.task_theme"), options["task_theme"], key="analysis_theme"),
             "specialty": st.multiselect(t("analysis.filter.specialty"), options["specialty"], key="analysis_specialty"),
         }
-        sources = [metrics.GOLD, metrics.GROUP1, metrics.GROUP2,
-                   *(metrics.JUDGE_PREFIX + name for name in sorted(grid.judges))]
-        source = st.selectbox(t("analysis.filter.source"), sources, format_func=lambda value: _source_label(t, value),
-                              key="analysis_source")
+        sources = [
+            metrics.GOLD,
+            metrics.GROUP1,
+            metrics.GROUP2,
+            *(metrics.JUDGE_PREFIX + name for name in sorted(grid.judges)),
+        ]
+        source = st.selectbox(
+            t("analysis.filter.source"),
+            sources,
+            format_func=lambda value: _source_label(t, value),
+            key="analysis_source",
+        )
         n = grid.rubric_size
-        k = int(st.number_input(t("analysis.filter.k"), min_value=1, max_value=n, value=min(metrics.DEFAULT_K, n),
-                                step=1, key="analysis_k"))
+        k = int(
+            st.number_input(
+                t("analysis.filter.k"),
+                min_value=1,
+                max_value=n,
+                value=min(metrics.DEFAULT_K, n),
+                step=1,
+                key="analysis_k",
+            )
+        )
     return chosen, k, source
 
 
@@ -105,15 +123,26 @@ def _table(t, name: str, frame: pd.DataFrame, key: str) -> None:
     st.dataframe(frame.head(SHOWN_ROWS), hide_index=True, width="stretch")
     if len(frame) > SHOWN_ROWS:
         st.caption(t("analysis.rows_shown", shown=SHOWN_ROWS, total=f"{len(frame):,}"))
-    st.download_button(t("analysis.download_csv"), data=lambda: frame.to_csv(index=False).encode("utf-8"),
-                       file_name=f"{name}.csv", mime="text/csv", key=f"csv_{key}", on_click="ignore")
+    st.download_button(
+        t("analysis.download_csv"),
+        data=lambda: frame.to_csv(index=False).encode("utf-8"),
+        file_name=f"{name}.csv",
+        mime="text/csv",
+        key=f"csv_{key}",
+        on_click="ignore",
+    )
 
 
 def _figure(t, name: str, figure, key: str) -> None:
     st.plotly_chart(figure, key=f"chart_{key}", width="stretch")
-    st.download_button(t("analysis.download_html"),
-                       data=lambda: figure_builders.figure_html(figure).encode("utf-8"),
-                       file_name=f"{name}.html", mime="text/html", key=f"html_{key}", on_click="ignore")
+    st.download_button(
+        t("analysis.download_html"),
+        data=lambda: figure_builders.figure_html(figure).encode("utf-8"),
+        file_name=f"{name}.html",
+        mime="text/html",
+        key=f"html_{key}",
+        on_click="ignore",
+    )
 
 
 def render() -> None:
@@ -144,18 +173,33 @@ def render() -> None:
 
     downloads = st.columns(2)
     downloads[0].download_button(
-        t("analysis.download_report"), key="download_report", mime="text/html", file_name="report.html",
-        on_click="ignore", data=lambda: figure_builders.html_report(report, lang=language).encode("utf-8"))
-    downloads[1].download_button(
-        t("analysis.download_json"), key="download_json", mime="application/json", file_name="report.json",
+        t("analysis.download_report"),
+        key="download_report",
+        mime="text/html",
+        file_name="report.html",
         on_click="ignore",
-        data=lambda: json.dumps(report_json(report), ensure_ascii=False, indent=2, allow_nan=False).encode("utf-8"))
+        data=lambda: figure_builders.html_report(report, tables(report), lang=language).encode("utf-8"),
+    )
+    downloads[1].download_button(
+        t("analysis.download_json"),
+        key="download_json",
+        mime="application/json",
+        file_name="report.json",
+        on_click="ignore",
+        data=lambda: json.dumps(report_json(report), ensure_ascii=False, indent=2, allow_nan=False).encode("utf-8"),
+    )
 
     frames = tables(report)
     built = dict(figure_builders.figures(report, t))
     models_tab, agreement_tab, judges_tab, slices_tab, diagnostics_tab = st.tabs(
-        [t("analysis.tab.models"), t("analysis.tab.agreement"), t("analysis.tab.judges"), t("analysis.tab.slices"),
-         t("analysis.tab.diagnostics")])
+        [
+            t("analysis.tab.models"),
+            t("analysis.tab.agreement"),
+            t("analysis.tab.judges"),
+            t("analysis.tab.slices"),
+            t("analysis.tab.diagnostics"),
+        ]
+    )
     with models_tab:
         _table(t, "models", frames["models"], "models")
         for name in ("accuracy_vs_cacs", "case_accuracy", "threshold"):
@@ -190,10 +234,17 @@ def render() -> None:
 def _named_slices(frame: pd.DataFrame, language: str) -> pd.DataFrame:
     """Slice values with their display names (the stored ids stay in `value`)."""
     taxonomy = get_taxonomy()
-    kinds = {"task_theme": "task_themes", "capability_family": "capability_families",
-             "macro_category": "macro_categories", "register": "register", "difficulty": "difficulties"}
-    names = [taxonomy.name(kinds.get(dimension, dimension), str(value), language)
-             for dimension, value in zip(frame["dimension"], frame["value"])]
+    kinds = {
+        "task_theme": "task_themes",
+        "capability_family": "capability_families",
+        "macro_category": "macro_categories",
+        "register": "register",
+        "difficulty": "difficulties",
+    }
+    names = [
+        taxonomy.name(kinds.get(dimension, dimension), str(value), language)
+        for dimension, value in zip(frame["dimension"], frame["value"])
+    ]
     return frame.assign(name=names)[["dimension", "value", "name", "model", "cacs_at_k", "n_responses"]]
 
 
@@ -201,5 +252,9 @@ def pages(user) -> list[tuple[str, st.Page]]:
     """Navigation contribution: the dashboard, for admins and checkers."""
     if user.role not in (Role.admin, Role.checker):
         return []
-    return [("nav.section.analysis", st.Page(render, title=shell.t("analysis.nav"), icon=":material/monitoring:",
-                                             url_path="analysis-dashboard"))]
+    return [
+        (
+            "nav.section.analysis",
+            st.Page(render, title=shell.t("analysis.nav"), icon=":material/monitoring:", url_path="analysis-dashboard"),
+        )
+    ]

@@ -7,39 +7,32 @@ catalog lookup; the HTML report reads the same catalog file) and returns a `plot
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Callable
-from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from analysis import metrics
+from i18n import translate
 
-CATALOG_FILE = Path(__file__).resolve().parent.parent / "admin" / "locales" / "analysis.json"
 Translator = Callable[[str], str]
 PERCENT = ".1%"
 
 
-@lru_cache(maxsize=1)
-def _catalog() -> dict:
-    return json.loads(CATALOG_FILE.read_text(encoding="utf-8"))
-
-
 def translator(lang: str = "en") -> Translator:
     """Catalog lookup for output made outside a page (the HTML report)."""
-    def t(key: str, **values) -> str:
-        texts = _catalog()[key]
-        text = texts.get(lang) or texts["zh"]
-        return text.format(**values) if values else text
-    return t
+    return lambda key, **values: translate(key, lang, **values)
 
 
 def _layout(figure: go.Figure, title: str, **axes) -> go.Figure:
-    figure.update_layout(title=title, template="plotly_white", margin=dict(l=60, r=20, t=60, b=60),
-                         legend=dict(orientation="h", y=-0.2), **axes)
+    figure.update_layout(
+        title=title,
+        template="plotly_white",
+        margin=dict(l=60, r=20, t=60, b=60),
+        legend=dict(orientation="h", y=-0.2),
+        **axes,
+    )
     return figure
 
 
@@ -49,30 +42,62 @@ def case_mf1_distribution(report, t: Translator) -> go.Figure:
     for model in report.grid.models:
         values = pairs.loc[pairs["model"] == model, "mf1"]
         figure.add_trace(go.Box(y=values, name=model, boxmean=True, showlegend=False))
-    return _layout(figure, t("analysis.fig.case_mf1"), yaxis_title=t("analysis.axis.case_mf1"),
-                   xaxis_title=t("analysis.axis.model"))
+    return _layout(
+        figure,
+        t("analysis.fig.case_mf1"),
+        yaxis_title=t("analysis.axis.case_mf1"),
+        xaxis_title=t("analysis.axis.model"),
+    )
 
 
 def pooled_mf1(report, t: Translator) -> go.Figure:
     frame = report.agreement.per_model
-    text = [t("analysis.fig.raters", a1=int(r.annotators_g1), a2=int(r.annotators_g2), c1=int(r.checkers_g1),
-              c2=int(r.checkers_g2)) for r in frame.itertuples()]
-    figure = go.Figure(go.Bar(x=list(frame.index), y=frame["pooled_mf1"], text=text, textposition="outside",
-                              hovertemplate="%{x}: %{y:.3f}<br>%{text}<extra></extra>"))
+    text = [
+        t(
+            "analysis.fig.raters",
+            a1=int(r.annotators_g1),
+            a2=int(r.annotators_g2),
+            c1=int(r.checkers_g1),
+            c2=int(r.checkers_g2),
+        )
+        for r in frame.itertuples()
+    ]
+    figure = go.Figure(
+        go.Bar(
+            x=list(frame.index),
+            y=frame["pooled_mf1"],
+            text=text,
+            textposition="outside",
+            hovertemplate="%{x}: %{y:.3f}<br>%{text}<extra></extra>",
+        )
+    )
     overall = report.agreement.overall_mf1
     if not np.isnan(overall):
         figure.add_hline(y=overall, line_dash="dash", annotation_text=t("analysis.fig.overall"))
-    return _layout(figure, t("analysis.fig.pooled_mf1"), yaxis_title=t("analysis.axis.pooled_mf1"),
-                   yaxis_range=[0, 1.1])
+    return _layout(
+        figure, t("analysis.fig.pooled_mf1"), yaxis_title=t("analysis.axis.pooled_mf1"), yaxis_range=[0, 1.1]
+    )
 
 
 def accuracy_vs_cacs(report, t: Translator) -> go.Figure:
     frame = report.models
-    figure = go.Figure(go.Scatter(x=frame["rubric_accuracy"], y=frame["cacs_at_k"], mode="markers+text",
-                                  text=list(frame.index), textposition="top center"))
-    return _layout(figure, t("analysis.fig.accuracy_vs_cacs", k=report.k),
-                   xaxis_title=t("analysis.axis.rubric_accuracy"), yaxis_title=t("analysis.axis.cacs", k=report.k),
-                   xaxis_tickformat=PERCENT, yaxis_tickformat=PERCENT)
+    figure = go.Figure(
+        go.Scatter(
+            x=frame["rubric_accuracy"],
+            y=frame["cacs_at_k"],
+            mode="markers+text",
+            text=list(frame.index),
+            textposition="top center",
+        )
+    )
+    return _layout(
+        figure,
+        t("analysis.fig.accuracy_vs_cacs", k=report.k),
+        xaxis_title=t("analysis.axis.rubric_accuracy"),
+        yaxis_title=t("analysis.axis.cacs", k=report.k),
+        xaxis_tickformat=PERCENT,
+        yaxis_tickformat=PERCENT,
+    )
 
 
 def case_accuracy_threshold(report, t: Translator) -> go.Figure:
@@ -80,14 +105,32 @@ def case_accuracy_threshold(report, t: Translator) -> go.Figure:
     accuracy = scores.s / np.maximum(scores.n, 1)
     figure = go.Figure()
     for code, model in enumerate(report.grid.models):
-        figure.add_trace(go.Histogram(x=accuracy[scores.model_codes == code], name=model, opacity=0.6,
-                                      xbins=dict(start=0, end=1.0001, size=1 / max(report.n, 1))))
+        figure.add_trace(
+            go.Histogram(
+                x=accuracy[scores.model_codes == code],
+                name=model,
+                opacity=0.6,
+                xbins=dict(start=0, end=1.0001, size=1 / max(report.n, 1)),
+            )
+        )
     threshold = (report.k - 0.5) / report.n
-    figure.add_vrect(x0=0, x1=threshold, fillcolor="firebrick", opacity=0.12, line_width=0,
-                     annotation_text=t("analysis.fig.below_threshold", k=report.k), annotation_position="top left")
+    figure.add_vrect(
+        x0=0,
+        x1=threshold,
+        fillcolor="firebrick",
+        opacity=0.12,
+        line_width=0,
+        annotation_text=t("analysis.fig.below_threshold", k=report.k),
+        annotation_position="top left",
+    )
     figure.update_layout(barmode="overlay")
-    return _layout(figure, t("analysis.fig.case_accuracy"), xaxis_title=t("analysis.axis.rubric_accuracy"),
-                   yaxis_title=t("analysis.axis.responses"), xaxis_tickformat=PERCENT)
+    return _layout(
+        figure,
+        t("analysis.fig.case_accuracy"),
+        xaxis_title=t("analysis.axis.rubric_accuracy"),
+        yaxis_title=t("analysis.axis.responses"),
+        xaxis_tickformat=PERCENT,
+    )
 
 
 def slice_bars(report, t: Translator, dimension: str) -> go.Figure:
@@ -96,33 +139,49 @@ def slice_bars(report, t: Translator, dimension: str) -> go.Figure:
     for value, part in frame.groupby("value", sort=True):
         figure.add_trace(go.Bar(x=part["model"], y=part["cacs_at_k"], name=str(value)))
     figure.update_layout(barmode="group")
-    return _layout(figure, t(f"analysis.fig.slice.{dimension}", k=report.k),
-                   yaxis_title=t("analysis.axis.cacs", k=report.k), yaxis_tickformat=PERCENT)
+    return _layout(
+        figure,
+        t(f"analysis.fig.slice.{dimension}", k=report.k),
+        yaxis_title=t("analysis.axis.cacs", k=report.k),
+        yaxis_tickformat=PERCENT,
+    )
 
 
 def family_heatmap(report, t: Translator) -> go.Figure:
     frame = report.slices[report.slices["dimension"] == "capability_family"]
     table = frame.pivot(index="value", columns="model", values="cacs_at_k").reindex(columns=report.grid.models)
     deviation = table - report.models["cacs_at_k"].reindex(table.columns).to_numpy()[None, :]
-    figure = go.Figure(go.Heatmap(z=deviation.to_numpy(), x=list(table.columns), y=list(table.index),
-                                  colorscale="RdBu", zmid=0, text=np.round(table.to_numpy(), 3),
-                                  hovertemplate="%{y} · %{x}<br>Δ %{z:.3f}<br>CACS %{text}<extra></extra>",
-                                  colorbar=dict(title=t("analysis.axis.deviation"))))
+    figure = go.Figure(
+        go.Heatmap(
+            z=deviation.to_numpy(),
+            x=list(table.columns),
+            y=list(table.index),
+            colorscale="RdBu",
+            zmid=0,
+            text=np.round(table.to_numpy(), 3),
+            hovertemplate="%{y} · %{x}<br>Δ %{z:.3f}<br>CACS %{text}<extra></extra>",
+            colorbar=dict(title=t("analysis.axis.deviation")),
+        )
+    )
     return _layout(figure, t("analysis.fig.family_heatmap", k=report.k))
 
 
 def judge_fidelity(report, t: Translator) -> go.Figure:
     frame = report.judges
     figure = go.Figure()
-    for column, key in (("mf1_group1", "analysis.fig.vs_group1"), ("mf1_group2", "analysis.fig.vs_group2"),
-                        ("mf1_gold", "analysis.fig.vs_gold")):
+    for column, key in (
+        ("mf1_group1", "analysis.fig.vs_group1"),
+        ("mf1_group2", "analysis.fig.vs_group2"),
+        ("mf1_gold", "analysis.fig.vs_gold"),
+    ):
         figure.add_trace(go.Bar(x=list(frame.index), y=frame[column], name=t(key)))
     overall = report.agreement.overall_mf1
     if not np.isnan(overall):
         figure.add_hline(y=overall, line_dash="dash", annotation_text=t("analysis.fig.human_human"))
     figure.update_layout(barmode="group")
-    return _layout(figure, t("analysis.fig.judge_fidelity"), yaxis_title=t("analysis.axis.pooled_mf1"),
-                   yaxis_range=[0, 1.05])
+    return _layout(
+        figure, t("analysis.fig.judge_fidelity"), yaxis_title=t("analysis.axis.pooled_mf1"), yaxis_range=[0, 1.05]
+    )
 
 
 def rank_shifts(report, t: Translator) -> go.Figure:
@@ -131,54 +190,98 @@ def rank_shifts(report, t: Translator) -> go.Figure:
     if len(rates.columns):
         ranks = rates.rank(ascending=False, method="min")
         for model in ranks.index:
-            figure.add_trace(go.Scatter(x=list(ranks.columns), y=ranks.loc[model], mode="lines+markers", name=model,
-                                        customdata=rates.loc[model],
-                                        hovertemplate=model + ": %{y} (%{customdata:.1%})<extra></extra>"))
+            figure.add_trace(
+                go.Scatter(
+                    x=list(ranks.columns),
+                    y=ranks.loc[model],
+                    mode="lines+markers",
+                    name=model,
+                    customdata=rates.loc[model],
+                    hovertemplate=model + ": %{y} (%{customdata:.1%})<extra></extra>",
+                )
+            )
     figure.update_yaxes(autorange="reversed")
-    return _layout(figure, t("analysis.fig.rank_shifts"), xaxis_title=t("analysis.axis.judge"),
-                   yaxis_title=t("analysis.axis.rank"))
+    return _layout(
+        figure, t("analysis.fig.rank_shifts"), xaxis_title=t("analysis.axis.judge"), yaxis_title=t("analysis.axis.rank")
+    )
 
 
 def threshold_sensitivity(report, t: Translator) -> go.Figure:
     figure = go.Figure()
     thresholds = list(range(1, report.n + 1))
     for model, row in report.models.iterrows():
-        figure.add_trace(go.Scatter(x=thresholds, y=[row[f"cacs@{k}"] for k in thresholds], mode="lines",
-                                    name=model))
+        figure.add_trace(go.Scatter(x=thresholds, y=[row[f"cacs@{k}"] for k in thresholds], mode="lines", name=model))
     figure.add_vline(x=report.k, line_dash="dash", annotation_text=f"k = {report.k}")
-    return _layout(figure, t("analysis.fig.threshold"), xaxis_title=t("analysis.axis.k"),
-                   yaxis_title=t("analysis.axis.cacs_plain"), yaxis_tickformat=PERCENT)
+    return _layout(
+        figure,
+        t("analysis.fig.threshold"),
+        xaxis_title=t("analysis.axis.k"),
+        yaxis_title=t("analysis.axis.cacs_plain"),
+        yaxis_tickformat=PERCENT,
+    )
 
 
 def length_diagnostics(report, t: Translator, max_points: int = 4000) -> go.Figure:
     scores = report.scores
     value = metrics.cacs(scores.s, scores.n, report.k)
     rng = np.random.default_rng(0)
-    shown = np.arange(len(value)) if len(value) <= max_points else np.sort(rng.choice(len(value), max_points,
-                                                                                        replace=False))
-    figure = go.Figure(go.Scattergl(x=scores.length[shown], y=value[shown], mode="markers", opacity=0.35,
-                                    name=t("analysis.axis.responses"),
-                                    text=np.asarray(report.grid.models, dtype=object)[scores.model_codes[shown]]
-                                    if len(report.grid.models) else None))
-    figure.add_trace(go.Scatter(x=report.models["mean_length"], y=report.models["cacs_at_k"], mode="markers+text",
-                                text=list(report.models.index), textposition="top center",
-                                marker=dict(size=12, symbol="diamond"), name=t("analysis.axis.model")))
+    shown = (
+        np.arange(len(value))
+        if len(value) <= max_points
+        else np.sort(rng.choice(len(value), max_points, replace=False))
+    )
+    figure = go.Figure(
+        go.Scattergl(
+            x=scores.length[shown],
+            y=value[shown],
+            mode="markers",
+            opacity=0.35,
+            name=t("analysis.axis.responses"),
+            text=np.asarray(report.grid.models, dtype=object)[scores.model_codes[shown]]
+            if len(report.grid.models)
+            else None,
+        )
+    )
+    figure.add_trace(
+        go.Scatter(
+            x=report.models["mean_length"],
+            y=report.models["cacs_at_k"],
+            mode="markers+text",
+            text=list(report.models.index),
+            textposition="top center",
+            marker=dict(size=12, symbol="diamond"),
+            name=t("analysis.axis.model"),
+        )
+    )
     pearson = report.length.get("pearson_cacs")
     subtitle = "" if pearson is None or np.isnan(pearson) else f" (r = {pearson:.3f})"
-    return _layout(figure, t("analysis.fig.length", k=report.k) + subtitle, xaxis_title=t("analysis.axis.length"),
-                   yaxis_title=t("analysis.axis.cacs", k=report.k))
+    return _layout(
+        figure,
+        t("analysis.fig.length", k=report.k) + subtitle,
+        xaxis_title=t("analysis.axis.length"),
+        yaxis_title=t("analysis.axis.cacs", k=report.k),
+    )
 
 
 def figures(report, t: Translator) -> list[tuple[str, go.Figure]]:
     """Every figure, with a file-safe name."""
-    built = [("case_mf1", case_mf1_distribution(report, t)), ("pooled_mf1", pooled_mf1(report, t)),
-             ("accuracy_vs_cacs", accuracy_vs_cacs(report, t)),
-             ("case_accuracy", case_accuracy_threshold(report, t))]
-    built += [(f"slice_{dimension}", slice_bars(report, t, dimension))
-              for dimension in ("difficulty", "macro_category", "register")]
-    built += [("family_heatmap", family_heatmap(report, t)), ("judge_fidelity", judge_fidelity(report, t)),
-              ("rank_shifts", rank_shifts(report, t)), ("threshold", threshold_sensitivity(report, t)),
-              ("length", length_diagnostics(report, t))]
+    built = [
+        ("case_mf1", case_mf1_distribution(report, t)),
+        ("pooled_mf1", pooled_mf1(report, t)),
+        ("accuracy_vs_cacs", accuracy_vs_cacs(report, t)),
+        ("case_accuracy", case_accuracy_threshold(report, t)),
+    ]
+    built += [
+        (f"slice_{dimension}", slice_bars(report, t, dimension))
+        for dimension in ("difficulty", "macro_category", "register")
+    ]
+    built += [
+        ("family_heatmap", family_heatmap(report, t)),
+        ("judge_fidelity", judge_fidelity(report, t)),
+        ("rank_shifts", rank_shifts(report, t)),
+        ("threshold", threshold_sensitivity(report, t)),
+        ("length", length_diagnostics(report, t)),
+    ]
     return built
 
 
@@ -188,29 +291,44 @@ def figure_html(figure: go.Figure) -> str:
 
 
 def _table_html(frame: pd.DataFrame) -> str:
-    return frame.to_html(index=False, escape=True, float_format=lambda v: f"{v:.4f}", na_rep="—", border=0,
-                         classes="table")
+    return frame.to_html(
+        index=False, escape=True, float_format=lambda v: f"{v:.4f}", na_rep="—", border=0, classes="table"
+    )
 
 
-def html_report(report, lang: str = "en") -> str:
-    """The whole report in one offline HTML file: summary tables, then every figure."""
-    from analysis.report import tables
-
+def html_report(report, frames: dict[str, pd.DataFrame], lang: str = "en") -> str:
+    """The whole report in one offline HTML file: summary tables (`frames`, as `report.tables` gives them), then every figure."""
     t = translator(lang)
-    parts = [f"<h1>{html.escape(t('analysis.title'))}</h1>",
-             f"<p>{html.escape(t('analysis.summary', source=report.source, k=report.k, n=report.n))}</p>"]
-    frames = tables(report)
+    parts = [
+        f"<h1>{html.escape(t('analysis.title'))}</h1>",
+        f"<p>{html.escape(t('analysis.summary', source=report.source, k=report.k, n=report.n))}</p>",
+    ]
+    frames = dict(frames)
     # CACS at every threshold is drawn in the threshold figure; the table keeps the headline columns.
     frames["models"] = frames["models"].drop(columns=[c for c in frames["models"].columns if c.startswith("cacs@")])
-    for name in ("models", "agreement", "agreement_extra", "judges", "threshold_sensitivity", "length",
-                 "cross_grader", "pending", "low_agreement_cases"):
+    for name in (
+        "models",
+        "agreement",
+        "agreement_extra",
+        "judges",
+        "threshold_sensitivity",
+        "length",
+        "cross_grader",
+        "pending",
+        "low_agreement_cases",
+    ):
         parts.append(f"<h2>{html.escape(t(f'analysis.table.{name}'))}</h2>")
         parts.append(_table_html(frames[name]))
     for index, (_, figure) in enumerate(figures(report, t)):
         parts.append(figure.to_html(include_plotlyjs=index == 0, full_html=False))
-    style = ("body{font-family:sans-serif;max-width:1200px;margin:auto;padding:1em}"
-             ".table{border-collapse:collapse;font-size:13px}.table td,.table th{padding:3px 8px;"
-             "border-bottom:1px solid #ddd;text-align:right}")
-    return (f"<!DOCTYPE html><html lang=\"{html.escape(lang)}\"><head><meta charset=\"utf-8\">"
-            f"<title>{html.escape(t('analysis.title'))}</title><style>{style}</style></head><body>"
-            + "\n".join(parts) + "</body></html>")
+    style = (
+        "body{font-family:sans-serif;max-width:1200px;margin:auto;padding:1em}"
+        ".table{border-collapse:collapse;font-size:13px}.table td,.table th{padding:3px 8px;"
+        "border-bottom:1px solid #ddd;text-align:right}"
+    )
+    return (
+        f'<!DOCTYPE html><html lang="{html.escape(lang)}"><head><meta charset="utf-8">'
+        f"<title>{html.escape(t('analysis.title'))}</title><style>{style}</style></head><body>"
+        + "\n".join(parts)
+        + "</body></html>"
+    )

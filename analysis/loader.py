@@ -42,16 +42,30 @@ def _read(engine: Engine, statement) -> pd.DataFrame:
 
 def current_rubric_versions(engine: Engine) -> pd.DataFrame:
     """case_pk → rubric_version_id of the newest approved version."""
-    newest = (select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
-              .where(RubricVersion.status == RubricStatus.approved).group_by(RubricVersion.case_pk).subquery())
+    newest = (
+        select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
+        .where(RubricVersion.status == RubricStatus.approved)
+        .group_by(RubricVersion.case_pk)
+        .subquery()
+    )
     statement = select(RubricVersion.case_pk, RubricVersion.id.label("rubric_version_id")).join(
-        newest, (RubricVersion.case_pk == newest.c.case_pk) & (RubricVersion.version == newest.c.version))
+        newest, (RubricVersion.case_pk == newest.c.case_pk) & (RubricVersion.version == newest.c.version)
+    )
     return _read(engine, statement)
 
 
 def load_cases(engine: Engine, *, text: bool = False) -> pd.DataFrame:
-    columns = [Case.id.label("case_pk"), Case.case_id, Case.difficulty, Case.task, Case.task_labels, Case.subject,
-               Case.subject_labels, Case.user_role, Case.register_override.label("register_override")]
+    columns = [
+        Case.id.label("case_pk"),
+        Case.case_id,
+        Case.difficulty,
+        Case.task,
+        Case.task_labels,
+        Case.subject,
+        Case.subject_labels,
+        Case.user_role,
+        Case.register_override.label("register_override"),
+    ]
     if text:
         columns += [Case.clinical_context, Case.user_request, Case.extra]
     cases = _read(engine, select(*columns).order_by(Case.id))
@@ -60,16 +74,18 @@ def load_cases(engine: Engine, *, text: bool = False) -> pd.DataFrame:
     cases["subject_labels"] = cases["subject_labels"].map(_as_list)
     if text:
         cases["extra"] = cases["extra"].map(lambda value: _as_json(value) or {})
-    cases["register"] = [taxonomy.register(role, override) for role, override
-                         in zip(cases["user_role"], cases["register_override"])]
+    cases["register"] = [
+        taxonomy.register(role, override) for role, override in zip(cases["user_role"], cases["register_override"])
+    ]
     cases["macro_category"] = cases["subject_labels"].map(taxonomy.macro_category)
     return cases.drop(columns="register_override")
 
 
 def load_register_overrides(engine: Engine) -> pd.DataFrame:
     """case_pk, register_override: the optional `register` key as imported (None where absent)."""
-    return _read(engine, select(Case.id.label("case_pk"), Case.register_override.label("register_override"))
-                 .order_by(Case.id))
+    return _read(
+        engine, select(Case.id.label("case_pk"), Case.register_override.label("register_override")).order_by(Case.id)
+    )
 
 
 def load_criteria(engine: Engine, *, text: bool = False) -> pd.DataFrame:
@@ -77,8 +93,12 @@ def load_criteria(engine: Engine, *, text: bool = False) -> pd.DataFrame:
     columns = [Criterion.rubric_version_id, Criterion.position, Criterion.criterion_id]
     if text:
         columns += [Criterion.text, Criterion.tags]
-    criteria = _read(engine, select(*columns).join(RubricVersion, Criterion.rubric_version_id == RubricVersion.id)
-                     .where(RubricVersion.status == RubricStatus.approved))
+    criteria = _read(
+        engine,
+        select(*columns)
+        .join(RubricVersion, Criterion.rubric_version_id == RubricVersion.id)
+        .where(RubricVersion.status == RubricStatus.approved),
+    )
     criteria = criteria.merge(current, on="rubric_version_id", how="inner")
     if text:
         criteria["tags"] = criteria["tags"].map(_as_list)
@@ -89,7 +109,9 @@ def load_responses(engine: Engine, *, text: bool = False) -> pd.DataFrame:
     columns = [Response.id.label("response_id"), Response.case_pk, Case.case_id, Response.model, Response.length]
     if text:
         columns.append(Response.text)
-    return _read(engine, select(*columns).join(Case, Response.case_pk == Case.id).order_by(Response.case_pk, Response.model))
+    return _read(
+        engine, select(*columns).join(Case, Response.case_pk == Case.id).order_by(Response.case_pk, Response.model)
+    )
 
 
 def load_labels(engine: Engine, *, notes: bool = False) -> pd.DataFrame:
@@ -130,18 +152,28 @@ def load_label_decisions(engine: Engine, *, users: bool = False) -> pd.DataFrame
     """
     rows = _fetch_all(engine, _PACKED_LABELS_SQL.format(extra=", user_id" if users else ""))
     if not rows:
-        empty = {"response_id": np.array([], dtype=np.int64), "criterion_id": np.array([], dtype=object),
-                 "stage": np.array([], dtype=object), "group_no": np.array([], dtype=np.int64),
-                 "met": np.array([], dtype=bool)}
+        empty = {
+            "response_id": np.array([], dtype=np.int64),
+            "criterion_id": np.array([], dtype=object),
+            "stage": np.array([], dtype=object),
+            "group_no": np.array([], dtype=np.int64),
+            "met": np.array([], dtype=bool),
+        }
         if users:
             empty["user_id"] = np.array([], dtype=np.int64)
         return pd.DataFrame(empty)
     table = np.array(rows, dtype=object)
     packed = table[:, 0].astype(np.int64)
     # Object columns as read: converting 1.8 M strings to pandas' string dtype costs more than the read.
-    frame = pd.DataFrame({"response_id": packed >> 6, "criterion_id": pd.Series(table[:, 1], dtype=object),
-                          "stage": pd.Series(_STAGES[(packed >> 4) & 3], dtype=object), "group_no": (packed >> 1) & 7,
-                          "met": (packed & 1).astype(bool)})
+    frame = pd.DataFrame(
+        {
+            "response_id": packed >> 6,
+            "criterion_id": pd.Series(table[:, 1], dtype=object),
+            "stage": pd.Series(_STAGES[(packed >> 4) & 3], dtype=object),
+            "group_no": (packed >> 1) & 7,
+            "met": (packed & 1).astype(bool),
+        }
+    )
     if users:
         frame["user_id"] = table[:, 2].astype(np.int64)
     return frame
@@ -149,8 +181,11 @@ def load_label_decisions(engine: Engine, *, users: bool = False) -> pd.DataFrame
 
 def load_label_notes(engine: Engine) -> pd.DataFrame:
     """response_id, criterion_id, stage, group_no, met, note of the labels that carry a note."""
-    statement = (select(Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.met, Label.note)
-                 .where(Label.note.is_not(None)).where(Label.note != ""))
+    statement = (
+        select(Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.met, Label.note)
+        .where(Label.note.is_not(None))
+        .where(Label.note != "")
+    )
     notes = _read(engine, statement)
     notes["met"] = notes["met"].astype(bool)
     return notes
@@ -160,12 +195,24 @@ def load_judge(engine: Engine) -> pd.DataFrame:
     """judge, response_id, criterion_id, met (strings as object columns), read fast like the labels."""
     rows = _fetch_all(engine, _PACKED_JUDGE_SQL)
     if not rows:
-        return pd.DataFrame({"judge": np.array([], dtype=object), "response_id": np.array([], dtype=np.int64),
-                             "criterion_id": np.array([], dtype=object), "met": np.array([], dtype=bool)})
+        return pd.DataFrame(
+            {
+                "judge": np.array([], dtype=object),
+                "response_id": np.array([], dtype=np.int64),
+                "criterion_id": np.array([], dtype=object),
+                "met": np.array([], dtype=bool),
+            }
+        )
     table = np.array(rows, dtype=object)
     packed = table[:, 0].astype(np.int64)
-    return pd.DataFrame({"judge": pd.Series(table[:, 1], dtype=object), "response_id": packed >> 1,
-                         "criterion_id": pd.Series(table[:, 2], dtype=object), "met": (packed & 1).astype(bool)})
+    return pd.DataFrame(
+        {
+            "judge": pd.Series(table[:, 1], dtype=object),
+            "response_id": packed >> 1,
+            "criterion_id": pd.Series(table[:, 2], dtype=object),
+            "met": (packed & 1).astype(bool),
+        }
+    )
 
 
 def load_users(engine: Engine) -> pd.DataFrame:
@@ -176,9 +223,14 @@ def load_frames(engine: Engine, *, text: bool = False, notes: bool = False) -> F
     cases = load_cases(engine, text=text)
     criteria = load_criteria(engine, text=text)
     cases["n_criteria"] = cases["case_pk"].map(criteria.groupby("case_pk").size()).fillna(0).astype(int)
-    return Frames(cases=cases, criteria=criteria, responses=load_responses(engine, text=text),
-                  labels=load_labels(engine, notes=True) if notes else load_label_decisions(engine, users=True),
-                  judge=load_judge(engine), users=load_users(engine))
+    return Frames(
+        cases=cases,
+        criteria=criteria,
+        responses=load_responses(engine, text=text),
+        labels=load_labels(engine, notes=True) if notes else load_label_decisions(engine, users=True),
+        judge=load_judge(engine),
+        users=load_users(engine),
+    )
 
 
 def _as_json(value):

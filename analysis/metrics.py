@@ -37,15 +37,15 @@ SLICE_DIMENSIONS = ("difficulty", "register", "macro_category", "task_theme", "c
 class DecisionGrid:
     """Every decision of every response on one (responses × criterion positions) grid."""
 
-    responses: pd.DataFrame          # response_id, case_pk, case_id, model, length, n — in grid row order
-    cases: pd.DataFrame              # the loader's cases frame
-    criteria: pd.DataFrame           # case_row, slot, criterion_id — the grid column of each current criterion
-    models: list[str]                # sorted; `model_codes` index into it
-    model_codes: np.ndarray          # (R,)
-    case_rows: np.ndarray            # (R,) row of the response's case in `cases`
-    n: np.ndarray                    # (R,) criteria of the response's case
-    valid: np.ndarray                # (R, W) position < n
-    group1: np.ndarray               # (R, W) int8 group finals
+    responses: pd.DataFrame  # response_id, case_pk, case_id, model, length, n — in grid row order
+    cases: pd.DataFrame  # the loader's cases frame
+    criteria: pd.DataFrame  # case_row, slot, criterion_id — the grid column of each current criterion
+    models: list[str]  # sorted; `model_codes` index into it
+    model_codes: np.ndarray  # (R,)
+    case_rows: np.ndarray  # (R,) row of the response's case in `cases`
+    n: np.ndarray  # (R,) criteria of the response's case
+    valid: np.ndarray  # (R, W) position < n
+    group1: np.ndarray  # (R, W) int8 group finals
     group2: np.ndarray
     gold: np.ndarray
     judges: dict[str, np.ndarray] = field(default_factory=dict)
@@ -85,16 +85,26 @@ class DecisionGrid:
         responses = self.responses.iloc[index].reset_index(drop=True)
         models = sorted(responses["model"].unique().tolist())
         return DecisionGrid(
-            responses=responses, cases=self.cases, criteria=self.criteria, models=models,
+            responses=responses,
+            cases=self.cases,
+            criteria=self.criteria,
+            models=models,
             model_codes=pd.Index(models).get_indexer(responses["model"].to_numpy()) if models else np.zeros(0, int),
-            case_rows=self.case_rows[index], n=self.n[index], valid=self.valid[index], group1=self.group1[index],
-            group2=self.group2[index], gold=self.gold[index],
+            case_rows=self.case_rows[index],
+            n=self.n[index],
+            valid=self.valid[index],
+            group1=self.group1[index],
+            group2=self.group2[index],
+            gold=self.gold[index],
             judges={name: values[index] for name, values in self.judges.items()},
             judge_rows={name: (d[index], m[index]) for name, (d, m) in self.judge_rows.items()},
-            rater_keys=keys, rubric_size=self.rubric_size)
+            rater_keys=keys,
+            rubric_size=self.rubric_size,
+        )
 
 
 # Building the grid -----------------------------------------------------------------------------
+
 
 class RowLookup:
     """response_id → grid row (-1 when unknown); a direct table when ids are dense, as database ids are."""
@@ -118,11 +128,17 @@ class RowLookup:
 class _Placer:
     """Maps (response_id, criterion_id) to a flat grid cell; -1 for decisions outside the current rubrics."""
 
-    def __init__(self, responses: pd.DataFrame, case_rows: np.ndarray, criteria: pd.DataFrame,
-                 case_row_of_pk: pd.Index, width: int) -> None:
+    def __init__(
+        self,
+        responses: pd.DataFrame,
+        case_rows: np.ndarray,
+        criteria: pd.DataFrame,
+        case_row_of_pk: pd.Index,
+        width: int,
+    ) -> None:
         self.width = width
         self.rows_of = RowLookup(responses["response_id"].to_numpy())
-        self.case_rows = np.append(case_rows.astype(np.int64), 0)   # row -1 (unknown response) reads a dummy
+        self.case_rows = np.append(case_rows.astype(np.int64), 0)  # row -1 (unknown response) reads a dummy
         codes, names = pd.factorize(criteria["criterion_id"])
         self.names = pd.Index(names)
         self.n_names = max(len(names), 1)
@@ -153,8 +169,11 @@ class _Placer:
             slot = self.table[keys] if len(self.table) else np.full(len(keys), -1)
         else:
             found = np.minimum(np.searchsorted(self.sorted_keys, keys), max(len(self.sorted_keys) - 1, 0))
-            slot = np.where(self.sorted_keys[found] == keys, self.positions[found], -1) if len(self.sorted_keys) \
+            slot = (
+                np.where(self.sorted_keys[found] == keys, self.positions[found], -1)
+                if len(self.sorted_keys)
                 else np.full(len(keys), -1)
+            )
         known &= slot >= 0
         return np.where(known, rows * self.width + slot, -1)
 
@@ -211,10 +230,20 @@ def prepare(frames: Frames) -> DecisionGrid:
 
     criteria = criteria.assign(case_row=case_row_of_pk.get_indexer(criteria["case_pk"].to_numpy()))
     criteria = criteria[criteria["case_row"] >= 0]
-    grid = DecisionGrid(responses=responses, cases=cases, criteria=criteria[["case_row", "slot", "criterion_id"]],
-                        models=models, model_codes=model_codes,
-                        case_rows=case_rows, n=n, valid=valid, group1=finals[0], group2=finals[1], gold=gold,
-                        rubric_size=rubric_size(cases))
+    grid = DecisionGrid(
+        responses=responses,
+        cases=cases,
+        criteria=criteria[["case_row", "slot", "criterion_id"]],
+        models=models,
+        model_codes=model_codes,
+        case_rows=case_rows,
+        n=n,
+        valid=valid,
+        group1=finals[0],
+        group2=finals[1],
+        gold=gold,
+        rubric_size=rubric_size(cases),
+    )
     grid.rater_keys = _rater_keys(frames.labels, responses)
     _add_judges(grid, frames.judge, placer, shape)
     return grid
@@ -229,8 +258,9 @@ def _rater_keys(labels: pd.DataFrame, responses: pd.DataFrame) -> np.ndarray:
     stage_names = [str(name) for name in stage_names]
     group = labels["group_no"].to_numpy(np.int64)
     column = np.full(len(labels), -1, dtype=np.int64)
-    for index, (stage, group_no) in enumerate([(Stage.annotation, 1), (Stage.annotation, 2), (Stage.check, 1),
-                                               (Stage.check, 2)]):
+    for index, (stage, group_no) in enumerate(
+        [(Stage.annotation, 1), (Stage.annotation, 2), (Stage.check, 1), (Stage.check, 2)]
+    ):
         if stage in stage_names:
             column[(stage_codes == stage_names.index(stage)) & (group == group_no)] = index
     keep = (rows >= 0) & (column >= 0)
@@ -252,11 +282,14 @@ def _add_judges(grid: DecisionGrid, judge: pd.DataFrame, placer: _Placer, shape:
         mine = names_codes == code
         grid.judges[str(name)] = _fill(shape, np.where(mine, cells, -1), met)
         on_response = mine & (rows >= 0)
-        grid.judge_rows[str(name)] = (np.bincount(rows[on_response], minlength=shape[0]),
-                                      np.bincount(rows[on_response], weights=met[on_response], minlength=shape[0]))
+        grid.judge_rows[str(name)] = (
+            np.bincount(rows[on_response], minlength=shape[0]),
+            np.bincount(rows[on_response], weights=met[on_response], minlength=shape[0]),
+        )
 
 
 # Sources and per-response scores ---------------------------------------------------------------
+
 
 def parse_source(grid: DecisionGrid, source: str) -> np.ndarray:
     """The labels that score the models: gold, a group's finals, or one judge's decisions."""
@@ -268,7 +301,7 @@ def parse_source(grid: DecisionGrid, source: str) -> np.ndarray:
     if source == GROUP2:
         return grid.group2
     if source.startswith(JUDGE_PREFIX):
-        name = source[len(JUDGE_PREFIX):]
+        name = source[len(JUDGE_PREFIX) :]
         if name not in grid.judges:
             known = ", ".join(sorted(grid.judges)) or "none"
             raise ValidationFailed(f"--source {source}: no judge decisions named {name!r} (judges: {known})")
@@ -309,15 +342,21 @@ class Scores:
     n: np.ndarray
     s: np.ndarray
     length: np.ndarray
-    complete: np.ndarray     # (R,) over all responses
+    complete: np.ndarray  # (R,) over all responses
 
 
 def response_scores(grid: DecisionGrid, source: str = GOLD) -> Scores:
     labels = parse_source(grid, source)
     complete = complete_mask(grid, labels)
     s = met_counts(labels)
-    return Scores(model_codes=grid.model_codes[complete], case_rows=grid.case_rows[complete], n=grid.n[complete],
-                  s=s[complete], length=grid.responses["length"].to_numpy(np.float64)[complete], complete=complete)
+    return Scores(
+        model_codes=grid.model_codes[complete],
+        case_rows=grid.case_rows[complete],
+        n=grid.n[complete],
+        s=s[complete],
+        length=grid.responses["length"].to_numpy(np.float64)[complete],
+        complete=complete,
+    )
 
 
 def _group_mean(codes: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
@@ -344,12 +383,20 @@ def model_scores(grid: DecisionGrid, scores: Scores, k: int) -> pd.DataFrame:
 
 # Agreement between the two groups --------------------------------------------------------------
 
+
 def confusion_counts(truth: np.ndarray, predicted: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Per row: (both met, truth only, predicted only, neither) over the cells of `mask`."""
     t = truth == MET
     p = predicted == MET
-    return np.stack([(t & p & mask).sum(axis=1), (t & ~p & mask).sum(axis=1),
-                     (~t & p & mask).sum(axis=1), (~t & ~p & mask).sum(axis=1)], axis=-1).astype(np.int64)
+    return np.stack(
+        [
+            (t & p & mask).sum(axis=1),
+            (t & ~p & mask).sum(axis=1),
+            (~t & p & mask).sum(axis=1),
+            (~t & ~p & mask).sum(axis=1),
+        ],
+        axis=-1,
+    ).astype(np.int64)
 
 
 def macro_f1(counts: np.ndarray) -> np.ndarray:
@@ -372,9 +419,9 @@ def macro_f1(counts: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Agreement:
-    per_model: pd.DataFrame        # pooled_mf1, case_mf1_mean, case_mf1_median, n_aligned, counts a..d, raters
-    overall_counts: np.ndarray     # (4,)
-    pairs: pd.DataFrame            # one row per aligned pair: model, case_row, case_id, mf1, a, b, c, d
+    per_model: pd.DataFrame  # pooled_mf1, case_mf1_mean, case_mf1_median, n_aligned, counts a..d, raters
+    overall_counts: np.ndarray  # (4,)
+    pairs: pd.DataFrame  # one row per aligned pair: model, case_row, case_id, mf1, a, b, c, d
 
     @property
     def overall_mf1(self) -> float:
@@ -391,12 +438,23 @@ def agreement(grid: DecisionGrid) -> Agreement:
     case_mf1 = macro_f1(counts)
     codes = grid.model_codes[aligned]
     size = len(grid.models)
-    pooled = np.stack([np.bincount(codes, weights=counts[:, i], minlength=size) for i in range(4)], axis=-1) \
-        if size else np.zeros((0, 4))
-    pairs = pd.DataFrame({"model": np.asarray(grid.models, dtype=object)[codes] if size else [],
-                          "case_row": grid.case_rows[aligned],
-                          "case_id": grid.responses["case_id"].to_numpy()[aligned],
-                          "mf1": case_mf1, "a": counts[:, 0], "b": counts[:, 1], "c": counts[:, 2], "d": counts[:, 3]})
+    pooled = (
+        np.stack([np.bincount(codes, weights=counts[:, i], minlength=size) for i in range(4)], axis=-1)
+        if size
+        else np.zeros((0, 4))
+    )
+    pairs = pd.DataFrame(
+        {
+            "model": np.asarray(grid.models, dtype=object)[codes] if size else [],
+            "case_row": grid.case_rows[aligned],
+            "case_id": grid.responses["case_id"].to_numpy()[aligned],
+            "mf1": case_mf1,
+            "a": counts[:, 0],
+            "b": counts[:, 1],
+            "c": counts[:, 2],
+            "d": counts[:, 3],
+        }
+    )
     per_model = pd.DataFrame(index=pd.Index(grid.models, name="model"))
     per_model["pooled_mf1"] = macro_f1(pooled) if size else []
     grouped = pairs.groupby("model")["mf1"]
@@ -411,6 +469,7 @@ def agreement(grid: DecisionGrid) -> Agreement:
 
 # Judges ----------------------------------------------------------------------------------------
 
+
 def judge_fidelity(grid: DecisionGrid) -> pd.DataFrame:
     """Per judge: pooled macro-F1 against each group's finals and against gold, over decisions both have."""
     rows = []
@@ -424,12 +483,22 @@ def judge_fidelity(grid: DecisionGrid) -> pd.DataFrame:
             entry[f"n_{key[4:]}"] = int(counts.sum())
         entry["mf1_mean"] = (entry["mf1_group1"] + entry["mf1_group2"]) / 2
         rows.append(entry)
-    columns = ["judge", "mf1_group1", "mf1_group2", "mf1_mean", "mf1_gold", "n_decisions",
-               "n_group1", "n_group2", "n_gold"]
+    columns = [
+        "judge",
+        "mf1_group1",
+        "mf1_group2",
+        "mf1_mean",
+        "mf1_gold",
+        "n_decisions",
+        "n_group1",
+        "n_group2",
+        "n_gold",
+    ]
     return pd.DataFrame(rows, columns=columns).set_index("judge")
 
 
 # Rankings --------------------------------------------------------------------------------------
+
 
 def _defined(x: pd.Series, y: pd.Series) -> tuple[pd.Series, pd.Series]:
     both = x.notna() & y.notna()
@@ -464,8 +533,9 @@ def correlation(kind: str, x, y) -> float:
     return float(func(x, y)[0])
 
 
-def threshold_sensitivity(scores: pd.DataFrame, k: int, thresholds=SENSITIVITY_THRESHOLDS,
-                          n: int | None = None) -> pd.DataFrame:
+def threshold_sensitivity(
+    scores: pd.DataFrame, k: int, thresholds=SENSITIVITY_THRESHOLDS, n: int | None = None
+) -> pd.DataFrame:
     """Model-level CACS@k2 against CACS@k: Spearman and top-3/top-5 overlap, for each k2 ≤ N."""
     n = n if n is not None else max(int(c.split("@")[1]) for c in scores.columns if c.startswith("cacs@"))
     base = scores[f"cacs@{k}"]
@@ -487,17 +557,23 @@ def cross_grader(grid: DecisionGrid) -> pd.DataFrame:
     names = sorted(rates.columns)
     rows = []
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             x, y = _defined(rates[a], rates[b])
-            row = {"judge_a": a, "judge_b": b, "spearman": correlation("spearman", x, y),
-                   "kendall_tau_b": correlation("kendall", x, y),
-                   "mean_abs_diff_pp": float(np.mean(np.abs(x - y)) * 100) if len(x) else float("nan"),
-                   "n_models": int(len(x))}
+            row = {
+                "judge_a": a,
+                "judge_b": b,
+                "spearman": correlation("spearman", x, y),
+                "kendall_tau_b": correlation("kendall", x, y),
+                "mean_abs_diff_pp": float(np.mean(np.abs(x - y)) * 100) if len(x) else float("nan"),
+                "n_models": int(len(x)),
+            }
             for size in TOP_SETS:
                 row[f"top{size}"] = top_overlap(rates[a], rates[b], size)
             rows.append(row)
-    return pd.DataFrame(rows, columns=["judge_a", "judge_b", "spearman", "kendall_tau_b", "mean_abs_diff_pp",
-                                       "top3", "top5", "n_models"])
+    return pd.DataFrame(
+        rows,
+        columns=["judge_a", "judge_b", "spearman", "kendall_tau_b", "mean_abs_diff_pp", "top3", "top5", "n_models"],
+    )
 
 
 def positive_rates(grid: DecisionGrid) -> pd.DataFrame:
@@ -516,14 +592,17 @@ def positive_rates(grid: DecisionGrid) -> pd.DataFrame:
 
 # Length diagnostics ----------------------------------------------------------------------------
 
+
 def length_diagnostics(scores: Scores, k: int) -> dict[str, float]:
     length = scores.length
     value = cacs(scores.s, scores.n, k)
     accuracy = scores.s / np.maximum(scores.n, 1)
-    result = {"pearson_cacs": correlation("pearson", length, value),
-              "spearman_cacs": correlation("spearman", length, value),
-              "pearson_accuracy": correlation("pearson", length, accuracy),
-              "spearman_accuracy": correlation("spearman", length, accuracy)}
+    result = {
+        "pearson_cacs": correlation("pearson", length, value),
+        "spearman_cacs": correlation("spearman", length, value),
+        "pearson_accuracy": correlation("pearson", length, accuracy),
+        "spearman_accuracy": correlation("spearman", length, accuracy),
+    }
     _, case_codes = np.unique(scores.case_rows, return_inverse=True)
     size = int(case_codes.max()) + 1 if len(case_codes) else 0
     length_resid = length - _group_mean(case_codes, length, size)[case_codes] if size else length
@@ -533,6 +612,7 @@ def length_diagnostics(scores: Scores, k: int) -> dict[str, float]:
 
 
 # Slices ----------------------------------------------------------------------------------------
+
 
 def case_slice_values(cases: pd.DataFrame, dimension: str) -> pd.DataFrame:
     """(case_row, value) pairs of a slice dimension; themes and families are multi-valued, each once per case."""
@@ -551,8 +631,13 @@ def case_slice_values(cases: pd.DataFrame, dimension: str) -> pd.DataFrame:
 def slices(grid: DecisionGrid, scores: Scores, k: int, dimensions=SLICE_DIMENSIONS) -> pd.DataFrame:
     """Long frame: dimension, value, model, cacs_at_k, n_responses — CACS@k over complete responses of each value."""
     value = cacs(scores.s, scores.n, k)
-    per_response = pd.DataFrame({"case_row": scores.case_rows, "model": np.asarray(grid.models, dtype=object)[
-        scores.model_codes] if len(grid.models) else [], "cacs": value})
+    per_response = pd.DataFrame(
+        {
+            "case_row": scores.case_rows,
+            "model": np.asarray(grid.models, dtype=object)[scores.model_codes] if len(grid.models) else [],
+            "cacs": value,
+        }
+    )
     parts = []
     for dimension in dimensions:
         members = case_slice_values(grid.cases, dimension)
@@ -566,6 +651,7 @@ def slices(grid: DecisionGrid, scores: Scores, k: int, dimensions=SLICE_DIMENSIO
 
 
 # Pending work ----------------------------------------------------------------------------------
+
 
 def pending(grid: DecisionGrid, scores: Scores) -> dict[str, int]:
     """Decisions with both group finals, differing, never adjudicated (they alone lack gold); incomplete responses."""

@@ -30,6 +30,7 @@ import pandas as pd
 
 from analysis import agreement as agreement_extra
 from analysis import metrics
+from analysis.figures import html_report
 from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, LEVEL, confidence_intervals
 from analysis.loader import Frames, load_frames
 from db.progress import Progress, no_progress
@@ -60,9 +61,15 @@ class Report:
     bootstrap: dict = field(default_factory=dict)
 
 
-def build_report(frames: Frames, k: int = metrics.DEFAULT_K, source: str = metrics.GOLD, *,
-                 resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                 grid: metrics.DecisionGrid | None = None) -> Report:
+def build_report(
+    frames: Frames,
+    k: int = metrics.DEFAULT_K,
+    source: str = metrics.GOLD,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    grid: metrics.DecisionGrid | None = None,
+) -> Report:
     """Every metric over `frames` (or an already prepared `grid` of them)."""
     grid = grid if grid is not None else metrics.prepare(frames)
     n = grid.rubric_size
@@ -71,13 +78,24 @@ def build_report(frames: Frames, k: int = metrics.DEFAULT_K, source: str = metri
     models = metrics.model_scores(grid, scores, k)
     agreement = metrics.agreement(grid)
     report = Report(
-        k=k, n=n, source=source, grid=grid, scores=scores, models=models, agreement=agreement,
-        judges=metrics.judge_fidelity(grid), sensitivity=metrics.threshold_sensitivity(models, k, n=n),
-        length=metrics.length_diagnostics(scores, k), cross_grader=metrics.cross_grader(grid),
-        positive_rates=metrics.positive_rates(grid), slices=metrics.slices(grid, scores, k),
-        pending=metrics.pending(grid, scores), coefficients=agreement_extra.agreement_coefficients(agreement),
+        k=k,
+        n=n,
+        source=source,
+        grid=grid,
+        scores=scores,
+        models=models,
+        agreement=agreement,
+        judges=metrics.judge_fidelity(grid),
+        sensitivity=metrics.threshold_sensitivity(models, k, n=n),
+        length=metrics.length_diagnostics(scores, k),
+        cross_grader=metrics.cross_grader(grid),
+        positive_rates=metrics.positive_rates(grid),
+        slices=metrics.slices(grid, scores, k),
+        pending=metrics.pending(grid, scores),
+        coefficients=agreement_extra.agreement_coefficients(agreement),
         criterion_agreement=agreement_extra.criterion_agreement(grid),
-        low_agreement_cases=agreement_extra.low_agreement_cases(agreement))
+        low_agreement_cases=agreement_extra.low_agreement_cases(agreement),
+    )
     if resamples:
         report.intervals = confidence_intervals(grid, scores, agreement, k, resamples=resamples, seed=seed)
         report.bootstrap = {"level": LEVEL, "resamples": resamples, "seed": seed, "unit": "case"}
@@ -85,6 +103,7 @@ def build_report(frames: Frames, k: int = metrics.DEFAULT_K, source: str = metri
 
 
 # report.json -----------------------------------------------------------------------------------
+
 
 def number(value):
     """A JSON-safe number: NaN and ±inf become None; numpy scalars become Python ones."""
@@ -111,56 +130,100 @@ def report_json(report: Report) -> dict:
         "k": report.k,
         "n": report.n,
         "models": {
-            model: {"n_responses": count(row["n_responses"]), "rubric_accuracy": number(row["rubric_accuracy"]),
-                    "pass_at_k": number(row["pass_at_k"]), "cacs_at_k": number(row["cacs_at_k"]),
-                    "cacs_by_k": {str(t): number(row[f"cacs@{t}"]) for t in range(1, report.n + 1)},
-                    "mean_length": number(row["mean_length"])}
-            for model, row in models.iterrows()},
+            model: {
+                "n_responses": count(row["n_responses"]),
+                "rubric_accuracy": number(row["rubric_accuracy"]),
+                "pass_at_k": number(row["pass_at_k"]),
+                "cacs_at_k": number(row["cacs_at_k"]),
+                "cacs_by_k": {str(t): number(row[f"cacs@{t}"]) for t in range(1, report.n + 1)},
+                "mean_length": number(row["mean_length"]),
+            }
+            for model, row in models.iterrows()
+        },
         "agreement": {
-            model: {"pooled_mf1": number(row["pooled_mf1"]), "case_mf1_mean": number(row["case_mf1_mean"]),
-                    "case_mf1_median": number(row["case_mf1_median"]), "n_aligned": count(row["n_aligned"]),
-                    "annotators": [count(row["annotators_g1"]), count(row["annotators_g2"])],
-                    "checkers": [count(row["checkers_g1"]), count(row["checkers_g2"])]}
-            for model, row in agreement.iterrows()},
-        "agreement_overall": {"pooled_mf1": number(report.agreement.overall_mf1),
-                              "n_aligned": report.agreement.n_aligned},
+            model: {
+                "pooled_mf1": number(row["pooled_mf1"]),
+                "case_mf1_mean": number(row["case_mf1_mean"]),
+                "case_mf1_median": number(row["case_mf1_median"]),
+                "n_aligned": count(row["n_aligned"]),
+                "annotators": [count(row["annotators_g1"]), count(row["annotators_g2"])],
+                "checkers": [count(row["checkers_g1"]), count(row["checkers_g2"])],
+            }
+            for model, row in agreement.iterrows()
+        },
+        "agreement_overall": {
+            "pooled_mf1": number(report.agreement.overall_mf1),
+            "n_aligned": report.agreement.n_aligned,
+        },
         "judges": {
-            judge: {"mf1_group1": number(row["mf1_group1"]), "mf1_group2": number(row["mf1_group2"]),
-                    "mf1_mean": number(row["mf1_mean"]), "mf1_gold": number(row["mf1_gold"]),
-                    "n_decisions": count(row["n_decisions"])}
-            for judge, row in report.judges.iterrows()},
+            judge: {
+                "mf1_group1": number(row["mf1_group1"]),
+                "mf1_group2": number(row["mf1_group2"]),
+                "mf1_mean": number(row["mf1_mean"]),
+                "mf1_gold": number(row["mf1_gold"]),
+                "n_decisions": count(row["n_decisions"]),
+            }
+            for judge, row in report.judges.iterrows()
+        },
         "threshold_sensitivity": {
             str(k2): {"spearman": number(row["spearman"]), "top3": number(row["top3"]), "top5": number(row["top5"])}
-            for k2, row in report.sensitivity.iterrows()},
+            for k2, row in report.sensitivity.iterrows()
+        },
         "length": {key: number(value) for key, value in report.length.items()},
         "cross_grader": [
-            {"judges": [row["judge_a"], row["judge_b"]], "spearman": number(row["spearman"]),
-             "kendall_tau_b": number(row["kendall_tau_b"]), "mean_abs_diff_pp": number(row["mean_abs_diff_pp"]),
-             "top3": number(row["top3"]), "top5": number(row["top5"])}
-            for _, row in report.cross_grader.iterrows()],
+            {
+                "judges": [row["judge_a"], row["judge_b"]],
+                "spearman": number(row["spearman"]),
+                "kendall_tau_b": number(row["kendall_tau_b"]),
+                "mean_abs_diff_pp": number(row["mean_abs_diff_pp"]),
+                "top3": number(row["top3"]),
+                "top5": number(row["top5"]),
+            }
+            for _, row in report.cross_grader.iterrows()
+        ],
         "slices": _slices_json(report.slices),
         "pending": {key: count(value) for key, value in report.pending.items()},
         "source": report.source,
     }
     result["confidence_intervals"] = _intervals_json(report)
     result["agreement_extra"] = {
-        model: {"pooled_mf1": number(row["pooled_mf1"]), "kappa": number(row["kappa"]), "pabak": number(row["pabak"]),
-                "ac1": number(row["ac1"]), "observed_agreement": number(row["observed"]),
-                "n_decisions": count(row["n_decisions"])}
-        for model, row in report.coefficients.iterrows()}
+        model: {
+            "pooled_mf1": number(row["pooled_mf1"]),
+            "kappa": number(row["kappa"]),
+            "pabak": number(row["pabak"]),
+            "ac1": number(row["ac1"]),
+            "observed_agreement": number(row["observed"]),
+            "n_decisions": count(row["n_decisions"]),
+        }
+        for model, row in report.coefficients.iterrows()
+    }
     criteria = report.criterion_agreement
     result["criterion_agreement"] = {
         "n_criteria": int(len(criteria)),
-        "lowest": [{"case_id": row["case_id"], "criterion_id": row["criterion_id"],
-                    "n_decisions": count(row["n_decisions"]), "agreement": number(row["agreement"]),
-                    "met_rate_group1": number(row["met_rate_group1"]),
-                    "met_rate_group2": number(row["met_rate_group2"])}
-                   for _, row in criteria.head(TOP_CRITERIA_IN_JSON).iterrows()]}
+        "lowest": [
+            {
+                "case_id": row["case_id"],
+                "criterion_id": row["criterion_id"],
+                "n_decisions": count(row["n_decisions"]),
+                "agreement": number(row["agreement"]),
+                "met_rate_group1": number(row["met_rate_group1"]),
+                "met_rate_group2": number(row["met_rate_group2"]),
+            }
+            for _, row in criteria.head(TOP_CRITERIA_IN_JSON).iterrows()
+        ],
+    }
     result["low_agreement_cases"] = {
         "share": agreement_extra.TAIL_SHARE,
-        "cases": [{"case_id": row["case_id"], "n_aligned": count(row["n_aligned"]),
-                   "mean_case_mf1": number(row["mean_case_mf1"]), "min_case_mf1": number(row["min_case_mf1"])}
-                  for _, row in report.low_agreement_cases.iterrows()]}
+        "cases": [
+            {
+                "case_id": row["case_id"],
+                "n_aligned": count(row["n_aligned"]),
+                "mean_case_mf1": number(row["mean_case_mf1"]),
+                "min_case_mf1": number(row["min_case_mf1"]),
+            }
+            for _, row in report.low_agreement_cases.iterrows()
+        ],
+    }
     return result
 
 
@@ -176,12 +239,15 @@ def _intervals_json(report: Report) -> dict:
         return {}
     models = {}
     for model, row in report.intervals.iterrows():
-        models[model] = {metric: [number(row[f"{metric}_low"]), number(row[f"{metric}_high"])]
-                         for metric in ("cacs_at_k", "rubric_accuracy", "pooled_mf1")}
+        models[model] = {
+            metric: [number(row[f"{metric}_low"]), number(row[f"{metric}_high"])]
+            for metric in ("cacs_at_k", "rubric_accuracy", "pooled_mf1")
+        }
     return {**report.bootstrap, "models": models}
 
 
 # Tables ----------------------------------------------------------------------------------------
+
 
 def tables(report: Report) -> dict[str, pd.DataFrame]:
     """Every table of the report, as frames (what the CSV files and the dashboard show)."""
@@ -192,16 +258,29 @@ def tables(report: Report) -> dict[str, pd.DataFrame]:
     cross = report.cross_grader
     return {
         "models": models.reset_index(),
-        "agreement": pd.concat([agreement.reset_index(), pd.DataFrame(
-            [{"model": agreement_extra.ALL, "pooled_mf1": report.agreement.overall_mf1,
-              "n_aligned": report.agreement.n_aligned}])], ignore_index=True),
+        "agreement": pd.concat(
+            [
+                agreement.reset_index(),
+                pd.DataFrame(
+                    [
+                        {
+                            "model": agreement_extra.ALL,
+                            "pooled_mf1": report.agreement.overall_mf1,
+                            "n_aligned": report.agreement.n_aligned,
+                        }
+                    ]
+                ),
+            ],
+            ignore_index=True,
+        ),
         "agreement_extra": report.coefficients.reset_index(),
         "judges": report.judges.reset_index(),
         "threshold_sensitivity": report.sensitivity.reset_index(),
         "length": pd.DataFrame([report.length]),
         "cross_grader": cross,
-        "positive_rates": report.positive_rates.reset_index() if len(report.positive_rates.columns) else
-        pd.DataFrame({"model": report.grid.models}),
+        "positive_rates": report.positive_rates.reset_index()
+        if len(report.positive_rates.columns)
+        else pd.DataFrame({"model": report.grid.models}),
         "slices": report.slices,
         "pending": pd.DataFrame([report.pending]),
         "criterion_agreement": report.criterion_agreement,
@@ -211,30 +290,44 @@ def tables(report: Report) -> dict[str, pd.DataFrame]:
 
 
 MODEL_COLUMNS = ["n_responses", "rubric_accuracy", "pass_at_k", "cacs_at_k", "mean_length"]
-AGREEMENT_COLUMNS = ["pooled_mf1", "case_mf1_mean", "case_mf1_median", "n_aligned", "annotators_g1",
-                     "annotators_g2", "checkers_g1", "checkers_g2"]
+AGREEMENT_COLUMNS = [
+    "pooled_mf1",
+    "case_mf1_mean",
+    "case_mf1_median",
+    "n_aligned",
+    "annotators_g1",
+    "annotators_g2",
+    "checkers_g1",
+    "checkers_g2",
+]
 
 
 def print_tables(report: Report, stream: TextIO) -> None:
     with pd.option_context("display.width", 160, "display.max_columns", 20, "display.float_format", "{:.4f}".format):
-        print(f"Models (source {report.source}, k = {report.k}, N = {report.n}; complete responses only)",
-              file=stream)
+        print(f"Models (source {report.source}, k = {report.k}, N = {report.n}; complete responses only)", file=stream)
         print(report.models[MODEL_COLUMNS].to_string(), file=stream)
         print(file=stream)
         print("Agreement between the expert groups (aligned pairs)", file=stream)
         print(report.agreement.per_model[AGREEMENT_COLUMNS].to_string(), file=stream)
         overall = number(report.agreement.overall_mf1)
-        print(f"overall pooled MF1: {'n/a' if overall is None else f'{overall:.4f}'} over "
-              f"{report.agreement.n_aligned} aligned pairs", file=stream)
-        print(f"pending: {report.pending['unresolved_disagreements']} unresolved disagreements, "
-              f"{report.pending['incomplete_responses']} incomplete responses", file=stream)
+        print(
+            f"overall pooled MF1: {'n/a' if overall is None else f'{overall:.4f}'} over "
+            f"{report.agreement.n_aligned} aligned pairs",
+            file=stream,
+        )
+        print(
+            f"pending: {report.pending['unresolved_disagreements']} unresolved disagreements, "
+            f"{report.pending['incomplete_responses']} incomplete responses",
+            file=stream,
+        )
 
 
 def write_json(report: Report, path: Path) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report_json(report), ensure_ascii=False, indent=2, allow_nan=False) + "\n",
-                    encoding="utf-8")
+    path.write_text(
+        json.dumps(report_json(report), ensure_ascii=False, indent=2, allow_nan=False) + "\n", encoding="utf-8"
+    )
 
 
 def write_tables(report: Report, out_dir: Path) -> list[Path]:
@@ -249,13 +342,19 @@ def write_tables(report: Report, out_dir: Path) -> list[Path]:
 
 
 def write_html(report: Report, path: Path, lang: str = "en") -> None:
-    from analysis.figures import html_report
-
-    Path(path).write_text(html_report(report, lang=lang), encoding="utf-8")
+    Path(path).write_text(html_report(report, tables(report), lang=lang), encoding="utf-8")
 
 
-def run_report(engine, *, k: int = metrics.DEFAULT_K, source: str = metrics.GOLD, json_path=None, out_dir=None,
-               stream: TextIO = sys.stdout, progress: Progress = no_progress) -> Report:
+def run_report(
+    engine,
+    *,
+    k: int = metrics.DEFAULT_K,
+    source: str = metrics.GOLD,
+    json_path=None,
+    out_dir=None,
+    stream: TextIO = sys.stdout,
+    progress: Progress = no_progress,
+) -> Report:
     """Load the database, compute, print the model and agreement tables, write what was asked for."""
     steps = 2 + bool(json_path) + bool(out_dir)
     progress(0, steps, "loading the database")

@@ -5,20 +5,34 @@ from __future__ import annotations
 import streamlit as st
 
 from db.models import Role, User
+from ui import shell
 
 
 def pages(user: User) -> list[tuple[str, st.Page]]:
     """The annotator's navigation entries (none for other roles)."""
     if user.role != Role.annotator:
         return []
-    from admin import shell
     from annotate import authoring, labeling
 
     t = shell.t
     section = "nav.section.work"
     return [
-        (section, st.Page(labeling.render, title=t("annotate.labeling.title"), icon=":material/checklist:",
-                          url_path="annotate-labeling")),
-        (section, st.Page(authoring.render, title=t("annotate.authoring.title"), icon=":material/edit_note:",
-                          url_path="annotate-rubrics")),
+        (
+            section,
+            st.Page(
+                labeling.render,
+                title=t("annotate.labeling.title"),
+                icon=":material/checklist:",
+                url_path="annotate-labeling",
+            ),
+        ),
+        (
+            section,
+            st.Page(
+                authoring.render,
+                title=t("annotate.authoring.title"),
+                icon=":material/edit_note:",
+                url_path="annotate-rubrics",
+            ),
+        ),
     ]

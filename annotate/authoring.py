@@ -13,8 +13,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from admin import shell, widgets
-from annotate.case_panel import case_panel
+from ui import shell, widgets
+from ui.case_panel import case_panel
 from annotate.lint import ERROR, Finding, LintReport, lint_rubric
 from db import drafts, rubrics
 from db.assignments import my_queue
@@ -45,6 +45,7 @@ def _editor_key(case_pk: int, state: dict) -> str:
 
 # Rows of the editor ---------------------------------------------------------------------------
 
+
 def _rows_of(view: AuthoringView) -> list[dict]:
     """The newest version's criteria, padded or cut to exactly N rows."""
     ids = rubrics.default_criterion_ids(RUBRIC_SIZE)
@@ -59,15 +60,27 @@ def _rows_of(view: AuthoringView) -> list[dict]:
 
 def _new_state(user, view: AuthoringView) -> dict:
     saved_rows = _rows_of(view)
-    state = {"base_version_id": view.latest.id if view.latest else None,
-             "base_lock": view.latest.lock_version if view.latest else None,
-             "saved_rows": saved_rows, "rows": [dict(row) for row in saved_rows], "persisted": None, "generation": 0,
-             "revising": False, "restored": False}
+    state = {
+        "base_version_id": view.latest.id if view.latest else None,
+        "base_lock": view.latest.lock_version if view.latest else None,
+        "saved_rows": saved_rows,
+        "rows": [dict(row) for row in saved_rows],
+        "persisted": None,
+        "generation": 0,
+        "revising": False,
+        "restored": False,
+    }
     with shell.db_session(read_only=True) as session:
         draft = drafts.load_draft(session, user, _draft_key(view.case.case_pk))
     if draft and len(draft.get("rows", [])) == RUBRIC_SIZE:
-        state.update(rows=draft["rows"], persisted=draft["rows"], base_version_id=draft.get("base_version_id"),
-                     base_lock=draft.get("base_lock"), restored=True, revising=bool(draft.get("revising")))
+        state.update(
+            rows=draft["rows"],
+            persisted=draft["rows"],
+            base_version_id=draft.get("base_version_id"),
+            base_lock=draft.get("base_lock"),
+            restored=True,
+            revising=bool(draft.get("revising")),
+        )
     return state
 
 
@@ -81,7 +94,9 @@ def _current_rows(state: dict) -> list[dict]:
             for column in ("text", "tags"):
                 if column in changes:
                     value = changes[column]
-                    rows[index][column] = ("" if value is None else str(value)) if column == "text" else list(value or [])
+                    rows[index][column] = (
+                        ("" if value is None else str(value)) if column == "text" else list(value or [])
+                    )
     return rows
 
 
@@ -90,6 +105,7 @@ def _inputs(rows: list[dict]) -> list[CriterionInput]:
 
 
 # Lint messages --------------------------------------------------------------------------------
+
 
 def finding_text(finding: Finding) -> str:
     mark = t("annotate.lint.error" if finding.severity == ERROR else "annotate.lint.warning")
@@ -114,10 +130,14 @@ def _show_lint(report: LintReport) -> None:
     telling = [f for f in report.errors if f.code not in ("empty", "count")]
     with st.expander(t("annotate.authoring.lint_details"), expanded=bool(telling)):
         for row in rows:
-            st.text(f"{t('annotate.authoring.row', row=row + 1)} — " + "；".join(finding_text(f) for f in report.for_row(row)))
+            st.text(
+                f"{t('annotate.authoring.row', row=row + 1)} — "
+                + "；".join(finding_text(f) for f in report.for_row(row))
+            )
 
 
 # Actions (run as callbacks, before the page is drawn again) -------------------------------------
+
 
 def _flash(kind: str, message: str) -> None:
     st.session_state[FLASH_KEY] = (kind, message)
@@ -148,9 +168,14 @@ def _save(case_pk: int, *, submit: bool) -> None:
         with shell.db_session() as session:
             changed = rows != state["saved_rows"] or state["base_version_id"] is None
             if changed:
-                version = rubrics.save_rubric_draft(session, user, case_pk, _inputs(rows),
-                                                    base_version_id=state["base_version_id"],
-                                                    expected_lock=state["base_lock"])
+                version = rubrics.save_rubric_draft(
+                    session,
+                    user,
+                    case_pk,
+                    _inputs(rows),
+                    base_version_id=state["base_version_id"],
+                    expected_lock=state["base_lock"],
+                )
                 lock = version.lock_version
             else:
                 version = rubrics.read_version(session, user, state["base_version_id"])
@@ -158,8 +183,9 @@ def _save(case_pk: int, *, submit: bool) -> None:
             if submit:
                 if version.status != RubricStatus.draft:
                     # A returned or approved version is never submitted again: a new draft is made first.
-                    version = rubrics.save_rubric_draft(session, user, case_pk, _inputs(rows),
-                                                        base_version_id=version.id, expected_lock=lock)
+                    version = rubrics.save_rubric_draft(
+                        session, user, case_pk, _inputs(rows), base_version_id=version.id, expected_lock=lock
+                    )
                     lock = version.lock_version
                 version = rubrics.submit_rubric(session, user, version.id, expected_lock=lock)
             drafts.discard_draft(session, user, _draft_key(case_pk))
@@ -171,9 +197,17 @@ def _save(case_pk: int, *, submit: bool) -> None:
         _flash("error", t("error.generic", reason=widgets.plain(error)))
         return
     saved_rows = [{"criterion_id": c.criterion_id, "text": c.text, "tags": list(c.tags)} for c in version.criteria]
-    state.update(base_version_id=version.id, base_lock=version.lock_version, saved_rows=saved_rows,
-                 rows=[dict(row) for row in saved_rows],
-                 persisted=None, generation=state["generation"] + 1, revising=False, restored=False, conflict=False)
+    state.update(
+        base_version_id=version.id,
+        base_lock=version.lock_version,
+        saved_rows=saved_rows,
+        rows=[dict(row) for row in saved_rows],
+        persisted=None,
+        generation=state["generation"] + 1,
+        revising=False,
+        restored=False,
+        conflict=False,
+    )
     if submit:
         shell.forget_my_progress()
         _flash("success", t("annotate.authoring.submitted", version=version.version))
@@ -191,6 +225,7 @@ def _start_revision(case_pk: int) -> None:
 
 # Page -----------------------------------------------------------------------------------------
 
+
 def _status_name(status: str | None) -> str:
     return t(f"annotate.authoring.status.{status or 'none'}")
 
@@ -206,7 +241,9 @@ def _pick_case(queue: list[dict]) -> dict:
     done = sum(item["done"] for item in queue)
     widgets.progress_bar(done, len(queue), label_key="annotate.authoring.queue_done")
     case_pk = st.selectbox(
-        t("annotate.authoring.pick_case"), list(by_pk), key=CASE_KEY,
+        t("annotate.authoring.pick_case"),
+        list(by_pk),
+        key=CASE_KEY,
         format_func=lambda pk: f"{by_pk[pk]['case_id']} · {by_pk[pk]['subject']} · {_status_name(by_pk[pk]['status'])}",
     )
     st.query_params["case"] = by_pk[case_pk]["case_id"]
@@ -227,10 +264,17 @@ def _history(user, view: AuthoringView) -> None:
         return
     with st.expander(t("annotate.authoring.history")):
         versions = {v.id: v for v in view.history}
-        chosen = st.selectbox(t("annotate.authoring.history_pick"), list(versions), index=None,
-                              key=f"annotate_rubric_history_{view.case.case_pk}",
-                              format_func=lambda vid: t("annotate.authoring.version_line", version=versions[vid].version,
-                                                        status=_status_name(versions[vid].status)))
+        chosen = st.selectbox(
+            t("annotate.authoring.history_pick"),
+            list(versions),
+            index=None,
+            key=f"annotate_rubric_history_{view.case.case_pk}",
+            format_func=lambda vid: t(
+                "annotate.authoring.version_line",
+                version=versions[vid].version,
+                status=_status_name(versions[vid].status),
+            ),
+        )
         if chosen is None:
             return
         with shell.db_session(read_only=True) as session:
@@ -238,11 +282,17 @@ def _history(user, view: AuthoringView) -> None:
         if old.review_comment:
             st.caption(t("annotate.authoring.returned_overall"))
             widgets.show_text(old.review_comment)
-        st.dataframe(pd.DataFrame({
-            t("annotate.authoring.col.id"): [c.criterion_id for c in old.criteria],
-            t("annotate.authoring.col.text"): [c.text for c in old.criteria],
-            t("annotate.authoring.col.review"): [c.review_comment or "" for c in old.criteria],
-        }), hide_index=True, width="stretch")
+        st.dataframe(
+            pd.DataFrame(
+                {
+                    t("annotate.authoring.col.id"): [c.criterion_id for c in old.criteria],
+                    t("annotate.authoring.col.text"): [c.text for c in old.criteria],
+                    t("annotate.authoring.col.review"): [c.review_comment or "" for c in old.criteria],
+                }
+            ),
+            hide_index=True,
+            width="stretch",
+        )
 
 
 def _editor(view: AuthoringView, state: dict, rows: list[dict], report: LintReport, editable: bool) -> None:
@@ -251,25 +301,43 @@ def _editor(view: AuthoringView, state: dict, rows: list[dict], report: LintRepo
     lang = shell.lang()
     tag_names = {tag["id"]: tag.get(lang) or tag["en"] for tag in taxonomy.raw.get("failure_tags", [])}
     comments = {c.criterion_id: c.review_comment or "" for c in view.returned.criteria} if view.returned else {}
-    frame = pd.DataFrame({
-        "criterion_id": [row["criterion_id"] for row in rows],
-        "text": [row["text"] for row in rows],
-        "tags": [list(row["tags"]) for row in rows],
-        "lint": _lint_column(report, len(rows)),
-    })
+    frame = pd.DataFrame(
+        {
+            "criterion_id": [row["criterion_id"] for row in rows],
+            "text": [row["text"] for row in rows],
+            "tags": [list(row["tags"]) for row in rows],
+            "lint": _lint_column(report, len(rows)),
+        }
+    )
     config = {
-        "criterion_id": st.column_config.TextColumn(t("annotate.authoring.col.id"), width=56, disabled=True, pinned=True),
-        "text": st.column_config.TextColumn(t("annotate.authoring.col.text"), width=470, max_chars=rubrics.MAX_CRITERION_CHARS),
-        "tags": st.column_config.MultiselectColumn(t("annotate.authoring.col.tags"), options=tag_ids, width=160,
-                                                   format_func=lambda tag: tag_names.get(tag, tag)),
+        "criterion_id": st.column_config.TextColumn(
+            t("annotate.authoring.col.id"), width=56, disabled=True, pinned=True
+        ),
+        "text": st.column_config.TextColumn(
+            t("annotate.authoring.col.text"), width=470, max_chars=rubrics.MAX_CRITERION_CHARS
+        ),
+        "tags": st.column_config.MultiselectColumn(
+            t("annotate.authoring.col.tags"),
+            options=tag_ids,
+            width=160,
+            format_func=lambda tag: tag_names.get(tag, tag),
+        ),
         "lint": st.column_config.TextColumn(t("annotate.authoring.col.lint"), width=250, disabled=True),
     }
     if any(comments.values()):
         frame["review"] = [comments.get(row["criterion_id"], "") for row in rows]
         config["review"] = st.column_config.TextColumn(t("annotate.authoring.col.review"), width=220, disabled=True)
-    st.data_editor(frame, key=_editor_key(view.case.case_pk, state), num_rows="fixed", hide_index=True,
-                   column_config=config, disabled=not editable, width="stretch",
-                   height=min(36 * (len(rows) + 1) + 3, 760), row_height=34)
+    st.data_editor(
+        frame,
+        key=_editor_key(view.case.case_pk, state),
+        num_rows="fixed",
+        hide_index=True,
+        column_config=config,
+        disabled=not editable,
+        width="stretch",
+        height=min(36 * (len(rows) + 1) + 3, 760),
+        row_height=34,
+    )
 
 
 def _persist_draft(user, case_pk: int, state: dict, rows: list[dict]) -> None:
@@ -282,9 +350,17 @@ def _persist_draft(user, case_pk: int, state: dict, rows: list[dict]) -> None:
         return
     if rows != state["persisted"]:
         with shell.db_session() as session:
-            drafts.save_draft(session, user, _draft_key(case_pk), {
-                "rows": rows, "base_version_id": state["base_version_id"], "base_lock": state["base_lock"],
-                "revising": state.get("revising", False)})
+            drafts.save_draft(
+                session,
+                user,
+                _draft_key(case_pk),
+                {
+                    "rows": rows,
+                    "base_version_id": state["base_version_id"],
+                    "base_lock": state["base_lock"],
+                    "revising": state.get("revising", False),
+                },
+            )
         state["persisted"] = rows
 
 
@@ -335,8 +411,12 @@ def render() -> None:
         st.info(t("annotate.authoring.is_submitted"))
     elif status == RubricStatus.approved and not state.get("revising"):
         st.info(t("annotate.authoring.is_approved"))
-        st.button(t("annotate.authoring.revise"), on_click=_start_revision, args=(case_pk,),
-                  key=f"annotate_rubric_revise_{case_pk}")
+        st.button(
+            t("annotate.authoring.revise"),
+            on_click=_start_revision,
+            args=(case_pk,),
+            key=f"annotate_rubric_revise_{case_pk}",
+        )
     st.caption(t("annotate.authoring.editor", n=RUBRIC_SIZE) + " — " + t("annotate.authoring.editor_help"))
     _editor(view, state, rows, report, editable)
     if editable:
@@ -346,16 +426,39 @@ def render() -> None:
     _show_lint(report)
     if editable:
         save_col, submit_col, discard_col = st.columns([1, 1, 2])
-        save_col.button(t("annotate.authoring.save"), on_click=_save, args=(case_pk,), kwargs={"submit": False},
-                        key=f"annotate_rubric_save_{case_pk}", shortcut="ctrl+s", width="stretch")
-        submit_col.button(t("annotate.authoring.submit"), type="primary", on_click=_save, args=(case_pk,),
-                          kwargs={"submit": True}, key=f"annotate_rubric_submit_{case_pk}",
-                          disabled=report.blocks_submission, width="stretch",
-                          help=t("annotate.authoring.submit_blocked") if report.blocks_submission else None)
+        save_col.button(
+            t("annotate.authoring.save"),
+            on_click=_save,
+            args=(case_pk,),
+            kwargs={"submit": False},
+            key=f"annotate_rubric_save_{case_pk}",
+            shortcut="ctrl+s",
+            width="stretch",
+        )
+        submit_col.button(
+            t("annotate.authoring.submit"),
+            type="primary",
+            on_click=_save,
+            args=(case_pk,),
+            kwargs={"submit": True},
+            key=f"annotate_rubric_submit_{case_pk}",
+            disabled=report.blocks_submission,
+            width="stretch",
+            help=t("annotate.authoring.submit_blocked") if report.blocks_submission else None,
+        )
         if state.get("conflict"):
-            discard_col.button(t("annotate.authoring.load_newest"), on_click=_reset, args=(case_pk,),
-                               key=f"annotate_rubric_newest_{case_pk}")
+            discard_col.button(
+                t("annotate.authoring.load_newest"),
+                on_click=_reset,
+                args=(case_pk,),
+                key=f"annotate_rubric_newest_{case_pk}",
+            )
         elif rows != state["saved_rows"]:
-            discard_col.button(t("annotate.authoring.discard_draft"), on_click=_reset, args=(case_pk,),
-                               key=f"annotate_rubric_discard_{case_pk}", type="tertiary")
+            discard_col.button(
+                t("annotate.authoring.discard_draft"),
+                on_click=_reset,
+                args=(case_pk,),
+                key=f"annotate_rubric_discard_{case_pk}",
+                type="tertiary",
+            )
     _history(user, view)

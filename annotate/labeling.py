@@ -16,8 +16,8 @@ import time
 import pandas as pd
 import streamlit as st
 
-from admin import shell, widgets
-from annotate.case_panel import case_panel
+from ui import shell, widgets
+from ui.case_panel import case_panel
 from db import labeling
 from db.errors import ClinConsensusError, StaleEdit, ValidationFailed
 from db.labeling import LabelInput, LabelingView, LabelQueue, RubricChanged
@@ -80,6 +80,7 @@ def _reload_editor() -> None:
 
 # Actions --------------------------------------------------------------------------------------
 
+
 def _current_decisions(loaded: dict) -> list[LabelInput]:
     """The checklist as the user left it: the loaded rows with the editor's edits applied."""
     rows = [dict(row) for row in loaded["rows"]]
@@ -97,8 +98,7 @@ def _current_decisions(loaded: dict) -> list[LabelInput]:
 def _load_queue(user, *, fresh: bool = False) -> LabelQueue:
     """The user's queue, read again when older than QUEUE_TTL_S, when asked, or for another user."""
     cached = st.session_state.get(QUEUE_KEY)
-    if (fresh or cached is None or cached["user_id"] != user.id
-            or time.monotonic() - cached["loaded_at"] > QUEUE_TTL_S):
+    if fresh or cached is None or cached["user_id"] != user.id or time.monotonic() - cached["loaded_at"] > QUEUE_TTL_S:
         with shell.db_session(read_only=True) as session:
             queue = labeling.labeling_queue(session, user)
         cached = {"user_id": user.id, "loaded_at": time.monotonic(), "queue": queue}
@@ -131,9 +131,14 @@ def _save(advance: bool) -> None:
         return
     try:
         with shell.db_session() as session:
-            outcome = labeling.save_labels(session, user, loaded["response_id"], _current_decisions(loaded),
-                                           rubric_version_id=loaded["rubric_version_id"],
-                                           expected_versions=loaded["expected"])
+            outcome = labeling.save_labels(
+                session,
+                user,
+                loaded["response_id"],
+                _current_decisions(loaded),
+                rubric_version_id=loaded["rubric_version_id"],
+                expected_versions=loaded["expected"],
+            )
     except RubricChanged as error:
         _flash("error", t("annotate.labeling.rubric_changed", version=error.current))
         _reload_editor()
@@ -169,24 +174,39 @@ def _skip() -> None:
 
 # Page -----------------------------------------------------------------------------------------
 
+
 def _pick(queue: LabelQueue) -> int:
     by_id = {item.response_id: item for item in queue.items}
     if st.session_state.get(CURRENT_KEY) not in by_id:
         requested = st.query_params.get("r")
         match = [item.response_id for item in queue.items if item.code == requested]
         following = queue.next_after(None)
-        st.session_state[CURRENT_KEY] = (match or [following.response_id if following else queue.items[0].response_id])[0]
+        st.session_state[CURRENT_KEY] = (match or [following.response_id if following else queue.items[0].response_id])[
+            0
+        ]
     ids = list(by_id)
     position = ids.index(st.session_state[CURRENT_KEY])
-    window = ids[max(0, position - PICKER_BEFORE): position + PICKER_AFTER]
+    window = ids[max(0, position - PICKER_BEFORE) : position + PICKER_AFTER]
     choose, progress, refresh = st.columns([6, 4, 1.3], vertical_alignment="bottom")
-    refresh.button(t("annotate.labeling.refresh_short"), icon=":material/refresh:", key="annotate_label_refresh", on_click=_refresh_queue,
-                   help=t("annotate.labeling.refresh"))
+    refresh.button(
+        t("annotate.labeling.refresh_short"),
+        icon=":material/refresh:",
+        key="annotate_label_refresh",
+        on_click=_refresh_queue,
+        help=t("annotate.labeling.refresh"),
+    )
     with choose:
         response_id = st.selectbox(
-            t("annotate.labeling.pick"), window, key=CURRENT_KEY,
-            format_func=lambda rid: t("annotate.labeling.item", case_id=by_id[rid].case_id, code=by_id[rid].code,
-                                      status=_status_text(by_id[rid])))
+            t("annotate.labeling.pick"),
+            window,
+            key=CURRENT_KEY,
+            format_func=lambda rid: t(
+                "annotate.labeling.item",
+                case_id=by_id[rid].case_id,
+                code=by_id[rid].code,
+                status=_status_text(by_id[rid]),
+            ),
+        )
     with progress:
         widgets.progress_bar(queue.done, queue.total)
     stale = sum(item.status == labeling.STALE for item in queue.items)
@@ -210,22 +230,45 @@ def _checklist(view: LabelingView) -> pd.DataFrame:
     rows = []
     for criterion in view.criteria:
         label = view.labels.get(criterion.criterion_id)
-        rows.append({"criterion_id": criterion.criterion_id, "text": criterion.text,
-                     "met": bool(label.met) if label else False, "note": (label.note or "") if label else ""})
-    editor_key = f"annotate_label_editor_{view.response_id}_{view.rubric_version_id}_{st.session_state.get(GENERATION_KEY, 0)}"
-    st.session_state[LOADED_KEY] = {"response_id": view.response_id, "code": view.code,
-                                    "rubric_version_id": view.rubric_version_id, "expected": view.expected_versions,
-                                    "rows": rows, "editor_key": editor_key}
+        rows.append(
+            {
+                "criterion_id": criterion.criterion_id,
+                "text": criterion.text,
+                "met": bool(label.met) if label else False,
+                "note": (label.note or "") if label else "",
+            }
+        )
+    editor_key = (
+        f"annotate_label_editor_{view.response_id}_{view.rubric_version_id}_{st.session_state.get(GENERATION_KEY, 0)}"
+    )
+    st.session_state[LOADED_KEY] = {
+        "response_id": view.response_id,
+        "code": view.code,
+        "rubric_version_id": view.rubric_version_id,
+        "expected": view.expected_versions,
+        "rows": rows,
+        "editor_key": editor_key,
+    }
     config = {
         "criterion_id": st.column_config.TextColumn(t("annotate.labeling.col.id"), width=56, disabled=True),
         "text": st.column_config.TextColumn(t("annotate.labeling.col.text"), width=TEXT_WIDTH, disabled=True),
         "met": st.column_config.CheckboxColumn(t("annotate.labeling.col.met"), width=64),
-        "note": st.column_config.TextColumn(t("annotate.labeling.col.note"), width=220, max_chars=labeling.MAX_NOTE_CHARS),
+        "note": st.column_config.TextColumn(
+            t("annotate.labeling.col.note"), width=220, max_chars=labeling.MAX_NOTE_CHARS
+        ),
     }
     # "ignore": ticking a box does not rerun the page; the edits travel with the save.
-    return st.data_editor(pd.DataFrame(rows, columns=["criterion_id", "text", "met", "note"]), key=editor_key,
-                          num_rows="fixed", hide_index=True, column_config=config, width="stretch", on_change="ignore",
-                          height=min(ROW_HEIGHT * (len(rows) + 1) + 3, CHECKLIST_MAX_HEIGHT), row_height=ROW_HEIGHT)
+    return st.data_editor(
+        pd.DataFrame(rows, columns=["criterion_id", "text", "met", "note"]),
+        key=editor_key,
+        num_rows="fixed",
+        hide_index=True,
+        column_config=config,
+        width="stretch",
+        on_change="ignore",
+        height=min(ROW_HEIGHT * (len(rows) + 1) + 3, CHECKLIST_MAX_HEIGHT),
+        row_height=ROW_HEIGHT,
+    )
 
 
 def render() -> None:
@@ -257,10 +300,18 @@ def render() -> None:
         st.warning(t("annotate.labeling.stale_labels"))
     _checklist(view)
     buttons = st.columns([2, 1, 1, 3], vertical_alignment="center")
-    buttons[0].button(t("annotate.labeling.save_next"), type="primary", on_click=_save, args=(True,),
-                      shortcut="ctrl+enter", key="annotate_label_save_next", width="stretch")
-    buttons[1].button(t("annotate.labeling.save"), on_click=_save, args=(False,), key="annotate_label_save",
-                      width="stretch")
+    buttons[0].button(
+        t("annotate.labeling.save_next"),
+        type="primary",
+        on_click=_save,
+        args=(True,),
+        shortcut="ctrl+enter",
+        key="annotate_label_save_next",
+        width="stretch",
+    )
+    buttons[1].button(
+        t("annotate.labeling.save"), on_click=_save, args=(False,), key="annotate_label_save", width="stretch"
+    )
     buttons[2].button(t("annotate.labeling.skip"), on_click=_skip, key="annotate_label_skip", width="stretch")
     if view.labels:
         saved_met = sum(label.met for label in view.labels.values())

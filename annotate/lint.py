@@ -31,14 +31,69 @@ MAX_CHARS = 120
 NEAR_DUPLICATE_SIMILARITY = 0.8
 
 COMPOUND_MARKERS = ("并且", "以及", "和", "及", "并同时", "同时", "and", "as well as")
-VAGUE_TERMS = ("适当", "相关", "必要时", "等", "合理", "恰当", "酌情", "尽量", "一定程度", "某些", "一些", "充分",
-               "appropriate", "appropriately", "relevant", "etc", "as needed", "if necessary", "adequate",
-               "reasonable")
+VAGUE_TERMS = (
+    "适当",
+    "相关",
+    "必要时",
+    "等",
+    "合理",
+    "恰当",
+    "酌情",
+    "尽量",
+    "一定程度",
+    "某些",
+    "一些",
+    "充分",
+    "appropriate",
+    "appropriately",
+    "relevant",
+    "etc",
+    "as needed",
+    "if necessary",
+    "adequate",
+    "reasonable",
+)
 # Words that merely contain a marker character (及时 = promptly, 等待 = wait, 温和 = mild …).
-NOT_MARKERS = ("及时", "及早", "涉及", "危及", "普及", "波及", "以及时", "来不及", "及格", "顾及", "提及", "触及",
-               "温和", "缓和", "和缓", "饱和", "中和", "总和", "调和", "和蔼", "平和", "柔和", "暖和",
-               "等待", "等级", "等同", "相等", "平等", "同等", "等渗", "等量", "等于", "中等", "高等", "初等", "等分",
-               "同时性", "相关性检验")
+NOT_MARKERS = (
+    "及时",
+    "及早",
+    "涉及",
+    "危及",
+    "普及",
+    "波及",
+    "以及时",
+    "来不及",
+    "及格",
+    "顾及",
+    "提及",
+    "触及",
+    "温和",
+    "缓和",
+    "和缓",
+    "饱和",
+    "中和",
+    "总和",
+    "调和",
+    "和蔼",
+    "平和",
+    "柔和",
+    "暖和",
+    "等待",
+    "等级",
+    "等同",
+    "相等",
+    "平等",
+    "同等",
+    "等渗",
+    "等量",
+    "等于",
+    "中等",
+    "高等",
+    "初等",
+    "等分",
+    "同时性",
+    "相关性检验",
+)
 _LATIN_WORD = re.compile(r"[a-z]")
 
 
@@ -46,8 +101,8 @@ _LATIN_WORD = re.compile(r"[a-z]")
 class Finding:
     code: str
     severity: str
-    row: int | None                      # 0-based criterion position; None for the rubric as a whole
-    values: dict = field(default_factory=dict)   # what the message names: other row, words, counts
+    row: int | None  # 0-based criterion position; None for the rubric as a whole
+    values: dict = field(default_factory=dict)  # what the message names: other row, words, counts
 
 
 @dataclass(frozen=True)

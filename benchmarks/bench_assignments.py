@@ -25,8 +25,18 @@ from sqlmodel import select
 from db import assignments, progress_queries
 from db.engine import make_engine, session_scope
 from db.migrate import upgrade
-from db.models import (Assignment, AssignmentKind, Case, Criterion, Response, Role, RubricStatus, RubricVersion,
-                       User, utcnow)
+from db.models import (
+    Assignment,
+    AssignmentKind,
+    Case,
+    Criterion,
+    Response,
+    Role,
+    RubricStatus,
+    RubricVersion,
+    User,
+    utcnow,
+)
 from db.security import hash_password
 
 ANNOTATORS_PER_GROUP = 10
@@ -44,25 +54,70 @@ def build(engine, n_cases: int, n_models: int) -> None:
     password = hash_password("bench-password-1")
     with session_scope(engine) as session:
         people = [dict(username="bench-admin", display_name="admin", role=Role.admin.value, group_no=None)]
-        people += [dict(username=f"bench-g{g}-{i:02d}", display_name=f"g{g}-{i}", role=Role.annotator.value, group_no=g)
-                   for g in (1, 2) for i in range(ANNOTATORS_PER_GROUP)]
-        session.execute(insert(User), [dict(p, is_active=True, password_hash=password, failed_logins=0,
-                                            created_at=now, lock_version=1) for p in people])
+        people += [
+            dict(username=f"bench-g{g}-{i:02d}", display_name=f"g{g}-{i}", role=Role.annotator.value, group_no=g)
+            for g in (1, 2)
+            for i in range(ANNOTATORS_PER_GROUP)
+        ]
+        session.execute(
+            insert(User),
+            [
+                dict(p, is_active=True, password_hash=password, failed_logins=0, created_at=now, lock_version=1)
+                for p in people
+            ],
+        )
         authors = session.execute(select(User.id).where(User.role == Role.annotator).order_by(User.id)).scalars().all()
-        session.execute(insert(Case), [dict(case_id=f"BENCH-{i:05d}", difficulty="medium", task="t", task_labels=[],
-                                            subject="心内科", subject_labels=["心内科"], user_role="患者",
-                                            clinical_context="…", user_request="…", extra={}, created_at=now)
-                                       for i in range(n_cases)])
+        session.execute(
+            insert(Case),
+            [
+                dict(
+                    case_id=f"BENCH-{i:05d}",
+                    difficulty="medium",
+                    task="t",
+                    task_labels=[],
+                    subject="心内科",
+                    subject_labels=["心内科"],
+                    user_role="患者",
+                    clinical_context="…",
+                    user_request="…",
+                    extra={},
+                    created_at=now,
+                )
+                for i in range(n_cases)
+            ],
+        )
         case_pks = session.execute(select(Case.id).order_by(Case.id)).scalars().all()
-        session.execute(insert(RubricVersion), [dict(case_pk=pk, version=1, status=RubricStatus.approved.value,
-                                                     author_id=authors[i % len(authors)], created_at=now, lock_version=1)
-                                                for i, pk in enumerate(case_pks)])
+        session.execute(
+            insert(RubricVersion),
+            [
+                dict(
+                    case_pk=pk,
+                    version=1,
+                    status=RubricStatus.approved.value,
+                    author_id=authors[i % len(authors)],
+                    created_at=now,
+                    lock_version=1,
+                )
+                for i, pk in enumerate(case_pks)
+            ],
+        )
         versions = session.execute(select(RubricVersion.id).order_by(RubricVersion.id)).scalars().all()
-        session.execute(insert(Criterion), [dict(rubric_version_id=v, position=p, criterion_id=f"c{p:02d}", text="…",
-                                                 tags=[]) for v in versions for p in range(1, 31)])
-        session.execute(insert(Response), [dict(case_pk=pk, model=f"model-{m:02d}", text="…", length=1,
-                                                code=f"B{pk:06d}{m:02d}", created_at=now)
-                                           for pk in case_pks for m in range(n_models)])
+        session.execute(
+            insert(Criterion),
+            [
+                dict(rubric_version_id=v, position=p, criterion_id=f"c{p:02d}", text="…", tags=[])
+                for v in versions
+                for p in range(1, 31)
+            ],
+        )
+        session.execute(
+            insert(Response),
+            [
+                dict(case_pk=pk, model=f"model-{m:02d}", text="…", length=1, code=f"B{pk:06d}{m:02d}", created_at=now)
+                for pk in case_pks
+                for m in range(n_models)
+            ],
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,23 +138,33 @@ def main(argv: list[str] | None = None) -> int:
         admin = session.exec(select(User).where(User.role == Role.admin).order_by(User.id)).first()
         people = [u.username for u in assignments.active_annotators(session)]
         n_responses = session.exec(select(func.count()).select_from(Response)).one()
-    print(f"database: {engine.url.render_as_string(hide_password=True)}  responses: {n_responses:,}  "
-          f"active annotators: {len(people)}")
+    print(
+        f"database: {engine.url.render_as_string(hide_password=True)}  responses: {n_responses:,}  "
+        f"active annotators: {len(people)}"
+    )
 
     def assign():
         with session_scope(engine) as session:
             return assignments.assign_labeling(session, actor=admin, annotators=people)
 
     first = timed("assign_labeling (all responses)", assign)
-    print(f"  created {first.created:,}, already assigned {first.already_assigned:,}, "
-          f"unassignable {len(first.unassignable):,}")
+    print(
+        f"  created {first.created:,}, already assigned {first.already_assigned:,}, "
+        f"unassignable {len(first.unassignable):,}"
+    )
     again = timed("assign_labeling again (idempotent)", assign)
     print(f"  created {again.created:,}, already assigned {again.already_assigned:,}")
     with session_scope(engine, read_only=True) as session:
-        loads = session.exec(select(Assignment.user_id, func.count()).where(Assignment.kind == AssignmentKind.label)
-                             .group_by(Assignment.user_id)).all()
-        annotator = session.exec(select(User).where(User.role == Role.annotator, User.is_active == True)  # noqa: E712
-                                 .order_by(User.id)).first()
+        loads = session.exec(
+            select(Assignment.user_id, func.count())
+            .where(Assignment.kind == AssignmentKind.label)
+            .group_by(Assignment.user_id)
+        ).all()
+        annotator = session.exec(
+            select(User)
+            .where(User.role == Role.annotator, User.is_active == True)  # noqa: E712
+            .order_by(User.id)
+        ).first()
     counts = sorted(n for _, n in loads)
     print(f"  per-annotator label load: min {counts[0]:,}  max {counts[-1]:,}")
 
@@ -107,11 +172,16 @@ def main(argv: list[str] | None = None) -> int:
         def run():
             with session_scope(engine, read_only=True) as session:
                 return call(session)
+
         return run
 
-    timed("progress (admin page, without disagreements)",
-          read(lambda s: progress_queries.progress(s, actor=admin, with_disagreements=False)))
-    state = timed("progress (admin page, with disagreements)", read(lambda s: progress_queries.progress(s, actor=admin)))
+    timed(
+        "progress (admin page, without disagreements)",
+        read(lambda s: progress_queries.progress(s, actor=admin, with_disagreements=False)),
+    )
+    state = timed(
+        "progress (admin page, with disagreements)", read(lambda s: progress_queries.progress(s, actor=admin))
+    )
     print(f"  unresolved disagreements: {state.overall['unresolved_disagreements']:,}")
     queue = timed(f"my_queue label ({annotator.username})", read(lambda s: assignments.my_queue(s, annotator, "label")))
     print(f"  queue length {len(queue):,}")

@@ -2,7 +2,7 @@
 
 The target: `export gold` of every gold label in under 10 s. Printed, not asserted.
 
-Setup (not timed): the demo generator writes the full-scale files (`db.demo.write_demo_files`) and
+Setup (not timed): the demo generator writes the full-scale files (`demo.generator.write_demo_files`) and
 the importers load cases, responses and labels into a fresh SQLite file — in a child process, so
 the peak memory printed afterwards is the export's own. Or give `--database URL` of a database
 that already holds the data (e.g. after `clinconsensus demo --scale full`).
@@ -34,7 +34,7 @@ def peak_rss_mb() -> float:
 
 def build_database(url: str, cases: int, models: int, seed: int) -> None:
     """Write the demo files and import them (runs in its own process; see --build-into)."""
-    from db.demo import write_demo_files
+    from demo.generator import write_demo_files
     from db.engine import make_engine
     from db.importers import import_file
     from db.migrate import upgrade
@@ -86,9 +86,22 @@ def main(argv=None) -> int:
         if url is None:
             url = f"sqlite:///{folder / 'bench.db'}"
             print(f"building {args.cases:,} cases × {args.models} models in a child process …", flush=True)
-            subprocess.run([sys.executable, "-m", "benchmarks.bench_export", "--build-into", url,
-                            "--cases", str(args.cases), "--models", str(args.models), "--seed", str(args.seed)],
-                           check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "benchmarks.bench_export",
+                    "--build-into",
+                    url,
+                    "--cases",
+                    str(args.cases),
+                    "--models",
+                    str(args.models),
+                    "--seed",
+                    str(args.seed),
+                ],
+                check=True,
+            )
 
         from analysis import exports
         from db.engine import make_engine
@@ -100,8 +113,11 @@ def main(argv=None) -> int:
         upgrade(engine)
         with session_scope(engine, read_only=True) as session:
             stored = counts(session)
-        print(f"database: {stored['cases']:,} cases, {stored['responses']:,} responses, "
-              f"{stored['labels']['total']:,} labels ({stored['labels']})", flush=True)
+        print(
+            f"database: {stored['cases']:,} cases, {stored['responses']:,} responses, "
+            f"{stored['labels']['total']:,} labels ({stored['labels']})",
+            flush=True,
+        )
         print(f"baseline peak RSS {peak_rss_mb():.0f} MB", flush=True)
 
         best = None
@@ -114,8 +130,11 @@ def main(argv=None) -> int:
         assert exports.sha256_file(path) == summary.files["gold.jsonl"], "gold export: sha256 differs from the summary"
         size_mb = path.stat().st_size / 1e6
         verdict = "meets" if best < TARGET_GOLD_SECONDS else "MISSES"
-        print(f"gold: {rows:,} rows, {size_mb:.0f} MB; best {best:.2f} s — {verdict} the target of "
-              f"< {TARGET_GOLD_SECONDS:.0f} s", flush=True)
+        print(
+            f"gold: {rows:,} rows, {size_mb:.0f} MB; best {best:.2f} s — {verdict} the target of "
+            f"< {TARGET_GOLD_SECONDS:.0f} s",
+            flush=True,
+        )
 
         for what in [w.strip() for w in args.also.split(",") if w.strip()]:
             if what == "judgements":
@@ -127,8 +146,7 @@ def main(argv=None) -> int:
                 result, _ = run("export judge-items", exports.export_judge_items, engine, folder / "items.jsonl")
                 assert count_lines(folder / "items.jsonl") == result.counts["rows"]
             elif what == "sft":
-                result, _ = run("export sft", exports.export_sft, engine, folder / "sft", seed=1,
-                                holdout_models=[])
+                result, _ = run("export sft", exports.export_sft, engine, folder / "sft", seed=1, holdout_models=[])
                 manifest = json.loads((folder / "sft" / "manifest.json").read_text(encoding="utf-8"))
                 for name in ("train.jsonl", "dev.jsonl"):
                     assert exports.sha256_file(folder / "sft" / name) == manifest["files"][name]["sha256"], name

@@ -27,7 +27,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from db import config  # noqa: E402
-from db.demo import write_demo_files  # noqa: E402
+from demo.generator import write_demo_files  # noqa: E402
 
 FULL_CASES = 2_500
 TARGET_CASES_RESPONSES_S = 15.0
@@ -39,12 +39,17 @@ BASELINE_SAMPLE = 2_000
 
 # Data ----------------------------------------------------------------------------------------
 
+
 def write_files(directory: Path, *, cases: int) -> dict[str, Path]:
     """The demo generator's full-scale files (cases, responses, labels of every stage, one judge)."""
     paths = write_demo_files(directory, scale="full", n_cases=cases, n_judges=1)
     judge_files = [path for key, path in paths.items() if key not in ("cases", "responses", "labels", "plan")]
-    return {"cases": paths["cases"], "responses": paths["responses"], "labels": paths["labels"],
-            "judge": judge_files[0]}
+    return {
+        "cases": paths["cases"],
+        "responses": paths["responses"],
+        "labels": paths["labels"],
+        "judge": judge_files[0],
+    }
 
 
 def stage_counts(path: Path) -> dict[str, int]:
@@ -59,6 +64,7 @@ def stage_counts(path: Path) -> dict[str, int]:
 
 
 # One import, in a child process --------------------------------------------------------------
+
 
 def peak_rss_mb() -> float:
     """This process's own high-water mark (VmHWM starts afresh at exec, unlike ru_maxrss)."""
@@ -83,19 +89,35 @@ def child(url: str, kind: str, path: str) -> None:
     engine.dispose()
     # Being taken off the CPU for other processes, as opposed to waiting for the disk or the server.
     preempted = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw - usage.ru_nivcsw
-    print(json.dumps({"seconds": seconds, "cpu": cpu, "records": summary.records, "inserted": summary.inserted,
-                      "unchanged": summary.unchanged, "peak_mb": peak_rss_mb(), "preempted": preempted}))
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "cpu": cpu,
+                "records": summary.records,
+                "inserted": summary.inserted,
+                "unchanged": summary.unchanged,
+                "peak_mb": peak_rss_mb(),
+                "preempted": preempted,
+            }
+        )
+    )
 
 
 def run_child(url: str, kind: str, path: Path) -> dict:
-    result = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", url, kind, str(path)],
-                            capture_output=True, text=True, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--child", url, kind, str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     if result.returncode != 0:
         raise SystemExit(f"import of {path.name} failed:\n{result.stderr.strip()}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 # The straightforward way, for comparison -----------------------------------------------------
+
 
 def baseline_seconds_per_label(url: str, labels: Path, sample: int) -> float:
     """One ORM object and one commit per label, with the lookups a simple importer makes per row.
@@ -118,19 +140,33 @@ def baseline_seconds_per_label(url: str, labels: Path, sample: int) -> float:
     started = time.perf_counter()
     with Session(engine) as session:
         for row in rows:
-            response = session.exec(select(Response).join(Case, Response.case_pk == Case.id)
-                                    .where(Case.case_id == row["case_id"], Response.model == row["model"])).one()
-            version = session.exec(select(RubricVersion).where(RubricVersion.case_pk == response.case_pk,
-                                                               RubricVersion.status == RubricStatus.approved)
-                                   .order_by(RubricVersion.version.desc())).first()
+            response = session.exec(
+                select(Response)
+                .join(Case, Response.case_pk == Case.id)
+                .where(Case.case_id == row["case_id"], Response.model == row["model"])
+            ).one()
+            version = session.exec(
+                select(RubricVersion)
+                .where(RubricVersion.case_pk == response.case_pk, RubricVersion.status == RubricStatus.approved)
+                .order_by(RubricVersion.version.desc())
+            ).first()
             user = session.exec(select(User).where(User.username == row["annotator"])).first()
             if user is None:
                 user = User(username=row["annotator"], role="annotator", group_no=row["group"], is_active=False)
                 session.add(user)
                 session.commit()
-            session.add(Label(response_id=response.id, criterion_id=row["criterion_id"], stage=row["stage"],
-                              group_no=row["group"] or NO_GROUP, met=row["met"], user_id=user.id,
-                              note=row.get("note"), rubric_version_id=version.id))
+            session.add(
+                Label(
+                    response_id=response.id,
+                    criterion_id=row["criterion_id"],
+                    stage=row["stage"],
+                    group_no=row["group"] or NO_GROUP,
+                    met=row["met"],
+                    user_id=user.id,
+                    note=row.get("note"),
+                    rubric_version_id=version.id,
+                )
+            )
             session.commit()
     seconds = time.perf_counter() - started
     engine.dispose()
@@ -138,6 +174,7 @@ def baseline_seconds_per_label(url: str, labels: Path, sample: int) -> float:
 
 
 # Report --------------------------------------------------------------------------------------
+
 
 def measure(backend: str, url: str, paths: dict[str, Path], before_labels=None) -> dict:
     from db.engine import make_engine
@@ -164,27 +201,41 @@ def report(result: dict, scale: float, stages: dict[str, int]) -> None:
     both = cases["seconds"] + responses["seconds"]
     peak = max(result[kind]["peak_mb"] for kind in ("cases", "responses", "labels", "judge", "labels again"))
     note = "" if scale == 1 else f"  (at {scale:.0%} of full scale)"
-    print(f"\n{result['backend']}{note}   (wall seconds, the importer's own CPU seconds, peak RSS of the "
-          f"importing process)")
+    print(
+        f"\n{result['backend']}{note}   (wall seconds, the importer's own CPU seconds, peak RSS of the "
+        f"importing process)"
+    )
     for name in ("cases", "responses", "labels", "judge", "labels again"):
         figures = result[name]
         label = {"judge": "judge rows", "labels again": "labels ×2"}.get(name, name)
-        again = f"  ({figures['unchanged']:,} unchanged: the same file imported twice)" if name == "labels again" else ""
-        print(f"  {label:<10} {figures['records']:>10,} rows  {figures['seconds']:7.2f} s  "
-              f"(cpu {figures['cpu']:6.2f} s)  {figures['records'] / figures['seconds']:>10,.0f} rows/s  "
-              f"peak {figures['peak_mb']:6.0f} MB{again}")
-    print(f"  (labels: {stages['annotation']:,} annotation, {stages['check']:,} check, "
-          f"{stages['adjudication']:,} adjudication)")
-    print(f"  cases + responses {both:7.2f} s   target < {TARGET_CASES_RESPONSES_S:.0f} s   "
-          f"{_flag(both, TARGET_CASES_RESPONSES_S)}")
-    print(f"  labels            {labels['seconds']:7.2f} s   target < {TARGET_LABELS_S:.0f} s   "
-          f"{_flag(labels['seconds'], TARGET_LABELS_S)}")
+        again = (
+            f"  ({figures['unchanged']:,} unchanged: the same file imported twice)" if name == "labels again" else ""
+        )
+        print(
+            f"  {label:<10} {figures['records']:>10,} rows  {figures['seconds']:7.2f} s  "
+            f"(cpu {figures['cpu']:6.2f} s)  {figures['records'] / figures['seconds']:>10,.0f} rows/s  "
+            f"peak {figures['peak_mb']:6.0f} MB{again}"
+        )
+    print(
+        f"  (labels: {stages['annotation']:,} annotation, {stages['check']:,} check, "
+        f"{stages['adjudication']:,} adjudication)"
+    )
+    print(
+        f"  cases + responses {both:7.2f} s   target < {TARGET_CASES_RESPONSES_S:.0f} s   "
+        f"{_flag(both, TARGET_CASES_RESPONSES_S)}"
+    )
+    print(
+        f"  labels            {labels['seconds']:7.2f} s   target < {TARGET_LABELS_S:.0f} s   "
+        f"{_flag(labels['seconds'], TARGET_LABELS_S)}"
+    )
     print(f"  peak memory       {peak:7.0f} MB  target < {TARGET_PEAK_MB:.0f} MB  {_flag(peak, TARGET_PEAK_MB)}")
     if labels["seconds"] > 1.5 * labels["cpu"] and labels["preempted"] > 10 * labels["seconds"]:
         load = os.getloadavg()[0]
-        print(f"  note: the machine is busy (load average {load:.1f} on {os.cpu_count()} CPUs): the labels import was "
-              f"taken off the CPU {labels['preempted']:,} times: its wall time includes waiting for a CPU "
-              f"(compare the cpu figure)")
+        print(
+            f"  note: the machine is busy (load average {load:.1f} on {os.cpu_count()} CPUs): the labels import was "
+            f"taken off the CPU {labels['preempted']:,} times: its wall time includes waiting for a CPU "
+            f"(compare the cpu figure)"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,8 +256,10 @@ def main(argv: list[str] | None = None) -> int:
         paths = write_files(directory / "data", cases=args.cases)
         stages = stage_counts(paths["labels"])
         sizes = ", ".join(f"{path.name} {path.stat().st_size / 2**20:,.0f} MB" for path in paths.values())
-        print(f"generated {args.cases:,} cases with the demo generator (scale full) in "
-              f"{time.perf_counter() - started:.1f} s: {sizes}")
+        print(
+            f"generated {args.cases:,} cases with the demo generator (scale full) in "
+            f"{time.perf_counter() - started:.1f} s: {sizes}"
+        )
 
         sqlite_file = directory / "bench.db"
         baseline_file = directory / "baseline.db"
@@ -223,9 +276,11 @@ def main(argv: list[str] | None = None) -> int:
         per_label = baseline_seconds_per_label(f"sqlite:///{baseline_file}", paths["labels"], args.baseline_sample)
         total = sqlite_result["labels"]["records"]
         extrapolated = per_label * total
-        print(f"  straightforward importer (one ORM object + commit per label, per-row lookups): measured on "
-              f"{args.baseline_sample:,} rows, EXTRAPOLATED to {total:,}: {extrapolated:,.0f} s, "
-              f"{extrapolated / sqlite_result['labels']['seconds']:,.0f}× the streamed import")
+        print(
+            f"  straightforward importer (one ORM object + commit per label, per-row lookups): measured on "
+            f"{args.baseline_sample:,} rows, EXTRAPOLATED to {total:,}: {extrapolated:,.0f} s, "
+            f"{extrapolated / sqlite_result['labels']['seconds']:,.0f}× the streamed import"
+        )
 
         if not args.skip_postgres:
             from tests.pg_server import PostgresServer, PostgresUnavailable

@@ -2,7 +2,7 @@
 
 Full scale is the demo's: 2,500 cases × 30 criteria × 11 models, 1.65 M annotation labels, three
 annotators per group, so one annotator's queue holds about 9,000 responses. Without `--database`
-the data is built the way `clinconsensus demo --scale full` builds it (db.demo.build_demo: the
+the data is built the way `clinconsensus demo --scale full` builds it (demo.generator.build_demo: the
 demo files written by write_demo_files and loaded through db.importers.import_file, then work
 handed out), without judges. Timed:
 
@@ -69,7 +69,7 @@ def timed_ms(work) -> tuple[float, object]:
 
 
 def build_full(url: str) -> None:
-    from db.demo import build_demo
+    from demo.generator import build_demo
     from db.progress import TerminalProgress
 
     os.environ.setdefault("CLINCONSENSUS_DEMO_PASSWORD", PASSWORD)
@@ -79,19 +79,26 @@ def build_full(url: str) -> None:
     result = build_demo(engine, scale="full", n_judges=0, progress=TerminalProgress("demo full"))
     engine.dispose()
     counts = result.counts
-    print(f"built full scale in {time.perf_counter() - start:,.0f} s: {counts['cases']:,} cases, "
-          f"{counts['responses']:,} responses, {counts['labels']['annotation']:,} annotation labels, "
-          f"{counts['label_assignments']:,} label assignments")
+    print(
+        f"built full scale in {time.perf_counter() - start:,.0f} s: {counts['cases']:,} cases, "
+        f"{counts['responses']:,} responses, {counts['labels']['annotation']:,} annotation labels, "
+        f"{counts['label_assignments']:,} label assignments"
+    )
 
 
 def busiest_annotator(engine) -> User:
     from sqlalchemy import func
 
     from db.models import Assignment, AssignmentKind
+
     with session_scope(engine, read_only=True) as session:
         user_id, count = session.exec(
-            select(Assignment.user_id, func.count()).where(Assignment.kind == AssignmentKind.label)
-            .group_by(Assignment.user_id).order_by(func.count().desc()).limit(1)).one()
+            select(Assignment.user_id, func.count())
+            .where(Assignment.kind == AssignmentKind.label)
+            .group_by(Assignment.user_id)
+            .order_by(func.count().desc())
+            .limit(1)
+        ).one()
         user = session.get(User, user_id)
     print(f"annotator {user.username} (group {user.group_no}): {count:,} responses in the queue")
     return user
@@ -117,8 +124,11 @@ def bench_queries(engine, user: User, samples: int, rng: random.Random) -> list[
     report("user_for_token (every run)", token_ms)
     report("response_for_labeling (every run)", view_ms)
     report("labeling_queue (first visit, then every 120 s)", queue_ms)
-    report("db calls of a run that reads the queue too", [a + b + c for a, b, c in zip(token_ms, queue_ms, view_ms)],
-           PAGE_TARGET_MS)
+    report(
+        "db calls of a run that reads the queue too",
+        [a + b + c for a, b, c in zip(token_ms, queue_ms, view_ms)],
+        PAGE_TARGET_MS,
+    )
     return picks
 
 
@@ -127,18 +137,26 @@ def bench_saves(engine, user: User, response_ids: list[int], rng: random.Random)
     for response_id in response_ids:
         with session_scope(engine, read_only=True) as session:
             view = labeling.response_for_labeling(session, user, response_id)
-        decisions = [LabelInput(c.criterion_id, rng.random() < 0.5, "备注" if rng.random() < 0.1 else None)
-                     for c in view.criteria]
+        decisions = [
+            LabelInput(c.criterion_id, rng.random() < 0.5, "备注" if rng.random() < 0.1 else None)
+            for c in view.criteria
+        ]
         had_labels = bool(view.labels)
 
         def save(decisions=decisions, view=view):
             with session_scope(engine) as session:
-                return labeling.save_labels(session, user, response_id, decisions,
-                                            rubric_version_id=view.rubric_version_id,
-                                            expected_versions=view.expected_versions)
+                return labeling.save_labels(
+                    session,
+                    user,
+                    response_id,
+                    decisions,
+                    rubric_version_id=view.rubric_version_id,
+                    expected_versions=view.expected_versions,
+                )
+
         ms, _ = timed_ms(save)
         (change_ms if had_labels else create_ms).append(ms)
-        ms, outcome = timed_ms(save)            # the same decisions again: idempotent
+        ms, outcome = timed_ms(save)  # the same decisions again: idempotent
         assert outcome.changed == 0
         same_ms.append(ms)
     if create_ms:
@@ -167,10 +185,10 @@ def bench_page(url: str, user: User, runs: int) -> None:
     app.session_state["token"] = token
     app.run()
     app._page_hash = calc_hash("annotate-labeling")
-    app.run()                                    # first visit: caches, imports
+    app.run()  # first visit: caches, imports
     if app.exception:
         raise RuntimeError(f"the labeling page failed: {app.exception}")
-    from admin import shell
+    from ui import shell
 
     sidebar_ms: list[float] = []
     sidebar = shell.sidebar
@@ -179,6 +197,7 @@ def bench_page(url: str, user: User, runs: int) -> None:
         ms, result = timed_ms(lambda: sidebar(*args, **kwargs))
         sidebar_ms.append(ms)
         return result
+
     shell.sidebar = timed_sidebar
     millis = []
     try:

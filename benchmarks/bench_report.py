@@ -53,49 +53,105 @@ def _insert(connection, sql: str, columns: list) -> None:
     """executemany in chunks, so the rows never all exist as Python tuples at once."""
     total = len(columns[0])
     for start in range(0, total, CHUNK):
-        connection.exec_driver_sql(sql, list(zip(*(column[start:start + CHUNK] for column in columns))))
+        connection.exec_driver_sql(sql, list(zip(*(column[start : start + CHUNK] for column in columns))))
 
 
 def write_frames(engine, frames) -> None:
     """Bulk-write synthetic frames into an empty migrated database (benchmark setup, not the importer)."""
     now = utcnow()
     with engine.begin() as connection:
-        users = [(int(u.user_id), u.username, u.username, u.role, None if u.group_no != u.group_no or u.group_no is None
-                  else int(u.group_no), True, 0, now, 1) for u in frames.users.itertuples()]
+        users = [
+            (
+                int(u.user_id),
+                u.username,
+                u.username,
+                u.role,
+                None if u.group_no != u.group_no or u.group_no is None else int(u.group_no),
+                True,
+                0,
+                now,
+                1,
+            )
+            for u in frames.users.itertuples()
+        ]
         connection.exec_driver_sql(
             "INSERT INTO user (id, username, display_name, role, group_no, is_active, failed_logins, created_at, "
-            "lock_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", users)
-        cases = [(int(c.case_pk), c.case_id, c.difficulty, c.task, json.dumps(c.task_labels, ensure_ascii=False),
-                  c.subject, json.dumps(c.subject_labels, ensure_ascii=False), c.user_role, "", "", "{}", now)
-                 for c in frames.cases.itertuples()]
+            "lock_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            users,
+        )
+        cases = [
+            (
+                int(c.case_pk),
+                c.case_id,
+                c.difficulty,
+                c.task,
+                json.dumps(c.task_labels, ensure_ascii=False),
+                c.subject,
+                json.dumps(c.subject_labels, ensure_ascii=False),
+                c.user_role,
+                "",
+                "",
+                "{}",
+                now,
+            )
+            for c in frames.cases.itertuples()
+        ]
         connection.exec_driver_sql(
             'INSERT INTO "case" (id, case_id, difficulty, task, task_labels, subject, subject_labels, user_role, '
-            "clinical_context, user_request, extra, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", cases)
+            "clinical_context, user_request, extra, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            cases,
+        )
         connection.exec_driver_sql(
             "INSERT INTO rubric_version (id, case_pk, version, status, created_at, lock_version) "
-            "VALUES (?, ?, 1, 'approved', ?, 1)", [(int(pk), int(pk), now) for pk in frames.cases["case_pk"]])
+            "VALUES (?, ?, 1, 'approved', ?, 1)",
+            [(int(pk), int(pk), now) for pk in frames.cases["case_pk"]],
+        )
         c = frames.criteria
         connection.exec_driver_sql(
             "INSERT INTO criterion (rubric_version_id, position, criterion_id, text, tags) VALUES (?, ?, ?, '', '[]')",
-            list(zip(c["rubric_version_id"].astype(int).tolist(), c["position"].astype(int).tolist(),
-                     c["criterion_id"].tolist())))
+            list(
+                zip(
+                    c["rubric_version_id"].astype(int).tolist(),
+                    c["position"].astype(int).tolist(),
+                    c["criterion_id"].tolist(),
+                )
+            ),
+        )
         r = frames.responses
         connection.exec_driver_sql(
             "INSERT INTO response (id, case_pk, model, text, length, code, created_at) VALUES (?, ?, ?, '', ?, ?, ?)",
-            [(int(i), int(pk), m, int(n), f"R{i:07d}", now) for i, pk, m, n in
-             zip(r["response_id"], r["case_pk"], r["model"], r["length"])])
+            [
+                (int(i), int(pk), m, int(n), f"R{i:07d}", now)
+                for i, pk, m, n in zip(r["response_id"], r["case_pk"], r["model"], r["length"])
+            ],
+        )
         lab = frames.labels
-        _insert(connection,
-                "INSERT INTO label (response_id, criterion_id, stage, group_no, met, user_id, created_at, updated_at, "
-                "lock_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)",
-                [lab["response_id"].astype(int).tolist(), lab["criterion_id"].tolist(),
-                 [str(stage) for stage in lab["stage"]], lab["group_no"].astype(int).tolist(),
-                 lab["met"].astype(bool).tolist(), lab["user_id"].astype(int).tolist(), [now] * len(lab),
-                 [now] * len(lab)])
+        _insert(
+            connection,
+            "INSERT INTO label (response_id, criterion_id, stage, group_no, met, user_id, created_at, updated_at, "
+            "lock_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)",
+            [
+                lab["response_id"].astype(int).tolist(),
+                lab["criterion_id"].tolist(),
+                [str(stage) for stage in lab["stage"]],
+                lab["group_no"].astype(int).tolist(),
+                lab["met"].astype(bool).tolist(),
+                lab["user_id"].astype(int).tolist(),
+                [now] * len(lab),
+                [now] * len(lab),
+            ],
+        )
         j = frames.judge
-        _insert(connection, "INSERT INTO judge_decision (judge, response_id, criterion_id, met) VALUES (?, ?, ?, ?)",
-                [j["judge"].tolist(), j["response_id"].astype(int).tolist(), j["criterion_id"].tolist(),
-                 j["met"].astype(bool).tolist()])
+        _insert(
+            connection,
+            "INSERT INTO judge_decision (judge, response_id, criterion_id, met) VALUES (?, ?, ?, ?)",
+            [
+                j["judge"].tolist(),
+                j["response_id"].astype(int).tolist(),
+                j["criterion_id"].tolist(),
+                j["met"].astype(bool).tolist(),
+            ],
+        )
 
 
 def compare(vectorised: dict, frames, k: int) -> float:
@@ -148,10 +204,19 @@ def main(argv=None) -> int:
     parser.add_argument("--skip-database", action="store_true")
     args = parser.parse_args(argv)
 
-    frames, wall, _ = timed(reference.synthetic_frames, args.cases, args.models, 30, args.seed,
-                            judges=("judge-a", "judge-b", "judge-c"), adjudication_share=0.97)
-    print(f"synthetic frames: {len(frames.cases):,} cases, {len(frames.responses):,} responses, "
-          f"{len(frames.labels):,} labels, {len(frames.judge):,} judge decisions ({wall:.1f} s)")
+    frames, wall, _ = timed(
+        reference.synthetic_frames,
+        args.cases,
+        args.models,
+        30,
+        args.seed,
+        judges=("judge-a", "judge-b", "judge-c"),
+        adjudication_share=0.97,
+    )
+    print(
+        f"synthetic frames: {len(frames.cases):,} cases, {len(frames.responses):,} responses, "
+        f"{len(frames.labels):,} labels, {len(frames.judge):,} judge decisions ({wall:.1f} s)"
+    )
     print(f"peak RSS after building frames: {peak_rss_mb():,.0f} MB")
 
     runs = []
@@ -160,19 +225,27 @@ def main(argv=None) -> int:
         runs.append((wall, cpu))
     best_wall, best_cpu = min(runs)
     grid, prepare_wall, _ = timed(metrics.prepare, frames)
-    print(f"machine load average (1 min) {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores — wall time grows with "
-          "other work on the machine; CPU time does not")
-    print(f"report.json compute: best {best_wall:.2f} s wall, {best_cpu:.2f} s CPU over {len(runs)} runs "
-          f"(all: {', '.join(f'{w:.2f}' for w, _ in runs)} s); of which decision grid {prepare_wall:.2f} s")
-    print(f"  {document['agreement_overall']['n_aligned']:,} aligned pairs, overall pooled MF1 "
-          f"{document['agreement_overall']['pooled_mf1']:.4f}; pending {document['pending']}")
+    print(
+        f"machine load average (1 min) {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores — wall time grows with "
+        "other work on the machine; CPU time does not"
+    )
+    print(
+        f"report.json compute: best {best_wall:.2f} s wall, {best_cpu:.2f} s CPU over {len(runs)} runs "
+        f"(all: {', '.join(f'{w:.2f}' for w, _ in runs)} s); of which decision grid {prepare_wall:.2f} s"
+    )
+    print(
+        f"  {document['agreement_overall']['n_aligned']:,} aligned pairs, overall pooled MF1 "
+        f"{document['agreement_overall']['pooled_mf1']:.4f}; pending {document['pending']}"
+    )
     print(f"peak RSS after compute: {peak_rss_mb():,.0f} MB")
 
     if not args.skip_reference:
         worst = compare(document, frames, args.k)
-        print(f"straightforward implementation (loops, sklearn f1_score per case): {compare.elapsed:.1f} s wall, "
-              f"{compare.elapsed_cpu:.1f} s CPU; speed-up {compare.elapsed / best_wall:.0f}× wall, "
-              f"{compare.elapsed_cpu / best_cpu:.0f}× CPU; same numbers (largest difference {worst:.1e})")
+        print(
+            f"straightforward implementation (loops, sklearn f1_score per case): {compare.elapsed:.1f} s wall, "
+            f"{compare.elapsed_cpu:.1f} s CPU; speed-up {compare.elapsed / best_wall:.0f}× wall, "
+            f"{compare.elapsed_cpu / best_cpu:.0f}× CPU; same numbers (largest difference {worst:.1e})"
+        )
         print(f"peak RSS after reference: {peak_rss_mb():,.0f} MB")
 
     if not args.skip_database:
@@ -184,7 +257,7 @@ def main(argv=None) -> int:
                 upgrade(engine)
                 _, wall, _ = timed(write_frames, engine, frames)
                 print(f"(setup) wrote the frames to SQLite in {wall:.1f} s")
-            del frames, report, grid   # the database copy replaces them; the in-memory report.json stays for comparison
+            del frames, report, grid  # the database copy replaces them; the in-memory report.json stays for comparison
             gc.collect()
             loaded, wall, cpu = timed(load_frames, engine)
             print(f"database load (load_frames): {wall:.2f} s wall, {cpu:.2f} s CPU — {len(loaded.labels):,} labels")

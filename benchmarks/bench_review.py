@@ -42,37 +42,58 @@ def main(argv: list[str] | None = None) -> int:
         if checker.group_no is None or not checker.is_active:
             # Imported checkers are inactive placeholders without a group: time as an active group-1 checker.
             checker.group_no, checker.is_active = 1, True
-        annotator_id = s.execute(select(Label.user_id).where(Label.stage == Stage.annotation,
-                                                             Label.group_no == checker.group_no).limit(1)).scalar_one()
-    print(f"database: {engine.url.render_as_string(hide_password=True)}  labels: {n_labels:,}  checker: {checker.username}")
+        annotator_id = s.execute(
+            select(Label.user_id).where(Label.stage == Stage.annotation, Label.group_no == checker.group_no).limit(1)
+        ).scalar_one()
+    print(
+        f"database: {engine.url.render_as_string(hide_password=True)}  labels: {n_labels:,}  checker: {checker.username}"
+    )
 
     def in_session(call):
         def run():
             with session_scope(engine, read_only=True) as s:
                 return call(s)
+
         return run
 
     count = timed("unresolved_count", args.repeat, in_session(review.unresolved_count))
     queue = timed("adjudication_queue", args.repeat, in_session(lambda s: review.adjudication_queue(s, checker)))
     print(f"  unresolved disagreements: {count:,}   responses in the queue: {len(queue):,}")
     if queue:
-        view = timed("adjudication_view (lowest agreement)", args.repeat,
-                     in_session(lambda s: review.adjudication_view(s, checker, queue[0].response_id)))
+        view = timed(
+            "adjudication_view (lowest agreement)",
+            args.repeat,
+            in_session(lambda s: review.adjudication_view(s, checker, queue[0].response_id)),
+        )
         print(f"  cells on screen: {len(view.cells)}")
-    items = timed("check_queue all (one annotator)", args.repeat,
-                  in_session(lambda s: review.check_queue(s, checker, annotator_id=annotator_id)))
-    sample = timed("check_queue sample 10%", args.repeat,
-                   in_session(lambda s: review.check_queue(s, checker, annotator_id=annotator_id, mode="sample",
-                                                           percent=10, seed=1)))
+    items = timed(
+        "check_queue all (one annotator)",
+        args.repeat,
+        in_session(lambda s: review.check_queue(s, checker, annotator_id=annotator_id)),
+    )
+    sample = timed(
+        "check_queue sample 10%",
+        args.repeat,
+        in_session(
+            lambda s: review.check_queue(s, checker, annotator_id=annotator_id, mode="sample", percent=10, seed=1)
+        ),
+    )
     print(f"  responses of the annotator: {len(items):,}   in the sample: {len(sample):,}")
     judges = timed("judges_available", 1, in_session(review.judges_available))
     if judges:
-        timed(f"check_queue judge ({judges[0]})", args.repeat,
-              in_session(lambda s: review.check_queue(s, checker, annotator_id=annotator_id, mode="judge",
-                                                      judge=judges[0])))
+        timed(
+            f"check_queue judge ({judges[0]})",
+            args.repeat,
+            in_session(
+                lambda s: review.check_queue(s, checker, annotator_id=annotator_id, mode="judge", judge=judges[0])
+            ),
+        )
     if items:
-        timed("check_view (one response)", args.repeat,
-              in_session(lambda s: review.check_view(s, checker, items[0].response_id)))
+        timed(
+            "check_view (one response)",
+            args.repeat,
+            in_session(lambda s: review.check_view(s, checker, items[0].response_id)),
+        )
     stale = timed("labels_needing_relabel (all)", args.repeat, in_session(review.labels_needing_relabel))
     print(f"  labels needing relabeling: {len(stale):,}")
     timed("rubric_queue", args.repeat, in_session(lambda s: review.rubric_queue(s, checker)))

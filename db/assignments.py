@@ -23,8 +23,20 @@ from sqlmodel import Session, select
 
 from db.audit import AuditWriter, record
 from db.errors import NotFound, ValidationFailed
-from db.models import (Assignment, AssignmentKind, Case, Criterion, Label, Response, Role, RubricStatus, RubricVersion,
-                       Stage, User, utcnow)
+from db.models import (
+    Assignment,
+    AssignmentKind,
+    Case,
+    Criterion,
+    Label,
+    Response,
+    Role,
+    RubricStatus,
+    RubricVersion,
+    Stage,
+    User,
+    utcnow,
+)
 from db.policies import require_admin, require_role
 
 GROUPS = (1, 2)
@@ -48,6 +60,7 @@ class AssignmentSummary:
 
 # Helpers ----------------------------------------------------------------------------------
 
+
 def _active_annotators(session: Session, usernames: Iterable[str]) -> list[User]:
     names = sorted(set(usernames))
     if not names:
@@ -64,8 +77,11 @@ def _active_annotators(session: Session, usernames: Iterable[str]) -> list[User]
 
 def _load_counts(session: Session, kind: AssignmentKind, users: Sequence[_Person]) -> Counter:
     ids = [u.id for u in users]
-    rows = session.exec(select(Assignment.user_id, func.count()).where(
-        Assignment.kind == kind, Assignment.user_id.in_(ids)).group_by(Assignment.user_id)).all()
+    rows = session.exec(
+        select(Assignment.user_id, func.count())
+        .where(Assignment.kind == kind, Assignment.user_id.in_(ids))
+        .group_by(Assignment.user_id)
+    ).all()
     return Counter({user_id: count for user_id, count in rows})
 
 
@@ -94,19 +110,28 @@ def rubric_authors(session: Session, case_pks: Iterable[int]) -> dict[int, set[i
     pks = list(set(case_pks))
     authors: dict[int, set[int]] = {pk: set() for pk in pks}
     for start in range(0, len(pks), 5000):
-        chunk = pks[start:start + 5000]
-        for case_pk, author_id in session.exec(select(RubricVersion.case_pk, RubricVersion.author_id).where(
-                RubricVersion.case_pk.in_(chunk), RubricVersion.author_id.is_not(None))).all():
+        chunk = pks[start : start + 5000]
+        for case_pk, author_id in session.exec(
+            select(RubricVersion.case_pk, RubricVersion.author_id).where(
+                RubricVersion.case_pk.in_(chunk), RubricVersion.author_id.is_not(None)
+            )
+        ).all():
             authors[case_pk].add(author_id)
-        for case_pk, user_id in session.exec(select(Assignment.case_pk, Assignment.user_id).where(
-                Assignment.kind == AssignmentKind.rubric, Assignment.case_pk.in_(chunk))).all():
+        for case_pk, user_id in session.exec(
+            select(Assignment.case_pk, Assignment.user_id).where(
+                Assignment.kind == AssignmentKind.rubric, Assignment.case_pk.in_(chunk)
+            )
+        ).all():
             authors[case_pk].add(user_id)
     return authors
 
 
 def _cases_with_approved_rubric(session: Session) -> set[int]:
-    return set(session.exec(select(RubricVersion.case_pk).where(
-        RubricVersion.status == RubricStatus.approved).distinct()).all())
+    return set(
+        session.exec(
+            select(RubricVersion.case_pk).where(RubricVersion.status == RubricStatus.approved).distinct()
+        ).all()
+    )
 
 
 def _insert(session: Session, actor: User, rows: list[dict], audit_rows: list[dict]) -> None:
@@ -117,8 +142,13 @@ def _insert(session: Session, actor: User, rows: list[dict], audit_rows: list[di
 
 def active_annotators(session: Session) -> list[User]:
     """Every active annotator, by group and username: the people work can go to."""
-    return list(session.exec(select(User).where(User.role == Role.annotator, User.is_active == True)  # noqa: E712
-                             .order_by(User.group_no, User.username)).all())
+    return list(
+        session.exec(
+            select(User)
+            .where(User.role == Role.annotator, User.is_active == True)  # noqa: E712
+            .order_by(User.group_no, User.username)
+        ).all()
+    )
 
 
 def specialties(session: Session) -> list[str]:
@@ -128,8 +158,15 @@ def specialties(session: Session) -> list[str]:
 
 # Rubric authoring -------------------------------------------------------------------------
 
-def assign_rubric_authoring(session: Session, *, actor: User, annotators: Iterable[str],
-                            case_ids: Iterable[str] | None = None, specialty: str | None = None) -> AssignmentSummary:
+
+def assign_rubric_authoring(
+    session: Session,
+    *,
+    actor: User,
+    annotators: Iterable[str],
+    case_ids: Iterable[str] | None = None,
+    specialty: str | None = None,
+) -> AssignmentSummary:
     """Give each chosen case that has no author yet and no approved rubric one author.
 
     Cases are `case_ids` (release ids) or every case of `specialty` (its subject or one of its
@@ -144,10 +181,15 @@ def assign_rubric_authoring(session: Session, *, actor: User, annotators: Iterab
         cases = list(session.exec(select(Case).where(Case.case_id.in_(wanted))).all()) if wanted else []
         missing = sorted(set(wanted) - {c.case_id for c in cases})
         if missing:
-            raise ValidationFailed(f"case_id: unknown case {missing[0]!r}" + (f" (+{len(missing) - 1} more)" if len(missing) > 1 else ""))
+            raise ValidationFailed(
+                f"case_id: unknown case {missing[0]!r}" + (f" (+{len(missing) - 1} more)" if len(missing) > 1 else "")
+            )
     else:
-        cases = [c for c in session.exec(select(Case)).all()
-                 if c.subject == specialty or specialty in (c.subject_labels or [])]
+        cases = [
+            c
+            for c in session.exec(select(Case)).all()
+            if c.subject == specialty or specialty in (c.subject_labels or [])
+        ]
     cases.sort(key=lambda c: c.case_id)
 
     summary = AssignmentSummary()
@@ -166,19 +208,36 @@ def assign_rubric_authoring(session: Session, *, actor: User, annotators: Iterab
         counts[person.id] += 1
         summary.created += 1
         summary.per_user[person.username] += 1
-        rows.append(dict(kind=AssignmentKind.rubric.value, case_pk=case.id, response_id=None, user_id=person.id,
-                         group_no=person.group_no, created_at=now, created_by=actor.id))
-        audit_rows.append(dict(action="assign", entity="assignment", entity_key=f"rubric:{case.case_id}", before=None,
-                               after={"kind": "rubric", "case": case.case_id, "user": person.username,
-                                      "group": person.group_no}))
+        rows.append(
+            dict(
+                kind=AssignmentKind.rubric.value,
+                case_pk=case.id,
+                response_id=None,
+                user_id=person.id,
+                group_no=person.group_no,
+                created_at=now,
+                created_by=actor.id,
+            )
+        )
+        audit_rows.append(
+            dict(
+                action="assign",
+                entity="assignment",
+                entity_key=f"rubric:{case.case_id}",
+                before=None,
+                after={"kind": "rubric", "case": case.case_id, "user": person.username, "group": person.group_no},
+            )
+        )
     _insert(session, actor, rows, audit_rows)
     return summary
 
 
 # Hit labeling -----------------------------------------------------------------------------
 
-def assign_labeling(session: Session, *, actor: User, annotators: Iterable[str],
-                    response_ids: Iterable[int] | None = None) -> AssignmentSummary:
+
+def assign_labeling(
+    session: Session, *, actor: User, annotators: Iterable[str], response_ids: Iterable[int] | None = None
+) -> AssignmentSummary:
     """Give each response one annotator of group 1 and one of group 2, where it lacks them.
 
     Responses are `response_ids`, or (None) every response of a case with an approved rubric.
@@ -195,8 +254,11 @@ def assign_labeling(session: Session, *, actor: User, annotators: Iterable[str],
         wanted = sorted(set(response_ids))
         responses = []
         for start in range(0, len(wanted), 5000):
-            responses += session.exec(select(Response.id, Response.case_pk, Response.code)
-                                      .where(Response.id.in_(wanted[start:start + 5000]))).all()
+            responses += session.exec(
+                select(Response.id, Response.case_pk, Response.code).where(
+                    Response.id.in_(wanted[start : start + 5000])
+                )
+            ).all()
         responses.sort()
         missing = sorted(set(wanted) - {r[0] for r in responses})
         if missing:
@@ -205,8 +267,11 @@ def assign_labeling(session: Session, *, actor: User, annotators: Iterable[str],
             if case_pk not in approved:
                 raise ValidationFailed(f"response {code}: its case has no approved rubric yet")
 
-    existing = set(session.exec(select(Assignment.response_id, Assignment.group_no)
-                                .where(Assignment.kind == AssignmentKind.label)).all())
+    existing = set(
+        session.exec(
+            select(Assignment.response_id, Assignment.group_no).where(Assignment.kind == AssignmentKind.label)
+        ).all()
+    )
     authors = rubric_authors(session, {r[1] for r in responses})
     case_ids = dict(session.exec(select(Case.id, Case.case_id)).all())
     counts = _load_counts(session, AssignmentKind.label, people)
@@ -219,22 +284,45 @@ def assign_labeling(session: Session, *, actor: User, annotators: Iterable[str],
                 continue
             person = _pick(by_group[group], counts, authors.get(case_pk, set()))
             if person is None:
-                summary.unassignable.append(f"{case_ids.get(case_pk, case_pk)}/{code}: no eligible annotator in group {group}")
+                summary.unassignable.append(
+                    f"{case_ids.get(case_pk, case_pk)}/{code}: no eligible annotator in group {group}"
+                )
                 continue
             counts[person.id] += 1
             summary.created += 1
             summary.per_user[person.username] += 1
-            rows.append(dict(kind=AssignmentKind.label.value, case_pk=case_pk, response_id=response_id,
-                             user_id=person.id, group_no=group, created_at=now, created_by=actor.id))
-            audit_rows.append(dict(action="assign", entity="assignment",
-                                   entity_key=f"label:{case_ids.get(case_pk, case_pk)}/{code}/group{group}", before=None,
-                                   after={"kind": "label", "case": case_ids.get(case_pk), "response": code,
-                                          "user": person.username, "group": group}))
+            rows.append(
+                dict(
+                    kind=AssignmentKind.label.value,
+                    case_pk=case_pk,
+                    response_id=response_id,
+                    user_id=person.id,
+                    group_no=group,
+                    created_at=now,
+                    created_by=actor.id,
+                )
+            )
+            audit_rows.append(
+                dict(
+                    action="assign",
+                    entity="assignment",
+                    entity_key=f"label:{case_ids.get(case_pk, case_pk)}/{code}/group{group}",
+                    before=None,
+                    after={
+                        "kind": "label",
+                        "case": case_ids.get(case_pk),
+                        "response": code,
+                        "user": person.username,
+                        "group": group,
+                    },
+                )
+            )
     _insert(session, actor, rows, audit_rows)
     return summary
 
 
 # Reassignment -----------------------------------------------------------------------------
+
 
 def reassign(session: Session, *, actor: User, assignment_id: int, to_username: str) -> Assignment:
     """Hand one assignment to another annotator (same expert group for labeling; never the author)."""
@@ -258,27 +346,50 @@ def reassign(session: Session, *, actor: User, assignment_id: int, to_username: 
     session.flush()
     response = session.get(Response, assignment.response_id) if assignment.response_id else None
     key = f"{assignment.kind}:{case.case_id}" + (f"/{response.code}/group{assignment.group_no}" if response else "")
-    record(session, actor.username, action="reassign", entity="assignment", entity_key=key, before=before,
-           after={"user": person.username, "group": assignment.group_no})
+    record(
+        session,
+        actor.username,
+        action="reassign",
+        entity="assignment",
+        entity_key=key,
+        before=before,
+        after={"user": person.username, "group": assignment.group_no},
+    )
     return assignment
 
 
-def list_assignments(session: Session, *, actor: User, kind: AssignmentKind, username: str | None = None,
-                     limit: int = 500) -> list[dict]:
+def list_assignments(
+    session: Session, *, actor: User, kind: AssignmentKind, username: str | None = None, limit: int = 500
+) -> list[dict]:
     """Assignments for the admin's table (with model names: admins are not blinded)."""
     require_admin(actor)
-    statement = (select(Assignment.id, Case.case_id, Response.code, Response.model, User.username, Assignment.group_no,
-                        Assignment.created_at)
-                 .join(Case, Case.id == Assignment.case_pk).join(User, User.id == Assignment.user_id)
-                 .join(Response, Response.id == Assignment.response_id, isouter=True)
-                 .where(Assignment.kind == kind).order_by(Case.case_id, Response.code, Assignment.group_no).limit(limit))
+    statement = (
+        select(
+            Assignment.id,
+            Case.case_id,
+            Response.code,
+            Response.model,
+            User.username,
+            Assignment.group_no,
+            Assignment.created_at,
+        )
+        .join(Case, Case.id == Assignment.case_pk)
+        .join(User, User.id == Assignment.user_id)
+        .join(Response, Response.id == Assignment.response_id, isouter=True)
+        .where(Assignment.kind == kind)
+        .order_by(Case.case_id, Response.code, Assignment.group_no)
+        .limit(limit)
+    )
     if username:
         statement = statement.where(User.username == username)
-    return [dict(id=row[0], case_id=row[1], response=row[2], model=row[3], user=row[4], group=row[5], created_at=row[6])
-            for row in session.exec(statement).all()]
+    return [
+        dict(id=row[0], case_id=row[1], response=row[2], model=row[3], user=row[4], group=row[5], created_at=row[6])
+        for row in session.exec(statement).all()
+    ]
 
 
 # The annotator's own queue ----------------------------------------------------------------
+
 
 def current_rubric_sizes(session: Session, case_pks: Iterable[int]) -> dict[int, int]:
     """case_pk → number of criteria in its newest approved rubric (cases without one are absent)."""
@@ -287,8 +398,11 @@ def current_rubric_sizes(session: Session, case_pks: Iterable[int]) -> dict[int,
     ids = list(by_version)
     sizes: dict[int, int] = {}
     for start in range(0, len(ids), 5000):
-        for version_id, count in session.exec(select(Criterion.rubric_version_id, func.count()).where(
-                Criterion.rubric_version_id.in_(ids[start:start + 5000])).group_by(Criterion.rubric_version_id)).all():
+        for version_id, count in session.exec(
+            select(Criterion.rubric_version_id, func.count())
+            .where(Criterion.rubric_version_id.in_(ids[start : start + 5000]))
+            .group_by(Criterion.rubric_version_id)
+        ).all():
             sizes[by_version[version_id]] = count
     return sizes
 
@@ -298,26 +412,40 @@ def rubric_states(session: Session, case_pks: Iterable[int]) -> dict[int, str]:
     pks = list(set(case_pks))
     states: dict[int, str] = {}
     for start in range(0, len(pks), 5000):
-        chunk = pks[start:start + 5000]
-        newest = (select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
-                  .where(RubricVersion.case_pk.in_(chunk)).group_by(RubricVersion.case_pk).subquery())
-        rows = session.exec(select(RubricVersion.case_pk, RubricVersion.status).join(
-            newest, (RubricVersion.case_pk == newest.c.case_pk) & (RubricVersion.version == newest.c.version))).all()
+        chunk = pks[start : start + 5000]
+        newest = (
+            select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
+            .where(RubricVersion.case_pk.in_(chunk))
+            .group_by(RubricVersion.case_pk)
+            .subquery()
+        )
+        rows = session.exec(
+            select(RubricVersion.case_pk, RubricVersion.status).join(
+                newest, (RubricVersion.case_pk == newest.c.case_pk) & (RubricVersion.version == newest.c.version)
+            )
+        ).all()
         states.update(dict(rows))
     return states
 
 
-def current_label_counts(session: Session, response_ids: Iterable[int], group_no: int,
-                         current_version: dict[int, int]) -> dict[int, int]:
+def current_label_counts(
+    session: Session, response_ids: Iterable[int], group_no: int, current_version: dict[int, int]
+) -> dict[int, int]:
     """response_id → annotation labels of `group_no` made on the current rubric (`current_version`:
     response_id → its case's current approved rubric version id). Labels on an older version do not
     count, as on the labeling page (`db.labeling`)."""
     ids = list(set(response_ids))
     counts: dict[int, int] = {}
     for start in range(0, len(ids), 5000):
-        rows = session.exec(select(Label.response_id, Label.rubric_version_id, func.count()).where(
-            Label.response_id.in_(ids[start:start + 5000]), Label.stage == Stage.annotation,
-            Label.group_no == group_no).group_by(Label.response_id, Label.rubric_version_id)).all()
+        rows = session.exec(
+            select(Label.response_id, Label.rubric_version_id, func.count())
+            .where(
+                Label.response_id.in_(ids[start : start + 5000]),
+                Label.stage == Stage.annotation,
+                Label.group_no == group_no,
+            )
+            .group_by(Label.response_id, Label.rubric_version_id)
+        ).all()
         for response_id, version_id, n in rows:
             if version_id is None or version_id == current_version.get(response_id):
                 counts[response_id] = counts.get(response_id, 0) + n
@@ -329,11 +457,22 @@ def current_rubric_versions(session: Session, case_pks: Iterable[int]) -> dict[i
     pks = list(set(case_pks))
     versions: dict[int, int] = {}
     for start in range(0, len(pks), 5000):
-        newest = (select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
-                  .where(RubricVersion.status == RubricStatus.approved, RubricVersion.case_pk.in_(pks[start:start + 5000]))
-                  .group_by(RubricVersion.case_pk).subquery())
-        versions.update(dict(session.exec(select(RubricVersion.case_pk, RubricVersion.id).join(
-            newest, (RubricVersion.case_pk == newest.c.case_pk) & (RubricVersion.version == newest.c.version))).all()))
+        newest = (
+            select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
+            .where(RubricVersion.status == RubricStatus.approved, RubricVersion.case_pk.in_(pks[start : start + 5000]))
+            .group_by(RubricVersion.case_pk)
+            .subquery()
+        )
+        versions.update(
+            dict(
+                session.exec(
+                    select(RubricVersion.case_pk, RubricVersion.id).join(
+                        newest,
+                        (RubricVersion.case_pk == newest.c.case_pk) & (RubricVersion.version == newest.c.version),
+                    )
+                ).all()
+            )
+        )
     return versions
 
 
@@ -350,15 +489,36 @@ def my_queue(session: Session, user: User, kind: AssignmentKind | str) -> list[d
     require_role(user, Role.annotator)
     kind = AssignmentKind(kind)
     if kind == AssignmentKind.rubric:
-        rows = session.exec(select(Assignment.id, Case.id, Case.case_id, Case.subject)
-                            .join(Case, Case.id == Assignment.case_pk)
-                            .where(Assignment.kind == kind, Assignment.user_id == user.id)
-                            .order_by(Case.case_id)).all()
+        rows = session.exec(
+            select(Assignment.id, Case.id, Case.case_id, Case.subject)
+            .join(Case, Case.id == Assignment.case_pk)
+            .where(Assignment.kind == kind, Assignment.user_id == user.id)
+            .order_by(Case.case_id)
+        ).all()
         states = rubric_states(session, [r[1] for r in rows])
-        return [dict(assignment_id=a, case_pk=pk, case_id=cid, subject=subject, status=states.get(pk),
-                     done=states.get(pk) in RUBRIC_DONE_STATES) for a, pk, cid, subject in rows]
+        return [
+            dict(
+                assignment_id=a,
+                case_pk=pk,
+                case_id=cid,
+                subject=subject,
+                status=states.get(pk),
+                done=states.get(pk) in RUBRIC_DONE_STATES,
+            )
+            for a, pk, cid, subject in rows
+        ]
     from db.labeling import DONE, labeling_queue  # the labeling page's own queue and rules
 
-    return [dict(case_pk=item.case_pk, case_id=item.case_id, response_id=item.response_id, code=item.code,
-                 status=item.status, labeled=item.labeled, criteria=item.size, done=item.status == DONE)
-            for item in labeling_queue(session, user).items]
+    return [
+        dict(
+            case_pk=item.case_pk,
+            case_id=item.case_id,
+            response_id=item.response_id,
+            code=item.code,
+            status=item.status,
+            labeled=item.labeled,
+            criteria=item.size,
+            done=item.status == DONE,
+        )
+        for item in labeling_queue(session, user).items
+    ]

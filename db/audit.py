@@ -23,11 +23,15 @@ def _canonical_time(at: datetime) -> str:
     return at.replace(tzinfo=None).isoformat(timespec="microseconds")
 
 
-def entry_hash(*, prev_hash: str, at: datetime, actor: str, action: str, entity: str,
-               entity_key: str, before: Any, after: Any) -> str:
+def entry_hash(
+    *, prev_hash: str, at: datetime, actor: str, action: str, entity: str, entity_key: str, before: Any, after: Any
+) -> str:
     payload = json.dumps(
         [prev_hash, _canonical_time(at), actor, action, entity, entity_key, before, after],
-        ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str,
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
+        default=str,
     )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
@@ -57,10 +61,24 @@ class AuditWriter:
         prev = self._last_hash()
         at = utcnow()
         entry = AuditLog(
-            at=at, actor=self.actor, action=action, entity=entity, entity_key=entity_key,
-            before=before, after=after, prev_hash=prev,
-            hash=entry_hash(prev_hash=prev, at=at, actor=self.actor, action=action, entity=entity,
-                            entity_key=entity_key, before=before, after=after),
+            at=at,
+            actor=self.actor,
+            action=action,
+            entity=entity,
+            entity_key=entity_key,
+            before=before,
+            after=after,
+            prev_hash=prev,
+            hash=entry_hash(
+                prev_hash=prev,
+                at=at,
+                actor=self.actor,
+                action=action,
+                entity=entity,
+                entity_key=entity_key,
+                before=before,
+                after=after,
+            ),
         )
         self.session.add(entry)
         self._tail = entry.hash
@@ -99,17 +117,23 @@ def verify_chain(session: Session, *, batch: int = 10_000) -> ChainReport:
     count = 0
     last_id = 0
     while True:
-        rows = session.exec(
-            select(AuditLog).where(AuditLog.id > last_id).order_by(AuditLog.id).limit(batch)
-        ).all()
+        rows = session.exec(select(AuditLog).where(AuditLog.id > last_id).order_by(AuditLog.id).limit(batch)).all()
         if not rows:
             return ChainReport(ok=True, entries=count)
         for row in rows:
             count += 1
             if row.prev_hash != prev:
                 return ChainReport(False, count, row.id, "prev_hash does not match the entry before it")
-            expected = entry_hash(prev_hash=row.prev_hash, at=row.at, actor=row.actor, action=row.action,
-                                  entity=row.entity, entity_key=row.entity_key, before=row.before, after=row.after)
+            expected = entry_hash(
+                prev_hash=row.prev_hash,
+                at=row.at,
+                actor=row.actor,
+                action=row.action,
+                entity=row.entity,
+                entity_key=row.entity_key,
+                before=row.before,
+                after=row.after,
+            )
             if expected != row.hash:
                 return ChainReport(False, count, row.id, "content does not match its hash")
             prev = row.hash

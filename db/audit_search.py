@@ -16,8 +16,14 @@ from db.policies import require_admin
 PAGE_LIMIT = 500
 
 
-def _filtered(*, entities: Iterable[str] = (), actor: str | None = None, since: date | None = None,
-              until: date | None = None, key_contains: str | None = None):
+def _filtered(
+    *,
+    entities: Iterable[str] = (),
+    actor: str | None = None,
+    since: date | None = None,
+    until: date | None = None,
+    key_contains: str | None = None,
+):
     statement = select(AuditLog)
     entities = [e for e in entities if e]
     if entities:
@@ -28,8 +34,9 @@ def _filtered(*, entities: Iterable[str] = (), actor: str | None = None, since: 
         statement = statement.where(AuditLog.at >= datetime.combine(since, time.min, tzinfo=timezone.utc))
     if until is not None:
         # `until` is a whole day: everything before the next midnight (UTC).
-        statement = statement.where(AuditLog.at < datetime.combine(until + timedelta(days=1), time.min,
-                                                                    tzinfo=timezone.utc))
+        statement = statement.where(
+            AuditLog.at < datetime.combine(until + timedelta(days=1), time.min, tzinfo=timezone.utc)
+        )
     if key_contains:
         statement = statement.where(AuditLog.entity_key.contains(key_contains.strip(), autoescape=True))
     return statement
@@ -43,7 +50,9 @@ def audit_facets(session: Session, user: User) -> tuple[list[str], list[str]]:
     return entities, actors
 
 
-def search_audit(session: Session, user: User, *, limit: int | None = PAGE_LIMIT, **filters) -> tuple[list[AuditLog], int]:
+def search_audit(
+    session: Session, user: User, *, limit: int | None = PAGE_LIMIT, **filters
+) -> tuple[list[AuditLog], int]:
     """Matching entries, newest first (at most `limit`), and how many match in all."""
     require_admin(user)
     statement = _filtered(**filters)
@@ -56,9 +65,18 @@ def search_audit(session: Session, user: User, *, limit: int | None = PAGE_LIMIT
 
 def entry_dict(entry: AuditLog) -> dict:
     at = entry.at if entry.at.tzinfo else entry.at.replace(tzinfo=timezone.utc)
-    return {"id": entry.id, "at": at.isoformat(), "actor": entry.actor, "action": entry.action,
-            "entity": entry.entity, "entity_key": entry.entity_key, "before": entry.before, "after": entry.after,
-            "prev_hash": entry.prev_hash, "hash": entry.hash}
+    return {
+        "id": entry.id,
+        "at": at.isoformat(),
+        "actor": entry.actor,
+        "action": entry.action,
+        "entity": entry.entity,
+        "entity_key": entry.entity_key,
+        "before": entry.before,
+        "after": entry.after,
+        "prev_hash": entry.prev_hash,
+        "hash": entry.hash,
+    }
 
 
 def audit_jsonl(session: Session, user: User, **filters) -> bytes:

@@ -15,8 +15,13 @@ EMAIL, ID_NUMBER, MOBILE, LANDLINE = "email", "id_number", "mobile_phone", "land
 _PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
     (EMAIL, re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")),
     # 18-digit resident ID: region, birth date (YYYYMMDD), sequence, check digit.
-    (ID_NUMBER, re.compile(r"(?<![0-9])[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[0-9Xx]"
-                           r"(?![0-9])")),
+    (
+        ID_NUMBER,
+        re.compile(
+            r"(?<![0-9])[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[0-9Xx]"
+            r"(?![0-9])"
+        ),
+    ),
     (MOBILE, re.compile(r"(?<![0-9])(?:\+?86[- ]?)?1[3-9]\d[- ]?\d{4}[- ]?\d{4}(?![0-9])")),
     (LANDLINE, re.compile(r"(?<![0-9])0\d{2,3}-\d{7,8}(?![0-9])")),
 )

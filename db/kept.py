@@ -107,16 +107,23 @@ def refresh(session_or_connection: Session | Connection, response_ids: Iterable[
     if isinstance(session_or_connection, Session):
         session_or_connection.flush()
     for start in range(0, len(ids), REFRESH_CHUNK):
-        chunk = ids[start:start + REFRESH_CHUNK]
+        chunk = ids[start : start + REFRESH_CHUNK]
         if connection.dialect.name != "sqlite":
-            connection.execute(select(Response.__table__.c.id).where(Response.__table__.c.id.in_(chunk))
-                               .order_by(Response.__table__.c.id).with_for_update(key_share=True))
+            connection.execute(
+                select(Response.__table__.c.id)
+                .where(Response.__table__.c.id.in_(chunk))
+                .order_by(Response.__table__.c.id)
+                .with_for_update(key_share=True)
+            )
         connection.execute(delete(_TALLY).where(_TALLY.c.response_id.in_(chunk)))
-        connection.execute(insert(_TALLY).from_select(
-            ["response_id", "group_no", "stage", "user_id", "n"],
-            select(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id, func.count())
-            .where(_LABEL.c.response_id.in_(chunk))
-            .group_by(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id)))
+        connection.execute(
+            insert(_TALLY).from_select(
+                ["response_id", "group_no", "stage", "user_id", "n"],
+                select(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id, func.count())
+                .where(_LABEL.c.response_id.in_(chunk))
+                .group_by(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id),
+            )
+        )
         status = status_of_labels(_label_rows(connection, chunk))
         connection.execute(delete(_STATUS).where(_STATUS.c.response_id.in_(chunk)))
         if len(status):
@@ -132,8 +139,11 @@ def rebuild_all(session_or_connection: Session | Connection) -> None:
 
 
 def _label_rows(connection: Connection, response_ids: list[int]) -> pd.DataFrame:
-    rows = connection.execute(select(_LABEL.c.response_id, _LABEL.c.criterion_id, _LABEL.c.stage, _LABEL.c.group_no,
-                                     _LABEL.c.met).where(_LABEL.c.response_id.in_(response_ids))).all()
+    rows = connection.execute(
+        select(_LABEL.c.response_id, _LABEL.c.criterion_id, _LABEL.c.stage, _LABEL.c.group_no, _LABEL.c.met).where(
+            _LABEL.c.response_id.in_(response_ids)
+        )
+    ).all()
     return _frame(rows)
 
 
@@ -153,13 +163,21 @@ def status_of_labels(labels: pd.DataFrame) -> pd.DataFrame:
     differ = both & (finals["group1"] != finals["group2"]).fillna(False).to_numpy(dtype=bool)
     unresolved = differ & finals["adjudicated"].isna().to_numpy()
     _met, source = gold.gold_values(finals)
-    figures = pd.DataFrame({"response_id": finals["response_id"].to_numpy(np.int64), "n_compared": both,
-                            "n_differing": differ, "n_unresolved": unresolved, "n_gold": source != ""})
+    figures = pd.DataFrame(
+        {
+            "response_id": finals["response_id"].to_numpy(np.int64),
+            "n_compared": both,
+            "n_differing": differ,
+            "n_unresolved": unresolved,
+            "n_gold": source != "",
+        }
+    )
     summed = figures.groupby("response_id", sort=True).sum().astype(np.int64).reset_index()
     return summed[STATUS_COLUMNS].astype(object)
 
 
 # Reading -------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ResponseFigures:
@@ -174,8 +192,9 @@ def unresolved_total(session: Session) -> int:
     """Decisions where both groups have a final label, they differ, and nobody adjudicated (DESIGN §4)."""
     if _recounting():
         return int(recount_status(session)["n_unresolved"].sum())
-    total = session.execute(select(func.coalesce(func.sum(_STATUS.c.n_unresolved), 0))
-                            .where(_STATUS.c.n_unresolved > 0)).scalar_one()
+    total = session.execute(
+        select(func.coalesce(func.sum(_STATUS.c.n_unresolved), 0)).where(_STATUS.c.n_unresolved > 0)
+    ).scalar_one()
     return int(total)
 
 
@@ -185,37 +204,53 @@ def responses_with_unresolved(session: Session) -> list[ResponseFigures]:
         frame = recount_status(session)
         frame = frame[frame["n_unresolved"] > 0]
         return [ResponseFigures(*map(int, row)) for row in frame[STATUS_COLUMNS].itertuples(index=False)]
-    rows = session.execute(select(*(_STATUS.c[name] for name in STATUS_COLUMNS)).where(_STATUS.c.n_unresolved > 0)
-                           .order_by(_STATUS.c.response_id)).all()
+    rows = session.execute(
+        select(*(_STATUS.c[name] for name in STATUS_COLUMNS))
+        .where(_STATUS.c.n_unresolved > 0)
+        .order_by(_STATUS.c.response_id)
+    ).all()
     return [ResponseFigures(*map(int, row)) for row in rows]
 
 
 def responses_labeled_by(session: Session, user_id: int) -> set[int]:
     """Responses on which the user made an annotation or check label."""
     if _recounting():
-        return set(session.execute(select(_LABEL.c.response_id).where(
-            _LABEL.c.user_id == user_id, _LABEL.c.stage != Stage.adjudication.value).distinct()).scalars())
-    return set(session.execute(select(_TALLY.c.response_id).where(
-        _TALLY.c.user_id == user_id, _TALLY.c.stage != Stage.adjudication.value).distinct()).scalars())
+        return set(
+            session.execute(
+                select(_LABEL.c.response_id)
+                .where(_LABEL.c.user_id == user_id, _LABEL.c.stage != Stage.adjudication.value)
+                .distinct()
+            ).scalars()
+        )
+    return set(
+        session.execute(
+            select(_TALLY.c.response_id)
+            .where(_TALLY.c.user_id == user_id, _TALLY.c.stage != Stage.adjudication.value)
+            .distinct()
+        ).scalars()
+    )
 
 
 def tally_source():
     """The table of label counts per (response, group, stage, user) that readers group: kept, or recounted."""
     if _recounting():
-        return (select(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id,
-                       func.count().label("n"))
-                .group_by(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id)
-                .subquery("tally"))
+        return (
+            select(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id, func.count().label("n"))
+            .group_by(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id)
+            .subquery("tally")
+        )
     return _TALLY
 
 
 # The straightforward way: every label, every time --------------------------------------------
 
+
 def recount_status(session: Session) -> pd.DataFrame:
     """STATUS_COLUMNS of every labeled response, computed from all labels."""
     connection = session.connection()
-    rows = connection.execute(select(_LABEL.c.response_id, _LABEL.c.criterion_id, _LABEL.c.stage, _LABEL.c.group_no,
-                                     _LABEL.c.met)).all()
+    rows = connection.execute(
+        select(_LABEL.c.response_id, _LABEL.c.criterion_id, _LABEL.c.stage, _LABEL.c.group_no, _LABEL.c.met)
+    ).all()
     return status_of_labels(_frame(rows))
 
 
@@ -226,11 +261,20 @@ def kept_status(session: Session) -> pd.DataFrame:
 
 
 def kept_tally(session: Session) -> list[tuple]:
-    return sorted(tuple(row) for row in session.execute(
-        select(_TALLY.c.response_id, _TALLY.c.group_no, _TALLY.c.stage, _TALLY.c.user_id, _TALLY.c.n)).all())
+    return sorted(
+        tuple(row)
+        for row in session.execute(
+            select(_TALLY.c.response_id, _TALLY.c.group_no, _TALLY.c.stage, _TALLY.c.user_id, _TALLY.c.n)
+        ).all()
+    )
 
 
 def recount_tally(session: Session) -> list[tuple]:
-    return sorted(tuple(row) for row in session.execute(
-        select(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id, func.count())
-        .group_by(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id)).all())
+    return sorted(
+        tuple(row)
+        for row in session.execute(
+            select(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id, func.count()).group_by(
+                _LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id
+            )
+        ).all()
+    )

@@ -23,8 +23,20 @@ from sqlmodel import Session, select
 from db import kept, policies
 from db.audit import record
 from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
-from db.models import (Assignment, AssignmentKind, Case, Criterion, Label, Response, Role, RubricStatus, RubricVersion,
-                       Stage, User, utcnow)
+from db.models import (
+    Assignment,
+    AssignmentKind,
+    Case,
+    Criterion,
+    Label,
+    Response,
+    Role,
+    RubricStatus,
+    RubricVersion,
+    Stage,
+    User,
+    utcnow,
+)
 from db.rubrics import CaseView, CriterionView, case_view, criteria_of, current_approved_version
 
 MAX_NOTE_CHARS = 2000
@@ -42,9 +54,9 @@ class QueueItem:
     code: str
     case_pk: int
     case_id: str
-    status: str            # todo | partial | done | stale (labels against an older rubric) | waiting (no rubric)
-    labeled: int           # current labels of the user's group
-    size: int              # criteria of the current approved rubric (0 while waiting)
+    status: str  # todo | partial | done | stale (labels against an older rubric) | waiting (no rubric)
+    labeled: int  # current labels of the user's group
+    size: int  # criteria of the current approved rubric (0 while waiting)
 
 
 @dataclass(frozen=True)
@@ -61,8 +73,12 @@ class LabelQueue:
 
     def with_saved(self, response_id: int) -> "LabelQueue":
         """The queue after a successful save of `response_id` (every criterion labeled against the current rubric)."""
-        return LabelQueue([replace(item, status=DONE, labeled=item.size) if item.response_id == response_id else item
-                           for item in self.items])
+        return LabelQueue(
+            [
+                replace(item, status=DONE, labeled=item.size) if item.response_id == response_id else item
+                for item in self.items
+            ]
+        )
 
     def next_after(self, response_id: int | None) -> QueueItem | None:
         """The next item still to do after `response_id` in queue order, wrapping around."""
@@ -83,12 +99,13 @@ class LabelView:
     met: bool
     note: str | None
     lock_version: int
-    stale: bool             # made against another rubric version than the current one
+    stale: bool  # made against another rubric version than the current one
 
 
 @dataclass(frozen=True)
 class LabelingView:
     """One response as an annotator may see it: code, text, case, rubric and their group's labels."""
+
     response_id: int
     code: str
     text: str
@@ -125,6 +142,7 @@ class SaveOutcome:
 
 # Access --------------------------------------------------------------------------------------
 
+
 def _require_annotator(user: User) -> None:
     policies.require_role(user, Role.annotator)
     if user.group_no not in (1, 2):
@@ -137,17 +155,28 @@ def _assigned_response(session: Session, user: User, response_id: int) -> Respon
     response = session.get(Response, response_id)
     if response is None:
         raise NotFound(f"no response #{response_id}")
-    assigned = session.exec(select(Assignment.id).where(
-        Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label, Assignment.response_id == response.id,
-    ).limit(1)).first()
+    assigned = session.exec(
+        select(Assignment.id)
+        .where(
+            Assignment.user_id == user.id,
+            Assignment.kind == AssignmentKind.label,
+            Assignment.response_id == response.id,
+        )
+        .limit(1)
+    ).first()
     if assigned is None:
         raise PermissionDenied("this response is not assigned to you")
     return response
 
 
 def _own_labels(session: Session, response_id: int, group_no: int) -> list[Label]:
-    return list(session.exec(select(Label).where(Label.response_id == response_id, Label.stage == Stage.annotation,
-                                                 Label.group_no == group_no)).all())
+    return list(
+        session.exec(
+            select(Label).where(
+                Label.response_id == response_id, Label.stage == Stage.annotation, Label.group_no == group_no
+            )
+        ).all()
+    )
 
 
 def _label_view(label: Label, current_version_id: int | None) -> LabelView:
@@ -156,6 +185,7 @@ def _label_view(label: Label, current_version_id: int | None) -> LabelView:
 
 
 # Reading -------------------------------------------------------------------------------------
+
 
 def labels_for(session: Session, user: User, response_id: int, group_no: int) -> dict[str, LabelView]:
     """The annotation labels of `group_no` on a response; only the annotator's own group."""
@@ -175,18 +205,28 @@ def response_for_labeling(session: Session, user: User, response_id: int) -> Lab
         raise ValidationFailed("this case has no approved rubric yet")
     case = session.get(Case, response.case_pk)
     return LabelingView(
-        response_id=response.id, code=response.code, text=response.text, case=case_view(case),
-        group_no=user.group_no, rubric_version_id=rubric.id, rubric_version=rubric.version,
-        criteria=criteria_of(session, rubric.id), labels=labels_for(session, user, response.id, user.group_no),
+        response_id=response.id,
+        code=response.code,
+        text=response.text,
+        case=case_view(case),
+        group_no=user.group_no,
+        rubric_version_id=rubric.id,
+        rubric_version=rubric.version,
+        criteria=criteria_of(session, rubric.id),
+        labels=labels_for(session, user, response.id, user.group_no),
     )
 
 
 def _assigned_responses(session: Session, user: User) -> list[tuple[int, str, int, str]]:
     """(response_id, code, case_pk, case_id) of the user's label assignments, in case and code order."""
-    statement = (select(Response.id, Response.code, Case.id, Case.case_id)
-                 .join(Assignment, Assignment.response_id == Response.id).join(Case, Case.id == Response.case_pk)
-                 .where(Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label)
-                 .distinct().order_by(Case.case_id, Response.code))
+    statement = (
+        select(Response.id, Response.code, Case.id, Case.case_id)
+        .join(Assignment, Assignment.response_id == Response.id)
+        .join(Case, Case.id == Response.case_pk)
+        .where(Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label)
+        .distinct()
+        .order_by(Case.case_id, Response.code)
+    )
     return [tuple(row) for row in session.exec(statement).all()]
 
 
@@ -200,17 +240,30 @@ def labeling_queue(session: Session, user: User) -> LabelQueue:
     response_ids = [row[0] for row in responses]
 
     # The current approved version of each case, and its size.
-    newest = (select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
-              .where(RubricVersion.status == RubricStatus.approved, RubricVersion.case_pk.in_(case_pks))
-              .group_by(RubricVersion.case_pk).subquery())
-    current = dict(session.exec(select(RubricVersion.case_pk, RubricVersion.id).join(
-        newest, (RubricVersion.case_pk == newest.c.case_pk) & (RubricVersion.version == newest.c.version))).all())
-    sizes = dict(session.exec(select(Criterion.rubric_version_id, func.count()).where(
-        Criterion.rubric_version_id.in_(list(current.values()) or [-1])).group_by(Criterion.rubric_version_id)).all())
+    newest = (
+        select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
+        .where(RubricVersion.status == RubricStatus.approved, RubricVersion.case_pk.in_(case_pks))
+        .group_by(RubricVersion.case_pk)
+        .subquery()
+    )
+    current = dict(
+        session.exec(
+            select(RubricVersion.case_pk, RubricVersion.id).join(
+                newest, (RubricVersion.case_pk == newest.c.case_pk) & (RubricVersion.version == newest.c.version)
+            )
+        ).all()
+    )
+    sizes = dict(
+        session.exec(
+            select(Criterion.rubric_version_id, func.count())
+            .where(Criterion.rubric_version_id.in_(list(current.values()) or [-1]))
+            .group_by(Criterion.rubric_version_id)
+        ).all()
+    )
 
     counts: dict[int, dict[int | None, int]] = {}
     for start in range(0, len(response_ids), 5000):
-        chunk = response_ids[start:start + 5000]
+        chunk = response_ids[start : start + 5000]
         for response_id, version_id, n in session.exec(
             select(Label.response_id, Label.rubric_version_id, func.count())
             .where(Label.response_id.in_(chunk), Label.stage == Stage.annotation, Label.group_no == user.group_no)
@@ -241,6 +294,7 @@ def labeling_queue(session: Session, user: User) -> LabelQueue:
 
 # Writing -------------------------------------------------------------------------------------
 
+
 def _clean_note(note: str | None, criterion_id: str) -> str | None:
     if note is None:
         return None
@@ -250,8 +304,15 @@ def _clean_note(note: str | None, criterion_id: str) -> str | None:
     return note or None
 
 
-def save_labels(session: Session, user: User, response_id: int, decisions: Sequence[LabelInput], *,
-                rubric_version_id: int, expected_versions: Mapping[str, int]) -> SaveOutcome:
+def save_labels(
+    session: Session,
+    user: User,
+    response_id: int,
+    decisions: Sequence[LabelInput],
+    *,
+    rubric_version_id: int,
+    expected_versions: Mapping[str, int],
+) -> SaveOutcome:
     """Save the user's decisions on every criterion of the response, for their group.
 
     `rubric_version_id` and `expected_versions` (criterion_id → lock_version, absent = no label)
@@ -267,8 +328,9 @@ def save_labels(session: Session, user: User, response_id: int, decisions: Seque
     if rubric is None:
         raise ValidationFailed("this case has no approved rubric yet")
     if rubric.id != rubric_version_id:
-        raise RubricChanged("the rubric of this case changed since the page was opened; nothing was saved",
-                        current=rubric.version)
+        raise RubricChanged(
+            "the rubric of this case changed since the page was opened; nothing was saved", current=rubric.version
+        )
     criterion_ids = [c.criterion_id for c in criteria_of(session, rubric.id)]
     given = [d.criterion_id for d in decisions]
     if sorted(given) != sorted(criterion_ids) or len(set(given)) != len(given):
@@ -288,9 +350,11 @@ def save_labels(session: Session, user: User, response_id: int, decisions: Seque
         if current_version != seen and not same:
             conflicts.append(cid)
     if conflicts:
-        raise StaleEdit(f"someone changed {len(conflicts)} of these labels since you opened the page "
-                        f"({', '.join(sorted(conflicts)[:5])}); nothing was saved",
-                        current={cid: _label_view(label, rubric.id) for cid, label in existing.items()})
+        raise StaleEdit(
+            f"someone changed {len(conflicts)} of these labels since you opened the page "
+            f"({', '.join(sorted(conflicts)[:5])}); nothing was saved",
+            current={cid: _label_view(label, rubric.id) for cid, label in existing.items()},
+        )
 
     now = utcnow()
     before: dict[str, dict] = {}
@@ -300,14 +364,29 @@ def save_labels(session: Session, user: User, response_id: int, decisions: Seque
         met, note = wanted[cid]
         label = existing.get(cid)
         if label is None:
-            session.add(Label(response_id=response_id, criterion_id=cid, stage=Stage.annotation, group_no=user.group_no,
-                              met=met, note=note, user_id=user.id, rubric_version_id=rubric.id,
-                              created_at=now, updated_at=now))
+            session.add(
+                Label(
+                    response_id=response_id,
+                    criterion_id=cid,
+                    stage=Stage.annotation,
+                    group_no=user.group_no,
+                    met=met,
+                    note=note,
+                    user_id=user.id,
+                    rubric_version_id=rubric.id,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
             after[cid] = {"met": met, "note": note}
             created += 1
         elif (label.met, label.note, label.rubric_version_id) != (met, note, rubric.id):
-            before[cid] = {"met": label.met, "note": label.note, "rubric_version_id": label.rubric_version_id,
-                           "user_id": label.user_id}
+            before[cid] = {
+                "met": label.met,
+                "note": label.note,
+                "rubric_version_id": label.rubric_version_id,
+                "user_id": label.user_id,
+            }
             label.met, label.note, label.rubric_version_id = met, note, rubric.id
             label.user_id, label.updated_at = user.id, now
             label.lock_version += 1
@@ -316,9 +395,15 @@ def save_labels(session: Session, user: User, response_id: int, decisions: Seque
             updated += 1
     if after:
         case = session.get(Case, response.case_pk)
-        record(session, user.username, action="label", entity="label",
-               entity_key=f"{case.case_id}/{response.code}/annotation/g{user.group_no}",
-               before=before or None, after={"rubric_version_id": rubric.id, "labels": after})
+        record(
+            session,
+            user.username,
+            action="label",
+            entity="label",
+            entity_key=f"{case.case_id}/{response.code}/annotation/g{user.group_no}",
+            before=before or None,
+            after={"rubric_version_id": rubric.id, "labels": after},
+        )
         session.flush()
         kept.touch(session, [response_id])
     return SaveOutcome(created, updated, len(criterion_ids) - created - updated, rubric.id)

@@ -209,8 +209,10 @@ class LabelTally(SQLModel, table=True):
     """Kept figure (db/kept.py): labels one person made on a response, per group and stage."""
 
     __tablename__ = "label_tally"
-    __table_args__ = (Index("ix_label_tally_user", "user_id", "stage", "group_no"),
-                      Index("ix_label_tally_group_stage", "group_no", "stage"))
+    __table_args__ = (
+        Index("ix_label_tally_user", "user_id", "stage", "group_no"),
+        Index("ix_label_tally_group_stage", "group_no", "stage"),
+    )
 
     response_id: int = Field(foreign_key="response.id", primary_key=True)
     group_no: int = Field(primary_key=True)

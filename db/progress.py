@@ -34,4 +34,6 @@ class TerminalProgress:
         share = f" ({done / total:.0%})" if total else ""
         of_total = f"/{total:,}" if total else ""
         suffix = f" {note}" if note else ""
-        print(f"{self.label}: {done:,}{of_total}{share} {now - self._started:.1f}s{suffix}", file=self.stream, flush=True)
+        print(
+            f"{self.label}: {done:,}{of_total}{share} {now - self._started:.1f}s{suffix}", file=self.stream, flush=True
+        )

@@ -13,11 +13,28 @@ from dataclasses import dataclass, field
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from db.assignments import (RUBRIC_DONE_STATES, current_label_counts, current_rubric_sizes, current_rubric_versions,
-                            my_queue, rubric_states)
+from db.assignments import (
+    RUBRIC_DONE_STATES,
+    current_label_counts,
+    current_rubric_sizes,
+    current_rubric_versions,
+    my_queue,
+    rubric_states,
+)
 from db import review
 from db.errors import PermissionDenied
-from db.models import Assignment, AssignmentKind, Case, JudgeDecision, Label, Response, Role, RubricStatus, RubricVersion, User
+from db.models import (
+    Assignment,
+    AssignmentKind,
+    Case,
+    JudgeDecision,
+    Label,
+    Response,
+    Role,
+    RubricStatus,
+    RubricVersion,
+    User,
+)
 from db.policies import require_active, require_admin
 
 
@@ -41,8 +58,9 @@ def unresolved_disagreement_count(session: Session, user: User) -> int:
 
 def _assignment_state(session: Session) -> list[dict]:
     """Every assignment with its owner and whether it is done."""
-    rows = session.exec(select(Assignment.kind, Assignment.user_id, Assignment.group_no, Assignment.case_pk,
-                               Assignment.response_id)).all()
+    rows = session.exec(
+        select(Assignment.kind, Assignment.user_id, Assignment.group_no, Assignment.case_pk, Assignment.response_id)
+    ).all()
     label_rows = [r for r in rows if r[0] == AssignmentKind.label]
     rubric_rows = [r for r in rows if r[0] == AssignmentKind.rubric]
     states = rubric_states(session, {r[3] for r in rubric_rows})
@@ -65,9 +83,12 @@ def progress(session: Session, *, actor: User, with_disagreements: bool = True) 
     require_admin(actor)
     items = _assignment_state(session)
     users = {u.id: u for u in session.exec(select(User)).all()}
-    per_user: dict[int, dict] = defaultdict(lambda: dict(rubric_assigned=0, rubric_done=0, label_assigned=0, label_done=0))
-    per_group: dict[int, dict] = {g: dict(group=g, label_assigned=0, label_done=0, rubric_assigned=0, rubric_done=0)
-                                  for g in (1, 2)}
+    per_user: dict[int, dict] = defaultdict(
+        lambda: dict(rubric_assigned=0, rubric_done=0, label_assigned=0, label_done=0)
+    )
+    per_group: dict[int, dict] = {
+        g: dict(group=g, label_assigned=0, label_done=0, rubric_assigned=0, rubric_done=0) for g in (1, 2)
+    }
     for item in items:
         prefix = "rubric" if item["kind"] == AssignmentKind.rubric else "label"
         row = per_user[item["user_id"]]
@@ -81,18 +102,31 @@ def progress(session: Session, *, actor: User, with_disagreements: bool = True) 
         if user.role != Role.annotator and user.id not in per_user:
             continue
         counts = per_user.get(user.id, dict(rubric_assigned=0, rubric_done=0, label_assigned=0, label_done=0))
-        people.append(dict(username=user.username, display_name=user.display_name, group=user.group_no,
-                           active=user.is_active, **counts))
+        people.append(
+            dict(
+                username=user.username,
+                display_name=user.display_name,
+                group=user.group_no,
+                active=user.is_active,
+                **counts,
+            )
+        )
 
     responses = session.exec(select(func.count()).select_from(Response)).one()
     cases = session.exec(select(func.count()).select_from(Case)).one()
-    approved_cases = session.exec(select(func.count(func.distinct(RubricVersion.case_pk)))
-                                  .where(RubricVersion.status == RubricStatus.approved)).one()
+    approved_cases = session.exec(
+        select(func.count(func.distinct(RubricVersion.case_pk))).where(RubricVersion.status == RubricStatus.approved)
+    ).one()
     label_items = [i for i in items if i["kind"] == AssignmentKind.label]
-    overall = dict(cases=int(cases), cases_with_approved_rubric=int(approved_cases), responses=int(responses),
-                   label_assigned=len(label_items), label_done=sum(i["done"] for i in label_items),
-                   rubric_assigned=len(items) - len(label_items),
-                   rubric_done=sum(i["done"] for i in items if i["kind"] == AssignmentKind.rubric))
+    overall = dict(
+        cases=int(cases),
+        cases_with_approved_rubric=int(approved_cases),
+        responses=int(responses),
+        label_assigned=len(label_items),
+        label_done=sum(i["done"] for i in label_items),
+        rubric_assigned=len(items) - len(label_items),
+        rubric_done=sum(i["done"] for i in items if i["kind"] == AssignmentKind.rubric),
+    )
     if with_disagreements:
         overall["unresolved_disagreements"] = unresolved_disagreement_count(session, actor)
     return Progress(people=people, groups=list(per_group.values()), overall=overall)

@@ -27,8 +27,7 @@ from db import policies
 from db.audit import record
 from db.config import RUBRIC_SIZE
 from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
-from db.models import (Assignment, AssignmentKind, Case, Criterion, Role, RubricStatus, RubricVersion, User,
-                       utcnow)
+from db.models import Assignment, AssignmentKind, Case, Criterion, Role, RubricStatus, RubricVersion, User, utcnow
 from db.taxonomy import get_taxonomy
 
 MAX_CRITERION_CHARS = 2000
@@ -37,9 +36,11 @@ _NOT_WORD = re.compile(r"[\W_]+", re.UNICODE)
 
 # Views handed to pages ------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class CaseView:
     """What a physician sees of a case: never responses, models or labels."""
+
     case_pk: int
     case_id: str
     difficulty: str
@@ -79,9 +80,9 @@ class VersionView:
 @dataclass(frozen=True)
 class AuthoringView:
     case: CaseView
-    latest: VersionView | None              # the version being worked on (or waiting / approved)
-    returned: VersionView | None            # the checker's last return, when it is the basis of `latest`
-    history: list[VersionView]              # every version, newest first, without criteria
+    latest: VersionView | None  # the version being worked on (or waiting / approved)
+    returned: VersionView | None  # the checker's last return, when it is the basis of `latest`
+    history: list[VersionView]  # every version, newest first, without criteria
 
 
 @dataclass(frozen=True)
@@ -94,14 +95,16 @@ class CriterionInput:
 @dataclass(frozen=True)
 class Problem:
     """A rule a rubric breaks. `row` is a 0-based position; None for the rubric as a whole."""
-    code: str                               # "empty" | "duplicate" | "count"
+
+    code: str  # "empty" | "duplicate" | "count"
     row: int | None
-    other: int | None = None                # for duplicates: the first row with the same text
+    other: int | None = None  # for duplicates: the first row with the same text
     count: int | None = None
     expected: int | None = None
 
 
 # Pure rules ----------------------------------------------------------------------------------
+
 
 def normalized_criterion(text: str) -> str:
     """The text as compared for duplicates: NFKC, case-folded, without spaces or punctuation."""
@@ -135,39 +138,60 @@ def default_criterion_ids(n: int = RUBRIC_SIZE) -> list[str]:
 
 # Reading -------------------------------------------------------------------------------------
 
+
 def case_view(case: Case) -> CaseView:
-    return CaseView(case_pk=case.id, case_id=case.case_id, difficulty=case.difficulty, task=case.task,
-                    task_labels=list(case.task_labels or []), subject=case.subject,
-                    subject_labels=list(case.subject_labels or []), user_role=case.user_role,
-                    clinical_context=case.clinical_context, user_request=case.user_request)
+    return CaseView(
+        case_pk=case.id,
+        case_id=case.case_id,
+        difficulty=case.difficulty,
+        task=case.task,
+        task_labels=list(case.task_labels or []),
+        subject=case.subject,
+        subject_labels=list(case.subject_labels or []),
+        user_role=case.user_role,
+        clinical_context=case.clinical_context,
+        user_request=case.user_request,
+    )
 
 
 def criteria_of(session: Session, rubric_version_id: int) -> list[CriterionView]:
-    rows = session.exec(select(Criterion).where(Criterion.rubric_version_id == rubric_version_id)
-                        .order_by(Criterion.position)).all()
+    rows = session.exec(
+        select(Criterion).where(Criterion.rubric_version_id == rubric_version_id).order_by(Criterion.position)
+    ).all()
     return [CriterionView(c.position, c.criterion_id, c.text, list(c.tags or []), c.review_comment) for c in rows]
 
 
 def _version_view(session: Session, version: RubricVersion, *, with_criteria: bool = True) -> VersionView:
     author = session.get(User, version.author_id).username if version.author_id else None
     return VersionView(
-        id=version.id, case_pk=version.case_pk, version=version.version, status=version.status,
-        lock_version=version.lock_version, author=author, review_comment=version.review_comment,
-        created_at=version.created_at, submitted_at=version.submitted_at, reviewed_at=version.reviewed_at,
+        id=version.id,
+        case_pk=version.case_pk,
+        version=version.version,
+        status=version.status,
+        lock_version=version.lock_version,
+        author=author,
+        review_comment=version.review_comment,
+        created_at=version.created_at,
+        submitted_at=version.submitted_at,
+        reviewed_at=version.reviewed_at,
         criteria=criteria_of(session, version.id) if with_criteria else [],
     )
 
 
 def latest_version(session: Session, case_pk: int) -> RubricVersion | None:
-    return session.exec(select(RubricVersion).where(RubricVersion.case_pk == case_pk)
-                        .order_by(RubricVersion.version.desc()).limit(1)).first()
+    return session.exec(
+        select(RubricVersion).where(RubricVersion.case_pk == case_pk).order_by(RubricVersion.version.desc()).limit(1)
+    ).first()
 
 
 def current_approved_version(session: Session, case_pk: int) -> RubricVersion | None:
     """The newest approved version of a case: the one responses are labeled against."""
-    return session.exec(select(RubricVersion).where(RubricVersion.case_pk == case_pk,
-                                                    RubricVersion.status == RubricStatus.approved)
-                        .order_by(RubricVersion.version.desc()).limit(1)).first()
+    return session.exec(
+        select(RubricVersion)
+        .where(RubricVersion.case_pk == case_pk, RubricVersion.status == RubricStatus.approved)
+        .order_by(RubricVersion.version.desc())
+        .limit(1)
+    ).first()
 
 
 def _require_case(session: Session, case_pk: int) -> Case:
@@ -180,9 +204,15 @@ def _require_case(session: Session, case_pk: int) -> Case:
 def require_rubric_assignment(session: Session, user: User, case_pk: int) -> None:
     """Only an active annotator with a rubric assignment for the case may author its rubric."""
     policies.require_role(user, Role.annotator)
-    assigned = session.exec(select(Assignment.id).where(
-        Assignment.user_id == user.id, Assignment.kind == AssignmentKind.rubric, Assignment.case_pk == case_pk,
-    ).limit(1)).first()
+    assigned = session.exec(
+        select(Assignment.id)
+        .where(
+            Assignment.user_id == user.id,
+            Assignment.kind == AssignmentKind.rubric,
+            Assignment.case_pk == case_pk,
+        )
+        .limit(1)
+    ).first()
     if assigned is None:
         raise PermissionDenied("this case's rubric is not assigned to you")
 
@@ -191,8 +221,9 @@ def authoring_view(session: Session, user: User, case_pk: int) -> AuthoringView:
     """The case, its newest version with criteria, the checker's last return and the history."""
     require_rubric_assignment(session, user, case_pk)
     case = _require_case(session, case_pk)
-    versions = session.exec(select(RubricVersion).where(RubricVersion.case_pk == case_pk)
-                            .order_by(RubricVersion.version.desc())).all()
+    versions = session.exec(
+        select(RubricVersion).where(RubricVersion.case_pk == case_pk).order_by(RubricVersion.version.desc())
+    ).all()
     latest = _version_view(session, versions[0]) if versions else None
     returned = None
     if versions and versions[0].status == RubricStatus.returned:
@@ -213,6 +244,7 @@ def read_version(session: Session, user: User, rubric_version_id: int) -> Versio
 
 
 # Writing -------------------------------------------------------------------------------------
+
 
 def _snapshot(criteria: Sequence[CriterionView | CriterionInput]) -> list[dict]:
     return [{"criterion_id": c.criterion_id, "text": c.text, "tags": list(c.tags)} for c in criteria]
@@ -242,17 +274,31 @@ def _write_criteria(session: Session, version: RubricVersion, criteria: Sequence
     # An explicit DELETE runs before the inserts; the unit of work would insert first and trip the
     # (version, criterion_id) unique constraint.
     session.execute(delete(Criterion).where(Criterion.rubric_version_id == version.id))
-    session.add_all([
-        Criterion(rubric_version_id=version.id, position=position, criterion_id=item.criterion_id.strip(),
-                  text=(item.text or "").strip(), tags=list(dict.fromkeys(item.tags)))
-        for position, item in enumerate(criteria, start=1)
-    ])
+    session.add_all(
+        [
+            Criterion(
+                rubric_version_id=version.id,
+                position=position,
+                criterion_id=item.criterion_id.strip(),
+                text=(item.text or "").strip(),
+                tags=list(dict.fromkeys(item.tags)),
+            )
+            for position, item in enumerate(criteria, start=1)
+        ]
+    )
     session.flush()
 
 
-def save_rubric_draft(session: Session, user: User, case_pk: int, criteria: Sequence[CriterionInput], *,
-                      base_version_id: int | None, expected_lock: int | None,
-                      expected_size: int = RUBRIC_SIZE) -> VersionView:
+def save_rubric_draft(
+    session: Session,
+    user: User,
+    case_pk: int,
+    criteria: Sequence[CriterionInput],
+    *,
+    base_version_id: int | None,
+    expected_lock: int | None,
+    expected_size: int = RUBRIC_SIZE,
+) -> VersionView:
     """Save the editor's N criteria as the case's draft.
 
     `base_version_id`/`expected_lock` are the newest version the page loaded (None, None when there
@@ -263,8 +309,10 @@ def save_rubric_draft(session: Session, user: User, case_pk: int, criteria: Sequ
     validate_inputs(criteria, expected_size)
     latest = latest_version(session, case_pk)
     if (latest.id if latest else None) != base_version_id or (latest and latest.lock_version != expected_lock):
-        raise StaleEdit("the rubric was saved by someone else since you opened it",
-                        current=_version_view(session, latest) if latest else None)
+        raise StaleEdit(
+            "the rubric was saved by someone else since you opened it",
+            current=_version_view(session, latest) if latest else None,
+        )
     if latest is not None and latest.status == RubricStatus.submitted:
         raise ValidationFailed("the rubric is submitted and waits for a checker; it cannot be edited now")
 
@@ -277,31 +325,47 @@ def save_rubric_draft(session: Session, user: User, case_pk: int, criteria: Sequ
         latest.author_id = user.id
         session.add(latest)
         _write_criteria(session, latest, criteria)
-        record(session, user.username, action="update", entity="rubric",
-               entity_key=f"{case.case_id} v{latest.version}", before={"criteria": before}, after={"criteria": after})
+        record(
+            session,
+            user.username,
+            action="update",
+            entity="rubric",
+            entity_key=f"{case.case_id} v{latest.version}",
+            before={"criteria": before},
+            after={"criteria": after},
+        )
         return _version_view(session, latest)
 
-    version = RubricVersion(case_pk=case_pk, version=(latest.version + 1) if latest else 1,
-                            status=RubricStatus.draft, author_id=user.id)
+    version = RubricVersion(
+        case_pk=case_pk, version=(latest.version + 1) if latest else 1, status=RubricStatus.draft, author_id=user.id
+    )
     session.add(version)
     session.flush()
     _write_criteria(session, version, criteria)
-    record(session, user.username, action="create", entity="rubric", entity_key=f"{case.case_id} v{version.version}",
-           before={"from_version": latest.version, "status": latest.status} if latest else None,
-           after={"status": RubricStatus.draft, "criteria": _snapshot(criteria)})
+    record(
+        session,
+        user.username,
+        action="create",
+        entity="rubric",
+        entity_key=f"{case.case_id} v{version.version}",
+        before={"from_version": latest.version, "status": latest.status} if latest else None,
+        after={"status": RubricStatus.draft, "criteria": _snapshot(criteria)},
+    )
     return _version_view(session, version)
 
 
-def submit_rubric(session: Session, user: User, rubric_version_id: int, *, expected_lock: int,
-                  expected_size: int = RUBRIC_SIZE) -> VersionView:
+def submit_rubric(
+    session: Session, user: User, rubric_version_id: int, *, expected_lock: int, expected_size: int = RUBRIC_SIZE
+) -> VersionView:
     """Hand a draft to the checkers; refused while a blocking problem remains."""
     version = session.get(RubricVersion, rubric_version_id)
     if version is None:
         raise NotFound(f"no rubric version #{rubric_version_id}")
     require_rubric_assignment(session, user, version.case_pk)
     if version.lock_version != expected_lock:
-        raise StaleEdit("the rubric was saved by someone else since you opened it",
-                        current=_version_view(session, version))
+        raise StaleEdit(
+            "the rubric was saved by someone else since you opened it", current=_version_view(session, version)
+        )
     if version.status != RubricStatus.draft:
         raise ValidationFailed(f"only a draft can be submitted (this version is {version.status})")
     criteria = criteria_of(session, version.id)
@@ -315,7 +379,14 @@ def submit_rubric(session: Session, user: User, rubric_version_id: int, *, expec
     version.submitted_at = utcnow()
     version.lock_version += 1
     session.add(version)
-    record(session, user.username, action="submit", entity="rubric", entity_key=f"{case.case_id} v{version.version}",
-           before={"status": RubricStatus.draft}, after={"status": RubricStatus.submitted})
+    record(
+        session,
+        user.username,
+        action="submit",
+        entity="rubric",
+        entity_key=f"{case.case_id} v{version.version}",
+        before={"status": RubricStatus.draft},
+        after={"status": RubricStatus.submitted},
+    )
     session.flush()
     return _version_view(session, version)

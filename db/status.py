@@ -16,7 +16,9 @@ def counts(session: Session) -> dict:
     return {
         "cases": count(select(func.count()).select_from(Case)),
         "criteria": count(
-            select(func.count()).select_from(Criterion).join(RubricVersion, Criterion.rubric_version_id == RubricVersion.id)
+            select(func.count())
+            .select_from(Criterion)
+            .join(RubricVersion, Criterion.rubric_version_id == RubricVersion.id)
             .where(RubricVersion.status == RubricStatus.approved)
         ),
         "responses": count(select(func.count()).select_from(Response)),

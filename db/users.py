@@ -43,22 +43,36 @@ def get_user(session: Session, *, username: str) -> User | None:
     return session.exec(select(User).where(User.username == username)).first()
 
 
-def add_user(session: Session, *, username: str, role: str, group_no: int | None, password: str,
-             display_name: str = "", actor: str = "system") -> User:
+def add_user(
+    session: Session,
+    *,
+    username: str,
+    role: str,
+    group_no: int | None,
+    password: str,
+    display_name: str = "",
+    actor: str = "system",
+) -> User:
     validate_account(username=username, role=role, group_no=group_no)
     validate_password(password)
     if get_user(session, username=username) is not None:
         raise ValidationFailed(f"username: {username!r} exists already")
-    user = User(username=username, display_name=display_name or username, role=role, group_no=group_no,
-                password_hash=hash_password(password))
+    user = User(
+        username=username,
+        display_name=display_name or username,
+        role=role,
+        group_no=group_no,
+        password_hash=hash_password(password),
+    )
     session.add(user)
     session.flush()
     record(session, actor, action="create", entity="user", entity_key=username, after=_user_snapshot(user))
     return user
 
 
-def add_placeholder_user(session: Session, *, username: str, role: str, group_no: int | None,
-                         actor: str = "import") -> User:
+def add_placeholder_user(
+    session: Session, *, username: str, role: str, group_no: int | None, actor: str = "import"
+) -> User:
     """An account named in imported labels: kept for attribution, inactive, cannot log in."""
     user = User(username=username, display_name=username, role=role, group_no=group_no, is_active=False)
     session.add(user)
@@ -84,8 +98,15 @@ def set_active(session: Session, *, username: str, active: bool, actor: str) -> 
     session.add(user)
     if not active:
         revoke_sessions(session, user_id=user.id)
-    record(session, actor, action="activate" if active else "deactivate", entity="user",
-           entity_key=username, before=before, after=_user_snapshot(user))
+    record(
+        session,
+        actor,
+        action="activate" if active else "deactivate",
+        entity="user",
+        entity_key=username,
+        before=before,
+        after=_user_snapshot(user),
+    )
     return user
 
 
@@ -109,8 +130,9 @@ def update_account(session: Session, *, username: str, role: str, group_no: int 
     user.role, user.group_no = role, group_no
     user.lock_version += 1
     session.add(user)
-    record(session, actor, action="update", entity="user", entity_key=username, before=before,
-           after=_user_snapshot(user))
+    record(
+        session, actor, action="update", entity="user", entity_key=username, before=before, after=_user_snapshot(user)
+    )
     return user
 
 
@@ -134,8 +156,14 @@ def authenticate(session: Session, *, username: str, password: str) -> User | No
         if user.failed_logins >= MAX_FAILED_LOGINS:
             user.locked_until = now + timedelta(minutes=LOCKOUT_MINUTES)
             user.failed_logins = 0
-            record(session, "system", action="lock", entity="user", entity_key=username,
-                   after={"locked_until": user.locked_until.isoformat()})
+            record(
+                session,
+                "system",
+                action="lock",
+                entity="user",
+                entity_key=username,
+                after={"locked_until": user.locked_until.isoformat()},
+            )
         session.add(user)
         return None
     if user.failed_logins or user.locked_until:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from admin import shell
-from admin.shell import t
-from admin.widgets import case_card, plain, show_error, show_text
+from ui import shell
+from ui.shell import t
+from ui.widgets import case_card, plain, show_error, show_text
 from db import review, users
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
-from review import met_names, met_text, page_start, response_box
+from ui.checker import met_names, met_text, page_start, response_box
+
 #: The queue reads every disputed label; it is recomputed at most this often (and after each save here).
 QUEUE_CACHE_SECONDS = 60
 
@@ -27,15 +28,25 @@ def _queue(username: str) -> list[review.AdjudicationQueueItem]:
 
 
 def _queue_table(queue: list[review.AdjudicationQueueItem]) -> None:
-    frame = pd.DataFrame({
-        t("review.adjudication.col.code"): [item.code for item in queue],
-        t("review.adjudication.col.case"): [item.case_id for item in queue],
-        t("review.adjudication.col.open"): [item.n_unresolved for item in queue],
-        t("review.adjudication.col.agreement"): [item.agreement * 100 for item in queue],
-    })
-    st.dataframe(frame, hide_index=True, height=min(38 + 35 * len(frame), 260), width="stretch",
-                 column_config={t("review.adjudication.col.agreement"):
-                                st.column_config.ProgressColumn(min_value=0, max_value=100, format="%.0f%%")})
+    frame = pd.DataFrame(
+        {
+            t("review.adjudication.col.code"): [item.code for item in queue],
+            t("review.adjudication.col.case"): [item.case_id for item in queue],
+            t("review.adjudication.col.open"): [item.n_unresolved for item in queue],
+            t("review.adjudication.col.agreement"): [item.agreement * 100 for item in queue],
+        }
+    )
+    st.dataframe(
+        frame,
+        hide_index=True,
+        height=min(38 + 35 * len(frame), 260),
+        width="stretch",
+        column_config={
+            t("review.adjudication.col.agreement"): st.column_config.ProgressColumn(
+                min_value=0, max_value=100, format="%.0f%%"
+            )
+        },
+    )
 
 
 def _side(title: str, side: review.Side) -> None:
@@ -58,15 +69,29 @@ def _cell(view: review.AdjudicationView, cell: review.AdjudicationCell) -> revie
         with b:
             _side(t("review.adjudication.label_b"), cell.b)
         if cell.decision is not None:
-            st.caption(t("review.adjudication.decided", name=plain(cell.decision.user or "—"),
-                         value=met_text(cell.decision.met)))
+            st.caption(
+                t(
+                    "review.adjudication.decided",
+                    name=plain(cell.decision.user or "—"),
+                    value=met_text(cell.decision.met),
+                )
+            )
         choice_col, why_col = st.columns([2, 3])
         current = None if cell.decision is None else (0 if cell.decision.met else 1)
-        met = choice_col.radio(t("review.adjudication.decision"), [True, False], index=current,
-                               format_func=met_names().get, horizontal=True, key=f"{key}_met")
-        rationale = why_col.text_input(t("review.adjudication.rationale"), key=f"{key}_why",
-                                       value=(cell.decision.note or "") if cell.decision else "",
-                                       placeholder=t("review.adjudication.rationale_hint"))
+        met = choice_col.radio(
+            t("review.adjudication.decision"),
+            [True, False],
+            index=current,
+            format_func=met_names().get,
+            horizontal=True,
+            key=f"{key}_met",
+        )
+        rationale = why_col.text_input(
+            t("review.adjudication.rationale"),
+            key=f"{key}_why",
+            value=(cell.decision.note or "") if cell.decision else "",
+            placeholder=t("review.adjudication.rationale_hint"),
+        )
     if met is None:
         return None
     return review.AdjudicationInput(cell.criterion_id, bool(met), rationale, None)
@@ -77,8 +102,16 @@ def render() -> None:
     page_start("review.adjudication.title", "review_adj_done")
     with shell.db_session(read_only=True) as session:
         queue = _queue(user.username)
-        names = {item.response_id: t("review.adjudication.queue_item", code=item.code, case=item.case_id,
-                                     n=item.n_unresolved, share=f"{item.agreement:.0%}") for item in queue}
+        names = {
+            item.response_id: t(
+                "review.adjudication.queue_item",
+                code=item.code,
+                case=item.case_id,
+                n=item.n_unresolved,
+                share=f"{item.agreement:.0%}",
+            )
+            for item in queue
+        }
         # The response on screen stays while its form is sent, even if others resolved it meanwhile.
         working = st.session_state.get("review_adj_pick")
         if working is not None and working not in names and _seen_key(working) in st.session_state:
@@ -92,12 +125,13 @@ def render() -> None:
         _queue_table(queue)
     else:
         st.info(t("review.adjudication.empty"))
-    response_id = st.selectbox(t("review.adjudication.pick"), list(names), key="review_adj_pick",
-                               format_func=names.get)
+    response_id = st.selectbox(t("review.adjudication.pick"), list(names), key="review_adj_pick", format_func=names.get)
     with shell.db_session(read_only=True) as session:
         view = review.adjudication_view(session, user, response_id)
-    seen = st.session_state.setdefault(_seen_key(view.response_id), {
-        cell.criterion_id: cell.decision.lock_version if cell.decision else None for cell in view.cells})
+    seen = st.session_state.setdefault(
+        _seen_key(view.response_id),
+        {cell.criterion_id: cell.decision.lock_version if cell.decision else None for cell in view.cells},
+    )
     case_card(view.case, expanded_text=False)
     st.subheader(t("review.response", code=plain(view.code)))
     response_box(view.response_text)
@@ -110,10 +144,12 @@ def render() -> None:
         return
     # Only new decisions and changed ones are written; each names the revision first seen.
     decided = {cell.criterion_id: cell.decision for cell in view.cells if cell.decision is not None}
-    changes = [review.AdjudicationInput(d.criterion_id, d.met, d.rationale, seen.get(d.criterion_id))
-               for d in chosen
-               if d.criterion_id not in decided
-               or (decided[d.criterion_id].met, decided[d.criterion_id].note or "") != (d.met, d.rationale.strip())]
+    changes = [
+        review.AdjudicationInput(d.criterion_id, d.met, d.rationale, seen.get(d.criterion_id))
+        for d in chosen
+        if d.criterion_id not in decided
+        or (decided[d.criterion_id].met, decided[d.criterion_id].note or "") != (d.met, d.rationale.strip())
+    ]
     if not changes:
         st.warning(t("review.adjudication.nothing"))
         return
@@ -124,8 +160,14 @@ def render() -> None:
         st.session_state.pop(_seen_key(view.response_id), None)
         current = stale.current
         if isinstance(current, review.LabelView):
-            st.warning(t("review.adjudication.stale", criterion=plain(current.criterion_id),
-                         name=plain(current.user or "—"), value=met_text(current.met)))
+            st.warning(
+                t(
+                    "review.adjudication.stale",
+                    criterion=plain(current.criterion_id),
+                    name=plain(current.user or "—"),
+                    value=met_text(current.met),
+                )
+            )
             st.caption(t("review.adjudication.their_rationale"))
             show_text(current.note)
         else:

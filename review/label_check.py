@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from admin import shell
-from admin.shell import t
-from admin.widgets import case_card, plain, progress_bar, show_error, show_text
+from ui import shell
+from ui.shell import t
+from ui.widgets import case_card, plain, progress_bar, show_error, show_text
 from db import review
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
-from review import met_names, met_text, page_start, response_box
+from ui.checker import met_names, met_text, page_start, response_box
 
 MODES = (review.CHECK_ALL, review.CHECK_SAMPLE, review.CHECK_JUDGE)
 
@@ -24,21 +24,22 @@ def _choose_queue(user) -> list[review.CheckQueueItem] | None:
         return None
     names = {a.user_id: t("review.check.annotator_item", name=a.display_name, n=a.n_responses) for a in annotators}
     left, right = st.columns([2, 3])
-    annotator_id = left.selectbox(t("review.check.annotator"), list(names), key="review_check_annotator",
-                                  format_func=names.get)
+    annotator_id = left.selectbox(
+        t("review.check.annotator"), list(names), key="review_check_annotator", format_func=names.get
+    )
     modes = {m: t(f"review.check.mode.{m}") for m in (MODES if judges else MODES[:2])}
-    mode = right.radio(t("review.check.mode"), list(modes), format_func=modes.get, horizontal=True,
-                       key="review_check_mode")
+    mode = right.radio(
+        t("review.check.mode"), list(modes), format_func=modes.get, horizontal=True, key="review_check_mode"
+    )
     options = {}
     if mode == review.CHECK_SAMPLE:
         a, b, _ = st.columns([1, 1, 3])
-        options["percent"] = a.number_input(t("review.check.percent"), min_value=1, max_value=100, value=10,
-                                            step=1, key="review_check_percent")
-        options["seed"] = b.number_input(t("review.check.seed"), min_value=0, value=1, step=1,
-                                         key="review_check_seed")
+        options["percent"] = a.number_input(
+            t("review.check.percent"), min_value=1, max_value=100, value=10, step=1, key="review_check_percent"
+        )
+        options["seed"] = b.number_input(t("review.check.seed"), min_value=0, value=1, step=1, key="review_check_seed")
     elif mode == review.CHECK_JUDGE:
-        options["judge"] = st.selectbox(t("review.check.judge"), judges, key="review_check_judge",
-                                        format_func=plain)
+        options["judge"] = st.selectbox(t("review.check.judge"), judges, key="review_check_judge", format_func=plain)
     if not judges:
         st.caption(t("review.check.no_judges"))
     with shell.db_session(read_only=True) as session:
@@ -66,8 +67,9 @@ def _row(view: review.CheckView, row: review.CheckRow, seen: dict) -> review.Che
             if row.annotation is None:
                 st.caption(t("review.check.no_label"))
                 return None
-            st.markdown(t("review.check.annotator_said", name=plain(row.annotation.user),
-                          value=met_text(row.annotation.met)))
+            st.markdown(
+                t("review.check.annotator_said", name=plain(row.annotation.user), value=met_text(row.annotation.met))
+            )
             if row.annotation.note:
                 st.caption(t("review.note"))
                 show_text(row.annotation.note)
@@ -79,11 +81,22 @@ def _row(view: review.CheckView, row: review.CheckRow, seen: dict) -> review.Che
                 return None
             current = row.check.met if row.check is not None else row.annotation.met
             key = f"review_check_{view.response_id}_{row.criterion_id}"
-            met = st.radio(t("review.check.decision"), [True, False], index=0 if current else 1,
-                           format_func=met_names().get, horizontal=True, key=f"{key}_met", label_visibility="collapsed")
-            note = st.text_input(t("review.note"), value=(row.check.note or "") if row.check else "",
-                                 key=f"{key}_note", placeholder=t("review.check.note_hint"),
-                                 label_visibility="collapsed")
+            met = st.radio(
+                t("review.check.decision"),
+                [True, False],
+                index=0 if current else 1,
+                format_func=met_names().get,
+                horizontal=True,
+                key=f"{key}_met",
+                label_visibility="collapsed",
+            )
+            note = st.text_input(
+                t("review.note"),
+                value=(row.check.note or "") if row.check else "",
+                key=f"{key}_note",
+                placeholder=t("review.check.note_hint"),
+                label_visibility="collapsed",
+            )
     # The revision the checker first saw: a save by someone else since then is refused, not overwritten.
     return review.CheckInput(row.criterion_id, bool(met), note, seen.get(row.criterion_id))
 
@@ -91,8 +104,14 @@ def _row(view: review.CheckView, row: review.CheckRow, seen: dict) -> review.Che
 def _show_stale(stale: StaleEdit) -> None:
     current = stale.current
     if isinstance(current, review.LabelView):
-        st.warning(t("review.check.stale", criterion=plain(current.criterion_id), name=plain(current.user or "—"),
-                     value=met_text(current.met)))
+        st.warning(
+            t(
+                "review.check.stale",
+                criterion=plain(current.criterion_id),
+                name=plain(current.user or "—"),
+                value=met_text(current.met),
+            )
+        )
     else:
         st.warning(t("review.stale_generic"))
 
@@ -110,8 +129,7 @@ def render() -> None:
     checked = sum(1 for item in queue if item.n_checked >= item.n_labels)
     progress_bar(checked, len(queue), label_key="review.check.progress")
     names = {item.response_id: _queue_label(item) for item in queue}
-    response_id = st.selectbox(t("review.check.pick"), list(names), format_func=names.get,
-                               key="review_check_pick")
+    response_id = st.selectbox(t("review.check.pick"), list(names), format_func=names.get, key="review_check_pick")
     with shell.db_session(read_only=True) as session:
         view = review.check_view(session, user, response_id)
     case_card(view.case, expanded_text=False)
@@ -119,8 +137,10 @@ def render() -> None:
     response_box(view.response_text)
     st.subheader(t("review.check.criteria"))
     st.caption(t("review.check.how"))
-    seen = st.session_state.setdefault(_seen_key(view.response_id), {
-        row.criterion_id: row.check.lock_version if row.check is not None else None for row in view.rows})
+    seen = st.session_state.setdefault(
+        _seen_key(view.response_id),
+        {row.criterion_id: row.check.lock_version if row.check is not None else None for row in view.rows},
+    )
     with st.form(f"review_check_form_{view.response_id}", enter_to_submit=False):
         decisions = [d for d in (_row(view, row, seen) for row in view.rows) if d is not None]
         save = st.form_submit_button(t("review.check.save"), type="primary", disabled=not decisions)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from admin import shell
-from admin.shell import t
-from admin.widgets import case_card, plain, show_error, show_text
+from ui import shell
+from ui.shell import t
+from ui.widgets import case_card, plain, show_error, show_text
 from db import review
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
-from review import page_start
+from ui.checker import page_start
 
 
 def _seen_key(rubric_id: int) -> str:
@@ -18,8 +18,9 @@ def _seen_key(rubric_id: int) -> str:
 
 
 def _queue_label(item: review.RubricQueueItem) -> str:
-    text = t("review.audit.queue_item", case=item.case_id, version=item.version, author=item.author or "—",
-             n=item.n_criteria)
+    text = t(
+        "review.audit.queue_item", case=item.case_id, version=item.version, author=item.author or "—", n=item.n_criteria
+    )
     return f"{text} · {t('review.audit.own_mark')}" if item.own else text
 
 
@@ -36,16 +37,30 @@ def _criterion(view: review.RubricView, criterion: review.CriterionView) -> str:
                 st.caption(t("review.audit.previous_comment", comment=plain(criterion.review_comment)))
             earlier = view.earlier_criterion_comments.get(criterion.criterion_id)
             if earlier:
-                st.caption(t("review.audit.earlier_comment", comment=plain(earlier),
-                             text=plain(view.earlier_criterion_texts.get(criterion.criterion_id, ""))))
-            return st.text_input(t("review.audit.criterion_comment"), key=f"review_audit_c_{view.rubric_version_id}_{criterion.id}",
-                                 placeholder=t("review.audit.criterion_comment_hint"), label_visibility="collapsed")
+                st.caption(
+                    t(
+                        "review.audit.earlier_comment",
+                        comment=plain(earlier),
+                        text=plain(view.earlier_criterion_texts.get(criterion.criterion_id, "")),
+                    )
+                )
+            return st.text_input(
+                t("review.audit.criterion_comment"),
+                key=f"review_audit_c_{view.rubric_version_id}_{criterion.id}",
+                placeholder=t("review.audit.criterion_comment_hint"),
+                label_visibility="collapsed",
+            )
 
 
 def _stale(stale: StaleEdit, rubric_id: int) -> None:
     current = stale.current or {}
-    st.warning(t("review.audit.stale", status=t(f"review.status.{current.get('status', 'submitted')}"),
-                 reviewer=plain(current.get("reviewer") or "—")))
+    st.warning(
+        t(
+            "review.audit.stale",
+            status=t(f"review.status.{current.get('status', 'submitted')}"),
+            reviewer=plain(current.get("reviewer") or "—"),
+        )
+    )
     if current.get("lock_version"):
         st.session_state[_seen_key(rubric_id)] = current["lock_version"]
 
@@ -60,15 +75,15 @@ def render() -> None:
         return
     st.caption(t("review.audit.queue_count", n=len(queue)))
     names = {item.rubric_version_id: _queue_label(item) for item in queue}
-    chosen = st.selectbox(t("review.audit.pick"), list(names), format_func=names.get,
-                          key="review_audit_pick")
+    chosen = st.selectbox(t("review.audit.pick"), list(names), format_func=names.get, key="review_audit_pick")
     with shell.db_session(read_only=True) as session:
         view = review.rubric_for_review(session, user, chosen)
     seen = st.session_state.setdefault(_seen_key(view.rubric_version_id), view.lock_version)
 
     case_card(view.case)
-    st.subheader(t("review.audit.criteria", n=len(view.criteria), version=view.version,
-                   author=plain(view.author or "—")))
+    st.subheader(
+        t("review.audit.criteria", n=len(view.criteria), version=view.version, author=plain(view.author or "—"))
+    )
     if view.own:
         st.info(t("review.audit.own"))
     if view.review_comment:
@@ -80,8 +95,7 @@ def render() -> None:
         comments = {criterion.id: _criterion(view, criterion) for criterion in view.criteria}
         overall = st.text_area(t("review.audit.overall_comment"), key=f"review_audit_overall_{view.rubric_version_id}")
         left, right, _ = st.columns([1, 1, 4])
-        approve = left.form_submit_button(t("review.audit.approve"), type="primary", disabled=view.own,
-                                          width="stretch")
+        approve = left.form_submit_button(t("review.audit.approve"), type="primary", disabled=view.own, width="stretch")
         send_back = right.form_submit_button(t("review.audit.return"), disabled=view.own, width="stretch")
     commented = {pk: text for pk, text in comments.items() if text and text.strip()}
     if approve and commented:
@@ -92,11 +106,16 @@ def render() -> None:
     try:
         with shell.db_session() as session:
             if approve:
-                review.approve_rubric(session, user, view.rubric_version_id, seen_lock_version=seen,
-                                      comment=overall)
+                review.approve_rubric(session, user, view.rubric_version_id, seen_lock_version=seen, comment=overall)
             else:
-                review.return_rubric(session, user, view.rubric_version_id, seen_lock_version=seen,
-                                     comment=overall, criterion_comments=commented)
+                review.return_rubric(
+                    session,
+                    user,
+                    view.rubric_version_id,
+                    seen_lock_version=seen,
+                    comment=overall,
+                    criterion_comments=commented,
+                )
     except StaleEdit as stale:
         _stale(stale, view.rubric_version_id)
         return
@@ -104,6 +123,7 @@ def render() -> None:
         show_error(error)
         return
     st.session_state.pop(_seen_key(view.rubric_version_id), None)
-    st.session_state["review_audit_done"] = t("review.audit.approved" if approve else "review.audit.returned",
-                                              case=plain(view.case.case_id))
+    st.session_state["review_audit_done"] = t(
+        "review.audit.approved" if approve else "review.audit.returned", case=plain(view.case.case_id)
+    )
     st.rerun()

@@ -4,33 +4,57 @@ from __future__ import annotations
 
 from sqlmodel import Session
 
-from db.models import (NO_GROUP, Case, Criterion, Label, Response, RubricStatus, RubricVersion, Stage,
-                       User)
+from db.models import NO_GROUP, Case, Criterion, Label, Response, RubricStatus, RubricVersion, Stage, User
 from db.security import hash_password
 
 DEFAULT_PASSWORD = "correct-horse-9"
 _HASH_CACHE: dict[str, str] = {}
 
 
-def make_user(session: Session, username: str, role: str = "annotator", group_no: int | None = 1,
-              password: str = DEFAULT_PASSWORD, active: bool = True) -> User:
+def make_user(
+    session: Session,
+    username: str,
+    role: str = "annotator",
+    group_no: int | None = 1,
+    password: str = DEFAULT_PASSWORD,
+    active: bool = True,
+) -> User:
     if role == "admin":
         group_no = None
     if password not in _HASH_CACHE:
         _HASH_CACHE[password] = hash_password(password)
-    user = User(username=username, display_name=username, role=role, group_no=group_no,
-                password_hash=_HASH_CACHE[password], is_active=active)
+    user = User(
+        username=username,
+        display_name=username,
+        role=role,
+        group_no=group_no,
+        password_hash=_HASH_CACHE[password],
+        is_active=active,
+    )
     session.add(user)
     session.flush()
     return user
 
 
-def make_case(session: Session, case_id: str = "CC-0001", n: int = 30, status: str = RubricStatus.approved,
-              author: User | None = None, **fields) -> Case:
+def make_case(
+    session: Session,
+    case_id: str = "CC-0001",
+    n: int = 30,
+    status: str = RubricStatus.approved,
+    author: User | None = None,
+    **fields,
+) -> Case:
     """A case with one rubric version of `n` criteria c01..cNN (no rubric when n == 0)."""
-    values = dict(difficulty="medium", task="鉴别诊断", task_labels=["differential_diagnosis"], subject="心内科",
-                  subject_labels=["心内科"], user_role="患者家属", clinical_context=f"{case_id} 的临床背景",
-                  user_request="请问该怎么办？")
+    values = dict(
+        difficulty="medium",
+        task="鉴别诊断",
+        task_labels=["differential_diagnosis"],
+        subject="心内科",
+        subject_labels=["心内科"],
+        user_role="患者家属",
+        clinical_context=f"{case_id} 的临床背景",
+        user_request="请问该怎么办？",
+    )
     values.update(fields)
     case = Case(case_id=case_id, **values)
     session.add(case)
@@ -40,31 +64,59 @@ def make_case(session: Session, case_id: str = "CC-0001", n: int = 30, status: s
     return case
 
 
-def make_rubric(session: Session, case: Case, n: int = 30, status: str = RubricStatus.approved,
-                author: User | None = None, version: int = 1) -> RubricVersion:
+def make_rubric(
+    session: Session,
+    case: Case,
+    n: int = 30,
+    status: str = RubricStatus.approved,
+    author: User | None = None,
+    version: int = 1,
+) -> RubricVersion:
     rubric = RubricVersion(case_pk=case.id, version=version, status=status, author_id=author.id if author else None)
     session.add(rubric)
     session.flush()
     for i in range(1, n + 1):
-        session.add(Criterion(rubric_version_id=rubric.id, position=i, criterion_id=f"c{i:02d}",
-                              text=f"{case.case_id} 的第 {i} 条评分标准"))
+        session.add(
+            Criterion(
+                rubric_version_id=rubric.id,
+                position=i,
+                criterion_id=f"c{i:02d}",
+                text=f"{case.case_id} 的第 {i} 条评分标准",
+            )
+        )
     session.flush()
     return rubric
 
 
 def make_response(session: Session, case: Case, model: str = "model-a", text: str = "回答内容") -> Response:
-    response = Response(case_pk=case.id, model=model, text=text, length=len(text),
-                        code=f"R{case.id:05d}{abs(hash(model)) % 10000:04d}")
+    response = Response(
+        case_pk=case.id, model=model, text=text, length=len(text), code=f"R{case.id:05d}{abs(hash(model)) % 10000:04d}"
+    )
     session.add(response)
     session.flush()
     return response
 
 
-def make_label(session: Session, response: Response, criterion_id: str, met: bool, user: User,
-               stage: str = Stage.annotation, group_no: int | None = None, note: str | None = None) -> Label:
+def make_label(
+    session: Session,
+    response: Response,
+    criterion_id: str,
+    met: bool,
+    user: User,
+    stage: str = Stage.annotation,
+    group_no: int | None = None,
+    note: str | None = None,
+) -> Label:
     group = NO_GROUP if stage == Stage.adjudication else (group_no if group_no is not None else user.group_no)
-    label = Label(response_id=response.id, criterion_id=criterion_id, stage=stage, group_no=group, met=met,
-                  user_id=user.id, note=note)
+    label = Label(
+        response_id=response.id,
+        criterion_id=criterion_id,
+        stage=stage,
+        group_no=group,
+        met=met,
+        user_id=user.id,
+        note=note,
+    )
     session.add(label)
     session.flush()
     return label

@@ -19,16 +19,33 @@ from db.gold import gold_labels, group_final_labels
 from db.models import NO_GROUP, Stage
 from db.taxonomy import get_taxonomy
 
-THEMES = ["differential_diagnosis", "causal_reasoning", "treatment_planning", "medication_instructions",
-          "evidence_retrieval", "chart_understanding", "patient_education", "lab_interpretation", "康复随访"]
+THEMES = [
+    "differential_diagnosis",
+    "causal_reasoning",
+    "treatment_planning",
+    "medication_instructions",
+    "evidence_retrieval",
+    "chart_understanding",
+    "patient_education",
+    "lab_interpretation",
+    "康复随访",
+]
 SUBJECTS = ["心内科", "消化内科", "神经内科", "妇产科", "普外科", "老年医学科", "皮肤科", "未知科室"]
 ROLES = ["患者家属", "心内科医生", "护士", "患者本人", "医学生"]
 
 
-def synthetic_frames(n_cases: int = 40, n_models: int = 4, n: int = 30, seed: int = 0, *,
-                     judges: tuple[str, ...] = ("judge-a", "judge-b"), check_share: float = 0.05,
-                     adjudication_share: float = 0.5, missing_share: float = 0.002,
-                     annotators_per_group: int = 12) -> Frames:
+def synthetic_frames(
+    n_cases: int = 40,
+    n_models: int = 4,
+    n: int = 30,
+    seed: int = 0,
+    *,
+    judges: tuple[str, ...] = ("judge-a", "judge-b"),
+    check_share: float = 0.05,
+    adjudication_share: float = 0.5,
+    missing_share: float = 0.002,
+    annotators_per_group: int = 12,
+) -> Frames:
     """Frames shaped like `analysis.loader.load_frames`, with seeded labels of varying quality."""
     rng = np.random.default_rng(seed)
     taxonomy = get_taxonomy()
@@ -36,19 +53,29 @@ def synthetic_frames(n_cases: int = 40, n_models: int = 4, n: int = 30, seed: in
     task_labels = [list(rng.choice(THEMES, size=rng.integers(1, 3), replace=False)) for _ in case_pk]
     subject_labels = [[str(rng.choice(SUBJECTS))] for _ in case_pk]
     roles = rng.choice(ROLES, size=n_cases)
-    cases = pd.DataFrame({
-        "case_pk": case_pk, "case_id": [f"CC-{i:05d}" for i in case_pk],
-        "difficulty": rng.choice(["low", "medium", "high"], size=n_cases),
-        "task": [labels[0] for labels in task_labels], "task_labels": task_labels,
-        "subject": [labels[0] for labels in subject_labels], "subject_labels": subject_labels,
-        "user_role": roles,
-    })
+    cases = pd.DataFrame(
+        {
+            "case_pk": case_pk,
+            "case_id": [f"CC-{i:05d}" for i in case_pk],
+            "difficulty": rng.choice(["low", "medium", "high"], size=n_cases),
+            "task": [labels[0] for labels in task_labels],
+            "task_labels": task_labels,
+            "subject": [labels[0] for labels in subject_labels],
+            "subject_labels": subject_labels,
+            "user_role": roles,
+        }
+    )
     cases["register"] = [taxonomy.register(role) for role in roles]
     cases["macro_category"] = cases["subject_labels"].map(taxonomy.macro_category)
     cases["n_criteria"] = n
-    criteria = pd.DataFrame({"case_pk": np.repeat(case_pk, n), "rubric_version_id": np.repeat(case_pk, n),
-                             "position": np.tile(np.arange(1, n + 1), n_cases),
-                             "criterion_id": np.tile([f"c{i:02d}" for i in range(1, n + 1)], n_cases)})
+    criteria = pd.DataFrame(
+        {
+            "case_pk": np.repeat(case_pk, n),
+            "rubric_version_id": np.repeat(case_pk, n),
+            "position": np.tile(np.arange(1, n + 1), n_cases),
+            "criterion_id": np.tile([f"c{i:02d}" for i in range(1, n + 1)], n_cases),
+        }
+    )
     models = [f"model-{chr(ord('a') + i)}" for i in range(n_models)]
     responses = pd.DataFrame({"case_pk": np.repeat(case_pk, n_models), "model": np.tile(models, n_cases)})
     responses.insert(0, "response_id", np.arange(1, len(responses) + 1))
@@ -68,44 +95,90 @@ def synthetic_frames(n_cases: int = 40, n_models: int = 4, n: int = 30, seed: in
         met = (truth ^ flips).ravel()
         keep = rng.random(met.size) >= missing_share
         first_user = len(users) + 1
-        users += [{"user_id": first_user + i, "username": f"g{group}-annotator-{i}", "role": "annotator",
-                   "group_no": group} for i in range(annotators_per_group)]
+        users += [
+            {"user_id": first_user + i, "username": f"g{group}-annotator-{i}", "role": "annotator", "group_no": group}
+            for i in range(annotators_per_group)
+        ]
         annotator = first_user + (np.repeat(np.arange(n_responses), n) * 7 + group) % annotators_per_group
-        parts.append(pd.DataFrame({"response_id": response_ids[keep], "criterion_id": criterion_ids[keep],
-                                   "stage": Stage.annotation, "group_no": group, "met": met[keep],
-                                   "user_id": annotator[keep]}))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "response_id": response_ids[keep],
+                    "criterion_id": criterion_ids[keep],
+                    "stage": Stage.annotation,
+                    "group_no": group,
+                    "met": met[keep],
+                    "user_id": annotator[keep],
+                }
+            )
+        )
         checker = len(users) + 1
         users.append({"user_id": checker, "username": f"g{group}-checker", "role": "checker", "group_no": group})
         checked = keep & (rng.random(met.size) < check_share)
-        parts.append(pd.DataFrame({"response_id": response_ids[checked], "criterion_id": criterion_ids[checked],
-                                   "stage": Stage.check, "group_no": group, "met": truth.ravel()[checked],
-                                   "user_id": checker}))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "response_id": response_ids[checked],
+                    "criterion_id": criterion_ids[checked],
+                    "stage": Stage.check,
+                    "group_no": group,
+                    "met": truth.ravel()[checked],
+                    "user_id": checker,
+                }
+            )
+        )
     labels = pd.concat(parts, ignore_index=True)
     finals = group_final_labels(labels)
-    wide = finals.pivot_table(index=["response_id", "criterion_id"], columns="group_no", values="met",
-                              aggfunc="first").reindex(columns=[1, 2])
+    wide = finals.pivot_table(
+        index=["response_id", "criterion_id"], columns="group_no", values="met", aggfunc="first"
+    ).reindex(columns=[1, 2])
     disagree = wide[(wide[1].notna() & wide[2].notna() & (wide[1] != wide[2]))].index.to_frame(index=False)
     adjudicate = disagree[rng.random(len(disagree)) < adjudication_share]
     if len(adjudicate):
         lookup = pd.Series(truth.ravel(), index=pd.MultiIndex.from_arrays([response_ids, criterion_ids]))
         met = lookup.reindex(pd.MultiIndex.from_frame(adjudicate[["response_id", "criterion_id"]])).to_numpy()
-        labels = pd.concat([labels, pd.DataFrame({"response_id": adjudicate["response_id"].to_numpy(),
-                                                  "criterion_id": adjudicate["criterion_id"].to_numpy(),
-                                                  "stage": Stage.adjudication, "group_no": NO_GROUP,
-                                                  "met": met.astype(bool), "user_id": 1})], ignore_index=True)
+        labels = pd.concat(
+            [
+                labels,
+                pd.DataFrame(
+                    {
+                        "response_id": adjudicate["response_id"].to_numpy(),
+                        "criterion_id": adjudicate["criterion_id"].to_numpy(),
+                        "stage": Stage.adjudication,
+                        "group_no": NO_GROUP,
+                        "met": met.astype(bool),
+                        "user_id": 1,
+                    }
+                ),
+            ],
+            ignore_index=True,
+        )
     judge_parts = []
     for index, judge in enumerate(judges):
         flips = rng.random((n_responses, n)) < 0.1 + 0.03 * index
         keep = rng.random(flips.size) >= missing_share
-        judge_parts.append(pd.DataFrame({"judge": judge, "response_id": response_ids[keep],
-                                         "criterion_id": criterion_ids[keep], "met": (truth ^ flips).ravel()[keep]}))
-    judge_frame = (pd.concat(judge_parts, ignore_index=True) if judge_parts
-                   else pd.DataFrame({"judge": [], "response_id": [], "criterion_id": [], "met": []}))
-    return Frames(cases=cases, criteria=criteria, responses=responses, labels=labels, judge=judge_frame,
-                  users=pd.DataFrame(users))
+        judge_parts.append(
+            pd.DataFrame(
+                {
+                    "judge": judge,
+                    "response_id": response_ids[keep],
+                    "criterion_id": criterion_ids[keep],
+                    "met": (truth ^ flips).ravel()[keep],
+                }
+            )
+        )
+    judge_frame = (
+        pd.concat(judge_parts, ignore_index=True)
+        if judge_parts
+        else pd.DataFrame({"judge": [], "response_id": [], "criterion_id": [], "met": []})
+    )
+    return Frames(
+        cases=cases, criteria=criteria, responses=responses, labels=labels, judge=judge_frame, users=pd.DataFrame(users)
+    )
 
 
 # The straightforward reference ---------------------------------------------------------------
+
 
 def _nan_to_none(value):
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
@@ -134,8 +207,16 @@ def reference_scores(frames: Frames, source: str = "gold") -> pd.DataFrame:
         if not criteria or any(criterion not in decisions for criterion in criteria):
             continue
         s = sum(bool(decisions[criterion]) for criterion in criteria)
-        rows.append({"response_id": response.response_id, "model": response.model, "case_pk": response.case_pk,
-                     "n": n_of_case[response.case_pk], "s": s, "length": response.length})
+        rows.append(
+            {
+                "response_id": response.response_id,
+                "model": response.model,
+                "case_pk": response.case_pk,
+                "n": n_of_case[response.case_pk],
+                "s": s,
+                "length": response.length,
+            }
+        )
     return pd.DataFrame(rows, columns=["response_id", "model", "case_pk", "n", "s", "length"])
 
 
@@ -161,8 +242,13 @@ def reference_agreement(frames: Frames) -> dict:
     """Per model: case-level MF1 per aligned pair by looping over pairs; pooled MF1 over their decisions."""
     finals = group_final_labels(frames.labels)
     criteria_of_case = frames.criteria.groupby("case_pk")["criterion_id"].apply(list).to_dict()
-    per_group = {g: {rid: dict(zip(part["criterion_id"], part["met"]))
-                     for rid, part in finals[finals["group_no"] == g].groupby("response_id")} for g in (1, 2)}
+    per_group = {
+        g: {
+            rid: dict(zip(part["criterion_id"], part["met"]))
+            for rid, part in finals[finals["group_no"] == g].groupby("response_id")
+        }
+        for g in (1, 2)
+    }
     result = {}
     all_g1: list[bool] = []
     all_g2: list[bool] = []
@@ -188,7 +274,10 @@ def reference_agreement(frames: Frames) -> dict:
             "n_aligned": len(case_scores),
         }
     overall = float(f1_score(all_g1, all_g2, average="macro")) if all_g1 else None
-    return {"models": result, "overall": {"pooled_mf1": overall, "n_aligned": sum(r["n_aligned"] for r in result.values())}}
+    return {
+        "models": result,
+        "overall": {"pooled_mf1": overall, "n_aligned": sum(r["n_aligned"] for r in result.values())},
+    }
 
 
 def reference_judge_fidelity(frames: Frames) -> dict:
@@ -197,12 +286,18 @@ def reference_judge_fidelity(frames: Frames) -> dict:
     result = {}
     for judge, decisions in frames.judge.groupby("judge"):
         entry = {"n_decisions": len(decisions)}
-        references = {"mf1_group1": finals[finals["group_no"] == 1], "mf1_group2": finals[finals["group_no"] == 2],
-                      "mf1_gold": gold}
+        references = {
+            "mf1_group1": finals[finals["group_no"] == 1],
+            "mf1_group2": finals[finals["group_no"] == 2],
+            "mf1_gold": gold,
+        }
         for key, reference in references.items():
             both = reference.merge(decisions, on=["response_id", "criterion_id"], suffixes=("_ref", "_judge"))
-            entry[key] = (float(f1_score(both["met_ref"].astype(bool), both["met_judge"].astype(bool), average="macro"))
-                          if len(both) else None)
+            entry[key] = (
+                float(f1_score(both["met_ref"].astype(bool), both["met_judge"].astype(bool), average="macro"))
+                if len(both)
+                else None
+            )
         values = [entry["mf1_group1"], entry["mf1_group2"]]
         entry["mf1_mean"] = None if None in values else (values[0] + values[1]) / 2
         result[judge] = entry
@@ -222,7 +317,10 @@ def reference_length(frames: Frames, k: int, source: str = "gold") -> dict:
             return None
         return _nan_to_none(func(x, y)[0])
 
-    return {"pearson_cacs": corr(stats.pearsonr, length, cacs), "spearman_cacs": corr(stats.spearmanr, length, cacs),
-            "pearson_accuracy": corr(stats.pearsonr, length, accuracy),
-            "spearman_accuracy": corr(stats.spearmanr, length, accuracy),
-            "partial_cacs": corr(stats.pearsonr, length_resid, cacs_resid)}
+    return {
+        "pearson_cacs": corr(stats.pearsonr, length, cacs),
+        "spearman_cacs": corr(stats.spearmanr, length, cacs),
+        "pearson_accuracy": corr(stats.pearsonr, length, accuracy),
+        "spearman_accuracy": corr(stats.spearmanr, length, accuracy),
+        "partial_cacs": corr(stats.pearsonr, length_resid, cacs_resid),
+    }

@@ -7,7 +7,7 @@ import json
 import pytest
 from sqlmodel import select
 
-from admin.i18n import translate
+from i18n import translate
 from db.engine import session_scope
 from db.models import Assignment, AssignmentKind, AuditLog, Case, User
 from db.status import counts
@@ -60,9 +60,18 @@ def _import(app, kind: str, name: str, content: bytes):
 
 
 def _case_line(case_id: str, **changes) -> str:
-    record = {"case_id": case_id, "difficulty": "low", "task": "用药咨询", "task_labels": ["medication"],
-              "subject": "心内科", "subject_labels": ["心内科"], "user_role": "患者", "clinical_context": "胸闷三天。",
-              "user_request": "需要去医院吗？", "rubrics": []}
+    record = {
+        "case_id": case_id,
+        "difficulty": "low",
+        "task": "用药咨询",
+        "task_labels": ["medication"],
+        "subject": "心内科",
+        "subject_labels": ["心内科"],
+        "user_role": "患者",
+        "clinical_context": "胸闷三天。",
+        "user_request": "需要去医院吗？",
+        "rubrics": [],
+    }
     record.update(changes)
     return json.dumps(record, ensure_ascii=False)
 
@@ -225,7 +234,9 @@ def test_users_page_resets_a_password_and_changes_role_and_group(studio):
     with session_scope(studio, read_only=True) as session:
         user = accounts.get_user(session, username="g1a2")
         assert (user.role, user.group_no) == ("checker", 2)
-        assert {e.action for e in session.exec(select(AuditLog).where(AuditLog.entity_key == "g1a2")).all()} == {"update"}
+        assert {e.action for e in session.exec(select(AuditLog).where(AuditLog.entity_key == "g1a2")).all()} == {
+            "update"
+        }
 
 
 def test_assignments_page_reassigns_within_the_group(studio):

@@ -7,7 +7,7 @@ import re
 import pytest
 from sqlmodel import select
 
-from admin.i18n import translate
+from i18n import translate
 from annotate import pages as annotate_pages
 from db import drafts, rubrics
 from db.engine import session_scope
@@ -42,7 +42,9 @@ def studio(app_database):
         second = make_response(session, labeled, "secret-model-beta", "第二份回答的正文")
         session.add(Assignment(kind="rubric", case_pk=authored.id, user_id=ann1.id, group_no=1))
         for response in (first, second):
-            session.add(Assignment(kind="label", case_pk=labeled.id, response_id=response.id, user_id=ann2.id, group_no=2))
+            session.add(
+                Assignment(kind="label", case_pk=labeled.id, response_id=response.id, user_id=ann2.id, group_no=2)
+            )
     return app_database
 
 
@@ -51,11 +53,17 @@ def save_version(engine, texts_, username="ann1", case_id="CC-0002"):
         user = session.exec(select(User).where(User.username == username)).one()
         case_pk = session.exec(select(RubricVersion.case_pk)).first()
         from db.models import Case
+
         case_pk = session.exec(select(Case.id).where(Case.case_id == case_id)).one()
         latest = rubrics.latest_version(session, case_pk)
         return rubrics.save_rubric_draft(
-            session, user, case_pk, [CriterionInput(cid, text, ()) for cid, text in zip(default_criterion_ids(N), texts_)],
-            base_version_id=latest.id if latest else None, expected_lock=latest.lock_version if latest else None)
+            session,
+            user,
+            case_pk,
+            [CriterionInput(cid, text, ()) for cid, text in zip(default_criterion_ids(N), texts_)],
+            base_version_id=latest.id if latest else None,
+            expected_lock=latest.lock_version if latest else None,
+        )
 
 
 def err(code, **values):
@@ -72,6 +80,7 @@ def editor_frame(app):
 
 
 # Rubric authoring ---------------------------------------------------------------------------
+
 
 def test_new_rubric_shows_thirty_empty_rows_and_submit_is_blocked(studio):
     app = open_page(signed_in(studio, "ann1"), "annotate-rubrics")
@@ -125,11 +134,18 @@ def test_unsaved_draft_is_restored_and_linted(studio):
     with session_scope(studio) as session:
         user = session.exec(select(User).where(User.username == "ann1")).one()
         version = session.exec(select(RubricVersion).where(RubricVersion.status == RubricStatus.draft)).one()
-        rows = [{"criterion_id": cid, "text": text, "tags": []} for cid, text in zip(default_criterion_ids(N), clean_texts())]
+        rows = [
+            {"criterion_id": cid, "text": text, "tags": []}
+            for cid, text in zip(default_criterion_ids(N), clean_texts())
+        ]
         rows[7]["text"] = "短句"
         rows[7]["tags"] = ["follow_up_incompleteness"]
-        drafts.save_draft(session, user, f"rubric:{version.case_pk}",
-                          {"rows": rows, "base_version_id": version.id, "base_lock": version.lock_version})
+        drafts.save_draft(
+            session,
+            user,
+            f"rubric:{version.case_pk}",
+            {"rows": rows, "base_version_id": version.id, "base_lock": version.lock_version},
+        )
     app = open_page(signed_in(studio, "ann1"), "annotate-rubrics")
     assert zh("annotate.authoring.draft_restored") in texts(app)
     frame = editor_frame(app)
@@ -151,8 +167,8 @@ def test_stale_draft_is_refused_with_a_clear_message(studio):
     app = open_page(signed_in(studio, "ann1"), "annotate-rubrics")
     changed = clean_texts()
     changed[0] = "另一位同事改写的第一条标准内容"
-    save_version(studio, changed)                              # someone saves meanwhile
-    with session_scope(studio) as session:                    # and this page has an unsaved edit
+    save_version(studio, changed)  # someone saves meanwhile
+    with session_scope(studio) as session:  # and this page has an unsaved edit
         user = session.exec(select(User).where(User.username == "ann1")).one()
     state = app.session_state[f"annotate_rubric_state_{first.case_pk}"]
     state["rows"][1]["text"] = "我在页面上改写的第二条标准内容"
@@ -169,8 +185,10 @@ def test_returned_rubric_shows_comments_and_next_save_makes_version_two(studio):
         version = session.get(RubricVersion, draft.id)
         version.status, version.review_comment = RubricStatus.returned, "整体过于笼统，请具体化"
         from db.models import Criterion
-        criterion = session.exec(select(Criterion).where(Criterion.rubric_version_id == draft.id,
-                                                         Criterion.criterion_id == "c03")).one()
+
+        criterion = session.exec(
+            select(Criterion).where(Criterion.rubric_version_id == draft.id, Criterion.criterion_id == "c03")
+        ).one()
         criterion.review_comment = "请写明药物名称"
     app = open_page(signed_in(studio, "ann1"), "annotate-rubrics")
     assert zh("annotate.authoring.returned", version=1) in texts(app)
@@ -182,12 +200,14 @@ def test_returned_rubric_shows_comments_and_next_save_makes_version_two(studio):
     app = button(app, zh("annotate.authoring.save")).click().run()
     assert zh("annotate.authoring.saved", version=2) in [s.value for s in app.success]
     with session_scope(studio, read_only=True) as session:
-        versions = session.exec(select(RubricVersion).where(RubricVersion.case_pk == draft.case_pk)
-                                .order_by(RubricVersion.version)).all()
+        versions = session.exec(
+            select(RubricVersion).where(RubricVersion.case_pk == draft.case_pk).order_by(RubricVersion.version)
+        ).all()
         assert [(v.version, v.status) for v in versions] == [(1, "returned"), (2, "draft")]
 
 
 # Hit labeling -------------------------------------------------------------------------------
+
 
 def _labels(engine, group_no=2):
     with session_scope(engine, read_only=True) as session:
@@ -234,6 +254,7 @@ def test_save_is_refused_when_the_rubric_changed(studio):
     app = open_page(signed_in(studio, "ann2"), "annotate-labeling")
     with session_scope(studio) as session:
         from db.models import Case
+
         case = session.exec(select(Case).where(Case.case_id == "CC-0001")).one()
         make_rubric(session, case, n=N, version=2)
     app = button(app, zh("annotate.labeling.save_next")).click().run()
@@ -262,9 +283,13 @@ def test_english_switch_and_navigation_by_role(studio):
 
 # Safety -------------------------------------------------------------------------------------
 
+
 def _markup_elements(app):
-    return [e.value for kind in ("markdown", "caption", "title", "header", "subheader", "error", "warning",
-                                 "success", "info") for e in getattr(app, kind)]
+    return [
+        e.value
+        for kind in ("markdown", "caption", "title", "header", "subheader", "error", "warning", "success", "info")
+        for e in getattr(app, kind)
+    ]
 
 
 @pytest.mark.parametrize("page", ["annotate-rubrics", "annotate-labeling"])
@@ -272,10 +297,20 @@ def test_hostile_text_is_shown_as_plain_text_only(app_database, page):
     hostile = "\n".join(HOSTILE)
     with session_scope(app_database) as session:
         ann = make_user(session, "ann1", "annotator", 1)
-        case = make_case(session, "CC-0009", n=0, clinical_context=hostile, user_request=HOSTILE[2],
-                         user_role=HOSTILE[1], task=HOSTILE[0], subject=HOSTILE[2], subject_labels=[HOSTILE[1]])
+        case = make_case(
+            session,
+            "CC-0009",
+            n=0,
+            clinical_context=hostile,
+            user_request=HOSTILE[2],
+            user_role=HOSTILE[1],
+            task=HOSTILE[0],
+            subject=HOSTILE[2],
+            subject_labels=[HOSTILE[1]],
+        )
         rubric = make_rubric(session, case, n=N)
         from db.models import Criterion
+
         for criterion in session.exec(select(Criterion).where(Criterion.rubric_version_id == rubric.id)).all()[:3]:
             criterion.text = HOSTILE[criterion.position - 1]
         response = make_response(session, case, "m", hostile)
@@ -285,9 +320,12 @@ def test_hostile_text_is_shown_as_plain_text_only(app_database, page):
         session.add(Assignment(kind="rubric", case_pk=case.id, user_id=ann.id, group_no=1))
     if page == "annotate-labeling":
         with session_scope(app_database) as session:
-            make_rubric(session, case, n=N, version=2)       # approved, the one labeled against
+            make_rubric(session, case, n=N, version=2)  # approved, the one labeled against
             from db.models import Criterion
-            for criterion in session.exec(select(Criterion).join(RubricVersion).where(RubricVersion.version == 2)).all()[:3]:
+
+            for criterion in session.exec(
+                select(Criterion).join(RubricVersion).where(RubricVersion.version == 2)
+            ).all()[:3]:
                 criterion.text = HOSTILE[criterion.position - 1]
     app = open_page(signed_in(app_database, "ann1"), page)
     assert not app.exception
@@ -299,4 +337,4 @@ def test_hostile_text_is_shown_as_plain_text_only(app_database, page):
     for bad in HOSTILE:
         assert bad in plain_texts
     frame = editor_frame(app)
-    assert list(frame["text"][:3]) == HOSTILE               # grid cells are text, never markup
+    assert list(frame["text"][:3]) == HOSTILE  # grid cells are text, never markup

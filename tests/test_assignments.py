@@ -121,8 +121,9 @@ def test_labeling_skips_cases_without_an_approved_rubric(session, team):
     summary = assignments.assign_labeling(session, actor=team["admin"], annotators=_annotators(team))
     assert summary.created == 0
     with pytest.raises(ValidationFailed, match="no approved rubric"):
-        assignments.assign_labeling(session, actor=team["admin"], annotators=_annotators(team),
-                                    response_ids=[response.id])
+        assignments.assign_labeling(
+            session, actor=team["admin"], annotators=_annotators(team), response_ids=[response.id]
+        )
 
 
 def test_every_assignment_is_audited_and_the_chain_holds(session, team):
@@ -162,14 +163,17 @@ def test_rubric_authoring_by_specialty_is_balanced_and_idempotent(session, team)
     make_case(session, "NEURO-1", n=0, subject="神经内科", subject_labels=["神经内科"])
     make_case(session, "CARD-DONE", n=3, subject="心内科")  # already has an approved rubric
     session.commit()
-    summary = assignments.assign_rubric_authoring(session, actor=team["admin"], annotators=["g1a1", "g2a1"],
-                                                  specialty="心内科")
+    summary = assignments.assign_rubric_authoring(
+        session, actor=team["admin"], annotators=["g1a1", "g2a1"], specialty="心内科"
+    )
     session.commit()
     rows = session.exec(select(Assignment).where(Assignment.kind == AssignmentKind.rubric)).all()
     assert summary.created == 5 == len(rows)
     assert sorted(Counter(a.user_id for a in rows).values()) == [2, 3]
     assert any("CARD-DONE" in line for line in summary.unassignable)
-    again = assignments.assign_rubric_authoring(session, actor=team["admin"], annotators=["g1a2"], case_ids=["CARD-0", "NEURO-1"])
+    again = assignments.assign_rubric_authoring(
+        session, actor=team["admin"], annotators=["g1a2"], case_ids=["CARD-0", "NEURO-1"]
+    )
     session.commit()
     assert again.created == 1 and again.already_assigned == 1
     with pytest.raises(ValidationFailed, match="NOPE"):

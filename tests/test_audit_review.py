@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlmodel import select
 
-from admin.cli import main
+from cli.main import main
 from db import review
 from db.engine import get_engine, session_scope
 from db.models import AuditLog, RubricStatus, User
@@ -49,15 +49,24 @@ def run_verify(monkeypatch, url, capsys) -> tuple[int, str]:
 def test_every_checker_change_is_recorded_with_before_and_after(engine):
     checker_work(engine)
     with session_scope(engine, read_only=True) as s:
-        entries = s.exec(select(AuditLog).where(AuditLog.entity.in_(["rubric", "check", "adjudication"]))
-                         .order_by(AuditLog.id)).all()
+        entries = s.exec(
+            select(AuditLog).where(AuditLog.entity.in_(["rubric", "check", "adjudication"])).order_by(AuditLog.id)
+        ).all()
     assert [(e.entity, e.action, e.actor) for e in entries] == [
-        ("rubric", "approve", "chk"), ("check", "create", "chk"), ("adjudication", "create", "adj")]
+        ("rubric", "approve", "chk"),
+        ("check", "create", "chk"),
+        ("adjudication", "create", "adj"),
+    ]
     assert entries[0].before["status"] == "submitted" and entries[0].after["status"] == "approved"
     assert entries[0].entity_key == "CC-B v1"
     assert entries[2].entity_key == "CC-A/model-a/c02/adjudication/0"
-    assert entries[2].after == {"met": False, "note": "未提及", "user": "adj", "lock_version": 1,
-                                "rubric_version_id": entries[2].after["rubric_version_id"]}
+    assert entries[2].after == {
+        "met": False,
+        "note": "未提及",
+        "user": "adj",
+        "lock_version": 1,
+        "rubric_version_id": entries[2].after["rubric_version_id"],
+    }
 
 
 def test_audit_verify_names_the_tampered_row(engine, database_url, monkeypatch, capsys):
@@ -68,8 +77,9 @@ def test_audit_verify_names_the_tampered_row(engine, database_url, monkeypatch, 
         target = s.exec(select(AuditLog).where(AuditLog.entity == "check")).one()
     # Someone with database access quietly rewrites the check's outcome.
     with engine.begin() as connection:
-        connection.execute(sa.text("UPDATE audit_log SET actor = :actor WHERE id = :id"),
-                           {"actor": "someone-else", "id": target.id})
+        connection.execute(
+            sa.text("UPDATE audit_log SET actor = :actor WHERE id = :id"), {"actor": "someone-else", "id": target.id}
+        )
     code, output = run_verify(monkeypatch, database_url, capsys)
     assert code != 0
     assert f"entry {target.id}" in output

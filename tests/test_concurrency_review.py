@@ -43,23 +43,39 @@ def seed(url: str, n_checkers: int) -> tuple[int, list[int]]:
         engine.dispose()
 
 
-def increment_worker(url: str, response_id: int, checker_id: int, saves: int) -> dict:
-    """Saves `saves` increments of the decision's counter; returns what happened."""
+def increment_worker(url: str, response_id: int, checker_id: int, saves: int, start=None) -> dict:
+    """Saves `saves` increments of the decision's counter; returns what happened.
+
+    `start` (a barrier's wait) lines the workers up after their slow set-up, so their saves overlap
+    even on a busy machine.
+    """
     engine = make_engine(url)
     outcome = {"saved": 0, "stale": 0, "errors": []}
     try:
         with session_scope(engine, read_only=True) as s:
             checker = s.get(User, checker_id)
+        if start is not None:
+            start(timeout=120)
         while outcome["saved"] < saves:
             with session_scope(engine, read_only=True) as s:
-                current = s.exec(select(Label).where(Label.response_id == response_id, Label.criterion_id == "c01",
-                                                     Label.stage == Stage.adjudication)).first()
+                current = s.exec(
+                    select(Label).where(
+                        Label.response_id == response_id, Label.criterion_id == "c01", Label.stage == Stage.adjudication
+                    )
+                ).first()
                 seen = None if current is None else current.lock_version
                 count = 0 if current is None else int(current.note)
             try:
                 with session_scope(engine) as s:
-                    review.adjudicate(s, checker, response_id=response_id, criterion_id="c01",
-                                      met=bool((count + 1) % 2), rationale=str(count + 1), seen_lock_version=seen)
+                    review.adjudicate(
+                        s,
+                        checker,
+                        response_id=response_id,
+                        criterion_id="c01",
+                        met=bool((count + 1) % 2),
+                        rationale=str(count + 1),
+                        seen_lock_version=seen,
+                    )
                 outcome["saved"] += 1
             except StaleEdit as stale:
                 assert stale.current is not None
@@ -71,8 +87,8 @@ def increment_worker(url: str, response_id: int, checker_id: int, saves: int) ->
     return outcome
 
 
-def _process_entry(url, response_id, checker_id, saves, results):
-    results.put(increment_worker(url, response_id, checker_id, saves))
+def _process_entry(url, response_id, checker_id, saves, results, barrier):
+    results.put(increment_worker(url, response_id, checker_id, saves, barrier.wait))
 
 
 def run_threads(url, response_id, checkers) -> list[dict]:
@@ -95,8 +111,11 @@ def run_threads(url, response_id, checkers) -> list[dict]:
 def run_processes(url, response_id, checkers) -> list[dict]:
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
-    processes = [context.Process(target=_process_entry, args=(url, response_id, c, SAVES_PER_WORKER, queue))
-                 for c in checkers]
+    barrier = context.Barrier(len(checkers))
+    processes = [
+        context.Process(target=_process_entry, args=(url, response_id, c, SAVES_PER_WORKER, queue, barrier))
+        for c in checkers
+    ]
     for process in processes:
         process.start()
     results = [queue.get(timeout=300) for _ in processes]
@@ -113,8 +132,9 @@ def check_outcome(url: str, response_id: int, results: list[dict], expected_save
     engine = make_engine(url)
     try:
         with session_scope(engine, read_only=True) as s:
-            decision = s.exec(select(Label).where(Label.response_id == response_id,
-                                                  Label.stage == Stage.adjudication)).one()
+            decision = s.exec(
+                select(Label).where(Label.response_id == response_id, Label.stage == Stage.adjudication)
+            ).one()
             # Every successful save moved the counter by exactly one: none was lost.
             assert int(decision.note) == expected_saves
             assert decision.lock_version == expected_saves
@@ -166,8 +186,10 @@ def test_two_checkers_approving_the_same_rubric(database_url):
         rubric_id = make_rubric(s, make_case(s, "CC-R", n=0), n=2, status=RubricStatus.submitted, author=author).id
     results: list = []
     lock, barrier = threading.Lock(), threading.Barrier(len(checkers))
-    threads = [threading.Thread(target=approve_worker, args=(database_url, rubric_id, c, barrier, results, lock))
-               for c in checkers]
+    threads = [
+        threading.Thread(target=approve_worker, args=(database_url, rubric_id, c, barrier, results, lock))
+        for c in checkers
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -189,14 +211,14 @@ def test_insert_that_lost_the_race_is_a_stale_edit(database_url, monkeypatch):
         first, second = s.get(User, checkers[0]), s.get(User, checkers[1])
     with session_scope(engine) as s:
         review.adjudicate(s, first, response_id=response_id, criterion_id="c01", met=True, rationale="先保存")
-    real_find = review._find_label
+    real_find = review.locked_save._find_label
     calls = {"n": 0}
 
     def find_as_if_before_the_other_commit(*args):
         calls["n"] += 1
         return None if calls["n"] == 1 else real_find(*args)
 
-    monkeypatch.setattr(review, "_find_label", find_as_if_before_the_other_commit)
+    monkeypatch.setattr(review.locked_save, "_find_label", find_as_if_before_the_other_commit)
     with session_scope(engine) as s, pytest.raises(StaleEdit) as stale:
         review.adjudicate(s, second, response_id=response_id, criterion_id="c01", met=False, rationale="后保存")
     assert calls["n"] == 2

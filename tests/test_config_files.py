@@ -60,7 +60,9 @@ def test_make_test_runs_the_whole_suite_and_fails_on_an_empty_one():
     dry_run = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True)
     assert dry_run.returncode == 0, dry_run.stderr
     assert "-m pytest" in dry_run.stdout
-    assert "tests/" not in dry_run.stdout.split("-m pytest", 1)[1].split("\n", 1)[0], "make test must not narrow the suite"
+    assert "tests/" not in dry_run.stdout.split("-m pytest", 1)[1].split("\n", 1)[0], (
+        "make test must not narrow the suite"
+    )
     assert "status -eq 5" in dry_run.stdout
 
 

@@ -6,7 +6,7 @@ import pytest
 from sqlmodel import Session
 from streamlit.testing.v1 import AppTest
 
-from admin.i18n import translate
+from i18n import translate
 from tests.apptest_helpers import app_database, open_page, sign_in_token, signed_in, texts  # noqa: F401
 from tests.factories import make_user
 from tests.test_report import populate_small_database
@@ -48,7 +48,9 @@ def test_dashboard_filters_and_label_source(dashboard_data):
     app.multiselect(key="analysis_models").set_value([]).run()
     app.selectbox(key="analysis_source").set_value("judge:jx").run()
     models = app.dataframe[0].value.set_index("model")
-    assert models.loc["model-b", "n_responses"] == 1 and models.loc["model-b", "rubric_accuracy"] == pytest.approx(1 / 3)
+    assert models.loc["model-b", "n_responses"] == 1 and models.loc["model-b", "rubric_accuracy"] == pytest.approx(
+        1 / 3
+    )
     app.multiselect(key="analysis_difficulty").set_value(["high"]).run()
     assert not app.exception
     assert _models_table(app) == ["model-a", "model-b"] and app.dataframe[0].value["n_responses"].sum() == 0

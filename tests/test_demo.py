@@ -10,13 +10,23 @@ import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
-from db import demo
+from demo import generator as demo
 from db.assignments import my_queue, rubric_authors
 from db.audit import verify_chain
 from db.engine import session_scope
 from db.errors import ValidationFailed
 from db.importers import import_file
-from db.models import Assignment, AssignmentKind, Case, JudgeDecision, Label, Response, RubricStatus, RubricVersion, User
+from db.models import (
+    Assignment,
+    AssignmentKind,
+    Case,
+    JudgeDecision,
+    Label,
+    Response,
+    RubricStatus,
+    RubricVersion,
+    User,
+)
 from db.rubrics import blocking_problems
 from db.status import counts
 from db.taxonomy import get_taxonomy
@@ -49,6 +59,7 @@ def small_files(tmp_path_factory):
 
 # Files ---------------------------------------------------------------------------------------
 
+
 def test_small_cases_cover_specialties_difficulties_registers_and_themes(small_files):
     cases = _lines(small_files["cases"])
     taxonomy = get_taxonomy()
@@ -64,8 +75,18 @@ def test_small_cases_cover_specialties_difficulties_registers_and_themes(small_f
     # Some labels are given by their Chinese name, which the importer canonicalises.
     assert any(label != taxonomy.canonical_theme(label) for c in cases for label in c["task_labels"])
     for c in cases:
-        assert list(c) == ["case_id", "difficulty", "task", "task_labels", "subject", "subject_labels", "user_role",
-                           "clinical_context", "user_request", "rubrics"]
+        assert list(c) == [
+            "case_id",
+            "difficulty",
+            "task",
+            "task_labels",
+            "subject",
+            "subject_labels",
+            "user_role",
+            "clinical_context",
+            "user_request",
+            "rubrics",
+        ]
         assert _has_chinese(c["clinical_context"]) and _has_chinese(c["user_request"])
         assert "{age}" not in c["clinical_context"]
         assert len(c["rubrics"]) in (0, 30)
@@ -164,8 +185,13 @@ def test_every_written_line_imports_without_placeholders(sqlite_engine, tmp_path
     with session_scope(sqlite_engine) as session:
         for person in demo.DEMO_PEOPLE:
             make_user(session, person.username, role=person.role, group_no=person.group_no)
-    for kind, key in [("cases", "cases"), ("responses", "responses"), ("labels", "labels"),
-                      ("judge", "judge_a"), ("judge", "judge_b")]:
+    for kind, key in [
+        ("cases", "cases"),
+        ("responses", "responses"),
+        ("labels", "labels"),
+        ("judge", "judge_a"),
+        ("judge", "judge_b"),
+    ]:
         summary = import_file(sqlite_engine, kind, paths[key], actor="test")
         lines = sum(1 for _ in open(paths[key], encoding="utf-8"))
         assert summary.records == lines and summary.inserted == lines
@@ -184,6 +210,7 @@ def test_writer_rejects_bad_sizes_and_scales(tmp_path):
 
 
 # Building into a database --------------------------------------------------------------------
+
 
 def test_small_demo_builds_with_queues_for_every_role(engine, fixed_password):
     result = demo.build_demo(engine, scale="small", seed=7)
@@ -216,33 +243,50 @@ def test_small_demo_builds_with_queues_for_every_role(engine, fixed_password):
                 user = session.exec(select(User).where(User.username == person.username)).one()
                 queue = my_queue(session, user, AssignmentKind.label)
                 assert queue and any(not item["done"] for item in queue)
-        pairs = session.exec(select(Assignment.response_id, Assignment.group_no, func.count())
-                             .where(Assignment.kind == AssignmentKind.label)
-                             .group_by(Assignment.response_id, Assignment.group_no)).all()
+        pairs = session.exec(
+            select(Assignment.response_id, Assignment.group_no, func.count())
+            .where(Assignment.kind == AssignmentKind.label)
+            .group_by(Assignment.response_id, Assignment.group_no)
+        ).all()
         assert pairs and all(n == 1 for _r, _g, n in pairs)
         # Labels were made by the assigned annotator of each group.
-        assigned = {(r, g): u for r, g, u in session.exec(
-            select(Assignment.response_id, Assignment.group_no, Assignment.user_id)
-            .where(Assignment.kind == AssignmentKind.label)).all()}
-        labelled = session.exec(select(Label.response_id, Label.group_no, Label.user_id)
-                                .where(Label.stage == "annotation").distinct()).all()
+        assigned = {
+            (r, g): u
+            for r, g, u in session.exec(
+                select(Assignment.response_id, Assignment.group_no, Assignment.user_id).where(
+                    Assignment.kind == AssignmentKind.label
+                )
+            ).all()
+        }
+        labelled = session.exec(
+            select(Label.response_id, Label.group_no, Label.user_id).where(Label.stage == "annotation").distinct()
+        ).all()
         assert all(assigned[(r, g)] == u for r, g, u in labelled)
         # Nobody labels a case whose rubric they author.
-        label_work = session.exec(select(Assignment.case_pk, Assignment.user_id)
-                                  .where(Assignment.kind == AssignmentKind.label)).all()
+        label_work = session.exec(
+            select(Assignment.case_pk, Assignment.user_id).where(Assignment.kind == AssignmentKind.label)
+        ).all()
         authors = rubric_authors(session, {case_pk for case_pk, _user in label_work})
         assert all(user_id not in authors[case_pk] for case_pk, user_id in label_work)
 
         submitted = session.exec(select(RubricVersion).where(RubricVersion.status == RubricStatus.submitted)).one()
         author = session.get(User, submitted.author_id)
         assert author.role == "annotator"
-        assert session.exec(select(Assignment).where(Assignment.kind == AssignmentKind.rubric,
-                                                     Assignment.case_pk == submitted.case_pk,
-                                                     Assignment.user_id == author.id)).first() is not None
+        assert (
+            session.exec(
+                select(Assignment).where(
+                    Assignment.kind == AssignmentKind.rubric,
+                    Assignment.case_pk == submitted.case_pk,
+                    Assignment.user_id == author.id,
+                )
+            ).first()
+            is not None
+        )
         # An unresolved disagreement is left for adjudication.
         finals = defaultdict(dict)
         for response_id, criterion_id, stage, group_no, met in session.exec(
-                select(Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.met)).all():
+            select(Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.met)
+        ).all():
             key = (response_id, criterion_id)
             if stage == "check" or (stage == "annotation" and group_no not in finals[key]):
                 finals[key][group_no] = met
@@ -284,9 +328,10 @@ def test_a_too_short_fixed_password_is_refused_before_anything_lands(sqlite_engi
         assert session.exec(select(func.count()).select_from(Case)).one() == 0
 
 
-def test_command_line_prints_logins_then_refuses_a_second_run_and_changes_nothing(sqlite_url, monkeypatch, capsys,
-                                                                                  fixed_password):
-    from admin.cli import main
+def test_command_line_prints_logins_then_refuses_a_second_run_and_changes_nothing(
+    sqlite_url, monkeypatch, capsys, fixed_password
+):
+    from cli.main import main
     from db.engine import make_engine
 
     monkeypatch.setenv("DATABASE_URL", sqlite_url)

@@ -29,8 +29,15 @@ N = 6
 MODELS = ["model-a", "org/model-b", "模型C"]
 
 # Scenarios of one decision: (kind, met). The expected gold of each, written out by hand.
-AGREE, CHECKED, ADJ, SINGLE1, SINGLE2, UNRESOLVED, NONE = ("agree", "checked", "adj", "single1", "single2",
-                                                           "unresolved", "none")
+AGREE, CHECKED, ADJ, SINGLE1, SINGLE2, UNRESOLVED, NONE = (
+    "agree",
+    "checked",
+    "adj",
+    "single1",
+    "single2",
+    "unresolved",
+    "none",
+)
 EXPECTED = {
     # kind: (gold source, gold met given m, group1 given m, group2 given m)
     AGREE: ("agreement", lambda m: m, lambda m: m, lambda m: m),
@@ -44,19 +51,40 @@ EXPECTED = {
 
 PLAN = {
     # (case, model): six decisions c01..c06
-    ("CC-0001", "model-a"): [(AGREE, True), (CHECKED, True), (ADJ, True), (SINGLE1, False), (AGREE, False),
-                             (SINGLE2, True)],
+    ("CC-0001", "model-a"): [
+        (AGREE, True),
+        (CHECKED, True),
+        (ADJ, True),
+        (SINGLE1, False),
+        (AGREE, False),
+        (SINGLE2, True),
+    ],
     ("CC-0001", "org/model-b"): [(AGREE, True)] * 5 + [(ADJ, False)],
-    ("CC-0001", "模型C"): [(AGREE, True), (UNRESOLVED, True), (AGREE, False), (AGREE, True), (AGREE, True),
-                         (AGREE, False)],
+    ("CC-0001", "模型C"): [
+        (AGREE, True),
+        (UNRESOLVED, True),
+        (AGREE, False),
+        (AGREE, True),
+        (AGREE, True),
+        (AGREE, False),
+    ],
     ("CC-0002", "model-a"): [(AGREE, False)] * 4 + [(CHECKED, True), (AGREE, True)],
     ("CC-0002", "org/model-b"): [(AGREE, True)] * 5 + [(NONE, True)],
-    ("CC-0002", "模型C"): [(CHECKED, False), (AGREE, True), (AGREE, True), (SINGLE1, True), (AGREE, True),
-                         (AGREE, True)],
+    ("CC-0002", "模型C"): [
+        (CHECKED, False),
+        (AGREE, True),
+        (AGREE, True),
+        (SINGLE1, True),
+        (AGREE, True),
+        (AGREE, True),
+    ],
 }
 NOTES = {
     # (case, model, criterion): notes by (stage, group) — only those agreeing with gold may explain it
-    ("CC-0001", "model-a", "c03"): {("adjudication", 0): "仲裁：回答提到了关键检查", ("annotation", 1): "组1认为未提及"},
+    ("CC-0001", "model-a", "c03"): {
+        ("adjudication", 0): "仲裁：回答提到了关键检查",
+        ("annotation", 1): "组1认为未提及",
+    },
     ("CC-0001", "model-a", "c02"): {("check", 1): "审核：确有说明", ("annotation", 2): "组2标注说明"},
     ("CC-0001", "model-a", "c01"): {("annotation", 1): "组1：有", ("annotation", 2): "组2：有"},
     ("CC-0002", "model-a", "c05"): {("annotation", 1): "未提及", ("annotation", 2): "  回答给出了用药剂量  "},
@@ -69,9 +97,12 @@ def build_world(session: Session) -> dict:
     a2 = make_user(session, "ann2", "annotator", 2)
     k1 = make_user(session, "chk1", "checker", 1)
     k2 = make_user(session, "chk2", "checker", 2)
-    cases = {"CC-0001": make_case(session, "CC-0001", n=N, clinical_context="患者男，65岁，胸痛2小时。",
-                                  user_request="需要做哪些检查？"),
-             "CC-0002": make_case(session, "CC-0002", n=N, difficulty="high", user_role="心内科医生")}
+    cases = {
+        "CC-0001": make_case(
+            session, "CC-0001", n=N, clinical_context="患者男，65岁，胸痛2小时。", user_request="需要做哪些检查？"
+        ),
+        "CC-0002": make_case(session, "CC-0002", n=N, difficulty="high", user_role="心内科医生"),
+    }
     draft = make_case(session, "CC-0003", n=N, status=RubricStatus.draft)
     make_response(session, draft, "model-a", "草稿病例的回答")
     responses = {}
@@ -102,21 +133,33 @@ def build_world(session: Session) -> dict:
             elif kind == SINGLE2:
                 label(a2, met)
     # a judge: complete on two responses, one criterion short on a third
-    for (case_id, model), count in [(("CC-0001", "model-a"), N), (("CC-0002", "model-a"), N),
-                                    (("CC-0001", "org/model-b"), N - 1)]:
+    for (case_id, model), count in [
+        (("CC-0001", "model-a"), N),
+        (("CC-0002", "model-a"), N),
+        (("CC-0001", "org/model-b"), N - 1),
+    ]:
         for position in range(1, count + 1):
-            session.add(JudgeDecision(judge="judge-x", response_id=responses[case_id, model].id,
-                                      criterion_id=f"c{position:02d}", met=position % 2 == 1))
+            session.add(
+                JudgeDecision(
+                    judge="judge-x",
+                    response_id=responses[case_id, model].id,
+                    criterion_id=f"c{position:02d}",
+                    met=position % 2 == 1,
+                )
+            )
     session.commit()
     return {"users": (a1, a2, k1, k2), "responses": responses}
 
 
 # An independent reading of DESIGN §4, straight from the rows ---------------------------------------
 
+
 def reference_gold(session: Session) -> dict[tuple[str, str, str], dict]:
     """(case_id, model, criterion_id) → {met, source, group1, group2} for every decision with gold."""
-    keys = {r.id: (case_id, r.model) for r, case_id in session.exec(select(Response, Case.case_id)
-                                                                     .join(Case, Response.case_pk == Case.id))}
+    keys = {
+        r.id: (case_id, r.model)
+        for r, case_id in session.exec(select(Response, Case.case_id).join(Case, Response.case_pk == Case.id))
+    }
     by_decision: dict[tuple, dict] = defaultdict(dict)
     for label in session.exec(select(Label)):
         by_decision[(*keys[label.response_id], label.criterion_id)][(label.stage, label.group_no)] = label.met
@@ -142,8 +185,10 @@ def reference_gold(session: Session) -> dict[tuple[str, str, str], dict]:
 
 
 def reference_group(session: Session, group: int) -> dict[tuple[str, str, str], bool]:
-    keys = {r.id: (case_id, r.model) for r, case_id in session.exec(select(Response, Case.case_id)
-                                                                     .join(Case, Response.case_pk == Case.id))}
+    keys = {
+        r.id: (case_id, r.model)
+        for r, case_id in session.exec(select(Response, Case.case_id).join(Case, Response.case_pk == Case.id))
+    }
     annotation, check = {}, {}
     for label in session.exec(select(Label).where(Label.group_no == group)):
         (check if label.stage == "check" else annotation)[(*keys[label.response_id], label.criterion_id)] = label.met
@@ -153,18 +198,21 @@ def reference_group(session: Session, group: int) -> dict[tuple[str, str, str], 
 def approved_criteria(session: Session) -> dict[str, list[str]]:
     """case_id → criterion ids of its approved rubric, in position order."""
     result: dict[str, list[str]] = defaultdict(list)
-    rows = session.exec(select(Case.case_id, Criterion.criterion_id)
-                        .join(RubricVersion, Criterion.rubric_version_id == RubricVersion.id)
-                        .join(Case, RubricVersion.case_pk == Case.id)
-                        .where(RubricVersion.status == RubricStatus.approved)
-                        .order_by(Case.id, Criterion.position))
+    rows = session.exec(
+        select(Case.case_id, Criterion.criterion_id)
+        .join(RubricVersion, Criterion.rubric_version_id == RubricVersion.id)
+        .join(Case, RubricVersion.case_pk == Case.id)
+        .where(RubricVersion.status == RubricStatus.approved)
+        .order_by(Case.id, Criterion.position)
+    )
     for case_id, criterion_id in rows:
         result[case_id].append(criterion_id)
     return dict(result)
 
 
-def reference_scores(decisions: dict[tuple[str, str, str], bool], rubrics: dict[str, list[str]],
-                     k: int) -> dict[str, dict]:
+def reference_scores(
+    decisions: dict[tuple[str, str, str], bool], rubrics: dict[str, list[str]], k: int
+) -> dict[str, dict]:
     """Per model, over complete responses: rubric accuracy, pass@k, CACS@k by (s-k+1)/(N-k+1)."""
     per_response: dict[tuple[str, str], list[bool]] = defaultdict(list)
     for (case_id, model, criterion_id), met in decisions.items():
@@ -177,16 +225,22 @@ def reference_scores(decisions: dict[tuple[str, str, str], bool], rubrics: dict[
             continue
         s = sum(values)
         scores[model].append((s / n, float(s >= k), (s - k + 1) / (n - k + 1) if s >= k else 0.0))
-    return {model: {"responses": len(rows), "accuracy": sum(r[0] for r in rows) / len(rows),
-                    "pass": sum(r[1] for r in rows) / len(rows), "cacs": sum(r[2] for r in rows) / len(rows)}
-            for model, rows in scores.items()}
+    return {
+        model: {
+            "responses": len(rows),
+            "accuracy": sum(r[0] for r in rows) / len(rows),
+            "pass": sum(r[1] for r in rows) / len(rows),
+            "cacs": sum(r[2] for r in rows) / len(rows),
+        }
+        for model, rows in scores.items()
+    }
 
 
 def official_scores(directory: Path, k: int) -> dict[str, dict]:
     """The official scoring rule on `<model>_judge.json` files: CACS@k = mean over levels L=k..N of [s ≥ L]."""
     result = {}
     for path in sorted(directory.glob("*_judge.json")):
-        model = unquote(path.name[:-len("_judge.json")])
+        model = unquote(path.name[: -len("_judge.json")])
         items = json.loads(path.read_text(encoding="utf-8"))
         accuracy, passed, cacs = [], [], []
         for item in items:
@@ -196,8 +250,12 @@ def official_scores(directory: Path, k: int) -> dict[str, dict]:
             accuracy.append(s / n)
             passed.append(float(s >= k))
             cacs.append(sum(s >= level for level in range(k, n + 1)) / (n - k + 1))
-        result[model] = {"responses": len(items), "accuracy": sum(accuracy) / len(items),
-                         "pass": sum(passed) / len(items), "cacs": sum(cacs) / len(items)}
+        result[model] = {
+            "responses": len(items),
+            "accuracy": sum(accuracy) / len(items),
+            "pass": sum(passed) / len(items),
+            "cacs": sum(cacs) / len(items),
+        }
     return result
 
 
@@ -206,6 +264,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 # The data set itself --------------------------------------------------------------------------
+
 
 def test_reference_gold_matches_the_hand_written_plan(session):
     build_world(session)
@@ -222,8 +281,17 @@ def test_reference_gold_matches_the_hand_written_plan(session):
 
 def test_fast_label_reader_matches_load_labels(engine, session):
     build_world(session)
-    session.add(Label(response_id=session.exec(select(Response.id)).first(), criterion_id="c01", stage="check",
-                      group_no=2, met=False, user_id=1, note="第二组审核"))
+    session.add(
+        Label(
+            response_id=session.exec(select(Response.id)).first(),
+            criterion_id="c01",
+            stage="check",
+            group_no=2,
+            met=False,
+            user_id=1,
+            note="第二组审核",
+        )
+    )
     session.commit()
     columns = ["response_id", "criterion_id", "stage", "group_no", "met"]
     fast = loader.load_label_decisions(engine).sort_values(columns[:4], ignore_index=True)
@@ -244,18 +312,22 @@ def test_fast_label_reader_of_an_empty_table(engine):
 
 # gold -----------------------------------------------------------------------------------------
 
+
 def test_export_gold_rows_order_and_values(engine, session, tmp_path):
     build_world(session)
     expected = reference_gold(session)
     progress_calls = []
-    summary = exports.export_gold(engine, tmp_path / "gold.jsonl",
-                                  progress=lambda done, total=None, note="": progress_calls.append((done, total)))
+    summary = exports.export_gold(
+        engine, tmp_path / "gold.jsonl", progress=lambda done, total=None, note="": progress_calls.append((done, total))
+    )
     text = (tmp_path / "gold.jsonl").read_text(encoding="utf-8")
     assert "模型C" in text  # Chinese written as is
     rows = read_jsonl(tmp_path / "gold.jsonl")
     assert all(list(row) == ["case_id", "model", "criterion_id", "met", "source", "group1", "group2"] for row in rows)
-    got = {(r["case_id"], r["model"], r["criterion_id"]): {k: r[k] for k in ("met", "source", "group1", "group2")}
-           for r in rows}
+    got = {
+        (r["case_id"], r["model"], r["criterion_id"]): {k: r[k] for k in ("met", "source", "group1", "group2")}
+        for r in rows
+    }
     assert len(got) == len(rows)
     assert got == expected
     # case order (import order), then model, then criterion position
@@ -275,6 +347,7 @@ def test_export_gold_of_an_empty_database_is_an_empty_file(engine, tmp_path):
 
 
 # judgements -----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("k", [1, 3, N])
 def test_official_scoring_of_gold_judgements_reproduces_scores_from_the_rows(engine, session, tmp_path, k):
@@ -299,7 +372,7 @@ def test_judgements_files_manifest_and_left_out_responses(engine, session, tmp_p
     manifest = json.loads((tmp_path / "manifest.json").read_text(encoding="utf-8"))
     files = sorted(path.name for path in tmp_path.glob("*_judge.json"))
     assert "org%2Fmodel-b_judge.json" in files and "模型C_judge.json" in files
-    assert manifest["files"] == {name: unquote(name[:-len("_judge.json")]) for name in files}
+    assert manifest["files"] == {name: unquote(name[: -len("_judge.json")]) for name in files}
     for name in files:
         assert manifest["sha256"][name] == hashlib.sha256((tmp_path / name).read_bytes()).hexdigest()
     left = {(item["case_id"], item["model"]): item["reason"] for item in manifest["left_out"]}
@@ -350,13 +423,15 @@ def test_model_filenames_are_reversible():
 
 # judge items ----------------------------------------------------------------------------------
 
+
 def test_judge_items_rows(engine, session, tmp_path):
     build_world(session)
     summary = exports.export_judge_items(engine, tmp_path / "items.jsonl")
     rows = read_jsonl(tmp_path / "items.jsonl")
     assert len(rows) == 2 * 3 * N == summary.counts["rows"]  # CC-0003 has no approved rubric
-    assert all(list(row) == ["user_message", "response", "rubric_item", "case_id", "model", "criterion_id"]
-               for row in rows)
+    assert all(
+        list(row) == ["user_message", "response", "rubric_item", "case_id", "model", "criterion_id"] for row in rows
+    )
     first = rows[0]
     assert first["user_message"] == "患者男，65岁，胸痛2小时。\n\n需要做哪些检查？"
     assert first["response"] == "model-a 对 CC-0001 的回答：先做心电图。"
@@ -375,37 +450,64 @@ def test_judge_items_round_trip_through_the_judge_importer(engine, session, tmp_
         for index, row in enumerate(read_jsonl(tmp_path / "items.jsonl")):
             met = (index * 7) % 3 == 0
             fabricated[row["case_id"], row["model"], row["criterion_id"]] = met
-            out.write(json.dumps({**row, "criteria_met": met, "judge": "local-judge-1", "latency_ms": index},
-                                 ensure_ascii=False) + "\n")
+            out.write(
+                json.dumps(
+                    {**row, "criteria_met": met, "judge": "local-judge-1", "latency_ms": index}, ensure_ascii=False
+                )
+                + "\n"
+            )
     importers.import_file(engine, "judge", tmp_path / "judge_out.jsonl")
     session.expire_all()
-    keys = {r.id: (case_id, r.model) for r, case_id in session.exec(select(Response, Case.case_id)
-                                                                     .join(Case, Response.case_pk == Case.id))}
-    stored = {(*keys[d.response_id], d.criterion_id): d.met
-              for d in session.exec(select(JudgeDecision).where(JudgeDecision.judge == "local-judge-1"))}
+    keys = {
+        r.id: (case_id, r.model)
+        for r, case_id in session.exec(select(Response, Case.case_id).join(Case, Response.case_pk == Case.id))
+    }
+    stored = {
+        (*keys[d.response_id], d.criterion_id): d.met
+        for d in session.exec(select(JudgeDecision).where(JudgeDecision.judge == "local-judge-1"))
+    }
     assert stored == fabricated
 
 
 # release --------------------------------------------------------------------------------------
 
+
 def build_release_world(session: Session):
-    make_case(session, "CC-0101", n=30, clinical_context="患者女，30岁。联系电话 13812345678。",
-              extra={"source_file": "batch3.xlsx", "hospital_level": "三甲",
-                     "meta": {"doctor_name": "王医生", "year": 2024, "items": [{"qc_status": "ok", "kept": 1}]},
-                     "Internal_Notes": "x", "rows": 3})
-    make_case(session, "CC-0102", n=30, difficulty="low", task_labels=["patient_education", "follow_up_monitoring"],
-              subject_labels=["儿科"], user_role="心内科医生", register_override="lay",
-              user_request="邮箱 someone@example.com 能否收到报告？")
-    make_case(session, "CC-0103", n=30, status=RubricStatus.draft)            # left out
+    make_case(
+        session,
+        "CC-0101",
+        n=30,
+        clinical_context="患者女，30岁。联系电话 13812345678。",
+        extra={
+            "source_file": "batch3.xlsx",
+            "hospital_level": "三甲",
+            "meta": {"doctor_name": "王医生", "year": 2024, "items": [{"qc_status": "ok", "kept": 1}]},
+            "Internal_Notes": "x",
+            "rows": 3,
+        },
+    )
+    make_case(
+        session,
+        "CC-0102",
+        n=30,
+        difficulty="low",
+        task_labels=["patient_education", "follow_up_monitoring"],
+        subject_labels=["儿科"],
+        user_role="心内科医生",
+        register_override="lay",
+        user_request="邮箱 someone@example.com 能否收到报告？",
+    )
+    make_case(session, "CC-0103", n=30, status=RubricStatus.draft)  # left out
     revised = make_case(session, "CC-0104", n=30, difficulty="high")
-    second = make_rubric(session, revised, n=30, version=2)                  # current approved version
+    second = make_rubric(session, revised, n=30, version=2)  # current approved version
     for criterion in session.exec(select(Criterion).where(Criterion.rubric_version_id == second.id)):
         criterion.text = "第二版：" + criterion.text
         criterion.tags = ["safety"] if criterion.position == 1 else []
         session.add(criterion)
-    make_case(session, "CC-0105", n=0)                                        # no rubric at all
-    response = make_response(session, session.exec(select(Case).where(Case.case_id == "CC-0101")).one(), "model-a",
-                             "保密的回答文本")
+    make_case(session, "CC-0105", n=0)  # no rubric at all
+    response = make_response(
+        session, session.exec(select(Case).where(Case.case_id == "CC-0101")).one(), "model-a", "保密的回答文本"
+    )
     make_label(session, response, "c01", True, make_user(session, "dr_secret_name"))
     session.commit()
 
@@ -414,8 +516,13 @@ def test_release_files_validate_and_verify(engine, session, tmp_path):
     tmp_path = tmp_path / "out"  # the SQLite test database lives in tmp_path itself
     build_release_world(session)
     summary = exports.export_release(engine, tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "SHA256SUMS", "cases.jsonl", "counts.json",
-                                                        "schema.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "README.md",
+        "SHA256SUMS",
+        "cases.jsonl",
+        "counts.json",
+        "schema.json",
+    ]
     check = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=tmp_path, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
     assert check.stdout.count(": OK") == 4
@@ -428,8 +535,11 @@ def test_release_files_validate_and_verify(engine, session, tmp_path):
     assert [c["case_id"] for c in cases] == ["CC-0101", "CC-0102", "CC-0104"]
     assert all(len(c["rubrics"]) == 30 for c in cases)
     revised = cases[2]
-    assert revised["rubrics"][0] == {"criterion_id": "c01", "criterion": "第二版：CC-0104 的第 1 条评分标准",
-                                     "tags": ["safety"]}
+    assert revised["rubrics"][0] == {
+        "criterion_id": "c01",
+        "criterion": "第二版：CC-0104 的第 1 条评分标准",
+        "tags": ["safety"],
+    }
     assert revised["rubrics"][1] == {"criterion_id": "c02", "criterion": "第二版：CC-0104 的第 2 条评分标准"}
     assert cases[1]["register"] == "lay" and "register" not in cases[0]
     # no forbidden key at any depth; allowed extras carried
@@ -496,6 +606,7 @@ def test_release_field_names_never_match_the_forbidden_parts():
 
 # sft ------------------------------------------------------------------------------------------
 
+
 def build_sft_world(session: Session, n_cases: int = 12):
     """More cases, so a split has something to split: two models, all agreeing, plus PLAN's world."""
     world = build_world(session)
@@ -517,8 +628,13 @@ def test_sft_rows_split_holdout_and_labels_equal_gold(engine, session, tmp_path)
     build_sft_world(session)
     gold = reference_gold(session)
     summary = exports.export_sft(engine, tmp_path, seed=5, holdout_models=["模型C"], dev_fraction=0.25)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["dev.jsonl", "heldout.jsonl", "judge_prompt.txt",
-                                                        "manifest.json", "train.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "dev.jsonl",
+        "heldout.jsonl",
+        "judge_prompt.txt",
+        "manifest.json",
+        "train.jsonl",
+    ]
     parts = {name: read_jsonl(tmp_path / f"{name}.jsonl") for name in ("train", "dev", "heldout")}
     every = [row for rows in parts.values() for row in rows]
     keys = [(r["meta"]["case_id"], r["meta"]["model"], r["meta"]["criterion_id"]) for r in every]
@@ -529,7 +645,7 @@ def test_sft_rows_split_holdout_and_labels_equal_gold(engine, session, tmp_path)
         key = (row["meta"]["case_id"], row["meta"]["model"], row["meta"]["criterion_id"])
         assert list(row) == ["instruction", "output", "meta"]
         assert row["output"].startswith("```json\n") and row["output"].endswith("\n```")
-        answer = json.loads(row["output"][len("```json\n"):-len("\n```")])
+        answer = json.loads(row["output"][len("```json\n") : -len("\n```")])
         assert list(answer) == ["explanation", "criteria_met"]
         assert answer["criteria_met"] is gold[key]["met"]
         assert answer["explanation"].strip()
@@ -554,22 +670,26 @@ def test_sft_prompt_is_the_filled_template_and_notes_explain(engine, session, tm
     tmp_path = tmp_path / "out"  # the SQLite test database lives in tmp_path itself
     build_world(session)
     exports.export_sft(engine, tmp_path, seed=1, dev_fraction=0)
-    rows = {(r["meta"]["case_id"], r["meta"]["model"], r["meta"]["criterion_id"]): r
-            for r in read_jsonl(tmp_path / "train.jsonl")}
+    rows = {
+        (r["meta"]["case_id"], r["meta"]["model"], r["meta"]["criterion_id"]): r
+        for r in read_jsonl(tmp_path / "train.jsonl")
+    }
     assert read_jsonl(tmp_path / "dev.jsonl") == [] and not (tmp_path / "heldout.jsonl").exists()
     template = exports.DEFAULT_TEMPLATE.read_text(encoding="utf-8")
     first = rows["CC-0001", "model-a", "c01"]
-    assert first["instruction"] == (template.replace("{user_message}", "患者男，65岁，胸痛2小时。\n\n需要做哪些检查？")
-                                    .replace("{response}", "model-a 对 CC-0001 的回答：先做心电图。")
-                                    .replace("{rubric_item}", "CC-0001 的第 1 条评分标准"))
+    assert first["instruction"] == (
+        template.replace("{user_message}", "患者男，65岁，胸痛2小时。\n\n需要做哪些检查？")
+        .replace("{response}", "model-a 对 CC-0001 的回答：先做心电图。")
+        .replace("{rubric_item}", "CC-0001 的第 1 条评分标准")
+    )
 
     def explanation(key):
-        return json.loads(rows[key]["output"][len("```json\n"):-len("\n```")])["explanation"]
+        return json.loads(rows[key]["output"][len("```json\n") : -len("\n```")])["explanation"]
 
-    assert explanation(("CC-0001", "model-a", "c03")) == "仲裁：回答提到了关键检查"   # adjudication note first
-    assert explanation(("CC-0001", "model-a", "c02")) == "审核：确有说明"             # check note over annotation
-    assert explanation(("CC-0001", "model-a", "c01")) == "组1：有"                    # group 1 before group 2
-    assert explanation(("CC-0002", "model-a", "c05")) == "回答给出了用药剂量"          # group 1's note disagrees
+    assert explanation(("CC-0001", "model-a", "c03")) == "仲裁：回答提到了关键检查"  # adjudication note first
+    assert explanation(("CC-0001", "model-a", "c02")) == "审核：确有说明"  # check note over annotation
+    assert explanation(("CC-0001", "model-a", "c01")) == "组1：有"  # group 1 before group 2
+    assert explanation(("CC-0002", "model-a", "c05")) == "回答给出了用药剂量"  # group 1's note disagrees
     assert explanation(("CC-0001", "model-a", "c04")) == exports.GENERIC_EXPLANATION[False]
     assert explanation(("CC-0001", "model-a", "c06")) == exports.GENERIC_EXPLANATION[True]
 
@@ -596,7 +716,9 @@ def test_sft_lines_are_canonical_json(sqlite_engine, tmp_path, fmt):
         session.add(case)
         session.commit()
     template = tmp_path / "t.txt"
-    template.write_text('前"缀\\ {user_message}\n{response}\t{rubric_item} 后缀 {"criteria_met": true}', encoding="utf-8")
+    template.write_text(
+        '前"缀\\ {user_message}\n{response}\t{rubric_item} 后缀 {"criteria_met": true}', encoding="utf-8"
+    )
     exports.export_sft(sqlite_engine, tmp_path / "out", fmt=fmt, template_path=template, dev_fraction=0)
     lines = (tmp_path / "out" / "train.jsonl").read_text(encoding="utf-8").splitlines()
     assert lines
@@ -611,13 +733,15 @@ def test_sft_lines_are_canonical_json(sqlite_engine, tmp_path, fmt):
 def test_sft_messages_format_and_custom_template(engine, session, tmp_path):
     build_world(session)
     custom = tmp_path / "my_prompt.txt"
-    custom.write_text("问：{user_message}\n答：{response}\n标准：{rubric_item}\n输出 {\"criteria_met\": …}", encoding="utf-8")
+    custom.write_text(
+        '问：{user_message}\n答：{response}\n标准：{rubric_item}\n输出 {"criteria_met": …}', encoding="utf-8"
+    )
     exports.export_sft(engine, tmp_path / "out", fmt="messages", template_path=custom, dev_fraction=0)
     rows = read_jsonl(tmp_path / "out" / "train.jsonl")
     assert rows and all(list(row) == ["messages", "meta"] for row in rows)
     user, assistant = rows[0]["messages"]
     assert user["role"] == "user" and assistant["role"] == "assistant"
-    assert user["content"].startswith("问：患者男，65岁") and user["content"].endswith("输出 {\"criteria_met\": …}")
+    assert user["content"].startswith("问：患者男，65岁") and user["content"].endswith('输出 {"criteria_met": …}')
     assert assistant["content"].startswith("```json\n")
     assert (tmp_path / "out" / "judge_prompt.txt").read_text(encoding="utf-8") == custom.read_text(encoding="utf-8")
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text(encoding="utf-8"))
@@ -640,12 +764,17 @@ def test_sft_refuses_bad_options(engine, session, tmp_path):
 
 
 def test_fill_template_does_not_refill_placeholders_inside_values():
-    filled = exports.fill_template("{user_message}|{response}|{rubric_item}", user_message="写 {response}",
-                                   response="R", rubric_item="{user_message}")
+    filled = exports.fill_template(
+        "{user_message}|{response}|{rubric_item}",
+        user_message="写 {response}",
+        response="R",
+        rubric_item="{user_message}",
+    )
     assert filled == "写 {response}|R|{user_message}"
 
 
 # downloads ------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("what", exports.EXPORT_KINDS)
 def test_export_bundle_zips_each_export(sqlite_engine, tmp_path, what):
@@ -669,8 +798,9 @@ def test_export_bundle_zips_each_export(sqlite_engine, tmp_path, what):
 
 # command line ---------------------------------------------------------------------------------
 
+
 def test_command_line_exports(sqlite_url, tmp_path, monkeypatch, capsys):
-    from admin.cli import main
+    from cli.main import main
     from db.engine import make_engine
 
     engine = make_engine(sqlite_url)
@@ -683,8 +813,24 @@ def test_command_line_exports(sqlite_url, tmp_path, monkeypatch, capsys):
     assert len(read_jsonl(tmp_path / "gold.jsonl")) == 34
     assert main(["export", "judgements", str(tmp_path / "j"), "--source", "group2"]) == 0
     assert (tmp_path / "j" / "manifest.json").exists()
-    assert main(["export", "sft", str(tmp_path / "sft"), "--seed", "3", "--holdout-models", "模型C,model-a",
-                 "--format", "messages", "--dev-fraction", "0.5"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "sft",
+                str(tmp_path / "sft"),
+                "--seed",
+                "3",
+                "--holdout-models",
+                "模型C,model-a",
+                "--format",
+                "messages",
+                "--dev-fraction",
+                "0.5",
+            ]
+        )
+        == 0
+    )
     manifest = json.loads((tmp_path / "sft" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["seed"] == 3 and manifest["options"]["holdout_models"] == ["model-a", "模型C"]
     capsys.readouterr()
@@ -726,13 +872,35 @@ def test_release_of_imported_cases_strips_forbidden_keys(engine, tmp_path):
 
     rubric = [{"criterion_id": f"r{i}", "criterion": f"标准 {i}"} for i in range(1, 31)]
     records = [
-        {"case_id": "CC-9001", "difficulty": "low", "task": "患者教育", "task_labels": ["patient_education"],
-         "subject": "心内科", "subject_labels": ["心内科"], "user_role": "患者家属", "clinical_context": "背景，邮箱 a.b@example.org",
-         "user_request": "问题", "rubrics": rubric, "reference_answer": "参考答案", "source_file": "raw.xlsx",
-         "physician_comments": "内部", "license_note": "ok", "nested": {"qc_flag": 1, "keep": "yes"}},
-        {"case_id": "CC-9002", "difficulty": "high", "task": "鉴别诊断", "task_labels": ["differential_diagnosis"],
-         "subject": "儿科", "subject_labels": ["儿科"], "user_role": "医生", "clinical_context": "背景",
-         "user_request": "问题", "rubrics": []},
+        {
+            "case_id": "CC-9001",
+            "difficulty": "low",
+            "task": "患者教育",
+            "task_labels": ["patient_education"],
+            "subject": "心内科",
+            "subject_labels": ["心内科"],
+            "user_role": "患者家属",
+            "clinical_context": "背景，邮箱 a.b@example.org",
+            "user_request": "问题",
+            "rubrics": rubric,
+            "reference_answer": "参考答案",
+            "source_file": "raw.xlsx",
+            "physician_comments": "内部",
+            "license_note": "ok",
+            "nested": {"qc_flag": 1, "keep": "yes"},
+        },
+        {
+            "case_id": "CC-9002",
+            "difficulty": "high",
+            "task": "鉴别诊断",
+            "task_labels": ["differential_diagnosis"],
+            "subject": "儿科",
+            "subject_labels": ["儿科"],
+            "user_role": "医生",
+            "clinical_context": "背景",
+            "user_request": "问题",
+            "rubrics": [],
+        },
     ]
     path = tmp_path / "cases.jsonl"
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")

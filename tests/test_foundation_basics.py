@@ -81,8 +81,15 @@ def test_session_tokens_resolve_and_revoke(session: Session):
 
 def test_audit_chain_verifies_and_detects_tampering(session: Session):
     for i in range(5):
-        record(session, "alice", action="update", entity="label", entity_key=f"k{i}",
-               before={"met": False}, after={"met": True, "note": "依据充分"})
+        record(
+            session,
+            "alice",
+            action="update",
+            entity="label",
+            entity_key=f"k{i}",
+            before={"met": False},
+            after={"met": True, "note": "依据充分"},
+        )
     session.commit()
     report = verify_chain(session)
     assert report.ok and report.entries == 5

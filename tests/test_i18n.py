@@ -8,19 +8,58 @@ from pathlib import Path
 
 import pytest
 
-from admin import i18n
+import i18n
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Where user-visible pages live (DESIGN §2).
-PAGE_SOURCES = ["annotate", "review", "admin/pages", "analysis/dashboard.py"]
+PAGE_SOURCES = ["annotate", "review", "admin", "ui", "analysis/dashboard.py"]
 #: Streamlit calls (as `st.x`, `st.sidebar.x` or on a column/tab/form) whose text arguments a user reads.
 DISPLAY_CALLS = {
-    "title", "header", "subheader", "markdown", "write", "caption", "text", "error", "warning", "info", "success",
-    "toast", "exception", "button", "form_submit_button", "download_button", "link_button", "page_link",
-    "text_input", "text_area", "number_input", "selectbox", "multiselect", "radio", "checkbox", "toggle", "slider",
-    "select_slider", "file_uploader", "date_input", "time_input", "color_picker", "chat_input", "pills",
-    "segmented_control", "expander", "tabs", "popover", "metric", "progress", "spinner", "status", "Page",
-    "dialog", "feedback",
+    "title",
+    "header",
+    "subheader",
+    "markdown",
+    "write",
+    "caption",
+    "text",
+    "error",
+    "warning",
+    "info",
+    "success",
+    "toast",
+    "exception",
+    "button",
+    "form_submit_button",
+    "download_button",
+    "link_button",
+    "page_link",
+    "text_input",
+    "text_area",
+    "number_input",
+    "selectbox",
+    "multiselect",
+    "radio",
+    "checkbox",
+    "toggle",
+    "slider",
+    "select_slider",
+    "file_uploader",
+    "date_input",
+    "time_input",
+    "color_picker",
+    "chat_input",
+    "pills",
+    "segmented_control",
+    "expander",
+    "tabs",
+    "popover",
+    "metric",
+    "progress",
+    "spinner",
+    "status",
+    "Page",
+    "dialog",
+    "feedback",
 }
 TEXT_KEYWORDS = {"label", "body", "help", "placeholder", "text", "title", "caption"}
 
@@ -45,8 +84,11 @@ def _bare_literals(node: ast.AST) -> list[str]:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return [node.value] if _has_words(node.value) else []
     if isinstance(node, ast.JoinedStr):
-        return [part.value for part in node.values
-                if isinstance(part, ast.Constant) and isinstance(part.value, str) and _has_words(part.value)]
+        return [
+            part.value
+            for part in node.values
+            if isinstance(part, ast.Constant) and isinstance(part.value, str) and _has_words(part.value)
+        ]
     if isinstance(node, (ast.List, ast.Tuple)):
         return [text for item in node.elts for text in _bare_literals(item)]
     if isinstance(node, ast.BinOp):
@@ -58,8 +100,9 @@ def bare_literals_in(source: str, filename: str = "<page>") -> list[str]:
     """`file:line: text` for every literal passed as display text to a Streamlit call."""
     found = []
     for node in ast.walk(ast.parse(source, filename=filename)):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr in DISPLAY_CALLS):
+        if not (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in DISPLAY_CALLS
+        ):
             continue
         arguments = list(node.args[:1]) + [kw.value for kw in node.keywords if kw.arg in TEXT_KEYWORDS]
         if node.func.attr in ("tabs", "metric"):
@@ -73,8 +116,12 @@ def _catalog_keys_used(source: str) -> set[str]:
     """Keys given literally to `t(...)`, `shell.t(...)` or `translate(...)`."""
     keys = set()
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
-                and isinstance(node.args[0].value, str):
+        if (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
             if name in ("t", "translate"):
                 keys.add(node.args[0].value)
@@ -96,7 +143,9 @@ def test_zh_and_en_have_the_same_placeholders():
     import string
 
     for key, texts in i18n.catalog().items():
-        fields = {lang: {name for _, name, _, _ in string.Formatter().parse(texts[lang]) if name} for lang in i18n.LANGUAGES}
+        fields = {
+            lang: {name for _, name, _, _ in string.Formatter().parse(texts[lang]) if name} for lang in i18n.LANGUAGES
+        }
         assert fields["zh"] == fields["en"], key
 
 
@@ -141,7 +190,7 @@ def test_the_scan_catches_bare_literals():
 
 def test_no_page_has_a_bare_literal():
     files = _page_files()
-    assert any(path.parent.name == "pages" for path in files)
+    assert any(path.parent.name == "admin" for path in files) and any(path.parent.name == "ui" for path in files)
     problems = []
     for path in files:
         problems += bare_literals_in(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))
@@ -151,8 +200,14 @@ def test_no_page_has_a_bare_literal():
 def test_every_catalog_key_a_page_uses_exists():
     merged = i18n.catalog()
     missing = []
-    for path in [*_page_files(), ROOT / "admin" / "shell.py", ROOT / "admin" / "navigation.py",
-                 ROOT / "admin" / "widgets.py", ROOT / "streamlit_app.py"]:
-        missing += [f"{path.relative_to(ROOT)}: {key}" for key in _catalog_keys_used(path.read_text(encoding="utf-8"))
-                    if key not in merged]
+    for path in [
+        *_page_files(),
+        *sorted((ROOT / "ui").glob("*.py")),
+        ROOT / "streamlit_app.py",
+    ]:
+        missing += [
+            f"{path.relative_to(ROOT)}: {key}"
+            for key in _catalog_keys_used(path.read_text(encoding="utf-8"))
+            if key not in merged
+        ]
     assert missing == []

@@ -26,15 +26,27 @@ def _case(engine, case_id: str) -> Case:
 def _rubrics(engine, case_id: str) -> list[tuple[RubricVersion, list[Criterion]]]:
     with Session(engine) as session:
         case = session.exec(select(Case).where(Case.case_id == case_id)).one()
-        versions = session.exec(select(RubricVersion).where(RubricVersion.case_pk == case.id)
-                                .order_by(RubricVersion.version)).all()
-        return [(version, list(session.exec(select(Criterion).where(Criterion.rubric_version_id == version.id)
-                                            .order_by(Criterion.position)).all())) for version in versions]
+        versions = session.exec(
+            select(RubricVersion).where(RubricVersion.case_pk == case.id).order_by(RubricVersion.version)
+        ).all()
+        return [
+            (
+                version,
+                list(
+                    session.exec(
+                        select(Criterion).where(Criterion.rubric_version_id == version.id).order_by(Criterion.position)
+                    ).all()
+                ),
+            )
+            for version in versions
+        ]
 
 
 def test_cases_round_trip_with_rubric_taxonomy_and_extra_keys(engine, tmp_path):
     records = [
-        case_record("CC-0001", register="professional", source_note="kept", task_labels=["鉴别诊断", "Patient education"]),
+        case_record(
+            "CC-0001", register="professional", source_note="kept", task_labels=["鉴别诊断", "Patient education"]
+        ),
         case_record("CC-0002", n=0, task_labels=["罕见病咨询"], subject_labels=["未知科室"]),
     ]
     summary = import_file(engine, "cases", write_jsonl(tmp_path / "cases.jsonl", records))
@@ -98,8 +110,11 @@ def test_changed_rubric_becomes_a_new_approved_version(engine, tmp_path):
     assert (v1.version, v2.version, v2.status) == (1, 2, "approved")
     assert old[2].text == "CC-0001 第 3 条标准" and new[2].text == "改写后的第 3 条标准"
     with Session(engine) as session:
-        entry = session.exec(select(AuditLog).where(AuditLog.entity == "rubric", AuditLog.entity_key == "CC-0001")
-                             .order_by(AuditLog.id.desc())).first()
+        entry = session.exec(
+            select(AuditLog)
+            .where(AuditLog.entity == "rubric", AuditLog.entity_key == "CC-0001")
+            .order_by(AuditLog.id.desc())
+        ).first()
     assert entry.before["version"] == 1 and entry.before["criteria"][2]["criterion"] == "CC-0001 第 3 条标准"
     assert entry.after["version"] == 2 and entry.after["criteria"][2]["criterion"] == "改写后的第 3 条标准"
     # a case re-imported without criteria keeps the rubric it has
@@ -119,22 +134,33 @@ def _with_criterion(index: int, **changes) -> dict:
     return record
 
 
-@pytest.mark.parametrize("bad_record, expected", [
-    (_with_criterion(6, criterion="   "), "cases.jsonl line 2: rubrics[6].criterion is blank"),
-    (_with_criterion(9, criterion_id="c03"), "cases.jsonl line 2: rubrics[9].criterion_id 'c03' repeats rubrics[2]"),
-    (_with_criterion(0, criterion=42), "cases.jsonl line 2: rubrics[0].criterion must be a string, found a number"),
-    (_with_criterion(1, tags="safety"), "cases.jsonl line 2: rubrics[1].tags must be a list of strings, found a string"),
-    ({**case_record("CC-0002"), "case_id": 2}, "cases.jsonl line 2: case_id must be a string, found a number"),
-    (case_record("CC-0002", difficulty="extreme"), "cases.jsonl line 2: difficulty must be low, medium or high"),
-    (case_record("CC-0002", task_labels="鉴别诊断"), "cases.jsonl line 2: task_labels must be a list of strings"),
-    (case_record("CC-0002", subject_labels=["心内科", ""]), "cases.jsonl line 2: subject_labels[1] is blank"),
-    (case_record("CC-0002", user_request=" \n"), "cases.jsonl line 2: user_request is blank"),
-    (case_record("CC-0002", register="expert"), "cases.jsonl line 2: register must be lay or professional"),
-    (case_record("CC-0002", rubrics={"c01": "x"}), "cases.jsonl line 2: rubrics must be a list, found an object"),
-    ({k: v for k, v in case_record("CC-0002").items() if k != "clinical_context"},
-     "cases.jsonl line 2: clinical_context is missing"),
-    ({**case_record("CC-0002"), "case_id": "C" * 65}, "cases.jsonl line 2: case_id is longer than 64 characters"),
-])
+@pytest.mark.parametrize(
+    "bad_record, expected",
+    [
+        (_with_criterion(6, criterion="   "), "cases.jsonl line 2: rubrics[6].criterion is blank"),
+        (
+            _with_criterion(9, criterion_id="c03"),
+            "cases.jsonl line 2: rubrics[9].criterion_id 'c03' repeats rubrics[2]",
+        ),
+        (_with_criterion(0, criterion=42), "cases.jsonl line 2: rubrics[0].criterion must be a string, found a number"),
+        (
+            _with_criterion(1, tags="safety"),
+            "cases.jsonl line 2: rubrics[1].tags must be a list of strings, found a string",
+        ),
+        ({**case_record("CC-0002"), "case_id": 2}, "cases.jsonl line 2: case_id must be a string, found a number"),
+        (case_record("CC-0002", difficulty="extreme"), "cases.jsonl line 2: difficulty must be low, medium or high"),
+        (case_record("CC-0002", task_labels="鉴别诊断"), "cases.jsonl line 2: task_labels must be a list of strings"),
+        (case_record("CC-0002", subject_labels=["心内科", ""]), "cases.jsonl line 2: subject_labels[1] is blank"),
+        (case_record("CC-0002", user_request=" \n"), "cases.jsonl line 2: user_request is blank"),
+        (case_record("CC-0002", register="expert"), "cases.jsonl line 2: register must be lay or professional"),
+        (case_record("CC-0002", rubrics={"c01": "x"}), "cases.jsonl line 2: rubrics must be a list, found an object"),
+        (
+            {k: v for k, v in case_record("CC-0002").items() if k != "clinical_context"},
+            "cases.jsonl line 2: clinical_context is missing",
+        ),
+        ({**case_record("CC-0002"), "case_id": "C" * 65}, "cases.jsonl line 2: case_id is longer than 64 characters"),
+    ],
+)
 def test_bad_fields_are_refused_with_file_line_and_field(engine, tmp_path, bad_record, expected):
     path = write_jsonl(tmp_path / "cases.jsonl", [case_record("CC-0001"), bad_record, case_record("CC-0003")])
     errors = refused(engine, "cases", path)
@@ -142,19 +168,26 @@ def test_bad_fields_are_refused_with_file_line_and_field(engine, tmp_path, bad_r
 
 
 def test_duplicate_case_id_in_one_file(engine, tmp_path):
-    path = write_jsonl(tmp_path / "cases.jsonl", [case_record("CC-0001"), case_record("CC-0002"), case_record("CC-0001")])
+    path = write_jsonl(
+        tmp_path / "cases.jsonl", [case_record("CC-0001"), case_record("CC-0002"), case_record("CC-0001")]
+    )
     assert refused(engine, "cases", path)[0] == "cases.jsonl line 3: case_id 'CC-0001' repeats line 1"
 
 
 def test_broken_json_non_object_and_non_utf8_lines(engine, tmp_path):
     good = json.dumps(case_record("CC-0001"), ensure_ascii=False).encode("utf-8")
-    path = write_bytes(tmp_path / "cases.jsonl", [
-        good,
-        b'{"case_id": "CC-0002", "difficulty": ',
-        b'["CC-0003"]',
-        json.dumps(case_record("CC-0004"), ensure_ascii=False).encode("utf-8").replace("胸痛".encode(), b"\xff\xfe"),
-        b"42",
-    ])
+    path = write_bytes(
+        tmp_path / "cases.jsonl",
+        [
+            good,
+            b'{"case_id": "CC-0002", "difficulty": ',
+            b'["CC-0003"]',
+            json.dumps(case_record("CC-0004"), ensure_ascii=False)
+            .encode("utf-8")
+            .replace("胸痛".encode(), b"\xff\xfe"),
+            b"42",
+        ],
+    )
     errors = refused(engine, "cases", path)
     assert errors[0].startswith("cases.jsonl line 2: not valid JSON")
     assert errors[1] == "cases.jsonl line 3: each line must be a JSON object, found a list"
@@ -163,8 +196,8 @@ def test_broken_json_non_object_and_non_utf8_lines(engine, tmp_path):
 
 
 def test_a_bad_line_after_written_chunks_lands_nothing(engine, tmp_path, monkeypatch):
-    monkeypatch.setattr(importers, "RECORD_CHUNK", 3)  # several chunks are written before the bad line
-    monkeypatch.setattr(importers, "BULK_ROWS", 10)  # and they go in as bulk loads
+    monkeypatch.setattr(importers.common, "RECORD_CHUNK", 3)  # several chunks are written before the bad line
+    monkeypatch.setattr(importers.common, "BULK_ROWS", 10)  # and they go in as bulk loads
     records = [case_record(f"CC-{i:04d}") for i in range(1, 8)] + [case_record("CC-0008", n=1)]
     errors = refused(engine, "cases", write_jsonl(tmp_path / "cases.jsonl", records))
     assert errors[0].startswith("cases.jsonl line 8: rubrics has 1 criteria")
@@ -203,8 +236,13 @@ def test_contact_like_strings_are_warned_masked_and_still_imported(engine, tmp_p
 
 
 def test_upload_bytes_with_bom_and_blank_lines(engine):
-    body = ("\ufeff" + json.dumps(case_record("CC-0001"), ensure_ascii=False) + "\n\n   \n"
-            + json.dumps(case_record("CC-0002", n=0), ensure_ascii=False) + "\n").encode("utf-8")
+    body = (
+        "\ufeff"
+        + json.dumps(case_record("CC-0001"), ensure_ascii=False)
+        + "\n\n   \n"
+        + json.dumps(case_record("CC-0002", n=0), ensure_ascii=False)
+        + "\n"
+    ).encode("utf-8")
     summary = import_stream(engine, "cases", "upload.jsonl", body, actor="admin")
     assert summary.inserted == 2
     with Session(engine) as session:
@@ -223,5 +261,5 @@ def test_unknown_kind_and_missing_file(engine, tmp_path):
 @given(st.text(alphabet="0123456789１３８-– ()+@.abcXx病", max_size=40))
 def test_the_quick_skip_never_hides_a_contact(text):
     """Text the importer does not scan must be text in which the scanner finds nothing."""
-    if "@" not in text and importers._DIGIT_GROUP.search(text) is None:
+    if "@" not in text and importers.reading._DIGIT_GROUP.search(text) is None:
         assert find_contacts(text) == []

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session
 
-from admin.cli import main
+from cli.main import main
 from db import users
 from db.config import RUBRIC_SIZE
 from db.engine import get_engine, make_engine
@@ -49,9 +49,11 @@ def _status(cli) -> dict:
 def test_import_then_status(cli, tmp_path):
     cases = write_jsonl(tmp_path / "cases.jsonl", [case_record("CC-0001"), case_record("CC-0002", n=0)])
     responses = write_jsonl(tmp_path / "responses.jsonl", [response_record("CC-0001", m) for m in MODELS])
-    labels = write_jsonl(tmp_path / "labels.jsonl", [
-        label_record(model=m, criterion_id="c01", group=g, annotator=f"reader{g}") for m in MODELS for g in (1, 2)]
-        + [label_record(criterion_id="c01", stage="adjudication", group=None, annotator="senior")])
+    labels = write_jsonl(
+        tmp_path / "labels.jsonl",
+        [label_record(model=m, criterion_id="c01", group=g, annotator=f"reader{g}") for m in MODELS for g in (1, 2)]
+        + [label_record(criterion_id="c01", stage="adjudication", group=None, annotator="senior")],
+    )
     code, out, _err = cli("import", "cases", str(cases))
     assert code == 0 and "cases.jsonl: 2 cases read — 2 inserted" in out
     assert cli("import", "responses", str(responses))[0] == 0
@@ -60,7 +62,12 @@ def test_import_then_status(cli, tmp_path):
 
     status = _status(cli)
     assert set(status) == STATUS_KEYS
-    assert (status["cases"], status["criteria"], status["responses"], status["judge_decisions"]) == (2, RUBRIC_SIZE, 2, 0)
+    assert (status["cases"], status["criteria"], status["responses"], status["judge_decisions"]) == (
+        2,
+        RUBRIC_SIZE,
+        2,
+        0,
+    )
     assert status["labels"]["total"] == 5 and status["labels"]["adjudication"] == 1
     assert status["users"] == 3
 
@@ -77,7 +84,8 @@ def test_bad_file_exits_non_zero_with_one_line_and_changes_nothing(cli, tmp_path
     assert code == 1 and out == ""
     assert err.strip().splitlines() == [
         f"clinconsensus: cases.jsonl line 2: rubrics has {RUBRIC_SIZE - 1} criteria, {RUBRIC_SIZE} required "
-        f"(or none, to author them in the app)"]
+        f"(or none, to author them in the app)"
+    ]
     assert _status(cli) == before
 
     code, _out, err = cli("import", "labels", str(tmp_path / "missing.jsonl"))
@@ -88,8 +96,19 @@ def test_import_official_judge_file_with_judge_option(cli, tmp_path):
     cli("import", "cases", str(write_jsonl(tmp_path / "cases.jsonl", [case_record("CC-0001")])))
     cli("import", "responses", str(write_jsonl(tmp_path / "responses.jsonl", [response_record("CC-0001", "model-a")])))
     official = tmp_path / "model-a_judge.json"
-    official.write_text(json.dumps([{"case_id": "CC-0001", "criteria_results": [
-        {"criterion_id": f"c{i:02d}", "criteria_met": True} for i in range(1, RUBRIC_SIZE + 1)]}]), encoding="utf-8")
+    official.write_text(
+        json.dumps(
+            [
+                {
+                    "case_id": "CC-0001",
+                    "criteria_results": [
+                        {"criterion_id": f"c{i:02d}", "criteria_met": True} for i in range(1, RUBRIC_SIZE + 1)
+                    ],
+                }
+            ]
+        ),
+        encoding="utf-8",
+    )
     code, _out, err = cli("import", "judge", str(official))
     assert code == 1 and "--judge NAME" in err
     code, out, _err = cli("import", "judge", str(official), "--judge", "gpt-judge")
@@ -98,8 +117,9 @@ def test_import_official_judge_file_with_judge_option(cli, tmp_path):
 
 
 def test_users_add_reads_the_password_from_stdin(cli):
-    code, out, _err = cli("users", "add", "dr_chen", "--role", "checker", "--group", "2", "--password-stdin",
-                          stdin="long-enough-secret\n")
+    code, out, _err = cli(
+        "users", "add", "dr_chen", "--role", "checker", "--group", "2", "--password-stdin", stdin="long-enough-secret\n"
+    )
     assert code == 0 and "added dr_chen" in out
     engine = make_engine(cli.url)
     try:
@@ -112,17 +132,32 @@ def test_users_add_reads_the_password_from_stdin(cli):
     assert _status(cli)["users"] == 1
 
 
-@pytest.mark.parametrize("argv, stdin, reason", [
-    (["users", "add", "dr_x", "--role", "annotator", "--group", "1"], None, "--password-stdin"),
-    (["users", "add", "dr_x", "--role", "annotator", "--group", "1", "--password-stdin"], "short\n",
-     "password: at least"),
-    (["users", "add", "dr_x", "--role", "admin", "--group", "1", "--password-stdin"], "long-enough-secret\n",
-     "group: admins belong to no expert group"),
-    (["users", "add", "dr x", "--role", "annotator", "--group", "1", "--password-stdin"], "long-enough-secret\n",
-     "username:"),
-    (["users", "add", "dr_x", "--role", "annotator", "--password-stdin"], "long-enough-secret\n",
-     "group: annotators and checkers belong to expert group 1 or 2"),
-])
+@pytest.mark.parametrize(
+    "argv, stdin, reason",
+    [
+        (["users", "add", "dr_x", "--role", "annotator", "--group", "1"], None, "--password-stdin"),
+        (
+            ["users", "add", "dr_x", "--role", "annotator", "--group", "1", "--password-stdin"],
+            "short\n",
+            "password: at least",
+        ),
+        (
+            ["users", "add", "dr_x", "--role", "admin", "--group", "1", "--password-stdin"],
+            "long-enough-secret\n",
+            "group: admins belong to no expert group",
+        ),
+        (
+            ["users", "add", "dr x", "--role", "annotator", "--group", "1", "--password-stdin"],
+            "long-enough-secret\n",
+            "username:",
+        ),
+        (
+            ["users", "add", "dr_x", "--role", "annotator", "--password-stdin"],
+            "long-enough-secret\n",
+            "group: annotators and checkers belong to expert group 1 or 2",
+        ),
+    ],
+)
 def test_users_add_refuses_bad_input_with_one_line(cli, argv, stdin, reason):
     code, out, err = cli(*argv, stdin=stdin)
     assert code == 1 and out == ""
@@ -150,8 +185,10 @@ def test_console_script_on_a_fresh_database(tmp_path):
     assert set(counts) == STATUS_KEYS and counts["cases"] == 0 and counts["labels"]["total"] == 0
     bad = tmp_path / "responses.jsonl"
     bad.write_text('{"case_id": "CC-0001", "model": "m", "response": "x"}\n', encoding="utf-8")
-    result = subprocess.run([str(script), "import", "responses", str(bad)], capture_output=True, text=True, env=env,
-                            timeout=120)
+    result = subprocess.run(
+        [str(script), "import", "responses", str(bad)], capture_output=True, text=True, env=env, timeout=120
+    )
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.strip().splitlines() == [
-        "clinconsensus: responses.jsonl line 1: case_id 'CC-0001' is not a known case (import the cases first)"]
+        "clinconsensus: responses.jsonl line 1: case_id 'CC-0001' is not a known case (import the cases first)"
+    ]

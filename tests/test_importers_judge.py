@@ -25,11 +25,21 @@ def prepared(engine, tmp_path):
 
 def _decisions(engine) -> dict[tuple, tuple]:
     with Session(engine) as session:
-        rows = session.exec(select(JudgeDecision.judge, Case.case_id, Response.model, JudgeDecision.criterion_id,
-                                   JudgeDecision.met, JudgeDecision.extra)
-                            .join(Response, JudgeDecision.response_id == Response.id)
-                            .join(Case, Response.case_pk == Case.id)).all()
-    return {(judge, case_id, model, criterion_id): (met, extra) for judge, case_id, model, criterion_id, met, extra in rows}
+        rows = session.exec(
+            select(
+                JudgeDecision.judge,
+                Case.case_id,
+                Response.model,
+                JudgeDecision.criterion_id,
+                JudgeDecision.met,
+                JudgeDecision.extra,
+            )
+            .join(Response, JudgeDecision.response_id == Response.id)
+            .join(Case, Response.case_pk == Case.id)
+        ).all()
+    return {
+        (judge, case_id, model, criterion_id): (met, extra) for judge, case_id, model, criterion_id, met, extra in rows
+    }
 
 
 def _official(tmp_path, model: str, items: list, name: str | None = None):
@@ -43,10 +53,18 @@ def _results(n: int = RUBRIC_SIZE) -> list[dict]:
 
 
 def test_plain_decisions_round_trip_and_replacement(prepared, tmp_path):
-    rows = [{"judge": "gpt-judge", "case_id": "CC-0001", "model": "model-a", "criterion_id": "c01", "met": True},
-            {"judge": "gpt-judge", "case_id": "CC-0001", "model": "model-a", "criterion_id": "c02", "met": False,
-             "confidence": 0.4},
-            {"judge": "ds-judge", "case_id": "CC-0002", "model": "model-b", "criterion_id": "c01", "met": False}]
+    rows = [
+        {"judge": "gpt-judge", "case_id": "CC-0001", "model": "model-a", "criterion_id": "c01", "met": True},
+        {
+            "judge": "gpt-judge",
+            "case_id": "CC-0001",
+            "model": "model-a",
+            "criterion_id": "c02",
+            "met": False,
+            "confidence": 0.4,
+        },
+        {"judge": "ds-judge", "case_id": "CC-0002", "model": "model-b", "criterion_id": "c01", "met": False},
+    ]
     path = write_jsonl(tmp_path / "judge.jsonl", rows)
     summary = import_file(prepared, "judge", path)
     assert (summary.fmt, summary.records, summary.inserted) == ("decisions", 3, 3)
@@ -71,9 +89,18 @@ def test_plain_decisions_round_trip_and_replacement(prepared, tmp_path):
 
 
 def test_local_judge_output_rows(prepared, tmp_path):
-    item = {"user_message": "病情……", "response": "回答……", "rubric_item": "应建议就医",
-            "case_id": "CC-0001", "model": "model-b", "criterion_id": "c07",
-            "explanation": "回答明确建议就医。", "criteria_met": True, "judge_model": "qwen-judge-7b", "latency_ms": 812}
+    item = {
+        "user_message": "病情……",
+        "response": "回答……",
+        "rubric_item": "应建议就医",
+        "case_id": "CC-0001",
+        "model": "model-b",
+        "criterion_id": "c07",
+        "explanation": "回答明确建议就医。",
+        "criteria_met": True,
+        "judge_model": "qwen-judge-7b",
+        "latency_ms": 812,
+    }
     summary = import_file(prepared, "judge", write_jsonl(tmp_path / "local.jsonl", [item]))
     assert (summary.fmt, summary.inserted) == ("local-judge", 1)
     met, extra = _decisions(prepared)[("qwen-judge-7b", "CC-0001", "model-b", "c07")]
@@ -90,8 +117,10 @@ def test_local_judge_output_rows(prepared, tmp_path):
 
 
 def test_official_per_model_files(prepared, tmp_path):
-    items = [{"case_id": "CC-0001", "criteria_results": _results()},
-             {"case_id": "CC-0002", "criteria_results": _results(), "score": 0.33}]
+    items = [
+        {"case_id": "CC-0001", "criteria_results": _results()},
+        {"case_id": "CC-0002", "criteria_results": _results(), "score": 0.33},
+    ]
     path = _official(tmp_path, "model-a", items)
     summary = import_file(prepared, "judge", path, judge="gold-judge")
     assert (summary.fmt, summary.records, summary.inserted) == ("official", 2 * RUBRIC_SIZE, 2 * RUBRIC_SIZE)
@@ -103,16 +132,18 @@ def test_official_per_model_files(prepared, tmp_path):
 
     # the model name comes from the file name, percent-escapes undone as the export writes them
     assert model_of_judgement_file("vendor%2Fmodel%3Av2_judge.json") == "vendor/model:v2"
-    escaped = _official(tmp_path, "x", [{"case_id": "CC-0001", "criteria_results": _results(2)}],
-                        name="vendor%2Fmodel%3Av2_judge.json")
+    escaped = _official(
+        tmp_path, "x", [{"case_id": "CC-0001", "criteria_results": _results(2)}], name="vendor%2Fmodel%3Av2_judge.json"
+    )
     assert import_file(prepared, "judge", escaped, judge="gold-judge").inserted == 2
     assert ("gold-judge", "CC-0001", "vendor/model:v2", "c02") in _decisions(prepared)
 
 
 def test_official_file_needs_a_judge_name_and_a_model(prepared, tmp_path):
     path = _official(tmp_path, "model-a", [{"case_id": "CC-0001", "criteria_results": _results()}])
-    assert refused(prepared, "judge", path)[0] == ("model-a_judge.json: the judge's name is needed for an official "
-                                           "judgement file (--judge NAME)")
+    assert refused(prepared, "judge", path)[0] == (
+        "model-a_judge.json: the judge's name is needed for an official judgement file (--judge NAME)"
+    )
     unnamed = _official(tmp_path, "x", [{"case_id": "CC-0001", "criteria_results": _results()}], name="scores.json")
     assert refused(prepared, "judge", unnamed, judge="j")[0].startswith("scores.json line 2: model is missing")
 
@@ -120,12 +151,17 @@ def test_official_file_needs_a_judge_name_and_a_model(prepared, tmp_path):
 def test_bad_official_files_name_the_line_and_field(prepared, tmp_path):
     results = _results()
     results[4]["criteria_met"] = "true"
-    items = [{"case_id": "CC-0001", "criteria_results": _results()},
-             {"case_id": "CC-0002", "criteria_results": results}]
+    items = [
+        {"case_id": "CC-0001", "criteria_results": _results()},
+        {"case_id": "CC-0002", "criteria_results": results},
+    ]
     path = _official(tmp_path, "model-a", items)
     errors = refused(prepared, "judge", path, judge="j")
     line = path.read_text(encoding="utf-8").splitlines().index("  {", 2) + 1  # the second item's first line
-    assert errors[0] == f"model-a_judge.json line {line}: criteria_results[4].criteria_met must be true or false, found a string"
+    assert (
+        errors[0]
+        == f"model-a_judge.json line {line}: criteria_results[4].criteria_met must be true or false, found a string"
+    )
 
     unknown = _official(tmp_path, "model-z", [{"case_id": "CC-0001", "criteria_results": _results()}])
     assert "model 'model-z' has no response to case_id 'CC-0001'" in refused(prepared, "judge", unknown, judge="j")[0]
@@ -139,23 +175,42 @@ def test_bad_official_files_name_the_line_and_field(prepared, tmp_path):
     errors = refused(prepared, "judge", not_a_list, judge="j", fmt="official")
     assert errors[0] == "model-b_judge.json line 1: an official judgement file must be a JSON list of cases"
 
-    twice = _official(tmp_path, "model-b", [{"case_id": "CC-0001", "criteria_results": _results(1)},
-                                            {"case_id": "CC-0001", "criteria_results": _results(1)}])
+    twice = _official(
+        tmp_path,
+        "model-b",
+        [
+            {"case_id": "CC-0001", "criteria_results": _results(1)},
+            {"case_id": "CC-0001", "criteria_results": _results(1)},
+        ],
+    )
     assert "case_id 'CC-0001' repeats line 2" in refused(prepared, "judge", twice, judge="j")[0]
 
 
-@pytest.mark.parametrize("bad_row, expected", [
-    ({"judge": "j", "case_id": "CC-0001", "model": "model-a", "criterion_id": "c01", "met": "no"},
-     "judge.jsonl line 2: met must be true or false, found a string"),
-    ({"judge": "j", "case_id": "CC-0001", "model": "model-a", "criterion_id": "c31", "met": True},
-     "judge.jsonl line 2: criterion_id 'c31' is not in the current rubric of case 'CC-0001'"),
-    ({"judge": "", "case_id": "CC-0001", "model": "model-a", "criterion_id": "c01", "met": True},
-     "judge.jsonl line 2: judge is blank"),
-    ({"judge": "j", "case_id": "CC-0001", "model": "model-a", "criterion_id": "c02", "met": True},
-     "judge.jsonl line 2: criterion_id 'c02': a second decision of judge 'j'"),
-    ({"judge": "j", "case_id": "CC-0001", "model": "model-a", "criterion_id": "c03", "criteria_met": True},
-     "judge.jsonl line 2: met is missing (this looks like local-judge output"),
-])
+@pytest.mark.parametrize(
+    "bad_row, expected",
+    [
+        (
+            {"judge": "j", "case_id": "CC-0001", "model": "model-a", "criterion_id": "c01", "met": "no"},
+            "judge.jsonl line 2: met must be true or false, found a string",
+        ),
+        (
+            {"judge": "j", "case_id": "CC-0001", "model": "model-a", "criterion_id": "c31", "met": True},
+            "judge.jsonl line 2: criterion_id 'c31' is not in the current rubric of case 'CC-0001'",
+        ),
+        (
+            {"judge": "", "case_id": "CC-0001", "model": "model-a", "criterion_id": "c01", "met": True},
+            "judge.jsonl line 2: judge is blank",
+        ),
+        (
+            {"judge": "j", "case_id": "CC-0001", "model": "model-a", "criterion_id": "c02", "met": True},
+            "judge.jsonl line 2: criterion_id 'c02': a second decision of judge 'j'",
+        ),
+        (
+            {"judge": "j", "case_id": "CC-0001", "model": "model-a", "criterion_id": "c03", "criteria_met": True},
+            "judge.jsonl line 2: met is missing (this looks like local-judge output",
+        ),
+    ],
+)
 def test_bad_decision_rows_are_refused(prepared, tmp_path, bad_row, expected):
     first = {"judge": "j", "case_id": "CC-0001", "model": "model-a", "criterion_id": "c02", "met": False}
     errors = refused(prepared, "judge", write_jsonl(tmp_path / "judge.jsonl", [first, bad_row]))

@@ -11,8 +11,16 @@ from db.config import RUBRIC_SIZE
 from db.importers import import_file
 from db.models import NO_GROUP, AuditLog, Case, Label, Response, RubricVersion, User, utcnow
 from tests.factories import make_user
-from tests.import_samples import (MODELS, case_record, foreign_key_count, label_record, refused, response_record,
-                                  table_counts, write_jsonl)
+from tests.import_samples import (
+    MODELS,
+    case_record,
+    foreign_key_count,
+    label_record,
+    refused,
+    response_record,
+    table_counts,
+    write_jsonl,
+)
 
 
 @pytest.fixture
@@ -31,18 +39,34 @@ def prepared(engine, tmp_path):
 
 def _labels(engine) -> list[tuple]:
     with Session(engine) as session:
-        rows = session.exec(select(Case.case_id, Response.model, Label.criterion_id, Label.stage, Label.group_no,
-                                   Label.met, User.username, Label.note, Label.rubric_version_id, Label.lock_version)
-                            .join(Response, Label.response_id == Response.id).join(Case, Response.case_pk == Case.id)
-                            .join(User, Label.user_id == User.id)
-                            .order_by(Case.case_id, Response.model, Label.criterion_id, Label.stage, Label.group_no)).all()
+        rows = session.exec(
+            select(
+                Case.case_id,
+                Response.model,
+                Label.criterion_id,
+                Label.stage,
+                Label.group_no,
+                Label.met,
+                User.username,
+                Label.note,
+                Label.rubric_version_id,
+                Label.lock_version,
+            )
+            .join(Response, Label.response_id == Response.id)
+            .join(Case, Response.case_pk == Case.id)
+            .join(User, Label.user_id == User.id)
+            .order_by(Case.case_id, Response.model, Label.criterion_id, Label.stage, Label.group_no)
+        ).all()
     return [tuple(row) for row in rows]
 
 
 def _version_id(engine, case_id: str, version: int = 1) -> int:
     with Session(engine) as session:
-        return session.exec(select(RubricVersion.id).join(Case, RubricVersion.case_pk == Case.id)
-                            .where(Case.case_id == case_id, RubricVersion.version == version)).one()
+        return session.exec(
+            select(RubricVersion.id)
+            .join(Case, RubricVersion.case_pk == Case.id)
+            .where(Case.case_id == case_id, RubricVersion.version == version)
+        ).one()
 
 
 def test_labels_of_every_stage_land_with_their_rubric_version(prepared, tmp_path):
@@ -51,8 +75,11 @@ def test_labels_of_every_stage_land_with_their_rubric_version(prepared, tmp_path
         label_record(criterion_id="c01", met=False, annotator="dr_b", group=2, note="未提及随访"),
         label_record(criterion_id="c01", met=False, stage="check", annotator="dr_a", group=1),
         label_record(criterion_id="c01", met=False, stage="adjudication", annotator="dr_a", group=None),
-        {k: v for k, v in label_record("CC-0002", "model-b", "c30", stage="adjudication", annotator="dr_b").items()
-         if k != "group"},
+        {
+            k: v
+            for k, v in label_record("CC-0002", "model-b", "c30", stage="adjudication", annotator="dr_b").items()
+            if k != "group"
+        },
     ]
     summary = import_file(prepared, "labels", write_jsonl(tmp_path / "labels.jsonl", rows))
     assert (summary.records, summary.inserted, summary.replaced, summary.unchanged) == (5, 5, 0, 0)
@@ -94,8 +121,12 @@ def test_unknown_usernames_become_inactive_accounts(prepared, tmp_path):
 
 
 def test_same_file_twice_changes_nothing(prepared, tmp_path):
-    rows = [label_record(model=m, criterion_id=f"c{i:02d}", met=i % 3 == 0, group=g, annotator=f"dr_{'ab'[g - 1]}")
-            for m in MODELS for i in range(1, RUBRIC_SIZE + 1) for g in (1, 2)]
+    rows = [
+        label_record(model=m, criterion_id=f"c{i:02d}", met=i % 3 == 0, group=g, annotator=f"dr_{'ab'[g - 1]}")
+        for m in MODELS
+        for i in range(1, RUBRIC_SIZE + 1)
+        for g in (1, 2)
+    ]
     path = write_jsonl(tmp_path / "labels.jsonl", rows)
     first = import_file(prepared, "labels", path)
     assert first.inserted == len(rows)
@@ -106,12 +137,28 @@ def test_same_file_twice_changes_nothing(prepared, tmp_path):
 
 
 def test_a_changed_label_replaces_the_old_one_and_the_audit_log_keeps_it(prepared, tmp_path):
-    import_file(prepared, "labels", write_jsonl(tmp_path / "labels.jsonl", [
-        label_record(criterion_id="c05", met=True, annotator="dr_a"),
-        label_record(criterion_id="c06", met=True, annotator="dr_a")]))
-    summary = import_file(prepared, "labels", write_jsonl(tmp_path / "labels-v2.jsonl", [
-        label_record(criterion_id="c05", met=False, annotator="dr_b", note="复核后改为未满足"),
-        label_record(criterion_id="c06", met=True, annotator="dr_a")]))
+    import_file(
+        prepared,
+        "labels",
+        write_jsonl(
+            tmp_path / "labels.jsonl",
+            [
+                label_record(criterion_id="c05", met=True, annotator="dr_a"),
+                label_record(criterion_id="c06", met=True, annotator="dr_a"),
+            ],
+        ),
+    )
+    summary = import_file(
+        prepared,
+        "labels",
+        write_jsonl(
+            tmp_path / "labels-v2.jsonl",
+            [
+                label_record(criterion_id="c05", met=False, annotator="dr_b", note="复核后改为未满足"),
+                label_record(criterion_id="c06", met=True, annotator="dr_a"),
+            ],
+        ),
+    )
     assert (summary.inserted, summary.replaced, summary.unchanged) == (0, 1, 1)
     labels = {row[2]: row for row in _labels(prepared)}
     assert labels["c05"][5:] == (False, "dr_b", "复核后改为未满足", _version_id(prepared, "CC-0001"), 2)
@@ -120,8 +167,12 @@ def test_a_changed_label_replaces_the_old_one_and_the_audit_log_keeps_it(prepare
         [entry] = session.exec(select(AuditLog).where(AuditLog.entity == "label")).all()
         assert verify_chain(session).ok
     assert entry.action == "replace" and entry.entity_key == "CC-0001/model-a/c05/annotation/1"
-    assert entry.before == {"met": True, "note": None, "annotator": "dr_a",
-                            "rubric_version_id": _version_id(prepared, "CC-0001")}
+    assert entry.before == {
+        "met": True,
+        "note": None,
+        "annotator": "dr_a",
+        "rubric_version_id": _version_id(prepared, "CC-0001"),
+    }
     assert entry.after["met"] is False and entry.after["annotator"] == "dr_b"
 
 
@@ -136,42 +187,66 @@ def test_labels_follow_the_current_approved_rubric(prepared, tmp_path):
     assert _labels(prepared)[0][8] == _version_id(prepared, "CC-0001", version=2)
 
 
-@pytest.mark.parametrize("bad_record, expected", [
-    (label_record(group=None), "labels.jsonl line 2: group is null: annotation labels belong to expert group 1 or 2"),
-    ({k: v for k, v in label_record(stage="check").items() if k != "group"}, "labels.jsonl line 2: group is missing"),
-    (label_record(stage="adjudication", group=1), "labels.jsonl line 2: group must be null for an adjudication"),
-    (label_record(group=3), "labels.jsonl line 2: group must be 1 or 2, found 3"),
-    (label_record(group=True), "labels.jsonl line 2: group must be 1 or 2, found True"),
-    (label_record(stage="review"), "labels.jsonl line 2: stage must be annotation, check or adjudication"),
-    (label_record(stage=["check"]), "labels.jsonl line 2: stage must be annotation, check or adjudication"),
-    (label_record(met="yes"), "labels.jsonl line 2: met must be true or false, found a string"),
-    (label_record(met=1), "labels.jsonl line 2: met must be true or false, found a number"),
-    (label_record(criterion_id="c99"), "labels.jsonl line 2: criterion_id 'c99' is not in the current rubric"),
-    (label_record(case_id="CC-0404"), "labels.jsonl line 2: case_id 'CC-0404' is not a known case"),
-    (label_record(model="model-z"), "labels.jsonl line 2: model 'model-z' has no response to case_id 'CC-0001'"),
-    (label_record(case_id="CC-0003"), "labels.jsonl line 2: criterion_id 'c01': case 'CC-0003' has no approved rubric"),
-    (label_record(annotator=" "), "labels.jsonl line 2: annotator is blank"),
-    (label_record(note=5), "labels.jsonl line 2: note must be a string, found a number"),
-    (label_record(criterion_id=""), "labels.jsonl line 2: criterion_id is blank"),
-    (label_record(criterion_id="c02", met=False),
-     "labels.jsonl line 2: criterion_id 'c02': a second annotation label for case_id 'CC-0001', model 'model-a', group 1"),
-])
+@pytest.mark.parametrize(
+    "bad_record, expected",
+    [
+        (
+            label_record(group=None),
+            "labels.jsonl line 2: group is null: annotation labels belong to expert group 1 or 2",
+        ),
+        (
+            {k: v for k, v in label_record(stage="check").items() if k != "group"},
+            "labels.jsonl line 2: group is missing",
+        ),
+        (label_record(stage="adjudication", group=1), "labels.jsonl line 2: group must be null for an adjudication"),
+        (label_record(group=3), "labels.jsonl line 2: group must be 1 or 2, found 3"),
+        (label_record(group=True), "labels.jsonl line 2: group must be 1 or 2, found True"),
+        (label_record(stage="review"), "labels.jsonl line 2: stage must be annotation, check or adjudication"),
+        (label_record(stage=["check"]), "labels.jsonl line 2: stage must be annotation, check or adjudication"),
+        (label_record(met="yes"), "labels.jsonl line 2: met must be true or false, found a string"),
+        (label_record(met=1), "labels.jsonl line 2: met must be true or false, found a number"),
+        (label_record(criterion_id="c99"), "labels.jsonl line 2: criterion_id 'c99' is not in the current rubric"),
+        (label_record(case_id="CC-0404"), "labels.jsonl line 2: case_id 'CC-0404' is not a known case"),
+        (label_record(model="model-z"), "labels.jsonl line 2: model 'model-z' has no response to case_id 'CC-0001'"),
+        (
+            label_record(case_id="CC-0003"),
+            "labels.jsonl line 2: criterion_id 'c01': case 'CC-0003' has no approved rubric",
+        ),
+        (label_record(annotator=" "), "labels.jsonl line 2: annotator is blank"),
+        (label_record(note=5), "labels.jsonl line 2: note must be a string, found a number"),
+        (label_record(criterion_id=""), "labels.jsonl line 2: criterion_id is blank"),
+        (
+            label_record(criterion_id="c02", met=False),
+            "labels.jsonl line 2: criterion_id 'c02': a second annotation label for case_id 'CC-0001', model 'model-a', group 1",
+        ),
+    ],
+)
 def test_bad_labels_are_refused(prepared, tmp_path, bad_record, expected):
-    path = write_jsonl(tmp_path / "labels.jsonl", [label_record(criterion_id="c02"), bad_record,
-                                                   label_record(criterion_id="c03", annotator="new_person")])
+    path = write_jsonl(
+        tmp_path / "labels.jsonl",
+        [label_record(criterion_id="c02"), bad_record, label_record(criterion_id="c03", annotator="new_person")],
+    )
     errors = refused(prepared, "labels", path)
     assert errors[0].startswith(expected), errors
 
 
 def test_bulk_load_over_several_chunks_then_a_bad_line_lands_nothing(prepared, tmp_path, monkeypatch):
-    monkeypatch.setattr(importers, "ROW_CHUNK", 40)
-    monkeypatch.setattr(importers, "BULK_ROWS", 20)
-    rows = [label_record(case_id, m, f"c{i:02d}", met=i % 2 == 0, group=g, annotator=f"g{g}_reader")
-            for case_id in ("CC-0001", "CC-0002") for m in MODELS for i in range(1, RUBRIC_SIZE + 1) for g in (1, 2)]
+    monkeypatch.setattr(importers.common, "ROW_CHUNK", 40)
+    monkeypatch.setattr(importers.common, "BULK_ROWS", 20)
+    rows = [
+        label_record(case_id, m, f"c{i:02d}", met=i % 2 == 0, group=g, annotator=f"g{g}_reader")
+        for case_id in ("CC-0001", "CC-0002")
+        for m in MODELS
+        for i in range(1, RUBRIC_SIZE + 1)
+        for g in (1, 2)
+    ]
     bad = label_record("CC-0002", "model-b", "c31")
     errors = refused(prepared, "labels", write_jsonl(tmp_path / "bad.jsonl", rows + [bad]))
-    assert errors[0] == (f"labels.jsonl line {len(rows) + 1}: criterion_id 'c31' is not in the current rubric "
-                         f"of case 'CC-0002'".replace("labels.jsonl", "bad.jsonl"))
+    assert errors[0] == (
+        f"labels.jsonl line {len(rows) + 1}: criterion_id 'c31' is not in the current rubric of case 'CC-0002'".replace(
+            "labels.jsonl", "bad.jsonl"
+        )
+    )
     assert foreign_key_count(prepared, "label") == 3
 
     summary = import_file(prepared, "labels", write_jsonl(tmp_path / "labels.jsonl", rows))

@@ -14,7 +14,9 @@ from tests.import_samples import MODELS, case_record, label_record, refused, res
 
 @pytest.fixture
 def with_cases(engine, tmp_path):
-    import_file(engine, "cases", write_jsonl(tmp_path / "cases.jsonl", [case_record("CC-0001"), case_record("CC-0002")]))
+    import_file(
+        engine, "cases", write_jsonl(tmp_path / "cases.jsonl", [case_record("CC-0001"), case_record("CC-0002")])
+    )
     return engine
 
 
@@ -65,20 +67,31 @@ def test_reimport_unchanged_and_replacement_keeps_the_code(with_cases, tmp_path)
 def test_replacing_a_labelled_response_warns(with_cases, tmp_path):
     import_file(with_cases, "responses", write_jsonl(tmp_path / "r.jsonl", [response_record("CC-0001", "model-a")]))
     import_file(with_cases, "labels", write_jsonl(tmp_path / "l.jsonl", [label_record()]))
-    summary = import_file(with_cases, "responses",
-                          write_jsonl(tmp_path / "r2.jsonl", [response_record("CC-0001", "model-a", "改过的回答")]))
+    summary = import_file(
+        with_cases,
+        "responses",
+        write_jsonl(tmp_path / "r2.jsonl", [response_record("CC-0001", "model-a", "改过的回答")]),
+    )
     assert summary.relabel_needed == 1
     assert any("1 replaced responses already have labels" in line for line in summary.lines())
 
 
-@pytest.mark.parametrize("bad_record, expected", [
-    (response_record("CC-9999", "model-a"), "responses.jsonl line 2: case_id 'CC-9999' is not a known case"),
-    (response_record("CC-0001", "model-a", " "), "responses.jsonl line 2: response is blank"),
-    ({"case_id": "CC-0001", "model": ["model-c"], "response": "x"},
-     "responses.jsonl line 2: model must be a string, found a list"),
-    ({"case_id": "CC-0001", "response": "x"}, "responses.jsonl line 2: model is missing"),
-    (response_record("CC-0002", "model-b"), "responses.jsonl line 2: model 'model-b' for case_id 'CC-0002' repeats line 1"),
-])
+@pytest.mark.parametrize(
+    "bad_record, expected",
+    [
+        (response_record("CC-9999", "model-a"), "responses.jsonl line 2: case_id 'CC-9999' is not a known case"),
+        (response_record("CC-0001", "model-a", " "), "responses.jsonl line 2: response is blank"),
+        (
+            {"case_id": "CC-0001", "model": ["model-c"], "response": "x"},
+            "responses.jsonl line 2: model must be a string, found a list",
+        ),
+        ({"case_id": "CC-0001", "response": "x"}, "responses.jsonl line 2: model is missing"),
+        (
+            response_record("CC-0002", "model-b"),
+            "responses.jsonl line 2: model 'model-b' for case_id 'CC-0002' repeats line 1",
+        ),
+    ],
+)
 def test_bad_responses_are_refused(with_cases, tmp_path, bad_record, expected):
     path = write_jsonl(tmp_path / "responses.jsonl", [response_record("CC-0002", "model-b"), bad_record])
     errors = refused(with_cases, "responses", path)

@@ -53,8 +53,10 @@ def expected_status(rows) -> dict[int, tuple[int, int, int, int]]:
 def assert_kept_matches_labels(engine) -> dict:
     with session_scope(engine, read_only=True) as s:
         rows = s.execute(select(Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.met)).all()
-        tally = Counter((r.response_id, r.group_no, r.stage, r.user_id) for r in s.execute(
-            select(Label.response_id, Label.group_no, Label.stage, Label.user_id)).all())
+        tally = Counter(
+            (r.response_id, r.group_no, r.stage, r.user_id)
+            for r in s.execute(select(Label.response_id, Label.group_no, Label.stage, Label.user_id)).all()
+        )
         status = {int(row[0]): tuple(int(v) for v in row[1:]) for row in kept.kept_status(s).itertuples(index=False)}
         assert kept.kept_tally(s) == sorted((*key, n) for key, n in tally.items())
         expected = expected_status(rows)
@@ -70,8 +72,15 @@ def _world(s, n_responses=6, n_criteria=5):
     responses = [make_response(s, case, f"model-{m}") for m in range(n_responses)]
     for response in responses:
         for g in (1, 2):
-            s.add(Assignment(kind=AssignmentKind.label, case_pk=case.id, response_id=response.id,
-                             user_id=people[("annotator", g)].id, group_no=g))
+            s.add(
+                Assignment(
+                    kind=AssignmentKind.label,
+                    case_pk=case.id,
+                    response_id=response.id,
+                    user_id=people[("annotator", g)].id,
+                    group_no=g,
+                )
+            )
     s.flush()
     return people, case, [r.id for r in responses]
 
@@ -96,17 +105,28 @@ def test_every_writer_keeps_the_figures_equal_to_a_recount(engine, tmp_path):
             with session_scope(engine) as s:
                 view = labeling.response_for_labeling(s, annotator, rid)
                 decisions = [labeling.LabelInput(c, rng.random() < 0.5) for c in criteria]
-                labeling.save_labels(s, annotator, rid, decisions, rubric_version_id=view.rubric_version_id,
-                                     expected_versions=view.expected_versions)
+                labeling.save_labels(
+                    s,
+                    annotator,
+                    rid,
+                    decisions,
+                    rubric_version_id=view.rubric_version_id,
+                    expected_versions=view.expected_versions,
+                )
     before = assert_kept_matches_labels(engine)
     assert sum(v[2] for v in before.values()) > 0  # there is something to resolve
 
     # A checker corrects a label of their group: finals change, and with them the disagreements.
     checker = who(("checker", 1))
     with session_scope(engine, read_only=True) as s:
-        annotation = s.execute(select(Label).where(Label.response_id == response_ids[0], Label.group_no == 1,
-                                                   Label.criterion_id == "c01", Label.stage == Stage.annotation)
-                               ).scalar_one()
+        annotation = s.execute(
+            select(Label).where(
+                Label.response_id == response_ids[0],
+                Label.group_no == 1,
+                Label.criterion_id == "c01",
+                Label.stage == Stage.annotation,
+            )
+        ).scalar_one()
         met = annotation.met
     with session_scope(engine) as s:
         review.save_check(s, checker, response_id=response_ids[0], criterion_id="c01", met=not met, note="更正")
@@ -122,8 +142,14 @@ def test_every_writer_keeps_the_figures_equal_to_a_recount(engine, tmp_path):
     with session_scope(engine, read_only=True) as s:
         view = review.adjudication_view(s, adjudicator, target.response_id)
     with session_scope(engine) as s:
-        review.adjudicate_many(s, adjudicator, response_id=target.response_id, decisions=[
-            review.AdjudicationInput(cell.criterion_id, True, "依据指南") for cell in view.cells if cell.unresolved])
+        review.adjudicate_many(
+            s,
+            adjudicator,
+            response_id=target.response_id,
+            decisions=[
+                review.AdjudicationInput(cell.criterion_id, True, "依据指南") for cell in view.cells if cell.unresolved
+            ],
+        )
     expected = assert_kept_matches_labels(engine)
     assert expected[target.response_id][2] == 0
     with session_scope(engine, read_only=True) as s:
@@ -133,16 +159,28 @@ def test_every_writer_keeps_the_figures_equal_to_a_recount(engine, tmp_path):
     with session_scope(engine, read_only=True) as s:
         view = review.check_view(s, checker, response_ids[0])
     with pytest.raises(StaleEdit), session_scope(engine) as s:
-        review.save_check(s, checker, response_id=response_ids[0], criterion_id="c01", met=met, note="再改",
-                          seen_lock_version=None)
+        review.save_check(
+            s, checker, response_id=response_ids[0], criterion_id="c01", met=met, note="再改", seen_lock_version=None
+        )
     assert_kept_matches_labels(engine)
 
     # Imported labels (new rows and replacements) land in the figures in the same transaction.
     with session_scope(engine, read_only=True) as s:
         models = dict(s.execute(select(Response.id, Response.model)).all())
-    rows = [{"case_id": "CC-KEPT", "model": models[rid], "criterion_id": c, "met": rng.random() < 0.5,
-             "stage": "annotation", "group": g, "annotator": f"annotator{g}"}
-            for rid in response_ids[4:] for c in criteria for g in (1, 2)]
+    rows = [
+        {
+            "case_id": "CC-KEPT",
+            "model": models[rid],
+            "criterion_id": c,
+            "met": rng.random() < 0.5,
+            "stage": "annotation",
+            "group": g,
+            "annotator": f"annotator{g}",
+        }
+        for rid in response_ids[4:]
+        for c in criteria
+        for g in (1, 2)
+    ]
     import_file(engine, "labels", write_jsonl(tmp_path / "labels.jsonl", rows))
     assert_kept_matches_labels(engine)
 
@@ -197,10 +235,19 @@ def test_an_existing_database_gets_its_figures_when_migrated(database_url):
             for rid in response_ids:
                 for c in range(1, 6):
                     for g in (1, 2):
-                        s.execute(Label.__table__.insert().values(
-                            response_id=rid, criterion_id=f"c{c:02d}", stage="annotation", group_no=g,
-                            met=rng.random() < 0.5, user_id=people[("annotator", g)].id, lock_version=1,
-                            created_at=case.created_at, updated_at=case.created_at))
+                        s.execute(
+                            Label.__table__.insert().values(
+                                response_id=rid,
+                                criterion_id=f"c{c:02d}",
+                                stage="annotation",
+                                group_no=g,
+                                met=rng.random() < 0.5,
+                                user_id=people[("annotator", g)].id,
+                                lock_version=1,
+                                created_at=case.created_at,
+                                updated_at=case.created_at,
+                            )
+                        )
         upgrade(engine)
         expected = assert_kept_matches_labels(engine)
         assert len(expected) == 3
@@ -227,8 +274,14 @@ def test_simultaneous_saves_on_one_response_leave_exact_figures(engine):
             for c in range(1, 6):
                 barrier.wait(timeout=30)
                 with session_scope(engine) as s:
-                    review.save_check(s, checker, response_id=rid, criterion_id=f"c{c:02d}", met=c % 2 == 0,
-                                      note=None if c % 2 == 0 else "不符合")
+                    review.save_check(
+                        s,
+                        checker,
+                        response_id=rid,
+                        criterion_id=f"c{c:02d}",
+                        met=c % 2 == 0,
+                        note=None if c % 2 == 0 else "不符合",
+                    )
         except Exception as error:  # reported below
             errors.append(error)
 

@@ -16,8 +16,15 @@ N = 30
 
 
 def assign(session, user, case, response=None, kind="label"):
-    session.add(Assignment(kind=kind, case_pk=case.id, user_id=user.id, group_no=user.group_no,
-                           response_id=response.id if response else None))
+    session.add(
+        Assignment(
+            kind=kind,
+            case_pk=case.id,
+            user_id=user.id,
+            group_no=user.group_no,
+            response_id=response.id if response else None,
+        )
+    )
     session.flush()
 
 
@@ -53,28 +60,47 @@ def test_view_is_blinded_and_carries_the_approved_rubric(session, world):
 def test_save_creates_then_is_idempotent_then_updates(session, world):
     g1, _, _, first, _ = world
     view = labeling.response_for_labeling(session, g1, first.id)
-    outcome = labeling.save_labels(session, g1, first.id, decisions({"c01", "c02"}, {"c02": "  提到了  "}),
-                                   rubric_version_id=view.rubric_version_id, expected_versions=view.expected_versions)
+    outcome = labeling.save_labels(
+        session,
+        g1,
+        first.id,
+        decisions({"c01", "c02"}, {"c02": "  提到了  "}),
+        rubric_version_id=view.rubric_version_id,
+        expected_versions=view.expected_versions,
+    )
     session.commit()
     assert (outcome.created, outcome.updated, outcome.unchanged) == (N, 0, 0)
     labels = labeling.labels_for(session, g1, first.id, 1)
     assert labels["c01"].met and labels["c02"].note == "提到了" and not labels["c03"].met
     # the same save again (a double click, a retry with the old page state) changes nothing
-    again = labeling.save_labels(session, g1, first.id, decisions({"c01", "c02"}, {"c02": "提到了"}),
-                                 rubric_version_id=view.rubric_version_id, expected_versions=view.expected_versions)
+    again = labeling.save_labels(
+        session,
+        g1,
+        first.id,
+        decisions({"c01", "c02"}, {"c02": "提到了"}),
+        rubric_version_id=view.rubric_version_id,
+        expected_versions=view.expected_versions,
+    )
     session.commit()
     assert (again.created, again.updated, again.unchanged) == (0, 0, N)
 
     fresh = labeling.response_for_labeling(session, g1, first.id)
-    changed = labeling.save_labels(session, g1, first.id, decisions({"c01"}), rubric_version_id=fresh.rubric_version_id,
-                                   expected_versions=fresh.expected_versions)
+    changed = labeling.save_labels(
+        session,
+        g1,
+        first.id,
+        decisions({"c01"}),
+        rubric_version_id=fresh.rubric_version_id,
+        expected_versions=fresh.expected_versions,
+    )
     session.commit()
     assert (changed.created, changed.updated) == (0, 1)
     assert labeling.labels_for(session, g1, first.id, 1)["c02"].lock_version == 2
     entries = session.exec(select(AuditLog).where(AuditLog.entity == "label").order_by(AuditLog.id)).all()
     assert len(entries) == 2
-    assert entries[1].before == {"c02": {"met": True, "note": "提到了", "rubric_version_id": view.rubric_version_id,
-                                         "user_id": g1.id}}
+    assert entries[1].before == {
+        "c02": {"met": True, "note": "提到了", "rubric_version_id": view.rubric_version_id, "user_id": g1.id}
+    }
     assert entries[1].after["labels"] == {"c02": {"met": False, "note": None}}
     assert "secret-model" not in entries[1].entity_key
     assert verify_chain(session).ok
@@ -87,12 +113,24 @@ def test_concurrent_change_is_refused_and_nothing_is_saved(session, world):
     session.commit()
     mine = labeling.response_for_labeling(session, g1, first.id)
     theirs = labeling.response_for_labeling(session, colleague, first.id)
-    labeling.save_labels(session, colleague, first.id, decisions({"c05"}), rubric_version_id=theirs.rubric_version_id,
-                         expected_versions=theirs.expected_versions)
+    labeling.save_labels(
+        session,
+        colleague,
+        first.id,
+        decisions({"c05"}),
+        rubric_version_id=theirs.rubric_version_id,
+        expected_versions=theirs.expected_versions,
+    )
     session.commit()
     with pytest.raises(StaleEdit) as error:
-        labeling.save_labels(session, g1, first.id, decisions({"c06"}), rubric_version_id=mine.rubric_version_id,
-                             expected_versions=mine.expected_versions)
+        labeling.save_labels(
+            session,
+            g1,
+            first.id,
+            decisions({"c06"}),
+            rubric_version_id=mine.rubric_version_id,
+            expected_versions=mine.expected_versions,
+        )
     session.rollback()
     assert error.value.current["c05"].met
     assert not labeling.labels_for(session, g1, first.id, 1)["c06"].met
@@ -101,26 +139,36 @@ def test_concurrent_change_is_refused_and_nothing_is_saved(session, world):
 def test_save_is_refused_when_the_rubric_changed_and_old_labels_are_flagged(session, world):
     g1, _, case, first, second = world
     view = labeling.response_for_labeling(session, g1, first.id)
-    labeling.save_labels(session, g1, first.id, decisions({"c01"}), rubric_version_id=view.rubric_version_id,
-                         expected_versions={})
+    labeling.save_labels(
+        session, g1, first.id, decisions({"c01"}), rubric_version_id=view.rubric_version_id, expected_versions={}
+    )
     session.commit()
     opened = labeling.response_for_labeling(session, g1, second.id)
-    make_rubric(session, case, n=N, status=RubricStatus.approved, version=2)     # a newer approved version
+    make_rubric(session, case, n=N, status=RubricStatus.approved, version=2)  # a newer approved version
     session.commit()
 
     with pytest.raises(StaleEdit, match="rubric"):
-        labeling.save_labels(session, g1, second.id, decisions(), rubric_version_id=opened.rubric_version_id,
-                             expected_versions={})
+        labeling.save_labels(
+            session, g1, second.id, decisions(), rubric_version_id=opened.rubric_version_id, expected_versions={}
+        )
     session.rollback()
     assert session.exec(select(Label).where(Label.response_id == second.id)).all() == []
 
     queue = labeling.labeling_queue(session, g1)
     assert [(i.code, i.status) for i in sorted(queue.items, key=lambda i: i.response_id)] == [
-        (first.code, labeling.STALE), (second.code, labeling.TODO)]
+        (first.code, labeling.STALE),
+        (second.code, labeling.TODO),
+    ]
     relabel = labeling.response_for_labeling(session, g1, first.id)
     assert relabel.rubric_version == 2 and all(label.stale for label in relabel.labels.values())
-    labeling.save_labels(session, g1, first.id, decisions({"c01"}), rubric_version_id=relabel.rubric_version_id,
-                         expected_versions=relabel.expected_versions)
+    labeling.save_labels(
+        session,
+        g1,
+        first.id,
+        decisions({"c01"}),
+        rubric_version_id=relabel.rubric_version_id,
+        expected_versions=relabel.expected_versions,
+    )
     session.commit()
     assert {i.response_id: i.status for i in labeling.labeling_queue(session, g1).items}[first.id] == labeling.DONE
 
@@ -134,8 +182,9 @@ def test_queue_progress_and_next(session, world):
     make_label(session, first, "c01", True, g1)
     session.commit()
     queue = labeling.labeling_queue(session, g1)
-    assert [i.status for i in queue.items] == [labeling.PARTIAL if i.response_id == first.id else labeling.TODO
-                                               for i in queue.items[:2]] + [labeling.WAITING]
+    assert [i.status for i in queue.items] == [
+        labeling.PARTIAL if i.response_id == first.id else labeling.TODO for i in queue.items[:2]
+    ] + [labeling.WAITING]
     assert (queue.done, queue.total) == (0, 3)
     assert queue.next_after(queue.items[0].response_id).response_id == queue.items[1].response_id
     assert queue.next_after(queue.items[1].response_id).response_id == queue.items[0].response_id
@@ -149,11 +198,18 @@ def test_bad_decisions_are_refused(session, world):
     g1, _, _, first, _ = world
     view = labeling.response_for_labeling(session, g1, first.id)
     with pytest.raises(ValidationFailed, match="missing \\['c30'\\]"):
-        labeling.save_labels(session, g1, first.id, decisions()[:29], rubric_version_id=view.rubric_version_id,
-                             expected_versions={})
+        labeling.save_labels(
+            session, g1, first.id, decisions()[:29], rubric_version_id=view.rubric_version_id, expected_versions={}
+        )
     with pytest.raises(ValidationFailed, match="note of c03"):
-        labeling.save_labels(session, g1, first.id, decisions(notes={"c03": "长" * 2001}),
-                             rubric_version_id=view.rubric_version_id, expected_versions={})
+        labeling.save_labels(
+            session,
+            g1,
+            first.id,
+            decisions(notes={"c03": "长" * 2001}),
+            rubric_version_id=view.rubric_version_id,
+            expected_versions={},
+        )
 
 
 def test_no_approved_rubric_means_no_labeling(session, world):
@@ -193,10 +249,14 @@ def test_wrong_users_are_refused(session, world, who):
     for call in (
         lambda: labeling.response_for_labeling(session, intruder, first.id),
         lambda: labeling.labels_for(session, intruder, first.id, 1),
-        lambda: labeling.save_labels(session, intruder, first.id, decisions(), rubric_version_id=view_id,
-                                     expected_versions={}),
-        lambda: labeling.labeling_queue(session, intruder) if who != "unassigned" else
-        labeling.response_for_labeling(session, intruder, first.id),
+        lambda: labeling.save_labels(
+            session, intruder, first.id, decisions(), rubric_version_id=view_id, expected_versions={}
+        ),
+        lambda: (
+            labeling.labeling_queue(session, intruder)
+            if who != "unassigned"
+            else labeling.response_for_labeling(session, intruder, first.id)
+        ),
     ):
         with pytest.raises(PermissionDenied):
             call()
@@ -232,9 +292,14 @@ def test_two_simultaneous_saves_of_one_response_never_overwrite_each_other(engin
     def second_tab():
         with Session(engine) as session:
             try:
-                labeling.save_labels(session, session.get(type(g1), g1.id), first.id, decisions({"c02", "c03"}),
-                                     rubric_version_id=view.rubric_version_id,
-                                     expected_versions=view.expected_versions)
+                labeling.save_labels(
+                    session,
+                    session.get(type(g1), g1.id),
+                    first.id,
+                    decisions({"c02", "c03"}),
+                    rubric_version_id=view.rubric_version_id,
+                    expected_versions=view.expected_versions,
+                )
                 session.commit()
                 outcome.append("saved")
             except Exception as error:  # the assertion below names what happened
@@ -242,8 +307,14 @@ def test_two_simultaneous_saves_of_one_response_never_overwrite_each_other(engin
                 outcome.append(error)
 
     with Session(engine) as first_tab:
-        labeling.save_labels(first_tab, first_tab.get(type(g1), g1.id), first.id, decisions({"c01"}),
-                             rubric_version_id=view.rubric_version_id, expected_versions=view.expected_versions)
+        labeling.save_labels(
+            first_tab,
+            first_tab.get(type(g1), g1.id),
+            first.id,
+            decisions({"c01"}),
+            rubric_version_id=view.rubric_version_id,
+            expected_versions=view.expected_versions,
+        )
         thread = threading.Thread(target=second_tab)
         thread.start()
         time.sleep(1.0)  # let the second save reach the database while the first is uncommitted

@@ -69,13 +69,16 @@ def test_length_warnings():
 
 
 def test_compound_markers_but_not_words_that_contain_them():
-    report = lint_rubric([
-        "说明阿司匹林的禁忌证和出血风险",
-        "建议监测血压以及血糖的变化趋势",
-        "Advises rest and hydration for three days",
-        "建议患者出现胸痛时及时就医处理",      # 及时 = promptly, not a conjunction
-        "建议使用温和的清洁剂清洗患处皮肤",    # 温和 = mild
-    ], expected=5)
+    report = lint_rubric(
+        [
+            "说明阿司匹林的禁忌证和出血风险",
+            "建议监测血压以及血糖的变化趋势",
+            "Advises rest and hydration for three days",
+            "建议患者出现胸痛时及时就医处理",  # 及时 = promptly, not a conjunction
+            "建议使用温和的清洁剂清洗患处皮肤",  # 温和 = mild
+        ],
+        expected=5,
+    )
     assert report.for_row(0)[0].values == {"words": "和"}
     assert [f.values["words"] for f in report.for_row(1)] == ["以及"]
     assert [f.code for f in report.for_row(2)] == ["compound"]
@@ -83,12 +86,14 @@ def test_compound_markers_but_not_words_that_contain_them():
 
 
 def test_vague_wording_is_named():
-    report = lint_rubric(["建议患者适当休息并必要时复诊", "等待检查结果出来后再调整剂量", "Gives relevant advice on diet, etc."],
-                         expected=3)
+    report = lint_rubric(
+        ["建议患者适当休息并必要时复诊", "等待检查结果出来后再调整剂量", "Gives relevant advice on diet, etc."],
+        expected=3,
+    )
     vague = [f for f in report.for_row(0) if f.code == "vague"]
     assert vague and vague[0].values["words"] == "适当、必要时"
-    assert [f.code for f in report.for_row(0)] == ["vague"]   # a lone 并 is not a compound marker
-    assert report.for_row(1) == []                                        # 等待 is not 等
+    assert [f.code for f in report.for_row(0)] == ["vague"]  # a lone 并 is not a compound marker
+    assert report.for_row(1) == []  # 等待 is not 等
     assert [f for f in report.for_row(2) if f.code == "vague"][0].values["words"] == "relevant、etc"
 
 

@@ -16,6 +16,7 @@ from analysis import metrics
 from analysis.bootstrap import confidence_intervals
 from analysis.loader import Frames
 from analysis.report import build_report, report_json
+from analysis.report import tables as report_tables
 from db.errors import ValidationFailed
 from db.models import NO_GROUP, Stage
 from tests import metrics_reference as reference
@@ -29,27 +30,56 @@ def make_frames(cases: list[dict], responses: list[tuple], labels: list[tuple], 
     judge: (judge, response_id, criterion_id, met). Criteria of a case are c1..cN."""
     case_rows = []
     for case in cases:
-        row = {"case_pk": case["case_pk"], "case_id": f"CC-{case['case_pk']:03d}",
-               "difficulty": case.get("difficulty", "medium"), "task": "",
-               "task_labels": case.get("task_labels", ["differential_diagnosis"]), "subject": "",
-               "subject_labels": case.get("subject_labels", ["心内科"]), "user_role": "患者家属",
-               "register": case.get("register", "lay"), "macro_category": case.get("macro_category", "im_cardio_pulmonary"),
-               "n_criteria": case["n"]}
+        row = {
+            "case_pk": case["case_pk"],
+            "case_id": f"CC-{case['case_pk']:03d}",
+            "difficulty": case.get("difficulty", "medium"),
+            "task": "",
+            "task_labels": case.get("task_labels", ["differential_diagnosis"]),
+            "subject": "",
+            "subject_labels": case.get("subject_labels", ["心内科"]),
+            "user_role": "患者家属",
+            "register": case.get("register", "lay"),
+            "macro_category": case.get("macro_category", "im_cardio_pulmonary"),
+            "n_criteria": case["n"],
+        }
         case_rows.append(row)
-    criteria = pd.DataFrame([{"case_pk": case["case_pk"], "rubric_version_id": case["case_pk"], "position": i,
-                              "criterion_id": f"c{i}"} for case in cases for i in range(1, case["n"] + 1)],
-                            columns=["case_pk", "rubric_version_id", "position", "criterion_id"])
+    criteria = pd.DataFrame(
+        [
+            {"case_pk": case["case_pk"], "rubric_version_id": case["case_pk"], "position": i, "criterion_id": f"c{i}"}
+            for case in cases
+            for i in range(1, case["n"] + 1)
+        ],
+        columns=["case_pk", "rubric_version_id", "position", "criterion_id"],
+    )
     by_pk = {row["case_pk"]: row["case_id"] for row in case_rows}
-    response_frame = pd.DataFrame([{"response_id": r, "case_pk": pk, "case_id": by_pk[pk], "model": m, "length": n}
-                                   for r, pk, m, n in responses])
-    label_frame = pd.DataFrame([{"response_id": r, "criterion_id": c, "stage": s,
-                                 "group_no": NO_GROUP if g is None else g, "met": bool(met), "user_id": u}
-                                for r, c, s, g, met, u in labels],
-                               columns=["response_id", "criterion_id", "stage", "group_no", "met", "user_id"])
+    response_frame = pd.DataFrame(
+        [{"response_id": r, "case_pk": pk, "case_id": by_pk[pk], "model": m, "length": n} for r, pk, m, n in responses]
+    )
+    label_frame = pd.DataFrame(
+        [
+            {
+                "response_id": r,
+                "criterion_id": c,
+                "stage": s,
+                "group_no": NO_GROUP if g is None else g,
+                "met": bool(met),
+                "user_id": u,
+            }
+            for r, c, s, g, met, u in labels
+        ],
+        columns=["response_id", "criterion_id", "stage", "group_no", "met", "user_id"],
+    )
     judge_frame = pd.DataFrame(list(judge), columns=["judge", "response_id", "criterion_id", "met"])
     judge_frame["met"] = judge_frame["met"].astype(bool)
-    return Frames(cases=pd.DataFrame(case_rows), criteria=criteria, responses=response_frame, labels=label_frame,
-                  judge=judge_frame, users=pd.DataFrame(columns=["user_id", "username", "role", "group_no"]))
+    return Frames(
+        cases=pd.DataFrame(case_rows),
+        criteria=criteria,
+        responses=response_frame,
+        labels=label_frame,
+        judge=judge_frame,
+        users=pd.DataFrame(columns=["user_id", "username", "role", "group_no"]),
+    )
 
 
 def both_groups(response_id: int, mets1: list[int], mets2: list[int] | None = None, users=(1, 2)) -> list[tuple]:
@@ -61,6 +91,7 @@ def both_groups(response_id: int, mets1: list[int], mets2: list[int] | None = No
 
 
 # CACS, Pass@k, rubric accuracy ----------------------------------------------------------------
+
 
 @pytest.mark.parametrize("s, expected", [(9, 0.0), (10, 1 / 21), (15, 6 / 21), (30, 1.0), (0, 0.0)])
 def test_cacs_behaviour_table_of_the_paper(s, expected):
@@ -80,8 +111,11 @@ def test_model_scores_by_hand():
     frames = make_frames(
         [{"case_pk": 1, "n": 4}, {"case_pk": 2, "n": 4}],
         [(1, 1, "m1", 100), (2, 2, "m1", 300), (3, 1, "m2", 50), (4, 2, "m2", 70)],
-        both_groups(1, [1, 0, 0, 0]) + both_groups(2, [1, 1, 1, 0]) + both_groups(3, [1, 1, 1, 1])
-        + [(4, "c1", A, 1, True, 1)])
+        both_groups(1, [1, 0, 0, 0])
+        + both_groups(2, [1, 1, 1, 0])
+        + both_groups(3, [1, 1, 1, 1])
+        + [(4, "c1", A, 1, True, 1)],
+    )
     report = build_report(frames, k=2, resamples=0)
     m1, m2 = report.models.loc["m1"], report.models.loc["m2"]
     assert m1["n_responses"] == 2 and m2["n_responses"] == 1
@@ -97,9 +131,15 @@ def test_model_scores_by_hand():
 
 def test_gold_prefers_adjudication_and_check_labels():
     # c1: groups disagree, adjudicated met; c2: group 1 annotation not met, but its check says met, group 2 met.
-    labels = [(1, "c1", A, 1, True, 1), (1, "c1", A, 2, False, 2), (1, "c1", J, None, True, 9),
-              (1, "c2", A, 1, False, 1), (1, "c2", C, 1, True, 3), (1, "c2", A, 2, True, 2),
-              (1, "c3", A, 2, False, 2)]  # c3: single
+    labels = [
+        (1, "c1", A, 1, True, 1),
+        (1, "c1", A, 2, False, 2),
+        (1, "c1", J, None, True, 9),
+        (1, "c2", A, 1, False, 1),
+        (1, "c2", C, 1, True, 3),
+        (1, "c2", A, 2, True, 2),
+        (1, "c3", A, 2, False, 2),
+    ]  # c3: single
     frames = make_frames([{"case_pk": 1, "n": 3}], [(1, 1, "m", 10)], labels)
     report = build_report(frames, k=1, resamples=0)
     assert report.models.loc["m", "rubric_accuracy"] == pytest.approx(2 / 3)
@@ -127,15 +167,18 @@ def test_labels_outside_the_current_rubric_are_ignored():
 
 # Sources --------------------------------------------------------------------------------------
 
+
 def test_group_and_judge_sources():
     labels = both_groups(1, [1, 1, 0], [1, 0, 0]) + [(2, "c1", A, 1, True, 1)]
     judge = [("j", 1, "c1", True), ("j", 1, "c2", True), ("j", 1, "c3", True), ("j", 2, "c1", False)]
     frames = make_frames([{"case_pk": 1, "n": 3}], [(1, 1, "m", 10), (2, 1, "n", 10)], labels, judge)
     grid = metrics.prepare(frames)
-    assert build_report(frames, 1, "group1", grid=grid, resamples=0).models.loc["m", "rubric_accuracy"] == \
-        pytest.approx(2 / 3)
-    assert build_report(frames, 1, "group2", grid=grid, resamples=0).models.loc["m", "rubric_accuracy"] == \
-        pytest.approx(1 / 3)
+    assert build_report(frames, 1, "group1", grid=grid, resamples=0).models.loc[
+        "m", "rubric_accuracy"
+    ] == pytest.approx(2 / 3)
+    assert build_report(frames, 1, "group2", grid=grid, resamples=0).models.loc[
+        "m", "rubric_accuracy"
+    ] == pytest.approx(1 / 3)
     judged = build_report(frames, 1, "judge:j", grid=grid, resamples=0)
     assert judged.models.loc["m", "rubric_accuracy"] == 1.0
     assert judged.models.loc["n", "n_responses"] == 0 and judged.pending["incomplete_responses"] == 1
@@ -154,14 +197,18 @@ def test_k_out_of_range_is_refused(k):
 
 # Macro-F1 -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("g1, g2", [
-    ([1] * 5, [1] * 5),               # identical all met → 1.0 (one class present)
-    ([0] * 5, [0] * 5),
-    ([1, 1, 1, 1, 0], [1, 1, 1, 1, 1]),  # class 0 present in one list only → its F1 is 0
-    ([1, 0, 1, 0], [0, 1, 0, 1]),
-    ([1, 0, 0, 1, 1, 0], [1, 0, 1, 1, 0, 0]),
-    ([0, 0, 0], [1, 1, 1]),
-])
+
+@pytest.mark.parametrize(
+    "g1, g2",
+    [
+        ([1] * 5, [1] * 5),  # identical all met → 1.0 (one class present)
+        ([0] * 5, [0] * 5),
+        ([1, 1, 1, 1, 0], [1, 1, 1, 1, 1]),  # class 0 present in one list only → its F1 is 0
+        ([1, 0, 1, 0], [0, 1, 0, 1]),
+        ([1, 0, 0, 1, 1, 0], [1, 0, 1, 1, 0, 0]),
+        ([0, 0, 0], [1, 1, 1]),
+    ],
+)
 def test_macro_f1_matches_sklearn(g1, g2):
     counts = metrics.confusion_counts(np.array([g1]), np.array([g2]), np.ones((1, len(g1)), bool))
     assert float(metrics.macro_f1(counts)[0]) == f1_score(g1, g2, average="macro")
@@ -174,10 +221,16 @@ def test_macro_f1_of_nothing_is_undefined():
 def test_case_and_pooled_mf1_by_hand_and_unaligned_pair():
     # m: two aligned pairs (identical all-met → 1.0; one disagreement) and one unaligned (group 2 lacks c3).
     labels = both_groups(1, [1, 1, 1]) + both_groups(2, [1, 0, 1], [1, 1, 1])
-    labels += [(3, "c1", A, 1, True, 1), (3, "c2", A, 1, True, 1), (3, "c3", A, 1, True, 1),
-               (3, "c1", A, 2, False, 2), (3, "c2", A, 2, False, 2)]
-    frames = make_frames([{"case_pk": i, "n": 3} for i in (1, 2, 3)],
-                         [(1, 1, "m", 10), (2, 2, "m", 10), (3, 3, "m", 10)], labels)
+    labels += [
+        (3, "c1", A, 1, True, 1),
+        (3, "c2", A, 1, True, 1),
+        (3, "c3", A, 1, True, 1),
+        (3, "c1", A, 2, False, 2),
+        (3, "c2", A, 2, False, 2),
+    ]
+    frames = make_frames(
+        [{"case_pk": i, "n": 3} for i in (1, 2, 3)], [(1, 1, "m", 10), (2, 2, "m", 10), (3, 3, "m", 10)], labels
+    )
     result = metrics.agreement(metrics.prepare(frames))
     row = result.per_model.loc["m"]
     assert row["n_aligned"] == 2
@@ -199,6 +252,7 @@ def test_rater_counts_per_model_and_group():
 
 
 # Judges and cross-grader ------------------------------------------------------------------------
+
 
 def test_judge_fidelity_over_decisions_both_have():
     labels = both_groups(1, [1, 0, 1], [1, 1, 1])
@@ -223,9 +277,21 @@ def test_single_judge_has_no_cross_grader_pairs_and_json_is_a_list():
 def test_cross_grader_by_hand():
     # positive rates: judge a: m1 1.0, m2 0.5, m3 0.0; judge b: m1 0.5, m2 1.0, m3 0.0
     responses = [(1, 1, "m1", 1), (2, 1, "m2", 1), (3, 1, "m3", 1)]
-    judge = [("a", 1, "c1", 1), ("a", 1, "c2", 1), ("a", 2, "c1", 1), ("a", 2, "c2", 0), ("a", 3, "c1", 0),
-             ("a", 3, "c2", 0), ("b", 1, "c1", 1), ("b", 1, "c2", 0), ("b", 2, "c1", 1), ("b", 2, "c2", 1),
-             ("b", 3, "c1", 0), ("b", 3, "c2", 0), ("c", 1, "c1", 0)]
+    judge = [
+        ("a", 1, "c1", 1),
+        ("a", 1, "c2", 1),
+        ("a", 2, "c1", 1),
+        ("a", 2, "c2", 0),
+        ("a", 3, "c1", 0),
+        ("a", 3, "c2", 0),
+        ("b", 1, "c1", 1),
+        ("b", 1, "c2", 0),
+        ("b", 2, "c1", 1),
+        ("b", 2, "c2", 1),
+        ("b", 3, "c1", 0),
+        ("b", 3, "c2", 0),
+        ("c", 1, "c1", 0),
+    ]
     frames = make_frames([{"case_pk": 1, "n": 2}], responses, [], judge)
     table = metrics.cross_grader(metrics.prepare(frames))
     assert [tuple(pair) for pair in table[["judge_a", "judge_b"]].to_numpy()] == [("a", "b"), ("a", "c"), ("b", "c")]
@@ -247,16 +313,21 @@ def test_top_overlap_breaks_ties_by_model_name():
 
 # Threshold sensitivity, length, slices -----------------------------------------------------------
 
+
 def test_threshold_sensitivity_skips_thresholds_above_n_and_handles_constant_input():
-    frames = make_frames([{"case_pk": 1, "n": 8}], [(1, 1, "m1", 1), (2, 1, "m2", 1)],
-                         both_groups(1, [1] * 8) + both_groups(2, [1] * 4 + [0] * 4))
+    frames = make_frames(
+        [{"case_pk": 1, "n": 8}],
+        [(1, 1, "m1", 1), (2, 1, "m2", 1)],
+        both_groups(1, [1] * 8) + both_groups(2, [1] * 4 + [0] * 4),
+    )
     report = build_report(frames, 3, resamples=0)
     assert list(report.sensitivity.index) == [6, 7, 8]
     document = report_json(report)
     # CACS@6..8 of m2 (s = 4) is 0 and of m1 is 1: ranks agree
     assert document["threshold_sensitivity"]["6"]["spearman"] == pytest.approx(1.0)
-    frames = make_frames([{"case_pk": 1, "n": 8}], [(1, 1, "m1", 1), (2, 1, "m2", 1)],
-                         both_groups(1, [0] * 8) + both_groups(2, [0] * 8))
+    frames = make_frames(
+        [{"case_pk": 1, "n": 8}], [(1, 1, "m1", 1), (2, 1, "m2", 1)], both_groups(1, [0] * 8) + both_groups(2, [0] * 8)
+    )
     document = report_json(build_report(frames, 3, resamples=0))
     assert document["threshold_sensitivity"]["6"]["spearman"] is None  # constant input
     assert document["length"]["pearson_cacs"] is None
@@ -264,9 +335,12 @@ def test_threshold_sensitivity_skips_thresholds_above_n_and_handles_constant_inp
 
 def test_length_diagnostics_and_partial_by_hand():
     # two cases, two models; CACS@1 = s/N with N = 2
-    labels = (both_groups(1, [1, 1]) + both_groups(2, [0, 1]) + both_groups(3, [1, 0]) + both_groups(4, [0, 0]))
-    frames = make_frames([{"case_pk": 1, "n": 2}, {"case_pk": 2, "n": 2}],
-                         [(1, 1, "m1", 300), (2, 1, "m2", 100), (3, 2, "m1", 250), (4, 2, "m2", 50)], labels)
+    labels = both_groups(1, [1, 1]) + both_groups(2, [0, 1]) + both_groups(3, [1, 0]) + both_groups(4, [0, 0])
+    frames = make_frames(
+        [{"case_pk": 1, "n": 2}, {"case_pk": 2, "n": 2}],
+        [(1, 1, "m1", 300), (2, 1, "m2", 100), (3, 2, "m1", 250), (4, 2, "m2", 50)],
+        labels,
+    )
     report = build_report(frames, 1, resamples=0)
     length = np.array([300, 100, 250, 50.0])
     value = np.array([1.0, 0.5, 0.5, 0.0])
@@ -277,13 +351,15 @@ def test_length_diagnostics_and_partial_by_hand():
 
 
 def test_slices_count_multi_label_themes_once_per_family():
-    cases = [{"case_pk": 1, "n": 1, "difficulty": "low", "task_labels": ["treatment_planning", "用药指导", "奇怪主题"]},
-             {"case_pk": 2, "n": 1, "difficulty": "high", "task_labels": ["differential_diagnosis"]}]
+    cases = [
+        {"case_pk": 1, "n": 1, "difficulty": "low", "task_labels": ["treatment_planning", "用药指导", "奇怪主题"]},
+        {"case_pk": 2, "n": 1, "difficulty": "high", "task_labels": ["differential_diagnosis"]},
+    ]
     frames = make_frames(cases, [(1, 1, "m", 1), (2, 2, "m", 1)], both_groups(1, [1]) + both_groups(2, [0]))
     document = report_json(build_report(frames, 1, resamples=0))
     slices = document["slices"]
     assert slices["difficulty"] == {"high": {"m": 0.0}, "low": {"m": 1.0}}
-    assert slices["capability_family"]["treatment"] == {"m": 1.0}   # counted once for two treatment themes
+    assert slices["capability_family"]["treatment"] == {"m": 1.0}  # counted once for two treatment themes
     assert slices["capability_family"]["reasoning"] == {"m": 0.0}
     assert slices["task_theme"]["奇怪主题"] == {"m": 1.0} and slices["capability_family"]["奇怪主题"] == {"m": 1.0}
     assert slices["task_theme"]["treatment_planning"] == {"m": 1.0}
@@ -298,6 +374,7 @@ def report_slice_counts(frames):
 
 # Beyond the paper ----------------------------------------------------------------------------
 
+
 def test_agreement_coefficients_by_hand():
     values = agreement_extra.coefficients(np.array([40, 10, 5, 45]))
     observed = 0.85
@@ -305,18 +382,25 @@ def test_agreement_coefficients_by_hand():
     assert values["kappa"] == pytest.approx((observed - chance) / (1 - chance))
     assert values["pabak"] == pytest.approx(0.7)
     prevalence = (0.5 + 0.45) / 2
-    assert values["ac1"] == pytest.approx((observed - 2 * prevalence * (1 - prevalence)) / (1 - 2 * prevalence * (1 - prevalence)))
+    assert values["ac1"] == pytest.approx(
+        (observed - 2 * prevalence * (1 - prevalence)) / (1 - 2 * prevalence * (1 - prevalence))
+    )
     assert math.isnan(float(agreement_extra.coefficients(np.array([5, 0, 0, 0]))["kappa"]))
 
 
 def test_criterion_agreement_and_low_agreement_tail():
     labels = both_groups(1, [1, 1], [0, 1]) + both_groups(2, [1, 1], [0, 1]) + both_groups(3, [0, 0])
-    frames = make_frames([{"case_pk": 1, "n": 2}, {"case_pk": 2, "n": 2}],
-                         [(1, 1, "m1", 1), (2, 1, "m2", 1), (3, 2, "m1", 1)], labels)
+    frames = make_frames(
+        [{"case_pk": 1, "n": 2}, {"case_pk": 2, "n": 2}], [(1, 1, "m1", 1), (2, 1, "m2", 1), (3, 2, "m1", 1)], labels
+    )
     report = build_report(frames, 1, resamples=0)
     lowest = report.criterion_agreement.iloc[0]
-    assert (lowest["case_id"], lowest["criterion_id"], lowest["n_decisions"], lowest["agreement"]) == \
-        ("CC-001", "c1", 2, 0.0)
+    assert (lowest["case_id"], lowest["criterion_id"], lowest["n_decisions"], lowest["agreement"]) == (
+        "CC-001",
+        "c1",
+        2,
+        0.0,
+    )
     assert report.low_agreement_cases["case_id"].tolist() == ["CC-001"]
 
 
@@ -334,6 +418,7 @@ def test_bootstrap_is_seeded_and_brackets_the_estimate():
 
 # Vectorised = straightforward, on random data -----------------------------------------------------
 
+
 def _assert_close(mine, theirs, label):
     if theirs is None or mine is None:
         assert mine is None and theirs is None, label
@@ -342,13 +427,28 @@ def _assert_close(mine, theirs, label):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10_000), n_cases=st.integers(1, 8), n_models=st.integers(1, 4), n=st.integers(1, 6),
-       k=st.integers(1, 6), missing=st.sampled_from([0.0, 0.05, 0.3]), adjudicated=st.sampled_from([0.0, 0.5, 1.0]),
-       source=st.sampled_from(["gold", "group1", "group2", "judge:judge-a"]))
+@given(
+    seed=st.integers(0, 10_000),
+    n_cases=st.integers(1, 8),
+    n_models=st.integers(1, 4),
+    n=st.integers(1, 6),
+    k=st.integers(1, 6),
+    missing=st.sampled_from([0.0, 0.05, 0.3]),
+    adjudicated=st.sampled_from([0.0, 0.5, 1.0]),
+    source=st.sampled_from(["gold", "group1", "group2", "judge:judge-a"]),
+)
 def test_vectorised_matches_straightforward(seed, n_cases, n_models, n, k, missing, adjudicated, source):
     k = min(k, n)
-    frames = reference.synthetic_frames(n_cases, n_models, n=n, seed=seed, missing_share=missing,
-                                        adjudication_share=adjudicated, check_share=0.2, annotators_per_group=3)
+    frames = reference.synthetic_frames(
+        n_cases,
+        n_models,
+        n=n,
+        seed=seed,
+        missing_share=missing,
+        adjudication_share=adjudicated,
+        check_share=0.2,
+        annotators_per_group=3,
+    )
     if source.startswith("judge:") and source[6:] not in set(frames.judge["judge"]):
         with pytest.raises(ValidationFailed, match="no judge decisions named"):
             build_report(frames, k, source, resamples=0)
@@ -373,12 +473,18 @@ def test_grid_subset_equals_the_report_of_the_filtered_frames():
     frames = reference.synthetic_frames(24, 4, n=6, seed=9, adjudication_share=0.8, check_share=0.2)
     grid = metrics.prepare(frames)
     high = set(frames.cases.loc[frames.cases["difficulty"] != "low", "case_pk"])
-    keep = frames.responses[frames.responses["model"].isin(["model-a", "model-c"])
-                            & frames.responses["case_pk"].isin(high)]
+    keep = frames.responses[
+        frames.responses["model"].isin(["model-a", "model-c"]) & frames.responses["case_pk"].isin(high)
+    ]
     ids = set(keep["response_id"])
-    filtered = reference.Frames(cases=frames.cases, criteria=frames.criteria, responses=keep,
-                                labels=frames.labels[frames.labels["response_id"].isin(ids)],
-                                judge=frames.judge[frames.judge["response_id"].isin(ids)], users=frames.users)
+    filtered = reference.Frames(
+        cases=frames.cases,
+        criteria=frames.criteria,
+        responses=keep,
+        labels=frames.labels[frames.labels["response_id"].isin(ids)],
+        judge=frames.judge[frames.judge["response_id"].isin(ids)],
+        users=frames.users,
+    )
     mask = grid.responses["response_id"].isin(ids).to_numpy()
     from_subset = report_json(build_report(None, 3, grid=grid.subset(mask), resamples=100))
     from_frames = report_json(build_report(filtered, 3, resamples=100))
@@ -392,8 +498,9 @@ def test_gold_rules_match_a_decision_by_decision_reading(seed, check, missing):
     """db.gold (vectorised) against DESIGN §4 read literally, one decision at a time."""
     from db.gold import gold_labels, group_final_labels, unresolved_disagreements
 
-    frames = reference.synthetic_frames(5, 3, n=4, seed=seed, check_share=check, missing_share=missing,
-                                        adjudication_share=0.5, annotators_per_group=2)
+    frames = reference.synthetic_frames(
+        5, 3, n=4, seed=seed, check_share=check, missing_share=missing, adjudication_share=0.5, annotators_per_group=2
+    )
     by_decision: dict = {}
     for row in frames.labels.itertuples():
         by_decision.setdefault((row.response_id, row.criterion_id), {})[(str(row.stage), row.group_no)] = bool(row.met)
@@ -428,9 +535,20 @@ def test_figures_draw_the_report_numbers():
     frames = reference.synthetic_frames(20, 3, n=10, seed=4, adjudication_share=1.0)
     report = build_report(frames, 4, resamples=50)
     built = dict(figures.figures(report, figures.translator("en")))
-    assert set(built) == {"case_mf1", "pooled_mf1", "accuracy_vs_cacs", "case_accuracy", "slice_difficulty",
-                          "slice_macro_category", "slice_register", "family_heatmap", "judge_fidelity", "rank_shifts",
-                          "threshold", "length"}
+    assert set(built) == {
+        "case_mf1",
+        "pooled_mf1",
+        "accuracy_vs_cacs",
+        "case_accuracy",
+        "slice_difficulty",
+        "slice_macro_category",
+        "slice_register",
+        "family_heatmap",
+        "judge_fidelity",
+        "rank_shifts",
+        "threshold",
+        "length",
+    }
     bars = built["pooled_mf1"].data[0]
     assert list(bars.x) == report.grid.models
     assert list(bars.y) == pytest.approx(report.agreement.per_model["pooled_mf1"].tolist())
@@ -441,5 +559,5 @@ def test_figures_draw_the_report_numbers():
     threshold_lines = built["threshold"].data
     assert list(threshold_lines[0].y)[3] == pytest.approx(report.models.iloc[0]["cacs@4"])
     assert built["judge_fidelity"].data[2].y[0] == pytest.approx(report.judges["mf1_gold"].iloc[0])
-    html = figures.html_report(report, lang="zh")
+    html = figures.html_report(report, report_tables(report), lang="zh")
     assert "ClinConsensus 分析报告" in html and html.count("Plotly.newPlot") == len(built)

@@ -7,7 +7,7 @@ import json
 import pytest
 from sklearn.metrics import f1_score
 
-from admin.cli import main
+from cli.main import main
 from db.engine import get_engine
 from db.models import JudgeDecision, Stage
 from tests.factories import make_case, make_label, make_response, make_user
@@ -20,21 +20,28 @@ def populate_small_database(session) -> None:
     referee = make_user(session, "chk-2", role="checker", group_no=2)
     case1, case2 = make_case(session, "CC-0001", n=3), make_case(session, "CC-0002", n=3, difficulty="high")
     responses = {
-        "1a": make_response(session, case1, "model-a", "abcd"), "1b": make_response(session, case1, "model-b", "ab"),
-        "2a": make_response(session, case2, "model-a", "abcdef"), "2b": make_response(session, case2, "model-b", "a"),
+        "1a": make_response(session, case1, "model-a", "abcd"),
+        "1b": make_response(session, case1, "model-b", "ab"),
+        "2a": make_response(session, case2, "model-a", "abcdef"),
+        "2b": make_response(session, case2, "model-b", "a"),
     }
-    plan = {"1a": ([1, 1, 1], [1, 1, 1]), "1b": ([1, 0, 0], [1, 1, 0]), "2a": ([1, 1, 0], [1, 1, 0]),
-            "2b": ([0, 0, 0], [0, 0, 0])}
+    plan = {
+        "1a": ([1, 1, 1], [1, 1, 1]),
+        "1b": ([1, 0, 0], [1, 1, 0]),
+        "2a": ([1, 1, 0], [1, 1, 0]),
+        "2b": ([0, 0, 0], [0, 0, 0]),
+    }
     for key, (first, second) in plan.items():
         for i, (one, two) in enumerate(zip(first, second), start=1):
             make_label(session, responses[key], f"c{i:02d}", bool(one), g1)
             make_label(session, responses[key], f"c{i:02d}", bool(two), g2)
     make_label(session, responses["1b"], "c02", False, referee, stage=Stage.adjudication)
-    make_label(session, responses["2a"], "c03", True, checker, stage=Stage.check)   # group 1 final differs now
+    make_label(session, responses["2a"], "c03", True, checker, stage=Stage.check)  # group 1 final differs now
     for key, mets in (("1a", [1, 1, 1]), ("1b", [1, 0, 0])):
         for i, met in enumerate(mets, start=1):
-            session.add(JudgeDecision(judge="jx", response_id=responses[key].id, criterion_id=f"c{i:02d}",
-                                      met=bool(met)))
+            session.add(
+                JudgeDecision(judge="jx", response_id=responses[key].id, criterion_id=f"c{i:02d}", met=bool(met))
+            )
     session.commit()
 
 
@@ -56,8 +63,14 @@ def test_report_command_writes_json_tables_and_html(small_database, tmp_path, ca
 
     assert (report["k"], report["n"]) == (2, 3)
     a, b = report["models"]["model-a"], report["models"]["model-b"]
-    assert a == {"n_responses": 1, "rubric_accuracy": 1.0, "pass_at_k": 1.0, "cacs_at_k": 1.0,
-                 "cacs_by_k": {"1": 1.0, "2": 1.0, "3": 1.0}, "mean_length": 4.0}
+    assert a == {
+        "n_responses": 1,
+        "rubric_accuracy": 1.0,
+        "pass_at_k": 1.0,
+        "cacs_at_k": 1.0,
+        "cacs_by_k": {"1": 1.0, "2": 1.0, "3": 1.0},
+        "mean_length": 4.0,
+    }
     assert b["n_responses"] == 2 and b["rubric_accuracy"] == pytest.approx(1 / 6)
     assert b["pass_at_k"] == 0.0 and b["cacs_at_k"] == 0.0 and b["mean_length"] == 1.5
     assert b["cacs_by_k"]["1"] == pytest.approx(1 / 6)
@@ -77,11 +90,18 @@ def test_report_command_writes_json_tables_and_html(small_database, tmp_path, ca
     assert judge["n_decisions"] == 6 and judge["mf1_group1"] == 1.0 and judge["mf1_gold"] == 1.0
     assert judge["mf1_group2"] == pytest.approx(f1_score([1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 0, 0], average="macro"))
     assert report["cross_grader"] == []
-    counts = [a["n_responses"], agreement["n_aligned"], judge["n_decisions"], *agreement["annotators"],
-              *agreement["checkers"], *report["pending"].values(), report["agreement_overall"]["n_aligned"]]
+    counts = [
+        a["n_responses"],
+        agreement["n_aligned"],
+        judge["n_decisions"],
+        *agreement["annotators"],
+        *agreement["checkers"],
+        *report["pending"].values(),
+        report["agreement_overall"]["n_aligned"],
+    ]
     assert all(type(value) is int for value in counts)
     assert report["pending"] == {"unresolved_disagreements": 1, "incomplete_responses": 1}
-    assert list(report["threshold_sensitivity"]) == []          # every default k2 exceeds N = 3
+    assert list(report["threshold_sensitivity"]) == []  # every default k2 exceeds N = 3
     assert report["slices"]["difficulty"] == {"high": {"model-b": 0.0}, "medium": {"model-a": 1.0, "model-b": 0.0}}
     assert report["length"]["pearson_cacs"] is not None
     assert set(report) >= {"confidence_intervals", "agreement_extra", "criterion_agreement", "low_agreement_cases"}
@@ -91,7 +111,7 @@ def test_report_command_writes_json_tables_and_html(small_database, tmp_path, ca
     html = (out_dir / "report.html").read_text(encoding="utf-8")
     # plotly.js is inline (several MB), no script is fetched from the network
     assert "model-a" in html and "Plotly.newPlot" in html and len(html) > 3_000_000
-    assert "<script src=\"http" not in html.replace(" ", "")
+    assert '<script src="http' not in html.replace(" ", "")
 
 
 def test_report_with_a_judge_as_source(small_database, tmp_path):
@@ -103,13 +123,19 @@ def test_report_with_a_judge_as_source(small_database, tmp_path):
     assert report["pending"]["incomplete_responses"] == 2
 
 
-@pytest.mark.parametrize("arguments, reason", [(["--k", "10"], "from 1 to 3"), (["--k", "0"], "from 1 to 3"),
-                                               (["--k", "1", "--source", "judge:nobody"], "no judge decisions named 'nobody'")])
+@pytest.mark.parametrize(
+    "arguments, reason",
+    [
+        (["--k", "10"], "from 1 to 3"),
+        (["--k", "0"], "from 1 to 3"),
+        (["--k", "1", "--source", "judge:nobody"], "no judge decisions named 'nobody'"),
+    ],
+)
 def test_bad_options_fail_with_one_line(small_database, tmp_path, capsys, arguments, reason):
     json_path = tmp_path / "report.json"
     assert main(["report", *arguments, "--json", str(json_path)]) == 1
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("clinconsensus:")]
-    assert len(errors) == 1 and reason in errors[0]   # (the other lines on stderr are progress)
+    assert len(errors) == 1 and reason in errors[0]  # (the other lines on stderr are progress)
     assert not json_path.exists()
 
 
@@ -139,11 +165,16 @@ def test_fast_readers_of_the_report_frames_match_plain_queries(engine, session):
     populate_small_database(session)
     labels = loader.load_label_decisions(engine, users=True)
     assert list(labels.columns) == ["response_id", "criterion_id", "stage", "group_no", "met", "user_id"]
-    plain = pd.DataFrame([(r.response_id, r.criterion_id, r.stage, r.group_no, r.met, r.user_id)
-                          for r in session.exec(select(Label))], columns=labels.columns)
+    plain = pd.DataFrame(
+        [(r.response_id, r.criterion_id, r.stage, r.group_no, r.met, r.user_id) for r in session.exec(select(Label))],
+        columns=labels.columns,
+    )
     key = ["response_id", "criterion_id", "stage", "group_no"]
-    assert labels.sort_values(key, ignore_index=True).astype(object).equals(
-        plain.sort_values(key, ignore_index=True).astype(object))
+    assert (
+        labels.sort_values(key, ignore_index=True)
+        .astype(object)
+        .equals(plain.sort_values(key, ignore_index=True).astype(object))
+    )
     judge = loader.load_judge(engine).sort_values(["response_id", "criterion_id"], ignore_index=True)
     stored = sorted((d.judge, d.response_id, d.criterion_id, d.met) for d in session.exec(select(JudgeDecision)))
     assert list(judge.itertuples(index=False, name=None)) == sorted(stored, key=lambda row: (row[1], row[2]))

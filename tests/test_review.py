@@ -1,4 +1,4 @@
-"""The checker's rules in db/review.py, on SQLite and PostgreSQL: audit, check, adjudication, duties."""
+"""The checker's rules in db/review/, on SQLite and PostgreSQL: audit, check, adjudication, duties."""
 
 from __future__ import annotations
 
@@ -48,6 +48,7 @@ def user(engine, user_id):
 
 # Rubric audit ---------------------------------------------------------------------------------
 
+
 def submitted_rubric(engine, author_name="author1"):
     with session_scope(engine) as s:
         author = make_user(s, author_name, "annotator", 1)
@@ -68,8 +69,14 @@ def test_return_then_approve_a_rubric_with_comments_and_audit(engine):
         first_criterion = view.criteria[0]
         with pytest.raises(ValidationFailed, match="comment"):
             review.return_rubric(s, checker, rubric_id, seen_lock_version=view.lock_version, comment="  ")
-        returned = review.return_rubric(s, checker, rubric_id, seen_lock_version=view.lock_version,
-                                        comment="请修改第一条", criterion_comments={first_criterion.id: "太笼统"})
+        returned = review.return_rubric(
+            s,
+            checker,
+            rubric_id,
+            seen_lock_version=view.lock_version,
+            comment="请修改第一条",
+            criterion_comments={first_criterion.id: "太笼统"},
+        )
     assert returned.status == RubricStatus.returned
     assert returned.criteria[0].review_comment == "太笼统" and returned.criteria[1].review_comment is None
     with session_scope(engine, read_only=True) as s:
@@ -148,6 +155,7 @@ def test_labels_of_an_older_rubric_version_need_relabeling(engine):
 
 # Label check ----------------------------------------------------------------------------------
 
+
 def test_checker_sees_only_own_group_and_no_model_names(engine):
     ids, _, first, _ = build_world(engine)
     checker = user(engine, ids["chk2"])
@@ -181,8 +189,9 @@ def test_confirm_and_correct_labels_with_notes(engine):
         again = review.save_check(s, checker, response_id=first, criterion_id="c02", met=True, seen_lock_version=1)
         assert again.lock_version == 2 and again.met is True
         with pytest.raises(StaleEdit) as stale:
-            review.save_check(s, checker, response_id=first, criterion_id="c02", met=False, note="x",
-                              seen_lock_version=1)
+            review.save_check(
+                s, checker, response_id=first, criterion_id="c02", met=False, note="x", seen_lock_version=1
+            )
         assert stale.value.current.met is True and stale.value.current.lock_version == 2
     with session_scope(engine, read_only=True) as s:
         view = review.check_view(s, checker, first)
@@ -216,12 +225,14 @@ def test_checker_cannot_check_own_labels_nor_other_group(engine):
 
 
 def test_sample_is_seeded_and_sized(engine):
-    assert review.sample_responses(list(range(100)), 10, seed=7, annotator_id=3) == \
-        review.sample_responses(list(range(99, -1, -1)), 10, seed=7, annotator_id=3)
+    assert review.sample_responses(list(range(100)), 10, seed=7, annotator_id=3) == review.sample_responses(
+        list(range(99, -1, -1)), 10, seed=7, annotator_id=3
+    )
     assert len(review.sample_responses(list(range(100)), 10, seed=7, annotator_id=3)) == 10
     assert len(review.sample_responses(list(range(5)), 1, seed=7, annotator_id=3)) == 1
-    assert review.sample_responses(list(range(100)), 10, seed=7, annotator_id=3) != \
-        review.sample_responses(list(range(100)), 10, seed=8, annotator_id=3)
+    assert review.sample_responses(list(range(100)), 10, seed=7, annotator_id=3) != review.sample_responses(
+        list(range(100)), 10, seed=8, annotator_id=3
+    )
     with pytest.raises(ValidationFailed):
         review.sample_responses([1], 0, seed=1, annotator_id=1)
     ids, _, first, second = build_world(engine)
@@ -250,6 +261,7 @@ def test_judge_mode_orders_by_disagreement_with_the_judge(engine):
 
 # Adjudication ---------------------------------------------------------------------------------
 
+
 def labels_frame(s, response_id=None):
     statement = select(Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.met)
     if response_id is not None:
@@ -268,10 +280,12 @@ def test_queue_counts_and_lowest_agreement_first(engine):
     assert queue[1].agreement == pytest.approx(0.75)
     # A check that brings group 2 in line removes the disagreement; a check the other way adds one.
     with session_scope(engine) as s:
-        review.save_check(s, user(engine, ids["chk2"]), response_id=second, criterion_id="c01", met=True,
-                          note="应为满足")
-        review.save_check(s, user(engine, ids["chk1"]), response_id=second, criterion_id="c04", met=False,
-                          note="应为不满足")
+        review.save_check(
+            s, user(engine, ids["chk2"]), response_id=second, criterion_id="c01", met=True, note="应为满足"
+        )
+        review.save_check(
+            s, user(engine, ids["chk1"]), response_id=second, criterion_id="c04", met=False, note="应为不满足"
+        )
     with session_scope(engine, read_only=True) as s:
         assert review.unresolved_count(s) == 3
         view = review.adjudication_view(s, checker, second)
@@ -299,8 +313,9 @@ def test_adjudication_shows_a_b_stably_and_decides_gold(engine):
             review.adjudicate(s, checker, response_id=first, criterion_id="c01", met=True, rationale=" ")
         with pytest.raises(ValidationFailed, match="disagree"):
             review.adjudicate(s, checker, response_id=first, criterion_id="c03", met=True, rationale="一致")
-        decision = review.adjudicate(s, checker, response_id=first, criterion_id="c01", met=False,
-                                     rationale="回答未提及")
+        decision = review.adjudicate(
+            s, checker, response_id=first, criterion_id="c01", met=False, rationale="回答未提及"
+        )
     assert decision.stage == Stage.adjudication and decision.group_no == NO_GROUP and decision.note == "回答未提及"
     with session_scope(engine, read_only=True) as s:
         assert review.unresolved_count(s) == 2
@@ -369,14 +384,21 @@ def test_a_resubmitted_version_shows_what_the_last_return_asked(engine):
     checker = user(engine, ids["chk1"])
     with session_scope(engine) as s:
         view = review.rubric_for_review(s, checker, rubric_id)
-        review.return_rubric(s, checker, rubric_id, seen_lock_version=view.lock_version, comment="整体太简略",
-                             criterion_comments={view.criteria[1].id: "请补充剂量"})
+        review.return_rubric(
+            s,
+            checker,
+            rubric_id,
+            seen_lock_version=view.lock_version,
+            comment="整体太简略",
+            criterion_comments={view.criteria[1].id: "请补充剂量"},
+        )
     with session_scope(engine) as s:
         from db.models import Case, User
 
         first = s.get(RubricVersion, rubric_id)
-        second = make_rubric(s, s.get(Case, first.case_pk), n=N, status=RubricStatus.submitted,
-                             author=s.get(User, author_id), version=2)
+        second = make_rubric(
+            s, s.get(Case, first.case_pk), n=N, status=RubricStatus.submitted, author=s.get(User, author_id), version=2
+        )
         second_id = second.id
     with session_scope(engine, read_only=True) as s:
         view = review.rubric_for_review(s, checker, second_id)

@@ -7,7 +7,7 @@ import json
 import pytest
 from sqlmodel import select
 
-from admin.i18n import translate
+from i18n import translate
 from db import review
 from db.engine import session_scope
 from db.models import AuditLog, Label, RubricStatus, RubricVersion, Stage, User
@@ -32,9 +32,16 @@ def studio(app_database):
     """Two groups of annotators and checkers; a case labeled differently by the groups; a submitted rubric."""
     with session_scope(app_database) as s:
         make_user(s, "boss", "admin")
-        people = {name: make_user(s, name, role, group) for name, role, group in (
-            ("ann1", "annotator", 1), ("ann2", "annotator", 2), ("chk1", "checker", 1), ("chk2", "checker", 2),
-            ("chk1b", "checker", 1))}
+        people = {
+            name: make_user(s, name, role, group)
+            for name, role, group in (
+                ("ann1", "annotator", 1),
+                ("ann2", "annotator", 2),
+                ("chk1", "checker", 1),
+                ("chk2", "checker", 2),
+                ("chk1b", "checker", 1),
+            )
+        }
         case = make_case(s, "CC-0001", n=N, clinical_context="患者咳嗽三天 <b>不要加粗</b>")
         response = make_response(s, case, "secret-model", "建议多喝水，必要时就医。")
         for i in range(1, N + 1):
@@ -141,8 +148,10 @@ def test_label_check_confirms_and_corrects(studio):
     assert not app.error
     assert app.success[0].value == t("review.check.saved", n=N, code=ids["code"])
     with session_scope(engine, read_only=True) as s:
-        checks = {l.criterion_id: (l.met, l.note, l.group_no) for l in
-                  s.exec(select(Label).where(Label.stage == Stage.check)).all()}
+        checks = {
+            l.criterion_id: (l.met, l.note, l.group_no)
+            for l in s.exec(select(Label).where(Label.stage == Stage.check)).all()
+        }
     assert checks == {"c01": (False, None, 2), "c02": (False, "回答未说明", 2), "c03": (True, None, 2)}
 
 

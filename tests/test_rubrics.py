@@ -16,14 +16,25 @@ N = 30
 
 
 def assign(session, user, case, kind="rubric", response=None):
-    session.add(Assignment(kind=kind, case_pk=case.id, user_id=user.id, group_no=user.group_no,
-                           response_id=response.id if response else None))
+    session.add(
+        Assignment(
+            kind=kind,
+            case_pk=case.id,
+            user_id=user.id,
+            group_no=user.group_no,
+            response_id=response.id if response else None,
+        )
+    )
     session.flush()
 
 
 def clean_criteria(n=N, prefix="标准"):
-    return [CriterionInput(cid, f"{prefix}{i}：回答明确说明第{i}项临床要点的具体内容", ["missing_emergency_trigger"] if i == 1 else [])
-            for i, cid in enumerate(default_criterion_ids(n), start=1)]
+    return [
+        CriterionInput(
+            cid, f"{prefix}{i}：回答明确说明第{i}项临床要点的具体内容", ["missing_emergency_trigger"] if i == 1 else []
+        )
+        for i, cid in enumerate(default_criterion_ids(n), start=1)
+    ]
 
 
 @pytest.fixture
@@ -37,7 +48,9 @@ def authoring(session):
 
 def test_first_save_creates_version_one_and_later_saves_update_it(session, authoring):
     author, case = authoring
-    saved = rubrics.save_rubric_draft(session, author, case.id, clean_criteria(), base_version_id=None, expected_lock=None)
+    saved = rubrics.save_rubric_draft(
+        session, author, case.id, clean_criteria(), base_version_id=None, expected_lock=None
+    )
     session.commit()
     assert (saved.version, saved.status, saved.lock_version) == (1, RubricStatus.draft, 1)
     assert [c.criterion_id for c in saved.criteria] == default_criterion_ids(N)
@@ -62,14 +75,18 @@ def test_second_writer_with_old_lock_is_refused_and_shown_the_newer_version(sess
     author, case = authoring
     colleague = make_user(session, "bella", "annotator", 1)
     assign(session, colleague, case)
-    first = rubrics.save_rubric_draft(session, author, case.id, clean_criteria(), base_version_id=None, expected_lock=None)
+    first = rubrics.save_rubric_draft(
+        session, author, case.id, clean_criteria(), base_version_id=None, expected_lock=None
+    )
     session.commit()
-    rubrics.save_rubric_draft(session, colleague, case.id, clean_criteria(prefix="同事"), base_version_id=first.id,
-                              expected_lock=1)
+    rubrics.save_rubric_draft(
+        session, colleague, case.id, clean_criteria(prefix="同事"), base_version_id=first.id, expected_lock=1
+    )
     session.commit()
     with pytest.raises(StaleEdit) as error:
-        rubrics.save_rubric_draft(session, author, case.id, clean_criteria(prefix="作者"), base_version_id=first.id,
-                                  expected_lock=1)
+        rubrics.save_rubric_draft(
+            session, author, case.id, clean_criteria(prefix="作者"), base_version_id=first.id, expected_lock=1
+        )
     session.rollback()
     assert error.value.current.lock_version == 2
     assert error.value.current.criteria[0].text.startswith("同事")
@@ -90,26 +107,37 @@ def test_submit_is_blocked_by_errors_and_allowed_when_clean(session, authoring):
     session.rollback()
     assert session.get(RubricVersion, draft.id).status == RubricStatus.draft
 
-    fixed = rubrics.save_rubric_draft(session, author, case.id, clean_criteria(), base_version_id=draft.id,
-                                      expected_lock=draft.lock_version)
+    fixed = rubrics.save_rubric_draft(
+        session, author, case.id, clean_criteria(), base_version_id=draft.id, expected_lock=draft.lock_version
+    )
     submitted = rubrics.submit_rubric(session, author, fixed.id, expected_lock=fixed.lock_version)
     session.commit()
     assert submitted.status == RubricStatus.submitted and submitted.submitted_at is not None
     # a submitted rubric waits for the checker
     with pytest.raises(ValidationFailed, match="submitted"):
-        rubrics.save_rubric_draft(session, author, case.id, clean_criteria(), base_version_id=fixed.id,
-                                  expected_lock=submitted.lock_version)
+        rubrics.save_rubric_draft(
+            session, author, case.id, clean_criteria(), base_version_id=fixed.id, expected_lock=submitted.lock_version
+        )
 
 
 def test_returned_rubric_keeps_comments_and_the_next_edit_makes_a_new_version(session, authoring):
     author, case = authoring
-    draft = rubrics.save_rubric_draft(session, author, case.id, clean_criteria(), base_version_id=None, expected_lock=None)
+    draft = rubrics.save_rubric_draft(
+        session, author, case.id, clean_criteria(), base_version_id=None, expected_lock=None
+    )
     submitted = rubrics.submit_rubric(session, author, draft.id, expected_lock=draft.lock_version)
     # what the checker's return does to the tables
     version = session.get(RubricVersion, submitted.id)
-    version.status, version.review_comment, version.lock_version = RubricStatus.returned, "第3条过于笼统", version.lock_version + 1
+    version.status, version.review_comment, version.lock_version = (
+        RubricStatus.returned,
+        "第3条过于笼统",
+        version.lock_version + 1,
+    )
     from db.models import Criterion
-    third = session.exec(select(Criterion).where(Criterion.rubric_version_id == version.id, Criterion.criterion_id == "c03")).one()
+
+    third = session.exec(
+        select(Criterion).where(Criterion.rubric_version_id == version.id, Criterion.criterion_id == "c03")
+    ).one()
     third.review_comment = "请写明具体药物"
     session.commit()
 
@@ -119,8 +147,9 @@ def test_returned_rubric_keeps_comments_and_the_next_edit_makes_a_new_version(se
 
     edited = clean_criteria()
     edited[2] = CriterionInput("c03", "说明应停用阿司匹林并改用氯吡格雷", [])
-    second = rubrics.save_rubric_draft(session, author, case.id, edited, base_version_id=version.id,
-                                       expected_lock=version.lock_version)
+    second = rubrics.save_rubric_draft(
+        session, author, case.id, edited, base_version_id=version.id, expected_lock=version.lock_version
+    )
     session.commit()
     assert second.version == 2 and second.status == RubricStatus.draft and second.id != version.id
     old = rubrics.read_version(session, author, version.id)
@@ -150,7 +179,9 @@ def test_bad_input_is_refused_and_names_the_criterion(session, authoring):
 @pytest.mark.parametrize("who", ["other_annotator", "checker", "admin", "inactive"])
 def test_only_the_assigned_active_annotator_may_author(session, authoring, who):
     author, case = authoring
-    draft = rubrics.save_rubric_draft(session, author, case.id, clean_criteria(), base_version_id=None, expected_lock=None)
+    draft = rubrics.save_rubric_draft(
+        session, author, case.id, clean_criteria(), base_version_id=None, expected_lock=None
+    )
     session.commit()
     if who == "other_annotator":
         intruder = make_user(session, "olga", "annotator", 2)
@@ -167,6 +198,8 @@ def test_only_the_assigned_active_annotator_may_author(session, authoring, who):
     with pytest.raises(PermissionDenied):
         rubrics.read_version(session, intruder, draft.id)
     with pytest.raises(PermissionDenied):
-        rubrics.save_rubric_draft(session, intruder, case.id, clean_criteria(), base_version_id=draft.id, expected_lock=1)
+        rubrics.save_rubric_draft(
+            session, intruder, case.id, clean_criteria(), base_version_id=draft.id, expected_lock=1
+        )
     with pytest.raises(PermissionDenied):
         rubrics.submit_rubric(session, intruder, draft.id, expected_lock=1)

@@ -6,11 +6,18 @@ import pytest
 from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 
-from admin.i18n import translate
+from i18n import translate
 from db.engine import session_scope
 from db.models import LoginSession, User
-from tests.apptest_helpers import (app_database, button, new_app, open_page, sign_in_token,  # noqa: F401
-                                   signed_in, texts)
+from tests.apptest_helpers import (
+    app_database,
+    button,
+    new_app,
+    open_page,
+    sign_in_token,  # noqa: F401
+    signed_in,
+    texts,
+)
 from tests.factories import DEFAULT_PASSWORD, make_user
 
 ADMIN_PAGES = ("admin-progress", "admin-import", "admin-users", "admin-assignments", "admin-exports")
@@ -141,12 +148,12 @@ def test_deactivated_user_is_signed_out_on_the_next_click(people):
     assert translate("login.title", "zh") in texts(app)
 
 
-@pytest.mark.parametrize("module", ["admin.pages.users", "admin.pages.imports", "admin.pages.assignments",
-                                    "admin.pages.progress", "admin.pages.exports"])
+@pytest.mark.parametrize(
+    "module", ["admin.users", "admin.imports", "admin.assignments", "admin.progress", "admin.exports"]
+)
 @pytest.mark.parametrize("username", ["ann1", "chk2", None])
 def test_admin_page_functions_refuse_everyone_but_admins(people, module, username):
-    app = AppTest.from_string(f"import importlib\nimportlib.import_module({module!r}).render()\n",
-                              default_timeout=60)
+    app = AppTest.from_string(f"import importlib\nimportlib.import_module({module!r}).render()\n", default_timeout=60)
     if username:
         app.session_state["token"] = sign_in_token(people, username)
     app.run()

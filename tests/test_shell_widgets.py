@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
-from admin.widgets import WORD_JOINER, plain
+from ui.widgets import WORD_JOINER, plain
 
 HOSTILE = [
     "<script>alert(1)</script>",
@@ -21,7 +21,7 @@ def _run(script: str) -> AppTest:
 
 def test_show_text_renders_hostile_text_verbatim_as_plain_text():
     app = _run(
-        "from admin.widgets import show_text\n"
+        "from ui.widgets import show_text\n"
         f"for value in {HOSTILE!r}:\n"
         "    show_text(value)\n"
         "show_text('第一行\\n第二行')\n"
@@ -32,7 +32,7 @@ def test_show_text_renders_hostile_text_verbatim_as_plain_text():
 
 
 def test_show_text_of_nothing_says_empty():
-    app = _run("from admin.widgets import show_text\nshow_text('  ')\nshow_text(None)\n")
+    app = _run("from ui.widgets import show_text\nshow_text('  ')\nshow_text(None)\n")
     assert not app.text and len(app.caption) == 2
 
 
@@ -50,19 +50,25 @@ def test_plain_escapes_every_markdown_and_html_character():
 
 def test_case_card_shows_every_field_as_text():
     app = _run(
-        "from admin.widgets import case_card\n"
+        "from ui.widgets import case_card\n"
         "case_card({'case_id': 'CC-<b>1</b>', 'difficulty': 'high', 'task': '鉴别诊断', 'subject': '心内科',\n"
         "           'user_role': '患者家属', 'clinical_context': '![x](http://example.invalid/a.png)',\n"
         "           'user_request': '<img src=x onerror=alert(1)>'})\n"
     )
     assert not app.exception
     values = [element.value for element in app.text]
-    assert {"高", "鉴别诊断", "心内科", "患者家属", "![x](http://example.invalid/a.png)",
-            "<img src=x onerror=alert(1)>"} <= set(values)
+    assert {
+        "高",
+        "鉴别诊断",
+        "心内科",
+        "患者家属",
+        "![x](http://example.invalid/a.png)",
+        "<img src=x onerror=alert(1)>",
+    } <= set(values)
     heading = app.markdown[0].value
     assert "<b>" not in heading.replace("\\<b\\>", "") and "CC" in heading
 
 
 def test_progress_bar_states_done_and_total():
-    app = _run("from admin.widgets import progress_bar\nprogress_bar(3, 4)\nprogress_bar(0, 0)\n")
+    app = _run("from ui.widgets import progress_bar\nprogress_bar(3, 4)\nprogress_bar(0, 0)\n")
     assert [p.value for p in app.get("progress")] == [75, 0]

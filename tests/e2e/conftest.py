@@ -71,12 +71,20 @@ class AppServer:
 
 # Database ----------------------------------------------------------------------------------
 
+
 def _run_cli(args: list[str], env: dict) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "admin.cli", *args], cwd=REPO_ROOT, env=env,
-                            capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    result = subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     if result.returncode != 0:
-        raise RuntimeError(f"clinconsensus {' '.join(args)} failed ({result.returncode}):\n"
-                           f"{result.stdout}\n{result.stderr}")
+        raise RuntimeError(
+            f"clinconsensus {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
     return result
 
 
@@ -112,6 +120,7 @@ def find_account(database_url: str, role: str, group_no: int | None = None) -> A
 
 # Server ------------------------------------------------------------------------------------
 
+
 def _wait_until_healthy(process: subprocess.Popen, base_url: str, log_path: Path) -> None:
     deadline = time.monotonic() + SERVER_START_TIMEOUT
     last_error = "no answer"
@@ -126,8 +135,10 @@ def _wait_until_healthy(process: subprocess.Popen, base_url: str, log_path: Path
         except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
             last_error = str(error)
         time.sleep(0.3)
-    raise RuntimeError(f"streamlit not healthy after {SERVER_START_TIMEOUT:.0f}s ({last_error}):\n"
-                       f"{log_path.read_text(errors='replace')}")
+    raise RuntimeError(
+        f"streamlit not healthy after {SERVER_START_TIMEOUT:.0f}s ({last_error}):\n"
+        f"{log_path.read_text(errors='replace')}"
+    )
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -156,8 +167,12 @@ def app_server(chromium_path, tmp_path_factory) -> AppServer:
     """The app on a freshly seeded SQLite database, served for the whole session."""
     folder = tmp_path_factory.mktemp("e2e-app")
     database_url = f"sqlite:///{folder / 'studio.db'}"
-    env = {**os.environ, "DATABASE_URL": database_url, "CLINCONSENSUS_DEMO_PASSWORD": DEMO_PASSWORD,
-           "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "CLINCONSENSUS_DEMO_PASSWORD": DEMO_PASSWORD,
+        "PYTHONUNBUFFERED": "1",
+    }
     env.pop("STREAMLIT_SERVER_PORT", None)
     seed_output = seed_database(env)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -166,13 +181,32 @@ def app_server(chromium_path, tmp_path_factory) -> AppServer:
     port = _free_port()
     base_url = f"http://127.0.0.1:{port}"
     log_path = folder / "server.log"
-    command = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.port", str(port),
-               "--server.address", "127.0.0.1", "--server.headless", "true",
-               "--browser.gatherUsageStats", "false"]
+    command = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "streamlit_app.py",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
     with open(log_path, "w", encoding="utf-8") as log:
         # Own process group, so stopping it also stops anything it started.
-        process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     try:
         _wait_until_healthy(process, base_url, log_path)
         yield AppServer(base_url=base_url, database_url=database_url, log_path=log_path)
@@ -182,6 +216,7 @@ def app_server(chromium_path, tmp_path_factory) -> AppServer:
 
 
 # Browser -----------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="session")
 def browser(chromium_path):
@@ -195,8 +230,7 @@ def browser(chromium_path):
 
 @pytest.fixture
 def context(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, locale="zh-CN",
-                                  timezone_id="Asia/Shanghai")
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, locale="zh-CN", timezone_id="Asia/Shanghai")
     context.set_default_timeout(ACTION_TIMEOUT_MS)
     yield context
     context.close()
@@ -234,6 +268,7 @@ def pytest_runtest_makereport(item, call):
 
 # Helpers -----------------------------------------------------------------------------------
 
+
 def screenshot(page, name: str, *, settle: bool = True) -> Path:
     """Saves the full page to tests/artifacts/screenshots/<name>.png and returns the path.
 
@@ -260,7 +295,7 @@ def open_app(page, app_server: AppServer, path: str = "") -> None:
 
 def text(key: str, lang: str = "zh", **values) -> str:
     """The user-visible text of a catalog key, so tests follow the catalog rather than copies of it."""
-    from admin.i18n import translate
+    from i18n import translate
 
     return translate(key, lang, **values)
 
@@ -285,6 +320,8 @@ def login(page, app_server: AppServer, account: Account, lang: str = "zh") -> No
 @pytest.fixture(scope="session")
 def accounts(app_server):
     """Demo accounts by role: accounts("admin"), accounts("annotator", 1)…"""
+
     def lookup(role: str, group_no: int | None = None) -> Account:
         return find_account(app_server.database_url, role, group_no)
+
     return lookup

@@ -23,8 +23,8 @@ from tests.factories import make_case, make_response
 pytestmark = pytest.mark.browser
 
 HEADER_HEIGHT = 36
-ROW_HEIGHT = 34         # the authoring editor's row height (annotate/authoring.py)
-LABEL_ROW_HEIGHT = 35   # the labeling checklist's (annotate/labeling.py)
+ROW_HEIGHT = 34  # the authoring editor's row height (annotate/authoring.py)
+LABEL_ROW_HEIGHT = 35  # the labeling checklist's (annotate/labeling.py)
 #: Edits queue reruns of the page; give them time to land before checking what it shows.
 WAIT_MS = 30_000
 
@@ -72,15 +72,25 @@ def world(app_server, accounts):
     with session_scope(engine) as s:
         writer = users.get_user(s, username=author.username)
         grader = users.get_user(s, username=labeler.username)
-        to_write = make_case(s, f"E2E-W{tag}", n=0, clinical_context="患者女，45 岁，头痛三天，伴恶心。",
-                             user_request="需要做哪些检查？")
+        to_write = make_case(
+            s, f"E2E-W{tag}", n=0, clinical_context="患者女，45 岁，头痛三天，伴恶心。", user_request="需要做哪些检查？"
+        )
         s.add(Assignment(kind=AssignmentKind.rubric, case_pk=to_write.id, user_id=writer.id, group_no=1))
         to_label = make_case(s, f"E2E-L{tag}", n=RUBRIC_SIZE, status=RubricStatus.approved)
         response = make_response(s, to_label, f"hidden-model-{tag}", "建议尽快完善头颅 CT 检查，并监测血压。")
-        s.add(Assignment(kind=AssignmentKind.label, case_pk=to_label.id, response_id=response.id, user_id=grader.id,
-                         group_no=2))
-        ids = {"write_pk": to_write.id, "write_id": to_write.case_id, "label_id": to_label.case_id,
-               "response_id": response.id, "code": response.code, "model": response.model}
+        s.add(
+            Assignment(
+                kind=AssignmentKind.label, case_pk=to_label.id, response_id=response.id, user_id=grader.id, group_no=2
+            )
+        )
+        ids = {
+            "write_pk": to_write.id,
+            "write_id": to_write.case_id,
+            "label_id": to_label.case_id,
+            "response_id": response.id,
+            "code": response.code,
+            "model": response.model,
+        }
     yield {"engine": engine, "author": author, "labeler": labeler, **ids}
     engine.dispose()
 
@@ -92,7 +102,7 @@ def _open(page, title_key: str) -> None:
 
 def _pick(page, label_key: str, pattern: str) -> None:
     page.get_by_role("combobox", name=text(label_key)).click()
-    page.keyboard.type(pattern)   # the list is long; typing filters it
+    page.keyboard.type(pattern)  # the list is long; typing filters it
     page.get_by_role("option", name=re.compile(re.escape(pattern))).first.click()
     wait_for_app_run(page)
 
@@ -110,7 +120,7 @@ def _row_point(page, grid, x_offset: float, row: int, rows: int, row_height: int
     page.mouse.move(box["x"] + x_offset, box["y"] + box["height"] / 2)
     page.mouse.wheel(0, rows * row_height)
     page.wait_for_timeout(300)
-    box = grid.bounding_box()    # the wheel may have scrolled the page too
+    box = grid.bounding_box()  # the wheel may have scrolled the page too
     bottom = box["y"] + box["height"] - 2
     return box["x"] + x_offset, bottom - (rows - row) * row_height + row_height / 2
 
@@ -124,7 +134,7 @@ def _type_into_cell(page, value: str, *, at: tuple[float, float]) -> None:
             cell_editor.wait_for(timeout=5_000)
             break
         except PlaywrightTimeout:
-            wait_for_app_run(page)   # a rerun was redrawing the grid; try again
+            wait_for_app_run(page)  # a rerun was redrawing the grid; try again
     cell_editor.fill(value)
     cell_editor.press("Enter")
     wait_for_app_run(page)
@@ -147,7 +157,9 @@ def test_author_a_rubric_then_label_a_response(page, context, browser, app_serve
         _type_into_cell(page, body, at=_row_point(page, grid, 56 + 150, row, len(texts), ROW_HEIGHT))
     screenshot(page, "annotator-authoring-filled")
     # the lint warns about the vague wording and nothing blocks submission
-    expect(page.get_by_text(text("annotate.authoring.lint_summary", errors=0, warnings=1))).to_be_visible(timeout=WAIT_MS)
+    expect(page.get_by_text(text("annotate.authoring.lint_summary", errors=0, warnings=1))).to_be_visible(
+        timeout=WAIT_MS
+    )
     page.get_by_text(text("annotate.authoring.lint_details")).click()
     expect(page.get_by_text(text("annotate.lint.vague", words="适当"), exact=False)).to_be_visible(timeout=WAIT_MS)
     screenshot(page, "annotator-authoring-lint")
@@ -159,6 +171,7 @@ def test_author_a_rubric_then_label_a_response(page, context, browser, app_serve
         version = s.exec(select(RubricVersion).where(RubricVersion.case_pk == world["write_pk"])).one()
         assert version.status == RubricStatus.submitted
         from db.rubrics import criteria_of
+
         assert [c.text for c in criteria_of(s, version.id)] == texts
 
     # --- hit labeling, group 2 ----------------------------------------------------------------
@@ -169,7 +182,9 @@ def test_author_a_rubric_then_label_a_response(page, context, browser, app_serve
         login(labeling_page, app_server, world["labeler"])
         _open(labeling_page, "annotate.labeling.title")
         _pick(labeling_page, "annotate.labeling.pick", world["code"])
-        expect(labeling_page.get_by_text(text("annotate.labeling.response", code=world["code"]))).to_be_visible(timeout=WAIT_MS)
+        expect(labeling_page.get_by_text(text("annotate.labeling.response", code=world["code"]))).to_be_visible(
+            timeout=WAIT_MS
+        )
         expect(labeling_page.get_by_text(world["model"])).to_have_count(0)
         checklist = labeling_page.get_by_test_id("stDataFrame").first
         checklist.scroll_into_view_if_needed()
@@ -186,21 +201,30 @@ def test_author_a_rubric_then_label_a_response(page, context, browser, app_serve
         screenshot(labeling_page, "annotator-labeling-ticked")
         labeling_page.keyboard.press("Control+Enter")
         wait_for_app_run(labeling_page)
-        expect(labeling_page.get_by_text(text("annotate.labeling.saved", code=world["code"], created=RUBRIC_SIZE,
-                                              updated=0))).to_be_visible(timeout=WAIT_MS)
+        expect(
+            labeling_page.get_by_text(
+                text("annotate.labeling.saved", code=world["code"], created=RUBRIC_SIZE, updated=0)
+            )
+        ).to_be_visible(timeout=WAIT_MS)
         screenshot(labeling_page, "annotator-labeling-saved")
 
         # reload the page on the labeled response: the labels are there
         url = re.sub(r"([?&]r=)[^&]*", rf"\g<1>{world['code']}", labeling_page.url)
         labeling_page.goto(url)
         wait_for_app_run(labeling_page)
-        expect(labeling_page.get_by_text(text("annotate.labeling.response", code=world["code"]))).to_be_visible(timeout=WAIT_MS)
-        expect(labeling_page.get_by_text(text("annotate.labeling.met_count", met=2, n=RUBRIC_SIZE))).to_be_visible(timeout=WAIT_MS)
+        expect(labeling_page.get_by_text(text("annotate.labeling.response", code=world["code"]))).to_be_visible(
+            timeout=WAIT_MS
+        )
+        expect(labeling_page.get_by_text(text("annotate.labeling.met_count", met=2, n=RUBRIC_SIZE))).to_be_visible(
+            timeout=WAIT_MS
+        )
         screenshot(labeling_page, "annotator-labeling-reloaded")
     finally:
         other.close()
     with session_scope(engine, read_only=True) as s:
-        labels = {l.criterion_id: l for l in s.exec(select(Label).where(Label.response_id == world["response_id"])).all()}
+        labels = {
+            l.criterion_id: l for l in s.exec(select(Label).where(Label.response_id == world["response_id"])).all()
+        }
     assert len(labels) == RUBRIC_SIZE
     assert {cid for cid, l in labels.items() if l.met} == {"c01", "c03"}
     assert labels["c01"].note == "提到了头颅CT" and all(l.group_no == 2 for l in labels.values())

@@ -44,15 +44,28 @@ def world(app_server, accounts):
     author = accounts("annotator", 1)
     with session_scope(engine) as s:
         admin = users.get_user(s, username=accounts("admin").username)
-        case = make_case(s, case_id, n=0, clinical_context="患者男，58 岁，反复胸闷一周。<b>不应加粗</b>",
-                         user_request="需要马上去医院吗？")
-        s.add(Assignment(kind=AssignmentKind.rubric, case_pk=case.id, user_id=users.get_user(s, username=author.username).id,
-                         group_no=1, created_by=admin.id))
+        case = make_case(
+            s,
+            case_id,
+            n=0,
+            clinical_context="患者男，58 岁，反复胸闷一周。<b>不应加粗</b>",
+            user_request="需要马上去医院吗？",
+        )
+        s.add(
+            Assignment(
+                kind=AssignmentKind.rubric,
+                case_pk=case.id,
+                user_id=users.get_user(s, username=author.username).id,
+                group_no=1,
+                created_by=admin.id,
+            )
+        )
         case_pk = case.id
     with session_scope(engine) as s:
         writer = users.get_user(s, username=author.username)
-        draft = rubrics.save_rubric_draft(s, writer, case_pk, _criteria(case_id), base_version_id=None,
-                                          expected_lock=None)
+        draft = rubrics.save_rubric_draft(
+            s, writer, case_pk, _criteria(case_id), base_version_id=None, expected_lock=None
+        )
         rubrics.submit_rubric(s, writer, draft.id, expected_lock=draft.lock_version)
     yield {"engine": engine, "case_id": case_id, "case_pk": case_pk, "author": author.username}
     engine.dispose()
@@ -72,8 +85,9 @@ def _pick(page, label_key: str, pattern: str) -> None:
 
 def _rubric(engine, case_pk) -> RubricVersion:
     with session_scope(engine, read_only=True) as s:
-        return s.exec(select(RubricVersion).where(RubricVersion.case_pk == case_pk)
-                      .order_by(RubricVersion.version.desc())).first()
+        return s.exec(
+            select(RubricVersion).where(RubricVersion.case_pk == case_pk).order_by(RubricVersion.version.desc())
+        ).first()
 
 
 def _label_both_groups(engine, case_pk, annotator1: str, annotator2: str) -> int:
@@ -81,20 +95,40 @@ def _label_both_groups(engine, case_pk, annotator1: str, annotator2: str) -> int
     with session_scope(engine) as s:
         from db.models import Case
 
-        response = make_response(s, s.get(Case, case_pk), f"e2e-model-{secrets.token_hex(2)}", "建议您尽快到心内科就诊。")
+        response = make_response(
+            s, s.get(Case, case_pk), f"e2e-model-{secrets.token_hex(2)}", "建议您尽快到心内科就诊。"
+        )
         for name, group in ((annotator1, 1), (annotator2, 2)):
-            s.add(Assignment(kind=AssignmentKind.label, case_pk=case_pk, response_id=response.id,
-                             user_id=users.get_user(s, username=name).id, group_no=group))
+            s.add(
+                Assignment(
+                    kind=AssignmentKind.label,
+                    case_pk=case_pk,
+                    response_id=response.id,
+                    user_id=users.get_user(s, username=name).id,
+                    group_no=group,
+                )
+            )
         response_id = response.id
     for name, group in ((annotator1, 1), (annotator2, 2)):
         with session_scope(engine) as s:
             person = users.get_user(s, username=name)
             view = labeling.response_for_labeling(s, person, response_id)
-            decisions = [labeling.LabelInput(c.criterion_id, met=(group == 1) or c.criterion_id not in DISPUTED,
-                                             note=f"第{group}组：理由" if c.criterion_id in DISPUTED else None)
-                         for c in view.criteria]
-            labeling.save_labels(s, person, response_id, decisions, rubric_version_id=view.rubric_version_id,
-                                 expected_versions=view.expected_versions)
+            decisions = [
+                labeling.LabelInput(
+                    c.criterion_id,
+                    met=(group == 1) or c.criterion_id not in DISPUTED,
+                    note=f"第{group}组：理由" if c.criterion_id in DISPUTED else None,
+                )
+                for c in view.criteria
+            ]
+            labeling.save_labels(
+                s,
+                person,
+                response_id,
+                decisions,
+                rubric_version_id=view.rubric_version_id,
+                expected_versions=view.expected_versions,
+            )
     return response_id
 
 
@@ -112,8 +146,11 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
         first_criterion = rubrics.criteria_of(s, rubric.id)[0]
         from db.models import Criterion
 
-        first_pk = s.exec(select(Criterion.id).where(Criterion.rubric_version_id == rubric.id,
-                                                     Criterion.criterion_id == first_criterion.criterion_id)).one()
+        first_pk = s.exec(
+            select(Criterion.id).where(
+                Criterion.rubric_version_id == rubric.id, Criterion.criterion_id == first_criterion.criterion_id
+            )
+        ).one()
     page.locator(f".st-key-review_audit_c_{rubric.id}_{first_pk} input").fill("太笼统：请写明何种情况需要立即就医")
     screenshot(page, "checker-rubric-audit")
     page.get_by_role("button", name=text("review.audit.return")).click()
@@ -127,8 +164,14 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
         writer = users.get_user(s, username=world["author"])
         view = rubrics.authoring_view(s, writer, case_pk)
         assert view.returned is not None and view.returned.criteria[0].review_comment.startswith("太笼统")
-        draft = rubrics.save_rubric_draft(s, writer, case_pk, _criteria(case_id, fixed=True),
-                                          base_version_id=view.latest.id, expected_lock=view.latest.lock_version)
+        draft = rubrics.save_rubric_draft(
+            s,
+            writer,
+            case_pk,
+            _criteria(case_id, fixed=True),
+            base_version_id=view.latest.id,
+            expected_lock=view.latest.lock_version,
+        )
         rubrics.submit_rubric(s, writer, draft.id, expected_lock=draft.lock_version)
 
     # 3. The checker approves the resubmitted version.
@@ -146,8 +189,9 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
     assert approved.status == RubricStatus.approved and approved.version == returned.version + 1
 
     # 4. The two groups label one response differently.
-    response_id = _label_both_groups(engine, case_pk, accounts("annotator", 1).username,
-                                     accounts("annotator", 2).username)
+    response_id = _label_both_groups(
+        engine, case_pk, accounts("annotator", 1).username, accounts("annotator", 2).username
+    )
 
     # 5. Checker of group 1 looks at group 1's work on it (label check page).
     _open(page, "review.check.title")
@@ -174,8 +218,9 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
     expect(page.get_by_text("<b>不应加粗</b>", exact=False).first).to_be_attached(timeout=WAIT_MS)
     for cid, met in zip(DISPUTED, (True, False)):
         key = f"review_adj_{response_id}_{cid}"
-        page.locator(f".st-key-{key}_met").get_by_text(text("review.met" if met else "review.not_met"),
-                                                       exact=True).click()
+        page.locator(f".st-key-{key}_met").get_by_text(
+            text("review.met" if met else "review.not_met"), exact=True
+        ).click()
         page.locator(f".st-key-{key}_why input").fill(f"仲裁：{cid} 依据回答原文")
     screenshot(page, "checker-adjudication")
     page.get_by_role("button", name=text("review.adjudication.save")).click()
@@ -185,16 +230,22 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
 
     # 7. The decisions are gold, with source "adjudicated".
     with session_scope(engine, read_only=True) as s:
-        rows = s.exec(select(Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.met)
-                      .where(Label.response_id == response_id)).all()
-        decisions = s.exec(select(Label).where(Label.response_id == response_id,
-                                               Label.stage == Stage.adjudication)).all()
+        rows = s.exec(
+            select(Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.met).where(
+                Label.response_id == response_id
+            )
+        ).all()
+        decisions = s.exec(
+            select(Label).where(Label.response_id == response_id, Label.stage == Stage.adjudication)
+        ).all()
     gold = gold_labels(pd.DataFrame(rows, columns=LABEL_COLUMNS)).set_index("criterion_id")
     assert len(gold) == RUBRIC_SIZE
     assert gold.loc[list(DISPUTED), "source"].tolist() == ["adjudicated", "adjudicated"]
     assert gold.loc[list(DISPUTED), "met"].tolist() == [True, False]
     assert (gold.drop(index=list(DISPUTED))["source"] == "agreement").all()
-    assert sorted((d.criterion_id, d.note) for d in decisions) == [(cid, f"仲裁：{cid} 依据回答原文") for cid in DISPUTED]
+    assert sorted((d.criterion_id, d.note) for d in decisions) == [
+        (cid, f"仲裁：{cid} 依据回答原文") for cid in DISPUTED
+    ]
 
 
 def test_admin_audit_log_page(page, app_server, accounts):
@@ -202,7 +253,9 @@ def test_admin_audit_log_page(page, app_server, accounts):
     _open(page, "review.audit_log.title")
     page.get_by_role("button", name=text("review.audit_log.verify")).click()
     wait_for_app_run(page)
-    expect(page.get_by_text(re.compile(text("review.audit_log.verified", n="").split("：")[0]))).to_be_visible(timeout=WAIT_MS)
+    expect(page.get_by_text(re.compile(text("review.audit_log.verified", n="").split("：")[0]))).to_be_visible(
+        timeout=WAIT_MS
+    )
     expect(page.get_by_test_id("stDataFrame").first).to_be_visible(timeout=WAIT_MS)
     expect(page.get_by_text(text("review.audit_log.dates"))).to_be_visible(timeout=WAIT_MS)
     expect(page.get_by_role("button", name=text("review.audit_log.download"))).to_be_visible(timeout=WAIT_MS)

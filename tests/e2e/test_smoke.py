@@ -68,11 +68,13 @@ def test_demo_admin_signs_in_and_sees_the_home_page(page, app_server, accounts):
 
 def test_an_upload_without_the_xsrf_token_is_refused(app_server):
     """XSRF protection is on in the served app: an upload without the token (a cross-site post) is rejected."""
-    body = (b"--x\r\nContent-Disposition: form-data; name=\"file\"; filename=\"cases.jsonl\"\r\n\r\n"
-            b"{}\r\n--x--\r\n")
-    request = urllib.request.Request(f"{app_server.base_url}/_stcore/upload_file/any-session/any-file",
-                                     method="PUT", data=body,
-                                     headers={"Content-Type": "multipart/form-data; boundary=x"})
+    body = b'--x\r\nContent-Disposition: form-data; name="file"; filename="cases.jsonl"\r\n\r\n{}\r\n--x--\r\n'
+    request = urllib.request.Request(
+        f"{app_server.base_url}/_stcore/upload_file/any-session/any-file",
+        method="PUT",
+        data=body,
+        headers={"Content-Type": "multipart/form-data; boundary=x"},
+    )
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=10)
     assert refused.value.code == 403

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from admin import shell, widgets
+from ui import shell, widgets
 from db.rubrics import CaseView
 from db.taxonomy import get_taxonomy
 

@@ -8,9 +8,9 @@ from datetime import timezone
 import pandas as pd
 import streamlit as st
 
-from admin import shell
-from admin.shell import t
-from admin.widgets import plain
+from ui import shell
+from ui.shell import t
+from ui.widgets import plain
 from db.audit import verify_chain
 from db.audit_search import audit_facets, audit_jsonl, search_audit
 from db.engine import session_scope
@@ -28,34 +28,42 @@ def render() -> None:
         entities, actors = audit_facets(session, user)
     with st.container(border=True):
         first, second = st.columns(2)
-        chosen_entities = first.multiselect(t("review.audit_log.entity"), entities, key="audit_log_entities",
-                                            placeholder=t("review.audit_log.any"))
+        chosen_entities = first.multiselect(
+            t("review.audit_log.entity"), entities, key="audit_log_entities", placeholder=t("review.audit_log.any")
+        )
         actor_names = {"": t("review.audit_log.any"), **{a: plain(a) for a in actors}}
-        actor = second.selectbox(t("review.audit_log.actor"), list(actor_names), key="audit_log_actor",
-                                 format_func=actor_names.get)
+        actor = second.selectbox(
+            t("review.audit_log.actor"), list(actor_names), key="audit_log_actor", format_func=actor_names.get
+        )
         third, fourth = st.columns(2)
         dates = third.date_input(t("review.audit_log.dates"), value=(), key="audit_log_dates", format="YYYY-MM-DD")
-        key_contains = fourth.text_input(t("review.audit_log.key"), key="audit_log_key",
-                                         placeholder=t("review.audit_log.key_hint"))
+        key_contains = fourth.text_input(
+            t("review.audit_log.key"), key="audit_log_key", placeholder=t("review.audit_log.key_hint")
+        )
     since = dates[0] if len(dates) >= 1 else None
     until = dates[1] if len(dates) == 2 else since
-    filters = dict(entities=chosen_entities, actor=actor or None, since=since, until=until,
-                   key_contains=key_contains or None)
+    filters = dict(
+        entities=chosen_entities, actor=actor or None, since=since, until=until, key_contains=key_contains or None
+    )
     with shell.db_session(read_only=True) as session:
         entries, total = search_audit(session, user, **filters)
     st.caption(t("review.audit_log.count", total=f"{total:,}", shown=f"{len(entries):,}"))
     if entries:
-        frame = pd.DataFrame({
-            t("review.audit_log.col.id"): [e.id for e in entries],
-            t("review.audit_log.col.at"): [(e.at if e.at.tzinfo else e.at.replace(tzinfo=timezone.utc))
-                                           .strftime("%Y-%m-%d %H:%M:%S") for e in entries],
-            t("review.audit_log.col.actor"): [e.actor for e in entries],
-            t("review.audit_log.col.action"): [e.action for e in entries],
-            t("review.audit_log.col.entity"): [e.entity for e in entries],
-            t("review.audit_log.col.key"): [e.entity_key for e in entries],
-            t("review.audit_log.col.before"): [_compact(e.before) for e in entries],
-            t("review.audit_log.col.after"): [_compact(e.after) for e in entries],
-        })
+        frame = pd.DataFrame(
+            {
+                t("review.audit_log.col.id"): [e.id for e in entries],
+                t("review.audit_log.col.at"): [
+                    (e.at if e.at.tzinfo else e.at.replace(tzinfo=timezone.utc)).strftime("%Y-%m-%d %H:%M:%S")
+                    for e in entries
+                ],
+                t("review.audit_log.col.actor"): [e.actor for e in entries],
+                t("review.audit_log.col.action"): [e.action for e in entries],
+                t("review.audit_log.col.entity"): [e.entity for e in entries],
+                t("review.audit_log.col.key"): [e.entity_key for e in entries],
+                t("review.audit_log.col.before"): [_compact(e.before) for e in entries],
+                t("review.audit_log.col.after"): [_compact(e.after) for e in entries],
+            }
+        )
         st.dataframe(frame, hide_index=True, width="stretch")
     else:
         st.info(t("review.audit_log.empty"))
@@ -68,8 +76,13 @@ def render() -> None:
             with session_scope(engine, read_only=True) as session:
                 return audit_jsonl(session, user, **filters)
 
-        left.download_button(t("review.audit_log.download"), build_file, file_name="audit_log.jsonl",
-                             mime="application/jsonl", key="audit_log_download")
+        left.download_button(
+            t("review.audit_log.download"),
+            build_file,
+            file_name="audit_log.jsonl",
+            mime="application/jsonl",
+            key="audit_log_download",
+        )
     if right.button(t("review.audit_log.verify"), key="audit_log_verify"):
         with shell.db_session(read_only=True) as session:
             report = verify_chain(session)

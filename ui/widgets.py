@@ -14,35 +14,19 @@ imported file) is shown ONLY through this module:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import streamlit as st
 
-from admin.shell import lang, t
+from ui.shell import lang, t
+from ui.text import WORD_JOINER, plain  # noqa: F401  (re-exported for pages)
 from db.taxonomy import get_taxonomy
 
-# Every ASCII punctuation character may be backslash-escaped in CommonMark; escaping all of them
-# also defuses Streamlit's own extensions (`:color[…]`, `:material/…:`, emoji shortcodes, `$math$`).
-_MARKDOWN_SPECIAL = re.compile(r"([!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~])")
-# GFM turns bare addresses into links even when their punctuation is escaped; an invisible
-# word joiner inside "://", "www." and before "@" keeps them plain text that reads the same.
-_AUTOLINK_PARTS = re.compile(r"(?<=\\:)(?=\\/\\/)|(?<=www)(?=\\\.)|(?=\\@)", re.IGNORECASE)
-WORD_JOINER = "\u2060"
 
 #: Fields of a case, in the order a physician reads them, with their catalog labels.
 CASE_META_FIELDS = ("difficulty", "task", "subject", "user_role")
 CASE_TEXT_FIELDS = ("clinical_context", "user_request")
-
-
-def plain(text: Any) -> str:
-    """`text` escaped for a Markdown-rendering label: shown as typed, never as markup."""
-    value = "" if text is None else str(text)
-    value = _MARKDOWN_SPECIAL.sub(r"\\\1", value)
-    value = _AUTOLINK_PARTS.sub(WORD_JOINER, value)
-    # A label is one line; a newline would start a new Markdown block.
-    return " ".join(value.split())
 
 
 def show_text(text: Any, *, empty: str | None = None) -> None:
@@ -92,8 +76,9 @@ def case_card(case: Any, *, expanded_text: bool = True) -> None:
 def progress_bar(done: int, total: int, *, label_key: str = "widgets.progress") -> None:
     """A progress bar with "done / total (share)" in the user's language; an empty queue shows 0."""
     share = done / total if total else 0.0
-    st.progress(min(max(share, 0.0), 1.0),
-                text=t(label_key, done=f"{done:,}", total=f"{total:,}", share=f"{share:.0%}"))
+    st.progress(
+        min(max(share, 0.0), 1.0), text=t(label_key, done=f"{done:,}", total=f"{total:,}", share=f"{share:.0%}")
+    )
 
 
 def show_error(error: Exception) -> None:

@@ -32,7 +32,6 @@ demo accounts; otherwise `build_demo` refuses with ValidationFailed and changes 
 from __future__ import annotations
 
 import json
-import math
 import os
 import secrets
 import tempfile
@@ -47,11 +46,24 @@ from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
+from db import users
+from db.assignments import assign_labeling, assign_rubric_authoring, rubric_states
 from db.config import RUBRIC_SIZE
 from db.engine import session_scope
 from db.errors import ValidationFailed
-from db.models import Assignment, Case, Response, Role, User
+from db.importers import import_file
+from db.models import (
+    Assignment,
+    AssignmentKind,
+    Case,
+    Response,
+    Role,
+    RubricStatus,
+    User,
+)
 from db.progress import Progress, no_progress
+from db.rubrics import CriterionInput, save_rubric_draft, submit_rubric
+from db.status import counts
 from db.taxonomy import get_taxonomy
 
 TEMPLATE_FILE = Path(__file__).with_name("demo_data") / "cases.json"
@@ -61,6 +73,7 @@ SCALES = ("small", "full")
 
 
 # People ----------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class DemoPerson:
@@ -72,12 +85,16 @@ class DemoPerson:
 
 ADMIN = DemoPerson("admin", Role.admin.value, None, "系统管理员")
 ANNOTATORS: dict[int, tuple[DemoPerson, ...]] = {
-    1: (DemoPerson("anno1a", Role.annotator.value, 1, "王晓（一组标注）"),
+    1: (
+        DemoPerson("anno1a", Role.annotator.value, 1, "王晓（一组标注）"),
         DemoPerson("anno1b", Role.annotator.value, 1, "李静（一组标注）"),
-        DemoPerson("anno1c", Role.annotator.value, 1, "赵磊（一组标注）")),
-    2: (DemoPerson("anno2a", Role.annotator.value, 2, "陈雪（二组标注）"),
+        DemoPerson("anno1c", Role.annotator.value, 1, "赵磊（一组标注）"),
+    ),
+    2: (
+        DemoPerson("anno2a", Role.annotator.value, 2, "陈雪（二组标注）"),
         DemoPerson("anno2b", Role.annotator.value, 2, "刘洋（二组标注）"),
-        DemoPerson("anno2c", Role.annotator.value, 2, "孙蕾（二组标注）")),
+        DemoPerson("anno2c", Role.annotator.value, 2, "孙蕾（二组标注）"),
+    ),
 }
 CHECKERS: dict[int, DemoPerson] = {
     1: DemoPerson("check1", Role.checker.value, 1, "周主任（一组审核）"),
@@ -85,19 +102,26 @@ CHECKERS: dict[int, DemoPerson] = {
 }
 DEMO_PEOPLE: tuple[DemoPerson, ...] = (ADMIN, *ANNOTATORS[1], *ANNOTATORS[2], CHECKERS[1], CHECKERS[2])
 #: Rubric authoring of waiting cases goes round these annotators in turn.
-AUTHOR_ROTATION = (ANNOTATORS[1][0], ANNOTATORS[2][0], ANNOTATORS[1][1], ANNOTATORS[2][1],
-                   ANNOTATORS[1][2], ANNOTATORS[2][2])
+AUTHOR_ROTATION = (
+    ANNOTATORS[1][0],
+    ANNOTATORS[2][0],
+    ANNOTATORS[1][1],
+    ANNOTATORS[2][1],
+    ANNOTATORS[1][2],
+    ANNOTATORS[2][2],
+)
 
 
 # Models and judges -----------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ModelProfile:
     name: str
-    ability: float        # log-odds shift of every criterion
-    spread: float         # sd of the per-response effect: high = inconsistent from case to case
-    verbosity: float      # mean number of extra background sentences
-    structured: bool      # numbered sections and items, or plain paragraphs
+    ability: float  # log-odds shift of every criterion
+    spread: float  # sd of the per-response effect: high = inconsistent from case to case
+    verbosity: float  # mean number of extra background sentences
+    structured: bool  # numbered sections and items, or plain paragraphs
 
 
 MODELS: tuple[ModelProfile, ...] = (
@@ -121,7 +145,7 @@ class JudgeProfile:
     file_stem: str
     false_negative: float
     false_positive: float
-    length_bias: float    # extra false-positive rate per sd of response length above the case mean
+    length_bias: float  # extra false-positive rate per sd of response length above the case mean
 
 
 JUDGES: tuple[JudgeProfile, ...] = (
@@ -133,32 +157,49 @@ JUDGES: tuple[JudgeProfile, ...] = (
 
 # Scale plans -----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ScalePlan:
     n_cases: int
     n_models: int
     n_judges: int
-    waiting_share: float           # cases without a rubric (to be authored in the app)
-    coverage: tuple[float, ...]    # both full, group 1 only, group 2 only, 1 full + 2 partial, 2 full + 1 partial, none
-    check_share: float             # (response, group) pairs a checker went through
-    adjudicated_share: float       # responses with disagreements whose disagreements were all resolved
-    unassigned_waiting: int        # waiting cases nobody was asked to author yet
-    unassigned_labeling: int       # approved cases whose responses are neither labeled nor assigned
+    waiting_share: float  # cases without a rubric (to be authored in the app)
+    coverage: tuple[float, ...]  # both full, group 1 only, group 2 only, 1 full + 2 partial, 2 full + 1 partial, none
+    check_share: float  # (response, group) pairs a checker went through
+    adjudicated_share: float  # responses with disagreements whose disagreements were all resolved
+    unassigned_waiting: int  # waiting cases nobody was asked to author yet
+    unassigned_labeling: int  # approved cases whose responses are neither labeled nor assigned
 
 
 PLANS = {
-    "small": ScalePlan(n_cases=30, n_models=5, n_judges=2, waiting_share=1 / 3,
-                       coverage=(0.55, 0.10, 0.10, 0.04, 0.04, 0.17), check_share=0.25, adjudicated_share=0.6,
-                       unassigned_waiting=2, unassigned_labeling=1),
-    "full": ScalePlan(n_cases=2500, n_models=len(MODELS), n_judges=3, waiting_share=0.0,
-                      coverage=(1.0, 0.0, 0.0, 0.0, 0.0, 0.0), check_share=0.06, adjudicated_share=0.92,
-                      unassigned_waiting=0, unassigned_labeling=0),
+    "small": ScalePlan(
+        n_cases=30,
+        n_models=5,
+        n_judges=2,
+        waiting_share=1 / 3,
+        coverage=(0.55, 0.10, 0.10, 0.04, 0.04, 0.17),
+        check_share=0.25,
+        adjudicated_share=0.6,
+        unassigned_waiting=2,
+        unassigned_labeling=1,
+    ),
+    "full": ScalePlan(
+        n_cases=2500,
+        n_models=len(MODELS),
+        n_judges=3,
+        waiting_share=0.0,
+        coverage=(1.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+        check_share=0.06,
+        adjudicated_share=0.92,
+        unassigned_waiting=0,
+        unassigned_labeling=0,
+    ),
 }
 
 #: Log-odds shift of the case difficulty, and the chance that one group's annotator misses the truth.
 DIFFICULTY_EFFECT = {"low": 0.45, "medium": 0.0, "high": -0.55}
 ANNOTATION_ERROR = {"low": 0.045, "medium": 0.06, "high": 0.075}
-CHECK_CORRECTS = 0.6          # share of an annotator's mistakes the checker corrects
+CHECK_CORRECTS = 0.6  # share of an annotator's mistakes the checker corrects
 ADJUDICATION_ERROR = 0.04
 CASE_EFFECT_SD = 0.35
 CRITERION_EFFECT_SD = 0.9
@@ -168,45 +209,103 @@ MACRO_BONUS_SD = 0.25
 
 # Criteria --------------------------------------------------------------------------------------
 
-KINDS = ("diagnosis", "evidence", "differential", "test", "treatment", "drug_dose", "drug_caution", "red_flag",
-         "follow_up", "lifestyle", "specific", "generic")
+KINDS = (
+    "diagnosis",
+    "evidence",
+    "differential",
+    "test",
+    "treatment",
+    "drug_dose",
+    "drug_caution",
+    "red_flag",
+    "follow_up",
+    "lifestyle",
+    "specific",
+    "generic",
+)
 KIND_INDEX = {kind: index for index, kind in enumerate(KINDS)}
 KIND_TAGS = {
-    "diagnosis": ["unverifiable_reasoning"], "evidence": ["unverifiable_reasoning"],
-    "differential": ["unverifiable_reasoning"], "treatment": ["non_operational_treatment_plan"],
-    "drug_dose": ["medication_boundary_omission"], "drug_caution": ["medication_boundary_omission"],
-    "red_flag": ["missing_emergency_trigger"], "follow_up": ["follow_up_incompleteness"],
+    "diagnosis": ["unverifiable_reasoning"],
+    "evidence": ["unverifiable_reasoning"],
+    "differential": ["unverifiable_reasoning"],
+    "treatment": ["non_operational_treatment_plan"],
+    "drug_dose": ["medication_boundary_omission"],
+    "drug_caution": ["medication_boundary_omission"],
+    "red_flag": ["missing_emergency_trigger"],
+    "follow_up": ["follow_up_incompleteness"],
 }
-FAMILY_TAGS = {"reasoning": ["unverifiable_reasoning"], "treatment": ["non_operational_treatment_plan"],
-               "evidence": ["unverifiable_reasoning"], "extraction": ["structured_extraction_loss"],
-               "communication": ["follow_up_incompleteness"]}
+FAMILY_TAGS = {
+    "reasoning": ["unverifiable_reasoning"],
+    "treatment": ["non_operational_treatment_plan"],
+    "evidence": ["unverifiable_reasoning"],
+    "extraction": ["structured_extraction_loss"],
+    "communication": ["follow_up_incompleteness"],
+}
 FAMILY_CRITERIA = {
-    "reasoning": ["列出支持与不支持主要诊断的关键临床发现", "说明鉴别诊断的排除思路，而不只是罗列疾病名称",
-                  "指出需要优先排除的危及生命的疾病", "说明在现有信息下诊断的不确定性及需补充的信息"],
-    "treatment": ["治疗建议具体可执行（包括药物、剂量、途径、频次或疗程）", "说明各项处理措施的先后顺序",
-                  "提及治疗的主要禁忌证或需要调整方案的情形", "说明评估治疗效果的指标和时间点"],
-    "evidence": ["说明推荐意见的证据来源（指南、共识或高质量研究）", "区分证据充分的推荐与专家经验性意见",
-                 "未引用不存在或无法核实的文献", "指出现有证据的局限性或适用人群"],
-    "extraction": ["准确提取病例中的关键数值（生命体征、化验结果）且无抄错", "按时间顺序或系统梳理病情要点",
-                   "未遗漏病例中的关键阳性发现", "对异常指标给出临床意义的解释"],
-    "communication": ["用患者能理解的方式解释病情和处理的原因", "给出居家自我观察的具体方法",
-                      "明确复诊或再次就医的时间和条件", "正面回应提问者最关心的具体问题"],
+    "reasoning": [
+        "列出支持与不支持主要诊断的关键临床发现",
+        "说明鉴别诊断的排除思路，而不只是罗列疾病名称",
+        "指出需要优先排除的危及生命的疾病",
+        "说明在现有信息下诊断的不确定性及需补充的信息",
+    ],
+    "treatment": [
+        "治疗建议具体可执行（包括药物、剂量、途径、频次或疗程）",
+        "说明各项处理措施的先后顺序",
+        "提及治疗的主要禁忌证或需要调整方案的情形",
+        "说明评估治疗效果的指标和时间点",
+    ],
+    "evidence": [
+        "说明推荐意见的证据来源（指南、共识或高质量研究）",
+        "区分证据充分的推荐与专家经验性意见",
+        "未引用不存在或无法核实的文献",
+        "指出现有证据的局限性或适用人群",
+    ],
+    "extraction": [
+        "准确提取病例中的关键数值（生命体征、化验结果）且无抄错",
+        "按时间顺序或系统梳理病情要点",
+        "未遗漏病例中的关键阳性发现",
+        "对异常指标给出临床意义的解释",
+    ],
+    "communication": [
+        "用患者能理解的方式解释病情和处理的原因",
+        "给出居家自我观察的具体方法",
+        "明确复诊或再次就医的时间和条件",
+        "正面回应提问者最关心的具体问题",
+    ],
 }
 REGISTER_CRITERIA = {
-    "lay": ["使用通俗易懂的语言，必要的医学术语附有解释", "回应提问者的担忧，语气温和且不淡化风险",
-            "强调线上建议不能替代面诊，需由医生当面评估", "回答结构清晰，分点列出需要做的事情",
-            "没有编造病例中未提供的检查结果或病史", "没有推荐缺乏循证依据的偏方或保健品",
-            "明确告知应就诊的科室或医疗机构级别", "说明下一步行动的时间要求（立即、24小时内或1周内）",
-            "未给出与病例信息相矛盾的建议", "提醒就诊时携带既往病历、检查报告和正在服用的药物",
-            "重点信息放在开头，篇幅适中", "没有使用恐吓性表述制造不必要的焦虑",
-            "未建议在没有医生指导的情况下自行调整或停用正在使用的药物", "鼓励就不明白的问题向主诊医生进一步询问"],
-    "professional": ["给出明确的处理优先级，先处理危及生命的问题", "推理过程可核查，逐条对应病例中的关键阳性与阴性发现",
-                     "引用相关指南或专家共识的推荐（注明名称或年份）", "未遗漏病例中提供的关键异常检查指标",
-                     "药物剂量的单位、频次与给药途径表述准确", "考虑合并症与肝肾功能对治疗选择的影响",
-                     "说明需要会诊或转诊的指征", "没有编造病例中未提供的检查结果或病史",
-                     "提及与患者及家属充分沟通并记录知情同意", "对不确定之处明确说明，并提出获取进一步信息的途径",
-                     "术语规范、表述简洁，适合临床交流", "给出病情再评估的时间节点",
-                     "未推荐与当前证据相悖或已被淘汰的治疗", "区分急诊处理与长期管理两部分内容"],
+    "lay": [
+        "使用通俗易懂的语言，必要的医学术语附有解释",
+        "回应提问者的担忧，语气温和且不淡化风险",
+        "强调线上建议不能替代面诊，需由医生当面评估",
+        "回答结构清晰，分点列出需要做的事情",
+        "没有编造病例中未提供的检查结果或病史",
+        "没有推荐缺乏循证依据的偏方或保健品",
+        "明确告知应就诊的科室或医疗机构级别",
+        "说明下一步行动的时间要求（立即、24小时内或1周内）",
+        "未给出与病例信息相矛盾的建议",
+        "提醒就诊时携带既往病历、检查报告和正在服用的药物",
+        "重点信息放在开头，篇幅适中",
+        "没有使用恐吓性表述制造不必要的焦虑",
+        "未建议在没有医生指导的情况下自行调整或停用正在使用的药物",
+        "鼓励就不明白的问题向主诊医生进一步询问",
+    ],
+    "professional": [
+        "给出明确的处理优先级，先处理危及生命的问题",
+        "推理过程可核查，逐条对应病例中的关键阳性与阴性发现",
+        "引用相关指南或专家共识的推荐（注明名称或年份）",
+        "未遗漏病例中提供的关键异常检查指标",
+        "药物剂量的单位、频次与给药途径表述准确",
+        "考虑合并症与肝肾功能对治疗选择的影响",
+        "说明需要会诊或转诊的指征",
+        "没有编造病例中未提供的检查结果或病史",
+        "提及与患者及家属充分沟通并记录知情同意",
+        "对不确定之处明确说明，并提出获取进一步信息的途径",
+        "术语规范、表述简洁，适合临床交流",
+        "给出病情再评估的时间节点",
+        "未推荐与当前证据相悖或已被淘汰的治疗",
+        "区分急诊处理与长期管理两部分内容",
+    ],
 }
 
 
@@ -216,7 +315,7 @@ class CriterionSpec:
     text: str
     tags: tuple[str, ...]
     kind: str
-    ref: Any = None       # what a response says when it meets this criterion (slot criteria)
+    ref: Any = None  # what a response says when it meets this criterion (slot criteria)
 
     def record(self) -> dict:
         row: dict[str, Any] = {"criterion_id": self.criterion_id, "criterion": self.text}
@@ -232,8 +331,9 @@ def case_templates() -> tuple[dict, ...]:
         return tuple(json.load(handle))
 
 
-def compose_rubric(template: dict, register: str, rng: np.random.Generator, size: int = RUBRIC_SIZE
-                   ) -> list[CriterionSpec]:
+def compose_rubric(
+    template: dict, register: str, rng: np.random.Generator, size: int = RUBRIC_SIZE
+) -> list[CriterionSpec]:
     """`size` criteria for a case: its facts first (diagnosis … specifics), then generic items of its
     task family and its register, in an order drawn from `rng`."""
     slots: list[tuple[str, str, Any]] = [
@@ -261,15 +361,19 @@ def compose_rubric(template: dict, register: str, rng: np.random.Generator, size
     specs = specs[:size]
     if len(specs) < size:
         raise ValueError(f"case template {template['key']!r} yields only {len(specs)} criteria")
-    return [CriterionSpec(f"c{i:02d}", text, tuple(tags), kind, ref)
-            for i, (kind, text, tags, ref) in enumerate(specs, 1)]
+    return [
+        CriterionSpec(f"c{i:02d}", text, tuple(tags), kind, ref) for i, (kind, text, tags, ref) in enumerate(specs, 1)
+    ]
 
 
 # Responses -------------------------------------------------------------------------------------
 
 OPENINGS = {
-    "lay": ("您好，理解您现在的担心，下面分几点说明。", "您好，根据您提供的信息，给您一些参考意见。",
-            "感谢您把情况描述得这么详细，我尽量用通俗的话来解释。"),
+    "lay": (
+        "您好，理解您现在的担心，下面分几点说明。",
+        "您好，根据您提供的信息，给您一些参考意见。",
+        "感谢您把情况描述得这么详细，我尽量用通俗的话来解释。",
+    ),
     "professional": ("好的，以下是该病例的分析要点。", "结合病例资料，整理如下。", "按临床思路分析如下。"),
 }
 CLOSINGS = {
@@ -307,8 +411,10 @@ PROFESSIONAL_FILLERS = (
 FILLERS = {"lay": LAY_FILLERS, "professional": PROFESSIONAL_FILLERS}
 #: Background sentences per unit of a model's verbosity (keeps length only loosely tied to score).
 FILLER_SCALE = 1.6
-SECTION_TITLES = {"lay": ("初步判断", "建议检查", "处理建议", "需要立即就医的情况", "随访与日常注意"),
-                  "professional": ("初步判断", "建议完善的检查", "处理建议", "需立即升级处理的情况", "随访与长期管理")}
+SECTION_TITLES = {
+    "lay": ("初步判断", "建议检查", "处理建议", "需要立即就医的情况", "随访与日常注意"),
+    "professional": ("初步判断", "建议完善的检查", "处理建议", "需立即升级处理的情况", "随访与长期管理"),
+}
 CHINESE_NUMERALS = "一二三四五六七八九十"
 
 
@@ -316,8 +422,14 @@ def _join(items: list[str]) -> str:
     return "；".join(items)
 
 
-def compose_response(template: dict, criteria: list[CriterionSpec], met: np.ndarray, model: ModelProfile,
-                     register: str, rng: np.random.Generator) -> str:
+def compose_response(
+    template: dict,
+    criteria: list[CriterionSpec],
+    met: np.ndarray,
+    model: ModelProfile,
+    register: str,
+    rng: np.random.Generator,
+) -> str:
     """A model's answer that says exactly the case facts whose criteria `met` marks as met."""
     lay = register == "lay"
     said = defaultdict(list)
@@ -327,11 +439,15 @@ def compose_response(template: dict, criteria: list[CriterionSpec], met: np.ndar
 
     judgement: list[str] = []
     if said["diagnosis"]:
-        judgement.append(f"从您描述的情况看，最需要考虑的是{template['diagnosis']}。" if lay
-                         else f"结合病史与检查，首先考虑{template['diagnosis']}。")
+        judgement.append(
+            f"从您描述的情况看，最需要考虑的是{template['diagnosis']}。"
+            if lay
+            else f"结合病史与检查，首先考虑{template['diagnosis']}。"
+        )
     else:
-        judgement.append("目前的情况需要医生进一步评估，暂时不宜下明确结论。" if lay
-                         else "现有资料尚不足以确定诊断，需进一步评估。")
+        judgement.append(
+            "目前的情况需要医生进一步评估，暂时不宜下明确结论。" if lay else "现有资料尚不足以确定诊断，需进一步评估。"
+        )
     if said["evidence"] and said["diagnosis"]:
         judgement.append(f"{'主要依据是' if lay else '诊断依据：'}{template['evidence']}。")
     elif said["evidence"]:
@@ -346,8 +462,9 @@ def compose_response(template: dict, criteria: list[CriterionSpec], met: np.ndar
     treatment = list(said["treatment"])
     for kind in ("drug_dose", "drug_caution"):
         for drug in said[kind]:
-            treatment.append(f"{drug['name']}：{drug['dose']}" if kind == "drug_dose"
-                             else f"使用{drug['name']}时：{drug['caution']}")
+            treatment.append(
+                f"{drug['name']}：{drug['dose']}" if kind == "drug_dose" else f"使用{drug['name']}时：{drug['caution']}"
+            )
     sections = [
         judgement,
         list(said["test"]),
@@ -373,10 +490,12 @@ def compose_response(template: dict, criteria: list[CriterionSpec], met: np.ndar
         elif section == 2:
             parts.append(f"处理上建议：{_join(items)}。")
         elif section == 3:
-            parts.append(f"{'如果出现以下情况，请立即就医或拨打120' if lay else '需立即升级处理的情况'}：{_join(items)}。")
+            parts.append(
+                f"{'如果出现以下情况，请立即就医或拨打120' if lay else '需立即升级处理的情况'}：{_join(items)}。"
+            )
         else:
             parts.append(f"{_join(items)}。")
-    parts.extend(fillers[(len(fillers) + 1) // 2:])
+    parts.extend(fillers[(len(fillers) + 1) // 2 :])
     closing = CLOSINGS[register][int(rng.integers(len(CLOSINGS[register])))]
     if closing:
         parts.append(closing)
@@ -385,14 +504,30 @@ def compose_response(template: dict, criteria: list[CriterionSpec], met: np.ndar
 
 # Writing the files -----------------------------------------------------------------------------
 
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def _label_line(case_id: str, model: str, criterion_id: str, met: bool, stage: str, group: int | None,
-                annotator: str, note: str | None = None) -> str:
-    row = {"case_id": case_id, "model": model, "criterion_id": criterion_id, "met": bool(met), "stage": stage,
-           "group": group, "annotator": annotator}
+def _label_line(
+    case_id: str,
+    model: str,
+    criterion_id: str,
+    met: bool,
+    stage: str,
+    group: int | None,
+    annotator: str,
+    note: str | None = None,
+) -> str:
+    row = {
+        "case_id": case_id,
+        "model": model,
+        "criterion_id": criterion_id,
+        "met": bool(met),
+        "stage": stage,
+        "group": group,
+        "annotator": annotator,
+    }
     if note:
         row["note"] = note
     return json.dumps(row, ensure_ascii=False) + "\n"
@@ -400,8 +535,10 @@ def _label_line(case_id: str, model: str, criterion_id: str, met: bool, stage: s
 
 ANNOTATION_NOTES = ("回答未涉及该要点。", "回答仅笼统提及，未达到该条标准的具体要求。")
 CHECK_NOTES = ("复核后更正：原标注与回答原文不符。", "复核回答原文后更正。")
-ADJUDICATION_NOTES = {True: "两组意见不一；复核原文，回答已明确覆盖该要点，判定为满足。",
-                      False: "两组意见不一；复核原文，回答对该要点未提及或表述含糊，判定为不满足。"}
+ADJUDICATION_NOTES = {
+    True: "两组意见不一；复核原文，回答已明确覆盖该要点，判定为满足。",
+    False: "两组意见不一；复核原文，回答对该要点未提及或表述含糊，判定为不满足。",
+}
 
 
 @dataclass
@@ -432,9 +569,16 @@ def _resolve_plan(scale: str, n_cases: int | None, n_models: int | None, n_judge
     return ScalePlan(**values)
 
 
-def write_demo_files(out_dir: str | Path, *, scale: str = "small", seed: int = 7, n_cases: int | None = None,
-                     n_models: int | None = None, n_judges: int | None = None,
-                     progress: Progress = no_progress) -> dict[str, Path]:
+def write_demo_files(
+    out_dir: str | Path,
+    *,
+    scale: str = "small",
+    seed: int = 7,
+    n_cases: int | None = None,
+    n_models: int | None = None,
+    n_judges: int | None = None,
+    progress: Progress = no_progress,
+) -> dict[str, Path]:
     """Write the demo data set into `out_dir`; returns {"cases", "responses", "labels", "plan", judge
     file stems…} → path. Sizes default to the scale's (full: 2,500 cases, 11 models, 3 judges)."""
     plan = _resolve_plan(scale, n_cases, n_models, n_judges)
@@ -443,8 +587,8 @@ def write_demo_files(out_dir: str | Path, *, scale: str = "small", seed: int = 7
     rng = np.random.default_rng(seed)
     templates = case_templates()
     taxonomy = get_taxonomy()
-    models = MODELS[:plan.n_models]
-    judges = JUDGES[:plan.n_judges]
+    models = MODELS[: plan.n_models]
+    judges = JUDGES[: plan.n_judges]
     abilities = np.array([m.ability for m in models])
     spreads = np.array([m.spread for m in models])
     macro_ids = [macro["id"] for macro in taxonomy.raw["macro_categories"]]
@@ -459,16 +603,23 @@ def write_demo_files(out_dir: str | Path, *, scale: str = "small", seed: int = 7
     n_waiting = int(round(n * plan.waiting_share))
     waiting = set(rng.permutation(n)[:n_waiting].tolist())
     # The last few waiting cases and approved cases are left for the admin to hand out.
-    unassigned = set(sorted(waiting)[len(waiting) - min(plan.unassigned_waiting, len(waiting)):])
+    unassigned = set(sorted(waiting)[len(waiting) - min(plan.unassigned_waiting, len(waiting)) :])
     approved = [i for i in range(n) if i not in waiting]
-    unassigned |= set(approved[len(approved) - min(plan.unassigned_labeling, len(approved)):])
+    unassigned |= set(approved[len(approved) - min(plan.unassigned_labeling, len(approved)) :])
 
-    paths = {"cases": out / "cases.jsonl", "responses": out / "responses.jsonl", "labels": out / "labels.jsonl",
-             "plan": out / "plan.json"}
+    paths = {
+        "cases": out / "cases.jsonl",
+        "responses": out / "responses.jsonl",
+        "labels": out / "labels.jsonl",
+        "plan": out / "plan.json",
+    }
     paths.update({judge.file_stem: out / f"{judge.file_stem}.jsonl" for judge in judges})
     buffer = 1 << 20
-    handles = {key: open(path, "w", encoding="utf-8", newline="\n", buffering=buffer)
-               for key, path in paths.items() if key != "plan"}
+    handles = {
+        key: open(path, "w", encoding="utf-8", newline="\n", buffering=buffer)
+        for key, path in paths.items()
+        if key != "plan"
+    }
     rubric_assignments: dict[str, list[str]] = defaultdict(list)
     labeling: dict[tuple[str, str], list[str]] = defaultdict(list)
     submitted: dict | None = None
@@ -478,19 +629,29 @@ def write_demo_files(out_dir: str | Path, *, scale: str = "small", seed: int = 7
             template = templates[int(template_index[i])]
             register = taxonomy.register(template["user_role"])
             low, high = template["age"]
-            case = _Case(index=i, case_id=f"CC-{i + 1:04d}", template=template, register=register,
-                         age=int(rng.integers(low, high + 1)), approved=i not in waiting,
-                         criteria=compose_rubric(template, register, rng))
+            case = _Case(
+                index=i,
+                case_id=f"CC-{i + 1:04d}",
+                template=template,
+                register=register,
+                age=int(rng.integers(low, high + 1)),
+                approved=i not in waiting,
+                criteria=compose_rubric(template, register, rng),
+            )
             kinds = np.array([KIND_INDEX[spec.kind] for spec in case.criteria])
             macro = taxonomy.macro_category(template["subject_labels"])
             macro_col = macro_ids.index(macro) if macro in macro_ids else len(macro_ids)
 
             # Latent truth: model × criterion.
-            logit = (abilities[:, None] + DIFFICULTY_EFFECT[template["difficulty"]]
-                     + rng.normal(0.0, CASE_EFFECT_SD)
-                     + rng.normal(0.0, 1.0, len(models))[:, None] * spreads[:, None]
-                     + rng.normal(0.0, CRITERION_EFFECT_SD, len(case.criteria))[None, :]
-                     + kind_bonus[:, kinds] + macro_bonus[:, macro_col][:, None])
+            logit = (
+                abilities[:, None]
+                + DIFFICULTY_EFFECT[template["difficulty"]]
+                + rng.normal(0.0, CASE_EFFECT_SD)
+                + rng.normal(0.0, 1.0, len(models))[:, None] * spreads[:, None]
+                + rng.normal(0.0, CRITERION_EFFECT_SD, len(case.criteria))[None, :]
+                + kind_bonus[:, kinds]
+                + macro_bonus[:, macro_col][:, None]
+            )
             truth = rng.random(logit.shape) < _sigmoid(logit)
 
             handles["cases"].write(json.dumps(_case_record(case), ensure_ascii=False) + "\n")
@@ -498,8 +659,10 @@ def write_demo_files(out_dir: str | Path, *, scale: str = "small", seed: int = 7
             for m, model in enumerate(models):
                 text = compose_response(template, case.criteria, truth[m], model, register, rng)
                 lengths[m] = len(text)
-                handles["responses"].write(json.dumps({"case_id": case.case_id, "model": model.name, "response": text},
-                                                      ensure_ascii=False) + "\n")
+                handles["responses"].write(
+                    json.dumps({"case_id": case.case_id, "model": model.name, "response": text}, ensure_ascii=False)
+                    + "\n"
+                )
 
             if not case.approved:
                 if i not in unassigned:
@@ -507,8 +670,11 @@ def write_demo_files(out_dir: str | Path, *, scale: str = "small", seed: int = 7
                     author_turn += 1
                     rubric_assignments[author.username].append(case.case_id)
                     if submitted is None:
-                        submitted = {"case_id": case.case_id, "author": author.username,
-                                     "criteria": [spec.record() for spec in case.criteria]}
+                        submitted = {
+                            "case_id": case.case_id,
+                            "author": author.username,
+                            "criteria": [spec.record() for spec in case.criteria],
+                        }
                 continue
 
             left_alone = i in unassigned
@@ -525,7 +691,10 @@ def write_demo_files(out_dir: str | Path, *, scale: str = "small", seed: int = 7
             handle.close()
 
     plan_record = {
-        "scale": scale, "seed": seed, "n_cases": n, "models": [m.name for m in models],
+        "scale": scale,
+        "seed": seed,
+        "n_cases": n,
+        "models": [m.name for m in models],
         "judges": [j.name for j in judges],
         "rubric_authoring": dict(sorted(rubric_assignments.items())),
         "labeling": [{"annotators": list(pair), "case_ids": ids} for pair, ids in sorted(labeling.items())],
@@ -541,17 +710,29 @@ def write_demo_files(out_dir: str | Path, *, scale: str = "small", seed: int = 7
 def _case_record(case: _Case) -> dict:
     template = case.template
     return {
-        "case_id": case.case_id, "difficulty": template["difficulty"], "task": template["task"],
-        "task_labels": list(template["task_labels"]), "subject": template["subject"],
-        "subject_labels": list(template["subject_labels"]), "user_role": template["user_role"],
+        "case_id": case.case_id,
+        "difficulty": template["difficulty"],
+        "task": template["task"],
+        "task_labels": list(template["task_labels"]),
+        "subject": template["subject"],
+        "subject_labels": list(template["subject_labels"]),
+        "user_role": template["user_role"],
         "clinical_context": template["clinical_context"].replace("{age}", str(case.age)),
         "user_request": template["user_request"],
         "rubrics": [spec.record() for spec in case.criteria] if case.approved else [],
     }
 
 
-def _case_labels(case: _Case, models: tuple[ModelProfile, ...], truth: np.ndarray, pair: tuple[str, str],
-                 plan: ScalePlan, rng: np.random.Generator, *, unlabeled: bool) -> list[str]:
+def _case_labels(
+    case: _Case,
+    models: tuple[ModelProfile, ...],
+    truth: np.ndarray,
+    pair: tuple[str, str],
+    plan: ScalePlan,
+    rng: np.random.Generator,
+    *,
+    unlabeled: bool,
+) -> list[str]:
     """Annotation, check and adjudication lines of one case's responses (all draws vectorised)."""
     n_models, size = truth.shape
     error = ANNOTATION_ERROR[case.template["difficulty"]]
@@ -584,16 +765,27 @@ def _case_labels(case: _Case, models: tuple[ModelProfile, ...], truth: np.ndarra
             values = annotation[g][m]
             for j in range(int(covered[g][m])):
                 if not values[j] and note_draw[m, j] < 0.03:
-                    lines.append(_label_line(case.case_id, model.name, ids[j], False, "annotation", g, annotator,
-                                             ANNOTATION_NOTES[j % len(ANNOTATION_NOTES)]))
+                    lines.append(
+                        _label_line(
+                            case.case_id,
+                            model.name,
+                            ids[j],
+                            False,
+                            "annotation",
+                            g,
+                            annotator,
+                            ANNOTATION_NOTES[j % len(ANNOTATION_NOTES)],
+                        )
+                    )
                 else:
                     lines.append(f'{prefix}{ids[j]}", "met": {"true" if values[j] else "false"}{tail}')
             if checked[g][m]:
                 checker = CHECKERS[g].username
                 for j in range(size):
                     note = CHECK_NOTES[j % len(CHECK_NOTES)] if correction[g][m, j] else None
-                    lines.append(_label_line(case.case_id, model.name, ids[j], bool(final[g][m, j]), "check", g,
-                                             checker, note))
+                    lines.append(
+                        _label_line(case.case_id, model.name, ids[j], bool(final[g][m, j]), "check", g, checker, note)
+                    )
         for j in np.flatnonzero(adjudicated[m]):
             met = bool(adjudication[m, j])
             note = ADJUDICATION_NOTES[met] if note_draw[m, j] > 0.6 else None
@@ -601,8 +793,15 @@ def _case_labels(case: _Case, models: tuple[ModelProfile, ...], truth: np.ndarra
     return lines
 
 
-def _write_judges(case: _Case, models: tuple[ModelProfile, ...], judges: tuple[JudgeProfile, ...],
-                  truth: np.ndarray, lengths: np.ndarray, handles: dict, rng: np.random.Generator) -> None:
+def _write_judges(
+    case: _Case,
+    models: tuple[ModelProfile, ...],
+    judges: tuple[JudgeProfile, ...],
+    truth: np.ndarray,
+    lengths: np.ndarray,
+    handles: dict,
+    rng: np.random.Generator,
+) -> None:
     spread = lengths.std()
     length_z = (lengths - lengths.mean()) / spread if spread > 0 else np.zeros_like(lengths)
     ids = [spec.criterion_id for spec in case.criteria]
@@ -612,13 +811,17 @@ def _write_judges(case: _Case, models: tuple[ModelProfile, ...], judges: tuple[J
         verdict = np.where(truth, draw >= judge.false_negative, draw < false_positive)
         parts = []
         for m, model in enumerate(models):
-            prefix = f'{{"judge": "{judge.name}", "case_id": "{case.case_id}", "model": "{model.name}", "criterion_id": "'
-            parts.extend(f'{prefix}{ids[j]}", "met": {"true" if verdict[m, j] else "false"}}}\n'
-                         for j in range(len(ids)))
+            prefix = (
+                f'{{"judge": "{judge.name}", "case_id": "{case.case_id}", "model": "{model.name}", "criterion_id": "'
+            )
+            parts.extend(
+                f'{prefix}{ids[j]}", "met": {"true" if verdict[m, j] else "false"}}}\n' for j in range(len(ids))
+            )
         handles[judge.file_stem].write("".join(parts))
 
 
 # Building the demo in a database ---------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class DemoAccount:
@@ -683,25 +886,31 @@ def _refuse_if_not_empty(engine: Engine) -> None:
     if present:
         raise ValidationFailed(
             f"demo: this database already has the demo accounts ({', '.join(present)}); nothing was changed. "
-            f"Use a new DATABASE_URL to build the demo again.")
+            f"Use a new DATABASE_URL to build the demo again."
+        )
     if cases:
         raise ValidationFailed(
             f"demo: this database already holds {cases:,} cases; the demo is built only into an empty database. "
-            f"Nothing was changed — point DATABASE_URL at a new database.")
+            f"Nothing was changed — point DATABASE_URL at a new database."
+        )
 
 
-def build_demo(engine: Engine, *, scale: str = "small", seed: int = 7, progress: Progress = no_progress,
-               n_cases: int | None = None, n_models: int | None = None, n_judges: int | None = None) -> DemoResult:
+def build_demo(
+    engine: Engine,
+    *,
+    scale: str = "small",
+    seed: int = 7,
+    progress: Progress = no_progress,
+    n_cases: int | None = None,
+    n_models: int | None = None,
+    n_judges: int | None = None,
+) -> DemoResult:
     """Create the demo accounts and load the demo data set of `scale` through the importers.
 
     Passwords are random per installation and appear only in `DemoResult.lines()`; set
     CLINCONSENSUS_DEMO_PASSWORD (at least 8 characters) to give every demo account that password.
     Refuses (ValidationFailed, nothing changed) on a database that already has cases or demo accounts.
     """
-    from db import users
-    from db.assignments import assign_labeling, assign_rubric_authoring
-    from db.importers import import_file
-    from db.rubrics import CriterionInput, save_rubric_draft, submit_rubric
 
     plan = _resolve_plan(scale, n_cases, n_models, n_judges)
     _refuse_if_not_empty(engine)
@@ -710,17 +919,34 @@ def build_demo(engine: Engine, *, scale: str = "small", seed: int = 7, progress:
         users.validate_password(passwords[ADMIN.username])
 
     with tempfile.TemporaryDirectory(prefix="clinconsensus-demo-") as folder:
-        paths = write_demo_files(folder, scale=scale, seed=seed, n_cases=plan.n_cases, n_models=plan.n_models,
-                                 n_judges=plan.n_judges, progress=progress)
+        paths = write_demo_files(
+            folder,
+            scale=scale,
+            seed=seed,
+            n_cases=plan.n_cases,
+            n_models=plan.n_models,
+            n_judges=plan.n_judges,
+            progress=progress,
+        )
         with session_scope(engine) as session:
             for person in DEMO_PEOPLE:
-                users.add_user(session, username=person.username, role=person.role, group_no=person.group_no,
-                               password=passwords[person.username], display_name=person.display_name,
-                               actor=DEMO_ACTOR)
+                users.add_user(
+                    session,
+                    username=person.username,
+                    role=person.role,
+                    group_no=person.group_no,
+                    password=passwords[person.username],
+                    display_name=person.display_name,
+                    actor=DEMO_ACTOR,
+                )
         import_lines: list[str] = []
-        judge_stems = [judge.file_stem for judge in JUDGES[:plan.n_judges]]
-        for kind, key in [("cases", "cases"), ("responses", "responses"), ("labels", "labels"),
-                          *[("judge", stem) for stem in judge_stems]]:
+        judge_stems = [judge.file_stem for judge in JUDGES[: plan.n_judges]]
+        for kind, key in [
+            ("cases", "cases"),
+            ("responses", "responses"),
+            ("labels", "labels"),
+            *[("judge", stem) for stem in judge_stems],
+        ]:
             summary = import_file(engine, kind, paths[key], actor=DEMO_ACTOR, progress=progress)
             import_lines.extend(summary.lines())
         work = json.loads(paths["plan"].read_text(encoding="utf-8"))
@@ -734,31 +960,45 @@ def build_demo(engine: Engine, *, scale: str = "small", seed: int = 7, progress:
             case_pks = [pk_of[case_id] for case_id in item["case_ids"]]
             response_ids: list[int] = []
             for start in range(0, len(case_pks), 500):
-                response_ids += session.exec(select(Response.id).where(
-                    Response.case_pk.in_(case_pks[start:start + 500]))).all()
+                response_ids += session.exec(
+                    select(Response.id).where(Response.case_pk.in_(case_pks[start : start + 500]))
+                ).all()
             assign_labeling(session, actor=admin, annotators=item["annotators"], response_ids=response_ids)
 
     submitted = work["submitted_rubric"]
     if submitted:
         with session_scope(engine) as session:
             author = users.get_user(session, username=submitted["author"])
-            criteria = [CriterionInput(c["criterion_id"], c["criterion"], tuple(c.get("tags", ())))
-                        for c in submitted["criteria"]]
-            draft = save_rubric_draft(session, author, pk_of[submitted["case_id"]], criteria,
-                                      base_version_id=None, expected_lock=None, expected_size=len(criteria))
+            criteria = [
+                CriterionInput(c["criterion_id"], c["criterion"], tuple(c.get("tags", ())))
+                for c in submitted["criteria"]
+            ]
+            draft = save_rubric_draft(
+                session,
+                author,
+                pk_of[submitted["case_id"]],
+                criteria,
+                base_version_id=None,
+                expected_lock=None,
+                expected_size=len(criteria),
+            )
             submit_rubric(session, author, draft.id, expected_lock=draft.lock_version, expected_size=len(criteria))
 
     accounts = [DemoAccount(p.username, p.role, p.group_no, passwords[p.username]) for p in DEMO_PEOPLE]
-    return DemoResult(scale=scale, seed=seed, accounts=accounts, password_from_env=from_env,
-                      counts=demo_counts(engine), models=work["models"], judges=work["judges"],
-                      import_lines=import_lines)
+    return DemoResult(
+        scale=scale,
+        seed=seed,
+        accounts=accounts,
+        password_from_env=from_env,
+        counts=demo_counts(engine),
+        models=work["models"],
+        judges=work["judges"],
+        import_lines=import_lines,
+    )
 
 
 def demo_counts(engine: Engine) -> dict[str, Any]:
     """`clinconsensus status` counts plus rubric states and assignments, for the demo summary."""
-    from db.assignments import rubric_states
-    from db.models import AssignmentKind, RubricStatus
-    from db.status import counts
 
     with session_scope(engine, read_only=True) as session:
         result = counts(session)

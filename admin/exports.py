@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from admin import shell, widgets
+from ui import shell, widgets
 from analysis.exports import DEFAULT_SEED, EXPORT_KINDS, export_bundle
 from db import progress_queries
 from db.errors import ClinConsensusError
@@ -22,20 +22,36 @@ def _options(what: str, t, judges: list[str], models: list[str]) -> dict:
     """The export's own settings, as widgets inside its card."""
     if what == "judgements":
         sources = [*GROUP_SOURCES, *(f"judge:{name}" for name in judges)]
-        return {"source": st.selectbox(
-            t("admin.export.source"), sources, key="export_source",
-            format_func=lambda s: t(f"admin.export.source.{s}") if s in GROUP_SOURCES
-            else t("admin.export.source.judge", name=s.split(":", 1)[1]))}
+        return {
+            "source": st.selectbox(
+                t("admin.export.source"),
+                sources,
+                key="export_source",
+                format_func=lambda s: (
+                    t(f"admin.export.source.{s}")
+                    if s in GROUP_SOURCES
+                    else t("admin.export.source.judge", name=s.split(":", 1)[1])
+                ),
+            )
+        }
     if what == "sft":
         left, right = st.columns(2)
         return {
             "seed": int(left.number_input(t("admin.export.seed"), value=DEFAULT_SEED, step=1, key="export_seed")),
-            "dev_fraction": float(right.number_input(t("admin.export.dev_fraction"), value=0.1, min_value=0.0,
-                                                     max_value=0.5, step=0.05, key="export_dev")),
-            "fmt": left.selectbox(t("admin.export.format"), SFT_FORMATS, key="export_format",
-                                  format_func=lambda f: t(f"admin.export.format.{f}")),
-            "holdout_models": right.multiselect(t("admin.export.holdout"), models, key="export_holdout",
-                                                placeholder=t("admin.export.holdout.none")),
+            "dev_fraction": float(
+                right.number_input(
+                    t("admin.export.dev_fraction"), value=0.1, min_value=0.0, max_value=0.5, step=0.05, key="export_dev"
+                )
+            ),
+            "fmt": left.selectbox(
+                t("admin.export.format"),
+                SFT_FORMATS,
+                key="export_format",
+                format_func=lambda f: t(f"admin.export.format.{f}"),
+            ),
+            "holdout_models": right.multiselect(
+                t("admin.export.holdout"), models, key="export_holdout", placeholder=t("admin.export.holdout.none")
+            ),
         }
     return {}
 
@@ -70,6 +86,13 @@ def render() -> None:
                 bar.empty()
             if what in built:
                 filename, data = built[what]
-                st.download_button(t("admin.export.download", file=filename, size=f"{len(data) / 1024:,.1f}"),
-                                   data=data, file_name=filename, mime="application/zip", key=f"download_{what}",
-                                   type="primary", icon=":material/download:", on_click="ignore")
+                st.download_button(
+                    t("admin.export.download", file=filename, size=f"{len(data) / 1024:,.1f}"),
+                    data=data,
+                    file_name=filename,
+                    mime="application/zip",
+                    key=f"download_{what}",
+                    type="primary",
+                    icon=":material/download:",
+                    on_click="ignore",
+                )

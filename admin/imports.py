@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from admin import shell, widgets
+from ui import shell, widgets
 from db.importers import JUDGE_FORMATS, KINDS, ImportFailed, import_stream
 from db.models import Role
 from db.status import counts
@@ -29,12 +29,14 @@ def _counts_table() -> dict:
     }
 
 
-def run_import(kind: str, name: str, upload, *, fmt: str | None, judge: str | None, actor: str,
-               progress) -> tuple[bool, list[str]]:
+def run_import(
+    kind: str, name: str, upload, *, fmt: str | None, judge: str | None, actor: str, progress
+) -> tuple[bool, list[str]]:
     """Import one uploaded file; (ok, message lines). On failure nothing is changed."""
     try:
-        summary = import_stream(shell.engine(), kind, name, upload, fmt=fmt, judge=judge, actor=actor,
-                                progress=progress)
+        summary = import_stream(
+            shell.engine(), kind, name, upload, fmt=fmt, judge=judge, actor=actor, progress=progress
+        )
     except ImportFailed as failure:
         return False, failure.errors
     return True, summary.lines()
@@ -49,12 +51,17 @@ def render() -> None:
     with st.form("import_form", clear_on_submit=False):
         left, right = st.columns([2, 1])
         with left:
-            kind = st.selectbox(t("admin.import.kind"), KINDS, format_func=lambda k: t(f"admin.import.kind.{k}"),
-                                key="import_kind")
+            kind = st.selectbox(
+                t("admin.import.kind"), KINDS, format_func=lambda k: t(f"admin.import.kind.{k}"), key="import_kind"
+            )
         with right:
-            fmt = st.selectbox(t("admin.import.format"), (AUTO_FORMAT, *JUDGE_FORMATS),
-                               format_func=lambda f: t(f"admin.import.format.{f}"), key="import_format",
-                               help=t("admin.import.format.help"))
+            fmt = st.selectbox(
+                t("admin.import.format"),
+                (AUTO_FORMAT, *JUDGE_FORMATS),
+                format_func=lambda f: t(f"admin.import.format.{f}"),
+                key="import_format",
+                help=t("admin.import.format.help"),
+            )
         judge = st.text_input(t("admin.import.judge"), help=t("admin.import.judge.help"), key="import_judge")
         upload = st.file_uploader(t("admin.import.file"), type=["jsonl", "json", "ndjson"], key="import_file")
         submitted = st.form_submit_button(t("admin.import.submit"), type="primary", icon=":material/upload:")
@@ -67,13 +74,15 @@ def render() -> None:
 
             def progress(done: int, total: int | None = None, note: str = "") -> None:
                 share = min(done / total, 1.0) if total else 0.0
-                bar.progress(share, text=t("admin.import.progress", done=f"{done:,}",
-                                          total=f"{total:,}" if total else "?"))
+                bar.progress(
+                    share, text=t("admin.import.progress", done=f"{done:,}", total=f"{total:,}" if total else "?")
+                )
 
             judge_format = None if kind != "judge" or fmt == AUTO_FORMAT else fmt
             judge_name = judge.strip() if kind == "judge" and judge.strip() else None
-            ok, lines = run_import(kind, upload.name, upload, fmt=judge_format, judge=judge_name,
-                                   actor=user.username, progress=progress)
+            ok, lines = run_import(
+                kind, upload.name, upload, fmt=judge_format, judge=judge_name, actor=user.username, progress=progress
+            )
             bar.empty()
             if ok:
                 st.success(t("admin.import.done", file=widgets.plain(upload.name)))
@@ -89,5 +98,8 @@ def render() -> None:
                         st.error(widgets.plain(line))
 
     st.subheader(t("admin.import.counts"))
-    st.dataframe([{t("admin.import.count.what"): k, t("admin.import.count.rows"): v} for k, v in _counts_table().items()],
-                 hide_index=True, width="content")
+    st.dataframe(
+        [{t("admin.import.count.what"): k, t("admin.import.count.rows"): v} for k, v in _counts_table().items()],
+        hide_index=True,
+        width="content",
+    )

@@ -13,12 +13,13 @@ from contextlib import contextmanager
 import streamlit as st
 from sqlmodel import Session
 
-from admin.i18n import DEFAULT_LANGUAGE, LANGUAGES, translate
+from i18n import DEFAULT_LANGUAGE, LANGUAGES, translate
 from db import users
 from db import progress_queries
 from db.engine import get_engine, session_scope
 from db.migrate import upgrade
 from db.models import Role, User
+from ui.text import plain
 
 TOKEN_PARAM = "s"
 LANGUAGE_PARAM = "lang"
@@ -117,8 +118,14 @@ def sign_out() -> None:
 
 
 def language_switch() -> None:
-    choice = st.sidebar.radio(t("lang.label"), LANGUAGES, format_func=LANGUAGE_NAMES.get,
-                              index=LANGUAGES.index(lang()), horizontal=True, key="lang_choice")
+    choice = st.sidebar.radio(
+        t("lang.label"),
+        LANGUAGES,
+        format_func=LANGUAGE_NAMES.get,
+        index=LANGUAGES.index(lang()),
+        horizontal=True,
+        key="lang_choice",
+    )
     if choice != lang():
         st.session_state["lang"] = choice
         _keep_language_in_url()
@@ -161,8 +168,10 @@ def work_summary(user: User) -> None:
     """The user's own figures: queue progress (annotators) or open disagreements (checkers, admins)."""
     if user.role == Role.annotator:
         mine = _my_progress(user)
-        st.progress(mine["done"] / mine["assigned"] if mine["assigned"] else 0.0,
-                    text=t("sidebar.my_progress", done=mine["done"], total=mine["assigned"]))
+        st.progress(
+            mine["done"] / mine["assigned"] if mine["assigned"] else 0.0,
+            text=t("sidebar.my_progress", done=mine["done"], total=mine["assigned"]),
+        )
     else:
         st.metric(t("sidebar.unresolved"), f"{_unresolved_count(user.username):,}")
 
@@ -172,8 +181,6 @@ def sidebar(user: User) -> None:
         name = user.display_name or user.username
         role = t(f"role.{user.role}")
         group = t("group.name", group=user.group_no) if user.group_no else ""
-        from admin.widgets import plain  # widgets builds on this module
-
         with st.container(border=True):
             # Names come from accounts the admin typed: escaped, never markup.
             st.markdown(f"**{t('sidebar.signed_in_as', name=plain(name))}**")

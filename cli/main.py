@@ -40,13 +40,21 @@ def _progress(label: str):
 
 # Commands ---------------------------------------------------------------------------------
 
+
 def cmd_import(args) -> int:
     from db.importers import ImportFailed, import_file
 
     engine = _engine()
     try:
-        summary = import_file(engine, args.kind, Path(args.file), fmt=args.format, actor=args.actor,
-                              judge=args.judge, progress=_progress(f"import {args.kind}"))
+        summary = import_file(
+            engine,
+            args.kind,
+            Path(args.file),
+            fmt=args.format,
+            actor=args.actor,
+            judge=args.judge,
+            progress=_progress(f"import {args.kind}"),
+        )
     except ImportFailed as failure:
         for line in failure.errors[1:]:
             print(line, file=sys.stderr)
@@ -79,8 +87,7 @@ def cmd_users(args) -> int:
         if args.action == "add":
             password = _read_password(args)
             group = int(args.group) if args.group else None
-            users.add_user(session, username=args.name, role=args.role, group_no=group, password=password,
-                           actor="cli")
+            users.add_user(session, username=args.name, role=args.role, group_no=group, password=password, actor="cli")
             print(f"added {args.name} ({args.role}{f', group {group}' if group else ''})")
         elif args.action == "deactivate":
             users.set_active(session, username=args.name, active=False, actor="cli")
@@ -110,8 +117,15 @@ def _read_password(args) -> str:
 def cmd_report(args) -> int:
     from analysis.report import run_report
 
-    run_report(_engine(), k=args.k, source=args.source, json_path=args.json, out_dir=args.out,
-               stream=sys.stdout, progress=_progress("report"))
+    run_report(
+        _engine(),
+        k=args.k,
+        source=args.source,
+        json_path=args.json,
+        out_dir=args.out,
+        stream=sys.stdout,
+        progress=_progress("report"),
+    )
     return 0
 
 
@@ -130,16 +144,22 @@ def cmd_export(args) -> int:
         summary = exports.export_judge_items(engine, Path(args.target), progress=progress)
     else:
         holdout = [m for m in (args.holdout_models or "").split(",") if m]
-        summary = exports.export_sft(engine, Path(args.target), seed=args.seed, holdout_models=holdout,
-                                     fmt=args.format, dev_fraction=args.dev_fraction,
-                                     template_path=Path(args.template) if args.template else None,
-                                     progress=progress)
+        summary = exports.export_sft(
+            engine,
+            Path(args.target),
+            seed=args.seed,
+            holdout_models=holdout,
+            fmt=args.format,
+            dev_fraction=args.dev_fraction,
+            template_path=Path(args.template) if args.template else None,
+            progress=progress,
+        )
     print(summary)
     return 0
 
 
 def cmd_demo(args) -> int:
-    from db.demo import build_demo
+    from demo.generator import build_demo
 
     result = build_demo(_engine(), scale=args.scale, seed=args.seed, progress=_progress(f"demo {args.scale}"))
     for line in result.lines():
@@ -169,8 +189,17 @@ def cmd_serve(args) -> int:
     from db.config import database_url
 
     _engine()
-    command = [sys.executable, "-m", "streamlit", "run", str(ENTRY_FILE), "--server.port", str(args.port),
-               "--server.address", args.address]
+    command = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(ENTRY_FILE),
+        "--server.port",
+        str(args.port),
+        "--server.address",
+        args.address,
+    ]
     # Streamlit reads .streamlit/config.toml from its working directory: run it from the project's
     # root, with the database this command just migrated (a relative default would move with it).
     env = {**os.environ, "DATABASE_URL": database_url()}
@@ -179,6 +208,7 @@ def cmd_serve(args) -> int:
 
 # Parser -----------------------------------------------------------------------------------
 
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="clinconsensus", description="ClinConsensus Studio command line")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -186,10 +216,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("import", help="import cases, responses, labels or judge decisions (JSONL)")
     p.add_argument("kind", choices=["cases", "responses", "labels", "judge"])
     p.add_argument("file")
-    p.add_argument("--format", default=None,
-                   help="judge files: decisions | local-judge | official (default: recognised from the file)")
-    p.add_argument("--judge", default=None, metavar="NAME",
-                   help="judge files: the judge's name where the file does not give it")
+    p.add_argument(
+        "--format",
+        default=None,
+        help="judge files: decisions | local-judge | official (default: recognised from the file)",
+    )
+    p.add_argument(
+        "--judge", default=None, metavar="NAME", help="judge files: the judge's name where the file does not give it"
+    )
     p.add_argument("--actor", default="cli", help="name recorded in the audit log")
     p.set_defaults(handler=cmd_import)
 

@@ -1,6 +1,6 @@
 """One catalog for every user-visible string, in Chinese (default) and English.
 
-The catalog is assembled from `admin/locales/*.json` (one file per area, so each area edits its
+The catalog is assembled from `i18n/locales/*.json` (one file per area, so each area edits its
 own); every entry is `"key": {"zh": "…", "en": "…"}`. Keys are unique across files.
 """
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from admin import shell, widgets
+from ui import shell, widgets
 from db import users
 from db.errors import ClinConsensusError
 from db.models import Role, utcnow
@@ -21,9 +21,13 @@ def _group_labeler(t):
 
 
 #: db.users names the field first ("password: at least 8 characters"); the common ones read better translated.
-KNOWN_REFUSALS = (("exists already", "admin.users.error.exists"), ("username:", "admin.users.error.username"),
-                  ("password:", "admin.users.error.password"), ("group:", "admin.users.error.group"),
-                  ("set a password", "admin.users.error.no_password"))
+KNOWN_REFUSALS = (
+    ("exists already", "admin.users.error.exists"),
+    ("username:", "admin.users.error.username"),
+    ("password:", "admin.users.error.password"),
+    ("group:", "admin.users.error.group"),
+    ("set a password", "admin.users.error.no_password"),
+)
 
 
 def _refusal(error: Exception) -> str:
@@ -53,14 +57,16 @@ def _table(accounts) -> list[dict]:
     rows = []
     for account in accounts:
         locked = account.locked_until is not None and account.locked_until.replace(tzinfo=now.tzinfo) > now
-        rows.append({
-            t("admin.users.col.username"): account.username,
-            t("admin.users.col.display_name"): account.display_name,
-            t("admin.users.col.role"): t(f"role.{account.role}"),
-            t("admin.users.col.group"): _group_label(account.group_no),
-            t("admin.users.col.active"): account.is_active,
-            t("admin.users.col.locked"): locked,
-        })
+        rows.append(
+            {
+                t("admin.users.col.username"): account.username,
+                t("admin.users.col.display_name"): account.display_name,
+                t("admin.users.col.role"): t(f"role.{account.role}"),
+                t("admin.users.col.group"): _group_label(account.group_no),
+                t("admin.users.col.active"): account.is_active,
+                t("admin.users.col.locked"): locked,
+            }
+        )
     return rows
 
 
@@ -79,8 +85,14 @@ def render() -> None:
     st.dataframe(_table(accounts), hide_index=True, width="stretch")
 
     add_tab, edit_tab, active_tab, password_tab = st.tabs(
-        [t("admin.users.tab.add"), t("admin.users.tab.edit"), t("admin.users.tab.active"), t("admin.users.tab.password")],
-        key="users_tabs")
+        [
+            t("admin.users.tab.add"),
+            t("admin.users.tab.edit"),
+            t("admin.users.tab.active"),
+            t("admin.users.tab.password"),
+        ],
+        key="users_tabs",
+    )
 
     with add_tab, st.form("user_add", clear_on_submit=True):
         left, right = st.columns(2)
@@ -88,12 +100,23 @@ def render() -> None:
         display_name = right.text_input(t("admin.users.display_name"), key="add_display_name")
         role = left.selectbox(t("admin.users.role"), ROLES, format_func=lambda r: t(f"role.{r}"), key="add_role")
         group = right.selectbox(t("admin.users.group"), GROUP_CHOICES, format_func=_group_label, key="add_group")
-        password = left.text_input(t("admin.users.password"), type="password", help=t("admin.users.password.help"),
-                                   key="add_password")
+        password = left.text_input(
+            t("admin.users.password"), type="password", help=t("admin.users.password.help"), key="add_password"
+        )
         if st.form_submit_button(t("admin.users.add.submit"), type="primary"):
-            _apply(lambda s: users.add_user(s, username=username.strip(), role=role, group_no=group, password=password,
-                                            display_name=display_name.strip(), actor=admin.username),
-                   "admin.users.added", name=widgets.plain(username.strip()))
+            _apply(
+                lambda s: users.add_user(
+                    s,
+                    username=username.strip(),
+                    role=role,
+                    group_no=group,
+                    password=password,
+                    display_name=display_name.strip(),
+                    actor=admin.username,
+                ),
+                "admin.users.added",
+                name=widgets.plain(username.strip()),
+            )
 
     with edit_tab:
         # Outside the form, so the role and group below start from the chosen account's current ones.
@@ -101,18 +124,30 @@ def render() -> None:
         account = next(a for a in accounts if a.username == name)
         with st.form("user_edit"):
             left, right = st.columns(2)
-            role = left.selectbox(t("admin.users.role"), ROLES, format_func=lambda r: t(f"role.{r}"),
-                                  index=ROLES.index(account.role) if account.role in ROLES else 0, key=f"edit_role_{name}")
-            group = right.selectbox(t("admin.users.group"), GROUP_CHOICES, format_func=_group_label,
-                                    index=GROUP_CHOICES.index(account.group_no) if account.group_no in GROUP_CHOICES else 0,
-                                    key=f"edit_group_{name}")
+            role = left.selectbox(
+                t("admin.users.role"),
+                ROLES,
+                format_func=lambda r: t(f"role.{r}"),
+                index=ROLES.index(account.role) if account.role in ROLES else 0,
+                key=f"edit_role_{name}",
+            )
+            group = right.selectbox(
+                t("admin.users.group"),
+                GROUP_CHOICES,
+                format_func=_group_label,
+                index=GROUP_CHOICES.index(account.group_no) if account.group_no in GROUP_CHOICES else 0,
+                key=f"edit_group_{name}",
+            )
             submitted = st.form_submit_button(t("admin.users.edit.submit"), type="primary")
         if submitted:
             if name == admin.username and role != Role.admin:
                 st.error(t("admin.users.not_self"))
             else:
-                _apply(lambda s: users.update_account(s, username=name, role=role, group_no=group, actor=admin.username),
-                       "admin.users.updated", name=widgets.plain(name))
+                _apply(
+                    lambda s: users.update_account(s, username=name, role=role, group_no=group, actor=admin.username),
+                    "admin.users.updated",
+                    name=widgets.plain(name),
+                )
 
     with active_tab, st.form("user_active"):
         name = st.selectbox(t("admin.users.account"), usernames, key="active_name")
@@ -123,13 +158,20 @@ def render() -> None:
             if deactivate and name == admin.username:
                 st.error(t("admin.users.not_self"))
             else:
-                _apply(lambda s: users.set_active(s, username=name, active=bool(activate), actor=admin.username),
-                       "admin.users.activated" if activate else "admin.users.deactivated", name=widgets.plain(name))
+                _apply(
+                    lambda s: users.set_active(s, username=name, active=bool(activate), actor=admin.username),
+                    "admin.users.activated" if activate else "admin.users.deactivated",
+                    name=widgets.plain(name),
+                )
 
     with password_tab, st.form("user_password", clear_on_submit=True):
         name = st.selectbox(t("admin.users.account"), usernames, key="password_name")
-        password = st.text_input(t("admin.users.new_password"), type="password", help=t("admin.users.password.help"),
-                                 key="reset_password")
+        password = st.text_input(
+            t("admin.users.new_password"), type="password", help=t("admin.users.password.help"), key="reset_password"
+        )
         if st.form_submit_button(t("admin.users.password.submit"), type="primary"):
-            _apply(lambda s: users.reset_password(s, username=name, password=password, actor=admin.username),
-                   "admin.users.password_reset", name=widgets.plain(name))
+            _apply(
+                lambda s: users.reset_password(s, username=name, password=password, actor=admin.username),
+                "admin.users.password_reset",
+                name=widgets.plain(name),
+            )

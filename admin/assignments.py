@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from admin import shell, widgets
+from ui import shell, widgets
 from db import assignments
 from db.errors import ClinConsensusError
 from db.models import AssignmentKind, Role, User
@@ -21,6 +21,7 @@ def _person_label(people: dict[str, User], t, *, with_group: bool = True):
         person = people[username]
         name = f"{person.display_name or username} ({username})" if person.display_name != username else username
         return f"{name} · {t('group.name', group=person.group_no)}" if with_group else name
+
     return label
 
 
@@ -42,8 +43,14 @@ def _show_summary(summary) -> None:
         return
     st.success(t("admin.assign.result", created=summary.created, existing=summary.already_assigned))
     if summary.per_user:
-        st.dataframe([{t("admin.assign.col.user"): name, t("admin.assign.col.new"): count}
-                      for name, count in sorted(summary.per_user.items())], hide_index=True, width="content")
+        st.dataframe(
+            [
+                {t("admin.assign.col.user"): name, t("admin.assign.col.new"): count}
+                for name, count in sorted(summary.per_user.items())
+            ],
+            hide_index=True,
+            width="content",
+        )
     if summary.unassignable:
         st.warning(t("admin.assign.unassignable", count=len(summary.unassignable)))
         with st.expander(t("admin.assign.unassignable.details")):
@@ -64,25 +71,47 @@ def render() -> None:
     label = _person_label(people, t)
     short_label = _person_label(people, t, with_group=False)
 
-    rubric_tab, label_tab, reassign_tab, list_tab = st.tabs([
-        t("admin.assign.tab.rubric"), t("admin.assign.tab.label"), t("admin.assign.tab.reassign"),
-        t("admin.assign.tab.list")], key="assign_tabs")
+    rubric_tab, label_tab, reassign_tab, list_tab = st.tabs(
+        [
+            t("admin.assign.tab.rubric"),
+            t("admin.assign.tab.label"),
+            t("admin.assign.tab.reassign"),
+            t("admin.assign.tab.list"),
+        ],
+        key="assign_tabs",
+    )
 
     with rubric_tab:
         st.caption(t("admin.assign.rubric.intro"))
         # Outside the form, so switching shows only the matching input at once.
-        by = st.radio(t("admin.assign.rubric.by"), ("specialty", "cases"), horizontal=True, key="rubric_by",
-                      format_func=lambda v: t(f"admin.assign.rubric.by.{v}"))
+        by = st.radio(
+            t("admin.assign.rubric.by"),
+            ("specialty", "cases"),
+            horizontal=True,
+            key="rubric_by",
+            format_func=lambda v: t(f"admin.assign.rubric.by.{v}"),
+        )
         with st.form("assign_rubric"):
             specialty, case_text = None, ""
             if by == "specialty":
-                specialty = st.selectbox(t("admin.assign.specialty"), subjects, index=None, key="rubric_specialty",
-                                         placeholder=t("admin.assign.specialty.placeholder"))
+                specialty = st.selectbox(
+                    t("admin.assign.specialty"),
+                    subjects,
+                    index=None,
+                    key="rubric_specialty",
+                    placeholder=t("admin.assign.specialty.placeholder"),
+                )
             else:
-                case_text = st.text_area(t("admin.assign.case_ids"), help=t("admin.assign.case_ids.help"), height=100,
-                                         key="rubric_cases")
-            chosen = st.multiselect(t("admin.assign.annotators"), list(people), format_func=label, key="rubric_people",
-                                    placeholder=t("admin.assign.choose_people"))
+                case_text = st.text_area(
+                    t("admin.assign.case_ids"), help=t("admin.assign.case_ids.help"), height=100, key="rubric_cases"
+                )
+            chosen = st.multiselect(
+                t("admin.assign.annotators"),
+                list(people),
+                format_func=label,
+                key="rubric_people",
+                placeholder=t("admin.assign.choose_people"),
+            )
             if st.form_submit_button(t("admin.assign.rubric.submit"), type="primary"):
                 case_ids = [c for c in case_text.replace(",", " ").split() if c]
                 if by == "specialty" and not specialty:
@@ -90,10 +119,15 @@ def render() -> None:
                 elif by == "cases" and not case_ids:
                     st.warning(t("admin.assign.need_cases"))
                 else:
-                    _run(lambda s: assignments.assign_rubric_authoring(
-                        s, actor=admin, annotators=chosen,
-                        specialty=specialty if by == "specialty" else None,
-                        case_ids=case_ids if by == "cases" else None))
+                    _run(
+                        lambda s: assignments.assign_rubric_authoring(
+                            s,
+                            actor=admin,
+                            annotators=chosen,
+                            specialty=specialty if by == "specialty" else None,
+                            case_ids=case_ids if by == "cases" else None,
+                        )
+                    )
 
     with label_tab:
         st.caption(t("admin.assign.label.intro"))
@@ -101,10 +135,20 @@ def render() -> None:
             left, right = st.columns(2)
             group1 = [u for u, p in people.items() if p.group_no == 1]
             group2 = [u for u, p in people.items() if p.group_no == 2]
-            chosen1 = left.multiselect(t("group.name", group=1), group1, default=group1, format_func=short_label,
-                                       placeholder=t("admin.assign.choose_people"))
-            chosen2 = right.multiselect(t("group.name", group=2), group2, default=group2, format_func=short_label,
-                                        placeholder=t("admin.assign.choose_people"))
+            chosen1 = left.multiselect(
+                t("group.name", group=1),
+                group1,
+                default=group1,
+                format_func=short_label,
+                placeholder=t("admin.assign.choose_people"),
+            )
+            chosen2 = right.multiselect(
+                t("group.name", group=2),
+                group2,
+                default=group2,
+                format_func=short_label,
+                placeholder=t("admin.assign.choose_people"),
+            )
             if st.form_submit_button(t("admin.assign.label.submit"), type="primary"):
                 _run(lambda s: assignments.assign_labeling(s, actor=admin, annotators=[*chosen1, *chosen2]))
 
@@ -113,8 +157,13 @@ def render() -> None:
         with st.form("assign_move"):
             left, right = st.columns(2)
             assignment_id = left.number_input(t("admin.assign.assignment_id"), min_value=1, step=1, value=None)
-            target = right.selectbox(t("admin.assign.to"), list(people), format_func=label, index=None,
-                                     placeholder=t("admin.assign.choose_person"))
+            target = right.selectbox(
+                t("admin.assign.to"),
+                list(people),
+                format_func=label,
+                index=None,
+                placeholder=t("admin.assign.choose_person"),
+            )
             if st.form_submit_button(t("admin.assign.reassign.submit"), type="primary"):
                 if assignment_id is None or target is None:
                     st.warning(t("admin.assign.need_both"))
@@ -123,18 +172,39 @@ def render() -> None:
 
     with list_tab:
         left, right = st.columns(2)
-        kind = left.radio(t("admin.assign.kind"), (AssignmentKind.label.value, AssignmentKind.rubric.value),
-                          horizontal=True, format_func=lambda k: t(f"admin.assign.kind.{k}"))
-        who = right.selectbox(t("admin.assign.filter_user"), list(people), index=None, format_func=label,
-                              placeholder=t("admin.assign.everyone"))
+        kind = left.radio(
+            t("admin.assign.kind"),
+            (AssignmentKind.label.value, AssignmentKind.rubric.value),
+            horizontal=True,
+            format_func=lambda k: t(f"admin.assign.kind.{k}"),
+        )
+        who = right.selectbox(
+            t("admin.assign.filter_user"),
+            list(people),
+            index=None,
+            format_func=label,
+            placeholder=t("admin.assign.everyone"),
+        )
         with shell.db_session(read_only=True) as session:
-            rows = assignments.list_assignments(session, actor=admin, kind=AssignmentKind(kind), username=who,
-                                                limit=TABLE_LIMIT)
+            rows = assignments.list_assignments(
+                session, actor=admin, kind=AssignmentKind(kind), username=who, limit=TABLE_LIMIT
+            )
         st.caption(t("admin.assign.list.caption", shown=len(rows), limit=TABLE_LIMIT))
-        st.dataframe([{t("admin.assign.col.id"): r["id"], t("admin.assign.col.case"): r["case_id"],
-                       t("admin.assign.col.response"): r["response"] or "", t("admin.assign.col.model"): r["model"] or "",
-                       t("admin.assign.col.user"): r["user"], t("admin.assign.col.group"): r["group"]}
-                      for r in rows], hide_index=True, width="stretch")
+        st.dataframe(
+            [
+                {
+                    t("admin.assign.col.id"): r["id"],
+                    t("admin.assign.col.case"): r["case_id"],
+                    t("admin.assign.col.response"): r["response"] or "",
+                    t("admin.assign.col.model"): r["model"] or "",
+                    t("admin.assign.col.user"): r["user"],
+                    t("admin.assign.col.group"): r["group"],
+                }
+                for r in rows
+            ],
+            hide_index=True,
+            width="stretch",
+        )
 
 
 def _reassigned(session, admin: User, assignment_id: int, target: str) -> str:

@@ -1,0 +1,78 @@
+"""Where the work stands: overall, per expert group and per annotator, and open disagreements."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ui import shell, widgets
+from db import progress_queries
+from db.models import Role
+
+
+def _share(done: int, total: int) -> float:
+    return done / total if total else 0.0
+
+
+def render() -> None:
+    admin = shell.require_user(Role.admin)
+    t = shell.translator()
+    st.title(t("admin.progress.title"))
+    with shell.db_session(read_only=True) as session:
+        state = progress_queries.progress(session, actor=admin)
+    overall = state.overall
+
+    columns = st.columns(4)
+    columns[0].metric(t("admin.progress.cases"), f"{overall['cases']:,}")
+    columns[1].metric(t("admin.progress.approved"), f"{overall['cases_with_approved_rubric']:,}")
+    columns[2].metric(t("admin.progress.responses"), f"{overall['responses']:,}")
+    columns[3].metric(t("admin.progress.unresolved"), f"{overall['unresolved_disagreements']:,}")
+
+    st.subheader(t("admin.progress.overall"))
+    widgets.progress_bar(overall["rubric_done"], overall["rubric_assigned"], label_key="admin.progress.rubric_bar")
+    widgets.progress_bar(overall["label_done"], overall["label_assigned"], label_key="admin.progress.label_bar")
+
+    st.subheader(t("admin.progress.by_group"))
+    st.dataframe(
+        [
+            {
+                t("admin.progress.col.group"): t("group.name", group=g["group"]),
+                t("admin.progress.col.rubric"): f"{g['rubric_done']:,} / {g['rubric_assigned']:,}",
+                t("admin.progress.col.label"): f"{g['label_done']:,} / {g['label_assigned']:,}",
+                t("admin.progress.col.share"): _share(g["label_done"], g["label_assigned"]),
+            }
+            for g in state.groups
+        ],
+        hide_index=True,
+        width="stretch",
+        column_config={
+            t("admin.progress.col.share"): st.column_config.ProgressColumn(
+                t("admin.progress.col.share"), min_value=0.0, max_value=1.0, format="percent"
+            )
+        },
+    )
+
+    st.subheader(t("admin.progress.by_person"))
+    if not state.people:
+        st.info(t("admin.progress.nobody"))
+        return
+    st.dataframe(
+        [
+            {
+                t("admin.progress.col.user"): p["username"],
+                t("admin.progress.col.name"): p["display_name"],
+                t("admin.progress.col.group"): t("group.name", group=p["group"]) if p["group"] else "",
+                t("admin.progress.col.rubric"): f"{p['rubric_done']:,} / {p['rubric_assigned']:,}",
+                t("admin.progress.col.label"): f"{p['label_done']:,} / {p['label_assigned']:,}",
+                t("admin.progress.col.share"): _share(p["label_done"], p["label_assigned"]),
+                t("admin.progress.col.active"): p["active"],
+            }
+            for p in state.people
+        ],
+        hide_index=True,
+        width="stretch",
+        column_config={
+            t("admin.progress.col.share"): st.column_config.ProgressColumn(
+                t("admin.progress.col.share"), min_value=0.0, max_value=1.0, format="percent"
+            )
+        },
+    )

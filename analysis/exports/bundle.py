@@ -1,0 +1,60 @@
+"""Any export run into a temporary folder and returned as a zip, for a page's download button."""
+
+from __future__ import annotations
+
+import io
+import tempfile
+import zipfile
+from pathlib import Path
+
+from sqlalchemy.engine import Engine
+
+from db.errors import ValidationFailed
+from db.progress import Progress, no_progress
+
+from analysis.exports.common import EXPORT_KINDS
+from analysis.exports.gold import export_gold
+from analysis.exports.release import export_release
+from analysis.exports.judgements import export_judgements
+from analysis.exports.judge_items import export_judge_items
+from analysis.exports.sft import export_sft
+
+
+# Downloads ------------------------------------------------------------------------------------
+
+_BUNDLE_TARGET = {
+    "gold": "gold.jsonl",
+    "release": "release",
+    "judgements": "judgements",
+    "judge-items": "judge_items.jsonl",
+    "sft": "sft",
+}
+_ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+
+
+def export_bundle(engine: Engine, what: str, progress: Progress = no_progress, **options) -> tuple[str, bytes]:
+    """(file name, zip bytes) of one export, for a download button; the zip also holds SUMMARY.txt."""
+    runners = {
+        "gold": export_gold,
+        "release": export_release,
+        "judgements": export_judgements,
+        "judge-items": export_judge_items,
+        "sft": export_sft,
+    }
+    if what not in runners:
+        raise ValidationFailed(f"export {what!r}: expected one of {', '.join(EXPORT_KINDS)}")
+    with tempfile.TemporaryDirectory(prefix="clinconsensus-export-") as temporary:
+        target = Path(temporary) / _BUNDLE_TARGET[what]
+        summary = runners[what](engine, target, progress=progress, **options)
+        paths = sorted(target.rglob("*")) if target.is_dir() else [target]
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            for path in paths:
+                if path.is_file():
+                    info = zipfile.ZipInfo(str(path.relative_to(temporary)), date_time=_ZIP_DATE)
+                    info.compress_type = zipfile.ZIP_DEFLATED
+                    with open(path, "rb") as handle:
+                        archive.writestr(info, handle.read())
+            summary_text = str(summary).replace(temporary, "").replace("\\", "/")
+            archive.writestr(zipfile.ZipInfo("SUMMARY.txt", date_time=_ZIP_DATE), summary_text + "\n")
+    return f"clinconsensus-{what}.zip", buffer.getvalue()

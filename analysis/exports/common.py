@@ -1,0 +1,254 @@
+"""What every export shares: record constants, the summary, deterministic writers and the frames of current rubrics."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlalchemy.engine import Engine
+
+from analysis.loader import load_criteria, load_responses
+from db.errors import ValidationFailed
+from db.progress import Progress
+
+
+EXPORT_KINDS = ("gold", "release", "judgements", "judge-items", "sft")
+DEFAULT_TEMPLATE = Path(__file__).resolve().parent.parent / "templates" / "judge_prompt.txt"
+TEMPLATE_FIELDS = ("user_message", "response", "rubric_item")
+DEFAULT_SEED = 20260101
+DIFFICULTIES = ("low", "medium", "high")
+RELEASE_LICENSE = "CC BY 4.0"
+
+#: No key anywhere in a released case may contain one of these (DESIGN §3.5).
+FORBIDDEN_KEY_PARTS = (
+    "reference_answer",
+    "source_file",
+    "prompt_id",
+    "row",
+    "provenance",
+    "physician",
+    "doctor",
+    "qc",
+    "repair",
+    "internal",
+)
+RELEASE_FIELDS = (
+    "case_id",
+    "difficulty",
+    "task",
+    "task_labels",
+    "subject",
+    "subject_labels",
+    "user_role",
+    "clinical_context",
+    "user_request",
+    "rubrics",
+)
+OPTIONAL_RELEASE_FIELDS = ("register",)
+
+#: Explanations for SFT rows without a physician's note (the label alone).
+GENERIC_EXPLANATION = {True: "回答满足该评分标准的要求。", False: "回答未满足该评分标准的要求。"}
+
+_CHUNK = 20_000
+#: Items a printed summary lists one by one (left-out cases, removed keys, warnings); the rest are counted.
+MAX_LISTED = 50
+BOOLEAN_TEXTS = ["false", "true", "null"]
+
+
+def user_message(clinical_context: str, user_request: str) -> str:
+    """What annotators and judges read as the user's message (DESIGN §3.1)."""
+    return f"{clinical_context}\n\n{user_request}"
+
+
+def is_forbidden_key(key: str) -> bool:
+    lowered = str(key).casefold()
+    return any(part in lowered for part in FORBIDDEN_KEY_PARTS)
+
+
+# Summaries ------------------------------------------------------------------------------------
+
+
+@dataclass
+class ExportSummary:
+    """What an export wrote; `str()` is the text the command line prints."""
+
+    what: str
+    target: Path
+    counts: dict = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)  # file name → sha256
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        lines = [f"export {self.what}: {self.target}"]
+        lines += [f"  {key}: {_plain(value)}" for key, value in self.counts.items()]
+        lines += [f"  {name}  sha256 {digest}" for name, digest in self.files.items()]
+        lines += [f"  {note}" for note in self.notes]
+        if self.warnings:
+            lines.append(f"  warnings ({len(self.warnings)}):")
+            lines += [f"    {warning}" for warning in self.warnings[:MAX_LISTED]]
+            if len(self.warnings) > MAX_LISTED:
+                lines.append(f"    … and {len(self.warnings) - MAX_LISTED} more")
+        return lines
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+def _listed(items: list[str], separator: str) -> str:
+    shown = separator.join(items[:MAX_LISTED])
+    return shown + (f"{separator}… and {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else "")
+
+
+def _plain(value) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{key} {count}" for key, count in value.items()) or "none"
+    return str(value)
+
+
+# Writing helpers ------------------------------------------------------------------------------
+
+
+def _json(value) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _encoded(values) -> np.ndarray:
+    """JSON text of each value, encoding each distinct value once."""
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+    encoded = np.array([_json(value) for value in uniques] or [""], dtype=object)
+    return encoded[codes]
+
+
+def _encoded_arrow(values: pd.Series) -> pa.Array:
+    """As `_encoded`, as an Arrow string array (for `_write_joined`)."""
+    codes, uniques = pd.factorize(values)
+    return _choose(codes, [_json(value) for value in uniques])
+
+
+def _choose(codes: np.ndarray, texts: list[str]) -> pa.Array:
+    """texts[code] for each code, as an Arrow string array."""
+    return pa.array(texts or [""], type=pa.large_string()).take(pa.array(codes, type=pa.int64()))
+
+
+def _nullable_codes(series: pd.Series) -> np.ndarray:
+    """A nullable boolean column as codes into ("false", "true", "null")."""
+    codes = series.fillna(False).to_numpy(bool).astype(np.int64)
+    codes[series.isna().to_numpy()] = 2
+    return codes
+
+
+def _write_joined(path: Path, parts: list, rows: int) -> None:
+    """Write one line per row, each the concatenation of `parts` (Arrow string arrays or str constants).
+
+    Arrow joins the pieces in C; the joined array's data buffer is the file's bytes, lines in order.
+    """
+    with open(path, "wb") as handle:
+        if rows == 0:
+            return
+        pieces = [part if isinstance(part, pa.Array) else pa.scalar(part, type=pa.large_string()) for part in parts]
+        lines = pc.binary_join_element_wise(
+            *pieces, pa.scalar("\n", type=pa.large_string()), pa.scalar("", type=pa.large_string())
+        )
+        offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset : lines.offset + rows + 1]
+        handle.write(memoryview(lines.buffers()[2])[int(offsets[0]) : int(offsets[-1])])
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_lines(path: Path, lines: Iterable[str], total: int, progress: Progress, note: str) -> tuple[int, str]:
+    """Write JSON lines, reporting progress; returns (number of lines, sha256 of the file)."""
+    writer = _HashingWriter(path)
+    try:
+        for line in lines:
+            writer.add(line + "\n")
+            if writer.lines % _CHUNK == 0:
+                progress(writer.lines, total, note)
+    finally:
+        writer.close()
+    progress(writer.lines, total, note)
+    return writer.lines, writer.sha256
+
+
+class _HashingWriter:
+    """Appends text lines to a UTF-8 file in large blocks, hashing the bytes on the way (no second read)."""
+
+    def __init__(self, path: Path, block: int = 2000) -> None:
+        self.handle = open(path, "wb")
+        self.digest = hashlib.sha256()
+        self.pending: list[str] = []
+        self.block = block
+        self.lines = 0
+
+    def add(self, line: str) -> None:
+        self.pending.append(line)
+        self.lines += 1
+        if len(self.pending) >= self.block:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            data = "".join(self.pending).encode("utf-8")
+            self.digest.update(data)
+            self.handle.write(data)
+            self.pending.clear()
+
+    def close(self) -> None:
+        self.flush()
+        self.handle.close()
+
+    @property
+    def sha256(self) -> str:
+        return self.digest.hexdigest()
+
+
+def _write_json(path: Path, value, indent: int | None = 2) -> None:
+    path.write_text(json.dumps(value, ensure_ascii=False, indent=indent) + "\n", encoding="utf-8", newline="\n")
+
+
+def _prepare_dir(directory: Path, names: Iterable[str]) -> Path:
+    """Create the output directory and remove earlier outputs of ours, so no stale file survives."""
+    directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise ValidationFailed(f"{directory}: exists and is not a directory")
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (directory / name).unlink(missing_ok=True)
+    return directory
+
+
+# Shared frames --------------------------------------------------------------------------------
+
+
+def _response_keys(engine: Engine) -> pd.DataFrame:
+    return load_responses(engine)[["response_id", "case_pk", "case_id", "model"]]
+
+
+def _current_criteria(engine: Engine, *, text: bool = False) -> pd.DataFrame:
+    columns = ["case_pk", "criterion_id", "position"] + (["text", "tags"] if text else [])
+    return load_criteria(engine, text=text)[columns]
+
+
+def _in_current_rubric(decisions: pd.DataFrame, responses: pd.DataFrame, criteria: pd.DataFrame) -> pd.DataFrame:
+    """Decisions on a criterion of their case's current approved rubric, with case and position."""
+    frame = decisions.merge(responses, on="response_id", how="inner")
+    return frame.merge(criteria[["case_pk", "criterion_id", "position"]], on=["case_pk", "criterion_id"], how="inner")
+
+
+def _decision_order(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.sort_values(
+        ["case_pk", "model", "position", "criterion_id"], na_position="last", kind="stable", ignore_index=True
+    )

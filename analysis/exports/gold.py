@@ -1,0 +1,81 @@
+"""The gold export (DESIGN §3.5): one row per decision that has a gold label, with both groups' final labels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sqlalchemy.engine import Engine
+
+from analysis.loader import load_label_decisions
+from db.gold import gold_labels
+from db.progress import Progress, no_progress
+
+from analysis.exports.common import (
+    BOOLEAN_TEXTS,
+    ExportSummary,
+    _choose,
+    _current_criteria,
+    _decision_order,
+    _encoded_arrow,
+    _nullable_codes,
+    _response_keys,
+    _write_joined,
+    sha256_file,
+)
+
+
+# gold -----------------------------------------------------------------------------------------
+
+
+def gold_frame(engine: Engine) -> pd.DataFrame:
+    """Every decision with gold, in export order: case_id, model, criterion_id, met, source, group1, group2."""
+    gold = gold_labels(load_label_decisions(engine))
+    frame = gold.merge(_response_keys(engine), on="response_id", how="inner")
+    # Left join: a gold decision on a criterion outside the current rubric is still gold; it sorts last.
+    frame = frame.merge(_current_criteria(engine), on=["case_pk", "criterion_id"], how="left")
+    return _decision_order(frame)
+
+
+def export_gold(engine: Engine, path: Path, progress: Progress = no_progress) -> ExportSummary:
+    """`export gold FILE`: one JSON line per decision that has gold (DESIGN §3.5)."""
+    progress(0, None, "reading labels")
+    frame = gold_frame(engine)
+    rows = len(frame)
+    progress(0, rows, "gold rows")
+    parts = [
+        '{"case_id": ',
+        _encoded_arrow(frame["case_id"]),
+        ', "model": ',
+        _encoded_arrow(frame["model"]),
+        ', "criterion_id": ',
+        _encoded_arrow(frame["criterion_id"]),
+        ', "met": ',
+        _choose(frame["met"].to_numpy(bool).astype(np.int64), BOOLEAN_TEXTS),
+        ', "source": ',
+        _encoded_arrow(frame["source"]),
+        ', "group1": ',
+        _choose(_nullable_codes(frame["group1"]), BOOLEAN_TEXTS),
+        ', "group2": ',
+        _choose(_nullable_codes(frame["group2"]), BOOLEAN_TEXTS),
+        "}",
+    ]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_joined(path, parts, rows)
+    progress(rows, rows, "gold rows")
+    by_source = frame["source"].value_counts().sort_index()
+    return ExportSummary(
+        "gold",
+        path,
+        counts={
+            "rows": rows,
+            "by source": {str(k): int(v) for k, v in by_source.items()},
+            "responses": int(frame[["case_id", "model"]].drop_duplicates().shape[0]) if rows else 0,
+        },
+        files={path.name: sha256_file(path)},
+    )
+
+
+# release --------------------------------------------------------------------------------------

@@ -1,0 +1,68 @@
+"""Rows for running an external judge: user message, response and one rubric item each."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+from sqlalchemy.engine import Engine
+
+from analysis.loader import load_cases, load_responses
+from db.progress import Progress, no_progress
+
+from analysis.exports.common import ExportSummary, _current_criteria, _encoded, _json, _write_lines, user_message
+
+
+def _cases_with_text(engine: Engine) -> pd.DataFrame:
+    return load_cases(engine, text=True)[["case_pk", "case_id", "clinical_context", "user_request"]]
+
+
+def export_judge_items(engine: Engine, path: Path, progress: Progress = no_progress) -> ExportSummary:
+    """`export judge-items FILE`: one row per (response, criterion of the current approved rubric)."""
+    progress(0, None, "reading cases and responses")
+    cases = _cases_with_text(engine)
+    criteria = _current_criteria(engine, text=True)
+    responses = load_responses(engine, text=True)
+    rubric_of = {
+        pk: (_encoded(group["criterion_id"]), _encoded(group["text"]))
+        for pk, group in criteria.groupby("case_pk", sort=False)
+    }
+    responses = responses[responses["case_pk"].isin(rubric_of)]
+    responses_of = {pk: group for pk, group in responses.groupby("case_pk", sort=False)}
+    total = int(sum(len(responses_of[pk]) * len(rubric_of[pk][0]) for pk in responses_of))
+
+    def lines() -> Iterator[str]:
+        for case in cases.itertuples(index=False):
+            if case.case_pk not in responses_of:
+                continue
+            message = _json(user_message(case.clinical_context, case.user_request))
+            case_id = _json(case.case_id)
+            criterion_ids, texts = rubric_of[case.case_pk]
+            for model, text in zip(responses_of[case.case_pk]["model"], responses_of[case.case_pk]["text"]):
+                response, model = _json(text), _json(model)
+                for criterion_id, item in zip(criterion_ids, texts):
+                    yield (
+                        f'{{"user_message": {message}, "response": {response}, "rubric_item": {item}, '
+                        f'"case_id": {case_id}, "model": {model}, "criterion_id": {criterion_id}}}'
+                    )
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows, digest = _write_lines(path, lines(), total, progress, "judge items")
+    without_rubric = int((~load_responses(engine)["case_pk"].isin(rubric_of)).sum())
+    summary = ExportSummary(
+        "judge-items",
+        path,
+        counts={
+            "rows": rows,
+            "responses": len(responses),
+            "cases": len(responses_of),
+            "responses left out (no approved rubric)": without_rubric,
+        },
+        files={path.name: digest},
+    )
+    return summary
+
+
+# sft ------------------------------------------------------------------------------------------

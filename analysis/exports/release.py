@@ -1,0 +1,308 @@
+"""The public rubric-only release (DESIGN §3.5): cases.jsonl, schema.json, counts.json, SHA256SUMS and the dataset card."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from sqlalchemy.engine import Engine
+
+from analysis.loader import load_cases, load_register_overrides
+from db.config import RUBRIC_SIZE
+from db.contacts import find_contacts
+from db.errors import ValidationFailed
+from db.progress import Progress, no_progress
+
+from analysis.exports.common import (
+    DIFFICULTIES,
+    ExportSummary,
+    FORBIDDEN_KEY_PARTS,
+    OPTIONAL_RELEASE_FIELDS,
+    RELEASE_FIELDS,
+    RELEASE_LICENSE,
+    _current_criteria,
+    _json,
+    _listed,
+    _prepare_dir,
+    _write_json,
+    _write_lines,
+    is_forbidden_key,
+    sha256_file,
+)
+
+
+def _strip_forbidden(value, path: str, removed: list[str]):
+    """A copy of `value` without keys matching FORBIDDEN_KEY_PARTS, at any depth; `removed` gets their paths."""
+    if isinstance(value, dict):
+        kept = {}
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if is_forbidden_key(key):
+                removed.append(where)
+                continue
+            kept[key] = _strip_forbidden(item, where, removed)
+        return kept
+    if isinstance(value, list):
+        return [_strip_forbidden(item, f"{path}[{i}]", removed) for i, item in enumerate(value)]
+    return value
+
+
+def _strings(value, path: str) -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _strings(item, f"{path}[{i}]")
+
+
+def _release_problems(record: dict, size: int) -> list[str]:
+    """Field-level problems of one release record (empty when it is valid)."""
+    problems = []
+    for name in ("case_id", "task", "subject", "user_role", "clinical_context", "user_request"):
+        if not isinstance(record.get(name), str):
+            problems.append(f"field {name}: must be a string")
+    if not record.get("case_id"):
+        problems.append("field case_id: must not be empty")
+    if record.get("difficulty") not in DIFFICULTIES:
+        problems.append(f"field difficulty: {record.get('difficulty')!r} is not one of {', '.join(DIFFICULTIES)}")
+    for name in ("task_labels", "subject_labels"):
+        value = record.get(name)
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            problems.append(f"field {name}: must be a list of strings")
+    if "register" in record and record["register"] not in ("lay", "professional"):
+        problems.append(f"field register: {record['register']!r} is not lay or professional")
+    rubrics = record.get("rubrics")
+    if not isinstance(rubrics, list) or len(rubrics) != size:
+        count = len(rubrics) if isinstance(rubrics, list) else "no"
+        problems.append(f"field rubrics: {count} items, expected exactly {size}")
+        return problems
+    seen = set()
+    for i, item in enumerate(rubrics):
+        if not isinstance(item.get("criterion_id"), str) or not item["criterion_id"]:
+            problems.append(f"field rubrics[{i}].criterion_id: must be a non-empty string")
+        elif item["criterion_id"] in seen:
+            problems.append(f"field rubrics[{i}].criterion_id: {item['criterion_id']!r} appears twice")
+        seen.add(item.get("criterion_id"))
+        if not isinstance(item.get("criterion"), str) or not item["criterion"].strip():
+            problems.append(f"field rubrics[{i}].criterion: must be a non-empty string")
+        if "tags" in item and (not isinstance(item["tags"], list) or not all(isinstance(t, str) for t in item["tags"])):
+            problems.append(f"field rubrics[{i}].tags: must be a list of strings")
+    return problems
+
+
+def release_schema(size: int = RUBRIC_SIZE) -> dict:
+    """JSON Schema (draft 2020-12) of one line of the release's cases.jsonl."""
+    string_list = {"type": "array", "items": {"type": "string"}}
+    forbidden = "|".join(re.escape(part) for part in FORBIDDEN_KEY_PARTS)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://clinconsensus.example/schema/case.json",
+        "title": "ClinConsensus case",
+        "description": f"One line of cases.jsonl: a Chinese clinical case with exactly {size} rubric criteria.",
+        "type": "object",
+        "required": list(RELEASE_FIELDS),
+        "properties": {
+            "case_id": {"type": "string", "minLength": 1},
+            "difficulty": {"enum": list(DIFFICULTIES)},
+            "task": {"type": "string"},
+            "task_labels": string_list,
+            "subject": {"type": "string"},
+            "subject_labels": string_list,
+            "user_role": {"type": "string"},
+            "clinical_context": {"type": "string"},
+            "user_request": {"type": "string"},
+            "register": {"enum": ["lay", "professional"]},
+            "rubrics": {
+                "type": "array",
+                "minItems": size,
+                "maxItems": size,
+                "items": {
+                    "type": "object",
+                    "required": ["criterion_id", "criterion"],
+                    "properties": {
+                        "criterion_id": {"type": "string", "minLength": 1},
+                        "criterion": {"type": "string", "minLength": 1},
+                        "tags": string_list,
+                    },
+                    "additionalProperties": False,
+                },
+            },
+        },
+        "propertyNames": {"not": {"pattern": f"(?i)({forbidden})"}},
+    }
+
+
+def release_records(engine: Engine, size: int = RUBRIC_SIZE) -> tuple[list[dict], list[str], list[str], list[str]]:
+    """(records, left-out case ids, removed key paths, contact warnings) of the release, unvalidated."""
+    cases = load_cases(engine, text=True).merge(load_register_overrides(engine), on="case_pk", how="left")
+    criteria = _current_criteria(engine, text=True)
+    by_case = {pk: group for pk, group in criteria.groupby("case_pk", sort=False)}
+    records, left_out, removed, warnings = [], [], [], []
+    for case in cases.itertuples(index=False):
+        rubric = by_case.get(case.case_pk)
+        if rubric is None:
+            left_out.append(case.case_id)
+            continue
+        items = []
+        for criterion_id, text, tags in zip(rubric["criterion_id"], rubric["text"], rubric["tags"]):
+            item = {"criterion_id": criterion_id, "criterion": text}
+            if tags:
+                item["tags"] = list(tags)
+            items.append(item)
+        record = {
+            "case_id": case.case_id,
+            "difficulty": case.difficulty,
+            "task": case.task,
+            "task_labels": list(case.task_labels),
+            "subject": case.subject,
+            "subject_labels": list(case.subject_labels),
+            "user_role": case.user_role,
+            "clinical_context": case.clinical_context,
+            "user_request": case.user_request,
+            "rubrics": items,
+        }
+        if isinstance(case.register_override, str) and case.register_override:
+            record["register"] = case.register_override
+        case_removed: list[str] = []
+        extra = _strip_forbidden(dict(case.extra or {}), "", case_removed)
+        for key, value in extra.items():
+            if key in record or key in RELEASE_FIELDS or key in OPTIONAL_RELEASE_FIELDS:
+                continue  # the stored columns are the truth for the release's own fields
+            record[key] = value
+        removed += [f"{case.case_id}: {where}" for where in case_removed]
+        for where, text in _strings(record, ""):
+            for kind, masked in find_contacts(text):
+                warnings.append(f"{case.case_id} {where}: {kind} {masked}")
+        records.append(record)
+    return records, left_out, removed, warnings
+
+
+RELEASE_FILES = ("cases.jsonl", "schema.json", "counts.json", "README.md", "SHA256SUMS")
+
+
+def export_release(
+    engine: Engine, directory: Path, progress: Progress = no_progress, size: int = RUBRIC_SIZE
+) -> ExportSummary:
+    """`export release DIR`: the public rubric-only release, validated before anything is written."""
+    progress(0, None, "reading cases")
+    records, left_out, removed, warnings = release_records(engine, size)
+    problems = [
+        f"case {record.get('case_id')!r}: {problem}"
+        for record in records
+        for problem in _release_problems(record, size)
+    ]
+    if problems:
+        shown = "; ".join(problems[:10]) + (f"; and {len(problems) - 10} more" if len(problems) > 10 else "")
+        raise ValidationFailed(f"release not written, {len(problems)} problem(s): {shown}")
+    directory = _prepare_dir(Path(directory), RELEASE_FILES)
+    _write_lines(directory / "cases.jsonl", (_json(record) for record in records), len(records), progress, "cases")
+    _write_json(directory / "schema.json", release_schema(size))
+    counts = release_counts(records, size)
+    _write_json(directory / "counts.json", counts)
+    (directory / "README.md").write_text(_release_card(counts, size), encoding="utf-8", newline="\n")
+    sums = {name: sha256_file(directory / name) for name in sorted(RELEASE_FILES[:-1])}
+    (directory / "SHA256SUMS").write_text(
+        "".join(f"{digest}  {name}\n" for name, digest in sums.items()), encoding="utf-8", newline="\n"
+    )
+    summary = ExportSummary(
+        "release",
+        directory,
+        counts={
+            "cases": len(records),
+            "criteria": counts["rubrics"],
+            "left out (no approved rubric)": len(left_out),
+        },
+        files=sums,
+    )
+    if left_out:
+        summary.notes.append("left out, no approved rubric: " + _listed(left_out, ", "))
+    if removed:
+        summary.notes.append(f"removed {len(removed)} forbidden key(s): " + _listed(removed, "; "))
+    summary.warnings = [f"contact-like string, review by hand: {warning}" for warning in warnings]
+    return summary
+
+
+def release_counts(records: list[dict], size: int) -> dict:
+    def tally(values: Iterable[str]) -> dict[str, int]:
+        return dict(sorted(Counter(values).items()))
+
+    return {
+        "cases": len(records),
+        "rubrics": sum(len(record["rubrics"]) for record in records),
+        "rubrics_per_case": size,
+        "difficulty": tally(record["difficulty"] for record in records),
+        "task_labels": tally(label for record in records for label in record["task_labels"]),
+        "subject_labels": tally(label for record in records for label in record["subject_labels"]),
+    }
+
+
+def _release_card(counts: dict, size: int) -> str:
+    def table(title: str, values: dict[str, int]) -> str:
+        rows = "\n".join(f"| {name} | {count} |" for name, count in values.items()) or "| – | 0 |"
+        return f"| {title} | cases |\n|---|---|\n{rows}\n"
+
+    return f"""# ClinConsensus — rubric release
+
+Chinese clinical cases, each with exactly {size} case-specific binary criteria written and audited by
+physicians (two independent expert groups). This release contains the cases and their approved
+rubrics only: no model responses, no labels and no names of the people who wrote or checked them.
+
+## Counts
+
+- cases: {counts["cases"]}
+- rubric criteria: {counts["rubrics"]} ({size} per case)
+
+{table("difficulty", counts["difficulty"])}
+{table("task label", counts["task_labels"])}
+{table("subject label", counts["subject_labels"])}
+## Files
+
+- `cases.jsonl` — one case per line (UTF-8 JSON Lines).
+- `schema.json` — JSON Schema (draft 2020-12) of one line of `cases.jsonl`.
+- `counts.json` — the counts above.
+- `SHA256SUMS` — SHA-256 of every other file.
+
+## Schema of a line
+
+| field | type | meaning |
+|---|---|---|
+| case_id | string | unique id |
+| difficulty | "low" \\| "medium" \\| "high" | |
+| task | string | primary task theme |
+| task_labels | [string] | task themes (multi-label) |
+| subject | string | primary specialty |
+| subject_labels | [string] | specialty labels; the first decides the macro-category |
+| user_role | string | the stated role of the person asking |
+| clinical_context | string | the clinical record |
+| user_request | string | the question |
+| rubrics | [{{criterion_id, criterion, tags?}}] | exactly {size} criteria |
+| register | "lay" \\| "professional" (optional) | overrides the role-keyword rule |
+
+The message a model answers (and a judge reads) is `clinical_context + "\\n\\n" + user_request`.
+A model's response is graded criterion by criterion (met / not met); with s met criteria out of
+N, CACS@k = (s − k + 1) / (N − k + 1) when s ≥ k, else 0.
+
+## License
+
+The data of this release is licensed under the Creative Commons Attribution 4.0 International
+license ({RELEASE_LICENSE}, https://creativecommons.org/licenses/by/4.0/). Cite the ClinConsensus
+benchmark when you use it.
+
+## Verify
+
+Inside this directory:
+
+```
+sha256sum -c SHA256SUMS
+python -c "import json, jsonschema; s = json.load(open('schema.json')); \\
+[jsonschema.validate(json.loads(l), s) for l in open('cases.jsonl', encoding='utf-8')]"
+```
+"""
+
+
+# judgements -----------------------------------------------------------------------------------

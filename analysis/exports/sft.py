@@ -1,0 +1,294 @@
+"""Judge training data from gold labels: prompt template, case-level split, train/dev/held-out files."""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sqlalchemy.engine import Engine
+
+from analysis.loader import load_label_decisions, load_label_notes, load_responses
+from db.errors import ValidationFailed
+from db.gold import DECISION, gold_labels
+from db.models import Stage
+from db.progress import Progress, no_progress
+
+from analysis.exports.common import (
+    DEFAULT_SEED,
+    DEFAULT_TEMPLATE,
+    ExportSummary,
+    GENERIC_EXPLANATION,
+    TEMPLATE_FIELDS,
+    _CHUNK,
+    _HashingWriter,
+    _current_criteria,
+    _decision_order,
+    _encoded,
+    _in_current_rubric,
+    _json,
+    _prepare_dir,
+    _write_json,
+    sha256_file,
+    user_message,
+)
+from analysis.exports.judge_items import _cases_with_text
+
+
+EXPLANATION_RULE = (
+    "explanation = the first non-empty physician note that supports the gold label: the "
+    "adjudication note; else a check note whose label equals gold (group 1, then group 2); "
+    "else an annotation note whose label equals gold (group 1, then group 2); else a generic "
+    "sentence stating met / not met"
+)
+SFT_FILES = ("train.jsonl", "dev.jsonl", "heldout.jsonl", "manifest.json", "judge_prompt.txt")
+
+
+def read_template(path: Path | None) -> str:
+    """The judge prompt template; it must contain each of {user_message}, {response}, {rubric_item}."""
+    path = Path(path) if path else DEFAULT_TEMPLATE
+    try:
+        template = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValidationFailed(f"{path}: no such template file") from None
+    except UnicodeDecodeError as error:
+        raise ValidationFailed(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    missing = [name for name in TEMPLATE_FIELDS if "{" + name + "}" not in template]
+    if missing:
+        raise ValidationFailed(
+            f"{path}: the template lacks the placeholder(s) " + ", ".join("{" + name + "}" for name in missing)
+        )
+    return template
+
+
+_PLACEHOLDER = re.compile(r"\{(" + "|".join(TEMPLATE_FIELDS) + r")\}")
+
+
+class PromptTemplate:
+    """A judge prompt template split once into literal parts and placeholders.
+
+    `fill` takes plain values; `fill_json_body` takes the values' JSON bodies (see `_json_body`) and
+    gives the body of the filled prompt — how SFT rows are assembled without encoding each prompt.
+    Text inside a value that looks like a placeholder stays as is (one pass).
+    """
+
+    def __init__(self, template: str) -> None:
+        pieces = _PLACEHOLDER.split(template)  # literal, name, literal, name, …, literal
+        self.literals = pieces[0::2]
+        self.names = pieces[1::2]
+        self.json_literals = [_json_body(piece) for piece in self.literals]
+
+    @staticmethod
+    def _join(literals: list[str], names: list[str], values: dict[str, str]) -> str:
+        out = [literals[0]]
+        for name, literal in zip(names, literals[1:]):
+            out.append(values[name])
+            out.append(literal)
+        return "".join(out)
+
+    def fill(self, **values: str) -> str:
+        return self._join(self.literals, self.names, values)
+
+    def fill_json_body(self, bodies: dict[str, str]) -> str:
+        return self._join(self.json_literals, self.names, bodies)
+
+
+def fill_template(template: str, **values: str) -> str:
+    """The prompt for one (user message, response, rubric item)."""
+    return PromptTemplate(template).fill(**values)
+
+
+def _json_body(text: str) -> str:
+    """The JSON string literal of `text` without its quotes.
+
+    JSON escapes character by character, so bodies of pieces concatenate to the body of the whole:
+    a prompt row is assembled from pieces encoded once per case, response and criterion.
+    """
+    return _json(text)[1:-1]
+
+
+def judge_answer(explanation: str, met: bool) -> str:
+    """The judge's answer: a fenced JSON block with `explanation` and `criteria_met`."""
+    return "```json\n" + _json({"explanation": explanation, "criteria_met": bool(met)}) + "\n```"
+
+
+def _supporting_notes(labels: pd.DataFrame, gold: pd.DataFrame) -> pd.DataFrame:
+    """DECISION + note: per gold decision, the note chosen by EXPLANATION_RULE (where there is one).
+
+    `labels` are label rows with a `note` column (those without a note are ignored).
+    """
+    text = labels["note"].fillna("").astype(str).str.strip()
+    notes = labels.assign(note=text)[text != ""]
+    notes = notes.merge(gold[[*DECISION, "met"]].rename(columns={"met": "gold_met"}), on=DECISION, how="inner")
+    stage, group = notes["stage"], notes["group_no"]
+    rank = np.select(
+        [
+            stage == Stage.adjudication,
+            (stage == Stage.check) & (group == 1),
+            (stage == Stage.check) & (group == 2),
+            (stage == Stage.annotation) & (group == 1),
+            (stage == Stage.annotation) & (group == 2),
+        ],
+        [0, 1, 2, 3, 4],
+        default=9,
+    )
+    notes = notes.assign(rank=rank)
+    notes = notes[(notes["rank"] == 0) | ((notes["rank"] < 9) & (notes["met"] == notes["gold_met"]))]
+    notes = notes.sort_values([*DECISION, "rank"], kind="stable").drop_duplicates(DECISION)
+    return notes[[*DECISION, "note"]]
+
+
+def split_cases(case_ids: list[str], seed: int, dev_fraction: float) -> set[str]:
+    """The dev cases: a seeded shuffle of the case ids (given in case order), first share taken."""
+    shuffled = list(case_ids)
+    random.Random(seed).shuffle(shuffled)
+    n_dev = int(round(dev_fraction * len(shuffled)))
+    if dev_fraction > 0 and len(shuffled) >= 2:
+        n_dev = min(max(n_dev, 1), len(shuffled) - 1)
+    return set(shuffled[:n_dev])
+
+
+def export_sft(
+    engine: Engine,
+    directory: Path,
+    seed: int = DEFAULT_SEED,
+    holdout_models: Iterable[str] = (),
+    fmt: str = "instruction",
+    dev_fraction: float = 0.1,
+    template_path: Path | None = None,
+    progress: Progress = no_progress,
+) -> ExportSummary:
+    """`export sft DIR`: judge training rows from gold, split by case, held-out models apart."""
+    if fmt not in ("instruction", "messages"):
+        raise ValidationFailed(f"format {fmt!r}: expected instruction or messages")
+    if not 0 <= dev_fraction < 1:
+        raise ValidationFailed(f"dev fraction {dev_fraction}: expected a number from 0 up to (not including) 1")
+    template = read_template(template_path)
+    template_source = Path(template_path) if template_path else DEFAULT_TEMPLATE
+    holdout = sorted({model.strip() for model in holdout_models if model and model.strip()})
+
+    progress(0, None, "reading labels")
+    gold = gold_labels(load_label_decisions(engine))
+    responses = load_responses(engine, text=True)
+    unknown = [model for model in holdout if model not in set(responses["model"])]
+    if unknown:
+        raise ValidationFailed(f"held-out model(s) not in the database: {', '.join(unknown)}")
+    criteria = _current_criteria(engine, text=True)
+    keys = responses[["response_id", "case_pk", "case_id", "model"]]
+    rows = _decision_order(_in_current_rubric(gold[[*DECISION, "met"]], keys, criteria))
+    outside_rubric = len(gold) - len(rows)
+    rows = rows.merge(_supporting_notes(load_label_notes(engine), gold), on=DECISION, how="left")
+    rows = rows.merge(
+        criteria[["case_pk", "criterion_id", "text"]].rename(columns={"text": "rubric_item"}),
+        on=["case_pk", "criterion_id"],
+        how="left",
+    )
+
+    cases = _cases_with_text(engine).set_index("case_pk")
+    message_body = {
+        pk: _json_body(user_message(context, request))
+        for pk, context, request in zip(cases.index, cases["clinical_context"], cases["user_request"])
+    }
+    response_body = {
+        response_id: _json_body(text) for response_id, text in zip(responses["response_id"], responses["text"])
+    }
+    item_body: dict[str, str] = {}
+    prompt = PromptTemplate(template)
+
+    in_holdout = rows["model"].isin(holdout).to_numpy()
+    pool = rows.loc[~in_holdout, "case_id"].drop_duplicates().tolist()
+    dev_cases = split_cases(pool, seed, dev_fraction)
+    part = np.where(in_holdout, "heldout", np.where(rows["case_id"].isin(dev_cases), "dev", "train"))
+
+    directory = _prepare_dir(Path(directory), SFT_FILES)
+    file_names = ["train.jsonl", "dev.jsonl"] + (["heldout.jsonl"] if holdout else [])
+    writers = {name: _HashingWriter(directory / name) for name in file_names}
+    generic = {met: _json(judge_answer(GENERIC_EXPLANATION[met], met)) for met in (True, False)}
+    metas = (
+        f'"meta": {{"case_id": {case_id}, "model": {model}, "criterion_id": {criterion_id}}}}}'
+        for case_id, model, criterion_id in zip(
+            _encoded(rows["case_id"]), _encoded(rows["model"]), _encoded(rows["criterion_id"])
+        )
+    )
+    with_note = 0
+    try:
+        # Each line is exactly json.dumps(record, ensure_ascii=False) of the record below, built from
+        # pre-encoded pieces: {"instruction": prompt, "output": answer, "meta": {case_id, model, criterion_id}}
+        # or {"messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}], "meta": …}.
+        columns = zip(
+            rows["case_pk"].tolist(),
+            rows["response_id"].tolist(),
+            rows["rubric_item"].tolist(),
+            rows["note"].tolist(),
+            rows["met"].tolist(),
+            part.tolist(),
+            metas,
+        )
+        for index, (case_pk, response_id, rubric_item, note, met, where, meta) in enumerate(columns):
+            item = item_body.get(rubric_item)
+            if item is None:
+                item = item_body[rubric_item] = _json_body(rubric_item)
+            instruction = prompt.fill_json_body(
+                {"user_message": message_body[case_pk], "response": response_body[response_id], "rubric_item": item}
+            )
+            if isinstance(note, str) and note:
+                with_note += 1
+                answer = _json(judge_answer(note, met))
+            else:
+                answer = generic[bool(met)]
+            if fmt == "instruction":
+                line = f'{{"instruction": "{instruction}", "output": {answer}, {meta}\n'
+            else:
+                line = (
+                    f'{{"messages": [{{"role": "user", "content": "{instruction}"}}, '
+                    f'{{"role": "assistant", "content": {answer}}}], {meta}\n'
+                )
+            writers[f"{where}.jsonl"].add(line)
+            if index % _CHUNK == 0:
+                progress(index, len(rows), "sft rows")
+    finally:
+        for writer in writers.values():
+            writer.close()
+    counts = Counter({name: writer.lines for name, writer in writers.items()})
+    progress(len(rows), len(rows), "sft rows")
+    shutil.copyfile(template_source, directory / "judge_prompt.txt")
+
+    files = {name: {"rows": counts[name], "sha256": writers[name].sha256} for name in file_names}
+    files["judge_prompt.txt"] = {"sha256": sha256_file(directory / "judge_prompt.txt")}
+    case_counts = {name: int(rows.loc[part == name.split(".")[0], "case_id"].nunique()) for name in file_names}
+    manifest = {
+        "seed": seed,
+        "options": {
+            "format": fmt,
+            "dev_fraction": dev_fraction,
+            "holdout_models": holdout,
+            "template": template_source.name,
+        },
+        "counts": {
+            "rows": {name: counts[name] for name in file_names},
+            "cases": case_counts,
+            "explanations": {"physician_note": with_note, "generic": len(rows) - with_note},
+            "gold_outside_current_rubric": outside_rubric,
+        },
+        "explanation_rule": EXPLANATION_RULE,
+        "files": files,
+    }
+    _write_json(directory / "manifest.json", manifest)
+    summary = ExportSummary(
+        "sft",
+        directory,
+        counts={
+            "rows": {name: counts[name] for name in file_names},
+            "cases": case_counts,
+            "physician notes used": with_note,
+        },
+        files={name: item["sha256"] for name, item in files.items()},
+    )
+    if outside_rubric:
+        summary.notes.append(f"{outside_rubric} gold decision(s) on criteria outside the current rubric skipped")
+    return summary

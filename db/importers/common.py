@@ -1,0 +1,101 @@
+"""What every importer shares: kinds, formats, chunk sizes, the failure and the summary."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+from db.errors import ClinConsensusError
+from db.models import Case, Criterion, JudgeDecision, Label, Response, RubricVersion, Stage
+
+
+KINDS = ("cases", "responses", "labels", "judge")
+JUDGE_FORMATS = ("decisions", "local-judge", "official")
+DIFFICULTIES = ("low", "medium", "high")
+REGISTERS = ("lay", "professional")
+STAGES = (Stage.annotation.value, Stage.check.value, Stage.adjudication.value)
+
+#: Errors collected before reading stops; the first is the one-line reason.
+MAX_ERRORS = 20
+#: Contact-like findings listed one by one in the summary; the rest are counted.
+MAX_LISTED_WARNINGS = 50
+#: Rows validated before they are written (labels, judge decisions), and records (cases, responses).
+ROW_CHUNK = 20_000
+RECORD_CHUNK = 500
+#: Rows per bulk INSERT / COPY block.
+BULK_ROWS = ROW_CHUNK // 2
+#: Ids per `IN (...)` lookup, well under SQLite's limit on bound parameters.
+LOOKUP_BATCH = 500
+
+_CASE_TABLE = Case.__table__
+_RUBRIC_TABLE = RubricVersion.__table__
+_CRITERION_TABLE = Criterion.__table__
+_RESPONSE_TABLE = Response.__table__
+_LABEL_TABLE = Label.__table__
+_JUDGE_TABLE = JudgeDecision.__table__
+_MISSING = object()
+
+
+class ImportFailed(ClinConsensusError):
+    """A file was refused and nothing landed; `errors[0]` is the one-line reason."""
+
+    def __init__(self, errors: list[str]) -> None:
+        self.errors = list(errors)
+        super().__init__(self.errors[0])
+
+
+# Summary -------------------------------------------------------------------------------------
+
+
+@dataclass
+class ImportSummary:
+    kind: str
+    source: str
+    fmt: str | None = None
+    records: int = 0
+    inserted: int = 0
+    replaced: int = 0
+    unchanged: int = 0
+    rubric_versions: int = 0
+    criteria: int = 0
+    unknown_task_labels: Counter = field(default_factory=Counter)
+    unmapped_subjects: Counter = field(default_factory=Counter)
+    placeholders: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    warning_count: int = 0
+    relabel_needed: int = 0
+    sha256: str = ""
+
+    def noun(self) -> str:
+        return {"cases": "cases", "responses": "responses", "labels": "labels"}.get(self.kind, "judge decisions")
+
+    def lines(self) -> list[str]:
+        shape = f" ({self.fmt})" if self.fmt else ""
+        out = [
+            f"{self.source}{shape}: {self.records:,} {self.noun()} read — {self.inserted:,} inserted, "
+            f"{self.replaced:,} replaced, {self.unchanged:,} unchanged"
+        ]
+        if self.rubric_versions:
+            out.append(f"rubrics: {self.rubric_versions:,} new approved versions, {self.criteria:,} criteria")
+        if self.unknown_task_labels:
+            listed = ", ".join(f"{label} ({count})" for label, count in self.unknown_task_labels.most_common())
+            out.append(f"task labels the taxonomy does not know, kept as given: {listed}")
+        if self.unmapped_subjects:
+            listed = ", ".join(f"{label} ({count})" for label, count in self.unmapped_subjects.most_common())
+            out.append(f"first specialty labels with no macro-category (sliced under 'other'): {listed}")
+        if self.placeholders:
+            out.append(
+                f"unknown usernames created as inactive accounts (no login until an admin sets a password): "
+                f"{', '.join(self.placeholders)}"
+            )
+        if self.relabel_needed:
+            out.append(f"warning: {self.relabel_needed:,} replaced responses already have labels made on the old text")
+        if self.warning_count:
+            out.append(
+                f"warning: {self.warning_count:,} contact-like strings found — review them manually before any release:"
+            )
+            out.extend(f"  {warning}" for warning in self.warnings)
+            if self.warning_count > len(self.warnings):
+                out.append(f"  … and {self.warning_count - len(self.warnings):,} more")
+        return out

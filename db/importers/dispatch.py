@@ -1,0 +1,148 @@
+"""Entry points: one file or stream of a kind, in one transaction, with its summary."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from pathlib import Path
+from typing import BinaryIO
+
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
+
+from db.engine import session_scope
+from db.models import utcnow
+from db.progress import Progress, no_progress
+
+from db.importers.common import ImportFailed, ImportSummary, JUDGE_FORMATS, KINDS
+from db.importers.reading import _Problems, _json_lines
+from db.importers.writing import _Run, db_time
+from db.importers.cases import _import_cases
+from db.importers.responses import _import_responses
+from db.importers.labels import _import_labels
+from db.importers.judge import _detect_judge_format, _import_judge_rows, _import_official
+
+
+# Entry points --------------------------------------------------------------------------------
+
+
+def import_file(
+    engine: Engine,
+    kind: str,
+    path: str | Path,
+    *,
+    fmt: str | None = None,
+    actor: str = "cli",
+    progress: Progress = no_progress,
+    judge: str | None = None,
+) -> ImportSummary:
+    """Import one file of `kind` (cases | responses | labels | judge) in one transaction.
+
+    Raises ImportFailed (nothing written) on any bad line; returns what changed otherwise.
+    `fmt` applies to judge files (decisions | local-judge | official; None: recognised from the
+    content); `judge` names the judge where the file does not.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ImportFailed([f"{path.name}: no such file"])
+    with open(path, "rb") as stream:
+        return import_stream(engine, kind, path.name, stream, fmt=fmt, actor=actor, progress=progress, judge=judge)
+
+
+def import_stream(
+    engine: Engine,
+    kind: str,
+    name: str,
+    stream: BinaryIO | bytes,
+    *,
+    fmt: str | None = None,
+    actor: str = "cli",
+    progress: Progress = no_progress,
+    judge: str | None = None,
+) -> ImportSummary:
+    """As `import_file`, for an open binary stream or bytes (an uploaded file) called `name`."""
+    if isinstance(stream, (bytes, bytearray)):
+        stream = io.BytesIO(stream)
+    if kind not in KINDS:
+        raise ImportFailed([f"{name}: unknown kind {kind!r} (cases, responses, labels or judge)"])
+    if kind != "judge" and fmt not in (None, "jsonl"):
+        raise ImportFailed([f"{name}: --format {fmt} applies to judge files only"])
+    if kind == "judge":
+        if fmt is None:
+            head = stream.peek(4096)[:4096] if hasattr(stream, "peek") else _peek(stream)
+            fmt = _detect_judge_format(head)
+        elif fmt not in JUDGE_FORMATS:
+            raise ImportFailed([f"{name}: --format must be one of {', '.join(JUDGE_FORMATS)}, found {fmt!r}"])
+    summary = ImportSummary(kind=kind, source=name, fmt=fmt if kind == "judge" else None)
+    problems = _Problems(name, summary)
+    digest = hashlib.sha256()
+
+    class _Refused(Exception):
+        pass
+
+    try:
+        with session_scope(engine) as session:
+            connection = session.connection()
+            now = utcnow()
+            run = _Run(
+                session=session,
+                connection=connection,
+                source=name,
+                actor=actor,
+                summary=summary,
+                problems=problems,
+                progress=progress,
+                now=now,
+                stored_now=db_time(connection, now),
+            )
+            try:
+                if kind == "judge" and fmt == "official":
+                    _import_official(run, stream, judge, digest)
+                else:
+                    records = _json_lines(stream, problems, digest)
+                    if kind == "cases":
+                        _import_cases(run, records)
+                    elif kind == "responses":
+                        _import_responses(run, records)
+                    elif kind == "labels":
+                        _import_labels(run, records)
+                    else:
+                        _import_judge_rows(run, records, fmt, judge)
+                if problems.errors:
+                    raise _Refused()
+                run.finish_bulk()
+            finally:
+                run.release()
+            summary.sha256 = digest.hexdigest()
+            if summary.inserted or summary.replaced or summary.placeholders:
+                run.audit(
+                    [
+                        {
+                            "action": "import",
+                            "entity": kind,
+                            "entity_key": name[:255],
+                            "before": None,
+                            "after": {
+                                "inserted": summary.inserted,
+                                "replaced": summary.replaced,
+                                "unchanged": summary.unchanged,
+                                "records": summary.records,
+                                "sha256": summary.sha256,
+                            },
+                        }
+                    ]
+                )
+    except _Refused:
+        problems.raise_if_any()
+    except DBAPIError as error:
+        reason = str(error.orig).strip().splitlines()[0] if error.orig is not None else str(error)
+        raise ImportFailed([f"{name}: the database refused the import: {reason}"]) from error
+    progress(summary.records, summary.records, "done")
+    return summary
+
+
+def _peek(stream: BinaryIO) -> bytes:
+    position = stream.tell()
+    head = stream.read(4096)
+    stream.seek(position)
+    return head

@@ -1,0 +1,281 @@
+"""Judge decisions (DESIGN §3.4): plain rows, the official local-judge output and per-model judgement files."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+from urllib.parse import unquote
+
+from sqlalchemy import bindparam, select, update
+
+
+from db.importers.common import _JUDGE_TABLE, _MISSING
+from db.importers import common
+from db.importers.reading import _Problems, _boolean, _kind_of, _text
+from db.importers.writing import _BulkInserter, _Run, _batches, _dump_json
+from db.importers.targets import _Targets, _table_has_rows
+
+
+# Judge decisions -----------------------------------------------------------------------------
+
+_JUDGE_COLUMNS = ["judge", "response_id", "criterion_id", "met", "extra"]
+#: Keys of a plain decision row; anything else is kept in JudgeDecision.extra.
+_DECISION_KEYS = {"judge", "case_id", "model", "criterion_id", "met"}
+#: Local-judge output rows echo the judge-items input; those keys are stored already
+#: (case, response, criterion) and are not copied into every decision.
+_LOCAL_JUDGE_KEYS = {"judge", "judge_model", "case_id", "model", "criterion_id", "criteria_met"}
+_ECHOED_INPUT_KEYS = {"user_message", "response", "rubric_item"}
+_JUDGE_NAME_KEYS = ("judge", "judge_model")
+
+
+def _judge_name(record: dict, option: str | None, errors: list[str]) -> str | None:
+    for key in _JUDGE_NAME_KEYS:
+        if key in record:
+            return _text(record, key, errors, max_length=128)
+    if option:
+        return option
+    errors.append("judge is missing (give the judge's name in the file or with --judge NAME)")
+    return None
+
+
+def _detect_judge_format(head: bytes) -> str:
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
+        return "official"
+    first = head.split(b"\n", 1)[0]
+    if b'"criteria_met"' in first:
+        return "local-judge"
+    return "decisions"
+
+
+class _JudgeWriter:
+    def __init__(self, run: _Run, targets: _Targets) -> None:
+        self.run = run
+        self.targets = targets
+        self.had_rows = _table_has_rows(run.connection, _JUDGE_TABLE)
+        self.inserter = _BulkInserter(run, _JUDGE_TABLE, _JUDGE_COLUMNS)
+        self.seen: set[tuple[str, int]] = set()
+        self.chunk: list[tuple] = []
+
+    def add(
+        self,
+        line: int,
+        judge: str,
+        case_id: str,
+        model: str,
+        criterion_id: str,
+        met: bool,
+        extra: dict | None,
+        where: str = "",
+    ) -> None:
+        errors: list[str] = []
+        located = self.targets.locate(case_id, model, criterion_id, errors)
+        if located is None:
+            for error in errors:
+                self.run.problems.at(line, where + error)
+            return
+        response_id, _case_pk, position = located
+        key = (judge, (response_id << 16) | position)
+        if key in self.seen:
+            self.run.problems.at(
+                line,
+                f"{where}criterion_id {criterion_id!r}: a second decision of judge {judge!r} "
+                f"for case_id {case_id!r}, model {model!r} (one per file)",
+            )
+            return
+        self.seen.add(key)
+        self.run.summary.records += 1
+        if self.run.writing():
+            self.chunk.append((judge, response_id, criterion_id, met, extra or None, case_id, model))
+            if len(self.chunk) >= common.ROW_CHUNK:
+                self.flush()
+                self.run.progress(line, None, "lines")
+
+    def flush(self) -> None:
+        chunk, self.chunk = self.chunk, []
+        if not chunk or not self.run.writing():
+            return
+        connection = self.run.connection
+        existing = {}
+        if self.had_rows:
+            response_ids = sorted({row[1] for row in chunk})
+            for batch in _batches(response_ids):
+                for stored in connection.execute(
+                    select(
+                        _JUDGE_TABLE.c.id,
+                        _JUDGE_TABLE.c.judge,
+                        _JUDGE_TABLE.c.response_id,
+                        _JUDGE_TABLE.c.criterion_id,
+                        _JUDGE_TABLE.c.met,
+                        _JUDGE_TABLE.c.extra,
+                    ).where(_JUDGE_TABLE.c.response_id.in_(batch))
+                ):
+                    existing[(stored.judge, stored.response_id, stored.criterion_id)] = stored
+        new_rows, changes, audit_rows = [], [], []
+        for judge, response_id, criterion_id, met, extra, case_id, model in chunk:
+            stored = existing.get((judge, response_id, criterion_id))
+            if stored is None:
+                new_rows.append((judge, response_id, criterion_id, met, _dump_json(extra)))
+            elif stored.met == met and (stored.extra or None) == extra:
+                self.run.summary.unchanged += 1
+            else:
+                changes.append({"decision_id": stored.id, "met": met, "extra": extra})
+                audit_rows.append(
+                    {
+                        "action": "replace",
+                        "entity": "judge_decision",
+                        "entity_key": f"{judge}/{case_id}/{model}/{criterion_id}",
+                        "before": {"met": stored.met, "extra": stored.extra},
+                        "after": {"met": met, "extra": extra},
+                    }
+                )
+        self.inserter.insert(new_rows)
+        if changes:
+            connection.execute(
+                update(_JUDGE_TABLE)
+                .where(_JUDGE_TABLE.c.id == bindparam("decision_id"))
+                .values(met=bindparam("met"), extra=bindparam("extra")),
+                changes,
+            )
+        self.run.summary.inserted += len(new_rows)
+        self.run.summary.replaced += len(changes)
+        self.run.audit(audit_rows)
+
+
+def _import_judge_rows(run: _Run, records: Iterator[tuple[int, dict]], fmt: str, judge_option: str | None) -> None:
+    writer = _JudgeWriter(run, _Targets.load(run.connection))
+    met_key = "met" if fmt == "decisions" else "criteria_met"
+    consumed = _DECISION_KEYS if fmt == "decisions" else _LOCAL_JUDGE_KEYS | _ECHOED_INPUT_KEYS
+    for line, record in records:
+        get = record.get
+        judge = get("judge") if "judge" in record else get("judge_model") if "judge_model" in record else judge_option
+        case_id, model, criterion_id, met = get("case_id"), get("model"), get("criterion_id"), get(met_key)
+        # A plainly valid row (most of a large file) skips the field-by-field checks that name problems.
+        if not (
+            type(met) is bool
+            and _plain(judge, 128)
+            and _plain(case_id, 64)
+            and _plain(model, 128)
+            and _plain(criterion_id, 64)
+        ):
+            errors: list[str] = []
+            judge = _judge_name(record, judge_option, errors)
+            case_id = _text(record, "case_id", errors, max_length=64)
+            model = _text(record, "model", errors, max_length=128)
+            criterion_id = _text(record, "criterion_id", errors, max_length=64)
+            if fmt == "decisions" and "met" not in record and "criteria_met" in record:
+                errors.append("met is missing (this looks like local-judge output: use --format local-judge)")
+            else:
+                met = _boolean(record, met_key, errors)
+            if errors:
+                for error in errors:
+                    run.problems.at(line, error)
+                continue
+        extra = {key: value for key, value in record.items() if key not in consumed}
+        writer.add(line, judge, case_id, model, criterion_id, met, extra)
+    writer.flush()
+
+
+def _plain(value: Any, max_length: int) -> bool:
+    """A non-blank string of at most `max_length` characters."""
+    return type(value) is str and 0 < len(value) <= max_length and not value.isspace()
+
+
+_OFFICIAL_NAME = re.compile(r"^(?P<model>.+)_judge\.json$")
+
+
+def model_of_judgement_file(name: str) -> str | None:
+    """The model of an official `<model>_judge.json` (percent-escapes undone, as the export writes them)."""
+    named = _OFFICIAL_NAME.match(Path(name).name)
+    return unquote(named.group("model")) if named else None
+
+
+def _official_items(data: str, problems: _Problems) -> Iterator[tuple[int, Any]]:
+    """(line, item) of each element of a top-level JSON list, without building the whole list twice."""
+    decoder = json.JSONDecoder()
+    whitespace = re.compile(r"[ \t\r\n]*")
+    position = whitespace.match(data, 0).end()
+    if not data.startswith("[", position):
+        problems.at(1, "an official judgement file must be a JSON list of cases")
+        return
+    position = whitespace.match(data, position + 1).end()
+    if data.startswith("]", position):
+        return
+    while True:
+        line = data.count("\n", 0, position) + 1
+        try:
+            item, position = decoder.raw_decode(data, position)
+        except json.JSONDecodeError as error:
+            problems.at(error.lineno, f"not valid JSON ({error.msg} at column {error.colno})")
+            return
+        yield line, item
+        position = whitespace.match(data, position).end()
+        if data.startswith(",", position):
+            position = whitespace.match(data, position + 1).end()
+            continue
+        if data.startswith("]", position):
+            if data[whitespace.match(data, position + 1).end() :]:
+                problems.at(data.count("\n", 0, position) + 1, "not valid JSON (extra data after the list)")
+            return
+        problems.at(data.count("\n", 0, position) + 1, "not valid JSON (expected ',' or ']')")
+        return
+
+
+def _import_official(run: _Run, stream: BinaryIO, judge_option: str | None, digest) -> None:
+    raw = stream.read()
+    digest.update(raw)
+    try:
+        data = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        run.problems.at(line, f"not valid UTF-8 (byte 0x{raw[error.start]:02x})")
+        return
+    del raw
+    file_model = model_of_judgement_file(run.source)
+    if not judge_option:
+        run.problems.at(None, "the judge's name is needed for an official judgement file (--judge NAME)")
+        return
+    writer = _JudgeWriter(run, _Targets.load(run.connection))
+    seen_cases: dict[tuple[str, str], int] = {}
+    for line, item in _official_items(data, run.problems):
+        if type(item) is not dict:
+            run.problems.at(line, f"each item must be an object, found {_kind_of(item)}")
+            continue
+        errors: list[str] = []
+        case_id = _text(item, "case_id", errors, max_length=64)
+        model = _text(item, "model", errors, max_length=128, optional=True) or file_model
+        if model is None and not errors:
+            errors.append("model is missing (name the file <model>_judge.json or give model in each item)")
+        results = item.get("criteria_results", _MISSING)
+        if results is _MISSING:
+            errors.append("criteria_results is missing")
+        elif type(results) is not list:
+            errors.append(f"criteria_results must be a list, found {_kind_of(results)}")
+        if errors:
+            for error in errors:
+                run.problems.at(line, error)
+            continue
+        if (case_id, model) in seen_cases:
+            run.problems.at(line, f"case_id {case_id!r} repeats line {seen_cases[(case_id, model)]}")
+            continue
+        seen_cases[(case_id, model)] = line
+        case_extra = {key: value for key, value in item.items() if key not in {"case_id", "model", "criteria_results"}}
+        for index, result in enumerate(results):
+            prefix = f"criteria_results[{index}]."
+            if type(result) is not dict:
+                run.problems.at(line, f"criteria_results[{index}] must be an object, found {_kind_of(result)}")
+                continue
+            errors = []
+            criterion_id = _text(result, "criterion_id", errors, max_length=64, prefix=prefix)
+            met = _boolean(result, "criteria_met", errors, prefix=prefix)
+            if errors:
+                for error in errors:
+                    run.problems.at(line, error)
+                continue
+            extra = {key: value for key, value in result.items() if key not in {"criterion_id", "criteria_met"}}
+            if case_extra:
+                extra["case"] = case_extra
+            writer.add(line, judge_option, case_id, model, criterion_id, met, extra, where=prefix)
+    writer.flush()

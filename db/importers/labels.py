@@ -1,0 +1,288 @@
+"""Physician labels (DESIGN §3.3): every stage, replacements audit-logged, unknown users as placeholders."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy import bindparam, select, update
+
+from db import kept
+from db.models import NO_GROUP, Role, Stage, User
+from db.users import add_placeholder_user
+
+from db.importers.common import STAGES, _LABEL_TABLE, _MISSING
+from db.importers import common
+from db.importers.reading import _boolean, _text
+from db.importers.writing import _BulkInserter, _COPY_ESCAPES, _Run, _batches
+from db.importers.targets import _Targets, _table_has_rows
+
+
+# Labels --------------------------------------------------------------------------------------
+
+_LABEL_COLUMNS = [
+    "response_id",
+    "criterion_id",
+    "stage",
+    "group_no",
+    "met",
+    "user_id",
+    "note",
+    "rubric_version_id",
+    "created_at",
+    "updated_at",
+    "lock_version",
+]
+_STAGE_INDEX = {stage: index for index, stage in enumerate(STAGES)}
+
+
+def _label_copy_line(row: tuple) -> str:
+    """`_copy_line` for label rows, whose types are known (most of the time of a bulk load is here)."""
+    response_id, criterion_id, stage, group, met, user_id, note, version_id, created, updated, lock = row
+    note_text = "\\N" if note is None else note.translate(_COPY_ESCAPES)
+    return (
+        f"{response_id}\t{criterion_id.translate(_COPY_ESCAPES)}\t{stage}\t{group}\t{'t' if met else 'f'}\t"
+        f"{user_id}\t{note_text}\t{version_id}\t{created}\t{updated}\t{lock}\n"
+    )
+
+
+def _check_label(record: dict, targets: _Targets) -> tuple[tuple | None, list[str]]:
+    """The row as (case_id, model, criterion_id, stage, group, met, annotator, note, response id, case pk,
+    criterion position), or None and the errors.
+
+    The first test accepts a well-formed row in one expression (most of a 1.65 M-line file);
+    anything it does not accept goes through the field-by-field checks that name the problem.
+    """
+    get = record.get
+    case_id, model, criterion_id, annotator = get("case_id"), get("model"), get("criterion_id"), get("annotator")
+    met, stage, group, note = get("met"), get("stage"), get("group"), get("note")
+    if (
+        type(case_id) is str
+        and type(model) is str
+        and type(criterion_id) is str
+        and type(annotator) is str
+        and type(met) is bool
+        and (note is None or type(note) is str)
+        and (
+            (stage == "annotation" or stage == "check")
+            and type(group) is int
+            and (group == 1 or group == 2)
+            or stage == "adjudication"
+            and group is None
+        )
+        and 0 < len(case_id) <= 64
+        and 0 < len(model) <= 128
+        and 0 < len(criterion_id) <= 64
+        and 0 < len(annotator) <= 64
+        and not case_id.isspace()
+        and not model.isspace()
+        and not criterion_id.isspace()
+        and not annotator.isspace()
+    ):
+        found = targets.response.get((case_id, model))
+        if found is not None:
+            position = targets.criteria.get(found[1], {}).get(criterion_id)
+            if position is not None:
+                return (
+                    case_id,
+                    model,
+                    criterion_id,
+                    stage,
+                    NO_GROUP if group is None else group,
+                    met,
+                    annotator,
+                    note or None,
+                    found[0],
+                    found[1],
+                    position,
+                ), []
+    return _diagnose_label(record, targets)
+
+
+def _diagnose_label(record: dict, targets: _Targets) -> tuple[tuple | None, list[str]]:
+    errors: list[str] = []
+    case_id = _text(record, "case_id", errors, max_length=64)
+    model = _text(record, "model", errors, max_length=128)
+    criterion_id = _text(record, "criterion_id", errors, max_length=64)
+    met = _boolean(record, "met", errors)
+    stage = record.get("stage", _MISSING)
+    group = record.get("group", None)
+    if stage is _MISSING:
+        errors.append("stage is missing")
+    elif type(stage) is not str or stage not in _STAGE_INDEX:
+        errors.append(f"stage must be annotation, check or adjudication, found {stage!r}")
+    elif stage == "adjudication":
+        if group is not None:
+            errors.append(f"group must be null for an adjudication, found {group!r}")
+        group = NO_GROUP
+    elif group is None:
+        errors.append(
+            f"group is {'missing' if 'group' not in record else 'null'}: {stage} labels belong to expert group 1 or 2"
+        )
+    elif type(group) is not int or group not in (1, 2):
+        errors.append(f"group must be 1 or 2, found {group!r}")
+    annotator = _text(record, "annotator", errors, max_length=64)
+    note = _text(record, "note", errors, optional=True, blank_ok=True)
+    if errors:
+        return None, errors
+    located = targets.locate(case_id, model, criterion_id, errors)
+    if located is None:
+        return None, errors
+    response_id, case_pk, position = located
+    return (
+        case_id,
+        model,
+        criterion_id,
+        stage,
+        group,
+        met,
+        annotator,
+        note or None,
+        response_id,
+        case_pk,
+        position,
+    ), errors
+
+
+def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
+    connection = run.connection
+    targets = _Targets.load(connection)
+    users = {row.username: row.id for row in connection.execute(select(User.__table__.c.username, User.__table__.c.id))}
+    had_labels = _table_has_rows(connection, _LABEL_TABLE)
+    inserter = _BulkInserter(run, _LABEL_TABLE, _LABEL_COLUMNS, copy_line=_label_copy_line)
+    problems, errors_so_far, stamp = run.problems, run.problems.errors, run.stored_now
+    rubric_version, stage_index = targets.rubric_version, _STAGE_INDEX
+    seen: set[int] = set()
+    # Rows as the label table takes them; beside them, for replacements only, what the audit log names.
+    rows: list[tuple] = []
+    names: list[tuple[str, str, str]] = []
+    count = 0
+    for line, record in records:
+        row, errors = _check_label(record, targets)
+        if row is None:
+            for error in errors:
+                problems.at(line, error)
+            continue
+        case_id, model, criterion_id, stage, group, met, annotator, note, response_id, case_pk, position = row
+        key = (((response_id << 16) | position) << 4) | (stage_index[stage] << 2) | group
+        if key in seen:
+            problems.at(
+                line,
+                f"criterion_id {criterion_id!r}: a second {stage} label for case_id {case_id!r}, "
+                f"model {model!r}{'' if group == NO_GROUP else f', group {group}'} (one per file)",
+            )
+            continue
+        seen.add(key)
+        count += 1
+        if note:
+            problems.scan(line, "note", note)
+        if errors_so_far:
+            continue
+        user_id = users.get(annotator)
+        if user_id is None:
+            role = Role.annotator.value if stage == Stage.annotation else Role.checker.value
+            user_id = users[annotator] = add_placeholder_user(
+                run.session,
+                username=annotator,
+                role=role,
+                group_no=None if group == NO_GROUP else group,
+                actor=run.actor,
+            ).id
+            run.summary.placeholders.append(annotator)
+        rows.append(
+            (response_id, criterion_id, stage, group, met, user_id, note, rubric_version[case_pk], stamp, stamp, 1)
+        )
+        if had_labels:
+            names.append((case_id, model, annotator))
+        if len(rows) >= common.ROW_CHUNK:
+            _write_labels(run, rows, names, inserter, had_labels)
+            rows, names = [], []
+            run.progress(line, None, "lines")
+    run.summary.records += count
+    _write_labels(run, rows, names, inserter, had_labels)
+
+
+def _write_labels(
+    run: _Run, rows: list[tuple], names: list[tuple[str, str, str]], inserter: _BulkInserter, had_labels: bool
+) -> None:
+    if not rows or not run.writing():
+        return
+    kept.touch(run.session, {row[0] for row in rows})
+    if not had_labels:
+        # Nothing was stored before this import and the file has no repeats: every row is new.
+        inserter.insert(rows)
+        run.summary.inserted += len(rows)
+        return
+    connection = run.connection
+    existing: dict[tuple, Any] = {}
+    for batch in _batches(sorted({row[0] for row in rows})):
+        for stored in connection.execute(
+            select(
+                _LABEL_TABLE.c.id,
+                _LABEL_TABLE.c.response_id,
+                _LABEL_TABLE.c.criterion_id,
+                _LABEL_TABLE.c.stage,
+                _LABEL_TABLE.c.group_no,
+                _LABEL_TABLE.c.met,
+                _LABEL_TABLE.c.user_id,
+                _LABEL_TABLE.c.note,
+                _LABEL_TABLE.c.rubric_version_id,
+            ).where(_LABEL_TABLE.c.response_id.in_(batch))
+        ):
+            existing[(stored.response_id, stored.criterion_id, stored.stage, stored.group_no)] = stored
+    username_of: dict[int, str] | None = None
+    new_rows, changes, audit_rows = [], [], []
+    for row, (case_id, model, annotator) in zip(rows, names):
+        response_id, criterion_id, stage, group, met, user_id, note, version_id = row[:8]
+        stored = existing.get((response_id, criterion_id, stage, group))
+        if stored is None:
+            new_rows.append(row)
+            continue
+        if stored.met == met and stored.user_id == user_id and (stored.note or None) == note:
+            run.summary.unchanged += 1
+            continue
+        if username_of is None:
+            username_of = dict(connection.execute(select(User.__table__.c.id, User.__table__.c.username)).all())
+        changes.append(
+            {
+                "label_id": stored.id,
+                "met": met,
+                "user_id": user_id,
+                "note": note,
+                "rubric_version_id": version_id,
+                "updated_at": run.now,
+            }
+        )
+        group_key = "-" if group == NO_GROUP else str(group)
+        audit_rows.append(
+            {
+                "action": "replace",
+                "entity": "label",
+                "entity_key": f"{case_id}/{model}/{criterion_id}/{stage}/{group_key}",
+                "before": {
+                    "met": stored.met,
+                    "note": stored.note,
+                    "annotator": username_of.get(stored.user_id),
+                    "rubric_version_id": stored.rubric_version_id,
+                },
+                "after": {"met": met, "note": note, "annotator": annotator, "rubric_version_id": version_id},
+            }
+        )
+    inserter.insert(new_rows)
+    if changes:
+        connection.execute(
+            update(_LABEL_TABLE)
+            .where(_LABEL_TABLE.c.id == bindparam("label_id"))
+            .values(
+                met=bindparam("met"),
+                user_id=bindparam("user_id"),
+                note=bindparam("note"),
+                rubric_version_id=bindparam("rubric_version_id"),
+                updated_at=bindparam("updated_at"),
+                lock_version=_LABEL_TABLE.c.lock_version + 1,
+            ),
+            changes,
+        )
+    run.summary.inserted += len(new_rows)
+    run.summary.replaced += len(changes)
+    run.audit(audit_rows)

@@ -1,0 +1,190 @@
+"""Reading JSON Lines: one record per line, field checks that name file, line and field, problems collected."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+
+from db.contacts import EMAIL, ID_NUMBER, LANDLINE, MOBILE, find_contacts
+
+from db.importers.common import ImportFailed, ImportSummary, MAX_ERRORS, MAX_LISTED_WARNINGS, _MISSING
+
+
+# Reading -------------------------------------------------------------------------------------
+
+
+def _kind_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+#: Every phone or ID number `find_contacts` knows has three digits, a digit or separator, four digits
+#: somewhere; text without that and without "@" is skipped, which saves most of the scanning time.
+_DIGIT_GROUP = re.compile(r"\d\d\d[\d\- ]\d\d\d\d")
+_raw_decode = json.JSONDecoder().raw_decode
+
+#: How a warning names each kind of contact-like string.
+CONTACT_KINDS = {
+    ID_NUMBER: "an ID-card number",
+    MOBILE: "a mobile phone number",
+    LANDLINE: "a landline number",
+    EMAIL: "an e-mail address",
+}
+
+
+class _Problems:
+    """Errors and contact-like warnings of one file, each prefixed with the file and the line."""
+
+    def __init__(self, source: str, summary: ImportSummary) -> None:
+        self.source = source
+        self.summary = summary
+        self.errors: list[str] = []
+        self.stopped = False
+
+    def at(self, line: int | None, message: str) -> None:
+        where = f"{self.source} line {line}" if line else self.source
+        if len(self.errors) < MAX_ERRORS:
+            self.errors.append(f"{where}: {message}")
+        else:
+            self.stop()
+
+    def stop(self) -> None:
+        if not self.stopped:
+            self.stopped = True
+            self.errors.append(f"{self.source}: stopped after {MAX_ERRORS} errors")
+
+    @property
+    def full(self) -> bool:
+        return len(self.errors) >= MAX_ERRORS
+
+    def scan(self, line: int, field_name: str, text: str | None) -> None:
+        if not text or ("@" not in text and _DIGIT_GROUP.search(text) is None):
+            return
+        for kind, masked in find_contacts(text):
+            self.summary.warning_count += 1
+            if len(self.summary.warnings) < MAX_LISTED_WARNINGS:
+                self.summary.warnings.append(
+                    f"{self.source} line {line}: {field_name} contains {CONTACT_KINDS.get(kind, kind)} ({masked})"
+                )
+
+    def raise_if_any(self) -> None:
+        if self.errors:
+            raise ImportFailed(self.errors)
+
+
+def _json_lines(stream: BinaryIO, problems: _Problems, digest) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank line; bad lines are reported and skipped."""
+    number = 0
+    errors = problems.errors
+    for raw in stream:
+        number += 1
+        digest.update(raw)
+        if len(errors) >= MAX_ERRORS:
+            problems.stop()
+            return
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            problems.at(
+                number, f"not valid UTF-8 (byte 0x{raw[error.start]:02x} at byte {error.start + 1} of the line)"
+            )
+            continue
+        if number == 1 and text.startswith("\ufeff"):
+            text = text[1:]
+        if not text or text.isspace():
+            continue
+        try:
+            # The decoder's raw_decode skips json.loads' wrapping; anything unusual (leading blanks,
+            # trailing data, an error) goes through json.loads for its standard message.
+            try:
+                record, end = _raw_decode(text)
+                if end != len(text) and not text[end:].isspace():
+                    record = json.loads(text)
+            except json.JSONDecodeError:
+                record = json.loads(text)
+        except json.JSONDecodeError as error:
+            problems.at(number, f"not valid JSON ({error.msg} at column {error.colno})")
+            continue
+        if type(record) is not dict:
+            problems.at(number, f"each line must be a JSON object, found {_kind_of(record)}")
+            continue
+        yield number, record
+
+
+def _present(record: dict, name: str, key: str, errors: list[str], optional: bool) -> Any:
+    """The value of `key`, or _MISSING (reported unless the field is optional, where null counts as absent)."""
+    value = record.get(key, _MISSING)
+    if value is _MISSING or (optional and value is None):
+        if not optional:
+            errors.append(f"{name} is missing")
+        return _MISSING
+    return value
+
+
+def _text(
+    record: dict,
+    key: str,
+    errors: list[str],
+    *,
+    max_length: int | None = None,
+    blank_ok: bool = False,
+    optional: bool = False,
+    prefix: str = "",
+) -> str | None:
+    name = prefix + key
+    value = _present(record, name, key, errors, optional)
+    if value is _MISSING:
+        return None
+    if type(value) is not str:
+        errors.append(f"{name} must be a string, found {_kind_of(value)}")
+        return None
+    if not blank_ok and (not value or value.isspace()):
+        errors.append(f"{name} is blank")
+        return None
+    if max_length is not None and len(value) > max_length:
+        errors.append(f"{name} is longer than {max_length} characters")
+        return None
+    return value
+
+
+def _text_list(
+    record: dict, key: str, errors: list[str], *, prefix: str = "", optional: bool = False
+) -> list[str] | None:
+    name = prefix + key
+    value = _present(record, name, key, errors, optional)
+    if value is _MISSING:
+        return None
+    if type(value) is not list:
+        errors.append(f"{name} must be a list of strings, found {_kind_of(value)}")
+        return None
+    for index, item in enumerate(value):
+        if type(item) is not str:
+            errors.append(f"{name}[{index}] must be a string, found {_kind_of(item)}")
+            return None
+        if not item or item.isspace():
+            errors.append(f"{name}[{index}] is blank")
+            return None
+    return value
+
+
+def _boolean(record: dict, key: str, errors: list[str], prefix: str = "") -> bool | None:
+    value = record.get(key, _MISSING)
+    if value is _MISSING:
+        errors.append(f"{prefix}{key} is missing")
+        return None
+    if type(value) is not bool:
+        errors.append(f"{prefix}{key} must be true or false, found {_kind_of(value)}")
+        return None
+    return value

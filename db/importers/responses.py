@@ -1,0 +1,113 @@
+"""Responses (DESIGN §3.2), each given a stable opaque code."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.engine import Connection
+
+
+from db.importers.common import _CASE_TABLE, _LABEL_TABLE, _RESPONSE_TABLE
+from db.importers import common
+from db.importers.reading import _text
+from db.importers.writing import _Run, new_response_code
+
+
+# Responses -----------------------------------------------------------------------------------
+
+
+def _case_pks(connection: Connection) -> dict[str, int]:
+    return dict(connection.execute(select(_CASE_TABLE.c.case_id, _CASE_TABLE.c.id)).all())
+
+
+def _import_responses(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
+    case_pk = _case_pks(run.connection)
+    codes = set(run.connection.execute(select(_RESPONSE_TABLE.c.code)).scalars())
+    first_line: dict[tuple[str, str], int] = {}
+    chunk: list[tuple[int, int, str, str]] = []
+    for line, record in records:
+        errors: list[str] = []
+        case_id = _text(record, "case_id", errors, max_length=64)
+        model = _text(record, "model", errors, max_length=128)
+        text = _text(record, "response", errors)
+        if case_id is not None and case_id not in case_pk:
+            errors.append(f"case_id {case_id!r} is not a known case (import the cases first)")
+        for error in errors:
+            run.problems.at(line, error)
+        if errors:
+            continue
+        key = (case_id, model)
+        if key in first_line:
+            run.problems.at(line, f"model {model!r} for case_id {case_id!r} repeats line {first_line[key]}")
+            continue
+        first_line[key] = line
+        run.summary.records += 1
+        run.problems.scan(line, "response", text)
+        chunk.append((line, case_pk[case_id], model, text))
+        if len(chunk) >= common.RECORD_CHUNK:
+            _write_responses(run, chunk, codes)
+            chunk = []
+            run.progress(line, None, "lines")
+    _write_responses(run, chunk, codes)
+
+
+def _write_responses(run: _Run, chunk: list[tuple[int, int, str, str]], codes: set[str]) -> None:
+    if not chunk or not run.writing():
+        return
+    connection = run.connection
+    pks = sorted({pk for _line, pk, _model, _text in chunk})
+    existing = {}
+    for row in connection.execute(
+        select(_RESPONSE_TABLE.c.id, _RESPONSE_TABLE.c.case_pk, _RESPONSE_TABLE.c.model, _RESPONSE_TABLE.c.text).where(
+            _RESPONSE_TABLE.c.case_pk.in_(pks)
+        )
+    ):
+        existing[(row.case_pk, row.model)] = row
+    case_ids = {
+        pk: case_id
+        for case_id, pk in connection.execute(
+            select(_CASE_TABLE.c.case_id, _CASE_TABLE.c.id).where(_CASE_TABLE.c.id.in_(pks))
+        )
+    }
+    new_rows, audit_rows, replaced_ids = [], [], []
+    for _line, pk, model, text in chunk:
+        stored = existing.get((pk, model))
+        if stored is None:
+            new_rows.append(
+                {
+                    "case_pk": pk,
+                    "model": model,
+                    "text": text,
+                    "length": len(text),
+                    "code": new_response_code(codes),
+                    "created_at": run.now,
+                }
+            )
+        elif stored.text == text:
+            run.summary.unchanged += 1
+        else:
+            connection.execute(
+                update(_RESPONSE_TABLE).where(_RESPONSE_TABLE.c.id == stored.id).values(text=text, length=len(text))
+            )
+            replaced_ids.append(stored.id)
+            audit_rows.append(
+                {
+                    "action": "replace",
+                    "entity": "response",
+                    "entity_key": f"{case_ids[pk]}/{model}",
+                    "before": {"text": stored.text, "length": len(stored.text)},
+                    "after": {"text": text, "length": len(text)},
+                }
+            )
+    if new_rows:
+        connection.execute(insert(_RESPONSE_TABLE), new_rows)
+    run.summary.inserted += len(new_rows)
+    run.summary.replaced += len(replaced_ids)
+    if replaced_ids:
+        run.summary.relabel_needed += connection.execute(
+            select(func.count(func.distinct(_LABEL_TABLE.c.response_id))).where(
+                _LABEL_TABLE.c.response_id.in_(replaced_ids)
+            )
+        ).scalar_one()
+    run.audit(audit_rows)

@@ -1,0 +1,87 @@
+"""Lookups shared by labels and judge decisions: (case, model, criterion) to database keys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import and_, func, select
+from sqlalchemy.engine import Connection
+
+from db.models import RubricStatus
+
+from db.importers.common import _CRITERION_TABLE, _RESPONSE_TABLE, _RUBRIC_TABLE
+from db.importers.writing import _batches
+from db.importers.responses import _case_pks
+
+
+# Shared by labels and judge decisions --------------------------------------------------------
+
+
+@dataclass
+class _Targets:
+    """Lookups for rows that point at a response and a criterion of its case's current rubric."""
+
+    response: dict[tuple[str, str], tuple[int, int]]  # (case_id, model) -> (response id, case pk)
+    criteria: dict[int, dict[str, int]]  # case pk -> criterion_id -> position
+    rubric_version: dict[int, int]  # case pk -> current rubric version id
+    known_cases: set[str]
+
+    @classmethod
+    def load(cls, connection: Connection) -> "_Targets":
+        case_pk = _case_pks(connection)
+        case_id_of = {pk: case_id for case_id, pk in case_pk.items()}
+        response = {
+            (case_id_of[row.case_pk], row.model): (row.id, row.case_pk)
+            for row in connection.execute(
+                select(_RESPONSE_TABLE.c.id, _RESPONSE_TABLE.c.case_pk, _RESPONSE_TABLE.c.model)
+            )
+        }
+        # The current rubric of a case is its newest approved version (what the analysis reads).
+        newest = (
+            select(_RUBRIC_TABLE.c.case_pk, func.max(_RUBRIC_TABLE.c.version).label("version"))
+            .where(_RUBRIC_TABLE.c.status == RubricStatus.approved.value)
+            .group_by(_RUBRIC_TABLE.c.case_pk)
+            .subquery()
+        )
+        rubric_version = dict(
+            connection.execute(
+                select(_RUBRIC_TABLE.c.case_pk, _RUBRIC_TABLE.c.id).join(
+                    newest,
+                    and_(_RUBRIC_TABLE.c.case_pk == newest.c.case_pk, _RUBRIC_TABLE.c.version == newest.c.version),
+                )
+            ).all()
+        )
+        case_of_version = {version_id: pk for pk, version_id in rubric_version.items()}
+        criteria: dict[int, dict[str, int]] = {}
+        for batch in _batches(list(case_of_version), 5_000):
+            for row in connection.execute(
+                select(
+                    _CRITERION_TABLE.c.rubric_version_id, _CRITERION_TABLE.c.criterion_id, _CRITERION_TABLE.c.position
+                ).where(_CRITERION_TABLE.c.rubric_version_id.in_(batch))
+            ):
+                criteria.setdefault(case_of_version[row.rubric_version_id], {})[row.criterion_id] = row.position
+        return cls(response, criteria, rubric_version, set(case_pk))
+
+    def locate(self, case_id: str, model: str, criterion_id: str, errors: list[str]) -> tuple[int, int, int] | None:
+        """(response id, case pk, criterion position), or None with the reason in `errors`."""
+        found = self.response.get((case_id, model))
+        if found is None:
+            if case_id not in self.known_cases:
+                errors.append(f"case_id {case_id!r} is not a known case")
+            else:
+                errors.append(f"model {model!r} has no response to case_id {case_id!r} (import the responses first)")
+            return None
+        response_id, case_pk = found
+        positions = self.criteria.get(case_pk)
+        if positions is None:
+            errors.append(f"criterion_id {criterion_id!r}: case {case_id!r} has no approved rubric")
+            return None
+        position = positions.get(criterion_id)
+        if position is None:
+            errors.append(f"criterion_id {criterion_id!r} is not in the current rubric of case {case_id!r}")
+            return None
+        return response_id, case_pk, position
+
+
+def _table_has_rows(connection: Connection, table) -> bool:
+    return connection.execute(select(table.c.id).limit(1)).first() is not None

@@ -1,0 +1,106 @@
+"""The checker's work: rubric audit, label check within a group, cross-group adjudication.
+
+Every rule of the checker's side lives here, so a page (or a crafted request) cannot skip one:
+- role: only active checkers act; a checker of group g sees and checks group g's labels only;
+- blinding: nothing here hands a checker a model name (responses travel by their opaque code),
+  and adjudication shows the two groups' labels as A and B in a per-cell, per-checker random order;
+- separation of duties: no checking one's own labels, no adjudicating a response one labeled,
+  no approving a rubric one wrote;
+- concurrency: every save names the revision it started from (`seen_lock_version`, None for a
+  new row); a save that lost a race raises StaleEdit carrying the newer value;
+- every change is written to the audit log in the same transaction.
+"""
+
+from db.review.shared import (
+    AB_ORDER_SALT,
+    CaseText,
+    MAX_NOTE_LENGTH,
+    current_rubric_version_id,
+)
+from db.review.rubric_audit import (
+    CriterionView,
+    RelabelItem,
+    RubricQueueItem,
+    RubricView,
+    approve_rubric,
+    labels_needing_relabel,
+    return_rubric,
+    rubric_for_review,
+    rubric_queue,
+)
+from db.review.locked_save import LabelView, save_label, stage_entity
+from db.review.label_check import (
+    CHECK_ALL,
+    CHECK_JUDGE,
+    CHECK_SAMPLE,
+    AnnotatorSummary,
+    CheckInput,
+    CheckQueueItem,
+    CheckRow,
+    CheckView,
+    check_annotators,
+    check_queue,
+    check_view,
+    judges_available,
+    sample_responses,
+    save_check,
+    save_checks,
+)
+from db.review.adjudication import (
+    AdjudicationCell,
+    AdjudicationInput,
+    AdjudicationQueueItem,
+    AdjudicationView,
+    Side,
+    a_is_group1,
+    adjudicate,
+    adjudicate_many,
+    adjudication_queue,
+    adjudication_view,
+    unresolved_count,
+)
+
+__all__ = [
+    "CHECK_ALL",
+    "CHECK_JUDGE",
+    "CHECK_SAMPLE",
+    "AB_ORDER_SALT",
+    "AdjudicationCell",
+    "AdjudicationInput",
+    "AdjudicationQueueItem",
+    "AdjudicationView",
+    "AnnotatorSummary",
+    "CaseText",
+    "CheckInput",
+    "CheckQueueItem",
+    "CheckRow",
+    "CheckView",
+    "CriterionView",
+    "LabelView",
+    "MAX_NOTE_LENGTH",
+    "RelabelItem",
+    "RubricQueueItem",
+    "RubricView",
+    "Side",
+    "a_is_group1",
+    "adjudicate",
+    "adjudicate_many",
+    "adjudication_queue",
+    "adjudication_view",
+    "approve_rubric",
+    "check_annotators",
+    "check_queue",
+    "check_view",
+    "current_rubric_version_id",
+    "judges_available",
+    "labels_needing_relabel",
+    "return_rubric",
+    "rubric_for_review",
+    "rubric_queue",
+    "sample_responses",
+    "save_check",
+    "save_checks",
+    "save_label",
+    "stage_entity",
+    "unresolved_count",
+]

@@ -1,0 +1,238 @@
+"""Cross-group adjudication: disagreements, the blinded A/B view, gold decisions with a rationale."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import pandas as pd
+from sqlalchemy import select
+from sqlmodel import Session
+
+from db import gold, kept
+from db.errors import PermissionDenied, ValidationFailed
+from db.models import NO_GROUP, Case, Label, Response, Stage, User
+
+#: Longest note, comment or rationale a checker may save.
+from db.review.shared import (
+    AB_ORDER_SALT,
+    CaseText,
+    _clean_text,
+    _criteria,
+    _require_checker,
+    _response_and_case,
+    current_rubric_version_id,
+)
+from db.review.locked_save import LabelView, _label_view, save_label
+
+
+# Adjudication --------------------------------------------------------------------------------
+
+
+def unresolved_count(session: Session) -> int:
+    """Decisions where both groups have a final label, they differ, and nobody adjudicated (DESIGN §4)."""
+    return kept.unresolved_total(session)
+
+
+def _labeled_responses(session: Session, user_id: int) -> set[int]:
+    """Responses on which the user made an annotation or check label (adjudication would be judging oneself)."""
+    return kept.responses_labeled_by(session, user_id)
+
+
+@dataclass(frozen=True)
+class AdjudicationQueueItem:
+    response_id: int
+    code: str
+    case_id: str
+    n_unresolved: int
+    n_compared: int  # decisions both groups labeled
+    agreement: float  # share of those on which the groups' final labels agree
+
+
+def adjudication_queue(session: Session, user: User) -> list[AdjudicationQueueItem]:
+    """Responses with unresolved disagreements, lowest agreement between the groups first.
+
+    Responses the checker labeled are left out (they may not adjudicate them). The figures are
+    the kept ones of db.kept, so the queue reads a few thousand small rows, not every label.
+    """
+    _require_checker(user)
+    own = _labeled_responses(session, user.id)
+    figures = [f for f in kept.responses_with_unresolved(session) if f.response_id not in own]
+    ids = [f.response_id for f in figures]
+    info = {}
+    for start in range(0, len(ids), 5000):
+        info.update(
+            {
+                rid: (code, case_id)
+                for rid, code, case_id in session.execute(
+                    select(Response.id, Response.code, Case.case_id)
+                    .join(Case, Case.id == Response.case_pk)
+                    .where(Response.id.in_(ids[start : start + 5000]))
+                ).all()
+            }
+        )
+    items = [
+        AdjudicationQueueItem(
+            f.response_id,
+            info[f.response_id][0],
+            info[f.response_id][1],
+            f.n_unresolved,
+            f.n_compared,
+            1.0 - f.n_differing / f.n_compared if f.n_compared else 0.0,
+        )
+        for f in figures
+    ]
+    return sorted(items, key=lambda i: (i.agreement, -i.n_unresolved, i.case_id, i.code))
+
+
+def a_is_group1(user_id: int, response_id: int, criterion_id: str) -> bool:
+    """Which group's label a checker sees as A: random per cell and checker, stable across visits."""
+    digest = hashlib.sha256(f"{AB_ORDER_SALT}:{user_id}:{response_id}:{criterion_id}".encode()).digest()
+    return digest[0] % 2 == 0
+
+
+@dataclass(frozen=True)
+class Side:
+    met: bool
+    note: str | None
+
+
+@dataclass(frozen=True)
+class AdjudicationCell:
+    criterion_pk: int
+    position: int
+    criterion_id: str
+    text: str
+    a: Side
+    b: Side
+    decision: LabelView | None  # the adjudication already saved, if any
+    unresolved: bool
+
+
+@dataclass(frozen=True)
+class AdjudicationView:
+    response_id: int
+    code: str
+    response_text: str
+    case: CaseText
+    cells: list[AdjudicationCell]
+
+    @property
+    def n_open(self) -> int:
+        return sum(cell.unresolved for cell in self.cells)
+
+
+def _require_may_adjudicate(session: Session, user: User, response_id: int) -> None:
+    _require_checker(user)
+    if response_id in _labeled_responses(session, user.id):
+        raise PermissionDenied("you labeled this response; another checker must adjudicate it")
+
+
+def adjudication_view(session: Session, user: User, response_id: int) -> AdjudicationView:
+    """Every cell of a response on which the groups' final labels differ, with the two labels as A and B."""
+    _require_may_adjudicate(session, user, response_id)
+    response, case = _response_and_case(session, response_id)
+    labels = list(session.execute(select(Label).where(Label.response_id == response_id)).scalars())
+    frame = pd.DataFrame(
+        [(l.response_id, l.criterion_id, l.stage, l.group_no, bool(l.met)) for l in labels], columns=gold.LABEL_COLUMNS
+    )
+    finals = gold.decisions_with_finals(frame)
+    unresolved = set(gold.unresolved_disagreements(frame)["criterion_id"])
+    final_stage = gold.group_final_labels(frame).set_index(["criterion_id", "group_no"])["stage"].to_dict()
+    by_key = {(l.criterion_id, l.stage, l.group_no): l for l in labels}
+    finals = finals.set_index("criterion_id")
+    cells = []
+    for criterion in _criteria(session, current_rubric_version_id(session, case.id)):
+        cid = criterion.criterion_id
+        if cid not in finals.index:
+            continue
+        g1, g2 = finals.at[cid, "group1"], finals.at[cid, "group2"]
+        if pd.isna(g1) or pd.isna(g2) or bool(g1) == bool(g2):
+            continue
+        sides = {}
+        for group in (1, 2):
+            label = by_key[(cid, final_stage[(cid, group)], group)]
+            sides[group] = Side(bool(label.met), label.note)
+        first, second = (1, 2) if a_is_group1(user.id, response_id, cid) else (2, 1)
+        decision = by_key.get((cid, Stage.adjudication, NO_GROUP))
+        cells.append(
+            AdjudicationCell(
+                criterion.id,
+                criterion.position,
+                cid,
+                criterion.text,
+                sides[first],
+                sides[second],
+                _label_view(session, decision) if decision else None,
+                cid in unresolved,
+            )
+        )
+    return AdjudicationView(response.id, response.code, response.text, CaseText.of(case), cells)
+
+
+def adjudicate(
+    session: Session,
+    user: User,
+    *,
+    response_id: int,
+    criterion_id: str,
+    met: bool,
+    rationale: str,
+    seen_lock_version: int | None = None,
+) -> LabelView:
+    """Decides one disputed cell: the decision is the gold label (source "adjudicated")."""
+    _require_may_adjudicate(session, user, response_id)
+    rationale = _clean_text(rationale, "rationale", required=True)
+    response, case = _response_and_case(session, response_id)
+    frame = pd.DataFrame(
+        session.execute(
+            select(Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.met).where(
+                Label.response_id == response_id, Label.criterion_id == criterion_id
+            )
+        ).all(),
+        columns=gold.LABEL_COLUMNS,
+    )
+    finals = gold.decisions_with_finals(frame)
+    if (
+        finals.empty
+        or finals["group1"].isna().any()
+        or finals["group2"].isna().any()
+        or bool(finals["group1"].iloc[0]) == bool(finals["group2"].iloc[0])
+    ):
+        raise ValidationFailed(f"criterion {criterion_id}: the two groups do not disagree here")
+    label = save_label(
+        session,
+        user,
+        response=response,
+        case=case,
+        criterion_id=criterion_id,
+        stage=Stage.adjudication,
+        group_no=NO_GROUP,
+        met=bool(met),
+        note=rationale,
+        seen_lock_version=seen_lock_version,
+    )
+    return _label_view(session, label)
+
+
+@dataclass(frozen=True)
+class AdjudicationInput:
+    criterion_id: str
+    met: bool
+    rationale: str
+    seen_lock_version: int | None = None  # of the decision the page showed; None when there was none
+
+
+def adjudicate_many(session: Session, user: User, *, response_id: int, decisions: list[AdjudicationInput]) -> int:
+    """Saves several cells of one response in one transaction (all or nothing); returns how many."""
+    for decision in decisions:
+        adjudicate(
+            session,
+            user,
+            response_id=response_id,
+            criterion_id=decision.criterion_id,
+            met=decision.met,
+            rationale=decision.rationale,
+            seen_lock_version=decision.seen_lock_version,
+        )
+    return len(decisions)

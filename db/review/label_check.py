@@ -1,0 +1,307 @@
+"""Label check within a group: queues by annotator, sample or judge disagreement, and corrections."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+from sqlalchemy import and_, case as sql_case, func, select
+from sqlmodel import Session
+
+from db import kept
+from db.errors import NotFound, PermissionDenied, ValidationFailed
+from db.models import Case, JudgeDecision, Label, Response, Stage, User
+
+#: Longest note, comment or rationale a checker may save.
+from db.review.shared import (
+    CaseText,
+    _clean_text,
+    _criteria,
+    _require_checker,
+    _response_and_case,
+    current_rubric_version_id,
+)
+from db.review.locked_save import LabelView, _find_label, _label_view, save_label
+
+
+# Label check within a group ------------------------------------------------------------------
+
+CHECK_ALL, CHECK_SAMPLE, CHECK_JUDGE = "all", "sample", "judge"
+
+
+@dataclass(frozen=True)
+class AnnotatorSummary:
+    user_id: int
+    username: str
+    display_name: str
+    n_responses: int
+    n_labels: int
+
+
+@dataclass(frozen=True)
+class CheckQueueItem:
+    response_id: int
+    code: str
+    case_id: str
+    n_labels: int
+    n_checked: int
+    judge_disagreement: float | None = None  # share of criteria where annotator and judge differ
+
+
+def check_annotators(session: Session, user: User) -> list[AnnotatorSummary]:
+    """The annotators of the checker's group with annotation labels in that group (never the checker)."""
+    _require_checker(user)
+    group = user.group_no
+    tally = kept.tally_source()
+    rows = session.execute(
+        select(
+            User.id,
+            User.username,
+            User.display_name,
+            func.count(func.distinct(tally.c.response_id)),
+            func.sum(tally.c.n),
+        )
+        .join(tally, tally.c.user_id == User.id)
+        .where(tally.c.stage == Stage.annotation, tally.c.group_no == group, User.id != user.id)
+        .group_by(User.id, User.username, User.display_name)
+        .order_by(User.username)
+    ).all()
+    return [
+        AnnotatorSummary(uid, name, display or name, int(n_resp), int(n_lab))
+        for uid, name, display, n_resp, n_lab in rows
+    ]
+
+
+def judges_available(session: Session) -> list[str]:
+    return list(session.execute(select(JudgeDecision.judge).distinct().order_by(JudgeDecision.judge)).scalars())
+
+
+def sample_responses(response_ids: list[int], percent: float, *, seed: int, annotator_id: int) -> list[int]:
+    """A seeded x% sample (at least one when any) of one annotator's responses; same inputs, same sample."""
+    if not 0 < percent <= 100:
+        raise ValidationFailed(f"percent: between 0 and 100 (got {percent})")
+    ordered = sorted(set(response_ids))
+    if not ordered:
+        return []
+    size = max(1, math.ceil(len(ordered) * percent / 100))
+    chosen = random.Random(f"{seed}:{annotator_id}").sample(ordered, size)
+    return sorted(chosen)
+
+
+def check_queue(
+    session: Session,
+    user: User,
+    *,
+    annotator_id: int,
+    mode: str = CHECK_ALL,
+    percent: float = 10.0,
+    seed: int = 1,
+    judge: str | None = None,
+) -> list[CheckQueueItem]:
+    """The responses of one annotator (in the checker's group) to check.
+
+    mode "all": every response they labeled; "sample": a seeded `percent`% of them;
+    "judge": every response, the ones where they disagree most with `judge` first.
+    """
+    _require_checker(user)
+    if annotator_id == user.id:
+        raise PermissionDenied("you cannot check your own labels")
+    group = user.group_no
+    tally = kept.tally_source()
+    own = (
+        select(tally.c.response_id, func.sum(tally.c.n).label("n"))
+        .where(tally.c.stage == Stage.annotation, tally.c.group_no == group, tally.c.user_id == annotator_id)
+        .group_by(tally.c.response_id)
+        .subquery()
+    )
+    checked = (
+        select(tally.c.response_id, func.sum(tally.c.n).label("n"))
+        .where(tally.c.stage == Stage.check, tally.c.group_no == group)
+        .group_by(tally.c.response_id)
+        .subquery()
+    )
+    rows = session.execute(
+        select(own.c.response_id, Response.code, Case.case_id, own.c.n, checked.c.n)
+        .join(Response, Response.id == own.c.response_id)
+        .join(Case, Case.id == Response.case_pk)
+        .outerjoin(checked, checked.c.response_id == own.c.response_id)
+        .order_by(Case.case_id, Response.code)
+    ).all()
+    items = [
+        CheckQueueItem(rid, code, case_id, int(n), int(n_checked or 0)) for rid, code, case_id, n, n_checked in rows
+    ]
+    if mode == CHECK_ALL:
+        return items
+    if mode == CHECK_SAMPLE:
+        keep = set(sample_responses([i.response_id for i in items], percent, seed=seed, annotator_id=annotator_id))
+        return [item for item in items if item.response_id in keep]
+    if mode == CHECK_JUDGE:
+        if not judge:
+            raise ValidationFailed("judge: choose a judge whose decisions were imported")
+        differs = sql_case((Label.met != JudgeDecision.met, 1), else_=0)
+        rates = dict(
+            (rid, float(diff) / float(n))
+            for rid, diff, n in session.execute(
+                select(Label.response_id, func.sum(differs), func.count())
+                .join(
+                    JudgeDecision,
+                    and_(
+                        JudgeDecision.response_id == Label.response_id, JudgeDecision.criterion_id == Label.criterion_id
+                    ),
+                )
+                .where(
+                    Label.stage == Stage.annotation,
+                    Label.group_no == group,
+                    Label.user_id == annotator_id,
+                    JudgeDecision.judge == judge,
+                )
+                .group_by(Label.response_id)
+            ).all()
+        )
+        ranked = [
+            CheckQueueItem(i.response_id, i.code, i.case_id, i.n_labels, i.n_checked, rates[i.response_id])
+            for i in items
+            if i.response_id in rates
+        ]
+        return sorted(ranked, key=lambda i: (-i.judge_disagreement, i.case_id, i.code))
+    raise ValidationFailed(f"mode: one of {CHECK_ALL}, {CHECK_SAMPLE}, {CHECK_JUDGE} (got {mode!r})")
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    criterion_pk: int
+    position: int
+    criterion_id: str
+    text: str
+    annotation: LabelView | None
+    check: LabelView | None
+    own: bool  # the checker made the annotation: they may not check it
+
+
+@dataclass(frozen=True)
+class CheckView:
+    response_id: int
+    code: str
+    response_text: str
+    case: CaseText
+    group_no: int
+    rows: list[CheckRow] = field(default_factory=list)
+
+
+def check_view(session: Session, user: User, response_id: int) -> CheckView:
+    """One response with the checker's group's annotation and check labels, criterion by criterion."""
+    _require_checker(user)
+    response, case = _response_and_case(session, response_id)
+    group = user.group_no
+    labels = list(
+        session.execute(
+            select(Label).where(
+                Label.response_id == response_id,
+                Label.group_no == group,
+                Label.stage.in_([Stage.annotation, Stage.check]),
+            )
+        ).scalars()
+    )
+    if not any(label.stage == Stage.annotation for label in labels):
+        raise NotFound(f"your group has no labels on response {response.code}")
+    by_key = {(label.criterion_id, label.stage): label for label in labels}
+    rows = []
+    for criterion in _criteria(session, current_rubric_version_id(session, case.id)):
+        annotation = by_key.get((criterion.criterion_id, Stage.annotation))
+        check = by_key.get((criterion.criterion_id, Stage.check))
+        rows.append(
+            CheckRow(
+                criterion.id,
+                criterion.position,
+                criterion.criterion_id,
+                criterion.text,
+                _label_view(session, annotation) if annotation else None,
+                _label_view(session, check) if check else None,
+                annotation is not None and annotation.user_id == user.id,
+            )
+        )
+    return CheckView(response.id, response.code, response.text, CaseText.of(case), group, rows)
+
+
+def save_check(
+    session: Session,
+    user: User,
+    *,
+    response_id: int,
+    criterion_id: str,
+    met: bool,
+    note: str | None = None,
+    seen_lock_version: int | None = None,
+) -> LabelView:
+    """Confirms (same value) or corrects (other value, note required) the group's label of one criterion."""
+    _require_checker(user)
+    if user.group_no not in (1, 2):
+        raise PermissionDenied("checkers act within their expert group")
+    response, case = _response_and_case(session, response_id)
+    group = user.group_no
+    annotation = _find_label(session, response_id, criterion_id, Stage.annotation, group)
+    if annotation is None:
+        raise NotFound(f"criterion {criterion_id}: your group has no label to check")
+    if annotation.user_id == user.id:
+        raise PermissionDenied("you cannot check your own labels")
+    note = _clean_text(note, "note", required=bool(met) != bool(annotation.met))
+    label = save_label(
+        session,
+        user,
+        response=response,
+        case=case,
+        criterion_id=criterion_id,
+        stage=Stage.check,
+        group_no=group,
+        met=bool(met),
+        note=note,
+        seen_lock_version=seen_lock_version,
+    )
+    return _label_view(session, label)
+
+
+@dataclass(frozen=True)
+class CheckInput:
+    criterion_id: str
+    met: bool
+    note: str | None = None
+    seen_lock_version: int | None = None  # of the check label the page showed; None when there was none
+
+
+def save_checks(session: Session, user: User, *, response_id: int, decisions: list[CheckInput]) -> int:
+    """Saves the checker's decisions on a response in one transaction; unchanged ones are skipped.
+
+    Returns the number of check labels written. Any refusal (StaleEdit, PermissionDenied, a
+    missing note) leaves nothing saved, since the caller's transaction rolls back.
+    """
+    _require_checker(user)
+    existing = {
+        label.criterion_id: label
+        for label in session.execute(
+            select(Label).where(
+                Label.response_id == response_id, Label.stage == Stage.check, Label.group_no == user.group_no
+            )
+        ).scalars()
+    }
+    written = 0
+    for decision in decisions:
+        label = existing.get(decision.criterion_id)
+        note = (decision.note or "").strip() or None
+        if (
+            label is not None
+            and label.lock_version == decision.seen_lock_version
+            and (bool(label.met), label.note) == (bool(decision.met), note)
+        ):
+            continue
+        save_check(
+            session,
+            user,
+            response_id=response_id,
+            criterion_id=decision.criterion_id,
+            met=decision.met,
+            note=note,
+            seen_lock_version=decision.seen_lock_version,
+        )
+        written += 1
+    return written

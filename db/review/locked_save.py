@@ -1,0 +1,177 @@
+"""Saving one label with optimistic locking: a save names the revision it started from; a lost race raises StaleEdit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session
+
+from db import kept
+from db.audit import record
+from db.errors import NotFound, StaleEdit
+from db.models import Case, Label, Response, Stage, User, utcnow
+
+#: Longest note, comment or rationale a checker may save.
+from db.review.shared import _username, current_rubric_version_id
+
+
+# Saving a label with optimistic locking -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LabelView:
+    id: int
+    criterion_id: str
+    stage: str
+    group_no: int
+    met: bool
+    note: str | None
+    user: str | None
+    user_id: int
+    lock_version: int
+    updated_at: datetime | None
+
+
+def _label_view(session: Session, label: Label) -> LabelView:
+    return LabelView(
+        label.id,
+        label.criterion_id,
+        label.stage,
+        label.group_no,
+        label.met,
+        label.note,
+        _username(session, label.user_id),
+        label.user_id,
+        label.lock_version,
+        label.updated_at,
+    )
+
+
+def _label_snapshot(session: Session, label: Label) -> dict[str, Any]:
+    return {
+        "met": label.met,
+        "note": label.note,
+        "user": _username(session, label.user_id),
+        "lock_version": label.lock_version,
+        "rubric_version_id": label.rubric_version_id,
+    }
+
+
+def _find_label(session: Session, response_id: int, criterion_id: str, stage: str, group_no: int) -> Label | None:
+    return session.execute(
+        select(Label)
+        .where(
+            Label.response_id == response_id,
+            Label.criterion_id == criterion_id,
+            Label.stage == stage,
+            Label.group_no == group_no,
+        )
+        .execution_options(populate_existing=True)
+    ).scalar_one_or_none()
+
+
+def _stale(session: Session, label: Label, what: str) -> StaleEdit:
+    view = _label_view(session, label)
+    return StaleEdit(f"this {what} was saved by {view.user} since you opened it", current=view)
+
+
+def save_label(
+    session: Session,
+    actor: User,
+    *,
+    response: Response,
+    case: Case,
+    criterion_id: str,
+    stage: str,
+    group_no: int,
+    met: bool,
+    note: str | None,
+    seen_lock_version: int | None,
+) -> Label:
+    """Inserts or updates one label row, refusing to overwrite a revision the caller did not see.
+
+    seen_lock_version None means "I saw no label here": a row that exists (or is inserted by a
+    racing writer) is a StaleEdit. Otherwise the UPDATE only lands on exactly that revision.
+    Rules (who may save what) are the caller's; this only persists, locks and audits.
+    """
+    rubric_version_id = current_rubric_version_id(session, case.id)
+    entity_key = f"{case.case_id}/{response.model}/{criterion_id}/{stage}/{group_no}"
+    now = utcnow()
+    what = {Stage.check: "check", Stage.adjudication: "decision"}.get(stage, "label")
+    if seen_lock_version is None:
+        existing = _find_label(session, response.id, criterion_id, stage, group_no)
+        if existing is not None:
+            raise _stale(session, existing, what)
+        label = Label(
+            response_id=response.id,
+            criterion_id=criterion_id,
+            stage=stage,
+            group_no=group_no,
+            met=met,
+            user_id=actor.id,
+            note=note,
+            rubric_version_id=rubric_version_id,
+            created_at=now,
+            updated_at=now,
+            lock_version=1,
+        )
+        try:
+            with session.begin_nested():
+                session.add(label)
+                session.flush()
+        except IntegrityError:
+            # Another writer inserted the same (response, criterion, stage, group) first.
+            existing = _find_label(session, response.id, criterion_id, stage, group_no)
+            if existing is None:
+                raise
+            raise _stale(session, existing, what) from None
+        record(
+            session,
+            actor.username,
+            action="create",
+            entity=stage_entity(stage),
+            entity_key=entity_key,
+            after=_label_snapshot(session, label),
+        )
+        kept.touch(session, [response.id])
+        return label
+    existing = _find_label(session, response.id, criterion_id, stage, group_no)
+    if existing is None:
+        raise NotFound(f"no {what} for criterion {criterion_id} any more")
+    before = _label_snapshot(session, existing)
+    changed = session.execute(
+        update(Label)
+        .where(Label.id == existing.id, Label.lock_version == seen_lock_version)
+        .values(
+            met=met,
+            note=note,
+            user_id=actor.id,
+            rubric_version_id=rubric_version_id,
+            updated_at=now,
+            lock_version=Label.lock_version + 1,
+        )
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    label = _find_label(session, response.id, criterion_id, stage, group_no)
+    if changed != 1:
+        raise _stale(session, label, what)
+    record(
+        session,
+        actor.username,
+        action="update",
+        entity=stage_entity(stage),
+        entity_key=entity_key,
+        before=before,
+        after=_label_snapshot(session, label),
+    )
+    kept.touch(session, [response.id])
+    return label
+
+
+def stage_entity(stage: str) -> str:
+    """The audit log's entity name of a label of `stage`."""
+    return {Stage.annotation: "label", Stage.check: "check", Stage.adjudication: "adjudication"}[Stage(stage)]

@@ -1,0 +1,312 @@
+"""Rubric audit: the queue of submitted rubrics, approve or return with comments, relabel flags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlmodel import Session
+
+from db.audit import record
+from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
+from db.models import Case, Criterion, Label, Response, RubricStatus, RubricVersion, User, utcnow
+
+#: Longest note, comment or rationale a checker may save.
+from db.review.shared import CaseText, _clean_text, _criteria, _current_versions_subquery, _require_checker, _username
+
+
+# Rubric audit --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RubricQueueItem:
+    rubric_version_id: int
+    case_id: str
+    version: int
+    author: str | None
+    submitted_at: datetime | None
+    n_criteria: int
+    own: bool  # written by the checker: someone else must audit it
+
+
+@dataclass(frozen=True)
+class CriterionView:
+    id: int
+    position: int
+    criterion_id: str
+    text: str
+    tags: list[str]
+    review_comment: str | None
+
+
+@dataclass(frozen=True)
+class RubricView:
+    rubric_version_id: int
+    version: int
+    status: str
+    lock_version: int
+    author: str | None
+    reviewer: str | None
+    review_comment: str | None
+    case: CaseText
+    criteria: list[CriterionView]
+    own: bool
+    # The last return of this case before this version: what the author was asked to fix.
+    earlier_comment: str | None = None
+    earlier_criterion_comments: dict[str, str] = field(default_factory=dict)
+    earlier_criterion_texts: dict[str, str] = field(default_factory=dict)
+
+
+def rubric_queue(session: Session, user: User) -> list[RubricQueueItem]:
+    """Submitted rubrics, oldest submission first; the checker's own are marked, not hidden."""
+    _require_checker(user)
+    counts = (
+        select(Criterion.rubric_version_id, func.count().label("n")).group_by(Criterion.rubric_version_id).subquery()
+    )
+    rows = session.execute(
+        select(RubricVersion, Case.case_id, User.username, counts.c.n)
+        .join(Case, Case.id == RubricVersion.case_pk)
+        .outerjoin(User, User.id == RubricVersion.author_id)
+        .outerjoin(counts, counts.c.rubric_version_id == RubricVersion.id)
+        .where(RubricVersion.status == RubricStatus.submitted)
+        .order_by(RubricVersion.submitted_at, RubricVersion.id)
+    ).all()
+    return [
+        RubricQueueItem(
+            rubric.id, case_id, rubric.version, author, rubric.submitted_at, int(n or 0), rubric.author_id == user.id
+        )
+        for rubric, case_id, author, n in rows
+    ]
+
+
+def rubric_for_review(session: Session, user: User, rubric_version_id: int) -> RubricView:
+    _require_checker(user)
+    rubric = session.get(RubricVersion, rubric_version_id)
+    if rubric is None:
+        raise NotFound(f"no rubric version {rubric_version_id}")
+    return _rubric_view(session, rubric, user)
+
+
+def _rubric_view(session: Session, rubric: RubricVersion, user: User) -> RubricView:
+    case = session.get(Case, rubric.case_pk)
+    criteria = [
+        CriterionView(c.id, c.position, c.criterion_id, c.text, list(c.tags or []), c.review_comment)
+        for c in _criteria(session, rubric.id)
+    ]
+    earlier = (
+        session.execute(
+            select(RubricVersion)
+            .where(
+                RubricVersion.case_pk == rubric.case_pk,
+                RubricVersion.version < rubric.version,
+                RubricVersion.status == RubricStatus.returned,
+            )
+            .order_by(RubricVersion.version.desc())
+            .limit(1)
+        )
+        .scalars()
+        .first()
+    )
+    earlier_criteria = _criteria(session, earlier.id) if earlier else []
+    return RubricView(
+        rubric.id,
+        rubric.version,
+        rubric.status,
+        rubric.lock_version,
+        _username(session, rubric.author_id),
+        _username(session, rubric.reviewer_id),
+        rubric.review_comment,
+        CaseText.of(case),
+        criteria,
+        rubric.author_id == user.id,
+        earlier.review_comment if earlier else None,
+        {c.criterion_id: c.review_comment for c in earlier_criteria if c.review_comment},
+        {c.criterion_id: c.text for c in earlier_criteria if c.review_comment},
+    )
+
+
+def _rubric_snapshot(session: Session, rubric: RubricVersion) -> dict[str, Any]:
+    return {
+        "status": rubric.status,
+        "version": rubric.version,
+        "lock_version": rubric.lock_version,
+        "reviewer": _username(session, rubric.reviewer_id),
+        "review_comment": rubric.review_comment,
+    }
+
+
+def _decide_rubric(
+    session: Session,
+    user: User,
+    rubric_version_id: int,
+    *,
+    seen_lock_version: int,
+    status: RubricStatus,
+    comment: str | None,
+    criterion_comments: dict[int, str | None],
+) -> RubricView:
+    _require_checker(user)
+    rubric = session.get(RubricVersion, rubric_version_id)
+    if rubric is None:
+        raise NotFound(f"no rubric version {rubric_version_id}")
+    if rubric.author_id == user.id:
+        raise PermissionDenied("you wrote this rubric; another checker must audit it")
+    session.refresh(rubric)
+    if rubric.lock_version != seen_lock_version:
+        raise StaleEdit("the rubric was changed since you opened it", current=_rubric_snapshot(session, rubric))
+    if rubric.status != RubricStatus.submitted:
+        raise ValidationFailed(f"status: only a submitted rubric can be audited (this one is {rubric.status})")
+    criteria = {c.id: c for c in _criteria(session, rubric.id)}
+    unknown = set(criterion_comments) - set(criteria)
+    if unknown:
+        raise ValidationFailed(f"criterion: {sorted(unknown)} not in this rubric")
+    before = _rubric_snapshot(session, rubric)
+    criteria_before = {c.criterion_id: c.review_comment for c in criteria.values()}
+    now = utcnow()
+    changed = session.execute(
+        update(RubricVersion)
+        .where(
+            RubricVersion.id == rubric.id,
+            RubricVersion.lock_version == seen_lock_version,
+            RubricVersion.status == RubricStatus.submitted,
+        )
+        .values(
+            status=status,
+            reviewer_id=user.id,
+            review_comment=comment,
+            reviewed_at=now,
+            lock_version=RubricVersion.lock_version + 1,
+        )
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    if changed != 1:
+        session.refresh(rubric)
+        raise StaleEdit("the rubric was changed since you opened it", current=_rubric_snapshot(session, rubric))
+    for criterion in criteria.values():
+        new_comment = criterion_comments.get(criterion.id)
+        if criterion.review_comment != new_comment:
+            criterion.review_comment = new_comment
+            session.add(criterion)
+    session.flush()
+    session.refresh(rubric)
+    after = _rubric_snapshot(session, rubric)
+    after["criterion_comments"] = {c.criterion_id: c.review_comment for c in criteria.values() if c.review_comment}
+    before["criterion_comments"] = {k: v for k, v in criteria_before.items() if v}
+    case = session.get(Case, rubric.case_pk)
+    record(
+        session,
+        user.username,
+        action="approve" if status == RubricStatus.approved else "return",
+        entity="rubric",
+        entity_key=f"{case.case_id} v{rubric.version}",
+        before=before,
+        after=after,
+    )
+    return _rubric_view(session, rubric, user)
+
+
+def approve_rubric(
+    session: Session, user: User, rubric_version_id: int, *, seen_lock_version: int, comment: str | None = None
+) -> RubricView:
+    """Approves a submitted rubric: it becomes the case's current rubric and is frozen from now on."""
+    return _decide_rubric(
+        session,
+        user,
+        rubric_version_id,
+        seen_lock_version=seen_lock_version,
+        status=RubricStatus.approved,
+        comment=_clean_text(comment, "comment"),
+        criterion_comments={},
+    )
+
+
+def return_rubric(
+    session: Session,
+    user: User,
+    rubric_version_id: int,
+    *,
+    seen_lock_version: int,
+    comment: str | None = None,
+    criterion_comments: dict[int, str | None] | None = None,
+) -> RubricView:
+    """Returns a submitted rubric to its author with an overall comment and/or per-criterion comments.
+
+    `criterion_comments` maps Criterion.id to a comment; criteria without one count as approved.
+    """
+    cleaned = {pk: _clean_text(text, f"criterion {pk} comment") for pk, text in (criterion_comments or {}).items()}
+    cleaned = {pk: text for pk, text in cleaned.items() if text}
+    overall = _clean_text(comment, "comment")
+    if not overall and not cleaned:
+        raise ValidationFailed("comment: say what the author should change (an overall or a criterion comment)")
+    return _decide_rubric(
+        session,
+        user,
+        rubric_version_id,
+        seen_lock_version=seen_lock_version,
+        status=RubricStatus.returned,
+        comment=overall,
+        criterion_comments=cleaned,
+    )
+
+
+@dataclass(frozen=True)
+class RelabelItem:
+    label_id: int
+    response_id: int
+    response_code: str
+    case_id: str
+    criterion_id: str
+    stage: str
+    group_no: int
+    user_id: int
+    labeled_version_id: int
+    current_version_id: int
+
+
+def labels_needing_relabel(
+    session: Session,
+    *,
+    user_id: int | None = None,
+    group_no: int | None = None,
+    stage: str | None = None,
+    case_pk: int | None = None,
+    response_id: int | None = None,
+) -> list[RelabelItem]:
+    """Labels made against a rubric version that is no longer the case's current approved one.
+
+    An approved rubric is frozen: a change makes a new version, and the labels of the old one
+    must be redone. Labels without a recorded version (imports) are not flagged.
+    """
+    current = _current_versions_subquery()
+    statement = (
+        select(
+            Label.id,
+            Label.response_id,
+            Response.code,
+            Case.case_id,
+            Label.criterion_id,
+            Label.stage,
+            Label.group_no,
+            Label.user_id,
+            Label.rubric_version_id,
+            current.c.rubric_version_id,
+        )
+        .join(Response, Response.id == Label.response_id)
+        .join(Case, Case.id == Response.case_pk)
+        .join(current, current.c.case_pk == Response.case_pk)
+        .where(Label.rubric_version_id.is_not(None), Label.rubric_version_id != current.c.rubric_version_id)
+    )
+    if user_id is not None:
+        statement = statement.where(Label.user_id == user_id)
+    if group_no is not None:
+        statement = statement.where(Label.group_no == group_no)
+    if stage is not None:
+        statement = statement.where(Label.stage == stage)
+    if case_pk is not None:
+        statement = statement.where(Response.case_pk == case_pk)
+    if response_id is not None:
+        statement = statement.where(Label.response_id == response_id)
+    statement = statement.order_by(Case.case_id, Response.code, Label.criterion_id, Label.stage, Label.group_no)
+    return [RelabelItem(*row) for row in session.execute(statement).all()]

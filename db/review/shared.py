@@ -1,0 +1,95 @@
+"""What the checker's three workflows share: note limits, checker role check, the case text, current criteria."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import and_, func, select
+from sqlmodel import Session
+
+from db.errors import NotFound, ValidationFailed
+from db.models import Case, Criterion, Response, Role, RubricStatus, RubricVersion, User
+from db.policies import require_role
+from db.rubrics import current_approved_version
+
+#: Longest note, comment or rationale a checker may save.
+
+
+MAX_NOTE_LENGTH = 2000
+#: Salt of the A/B order in adjudication; changing it reshuffles every cell.
+AB_ORDER_SALT = "clinconsensus-ab-v1"
+
+
+# Shared helpers ------------------------------------------------------------------------------
+
+
+def _require_checker(user: User) -> None:
+    require_role(user, Role.checker)
+
+
+def _clean_text(value: str | None, what: str, *, required: bool = False) -> str | None:
+    text = (value or "").strip()
+    if required and not text:
+        raise ValidationFailed(f"{what}: required")
+    if len(text) > MAX_NOTE_LENGTH:
+        raise ValidationFailed(f"{what}: at most {MAX_NOTE_LENGTH} characters (got {len(text)})")
+    return text or None
+
+
+def _username(session: Session, user_id: int | None) -> str | None:
+    if user_id is None:
+        return None
+    user = session.get(User, user_id)
+    return user.username if user else None
+
+
+def current_rubric_version_id(session: Session, case_pk: int) -> int | None:
+    """The id of the case's current rubric: its newest approved version."""
+    version = current_approved_version(session, case_pk)
+    return version.id if version else None
+
+
+def _current_versions_subquery():
+    newest = (
+        select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
+        .where(RubricVersion.status == RubricStatus.approved)
+        .group_by(RubricVersion.case_pk)
+        .subquery()
+    )
+    return (
+        select(RubricVersion.case_pk, RubricVersion.id.label("rubric_version_id"))
+        .join(newest, and_(RubricVersion.case_pk == newest.c.case_pk, RubricVersion.version == newest.c.version))
+        .subquery()
+    )
+
+
+def _criteria(session: Session, rubric_version_id: int | None) -> list[Criterion]:
+    if rubric_version_id is None:
+        return []
+    return list(
+        session.execute(
+            select(Criterion).where(Criterion.rubric_version_id == rubric_version_id).order_by(Criterion.position)
+        ).scalars()
+    )
+
+
+def _response_and_case(session: Session, response_id: int) -> tuple[Response, Case]:
+    response = session.get(Response, response_id)
+    if response is None:
+        raise NotFound(f"no response {response_id}")
+    return response, session.get(Case, response.case_pk)
+
+
+@dataclass(frozen=True)
+class CaseText:
+    """What a checker reads of a case (never a model name)."""
+
+    case_id: str
+    difficulty: str
+    user_role: str
+    clinical_context: str
+    user_request: str
+
+    @classmethod
+    def of(cls, case: Case) -> "CaseText":
+        return cls(case.case_id, case.difficulty, case.user_role, case.clinical_context, case.user_request)
