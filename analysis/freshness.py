@@ -1,23 +1,48 @@
-"""A cheap fingerprint of the data the analysis reads, so cached frames are rebuilt when it changes."""
+"""A cheap fingerprint of the data the analysis reads, so cached frames are rebuilt when it changes.
+
+It is read from the database on every use (a handful of index lookups, no counting), so every
+server process sharing one database sees the same version and drops its caches at the same change.
+"""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
-from db.models import AuditLog, Case, JudgeDecision, Label, Response, RubricVersion
+from db.models import AuditLog, Case, Criterion, JudgeDecision, Label, Response, RubricVersion
 
 
-def data_version(engine: Engine) -> tuple[str, ...]:
-    """Counts and highest ids of labels, judge decisions, responses, cases and rubric versions, the newest
-    label edit and the newest audit entry: any change of what the report reads changes one of them."""
-    statements = [
-        select(func.count(Label.id), func.max(Label.id), func.max(Label.updated_at)),
-        select(func.count(JudgeDecision.id), func.max(JudgeDecision.id)),
-        select(func.count(Response.id), func.max(Response.id)),
-        select(func.count(Case.id), func.max(Case.id)),
-        select(func.count(RubricVersion.id), func.max(RubricVersion.id)),
-        select(func.max(AuditLog.id)),
-    ]
-    with engine.connect() as connection:
-        return tuple(str(value) for statement in statements for value in connection.execute(statement).one())
+class DataVersion(NamedTuple):
+    label_id: str
+    label_edit: str
+    judge_decision_id: str
+    response_id: str
+    case_id: str
+    rubric_version_id: str
+    criterion_id: str
+    audit_id: str
+
+    @property
+    def approximate_labels(self) -> int:
+        """The highest label id: about how many labels there are (rows are never deleted)."""
+        return int(self.label_id) if self.label_id.isdigit() else 0
+
+
+def data_version(engine: Engine) -> DataVersion:
+    """Highest ids of labels, judge decisions, responses, cases, rubric versions, criteria and audit entries, and
+    the newest label edit: rows are never deleted, new rows raise an id, edits of labels move `updated_at`
+    (indexed) and every other edit is audited, so any change of what the report reads changes one of them."""
+    statement = select(
+        select(func.max(Label.id)).scalar_subquery(),
+        select(func.max(Label.updated_at)).scalar_subquery(),
+        select(func.max(JudgeDecision.id)).scalar_subquery(),
+        select(func.max(Response.id)).scalar_subquery(),
+        select(func.max(Case.id)).scalar_subquery(),
+        select(func.max(RubricVersion.id)).scalar_subquery(),
+        select(func.max(Criterion.id)).scalar_subquery(),
+        select(func.max(AuditLog.id)).scalar_subquery(),
+    )
+    with engine.connect().execution_options(sqlite_read_only=True) as connection:
+        return DataVersion(*(str(value) for value in connection.execute(statement).one()))

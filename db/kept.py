@@ -17,7 +17,6 @@ them side by side; `use_recount` makes the readers below use them).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,22 +38,23 @@ _TALLY = LabelTally.__table__
 _STATUS = ResponseStatus.__table__
 STATUS_COLUMNS = ["response_id", "n_compared", "n_differing", "n_unresolved", "n_gold"]
 
-_recount = threading.local()
+_recount = {"on": False}
 
 
 @contextmanager
 def use_recount() -> Iterator[None]:
-    """Within this block (this thread), readers recount from every label instead of reading kept figures."""
-    before = getattr(_recount, "on", False)
-    _recount.on = True
+    """Within this block, readers recount from every label instead of reading kept figures (process-wide:
+    benchmarks time a page both ways in one run, and the page runs in Streamlit's own thread)."""
+    before = _recount["on"]
+    _recount["on"] = True
     try:
         yield
     finally:
-        _recount.on = before
+        _recount["on"] = before
 
 
 def _recounting() -> bool:
-    return getattr(_recount, "on", False)
+    return _recount["on"]
 
 
 def _connection(session_or_connection: Session | Connection) -> Connection:

@@ -136,6 +136,8 @@ class Label(SQLModel, table=True):
         UniqueConstraint("response_id", "criterion_id", "stage", "group_no"),
         # the annotator's queue: a response's labels of one stage and group, with their rubric version
         Index("ix_label_response_stage_group", "response_id", "stage", "group_no", "rubric_version_id"),
+        # the data version's newest label edit (analysis/freshness.py), an index lookup instead of a scan
+        Index("ix_label_updated_at", "updated_at"),
     )
 
     id: int | None = Field(default=None, primary_key=True)

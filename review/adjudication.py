@@ -13,16 +13,13 @@ from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
 from ui.checker import met_names, met_text, page_start, response_box
 
-#: The queue reads every disputed label; it is recomputed at most this often (and after each save here).
-QUEUE_CACHE_SECONDS = 60
-
 
 def _seen_key(response_id: int) -> str:
     return f"review_adj_seen_{response_id}"
 
 
-@st.cache_data(ttl=QUEUE_CACHE_SECONDS, show_spinner=False)
 def _queue(username: str) -> list[review.AdjudicationQueueItem]:
+    # Kept figures (db/kept.py): cheap enough to read on every run, so the queue is never stale.
     with shell.db_session(read_only=True) as session:
         return review.adjudication_queue(session, users.get_user(session, username=username))
 
@@ -177,7 +174,5 @@ def render() -> None:
         show_error(error)
         return
     st.session_state.pop(_seen_key(view.response_id), None)
-    shell.forget_unresolved_count()
-    _queue.clear()
     st.session_state["review_adj_done"] = t("review.adjudication.saved", n=saved, code=plain(view.code))
     st.rerun()

@@ -158,6 +158,5 @@ def render() -> None:
         show_error(error)
         return
     st.session_state.pop(_seen_key(view.response_id), None)
-    shell.forget_unresolved_count()
     st.session_state["review_check_done"] = t("review.check.saved", n=written, code=plain(view.code))
     st.rerun()

@@ -5,7 +5,8 @@ Revises: 0002
 
 The checker pages, the sidebar and the progress page read these small tables instead of recounting
 every label; db/kept.py rewrites the rows of the responses each save or import touches. An existing
-database gets them computed from its labels here.
+database gets them computed from its labels here. An index on label.updated_at lets the data version
+read the newest label edit without a scan.
 """
 
 import sqlalchemy as sa
@@ -38,12 +39,16 @@ def upgrade() -> None:
     )
     op.create_index("ix_response_status_n_unresolved", "response_status", ["n_unresolved"])
 
+    # The data version (analysis/freshness.py) reads the newest label edit through this index.
+    op.create_index("ix_label_updated_at", "label", ["updated_at"])
+
     from db import kept
 
     kept.rebuild_all(op.get_bind())
 
 
 def downgrade() -> None:
+    op.drop_index("ix_label_updated_at", table_name="label")
     op.drop_index("ix_response_status_n_unresolved", table_name="response_status")
     op.drop_table("response_status")
     op.drop_index("ix_label_tally_group_stage", table_name="label_tally")
