@@ -22,7 +22,7 @@ class Snapshot(Generic[T]):
     value: T | None  # None until a first build finished
     version: Hashable | None  # the data version `value` was built from
     wanted: Hashable  # the data version asked for
-    error: BaseException | None = None  # the last build's failure, when it failed for `wanted`
+    error: Exception | None = None  # the last build's failure, when it failed for `wanted`
 
     @property
     def current(self) -> bool:
@@ -40,7 +40,7 @@ class BackgroundValue(Generic[T]):
         self._value: T | None = None
         self._version: Hashable | None = None
         self._building: Hashable | None = None
-        self._failed: tuple[Hashable, BaseException] | None = None
+        self._failed: tuple[Hashable, Exception] | None = None
         self.last_build_seconds: float | None = None
 
     def get(self, version: Hashable) -> Snapshot[T]:
@@ -67,7 +67,7 @@ class BackgroundValue(Generic[T]):
         started = time.perf_counter()
         try:
             value = self._build(version)
-        except BaseException as error:  # shown by the page that asked; the next version tries again
+        except Exception as error:  # shown by the page that asked; the next version tries again
             with self._done:
                 self._failed = (version, error)
                 self._building = None

@@ -231,15 +231,23 @@ def responses_labeled_by(session: Session, user_id: int) -> set[int]:
     )
 
 
-def tally_source():
-    """The table of label counts per (response, group, stage, user) that readers group: kept, or recounted."""
+def tally(*, stage: str, group_no: int, user_id: int | None = None):
+    """Labels per (response, user) of one stage and group (of one user, when given), as a subquery with the
+    columns response_id, user_id, n: read from the kept tally, or recounted from the labels."""
     if _recounting():
+        filters = [_LABEL.c.stage == stage, _LABEL.c.group_no == group_no]
+        if user_id is not None:
+            filters.append(_LABEL.c.user_id == user_id)
         return (
-            select(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id, func.count().label("n"))
-            .group_by(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id)
+            select(_LABEL.c.response_id, _LABEL.c.user_id, func.count().label("n"))
+            .where(*filters)
+            .group_by(_LABEL.c.response_id, _LABEL.c.user_id)
             .subquery("tally")
         )
-    return _TALLY
+    filters = [_TALLY.c.stage == stage, _TALLY.c.group_no == group_no]
+    if user_id is not None:
+        filters.append(_TALLY.c.user_id == user_id)
+    return select(_TALLY.c.response_id, _TALLY.c.user_id, _TALLY.c.n).where(*filters).subquery("tally")
 
 
 # The straightforward way: every label, every time --------------------------------------------

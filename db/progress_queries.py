@@ -27,7 +27,6 @@ from db.models import (
     Assignment,
     AssignmentKind,
     Case,
-    JudgeDecision,
     Label,
     Response,
     Role,
@@ -143,7 +142,7 @@ def my_progress(session: Session, user: User) -> dict:
 
 def judge_names(session: Session) -> list[str]:
     """Judges that have decisions in the database (for choosing an export source)."""
-    return sorted(session.exec(select(JudgeDecision.judge).distinct()).all())
+    return review.judges_available(session)
 
 
 def model_names(session: Session, *, actor: User) -> list[str]:
