@@ -5,14 +5,20 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlmodel import Session
 
-from db.models import Case, Criterion, JudgeDecision, Label, Response, RubricVersion, RubricStatus, User
+from db.models import Case, Criterion, JudgeDecision, LabelTally, Response, RubricVersion, RubricStatus, User
 
 
 def counts(session: Session) -> dict:
     def count(statement) -> int:
         return int(session.execute(statement).scalar_one())
 
-    labels_by_stage = dict(session.execute(select(Label.stage, func.count()).group_by(Label.stage)).all())
+    # Summed from the kept tally (db/kept.py, ~30x fewer rows than the label table), exact all the same.
+    labels_by_stage = {
+        stage: int(n)
+        for stage, n in session.execute(
+            select(LabelTally.stage, func.sum(LabelTally.n)).group_by(LabelTally.stage)
+        ).all()
+    }
     return {
         "cases": count(select(func.count()).select_from(Case)),
         "criteria": count(

@@ -295,3 +295,36 @@ def test_simultaneous_saves_on_one_response_leave_exact_figures(engine):
     assert expected[rid] == (5, 0, 0, 5)
     with engine.connect() as connection:
         assert connection.execute(text("select count(*) from label where stage = 'check'")).scalar_one() == 10
+
+
+def test_report_json_is_the_same_with_and_without_kept_figures(engine):
+    """The report reads labels, never kept figures: its JSON is byte-identical when the kept tables are
+    dropped and rebuilt (migration 0007 down and up), and its pending count equals the kept one."""
+    import json
+
+    from sqlmodel import Session
+
+    from analysis.loader import load_frames
+    from analysis.report import build_report, report_json
+    from tests.test_report import populate_small_database
+
+    with Session(engine) as session:
+        populate_small_database(session)
+        session.commit()
+
+    def report_text() -> str:
+        report = build_report(load_frames(engine), 2, "gold", resamples=50)
+        return json.dumps(report_json(report), ensure_ascii=False, sort_keys=True, allow_nan=False)
+
+    before = report_text()
+    with engine.connect() as connection:
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0002")
+        connection.commit()
+    without_kept = report_text()
+    upgrade(engine)
+    assert report_text() == without_kept == before
+    expected = assert_kept_matches_labels(engine)
+    pending = json.loads(before)["pending"]["unresolved_disagreements"]
+    assert pending == sum(v[2] for v in expected.values()) == 1
