@@ -3,7 +3,7 @@
 #   make run     install into .venv, migrate, seed the small demo once, serve http://localhost:8501
 #   make test    install with test extras, run the whole suite (PostgreSQL and browser tests included)
 #   make bench   run every benchmarks/bench_*.py in turn
-#   make lint    byte-compile every module (catches syntax errors without extra tools)
+#   make lint    ruff (lint and format check), import contracts (lint-imports), mypy
 #
 # The virtualenv is (re)installed only when pyproject.toml changes (stamp files in .venv/).
 
@@ -20,7 +20,6 @@ PORT ?= 8501
 ADDRESS ?= localhost
 DEMO_LOGINS := data/demo-logins.txt
 PYTEST_ARGS ?=
-SOURCES := db annotate review analysis admin ui i18n cli demo tests benchmarks
 
 .PHONY: help run test bench lint clean-venv
 
@@ -28,7 +27,7 @@ help:
 	@echo "make run    start ClinConsensus Studio at http://$(ADDRESS):$(PORT) (seeds a small demo on first run)"
 	@echo "make test   run the whole test suite (PostgreSQL and browser tests included)"
 	@echo "make bench  run the benchmarks (benchmarks/bench_*.py)"
-	@echo "make lint   byte-compile every module"
+	@echo "make lint   ruff check, ruff format --check, lint-imports, mypy"
 
 # A Debian python3 without the venv module cannot make a virtualenv; as root, fetch it.
 $(BIN)/python:
@@ -89,8 +88,14 @@ bench: $(APP_STAMP)
 	done; \
 	if [ $${#failed[@]} -gt 0 ]; then echo "failed: $${failed[*]}" >&2; exit 1; fi
 
-lint: $(APP_STAMP)
-	$(BIN)/python -m compileall -q $(SOURCES) $(wildcard streamlit_app.py)
+# Each tool reads its settings from pyproject.toml; all four run even when one fails.
+lint: $(TEST_STAMP)
+	@status=0; \
+	echo "== ruff check"; $(BIN)/ruff check . || status=1; \
+	echo "== ruff format --check"; $(BIN)/ruff format --check . || status=1; \
+	echo "== lint-imports"; $(BIN)/lint-imports || status=1; \
+	echo "== mypy"; $(BIN)/mypy || status=1; \
+	exit $$status
 
 clean-venv:
 	rm -rf $(VENV)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import shell, widgets
 from db import assignments
 from db.errors import ClinConsensusError
 from db.models import AssignmentKind, Role, User
+from ui import shell, widgets
 
 TABLE_LIMIT = 500
 

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import json
-from datetime import timezone
+from datetime import UTC
 
 import pandas as pd
 import streamlit as st
 
-from ui import shell
-from ui.shell import t
-from ui.widgets import plain
 from db.audit import verify_chain
 from db.audit_search import audit_facets, audit_jsonl, search_audit
 from db.engine import session_scope
 from db.models import Role
+from ui import shell
+from ui.shell import t
+from ui.widgets import plain
 
 
 def _compact(value) -> str:
@@ -53,8 +53,7 @@ def render() -> None:
             {
                 t("review.audit_log.col.id"): [e.id for e in entries],
                 t("review.audit_log.col.at"): [
-                    (e.at if e.at.tzinfo else e.at.replace(tzinfo=timezone.utc)).strftime("%Y-%m-%d %H:%M:%S")
-                    for e in entries
+                    (e.at if e.at.tzinfo else e.at.replace(tzinfo=UTC)).strftime("%Y-%m-%d %H:%M:%S") for e in entries
                 ],
                 t("review.audit_log.col.actor"): [e.actor for e in entries],
                 t("review.audit_log.col.action"): [e.action for e in entries],

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import shell, widgets
 from analysis.exports import DEFAULT_SEED, EXPORT_KINDS, export_bundle
 from db import progress_queries
 from db.errors import ClinConsensusError
 from db.models import Role
+from ui import shell, widgets
 
 GROUP_SOURCES = ("gold", "group1", "group2")
 SFT_FORMATS = ("instruction", "messages")
@@ -75,7 +75,7 @@ def render() -> None:
             if st.button(t("admin.export.build"), key=f"build_{what}", icon=":material/build:"):
                 bar = st.progress(0.0, text=t("admin.export.building"))
 
-                def progress(done: int, total: int | None = None, note: str = "") -> None:
+                def progress(done: int, total: int | None = None, note: str = "", bar=bar) -> None:
                     bar.progress(min(done / total, 1.0) if total else 0.0, text=t("admin.export.building"))
 
                 try:

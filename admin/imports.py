@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import shell, widgets
 from db.importers import JUDGE_FORMATS, KINDS, ImportFailed, import_stream
 from db.models import Role
 from db.status import counts
+from ui import shell, widgets
 
 AUTO_FORMAT = "auto"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import shell, widgets
 from db import progress_queries
 from db.models import Role
+from ui import shell, widgets
 
 
 def _share(done: int, total: int) -> float:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import shell, widgets
 from db import users
 from db.errors import ClinConsensusError
 from db.models import Role, utcnow
+from ui import shell, widgets
 
 ROLES = (Role.annotator.value, Role.checker.value, Role.admin.value)
 GROUP_CHOICES = (1, 2, None)

@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from ui import shell
 from analysis import figures as figure_builders
 from analysis import metrics
 from analysis.background import BackgroundValue
@@ -26,6 +25,7 @@ from analysis.report import Report, build_report, report_json, tables
 from db.errors import ClinConsensusError
 from db.models import Role
 from db.taxonomy import get_taxonomy
+from ui import shell
 
 DASHBOARD_RESAMPLES = 300
 QUICK_BUILD_LABELS = 200_000

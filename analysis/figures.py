@@ -297,7 +297,10 @@ def _table_html(frame: pd.DataFrame) -> str:
 
 
 def html_report(report, frames: dict[str, pd.DataFrame], lang: str = "en") -> str:
-    """The whole report in one offline HTML file: summary tables (`frames`, as `report.tables` gives them), then every figure."""
+    """The whole report in one offline HTML file.
+
+    Summary tables first (`frames`, as `report.tables` gives them), then every figure.
+    """
     t = translator(lang)
     parts = [
         f"<h1>{html.escape(t('analysis.title'))}</h1>",

@@ -20,7 +20,7 @@ import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
-from db.models import Case, Criterion, JudgeDecision, Label, Response, RubricStatus, RubricVersion, Stage, User
+from db.models import Case, Criterion, Label, Response, RubricStatus, RubricVersion, Stage, User
 from db.taxonomy import get_taxonomy
 
 

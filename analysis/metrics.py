@@ -74,7 +74,7 @@ class DecisionGrid:
                 result[name] = np.bincount(distinct[distinct[:, 1] == index, 0], minlength=len(self.models))
         return result
 
-    def subset(self, rows: np.ndarray) -> "DecisionGrid":
+    def subset(self, rows: np.ndarray) -> DecisionGrid:
         """The grid of the responses selected by the boolean mask `rows` (filters of the dashboard)."""
         index = np.flatnonzero(rows)
         new_row = np.full(len(rows), -1, dtype=np.int64)

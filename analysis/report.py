@@ -30,8 +30,8 @@ import pandas as pd
 
 from analysis import agreement as agreement_extra
 from analysis import metrics
-from analysis.figures import html_report
 from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, LEVEL, confidence_intervals
+from analysis.figures import html_report
 from analysis.loader import Frames, load_frames
 from db.progress import Progress, no_progress
 

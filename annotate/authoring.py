@@ -13,8 +13,6 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from ui import shell, widgets
-from ui.case_panel import case_panel
 from annotate.lint import ERROR, Finding, LintReport, lint_rubric
 from db import drafts, rubrics
 from db.assignments import my_queue
@@ -23,6 +21,8 @@ from db.errors import ClinConsensusError, StaleEdit, ValidationFailed
 from db.models import AssignmentKind, Role, RubricStatus
 from db.rubrics import AuthoringView, CriterionInput
 from db.taxonomy import get_taxonomy
+from ui import shell, widgets
+from ui.case_panel import case_panel
 
 t = shell.t
 CASE_KEY = "annotate_rubric_case"

@@ -34,10 +34,10 @@ def peak_rss_mb() -> float:
 
 def build_database(url: str, cases: int, models: int, seed: int) -> None:
     """Write the demo files and import them (runs in its own process; see --build-into)."""
-    from demo.generator import write_demo_files
     from db.engine import make_engine
     from db.importers import import_file
     from db.migrate import upgrade
+    from demo.generator import write_demo_files
 
     engine = make_engine(url)
     upgrade(engine)
@@ -104,10 +104,9 @@ def main(argv=None) -> int:
             )
 
         from analysis import exports
-        from db.engine import make_engine
+        from db.engine import make_engine, session_scope
         from db.migrate import upgrade
         from db.status import counts
-        from db.engine import session_scope
 
         engine = make_engine(url)
         upgrade(engine)

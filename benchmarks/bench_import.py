@@ -26,7 +26,6 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from db import config  # noqa: E402
 from demo.generator import write_demo_files  # noqa: E402
 
 FULL_CASES = 2_500
@@ -283,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
         if not args.skip_postgres:
-            from tests.pg_server import PostgresServer, PostgresUnavailable
+            from tools.pg_server import PostgresServer, PostgresUnavailable
 
             try:
                 server = PostgresServer().start()

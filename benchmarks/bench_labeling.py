@@ -69,8 +69,8 @@ def timed_ms(work) -> tuple[float, object]:
 
 
 def build_full(url: str) -> None:
-    from demo.generator import build_demo
     from db.progress import TerminalProgress
+    from demo.generator import build_demo
 
     os.environ.setdefault("CLINCONSENSUS_DEMO_PASSWORD", PASSWORD)
     engine = make_engine(url)
@@ -119,7 +119,7 @@ def bench_queries(engine, user: User, samples: int, rng: random.Random) -> list[
             ms, _ = timed_ms(lambda: labeling.labeling_queue(session, user))
             queue_ms.append(ms)
         with session_scope(engine, read_only=True) as session:
-            ms, _ = timed_ms(lambda: labeling.response_for_labeling(session, user, response_id))
+            ms, _ = timed_ms(lambda r=response_id: labeling.response_for_labeling(session, user, r))
             view_ms.append(ms)
     report("user_for_token (every run)", token_ms)
     report("response_for_labeling (every run)", view_ms)
@@ -143,7 +143,7 @@ def bench_saves(engine, user: User, response_ids: list[int], rng: random.Random)
         ]
         had_labels = bool(view.labels)
 
-        def save(decisions=decisions, view=view):
+        def save(decisions=decisions, view=view, response_id=response_id):
             with session_scope(engine) as session:
                 return labeling.save_labels(
                     session,
@@ -214,7 +214,7 @@ def bench_page(url: str, user: User, runs: int) -> None:
         save_runs = []
         for _ in range(min(runs, 10)):
             buttons = [b for b in app.button if b.key == "annotate_label_save_next"]
-            ms, _ = timed_ms(lambda: buttons[0].click().run())
+            ms, _ = timed_ms(lambda first=buttons[0]: first.click().run())
             save_runs.append(ms)
         report("labeling page, save-and-next run", save_runs)
 

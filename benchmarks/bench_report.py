@@ -24,16 +24,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-import sqlalchemy as sa
-
 from analysis import metrics
 from analysis.loader import load_frames
 from analysis.report import build_report, report_json
 from db.engine import make_engine
 from db.migrate import upgrade
 from db.models import utcnow
-from tests import metrics_reference as reference
+from tools import metrics_reference as reference
 
 
 def peak_rss_mb() -> float:

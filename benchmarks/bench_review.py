@@ -45,9 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         annotator_id = s.execute(
             select(Label.user_id).where(Label.stage == Stage.annotation, Label.group_no == checker.group_no).limit(1)
         ).scalar_one()
-    print(
-        f"database: {engine.url.render_as_string(hide_password=True)}  labels: {n_labels:,}  checker: {checker.username}"
-    )
+    database = engine.url.render_as_string(hide_password=True)
+    print(f"database: {database}  labels: {n_labels:,}  checker: {checker.username}")
 
     def in_session(call):
         def run():

@@ -79,8 +79,8 @@ def cmd_status(args) -> int:
 
 
 def cmd_users(args) -> int:
-    from db.engine import session_scope
     from db import users
+    from db.engine import session_scope
 
     engine = _engine()
     with session_scope(engine) as session:

@@ -82,7 +82,7 @@ def _load_counts(session: Session, kind: AssignmentKind, users: Sequence[_Person
         .where(Assignment.kind == kind, Assignment.user_id.in_(ids))
         .group_by(Assignment.user_id)
     ).all()
-    return Counter({user_id: count for user_id, count in rows})
+    return Counter(dict(rows))
 
 
 @dataclass(frozen=True)
@@ -263,7 +263,7 @@ def assign_labeling(
         missing = sorted(set(wanted) - {r[0] for r in responses})
         if missing:
             raise NotFound(f"response: no response with id {missing[0]}")
-        for response_id, case_pk, code in responses:
+        for _response_id, case_pk, code in responses:
             if case_pk not in approved:
                 raise ValidationFailed(f"response {code}: its case has no approved rubric yet")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 
 from sqlalchemy import func, select
 from sqlmodel import Session
@@ -31,12 +31,10 @@ def _filtered(
     if actor:
         statement = statement.where(AuditLog.actor == actor)
     if since is not None:
-        statement = statement.where(AuditLog.at >= datetime.combine(since, time.min, tzinfo=timezone.utc))
+        statement = statement.where(AuditLog.at >= datetime.combine(since, time.min, tzinfo=UTC))
     if until is not None:
         # `until` is a whole day: everything before the next midnight (UTC).
-        statement = statement.where(
-            AuditLog.at < datetime.combine(until + timedelta(days=1), time.min, tzinfo=timezone.utc)
-        )
+        statement = statement.where(AuditLog.at < datetime.combine(until + timedelta(days=1), time.min, tzinfo=UTC))
     if key_contains:
         statement = statement.where(AuditLog.entity_key.contains(key_contains.strip(), autoescape=True))
     return statement
@@ -64,7 +62,7 @@ def search_audit(
 
 
 def entry_dict(entry: AuditLog) -> dict:
-    at = entry.at if entry.at.tzinfo else entry.at.replace(tzinfo=timezone.utc)
+    at = entry.at if entry.at.tzinfo else entry.at.replace(tzinfo=UTC)
     return {
         "id": entry.id,
         "at": at.isoformat(),

@@ -25,17 +25,18 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import delete, event, func, insert, select
 from sqlalchemy.engine import Connection
-from sqlmodel import Session
+from sqlmodel import Session, SQLModel
 
 from db import gold
-from db.models import Label, LabelTally, Response, ResponseStatus, Stage
+from db.models import Label, LabelTally, ResponseStatus, Stage
 
 #: Responses read per statement when refreshing many (an import): bounds memory and the IN list.
 REFRESH_CHUNK = 2000
 
-_LABEL = Label.__table__
-_TALLY = LabelTally.__table__
-_STATUS = ResponseStatus.__table__
+_LABEL = SQLModel.metadata.tables["label"]
+_TALLY = SQLModel.metadata.tables[LabelTally.__tablename__]
+_STATUS = SQLModel.metadata.tables[ResponseStatus.__tablename__]
+_RESPONSE = SQLModel.metadata.tables["response"]
 STATUS_COLUMNS = ["response_id", "n_compared", "n_differing", "n_unresolved", "n_gold"]
 
 _recount = {"on": False}
@@ -110,9 +111,9 @@ def refresh(session_or_connection: Session | Connection, response_ids: Iterable[
         chunk = ids[start : start + REFRESH_CHUNK]
         if connection.dialect.name != "sqlite":
             connection.execute(
-                select(Response.__table__.c.id)
-                .where(Response.__table__.c.id.in_(chunk))
-                .order_by(Response.__table__.c.id)
+                select(_RESPONSE.c.id)
+                .where(_RESPONSE.c.id.in_(chunk))
+                .order_by(_RESPONSE.c.id)
                 .with_for_update(key_share=True)
             )
         connection.execute(delete(_TALLY).where(_TALLY.c.response_id.in_(chunk)))
@@ -127,7 +128,8 @@ def refresh(session_or_connection: Session | Connection, response_ids: Iterable[
         status = status_of_labels(_label_rows(connection, chunk))
         connection.execute(delete(_STATUS).where(_STATUS.c.response_id.in_(chunk)))
         if len(status):
-            connection.execute(insert(_STATUS), status.to_dict("records"))
+            records = [dict(zip(STATUS_COLUMNS, map(int, row))) for row in status.itertuples(index=False)]
+            connection.execute(insert(_STATUS), records)
 
 
 def rebuild_all(session_or_connection: Session | Connection) -> None:

@@ -71,7 +71,7 @@ class LabelQueue:
     def total(self) -> int:
         return len(self.items)
 
-    def with_saved(self, response_id: int) -> "LabelQueue":
+    def with_saved(self, response_id: int) -> LabelQueue:
         """The queue after a successful save of `response_id` (every criterion labeled against the current rubric)."""
         return LabelQueue(
             [

@@ -6,7 +6,7 @@ Enumerations are stored as short strings so both SQLite and PostgreSQL read them
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -15,7 +15,7 @@ from sqlmodel import Field, SQLModel
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Role(StrEnum):
@@ -176,6 +176,22 @@ class Draft(SQLModel, table=True):
     key: str = Field(max_length=128)
     payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     updated_at: datetime = Field(default_factory=utcnow)
+
+
+class LabelTiming(SQLModel, table=True):
+    """Active time a person spent on one saved response (idle stretches over a minute not counted)."""
+
+    __tablename__ = "label_timing"
+    __table_args__ = (Index("ix_label_timing_user_saved", "user_id", "saved_at"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    user_id: int = Field(foreign_key="user.id")
+    response_id: int = Field(foreign_key="response.id", index=True)
+    stage: str = Field(max_length=16)
+    rubric_version_id: int | None = Field(default=None, foreign_key="rubric_version.id")
+    active_ms: int = Field(default=0)
+    n_criteria: int = Field(default=0)
+    saved_at: datetime = Field(default_factory=utcnow)
 
 
 class AuditLog(SQLModel, table=True):

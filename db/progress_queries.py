@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import func
 from sqlmodel import Session, select
 
+from db import review
 from db.assignments import (
     RUBRIC_DONE_STATES,
     current_label_counts,
@@ -21,13 +22,11 @@ from db.assignments import (
     my_queue,
     rubric_states,
 )
-from db import review
 from db.errors import PermissionDenied
 from db.models import (
     Assignment,
     AssignmentKind,
     Case,
-    Label,
     Response,
     Role,
     RubricStatus,
@@ -68,7 +67,7 @@ def _assignment_state(session: Session) -> list[dict]:
     current = {r[4]: versions.get(r[3]) for r in label_rows}
     labeled = {g: current_label_counts(session, [r[4] for r in label_rows if r[2] == g], g, current) for g in (1, 2)}
     out = []
-    for kind, user_id, group_no, case_pk, response_id in rubric_rows:
+    for kind, user_id, group_no, case_pk, _response_id in rubric_rows:
         out.append(dict(kind=kind, user_id=user_id, group=group_no, done=states.get(case_pk) in RUBRIC_DONE_STATES))
     for kind, user_id, group_no, case_pk, response_id in label_rows:
         need = sizes.get(case_pk, 0)
@@ -135,9 +134,18 @@ def my_progress(session: Session, user: User) -> dict:
     """The sidebar's figures for an annotator: done and assigned items of their own queue."""
     require_active(user)
     if user.role != Role.annotator:
-        return dict(assigned=0, done=0)
-    items = my_queue(session, user, AssignmentKind.rubric) + my_queue(session, user, AssignmentKind.label)
-    return dict(assigned=len(items), done=sum(item["done"] for item in items))
+        return dict(assigned=0, done=0, label_assigned=0, label_done=0, rubric_assigned=0, rubric_done=0)
+    rubrics = my_queue(session, user, AssignmentKind.rubric)
+    labels = my_queue(session, user, AssignmentKind.label)  # the labeling page's own queue: one definition
+    items = rubrics + labels
+    return dict(
+        assigned=len(items),
+        done=sum(item["done"] for item in items),
+        label_assigned=len(labels),
+        label_done=sum(item["done"] for item in labels),
+        rubric_assigned=len(rubrics),
+        rubric_done=sum(item["done"] for item in rubrics),
+    )
 
 
 def judge_names(session: Session) -> list[str]:

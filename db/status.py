@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlmodel import Session
 
-from db.models import Case, Criterion, JudgeDecision, LabelTally, Response, RubricVersion, RubricStatus, User
+from db.models import Case, Criterion, JudgeDecision, LabelTally, Response, RubricStatus, RubricVersion, User
 
 
 def counts(session: Session) -> dict:

@@ -30,7 +30,7 @@ class Taxonomy:
     professional_keywords: tuple[str, ...] = ()
 
     @classmethod
-    def from_dict(cls, raw: dict) -> "Taxonomy":
+    def from_dict(cls, raw: dict) -> Taxonomy:
         theme_by_key: dict[str, str] = {}
         family_of_theme: dict[str, str] = {}
         for theme in raw["task_themes"]:

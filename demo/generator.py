@@ -596,10 +596,8 @@ def write_demo_files(
     macro_bonus = rng.normal(0.0, MACRO_BONUS_SD, (len(models), len(macro_ids) + 1))
 
     n = plan.n_cases
-    if scale == "small" and n <= len(templates):
-        template_index = np.arange(n)
-    else:
-        template_index = rng.integers(0, len(templates), n)
+    small = scale == "small" and n <= len(templates)
+    template_index = np.arange(n) if small else rng.integers(0, len(templates), n)
     n_waiting = int(round(n * plan.waiting_share))
     waiting = set(rng.permutation(n)[:n_waiting].tolist())
     # The last few waiting cases and approved cases are left for the admin to hand out.
@@ -615,8 +613,9 @@ def write_demo_files(
     }
     paths.update({judge.file_stem: out / f"{judge.file_stem}.jsonl" for judge in judges})
     buffer = 1 << 20
+    # Closed in the `finally` below (several files open at once, written case by case).
     handles = {
-        key: open(path, "w", encoding="utf-8", newline="\n", buffering=buffer)
+        key: open(path, "w", encoding="utf-8", newline="\n", buffering=buffer)  # noqa: SIM115
         for key, path in paths.items()
         if key != "plan"
     }

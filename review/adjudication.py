@@ -5,13 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from ui import shell
-from ui.shell import t
-from ui.widgets import case_card, plain, show_error, show_text
 from db import review, users
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
+from ui import shell
 from ui.checker import met_names, met_text, page_start, response_box
+from ui.shell import t
+from ui.widgets import case_card, plain, show_error, show_text
 
 
 def _seen_key(response_id: int) -> str:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import shell
-from ui.shell import t
-from ui.widgets import case_card, plain, progress_bar, show_error, show_text
 from db import review
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
+from ui import shell
 from ui.checker import met_names, met_text, page_start, response_box
+from ui.shell import t
+from ui.widgets import case_card, plain, progress_bar, show_error, show_text
 
 MODES = (review.CHECK_ALL, review.CHECK_SAMPLE, review.CHECK_JUDGE)
 PICK_KEY = "review_check_pick"

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import shell
-from ui.shell import t
-from ui.widgets import case_card, plain, show_error, show_text
 from db import review
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
+from ui import shell
 from ui.checker import page_start
+from ui.shell import t
+from ui.widgets import case_card, plain, show_error, show_text
 
 
 def _seen_key(rubric_id: int) -> str:

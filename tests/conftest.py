@@ -17,7 +17,8 @@ from sqlmodel import Session
 
 from db.engine import make_engine
 from db.migrate import upgrade
-from tests.pg_server import PostgresServer, PostgresUnavailable
+from tests.support.apptest_helpers import app_database  # noqa: F401  (a fixture the page tests share)
+from tools.pg_server import PostgresServer, PostgresUnavailable
 
 _counter = itertools.count()
 TEMPLATE_DB = "cc_template"
@@ -75,7 +76,7 @@ def postgres_url(pg_server) -> str:
     return new_postgres_url(pg_server)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def database_url(request) -> str:
     """A fresh, migrated database of each kind."""
     if request.param == "sqlite":

@@ -7,12 +7,12 @@ import json
 import pytest
 from sqlmodel import select
 
-from i18n import translate
 from db.engine import session_scope
 from db.models import Assignment, AssignmentKind, AuditLog, Case, User
 from db.status import counts
-from tests.apptest_helpers import app_database, button, open_page, signed_in, texts  # noqa: F401
-from tests.factories import make_case, make_response, make_user
+from i18n import translate
+from tests.support.apptest_helpers import button, open_page, signed_in, texts
+from tests.support.factories import make_case, make_response, make_user
 
 ADMIN_PAGES = {
     "admin-progress": "admin.progress.title",
@@ -186,7 +186,7 @@ def test_exports_page_builds_a_gold_download(studio):
     import zipfile
 
     from db.models import Response
-    from tests.factories import make_label
+    from tests.support.factories import make_label
 
     with session_scope(studio) as session:
         response = session.exec(select(Response).order_by(Response.id)).first()
@@ -211,7 +211,7 @@ def test_exports_page_builds_a_gold_download(studio):
 def test_users_page_resets_a_password_and_changes_role_and_group(studio):
     from db import users as accounts
     from db.models import LoginSession
-    from tests.apptest_helpers import sign_in_token
+    from tests.support.apptest_helpers import sign_in_token
 
     sign_in_token(studio, "g1a1")  # g1a1 is signed in somewhere: the reset must end that
     app = open_page(signed_in(studio, "boss"), "admin-users")
@@ -267,4 +267,4 @@ def test_annotator_sidebar_shows_their_queue_progress(studio):
     button(app, t("admin.assign.label.submit")).click().run()
     annotator = signed_in(studio, "g1a1")
     bars = [p.proto.text for p in annotator.get("progress")]
-    assert any(text == t("sidebar.my_progress", done=0, total=2) for text in bars), bars
+    assert any(text == t("workbench.progress.label", done="0", total="2", share="0.0%") for text in bars), bars

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 from sqlmodel import select
 
-from i18n import translate
 from annotate import pages as annotate_pages
-from db import drafts, rubrics
+from db import drafts, label_drafts, rubrics
 from db.engine import session_scope
 from db.models import Assignment, Label, RubricStatus, RubricVersion, User
 from db.rubrics import CriterionInput, default_criterion_ids
-from tests.apptest_helpers import app_database, button, open_page, signed_in, texts  # noqa: F401
-from tests.factories import make_case, make_response, make_rubric, make_user
+from i18n import translate
+from tests.support.apptest_helpers import button, open_page, signed_in, texts
+from tests.support.factories import make_case, make_response, make_rubric, make_user
 
 N = 30
 UNESCAPED_MARKUP = re.compile(r"(?<!\\)<(img|script)|(?<!\\)!(?<!\\)\[|(?<!\\)\]\(")
@@ -168,8 +169,7 @@ def test_stale_draft_is_refused_with_a_clear_message(studio):
     changed = clean_texts()
     changed[0] = "另一位同事改写的第一条标准内容"
     save_version(studio, changed)  # someone saves meanwhile
-    with session_scope(studio) as session:  # and this page has an unsaved edit
-        user = session.exec(select(User).where(User.username == "ann1")).one()
+    # and this page has an unsaved edit
     state = app.session_state[f"annotate_rubric_state_{first.case_pk}"]
     state["rows"][1]["text"] = "我在页面上改写的第二条标准内容"
     app = button(app, zh("annotate.authoring.save")).click().run()
@@ -214,56 +214,69 @@ def _labels(engine, group_no=2):
         return session.exec(select(Label).where(Label.group_no == group_no)).all()
 
 
-def test_labeling_page_is_blinded_and_save_and_next_saves_all_criteria(studio):
+def _workbench_data(app) -> dict:
+    [element] = app.get("bidi_component")
+    return json.loads(element.proto.json)
+
+
+def test_labeling_page_sends_the_workbench_only_what_the_annotator_may_see(studio):
     app = open_page(signed_in(studio, "ann2"), "annotate-labeling")
     assert not app.exception
-    shown = texts(app) + "\n".join(str(s.options) for s in app.selectbox)
-    assert "secret-model" not in shown
-    frame = editor_frame(app)
-    assert list(frame.columns) == ["criterion_id", "text", "met", "note"] and len(frame) == N
+    data = _workbench_data(app)
+    sent = texts(app) + "\n".join(str(s.options) for s in app.selectbox) + json.dumps(data, ensure_ascii=False)
+    assert "secret-model" not in sent
+    [element] = app.get("bidi_component")
+    assert re.fullmatch(r"wb_[0-9a-f]{12}", element.key)  # random per session, no id in it
+    assert re.fullmatch(r"[0-9a-f]{16}", data["token"])
+    assert set(data) == {
+        "token",
+        "texts",
+        "request",
+        "context",
+        "meta",
+        "text_title",
+        "text",
+        "items_title",
+        "items",
+        "unsaved",
+        "active_ms",
+        "message",
+        "note_max",
+    }
+    # every criterion opens unjudged: no decision is made by default
+    assert len(data["items"]) == N and {item["state"] for item in data["items"]} == {None}
+    assert [item["key"] for item in data["items"]] == [f"c{i:02d}" for i in range(1, N + 1)]
+    assert data["request"] == "请问该怎么办？" and not data["unsaved"]
+    # progress: one definition, the same words in the sidebar and on the page
+    bars = [p.proto.text for p in app.get("progress")]
+    assert bars.count(zh("workbench.progress.label", done="0", total="2", share="0.0%")) == 2, bars
+
+
+def test_a_reopened_response_shows_its_draft_marked_unsaved(studio):
+    app = open_page(signed_in(studio, "ann2"), "annotate-labeling")
     first_id = app.session_state["annotate_label_current"]
-    save_next = button(app, zh("annotate.labeling.save_next"))
-    assert save_next.proto.shortcut.lower().replace(" ", "") in ("ctrl+enter", "control+enter")
-    app = save_next.click().run()
-    assert not app.exception
-    labels = _labels(studio)
-    assert len(labels) == N and {label.response_id for label in labels} == {first_id}
-    assert not any(label.met for label in labels)
-    codes = {rid: code for rid, code in zip(*_queue_codes(app))}
-    assert zh("annotate.labeling.saved", code=codes[first_id], created=N, updated=0) in [s.value for s in app.success]
-    assert app.session_state["annotate_label_current"] != first_id
-    assert app.progress and "1 / 2" in app.progress[0].proto.text.replace(",", "")
-
-
-def _queue_codes(app):
-    queue = app.session_state["annotate_label_queue"]["queue"]
-    return [i.response_id for i in queue.items], [i.code for i in queue.items]
-
-
-def test_saving_again_is_idempotent_and_says_so(studio):
-    app = open_page(signed_in(studio, "ann2"), "annotate-labeling")
-    app = button(app, zh("annotate.labeling.save")).click().run()
-    app = button(app, zh("annotate.labeling.save")).click().run()
-    assert len(_labels(studio)) == N
-    assert [i.value for i in app.info] and "✓" not in app.info[0].value
-    code = app.session_state["annotate_label_loaded"]["code"]
-    assert zh("annotate.labeling.unchanged", code=code) in [i.value for i in app.info]
-
-
-def test_save_is_refused_when_the_rubric_changed(studio):
-    app = open_page(signed_in(studio, "ann2"), "annotate-labeling")
     with session_scope(studio) as session:
-        from db.models import Case
-
-        case = session.exec(select(Case).where(Case.case_id == "CC-0001")).one()
-        make_rubric(session, case, n=N, version=2)
-    app = button(app, zh("annotate.labeling.save_next")).click().run()
-    assert zh("annotate.labeling.rubric_changed", version=2) in [e.value for e in app.error]
+        ann2 = session.exec(select(User).where(User.username == "ann2")).one()
+        bench = label_drafts.open_response(session, ann2, first_id)
+        label_drafts.keep_draft(
+            session,
+            ann2,
+            first_id,
+            rubric_version_id=bench.view.rubric_version_id,
+            decisions={"c01": True, "c02": False},
+            notes={"c01": "提到了"},
+            active_ms=5000,
+        )
+    app = open_page(signed_in(studio, "ann2"), "annotate-labeling")
+    data = _workbench_data(app)
+    assert data["unsaved"] and data["active_ms"] == 5000
+    states = {item["key"]: item["state"] for item in data["items"]}
+    assert states["c01"] is True and states["c02"] is False and sum(v is None for v in states.values()) == N - 2
+    assert {item["key"]: item["note"] for item in data["items"] if item["note"]} == {"c01": "提到了"}
+    assert data["message"]["kind"] == "info" and data["message"]["text"].startswith(
+        zh("workbench.draft_restored", when="")[:6]
+    )
     assert _labels(studio) == []
-    # the page now shows the new version, and saving works
-    assert zh("annotate.labeling.rubric_line", version=2, n=N) in texts(app)
-    app = button(app, zh("annotate.labeling.save")).click().run()
-    assert len(_labels(studio)) == N
 
 
 def _registered_urls(app):
@@ -272,7 +285,10 @@ def _registered_urls(app):
 
 def test_english_switch_and_navigation_by_role(studio):
     app = open_page(signed_in(studio, "ann2", lang="en"), "annotate-labeling")
-    assert translate("annotate.labeling.title", "en") in texts(app)
+    assert translate("workbench.progress.label", "en", done="0", total="2", share="0.0%") in [
+        p.proto.text for p in app.get("progress")
+    ]
+    assert _workbench_data(app)["texts"]["met"] == translate("workbench.met", "en")
     assert {"annotate-labeling", "annotate-rubrics"} <= _registered_urls(app)
     checker_app = signed_in(studio, "chk1")
     assert not {"annotate-labeling", "annotate-rubrics"} & _registered_urls(checker_app)
@@ -333,6 +349,12 @@ def test_hostile_text_is_shown_as_plain_text_only(app_database, page):
         for bad in HOSTILE:
             assert bad not in value, f"{bad!r} reached a markup element: {value!r}"
         assert not UNESCAPED_MARKUP.search(value), f"unescaped markup in {value!r}"
+    if page == "annotate-labeling":
+        # the workbench gets user text as data and sets it as text (textContent), never as markup
+        data = _workbench_data(app)
+        assert [item["text"] for item in data["items"][:3]] == HOSTILE
+        assert data["text"] == hostile and data["context"] == hostile
+        return
     plain_texts = "\n".join(t.value for t in app.text)
     for bad in HOSTILE:
         assert bad in plain_texts

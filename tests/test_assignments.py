@@ -11,7 +11,7 @@ from db import assignments, drafts, progress_queries
 from db.audit import verify_chain
 from db.errors import PermissionDenied, ValidationFailed
 from db.models import Assignment, AssignmentKind, AuditLog, RubricStatus, Stage
-from tests.factories import make_case, make_label, make_response, make_user
+from tests.support.factories import make_case, make_label, make_response, make_user
 
 
 @pytest.fixture
@@ -184,7 +184,7 @@ def test_assigned_rubric_author_is_excluded_from_labeling_that_case(session, tea
     case = make_case(session, "AUTH-1", n=0)
     session.commit()
     assignments.assign_rubric_authoring(session, actor=team["admin"], annotators=["g1a1"], case_ids=["AUTH-1"])
-    from tests.factories import make_rubric
+    from tests.support.factories import make_rubric
 
     make_rubric(session, case, n=3)  # approved, author not recorded on the version (e.g. imported)
     make_response(session, case)
@@ -232,7 +232,12 @@ def test_my_queue_shows_codes_and_state_never_models(session, team):
     session.commit()
     queue = {item["response_id"]: item for item in assignments.my_queue(session, team["g1a1"], "label")}
     assert queue[response.id]["done"] and queue[response.id]["labeled"] == 3
-    assert progress_queries.my_progress(session, team["g1a1"]) == {"assigned": 2, "done": 1}
+    mine = progress_queries.my_progress(session, team["g1a1"])
+    assert (mine["assigned"], mine["done"]) == (2, 1)
+    # the labeling figure is the labeling queue's (one definition), the rubric one counted apart
+    label_items = assignments.my_queue(session, team["g1a1"], "label")
+    assert (mine["label_assigned"], mine["label_done"]) == (len(label_items), sum(i["done"] for i in label_items))
+    assert mine["rubric_assigned"] + mine["label_assigned"] == mine["assigned"]
     other = {item["response_id"]: item for item in assignments.my_queue(session, team["g2a1"], "label")}
     assert other[response.id]["labeled"] == 1 and not other[response.id]["done"]
     with pytest.raises(PermissionDenied):

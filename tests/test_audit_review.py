@@ -9,7 +9,7 @@ from cli.main import main
 from db import review
 from db.engine import get_engine, session_scope
 from db.models import AuditLog, RubricStatus, User
-from tests.factories import make_case, make_label, make_response, make_rubric, make_user
+from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 
 
 def checker_work(engine) -> None:

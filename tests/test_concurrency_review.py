@@ -21,7 +21,7 @@ from db.audit import verify_chain
 from db.engine import make_engine, session_scope
 from db.errors import StaleEdit
 from db.models import AuditLog, Label, RubricStatus, RubricVersion, Stage, User
-from tests.factories import make_case, make_label, make_response, make_rubric, make_user
+from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 
 SAVES_PER_WORKER = 6
 WORKERS = 4  # of each kind: threads, then processes

@@ -7,15 +7,15 @@ from sqlmodel import Session
 from streamlit.testing.v1 import AppTest
 
 from i18n import translate
-from tests.apptest_helpers import app_database, open_page, sign_in_token, signed_in, texts  # noqa: F401
-from tests.factories import make_user
+from tests.support.apptest_helpers import open_page, sign_in_token, signed_in, texts
+from tests.support.factories import make_user
 from tests.test_report import populate_small_database
 
 PAGE = "analysis-dashboard"
 
 
 @pytest.fixture
-def dashboard_data(app_database):  # noqa: F811
+def dashboard_data(app_database):
     with Session(app_database, expire_on_commit=False) as session:
         populate_small_database(session)
         make_user(session, "boss", role="admin")

@@ -10,7 +10,6 @@ import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
-from demo import generator as demo
 from db.assignments import my_queue, rubric_authors
 from db.audit import verify_chain
 from db.engine import session_scope
@@ -31,7 +30,8 @@ from db.rubrics import blocking_problems
 from db.status import counts
 from db.taxonomy import get_taxonomy
 from db.users import authenticate
-from tests.factories import make_case, make_user
+from demo import generator as demo
+from tests.support.factories import make_case, make_user
 
 PASSWORD = "demo-Test-pass-42"
 CJK = range(0x4E00, 0xA000)
@@ -105,7 +105,7 @@ def test_small_responses_labels_and_judges_have_the_promised_shape(small_files):
     assert len(responses) == 150
     models = {r["model"] for r in responses}
     assert len(models) == 5
-    assert Counter(r["case_id"] for r in responses) == {case_id: 5 for case_id in cases}
+    assert Counter(r["case_id"] for r in responses) == dict.fromkeys(cases, 5)
     lengths = [len(r["response"]) for r in responses]
     assert min(lengths) < 0.6 * max(lengths)
     assert all(_has_chinese(r["response"]) for r in responses)
@@ -193,7 +193,7 @@ def test_every_written_line_imports_without_placeholders(sqlite_engine, tmp_path
         ("judge", "judge_b"),
     ]:
         summary = import_file(sqlite_engine, kind, paths[key], actor="test")
-        lines = sum(1 for _ in open(paths[key], encoding="utf-8"))
+        lines = len(paths[key].read_text(encoding="utf-8").splitlines())
         assert summary.records == lines and summary.inserted == lines
         assert summary.placeholders == [] and not summary.unknown_task_labels
     with session_scope(sqlite_engine, read_only=True) as session:

@@ -23,7 +23,7 @@ from analysis import exports, loader
 from db.errors import ValidationFailed
 from db.importers import model_of_judgement_file
 from db.models import Case, Criterion, JudgeDecision, Label, Response, RubricStatus, RubricVersion, Stage
-from tests.factories import make_case, make_label, make_response, make_rubric, make_user
+from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 
 N = 6
 MODELS = ["model-a", "org/model-b", "模型C"]
@@ -113,7 +113,7 @@ def build_world(session: Session) -> dict:
             criterion = f"c{position:02d}"
             notes = NOTES.get((case_id, model, criterion), {})
 
-            def label(user, m, stage=Stage.annotation, group=None):
+            def label(user, m, stage=Stage.annotation, group=None, notes=notes, response=response, criterion=criterion):
                 note = notes.get((stage.value, 0 if stage == Stage.adjudication else group or user.group_no))
                 make_label(session, response, criterion, m, user, stage=stage, group_no=group, note=note)
 

@@ -12,8 +12,8 @@ from db.config import MAX_FAILED_LOGINS
 from db.engine import make_engine
 from db.errors import ValidationFailed
 from db.migrate import current_revision, head_revision, upgrade
-from db.models import User, utcnow
-from tests.factories import DEFAULT_PASSWORD, make_user
+from db.models import utcnow
+from tests.support.factories import DEFAULT_PASSWORD, make_user
 
 
 def test_migrated_database_is_at_head(engine):

@@ -15,7 +15,7 @@ from db.config import RUBRIC_SIZE
 from db.contacts import find_contacts
 from db.importers import ImportFailed, import_file, import_stream
 from db.models import AuditLog, Case, Criterion, RubricVersion, utcnow
-from tests.import_samples import case_record, foreign_key_count, refused, table_counts, write_bytes, write_jsonl
+from tests.support.import_samples import case_record, foreign_key_count, refused, table_counts, write_bytes, write_jsonl
 
 
 def _case(engine, case_id: str) -> Case:

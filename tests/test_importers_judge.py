@@ -10,7 +10,7 @@ from sqlmodel import Session, select
 from db.config import RUBRIC_SIZE
 from db.importers import ImportFailed, import_file, import_stream, model_of_judgement_file
 from db.models import AuditLog, Case, JudgeDecision, Response
-from tests.import_samples import MODELS, case_record, refused, response_record, table_counts, write_jsonl
+from tests.support.import_samples import MODELS, case_record, refused, response_record, table_counts, write_jsonl
 
 
 @pytest.fixture

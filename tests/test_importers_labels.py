@@ -10,8 +10,8 @@ from db.audit import verify_chain
 from db.config import RUBRIC_SIZE
 from db.importers import import_file
 from db.models import NO_GROUP, AuditLog, Case, Label, Response, RubricVersion, User, utcnow
-from tests.factories import make_user
-from tests.import_samples import (
+from tests.support.factories import make_user
+from tests.support.import_samples import (
     MODELS,
     case_record,
     foreign_key_count,
@@ -217,7 +217,8 @@ def test_labels_follow_the_current_approved_rubric(prepared, tmp_path):
         (label_record(criterion_id=""), "labels.jsonl line 2: criterion_id is blank"),
         (
             label_record(criterion_id="c02", met=False),
-            "labels.jsonl line 2: criterion_id 'c02': a second annotation label for case_id 'CC-0001', model 'model-a', group 1",
+            "labels.jsonl line 2: criterion_id 'c02': a second annotation label for case_id 'CC-0001', "
+            "model 'model-a', group 1",
         ),
     ],
 )

@@ -9,7 +9,15 @@ from sqlmodel import Session, select
 
 from db.importers import import_file
 from db.models import AuditLog, Response
-from tests.import_samples import MODELS, case_record, label_record, refused, response_record, table_counts, write_jsonl
+from tests.support.import_samples import (
+    MODELS,
+    case_record,
+    label_record,
+    refused,
+    response_record,
+    table_counts,
+    write_jsonl,
+)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from db.audit import verify_chain
 from db.errors import PermissionDenied, StaleEdit, ValidationFailed
 from db.labeling import LabelInput
 from db.models import Assignment, AuditLog, Label, RubricStatus, RubricVersion
-from tests.factories import make_case, make_label, make_response, make_rubric, make_user
+from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 
 N = 30
 

@@ -19,7 +19,7 @@ from analysis.report import build_report, report_json
 from analysis.report import tables as report_tables
 from db.errors import ValidationFailed
 from db.models import NO_GROUP, Stage
-from tests import metrics_reference as reference
+from tools import metrics_reference as reference
 
 A, C, J = Stage.annotation, Stage.check, Stage.adjudication
 

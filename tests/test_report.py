@@ -10,7 +10,7 @@ from sklearn.metrics import f1_score
 from cli.main import main
 from db.engine import get_engine
 from db.models import JudgeDecision, Stage
-from tests.factories import make_case, make_label, make_response, make_user
+from tests.support.factories import make_case, make_label, make_response, make_user
 
 
 def populate_small_database(session) -> None:

@@ -12,7 +12,7 @@ from db.engine import session_scope
 from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
 from db.gold import LABEL_COLUMNS, gold_labels
 from db.models import NO_GROUP, AuditLog, JudgeDecision, Label, RubricStatus, RubricVersion, Stage
-from tests.factories import make_case, make_label, make_response, make_rubric, make_user
+from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 
 N = 4
 

@@ -7,13 +7,13 @@ import json
 import pytest
 from sqlmodel import select
 
-from i18n import translate
 from db import review
 from db.engine import session_scope
 from db.models import AuditLog, Label, RubricStatus, RubricVersion, Stage, User
+from i18n import translate
 from review import pages as review_pages
-from tests.apptest_helpers import app_database, button, open_page, signed_in, texts  # noqa: F401
-from tests.factories import make_case, make_label, make_response, make_rubric, make_user
+from tests.support.apptest_helpers import button, open_page, signed_in, texts
+from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 
 CHECKER_PAGES = {
     "review-rubrics": "review.audit.title",
@@ -149,8 +149,8 @@ def test_label_check_confirms_and_corrects(studio):
     assert app.success[0].value == t("review.check.saved", n=N, code=ids["code"])
     with session_scope(engine, read_only=True) as s:
         checks = {
-            l.criterion_id: (l.met, l.note, l.group_no)
-            for l in s.exec(select(Label).where(Label.stage == Stage.check)).all()
+            label.criterion_id: (label.met, label.note, label.group_no)
+            for label in s.exec(select(Label).where(Label.stage == Stage.check)).all()
         }
     assert checks == {"c01": (False, None, 2), "c02": (False, "回答未说明", 2), "c03": (True, None, 2)}
 

@@ -10,7 +10,7 @@ from db.audit import verify_chain
 from db.errors import PermissionDenied, StaleEdit, ValidationFailed
 from db.models import Assignment, AuditLog, RubricStatus, RubricVersion
 from db.rubrics import CriterionInput, default_criterion_ids
-from tests.factories import make_case, make_user
+from tests.support.factories import make_case, make_user
 
 N = 30
 

@@ -6,19 +6,18 @@ import pytest
 from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 
-from i18n import translate
 from db.engine import session_scope
 from db.models import LoginSession, User
-from tests.apptest_helpers import (
-    app_database,
+from i18n import translate
+from tests.support.apptest_helpers import (
     button,
     new_app,
     open_page,
-    sign_in_token,  # noqa: F401
+    sign_in_token,
     signed_in,
     texts,
 )
-from tests.factories import DEFAULT_PASSWORD, make_user
+from tests.support.factories import DEFAULT_PASSWORD, make_user
 
 ADMIN_PAGES = ("admin-progress", "admin-import", "admin-users", "admin-assignments", "admin-exports")
 

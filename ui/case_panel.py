@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import shell, widgets
 from db.rubrics import CaseView
 from db.taxonomy import get_taxonomy
+from ui import shell, widgets
 
 
 def case_panel(case: CaseView, *, height: int) -> None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import shell
-from ui.text import plain
 from db.assignments import my_queue
 from db.models import AssignmentKind, Role, User
 from db.status import counts
+from ui import shell
+from ui.text import plain
 
 
 def home() -> None:

@@ -13,12 +13,11 @@ from contextlib import contextmanager
 import streamlit as st
 from sqlmodel import Session
 
-from i18n import DEFAULT_LANGUAGE, LANGUAGES, translate
-from db import users
-from db import progress_queries
+from db import progress_queries, users
 from db.engine import get_engine, session_scope
 from db.migrate import upgrade
 from db.models import Role, User
+from i18n import DEFAULT_LANGUAGE, LANGUAGES, translate
 from ui.text import plain
 
 TOKEN_PARAM = "s"
@@ -157,14 +156,21 @@ def forget_my_progress() -> None:
     _my_progress_of.clear()
 
 
+def progress_text(kind: str, done: int, total: int) -> str:
+    """ "Labeling 23/30 (76.7%)": the words of a queue's progress, in the sidebar and on its page."""
+    share = done / total if total else 0.0
+    return t(f"workbench.progress.{kind}", done=f"{done:,}", total=f"{total:,}", share=f"{share:.1%}")
+
+
 def work_summary(user: User) -> None:
     """The user's own figures: queue progress (annotators) or open disagreements (checkers, admins)."""
     if user.role == Role.annotator:
         mine = _my_progress(user)
-        st.progress(
-            mine["done"] / mine["assigned"] if mine["assigned"] else 0.0,
-            text=t("sidebar.my_progress", done=mine["done"], total=mine["assigned"]),
-        )
+        # The labeling page shows the same figure under the same words (one definition: its queue).
+        for kind in ("label", "rubric"):
+            if mine[f"{kind}_assigned"]:
+                done, total = mine[f"{kind}_done"], mine[f"{kind}_assigned"]
+                st.progress(done / total, text=progress_text(kind, done, total))
     else:
         st.metric(t("sidebar.unresolved"), f"{_unresolved_count(user):,}")
 

@@ -19,10 +19,9 @@ from typing import Any
 
 import streamlit as st
 
+from db.taxonomy import get_taxonomy
 from ui.shell import lang, t
 from ui.text import WORD_JOINER, plain  # noqa: F401  (re-exported for pages)
-from db.taxonomy import get_taxonomy
-
 
 #: Fields of a case, in the order a physician reads them, with their catalog labels.
 CASE_META_FIELDS = ("difficulty", "task", "subject", "user_role")

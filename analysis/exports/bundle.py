@@ -9,16 +9,14 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
-from db.errors import ValidationFailed
-from db.progress import Progress, no_progress
-
 from analysis.exports.common import EXPORT_KINDS
 from analysis.exports.gold import export_gold
-from analysis.exports.release import export_release
-from analysis.exports.judgements import export_judgements
 from analysis.exports.judge_items import export_judge_items
+from analysis.exports.judgements import export_judgements
+from analysis.exports.release import export_release
 from analysis.exports.sft import export_sft
-
+from db.errors import ValidationFailed
+from db.progress import Progress, no_progress
 
 # Downloads ------------------------------------------------------------------------------------
 

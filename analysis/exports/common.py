@@ -18,7 +18,6 @@ from analysis.loader import load_criteria, load_responses
 from db.errors import ValidationFailed
 from db.progress import Progress
 
-
 EXPORT_KINDS = ("gold", "release", "judgements", "judge-items", "sft")
 DEFAULT_TEMPLATE = Path(__file__).resolve().parent.parent / "templates" / "judge_prompt.txt"
 TEMPLATE_FIELDS = ("user_message", "response", "rubric_item")
@@ -187,7 +186,7 @@ class _HashingWriter:
     """Appends text lines to a UTF-8 file in large blocks, hashing the bytes on the way (no second read)."""
 
     def __init__(self, path: Path, block: int = 2000) -> None:
-        self.handle = open(path, "wb")
+        self.handle = open(path, "wb")  # noqa: SIM115 -- closed by close(), which the callers call in finally
         self.digest = hashlib.sha256()
         self.pending: list[str] = []
         self.block = block

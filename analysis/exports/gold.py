@@ -8,10 +8,6 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from analysis.loader import load_label_decisions
-from db.gold import gold_labels
-from db.progress import Progress, no_progress
-
 from analysis.exports.common import (
     BOOLEAN_TEXTS,
     ExportSummary,
@@ -24,7 +20,9 @@ from analysis.exports.common import (
     _write_joined,
     sha256_file,
 )
-
+from analysis.loader import load_label_decisions
+from db.gold import gold_labels
+from db.progress import Progress, no_progress
 
 # gold -----------------------------------------------------------------------------------------
 

@@ -8,10 +8,9 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy.engine import Engine
 
+from analysis.exports.common import ExportSummary, _current_criteria, _encoded, _json, _write_lines, user_message
 from analysis.loader import load_cases, load_responses
 from db.progress import Progress, no_progress
-
-from analysis.exports.common import ExportSummary, _current_criteria, _encoded, _json, _write_lines, user_message
 
 
 def _cases_with_text(engine: Engine) -> pd.DataFrame:
@@ -29,7 +28,7 @@ def export_judge_items(engine: Engine, path: Path, progress: Progress = no_progr
         for pk, group in criteria.groupby("case_pk", sort=False)
     }
     responses = responses[responses["case_pk"].isin(rubric_of)]
-    responses_of = {pk: group for pk, group in responses.groupby("case_pk", sort=False)}
+    responses_of = dict(list(responses.groupby("case_pk", sort=False)))
     total = int(sum(len(responses_of[pk]) * len(rubric_of[pk][0]) for pk in responses_of))
 
     def lines() -> Iterator[str]:

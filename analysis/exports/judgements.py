@@ -8,15 +8,9 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from analysis.loader import load_judge, load_label_decisions, load_responses
-from db.config import RUBRIC_SIZE
-from db.errors import ValidationFailed
-from db.gold import complete_responses, gold_labels, group_final_labels
-from db.progress import Progress, no_progress
-
 from analysis.exports.common import (
-    ExportSummary,
     _CHUNK,
+    ExportSummary,
     _current_criteria,
     _decision_order,
     _in_current_rubric,
@@ -24,6 +18,11 @@ from analysis.exports.common import (
     _write_json,
     sha256_file,
 )
+from analysis.loader import load_judge, load_label_decisions, load_responses
+from db.config import RUBRIC_SIZE
+from db.errors import ValidationFailed
+from db.gold import complete_responses, gold_labels, group_final_labels
+from db.progress import Progress, no_progress
 
 
 def parse_source(source: str) -> tuple[str, str | None]:

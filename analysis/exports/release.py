@@ -1,4 +1,7 @@
-"""The public rubric-only release (DESIGN §3.5): cases.jsonl, schema.json, counts.json, SHA256SUMS and the dataset card."""
+"""The public rubric-only release (DESIGN §3.5).
+
+cases.jsonl, schema.json, counts.json, SHA256SUMS and the dataset card.
+"""
 
 from __future__ import annotations
 
@@ -9,19 +12,13 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
-from analysis.loader import load_cases, load_register_overrides
-from db.config import RUBRIC_SIZE
-from db.contacts import find_contacts
-from db.errors import ValidationFailed
-from db.progress import Progress, no_progress
-
 from analysis.exports.common import (
     DIFFICULTIES,
-    ExportSummary,
     FORBIDDEN_KEY_PARTS,
     OPTIONAL_RELEASE_FIELDS,
     RELEASE_FIELDS,
     RELEASE_LICENSE,
+    ExportSummary,
     _current_criteria,
     _json,
     _listed,
@@ -31,6 +28,11 @@ from analysis.exports.common import (
     is_forbidden_key,
     sha256_file,
 )
+from analysis.loader import load_cases, load_register_overrides
+from db.config import RUBRIC_SIZE
+from db.contacts import find_contacts
+from db.errors import ValidationFailed
+from db.progress import Progress, no_progress
 
 
 def _strip_forbidden(value, path: str, removed: list[str]):
@@ -141,7 +143,7 @@ def release_records(engine: Engine, size: int = RUBRIC_SIZE) -> tuple[list[dict]
     """(records, left-out case ids, removed key paths, contact warnings) of the release, unvalidated."""
     cases = load_cases(engine, text=True).merge(load_register_overrides(engine), on="case_pk", how="left")
     criteria = _current_criteria(engine, text=True)
-    by_case = {pk: group for pk, group in criteria.groupby("case_pk", sort=False)}
+    by_case = dict(list(criteria.groupby("case_pk", sort=False)))
     records, left_out, removed, warnings = [], [], [], []
     for case in cases.itertuples(index=False):
         rubric = by_case.get(case.case_pk)

@@ -13,23 +13,17 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from analysis.loader import load_label_decisions, load_label_notes, load_responses
-from db.errors import ValidationFailed
-from db.gold import DECISION, gold_labels
-from db.models import Stage
-from db.progress import Progress, no_progress
-
 from analysis.exports.common import (
+    _CHUNK,
     DEFAULT_SEED,
     DEFAULT_TEMPLATE,
-    ExportSummary,
     GENERIC_EXPLANATION,
     TEMPLATE_FIELDS,
-    _CHUNK,
-    _HashingWriter,
+    ExportSummary,
     _current_criteria,
     _decision_order,
     _encoded,
+    _HashingWriter,
     _in_current_rubric,
     _json,
     _prepare_dir,
@@ -38,7 +32,11 @@ from analysis.exports.common import (
     user_message,
 )
 from analysis.exports.judge_items import _cases_with_text
-
+from analysis.loader import load_label_decisions, load_label_notes, load_responses
+from db.errors import ValidationFailed
+from db.gold import DECISION, gold_labels
+from db.models import Stage
+from db.progress import Progress, no_progress
 
 EXPLANATION_RULE = (
     "explanation = the first non-empty physician note that supports the gold label: the "

@@ -7,22 +7,20 @@ from collections.abc import Iterator
 from sqlalchemy import insert, select, update
 
 from db import config
-from db.models import RubricStatus
-from db.taxonomy import get_taxonomy
-
+from db.importers import common
 from db.importers.common import (
-    DIFFICULTIES,
-    ImportSummary,
-    REGISTERS,
     _CASE_TABLE,
     _CRITERION_TABLE,
     _MISSING,
     _RUBRIC_TABLE,
+    DIFFICULTIES,
+    REGISTERS,
+    ImportSummary,
 )
-from db.importers import common
 from db.importers.reading import _kind_of, _text, _text_list
-from db.importers.writing import _BulkInserter, _Run, _batches, _dump_json
-
+from db.importers.writing import _batches, _BulkInserter, _dump_json, _Run
+from db.models import RubricStatus
+from db.taxonomy import get_taxonomy
 
 # Cases ---------------------------------------------------------------------------------------
 
@@ -156,7 +154,7 @@ def _import_cases(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
         run.summary.records += 1
         for name in ("clinical_context", "user_request"):
             run.problems.scan(line, name, case[name])
-        for position, (criterion_id, text, _tags) in enumerate(case["criteria"] or []):
+        for position, (_criterion_id, text, _tags) in enumerate(case["criteria"] or []):
             run.problems.scan(line, f"rubrics[{position}].criterion", text)
         chunk.append((line, case))
         if len(chunk) >= common.RECORD_CHUNK:

@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-
 from db.errors import ClinConsensusError
 from db.models import Case, Criterion, JudgeDecision, Label, Response, RubricVersion, Stage
-
 
 KINDS = ("cases", "responses", "labels", "judge")
 JUDGE_FORMATS = ("decisions", "local-judge", "official")

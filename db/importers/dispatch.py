@@ -11,17 +11,15 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
 from db.engine import session_scope
+from db.importers.cases import _import_cases
+from db.importers.common import JUDGE_FORMATS, KINDS, ImportFailed, ImportSummary
+from db.importers.judge import _detect_judge_format, _import_judge_rows, _import_official
+from db.importers.labels import _import_labels
+from db.importers.reading import _json_lines, _Problems
+from db.importers.responses import _import_responses
+from db.importers.writing import _Run, db_time
 from db.models import utcnow
 from db.progress import Progress, no_progress
-
-from db.importers.common import ImportFailed, ImportSummary, JUDGE_FORMATS, KINDS
-from db.importers.reading import _Problems, _json_lines
-from db.importers.writing import _Run, db_time
-from db.importers.cases import _import_cases
-from db.importers.responses import _import_responses
-from db.importers.labels import _import_labels
-from db.importers.judge import _detect_judge_format, _import_judge_rows, _import_official
-
 
 # Entry points --------------------------------------------------------------------------------
 

@@ -11,13 +11,11 @@ from urllib.parse import unquote
 
 from sqlalchemy import bindparam, select, update
 
-
-from db.importers.common import _JUDGE_TABLE, _MISSING
 from db.importers import common
-from db.importers.reading import _Problems, _boolean, _kind_of, _text
-from db.importers.writing import _BulkInserter, _Run, _batches, _dump_json
-from db.importers.targets import _Targets, _table_has_rows
-
+from db.importers.common import _JUDGE_TABLE, _MISSING
+from db.importers.reading import _boolean, _kind_of, _Problems, _text
+from db.importers.targets import _table_has_rows, _Targets
+from db.importers.writing import _batches, _BulkInserter, _dump_json, _Run
 
 # Judge decisions -----------------------------------------------------------------------------
 

@@ -8,15 +8,13 @@ from typing import Any
 from sqlalchemy import bindparam, select, update
 
 from db import kept
+from db.importers import common
+from db.importers.common import _LABEL_TABLE, _MISSING, STAGES
+from db.importers.reading import _boolean, _text
+from db.importers.targets import _table_has_rows, _Targets
+from db.importers.writing import _COPY_ESCAPES, _batches, _BulkInserter, _Run
 from db.models import NO_GROUP, Role, Stage, User
 from db.users import add_placeholder_user
-
-from db.importers.common import STAGES, _LABEL_TABLE, _MISSING
-from db.importers import common
-from db.importers.reading import _boolean, _text
-from db.importers.writing import _BulkInserter, _COPY_ESCAPES, _Run, _batches
-from db.importers.targets import _Targets, _table_has_rows
-
 
 # Labels --------------------------------------------------------------------------------------
 
@@ -106,7 +104,7 @@ def _diagnose_label(record: dict, targets: _Targets) -> tuple[tuple | None, list
     criterion_id = _text(record, "criterion_id", errors, max_length=64)
     met = _boolean(record, "met", errors)
     stage = record.get("stage", _MISSING)
-    group = record.get("group", None)
+    group = record.get("group")
     if stage is _MISSING:
         errors.append("stage is missing")
     elif type(stage) is not str or stage not in _STAGE_INDEX:

@@ -7,11 +7,8 @@ import re
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
-
 from db.contacts import EMAIL, ID_NUMBER, LANDLINE, MOBILE, find_contacts
-
-from db.importers.common import ImportFailed, ImportSummary, MAX_ERRORS, MAX_LISTED_WARNINGS, _MISSING
-
+from db.importers.common import _MISSING, MAX_ERRORS, MAX_LISTED_WARNINGS, ImportFailed, ImportSummary
 
 # Reading -------------------------------------------------------------------------------------
 

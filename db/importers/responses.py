@@ -7,12 +7,10 @@ from collections.abc import Iterator
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 
-
-from db.importers.common import _CASE_TABLE, _LABEL_TABLE, _RESPONSE_TABLE
 from db.importers import common
+from db.importers.common import _CASE_TABLE, _LABEL_TABLE, _RESPONSE_TABLE
 from db.importers.reading import _text
 from db.importers.writing import _Run, new_response_code
-
 
 # Responses -----------------------------------------------------------------------------------
 

@@ -7,12 +7,10 @@ from dataclasses import dataclass
 from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection
 
-from db.models import RubricStatus
-
 from db.importers.common import _CRITERION_TABLE, _RESPONSE_TABLE, _RUBRIC_TABLE
-from db.importers.writing import _batches
 from db.importers.responses import _case_pks
-
+from db.importers.writing import _batches
+from db.models import RubricStatus
 
 # Shared by labels and judge decisions --------------------------------------------------------
 
@@ -27,7 +25,7 @@ class _Targets:
     known_cases: set[str]
 
     @classmethod
-    def load(cls, connection: Connection) -> "_Targets":
+    def load(cls, connection: Connection) -> _Targets:
         case_pk = _case_pks(connection)
         case_id_of = {pk: case_id for case_id, pk in case_pk.items()}
         response = {

@@ -13,12 +13,10 @@ from sqlalchemy.engine import Connection
 from sqlmodel import Session
 
 from db.audit import AuditWriter
-from db.progress import Progress
-
 from db.importers import common
-from db.importers.common import ImportSummary, LOOKUP_BATCH, _LABEL_TABLE
+from db.importers.common import _LABEL_TABLE, LOOKUP_BATCH, ImportSummary
 from db.importers.reading import _Problems
-
+from db.progress import Progress
 
 # Writing -------------------------------------------------------------------------------------
 
@@ -68,7 +66,7 @@ class _BulkInserter:
     The table is locked for the rest of the import meanwhile.
     """
 
-    def __init__(self, run: "_Run", table, columns: list[str], copy_line=None) -> None:
+    def __init__(self, run: _Run, table, columns: list[str], copy_line=None) -> None:
         self.run = run
         self.copy_line = copy_line or _copy_line
         self.table = table

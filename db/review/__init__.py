@@ -11,24 +11,19 @@ Every rule of the checker's side lives here, so a page (or a crafted request) ca
 - every change is written to the audit log in the same transaction.
 """
 
-from db.review.shared import (
-    AB_ORDER_SALT,
-    CaseText,
-    MAX_NOTE_LENGTH,
-    current_rubric_version_id,
+from db.review.adjudication import (
+    AdjudicationCell,
+    AdjudicationInput,
+    AdjudicationQueueItem,
+    AdjudicationView,
+    Side,
+    a_is_group1,
+    adjudicate,
+    adjudicate_many,
+    adjudication_queue,
+    adjudication_view,
+    unresolved_count,
 )
-from db.review.rubric_audit import (
-    CriterionView,
-    RelabelItem,
-    RubricQueueItem,
-    RubricView,
-    approve_rubric,
-    labels_needing_relabel,
-    return_rubric,
-    rubric_for_review,
-    rubric_queue,
-)
-from db.review.locked_save import LabelView, save_label, stage_entity
 from db.review.label_check import (
     CHECK_ALL,
     CHECK_JUDGE,
@@ -46,18 +41,23 @@ from db.review.label_check import (
     save_check,
     save_checks,
 )
-from db.review.adjudication import (
-    AdjudicationCell,
-    AdjudicationInput,
-    AdjudicationQueueItem,
-    AdjudicationView,
-    Side,
-    a_is_group1,
-    adjudicate,
-    adjudicate_many,
-    adjudication_queue,
-    adjudication_view,
-    unresolved_count,
+from db.review.locked_save import LabelView, save_label, stage_entity
+from db.review.rubric_audit import (
+    CriterionView,
+    RelabelItem,
+    RubricQueueItem,
+    RubricView,
+    approve_rubric,
+    labels_needing_relabel,
+    return_rubric,
+    rubric_for_review,
+    rubric_queue,
+)
+from db.review.shared import (
+    AB_ORDER_SALT,
+    MAX_NOTE_LENGTH,
+    CaseText,
+    current_rubric_version_id,
 )
 
 __all__ = [

@@ -12,6 +12,7 @@ from sqlmodel import Session
 from db import gold, kept
 from db.errors import PermissionDenied, ValidationFailed
 from db.models import NO_GROUP, Case, Label, Response, Stage, User
+from db.review.locked_save import LabelView, _label_view, save_label
 
 #: Longest note, comment or rationale a checker may save.
 from db.review.shared import (
@@ -23,8 +24,6 @@ from db.review.shared import (
     _response_and_case,
     current_rubric_version_id,
 )
-from db.review.locked_save import LabelView, _label_view, save_label
-
 
 # Adjudication --------------------------------------------------------------------------------
 
@@ -134,12 +133,13 @@ def adjudication_view(session: Session, user: User, response_id: int) -> Adjudic
     response, case = _response_and_case(session, response_id)
     labels = list(session.execute(select(Label).where(Label.response_id == response_id)).scalars())
     frame = pd.DataFrame(
-        [(l.response_id, l.criterion_id, l.stage, l.group_no, bool(l.met)) for l in labels], columns=gold.LABEL_COLUMNS
+        [(label.response_id, label.criterion_id, label.stage, label.group_no, bool(label.met)) for label in labels],
+        columns=gold.LABEL_COLUMNS,
     )
     finals = gold.decisions_with_finals(frame)
     unresolved = set(gold.unresolved_disagreements(frame)["criterion_id"])
     final_stage = gold.group_final_labels(frame).set_index(["criterion_id", "group_no"])["stage"].to_dict()
-    by_key = {(l.criterion_id, l.stage, l.group_no): l for l in labels}
+    by_key = {(label.criterion_id, label.stage, label.group_no): label for label in labels}
     finals = finals.set_index("criterion_id")
     cells = []
     for criterion in _criteria(session, current_rubric_version_id(session, case.id)):

@@ -6,12 +6,14 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from sqlalchemy import and_, case as sql_case, func, select, text
+from sqlalchemy import and_, func, select, text
+from sqlalchemy import case as sql_case
 from sqlmodel import Session
 
 from db import kept
 from db.errors import NotFound, PermissionDenied, ValidationFailed
 from db.models import Case, JudgeDecision, Label, Response, Stage, User
+from db.review.locked_save import LabelView, _find_label, _label_view, save_label
 
 #: Longest note, comment or rationale a checker may save.
 from db.review.shared import (
@@ -22,8 +24,6 @@ from db.review.shared import (
     _response_and_case,
     current_rubric_version_id,
 )
-from db.review.locked_save import LabelView, _find_label, _label_view, save_label
-
 
 # Label check within a group ------------------------------------------------------------------
 
@@ -153,8 +153,8 @@ def check_queue(
         if not judge:
             raise ValidationFailed("judge: choose a judge whose decisions were imported")
         differs = sql_case((Label.met != JudgeDecision.met, 1), else_=0)
-        rates = dict(
-            (rid, float(diff) / float(n))
+        rates = {
+            rid: float(diff) / float(n)
             for rid, diff, n in session.execute(
                 select(Label.response_id, func.sum(differs), func.count())
                 .join(
@@ -171,7 +171,7 @@ def check_queue(
                 )
                 .group_by(Label.response_id)
             ).all()
-        )
+        }
         ranked = [
             CheckQueueItem(i.response_id, i.code, i.case_id, i.n_labels, i.n_checked, rates[i.response_id])
             for i in items

@@ -18,7 +18,6 @@ from db.models import Case, Label, Response, Stage, User, utcnow
 #: Longest note, comment or rationale a checker may save.
 from db.review.shared import _username, current_rubric_version_id
 
-
 # Saving a label with optimistic locking -----------------------------------------------------
 
 

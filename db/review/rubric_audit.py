@@ -16,7 +16,6 @@ from db.models import Case, Criterion, Label, Response, RubricStatus, RubricVers
 #: Longest note, comment or rationale a checker may save.
 from db.review.shared import CaseText, _clean_text, _criteria, _current_versions_subquery, _require_checker, _username
 
-
 # Rubric audit --------------------------------------------------------------------------------
 
 

@@ -91,5 +91,5 @@ class CaseText:
     user_request: str
 
     @classmethod
-    def of(cls, case: Case) -> "CaseText":
+    def of(cls, case: Case) -> CaseText:
         return cls(case.case_id, case.difficulty, case.user_role, case.clinical_context, case.user_request)

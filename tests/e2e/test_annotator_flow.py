@@ -16,15 +16,13 @@ from db import users
 from db.config import RUBRIC_SIZE
 from db.engine import make_engine, session_scope
 from db.models import Assignment, AssignmentKind, Label, RubricStatus, RubricVersion
-from annotate.labeling import TEXT_WIDTH
 from tests.e2e.conftest import login, screenshot, text, wait_for_app_run
-from tests.factories import make_case, make_response
+from tests.support.factories import make_case, make_response
 
 pytestmark = pytest.mark.browser
 
 HEADER_HEIGHT = 36
 ROW_HEIGHT = 34  # the authoring editor's row height (annotate/authoring.py)
-LABEL_ROW_HEIGHT = 35  # the labeling checklist's (annotate/labeling.py)
 #: Edits queue reruns of the page; give them time to land before checking what it shows.
 WAIT_MS = 30_000
 
@@ -182,49 +180,40 @@ def test_author_a_rubric_then_label_a_response(page, context, browser, app_serve
         login(labeling_page, app_server, world["labeler"])
         _open(labeling_page, "annotate.labeling.title")
         _pick(labeling_page, "annotate.labeling.pick", world["code"])
-        expect(labeling_page.get_by_text(text("annotate.labeling.response", code=world["code"]))).to_be_visible(
-            timeout=WAIT_MS
-        )
+        expect(labeling_page.get_by_text(text("workbench.response", code=world["code"]))).to_be_visible(timeout=WAIT_MS)
         expect(labeling_page.get_by_text(world["model"])).to_have_count(0)
-        checklist = labeling_page.get_by_test_id("stDataFrame").first
-        checklist.scroll_into_view_if_needed()
-        box = checklist.bounding_box()
-        # The grid stretches its declared column widths to its own width.
-        declared = (56, TEXT_WIDTH, 64, 220)
-        scale = (box["width"] - 2) / sum(declared)
-        met_x = scale * (declared[0] + declared[1] + declared[2] / 2)
-        note_x = scale * (sum(declared[:3]) + declared[3] / 2)
-        for row in (0, 2):
-            labeling_page.mouse.click(*_cell(box, met_x, row, LABEL_ROW_HEIGHT))
-            wait_for_app_run(labeling_page)
-        _type_into_cell(labeling_page, "提到了头颅CT", at=_cell(box, note_x, 0, LABEL_ROW_HEIGHT))
+        # one key per decision: c01 met (with a note), c02 not met, c03 met, the rest not met (confirmed)
+        labeling_page.locator(".wb-item").first.wait_for()
+        labeling_page.keyboard.press("e")
+        labeling_page.keyboard.type("提到了头颅CT")
+        labeling_page.keyboard.press("Enter")
+        for key in ("1", "0", "1"):
+            labeling_page.keyboard.press(key)
+        labeling_page.get_by_role("button", name=text("workbench.mark_rest")).click()
+        labeling_page.get_by_role("button", name=text("workbench.confirm_yes")).click()
         screenshot(labeling_page, "annotator-labeling-ticked")
         labeling_page.keyboard.press("Control+Enter")
+        expect(labeling_page.locator(".wb-message")).to_have_text(
+            text("workbench.saved_next", code=world["code"], created=RUBRIC_SIZE, updated=0), timeout=WAIT_MS
+        )
         wait_for_app_run(labeling_page)
-        expect(
-            labeling_page.get_by_text(
-                text("annotate.labeling.saved", code=world["code"], created=RUBRIC_SIZE, updated=0)
-            )
-        ).to_be_visible(timeout=WAIT_MS)
         screenshot(labeling_page, "annotator-labeling-saved")
 
         # reload the page on the labeled response: the labels are there
         url = re.sub(r"([?&]r=)[^&]*", rf"\g<1>{world['code']}", labeling_page.url)
         labeling_page.goto(url)
         wait_for_app_run(labeling_page)
-        expect(labeling_page.get_by_text(text("annotate.labeling.response", code=world["code"]))).to_be_visible(
-            timeout=WAIT_MS
-        )
-        expect(labeling_page.get_by_text(text("annotate.labeling.met_count", met=2, n=RUBRIC_SIZE))).to_be_visible(
-            timeout=WAIT_MS
-        )
+        expect(labeling_page.get_by_text(text("workbench.response", code=world["code"]))).to_be_visible(timeout=WAIT_MS)
+        expect(labeling_page.locator('.wb-item[data-state="met"]')).to_have_count(2, timeout=WAIT_MS)
+        expect(labeling_page.locator(".wb-unsaved")).to_be_hidden()
         screenshot(labeling_page, "annotator-labeling-reloaded")
     finally:
         other.close()
     with session_scope(engine, read_only=True) as s:
         labels = {
-            l.criterion_id: l for l in s.exec(select(Label).where(Label.response_id == world["response_id"])).all()
+            label.criterion_id: label
+            for label in s.exec(select(Label).where(Label.response_id == world["response_id"])).all()
         }
     assert len(labels) == RUBRIC_SIZE
-    assert {cid for cid, l in labels.items() if l.met} == {"c01", "c03"}
-    assert labels["c01"].note == "提到了头颅CT" and all(l.group_no == 2 for l in labels.values())
+    assert {cid for cid, label in labels.items() if label.met} == {"c01", "c03"}
+    assert labels["c01"].note == "提到了头颅CT" and all(label.group_no == 2 for label in labels.values())

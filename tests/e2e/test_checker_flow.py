@@ -20,7 +20,7 @@ from db.engine import make_engine, session_scope
 from db.gold import LABEL_COLUMNS, gold_labels
 from db.models import Assignment, AssignmentKind, Label, RubricStatus, RubricVersion, Stage
 from tests.e2e.conftest import login, screenshot, text, wait_for_app_run
-from tests.factories import make_case, make_response
+from tests.support.factories import make_case, make_response
 
 pytestmark = pytest.mark.browser
 

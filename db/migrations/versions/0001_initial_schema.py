@@ -5,10 +5,9 @@ Revises:
 Create Date: 2026-12-02 13:48:29.955127
 """
 
-from alembic import op
 import sqlalchemy as sa
 import sqlmodel
-
+from alembic import op
 
 revision = "0001"
 down_revision = None

@@ -17,7 +17,7 @@ from streamlit.util import calc_hash
 from db import users
 from db.engine import get_engine, make_engine, session_scope
 
-ENTRY_FILE = str(Path(__file__).resolve().parent.parent / "streamlit_app.py")
+ENTRY_FILE = str(Path(__file__).resolve().parents[2] / "streamlit_app.py")
 TIMEOUT = 60
 
 

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from sqlalchemy import func, select
 from sqlmodel import Session
 

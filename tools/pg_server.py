@@ -57,9 +57,12 @@ class PostgresServer:
         if result.returncode != 0:
             raise PostgresUnavailable(f"{' '.join(args[:2])} failed: {result.stderr.strip() or result.stdout.strip()}")
 
-    def start(self) -> "PostgresServer":
+    def start(self) -> PostgresServer:
         self._run(self.initdb, "-D", str(self.data), "-A", "trust", "-U", self.user, "-E", "UTF8", "--no-locale")
-        options = f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=100"
+        options = (
+            f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
+            "-c full_page_writes=off -c max_connections=100"
+        )
         self._run(self.pg_ctl, "-D", str(self.data), "-l", str(self.base / "server.log"), "-o", options, "-w", "start")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

@@ -1,0 +1,276 @@
+"""Labeling work in progress: three states per criterion, a server-side draft per response, time on task.
+
+A criterion is *unjudged* until someone judges it: a response opens with its saved labels (those
+made against the current rubric) or, when its annotator left decisions unsaved, with that draft.
+Every decision is kept at once as a draft of (user, response), so a refresh, a closed tab or a
+crash loses nothing. A save is refused while any criterion is unjudged, and names how many; once
+saved, the draft is dropped and the active time spent on the response is stored with the save.
+
+The rules of the save itself (assignment, blinding, rubric changes, someone else's newer labels)
+stay in db/labeling.py; this module only decides what is ready to be saved.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlmodel import Session, col, select
+
+from db import labeling, policies
+from db.drafts import discard_draft, load_draft, save_draft
+from db.errors import ValidationFailed
+from db.labeling import LabelingView, LabelInput, RubricChanged, SaveOutcome
+from db.models import LabelTiming, Stage, User, utcnow
+from db.rubrics import criteria_of, current_approved_version
+
+#: Gaps between two decisions longer than this are idle time, not work.
+IDLE_AFTER_MS = 60_000
+#: A save whose active time is below this per criterion counts as very fast.
+FAST_MS_PER_CRITERION = 1_000
+#: What a draft may claim as active time, at most (a whole day; anything above is a broken clock).
+MAX_ACTIVE_MS = 24 * 3600 * 1000
+
+Decisions = Mapping[str, bool | None]
+
+
+class UnjudgedCriteria(ValidationFailed):
+    """A save with criteria still unjudged; `count` says how many."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(f"{count} criteria are not judged yet; nothing was saved")
+        self.count = count
+
+
+@dataclass(frozen=True)
+class Workbench:
+    """One response as the labeling page opens it: the blinded view plus the working decisions."""
+
+    view: LabelingView
+    decisions: dict[str, bool | None]  # every criterion of the current rubric, in rubric order; None = unjudged
+    notes: dict[str, str]
+    unsaved: bool  # the decisions come from a draft that differs from what is saved
+    active_ms: int  # active time already spent (from the draft)
+    draft_at: datetime | None = None
+
+    @property
+    def unjudged(self) -> int:
+        return sum(value is None for value in self.decisions.values())
+
+
+def _draft_key(response_id: int) -> str:
+    # Internal only: the key never leaves the server.
+    return f"label:{response_id}"
+
+
+def _saved_decisions(view: LabelingView) -> tuple[dict[str, bool | None], dict[str, str]]:
+    """The saved labels that still count: those made against the current rubric; the rest unjudged."""
+    decisions: dict[str, bool | None] = {}
+    notes: dict[str, str] = {}
+    for criterion in view.criteria:
+        label = view.labels.get(criterion.criterion_id)
+        if label is None or label.stale:
+            decisions[criterion.criterion_id] = None
+            continue
+        decisions[criterion.criterion_id] = bool(label.met)
+        if label.note:
+            notes[criterion.criterion_id] = label.note
+    return decisions, notes
+
+
+def open_response(session: Session, user: User, response_id: int) -> Workbench:
+    """The response with its working decisions: the user's draft on the current rubric, else the saved labels."""
+    view = labeling.response_for_labeling(session, user, response_id)
+    saved, saved_notes = _saved_decisions(view)
+    draft = load_draft(session, user, _draft_key(response_id))
+    if not draft or draft.get("rubric_version_id") != view.rubric_version_id:
+        return Workbench(view, saved, saved_notes, unsaved=False, active_ms=int((draft or {}).get("active_ms") or 0))
+    kept = draft.get("decisions") or {}
+    decisions = {cid: (bool(kept[cid]) if kept.get(cid) is not None else None) for cid in saved}
+    notes = {cid: str(text) for cid, text in (draft.get("notes") or {}).items() if cid in saved and text}
+    unsaved = decisions != saved or notes != saved_notes
+    return Workbench(
+        view,
+        decisions,
+        notes,
+        unsaved=unsaved,
+        active_ms=int(draft.get("active_ms") or 0),
+        draft_at=_parse_time(draft.get("at")),
+    )
+
+
+def _parse_time(value) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value) if value else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _clean(criterion_ids: list[str], decisions: Decisions, notes: Mapping[str, str] | None) -> tuple[dict, dict]:
+    known = set(criterion_ids)
+    unknown = sorted(set(decisions) - known) + sorted(set(notes or {}) - known)
+    if unknown:
+        raise ValidationFailed(f"labels: unknown criteria {unknown[:5]}")
+    cleaned: dict[str, bool | None] = {}
+    for cid in criterion_ids:
+        value = decisions.get(cid)
+        if value is not None and not isinstance(value, bool):
+            raise ValidationFailed(f"label of {cid}: met, not met or unjudged")
+        cleaned[cid] = value
+    cleaned_notes = {}
+    for cid, given in (notes or {}).items():
+        text = labeling._clean_note(given, cid)
+        if text:
+            cleaned_notes[cid] = text
+    return cleaned, cleaned_notes
+
+
+def _clean_active_ms(value) -> int:
+    try:
+        return max(0, min(int(value or 0), MAX_ACTIVE_MS))
+    except (TypeError, ValueError):
+        raise ValidationFailed("active time: a whole number of milliseconds") from None
+
+
+def keep_draft(
+    session: Session,
+    user: User,
+    response_id: int,
+    *,
+    rubric_version_id: int,
+    decisions: Decisions,
+    notes: Mapping[str, str] | None = None,
+    active_ms: int = 0,
+) -> None:
+    """Keep the user's working decisions on a response (called on each decision).
+
+    Refused like a save when the response is not the user's or the rubric changed since the page
+    loaded it (RubricChanged: the page reloads the response).
+    """
+    response = labeling._assigned_response(session, user, response_id)
+    rubric = current_approved_version(session, response.case_pk)
+    if rubric is None:
+        raise ValidationFailed("this case has no approved rubric yet")
+    if rubric.id != rubric_version_id:
+        raise RubricChanged("the rubric of this case changed since the page was opened", current=rubric.version)
+    criterion_ids = [c.criterion_id for c in criteria_of(session, rubric.id)]
+    cleaned, cleaned_notes = _clean(criterion_ids, decisions, notes)
+    payload = {
+        "rubric_version_id": rubric.id,
+        "decisions": cleaned,
+        "notes": cleaned_notes,
+        "active_ms": _clean_active_ms(active_ms),
+        "at": utcnow().isoformat(),
+    }
+    save_draft(session, user, _draft_key(response_id), payload)
+
+
+def discard(session: Session, user: User, response_id: int) -> bool:
+    """Throw the user's draft of a response away (back to the saved labels)."""
+    labeling._assigned_response(session, user, response_id)
+    return discard_draft(session, user, _draft_key(response_id))
+
+
+def mark_remaining(decisions: Decisions, met: bool = False) -> dict[str, bool | None]:
+    """Every unjudged criterion set to `met`; the judged ones untouched (the page asks first)."""
+    return {cid: (met if value is None else value) for cid, value in decisions.items()}
+
+
+def save(
+    session: Session,
+    user: User,
+    response_id: int,
+    *,
+    rubric_version_id: int,
+    decisions: Decisions,
+    notes: Mapping[str, str] | None = None,
+    expected_versions: Mapping[str, int],
+    active_ms: int = 0,
+) -> SaveOutcome:
+    """Save the working decisions as labels; refused (UnjudgedCriteria) while any criterion is unjudged.
+
+    Then the draft is dropped and the active time is stored with the save.
+    """
+    response = labeling._assigned_response(session, user, response_id)
+    rubric = current_approved_version(session, response.case_pk)
+    if rubric is not None and rubric.id == rubric_version_id:
+        criterion_ids = [c.criterion_id for c in criteria_of(session, rubric.id)]
+        cleaned, cleaned_notes = _clean(criterion_ids, decisions, notes)
+        unjudged = sum(value is None for value in cleaned.values())
+        if unjudged:
+            raise UnjudgedCriteria(unjudged)
+        inputs = [LabelInput(cid, bool(met), cleaned_notes.get(cid)) for cid, met in cleaned.items()]
+    else:
+        # labeling.save_labels names the reason (no approved rubric, or a changed one).
+        inputs = []
+    outcome = labeling.save_labels(
+        session, user, response_id, inputs, rubric_version_id=rubric_version_id, expected_versions=expected_versions
+    )
+    if outcome.changed and user.id is not None:
+        # A re-save of identical decisions is not new work.
+        session.add(
+            LabelTiming(
+                user_id=user.id,
+                response_id=response_id,
+                stage=Stage.annotation,
+                rubric_version_id=outcome.rubric_version_id,
+                active_ms=_clean_active_ms(active_ms),
+                n_criteria=len(inputs),
+            )
+        )
+    discard_draft(session, user, _draft_key(response_id))
+    session.flush()
+    return outcome
+
+
+# Time on task (admins) --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TimeOnTask:
+    username: str
+    group_no: int | None
+    saves: int
+    median_seconds: float  # active time per response
+    median_ms_per_criterion: float
+    fast_saves: int  # saves under FAST_MS_PER_CRITERION per criterion
+
+    @property
+    def fast_share(self) -> float:
+        return self.fast_saves / self.saves if self.saves else 0.0
+
+
+def is_fast(active_ms: int, n_criteria: int) -> bool:
+    return n_criteria > 0 and active_ms < FAST_MS_PER_CRITERION * n_criteria
+
+
+def time_on_task(session: Session, *, actor: User, stage: str = Stage.annotation) -> list[TimeOnTask]:
+    """Per person: saves, median active time per response and per criterion, very fast saves (admins only)."""
+    policies.require_admin(actor)
+    rows = session.exec(
+        select(User.username, User.group_no, LabelTiming.active_ms, LabelTiming.n_criteria)
+        .join(User, col(User.id) == col(LabelTiming.user_id))
+        .where(LabelTiming.stage == stage)
+    ).all()
+    by_user: dict[tuple[str, int | None], list[tuple[int, int]]] = {}
+    for username, group_no, active_ms, n_criteria in rows:
+        by_user.setdefault((username, group_no), []).append((active_ms, n_criteria))
+    return [
+        _summary(username, group_no, items)
+        for (username, group_no), items in sorted(by_user.items(), key=lambda item: (item[0][1] or 0, item[0][0]))
+    ]
+
+
+def _summary(username: str, group_no: int | None, items: Iterable[tuple[int, int]]) -> TimeOnTask:
+    items = list(items)
+    per_criterion = [active / n for active, n in items if n]
+    return TimeOnTask(
+        username=username,
+        group_no=group_no,
+        saves=len(items),
+        median_seconds=statistics.median(active for active, _ in items) / 1000,
+        median_ms_per_criterion=statistics.median(per_criterion) if per_criterion else 0.0,
+        fast_saves=sum(is_fast(active, n) for active, n in items),
+    )

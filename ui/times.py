@@ -1,0 +1,41 @@
+"""Times as the reader expects them: in their time zone (Asia/Shanghai unless configured), minutes shown.
+
+The database stores UTC. `CLINCONSENSUS_TIMEZONE` (an IANA name such as "Europe/Berlin") sets the
+zone for everyone; a person's browser zone, when Streamlit knows it, wins for that person.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+DEFAULT_TIMEZONE = "Asia/Shanghai"
+
+
+def _zone(name: str | None) -> ZoneInfo | None:
+    try:
+        return ZoneInfo(name) if name else None
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+
+
+def reader_zone() -> ZoneInfo:
+    """The browser's zone when known, else the configured one, else Asia/Shanghai."""
+    import streamlit as st
+
+    try:
+        browser = getattr(st.context, "timezone", None)
+    except (AttributeError, RuntimeError):  # outside a script run
+        browser = None
+    return _zone(browser) or _zone(os.environ.get("CLINCONSENSUS_TIMEZONE")) or ZoneInfo(DEFAULT_TIMEZONE)
+
+
+def local_time(value: datetime | None, *, zone: ZoneInfo | None = None, seconds: bool = False) -> str:
+    """`value` (UTC when naive) in the reader's zone as "2026-12-02 20:15"; "—" for none."""
+    if value is None:
+        return "—"
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    shown = value.astimezone(zone or reader_zone())
+    return shown.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")

@@ -1,0 +1,357 @@
+// The decision workbench: a text (the response) beside a list of items (criteria or cells), one key
+// per decision. Plain JavaScript for Streamlit's components v2; no build step.
+//
+// Python sends `data` (texts from the catalog, the items and their working states, a `token` that
+// names this load of this item). The component answers with
+//   state "work"   {token, decisions, notes, active_ms}      after every decision (kept as a draft)
+//   trigger "save" {token, decisions, notes, active_ms, advance}   on Ctrl+Enter or the save button
+// Every rule (who may see what, what may be saved) is decided on the server; this only collects keys.
+// User text is always set with textContent, never as HTML.
+
+const IDLE_MS = 60000;
+
+function el(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+function isTyping(event) {
+  const target = event.composedPath ? event.composedPath()[0] : event.target;
+  if (!target || !target.tagName) return false;
+  const tag = target.tagName.toUpperCase();
+  return tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT" || target.isContentEditable;
+}
+
+function build(root) {
+  const wb = el("div", "wb");
+  wb.innerHTML = `
+    <div class="wb-top">
+      <div class="wb-request"><span class="wb-request-label"></span><span class="wb-request-text"></span></div>
+      <button type="button" class="wb-context-toggle"></button>
+    </div>
+    <div class="wb-body">
+      <div class="wb-left">
+        <div class="wb-pane-title"></div>
+        <div class="wb-context" hidden><div class="wb-meta"></div><div class="wb-context-text"></div></div>
+        <div class="wb-text"></div>
+      </div>
+      <div class="wb-right">
+        <div class="wb-items-head"><span class="wb-items-title"></span><span class="wb-unsaved" hidden></span></div>
+        <div class="wb-items" role="list"></div>
+      </div>
+    </div>
+    <div class="wb-bottom">
+      <div class="wb-legend"></div>
+      <div class="wb-message" role="status"></div>
+      <div class="wb-count"></div>
+      <span class="wb-confirm" hidden><span class="wb-confirm-text"></span>
+        <button type="button" class="wb-confirm-yes"></button><button type="button" class="wb-confirm-no"></button></span>
+      <button type="button" class="wb-rest"></button>
+      <button type="button" class="wb-save"></button>
+    </div>`;
+  root.appendChild(wb);
+  return wb;
+}
+
+export default function (component) {
+  const { data, parentElement, setStateValue, setTriggerValue } = component;
+  if (!data) return;
+  const host = parentElement;
+  let s = host.__workbench;
+  if (!s) {
+    s = host.__workbench = { wb: build(host), token: null };
+  }
+  const wb = s.wb;
+  const q = (sel) => wb.querySelector(sel);
+  const T = data.texts || {};
+
+  // A new token: a new item (or a fresh load after a refusal). Otherwise the local state wins, so a
+  // rerun caused by our own draft update never takes back a decision made since.
+  if (s.token !== data.token) {
+    s.token = data.token;
+    s.items = data.items || [];
+    s.decisions = {};
+    s.notes = {};
+    for (const item of s.items) {
+      s.decisions[item.key] = item.state === true ? true : item.state === false ? false : null;
+      if (item.note) s.notes[item.key] = item.note;
+    }
+    s.activeMs = Number(data.active_ms || 0);
+    s.lastEvent = Date.now();
+    s.focus = s.items.findIndex((item) => s.decisions[item.key] === null);
+    if (s.focus < 0) s.focus = 0;
+    s.editing = null;
+    s.unsaved = !!data.unsaved;
+    s.messageToken = null;
+    renderStatic();
+    renderItems();
+    setTimeout(() => focusItem(s.focus, false), 0);
+  }
+  if (data.message && data.message.id !== s.messageToken) {
+    s.messageToken = data.message.id;
+    const box = q(".wb-message");
+    box.textContent = data.message.text || "";
+    box.dataset.kind = data.message.kind || "info";
+    if (data.message.kind === "error") {
+      const first = s.items.findIndex((item) => s.decisions[item.key] === null);
+      if (first >= 0) focusItem(first, true);
+    }
+  }
+  fitHeight();
+
+  function renderStatic() {
+    q(".wb-request-label").textContent = T.request || "";
+    q(".wb-request-text").textContent = data.request || "";
+    q(".wb-context-toggle").textContent = T.context_toggle || "";
+    q(".wb-meta").textContent = data.meta || "";
+    q(".wb-context-text").textContent = data.context || "";
+    q(".wb-pane-title").textContent = data.text_title || "";
+    q(".wb-text").textContent = data.text || "";
+    q(".wb-items-title").textContent = data.items_title || "";
+    q(".wb-unsaved").textContent = T.unsaved || "";
+    q(".wb-legend").textContent = T.legend || "";
+    q(".wb-rest").textContent = T.mark_rest || "";
+    q(".wb-rest").hidden = !T.mark_rest;
+    q(".wb-save").textContent = T.save || "";
+    q(".wb-confirm-yes").textContent = T.confirm_yes || "";
+    q(".wb-confirm-no").textContent = T.confirm_no || "";
+    q(".wb-confirm").hidden = true;
+    q(".wb-context").hidden = true;
+    q(".wb-text").hidden = false;
+    q(".wb-message").textContent = "";
+    q(".wb-text").scrollTop = 0;
+    q(".wb-items").scrollTop = 0;
+  }
+
+  function renderItems() {
+    const list = q(".wb-items");
+    list.replaceChildren();
+    s.items.forEach((item, index) => {
+      const row = el("div", "wb-item");
+      row.tabIndex = 0;
+      row.setAttribute("role", "listitem");
+      row.dataset.index = String(index);
+      const head = el("div", "wb-item-head");
+      head.appendChild(el("span", "wb-num", item.title));
+      const text = el("div", "wb-item-text", item.text);
+      head.appendChild(text);
+      const choice = el("div", "wb-choice");
+      const yes = el("button", "wb-yes", T.met);
+      const no = el("button", "wb-no", T.not_met);
+      yes.type = no.type = "button";
+      yes.tabIndex = no.tabIndex = -1;
+      yes.addEventListener("click", () => { decide(index, true, false); });
+      no.addEventListener("click", () => { decide(index, false, false); });
+      choice.append(yes, no);
+      head.appendChild(choice);
+      row.appendChild(head);
+      for (const line of item.lines || []) {
+        const extra = el("div", "wb-line");
+        extra.appendChild(el("span", "wb-line-label", line.label));
+        extra.appendChild(el("span", "wb-line-value", line.value));
+        if (line.note) extra.appendChild(el("span", "wb-line-note", line.note));
+        row.appendChild(extra);
+      }
+      const note = el("div", "wb-note");
+      row.appendChild(note);
+      row.addEventListener("click", () => focusItem(index, false));
+      list.appendChild(row);
+      paint(index);
+    });
+    updateCount();
+  }
+
+  function rowAt(index) {
+    return q(`.wb-item[data-index="${index}"]`);
+  }
+
+  function paint(index) {
+    const item = s.items[index];
+    const row = rowAt(index);
+    if (!item || !row) return;
+    const value = s.decisions[item.key];
+    row.dataset.state = value === true ? "met" : value === false ? "not" : "none";
+    row.setAttribute("aria-label", `${item.title} ${value === true ? T.met : value === false ? T.not_met : T.unjudged}`);
+    const note = row.querySelector(".wb-note");
+    if (s.editing === index) return;
+    note.replaceChildren();
+    const text = s.notes[item.key];
+    if (text) note.appendChild(el("span", "wb-note-text", `${T.note_label || ""}${text}`));
+  }
+
+  function updateCount() {
+    const judged = s.items.filter((item) => s.decisions[item.key] !== null).length;
+    q(".wb-count").textContent = (T.count || "{judged}/{total}")
+      .replace("{judged}", judged).replace("{total}", s.items.length);
+    q(".wb-unsaved").hidden = !s.unsaved;
+  }
+
+  function focusItem(index, scroll) {
+    if (!s.items.length) return;
+    s.focus = Math.max(0, Math.min(index, s.items.length - 1));
+    const row = rowAt(s.focus);
+    if (!row) return;
+    for (const other of wb.querySelectorAll(".wb-item.wb-focus")) other.classList.remove("wb-focus");
+    row.classList.add("wb-focus");
+    row.focus({ preventScroll: true });
+    const list = q(".wb-items");
+    const top = row.offsetTop - list.offsetTop;
+    if (top < list.scrollTop || top + row.offsetHeight > list.scrollTop + list.clientHeight) {
+      list.scrollTop = Math.max(0, top - 8);
+    } else if (scroll) {
+      row.scrollIntoView({ block: "nearest" });
+    }
+  }
+
+  function tick() {
+    const now = Date.now();
+    const gap = now - s.lastEvent;
+    if (gap <= IDLE_MS) s.activeMs += gap;
+    s.lastEvent = now;
+  }
+
+  function payload() {
+    return { token: s.token, decisions: { ...s.decisions }, notes: { ...s.notes }, active_ms: Math.round(s.activeMs) };
+  }
+
+  function sendWork() {
+    s.unsaved = true;
+    updateCount();
+    setStateValue("work", payload());
+  }
+
+  function decide(index, value, move) {
+    tick();
+    const item = s.items[index];
+    if (!item) return;
+    s.decisions[item.key] = value;
+    paint(index);
+    sendWork();
+    if (move) focusItem(index + 1, true);
+    else focusItem(index, false);
+  }
+
+  function save(advance) {
+    tick();
+    commitNote();
+    setTriggerValue("save", { ...payload(), advance });
+  }
+
+  function editNote(index) {
+    const item = s.items[index];
+    const row = rowAt(index);
+    if (!item || !row) return;
+    s.editing = index;
+    const box = row.querySelector(".wb-note");
+    box.replaceChildren();
+    const input = el("input", "wb-note-input");
+    input.type = "text";
+    input.maxLength = data.note_max || 2000;
+    input.placeholder = T.note_hint || "";
+    input.value = s.notes[item.key] || "";
+    input.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) return; // the page's save
+      if (event.key === "Enter" || event.key === "Escape") {
+        event.preventDefault();
+        event.stopPropagation();
+        commitNote();
+        focusItem(index, false);
+      }
+    });
+    input.addEventListener("blur", () => { if (s.editing === index) commitNote(); });
+    box.appendChild(input);
+    input.focus();
+  }
+
+  function commitNote() {
+    if (s.editing === null) return;
+    const index = s.editing;
+    const item = s.items[index];
+    const input = rowAt(index) && rowAt(index).querySelector(".wb-note-input");
+    s.editing = null;
+    if (!item || !input) return;
+    const value = input.value.trim();
+    const before = s.notes[item.key] || "";
+    if (value) s.notes[item.key] = value; else delete s.notes[item.key];
+    paint(index);
+    if (value !== before) { tick(); sendWork(); }
+  }
+
+  function toggleContext() {
+    const context = q(".wb-context");
+    context.hidden = !context.hidden;
+    q(".wb-text").hidden = !context.hidden;
+    q(".wb-context-toggle").classList.toggle("wb-on", !context.hidden);
+  }
+
+  function askRest() {
+    const open = s.items.filter((item) => s.decisions[item.key] === null).length;
+    if (!open) return;
+    q(".wb-confirm-text").textContent = (T.confirm_rest || "{n}").replace("{n}", open);
+    q(".wb-confirm").hidden = false;
+    q(".wb-confirm-no").focus();
+  }
+
+  function markRest() {
+    tick();
+    q(".wb-confirm").hidden = true;
+    s.items.forEach((item, index) => {
+      if (s.decisions[item.key] === null) { s.decisions[item.key] = false; paint(index); }
+    });
+    sendWork();
+    focusItem(s.focus, false);
+  }
+
+  // Fill the window below the component's top, so both panes scroll on their own.
+  function fitHeight() {
+    const rect = host.host ? host.host.getBoundingClientRect() : wb.getBoundingClientRect();
+    const main = document.querySelector('[data-testid="stMain"]') || document.scrollingElement;
+    const scrolled = main ? main.scrollTop : 0;
+    const available = window.innerHeight - (rect.top + scrolled) - (data.bottom_gap || 12);
+    wb.style.height = `${Math.max(data.min_height || 420, available)}px`;
+  }
+
+  q(".wb-context-toggle").onclick = () => { tick(); toggleContext(); };
+  q(".wb-save").onclick = () => save(true);
+  q(".wb-rest").onclick = () => askRest();
+  q(".wb-confirm-yes").onclick = () => markRest();
+  q(".wb-confirm-no").onclick = () => { q(".wb-confirm").hidden = true; focusItem(s.focus, false); };
+
+  const onKey = (event) => {
+    if (!wb.isConnected) return;
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      event.stopPropagation();
+      save(true);
+      return;
+    }
+    if (isTyping(event) || event.altKey || event.ctrlKey || event.metaKey) return;
+    const key = event.key;
+    let handled = true;
+    if (key === "1" || key === "y" || key === "Y") decide(s.focus, true, true);
+    else if (key === "0" || key === "n" || key === "N") decide(s.focus, false, true);
+    else if (key === "ArrowDown" || key === "j" || key === "J") { tick(); focusItem(s.focus + 1, true); }
+    else if (key === "ArrowUp" || key === "k" || key === "K") { tick(); focusItem(s.focus - 1, true); }
+    else if (key === "c" || key === "C") { tick(); toggleContext(); }
+    else if (key === "e" || key === "E") { tick(); editNote(s.focus); }
+    else handled = false;
+    if (handled) { event.preventDefault(); event.stopPropagation(); }
+  };
+  const onActivity = () => tick();
+  const onResize = () => fitHeight();
+  // Keys reach us wherever the focus is on the page (except while typing in a field). One set of
+  // listeners at a time, whether or not the previous run's cleanup has been called.
+  if (s.cleanup) s.cleanup();
+  window.addEventListener("keydown", onKey, true);
+  wb.addEventListener("wheel", onActivity, { passive: true });
+  window.addEventListener("resize", onResize);
+  s.cleanup = () => {
+    window.removeEventListener("keydown", onKey, true);
+    wb.removeEventListener("wheel", onActivity);
+    window.removeEventListener("resize", onResize);
+    s.cleanup = null;
+  };
+  return s.cleanup;
+}

@@ -1,0 +1,128 @@
+"""The decision workbench both the annotator's and the checker's pages stand on (a components v2 element).
+
+One text (the response) beside a list of items (criteria, or disputed cells), one key per decision:
+1/Y met, 0/N not met (each moving to the next), ↑/↓ or J/K move, E a note, C the clinical context,
+Ctrl+Enter saves. The JavaScript and CSS live next to this file and are sent as they are.
+
+What goes in is what the user may see: texts from the catalog, the response under its opaque code,
+criteria by their rubric ids. The element's key is random per browser session, and each load of an
+item gets a random token, so nothing sent carries a database id.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+_HERE = Path(__file__).parent
+_COMPONENT = None
+
+
+def _component():
+    global _COMPONENT
+    if _COMPONENT is None:
+        _COMPONENT = st.components.v2.component(
+            "clinconsensus_workbench",
+            css=(_HERE / "workbench.css").read_text(encoding="utf-8"),
+            js=(_HERE / "workbench.js").read_text(encoding="utf-8"),
+        )
+    return _COMPONENT
+
+
+@dataclass
+class Item:
+    key: str  # what the decision is about, as the user may see it (a criterion id)
+    title: str
+    text: str
+    state: bool | None = None  # None: not yet judged
+    note: str = ""
+    lines: list[dict[str, str]] = field(default_factory=list)  # extra read-only lines: {label, value, note}
+
+    def as_data(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "title": self.title,
+            "text": self.text,
+            "state": self.state,
+            "note": self.note,
+            "lines": self.lines,
+        }
+
+
+def session_key(name: str) -> str:
+    """A widget key random per browser session (stable across its reruns), for `name`."""
+    slot = f"_workbench_key_{name}"
+    if slot not in st.session_state:
+        st.session_state[slot] = f"wb_{secrets.token_hex(6)}"
+    return st.session_state[slot]
+
+
+def new_token() -> str:
+    return secrets.token_hex(8)
+
+
+def workbench(
+    *,
+    key: str,
+    token: str,
+    texts: dict[str, str],
+    request: str,
+    context: str,
+    meta: str,
+    text_title: str,
+    text: str,
+    items_title: str,
+    items: list[Item],
+    unsaved: bool = False,
+    active_ms: int = 0,
+    message: dict[str, str] | None = None,
+    note_max: int = 2000,
+    on_work: Callable[[], None] | None = None,
+    on_save: Callable[[], None] | None = None,
+) -> Any:
+    """Mount the workbench; `on_work` runs after each decision, `on_save` on Ctrl+Enter (read `value(key)`)."""
+    data = {
+        "token": token,
+        "texts": texts,
+        "request": request,
+        "context": context,
+        "meta": meta,
+        "text_title": text_title,
+        "text": text,
+        "items_title": items_title,
+        "items": [item.as_data() for item in items],
+        "unsaved": unsaved,
+        "active_ms": int(active_ms),
+        "message": message,
+        "note_max": note_max,
+    }
+    return _component()(
+        key=key, data=data, on_work_change=on_work or _nothing, on_save_change=on_save or _nothing, height="content"
+    )
+
+
+#: The page's top padding, smaller than Streamlit's default so the workbench gets the height.
+_COMPACT_STYLE = "<style>.stMainBlockContainer { padding-top: 4rem; padding-bottom: 0.5rem; }</style>"
+
+
+def compact_page() -> None:
+    """Less blank space above the page's content (call once per run of a workbench page)."""
+    st.html(_COMPACT_STYLE)
+
+
+def value(key: str, name: str) -> dict[str, Any] | None:
+    """What the workbench under `key` last sent as `name` ("work" or "save"), or None."""
+    state = st.session_state.get(key)
+    if not state:
+        return None
+    sent = state.get(name)
+    return sent if isinstance(sent, dict) else None
+
+
+def _nothing() -> None:
+    return None
