@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 
 import pytest
 from alembic import command
+from alembic.script import ScriptDirectory
 from sqlalchemy import func, select, text
 
 from db import kept, labeling, review
@@ -22,8 +23,12 @@ from db.errors import StaleEdit
 from db.importers import import_file
 from db.migrate import alembic_config, upgrade
 from db.models import Assignment, AssignmentKind, Label, Response, Stage, User
-from tests.factories import make_case, make_label, make_response, make_user
-from tests.import_samples import write_jsonl
+from tests.support.factories import make_case, make_label, make_response, make_user
+from tests.support.import_samples import write_jsonl
+
+
+#: The revision before the kept figures' (0007).
+BEFORE_KEPT = ScriptDirectory.from_config(alembic_config()).get_revision("0007").down_revision
 
 
 def expected_status(rows) -> dict[int, tuple[int, int, int, int]]:
@@ -227,7 +232,7 @@ def test_an_existing_database_gets_its_figures_when_migrated(database_url):
         with engine.connect() as connection:
             config = alembic_config()
             config.attributes["connection"] = connection
-            command.downgrade(config, "0002")
+            command.downgrade(config, BEFORE_KEPT)
             connection.commit()
         with session_scope(engine) as s:
             people, case, response_ids = _world(s, n_responses=3)
@@ -320,7 +325,7 @@ def test_report_json_is_the_same_with_and_without_kept_figures(engine):
     with engine.connect() as connection:
         config = alembic_config()
         config.attributes["connection"] = connection
-        command.downgrade(config, "0002")
+        command.downgrade(config, BEFORE_KEPT)
         connection.commit()
     without_kept = report_text()
     upgrade(engine)

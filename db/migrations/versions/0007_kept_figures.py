@@ -1,7 +1,7 @@
 """kept figures: label counts per response, group, stage and person; per-response disagreement status
 
 Revision ID: 0007
-Revises: 0002
+Revises: 0004
 
 The checker pages, the sidebar and the progress page read these small tables instead of recounting
 every label; db/kept.py rewrites the rows of the responses each save or import touches. An existing
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0007"
-down_revision = "0002"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
