@@ -26,7 +26,6 @@ from db.models import Assignment, AssignmentKind, Label, Response, Stage, User
 from tests.support.factories import make_case, make_label, make_response, make_user
 from tests.support.import_samples import write_jsonl
 
-
 #: The revision before the kept figures' (0007).
 BEFORE_KEPT = ScriptDirectory.from_config(alembic_config()).get_revision("0007").down_revision
 
