@@ -28,7 +28,7 @@ from sqlalchemy.engine import Connection
 from sqlmodel import Session, SQLModel
 
 from db import gold
-from db.models import Label, LabelTally, ResponseStatus, Stage
+from db.models import NO_RUBRIC_VERSION, Label, LabelTally, ResponseStatus, Stage
 
 #: Responses read per statement when refreshing many (an import): bounds memory and the IN list.
 REFRESH_CHUNK = 2000
@@ -117,12 +117,13 @@ def refresh(session_or_connection: Session | Connection, response_ids: Iterable[
                 .with_for_update(key_share=True)
             )
         connection.execute(delete(_TALLY).where(_TALLY.c.response_id.in_(chunk)))
+        version = func.coalesce(_LABEL.c.rubric_version_id, NO_RUBRIC_VERSION)
         connection.execute(
             insert(_TALLY).from_select(
-                ["response_id", "group_no", "stage", "user_id", "n"],
-                select(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id, func.count())
+                ["response_id", "group_no", "stage", "user_id", "rubric_version_id", "n"],
+                select(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id, version, func.count())
                 .where(_LABEL.c.response_id.in_(chunk))
-                .group_by(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id),
+                .group_by(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id, version),
             )
         )
         status = status_of_labels(_label_rows(connection, chunk))
@@ -234,22 +235,41 @@ def responses_labeled_by(session: Session, user_id: int) -> set[int]:
 
 
 def tally(*, stage: str, group_no: int, user_id: int | None = None):
-    """Labels per (response, user) of one stage and group (of one user, when given), as a subquery with the
-    columns response_id, user_id, n: read from the kept tally, or recounted from the labels."""
+    """Labels per (response, user, rubric version) of one stage and group (of one user, when given), as a
+    subquery with the columns response_id, user_id, rubric_version_id, n: kept, or recounted from the labels."""
     if _recounting():
+        version = func.coalesce(_LABEL.c.rubric_version_id, NO_RUBRIC_VERSION).label("rubric_version_id")
         filters = [_LABEL.c.stage == stage, _LABEL.c.group_no == group_no]
         if user_id is not None:
             filters.append(_LABEL.c.user_id == user_id)
         return (
-            select(_LABEL.c.response_id, _LABEL.c.user_id, func.count().label("n"))
+            select(_LABEL.c.response_id, _LABEL.c.user_id, version, func.count().label("n"))
             .where(*filters)
-            .group_by(_LABEL.c.response_id, _LABEL.c.user_id)
+            .group_by(_LABEL.c.response_id, _LABEL.c.user_id, version)
             .subquery("tally")
         )
     filters = [_TALLY.c.stage == stage, _TALLY.c.group_no == group_no]
     if user_id is not None:
         filters.append(_TALLY.c.user_id == user_id)
-    return select(_TALLY.c.response_id, _TALLY.c.user_id, _TALLY.c.n).where(*filters).subquery("tally")
+    columns = (_TALLY.c.response_id, _TALLY.c.user_id, _TALLY.c.rubric_version_id, _TALLY.c.n)
+    return select(*columns).where(*filters).subquery("tally")
+
+
+def annotation_counts(session: Session, response_ids: Iterable[int], group_no: int) -> dict[int, dict[int | None, int]]:
+    """response_id -> {rubric version id (None: none recorded) -> annotation labels of `group_no`}."""
+    ids = sorted(set(response_ids))
+    counts: dict[int, dict[int | None, int]] = {}
+    source = tally(stage=Stage.annotation.value, group_no=group_no)
+    for start in range(0, len(ids), 5000):
+        rows = session.execute(
+            select(source.c.response_id, source.c.rubric_version_id, func.sum(source.c.n))
+            .where(source.c.response_id.in_(ids[start : start + 5000]))
+            .group_by(source.c.response_id, source.c.rubric_version_id)
+        ).all()
+        for response_id, version_id, n in rows:
+            version = None if version_id == NO_RUBRIC_VERSION else int(version_id)
+            counts.setdefault(int(response_id), {})[version] = int(n)
+    return counts
 
 
 # The straightforward way: every label, every time --------------------------------------------
@@ -274,17 +294,19 @@ def kept_tally(session: Session) -> list[tuple]:
     return sorted(
         tuple(row)
         for row in session.execute(
-            select(_TALLY.c.response_id, _TALLY.c.group_no, _TALLY.c.stage, _TALLY.c.user_id, _TALLY.c.n)
+            select(
+                _TALLY.c.response_id,
+                _TALLY.c.group_no,
+                _TALLY.c.stage,
+                _TALLY.c.user_id,
+                _TALLY.c.rubric_version_id,
+                _TALLY.c.n,
+            )
         ).all()
     )
 
 
 def recount_tally(session: Session) -> list[tuple]:
-    return sorted(
-        tuple(row)
-        for row in session.execute(
-            select(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id, func.count()).group_by(
-                _LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id
-            )
-        ).all()
-    )
+    version = func.coalesce(_LABEL.c.rubric_version_id, NO_RUBRIC_VERSION)
+    keys = (_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id, version)
+    return sorted(tuple(row) for row in session.execute(select(*keys, func.count()).group_by(*keys)).all())

@@ -223,8 +223,12 @@ class LoginSession(SQLModel, table=True):
     expires_at: datetime
 
 
+#: `label_tally.rubric_version_id` of labels that name no rubric version (a key column cannot be null).
+NO_RUBRIC_VERSION = 0
+
+
 class LabelTally(SQLModel, table=True):
-    """Kept figure (db/kept.py): labels one person made on a response, per group and stage."""
+    """Kept figure (db/kept.py): labels one person made on a response, per group, stage and rubric version."""
 
     __tablename__ = "label_tally"
     __table_args__ = (
@@ -236,6 +240,8 @@ class LabelTally(SQLModel, table=True):
     group_no: int = Field(primary_key=True)
     stage: str = Field(max_length=16, primary_key=True)
     user_id: int = Field(foreign_key="user.id", primary_key=True)
+    # the rubric version the labels were made against; NO_RUBRIC_VERSION for labels without one (old imports)
+    rubric_version_id: int = Field(primary_key=True)
     n: int
 
 

@@ -58,8 +58,10 @@ def assert_kept_matches_labels(engine) -> dict:
     with session_scope(engine, read_only=True) as s:
         rows = s.execute(select(Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.met)).all()
         tally = Counter(
-            (r.response_id, r.group_no, r.stage, r.user_id)
-            for r in s.execute(select(Label.response_id, Label.group_no, Label.stage, Label.user_id)).all()
+            (r.response_id, r.group_no, r.stage, r.user_id, r.rubric_version_id or 0)
+            for r in s.execute(
+                select(Label.response_id, Label.group_no, Label.stage, Label.user_id, Label.rubric_version_id)
+            ).all()
         )
         status = {int(row[0]): tuple(int(v) for v in row[1:]) for row in kept.kept_status(s).itertuples(index=False)}
         assert kept.kept_tally(s) == sorted((*key, n) for key, n in tally.items())

@@ -1,4 +1,4 @@
-"""kept figures: label counts per response, group, stage and person; per-response disagreement status
+"""kept figures: label counts per response, group, stage, person and rubric version; per-response disagreement status
 
 Revision ID: 0007
 Revises: 0004
@@ -25,6 +25,7 @@ def upgrade() -> None:
         sa.Column("group_no", sa.Integer(), primary_key=True),
         sa.Column("stage", sa.String(length=16), primary_key=True),
         sa.Column("user_id", sa.Integer(), sa.ForeignKey("user.id"), primary_key=True),
+        sa.Column("rubric_version_id", sa.Integer(), primary_key=True),
         sa.Column("n", sa.Integer(), nullable=False),
     )
     op.create_index("ix_label_tally_user", "label_tally", ["user_id", "stage", "group_no"])
