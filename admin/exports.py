@@ -12,6 +12,7 @@ from analysis.exports import DEFAULT_SEED, EXPORT_KINDS, export_bundle
 from db import progress_queries
 from db.errors import ClinConsensusError
 from db.models import Role
+from db.status import judge_names
 from ui import shell, widgets
 
 GROUP_SOURCES = ("gold", "group1", "group2")
@@ -63,7 +64,7 @@ def render() -> None:
     st.caption(t("admin.export.intro"))
     built = st.session_state.setdefault("export_files", {})
     with shell.db_session(read_only=True) as session:
-        judges = progress_queries.judge_names(session)
+        judges = judge_names(session)
         models = progress_queries.model_names(session, actor=admin)
 
     columns = st.columns(2)

@@ -9,7 +9,7 @@ import streamlit as st
 
 from db import users
 from db.errors import ClinConsensusError
-from db.models import Role, utcnow
+from db.models import Role
 from ui import shell, widgets
 
 ROLES = (Role.annotator.value, Role.checker.value, Role.admin.value)
@@ -50,13 +50,12 @@ def _apply(action, success_key: str, **values) -> None:
     st.rerun()
 
 
-def _table(accounts) -> list[dict]:
+def _table(accounts, locked_names: dict) -> list[dict]:
     t = shell.translator()
     _group_label = _group_labeler(t)
-    now = utcnow()
     rows = []
     for account in accounts:
-        locked = account.locked_until is not None and account.locked_until.replace(tzinfo=now.tzinfo) > now
+        locked = users.throttle_key(account.username) in locked_names
         rows.append(
             {
                 t("admin.users.col.username"): account.username,
@@ -81,8 +80,9 @@ def render() -> None:
 
     with shell.db_session(read_only=True) as session:
         accounts = users.list_users(session)
+        locked_names = users.locked_names(session)
     usernames = [a.username for a in accounts]
-    st.dataframe(_table(accounts), hide_index=True, width="stretch")
+    st.dataframe(_table(accounts, locked_names), hide_index=True, width="stretch")
 
     add_tab, edit_tab, active_tab, password_tab = st.tabs(
         [
@@ -151,9 +151,16 @@ def render() -> None:
 
     with active_tab, st.form("user_active"):
         name = st.selectbox(t("admin.users.account"), usernames, key="active_name")
-        left, right = st.columns(2)
+        left, middle, right = st.columns(3)
         deactivate = left.form_submit_button(t("admin.users.deactivate"), icon=":material/person_off:")
-        activate = right.form_submit_button(t("admin.users.activate"), icon=":material/person_check:")
+        activate = middle.form_submit_button(t("admin.users.activate"), icon=":material/person_check:")
+        unlock = right.form_submit_button(t("security.users.unlock"), icon=":material/lock_open:")
+        if unlock:
+            _apply(
+                lambda s: users.unlock(s, username=name, actor=admin.username),
+                "security.users.unlocked",
+                name=widgets.plain(name),
+            )
         if deactivate or activate:
             if deactivate and name == admin.username:
                 st.error(t("admin.users.not_self"))

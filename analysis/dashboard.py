@@ -1,11 +1,11 @@
-"""The analysis dashboard (admins and checkers): the report's tables and figures, filtered, each downloadable.
+"""The analysis dashboard (admins only): the report's tables and figures, filtered, each downloadable.
 
-The decision grid of the whole database (and its unfiltered gold report) is built once per data
-version (a cheap fingerprint read from the database, so every server process agrees) in a background
-thread shared by every session; a page shows the newest grid built so far at once and refreshes
-itself when the new one is in. Filters select rows of that grid, so changing a filter recomputes
-only the metrics, never re-reads the database. Aggregates show model names: annotators
-never reach this page.
+The decision grid of the whole database (and its default report) is built once per data version
+(a cheap fingerprint read from the database, so every server process agrees) in a background thread
+shared by every session; a page shows the newest grid built so far at once and refreshes itself
+when the new one is in. Filters select rows of that grid, so changing a filter recomputes only the
+metrics, never re-reads the database. Aggregates show model names: annotators and
+checkers never reach this page.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import streamlit as st
 from analysis import figures as figure_builders
 from analysis import metrics
 from analysis.background import BackgroundValue
-from analysis.freshness import data_version
-from analysis.loader import load_frames
+from analysis.loader import data_version, load_frames
 from analysis.report import Report, build_report, report_json, tables
 from db.errors import ClinConsensusError
 from db.models import Role
+from db.policies import require_may_see_group_statistics
 from db.taxonomy import get_taxonomy
 from ui import shell
 
@@ -36,14 +36,21 @@ SHOWN_ROWS = 500  # long tables (per criterion, per case) show their head; the d
 
 @st.cache_resource(show_spinner=False)
 def _kept_grid() -> BackgroundValue:
-    """The decision grid and the unfiltered gold report, built per data version in the background (one per process)."""
+    """The decision grid and the default view's report, built per data version in the background (one per process)."""
     engine = shell.engine()
 
-    def build(_version: tuple) -> tuple[metrics.DecisionGrid, Report]:
+    def build(_version: tuple) -> tuple[metrics.DecisionGrid, Report | None]:
         grid = metrics.prepare(load_frames(engine))
         k = min(metrics.DEFAULT_K, grid.rubric_size) if grid.rubric_size else metrics.DEFAULT_K
         try:
-            default = build_report(None, k, metrics.GOLD, grid=grid, resamples=DASHBOARD_RESAMPLES)
+            default = build_report(
+                None,
+                k,
+                metrics.GOLD,
+                grid=grid,
+                resamples=DASHBOARD_RESAMPLES,
+                judge_scored=_default_scoring_judge(grid),
+            )
         except ClinConsensusError:
             default = None  # the page shows the reason when it builds this view itself
         return grid, default
@@ -52,9 +59,11 @@ def _kept_grid() -> BackgroundValue:
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
-def _report(version: tuple, filters: tuple, k: int, source: str, _grid: metrics.DecisionGrid) -> Report:
+def _report(
+    version: tuple, filters: tuple, k: int, source: str, judge_scored: str | None, _grid: metrics.DecisionGrid
+) -> Report:
     selected = _grid.subset(_selection(_grid, dict(filters)))
-    return build_report(None, k, source, grid=selected, resamples=DASHBOARD_RESAMPLES)
+    return build_report(None, k, source, grid=selected, resamples=DASHBOARD_RESAMPLES, judge_scored=judge_scored)
 
 
 @st.fragment(run_every=POLL_SECONDS)
@@ -63,6 +72,30 @@ def _reload_when_built(version: tuple) -> None:
     snapshot = _kept_grid().get(version)
     if snapshot.current or snapshot.error is not None:
         st.rerun()
+
+
+def _judges_by_decisions(grid: metrics.DecisionGrid) -> list[str]:
+    return sorted(grid.judge_rows, key=lambda name: (-int(grid.judge_rows[name][0].sum()), name))
+
+
+def _default_scoring_judge(grid: metrics.DecisionGrid) -> str | None:
+    judges = _judges_by_decisions(grid)
+    return judges[0] if judges else None
+
+
+def _scoring_judge(grid: metrics.DecisionGrid, t) -> str | None:
+    """The judge that scores models without physician labels (default: the judge with most decisions)."""
+    judges = _judges_by_decisions(grid)
+    if not judges:
+        return None
+    with st.sidebar:
+        return st.selectbox(
+            t("judge.dashboard.scored_by"),
+            [*judges, None],
+            format_func=lambda name: t("judge.dashboard.none") if name is None else name,
+            help=t("judge.dashboard.scored_by.help"),
+            key="analysis_judge_scored",
+        )
 
 
 def _selection(grid: metrics.DecisionGrid, filters: dict) -> np.ndarray:
@@ -171,7 +204,7 @@ def _figure(t, name: str, figure, key: str) -> None:
 
 
 def render() -> None:
-    shell.require_user(Role.admin, Role.checker)
+    require_may_see_group_statistics(shell.require_user(Role.admin))
     t = shell.translator()
     language = shell.lang()
     st.title(t("analysis.nav"))
@@ -192,20 +225,18 @@ def render() -> None:
         _reload_when_built(snapshot.wanted)
     grid, default_report = snapshot.value
     chosen, k, source = _filters(grid, t)
+    judge_scored = _scoring_judge(grid, t)
     filters = tuple((name, tuple(values)) for name, values in chosen.items())
+    default_view = not any(values for _, values in filters) and (k, source, judge_scored) == (
+        min(metrics.DEFAULT_K, grid.rubric_size),
+        metrics.GOLD,
+        _default_scoring_judge(grid),
+    )
     try:
-        if (
-            default_report is not None
-            and not any(values for _, values in filters)
-            and (k, source)
-            == (
-                default_report.k,
-                metrics.GOLD,
-            )
-        ):
+        if default_view and default_report is not None:
             report = default_report
         else:
-            report = _report(snapshot.version, filters, k, source, grid)
+            report = _report(snapshot.version, filters, k, source, judge_scored, grid)
     except ClinConsensusError as error:
         st.error(t("analysis.error", reason=str(error)))
         return
@@ -251,6 +282,8 @@ def render() -> None:
         ]
     )
     with models_tab:
+        if report.judge_scored is not None and len(report.judge_scored):
+            st.caption(t("judge.dashboard.marked", judge=judge_scored, models=", ".join(report.judge_scored.index)))
         _table(t, "models", frames["models"], "models")
         for name in ("accuracy_vs_cacs", "case_accuracy", "threshold"):
             _figure(t, name, built[name], name)
@@ -299,8 +332,8 @@ def _named_slices(frame: pd.DataFrame, language: str) -> pd.DataFrame:
 
 
 def pages(user) -> list[tuple[str, st.Page]]:
-    """Navigation contribution: the dashboard, for admins and checkers."""
-    if user.role not in (Role.admin, Role.checker):
+    """Navigation contribution: the dashboard, for admins only."""
+    if user.role != Role.admin:
         return []
     return [
         (

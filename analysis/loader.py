@@ -1,9 +1,10 @@
-"""The one place that turns the database into the frames the metric code reads.
+"""The one place with SQL in analysis: the database into the frames of `analysis.frames`, and the
+data version that tells a cache those frames changed.
 
 Frames (column names are the contract of the metric and export code):
 - cases:     case_pk, case_id, difficulty, task, task_labels, subject, subject_labels, user_role,
              register, macro_category, n_criteria (+ clinical_context, user_request, extra with text=True)
-- criteria:  case_pk, rubric_version_id, position, criterion_id (+ text, tags with text=True) — the
+- criteria:  case_pk, rubric_version_id, position, criterion_id, tags (+ text with text=True) — the
              current approved rubric of each case
 - responses: response_id, case_pk, case_id, model, length (+ text with text=True)
 - labels:    response_id, criterion_id, stage, group_no, met, user_id (+ note with notes=True)
@@ -13,25 +14,17 @@ Frames (column names are the contract of the metric and export code):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import func, select
+from sqlalchemy import Text, cast, func, select
 from sqlalchemy.engine import Engine
 
-from db.models import Case, Criterion, Label, Response, RubricStatus, RubricVersion, Stage, User
+from analysis.frames import Frames as Frames
+from db.current_rubric import current_versions
+from db.models import AuditLog, Case, Criterion, JudgeDecision, Label, Response, RubricVersion, Stage, User
 from db.taxonomy import get_taxonomy
-
-
-@dataclass
-class Frames:
-    cases: pd.DataFrame
-    criteria: pd.DataFrame
-    responses: pd.DataFrame
-    labels: pd.DataFrame
-    judge: pd.DataFrame
-    users: pd.DataFrame
 
 
 def _read(engine: Engine, statement) -> pd.DataFrame:
@@ -41,17 +34,8 @@ def _read(engine: Engine, statement) -> pd.DataFrame:
 
 
 def current_rubric_versions(engine: Engine) -> pd.DataFrame:
-    """case_pk → rubric_version_id of the newest approved version."""
-    newest = (
-        select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
-        .where(RubricVersion.status == RubricStatus.approved)
-        .group_by(RubricVersion.case_pk)
-        .subquery()
-    )
-    statement = select(RubricVersion.case_pk, RubricVersion.id.label("rubric_version_id")).join(
-        newest, (RubricVersion.case_pk == newest.c.case_pk) & (RubricVersion.version == newest.c.version)
-    )
-    return _read(engine, statement)
+    """case_pk, rubric_version_id of each case's current rubric (`db.current_rubric`)."""
+    return _read(engine, current_versions())
 
 
 def load_cases(engine: Engine, *, text: bool = False) -> pd.DataFrame:
@@ -89,20 +73,42 @@ def load_register_overrides(engine: Engine) -> pd.DataFrame:
 
 
 def load_criteria(engine: Engine, *, text: bool = False) -> pd.DataFrame:
-    current = current_rubric_versions(engine)
-    columns = [Criterion.rubric_version_id, Criterion.position, Criterion.criterion_id]
+    # Tags as stored text, parsed once per distinct value (most criteria share a handful of tag lists).
+    columns = [
+        Criterion.rubric_version_id,
+        Criterion.position,
+        Criterion.criterion_id,
+        cast(Criterion.tags, Text).label("tags"),
+    ]
     if text:
-        columns += [Criterion.text, Criterion.tags]
+        columns.append(Criterion.text)
+    current = current_versions().subquery()
     criteria = _read(
         engine,
-        select(*columns)
-        .join(RubricVersion, Criterion.rubric_version_id == RubricVersion.id)
-        .where(RubricVersion.status == RubricStatus.approved),
+        select(*columns, current.c.case_pk).join(current, Criterion.rubric_version_id == current.c.rubric_version_id),
     )
-    criteria = criteria.merge(current, on="rubric_version_id", how="inner")
-    if text:
-        criteria["tags"] = criteria["tags"].map(_as_list)
+    codes, distinct = pd.factorize(criteria["tags"])
+    parsed = np.empty(len(distinct) + 1, dtype=object)
+    for index, value in enumerate([*distinct, None]):
+        parsed[index] = _as_list(value)
+    criteria["tags"] = parsed[codes]
     return criteria.sort_values(["case_pk", "position"], ignore_index=True)
+
+
+def load_criterion_texts(engine: Engine, case_ids) -> pd.DataFrame:
+    """case_id, criterion_id, text of the current approved criteria of the named cases (for listing flagged ones)."""
+    wanted = sorted({str(case_id) for case_id in case_ids})
+    current = current_versions().subquery()
+    parts = [pd.DataFrame(columns=["case_id", "criterion_id", "text"])]
+    for start in range(0, len(wanted), 2000):
+        statement = (
+            select(Case.case_id, Criterion.criterion_id, Criterion.text)
+            .join(current, Criterion.rubric_version_id == current.c.rubric_version_id)
+            .join(Case, Case.id == current.c.case_pk)
+            .where(Case.case_id.in_(wanted[start : start + 2000]))
+        )
+        parts.append(_read(engine, statement))
+    return pd.concat(parts, ignore_index=True)
 
 
 def load_responses(engine: Engine, *, text: bool = False) -> pd.DataFrame:
@@ -244,3 +250,49 @@ def _as_json(value):
 def _as_list(value) -> list:
     value = _as_json(value)
     return list(value) if value is not None else []
+
+
+# Freshness ------------------------------------------------------------------------------------
+
+
+class DataVersion(NamedTuple):
+    label_id: str
+    label_edit: str
+    judge_decision_id: str
+    response_id: str
+    case_id: str
+    rubric_version_id: str
+    criterion_id: str
+    audit_id: str
+
+    @property
+    def approximate_labels(self) -> int:
+        """The highest label id: about how many labels there are (rows are never deleted)."""
+        return int(self.label_id) if self.label_id.isdigit() else 0
+
+
+def data_version(engine: Engine) -> DataVersion:
+    """Highest ids of labels, judge decisions, responses, cases, rubric versions, criteria and audit entries, and
+    the newest label edit: rows are never deleted, new rows raise an id, edits of labels move `updated_at`
+    (indexed) and every other edit is audited, so any change of what the report reads changes one of them."""
+    statement = select(
+        select(func.max(Label.id)).scalar_subquery(),
+        select(func.max(Label.updated_at)).scalar_subquery(),
+        select(func.max(JudgeDecision.id)).scalar_subquery(),
+        select(func.max(Response.id)).scalar_subquery(),
+        select(func.max(Case.id)).scalar_subquery(),
+        select(func.max(RubricVersion.id)).scalar_subquery(),
+        select(func.max(Criterion.id)).scalar_subquery(),
+        select(func.max(AuditLog.id)).scalar_subquery(),
+    )
+    with engine.connect().execution_options(sqlite_read_only=True) as connection:
+        return DataVersion(*(str(value) for value in connection.execute(statement).one()))
+
+
+def audit_head(engine: Engine) -> dict:
+    """The audit log's head ({count, hash}) for an export's manifest: `audit verify --anchor` checks it later."""
+    from db.audit import audit_head as head_of
+    from db.engine import session_scope
+
+    with session_scope(engine, read_only=True) as session:
+        return head_of(session).as_dict()

@@ -23,6 +23,7 @@ from db.rubrics import AuthoringView, CriterionInput
 from db.taxonomy import get_taxonomy
 from ui import shell, widgets
 from ui.case_panel import case_panel
+from ui.keys import widget_key
 
 t = shell.t
 CASE_KEY = "annotate_rubric_case"
@@ -40,7 +41,7 @@ def _draft_key(case_pk: int) -> str:
 
 
 def _editor_key(case_pk: int, state: dict) -> str:
-    return f"annotate_rubric_editor_{case_pk}_{state['generation']}"
+    return widget_key("annotate_rubric_editor", case_pk, state["generation"])
 
 
 # Rows of the editor ---------------------------------------------------------------------------
@@ -268,7 +269,7 @@ def _history(user, view: AuthoringView) -> None:
             t("annotate.authoring.history_pick"),
             list(versions),
             index=None,
-            key=f"annotate_rubric_history_{view.case.case_pk}",
+            key=widget_key("annotate_rubric_history", view.case.case_pk),
             format_func=lambda vid: t(
                 "annotate.authoring.version_line",
                 version=versions[vid].version,
@@ -415,7 +416,7 @@ def render() -> None:
             t("annotate.authoring.revise"),
             on_click=_start_revision,
             args=(case_pk,),
-            key=f"annotate_rubric_revise_{case_pk}",
+            key=widget_key("annotate_rubric_revise", case_pk),
         )
     st.caption(t("annotate.authoring.editor", n=RUBRIC_SIZE) + " — " + t("annotate.authoring.editor_help"))
     _editor(view, state, rows, report, editable)
@@ -431,7 +432,7 @@ def render() -> None:
             on_click=_save,
             args=(case_pk,),
             kwargs={"submit": False},
-            key=f"annotate_rubric_save_{case_pk}",
+            key=widget_key("annotate_rubric_save", case_pk),
             shortcut="ctrl+s",
             width="stretch",
         )
@@ -441,7 +442,7 @@ def render() -> None:
             on_click=_save,
             args=(case_pk,),
             kwargs={"submit": True},
-            key=f"annotate_rubric_submit_{case_pk}",
+            key=widget_key("annotate_rubric_submit", case_pk),
             disabled=report.blocks_submission,
             width="stretch",
             help=t("annotate.authoring.submit_blocked") if report.blocks_submission else None,
@@ -451,14 +452,14 @@ def render() -> None:
                 t("annotate.authoring.load_newest"),
                 on_click=_reset,
                 args=(case_pk,),
-                key=f"annotate_rubric_newest_{case_pk}",
+                key=widget_key("annotate_rubric_newest", case_pk),
             )
         elif rows != state["saved_rows"]:
             discard_col.button(
                 t("annotate.authoring.discard_draft"),
                 on_click=_reset,
                 args=(case_pk,),
-                key=f"annotate_rubric_discard_{case_pk}",
+                key=widget_key("annotate_rubric_discard", case_pk),
                 type="tertiary",
             )
     _history(user, view)

@@ -22,6 +22,7 @@ from db.errors import ClinConsensusError, StaleEdit, ValidationFailed
 from db.label_drafts import UnjudgedCriteria, Workbench
 from db.labeling import LabelQueue, RubricChanged
 from db.models import Role
+from db.notes import MAX_NOTE_CHARS
 from db.taxonomy import get_taxonomy
 from ui import shell, widgets
 from ui import workbench as wb
@@ -325,7 +326,7 @@ def _workbench(user, response_id: int) -> None:
         unsaved=bench.unsaved,
         active_ms=bench.active_ms,
         message=st.session_state.get(MESSAGE_KEY),
-        note_max=labeling.MAX_NOTE_CHARS,
+        note_max=MAX_NOTE_CHARS,
         on_work=_keep_draft,
         on_save=_save,
     )

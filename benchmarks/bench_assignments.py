@@ -61,10 +61,7 @@ def build(engine, n_cases: int, n_models: int) -> None:
         ]
         session.execute(
             insert(User),
-            [
-                dict(p, is_active=True, password_hash=password, failed_logins=0, created_at=now, lock_version=1)
-                for p in people
-            ],
+            [dict(p, is_active=True, password_hash=password, created_at=now, lock_version=1) for p in people],
         )
         authors = session.execute(select(User.id).where(User.role == Role.annotator).order_by(User.id)).scalars().all()
         session.execute(

@@ -53,7 +53,6 @@ PAGES = [
     (Role.checker, "review-rubrics"),
     (Role.checker, "review-labels"),
     (Role.checker, "review-adjudication"),
-    (Role.checker, DASHBOARD),
     (Role.admin, "home"),
     (Role.admin, "admin-progress"),
     (Role.admin, "admin-assignments"),
@@ -207,8 +206,7 @@ def bench_page(visitor: Visitor, role: Role, url_path: str, visits: int, recount
 def bench_dashboard_build(visitor: Visitor) -> None:
     """The grid and default report: the background build, and the straightforward synchronous build."""
     from analysis import dashboard, metrics
-    from analysis.freshness import data_version
-    from analysis.loader import load_frames
+    from analysis.loader import data_version, load_frames
     from analysis.report import build_report
 
     keeper = dashboard._kept_grid()
@@ -240,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     warmup = visitor.new_session(Role.admin, DASHBOARD)
     warmup.run()
     from analysis import dashboard
-    from analysis.freshness import data_version
+    from analysis.loader import data_version
 
     dashboard._kept_grid().wait(data_version(get_engine()), 600)
 

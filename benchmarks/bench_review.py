@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
     )
     print(f"  responses of the annotator: {len(items):,}   in the sample: {len(sample):,}")
-    judges = timed("judges_available", 1, in_session(review.judges_available))
+    judges = timed("judge_names", 1, in_session(review.judge_names))
     if judges:
         timed(
             f"check_queue judge ({judges[0]})",

@@ -23,6 +23,7 @@ from sqlmodel import Session, select
 
 from db import kept
 from db.audit import AuditWriter, record
+from db.current_rubric import counts_on_current_rubric, current_version_ids
 from db.errors import NotFound, ValidationFailed
 from db.models import (
     Assignment,
@@ -126,11 +127,7 @@ def rubric_authors(session: Session, case_pks: Iterable[int]) -> dict[int, set[i
 
 
 def _cases_with_approved_rubric(session: Session) -> set[int]:
-    return set(
-        session.exec(
-            select(RubricVersion.case_pk).where(RubricVersion.status == RubricStatus.approved).distinct()
-        ).all()
-    )
+    return set(current_version_ids(session))
 
 
 def _insert(session: Session, actor: User, rows: list[dict], audit_rows: list[dict]) -> None:
@@ -392,7 +389,7 @@ def list_assignments(
 
 def current_rubric_sizes(session: Session, case_pks: Iterable[int]) -> dict[int, int]:
     """case_pk → number of criteria in its newest approved rubric (cases without one are absent)."""
-    versions = current_rubric_versions(session, case_pks)
+    versions = current_version_ids(session, case_pks)
     by_version = {version_id: case_pk for case_pk, version_id in versions.items()}
     ids = list(by_version)
     sizes: dict[int, int] = {}
@@ -436,33 +433,9 @@ def current_label_counts(
     counts: dict[int, int] = {}
     for response_id, by_version in kept.annotation_counts(session, response_ids, group_no).items():
         for version_id, n in by_version.items():
-            if version_id is None or version_id == current_version.get(response_id):
+            if counts_on_current_rubric(version_id, current_version.get(response_id)):
                 counts[response_id] = counts.get(response_id, 0) + n
     return counts
-
-
-def current_rubric_versions(session: Session, case_pks: Iterable[int]) -> dict[int, int]:
-    """case_pk → id of its newest approved rubric version (cases without one are absent)."""
-    pks = list(set(case_pks))
-    versions: dict[int, int] = {}
-    for start in range(0, len(pks), 5000):
-        newest = (
-            select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
-            .where(RubricVersion.status == RubricStatus.approved, RubricVersion.case_pk.in_(pks[start : start + 5000]))
-            .group_by(RubricVersion.case_pk)
-            .subquery()
-        )
-        versions.update(
-            dict(
-                session.exec(
-                    select(RubricVersion.case_pk, RubricVersion.id).join(
-                        newest,
-                        (RubricVersion.case_pk == newest.c.case_pk) & (RubricVersion.version == newest.c.version),
-                    )
-                ).all()
-            )
-        )
-    return versions
 
 
 RUBRIC_DONE_STATES = (RubricStatus.submitted, RubricStatus.approved)

@@ -1,24 +1,84 @@
-"""Settings read from the environment, with defaults that work on a fresh checkout."""
+"""Every setting ClinConsensus Studio reads from the environment, in one place (`Settings`).
+
+`DATABASE_URL` keeps its conventional name; the others start with `CLINCONSENSUS_`. The
+environment is read again on every `get_settings()`, so a command or a test that changes a
+variable is honoured at once; `RUBRIC_SIZE` is read once, when the application starts.
+"""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATA_DIR = Path("data")
 DEFAULT_SQLITE_FILE = DEFAULT_DATA_DIR / "clinconsensus.db"
 
-#: Criteria per case (DESIGN §3.1); an installation may change it, the benchmark uses 30.
-RUBRIC_SIZE = int(os.environ.get("CLINCONSENSUS_RUBRIC_SIZE", "30"))
-
-#: Failed logins before an account is locked, and for how long.
+#: Failed sign-ins of one username (known or not) within the window before it is locked, and for how long.
 MAX_FAILED_LOGINS = 5
 LOCKOUT_MINUTES = 15
 
 
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CLINCONSENSUS_", extra="ignore", frozen=True)
+
+    #: Any SQLAlchemy URL; empty means a SQLite file under ./data/.
+    database_url: str = Field(default="", validation_alias="DATABASE_URL")
+    #: Criteria per case (DESIGN §3.1); the benchmark and the public release use 30.
+    rubric_size: int = Field(default=30, ge=1, le=1000)
+    #: A browser sign-in ends after this long without use (besides its absolute lifetime of 12 hours).
+    idle_minutes: int = Field(default=30, ge=1)
+    #: The audit chain's key, or the file that holds it (created on first use under ./data/).
+    audit_key: str = ""
+    audit_key_file: Path | None = None
+    #: The time zone of times shown when the browser does not say its own (an IANA name).
+    timezone: str = ""
+    #: A taxonomy file replacing the shipped db/taxonomy.json.
+    taxonomy: Path | None = None
+    #: One password for every demo account (else each gets a fresh random one, shown once).
+    demo_password: str = ""
+    #: Test suite: fail (rather than skip) when no PostgreSQL server or no browser can be started.
+    require_postgres: bool = False
+    require_browser: bool = False
+    #: Test suite: the Chromium the browser tests drive.
+    chromium: Path = Path("/usr/bin/chromium")
+
+    @field_validator("database_url", mode="before")
+    @classmethod
+    def _strip(cls, value: object) -> object:
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator("audit_key", "timezone", mode="before")
+    @classmethod
+    def _strip_text(cls, value: object) -> object:
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator("taxonomy", "audit_key_file", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("require_postgres", "require_browser", mode="before")
+    @classmethod
+    def _switch(cls, value: object) -> object:
+        # As the test suite always read them: unset, empty or "0" is off, anything else is on.
+        return value not in ("", "0") if isinstance(value, str) else value
+
+
+def get_settings() -> Settings:
+    return Settings()
+
+
+#: Criteria per case (DESIGN §3.1); an installation may change it, the benchmark uses 30.
+RUBRIC_SIZE = get_settings().rubric_size
+#: A browser sign-in ends after this long without use (CLINCONSENSUS_IDLE_MINUTES).
+IDLE_TIMEOUT_MINUTES = get_settings().idle_minutes
+
+
 def database_url() -> str:
     """The SQLAlchemy URL of the database: `DATABASE_URL`, else a SQLite file under ./data/."""
-    url = os.environ.get("DATABASE_URL", "").strip()
+    url = get_settings().database_url
     if url:
         return url
     DEFAULT_DATA_DIR.mkdir(parents=True, exist_ok=True)

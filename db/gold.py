@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from db.models import Stage
+from db.enums import Stage
 
 DECISION = ["response_id", "criterion_id"]
 LABEL_COLUMNS = [*DECISION, "stage", "group_no", "met"]

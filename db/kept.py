@@ -215,25 +215,6 @@ def responses_with_unresolved(session: Session) -> list[ResponseFigures]:
     return [ResponseFigures(*map(int, row)) for row in rows]
 
 
-def responses_labeled_by(session: Session, user_id: int) -> set[int]:
-    """Responses on which the user made an annotation or check label."""
-    if _recounting():
-        return set(
-            session.execute(
-                select(_LABEL.c.response_id)
-                .where(_LABEL.c.user_id == user_id, _LABEL.c.stage != Stage.adjudication.value)
-                .distinct()
-            ).scalars()
-        )
-    return set(
-        session.execute(
-            select(_TALLY.c.response_id)
-            .where(_TALLY.c.user_id == user_id, _TALLY.c.stage != Stage.adjudication.value)
-            .distinct()
-        ).scalars()
-    )
-
-
 def tally(*, stage: str, group_no: int, user_id: int | None = None):
     """Labels per (response, user, rubric version) of one stage and group (of one user, when given), as a
     subquery with the columns response_id, user_id, rubric_version_id, n: kept, or recounted from the labels."""

@@ -20,11 +20,13 @@ from datetime import datetime
 from sqlmodel import Session, col, select
 
 from db import labeling, policies
+from db.current_rubric import current_approved_version
 from db.drafts import discard_draft, load_draft, save_draft
 from db.errors import ValidationFailed
 from db.labeling import LabelingView, LabelInput, RubricChanged, SaveOutcome
 from db.models import LabelTiming, Stage, User, utcnow
-from db.rubrics import criteria_of, current_approved_version
+from db.notes import clean_note
+from db.rubrics import criteria_of
 
 #: Gaps between two decisions longer than this are idle time, not work.
 IDLE_AFTER_MS = 60_000
@@ -121,7 +123,7 @@ def _clean(criterion_ids: list[str], decisions: Decisions, notes: Mapping[str, s
         cleaned[cid] = value
     cleaned_notes = {}
     for cid, given in (notes or {}).items():
-        text = labeling._clean_note(given, cid)
+        text = clean_note(given, f"note of {cid}")
         if text:
             cleaned_notes[cid] = text
     return cleaned, cleaned_notes

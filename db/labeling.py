@@ -22,7 +22,9 @@ from sqlmodel import Session, select
 
 from db import kept, policies
 from db.audit import record
+from db.current_rubric import counts_on_current_rubric, current_approved_version, current_version_ids
 from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
+from db.label_view import LabelView
 from db.models import (
     Assignment,
     AssignmentKind,
@@ -31,15 +33,12 @@ from db.models import (
     Label,
     Response,
     Role,
-    RubricStatus,
-    RubricVersion,
     Stage,
     User,
     utcnow,
 )
-from db.rubrics import CaseView, CriterionView, case_view, criteria_of, current_approved_version
-
-MAX_NOTE_CHARS = 2000
+from db.notes import clean_note
+from db.rubrics import CaseView, CriterionView, case_view, criteria_of
 
 TODO, PARTIAL, DONE, STALE, WAITING = "todo", "partial", "done", "stale", "waiting"
 
@@ -91,15 +90,6 @@ class LabelQueue:
             if item.status in (TODO, PARTIAL, STALE) and item.response_id != response_id:
                 return item
         return None
-
-
-@dataclass(frozen=True)
-class LabelView:
-    criterion_id: str
-    met: bool
-    note: str | None
-    lock_version: int
-    stale: bool  # made against another rubric version than the current one
 
 
 @dataclass(frozen=True)
@@ -180,8 +170,8 @@ def _own_labels(session: Session, response_id: int, group_no: int) -> list[Label
 
 
 def _label_view(label: Label, current_version_id: int | None) -> LabelView:
-    stale = label.rubric_version_id is not None and label.rubric_version_id != current_version_id
-    return LabelView(label.criterion_id, label.met, label.note, label.lock_version, stale)
+    stale = not counts_on_current_rubric(label.rubric_version_id, current_version_id)
+    return LabelView(label.criterion_id, label.met, label.note, label.lock_version, stale=stale)
 
 
 # Reading -------------------------------------------------------------------------------------
@@ -239,20 +229,8 @@ def labeling_queue(session: Session, user: User) -> LabelQueue:
     case_pks = sorted({row[2] for row in responses})
     response_ids = [row[0] for row in responses]
 
-    # The current approved version of each case, and its size.
-    newest = (
-        select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
-        .where(RubricVersion.status == RubricStatus.approved, RubricVersion.case_pk.in_(case_pks))
-        .group_by(RubricVersion.case_pk)
-        .subquery()
-    )
-    current = dict(
-        session.exec(
-            select(RubricVersion.case_pk, RubricVersion.id).join(
-                newest, (RubricVersion.case_pk == newest.c.case_pk) & (RubricVersion.version == newest.c.version)
-            )
-        ).all()
-    )
+    # The current rubric version of each case, and its size.
+    current = current_version_ids(session, case_pks)
     sizes = dict(
         session.exec(
             select(Criterion.rubric_version_id, func.count())
@@ -269,8 +247,8 @@ def labeling_queue(session: Session, user: User) -> LabelQueue:
         version_id = current.get(case_pk)
         size = sizes.get(version_id, 0) if version_id else 0
         by_version = counts.get(response_id, {})
-        fresh = by_version.get(version_id, 0) + by_version.get(None, 0)
-        stale = sum(n for v, n in by_version.items() if v is not None and v != version_id)
+        fresh = sum(n for v, n in by_version.items() if counts_on_current_rubric(v, version_id))
+        stale = sum(n for v, n in by_version.items() if not counts_on_current_rubric(v, version_id))
         if version_id is None:
             status = WAITING
         elif stale:
@@ -286,15 +264,6 @@ def labeling_queue(session: Session, user: User) -> LabelQueue:
 
 
 # Writing -------------------------------------------------------------------------------------
-
-
-def _clean_note(note: str | None, criterion_id: str) -> str | None:
-    if note is None:
-        return None
-    note = str(note).strip()
-    if len(note) > MAX_NOTE_CHARS:
-        raise ValidationFailed(f"note of {criterion_id}: longer than {MAX_NOTE_CHARS} characters")
-    return note or None
 
 
 def save_labels(
@@ -332,7 +301,7 @@ def save_labels(
         raise ValidationFailed(f"labels: one decision per criterion is needed (missing {missing}, unknown {extra})")
 
     existing = {label.criterion_id: label for label in _own_labels(session, response_id, user.group_no)}
-    wanted = {d.criterion_id: (bool(d.met), _clean_note(d.note, d.criterion_id)) for d in decisions}
+    wanted = {d.criterion_id: (bool(d.met), clean_note(d.note, f"note of {d.criterion_id}")) for d in decisions}
 
     conflicts = []
     for cid, (met, note) in wanted.items():

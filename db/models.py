@@ -7,43 +7,22 @@ Enumerations are stored as short strings so both SQLite and PostgreSQL read them
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, Column, Index, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+# The vocabulary lives in a module without SQL (the pure analysis code reads it); named here too.
+from db.enums import NO_GROUP as NO_GROUP
+from db.enums import AssignmentKind as AssignmentKind
+from db.enums import JudgeRunStatus as JudgeRunStatus
+from db.enums import Role as Role
+from db.enums import RubricStatus as RubricStatus
+from db.enums import Stage as Stage
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-class Role(StrEnum):
-    admin = "admin"
-    annotator = "annotator"
-    checker = "checker"
-
-
-class RubricStatus(StrEnum):
-    draft = "draft"
-    submitted = "submitted"
-    approved = "approved"
-    returned = "returned"
-
-
-class Stage(StrEnum):
-    annotation = "annotation"
-    check = "check"
-    adjudication = "adjudication"
-
-
-class AssignmentKind(StrEnum):
-    rubric = "rubric"
-    label = "label"
-
-
-#: `label.group_no` of an adjudication, which belongs to no group (DESIGN §3.3 writes null).
-NO_GROUP = 0
 
 
 class User(SQLModel, table=True):
@@ -54,8 +33,6 @@ class User(SQLModel, table=True):
     group_no: int | None = Field(default=None, description="expert group 1 or 2; none for admins")
     is_active: bool = Field(default=True)
     password_hash: str | None = Field(default=None, max_length=255)
-    failed_logins: int = Field(default=0)
-    locked_until: datetime | None = Field(default=None)
     created_at: datetime = Field(default_factory=utcnow)
     lock_version: int = Field(default=1)
 
@@ -136,7 +113,7 @@ class Label(SQLModel, table=True):
         UniqueConstraint("response_id", "criterion_id", "stage", "group_no"),
         # the annotator's queue: a response's labels of one stage and group, with their rubric version
         Index("ix_label_response_stage_group", "response_id", "stage", "group_no", "rubric_version_id"),
-        # the data version's newest label edit (analysis/freshness.py), an index lookup instead of a scan
+        # the data version's newest label edit (analysis/loader.py), an index lookup instead of a scan
         Index("ix_label_updated_at", "updated_at"),
     )
 
@@ -221,6 +198,90 @@ class LoginSession(SQLModel, table=True):
     user_id: int = Field(foreign_key="user.id", index=True)
     created_at: datetime = Field(default_factory=utcnow)
     expires_at: datetime
+    # The idle timeout counts from here; refreshed at most once a minute while the browser is used.
+    last_seen_at: datetime = Field(default_factory=utcnow)
+
+
+class LoginThrottle(SQLModel, table=True):
+    """Failed sign-ins per username tried, whether or not such an account exists.
+
+    Counted with one atomic statement per failure, so parallel attempts cannot lose a count.
+    """
+
+    __tablename__ = "login_throttle"
+
+    username_key: str = Field(max_length=64, primary_key=True, description="the name tried, folded to lower case")
+    failures: int = Field(default=0)
+    locked_until: datetime | None = Field(default=None)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class AdjudicationOpening(SQLModel, table=True):
+    """A checker saw both groups' labels of a response: their own group's labels on it are closed to them."""
+
+    __tablename__ = "adjudication_opening"
+    __table_args__ = (UniqueConstraint("user_id", "response_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    user_id: int = Field(foreign_key="user.id")
+    response_id: int = Field(foreign_key="response.id", index=True)
+    opened_at: datetime = Field(default_factory=utcnow)
+
+
+class JudgeRun(SQLModel, table=True):
+    """One grading run of an LLM judge: what was asked of which endpoint, by whom, and how it went.
+
+    The API key is never stored: only the name of the environment variable it is read from.
+    """
+
+    __tablename__ = "judge_run"
+
+    id: int | None = Field(default=None, primary_key=True)
+    judge: str = Field(max_length=128, index=True)
+    base_url: str = Field(max_length=512)
+    model: str = Field(max_length=256)
+    template: str = Field(max_length=256, description="official | zh | the template file's name")
+    template_sha256: str = Field(max_length=64)
+    params: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    created_by: str = Field(max_length=64)
+    created_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+    status: str = Field(default=JudgeRunStatus.pending, max_length=16)
+    cancel_requested: bool = Field(default=False)
+    items: int = Field(default=0)
+    done: int = Field(default=0)
+    cached: int = Field(default=0)
+    requests: int = Field(default=0)
+    parse_failures: int = Field(default=0)
+    errors: int = Field(default=0)
+    retries: int = Field(default=0)
+    reasks: int = Field(default=0)
+    prompt_tokens: int = Field(default=0)
+    completion_tokens: int = Field(default=0)
+    wall_seconds: float = Field(default=0.0)
+    message: str | None = Field(default=None, sa_column=Column(Text))
+
+
+class JudgeResult(SQLModel, table=True):
+    """The answer of a judge endpoint to one item, cached by a hash of (model, messages, parameters)."""
+
+    __tablename__ = "judge_result"
+
+    id: int | None = Field(default=None, primary_key=True)
+    cache_key: str = Field(max_length=64, unique=True, index=True)
+    run_id: int = Field(foreign_key="judge_run.id", index=True)
+    response_id: int = Field(foreign_key="response.id", index=True)
+    criterion_id: str = Field(max_length=64)
+    raw_output: str = Field(default="", sa_column=Column(Text, nullable=False))
+    parse_ok: bool = Field(default=False)
+    met: bool | None = Field(default=None, description="None when the output did not parse")
+    prompt_tokens: int = Field(default=0)
+    completion_tokens: int = Field(default=0)
+    latency_ms: float = Field(default=0.0)
+    attempts: int = Field(default=1, description="HTTP requests spent, retries and re-asks included")
+    created_at: datetime = Field(default_factory=utcnow)
 
 
 #: `label_tally.rubric_version_id` of labels that name no rubric version (a key column cannot be null).

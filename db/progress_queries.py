@@ -18,10 +18,10 @@ from db.assignments import (
     RUBRIC_DONE_STATES,
     current_label_counts,
     current_rubric_sizes,
-    current_rubric_versions,
     my_queue,
     rubric_states,
 )
+from db.current_rubric import current_version_ids
 from db.errors import PermissionDenied
 from db.models import (
     Assignment,
@@ -37,7 +37,7 @@ from db.policies import require_active, require_admin
 
 
 @dataclass
-class Progress:
+class ProgressReport:
     people: list[dict] = field(default_factory=list)
     groups: list[dict] = field(default_factory=list)
     overall: dict = field(default_factory=dict)
@@ -63,7 +63,7 @@ def _assignment_state(session: Session) -> list[dict]:
     rubric_rows = [r for r in rows if r[0] == AssignmentKind.rubric]
     states = rubric_states(session, {r[3] for r in rubric_rows})
     sizes = current_rubric_sizes(session, {r[3] for r in label_rows})
-    versions = current_rubric_versions(session, {r[3] for r in label_rows})
+    versions = current_version_ids(session, {r[3] for r in label_rows})
     current = {r[4]: versions.get(r[3]) for r in label_rows}
     labeled = {g: current_label_counts(session, [r[4] for r in label_rows if r[2] == g], g, current) for g in (1, 2)}
     out = []
@@ -76,7 +76,7 @@ def _assignment_state(session: Session) -> list[dict]:
     return out
 
 
-def progress(session: Session, *, actor: User, with_disagreements: bool = True) -> Progress:
+def progress(session: Session, *, actor: User, with_disagreements: bool = True) -> ProgressReport:
     """Assigned and done work per annotator, per group, and the pipeline's overall state."""
     require_admin(actor)
     items = _assignment_state(session)
@@ -127,7 +127,7 @@ def progress(session: Session, *, actor: User, with_disagreements: bool = True) 
     )
     if with_disagreements:
         overall["unresolved_disagreements"] = unresolved_disagreement_count(session, actor)
-    return Progress(people=people, groups=list(per_group.values()), overall=overall)
+    return ProgressReport(people=people, groups=list(per_group.values()), overall=overall)
 
 
 def my_progress(session: Session, user: User) -> dict:
@@ -146,11 +146,6 @@ def my_progress(session: Session, user: User) -> dict:
         rubric_assigned=len(rubrics),
         rubric_done=sum(item["done"] for item in rubrics),
     )
-
-
-def judge_names(session: Session) -> list[str]:
-    """Judges that have decisions in the database (for choosing an export source)."""
-    return review.judges_available(session)
 
 
 def model_names(session: Session, *, actor: User) -> list[str]:

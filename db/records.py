@@ -29,7 +29,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from db.settings import get_settings
+from db.config import get_settings
 
 DifficultyName = Literal["low", "medium", "high"]
 RegisterName = Literal["lay", "professional"]

@@ -5,7 +5,7 @@ A case's rubric is a sequence of versions (1, 2, …). The newest version is the
   readable, with the checker's comments on the returned one);
 - `draft`: saves update it in place, guarded by `lock_version` (optimistic locking);
 - `submitted`: waiting for a checker, not editable.
-Labeling always uses the newest *approved* version (`current_approved_version`).
+Labeling always uses the newest *approved* version (`db.current_rubric`).
 
 Submission is refused while a blocking problem remains (`blocking_problems`): an empty criterion,
 an exact duplicate (after normalisation), or a number of criteria other than N. Everything else the
@@ -27,10 +27,11 @@ from db import policies
 from db.audit import record
 from db.config import RUBRIC_SIZE
 from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
+from db.limits import TEXT_LIMITS
 from db.models import Assignment, AssignmentKind, Case, Criterion, Role, RubricStatus, RubricVersion, User, utcnow
 from db.taxonomy import get_taxonomy
 
-MAX_CRITERION_CHARS = 2000
+MAX_CRITERION_CHARS = TEXT_LIMITS["criterion"]
 _NOT_WORD = re.compile(r"[\W_]+", re.UNICODE)
 
 
@@ -55,11 +56,14 @@ class CaseView:
 
 @dataclass(frozen=True)
 class CriterionView:
+    """One criterion of a rubric version, as the author, the labeler and the checker see it."""
+
     position: int
     criterion_id: str
     text: str
     tags: list[str]
     review_comment: str | None = None
+    id: int | None = None  # the stored row (a checker's per-criterion comment names it)
 
 
 @dataclass(frozen=True)
@@ -158,7 +162,9 @@ def criteria_of(session: Session, rubric_version_id: int) -> list[CriterionView]
     rows = session.exec(
         select(Criterion).where(Criterion.rubric_version_id == rubric_version_id).order_by(Criterion.position)
     ).all()
-    return [CriterionView(c.position, c.criterion_id, c.text, list(c.tags or []), c.review_comment) for c in rows]
+    return [
+        CriterionView(c.position, c.criterion_id, c.text, list(c.tags or []), c.review_comment, id=c.id) for c in rows
+    ]
 
 
 def _version_view(session: Session, version: RubricVersion, *, with_criteria: bool = True) -> VersionView:
@@ -181,16 +187,6 @@ def _version_view(session: Session, version: RubricVersion, *, with_criteria: bo
 def latest_version(session: Session, case_pk: int) -> RubricVersion | None:
     return session.exec(
         select(RubricVersion).where(RubricVersion.case_pk == case_pk).order_by(RubricVersion.version.desc()).limit(1)
-    ).first()
-
-
-def current_approved_version(session: Session, case_pk: int) -> RubricVersion | None:
-    """The newest approved version of a case: the one responses are labeled against."""
-    return session.exec(
-        select(RubricVersion)
-        .where(RubricVersion.case_pk == case_pk, RubricVersion.status == RubricStatus.approved)
-        .order_by(RubricVersion.version.desc())
-        .limit(1)
     ).first()
 
 

@@ -6,11 +6,12 @@
 from __future__ import annotations
 
 import json
-import os
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+
+from db.config import get_settings
 
 DEFAULT_TAXONOMY_FILE = Path(__file__).with_name("taxonomy.json")
 LAY, PROFESSIONAL = "lay", "professional"
@@ -90,7 +91,7 @@ class Taxonomy:
 
 
 def taxonomy_file() -> Path:
-    return Path(os.environ.get("CLINCONSENSUS_TAXONOMY") or DEFAULT_TAXONOMY_FILE)
+    return get_settings().taxonomy or DEFAULT_TAXONOMY_FILE
 
 
 @lru_cache(maxsize=4)

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+from sqlalchemy import case as sql_case
+from sqlalchemy import delete, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from db.audit import record
-from db.config import LOCKOUT_MINUTES, MAX_FAILED_LOGINS
-from db.errors import NotFound, ValidationFailed
-from db.models import LoginSession, Role, User, utcnow
+from db.config import IDLE_TIMEOUT_MINUTES, LOCKOUT_MINUTES, MAX_FAILED_LOGINS
+from db.engine import session_scope
+from db.errors import ClinConsensusError, NotFound, ValidationFailed
+from db.models import LoginSession, LoginThrottle, Role, User, utcnow
 from db.security import MIN_PASSWORD_LENGTH, hash_password, new_token, token_digest, verify_password
 
 USERNAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{2,64}$")
 SESSION_LIFETIME = timedelta(hours=12)
+IDLE_TIMEOUT = timedelta(minutes=IDLE_TIMEOUT_MINUTES)
+TOUCH_INTERVAL = timedelta(minutes=1)
 #: The one message for every failed login, whatever the reason.
 LOGIN_FAILED = "login failed"
 
@@ -23,9 +31,14 @@ def _user_snapshot(user: User) -> dict:
     return {"username": user.username, "role": user.role, "group": user.group_no, "active": user.is_active}
 
 
-def validate_account(*, username: str, role: str, group_no: int | None) -> None:
+def validate_username(username: str) -> None:
+    """The one rule for account names, typed by an admin or named in imported labels."""
     if not USERNAME_PATTERN.match(username or ""):
         raise ValidationFailed("username: 2–64 letters, digits, '.', '_' or '-'")
+
+
+def validate_account(*, username: str, role: str, group_no: int | None) -> None:
+    validate_username(username)
     if role not in {r.value for r in Role}:
         raise ValidationFailed(f"role: must be one of admin, annotator, checker (got {role!r})")
     if role == Role.admin and group_no is not None:
@@ -74,6 +87,7 @@ def add_placeholder_user(
     session: Session, *, username: str, role: str, group_no: int | None, actor: str = "import"
 ) -> User:
     """An account named in imported labels: kept for attribution, inactive, cannot log in."""
+    validate_username(username)
     user = User(username=username, display_name=username, role=role, group_no=group_no, is_active=False)
     session.add(user)
     session.flush()
@@ -114,10 +128,9 @@ def reset_password(session: Session, *, username: str, password: str, actor: str
     validate_password(password)
     user = _require_user(session, username)
     user.password_hash = hash_password(password)
-    user.failed_logins = 0
-    user.locked_until = None
     user.lock_version += 1
     session.add(user)
+    session.execute(delete(LoginThrottle).where(LoginThrottle.username_key == throttle_key(username)))
     revoke_sessions(session, user_id=user.id)
     record(session, actor, action="reset_password", entity="user", entity_key=username)
     return user
@@ -136,58 +149,178 @@ def update_account(session: Session, *, username: str, role: str, group_no: int 
     return user
 
 
-def authenticate(session: Session, *, username: str, password: str) -> User | None:
-    """The user when the password is right and the account active and unlocked, else None.
+class LoginThrottled(ClinConsensusError):
+    """Too many failed sign-ins with this username: refused until `retry_at` (UTC), whatever the password."""
 
-    Every failure costs one password verification, whether the account exists or not, and the
-    caller shows the same message (`LOGIN_FAILED`) for all of them.
+    def __init__(self, retry_at: datetime) -> None:
+        super().__init__(f"too many attempts; try again after {retry_at:%H:%M} UTC")
+        self.retry_at = retry_at
+
+
+def throttle_key(username: str) -> str:
+    """The throttle counts per name tried, folded so `Admin` and `admin ` share one count."""
+    return (username or "").strip().lower()[:64]
+
+
+def _locked_until(session: Session, key: str, now: datetime) -> datetime | None:
+    until = session.exec(select(LoginThrottle.locked_until).where(LoginThrottle.username_key == key)).first()
+    return until if until is not None and until > now else None
+
+
+def _upsert(session: Session):
+    dialect = session.get_bind().dialect.name
+    return (postgresql_insert if dialect == "postgresql" else sqlite_insert)(LoginThrottle)
+
+
+def _count_failure(session: Session, key: str, now: datetime) -> datetime | None:
+    """Adds one failure in a single statement (parallel failures all count); locks at the limit.
+
+    Returns the end of the lock when this failure reached the limit, or the name was locked already.
     """
-    user = get_user(session, username=username)
-    now = utcnow()
-    if user is None:
-        verify_password(password, None)
+    table = LoginThrottle.__table__
+    window_start = now - timedelta(minutes=LOCKOUT_MINUTES)
+    statement = _upsert(session).values(username_key=key, failures=1, locked_until=None, updated_at=now)
+    statement = statement.on_conflict_do_update(
+        index_elements=[table.c.username_key],
+        # failures older than the window are forgotten: a slow typist is not locked out over a day
+        set_={
+            "failures": sql_case((table.c.updated_at < window_start, 1), else_=table.c.failures + 1),
+            "updated_at": now,
+        },
+    ).returning(table.c.failures, table.c.locked_until)
+    failures, locked_until = session.execute(statement).one()
+    if locked_until is not None and locked_until > now:
+        return locked_until
+    if failures < MAX_FAILED_LOGINS:
         return None
-    locked = user.locked_until is not None and user.locked_until > now
-    matches = verify_password(password, user.password_hash)
-    if locked or not user.is_active:
+    until = now + timedelta(minutes=LOCKOUT_MINUTES)
+    locked = session.execute(
+        update(table)
+        .where(table.c.username_key == key, table.c.failures >= MAX_FAILED_LOGINS)
+        .values(failures=0, locked_until=until)
+    ).rowcount
+    if locked:
+        record(
+            session,
+            "system",
+            action="lock",
+            entity="login",
+            entity_key=key,
+            after={"locked_until": until.isoformat(timespec="seconds")},
+        )
+    return until
+
+
+def authenticate(engine: Engine, *, username: str, password: str) -> User | None:
+    """The user when the password is right and the account active; None for any other failure.
+
+    Every failure counts against the name tried (known or not); at MAX_FAILED_LOGINS within the
+    window the name is locked and LoginThrottled is raised until the lock ends. The password is
+    verified outside any transaction, so attempts (~0.1 s of hashing each) never hold the
+    database's write lock; the short transactions around it only read or count.
+    """
+    key = throttle_key(username)
+    with session_scope(engine, read_only=True) as session:
+        until = _locked_until(session, key, utcnow())
+        user = get_user(session, username=username) if until is None else None
+    if until is not None:
+        raise LoginThrottled(until)
+    matches = verify_password(password, user.password_hash if user is not None else None)
+    if not matches or user is None or not user.is_active:
+        with session_scope(engine) as session:
+            until = _count_failure(session, key, utcnow())
+        if until is not None:
+            raise LoginThrottled(until)
         return None
-    if not matches:
-        user.failed_logins += 1
-        if user.failed_logins >= MAX_FAILED_LOGINS:
-            user.locked_until = now + timedelta(minutes=LOCKOUT_MINUTES)
-            user.failed_logins = 0
-            record(
-                session,
-                "system",
-                action="lock",
-                entity="user",
-                entity_key=username,
-                after={"locked_until": user.locked_until.isoformat()},
-            )
-        session.add(user)
-        return None
-    if user.failed_logins or user.locked_until:
-        user.failed_logins = 0
-        user.locked_until = None
-        session.add(user)
+    with session_scope(engine) as session:
+        # Parallel wrong attempts may have locked the name while this password was checked.
+        until = _locked_until(session, key, utcnow())
+        if until is not None:
+            raise LoginThrottled(until)
+        session.execute(delete(LoginThrottle).where(LoginThrottle.username_key == key))
     return user
+
+
+def unlock(session: Session, *, username: str, actor: str) -> bool:
+    """Lifts a login lock (and forgets the failures) of a username; True when there was one."""
+    key = throttle_key(username)
+    row = session.get(LoginThrottle, key)
+    if row is None:
+        return False
+    was_locked = row.locked_until is not None and row.locked_until > utcnow()
+    session.delete(row)
+    record(
+        session,
+        actor,
+        action="unlock",
+        entity="login",
+        entity_key=key,
+        before={
+            "failures": row.failures,
+            "locked_until": row.locked_until.isoformat(timespec="seconds") if row.locked_until else None,
+        },
+    )
+    return was_locked
+
+
+def locked_names(session: Session) -> dict[str, datetime]:
+    """Folded username → end of its current lock, for the users page."""
+    now = utcnow()
+    return dict(
+        session.exec(
+            select(LoginThrottle.username_key, LoginThrottle.locked_until).where(LoginThrottle.locked_until > now)
+        ).all()
+    )
 
 
 def open_session(session: Session, *, user: User) -> str:
     """A new browser session for `user`; returns the token the browser keeps."""
     token = new_token()
-    session.add(LoginSession(token_hash=token_digest(token), user_id=user.id, expires_at=utcnow() + SESSION_LIFETIME))
+    now = utcnow()
+    session.add(
+        LoginSession(
+            token_hash=token_digest(token),
+            user_id=user.id,
+            created_at=now,
+            last_seen_at=now,
+            expires_at=now + SESSION_LIFETIME,
+        )
+    )
     return token
 
 
-def user_for_token(session: Session, *, token: str) -> User | None:
-    if not token:
+def _live_session(session: Session, token: str) -> LoginSession | None:
+    if not token or not isinstance(token, str):
         return None
     row = session.exec(select(LoginSession).where(LoginSession.token_hash == token_digest(token))).first()
-    if row is None or row.expires_at <= utcnow():
+    now = utcnow()
+    if row is None or row.expires_at <= now or row.last_seen_at + IDLE_TIMEOUT <= now:
+        return None
+    return row
+
+
+def user_for_token(session: Session, *, token: str) -> User | None:
+    """The active user of a live browser session: not past its lifetime, not idle for IDLE_TIMEOUT."""
+    row = _live_session(session, token)
+    if row is None:
         return None
     user = session.get(User, row.user_id)
     return user if user is not None and user.is_active else None
+
+
+def session_needs_touch(session: Session, *, token: str) -> bool:
+    """True when the session's idle clock is more than a minute old (so a use should refresh it)."""
+    row = _live_session(session, token)
+    return row is not None and utcnow() - row.last_seen_at > TOUCH_INTERVAL
+
+
+def touch_session(session: Session, *, token: str) -> None:
+    """Restarts the idle clock of a live session (a write; called at most once a minute per browser)."""
+    session.execute(
+        update(LoginSession)
+        .where(LoginSession.token_hash == token_digest(token), LoginSession.expires_at > utcnow())
+        .values(last_seen_at=utcnow())
+    )
 
 
 def close_session(session: Session, *, token: str) -> None:

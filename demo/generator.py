@@ -32,7 +32,6 @@ demo accounts; otherwise `build_demo` refuses with ValidationFailed and changes 
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import tempfile
 from collections import defaultdict
@@ -48,7 +47,7 @@ from sqlmodel import select
 
 from db import users
 from db.assignments import assign_labeling, assign_rubric_authoring, rubric_states
-from db.config import RUBRIC_SIZE
+from db.config import RUBRIC_SIZE, get_settings
 from db.engine import session_scope
 from db.errors import ValidationFailed
 from db.importers import import_file
@@ -871,7 +870,7 @@ class DemoResult:
 
 def demo_passwords() -> tuple[dict[str, str], bool]:
     """username → password: CLINCONSENSUS_DEMO_PASSWORD for all when set, else a fresh random one each."""
-    fixed = os.environ.get(PASSWORD_ENV, "")
+    fixed = get_settings().demo_password
     if fixed:
         return {person.username: fixed for person in DEMO_PEOPLE}, True
     return {person.username: secrets.token_urlsafe(9) for person in DEMO_PEOPLE}, False

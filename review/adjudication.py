@@ -1,21 +1,29 @@
-"""Adjudication: decide the cells where the two groups' final labels differ; the decision is gold."""
+"""Adjudication on one screen: the response beside the disputed criteria, one key per decision.
+
+Each disputed criterion shows the two groups' final labels as A and B (in an order that does not
+tell the groups apart, decided in db/review). `1`/`0` decides a cell, `E` writes its own rationale,
+`R` the rationale for every cell that has none of its own, and Ctrl+Enter saves: the decisions are
+gold. Every rule (who may adjudicate, a rationale is required, someone else decided since) is
+db/review's; a refusal is shown on the workbench and nothing is saved.
+"""
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from db import review, users
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
 from ui import shell
-from ui.checker import met_names, met_text, page_start, response_box
+from ui import workbench as wb
+from ui.checker import met_text
 from ui.shell import t
-from ui.widgets import case_card, plain, show_error, show_text
+from ui.widgets import plain
 
-
-def _seen_key(response_id: int) -> str:
-    return f"review_adj_seen_{response_id}"
+PICK_KEY = "review_adj_pick"
+LOADED_KEY = "review_adj_loaded"
+MESSAGE_KEY = "review_adj_message"
+RERUN_KEY = "review_adj_rerun_app"
 
 
 def _queue(username: str) -> list[review.AdjudicationQueueItem]:
@@ -24,155 +32,193 @@ def _queue(username: str) -> list[review.AdjudicationQueueItem]:
         return review.adjudication_queue(session, users.get_user(session, username=username))
 
 
-def _queue_table(queue: list[review.AdjudicationQueueItem]) -> None:
-    frame = pd.DataFrame(
-        {
-            t("review.adjudication.col.code"): [item.code for item in queue],
-            t("review.adjudication.col.case"): [item.case_id for item in queue],
-            t("review.adjudication.col.open"): [item.n_unresolved for item in queue],
-            t("review.adjudication.col.agreement"): [item.agreement * 100 for item in queue],
-        }
-    )
-    st.dataframe(
-        frame,
-        hide_index=True,
-        height=min(38 + 35 * len(frame), 260),
-        width="stretch",
-        column_config={
-            t("review.adjudication.col.agreement"): st.column_config.ProgressColumn(
-                min_value=0, max_value=100, format="%.0f%%"
-            )
-        },
-    )
+def _message(kind: str, text: str) -> None:
+    st.session_state[MESSAGE_KEY] = {"id": wb.new_token(), "kind": kind, "text": text}
 
 
-def _side(title: str, side: review.Side) -> None:
-    with st.container(border=True):
-        st.markdown(f"**{title}** · {met_text(side.met)}")
-        if side.note:
-            show_text(side.note)
-        else:
-            st.caption(t("review.adjudication.no_note"))
+def _loaded(user, response_id: int) -> dict:
+    """The response on screen, read once per token (not on every decision)."""
+    loaded = st.session_state.get(LOADED_KEY)
+    if loaded is not None and loaded["response_id"] == response_id:
+        return loaded
+    with shell.db_session(read_only=True) as session:
+        view = review.adjudication_view(session, user, response_id)
+    loaded = {
+        "response_id": response_id,
+        "token": wb.new_token(),
+        "view": view,
+        # the revision of each decision as first seen: a save over someone else's newer one is refused
+        "seen": {cell.criterion_id: cell.decision.lock_version if cell.decision else None for cell in view.cells},
+    }
+    st.session_state[LOADED_KEY] = loaded
+    return loaded
 
 
-def _cell(view: review.AdjudicationView, cell: review.AdjudicationCell) -> review.AdjudicationInput | None:
-    key = f"review_adj_{view.response_id}_{cell.criterion_id}"
-    with st.container(border=True):
-        st.markdown(f"**{cell.position}** · {plain(cell.criterion_id)}")
-        show_text(cell.text)
-        a, b = st.columns(2)
-        with a:
-            _side(t("review.adjudication.label_a"), cell.a)
-        with b:
-            _side(t("review.adjudication.label_b"), cell.b)
-        if cell.decision is not None:
-            st.caption(
+def _changes(loaded: dict, sent: dict) -> list[review.AdjudicationInput]:
+    """The decisions made or changed on the workbench; a cell's own rationale, else the shared one."""
+    view: review.AdjudicationView = loaded["view"]
+    decisions = sent.get("decisions") or {}
+    notes = sent.get("notes") or {}
+    shared = str(sent.get("shared_note") or "").strip()
+    changes = []
+    for cell in view.cells:
+        met = decisions.get(cell.criterion_id)
+        if met is None:
+            continue
+        rationale = str(notes.get(cell.criterion_id) or shared).strip()
+        if cell.decision is not None and (cell.decision.met, cell.decision.note or "") == (met, rationale):
+            continue
+        changes.append(
+            review.AdjudicationInput(cell.criterion_id, bool(met), rationale, loaded["seen"].get(cell.criterion_id))
+        )
+    return changes
+
+
+def _save() -> None:
+    user = shell.current_user()
+    loaded = st.session_state.get(LOADED_KEY)
+    sent = wb.value(wb.session_key("adjudication"), "save")
+    if user is None or loaded is None or not sent or sent.get("token") != loaded["token"]:
+        return
+    changes = _changes(loaded, sent)
+    if not changes:
+        _message("error", t("review.adjudication.nothing"))
+        return
+    missing = sum(not change.rationale for change in changes)
+    if missing:
+        # db/review refuses these too; here the checker is told in their language which key helps.
+        _message("error", t("workbench.adj.rationale_missing", n=missing))
+        return
+    code = loaded["view"].code
+    try:
+        with shell.db_session() as session:
+            saved = review.adjudicate_many(session, user, response_id=loaded["response_id"], decisions=changes)
+    except StaleEdit as stale:
+        current = stale.current
+        if isinstance(current, review.LabelView):
+            _message(
+                "error",
                 t(
-                    "review.adjudication.decided",
-                    name=plain(cell.decision.user or "—"),
-                    value=met_text(cell.decision.met),
-                )
+                    "review.adjudication.stale",
+                    criterion=current.criterion_id,
+                    name=current.user or "—",
+                    value=met_text(current.met),
+                ),
             )
-        choice_col, why_col = st.columns([2, 3])
-        current = None if cell.decision is None else (0 if cell.decision.met else 1)
-        met = choice_col.radio(
-            t("review.adjudication.decision"),
-            [True, False],
-            index=current,
-            format_func=met_names().get,
-            horizontal=True,
-            key=f"{key}_met",
+        else:
+            _message("error", t("review.stale_generic"))
+        st.session_state.pop(LOADED_KEY, None)
+        return
+    except ClinConsensusError as error:
+        _message("error", t("error.generic", reason=str(error)))
+        return
+    _message("success", t("review.adjudication.saved", n=saved, code=code))
+    st.session_state.pop(LOADED_KEY, None)
+    st.session_state[RERUN_KEY] = loaded["response_id"]
+
+
+def _texts() -> dict[str, str]:
+    keys = ("request", "context_toggle", "met", "not_met", "unjudged", "confirm_yes", "confirm_no")
+    texts = {key: t(f"workbench.{key}") for key in keys}
+    texts.update(
+        legend=t("workbench.legend_adjudication"),
+        unsaved=t("workbench.adj.unsaved"),
+        count=t("workbench.count_decided", judged="{judged}", total="{total}"),
+        save=t("workbench.adj.save"),
+        note_label=t("workbench.rationale_label"),
+        note_hint=t("workbench.rationale_hint"),
+        shared_note=t("workbench.shared_rationale"),
+        shared_hint=t("workbench.shared_rationale_hint"),
+    )
+    return texts
+
+
+def _items(view: review.AdjudicationView) -> list[wb.Item]:
+    items = []
+    for cell in view.cells:
+        lines = [
+            {"label": t("review.adjudication.label_a"), "value": met_text(cell.a.met), "note": cell.a.note or ""},
+            {"label": t("review.adjudication.label_b"), "value": met_text(cell.b.met), "note": cell.b.note or ""},
+        ]
+        if cell.decision is not None:
+            lines.append(
+                {
+                    "label": t("workbench.adj.decided"),
+                    "value": f"{met_text(cell.decision.met)} · {cell.decision.user or '—'}",
+                    "note": "",
+                }
+            )
+        items.append(
+            wb.Item(
+                key=cell.criterion_id,
+                title=str(cell.position),
+                text=cell.text,
+                state=cell.decision.met if cell.decision else None,
+                note=(cell.decision.note or "") if cell.decision else "",
+                lines=lines,
+            )
         )
-        rationale = why_col.text_input(
-            t("review.adjudication.rationale"),
-            key=f"{key}_why",
-            value=(cell.decision.note or "") if cell.decision else "",
-            placeholder=t("review.adjudication.rationale_hint"),
-        )
-    if met is None:
-        return None
-    return review.AdjudicationInput(cell.criterion_id, bool(met), rationale, None)
+    return items
+
+
+@st.fragment
+def _workbench(user, response_id: int) -> None:
+    if st.session_state.pop(RERUN_KEY, None) is not None:
+        st.rerun(scope="app")
+    try:
+        loaded = _loaded(user, response_id)
+    except ClinConsensusError as error:
+        st.error(t("error.generic", reason=plain(error)))
+        return
+    view: review.AdjudicationView = loaded["view"]
+    wb.workbench(
+        key=wb.session_key("adjudication"),
+        token=loaded["token"],
+        texts=_texts(),
+        request=view.case.user_request,
+        context=view.case.clinical_context,
+        meta=t("workbench.adj.meta", case_id=view.case.case_id, user_role=view.case.user_role or "—"),
+        text_title=t("workbench.response", code=view.code),
+        text=view.response_text,
+        items_title=t("review.adjudication.cells", n=view.n_open),
+        items=_items(view),
+        message=st.session_state.get(MESSAGE_KEY),
+        on_save=_save,
+    )
 
 
 def render() -> None:
     user = shell.require_user(Role.checker)
-    page_start("review.adjudication.title", "review_adj_done")
-    with shell.db_session(read_only=True) as session:
-        queue = _queue(user.username)
-        names = {
-            item.response_id: t(
-                "review.adjudication.queue_item",
-                code=item.code,
-                case=item.case_id,
-                n=item.n_unresolved,
-                share=f"{item.agreement:.0%}",
-            )
-            for item in queue
-        }
-        # The response on screen stays while its form is sent, even if others resolved it meanwhile.
-        working = st.session_state.get("review_adj_pick")
-        if working is not None and working not in names and _seen_key(working) in st.session_state:
-            view = review.adjudication_view(session, user, working)
-            names[working] = t("review.adjudication.queue_item_closed", code=view.code, case=view.case.case_id)
+    wb.compact_page()
+    queue = _queue(user.username)
+    names = {
+        item.response_id: t(
+            "review.adjudication.queue_item",
+            code=item.code,
+            case=item.case_id,
+            n=item.n_unresolved,
+            share=f"{item.agreement:.1%}",
+        )
+        for item in queue
+    }
+    # The response just saved stays picked (it may have left the queue) until another is chosen.
+    working = st.session_state.get(PICK_KEY)
+    if working is not None and working not in names and queue:
+        st.session_state[PICK_KEY] = queue[0].response_id
     if not names:
+        st.subheader(t("review.adjudication.title"))
+        message = st.session_state.pop(MESSAGE_KEY, None)
+        if message:
+            st.success(message["text"])
         st.info(t("review.adjudication.empty"))
         return
-    if queue:
-        st.caption(t("review.adjudication.intro", n=len(queue)))
-        _queue_table(queue)
-    else:
-        st.info(t("review.adjudication.empty"))
-    response_id = st.selectbox(t("review.adjudication.pick"), list(names), key="review_adj_pick", format_func=names.get)
-    with shell.db_session(read_only=True) as session:
-        view = review.adjudication_view(session, user, response_id)
-    seen = st.session_state.setdefault(
-        _seen_key(view.response_id),
-        {cell.criterion_id: cell.decision.lock_version if cell.decision else None for cell in view.cells},
+    pick, count = st.columns([6, 3], vertical_alignment="center")
+    response_id = pick.selectbox(
+        t("review.adjudication.pick"),
+        list(names),
+        key=PICK_KEY,
+        format_func=names.get,
+        label_visibility="collapsed",
     )
-    case_card(view.case, expanded_text=False)
-    st.subheader(t("review.response", code=plain(view.code)))
-    response_box(view.response_text)
-    st.subheader(t("review.adjudication.cells", n=view.n_open))
-    st.caption(t("review.adjudication.how"))
-    with st.form(f"review_adj_form_{view.response_id}", enter_to_submit=False):
-        chosen = [d for d in (_cell(view, cell) for cell in view.cells) if d is not None]
-        save = st.form_submit_button(t("review.adjudication.save"), type="primary")
-    if not save:
-        return
-    # Only new decisions and changed ones are written; each names the revision first seen.
-    decided = {cell.criterion_id: cell.decision for cell in view.cells if cell.decision is not None}
-    changes = [
-        review.AdjudicationInput(d.criterion_id, d.met, d.rationale, seen.get(d.criterion_id))
-        for d in chosen
-        if d.criterion_id not in decided
-        or (decided[d.criterion_id].met, decided[d.criterion_id].note or "") != (d.met, d.rationale.strip())
-    ]
-    if not changes:
-        st.warning(t("review.adjudication.nothing"))
-        return
-    try:
-        with shell.db_session() as session:
-            saved = review.adjudicate_many(session, user, response_id=view.response_id, decisions=changes)
-    except StaleEdit as stale:
-        st.session_state.pop(_seen_key(view.response_id), None)
-        current = stale.current
-        if isinstance(current, review.LabelView):
-            st.warning(
-                t(
-                    "review.adjudication.stale",
-                    criterion=plain(current.criterion_id),
-                    name=plain(current.user or "—"),
-                    value=met_text(current.met),
-                )
-            )
-            st.caption(t("review.adjudication.their_rationale"))
-            show_text(current.note)
-        else:
-            st.warning(t("review.stale_generic"))
-        return
-    except ClinConsensusError as error:
-        show_error(error)
-        return
-    st.session_state.pop(_seen_key(view.response_id), None)
-    st.session_state["review_adj_done"] = t("review.adjudication.saved", n=saved, code=plain(view.code))
-    st.rerun()
+    count.caption(t("review.adjudication.intro", n=len(queue)))
+    _workbench(user, response_id)

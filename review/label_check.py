@@ -9,6 +9,7 @@ from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
 from ui import shell
 from ui.checker import met_names, met_text, page_start, response_box
+from ui.keys import widget_key
 from ui.shell import t
 from ui.widgets import case_card, plain, progress_bar, show_error, show_text
 
@@ -20,7 +21,7 @@ PICKER_BEFORE, PICKER_AFTER = 20, 300
 def _choose_queue(user) -> list[review.CheckQueueItem] | None:
     with shell.db_session(read_only=True) as session:
         annotators = review.check_annotators(session, user)
-        judges = review.judges_available(session)
+        judges = review.judge_names(session)
     if not annotators:
         st.info(t("review.check.no_annotators"))
         return None
@@ -95,7 +96,7 @@ def _row(view: review.CheckView, row: review.CheckRow, seen: dict) -> review.Che
                 st.caption(t("review.check.own"))
                 return None
             current = row.check.met if row.check is not None else row.annotation.met
-            key = f"review_check_{view.response_id}_{row.criterion_id}"
+            key = widget_key("review_check", view.response_id, row.criterion_id)
             met = st.radio(
                 t("review.check.decision"),
                 [True, False],
@@ -155,7 +156,7 @@ def render() -> None:
         _seen_key(view.response_id),
         {row.criterion_id: row.check.lock_version if row.check is not None else None for row in view.rows},
     )
-    with st.form(f"review_check_form_{view.response_id}", enter_to_submit=False):
+    with st.form(widget_key("review_check_form", view.response_id), enter_to_submit=False):
         decisions = [d for d in (_row(view, row, seen) for row in view.rows) if d is not None]
         save = st.form_submit_button(t("review.check.save"), type="primary", disabled=not decisions)
     if not save:

@@ -9,6 +9,7 @@ from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
 from ui import shell
 from ui.checker import page_start
+from ui.keys import widget_key
 from ui.shell import t
 from ui.widgets import case_card, plain, show_error, show_text
 
@@ -46,7 +47,7 @@ def _criterion(view: review.RubricView, criterion: review.CriterionView) -> str:
                 )
             return st.text_input(
                 t("review.audit.criterion_comment"),
-                key=f"review_audit_c_{view.rubric_version_id}_{criterion.id}",
+                key=widget_key("review_audit_c", view.rubric_version_id, criterion.id),
                 placeholder=t("review.audit.criterion_comment_hint"),
                 label_visibility="collapsed",
             )
@@ -91,9 +92,11 @@ def render() -> None:
     if view.earlier_comment:
         st.caption(t("review.audit.earlier_overall", comment=plain(view.earlier_comment)))
     st.caption(t("review.audit.how"))
-    with st.form(f"review_audit_form_{view.rubric_version_id}", enter_to_submit=False):
+    with st.form(widget_key("review_audit_form", view.rubric_version_id), enter_to_submit=False):
         comments = {criterion.id: _criterion(view, criterion) for criterion in view.criteria}
-        overall = st.text_area(t("review.audit.overall_comment"), key=f"review_audit_overall_{view.rubric_version_id}")
+        overall = st.text_area(
+            t("review.audit.overall_comment"), key=widget_key("review_audit_overall", view.rubric_version_id)
+        )
         left, right, _ = st.columns([1, 1, 4])
         approve = left.form_submit_button(t("review.audit.approve"), type="primary", disabled=view.own, width="stretch")
         send_back = right.form_submit_button(t("review.audit.return"), disabled=view.own, width="stretch")

@@ -15,12 +15,15 @@ import pytest
 import sqlalchemy as sa
 from sqlmodel import Session
 
+from db.config import get_settings
 from db.engine import make_engine
 from db.migrate import upgrade
 from tests.support.apptest_helpers import app_database  # noqa: F401  (a fixture the page tests share)
 from tools.pg_server import PostgresServer, PostgresUnavailable
 
 _counter = itertools.count()
+# The audit chain's key (db.audit): fixed for the test session and the commands and servers it starts.
+os.environ.setdefault("CLINCONSENSUS_AUDIT_KEY", "test-audit-key-not-secret")
 TEMPLATE_DB = "cc_template"
 
 
@@ -38,7 +41,7 @@ def pg_server():
     try:
         server = PostgresServer().start()
     except PostgresUnavailable as error:
-        if os.environ.get("CLINCONSENSUS_REQUIRE_POSTGRES"):
+        if get_settings().require_postgres:
             pytest.fail(f"PostgreSQL is required here: {error}")
         pytest.skip(f"PostgreSQL not available: {error}")
     admin = sa.create_engine(server.url(), isolation_level="AUTOCOMMIT")

@@ -214,8 +214,14 @@ def _labels(engine, group_no=2):
         return session.exec(select(Label).where(Label.group_no == group_no)).all()
 
 
+def _workbench(app):
+    """The workbench component (the sign-in cookie writer is the page's other component)."""
+    [element] = [e for e in app.get("bidi_component") if e.proto.component_name != "clinconsensus_session_cookie"]
+    return element
+
+
 def _workbench_data(app) -> dict:
-    [element] = app.get("bidi_component")
+    [element] = [e for e in app.get("bidi_component") if (e.key or "").startswith("wb_")]
     return json.loads(element.proto.json)
 
 
@@ -225,7 +231,7 @@ def test_labeling_page_sends_the_workbench_only_what_the_annotator_may_see(studi
     data = _workbench_data(app)
     sent = texts(app) + "\n".join(str(s.options) for s in app.selectbox) + json.dumps(data, ensure_ascii=False)
     assert "secret-model" not in sent
-    [element] = app.get("bidi_component")
+    [element] = [e for e in app.get("bidi_component") if (e.key or "").startswith("wb_")]
     assert re.fullmatch(r"wb_[0-9a-f]{12}", element.key)  # random per session, no id in it
     assert re.fullmatch(r"[0-9a-f]{16}", data["token"])
     assert set(data) == {
@@ -242,6 +248,7 @@ def test_labeling_page_sends_the_workbench_only_what_the_annotator_may_see(studi
         "active_ms",
         "message",
         "note_max",
+        "shared_note",
     }
     # every criterion opens unjudged: no decision is made by default
     assert len(data["items"]) == N and {item["state"] for item in data["items"]} == {None}

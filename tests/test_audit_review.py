@@ -9,7 +9,7 @@ from cli.main import main
 from db import review
 from db.engine import get_engine, session_scope
 from db.models import AuditLog, RubricStatus, User
-from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
+from tests.support.factories import log_factory_rows, make_case, make_label, make_response, make_rubric, make_user
 
 
 def checker_work(engine) -> None:
@@ -17,6 +17,7 @@ def checker_work(engine) -> None:
         author = make_user(s, "author", "annotator", 1)
         a2 = make_user(s, "ann2", "annotator", 2)
         checker = make_user(s, "chk", "checker", 1)
+        checker2 = make_user(s, "chk2", "checker", 2)
         adjudicator = make_user(s, "adj", "checker", 2)
         case = make_case(s, "CC-A", n=3)
         rubric = make_rubric(s, make_case(s, "CC-B", n=0), n=3, status=RubricStatus.submitted, author=author)
@@ -24,12 +25,16 @@ def checker_work(engine) -> None:
         for cid in ("c01", "c02"):
             make_label(s, response, cid, True, author)
             make_label(s, response, cid, False, a2)
+            # group 2's check is done before anyone adjudicates (its checker is not the adjudicator)
+            make_label(s, response, cid, False, checker2, stage="check")
+        log_factory_rows(s)
         ids = checker.id, adjudicator.id, rubric.id, response.id
     checker_id, adjudicator_id, rubric_id, response_id = ids
     with session_scope(engine) as s:
         checker, adjudicator = s.get(User, checker_id), s.get(User, adjudicator_id)
         review.approve_rubric(s, checker, rubric_id, seen_lock_version=1)
         review.save_check(s, checker, response_id=response_id, criterion_id="c01", met=True, note="确认")
+        review.save_check(s, checker, response_id=response_id, criterion_id="c02", met=True)
         review.adjudicate(s, adjudicator, response_id=response_id, criterion_id="c02", met=False, rationale="未提及")
 
 
@@ -55,17 +60,18 @@ def test_every_checker_change_is_recorded_with_before_and_after(engine):
     assert [(e.entity, e.action, e.actor) for e in entries] == [
         ("rubric", "approve", "chk"),
         ("check", "create", "chk"),
+        ("check", "create", "chk"),
         ("adjudication", "create", "adj"),
     ]
     assert entries[0].before["status"] == "submitted" and entries[0].after["status"] == "approved"
     assert entries[0].entity_key == "CC-B v1"
-    assert entries[2].entity_key == "CC-A/model-a/c02/adjudication/0"
-    assert entries[2].after == {
+    assert entries[3].entity_key == "CC-A/model-a/c02/adjudication/0"
+    assert entries[3].after == {
         "met": False,
         "note": "未提及",
         "user": "adj",
         "lock_version": 1,
-        "rubric_version_id": entries[2].after["rubric_version_id"],
+        "rubric_version_id": entries[3].after["rubric_version_id"],
     }
 
 
@@ -74,7 +80,7 @@ def test_audit_verify_names_the_tampered_row(engine, database_url, monkeypatch, 
     code, output = run_verify(monkeypatch, database_url, capsys)
     assert code == 0 and "verified" in output
     with session_scope(engine, read_only=True) as s:
-        target = s.exec(select(AuditLog).where(AuditLog.entity == "check")).one()
+        target = s.exec(select(AuditLog).where(AuditLog.entity == "check")).first()
     # Someone with database access quietly rewrites the check's outcome.
     with engine.begin() as connection:
         connection.execute(

@@ -37,6 +37,9 @@ def seed(url: str, n_checkers: int) -> tuple[int, list[int]]:
             a2 = make_user(s, "ann2", "annotator", 2)
             make_label(s, response, "c01", True, a1)
             make_label(s, response, "c01", False, a2)
+            # Both groups' checks are done (by checkers who do not adjudicate here), so it may be adjudicated.
+            make_label(s, response, "c01", True, make_user(s, "check1", "checker", 1), stage=Stage.check)
+            make_label(s, response, "c01", False, make_user(s, "check2", "checker", 2), stage=Stage.check)
             checkers = [make_user(s, f"chk{i}", "checker", 1 + i % 2).id for i in range(n_checkers)]
             return response.id, checkers
     finally:

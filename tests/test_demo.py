@@ -10,8 +10,10 @@ import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
+from db import review, users
 from db.assignments import my_queue, rubric_authors
 from db.audit import verify_chain
+from db.audit_replay import verify_audit
 from db.engine import session_scope
 from db.errors import ValidationFailed
 from db.importers import import_file
@@ -230,12 +232,12 @@ def test_small_demo_builds_with_queues_for_every_role(engine, fixed_password):
     imported = "\n".join(result.import_lines)
     assert "does not know" not in imported and "inactive accounts" not in imported
 
+    for person in demo.DEMO_PEOPLE:
+        user = authenticate(engine, username=person.username, password=fixed_password)
+        assert user is not None and user.role == person.role and user.group_no == person.group_no
+    assert authenticate(engine, username="admin", password="wrong-password") is None
     with session_scope(engine) as session:
         assert session.exec(select(func.count()).select_from(User).where(User.is_active.is_(False))).one() == 0
-        for person in demo.DEMO_PEOPLE:
-            user = authenticate(session, username=person.username, password=fixed_password)
-            assert user is not None and user.role == person.role and user.group_no == person.group_no
-        assert authenticate(session, username="admin", password="wrong-password") is None
 
         # Every annotator has labeling work; a response has at most one annotator per group.
         for group in (1, 2):
@@ -295,6 +297,13 @@ def test_small_demo_builds_with_queues_for_every_role(engine, fixed_password):
         open_disagreements = [k for k, v in finals.items() if 1 in v and 2 in v and v[1] != v[2] and "adj" not in v]
         assert open_disagreements
         assert verify_chain(session).ok
+        # The log explains every label, rubric and assignment the demo made (imports, assignments, authoring).
+        replayed = verify_audit(session)
+        assert replayed.ok, replayed.problems[:5]
+        assert replayed.replay.labels > 0 and replayed.replay.assignments > 0
+        # Checkers have adjudication work: some disagreements lie on responses their group finished checking.
+        checker = users.get_user(session, username=demo.CHECKERS[1].username)
+        assert review.adjudication_queue(session, checker)
 
 
 def test_random_passwords_are_printed_once_and_let_each_account_in(sqlite_engine, monkeypatch):
@@ -303,10 +312,9 @@ def test_random_passwords_are_printed_once_and_let_each_account_in(sqlite_engine
     passwords = {account.username: account.password for account in result.accounts}
     assert len(set(passwords.values())) == len(passwords)
     text = "\n".join(result.lines())
-    with session_scope(sqlite_engine) as session:
-        for username, password in passwords.items():
-            assert password in text
-            assert authenticate(session, username=username, password=password) is not None
+    for username, password in passwords.items():
+        assert password in text
+        assert authenticate(sqlite_engine, username=username, password=password) is not None
 
 
 def test_demo_refuses_a_database_that_holds_cases(engine, fixed_password):

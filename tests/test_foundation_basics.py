@@ -9,10 +9,10 @@ from sqlmodel import Session
 from db import users
 from db.audit import record, verify_chain
 from db.config import MAX_FAILED_LOGINS
-from db.engine import make_engine
+from db.engine import make_engine, session_scope
 from db.errors import ValidationFailed
 from db.migrate import current_revision, head_revision, upgrade
-from db.models import utcnow
+from db.models import LoginThrottle, utcnow
 from tests.support.factories import DEFAULT_PASSWORD, make_user
 
 
@@ -46,26 +46,30 @@ def test_add_user_validates_and_hashes(session: Session):
         users.add_user(session, username="dr_wang", role="annotator", group_no=1, password="short")
 
 
-def test_login_throttles_after_repeated_failures(session: Session):
-    make_user(session, "dr_zhao")
-    assert users.authenticate(session, username="dr_zhao", password=DEFAULT_PASSWORD) is not None
-    for _ in range(MAX_FAILED_LOGINS):
-        assert users.authenticate(session, username="dr_zhao", password="wrong-password") is None
+def test_login_throttles_after_repeated_failures(engine):
+    with session_scope(engine) as session:
+        make_user(session, "dr_zhao")
+    assert users.authenticate(engine, username="dr_zhao", password=DEFAULT_PASSWORD) is not None
+    for _ in range(MAX_FAILED_LOGINS - 1):
+        assert users.authenticate(engine, username="dr_zhao", password="wrong-password") is None
+    with pytest.raises(users.LoginThrottled):
+        users.authenticate(engine, username="dr_zhao", password="wrong-password")
     # locked: even the right password fails now
-    assert users.authenticate(session, username="dr_zhao", password=DEFAULT_PASSWORD) is None
-    user = users.get_user(session, username="dr_zhao")
-    user.locked_until = utcnow() - timedelta(seconds=1)
-    session.add(user)
-    assert users.authenticate(session, username="dr_zhao", password=DEFAULT_PASSWORD) is not None
+    with pytest.raises(users.LoginThrottled):
+        users.authenticate(engine, username="dr_zhao", password=DEFAULT_PASSWORD)
+    with session_scope(engine) as session:
+        session.get(LoginThrottle, "dr_zhao").locked_until = utcnow() - timedelta(seconds=1)
+    assert users.authenticate(engine, username="dr_zhao", password=DEFAULT_PASSWORD) is not None
 
 
-def test_unknown_and_inactive_users_cannot_log_in(session: Session):
-    make_user(session, "dr_sun", active=False)
-    assert users.authenticate(session, username="nobody", password=DEFAULT_PASSWORD) is None
-    assert users.authenticate(session, username="dr_sun", password=DEFAULT_PASSWORD) is None
-    placeholder = users.add_placeholder_user(session, username="imported", role="annotator", group_no=2)
-    assert placeholder.password_hash is None
-    assert users.authenticate(session, username="imported", password="") is None
+def test_unknown_and_inactive_users_cannot_log_in(engine):
+    with session_scope(engine) as session:
+        make_user(session, "dr_sun", active=False)
+        placeholder = users.add_placeholder_user(session, username="imported", role="annotator", group_no=2)
+        assert placeholder.password_hash is None
+    assert users.authenticate(engine, username="nobody", password=DEFAULT_PASSWORD) is None
+    assert users.authenticate(engine, username="dr_sun", password=DEFAULT_PASSWORD) is None
+    assert users.authenticate(engine, username="imported", password="") is None
 
 
 def test_session_tokens_resolve_and_revoke(session: Session):

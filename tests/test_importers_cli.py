@@ -123,8 +123,9 @@ def test_users_add_reads_the_password_from_stdin(cli):
     assert code == 0 and "added dr_chen" in out
     engine = make_engine(cli.url)
     try:
+        user = users.authenticate(engine, username="dr_chen", password="long-enough-secret")
         with Session(engine) as session:
-            user = users.authenticate(session, username="dr_chen", password="long-enough-secret")
+            user = session.merge(user)
             assert user is not None and (user.role, user.group_no, user.is_active) == ("checker", 2, True)
             assert "long-enough-secret" not in user.password_hash
     finally:

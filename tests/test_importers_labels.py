@@ -98,23 +98,23 @@ def test_labels_of_every_stage_land_with_their_rubric_version(prepared, tmp_path
 
 def test_unknown_usernames_become_inactive_accounts(prepared, tmp_path):
     rows = [
-        label_record(criterion_id="c01", annotator="张医生", group=2),
-        label_record(criterion_id="c02", annotator="张医生", group=2),
+        label_record(criterion_id="c01", annotator="dr_zhang", group=2),
+        label_record(criterion_id="c02", annotator="dr_zhang", group=2),
         label_record(criterion_id="c01", stage="check", annotator="qc_li", group=1),
         label_record(criterion_id="c01", stage="adjudication", annotator="adj_wu", group=None),
     ]
     summary = import_file(prepared, "labels", write_jsonl(tmp_path / "labels.jsonl", rows))
-    assert summary.placeholders == ["张医生", "qc_li", "adj_wu"]
-    assert any("张医生, qc_li, adj_wu" in line and "inactive" in line for line in summary.lines())
+    assert summary.placeholders == ["dr_zhang", "qc_li", "adj_wu"]
+    assert any("dr_zhang, qc_li, adj_wu" in line and "inactive" in line for line in summary.lines())
     with Session(prepared) as session:
         users = {u.username: u for u in session.exec(select(User)).all()}
         created = session.exec(select(AuditLog).where(AuditLog.entity == "user", AuditLog.action == "create")).all()
-    assert (users["张医生"].role, users["张医生"].group_no) == ("annotator", 2)
+    assert (users["dr_zhang"].role, users["dr_zhang"].group_no) == ("annotator", 2)
     assert (users["qc_li"].role, users["qc_li"].group_no) == ("checker", 1)
     assert (users["adj_wu"].role, users["adj_wu"].group_no) == ("checker", None)
-    for name in ("张医生", "qc_li", "adj_wu"):
+    for name in ("dr_zhang", "qc_li", "adj_wu"):
         assert users[name].is_active is False and users[name].password_hash is None
-    assert {entry.entity_key for entry in created} == {"张医生", "qc_li", "adj_wu"}
+    assert {entry.entity_key for entry in created} == {"dr_zhang", "qc_li", "adj_wu"}
     # the second time they exist: no new accounts
     again = import_file(prepared, "labels", write_jsonl(tmp_path / "labels.jsonl", rows))
     assert again.placeholders == [] and again.unchanged == 4

@@ -13,6 +13,7 @@ from db.errors import PermissionDenied, ValidationFailed
 from db.label_drafts import UnjudgedCriteria
 from db.labeling import LabelInput, RubricChanged
 from db.models import Assignment, Draft, Label, LabelTiming, RubricStatus
+from db.notes import MAX_NOTE_CHARS
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 
 N = 30
@@ -197,7 +198,7 @@ def test_drafts_check_who_is_asking_and_what_is_sent(session, world):
             first.id,
             rubric_version_id=version,
             decisions={"c01": True},
-            notes={"c01": "x" * (labeling.MAX_NOTE_CHARS + 1)},
+            notes={"c01": "x" * (MAX_NOTE_CHARS + 1)},
         )
     session.rollback()
     assert session.exec(select(func.count()).select_from(Draft)).one() == 0

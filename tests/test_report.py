@@ -142,7 +142,7 @@ def test_bad_options_fail_with_one_line(small_database, tmp_path, capsys, argume
 def test_data_version_changes_when_labels_change(engine, session):
     from datetime import timedelta
 
-    from analysis.freshness import data_version
+    from analysis.loader import data_version
     from db.models import Label
 
     populate_small_database(session)

@@ -39,6 +39,17 @@ def build_world(engine):
         return ids, case.id, first.id, second.id
 
 
+def confirm_all(engine, ids, *response_ids):
+    """chk1 and chk2 confirm their group's labels: the groups' checks are done, adjudication may start."""
+    for name in ("chk1", "chk2"):
+        checker = user(engine, ids[name])
+        for response_id in response_ids:
+            with session_scope(engine) as s:
+                rows = review.check_view(s, checker, response_id).rows
+                decisions = [review.CheckInput(row.criterion_id, row.annotation.met) for row in rows]
+                review.save_checks(s, checker, response_id=response_id, decisions=decisions)
+
+
 def user(engine, user_id):
     from db.models import User
 
@@ -251,7 +262,7 @@ def test_judge_mode_orders_by_disagreement_with_the_judge(engine):
                 s.add(JudgeDecision(judge="judge-x", response_id=response_id, criterion_id=f"c{i:02d}", met=i > wrong))
     checker = user(engine, ids["chk1"])
     with session_scope(engine, read_only=True) as s:
-        assert review.judges_available(s) == ["judge-x"]
+        assert review.judge_names(s) == ["judge-x"]
         ranked = review.check_queue(s, checker, annotator_id=ids["ann1"], mode="judge", judge="judge-x")
         assert [item.response_id for item in ranked] == [second, first]
         assert ranked[0].judge_disagreement == pytest.approx(3 / N)
@@ -271,6 +282,7 @@ def labels_frame(s, response_id=None):
 
 def test_queue_counts_and_lowest_agreement_first(engine):
     ids, _, first, second = build_world(engine)
+    confirm_all(engine, ids, first, second)
     checker = user(engine, ids["chk1b"])
     with session_scope(engine, read_only=True) as s:
         assert review.unresolved_count(s) == 3
@@ -281,21 +293,35 @@ def test_queue_counts_and_lowest_agreement_first(engine):
     # A check that brings group 2 in line removes the disagreement; a check the other way adds one.
     with session_scope(engine) as s:
         review.save_check(
-            s, user(engine, ids["chk2"]), response_id=second, criterion_id="c01", met=True, note="应为满足"
+            s,
+            user(engine, ids["chk2"]),
+            response_id=second,
+            criterion_id="c01",
+            met=True,
+            note="应为满足",
+            seen_lock_version=1,
         )
         review.save_check(
-            s, user(engine, ids["chk1"]), response_id=second, criterion_id="c04", met=False, note="应为不满足"
+            s,
+            user(engine, ids["chk1"]),
+            response_id=second,
+            criterion_id="c04",
+            met=False,
+            note="应为不满足",
+            seen_lock_version=1,
         )
     with session_scope(engine, read_only=True) as s:
         assert review.unresolved_count(s) == 3
         view = review.adjudication_view(s, checker, second)
         assert [cell.criterion_id for cell in view.cells] == ["c04"]
         cell = view.cells[0]
-        assert {cell.a.note, cell.b.note} == {"应为不满足", "组二理由"}
+        # group 2's final label is its check (a confirmation without note), group 1's the corrected check
+        assert {cell.a.note, cell.b.note} == {"应为不满足", None}
 
 
 def test_adjudication_shows_a_b_stably_and_decides_gold(engine):
     ids, _, first, _ = build_world(engine)
+    confirm_all(engine, ids, first)
     checker = user(engine, ids["chk2b"])
     with session_scope(engine, read_only=True) as s:
         view = review.adjudication_view(s, checker, first)

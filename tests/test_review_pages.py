@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from sqlmodel import select
 
 from db import review
 from db.engine import session_scope
-from db.models import AuditLog, Label, RubricStatus, RubricVersion, Stage, User
+from db.models import AuditLog, Label, Response, RubricStatus, RubricVersion, Stage, User
 from i18n import translate
 from review import pages as review_pages
-from tests.support.apptest_helpers import button, open_page, signed_in, texts
+from tests.support.apptest_helpers import button, open_page, signed_in, texts, widget_key_of
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 
 CHECKER_PAGES = {
@@ -21,6 +22,9 @@ CHECKER_PAGES = {
     "review-adjudication": "review.adjudication.title",
 }
 N = 3
+
+
+WORKBENCH_PAGES = {"review-adjudication"}
 
 
 def t(key: str, **values) -> str:
@@ -53,6 +57,17 @@ def studio(app_database):
     return app_database, ids
 
 
+def groups_checked(engine, ids):
+    """Both groups' checks confirm their annotations (by checkers not otherwise used here): adjudication may start."""
+    with session_scope(engine) as s:
+        response = s.get(Response, ids["response"])
+        checkers = {1: make_user(s, "chk1c", "checker", 1), 2: make_user(s, "chk2c", "checker", 2)}
+        for label in s.exec(select(Label).where(Label.response_id == response.id)).all():
+            make_label(
+                s, response, label.criterion_id, label.met, checkers[label.group_no], stage=Stage.check, note=label.note
+            )
+
+
 def test_navigation_shows_review_pages_to_checkers_only(studio):
     engine, _ = studio
     with session_scope(engine, read_only=True) as s:
@@ -71,7 +86,13 @@ def test_every_checker_page_renders_with_the_unresolved_count(studio, lang):
     for url, title_key in CHECKER_PAGES.items():
         app = open_page(app, url)
         assert not app.exception, (url, [e.value for e in app.exception])
-        assert app.title[0].value == translate(title_key, lang)
+        if url in WORKBENCH_PAGES:
+            # one screen: no page title, the workbench right under the picker
+            # (here nothing may be adjudicated yet: the groups' checks are not done)
+            workbenches = [e for e in app.get("bidi_component") if (e.key or "").startswith("wb_")]
+            assert len(workbenches) == 1 or translate("review.adjudication.empty", lang) in texts(app)
+        else:
+            assert app.title[0].value == translate(title_key, lang)
         assert not app.error
         metric = [m for m in app.sidebar.get("metric") if m.label == translate("sidebar.unresolved", lang)]
         assert metric and metric[0].value == "1"
@@ -138,12 +159,14 @@ def test_label_check_confirms_and_corrects(studio):
     assert "ann2" in texts(app) and "组二认为不满足" in texts(app)
     assert "组一认为满足" not in texts(app)  # the other group's notes stay hidden
     # Correct c02 (annotator: met) to not met without a note: refused, nothing saved.
-    app.radio(key=f"review_check_{ids['response']}_c02_met").set_value(False)
+    key = widget_key_of(app, "review_check", ids["response"], "c02")
+    assert re.fullmatch(r"review_check_[0-9a-f]{12}", key)  # a random name, not the response's id
+    app.radio(key=f"{key}_met").set_value(False)
     app = button(app, t("review.check.save")).click().run()
     assert app.error and "note" in app.error[0].value
     with session_scope(engine, read_only=True) as s:
         assert s.exec(select(Label).where(Label.stage == Stage.check)).all() == []
-    app.text_input(key=f"review_check_{ids['response']}_c02_note").input("回答未说明")
+    app.text_input(key=f"{key}_note").input("回答未说明")
     app = button(app, t("review.check.save")).click().run()
     assert not app.error
     assert app.success[0].value == t("review.check.saved", n=N, code=ids["code"])
@@ -155,44 +178,39 @@ def test_label_check_confirms_and_corrects(studio):
     assert checks == {"c01": (False, None, 2), "c02": (False, "回答未说明", 2), "c03": (True, None, 2)}
 
 
-def test_adjudication_decides_gold_with_a_required_rationale(studio):
+def test_adjudication_sends_the_workbench_both_labels_and_no_model(studio):
+    # Deciding with keys (1/0, rationale, Ctrl+Enter) is driven in the browser: tests/e2e/test_checker_workbench.py.
     engine, ids = studio
+    groups_checked(engine, ids)
     app = open_page(signed_in(engine, "chk1b"), "review-adjudication")
-    shown = texts(app)
-    assert t("review.adjudication.label_a") in shown and t("review.adjudication.label_b") in shown
-    assert "组一认为满足" in shown and "组二认为不满足" in shown
-    assert "secret-model" not in shown and "<b>" not in "".join(m.value for m in app.markdown)
-    key = f"review_adj_{ids['response']}_c01"
-    app.radio(key=f"{key}_met").set_value(False)
-    app = button(app, t("review.adjudication.save")).click().run()
-    assert app.error and "rationale" in app.error[0].value
-    app.text_input(key=f"{key}_why").input("回答未提及就医指征")
-    app = button(app, t("review.adjudication.save")).click().run()
-    assert not app.exception and not app.error
-    assert t("review.adjudication.empty") in texts(app)
-    with session_scope(engine, read_only=True) as s:
-        decision = s.exec(select(Label).where(Label.stage == Stage.adjudication)).one()
-        assert (decision.met, decision.note, decision.criterion_id) == (False, "回答未提及就医指征", "c01")
-        assert review.unresolved_count(s) == 0
-    metric = [m for m in app.sidebar.get("metric") if m.label == t("sidebar.unresolved")]
-    assert metric[0].value == "0"
+    assert not app.exception
+    [element] = [e for e in app.get("bidi_component") if (e.key or "").startswith("wb_")]
+    data = json.loads(element.proto.json)
+    sent = texts(app) + json.dumps(data, ensure_ascii=False) + "".join(str(s.options) for s in app.selectbox)
+    assert "secret-model" not in sent
+    assert re.fullmatch(r"wb_[0-9a-f]{12}", element.key)  # random per session: no id in it
+    [cell] = data["items"]  # the one disputed criterion
+    assert cell["key"] == "c01" and cell["state"] is None
+    sides = {line["label"]: (line["value"], line["note"]) for line in cell["lines"]}
+    assert set(sides) == {t("review.adjudication.label_a"), t("review.adjudication.label_b")}
+    assert sorted(sides.values()) == sorted(
+        [(t("review.met"), "组一认为满足"), (t("review.not_met"), "组二认为不满足")]
+    )
+    assert data["text"] == "建议多喝水，必要时就医。" and data["context"] == "患者咳嗽三天 <b>不要加粗</b>"
+    assert data["texts"]["shared_note"] == t("workbench.shared_rationale")
 
 
-def test_second_adjudicator_is_refused_and_shown_the_newer_decision(studio):
+def test_a_saved_adjudication_shows_as_decided(studio):
     engine, ids = studio
-    app = open_page(signed_in(engine, "chk1b"), "review-adjudication")
+    groups_checked(engine, ids)
     with session_scope(engine) as s:
         other = make_user(s, "chk2b", "checker", 2)
         review.adjudicate(s, other, response_id=ids["response"], criterion_id="c01", met=True, rationale="先到先得")
-    key = f"review_adj_{ids['response']}_c01"
-    app.radio(key=f"{key}_met").set_value(False)
-    app.text_input(key=f"{key}_why").input("我认为不满足")
-    app = button(app, t("review.adjudication.save")).click().run()
-    assert app.warning and "chk2b" in app.warning[0].value
-    assert "先到先得" in texts(app)
-    with session_scope(engine, read_only=True) as s:
-        decision = s.exec(select(Label).where(Label.stage == Stage.adjudication)).one()
-        assert (decision.met, decision.note) == (True, "先到先得")
+    app = open_page(signed_in(engine, "chk1b"), "review-adjudication")
+    # nothing open any more: the queue is empty
+    assert t("review.adjudication.empty") in texts(app)
+    metric = [m for m in app.sidebar.get("metric") if m.label == t("sidebar.unresolved")]
+    assert metric[0].value == "0"
 
 
 def test_audit_log_page_filters_verifies_and_downloads(studio):

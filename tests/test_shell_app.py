@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from zoneinfo import ZoneInfo
+
 import pytest
 from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 
 from db.engine import session_scope
-from db.models import LoginSession, User
+from db.models import LoginSession, LoginThrottle, User  # noqa: F401
+from db.security import token_digest
 from i18n import translate
 from tests.support.apptest_helpers import (
     button,
@@ -49,7 +52,9 @@ def test_login_shows_the_home_page_and_keeps_the_token(people):
     assert app.title[0].value == translate("home.title", "zh")
     assert translate("sidebar.signed_in_as", "zh", name="ann1") in texts(app)
     token = app.session_state["token"]
-    assert token in app.query_params["s"]  # the URL carries the sign-in, so a refresh keeps it
+    # The sign-in never travels in the URL (the browser keeps it in a cookie; see the browser tests).
+    assert all(token not in value for values in app.query_params.values() for value in values)
+    assert "s" not in app.query_params
     with session_scope(people, read_only=True) as session:
         assert len(session.exec(select(LoginSession)).all()) == 1
 
@@ -64,30 +69,35 @@ def test_wrong_password_and_unknown_user_get_the_same_generic_message(people, us
 
 def test_five_failures_lock_the_account_even_for_the_right_password(people):
     app = new_app().run()
-    for _ in range(5):
+    for _ in range(4):
         app = _login(app, "ann1", "wrong-password-1")
         assert [e.value for e in app.error] == [translate("login.failed", "zh")]
-    app = _login(app, "ann1", DEFAULT_PASSWORD)
-    assert [e.value for e in app.error] == [translate("login.failed", "zh")]
-    assert "token" not in app.session_state
+    app = _login(app, "ann1", "wrong-password-1")
     with session_scope(people, read_only=True) as session:
-        assert session.exec(select(User).where(User.username == "ann1")).one().locked_until is not None
+        until = session.exec(select(LoginThrottle.locked_until).where(LoginThrottle.username_key == "ann1")).one()
+    # The time is shown in the browser's zone (Asia/Shanghai when it sends none).
+    expected = translate("login.throttled", "zh", time=until.astimezone(ZoneInfo("Asia/Shanghai")).strftime("%H:%M"))
+    assert [e.value for e in app.error] == [expected]
+    app = _login(app, "ann1", DEFAULT_PASSWORD)
+    assert [e.value for e in app.error] == [expected]
+    assert "token" not in app.session_state
 
 
-def test_refresh_keeps_the_user_signed_in_and_logout_ends_the_session(people):
+def test_logout_ends_the_session_and_a_token_in_the_url_signs_nobody_in(people):
     token = sign_in_token(people, "ann1")
-    app = new_app()
-    app.query_params["s"] = token  # a browser refresh: only the URL survives
-    app.run()
+    url_only = new_app()
+    url_only.query_params["s"] = token  # the old way of keeping a sign-in: no longer read
+    url_only.run()
+    assert translate("login.title", "zh") in texts(url_only)
+    app = signed_in(people, "ann1")
     assert app.title[0].value == translate("home.title", "zh")
+    tab_token = app.session_state["token"]
     app = button(app, translate("logout", "zh")).click().run()
     assert translate("login.title", "zh") in texts(app)
     with session_scope(people, read_only=True) as session:
-        assert session.exec(select(LoginSession)).all() == []
-    again = new_app()
-    again.query_params["s"] = token
-    again.run()
-    assert translate("login.title", "zh") in texts(again)
+        remaining = session.exec(select(LoginSession.token_hash)).all()
+    assert remaining == [token_digest(token)]  # this tab's session ended; the other one is untouched
+    assert token_digest(tab_token) not in remaining
 
 
 def test_language_switch_to_english_and_back(people):
@@ -104,7 +114,7 @@ def test_language_switch_to_english_and_back(people):
 
 def test_a_refresh_keeps_the_chosen_language(people):
     app = new_app()
-    app.query_params["s"] = sign_in_token(people, "ann1")
+    app.session_state["token"] = sign_in_token(people, "ann1")
     app.query_params["lang"] = "en"
     app.run()
     assert app.title[0].value == "Home"

@@ -14,7 +14,7 @@ import pandas as pd
 from scipy import stats
 from sklearn.metrics import f1_score
 
-from analysis.loader import Frames
+from analysis.frames import Frames
 from db.gold import gold_labels, group_final_labels
 from db.models import NO_GROUP, Stage
 from db.taxonomy import get_taxonomy

@@ -10,28 +10,58 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mypy.nodes import MypyFile, NameExpr, TypeInfo, Var
-from mypy.plugin import AttributeContext, Plugin
+from mypy.options import Options
+from mypy.plugin import AttributeContext, ClassDefContext, Plugin
 from mypy.types import Instance, Type
+from pydantic.mypy import PydanticPlugin
 
 SQLMODEL_BASE = "sqlmodel.main.SQLModel"
 INSTRUMENTED = "sqlalchemy.orm.attributes.InstrumentedAttribute"
 
 
+METADATA_KEY = "sqlmodel_columns"
+
+
 def _is_table_model(info: TypeInfo) -> bool:
-    if not any(base.fullname == SQLMODEL_BASE for base in info.mro):
-        return False
-    # `class Label(SQLModel, table=True)`: a table class of its own or through a base class.
-    for klass in info.mro:
-        table = klass.defn.keywords.get("table")
-        if isinstance(table, NameExpr) and table.fullname == "builtins.True":
-            return True
-    return False
+    # Read from the metadata `_mark_tables` wrote, which mypy's cache keeps (a class definition's
+    # keywords are not kept, so a module checked against a cached db.models would not see them).
+    return any(klass.metadata.get(METADATA_KEY, {}).get("table") for klass in info.mro)
+
+
+def _mark_tables(ctx: ClassDefContext) -> None:
+    """`class Label(SQLModel, table=True)`: note that the class is a table."""
+    table = ctx.cls.keywords.get("table")
+    if isinstance(table, NameExpr) and table.fullname == "builtins.True":
+        ctx.cls.info.metadata[METADATA_KEY] = {"table": True}
 
 
 class SQLModelColumns(Plugin):
+    """Listed before pydantic's plugin: mypy asks plugins in order and takes the first base-class hook,
+    so this one marks table classes and then hands the class to pydantic's hook as well."""
+
+    def __init__(self, options: Options) -> None:
+        super().__init__(options)
+        self.pydantic = PydanticPlugin(options)
+
+    def set_modules(self, modules: dict[str, MypyFile]) -> None:
+        super().set_modules(modules)
+        self.pydantic.set_modules(modules)
+
     def get_additional_deps(self, file: MypyFile) -> list[tuple[int, str, int]]:
         # The module that defines the column type must be loaded wherever a column is read.
         return [(10, INSTRUMENTED.rpartition(".")[0], -1)]
+
+    def get_base_class_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
+        pydantic_hook = self.pydantic.get_base_class_hook(fullname)
+        if fullname != SQLMODEL_BASE:
+            return pydantic_hook
+
+        def mark_then_pydantic(ctx: ClassDefContext) -> None:
+            _mark_tables(ctx)
+            if pydantic_hook is not None:
+                pydantic_hook(ctx)
+
+        return mark_then_pydantic
 
     def get_class_attribute_hook(self, fullname: str) -> Callable[[AttributeContext], Type] | None:
         class_name, _, attribute = fullname.rpartition(".")

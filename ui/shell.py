@@ -1,8 +1,8 @@
 """The app shell shared by every page: database, signed-in user, language, sidebar and login.
 
 Pages call `require_user(*roles)` first; it stops the page for anyone else, whatever the
-navigation shows. The browser keeps its sign-in in the `s` query parameter (a random token whose
-hash is stored server-side), so a refresh keeps the user signed in.
+navigation shows. The browser keeps its sign-in in a cookie (`ui.session_cookie`: a random token
+whose hash is stored server-side), so a refresh keeps the user signed in and no URL carries it.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from db.engine import get_engine, session_scope
 from db.migrate import upgrade
 from db.models import Role, User
 from i18n import DEFAULT_LANGUAGE, LANGUAGES, translate
+from ui import session_cookie
 from ui.text import plain
 
-TOKEN_PARAM = "s"
 LANGUAGE_PARAM = "lang"
 LANGUAGE_NAMES = {"zh": "中文", "en": "English"}
 DISAGREEMENT_CACHE_SECONDS = 60
@@ -34,9 +34,13 @@ def engine():
     return current
 
 
+#: How long a save waits for another writer (a long import) before the user is told to try again.
+SAVE_LOCK_WAIT_MS = 10_000
+
+
 @contextmanager
 def db_session(*, read_only: bool = False) -> Iterator[Session]:
-    with session_scope(engine(), read_only=read_only) as session:
+    with session_scope(engine(), read_only=read_only, lock_wait_ms=SAVE_LOCK_WAIT_MS) as session:
         yield session
 
 
@@ -71,19 +75,29 @@ def translator():
     return lambda key, **values: translate(key, language, **values)
 
 
+def _browser_token() -> str | None:
+    """This tab's token, else the cookie the browser sent (not after this tab signed out: that cookie is revoked)."""
+    token = st.session_state.get("token")
+    if token or st.session_state.get("signed_out"):
+        return token
+    return session_cookie.token_from_cookie()
+
+
 def current_user() -> User | None:
     """The signed-in user, resolved from the browser's token on every run (so deactivation bites at once)."""
-    token = st.session_state.get("token") or st.query_params.get(TOKEN_PARAM)
+    token = _browser_token()
     if not token:
         return None
     with db_session(read_only=True) as session:
         user = users.user_for_token(session, token=token)
+        needs_touch = user is not None and users.session_needs_touch(session, token=token)
     if user is None:
         st.session_state.pop("token", None)
         return None
+    if needs_touch:  # restart the idle clock, at most once a minute
+        with db_session() as session:
+            users.touch_session(session, token=token)
     st.session_state["token"] = token
-    if st.query_params.get(TOKEN_PARAM) != token:
-        st.query_params[TOKEN_PARAM] = token
     return user
 
 
@@ -97,13 +111,14 @@ def require_user(*roles: Role) -> User:
 
 
 def sign_in(username: str, password: str) -> bool:
+    """True when signed in; raises users.LoginThrottled while the name is locked."""
+    user = users.authenticate(engine(), username=username.strip(), password=password)
+    if user is None:
+        return False
     with db_session() as session:
-        user = users.authenticate(session, username=username.strip(), password=password)
-        if user is None:
-            return False
         token = users.open_session(session, user=user)
     st.session_state["token"] = token
-    st.query_params[TOKEN_PARAM] = token
+    st.session_state.pop("signed_out", None)
     return True
 
 
@@ -112,8 +127,28 @@ def sign_out() -> None:
     if token:
         with db_session() as session:
             users.close_session(session, token=token)
-    st.query_params.clear()
+    st.session_state["signed_out"] = True
     _keep_language_in_url()
+
+
+def keep_sign_in_cookie() -> None:
+    """Writes this tab's token into the browser's cookie, or clears a cookie left after signing out."""
+    token = st.session_state.get("token")
+    if token and session_cookie.token_from_cookie() != token:
+        session_cookie.write_cookie(token, max_age_seconds=int(users.SESSION_LIFETIME.total_seconds()))
+    elif not token and session_cookie.token_from_cookie():
+        session_cookie.write_cookie(None, max_age_seconds=0)
+
+
+def local_time(moment) -> str:
+    """HH:MM of a UTC moment in the browser's time zone (Asia/Shanghai when unknown)."""
+    from zoneinfo import ZoneInfo
+
+    try:
+        zone = ZoneInfo(st.context.timezone or "Asia/Shanghai")
+    except Exception:  # unknown or missing zone name
+        zone = ZoneInfo("Asia/Shanghai")
+    return moment.astimezone(zone).strftime("%H:%M")
 
 
 def language_switch() -> None:
@@ -189,10 +224,13 @@ def sidebar(user: User) -> None:
     if st.sidebar.button(t("logout"), key="logout", icon=":material/logout:"):
         sign_out()
         st.rerun()
+    with st.sidebar:
+        keep_sign_in_cookie()
 
 
 def login_page() -> None:
     language_switch()
+    keep_sign_in_cookie()
     _, middle, _ = st.columns([1, 3, 1])
     with middle:
         _login_form()
@@ -209,7 +247,12 @@ def _login_form() -> None:
     if submitted:
         if not username or not password:
             st.warning(t("login.missing"))
-        elif sign_in(username, password):
+            return
+        try:
+            signed_in = sign_in(username, password)
+        except users.LoginThrottled as throttled:
+            st.error(t("login.throttled", time=local_time(throttled.retry_at)))
+            return
+        if signed_in:
             st.rerun()
-        else:
-            st.error(t("login.failed"))
+        st.error(t("login.failed"))

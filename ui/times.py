@@ -6,9 +6,10 @@ zone for everyone; a person's browser zone, when Streamlit knows it, wins for th
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from db.config import get_settings
 
 DEFAULT_TIMEZONE = "Asia/Shanghai"
 
@@ -28,7 +29,7 @@ def reader_zone() -> ZoneInfo:
         browser = getattr(st.context, "timezone", None)
     except (AttributeError, RuntimeError):  # outside a script run
         browser = None
-    return _zone(browser) or _zone(os.environ.get("CLINCONSENSUS_TIMEZONE")) or ZoneInfo(DEFAULT_TIMEZONE)
+    return _zone(browser) or _zone(get_settings().timezone or None) or ZoneInfo(DEFAULT_TIMEZONE)
 
 
 def local_time(value: datetime | None, *, zone: ZoneInfo | None = None, seconds: bool = False) -> str:

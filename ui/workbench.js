@@ -39,6 +39,7 @@ function build(root) {
       </div>
       <div class="wb-right">
         <div class="wb-items-head"><span class="wb-items-title"></span><span class="wb-unsaved" hidden></span></div>
+        <label class="wb-shared" hidden><span class="wb-shared-label"></span><input type="text" class="wb-shared-input"></label>
         <div class="wb-items" role="list"></div>
       </div>
     </div>
@@ -74,6 +75,7 @@ export default function (component) {
     s.items = data.items || [];
     s.decisions = {};
     s.notes = {};
+    s.shared = data.shared_note || "";
     for (const item of s.items) {
       s.decisions[item.key] = item.state === true ? true : item.state === false ? false : null;
       if (item.note) s.notes[item.key] = item.note;
@@ -88,6 +90,15 @@ export default function (component) {
     renderStatic();
     renderItems();
     setTimeout(() => focusItem(s.focus, false), 0);
+    // A response just chosen in the page's picker leaves the focus in the picker: take it back, so
+    // the first key already decides.
+    setTimeout(() => {
+      const active = document.activeElement;
+      if (active && active.getAttribute && active.getAttribute("role") === "combobox") {
+        active.blur();
+        focusItem(s.focus, false);
+      }
+    }, 400);
   }
   if (data.message && data.message.id !== s.messageToken) {
     s.messageToken = data.message.id;
@@ -121,6 +132,11 @@ export default function (component) {
     q(".wb-context").hidden = true;
     q(".wb-text").hidden = false;
     q(".wb-message").textContent = "";
+    q(".wb-shared").hidden = !T.shared_note;
+    q(".wb-shared-label").textContent = T.shared_note || "";
+    q(".wb-shared-input").value = s.shared;
+    q(".wb-shared-input").placeholder = T.shared_hint || "";
+    q(".wb-shared-input").maxLength = data.note_max || 2000;
     q(".wb-text").scrollTop = 0;
     q(".wb-items").scrollTop = 0;
   }
@@ -213,7 +229,10 @@ export default function (component) {
   }
 
   function payload() {
-    return { token: s.token, decisions: { ...s.decisions }, notes: { ...s.notes }, active_ms: Math.round(s.activeMs) };
+    return {
+      token: s.token, decisions: { ...s.decisions }, notes: { ...s.notes }, shared_note: s.shared,
+      active_ms: Math.round(s.activeMs),
+    };
   }
 
   function sendWork() {
@@ -233,9 +252,15 @@ export default function (component) {
     else focusItem(index, false);
   }
 
+  function commitShared() {
+    const value = q(".wb-shared-input").value.trim();
+    if (value !== s.shared) { s.shared = value; tick(); sendWork(); }
+  }
+
   function save(advance) {
     tick();
     commitNote();
+    if (T.shared_note) commitShared();
     setTriggerValue("save", { ...payload(), advance });
   }
 
@@ -314,6 +339,16 @@ export default function (component) {
   }
 
   q(".wb-context-toggle").onclick = () => { tick(); toggleContext(); };
+  q(".wb-shared-input").onkeydown = (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) return; // the page's save
+    if (event.key === "Enter" || event.key === "Escape") {
+      event.preventDefault();
+      event.stopPropagation();
+      commitShared();
+      focusItem(s.focus, false);
+    }
+  };
+  q(".wb-shared-input").onblur = () => commitShared();
   q(".wb-save").onclick = () => save(true);
   q(".wb-rest").onclick = () => askRest();
   q(".wb-confirm-yes").onclick = () => markRest();
@@ -336,6 +371,7 @@ export default function (component) {
     else if (key === "ArrowUp" || key === "k" || key === "K") { tick(); focusItem(s.focus - 1, true); }
     else if (key === "c" || key === "C") { tick(); toggleContext(); }
     else if (key === "e" || key === "E") { tick(); editNote(s.focus); }
+    else if ((key === "r" || key === "R") && T.shared_note) { tick(); q(".wb-shared-input").focus(); }
     else handled = false;
     if (handled) { event.preventDefault(); event.stopPropagation(); }
   };

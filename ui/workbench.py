@@ -19,6 +19,8 @@ from typing import Any
 
 import streamlit as st
 
+from ui.keys import widget_key
+
 _HERE = Path(__file__).parent
 _COMPONENT = None
 
@@ -55,11 +57,8 @@ class Item:
 
 
 def session_key(name: str) -> str:
-    """A widget key random per browser session (stable across its reruns), for `name`."""
-    slot = f"_workbench_key_{name}"
-    if slot not in st.session_state:
-        st.session_state[slot] = f"wb_{secrets.token_hex(6)}"
-    return st.session_state[slot]
+    """The workbench's widget key for `name`: random per browser session (stable across its reruns)."""
+    return widget_key("wb", name)
 
 
 def new_token() -> str:
@@ -81,6 +80,7 @@ def workbench(
     unsaved: bool = False,
     active_ms: int = 0,
     message: dict[str, str] | None = None,
+    shared_note: str = "",
     note_max: int = 2000,
     on_work: Callable[[], None] | None = None,
     on_save: Callable[[], None] | None = None,
@@ -100,6 +100,7 @@ def workbench(
         "active_ms": int(active_ms),
         "message": message,
         "note_max": note_max,
+        "shared_note": shared_note,
     }
     return _component()(
         key=key, data=data, on_work_change=on_work or _nothing, on_save_change=on_save or _nothing, height="content"

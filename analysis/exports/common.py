@@ -15,12 +15,11 @@ import pyarrow.compute as pc
 from sqlalchemy.engine import Engine
 
 from analysis.loader import load_criteria, load_responses
+from analysis.prompt import DEFAULT_TEMPLATE, TEMPLATE_FIELDS, user_message  # noqa: F401  (shared names)
 from db.errors import ValidationFailed
 from db.progress import Progress
 
 EXPORT_KINDS = ("gold", "release", "judgements", "judge-items", "sft")
-DEFAULT_TEMPLATE = Path(__file__).resolve().parent.parent / "templates" / "judge_prompt.txt"
-TEMPLATE_FIELDS = ("user_message", "response", "rubric_item")
 DEFAULT_SEED = 20260101
 DIFFICULTIES = ("low", "medium", "high")
 RELEASE_LICENSE = "CC BY 4.0"
@@ -59,11 +58,6 @@ _CHUNK = 20_000
 #: Items a printed summary lists one by one (left-out cases, removed keys, warnings); the rest are counted.
 MAX_LISTED = 50
 BOOLEAN_TEXTS = ["false", "true", "null"]
-
-
-def user_message(clinical_context: str, user_request: str) -> str:
-    """What annotators and judges read as the user's message (DESIGN §3.1)."""
-    return f"{clinical_context}\n\n{user_request}"
 
 
 def is_forbidden_key(key: str) -> bool:
@@ -116,7 +110,7 @@ def _plain(value) -> str:
 
 
 def _json(value) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
 def _encoded(values) -> np.ndarray:
@@ -215,7 +209,9 @@ class _HashingWriter:
 
 
 def _write_json(path: Path, value, indent: int | None = 2) -> None:
-    path.write_text(json.dumps(value, ensure_ascii=False, indent=indent) + "\n", encoding="utf-8", newline="\n")
+    path.write_text(
+        json.dumps(value, ensure_ascii=False, indent=indent, allow_nan=False) + "\n", encoding="utf-8", newline="\n"
+    )
 
 
 def _prepare_dir(directory: Path, names: Iterable[str]) -> Path:

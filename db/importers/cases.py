@@ -17,7 +17,7 @@ from db.importers.common import (
     REGISTERS,
     ImportSummary,
 )
-from db.importers.reading import _kind_of, _text, _text_list
+from db.importers.reading import _extra, _kind_of, _text, _text_list
 from db.importers.writing import _batches, _BulkInserter, _dump_json, _Run
 from db.models import RubricStatus
 from db.taxonomy import get_taxonomy
@@ -71,6 +71,8 @@ def _check_case(record: dict, taxonomy, summary: ImportSummary) -> tuple[dict | 
     if register is not None and register not in REGISTERS:
         errors.append(f"register must be lay or professional, found {register!r}")
     criteria = _check_rubric(record, errors)
+    known = set(CASE_FIELDS) | set(OPTIONAL_CASE_FIELDS)
+    extra = _extra({key: value for key, value in record.items() if key not in known}, errors)
     if errors:
         return None, errors
 
@@ -84,7 +86,6 @@ def _check_case(record: dict, taxonomy, summary: ImportSummary) -> tuple[dict | 
             canonical_labels.append(theme)
     if subject_labels and taxonomy.macro_category(subject_labels) == "other":
         summary.unmapped_subjects[subject_labels[0]] += 1
-    known = set(CASE_FIELDS) | set(OPTIONAL_CASE_FIELDS)
     return {
         "case_id": case_id,
         "difficulty": difficulty,
@@ -96,7 +97,7 @@ def _check_case(record: dict, taxonomy, summary: ImportSummary) -> tuple[dict | 
         "clinical_context": clinical_context,
         "user_request": user_request,
         "register": register,
-        "extra": {key: value for key, value in record.items() if key not in known},
+        "extra": extra,
         "criteria": criteria,
     }, errors
 

@@ -11,9 +11,10 @@ from urllib.parse import unquote
 
 from sqlalchemy import bindparam, select, update
 
+from db import limits
 from db.importers import common
 from db.importers.common import _JUDGE_TABLE, _MISSING
-from db.importers.reading import _boolean, _kind_of, _Problems, _text
+from db.importers.reading import _boolean, _extra, _kind_of, _Problems, _text
 from db.importers.targets import _table_has_rows, _Targets
 from db.importers.writing import _batches, _BulkInserter, _dump_json, _Run
 
@@ -39,8 +40,10 @@ def _judge_name(record: dict, option: str | None, errors: list[str]) -> str | No
     return None
 
 
-def _detect_judge_format(head: bytes) -> str:
-    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
+def _detect_judge_format(head: bytes, name: str = "") -> str:
+    # A `<model>_judge.json` is an official judgement file whatever it holds: one whose top level
+    # is not a list is told so, rather than read line by line as decisions.
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"[") or model_of_judgement_file(name):
         return "official"
     first = head.split(b"\n", 1)[0]
     if b'"criteria_met"' in first:
@@ -148,6 +151,11 @@ def _import_judge_rows(run: _Run, records: Iterator[tuple[int, dict]], fmt: str,
     consumed = _DECISION_KEYS if fmt == "decisions" else _LOCAL_JUDGE_KEYS | _ECHOED_INPUT_KEYS
     for line, record in records:
         get = record.get
+        if fmt == "local-judge" and (
+            get("parse_ok") is False or ("criteria_met" in record and get("criteria_met") is None)
+        ):
+            run.summary.unparsed += 1  # the official judge could not read its own answer: no decision
+            continue
         judge = get("judge") if "judge" in record else get("judge_model") if "judge_model" in record else judge_option
         case_id, model, criterion_id, met = get("case_id"), get("model"), get("criterion_id"), get(met_key)
         # A plainly valid row (most of a large file) skips the field-by-field checks that name problems.
@@ -172,6 +180,12 @@ def _import_judge_rows(run: _Run, records: Iterator[tuple[int, dict]], fmt: str,
                     run.problems.at(line, error)
                 continue
         extra = {key: value for key, value in record.items() if key not in consumed}
+        if extra:
+            errors = []
+            _extra(extra, errors)
+            if errors:
+                run.problems.at(line, errors[0])
+                continue
         writer.add(line, judge, case_id, model, criterion_id, met, extra)
     writer.flush()
 
@@ -192,11 +206,14 @@ def model_of_judgement_file(name: str) -> str | None:
 
 def _official_items(data: str, problems: _Problems) -> Iterator[tuple[int, Any]]:
     """(line, item) of each element of a top-level JSON list, without building the whole list twice."""
-    decoder = json.JSONDecoder()
     whitespace = re.compile(r"[ \t\r\n]*")
     position = whitespace.match(data, 0).end()
     if not data.startswith("[", position):
-        problems.at(1, "an official judgement file must be a JSON list of cases")
+        found = "an object" if data.startswith("{", position) else "something else"
+        problems.at(
+            data.count("\n", 0, position) + 1,
+            f"an official judgement file must be a JSON list of cases at its top level, found {found}",
+        )
         return
     position = whitespace.match(data, position + 1).end()
     if data.startswith("]", position):
@@ -204,9 +221,12 @@ def _official_items(data: str, problems: _Problems) -> Iterator[tuple[int, Any]]
     while True:
         line = data.count("\n", 0, position) + 1
         try:
-            item, position = decoder.raw_decode(data, position)
+            item, position = limits.raw_decode(data, position)
         except json.JSONDecodeError as error:
             problems.at(error.lineno, f"not valid JSON ({error.msg} at column {error.colno})")
+            return
+        except limits.InputRejected as error:
+            problems.at(line, f"not accepted: {error}")
             return
         yield line, item
         position = whitespace.match(data, position).end()
@@ -275,5 +295,10 @@ def _import_official(run: _Run, stream: BinaryIO, judge_option: str | None, dige
             extra = {key: value for key, value in result.items() if key not in {"criterion_id", "criteria_met"}}
             if case_extra:
                 extra["case"] = case_extra
+            errors = []
+            _extra(extra, errors, name=f"{prefix}extra keys")
+            if errors:
+                run.problems.at(line, errors[0])
+                continue
             writer.add(line, judge_option, case_id, model, criterion_id, met, extra, where=prefix)
     writer.flush()

@@ -7,14 +7,15 @@ from typing import Any
 
 from sqlalchemy import bindparam, select, update
 
-from db import kept
+from db import kept, limits
+from db.audit_replay import bulk_label_row
 from db.importers import common
 from db.importers.common import _LABEL_TABLE, _MISSING, STAGES
 from db.importers.reading import _boolean, _text
 from db.importers.targets import _table_has_rows, _Targets
 from db.importers.writing import _COPY_ESCAPES, _batches, _BulkInserter, _Run
 from db.models import NO_GROUP, Role, Stage, User
-from db.users import add_placeholder_user
+from db.users import USERNAME_PATTERN, add_placeholder_user
 
 # Labels --------------------------------------------------------------------------------------
 
@@ -32,6 +33,7 @@ _LABEL_COLUMNS = [
     "lock_version",
 ]
 _STAGE_INDEX = {stage: index for index, stage in enumerate(STAGES)}
+_NOTE_LIMIT = limits.TEXT_LIMITS["note"]
 
 
 def _label_copy_line(row: tuple) -> str:
@@ -60,7 +62,7 @@ def _check_label(record: dict, targets: _Targets) -> tuple[tuple | None, list[st
         and type(criterion_id) is str
         and type(annotator) is str
         and type(met) is bool
-        and (note is None or type(note) is str)
+        and (note is None or type(note) is str and len(note) <= _NOTE_LIMIT)
         and (
             (stage == "annotation" or stage == "check")
             and type(group) is int
@@ -174,9 +176,15 @@ def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
         count += 1
         if note:
             problems.scan(line, "note", note)
+        user_id = users.get(annotator)
+        if user_id is None and not USERNAME_PATTERN.match(annotator):
+            # A new account would be made for this name: it must follow the rule of `users add`.
+            problems.at(
+                line, f"annotator {annotator!r} is not a valid username (2–64 letters, digits, '.', '_' or '-')"
+            )
+            continue
         if errors_so_far:
             continue
-        user_id = users.get(annotator)
         if user_id is None:
             role = Role.annotator.value if stage == Stage.annotation else Role.checker.value
             user_id = users[annotator] = add_placeholder_user(
@@ -190,8 +198,7 @@ def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
         rows.append(
             (response_id, criterion_id, stage, group, met, user_id, note, rubric_version[case_pk], stamp, stamp, 1)
         )
-        if had_labels:
-            names.append((case_id, model, annotator))
+        names.append((case_id, model, annotator))
         if len(rows) >= common.ROW_CHUNK:
             _write_labels(run, rows, names, inserter, had_labels)
             rows, names = [], []
@@ -210,6 +217,7 @@ def _write_labels(
         # Nothing was stored before this import and the file has no repeats: every row is new.
         inserter.insert(rows)
         run.summary.inserted += len(rows)
+        run.audit([_inserted_entry(run, rows, names)])
         return
     connection = run.connection
     existing: dict[tuple, Any] = {}
@@ -229,12 +237,13 @@ def _write_labels(
         ):
             existing[(stored.response_id, stored.criterion_id, stored.stage, stored.group_no)] = stored
     username_of: dict[int, str] | None = None
-    new_rows, changes, audit_rows = [], [], []
-    for row, (case_id, model, annotator) in zip(rows, names):
+    new_rows, new_indexes, changes, audit_rows = [], [], [], []
+    for index, (row, (case_id, model, annotator)) in enumerate(zip(rows, names)):
         response_id, criterion_id, stage, group, met, user_id, note, version_id = row[:8]
         stored = existing.get((response_id, criterion_id, stage, group))
         if stored is None:
             new_rows.append(row)
+            new_indexes.append(index)
             continue
         if stored.met == met and stored.user_id == user_id and (stored.note or None) == note:
             run.summary.unchanged += 1
@@ -267,6 +276,8 @@ def _write_labels(
             }
         )
     inserter.insert(new_rows)
+    if new_rows:
+        audit_rows.append(_inserted_entry(run, new_rows, [names[i] for i in new_indexes]))
     if changes:
         connection.execute(
             update(_LABEL_TABLE)
@@ -284,3 +295,18 @@ def _write_labels(
     run.summary.inserted += len(new_rows)
     run.summary.replaced += len(changes)
     run.audit(audit_rows)
+
+
+def _inserted_entry(run: _Run, rows: list[tuple], names: list[tuple[str, str, str]]) -> dict:
+    """One audit entry naming every label a chunk inserted, so `audit verify` can replay them."""
+    logged = [
+        bulk_label_row(case_id, model, row[1], row[2], row[3], row[4], annotator, row[6])
+        for row, (case_id, model, annotator) in zip(rows, names)
+    ]
+    return {
+        "action": "import",
+        "entity": "labels",
+        "entity_key": run.source[:255],
+        "before": None,
+        "after": {"rows": logged},
+    }

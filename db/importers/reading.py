@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
+from db import limits
 from db.contacts import EMAIL, ID_NUMBER, LANDLINE, MOBILE, find_contacts
 from db.importers.common import _MISSING, MAX_ERRORS, MAX_LISTED_WARNINGS, ImportFailed, ImportSummary
 
@@ -30,7 +31,7 @@ def _kind_of(value: Any) -> str:
 #: Every phone or ID number `find_contacts` knows has three digits, a digit or separator, four digits
 #: somewhere; text without that and without "@" is skipped, which saves most of the scanning time.
 _DIGIT_GROUP = re.compile(r"\d\d\d[\d\- ]\d\d\d\d")
-_raw_decode = json.JSONDecoder().raw_decode
+_raw_decode = limits.raw_decode
 
 #: How a warning names each kind of contact-like string.
 CONTACT_KINDS = {
@@ -108,11 +109,14 @@ def _json_lines(stream: BinaryIO, problems: _Problems, digest) -> Iterator[tuple
             try:
                 record, end = _raw_decode(text)
                 if end != len(text) and not text[end:].isspace():
-                    record = json.loads(text)
+                    record = limits.loads(text)
             except json.JSONDecodeError:
-                record = json.loads(text)
+                record = limits.loads(text)
         except json.JSONDecodeError as error:
             problems.at(number, f"not valid JSON ({error.msg} at column {error.colno})")
+            continue
+        except limits.InputRejected as error:
+            problems.at(number, f"not accepted: {error}")
             continue
         if type(record) is not dict:
             problems.at(number, f"each line must be a JSON object, found {_kind_of(record)}")
@@ -150,8 +154,10 @@ def _text(
     if not blank_ok and (not value or value.isspace()):
         errors.append(f"{name} is blank")
         return None
+    if max_length is None:
+        max_length = limits.TEXT_LIMITS.get(key)
     if max_length is not None and len(value) > max_length:
-        errors.append(f"{name} is longer than {max_length} characters")
+        errors.append(f"{name} is longer than {max_length:,} characters ({len(value):,})")
         return None
     return value
 
@@ -166,6 +172,10 @@ def _text_list(
     if type(value) is not list:
         errors.append(f"{name} must be a list of strings, found {_kind_of(value)}")
         return None
+    if len(value) > limits.MAX_LIST_ITEMS:
+        errors.append(f"{name} has {len(value)} items, at most {limits.MAX_LIST_ITEMS}")
+        return None
+    item_limit = limits.TEXT_LIMITS["label"]
     for index, item in enumerate(value):
         if type(item) is not str:
             errors.append(f"{name}[{index}] must be a string, found {_kind_of(item)}")
@@ -173,7 +183,20 @@ def _text_list(
         if not item or item.isspace():
             errors.append(f"{name}[{index}] is blank")
             return None
+        if len(item) > item_limit:
+            errors.append(f"{name}[{index}] is longer than {item_limit} characters")
+            return None
     return value
+
+
+def _extra(extra: dict, errors: list[str], name: str = "extra keys") -> dict:
+    """The extra keys kept with a record, within the size limit (numbers are finite: the decoder saw to it)."""
+    if extra:
+        try:
+            limits.check_extra(name, extra)
+        except limits.InputRejected as error:
+            errors.append(str(error))
+    return extra
 
 
 def _boolean(record: dict, key: str, errors: list[str], prefix: str = "") -> bool | None:

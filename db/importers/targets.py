@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from db.importers.common import _CRITERION_TABLE, _RESPONSE_TABLE, _RUBRIC_TABLE
+from db.current_rubric import current_version_ids
+from db.importers.common import _CRITERION_TABLE, _RESPONSE_TABLE
 from db.importers.responses import _case_pks
 from db.importers.writing import _batches
-from db.models import RubricStatus
 
 # Shared by labels and judge decisions --------------------------------------------------------
 
@@ -34,21 +34,7 @@ class _Targets:
                 select(_RESPONSE_TABLE.c.id, _RESPONSE_TABLE.c.case_pk, _RESPONSE_TABLE.c.model)
             )
         }
-        # The current rubric of a case is its newest approved version (what the analysis reads).
-        newest = (
-            select(_RUBRIC_TABLE.c.case_pk, func.max(_RUBRIC_TABLE.c.version).label("version"))
-            .where(_RUBRIC_TABLE.c.status == RubricStatus.approved.value)
-            .group_by(_RUBRIC_TABLE.c.case_pk)
-            .subquery()
-        )
-        rubric_version = dict(
-            connection.execute(
-                select(_RUBRIC_TABLE.c.case_pk, _RUBRIC_TABLE.c.id).join(
-                    newest,
-                    and_(_RUBRIC_TABLE.c.case_pk == newest.c.case_pk, _RUBRIC_TABLE.c.version == newest.c.version),
-                )
-            ).all()
-        )
+        rubric_version = current_version_ids(connection)
         case_of_version = {version_id: pk for pk, version_id in rubric_version.items()}
         criteria: dict[int, dict[str, int]] = {}
         for batch in _batches(list(case_of_version), 5_000):

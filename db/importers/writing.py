@@ -128,7 +128,7 @@ def db_time(connection: Connection, moment: datetime):
 
 
 def _dump_json(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False)
+    return None if value is None else json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
 def _batches(items: list, size: int = LOOKUP_BATCH) -> Iterator[list]:

@@ -36,7 +36,6 @@ from db.review.label_check import (
     check_annotators,
     check_queue,
     check_view,
-    judges_available,
     sample_responses,
     save_check,
     save_checks,
@@ -55,10 +54,10 @@ from db.review.rubric_audit import (
 )
 from db.review.shared import (
     AB_ORDER_SALT,
-    MAX_NOTE_LENGTH,
     CaseText,
     current_rubric_version_id,
 )
+from db.status import judge_names
 
 __all__ = [
     "CHECK_ALL",
@@ -77,7 +76,6 @@ __all__ = [
     "CheckView",
     "CriterionView",
     "LabelView",
-    "MAX_NOTE_LENGTH",
     "RelabelItem",
     "RubricQueueItem",
     "RubricView",
@@ -92,7 +90,7 @@ __all__ = [
     "check_queue",
     "check_view",
     "current_rubric_version_id",
-    "judges_available",
+    "judge_names",
     "labels_needing_relabel",
     "return_rubric",
     "rubric_for_review",

@@ -9,16 +9,14 @@ import pandas as pd
 from sqlalchemy import select
 from sqlmodel import Session
 
-from db import gold, kept
-from db.errors import PermissionDenied, ValidationFailed
+from db import gold, independence, kept
+from db.errors import ValidationFailed
 from db.models import NO_GROUP, Case, Label, Response, Stage, User
+from db.notes import clean_note
 from db.review.locked_save import LabelView, _label_view, save_label
-
-#: Longest note, comment or rationale a checker may save.
 from db.review.shared import (
     AB_ORDER_SALT,
     CaseText,
-    _clean_text,
     _criteria,
     _require_checker,
     _response_and_case,
@@ -31,11 +29,6 @@ from db.review.shared import (
 def unresolved_count(session: Session) -> int:
     """Decisions where both groups have a final label, they differ, and nobody adjudicated (DESIGN §4)."""
     return kept.unresolved_total(session)
-
-
-def _labeled_responses(session: Session, user_id: int) -> set[int]:
-    """Responses on which the user made an annotation or check label (adjudication would be judging oneself)."""
-    return kept.responses_labeled_by(session, user_id)
 
 
 @dataclass(frozen=True)
@@ -51,12 +44,14 @@ class AdjudicationQueueItem:
 def adjudication_queue(session: Session, user: User) -> list[AdjudicationQueueItem]:
     """Responses with unresolved disagreements, lowest agreement between the groups first.
 
-    Responses the checker labeled are left out (they may not adjudicate them). The figures are
-    the kept ones of db.kept, so the queue reads a few thousand small rows, not every label.
+    Responses the checker may not adjudicate are left out: those they labeled, and those their
+    group has not finished checking (db.independence). The figures are the kept ones of db.kept,
+    so the queue reads a few thousand small rows, not every label.
     """
     _require_checker(user)
-    own = _labeled_responses(session, user.id)
-    figures = [f for f in kept.responses_with_unresolved(session) if f.response_id not in own]
+    unresolved = kept.responses_with_unresolved(session)
+    refused = independence.not_adjudicable(session, user, [f.response_id for f in unresolved])
+    figures = [f for f in unresolved if f.response_id not in refused]
     ids = [f.response_id for f in figures]
     info = {}
     for start in range(0, len(ids), 5000):
@@ -121,15 +116,12 @@ class AdjudicationView:
         return sum(cell.unresolved for cell in self.cells)
 
 
-def _require_may_adjudicate(session: Session, user: User, response_id: int) -> None:
-    _require_checker(user)
-    if response_id in _labeled_responses(session, user.id):
-        raise PermissionDenied("you labeled this response; another checker must adjudicate it")
-
-
 def adjudication_view(session: Session, user: User, response_id: int) -> AdjudicationView:
-    """Every cell of a response on which the groups' final labels differ, with the two labels as A and B."""
-    _require_may_adjudicate(session, user, response_id)
+    """Every cell of a response on which the groups' final labels differ, with the two labels as A and B.
+
+    Opening it is recorded first: from now on the checker's own group's labels on it are closed to them.
+    """
+    independence.open_adjudication(session, user, response_id)
     response, case = _response_and_case(session, response_id)
     labels = list(session.execute(select(Label).where(Label.response_id == response_id)).scalars())
     frame = pd.DataFrame(
@@ -181,8 +173,8 @@ def adjudicate(
     seen_lock_version: int | None = None,
 ) -> LabelView:
     """Decides one disputed cell: the decision is the gold label (source "adjudicated")."""
-    _require_may_adjudicate(session, user, response_id)
-    rationale = _clean_text(rationale, "rationale", required=True)
+    independence.open_adjudication(session, user, response_id)
+    rationale = clean_note(rationale, "rationale", required=True)
     response, case = _response_and_case(session, response_id)
     frame = pd.DataFrame(
         session.execute(

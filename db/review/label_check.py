@@ -6,19 +6,17 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from sqlalchemy import and_, func, select, text
+from sqlalchemy import and_, func, select
 from sqlalchemy import case as sql_case
 from sqlmodel import Session
 
-from db import kept
+from db import independence, kept
 from db.errors import NotFound, PermissionDenied, ValidationFailed
 from db.models import Case, JudgeDecision, Label, Response, Stage, User
+from db.notes import clean_note
 from db.review.locked_save import LabelView, _find_label, _label_view, save_label
-
-#: Longest note, comment or rationale a checker may save.
 from db.review.shared import (
     CaseText,
-    _clean_text,
     _criteria,
     _require_checker,
     _response_and_case,
@@ -71,26 +69,6 @@ def check_annotators(session: Session, user: User) -> list[AnnotatorSummary]:
         AnnotatorSummary(uid, name, display or name, int(n_resp), int(n_lab))
         for uid, name, display, n_resp, n_lab in rows
     ]
-
-
-def judges_available(session: Session) -> list[str]:
-    """Judges that have decisions, in name order.
-
-    Millions of decisions name a handful of judges: instead of reading them all (DISTINCT), the
-    query hops from one name to the next through the (judge, response, criterion) index.
-    """
-    return list(session.execute(_JUDGE_NAMES).scalars())
-
-
-_JUDGE_NAMES = text("""
-    WITH RECURSIVE names(judge) AS (
-        SELECT MIN(judge) FROM judge_decision
-        UNION ALL
-        SELECT (SELECT MIN(judge) FROM judge_decision WHERE judge_decision.judge > names.judge)
-        FROM names WHERE names.judge IS NOT NULL
-    )
-    SELECT judge FROM names WHERE judge IS NOT NULL
-""")
 
 
 def sample_responses(response_ids: list[int], percent: float, *, seed: int, annotator_id: int) -> list[int]:
@@ -200,6 +178,8 @@ class CheckView:
     case: CaseText
     group_no: int
     rows: list[CheckRow] = field(default_factory=list)
+    # The checker opened this response's adjudication: their group's labels on it are closed to them.
+    closed: bool = False
 
 
 def check_view(session: Session, user: User, response_id: int) -> CheckView:
@@ -234,7 +214,8 @@ def check_view(session: Session, user: User, response_id: int) -> CheckView:
                 annotation is not None and annotation.user_id == user.id,
             )
         )
-    return CheckView(response.id, response.code, response.text, CaseText.of(case), group, rows)
+    closed = bool(independence.opened_by(session, user.id, [response_id]))
+    return CheckView(response.id, response.code, response.text, CaseText.of(case), group, rows, closed)
 
 
 def save_check(
@@ -258,7 +239,8 @@ def save_check(
         raise NotFound(f"criterion {criterion_id}: your group has no label to check")
     if annotation.user_id == user.id:
         raise PermissionDenied("you cannot check your own labels")
-    note = _clean_text(note, "note", required=bool(met) != bool(annotation.met))
+    independence.require_group_labels_open(session, user, response_id)
+    note = clean_note(note, "note", required=bool(met) != bool(annotation.met))
     label = save_label(
         session,
         user,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, update
@@ -13,40 +11,25 @@ from sqlmodel import Session
 from db import kept
 from db.audit import record
 from db.errors import NotFound, StaleEdit
+from db.label_view import LabelView
 from db.models import Case, Label, Response, Stage, User, utcnow
-
-#: Longest note, comment or rationale a checker may save.
 from db.review.shared import _username, current_rubric_version_id
 
 # Saving a label with optimistic locking -----------------------------------------------------
 
 
-@dataclass(frozen=True)
-class LabelView:
-    id: int
-    criterion_id: str
-    stage: str
-    group_no: int
-    met: bool
-    note: str | None
-    user: str | None
-    user_id: int
-    lock_version: int
-    updated_at: datetime | None
-
-
 def _label_view(session: Session, label: Label) -> LabelView:
     return LabelView(
-        label.id,
-        label.criterion_id,
-        label.stage,
-        label.group_no,
-        label.met,
-        label.note,
-        _username(session, label.user_id),
-        label.user_id,
-        label.lock_version,
-        label.updated_at,
+        criterion_id=label.criterion_id,
+        met=label.met,
+        note=label.note,
+        lock_version=label.lock_version,
+        id=label.id,
+        stage=label.stage,
+        group_no=label.group_no,
+        user=_username(session, label.user_id),
+        user_id=label.user_id,
+        updated_at=label.updated_at,
     )
 
 

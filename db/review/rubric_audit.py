@@ -10,11 +10,12 @@ from sqlalchemy import func, select, update
 from sqlmodel import Session
 
 from db.audit import record
+from db.current_rubric import made_on_older_version
 from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
 from db.models import Case, Criterion, Label, Response, RubricStatus, RubricVersion, User, utcnow
-
-#: Longest note, comment or rationale a checker may save.
-from db.review.shared import CaseText, _clean_text, _criteria, _current_versions_subquery, _require_checker, _username
+from db.notes import clean_note
+from db.review.shared import CaseText, _criteria, _current_versions_subquery, _require_checker, _username
+from db.rubrics import CriterionView, criteria_of
 
 # Rubric audit --------------------------------------------------------------------------------
 
@@ -28,16 +29,6 @@ class RubricQueueItem:
     submitted_at: datetime | None
     n_criteria: int
     own: bool  # written by the checker: someone else must audit it
-
-
-@dataclass(frozen=True)
-class CriterionView:
-    id: int
-    position: int
-    criterion_id: str
-    text: str
-    tags: list[str]
-    review_comment: str | None
 
 
 @dataclass(frozen=True)
@@ -90,10 +81,7 @@ def rubric_for_review(session: Session, user: User, rubric_version_id: int) -> R
 
 def _rubric_view(session: Session, rubric: RubricVersion, user: User) -> RubricView:
     case = session.get(Case, rubric.case_pk)
-    criteria = [
-        CriterionView(c.id, c.position, c.criterion_id, c.text, list(c.tags or []), c.review_comment)
-        for c in _criteria(session, rubric.id)
-    ]
+    criteria = criteria_of(session, rubric.id)
     earlier = (
         session.execute(
             select(RubricVersion)
@@ -216,7 +204,7 @@ def approve_rubric(
         rubric_version_id,
         seen_lock_version=seen_lock_version,
         status=RubricStatus.approved,
-        comment=_clean_text(comment, "comment"),
+        comment=clean_note(comment, "comment"),
         criterion_comments={},
     )
 
@@ -234,9 +222,9 @@ def return_rubric(
 
     `criterion_comments` maps Criterion.id to a comment; criteria without one count as approved.
     """
-    cleaned = {pk: _clean_text(text, f"criterion {pk} comment") for pk, text in (criterion_comments or {}).items()}
+    cleaned = {pk: clean_note(text, f"criterion {pk} comment") for pk, text in (criterion_comments or {}).items()}
     cleaned = {pk: text for pk, text in cleaned.items() if text}
-    overall = _clean_text(comment, "comment")
+    overall = clean_note(comment, "comment")
     if not overall and not cleaned:
         raise ValidationFailed("comment: say what the author should change (an overall or a criterion comment)")
     return _decide_rubric(
@@ -295,7 +283,7 @@ def labels_needing_relabel(
         .join(Response, Response.id == Label.response_id)
         .join(Case, Case.id == Response.case_pk)
         .join(current, current.c.case_pk == Response.case_pk)
-        .where(Label.rubric_version_id.is_not(None), Label.rubric_version_id != current.c.rubric_version_id)
+        .where(made_on_older_version(Label.rubric_version_id, current.c.rubric_version_id))
     )
     if user_id is not None:
         statement = statement.where(Label.user_id == user_id)

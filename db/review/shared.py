@@ -4,18 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import select
 from sqlmodel import Session
 
-from db.errors import NotFound, ValidationFailed
-from db.models import Case, Criterion, Response, Role, RubricStatus, RubricVersion, User
+from db.current_rubric import current_approved_version, current_versions
+from db.errors import NotFound
+from db.models import Case, Criterion, Response, Role, User
 from db.policies import require_role
-from db.rubrics import current_approved_version
 
-#: Longest note, comment or rationale a checker may save.
-
-
-MAX_NOTE_LENGTH = 2000
 #: Salt of the A/B order in adjudication; changing it reshuffles every cell.
 AB_ORDER_SALT = "clinconsensus-ab-v1"
 
@@ -25,15 +21,6 @@ AB_ORDER_SALT = "clinconsensus-ab-v1"
 
 def _require_checker(user: User) -> None:
     require_role(user, Role.checker)
-
-
-def _clean_text(value: str | None, what: str, *, required: bool = False) -> str | None:
-    text = (value or "").strip()
-    if required and not text:
-        raise ValidationFailed(f"{what}: required")
-    if len(text) > MAX_NOTE_LENGTH:
-        raise ValidationFailed(f"{what}: at most {MAX_NOTE_LENGTH} characters (got {len(text)})")
-    return text or None
 
 
 def _username(session: Session, user_id: int | None) -> str | None:
@@ -50,17 +37,7 @@ def current_rubric_version_id(session: Session, case_pk: int) -> int | None:
 
 
 def _current_versions_subquery():
-    newest = (
-        select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
-        .where(RubricVersion.status == RubricStatus.approved)
-        .group_by(RubricVersion.case_pk)
-        .subquery()
-    )
-    return (
-        select(RubricVersion.case_pk, RubricVersion.id.label("rubric_version_id"))
-        .join(newest, and_(RubricVersion.case_pk == newest.c.case_pk, RubricVersion.version == newest.c.version))
-        .subquery()
-    )
+    return current_versions().subquery()
 
 
 def _criteria(session: Session, rubric_version_id: int | None) -> list[Criterion]:

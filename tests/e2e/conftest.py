@@ -25,10 +25,12 @@ from pathlib import Path
 
 import pytest
 
+from db.config import get_settings
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO_ROOT / "tests" / "artifacts"
 SCREENSHOTS = ARTIFACTS / "screenshots"
-CHROMIUM = Path(os.environ.get("CLINCONSENSUS_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM = get_settings().chromium
 CHROMIUM_ARGS = [
     "--no-sandbox",  # CI runs as root, where Chromium's sandbox cannot start
     "--disable-gpu",
@@ -47,7 +49,7 @@ CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 def _browser_required() -> bool:
-    return os.environ.get("CLINCONSENSUS_REQUIRE_BROWSER", "") not in ("", "0")
+    return get_settings().require_browser
 
 
 def _free_port() -> int:

@@ -82,13 +82,10 @@ def screen(browser, app_server):
 
 
 def _open_response(page, app_server, world, index: int) -> None:
+    """Signs in and opens the response by its code in the address (as a bookmark or a shared link would)."""
     login(page, app_server, world["labeler"])
-    page.get_by_role("link", name=text("annotate.labeling.title")).first.click()
-    wait_for_app_run(page)
     code = world["codes"][index]
-    page.get_by_role("combobox", name=text("annotate.labeling.pick")).click()
-    page.keyboard.type(code)
-    page.get_by_role("option", name=re.compile(re.escape(code))).first.click()
+    page.goto(f"{app_server.base_url}/annotate-labeling?r={code}")
     wait_for_app_run(page)
     expect(page.get_by_text(text("workbench.response", code=code))).to_be_visible(timeout=WAIT_MS)
     page.locator(".wb-item").first.wait_for()

@@ -75,3 +75,9 @@ def button(app: AppTest, label: str):
     matches = [b for b in app.button if b.label == label]
     assert matches, f"no button {label!r} among {[b.label for b in app.button]}"
     return matches[0]
+
+
+def widget_key_of(app: AppTest, prefix: str, *parts) -> str:
+    """The per-session key `ui.keys.widget_key(prefix, *parts)` gave a widget in this app's session."""
+    table = app.session_state["_opaque_widget_keys"]
+    return f"{prefix}_{table[(prefix, *map(str, parts))]}"

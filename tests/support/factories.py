@@ -120,3 +120,48 @@ def make_label(
     session.add(label)
     session.flush()
     return label
+
+
+def log_factory_rows(session: Session, actor: str = "factory") -> None:
+    """Audit entries for the labels and rubric versions the factories wrote directly, in the bulk
+    form importers use, so `audit verify` replays them like imported rows."""
+    from sqlmodel import select
+
+    from db.audit import AuditWriter
+    from db.audit_replay import bulk_label_row
+
+    labels = session.exec(
+        select(
+            Case.case_id,
+            Response.model,
+            Label.criterion_id,
+            Label.stage,
+            Label.group_no,
+            Label.met,
+            User.username,
+            Label.note,
+        )
+        .join(Response, Response.id == Label.response_id)
+        .join(Case, Case.id == Response.case_pk)
+        .join(User, User.id == Label.user_id)
+    ).all()
+    rubrics = []
+    for version, case_id in session.exec(
+        select(RubricVersion, Case.case_id).join(Case, Case.id == RubricVersion.case_pk)
+    ):
+        criteria = session.exec(
+            select(Criterion).where(Criterion.rubric_version_id == version.id).order_by(Criterion.position)
+        ).all()
+        rubrics.append(
+            {
+                "case": case_id,
+                "version": version.version,
+                "status": version.status,
+                "criteria": [{"criterion_id": c.criterion_id, "text": c.text, "tags": c.tags} for c in criteria],
+            }
+        )
+    writer = AuditWriter(session, actor)
+    writer.record(
+        action="import", entity="labels", entity_key="factory", after={"rows": [bulk_label_row(*row) for row in labels]}
+    )
+    writer.record(action="import", entity="rubrics", entity_key="factory", after={"rows": rubrics})

@@ -1,7 +1,7 @@
 """kept figures: label counts per response, group, stage, person and rubric version; per-response disagreement status
 
 Revision ID: 0007
-Revises: 0004
+Revises: 0005
 
 The checker pages, the sidebar and the progress page read these small tables instead of recounting
 every label; db/kept.py rewrites the rows of the responses each save or import touches. An existing
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0007"
-down_revision = "0004"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 
@@ -40,7 +40,7 @@ def upgrade() -> None:
     )
     op.create_index("ix_response_status_n_unresolved", "response_status", ["n_unresolved"])
 
-    # The data version (analysis/freshness.py) reads the newest label edit through this index.
+    # The data version (analysis/loader.py) reads the newest label edit through this index.
     op.create_index("ix_label_updated_at", "label", ["updated_at"])
 
     from db import kept

@@ -1,0 +1,28 @@
+"""The frames the metric code reads: plain pandas tables, filled by `analysis.loader` (or by a test).
+
+Column names are the contract of the metric and export code:
+- cases:     case_pk, case_id, difficulty, task, task_labels, subject, subject_labels, user_role,
+             register, macro_category, n_criteria (+ clinical_context, user_request, extra with text=True)
+- criteria:  case_pk, rubric_version_id, position, criterion_id (+ text, tags with text=True) — the
+             current approved rubric of each case
+- responses: response_id, case_pk, case_id, model, length (+ text with text=True)
+- labels:    response_id, criterion_id, stage, group_no, met, user_id (+ note with notes=True)
+- judge:     judge, response_id, criterion_id, met
+- users:     user_id, username, role, group_no
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+
+@dataclass
+class Frames:
+    cases: pd.DataFrame
+    criteria: pd.DataFrame
+    responses: pd.DataFrame
+    labels: pd.DataFrame
+    judge: pd.DataFrame
+    users: pd.DataFrame

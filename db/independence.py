@@ -1,0 +1,138 @@
+"""The independence rules of the two expert groups (DESIGN §1), in one place.
+
+The groups' agreement means something only if no information flows from one group into the
+other group's labels. A checker sees the other group's labels only in adjudication, so:
+- a response whose labels the checker's group has not finished checking cannot be adjudicated by
+  them (check first: it is the group's own judgement that goes into adjudication);
+- nobody adjudicates a response they annotated;
+- once a checker has opened a response's adjudication, their own group's labels on it are closed
+  to them (they could otherwise copy the other group's answer into their group's check).
+Opening is recorded in `adjudication_opening` by `open_adjudication`, before any label is shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import and_, insert, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col
+
+from db.errors import PermissionDenied
+from db.models import AdjudicationOpening, Label, Role, Stage, User, utcnow
+from db.policies import require_role
+
+#: The reasons a checker is refused, for pages to show (catalog keys end with the same words).
+CHECK_PENDING = "your group has not finished checking this response; check it before adjudicating"
+ANNOTATED_IT = "you annotated this response; another checker must adjudicate it"
+SEEN_OTHER_GROUP = (
+    "you have seen the other group's labels on this response in adjudication; "
+    "your group's labels on it are closed to you"
+)
+
+
+def annotated_by(session: Session, user_id: int | None, response_ids: Iterable[int] | None = None) -> set[int]:
+    """Responses on which the user made an annotation label.
+
+    Checking one's own group's labels does not count: the checker role checks and then
+    adjudicates (DESIGN §1), and once they open the adjudication their group's labels are closed.
+    """
+    statement = select(col(Label.response_id)).where(
+        col(Label.user_id) == user_id, col(Label.stage) == Stage.annotation
+    )
+    if response_ids is not None:
+        statement = statement.where(col(Label.response_id).in_(list(response_ids)))
+    return set(session.execute(statement.distinct()).scalars())
+
+
+def check_pending(session: Session, user: User, response_ids: Iterable[int] | None = None) -> set[int]:
+    """Responses still waiting in the checker's own check queue.
+
+    That is: their group has an annotation label on it, made by someone else (the checker may
+    check it), that has no check label of the group yet.
+    """
+    table = Label.__table__  # type: ignore[attr-defined]
+    annotation, check = table.alias("annotation"), table.alias("check_label")
+    statement = (
+        select(annotation.c.response_id)
+        .distinct()
+        .outerjoin(
+            check,
+            and_(
+                check.c.response_id == annotation.c.response_id,
+                check.c.criterion_id == annotation.c.criterion_id,
+                check.c.group_no == annotation.c.group_no,
+                check.c.stage == Stage.check.value,
+            ),
+        )
+        .where(
+            annotation.c.stage == Stage.annotation.value,
+            annotation.c.group_no == user.group_no,
+            annotation.c.user_id != user.id,
+            check.c.id.is_(None),
+        )
+    )
+    if response_ids is not None:
+        statement = statement.where(annotation.c.response_id.in_(list(response_ids)))
+    return set(session.execute(statement).scalars())
+
+
+def opened_by(session: Session, user_id: int | None, response_ids: Iterable[int] | None = None) -> set[int]:
+    """Responses whose adjudication the user has opened."""
+    statement = select(col(AdjudicationOpening.response_id)).where(col(AdjudicationOpening.user_id) == user_id)
+    if response_ids is not None:
+        statement = statement.where(col(AdjudicationOpening.response_id).in_(list(response_ids)))
+    return set(session.execute(statement).scalars())
+
+
+def not_adjudicable(session: Session, user: User, response_ids: Iterable[int]) -> set[int]:
+    """Of `response_ids`, those the checker may not adjudicate (annotated them, or their group's check is pending)."""
+    wanted = list(response_ids)
+    if not wanted:
+        return set()
+    return annotated_by(session, user.id, wanted) | check_pending(session, user, wanted)
+
+
+def require_may_adjudicate(session: Session, user: User, response_id: int) -> None:
+    require_role(user, Role.checker)
+    if annotated_by(session, user.id, [response_id]):
+        raise PermissionDenied(ANNOTATED_IT)
+    if check_pending(session, user, [response_id]):
+        raise PermissionDenied(CHECK_PENDING)
+
+
+def open_adjudication(session: Session, user: User, response_id: int) -> None:
+    """Records, durably and before any label is shown, that the checker sees both groups' labels of the response.
+
+    In a write session the record joins its transaction; a read-only session (SQLite's shared
+    read) gets it committed in a short write transaction of its own first.
+    """
+    require_may_adjudicate(session, user, response_id)
+    if opened_by(session, user.id, [response_id]):
+        return
+    if session.connection().get_execution_options().get("sqlite_read_only"):
+        from db.engine import session_scope
+
+        bind = session.get_bind()
+        engine = bind if isinstance(bind, Engine) else bind.engine
+        with session_scope(engine) as writer:
+            _insert_opening(writer, user.id, response_id)
+    else:
+        _insert_opening(session, user.id, response_id)
+
+
+def _insert_opening(session: Session, user_id: int | None, response_id: int) -> None:
+    try:
+        with session.begin_nested():
+            session.execute(
+                insert(AdjudicationOpening).values(user_id=user_id, response_id=response_id, opened_at=utcnow())
+            )
+    except IntegrityError:
+        pass  # opened at the same moment in another tab: recorded either way
+
+
+def require_group_labels_open(session: Session, user: User, response_id: int) -> None:
+    """Refuses a change of the user's own group's labels on a response whose adjudication they opened."""
+    if opened_by(session, user.id, [response_id]):
+        raise PermissionDenied(SEEN_OTHER_GROUP)

@@ -1,0 +1,142 @@
+"""Limits on what the app accepts: JSON shape, numbers, and the length of every text field.
+
+Generous enough for any real clinical case (the longest public ClinConsensus context is a few
+thousand characters), small enough that one file cannot fill the database or the browser.
+The README lists them; importers and savers use them to name the field that is too long.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from typing import Any
+
+#: Deepest nesting of arrays and objects in one JSON value (a case line needs 3).
+MAX_JSON_DEPTH = 32
+
+#: Longest text per field, in Unicode code points.
+TEXT_LIMITS: dict[str, int] = {
+    "case_id": 64,
+    "model": 128,
+    "judge": 128,
+    "criterion_id": 64,
+    "username": 64,
+    "difficulty": 16,
+    "task": 128,
+    "subject": 128,
+    "user_role": 128,
+    "label": 128,  # one task or subject label, one tag
+    "clinical_context": 100_000,
+    "user_request": 20_000,
+    "response": 200_000,
+    "criterion": 2_000,
+    "note": 2_000,  # a label's note, a check's note, an adjudication's rationale, a review comment
+    "extra": 100_000,  # the JSON text of the extra keys kept with a case or a judge decision
+}
+#: Most items in a list field (task_labels, subject_labels, tags).
+MAX_LIST_ITEMS = 64
+
+
+class InputRejected(ValueError):
+    """A value the app does not accept; the message names the problem (the caller adds file, line, field)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def _reject_constant(name: str) -> Any:
+    raise InputRejected(f"{name} is not valid JSON (numbers must be finite)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise InputRejected(f"{text} is out of range (numbers must be finite)")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+def raw_decode(text: str, position: int = 0) -> tuple[Any, int]:
+    """`JSONDecoder.raw_decode` for untrusted input (see `loads`); the value's depth is checked too."""
+    try:
+        value, end = _DECODER.raw_decode(text, position)
+    except RecursionError:
+        raise InputRejected(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+    # Counting brackets is cheap; the walk runs only when the text could be that deep.
+    brackets = text.count("[", position, end) + text.count("{", position, end)
+    if brackets > MAX_JSON_DEPTH and nesting_depth(value) > MAX_JSON_DEPTH:
+        raise InputRejected(f"nested deeper than {MAX_JSON_DEPTH} levels")
+    return value, end
+
+
+def loads(text: str | bytes) -> Any:
+    """json.loads for untrusted input: no NaN/Infinity, no overflowing numbers, no deep nesting.
+
+    Raises InputRejected (or json.JSONDecodeError for malformed text); never RecursionError.
+    """
+    try:
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise InputRejected(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+    if nesting_depth(value) > MAX_JSON_DEPTH:
+        raise InputRejected(f"nested deeper than {MAX_JSON_DEPTH} levels")
+    return value
+
+
+def nesting_depth(value: Any) -> int:
+    """Depth of arrays/objects (a scalar is 0), computed without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > MAX_JSON_DEPTH:
+            return deepest
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def dumps(value: Any, **options) -> str:
+    """json.dumps that refuses NaN/Infinity: what we write is always valid JSON."""
+    return json.dumps(value, allow_nan=False, **options)
+
+
+def check_length(field: str, value: str | None, *, limit_key: str | None = None) -> None:
+    """Raises InputRejected when `value` is longer than the limit of its field."""
+    if value is None:
+        return
+    limit = TEXT_LIMITS[limit_key or field]
+    if len(value) > limit:
+        raise InputRejected(f"{field}: at most {limit:,} characters (got {len(value):,})", field)
+
+
+def check_list(field: str, values: list | None, *, item_limit_key: str = "label") -> None:
+    if values is None:
+        return
+    if len(values) > MAX_LIST_ITEMS:
+        raise InputRejected(f"{field}: at most {MAX_LIST_ITEMS} items (got {len(values)})", field)
+    for index, item in enumerate(values):
+        if isinstance(item, str):
+            check_length(f"{field}[{index}]", item, limit_key=item_limit_key)
+
+
+def check_extra(field: str, extra: dict | None) -> None:
+    """The extra keys kept with a record: finite numbers only, bounded size."""
+    if not extra:
+        return
+    try:
+        text = dumps(extra, ensure_ascii=False)
+    except ValueError:
+        raise InputRejected(f"{field}: numbers must be finite (NaN or Infinity found)", field) from None
+    if len(text) > TEXT_LIMITS["extra"]:
+        raise InputRejected(f"{field}: at most {TEXT_LIMITS['extra']:,} characters of JSON (got {len(text):,})", field)

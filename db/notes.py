@@ -1,0 +1,20 @@
+"""What people write beside a decision (a label's note, a checker's comment, an adjudication's
+rationale): one length limit and one cleaning rule for all of them."""
+
+from __future__ import annotations
+
+from db.errors import ValidationFailed
+from db.limits import TEXT_LIMITS
+
+#: Longest note, comment or rationale anyone may save (the pages' text boxes and imports stop there too).
+MAX_NOTE_CHARS = TEXT_LIMITS["note"]
+
+
+def clean_note(value: str | None, what: str, *, required: bool = False) -> str | None:
+    """`value` without surrounding blanks, None when empty; refused when over the limit (or empty and required)."""
+    text = ("" if value is None else str(value)).strip()
+    if required and not text:
+        raise ValidationFailed(f"{what}: required")
+    if len(text) > MAX_NOTE_CHARS:
+        raise ValidationFailed(f"{what}: at most {MAX_NOTE_CHARS} characters (got {len(text)})")
+    return text or None

@@ -1,0 +1,163 @@
+"""The independence rules of the two groups, tried as the wrong user calling db/ directly (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import pytest
+from sqlmodel import select
+
+from db import independence, review
+from db.engine import session_scope
+from db.errors import PermissionDenied
+from db.models import AdjudicationOpening, Label, User
+from tests.support.factories import make_case, make_label, make_response, make_user
+
+N = 3
+
+
+def world(engine):
+    """Group 1 says all met, group 2 says c01 not met, on one response; nobody has checked yet."""
+    with session_scope(engine) as s:
+        people = {
+            "ann1": make_user(s, "ann1", "annotator", 1),
+            "ann2": make_user(s, "ann2", "annotator", 2),
+            "chk1": make_user(s, "chk1", "checker", 1),
+            "chk1b": make_user(s, "chk1b", "checker", 1),
+            "chk2": make_user(s, "chk2", "checker", 2),
+        }
+        case = make_case(s, "CC-0001", n=N)
+        response = make_response(s, case, "model-secret", "回答")
+        for i in range(1, N + 1):
+            cid = f"c{i:02d}"
+            make_label(s, response, cid, True, people["ann1"])
+            make_label(s, response, cid, cid != "c01", people["ann2"])
+        return {name: user.id for name, user in people.items()}, response.id
+
+
+def person(engine, user_id) -> User:
+    with session_scope(engine, read_only=True) as s:
+        return s.get(User, user_id)
+
+
+def check_all(engine, checker: User, response_id: int) -> None:
+    with session_scope(engine) as s:
+        view = review.check_view(s, checker, response_id)
+        review.save_checks(
+            s,
+            checker,
+            response_id=response_id,
+            decisions=[review.CheckInput(row.criterion_id, row.annotation.met) for row in view.rows],
+        )
+
+
+def test_the_reported_attack_is_refused_at_every_step(engine):
+    """A group-1 checker tries to read group 2's labels before group 1 is checked, then copy them."""
+    ids, response_id = world(engine)
+    chk1 = person(engine, ids["chk1"])
+    with session_scope(engine) as s:
+        assert [item.response_id for item in review.adjudication_queue(s, chk1)] == []
+        with pytest.raises(PermissionDenied, match="not finished checking"):
+            review.adjudication_view(s, chk1, response_id)
+        with pytest.raises(PermissionDenied, match="not finished checking"):
+            review.adjudicate(s, chk1, response_id=response_id, criterion_id="c01", met=False, rationale="照抄")
+    with session_scope(engine, read_only=True) as s:
+        assert s.exec(select(AdjudicationOpening)).all() == []  # nothing was shown, nothing recorded
+    # Once group 1's check is done (by another checker), chk1 may adjudicate ...
+    check_all(engine, person(engine, ids["chk1b"]), response_id)
+    check_all(engine, person(engine, ids["chk2"]), response_id)
+    with session_scope(engine) as s:
+        assert [item.response_id for item in review.adjudication_queue(s, chk1)] == [response_id]
+        view = review.adjudication_view(s, chk1, response_id)
+        assert [cell.criterion_id for cell in view.cells] == ["c01"]
+    # ... and from then on group 1's labels on this response are closed to chk1: no copying group 2's answer.
+    with session_scope(engine) as s:
+        current = {row.criterion_id: row for row in review.check_view(s, chk1, response_id).rows}
+        assert review.check_view(s, chk1, response_id).closed
+        with pytest.raises(PermissionDenied, match="closed to you"):
+            review.save_check(
+                s,
+                chk1,
+                response_id=response_id,
+                criterion_id="c01",
+                met=False,
+                note="改成和另一组一致",
+                seen_lock_version=current["c01"].check.lock_version,
+            )
+    with session_scope(engine, read_only=True) as s:
+        labels = {(row.criterion_id): row.check.met for row in review.check_view(s, chk1, response_id).rows}
+        assert labels["c01"] is True  # unchanged
+
+
+def test_opening_in_a_read_only_session_is_recorded_before_labels_are_returned(engine):
+    ids, response_id = world(engine)
+    check_all(engine, person(engine, ids["chk1b"]), response_id)
+    check_all(engine, person(engine, ids["chk2"]), response_id)
+    chk1 = person(engine, ids["chk1"])
+    with session_scope(engine, read_only=True) as s:
+        review.adjudication_view(s, chk1, response_id)
+    with session_scope(engine, read_only=True) as s:
+        assert independence.opened_by(s, chk1.id) == {response_id}
+    with session_scope(engine) as s, pytest.raises(PermissionDenied, match="closed to you"):
+        independence.require_group_labels_open(s, chk1, response_id)
+
+
+def test_nobody_adjudicates_what_they_annotated(engine):
+    """An account named as annotator in imported labels may be a checker: they may not judge their own labels."""
+    ids, response_id = world(engine)
+    with session_scope(engine) as s:
+        chk2x = make_user(s, "chk2x", "checker", 2)
+        # An import attributed group 2's annotation of c01 to this checker's account.
+        label = s.exec(
+            select(Label).where(Label.response_id == response_id, Label.criterion_id == "c01", Label.group_no == 2)
+        ).one()
+        label.user_id = chk2x.id
+        s.add(label)
+    check_all(engine, person(engine, ids["chk1b"]), response_id)
+    check_all(engine, person(engine, ids["chk2"]), response_id)
+    chk2x = person(engine, chk2x.id)
+    with session_scope(engine) as s:
+        assert review.adjudication_queue(s, chk2x) == []
+        with pytest.raises(PermissionDenied, match="annotated this response"):
+            review.adjudication_view(s, chk2x, response_id)
+
+
+def test_a_checker_adjudicates_after_checking_their_own_group(engine):
+    """Checking is the checker's job before adjudicating (DESIGN §1): it does not bar them, opening does the rest."""
+    ids, response_id = world(engine)
+    chk1 = person(engine, ids["chk1"])
+    check_all(engine, chk1, response_id)
+    check_all(engine, person(engine, ids["chk2"]), response_id)
+    with session_scope(engine) as s:
+        assert [item.response_id for item in review.adjudication_queue(s, chk1)] == [response_id]
+        review.adjudicate(s, chk1, response_id=response_id, criterion_id="c01", met=False, rationale="依据原文")
+    with session_scope(engine) as s, pytest.raises(PermissionDenied, match="closed to you"):
+        review.save_check(
+            s, chk1, response_id=response_id, criterion_id="c02", met=False, note="改", seen_lock_version=1
+        )
+
+
+def test_annotators_and_admins_never_reach_adjudication(engine):
+    ids, response_id = world(engine)
+    with session_scope(engine) as s:
+        admin = make_user(s, "boss", "admin")
+    for user in (person(engine, ids["ann1"]), person(engine, admin.id)):
+        with session_scope(engine) as s:
+            with pytest.raises(PermissionDenied):
+                review.adjudication_view(s, user, response_id)
+            with pytest.raises(PermissionDenied):
+                review.adjudication_queue(s, user)
+
+
+def test_a_partly_checked_response_still_waits(engine):
+    ids, response_id = world(engine)
+    chk1b = person(engine, ids["chk1b"])
+    with session_scope(engine) as s:
+        review.save_check(s, chk1b, response_id=response_id, criterion_id="c01", met=True)
+    check_all(engine, person(engine, ids["chk2"]), response_id)
+    chk1 = person(engine, ids["chk1"])
+    with session_scope(engine) as s:
+        assert independence.check_pending(s, chk1, [response_id]) == {response_id}
+        with pytest.raises(PermissionDenied, match="not finished checking"):
+            review.adjudication_view(s, chk1, response_id)
+    # The other group's checker is not held up by group 1's pending check.
+    with session_scope(engine, read_only=True) as s:
+        assert independence.check_pending(s, person(engine, ids["chk2"]), [response_id]) == set()

@@ -1,0 +1,126 @@
+"""Sign-in against someone who floods it: atomic failure counts, throttling of any name, unlock, idle timeout."""
+
+from __future__ import annotations
+
+import sqlite3
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import pytest
+from sqlmodel import select
+
+from db import users
+from db.config import LOCKOUT_MINUTES, MAX_FAILED_LOGINS
+from db.engine import session_scope
+from db.models import AuditLog, LoginSession, LoginThrottle, utcnow
+from tests.support.factories import DEFAULT_PASSWORD, make_user
+
+
+def _attempt(engine, username: str, password: str) -> str:
+    try:
+        return "ok" if users.authenticate(engine, username=username, password=password) else "failed"
+    except users.LoginThrottled:
+        return "throttled"
+
+
+def test_parallel_wrong_passwords_lock_the_account_then_the_right_one_is_refused(engine):
+    with session_scope(engine) as session:
+        make_user(session, "dr_wu")
+    with ThreadPoolExecutor(max_workers=11) as pool:
+        outcomes = list(pool.map(lambda _: _attempt(engine, "dr_wu", "wrong-password"), range(11)))
+    assert "ok" not in outcomes
+    # Every failure was counted: the account is locked, so the right password is refused now.
+    with pytest.raises(users.LoginThrottled) as refused:
+        users.authenticate(engine, username="dr_wu", password=DEFAULT_PASSWORD)
+    now = utcnow()
+    assert now < refused.value.retry_at <= now + timedelta(minutes=LOCKOUT_MINUTES)
+    assert f"{refused.value.retry_at:%H:%M}" in str(refused.value)
+    with session_scope(engine, read_only=True) as session:
+        locks = session.exec(select(AuditLog).where(AuditLog.action == "lock", AuditLog.entity_key == "dr_wu")).all()
+        assert len(locks) >= 1
+
+
+def test_unknown_names_are_throttled_the_same_way(engine):
+    with session_scope(engine) as session:
+        make_user(session, "dr_he")
+    outcomes = {
+        name: [_attempt(engine, name, "wrong-password") for _ in range(MAX_FAILED_LOGINS)]
+        for name in ("dr_he", "nobody_here")
+    }
+    # Known and unknown names give the same answers in the same order: nothing tells them apart.
+    assert outcomes["dr_he"] == outcomes["nobody_here"] == ["failed"] * (MAX_FAILED_LOGINS - 1) + ["throttled"]
+    assert _attempt(engine, "NOBODY_here ", "x") == "throttled"  # the same name, typed differently
+    assert _attempt(engine, "someone_else", "x") == "failed"  # other names are not affected
+
+
+def test_admin_unlock_lifts_the_lock(engine):
+    with session_scope(engine) as session:
+        make_user(session, "dr_ma")
+    for _ in range(MAX_FAILED_LOGINS):
+        _attempt(engine, "dr_ma", "wrong-password")
+    assert _attempt(engine, "dr_ma", DEFAULT_PASSWORD) == "throttled"
+    with session_scope(engine, read_only=True) as session:
+        assert "dr_ma" in users.locked_names(session)
+    with session_scope(engine) as session:
+        assert users.unlock(session, username="dr_ma", actor="admin") is True
+    assert _attempt(engine, "dr_ma", DEFAULT_PASSWORD) == "ok"
+    with session_scope(engine, read_only=True) as session:
+        assert users.locked_names(session) == {}
+        assert session.exec(select(AuditLog).where(AuditLog.action == "unlock")).one().actor == "admin"
+
+
+def test_a_right_password_forgets_earlier_failures(engine):
+    with session_scope(engine) as session:
+        make_user(session, "dr_xu")
+    for _ in range(MAX_FAILED_LOGINS - 1):
+        _attempt(engine, "dr_xu", "wrong-password")
+    assert _attempt(engine, "dr_xu", DEFAULT_PASSWORD) == "ok"
+    with session_scope(engine, read_only=True) as session:
+        assert session.get(LoginThrottle, "dr_xu") is None
+    assert _attempt(engine, "dr_xu", "wrong-password") == "failed"
+
+
+def test_password_check_holds_no_write_lock(sqlite_engine, monkeypatch):
+    """While a password is verified, another connection can write at once (no busy wait, no lock)."""
+    with session_scope(sqlite_engine) as session:
+        make_user(session, "dr_lu")
+    database = sqlite_engine.url.database
+    writes = []
+    real_verify = users.verify_password
+
+    def verify_while_writing(password, password_hash):
+        other = sqlite3.connect(database, timeout=0, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # fails at once with "database is locked" if a writer holds it
+            other.execute("UPDATE user SET display_name = display_name WHERE username = 'dr_lu'")
+            other.execute("COMMIT")
+            writes.append("written")
+        finally:
+            other.close()
+        return real_verify(password, password_hash)
+
+    monkeypatch.setattr(users, "verify_password", verify_while_writing)
+    assert _attempt(sqlite_engine, "dr_lu", "wrong-password") == "failed"
+    assert _attempt(sqlite_engine, "ghost", "wrong-password") == "failed"
+    assert _attempt(sqlite_engine, "dr_lu", DEFAULT_PASSWORD) == "ok"
+    assert writes == ["written"] * 3
+
+
+def test_idle_sessions_end_and_use_keeps_them(engine):
+    with session_scope(engine) as session:
+        user = make_user(session, "dr_gu")
+        token = users.open_session(session, user=user)
+    with session_scope(engine) as session:
+        assert users.user_for_token(session, token=token).username == "dr_gu"
+        assert not users.session_needs_touch(session, token=token)
+        row = session.exec(select(LoginSession)).one()
+        row.last_seen_at = utcnow() - users.IDLE_TIMEOUT + timedelta(minutes=2)
+    with session_scope(engine) as session:
+        assert users.session_needs_touch(session, token=token)
+        users.touch_session(session, token=token)
+    with session_scope(engine) as session:
+        assert not users.session_needs_touch(session, token=token)
+        row = session.exec(select(LoginSession)).one()
+        row.last_seen_at = utcnow() - users.IDLE_TIMEOUT - timedelta(seconds=1)
+    with session_scope(engine, read_only=True) as session:
+        assert users.user_for_token(session, token=token) is None  # idle too long, though not expired
