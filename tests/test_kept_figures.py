@@ -138,14 +138,25 @@ def test_every_writer_keeps_the_figures_equal_to_a_recount(engine, tmp_path):
         review.save_check(s, checker, response_id=response_ids[0], criterion_id="c01", met=not met, note="更正")
     assert_kept_matches_labels(engine)
 
-    # Another checker adjudicates every open cell of one response.
+    # Group 1 finishes checking a response with open disagreements (confirming every label), then
+    # another checker of group 1 adjudicates every open cell of it.
+    with session_scope(engine, read_only=True) as s:
+        open_ids = [f.response_id for f in kept.responses_with_unresolved(s) if f.response_id != response_ids[0]]
+        annotations = s.execute(
+            select(Label.criterion_id, Label.met).where(
+                Label.response_id == open_ids[0], Label.group_no == 1, Label.stage == Stage.annotation
+            )
+        ).all()
+    with session_scope(engine) as s:
+        for criterion_id, confirmed in annotations:
+            review.save_check(s, checker, response_id=open_ids[0], criterion_id=criterion_id, met=confirmed)
+    assert_kept_matches_labels(engine)
     adjudicator = who(("checker", 3))
-    queue = []
     with session_scope(engine, read_only=True) as s:
         queue = review.adjudication_queue(s, adjudicator)
-    assert queue, "the adjudication queue lists the open responses"
+    assert [item.response_id for item in queue] == [open_ids[0]], "the queue lists what the checker may adjudicate"
     target = queue[0]
-    with session_scope(engine, read_only=True) as s:
+    with session_scope(engine) as s:
         view = review.adjudication_view(s, adjudicator, target.response_id)
     with session_scope(engine) as s:
         review.adjudicate_many(
