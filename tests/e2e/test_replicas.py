@@ -28,7 +28,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from db import labeling, users
+from db import labeling, review, users
 from db.engine import make_engine, session_scope
 from db.models import Assignment, AssignmentKind, Label, Stage, User
 from tests.conftest import new_postgres_url
@@ -234,6 +234,18 @@ def _disputed_response(database_url: str) -> tuple[int, str]:
                     rubric_version_id=view.rubric_version_id,
                     expected_versions=view.expected_versions,
                 )
+        # Each group's checker confirms their group's labels: a response still waiting in a group's check
+        # queue cannot be adjudicated by that group's checkers (db.independence).
+        for group in (1, 2):
+            checker = find_account(database_url, "checker", group).username
+            with session_scope(engine) as s:
+                person = users.get_user(s, username=checker)
+                for criterion_id, met in s.exec(
+                    select(Label.criterion_id, Label.met).where(
+                        Label.response_id == response_id, Label.group_no == group, Label.stage == Stage.annotation
+                    )
+                ).all():
+                    review.save_check(s, person, response_id=response_id, criterion_id=criterion_id, met=met)
     finally:
         engine.dispose()
     return response_id, code
@@ -256,21 +268,22 @@ def _decisions(database_url: str, response_id: int) -> dict[str, tuple[bool, str
 def _open_adjudication(page, code: str) -> None:
     page.get_by_role("link", name=text("review.adjudication.title")).first.click()
     wait_for_app_run(page)
-    page.get_by_role("combobox", name=text("review.adjudication.pick")).click()
-    page.get_by_role("option", name=re.compile(re.escape(code))).first.click()
+    page.get_by_role("combobox", name=text("review.adjudication.pick")).focus()
+    page.keyboard.type(code)
+    page.keyboard.press("Enter")
     wait_for_app_run(page)
-    expect(page.get_by_text(text("review.adjudication.label_a")).first).to_be_visible(timeout=WAIT_MS)
+    expect(page.locator(".wb-pane-title")).to_have_text(text("workbench.response", code=code), timeout=WAIT_MS)
+    page.locator(".wb-item").first.wait_for()
 
 
-def _decide(page, response_id: int, criterion_id: str, met: bool, why: str) -> None:
-    key = f"review_adj_{response_id}_{criterion_id}"
-    page.locator(f".st-key-{key}_met").get_by_text(text("review.met" if met else "review.not_met"), exact=True).click()
-    page.locator(f".st-key-{key}_why input").fill(why)
-
-
-def _save(page) -> None:
-    page.get_by_role("button", name=text("review.adjudication.save")).click()
-    wait_for_app_run(page)
+def _decide_and_save(page, keys: list[str], why: str) -> None:
+    """Decides with the workbench's keys (1 met, 0 not met, j next), gives the rationale (R), saves (Ctrl+Enter)."""
+    for key in keys:
+        page.keyboard.press(key)
+    page.keyboard.press("r")
+    page.keyboard.type(why)
+    page.keyboard.press("Enter")
+    page.keyboard.press("Control+Enter")
 
 
 def test_two_replicas_share_labels_refuse_stale_edits_and_survive_a_stop(team, browser):
@@ -301,25 +314,27 @@ def test_two_replicas_share_labels_refuse_stale_edits_and_survive_a_stop(team, b
     assert nginx.replica_of(routes[replicas[0]]) == replicas[0]  # the routes hold
 
     # 1. The checker on replica 1 decides c01; the database has it.
-    _decide(first, response_id, "c01", True, "仲裁：回答已建议就医")
-    _save(first)
-    expect(first.get_by_text(text("review.adjudication.saved", n=1, code=code))).to_be_visible(timeout=WAIT_MS)
+    _decide_and_save(first, ["1"], "仲裁：回答已建议就医")
+    expect(first.locator(".wb-message")).to_have_text(
+        text("review.adjudication.saved", n=1, code=code), timeout=WAIT_MS
+    )
+    wait_for_app_run(first)
     assert _decisions(database_url, response_id) == {"c01": (True, checkers[0].username)}
 
     # 2. The checker on replica 2 still has the page from before that save: their decision is refused
     #    and shows the newer one; nothing is overwritten.
-    _decide(second, response_id, "c01", False, "仲裁：未说明何时就医")
-    _save(second)
+    _decide_and_save(second, ["0"], "仲裁：未说明何时就医")
     stale = text("review.adjudication.stale", criterion="c01", name=checkers[0].username, value=text("review.met"))
-    expect(second.get_by_text(stale)).to_be_visible(timeout=WAIT_MS)
+    expect(second.locator(".wb-message")).to_have_text(stale, timeout=WAIT_MS)
+    wait_for_app_run(second)
     assert _decisions(database_url, response_id) == {"c01": (True, checkers[0].username)}
 
     # 3. Opened again on replica 2, the page shows the decision made on replica 1.
     second.reload()
     wait_for_app_run(second)
     _open_adjudication(second, code)
-    decided = text("review.adjudication.decided", name=checkers[0].username, value=text("review.met"))
-    expect(second.get_by_text(decided)).to_be_visible(timeout=WAIT_MS)
+    decided = f"{text('review.met')} · {checkers[0].username}"
+    expect(second.locator(".wb-item").first).to_contain_text(decided, timeout=WAIT_MS)
 
     # 4. Replica 1 stops mid-session. Its browser reloads through nginx, lands on replica 2 still signed
     #    in, finds its earlier decision there and saves the next one.
@@ -330,10 +345,11 @@ def test_two_replicas_share_labels_refuse_stale_edits_and_survive_a_stop(team, b
         timeout=WAIT_MS
     )
     _open_adjudication(first, code)
-    expect(first.get_by_text(decided)).to_be_visible(timeout=WAIT_MS)
-    _decide(first, response_id, "c02", False, "仲裁：未提及复诊")
-    _save(first)
-    expect(first.get_by_text(text("review.adjudication.saved", n=1, code=code))).to_be_visible(timeout=WAIT_MS)
+    expect(first.locator(".wb-item").first).to_contain_text(decided, timeout=WAIT_MS)
+    _decide_and_save(first, ["j", "0"], "仲裁：未提及复诊")
+    expect(first.locator(".wb-message")).to_have_text(
+        text("review.adjudication.saved", n=1, code=code), timeout=WAIT_MS
+    )
     assert _decisions(database_url, response_id) == {
         "c01": (True, checkers[0].username),
         "c02": (False, checkers[0].username),
