@@ -40,8 +40,10 @@ def _judge_name(record: dict, option: str | None, errors: list[str]) -> str | No
     return None
 
 
-def _detect_judge_format(head: bytes) -> str:
-    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
+def _detect_judge_format(head: bytes, name: str = "") -> str:
+    # A `<model>_judge.json` is an official judgement file whatever it holds: one whose top level
+    # is not a list is told so, rather than read line by line as decisions.
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"[") or model_of_judgement_file(name):
         return "official"
     first = head.split(b"\n", 1)[0]
     if b'"criteria_met"' in first:
@@ -207,7 +209,11 @@ def _official_items(data: str, problems: _Problems) -> Iterator[tuple[int, Any]]
     whitespace = re.compile(r"[ \t\r\n]*")
     position = whitespace.match(data, 0).end()
     if not data.startswith("[", position):
-        problems.at(1, "an official judgement file must be a JSON list of cases")
+        found = "an object" if data.startswith("{", position) else "something else"
+        problems.at(
+            data.count("\n", 0, position) + 1,
+            f"an official judgement file must be a JSON list of cases at its top level, found {found}",
+        )
         return
     position = whitespace.match(data, position + 1).end()
     if data.startswith("]", position):
