@@ -14,6 +14,8 @@ from ui.shell import t
 from ui.widgets import plain, progress_bar, show_error
 
 MODES = (review.CHECK_ALL, review.CHECK_SAMPLE, review.CHECK_JUDGE)
+PICK_KEY = "review_check_pick"
+PICKER_BEFORE, PICKER_AFTER = 20, 300
 
 
 def _choose_queue(user) -> list[review.CheckQueueItem] | None:
@@ -57,6 +59,21 @@ def _queue_label(item: review.CheckQueueItem) -> str:
 LOADED_KEY = "review_check_loaded"
 MESSAGE_KEY = "review_check_message"
 RERUN_KEY = "review_check_rerun_app"
+
+
+def _pick(queue: list[review.CheckQueueItem]) -> int:
+    """The picker shows a window of the queue around the chosen response: an annotator's queue holds
+    thousands of responses, and sending them all on every run cost more than the rest of the page."""
+    by_id = {item.response_id: item for item in queue}
+    if st.session_state.get(PICK_KEY) not in by_id:
+        st.session_state[PICK_KEY] = queue[0].response_id
+    ids = list(by_id)
+    position = ids.index(st.session_state[PICK_KEY])
+    window = ids[max(0, position - PICKER_BEFORE) : position + PICKER_AFTER]
+    labels = {rid: _queue_label(by_id[rid]) for rid in window}  # in this run's language
+    return st.selectbox(
+        t("review.check.pick"), window, key=PICK_KEY, format_func=labels.get, label_visibility="collapsed"
+    )
 
 
 def _message(kind: str, text: str) -> None:
@@ -207,15 +224,9 @@ def render() -> None:
         st.info(t("review.check.empty"))
         return
     checked = sum(1 for item in queue if item.n_checked >= item.n_labels)
-    names = {item.response_id: _queue_label(item) for item in queue}
     pick, progress = st.columns([6, 3], vertical_alignment="center")
-    response_id = pick.selectbox(
-        t("review.check.pick"),
-        list(names),
-        format_func=names.get,
-        key="review_check_pick",
-        label_visibility="collapsed",
-    )
+    with pick:
+        response_id = _pick(queue)
     with progress:
         progress_bar(checked, len(queue), label_key="review.check.progress")
     _workbench(user, response_id)
