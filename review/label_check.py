@@ -141,7 +141,6 @@ def _save() -> None:
     except ClinConsensusError as error:
         _message("error", t("error.generic", reason=str(error)))
         return
-    shell.forget_unresolved_count()
     _message("success", t("review.check.saved", n=written, code=view.code))
     st.session_state.pop(LOADED_KEY, None)
     st.session_state[RERUN_KEY] = True

@@ -15,7 +15,7 @@ from db import users
 from db.config import RUBRIC_SIZE
 from db.engine import make_engine, session_scope
 from db.models import Assignment, AssignmentKind, Draft, Label, LabelTiming, RubricStatus
-from tests.e2e.conftest import ACTION_TIMEOUT_MS, login, screenshot, text, wait_for_app_run
+from tests.e2e.conftest import ACTION_TIMEOUT_MS, choose_in_picker, login, screenshot, text, wait_for_app_run
 from tests.support.factories import make_case, make_response
 
 pytestmark = pytest.mark.browser
@@ -82,15 +82,12 @@ def screen(browser, app_server):
 
 
 def _open_response(page, app_server, world, index: int) -> None:
-    """Signs in, opens the labeling page and picks the response by its code (typed into the picker)."""
+    """Signs in, opens the labeling page and picks the response by its code in the picker."""
     login(page, app_server, world["labeler"])
     page.get_by_role("link", name=text("annotate.labeling.title")).first.click()
     wait_for_app_run(page)
     code = world["codes"][index]
-    page.get_by_role("combobox", name=text("annotate.labeling.pick")).focus()
-    page.keyboard.type(code)
-    expect(page.get_by_role("option", name=re.compile(re.escape(code)))).to_have_count(1)
-    page.keyboard.press("Enter")
+    choose_in_picker(page, text("annotate.labeling.pick"), code)
     wait_for_app_run(page)
     expect(page.get_by_text(text("workbench.response", code=code))).to_be_visible(timeout=WAIT_MS)
     page.locator(".wb-item").first.wait_for()
