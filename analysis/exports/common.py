@@ -17,40 +17,27 @@ from sqlalchemy.engine import Engine
 from analysis.loader import load_criteria, load_responses
 from db.errors import ValidationFailed
 from db.progress import Progress
+from db.records import (
+    DIFFICULTIES as DIFFICULTIES,
+)
+from db.records import (
+    FORBIDDEN_KEY_PARTS as FORBIDDEN_KEY_PARTS,
+)
+from db.records import (
+    OPTIONAL_CASE_FIELDS,
+    REQUIRED_CASE_FIELDS,
+)
+from db.records import is_forbidden_key as is_forbidden_key
 
 EXPORT_KINDS = ("gold", "release", "judgements", "judge-items", "sft")
 DEFAULT_TEMPLATE = Path(__file__).resolve().parent.parent / "templates" / "judge_prompt.txt"
 TEMPLATE_FIELDS = ("user_message", "response", "rubric_item")
 DEFAULT_SEED = 20260101
-DIFFICULTIES = ("low", "medium", "high")
 RELEASE_LICENSE = "CC BY 4.0"
 
-#: No key anywhere in a released case may contain one of these (DESIGN §3.5).
-FORBIDDEN_KEY_PARTS = (
-    "reference_answer",
-    "source_file",
-    "prompt_id",
-    "row",
-    "provenance",
-    "physician",
-    "doctor",
-    "qc",
-    "repair",
-    "internal",
-)
-RELEASE_FIELDS = (
-    "case_id",
-    "difficulty",
-    "task",
-    "task_labels",
-    "subject",
-    "subject_labels",
-    "user_role",
-    "clinical_context",
-    "user_request",
-    "rubrics",
-)
-OPTIONAL_RELEASE_FIELDS = ("register",)
+#: A released case has the fields of an imported one (`db.records`).
+RELEASE_FIELDS = REQUIRED_CASE_FIELDS
+OPTIONAL_RELEASE_FIELDS = OPTIONAL_CASE_FIELDS
 
 #: Explanations for SFT rows without a physician's note (the label alone).
 GENERIC_EXPLANATION = {True: "回答满足该评分标准的要求。", False: "回答未满足该评分标准的要求。"}
@@ -64,11 +51,6 @@ BOOLEAN_TEXTS = ["false", "true", "null"]
 def user_message(clinical_context: str, user_request: str) -> str:
     """What annotators and judges read as the user's message (DESIGN §3.1)."""
     return f"{clinical_context}\n\n{user_request}"
-
-
-def is_forbidden_key(key: str) -> bool:
-    lowered = str(key).casefold()
-    return any(part in lowered for part in FORBIDDEN_KEY_PARTS)
 
 
 # Summaries ------------------------------------------------------------------------------------
