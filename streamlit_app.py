@@ -11,10 +11,10 @@ import streamlit as st
 import admin
 import annotate
 import review
-from analysis import dashboard
+from analysis import dashboard, insights
 from ui import home, shell
 
-PAGE_ROOMS = (home.pages, annotate.pages, review.pages, dashboard.pages, admin.pages)
+PAGE_ROOMS = (home.pages, annotate.pages, review.pages, dashboard.pages, insights.pages, admin.pages)
 
 
 def pages_for(user) -> dict[str, list[st.Page]]:

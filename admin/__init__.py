@@ -1,4 +1,4 @@
-"""The admin's pages: imports, accounts and groups, assignments, progress, exports.
+"""The admin's pages: imports, accounts and groups, assignments, progress, exports, judge runs.
 
 Each page module has a `render()` that starts with `shell.require_user(Role.admin)`.
 """
@@ -15,7 +15,7 @@ def pages(user: User) -> list[tuple[str, st.Page]]:
     """The admin area's navigation entries (none for other roles)."""
     if user.role != Role.admin:
         return []
-    from admin import assignments, audit_log, exports, imports, progress, users
+    from admin import assignments, audit_log, exports, imports, judge_runs, progress, users
 
     t = shell.translator()
     section = "nav.section.admin"
@@ -49,6 +49,15 @@ def pages(user: User) -> list[tuple[str, st.Page]]:
             section,
             st.Page(
                 exports.render, title=t("admin.export.title"), icon=":material/download:", url_path="admin-exports"
+            ),
+        ),
+        (
+            section,
+            st.Page(
+                judge_runs.render,
+                title=t("judge.nav"),
+                icon=":material/gavel:",
+                url_path="admin-judge-runs",
             ),
         ),
         (

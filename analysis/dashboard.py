@@ -14,8 +14,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analysis import figures as figure_builders
-from analysis import metrics
+from analysis import figures as figure_builders, metrics
 from analysis.loader import data_version, load_frames
 from analysis.report import Report, build_report, report_json, tables
 from db.errors import ClinConsensusError
@@ -34,10 +33,25 @@ def _grid(version: tuple) -> metrics.DecisionGrid:
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
-def _report(version: tuple, filters: tuple, k: int, source: str) -> Report:
+def _report(version: tuple, filters: tuple, k: int, source: str, judge_scored: str | None = None) -> Report:
     grid = _grid(version)
     selected = grid.subset(_selection(grid, dict(filters)))
-    return build_report(None, k, source, grid=selected, resamples=DASHBOARD_RESAMPLES)
+    return build_report(None, k, source, grid=selected, resamples=DASHBOARD_RESAMPLES, judge_scored=judge_scored)
+
+
+def _scoring_judge(grid: metrics.DecisionGrid, t) -> str | None:
+    """The judge that scores models without physician labels (default: the judge with most decisions)."""
+    judges = sorted(grid.judge_rows, key=lambda name: (-int(grid.judge_rows[name][0].sum()), name))
+    if not judges:
+        return None
+    with st.sidebar:
+        return st.selectbox(
+            t("judge.dashboard.scored_by"),
+            [*judges, None],
+            format_func=lambda name: t("judge.dashboard.none") if name is None else name,
+            help=t("judge.dashboard.scored_by.help"),
+            key="analysis_judge_scored",
+        )
 
 
 def _selection(grid: metrics.DecisionGrid, filters: dict) -> np.ndarray:
@@ -153,9 +167,10 @@ def render() -> None:
     version = data_version(shell.engine())
     grid = _grid(version)
     chosen, k, source = _filters(grid, t)
+    judge_scored = _scoring_judge(grid, t)
     filters = tuple((name, tuple(values)) for name, values in chosen.items())
     try:
-        report = _report(version, filters, k, source)
+        report = _report(version, filters, k, source, judge_scored)
     except ClinConsensusError as error:
         st.error(t("analysis.error", reason=str(error)))
         return
@@ -201,6 +216,8 @@ def render() -> None:
         ]
     )
     with models_tab:
+        if report.judge_scored is not None and len(report.judge_scored):
+            st.caption(t("judge.dashboard.marked", judge=judge_scored, models=", ".join(report.judge_scored.index)))
         _table(t, "models", frames["models"], "models")
         for name in ("accuracy_vs_cacs", "case_accuracy", "threshold"):
             _figure(t, name, built[name], name)

@@ -14,6 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analysis import metrics
+from analysis.reliability import KAPPA_THRESHOLD, MIN_ALIGNED, SLICE_DIMENSIONS
 from i18n import translate
 
 Translator = Callable[[str], str]
@@ -282,7 +283,7 @@ def figures(report, t: Translator) -> list[tuple[str, go.Figure]]:
         ("threshold", threshold_sensitivity(report, t)),
         ("length", length_diagnostics(report, t)),
     ]
-    return built
+    return built + insight_figures(report, t)
 
 
 def figure_html(figure: go.Figure) -> str:
@@ -335,3 +336,191 @@ def html_report(report, frames: dict[str, pd.DataFrame], lang: str = "en") -> st
         + "\n".join(parts)
         + "</body></html>"
     )
+
+
+# Analysis depth: criteria, judges by model and slice, physicians (analysis.reliability) -----------
+
+
+def kappa_distribution(insights, t: Translator) -> go.Figure:
+    """Cohen's κ between the groups per criterion, with the flag threshold."""
+    frame = insights.criteria
+    evaluated = frame[frame["n_aligned"] >= MIN_ALIGNED]
+    figure = go.Figure(
+        go.Histogram(x=evaluated["kappa"].dropna(), xbins=dict(start=-1, end=1.0001, size=0.05), name="κ")
+    )
+    figure.add_vline(x=KAPPA_THRESHOLD, line_dash="dash", annotation_text=f"κ = {KAPPA_THRESHOLD:.2f}")
+    counts = frame["flag"].value_counts()
+    return _layout(
+        figure,
+        t(
+            "insights.fig.kappa",
+            unreliable=int(counts.get("unreliable", 0)),
+            never=int(counts.get("never_met", 0)),
+            always=int(counts.get("always_met", 0)),
+            n=len(evaluated),
+        ),
+        xaxis_title=t("insights.axis.kappa"),
+        yaxis_title=t("insights.axis.criteria"),
+    )
+
+
+def judges_against_ceiling(insights, judges: pd.DataFrame, t: Translator) -> go.Figure:
+    """Each judge's pooled macro-F1 against each group (`metrics.judge_fidelity`), beside what the physicians
+    reach against the other group."""
+    ceiling = insights.human_ceiling
+    figure = go.Figure()
+    for group in (1, 2):
+        figure.add_trace(
+            go.Bar(
+                x=list(judges.index), y=judges[f"mf1_group{group}"], name=t("insights.fig.judge_vs_group", group=group)
+            )
+        )
+    for group, dash in ((1, "dot"), (2, "dash")):
+        value = ceiling["by_group"].get(group, {}).get("pooled_mf1")
+        if value is not None and not np.isnan(value):
+            figure.add_hline(
+                y=value,
+                line_dash=dash,
+                annotation_text=t("insights.fig.ceiling_group", group=group, value=f"{value:.3f}"),
+                annotation_position="bottom right" if group == 1 else "top right",
+            )
+    figure.update_layout(barmode="group")
+    return _layout(
+        figure,
+        t("insights.fig.ceiling", value=f"{ceiling['pooled_mf1']:.3f}" if not np.isnan(ceiling["pooled_mf1"]) else "—"),
+        yaxis_title=t("analysis.axis.pooled_mf1"),
+        yaxis_range=[0, 1.05],
+        xaxis_title=t("analysis.axis.judge"),
+    )
+
+
+def judges_by_model_heatmap(insights, t: Translator) -> go.Figure:
+    frame = insights.judges_by_model
+    table = frame.pivot(index="judge", columns="model", values="mf1_gold") if len(frame) else pd.DataFrame()
+    figure = go.Figure(
+        go.Heatmap(
+            z=table.to_numpy(),
+            x=list(table.columns),
+            y=list(table.index),
+            colorscale="Viridis",
+            text=np.round(table.to_numpy(), 3),
+            texttemplate="%{text}",
+            hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>",
+            colorbar=dict(title="MF1"),
+        )
+    )
+    return _layout(figure, t("insights.fig.judges_by_model"), xaxis_title=t("analysis.axis.model"))
+
+
+def judge_slice_bars(insights, t: Translator, dimension: str, max_values: int = 30) -> go.Figure:
+    frame = insights.judge_slices[insights.judge_slices["dimension"] == dimension]
+    figure = go.Figure()
+    values = sorted(frame["value"].astype(str).unique())[:max_values]
+    for judge, part in frame.groupby("judge", sort=True):
+        part = part.assign(value=part["value"].astype(str)).set_index("value").reindex(values)
+        figure.add_trace(
+            go.Bar(
+                x=values,
+                y=part["mf1_gold"],
+                name=str(judge),
+                customdata=part["n_decisions"],
+                hovertemplate="%{x}: %{y:.3f} (n = %{customdata})<extra></extra>",
+            )
+        )
+    figure.update_layout(barmode="group")
+    return _layout(
+        figure,
+        t("insights.fig.judge_slice", dimension=t(f"insights.dimension.{dimension}")),
+        yaxis_title=t("insights.axis.mf1_gold"),
+        yaxis_range=[0, 1.05],
+    )
+
+
+def _error_bars(frame: pd.DataFrame) -> dict:
+    return dict(
+        type="data",
+        symmetric=False,
+        array=(frame["pooled_mf1_high"] - frame["pooled_mf1"]).clip(lower=0).fillna(0),
+        arrayminus=(frame["pooled_mf1"] - frame["pooled_mf1_low"]).clip(lower=0).fillna(0),
+    )
+
+
+def agreement_slice_bars(insights, t: Translator, dimension: str, max_values: int = 30) -> go.Figure:
+    frame = insights.agreement_slices[insights.agreement_slices["dimension"] == dimension].head(max_values)
+    figure = go.Figure(
+        go.Bar(
+            x=frame["value"].astype(str),
+            y=frame["pooled_mf1"],
+            error_y=_error_bars(frame),
+            customdata=frame["n_aligned"],
+            hovertemplate="%{x}: %{y:.3f} (%{customdata} pairs)<extra></extra>",
+        )
+    )
+    return _layout(
+        figure,
+        t("insights.fig.agreement_slice", dimension=t(f"insights.dimension.{dimension}")),
+        yaxis_title=t("analysis.axis.pooled_mf1"),
+        yaxis_range=[0, 1.05],
+    )
+
+
+def annotator_agreement(insights, t: Translator) -> go.Figure:
+    frame = insights.annotators
+    figure = go.Figure()
+    for group, part in frame.groupby("group", sort=True):
+        figure.add_trace(
+            go.Bar(
+                x=part["username"],
+                y=part["pooled_mf1"],
+                error_y=_error_bars(part),
+                name=t("insights.fig.group", group=int(group)),
+            )
+        )
+    value = insights.human_ceiling["pooled_mf1"]
+    if not np.isnan(value):
+        figure.add_hline(y=value, line_dash="dash", annotation_text=t("insights.fig.all_physicians"))
+    return _layout(
+        figure,
+        t("insights.fig.annotators"),
+        yaxis_title=t("insights.axis.mf1_other_group"),
+        yaxis_range=[0, 1.05],
+    )
+
+
+def correction_rates(insights, t: Translator) -> go.Figure:
+    frame = insights.annotators
+    figure = go.Figure()
+    for group, part in frame.groupby("group", sort=True):
+        figure.add_trace(
+            go.Bar(
+                x=part["username"],
+                y=part["correction_rate"],
+                customdata=np.stack([part["n_corrected"], part["n_checked"]], axis=-1),
+                hovertemplate="%{x}: %{y:.1%} (%{customdata[0]}/%{customdata[1]})<extra></extra>",
+                name=t("insights.fig.group", group=int(group)),
+            )
+        )
+    return _layout(
+        figure, t("insights.fig.corrections"), yaxis_title=t("insights.axis.correction_rate"), yaxis_tickformat=PERCENT
+    )
+
+
+def insight_figures(report, t: Translator) -> list[tuple[str, go.Figure]]:
+    """The figures of `report.insights` (none when the report was built without them)."""
+    insights = report.insights
+    if insights is None:
+        return []
+    built = [
+        ("criterion_kappa", kappa_distribution(insights, t)),
+        ("judges_vs_ceiling", judges_against_ceiling(insights, report.judges, t)),
+        ("judges_by_model", judges_by_model_heatmap(insights, t)),
+    ]
+    built += [(f"judge_slice_{dimension}", judge_slice_bars(insights, t, dimension)) for dimension in SLICE_DIMENSIONS]
+    built += [
+        ("annotator_agreement", annotator_agreement(insights, t)),
+        ("check_corrections", correction_rates(insights, t)),
+    ]
+    built += [
+        (f"agreement_slice_{dimension}", agreement_slice_bars(insights, t, dimension)) for dimension in SLICE_DIMENSIONS
+    ]
+    return built

@@ -4,7 +4,7 @@ data version that tells a cache those frames changed.
 Frames (column names are the contract of the metric and export code):
 - cases:     case_pk, case_id, difficulty, task, task_labels, subject, subject_labels, user_role,
              register, macro_category, n_criteria (+ clinical_context, user_request, extra with text=True)
-- criteria:  case_pk, rubric_version_id, position, criterion_id (+ text, tags with text=True) — the
+- criteria:  case_pk, rubric_version_id, position, criterion_id, tags (+ text with text=True) — the
              current approved rubric of each case
 - responses: response_id, case_pk, case_id, model, length (+ text with text=True)
 - labels:    response_id, criterion_id, stage, group_no, met, user_id (+ note with notes=True)
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import func, select
+from sqlalchemy import Text, cast, func, select
 from sqlalchemy.engine import Engine
 
 from analysis.frames import Frames as Frames
@@ -71,17 +71,42 @@ def load_register_overrides(engine: Engine) -> pd.DataFrame:
 
 
 def load_criteria(engine: Engine, *, text: bool = False) -> pd.DataFrame:
-    columns = [Criterion.rubric_version_id, Criterion.position, Criterion.criterion_id]
+    # Tags as stored text, parsed once per distinct value (most criteria share a handful of tag lists).
+    columns = [
+        Criterion.rubric_version_id,
+        Criterion.position,
+        Criterion.criterion_id,
+        cast(Criterion.tags, Text).label("tags"),
+    ]
     if text:
-        columns += [Criterion.text, Criterion.tags]
+        columns.append(Criterion.text)
     current = current_versions().subquery()
     criteria = _read(
         engine,
         select(*columns, current.c.case_pk).join(current, Criterion.rubric_version_id == current.c.rubric_version_id),
     )
-    if text:
-        criteria["tags"] = criteria["tags"].map(_as_list)
+    codes, distinct = pd.factorize(criteria["tags"])
+    parsed = np.empty(len(distinct) + 1, dtype=object)
+    for index, value in enumerate([*distinct, None]):
+        parsed[index] = _as_list(value)
+    criteria["tags"] = parsed[codes]
     return criteria.sort_values(["case_pk", "position"], ignore_index=True)
+
+
+def load_criterion_texts(engine: Engine, case_ids) -> pd.DataFrame:
+    """case_id, criterion_id, text of the current approved criteria of the named cases (for listing flagged ones)."""
+    wanted = sorted({str(case_id) for case_id in case_ids})
+    current = current_versions().subquery()
+    parts = [pd.DataFrame(columns=["case_id", "criterion_id", "text"])]
+    for start in range(0, len(wanted), 2000):
+        statement = (
+            select(Case.case_id, Criterion.criterion_id, Criterion.text)
+            .join(current, Criterion.rubric_version_id == current.c.rubric_version_id)
+            .join(Case, Case.id == current.c.case_pk)
+            .where(Case.case_id.in_(wanted[start : start + 2000]))
+        )
+        parts.append(_read(engine, statement))
+    return pd.concat(parts, ignore_index=True)
 
 
 def load_responses(engine: Engine, *, text: bool = False) -> pd.DataFrame:

@@ -30,7 +30,23 @@ DEFAULT_K = 10
 SENSITIVITY_THRESHOLDS = (6, 7, 8, 9, 12, 15)
 TOP_SETS = (3, 5)
 RATER_COLUMNS = ("annotators_g1", "annotators_g2", "checkers_g1", "checkers_g2")
-SLICE_DIMENSIONS = ("difficulty", "register", "macro_category", "task_theme", "capability_family")
+SLICE_DIMENSIONS = ("difficulty", "register", "macro_category", "subject", "task_theme", "capability_family")
+
+
+@dataclass
+class PhysicianLayers:
+    """Per group (index 0 → group 1), on the grid: each physician's own annotation label, who made
+    it, and the group's check label (1, 0, or -1 for none); user ids are -1 where there is no label."""
+
+    annotation: np.ndarray  # (2, R, W) int8
+    annotator: np.ndarray  # (2, R, W) int64
+    check: np.ndarray  # (2, R, W) int8
+    usernames: dict[int, str] = field(default_factory=dict)
+
+    def take(self, index: np.ndarray) -> PhysicianLayers:
+        return PhysicianLayers(
+            self.annotation[:, index], self.annotator[:, index], self.check[:, index], self.usernames
+        )
 
 
 @dataclass
@@ -54,6 +70,7 @@ class DecisionGrid:
     # Distinct (response row, role column, user) of annotation and check labels; role column indexes RATER_COLUMNS.
     rater_keys: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), dtype=np.int64))
     rubric_size: int = RUBRIC_SIZE
+    physicians: PhysicianLayers | None = None
 
     @property
     def width(self) -> int:
@@ -100,6 +117,7 @@ class DecisionGrid:
             judge_rows={name: (d[index], m[index]) for name, (d, m) in self.judge_rows.items()},
             rater_keys=keys,
             rubric_size=self.rubric_size,
+            physicians=self.physicians.take(index) if self.physicians is not None else None,
         )
 
 
@@ -233,7 +251,7 @@ def prepare(frames: Frames) -> DecisionGrid:
     grid = DecisionGrid(
         responses=responses,
         cases=cases,
-        criteria=criteria[["case_row", "slot", "criterion_id"]],
+        criteria=criteria[["case_row", "slot", "criterion_id", *(["tags"] if "tags" in criteria else [])]],
         models=models,
         model_codes=model_codes,
         case_rows=case_rows,
@@ -245,8 +263,44 @@ def prepare(frames: Frames) -> DecisionGrid:
         rubric_size=rubric_size(cases),
     )
     grid.rater_keys = _rater_keys(frames.labels, responses)
+    label_cells = placer.cells(frames.labels["response_id"].to_numpy(), frames.labels["criterion_id"])
+    grid.physicians = physician_layers(label_cells, frames.labels, shape, frames.users)
     _add_judges(grid, frames.judge, placer, shape)
     return grid
+
+
+def physician_layers(
+    cells: np.ndarray, labels: pd.DataFrame, shape: tuple[int, int], users: pd.DataFrame | None = None
+) -> PhysicianLayers:
+    """Lay the annotation and check labels of groups 1 and 2 on the grid.
+
+    `cells` holds each label row's flat grid cell (-1 outside the current rubrics), as placed by the
+    grid builder; a (response, criterion, stage, group) has at most one label.
+    """
+    size = shape[0] * shape[1]
+    annotation = np.full((2, size), MISSING, dtype=np.int8)
+    annotator = np.full((2, size), -1, dtype=np.int64)
+    check = np.full((2, size), MISSING, dtype=np.int8)
+    if len(labels):
+        stage_codes, stage_names = pd.factorize(labels["stage"])
+        stage_names = [str(name) for name in stage_names]
+        group = labels["group_no"].to_numpy(np.int64)
+        met = labels["met"].to_numpy(bool).astype(np.int8)
+        users_of = labels["user_id"].to_numpy(np.int64) if "user_id" in labels else np.full(len(labels), -1)
+        for stage, target in (("annotation", annotation), ("check", check)):
+            if stage not in stage_names:
+                continue
+            of_stage = (stage_codes == stage_names.index(stage)) & (cells >= 0)
+            for g in (1, 2):
+                rows = of_stage & (group == g)
+                target[g - 1, cells[rows]] = met[rows]
+                if stage == "annotation":
+                    annotator[g - 1, cells[rows]] = users_of[rows]
+    names = {}
+    if users is not None and len(users):
+        names = dict(zip(users["user_id"].astype(np.int64).tolist(), users["username"].astype(str).tolist()))
+    reshape = (2, *shape)
+    return PhysicianLayers(annotation.reshape(reshape), annotator.reshape(reshape), check.reshape(reshape), names)
 
 
 def _rater_keys(labels: pd.DataFrame, responses: pd.DataFrame) -> np.ndarray:
@@ -381,6 +435,24 @@ def model_scores(grid: DecisionGrid, scores: Scores, k: int) -> pd.DataFrame:
     return frame
 
 
+JUDGE_SCORED_COLUMNS = ["n_responses", "rubric_accuracy", "pass_at_k", "cacs_at_k", "mean_length"]
+
+
+def judge_scored_models(grid: DecisionGrid, source: str, judge: str, k: int) -> pd.DataFrame:
+    """Models without one complete response under `source`, scored by judge `judge` instead.
+
+    A new model evaluated without physicians (responses only, then a judge run) has no gold; its
+    RA / Pass@k / CACS@k come from the judge's decisions and are marked as such (`scored_by`).
+    """
+    base = model_scores(grid, response_scores(grid, source), k)
+    judged = model_scores(grid, response_scores(grid, JUDGE_PREFIX + judge), k)
+    unscored = base.index[base["n_responses"] == 0]
+    frame = judged.loc[unscored, JUDGE_SCORED_COLUMNS]
+    frame = frame[frame["n_responses"] > 0].copy()
+    frame["scored_by"] = JUDGE_PREFIX + judge
+    return frame
+
+
 # Agreement between the two groups --------------------------------------------------------------
 
 
@@ -512,11 +584,11 @@ def top_models(values: pd.Series, size: int) -> set:
 
 
 def top_overlap(x: pd.Series, y: pd.Series, size: int) -> float:
-    """|top-size(x) ∩ top-size(y)| / size, over the models both rank; NaN when none."""
+    """|top-size(x) ∩ top-size(y)| / min(size, models both rank) (DESIGN §4); NaN when none."""
     x, y = _defined(x, y)
     if x.empty:
         return float("nan")
-    return len(top_models(x, size) & top_models(y, size)) / size
+    return len(top_models(x, size) & top_models(y, size)) / min(size, len(x))
 
 
 def _constant(values: np.ndarray) -> bool:
@@ -618,6 +690,16 @@ def case_slice_values(cases: pd.DataFrame, dimension: str) -> pd.DataFrame:
     """(case_row, value) pairs of a slice dimension; themes and families are multi-valued, each once per case."""
     if dimension in ("difficulty", "register", "macro_category"):
         return pd.DataFrame({"case_row": np.arange(len(cases)), "value": cases[dimension].astype(str).to_numpy()})
+    if dimension == "subject":  # every subject label, as the official scorer's subject:<label> slices
+        pairs = [
+            (row, label) for row, labels in enumerate(cases["subject_labels"]) for label in dict.fromkeys(labels or [])
+        ]
+        return pd.DataFrame(
+            {
+                "case_row": np.asarray([row for row, _ in pairs], dtype=np.int64),
+                "value": np.asarray([str(label) for _, label in pairs], dtype=object),
+            }
+        )
     taxonomy = get_taxonomy()
     rows, values = [], []
     for row, labels in enumerate(cases["task_labels"]):

@@ -6,14 +6,19 @@ responses, a macro-F1 over no decisions, a correlation of constant input or of f
 points, a top-k overlap with no ranked model — is written as null.
 
 Conventions where §3.6 leaves a choice: `top3`/`top5` are the size of the intersection of the two
-top-k model sets divided by k (a fraction, like every rate; ties in a ranking are broken by model
-name); a ranking uses only the models both sides score. `n_aligned` counts aligned (model, case)
+top-k model sets divided by min(k, models ranked) (§4; ties in a ranking are broken by model name);
+a ranking uses only the models both sides score. `n_aligned` counts aligned (model, case)
 pairs. Decisions count only for criteria of the case's current approved rubric; `n_decisions` of a
 judge counts all its rows.
 
 Beyond §3.6 (under keys of their own): `source`, `confidence_intervals` (bootstrap over cases),
 `agreement_extra` (κ, PABAK, AC1 beside MF1), `criterion_agreement` (the lowest-agreement criteria),
-`low_agreement_cases` (the tail of cases by mean case-level MF1).
+`low_agreement_cases` (the tail of cases by mean case-level MF1), and with a judge named for it,
+`judge_scored_models` (models the source does not score, scored by that judge, marked `scored_by`);
+from `analysis.reliability`: `criteria_flags` (the flag rule and counts), `judge_slices` (judge
+fidelity per slice value), `human_ceiling` (physicians against the other group), `agreement_slices`
+and `annotators` (pooled MF1 with bootstrap bounds; per annotator also the within-group check
+corrections).
 """
 
 from __future__ import annotations
@@ -28,11 +33,11 @@ from typing import TextIO
 import numpy as np
 import pandas as pd
 
-from analysis import agreement as agreement_extra
-from analysis import metrics
+from analysis import agreement as agreement_extra, metrics, reliability, static_figures
 from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, LEVEL, confidence_intervals
-from analysis.figures import html_report
+from analysis.figures import figures as figure_builders, html_report, translator
 from analysis.loader import Frames, load_frames
+from db.errors import ValidationFailed
 from db.progress import Progress, no_progress
 
 TOP_CRITERIA_IN_JSON = agreement_extra.LOWEST_CRITERIA
@@ -59,6 +64,9 @@ class Report:
     low_agreement_cases: pd.DataFrame
     intervals: pd.DataFrame | None = None
     bootstrap: dict = field(default_factory=dict)
+    # Models the source does not score, scored by a judge instead (see metrics.judge_scored_models).
+    judge_scored: pd.DataFrame | None = None
+    insights: reliability.Insights | None = None
 
 
 def build_report(
@@ -69,8 +77,16 @@ def build_report(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     grid: metrics.DecisionGrid | None = None,
+    judge_scored: str | None = None,
+    insights: bool = True,
 ) -> Report:
-    """Every metric over `frames` (or an already prepared `grid` of them)."""
+    """Every metric over `frames` (or an already prepared `grid` of them).
+
+    `judge_scored`: a judge's name; models the source does not score (no complete response, e.g. a
+    new model with responses only) are scored by that judge and listed apart, marked.
+    `insights=False` leaves out the analysis depth of `analysis.reliability` (criteria, judges by
+    model and slice, physicians).
+    """
     grid = grid if grid is not None else metrics.prepare(frames)
     n = grid.rubric_size
     k = metrics.validate_k(k, n)
@@ -96,9 +112,14 @@ def build_report(
         criterion_agreement=agreement_extra.criterion_agreement(grid),
         low_agreement_cases=agreement_extra.low_agreement_cases(agreement),
     )
+    if judge_scored:
+        metrics.parse_source(grid, metrics.JUDGE_PREFIX + judge_scored)  # an unknown judge is named
+        report.judge_scored = metrics.judge_scored_models(grid, source, judge_scored, k)
     if resamples:
         report.intervals = confidence_intervals(grid, scores, agreement, k, resamples=resamples, seed=seed)
         report.bootstrap = {"level": LEVEL, "resamples": resamples, "seed": seed, "unit": "case"}
+    if insights:
+        report.insights = reliability.build_insights(grid, resamples=resamples, seed=seed)
     return report
 
 
@@ -185,6 +206,17 @@ def report_json(report: Report) -> dict:
         "pending": {key: count(value) for key, value in report.pending.items()},
         "source": report.source,
     }
+    if report.judge_scored is not None:
+        result["judge_scored_models"] = {
+            model: {
+                "scored_by": row["scored_by"],
+                "n_responses": count(row["n_responses"]),
+                "rubric_accuracy": number(row["rubric_accuracy"]),
+                "pass_at_k": number(row["pass_at_k"]),
+                "cacs_at_k": number(row["cacs_at_k"]),
+            }
+            for model, row in report.judge_scored.iterrows()
+        }
     result["confidence_intervals"] = _intervals_json(report)
     result["agreement_extra"] = {
         model: {
@@ -224,7 +256,113 @@ def report_json(report: Report) -> dict:
             for _, row in report.low_agreement_cases.iterrows()
         ],
     }
+    if report.insights is not None:
+        result.update(insights_json(report.insights))
     return result
+
+
+def _numbers(values) -> list:
+    """A column as JSON-safe numbers (NaN and ±inf → None), without a Python call per value."""
+    array = np.asarray(values, dtype=np.float64)
+    result = array.astype(object)
+    result[~np.isfinite(array)] = None
+    return result.tolist()
+
+
+def _counts(values) -> list:
+    return np.asarray(values, dtype=np.int64).tolist()
+
+
+def insights_json(insights: reliability.Insights) -> dict:
+    """`criteria` and `judges_by_model` (DESIGN §3.6), and beyond it: judge fidelity per slice, the human
+    ceiling, agreement per slice and per annotator, and the flag rule used."""
+    frame = insights.criteria
+    judges = [column for column in frame.columns if column.startswith("judge_mf1:")]
+    judge_names = [column.split(":", 1)[1] for column in judges]
+    judge_values = list(zip(*(_numbers(frame[column]) for column in judges))) if judges else [()] * len(frame)
+    criteria: dict = {}
+    for case_id, criterion_id, n, agree, kappa, p1, p2, gold, mf1s, flag in zip(
+        frame["case_id"].tolist(),
+        frame["criterion_id"].tolist(),
+        _counts(frame["n_aligned"]),
+        _numbers(frame["agreement"]),
+        _numbers(frame["kappa"]),
+        _numbers(frame["prevalence_g1"]),
+        _numbers(frame["prevalence_g2"]),
+        _numbers(frame["gold_met_rate"]),
+        judge_values,
+        frame["flag"].tolist(),
+    ):
+        criteria.setdefault(case_id, {})[criterion_id] = {
+            "n_aligned": n,
+            "agreement": agree,
+            "kappa": kappa,
+            "prevalence_g1": p1,
+            "prevalence_g2": p2,
+            "gold_met_rate": gold,
+            "judge_mf1": dict(zip(judge_names, mf1s)),
+            "flag": flag if isinstance(flag, str) else None,
+        }
+    by_model: dict = {}
+    for row in insights.judges_by_model.itertuples(index=False):
+        by_model.setdefault(row.judge, {})[row.model] = {
+            "mf1_group1": number(row.mf1_group1),
+            "mf1_group2": number(row.mf1_group2),
+            "mf1_gold": number(row.mf1_gold),
+            "n_decisions": count(row.n_decisions),
+        }
+    judge_slices: dict = {}
+    for row in insights.judge_slices.itertuples(index=False):
+        judge_slices.setdefault(row.judge, {}).setdefault(row.dimension, {})[str(row.value)] = {
+            "mf1_group1": number(row.mf1_group1),
+            "mf1_group2": number(row.mf1_group2),
+            "mf1_gold": number(row.mf1_gold),
+            "n_decisions": count(row.n_decisions),
+        }
+    agreement_slices: dict = {}
+    for row in insights.agreement_slices.itertuples(index=False):
+        agreement_slices.setdefault(row.dimension, {})[str(row.value)] = {
+            "pooled_mf1": number(row.pooled_mf1),
+            "interval": [number(row.pooled_mf1_low), number(row.pooled_mf1_high)],
+            "n_aligned": count(row.n_aligned),
+            "n_decisions": count(row.n_decisions),
+        }
+    annotators = {
+        row.username: {
+            "group": count(row.group),
+            "pooled_mf1": number(row.pooled_mf1),
+            "interval": [number(row.pooled_mf1_low), number(row.pooled_mf1_high)],
+            "n_decisions": count(row.n_decisions),
+            "n_labels": count(row.n_labels),
+            "n_checked": count(row.n_checked),
+            "n_corrected": count(row.n_corrected),
+            "correction_rate": number(row.correction_rate),
+        }
+        for row in insights.annotators.itertuples(index=False)
+    }
+    ceiling = insights.human_ceiling
+    flags = frame["flag"].value_counts()
+    return {
+        "criteria": criteria,
+        "criteria_flags": {
+            "kappa_threshold": reliability.KAPPA_THRESHOLD,
+            "min_aligned": reliability.MIN_ALIGNED,
+            "min_disagreements": reliability.MIN_DISAGREEMENTS,
+            "counts": {flag: int(flags.get(flag, 0)) for flag in reliability.FLAGS},
+        },
+        "judges_by_model": by_model,
+        "judge_slices": judge_slices,
+        "human_ceiling": {
+            "pooled_mf1": number(ceiling["pooled_mf1"]),
+            "n_decisions": count(ceiling["n_decisions"]),
+            "by_group": {
+                str(group): {"pooled_mf1": number(values["pooled_mf1"]), "n_decisions": count(values["n_decisions"])}
+                for group, values in ceiling["by_group"].items()
+            },
+        },
+        "agreement_slices": agreement_slices,
+        "annotators": annotators,
+    }
 
 
 def _slices_json(frame: pd.DataFrame) -> dict:
@@ -254,6 +392,10 @@ def tables(report: Report) -> dict[str, pd.DataFrame]:
     models = report.models.copy()
     if report.intervals is not None:
         models = models.join(report.intervals)
+    models["scored_by"] = report.source
+    if report.judge_scored is not None and len(report.judge_scored):
+        # Beside the others, marked: rows of models only a judge has scored replace their empty rows.
+        models = pd.concat([models.drop(index=report.judge_scored.index), report.judge_scored])
     agreement = report.agreement.per_model.drop(columns=["a", "b", "c", "d"])
     cross = report.cross_grader
     return {
@@ -286,6 +428,21 @@ def tables(report: Report) -> dict[str, pd.DataFrame]:
         "criterion_agreement": report.criterion_agreement,
         "low_agreement_cases": report.low_agreement_cases,
         "case_mf1": report.agreement.pairs.drop(columns=["case_row"]),
+        **(insights_tables(report.insights) if report.insights is not None else {}),
+    }
+
+
+def insights_tables(insights: reliability.Insights) -> dict[str, pd.DataFrame]:
+    ceiling = insights.human_ceiling
+    ceiling_rows = [{"group": "(all)", "pooled_mf1": ceiling["pooled_mf1"], "n_decisions": ceiling["n_decisions"]}]
+    ceiling_rows += [{"group": str(group), **values} for group, values in ceiling["by_group"].items()]
+    return {
+        "criteria": insights.criteria.drop(columns=["case_row", "slot"]),
+        "judges_by_model": insights.judges_by_model,
+        "judge_slices": insights.judge_slices,
+        "human_ceiling": pd.DataFrame(ceiling_rows),
+        "agreement_slices": insights.agreement_slices,
+        "annotators": insights.annotators.drop(columns=["user_id"]),
     }
 
 
@@ -307,6 +464,15 @@ def print_tables(report: Report, stream: TextIO) -> None:
         print(f"Models (source {report.source}, k = {report.k}, N = {report.n}; complete responses only)", file=stream)
         print(report.models[MODEL_COLUMNS].to_string(), file=stream)
         print(file=stream)
+        if report.judge_scored is not None and len(report.judge_scored):
+            by = report.judge_scored["scored_by"].iloc[0]
+            print(
+                f"Models scored by {by} (judge-scored, not physician-scored; no complete response under "
+                f"{report.source})",
+                file=stream,
+            )
+            print(report.judge_scored[MODEL_COLUMNS].to_string(), file=stream)
+            print(file=stream)
         print("Agreement between the expert groups (aligned pairs)", file=stream)
         print(report.agreement.per_model[AGREEMENT_COLUMNS].to_string(), file=stream)
         overall = number(report.agreement.overall_mf1)
@@ -352,15 +518,25 @@ def run_report(
     source: str = metrics.GOLD,
     json_path=None,
     out_dir=None,
+    figures: bool = False,
+    lang: str = "zh",
     stream: TextIO = sys.stdout,
     progress: Progress = no_progress,
+    judge_scored: str | None = None,
 ) -> Report:
-    """Load the database, compute, print the model and agreement tables, write what was asked for."""
-    steps = 2 + bool(json_path) + bool(out_dir)
+    """Load the database, compute, print the model and agreement tables, write what was asked for.
+
+    With `figures`, every figure of the HTML report is also written to `out_dir/figures/` as PNG and SVG.
+    """
+    if figures and not out_dir:
+        raise ValidationFailed("--figures: give --out DIR for the image files")
+    if figures:
+        static_figures.browser_path()  # no browser: say so before the long part
+    steps = 2 + bool(json_path) + bool(out_dir) + bool(figures)
     progress(0, steps, "loading the database")
     frames = load_frames(engine)
     progress(1, steps, "computing")
-    report = build_report(frames, k=k, source=source)
+    report = build_report(frames, k=k, source=source, judge_scored=judge_scored)
     done = 2
     print_tables(report, stream)
     if json_path:
@@ -369,8 +545,12 @@ def run_report(
         progress(done, steps, f"wrote {json_path}")
     if out_dir:
         write_tables(report, Path(out_dir))
-        write_html(report, Path(out_dir) / "report.html")
+        write_html(report, Path(out_dir) / "report.html", lang=lang)
         done += 1
         progress(done, steps, f"wrote tables and report.html to {out_dir}")
+    if figures:
+        written = static_figures.write_figures(figure_builders(report, translator(lang)), Path(out_dir) / "figures")
+        done += 1
+        progress(done, steps, f"wrote {len(written)} images to {Path(out_dir) / 'figures'}")
     progress(steps, steps, "done")
     return report

@@ -41,7 +41,7 @@ def _draft_key(case_pk: int) -> str:
 
 
 def _editor_key(case_pk: int, state: dict) -> str:
-    return f"annotate_rubric_editor_{case_pk}_{state['generation']}"
+    return widget_key("annotate_rubric_editor", case_pk, state["generation"])
 
 
 # Rows of the editor ---------------------------------------------------------------------------

@@ -22,12 +22,16 @@ import resource
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
+
+from sklearn.metrics import cohen_kappa_score, f1_score
 
 from analysis import metrics
 from analysis.loader import load_frames
 from analysis.report import build_report, report_json
 from db.engine import make_engine
+from db.gold import gold_labels, group_final_labels
 from db.migrate import upgrade
 from db.models import utcnow
 from tools import metrics_reference as reference
@@ -188,6 +192,63 @@ def compare(vectorised: dict, frames, k: int) -> float:
     return worst
 
 
+def compare_criteria(document: dict, frames, n_cases: int) -> tuple[int, float, float]:
+    """Criterion reliability of the first `n_cases` cases recomputed with sklearn, straight from the label rows.
+
+    Returns (criteria checked, largest difference, CPU seconds of the straightforward computation)."""
+    started = time.process_time()
+    finals = group_final_labels(frames.labels)
+    gold = gold_labels(frames.labels).set_index(["response_id", "criterion_id"])["met"]
+    wanted = set(frames.cases["case_pk"].head(n_cases))
+    responses = frames.responses[frames.responses["case_pk"].isin(wanted)]
+    finals = finals[finals["response_id"].isin(responses["response_id"])]
+    by_group = {
+        g: {key: bool(met) for key, met in zip(zip(part["response_id"], part["criterion_id"]), part["met"])}
+        for g, part in finals.groupby("group_no")
+    }
+    judges = {
+        name: {key: bool(met) for key, met in zip(zip(part["response_id"], part["criterion_id"]), part["met"])}
+        for name, part in frames.judge[frames.judge["response_id"].isin(responses["response_id"])].groupby("judge")
+    }
+    criteria_of = frames.criteria.groupby("case_pk")["criterion_id"].apply(list).to_dict()
+    case_id_of = dict(zip(frames.cases["case_pk"], frames.cases["case_id"]))
+    worst, checked = 0.0, 0
+    results = []
+    for pk, part in responses.groupby("case_pk"):
+        criteria = criteria_of.get(pk, [])
+        aligned = [
+            r for r in part["response_id"] if all((r, c) in by_group[1] and (r, c) in by_group[2] for c in criteria)
+        ]
+        for criterion in criteria:
+            if not aligned:
+                continue
+            g1 = [by_group[1][(r, criterion)] for r in aligned]
+            g2 = [by_group[2][(r, criterion)] for r in aligned]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                kappa = cohen_kappa_score(g1, g2)
+            gold_pairs = [(r, gold[(r, criterion)]) for r in aligned if (r, criterion) in gold.index]
+            judge_mf1 = {}
+            for name, decided in judges.items():
+                pairs = [(bool(g), decided[(r, criterion)]) for r, g in gold_pairs if (r, criterion) in decided]
+                judge_mf1[name] = f1_score(*zip(*pairs), average="macro") if pairs else None
+            results.append((case_id_of[pk], criterion, len(aligned), kappa, judge_mf1))
+    elapsed = time.process_time() - started
+    for case_id, criterion, n, kappa, judge_mf1 in results:
+        entry = document["criteria"][case_id][criterion]
+        if entry["n_aligned"] != n:
+            raise AssertionError(f"criteria.{case_id}.{criterion}.n_aligned: {entry['n_aligned']} vs {n}")
+        values = [(entry["kappa"], None if kappa != kappa else kappa)]
+        values += [(entry["judge_mf1"][name], value) for name, value in judge_mf1.items()]
+        for mine, theirs in values:
+            if (mine is None) != (theirs is None) or (mine is not None and abs(mine - theirs) > 1e-9):
+                raise AssertionError(f"criteria.{case_id}.{criterion}: {mine} vs {theirs}")
+            if mine is not None:
+                worst = max(worst, abs(mine - theirs))
+        checked += 1
+    return checked, worst, elapsed
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=2500)
@@ -198,6 +259,7 @@ def main(argv=None) -> int:
     parser.add_argument("--database", default=None, help="load from this database instead of writing a SQLite file")
     parser.add_argument("--skip-reference", action="store_true")
     parser.add_argument("--skip-database", action="store_true")
+    parser.add_argument("--criteria-sample", type=int, default=200, help="cases whose criteria the reference checks")
     args = parser.parse_args(argv)
 
     frames, wall, _ = timed(
@@ -233,9 +295,31 @@ def main(argv=None) -> int:
         f"  {document['agreement_overall']['n_aligned']:,} aligned pairs, overall pooled MF1 "
         f"{document['agreement_overall']['pooled_mf1']:.4f}; pending {document['pending']}"
     )
+    before = []
+    for _ in range(max(1, args.repeat)):
+        _, wall, cpu = timed(lambda: report_json(build_report(frames, args.k, insights=False)))
+        before.append((wall, cpu))
+    before_wall, before_cpu = min(before)
+    print(
+        f"  without the analysis depth (criteria, judges by model and slice, physicians — the report before it): "
+        f"best {before_wall:.2f} s wall, {before_cpu:.2f} s CPU; the analysis depth adds "
+        f"{best_wall - before_wall:.2f} s wall, {best_cpu - before_cpu:.2f} s CPU "
+        f"({len(document['criteria']):,} cases' criteria, "
+        f"{sum(document['criteria_flags']['counts'].values()):,} flagged)"
+    )
     print(f"peak RSS after compute: {peak_rss_mb():,.0f} MB")
 
     if not args.skip_reference:
+        checked, worst, elapsed = compare_criteria(document, frames, args.criteria_sample)
+        insights_cpu = best_cpu - before_cpu
+        per_criterion = elapsed / max(checked, 1)
+        total_criteria = sum(len(criteria) for criteria in document["criteria"].values())
+        print(
+            f"criterion reliability, straightforward (sklearn cohen_kappa_score and f1_score per criterion) on "
+            f"{checked:,} criteria: {elapsed:.1f} s CPU, ≈ {per_criterion * total_criteria:.0f} s for all "
+            f"{total_criteria:,} (the whole analysis depth here: {insights_cpu:.2f} s CPU); same numbers "
+            f"(largest difference {worst:.1e})"
+        )
         worst = compare(document, frames, args.k)
         print(
             f"straightforward implementation (loops, sklearn f1_score per case): {compare.elapsed:.1f} s wall, "

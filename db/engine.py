@@ -6,11 +6,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, create_engine
 
 from db.config import database_url
+from db.errors import DatabaseBusy
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -66,18 +68,41 @@ def is_sqlite(engine: Engine) -> bool:
     return engine.dialect.name == "sqlite"
 
 
+BUSY_MESSAGE = "the database is busy (a long import may be running); nothing was saved, try again in a moment"
+
+
+def is_busy(error: OperationalError) -> bool:
+    """A wait for another writer ran out: SQLite's busy timeout, PostgreSQL's lock_timeout."""
+    if getattr(error.orig, "sqlstate", None) == "55P03":  # lock_not_available
+        return True
+    text = str(error.orig).lower()
+    return "database is locked" in text or "database is busy" in text
+
+
 @contextmanager
-def session_scope(engine: Engine | None = None, *, read_only: bool = False) -> Iterator[Session]:
+def session_scope(
+    engine: Engine | None = None, *, read_only: bool = False, lock_wait_ms: int | None = None
+) -> Iterator[Session]:
     """A session that commits on success and rolls back on any error.
 
     `read_only` sessions do not take SQLite's write lock; use them for queries only.
+    `lock_wait_ms` bounds how long a PostgreSQL write waits for a lock (SQLite waits its busy
+    timeout); a wait that runs out raises DatabaseBusy, never a driver error.
     """
-    session = Session(engine or get_engine(), expire_on_commit=False)
-    if read_only:
-        session.connection(execution_options={"sqlite_read_only": True})
+    engine = engine or get_engine()
+    session = Session(engine, expire_on_commit=False)
     try:
+        if read_only:
+            session.connection(execution_options={"sqlite_read_only": True})
+        elif lock_wait_ms is not None and engine.dialect.name == "postgresql":
+            session.execute(text(f"SET LOCAL lock_timeout = {int(lock_wait_ms)}"))
         yield session
         session.commit()
+    except OperationalError as error:
+        session.rollback()
+        if is_busy(error):
+            raise DatabaseBusy(BUSY_MESSAGE) from error
+        raise
     except BaseException:
         session.rollback()
         raise

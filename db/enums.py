@@ -35,3 +35,11 @@ class AssignmentKind(StrEnum):
 
 #: `label.group_no` of an adjudication, which belongs to no group (DESIGN §3.3 writes null).
 NO_GROUP = 0
+
+
+class JudgeRunStatus(StrEnum):
+    pending = "pending"
+    running = "running"
+    finished = "finished"
+    cancelled = "cancelled"
+    failed = "failed"

@@ -17,6 +17,10 @@ class ValidationFailed(ClinConsensusError):
     pass
 
 
+class DatabaseBusy(ClinConsensusError):
+    """Another writer (typically a long import) held the database past the wait; nothing was saved."""
+
+
 class StaleEdit(ClinConsensusError):
     """Someone saved the item since it was opened; `current` is the newer version."""
 

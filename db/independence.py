@@ -4,7 +4,7 @@ The groups' agreement means something only if no information flows from one grou
 other group's labels. A checker sees the other group's labels only in adjudication, so:
 - a response whose labels the checker's group has not finished checking cannot be adjudicated by
   them (check first: it is the group's own judgement that goes into adjudication);
-- nobody adjudicates a response they labeled;
+- nobody adjudicates a response they annotated;
 - once a checker has opened a response's adjudication, their own group's labels on it are closed
   to them (they could otherwise copy the other group's answer into their group's check).
 Opening is recorded in `adjudication_opening` by `open_adjudication`, before any label is shown.
@@ -25,17 +25,21 @@ from db.policies import require_role
 
 #: The reasons a checker is refused, for pages to show (catalog keys end with the same words).
 CHECK_PENDING = "your group has not finished checking this response; check it before adjudicating"
-LABELED_IT = "you labeled this response; another checker must adjudicate it"
+ANNOTATED_IT = "you annotated this response; another checker must adjudicate it"
 SEEN_OTHER_GROUP = (
     "you have seen the other group's labels on this response in adjudication; "
     "your group's labels on it are closed to you"
 )
 
 
-def labeled_by(session: Session, user_id: int | None, response_ids: Iterable[int] | None = None) -> set[int]:
-    """Responses on which the user made an annotation or check label."""
+def annotated_by(session: Session, user_id: int | None, response_ids: Iterable[int] | None = None) -> set[int]:
+    """Responses on which the user made an annotation label.
+
+    Checking one's own group's labels does not count: the checker role checks and then
+    adjudicates (DESIGN §1), and once they open the adjudication their group's labels are closed.
+    """
     statement = select(col(Label.response_id)).where(
-        col(Label.user_id) == user_id, col(col(Label.stage)) != Stage.adjudication
+        col(Label.user_id) == user_id, col(Label.stage) == Stage.annotation
     )
     if response_ids is not None:
         statement = statement.where(col(Label.response_id).in_(list(response_ids)))
@@ -83,17 +87,17 @@ def opened_by(session: Session, user_id: int | None, response_ids: Iterable[int]
 
 
 def not_adjudicable(session: Session, user: User, response_ids: Iterable[int]) -> set[int]:
-    """Of `response_ids`, those the checker may not adjudicate (labeled them, or their group's check is pending)."""
+    """Of `response_ids`, those the checker may not adjudicate (annotated them, or their group's check is pending)."""
     wanted = list(response_ids)
     if not wanted:
         return set()
-    return labeled_by(session, user.id, wanted) | check_pending(session, user, wanted)
+    return annotated_by(session, user.id, wanted) | check_pending(session, user, wanted)
 
 
 def require_may_adjudicate(session: Session, user: User, response_id: int) -> None:
     require_role(user, Role.checker)
-    if labeled_by(session, user.id, [response_id]):
-        raise PermissionDenied(LABELED_IT)
+    if annotated_by(session, user.id, [response_id]):
+        raise PermissionDenied(ANNOTATED_IT)
     if check_pending(session, user, [response_id]):
         raise PermissionDenied(CHECK_PENDING)
 

@@ -31,7 +31,7 @@ TEXT_LIMITS: dict[str, int] = {
     "user_request": 20_000,
     "response": 200_000,
     "criterion": 2_000,
-    "note": 5_000,  # a label's note, a check's note, an adjudication's rationale, a review comment
+    "note": 2_000,  # a label's note, a check's note, an adjudication's rationale, a review comment
     "extra": 100_000,  # the JSON text of the extra keys kept with a case or a judge decision
 }
 #: Most items in a list field (task_labels, subject_labels, tags).

@@ -13,11 +13,14 @@ from sqlalchemy import JSON, Column, Index, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 # The vocabulary lives in a module without SQL (the pure analysis code reads it); named here too.
-from db.enums import NO_GROUP as NO_GROUP
-from db.enums import AssignmentKind as AssignmentKind
-from db.enums import Role as Role
-from db.enums import RubricStatus as RubricStatus
-from db.enums import Stage as Stage
+from db.enums import (
+    NO_GROUP as NO_GROUP,
+    AssignmentKind as AssignmentKind,
+    JudgeRunStatus as JudgeRunStatus,
+    Role as Role,
+    RubricStatus as RubricStatus,
+    Stage as Stage,
+)
 
 
 def utcnow() -> datetime:
@@ -223,3 +226,59 @@ class AdjudicationOpening(SQLModel, table=True):
     user_id: int = Field(foreign_key="user.id")
     response_id: int = Field(foreign_key="response.id", index=True)
     opened_at: datetime = Field(default_factory=utcnow)
+
+
+class JudgeRun(SQLModel, table=True):
+    """One grading run of an LLM judge: what was asked of which endpoint, by whom, and how it went.
+
+    The API key is never stored: only the name of the environment variable it is read from.
+    """
+
+    __tablename__ = "judge_run"
+
+    id: int | None = Field(default=None, primary_key=True)
+    judge: str = Field(max_length=128, index=True)
+    base_url: str = Field(max_length=512)
+    model: str = Field(max_length=256)
+    template: str = Field(max_length=256, description="official | zh | the template file's name")
+    template_sha256: str = Field(max_length=64)
+    params: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    created_by: str = Field(max_length=64)
+    created_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+    status: str = Field(default=JudgeRunStatus.pending, max_length=16)
+    cancel_requested: bool = Field(default=False)
+    items: int = Field(default=0)
+    done: int = Field(default=0)
+    cached: int = Field(default=0)
+    requests: int = Field(default=0)
+    parse_failures: int = Field(default=0)
+    errors: int = Field(default=0)
+    retries: int = Field(default=0)
+    reasks: int = Field(default=0)
+    prompt_tokens: int = Field(default=0)
+    completion_tokens: int = Field(default=0)
+    wall_seconds: float = Field(default=0.0)
+    message: str | None = Field(default=None, sa_column=Column(Text))
+
+
+class JudgeResult(SQLModel, table=True):
+    """The answer of a judge endpoint to one item, cached by a hash of (model, messages, parameters)."""
+
+    __tablename__ = "judge_result"
+
+    id: int | None = Field(default=None, primary_key=True)
+    cache_key: str = Field(max_length=64, unique=True, index=True)
+    run_id: int = Field(foreign_key="judge_run.id", index=True)
+    response_id: int = Field(foreign_key="response.id", index=True)
+    criterion_id: str = Field(max_length=64)
+    raw_output: str = Field(default="", sa_column=Column(Text, nullable=False))
+    parse_ok: bool = Field(default=False)
+    met: bool | None = Field(default=None, description="None when the output did not parse")
+    prompt_tokens: int = Field(default=0)
+    completion_tokens: int = Field(default=0)
+    latency_ms: float = Field(default=0.0)
+    attempts: int = Field(default=1, description="HTTP requests spent, retries and re-asks included")
+    created_at: datetime = Field(default_factory=utcnow)

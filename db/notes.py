@@ -4,9 +4,10 @@ rationale): one length limit and one cleaning rule for all of them."""
 from __future__ import annotations
 
 from db.errors import ValidationFailed
+from db.limits import TEXT_LIMITS
 
-#: Longest note, comment or rationale anyone may save (the pages' text boxes stop there too).
-MAX_NOTE_CHARS = 2000
+#: Longest note, comment or rationale anyone may save (the pages' text boxes and imports stop there too).
+MAX_NOTE_CHARS = TEXT_LIMITS["note"]
 
 
 def clean_note(value: str | None, what: str, *, required: bool = False) -> str | None:

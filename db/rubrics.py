@@ -27,10 +27,11 @@ from db import policies
 from db.audit import record
 from db.config import RUBRIC_SIZE
 from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
+from db.limits import TEXT_LIMITS
 from db.models import Assignment, AssignmentKind, Case, Criterion, Role, RubricStatus, RubricVersion, User, utcnow
 from db.taxonomy import get_taxonomy
 
-MAX_CRITERION_CHARS = 2000
+MAX_CRITERION_CHARS = TEXT_LIMITS["criterion"]
 _NOT_WORD = re.compile(r"[\W_]+", re.UNICODE)
 
 

@@ -142,7 +142,7 @@ def render() -> None:
         _seen_key(view.response_id),
         {row.criterion_id: row.check.lock_version if row.check is not None else None for row in view.rows},
     )
-    with st.form(f"review_check_form_{view.response_id}", enter_to_submit=False):
+    with st.form(widget_key("review_check_form", view.response_id), enter_to_submit=False):
         decisions = [d for d in (_row(view, row, seen) for row in view.rows) if d is not None]
         save = st.form_submit_button(t("review.check.save"), type="primary", disabled=not decisions)
     if not save:

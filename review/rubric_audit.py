@@ -92,7 +92,7 @@ def render() -> None:
     if view.earlier_comment:
         st.caption(t("review.audit.earlier_overall", comment=plain(view.earlier_comment)))
     st.caption(t("review.audit.how"))
-    with st.form(f"review_audit_form_{view.rubric_version_id}", enter_to_submit=False):
+    with st.form(widget_key("review_audit_form", view.rubric_version_id), enter_to_submit=False):
         comments = {criterion.id: _criterion(view, criterion) for criterion in view.criteria}
         overall = st.text_area(
             t("review.audit.overall_comment"), key=widget_key("review_audit_overall", view.rubric_version_id)

@@ -214,6 +214,12 @@ def _labels(engine, group_no=2):
         return session.exec(select(Label).where(Label.group_no == group_no)).all()
 
 
+def _workbench(app):
+    """The workbench component (the sign-in cookie writer is the page's other component)."""
+    [element] = [e for e in app.get("bidi_component") if e.proto.component_name != "clinconsensus_session_cookie"]
+    return element
+
+
 def _workbench_data(app) -> dict:
     [element] = [e for e in app.get("bidi_component") if (e.key or "").startswith("wb_")]
     return json.loads(element.proto.json)

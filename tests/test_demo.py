@@ -10,8 +10,10 @@ import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
+from db import review, users
 from db.assignments import my_queue, rubric_authors
 from db.audit import verify_chain
+from db.audit_replay import verify_audit
 from db.engine import session_scope
 from db.errors import ValidationFailed
 from db.importers import import_file
@@ -295,6 +297,13 @@ def test_small_demo_builds_with_queues_for_every_role(engine, fixed_password):
         open_disagreements = [k for k, v in finals.items() if 1 in v and 2 in v and v[1] != v[2] and "adj" not in v]
         assert open_disagreements
         assert verify_chain(session).ok
+        # The log explains every label, rubric and assignment the demo made (imports, assignments, authoring).
+        replayed = verify_audit(session)
+        assert replayed.ok, replayed.problems[:5]
+        assert replayed.replay.labels > 0 and replayed.replay.assignments > 0
+        # Checkers have adjudication work: some disagreements lie on responses their group finished checking.
+        checker = users.get_user(session, username=demo.CHECKERS[1].username)
+        assert review.adjudication_queue(session, checker)
 
 
 def test_random_passwords_are_printed_once_and_let_each_account_in(sqlite_engine, monkeypatch):

@@ -24,6 +24,7 @@ from db.errors import ValidationFailed
 from db.importers import model_of_judgement_file
 from db.models import Case, Criterion, JudgeDecision, Label, Response, RubricStatus, RubricVersion, Stage
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
+from tests.support.official_rules import eval_cacs
 
 N = 6
 MODELS = ["model-a", "org/model-b", "模型C"]
@@ -237,26 +238,30 @@ def reference_scores(
 
 
 def official_scores(directory: Path, k: int) -> dict[str, dict]:
-    """The official scoring rule on `<model>_judge.json` files: CACS@k = mean over levels L=k..N of [s ≥ L]."""
-    result = {}
-    for path in sorted(directory.glob("*_judge.json")):
-        model = unquote(path.name[: -len("_judge.json")])
-        items = json.loads(path.read_text(encoding="utf-8"))
-        accuracy, passed, cacs = [], [], []
-        for item in items:
-            results = item["criteria_results"]
-            n = len(results)
-            s = sum(1 for entry in results if entry["criteria_met"] is True)
-            accuracy.append(s / n)
-            passed.append(float(s >= k))
-            cacs.append(sum(s >= level for level in range(k, n + 1)) / (n - k + 1))
-        result[model] = {
-            "responses": len(items),
-            "accuracy": sum(accuracy) / len(items),
-            "pass": sum(passed) / len(items),
-            "cacs": sum(cacs) / len(items),
+    """The official scorer's overall rows (tests/official_rules.py) on an export, as fractions by model."""
+    summary = eval_cacs(directory / "cases.jsonl", directory / "judgements", k)
+    return {
+        unquote(model): {
+            "responses": row["cases"],
+            "accuracy": row["rubric_accuracy_pct"] / 100,
+            "pass": row["pass_at_k_pct"] / 100,
+            "cacs": row["cacs_at_k_pct"] / 100,
         }
-    return result
+        for (model, part), row in summary.items()
+        if part == "overall"
+    }
+
+
+def common_cases(decisions: dict, rubrics: dict[str, list[str]], models: list[str]) -> set[str]:
+    """Cases on which every one of `models` has all criteria of the approved rubric decided."""
+    have: dict[tuple[str, str], set] = defaultdict(set)
+    for case_id, model, criterion_id in decisions:
+        have[case_id, model].add(criterion_id)
+    return {case for case, ids in rubrics.items() if all(set(ids) <= have[case, model] for model in models)}
+
+
+def only_cases(decisions: dict, cases: set[str]) -> dict:
+    return {key: value for key, value in decisions.items() if key[0] in cases}
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -353,61 +358,97 @@ def test_export_gold_of_an_empty_database_is_an_empty_file(engine, tmp_path):
 def test_official_scoring_of_gold_judgements_reproduces_scores_from_the_rows(engine, session, tmp_path, k):
     tmp_path = tmp_path / "out"  # the SQLite test database lives in tmp_path itself
     build_world(session)
-    summary = exports.export_judgements(engine, tmp_path, source="gold")
+    chosen = ["model-a", "org/model-b"]
+    summary = exports.export_judgements(engine, tmp_path, source="gold", models=chosen, k=k)
     gold = {key: value["met"] for key, value in reference_gold(session).items()}
-    expected = reference_scores(gold, approved_criteria(session), k)
+    rubrics = approved_criteria(session)
+    kept = common_cases(gold, rubrics, chosen)
+    assert kept == {"CC-0001"}
+    expected = reference_scores(only_cases(gold, kept), rubrics, k)
     got = official_scores(tmp_path, k)
-    assert set(got) == set(expected) == set(MODELS)
-    for model in MODELS:
-        assert got[model]["responses"] == expected[model]["responses"]
-        for key in ("accuracy", "pass", "cacs"):
+    scores = json.loads((tmp_path / "scores.json").read_text(encoding="utf-8"))
+    assert set(got) == set(expected) == set(chosen) == set(scores["models"])
+    for model in chosen:
+        assert got[model]["responses"] == expected[model]["responses"] == scores["models"][model]["n_responses"]
+        for key, ours in (("accuracy", "rubric_accuracy"), ("pass", "pass_at_k"), ("cacs", "cacs_at_k")):
             assert got[model][key] == pytest.approx(expected[model][key], abs=1e-12), (model, key)
-    assert summary.counts["responses"] == sum(item["responses"] for item in expected.values()) == 4
+            assert scores["models"][model][ours] == pytest.approx(expected[model][key], abs=1e-12), (model, key)
+    assert summary.counts["cases"] == 1 and scores["k"] == k
 
 
-def test_judgements_files_manifest_and_left_out_responses(engine, session, tmp_path):
+def test_judgements_layout_manifest_and_left_out_cases(engine, session, tmp_path):
     tmp_path = tmp_path / "out"  # the SQLite test database lives in tmp_path itself
     build_world(session)
-    exports.export_judgements(engine, tmp_path, source="gold")
+    # Every model has a complete response somewhere, but no case has all three: say so, write nothing.
+    with pytest.raises(ValidationFailed, match="no case on which every one of 3 model"):
+        exports.export_judgements(engine, tmp_path, source="gold")
+    assert not tmp_path.exists()
+    (tmp_path / "judgements").mkdir(parents=True)
+    (tmp_path / "model-a_judge.json").write_text("[]", encoding="utf-8")  # the old layout's file: removed
+    exports.export_judgements(engine, tmp_path, source="gold", models=["模型C", "model-a"])
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "cases.jsonl",
+        "judgements",
+        "manifest.json",
+        "scores.json",
+    ]
+    files = sorted(path.name for path in (tmp_path / "judgements").iterdir())
+    assert files == ["model-a_judge.json", "模型C_judge.json"]
     manifest = json.loads((tmp_path / "manifest.json").read_text(encoding="utf-8"))
-    files = sorted(path.name for path in tmp_path.glob("*_judge.json"))
-    assert "org%2Fmodel-b_judge.json" in files and "模型C_judge.json" in files
-    assert manifest["files"] == {name: unquote(name[: -len("_judge.json")]) for name in files}
+    assert manifest["models"] == {"model-a": "model-a_judge.json", "模型C": "模型C_judge.json"}
     for name in files:
-        assert manifest["sha256"][name] == hashlib.sha256((tmp_path / name).read_bytes()).hexdigest()
-    left = {(item["case_id"], item["model"]): item["reason"] for item in manifest["left_out"]}
-    assert set(left) == {("CC-0001", "模型C"), ("CC-0002", "org/model-b"), ("CC-0003", "model-a")}
-    assert left["CC-0003", "model-a"] == "no approved rubric"
-    assert "5 of 6" in left["CC-0001", "模型C"]
-    a = json.loads((tmp_path / "model-a_judge.json").read_text(encoding="utf-8"))
-    assert [item["case_id"] for item in a] == ["CC-0001", "CC-0002"]
+        digest = hashlib.sha256((tmp_path / "judgements" / name).read_bytes()).hexdigest()
+        assert manifest["sha256"][f"judgements/{name}"] == digest
+    assert manifest["cases_left_out"] == [{"case_id": "CC-0001", "reason": "no complete response of 模型C"}]
+    left = {(item["case_id"], item["model"]): item["reason"] for item in manifest["responses_left_out"]}
+    assert set(left) == {("CC-0001", "模型C"), ("CC-0003", "model-a")}
+    assert left["CC-0003", "model-a"] == "no approved rubric" and "5 of 6" in left["CC-0001", "模型C"]
+    cases = read_jsonl(tmp_path / "cases.jsonl")
+    assert [case["case_id"] for case in cases] == ["CC-0002"]
+    assert [item["criterion_id"] for item in cases[0]["rubrics"]] == [f"c{i:02d}" for i in range(1, N + 1)]
+    a = json.loads((tmp_path / "judgements" / "model-a_judge.json").read_text(encoding="utf-8"))
+    assert [item["case_id"] for item in a] == ["CC-0002"]
     assert [entry["criterion_id"] for entry in a[0]["criteria_results"]] == [f"c{i:02d}" for i in range(1, N + 1)]
-    assert [entry["criteria_met"] for entry in a[0]["criteria_results"]] == [True, True, True, False, False, True]
+    assert [entry["criteria_met"] for entry in a[0]["criteria_results"]] == [False] * 4 + [True, True]
     assert all(set(item) == {"case_id", "criteria_results"} for item in a)
+    with pytest.raises(ValidationFailed, match="no case on which every one of 2 model"):
+        exports.export_judgements(engine, tmp_path / "x", source="gold", models=["org/model-b", "模型C"])
+    with pytest.raises(ValidationFailed, match="no complete response by judge:judge-x for org/model-b"):
+        exports.export_judgements(engine, tmp_path / "x", source="judge:judge-x", models=["org/model-b"])
+    with pytest.raises(ValidationFailed, match="no responses of nobody"):
+        exports.export_judgements(engine, tmp_path / "x", source="gold", models=["nobody"])
 
 
 @pytest.mark.parametrize("group", [1, 2])
 def test_group_judgements_use_the_group_final_labels(engine, session, tmp_path, group):
     tmp_path = tmp_path / "out"  # the SQLite test database lives in tmp_path itself
     build_world(session)
-    exports.export_judgements(engine, tmp_path, source=f"group{group}")
-    expected = reference_scores(reference_group(session, group), approved_criteria(session), 3)
-    got = official_scores(tmp_path, 3)
-    assert got.keys() == expected.keys()
-    for model in expected:
-        assert got[model] == pytest.approx(expected[model])
+    finals = reference_group(session, group)
+    rubrics = approved_criteria(session)
+    complete = [m for m in MODELS if common_cases(finals, rubrics, [m])]
+    assert complete
+    for index, model in enumerate(complete):
+        out = tmp_path / f"m{index}"
+        exports.export_judgements(engine, out, source=f"group{group}", models=[model], k=3)
+        kept = common_cases(finals, rubrics, [model])
+        expected = reference_scores(only_cases(finals, kept), rubrics, 3)
+        got = official_scores(out, 3)
+        assert got.keys() == {model} and got[model] == pytest.approx(expected[model])
 
 
 def test_judge_source_judgements_and_bad_sources(engine, session, tmp_path):
     tmp_path = tmp_path / "out"  # the SQLite test database lives in tmp_path itself
     build_world(session)
     summary = exports.export_judgements(engine, tmp_path, source="judge:judge-x")
-    assert sorted(p.name for p in tmp_path.glob("*_judge.json")) == ["model-a_judge.json"]
-    items = json.loads((tmp_path / "model-a_judge.json").read_text(encoding="utf-8"))
+    assert sorted(p.name for p in (tmp_path / "judgements").glob("*.json")) == ["model-a_judge.json"]
+    items = json.loads((tmp_path / "judgements" / "model-a_judge.json").read_text(encoding="utf-8"))
     assert [item["case_id"] for item in items] == ["CC-0001", "CC-0002"]
     assert [e["criteria_met"] for e in items[0]["criteria_results"]] == [True, False] * 3
     manifest = json.loads((tmp_path / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["models"]["org/model-b"]["responses"] == 0
+    assert manifest["models_left_out"] == {
+        "org/model-b": "no complete response by judge:judge-x",
+        "模型C": "no complete response by judge:judge-x",
+    }
     assert summary.counts["models"] == 1
     for bad in ("judge:nobody", "group3", "judge:"):
         with pytest.raises(ValidationFailed):
@@ -678,9 +719,11 @@ def test_sft_prompt_is_the_filled_template_and_notes_explain(engine, session, tm
     template = exports.DEFAULT_TEMPLATE.read_text(encoding="utf-8")
     first = rows["CC-0001", "model-a", "c01"]
     assert first["instruction"] == (
-        template.replace("{user_message}", "患者男，65岁，胸痛2小时。\n\n需要做哪些检查？")
-        .replace("{response}", "model-a 对 CC-0001 的回答：先做心电图。")
-        .replace("{rubric_item}", "CC-0001 的第 1 条评分标准")
+        template.format(
+            user_message="患者男，65岁，胸痛2小时。\n\n需要做哪些检查？",
+            response="model-a 对 CC-0001 的回答：先做心电图。",
+            rubric_item="CC-0001 的第 1 条评分标准",
+        )
     )
 
     def explanation(key):
@@ -717,7 +760,7 @@ def test_sft_lines_are_canonical_json(sqlite_engine, tmp_path, fmt):
         session.commit()
     template = tmp_path / "t.txt"
     template.write_text(
-        '前"缀\\ {user_message}\n{response}\t{rubric_item} 后缀 {"criteria_met": true}', encoding="utf-8"
+        '前"缀\\ {user_message}\n{response}\t{rubric_item} 后缀 {{"criteria_met": true}}', encoding="utf-8"
     )
     exports.export_sft(sqlite_engine, tmp_path / "out", fmt=fmt, template_path=template, dev_fraction=0)
     lines = (tmp_path / "out" / "train.jsonl").read_text(encoding="utf-8").splitlines()
@@ -734,7 +777,7 @@ def test_sft_messages_format_and_custom_template(engine, session, tmp_path):
     build_world(session)
     custom = tmp_path / "my_prompt.txt"
     custom.write_text(
-        '问：{user_message}\n答：{response}\n标准：{rubric_item}\n输出 {"criteria_met": …}', encoding="utf-8"
+        '问：{user_message}\n答：{response}\n标准：{rubric_item}\n输出 {{"criteria_met": …}}', encoding="utf-8"
     )
     exports.export_sft(engine, tmp_path / "out", fmt="messages", template_path=custom, dev_fraction=0)
     rows = read_jsonl(tmp_path / "out" / "train.jsonl")
@@ -780,7 +823,7 @@ def test_fill_template_does_not_refill_placeholders_inside_values():
 def test_export_bundle_zips_each_export(sqlite_engine, tmp_path, what):
     with Session(sqlite_engine) as session:
         build_world(session)
-    options = {"source": "gold"} if what == "judgements" else {}
+    options = {"source": "gold", "models": ["model-a", "模型C"]} if what == "judgements" else {}
     if what == "release":
         options = {"size": N}  # the world's rubrics have N criteria
     filename, data = exports.export_bundle(sqlite_engine, what, **options)
@@ -811,8 +854,10 @@ def test_command_line_exports(sqlite_url, tmp_path, monkeypatch, capsys):
     assert main(["export", "gold", str(tmp_path / "gold.jsonl")]) == 0
     assert "export gold" in capsys.readouterr().out
     assert len(read_jsonl(tmp_path / "gold.jsonl")) == 34
-    assert main(["export", "judgements", str(tmp_path / "j"), "--source", "group2"]) == 0
-    assert (tmp_path / "j" / "manifest.json").exists()
+    assert main(["export", "judgements", str(tmp_path / "j"), "--source", "gold", "--models", "model-a,模型C"]) == 0
+    assert (tmp_path / "j" / "manifest.json").exists() and (tmp_path / "j" / "judgements" / "模型C_judge.json").exists()
+    assert main(["export", "judgements", str(tmp_path / "k"), "--source", "gold"]) == 1
+    assert "no case on which every one of 3 model(s)" in capsys.readouterr().err
     assert (
         main(
             [
@@ -849,21 +894,24 @@ def test_summary_lists_at_most_a_few_items():
 
 @pytest.mark.parametrize("source", ["gold", "group1", "judge:judge-x"])
 def test_official_scoring_of_the_export_equals_the_report(engine, session, tmp_path, source):
-    """The judgement files reproduce the report's model scores (analysis.report) for the same source."""
+    """Exported one model at a time, the judgement files reproduce the report's model scores (same source)."""
     from analysis.loader import load_frames
     from analysis.report import build_report, report_json
 
     build_world(session)
-    exports.export_judgements(engine, tmp_path / "out", source=source)
-    report = report_json(build_report(load_frames(engine), k=3, source=source))
-    got = official_scores(tmp_path / "out", 3)
-    assert set(got) == {model for model, item in report["models"].items() if item["n_responses"]}
-    for model, scores in got.items():
+    report = report_json(build_report(load_frames(engine), k=3, source=source, resamples=0))
+    scored = [model for model, item in report["models"].items() if item["n_responses"]]
+    assert scored
+    for index, model in enumerate(scored):
+        out = tmp_path / f"out{index}"
+        exports.export_judgements(engine, out, source=source, models=[model], k=3)
+        got = official_scores(out, 3)[model]
         expected = report["models"][model]
-        assert scores["responses"] == expected["n_responses"]
-        assert scores["cacs"] == pytest.approx(expected["cacs_at_k"], abs=1e-12)
-        assert scores["accuracy"] == pytest.approx(expected["rubric_accuracy"], abs=1e-12)
-        assert scores["pass"] == pytest.approx(expected["pass_at_k"], abs=1e-12)
+        ours = json.loads((out / "scores.json").read_text(encoding="utf-8"))["models"][model]
+        assert got["responses"] == expected["n_responses"] == ours["n_responses"]
+        for key, name in (("cacs", "cacs_at_k"), ("accuracy", "rubric_accuracy"), ("pass", "pass_at_k")):
+            assert got[key] == pytest.approx(expected[name], abs=1e-12)
+            assert ours[name] == pytest.approx(expected[name], abs=1e-12)
 
 
 def test_release_of_imported_cases_strips_forbidden_keys(engine, tmp_path):

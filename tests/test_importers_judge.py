@@ -173,7 +173,10 @@ def test_bad_official_files_name_the_line_and_field(prepared, tmp_path):
     not_a_list = tmp_path / "model-b_judge.json"
     not_a_list.write_text('{"case_id": "CC-0001"}', encoding="utf-8")
     errors = refused(prepared, "judge", not_a_list, judge="j", fmt="official")
-    assert errors[0] == "model-b_judge.json line 1: an official judgement file must be a JSON list of cases"
+    assert errors[0] == (
+        "model-b_judge.json line 1: an official judgement file must be a JSON list of cases at its top level, "
+        "found an object"
+    )
 
     twice = _official(
         tmp_path,

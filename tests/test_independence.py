@@ -8,7 +8,7 @@ from sqlmodel import select
 from db import independence, review
 from db.engine import session_scope
 from db.errors import PermissionDenied
-from db.models import AdjudicationOpening, User
+from db.models import AdjudicationOpening, Label, User
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 N = 3
@@ -100,15 +100,39 @@ def test_opening_in_a_read_only_session_is_recorded_before_labels_are_returned(e
         independence.require_group_labels_open(s, chk1, response_id)
 
 
-def test_nobody_adjudicates_what_they_labeled_or_checked(engine):
+def test_nobody_adjudicates_what_they_annotated(engine):
+    """An account named as annotator in imported labels may be a checker: they may not judge their own labels."""
     ids, response_id = world(engine)
-    chk1b = person(engine, ids["chk1b"])
-    check_all(engine, chk1b, response_id)
+    with session_scope(engine) as s:
+        chk2x = make_user(s, "chk2x", "checker", 2)
+        # An import attributed group 2's annotation of c01 to this checker's account.
+        label = s.exec(
+            select(Label).where(Label.response_id == response_id, Label.criterion_id == "c01", Label.group_no == 2)
+        ).one()
+        label.user_id = chk2x.id
+        s.add(label)
+    check_all(engine, person(engine, ids["chk1b"]), response_id)
+    check_all(engine, person(engine, ids["chk2"]), response_id)
+    chk2x = person(engine, chk2x.id)
+    with session_scope(engine) as s:
+        assert review.adjudication_queue(s, chk2x) == []
+        with pytest.raises(PermissionDenied, match="annotated this response"):
+            review.adjudication_view(s, chk2x, response_id)
+
+
+def test_a_checker_adjudicates_after_checking_their_own_group(engine):
+    """Checking is the checker's job before adjudicating (DESIGN §1): it does not bar them, opening does the rest."""
+    ids, response_id = world(engine)
+    chk1 = person(engine, ids["chk1"])
+    check_all(engine, chk1, response_id)
     check_all(engine, person(engine, ids["chk2"]), response_id)
     with session_scope(engine) as s:
-        assert review.adjudication_queue(s, chk1b) == []
-        with pytest.raises(PermissionDenied, match="labeled this response"):
-            review.adjudication_view(s, chk1b, response_id)
+        assert [item.response_id for item in review.adjudication_queue(s, chk1)] == [response_id]
+        review.adjudicate(s, chk1, response_id=response_id, criterion_id="c01", met=False, rationale="依据原文")
+    with session_scope(engine) as s, pytest.raises(PermissionDenied, match="closed to you"):
+        review.save_check(
+            s, chk1, response_id=response_id, criterion_id="c02", met=False, note="改", seen_lock_version=1
+        )
 
 
 def test_annotators_and_admins_never_reach_adjudication(engine):

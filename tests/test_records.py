@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import jsonschema
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from db.importers.labels import _check_label
 from db.records import CASE_FIELDS, LabelRecord, check, release_case_model, release_problems, release_schema

@@ -34,9 +34,13 @@ def engine():
     return current
 
 
+#: How long a save waits for another writer (a long import) before the user is told to try again.
+SAVE_LOCK_WAIT_MS = 10_000
+
+
 @contextmanager
 def db_session(*, read_only: bool = False) -> Iterator[Session]:
-    with session_scope(engine(), read_only=read_only) as session:
+    with session_scope(engine(), read_only=read_only, lock_wait_ms=SAVE_LOCK_WAIT_MS) as session:
         yield session
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import streamlit as st
 
+from db.errors import DatabaseBusy
 from db.taxonomy import get_taxonomy
 from ui.shell import lang, t
 from ui.text import WORD_JOINER, plain  # noqa: F401  (re-exported for pages)
@@ -82,4 +83,7 @@ def progress_bar(done: int, total: int, *, label_key: str = "widgets.progress") 
 
 def show_error(error: Exception) -> None:
     """A data-layer error for the person who caused it, in red; its message is shown as text."""
+    if isinstance(error, DatabaseBusy):
+        st.error(t("security.busy"))
+        return
     st.error(t("error.generic", reason=plain(error)))

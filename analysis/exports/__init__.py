@@ -23,6 +23,7 @@ from analysis.exports.common import (
     user_message,
 )
 from analysis.exports.gold import export_gold, gold_frame
+from analysis.exports.healthbench_meta import export_healthbench_meta
 from analysis.exports.judge_items import export_judge_items
 from analysis.exports.judgements import export_judgements, model_filename, parse_source, source_decisions
 from analysis.exports.release import RELEASE_FILES, export_release, release_records, release_schema
@@ -41,6 +42,7 @@ __all__ = [
     "PromptTemplate",
     "export_bundle",
     "export_gold",
+    "export_healthbench_meta",
     "export_judge_items",
     "export_judgements",
     "export_release",

@@ -15,23 +15,18 @@ import pyarrow.compute as pc
 from sqlalchemy.engine import Engine
 
 from analysis.loader import load_criteria, load_responses
+from analysis.prompt import DEFAULT_TEMPLATE, TEMPLATE_FIELDS, user_message  # noqa: F401  (shared names)
 from db.errors import ValidationFailed
 from db.progress import Progress
 from db.records import (
     DIFFICULTIES as DIFFICULTIES,
-)
-from db.records import (
     FORBIDDEN_KEY_PARTS as FORBIDDEN_KEY_PARTS,
-)
-from db.records import (
     OPTIONAL_CASE_FIELDS,
     REQUIRED_CASE_FIELDS,
+    is_forbidden_key as is_forbidden_key,
 )
-from db.records import is_forbidden_key as is_forbidden_key
 
 EXPORT_KINDS = ("gold", "release", "judgements", "judge-items", "sft")
-DEFAULT_TEMPLATE = Path(__file__).resolve().parent.parent / "templates" / "judge_prompt.txt"
-TEMPLATE_FIELDS = ("user_message", "response", "rubric_item")
 DEFAULT_SEED = 20260101
 RELEASE_LICENSE = "CC BY 4.0"
 
@@ -46,11 +41,6 @@ _CHUNK = 20_000
 #: Items a printed summary lists one by one (left-out cases, removed keys, warnings); the rest are counted.
 MAX_LISTED = 50
 BOOLEAN_TEXTS = ["false", "true", "null"]
-
-
-def user_message(clinical_context: str, user_request: str) -> str:
-    """What annotators and judges read as the user's message (DESIGN §3.1)."""
-    return f"{clinical_context}\n\n{user_request}"
 
 
 # Summaries ------------------------------------------------------------------------------------

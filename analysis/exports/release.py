@@ -27,11 +27,10 @@ from analysis.exports.common import (
 )
 from analysis.loader import load_cases, load_register_overrides
 from db.config import RUBRIC_SIZE
-from db.contacts import find_contacts
+from db.contacts import contact_matches, mask, official_matches
 from db.errors import ValidationFailed
 from db.progress import Progress, no_progress
-from db.records import release_problems
-from db.records import release_schema as case_line_schema
+from db.records import DIFFICULTIES, release_problems, release_schema as case_line_schema
 
 
 def _strip_forbidden(value, path: str, removed: list[str]):
@@ -66,9 +65,21 @@ def release_schema(size: int = RUBRIC_SIZE) -> dict:
     return case_line_schema(size)
 
 
-def release_records(engine: Engine, size: int = RUBRIC_SIZE) -> tuple[list[dict], list[str], list[str], list[str]]:
-    """(records, left-out case ids, removed key paths, contact warnings) of the release, unvalidated."""
+def release_records(
+    engine: Engine, size: int = RUBRIC_SIZE, difficulties: Iterable[str] | None = None
+) -> tuple[list[dict], list[str], list[str], list[str]]:
+    """(records, left-out case ids, removed key paths, contact warnings) of the release, unvalidated.
+
+    `difficulties` keeps only cases of those tiers (None: every tier). Contact-like strings are
+    looked for in every field and, with the official check's patterns, in the JSON line as written.
+    """
     cases = load_cases(engine, text=True).merge(load_register_overrides(engine), on="case_pk", how="left")
+    if difficulties:
+        tiers = set(difficulties)
+        unknown = sorted(tiers - set(DIFFICULTIES))
+        if unknown:
+            raise ValidationFailed(f"--difficulty {unknown[0]!r}: expected {', '.join(DIFFICULTIES)}")
+        cases = cases[cases["difficulty"].isin(tiers)]
     criteria = _current_criteria(engine, text=True)
     by_case = dict(list(criteria.groupby("case_pk", sort=False)))
     records, left_out, removed, warnings = [], [], [], []
@@ -104,9 +115,15 @@ def release_records(engine: Engine, size: int = RUBRIC_SIZE) -> tuple[list[dict]
                 continue  # the stored columns are the truth for the release's own fields
             record[key] = value
         removed += [f"{case.case_id}: {where}" for where in case_removed]
+        found = []
         for where, text in _strings(record, ""):
-            for kind, masked in find_contacts(text):
-                warnings.append(f"{case.case_id} {where}: {kind} {masked}")
+            for kind, value in contact_matches(text):
+                found.append(value)
+                warnings.append(f"{case.case_id} {where}: {kind} {mask(value)}")
+        for kind, value in official_matches(_json(record)):
+            if not any(value in other for other in found):  # e.g. a number or a key, or across an escape
+                found.append(value)
+                warnings.append(f"{case.case_id} (JSON line): {kind} {mask(value)}")
         records.append(record)
     return records, left_out, removed, warnings
 
@@ -115,11 +132,15 @@ RELEASE_FILES = ("cases.jsonl", "schema.json", "counts.json", "README.md", "SHA2
 
 
 def export_release(
-    engine: Engine, directory: Path, progress: Progress = no_progress, size: int = RUBRIC_SIZE
+    engine: Engine,
+    directory: Path,
+    progress: Progress = no_progress,
+    size: int = RUBRIC_SIZE,
+    difficulties: Iterable[str] | None = None,
 ) -> ExportSummary:
-    """`export release DIR`: the public rubric-only release, validated before anything is written."""
+    """`export release DIR [--difficulty low]`: the public rubric-only release, validated before anything is written."""
     progress(0, None, "reading cases")
-    records, left_out, removed, warnings = release_records(engine, size)
+    records, left_out, removed, warnings = release_records(engine, size, difficulties)
     problems = [
         f"case {record.get('case_id')!r}: {problem}" for record in records for problem in release_problems(record, size)
     ]
@@ -143,6 +164,7 @@ def export_release(
             "cases": len(records),
             "criteria": counts["rubrics"],
             "left out (no approved rubric)": len(left_out),
+            **({"difficulty": ", ".join(sorted(set(difficulties)))} if difficulties else {}),
         },
         files=sums,
     )

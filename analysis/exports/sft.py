@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import re
 import shutil
 from collections import Counter
 from collections.abc import Iterable
@@ -16,9 +15,7 @@ from sqlalchemy.engine import Engine
 from analysis.exports.common import (
     _CHUNK,
     DEFAULT_SEED,
-    DEFAULT_TEMPLATE,
     GENERIC_EXPLANATION,
-    TEMPLATE_FIELDS,
     ExportSummary,
     _current_criteria,
     _decision_order,
@@ -33,6 +30,15 @@ from analysis.exports.common import (
 )
 from analysis.exports.judge_items import _cases_with_text
 from analysis.loader import audit_head, load_label_decisions, load_label_notes, load_responses
+from analysis.prompt import (
+    PromptTemplate,
+    _json_body,
+    fill_template,  # noqa: F401  (re-exported by analysis.exports)
+    judge_answer,
+    read_template,
+    template_name,
+    template_path as resolve_template,
+)
 from db.errors import ValidationFailed
 from db.gold import DECISION, gold_labels
 from db.models import Stage
@@ -45,74 +51,6 @@ EXPLANATION_RULE = (
     "sentence stating met / not met"
 )
 SFT_FILES = ("train.jsonl", "dev.jsonl", "heldout.jsonl", "manifest.json", "judge_prompt.txt")
-
-
-def read_template(path: Path | None) -> str:
-    """The judge prompt template; it must contain each of {user_message}, {response}, {rubric_item}."""
-    path = Path(path) if path else DEFAULT_TEMPLATE
-    try:
-        template = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValidationFailed(f"{path}: no such template file") from None
-    except UnicodeDecodeError as error:
-        raise ValidationFailed(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
-    missing = [name for name in TEMPLATE_FIELDS if "{" + name + "}" not in template]
-    if missing:
-        raise ValidationFailed(
-            f"{path}: the template lacks the placeholder(s) " + ", ".join("{" + name + "}" for name in missing)
-        )
-    return template
-
-
-_PLACEHOLDER = re.compile(r"\{(" + "|".join(TEMPLATE_FIELDS) + r")\}")
-
-
-class PromptTemplate:
-    """A judge prompt template split once into literal parts and placeholders.
-
-    `fill` takes plain values; `fill_json_body` takes the values' JSON bodies (see `_json_body`) and
-    gives the body of the filled prompt — how SFT rows are assembled without encoding each prompt.
-    Text inside a value that looks like a placeholder stays as is (one pass).
-    """
-
-    def __init__(self, template: str) -> None:
-        pieces = _PLACEHOLDER.split(template)  # literal, name, literal, name, …, literal
-        self.literals = pieces[0::2]
-        self.names = pieces[1::2]
-        self.json_literals = [_json_body(piece) for piece in self.literals]
-
-    @staticmethod
-    def _join(literals: list[str], names: list[str], values: dict[str, str]) -> str:
-        out = [literals[0]]
-        for name, literal in zip(names, literals[1:]):
-            out.append(values[name])
-            out.append(literal)
-        return "".join(out)
-
-    def fill(self, **values: str) -> str:
-        return self._join(self.literals, self.names, values)
-
-    def fill_json_body(self, bodies: dict[str, str]) -> str:
-        return self._join(self.json_literals, self.names, bodies)
-
-
-def fill_template(template: str, **values: str) -> str:
-    """The prompt for one (user message, response, rubric item)."""
-    return PromptTemplate(template).fill(**values)
-
-
-def _json_body(text: str) -> str:
-    """The JSON string literal of `text` without its quotes.
-
-    JSON escapes character by character, so bodies of pieces concatenate to the body of the whole:
-    a prompt row is assembled from pieces encoded once per case, response and criterion.
-    """
-    return _json(text)[1:-1]
-
-
-def judge_answer(explanation: str, met: bool) -> str:
-    """The judge's answer: a fenced JSON block with `explanation` and `criteria_met`."""
-    return "```json\n" + _json({"explanation": explanation, "criteria_met": bool(met)}) + "\n```"
 
 
 def _supporting_notes(labels: pd.DataFrame, gold: pd.DataFrame) -> pd.DataFrame:
@@ -158,16 +96,19 @@ def export_sft(
     holdout_models: Iterable[str] = (),
     fmt: str = "instruction",
     dev_fraction: float = 0.1,
-    template_path: Path | None = None,
+    template_path: str | Path | None = None,
     progress: Progress = no_progress,
 ) -> ExportSummary:
-    """`export sft DIR`: judge training rows from gold, split by case, held-out models apart."""
+    """`export sft DIR`: judge training rows from gold, split by case, held-out models apart.
+
+    `template_path`: official (the default: the official judge's inference prompt), zh, or a file.
+    """
     if fmt not in ("instruction", "messages"):
         raise ValidationFailed(f"format {fmt!r}: expected instruction or messages")
     if not 0 <= dev_fraction < 1:
         raise ValidationFailed(f"dev fraction {dev_fraction}: expected a number from 0 up to (not including) 1")
     template = read_template(template_path)
-    template_source = Path(template_path) if template_path else DEFAULT_TEMPLATE
+    template_source = resolve_template(template_path)
     holdout = sorted({model.strip() for model in holdout_models if model and model.strip()})
 
     progress(0, None, "reading labels")
@@ -265,7 +206,7 @@ def export_sft(
             "format": fmt,
             "dev_fraction": dev_fraction,
             "holdout_models": holdout,
-            "template": template_source.name,
+            "template": template_name(template_path),
         },
         "counts": {
             "rows": {name: counts[name] for name in file_names},

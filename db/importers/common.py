@@ -59,6 +59,8 @@ class ImportSummary:
     warnings: list[str] = field(default_factory=list)
     warning_count: int = 0
     relabel_needed: int = 0
+    #: Local-judge rows whose answer could not be read (parse_ok false or criteria_met null): skipped.
+    unparsed: int = 0
     sha256: str = ""
 
     def noun(self) -> str:
@@ -82,6 +84,11 @@ class ImportSummary:
             out.append(
                 f"unknown usernames created as inactive accounts (no login until an admin sets a password): "
                 f"{', '.join(self.placeholders)}"
+            )
+        if self.unparsed:
+            out.append(
+                f"skipped {self.unparsed:,} rows whose judge output could not be read (parse_ok false or "
+                "criteria_met null): not stored as met or not met"
             )
         if self.relabel_needed:
             out.append(f"warning: {self.relabel_needed:,} replaced responses already have labels made on the old text")

@@ -68,7 +68,7 @@ def import_stream(
     if kind == "judge":
         if fmt is None:
             head = stream.peek(4096)[:4096] if hasattr(stream, "peek") else _peek(stream)
-            fmt = _detect_judge_format(head)
+            fmt = _detect_judge_format(head, name)
         elif fmt not in JUDGE_FORMATS:
             raise ImportFailed([f"{name}: --format must be one of {', '.join(JUDGE_FORMATS)}, found {fmt!r}"])
     summary = ImportSummary(kind=kind, source=name, fmt=fmt if kind == "judge" else None)

@@ -52,8 +52,10 @@ def _check_row(record: dict, fmt: str, option: str | None) -> tuple[Any, list[st
     return checked, [hints.get(error, error) for error in errors]
 
 
-def _detect_judge_format(head: bytes) -> str:
-    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
+def _detect_judge_format(head: bytes, name: str = "") -> str:
+    # A `<model>_judge.json` is an official judgement file whatever it holds: one whose top level
+    # is not a list is told so, rather than read line by line as decisions.
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"[") or model_of_judgement_file(name):
         return "official"
     first = head.split(b"\n", 1)[0]
     if b'"criteria_met"' in first:
@@ -161,6 +163,11 @@ def _import_judge_rows(run: _Run, records: Iterator[tuple[int, dict]], fmt: str,
     consumed = _DECISION_KEYS if fmt == "decisions" else _LOCAL_JUDGE_KEYS | _ECHOED_INPUT_KEYS
     for line, record in records:
         get = record.get
+        if fmt == "local-judge" and (
+            get("parse_ok") is False or ("criteria_met" in record and get("criteria_met") is None)
+        ):
+            run.summary.unparsed += 1  # the official judge could not read its own answer: no decision
+            continue
         judge = get("judge") if "judge" in record else get("judge_model") if "judge_model" in record else judge_option
         case_id, model, criterion_id, met = get("case_id"), get("model"), get("criterion_id"), get(met_key)
         # A plainly valid row (most of a large file) skips the record model, which names problems.
@@ -208,7 +215,11 @@ def _official_items(data: str, problems: _Problems) -> Iterator[tuple[int, Any]]
     whitespace = re.compile(r"[ \t\r\n]*")
     position = whitespace.match(data, 0).end()
     if not data.startswith("[", position):
-        problems.at(1, "an official judgement file must be a JSON list of cases")
+        found = "an object" if data.startswith("{", position) else "something else"
+        problems.at(
+            data.count("\n", 0, position) + 1,
+            f"an official judgement file must be a JSON list of cases at its top level, found {found}",
+        )
         return
     position = whitespace.match(data, position + 1).end()
     if data.startswith("]", position):

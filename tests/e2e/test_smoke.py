@@ -58,8 +58,8 @@ def test_demo_admin_signs_in_and_sees_the_home_page(page, app_server, accounts):
     expect(page.get_by_text(text("home.welcome", name=admin.display_name))).to_be_visible()
     expect(page.get_by_text(text("role.admin"), exact=True)).to_be_visible()
     expect(page.get_by_role("button", name=text("logout"), exact=True)).to_be_visible()
-    # The sign-in survives a reload (the token travels in the address).
-    assert "s=" in page.url
+    # The sign-in survives a reload (the token travels in a cookie, never in the address).
+    assert "s=" not in page.url
     page.reload()
     wait_for_app_run(page)
     expect(page.get_by_text(text("sidebar.signed_in_as", name=admin.display_name))).to_be_visible()

@@ -1,0 +1,194 @@
+"""Judge runs: start an LLM judge on an OpenAI-compatible endpoint, follow it live, cancel it, read the history.
+
+A run executes in a process of its own (`clinconsensus judge resume ID`), so it survives this page;
+the page follows its record (refreshed every two seconds) and stops it through the record's cancel
+flag. The API key is read by that process from the environment variable the admin names here; the
+key itself never reaches the page, the record or the log.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from analysis.prompt import TEMPLATES
+from db import judge_runs
+from db.config import database_url
+from db.errors import ClinConsensusError
+from db.models import Role
+from judge.runner import RunOptions, create_run, launch_run
+from ui import shell, widgets
+
+ACTIVE = ("pending", "running")
+DASHBOARD_PATH = "analysis-dashboard"
+HISTORY_COLUMNS = (
+    "id",
+    "status",
+    "judge",
+    "model",
+    "items",
+    "done",
+    "cached",
+    "parse_failures",
+    "errors",
+    "retries",
+    "prompt_tokens",
+    "completion_tokens",
+    "wall_seconds",
+    "items_per_second",
+    "created_by",
+    "created_at",
+)
+
+
+def _models(user) -> list[str]:
+    with shell.db_session(read_only=True) as session:
+        return judge_runs.response_models(session, user)
+
+
+def _start_form(user, t) -> None:
+    with st.form("judge_run_form", clear_on_submit=False):
+        left, right = st.columns(2)
+        base_url = left.text_input(
+            t("judge.form.base_url"),
+            placeholder=t("judge.form.base_url.placeholder"),
+            help=t("judge.form.base_url.help"),
+            key="judge_base_url",
+        )
+        model = right.text_input(t("judge.form.model"), help=t("judge.form.model.help"), key="judge_model")
+        judge = left.text_input(t("judge.form.judge"), help=t("judge.form.judge.help"), key="judge_name")
+        key_env = right.text_input(
+            t("judge.form.api_key_env"), help=t("judge.form.api_key_env.help"), key="judge_key_env"
+        )
+        concurrency = int(
+            left.number_input(
+                t("judge.form.concurrency"), min_value=1, max_value=512, value=8, step=1, key="judge_concurrency"
+            )
+        )
+        template = right.selectbox(
+            t("judge.form.template"),
+            list(TEMPLATES),
+            format_func=lambda name: t(f"judge.form.template.{name}"),
+            key="judge_template",
+        )
+        responses = left.selectbox(
+            t("judge.form.responses"),
+            ("all", "missing"),
+            format_func=lambda value: t(f"judge.form.responses.{value}"),
+            key="judge_responses",
+        )
+        models = right.multiselect(
+            t("judge.form.models"), _models(user), placeholder=t("judge.form.models.all"), key="judge_models"
+        )
+        limit = int(
+            left.number_input(
+                t("judge.form.limit"),
+                min_value=0,
+                value=0,
+                step=100,
+                help=t("judge.form.limit.help"),
+                key="judge_limit",
+            )
+        )
+        no_thinking = right.checkbox(
+            t("judge.form.no_thinking"), help=t("judge.form.no_thinking.help"), key="judge_no_thinking"
+        )
+        submitted = st.form_submit_button(t("judge.form.start"), type="primary", icon=":material/play_arrow:")
+    if not submitted:
+        return
+    options = RunOptions(
+        base_url=base_url.strip(),
+        model=model.strip(),
+        judge=judge.strip() or None,
+        api_key_env=key_env.strip() or None,
+        concurrency=concurrency,
+        template=template,
+        responses=responses,
+        models=list(models),
+        limit=limit or None,
+        thinking=not no_thinking,
+    )
+    try:
+        run_id = create_run(shell.engine(), options, by=user)
+    except ClinConsensusError as error:
+        widgets.show_error(error)
+        return
+    launch_run(run_id, database_url())
+    st.success(t("judge.started", id=run_id))
+
+
+def _eta(seconds) -> str:
+    if seconds is None:
+        return "—"
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{rest:02d}"
+
+
+@st.fragment(run_every="2s")
+def _live(user) -> None:
+    """Runs in progress: a bar with ETA and counts, and a cancel button each (refreshed every 2 s)."""
+    t = shell.translator()
+    with shell.db_session(read_only=True) as session:
+        runs = [judge_runs.run_summary(run) for run in judge_runs.list_runs(session, user, limit=50)]
+    active = [run for run in runs if run["status"] in ACTIVE]
+    if not active:
+        st.caption(t("judge.live.none"))
+    for run in active:
+        with st.container(border=True):
+            widgets.show_text(
+                t(
+                    "judge.live.title",
+                    id=run["id"],
+                    judge=run["judge"],
+                    model=run["model"],
+                    status=t(f"judge.status.{run['status']}"),
+                )
+            )
+            widgets.progress_bar(run["done"], run["items"], label_key="judge.live.progress")
+            st.caption(
+                t(
+                    "judge.live.figures",
+                    eta=_eta(run["eta_seconds"]),
+                    failures=run["parse_failures"],
+                    errors=run["errors"],
+                    retries=run["retries"],
+                    rate=f"{run['items_per_second']:.1f}" if run["items_per_second"] else "—",
+                )
+            )
+            if st.button(t("judge.live.cancel"), key=f"cancel_{run['id']}", icon=":material/stop:"):
+                with shell.db_session() as session:
+                    judge_runs.request_cancel(session, user, run["id"])
+                st.toast(t("judge.live.cancelled", id=run["id"]))
+
+
+def _history(user, t) -> None:
+    with shell.db_session(read_only=True) as session:
+        runs = [judge_runs.run_summary(run) for run in judge_runs.list_runs(session, user)]
+    if not runs:
+        st.info(t("judge.history.empty"))
+        return
+    frame = pd.DataFrame(runs)[list(HISTORY_COLUMNS)]
+    frame["status"] = [t(f"judge.status.{status}") for status in frame["status"]]
+    st.dataframe(
+        frame.rename(columns={name: t(f"judge.column.{name}") for name in HISTORY_COLUMNS}),
+        hide_index=True,
+        width="stretch",
+    )
+    failed = [run for run in runs if run["message"]]
+    for run in failed[:5]:
+        st.caption(t("judge.history.message", id=run["id"]))
+        widgets.show_text(run["message"])
+
+
+def render() -> None:
+    user = shell.require_user(Role.admin)
+    t = shell.translator()
+    st.title(t("judge.title"))
+    st.caption(t("judge.intro"))
+    _start_form(user, t)
+    st.subheader(t("judge.live.heading"))
+    _live(user)
+    st.subheader(t("judge.history.heading"))
+    _history(user, t)
+    # Judge fidelity (macro-F1 against each group and gold) is in the dashboard's judges tab.
+    st.markdown(t("judge.fidelity_link", url=DASHBOARD_PATH))

@@ -1,0 +1,342 @@
+"""Admin pages of the analysis depth: criterion reliability (with sending criteria back to their author)
+and the judge's errors beside the physicians' labels.
+
+Both read one decision grid per data version (a cheap fingerprint query) and the figures of
+`analysis.reliability` computed from it once; model names and both groups' labels are on these
+pages, so they are for admins only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from analysis import figures as figure_builders, metrics, reliability
+from analysis.loader import data_version, load_criterion_texts, load_frames
+from db.errors import ClinConsensusError
+from db.judge_errors import judge_error_detail
+from db.models import Role
+from db.review.criterion_return import send_back_criteria, send_back_target
+from ui import shell
+from ui.text import plain
+from ui.widgets import show_error, show_text
+
+PAGE_RESAMPLES = 300
+SHOWN_ROWS = 500
+LABEL_TEXT = {metrics.MET: "insights.label.met", metrics.NOT_MET: "insights.label.not_met"}
+
+
+@st.cache_resource(show_spinner=False, max_entries=1)
+def _state(version: tuple) -> tuple[metrics.DecisionGrid, reliability.Insights, pd.DataFrame]:
+    grid = metrics.prepare(load_frames(shell.engine()))
+    return grid, reliability.build_insights(grid, resamples=PAGE_RESAMPLES), metrics.judge_fidelity(grid)
+
+
+def _load():
+    return _state(data_version(shell.engine()))
+
+
+def _download(t, name: str, frame: pd.DataFrame) -> None:
+    st.download_button(
+        t("analysis.download_csv"),
+        data=lambda: frame.to_csv(index=False).encode("utf-8"),
+        file_name=f"{name}.csv",
+        mime="text/csv",
+        key=f"insights_csv_{name}",
+        on_click="ignore",
+    )
+
+
+def _label(t, value) -> str:
+    return t(LABEL_TEXT[int(value)]) if int(value) in LABEL_TEXT else "—"
+
+
+# Criterion reliability ----------------------------------------------------------------------------
+
+
+def _reason(t, row) -> str:
+    """A suggested comment for the author, from the numbers that flagged the criterion."""
+    if row["flag"] == reliability.UNRELIABLE:
+        return t(
+            "insights.reason.unreliable",
+            kappa=f"{row['kappa']:.2f}",
+            disagree=int(row["n_disagree"]),
+            n=int(row["n_aligned"]),
+        )
+    return t(f"insights.reason.{row['flag']}", n=int(row["n_gold"]))
+
+
+def render_criteria() -> None:
+    user = shell.require_user(Role.admin)
+    t = shell.translator()
+    st.title(t("insights.criteria.title"))
+    grid, insights, _ = _load()
+    table = insights.criteria
+    st.caption(
+        t(
+            "insights.criteria.rule",
+            kappa=f"{reliability.KAPPA_THRESHOLD:.2f}",
+            n=reliability.MIN_ALIGNED,
+            disagree=reliability.MIN_DISAGREEMENTS,
+        )
+    )
+    if table.empty:
+        st.info(t("insights.criteria.empty"))
+        return
+    counts = table["flag"].value_counts()
+    columns = st.columns(4)
+    columns[0].metric(t("insights.metric.evaluated"), f"{int((table['n_aligned'] >= reliability.MIN_ALIGNED).sum()):,}")
+    for column, flag in zip(columns[1:], reliability.FLAGS):
+        column.metric(t(f"insights.flag.{flag}"), f"{int(counts.get(flag, 0)):,}")
+    st.plotly_chart(figure_builders.kappa_distribution(insights, t), key="insights_kappa", width="stretch")
+
+    chosen = st.multiselect(
+        t("insights.criteria.show_flags"),
+        list(reliability.FLAGS),
+        default=list(reliability.FLAGS),
+        format_func=lambda flag: t(f"insights.flag.{flag}"),
+        key="insights_flags",
+    )
+    flagged = reliability.flagged_criteria(table)
+    flagged = flagged[flagged["flag"].isin(chosen)]
+    if flagged.empty:
+        st.success(t("insights.criteria.none_flagged"))
+        return
+    texts = load_criterion_texts(shell.engine(), flagged["case_id"].head(SHOWN_ROWS).unique())
+    shown = flagged.head(SHOWN_ROWS).merge(texts, on=["case_id", "criterion_id"], how="left")
+    shown = shown.assign(flag_name=[t(f"insights.flag.{flag}") for flag in shown["flag"]])
+    st.subheader(t("insights.criteria.flagged"))
+    st.dataframe(
+        shown[
+            [
+                "case_id",
+                "criterion_id",
+                "text",
+                "flag_name",
+                "kappa",
+                "agreement",
+                "n_aligned",
+                "n_disagree",
+                "prevalence_g1",
+                "prevalence_g2",
+                "gold_met_rate",
+            ]
+        ],
+        hide_index=True,
+        width="stretch",
+        column_config={"text": st.column_config.TextColumn(t("insights.column.text"), width="large")},
+    )
+    if len(flagged) > SHOWN_ROWS:
+        st.caption(t("analysis.rows_shown", shown=SHOWN_ROWS, total=f"{len(flagged):,}"))
+    _download(t, "flagged_criteria", flagged)
+    st.subheader(t("insights.criteria.cases"))
+    cases = reliability.flagged_cases(table[table["flag"].isin(chosen)])
+    st.dataframe(cases.head(SHOWN_ROWS), hide_index=True, width="stretch")
+    _send_back_form(t, user, flagged, cases)
+
+
+def _send_back_form(t, user, flagged: pd.DataFrame, cases: pd.DataFrame) -> None:
+    st.subheader(t("insights.send_back.title"))
+    st.caption(t("insights.send_back.help"))
+    case_id = st.selectbox(t("insights.send_back.case"), cases["case_id"].tolist(), key="insights_send_case")
+    if not case_id:
+        return
+    try:
+        with shell.db_session(read_only=True) as session:
+            target = send_back_target(session, user, case_id)
+    except ClinConsensusError as error:
+        show_error(error)
+        return
+    if target.open_revision:
+        st.info(t("insights.send_back.open", version=target.version + 1, status=target.open_revision))
+        return
+    mine = flagged[flagged["case_id"] == case_id]
+    texts = load_criterion_texts(shell.engine(), [case_id]).set_index("criterion_id")["text"]
+    with st.form(f"insights_send_back_{case_id}"):
+        comments = {}
+        for _, row in mine.iterrows():
+            criterion_id = row["criterion_id"]
+            flag_name = t(f"insights.flag.{row['flag']}")
+            st.markdown(f"**{plain(criterion_id)}** · {plain(flag_name)}")
+            show_text(texts.get(criterion_id, ""))
+            comments[criterion_id] = st.text_area(
+                t("insights.send_back.comment_for", criterion=criterion_id),
+                value=_reason(t, row),
+                key=f"insights_comment_{case_id}_{criterion_id}",
+            )
+        overall = st.text_area(t("insights.send_back.overall"), key=f"insights_overall_{case_id}")
+        author = st.text_input(
+            t("insights.send_back.author"), value=target.author or "", key=f"insights_author_{case_id}"
+        )
+        submitted = st.form_submit_button(t("insights.send_back.submit"), type="primary")
+    if submitted:
+        try:
+            with shell.db_session() as session:
+                result = send_back_criteria(
+                    session,
+                    user,
+                    case_id,
+                    comments,
+                    seen_version_id=target.rubric_version_id,
+                    comment=overall,
+                    author=author.strip() or None,
+                )
+        except ClinConsensusError as error:
+            show_error(error)
+            return
+        st.success(
+            t(
+                "insights.send_back.done",
+                case=result.case_id,
+                version=result.version,
+                author=result.author,
+                n=len(result.criteria),
+            )
+        )
+
+
+# Judge errors -------------------------------------------------------------------------------------
+
+
+def render_judge_errors() -> None:
+    user = shell.require_user(Role.admin)
+    t = shell.translator()
+    st.title(t("insights.judges.title"))
+    grid, insights, judges = _load()
+    if not grid.judges:
+        st.info(t("analysis.no_judges"))
+        return
+    ceiling = insights.human_ceiling
+    st.caption(
+        t(
+            "insights.judges.ceiling",
+            value="—" if np.isnan(ceiling["pooled_mf1"]) else f"{ceiling['pooled_mf1']:.3f}",
+            n=f"{ceiling['n_decisions']:,}",
+        )
+    )
+    st.plotly_chart(
+        figure_builders.judges_against_ceiling(insights, judges, t), key="insights_ceiling", width="stretch"
+    )
+    st.plotly_chart(figure_builders.judges_by_model_heatmap(insights, t), key="insights_by_model", width="stretch")
+    st.dataframe(insights.judges_by_model, hide_index=True, width="stretch")
+    _download(t, "judges_by_model", insights.judges_by_model)
+    dimension = st.selectbox(
+        t("insights.judges.dimension"),
+        list(reliability.SLICE_DIMENSIONS),
+        format_func=lambda value: t(f"insights.dimension.{value}"),
+        key="insights_dimension",
+    )
+    st.plotly_chart(
+        figure_builders.judge_slice_bars(insights, t, dimension), key="insights_judge_slice", width="stretch"
+    )
+    _download(t, "judge_slices", insights.judge_slices)
+
+    st.subheader(t("insights.judges.errors"))
+    judge = st.selectbox(t("insights.judges.judge"), sorted(grid.judges), key="insights_judge")
+    kind = st.radio(
+        t("insights.judges.kind"),
+        [reliability.FALSE_POSITIVE, reliability.FALSE_NEGATIVE],
+        format_func=lambda value: t(f"insights.kind.{value}"),
+        horizontal=True,
+        key="insights_kind",
+    )
+    models = st.multiselect(t("analysis.filter.models"), list(grid.models), key="insights_models")
+    errors = reliability.judge_errors(grid, judge)
+    errors = errors[errors["kind"] == kind]
+    if models:
+        errors = errors[errors["model"].isin(models)]
+    st.caption(t("insights.judges.count", n=f"{len(errors):,}"))
+    if errors.empty:
+        return
+    shown = errors.head(SHOWN_ROWS).reset_index(drop=True)
+    display = shown.assign(
+        **{column: [_label(t, value) for value in shown[column]] for column in ("group1", "group2", "gold", "judge")}
+    )
+    st.dataframe(display.drop(columns=["kind"]), hide_index=True, width="stretch")
+    _download(t, f"judge_errors_{kind}", errors)
+    records = shown.to_dict("records")
+    choices: list[int] = list(range(len(records)))
+    index = st.selectbox(
+        t("insights.judges.pick"),
+        choices,
+        format_func=lambda i: f"{records[i]['case_id']} · {records[i]['model']} · {records[i]['criterion_id']}",
+        key="insights_error_row",
+    )
+    row = records[index if index is not None else 0]
+    try:
+        with shell.db_session(read_only=True) as session:
+            detail = judge_error_detail(
+                session, user, response_id=int(row["response_id"]), criterion_id=str(row["criterion_id"]), judge=judge
+            )
+    except ClinConsensusError as error:
+        show_error(error)
+        return
+    _error_detail(t, detail, row)
+
+
+def _error_detail(t, detail, row) -> None:
+    with st.container(border=True):
+        st.markdown(
+            f"**{plain(t('insights.detail.case'))}** {plain(detail.case_id)} · "
+            f"**{plain(t('analysis.axis.model'))}** {plain(detail.model)}"
+        )
+        st.caption(t("widgets.case.clinical_context"))
+        show_text(detail.clinical_context)
+        st.caption(t("widgets.case.user_request"))
+        show_text(detail.user_request)
+        st.caption(t("insights.detail.response"))
+        show_text(detail.response)
+        st.caption(t("insights.detail.criterion", criterion=detail.criterion_id))
+        show_text(detail.criterion)
+        columns = st.columns(4)
+        for column, name in zip(columns, ("group1", "group2", "gold", "judge")):
+            column.metric(t(f"insights.detail.{name}"), _label(t, row[name]))
+        st.caption(t("insights.detail.explanation"))
+        show_text(detail.explanation, empty=t("insights.detail.no_explanation"))
+        if detail.labels:
+            st.caption(t("insights.detail.labels"))
+            st.dataframe(
+                pd.DataFrame(
+                    [
+                        {
+                            t("insights.column.group"): label.group_no or "—",
+                            t("insights.column.stage"): label.stage,
+                            t("insights.column.met"): t(
+                                "insights.label.met" if label.met else "insights.label.not_met"
+                            ),
+                            t("insights.column.user"): label.user or "—",
+                            t("insights.column.note"): label.note or "",
+                        }
+                        for label in detail.labels
+                    ]
+                ),
+                hide_index=True,
+                width="stretch",
+            )
+
+
+def pages(user) -> list[tuple[str, st.Page]]:
+    """Navigation contribution: the two analysis-depth pages, for admins."""
+    if user.role != Role.admin:
+        return []
+    return [
+        (
+            "nav.section.analysis",
+            st.Page(
+                render_criteria,
+                title=shell.t("insights.criteria.nav"),
+                icon=":material/rule:",
+                url_path="analysis-criteria",
+            ),
+        ),
+        (
+            "nav.section.analysis",
+            st.Page(
+                render_judge_errors,
+                title=shell.t("insights.judges.nav"),
+                icon=":material/gavel:",
+                url_path="analysis-judge-errors",
+            ),
+        ),
+    ]

@@ -1,0 +1,199 @@
+"""Judge runner speed: items/s against a loopback endpoint answering in 30 ms, and full-scale item generation.
+
+1. Full-scale judge items (2,500 cases × 30 criteria × 11 models = 825,000): the time to select every
+   item and compute its cache key (what a run does before sending anything, and all a re-run does),
+   beside the straightforward way (fill each prompt with str.format, json.dumps the request, sha256).
+2. Throughput: `judge run` against the loopback OpenAI-compatible server (tests/support/llm_server.py,
+   its own process) answering every request after 30 ms, at concurrency 1, 8 and 32, each on items
+   not answered before (a fresh seed). Printed beside the ideal (concurrency / latency), with our
+   overhead per item: wall time per item minus the latency share (latency / concurrency).
+3. A re-run of the last run: nothing is sent, every item comes from the cache.
+
+Setup (not timed): the demo generator writes the full-scale files and the importers load cases and
+responses (no labels; a judge run does not read them) into a fresh SQLite file.
+
+    .venv/bin/python -m benchmarks.bench_judge [--cases 2500] [--models 11] [--latency 0.03]
+                                               [--items 150,800,2400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CONCURRENCY = (1, 8, 32)
+
+
+def build_database(url: str, cases: int, models: int, seed: int) -> None:
+    from db.engine import make_engine
+    from db.importers import import_file
+    from db.migrate import upgrade
+    from demo.generator import write_demo_files
+
+    engine = make_engine(url)
+    upgrade(engine)
+    with tempfile.TemporaryDirectory(prefix="bench-judge-") as folder:
+        started = time.perf_counter()
+        paths = write_demo_files(folder, scale="full", seed=seed, n_cases=cases, n_models=models, n_judges=1)
+        print(f"setup: demo files written in {time.perf_counter() - started:.1f} s", flush=True)
+        for kind in ("cases", "responses"):
+            started = time.perf_counter()
+            summary = import_file(engine, kind, paths[kind], actor="benchmark")
+            print(f"setup: imported {summary.records:,} {kind} in {time.perf_counter() - started:.1f} s", flush=True)
+    engine.dispose()
+
+
+def time_items(engine) -> None:
+    from analysis.loader import load_cases, load_criteria, load_responses
+    from analysis.prompt import read_template, user_message
+    from judge.items import ItemSource, canonical_request
+    from judge.runner import RunOptions
+
+    options = RunOptions(base_url="http://127.0.0.1:9/v1", model="judge-8b")
+    template = read_template("official")
+    started = time.perf_counter()
+    source = ItemSource(
+        engine, judge="bench", model=options.model, template=template, parameters=options.key_parameters()
+    )
+    loaded = time.perf_counter() - started
+    keys = sum(len(chunk) for chunk in source.chunks())
+    ours = time.perf_counter() - started
+    print(
+        f"judge items: {keys:,} items selected and keyed in {ours:.1f} s "
+        f"({loaded:.1f} s reading the database, {keys / ours:,.0f} items/s)",
+        flush=True,
+    )
+
+    # The straightforward way, on the same items: fill each prompt, dump the request, hash it.
+    started = time.perf_counter()
+    cases = load_cases(engine, text=True).set_index("case_pk")
+    criteria = load_criteria(engine, text=True)
+    responses = load_responses(engine, text=True)
+    rubric = {pk: list(zip(group["criterion_id"], group["text"])) for pk, group in criteria.groupby("case_pk")}
+    parameters = options.key_parameters()
+    count = 0
+    for case_pk, text in zip(responses["case_pk"], responses["text"]):
+        message = user_message(cases.at[case_pk, "clinical_context"], cases.at[case_pk, "user_request"])
+        for _criterion_id, item in rubric.get(case_pk, []):
+            prompt = template.format(user_message=message, response=text, rubric_item=item)
+            hashlib.sha256(canonical_request(options.model, prompt, parameters).encode("utf-8")).hexdigest()
+            count += 1
+    plain = time.perf_counter() - started
+    print(
+        f"judge items, straightforward (str.format + json.dumps + sha256 per item): {count:,} in {plain:.1f} s "
+        f"— ours takes {ours / plain:.2f}× its time",
+        flush=True,
+    )
+
+
+def start_server(latency: float) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.llm_server", "--latency", str(latency)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    url = process.stdout.readline().strip()
+    if not url.startswith("http"):
+        process.kill()
+        raise SystemExit("the loopback server did not start")
+    return process, url
+
+
+def time_runs(engine, latency: float, items: list[int]) -> None:
+    from judge.runner import RunOptions, run_judge
+
+    process, url = start_server(latency)
+    try:
+        rows = []
+        last = None
+        for seed, (concurrency, limit) in enumerate(zip(CONCURRENCY, items), start=1):
+            last = RunOptions(
+                base_url=url,
+                model="judge-8b",
+                judge=f"bench-{concurrency}",
+                concurrency=concurrency,
+                limit=limit,
+                seed=seed,
+                timeout=30,
+            )
+            started = time.perf_counter()
+            summary = run_judge(engine, last)
+            total = time.perf_counter() - started
+            answered = summary["done"] - summary["cached"]
+            rate = answered / summary["wall_seconds"]
+            ideal = concurrency / latency
+            overhead_ms = (summary["wall_seconds"] / answered - latency / concurrency) * 1000
+            rows.append(
+                (
+                    concurrency,
+                    answered,
+                    summary["wall_seconds"],
+                    total,
+                    rate,
+                    ideal,
+                    overhead_ms,
+                    summary["requests"],
+                    summary["errors"],
+                )
+            )
+        print(f"judge run against the loopback endpoint, {latency * 1000:.0f} ms per answer:", flush=True)
+        print(
+            f"{'concurrency':>11} {'items':>6} {'run s':>7} {'with setup s':>12} {'items/s':>8} {'ideal':>7} "
+            f"{'share':>6} {'overhead ms/item':>17}"
+        )
+        for concurrency, answered, wall, total, rate, ideal, overhead, _requests, errors in rows:
+            print(
+                f"{concurrency:>11} {answered:>6} {wall:>7.2f} {total:>12.2f} {rate:>8.1f} {ideal:>7.0f} "
+                f"{rate / ideal:>6.0%} {overhead:>17.2f}" + (f"  ({errors} errors)" if errors else "")
+            )
+        base = rows[0][4]
+        print(
+            "speed-up over one request at a time (the straightforward way): "
+            + ", ".join(f"concurrency {row[0]}: {row[4] / base:.1f}×" for row in rows),
+            flush=True,
+        )
+        started = time.perf_counter()
+        again = run_judge(engine, last)
+        print(
+            f"re-run of the last run: {again['requests']} requests, {again['cached']:,} items from the cache in "
+            f"{time.perf_counter() - started:.2f} s",
+            flush=True,
+        )
+    finally:
+        process.kill()
+        process.wait()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=2500)
+    parser.add_argument("--models", type=int, default=11)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--latency", type=float, default=0.03)
+    parser.add_argument("--items", default="150,800,2400", help="items per run at concurrency 1, 8, 32")
+    parser.add_argument("--database", default=None, help="use this database (cases and responses loaded)")
+    args = parser.parse_args(argv)
+    items = [int(value) for value in args.items.split(",")]
+
+    from db.engine import make_engine
+
+    with tempfile.TemporaryDirectory(prefix="bench-judge-db-") as folder:
+        url = args.database or f"sqlite:///{folder}/judge.db"
+        if not args.database:
+            build_database(url, args.cases, args.models, args.seed)
+        engine = make_engine(url)
+        time_items(engine)
+        time_runs(engine, args.latency, items)
+        engine.dispose()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

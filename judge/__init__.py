@@ -1,0 +1,1 @@
+"""The judge runner: grading responses with an LLM judge behind an OpenAI-compatible endpoint."""

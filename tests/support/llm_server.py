@@ -1,0 +1,247 @@
+"""A small OpenAI-compatible chat completions server on loopback, standing in for an LLM judge endpoint.
+
+It answers deterministically: `criteria_met` is a function of the rubric item and the response read
+back out of the official prompt (`expected_met`), so a test knows every answer without asking.
+Markers in a rubric item choose a fault for that item:
+
+    [429]       the first attempt is answered 429 (with a short retry-after)
+    [500]       the first two attempts are answered 500
+    [down]      every attempt is answered 500
+    [bad]       the answer never holds a readable criteria_met (a parse failure after every re-ask)
+    [bad-once]  the first answer is malformed JSON, the re-ask is answered properly
+    [slow]      the answer waits `slow_seconds`
+
+Every request is counted; the most requests in flight at once is kept (`max_in_flight`).
+Run as a script (`python -m tests.support.llm_server --latency 0.03`) it prints its base URL and serves
+until killed — what the benchmark and the README's trial run use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import socket
+import sys
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+_RESPONSE = re.compile(
+    r"# Assistant Response[^\n]*\n(.*)\n\n# Rubric Item to Evaluate\n(.*)\n\n# Instructions", re.DOTALL
+)
+
+
+def expected_met(rubric_item: str, response: str) -> bool:
+    """The server's verdict on one item: a fixed function of the two texts."""
+    return hashlib.sha256(f"{rubric_item}\x00{response}".encode()).digest()[0] % 2 == 0
+
+
+def read_item(prompt: str) -> tuple[str, str] | None:
+    """(rubric item, response) out of a prompt in the official layout."""
+    match = _RESPONSE.search(prompt)
+    return (match.group(2), match.group(1)) if match else None
+
+
+class LLMServer:
+    """Start with `start()`, stop with `stop()`; `url` is the base URL (…/v1)."""
+
+    def __init__(
+        self, latency: float = 0.0, slow_seconds: float = 0.5, structured: bool = True, model: str = "judge-test"
+    ) -> None:
+        self.latency = latency
+        self.slow_seconds = slow_seconds
+        self.structured = structured
+        self.model = model
+        self.lock = threading.Lock()
+        self.requests = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.statuses: Counter = Counter()
+        self.attempts: Counter = Counter()  # per (first message, number of messages)
+        self.bodies: list[dict] = []
+        self.authorizations: set[str] = set()
+        self.keep_bodies = True
+        self.httpd: ThreadingHTTPServer | None = None
+        self.thread: threading.Thread | None = None
+
+    # lifecycle --------------------------------------------------------------------------------
+
+    def start(self, port: int = 0) -> LLMServer:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+            def setup(self) -> None:
+                super().setup()
+                # Headers and body go out in two writes: without this, Nagle's algorithm and the
+                # client's delayed ACK hold the body back ~40 ms on every keep-alive request.
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with server.lock:
+                    server.authorizations.add(self.headers.get("authorization") or "")
+                status, payload, headers = server.handle(body, self.path)
+                self._send(status, payload, headers)
+
+            def _send(self, status: int, payload, headers: dict | None = None) -> None:
+                data = payload if isinstance(payload, bytes) else json.dumps(payload, ensure_ascii=False).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+        return self
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def stop(self) -> None:
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            self.httpd = None
+
+    def __enter__(self) -> LLMServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def reset_counts(self) -> None:
+        with self.lock:
+            self.requests = 0
+            self.max_in_flight = 0
+            self.statuses.clear()
+            self.bodies.clear()
+
+    # answering --------------------------------------------------------------------------------
+
+    def handle(self, body: dict, path: str) -> tuple[int, object, dict]:
+        with self.lock:
+            self.requests += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            if self.keep_bodies:
+                self.bodies.append(body)
+        try:
+            status, payload, headers = self._answer(body, path)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+        with self.lock:
+            self.statuses[status] += 1
+        return status, payload, headers
+
+    def _answer(self, body: dict, path: str) -> tuple[int, object, dict]:
+        if not path.rstrip("/").endswith("/chat/completions"):
+            return 404, {"error": {"message": f"no route {path}"}}, {}
+        messages = body.get("messages") or []
+        prompt = str(messages[0].get("content", "")) if messages else ""
+        key = (hashlib.sha256(prompt.encode()).hexdigest(), len(messages))
+        with self.lock:
+            self.attempts[key] += 1
+            attempt = self.attempts[key]
+        if self.latency:
+            time.sleep(self.latency)
+        if body.get("response_format") and not self.structured:
+            return (
+                400,
+                {
+                    "error": {
+                        "message": "response_format is not supported",
+                        "type": "invalid_request_error",
+                        "param": "response_format",
+                    }
+                },
+                {},
+            )
+        item = read_item(prompt)
+        rubric_item, response = item if item else ("", prompt)
+        if "[429]" in rubric_item and attempt == 1:
+            return 429, {"error": {"message": "rate limited"}}, {"retry-after-ms": "10"}
+        if ("[500]" in rubric_item and attempt <= 2) or "[down]" in rubric_item:
+            return 500, {"error": {"message": "internal error"}}, {"retry-after-ms": "10"}
+        if "[slow]" in rubric_item:
+            time.sleep(self.slow_seconds)
+        met = expected_met(rubric_item, response)
+        reask = len(messages) > 1
+        if "[bad]" in rubric_item:
+            content = '{"explanation": "无法判断", "criteria_met": maybe'
+        elif "[bad-once]" in rubric_item and not reask:
+            content = '```json\n{"explanation": "回答满足", "criteria_met": tru\n```'
+        elif body.get("response_format"):
+            content = json.dumps({"explanation": "依据评分标准判断。", "criteria_met": met}, ensure_ascii=False)
+        else:
+            content = (
+                "```json\n"
+                + json.dumps({"explanation": "依据评分标准判断。", "criteria_met": met}, ensure_ascii=False)
+                + "\n```"
+            )
+        prompt_tokens = sum(len(str(message.get("content", ""))) for message in messages) // 2
+        completion_tokens = len(content) // 2
+        return (
+            200,
+            {
+                "id": f"chatcmpl-{key[0][:12]}-{attempt}",
+                "object": "chat.completion",
+                "created": 1767225600,
+                "model": body.get("model", self.model),
+                "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            },
+            {},
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="an OpenAI-compatible judge endpoint on loopback, for trials")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds each answer waits")
+    parser.add_argument("--no-structured", action="store_true", help="refuse response_format (400)")
+    args = parser.parse_args()
+    server = LLMServer(latency=args.latency, structured=not args.no_structured)
+    server.keep_bodies = False
+    server.start(args.port)
+    print(server.url, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""The admin page "Judge runs" through AppTest: start a run against the loopback endpoint, follow it, cancel one.
+
+The page starts each run as a process of its own (`clinconsensus judge resume ID`); the tests wait on
+the run record that process writes.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from sqlmodel import select
+
+from db.engine import session_scope
+from db.models import JudgeDecision, JudgeRun
+from i18n import translate
+from tests.support.apptest_helpers import button, open_page, signed_in, texts
+from tests.support.factories import make_case, make_response, make_user
+from tests.support.llm_server import LLMServer
+
+PAGE = "admin-judge-runs"
+
+
+def t(key: str, **values) -> str:
+    return translate(key, "zh", **values)
+
+
+@pytest.fixture
+def studio(app_database):
+    with session_scope(app_database) as session:
+        make_user(session, "boss", "admin")
+        make_user(session, "ann", "annotator", 1)
+        for n in (1, 2, 3):
+            case = make_case(session, f"CC-{n:04d}", n=4)
+            make_response(session, case, model="model-a", text=f"回答 {n}")
+            make_response(session, case, model="model-b", text=f"另一个回答 {n}")
+    return app_database
+
+
+def wait_for(engine, run_id: int, statuses: tuple[str, ...], timeout: float = 60) -> JudgeRun:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with session_scope(engine, read_only=True) as session:
+            run = session.get(JudgeRun, run_id)
+            if run is not None and run.status in statuses:
+                return run
+        time.sleep(0.1)
+    raise AssertionError(f"run {run_id} did not reach {statuses} in {timeout}s")
+
+
+def start(app, server: LLMServer, **fields):
+    app.text_input(key="judge_base_url").set_value(server.url)
+    app.text_input(key="judge_model").set_value("judge-8b")
+    app.text_input(key="judge_name").set_value(fields.get("judge", "page-judge"))
+    app.number_input(key="judge_concurrency").set_value(fields.get("concurrency", 4))
+    return button(app, t("judge.form.start")).click().run()
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_page_renders_for_admins_only(studio, lang):
+    app = open_page(signed_in(studio, "boss", lang=lang), PAGE)
+    assert not app.exception and app.title[0].value == translate("judge.title", lang)
+    assert translate("judge.history.empty", lang) in texts(app)
+    annotator = open_page(signed_in(studio, "ann"), PAGE)
+    assert not annotator.title or annotator.title[0].value != translate("judge.title", "zh")
+
+
+def test_a_run_started_on_the_page_grades_every_item_and_shows_in_the_history(studio):
+    with LLMServer() as server:
+        app = start(open_page(signed_in(studio, "boss"), PAGE), server)
+        assert not app.exception and not app.error, [e.value for e in app.error]
+        with session_scope(studio, read_only=True) as session:
+            run_id = session.exec(select(JudgeRun.id)).one()
+        assert t("judge.started", id=run_id) in texts(app)
+        run = wait_for(studio, run_id, ("finished", "failed"))
+        assert run.status == "finished" and run.items == run.done == 24 and run.created_by == "boss"
+        assert server.requests == 24
+    with session_scope(studio, read_only=True) as session:
+        assert len(session.exec(select(JudgeDecision).where(JudgeDecision.judge == "page-judge")).all()) == 24
+    app = open_page(signed_in(studio, "boss"), PAGE)
+    table = app.dataframe[0].value
+    assert list(table[t("judge.column.done")]) == [24]
+    assert list(table[t("judge.column.status")]) == [t("judge.status.finished")]
+    assert t("judge.live.none") in texts(app)
+
+
+def test_a_bad_endpoint_is_refused_on_the_page_with_one_line(studio):
+    app = open_page(signed_in(studio, "boss"), PAGE)
+    app.text_input(key="judge_base_url").set_value("localhost:8000")
+    app.text_input(key="judge_model").set_value("m")
+    app = button(app, t("judge.form.start")).click().run()
+    assert not app.exception and len(app.error) == 1
+    assert "expected an http(s) URL" in app.error[0].value.replace("\\", "")
+    with session_scope(studio, read_only=True) as session:
+        assert session.exec(select(JudgeRun)).all() == []
+
+
+def test_cancel_on_the_page_stops_a_running_run(studio):
+    with LLMServer(latency=0.4) as server:
+        app = start(open_page(signed_in(studio, "boss"), PAGE), server, concurrency=1)
+        with session_scope(studio, read_only=True) as session:
+            run_id = session.exec(select(JudgeRun.id)).one()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with session_scope(studio, read_only=True) as session:
+                run = session.get(JudgeRun, run_id)
+                if run.status == "running" and run.done >= 1:
+                    break
+            time.sleep(0.1)
+        app = open_page(signed_in(studio, "boss"), PAGE)
+        assert t(
+            "judge.live.title", id=run_id, judge="page-judge", model="judge-8b", status=t("judge.status.running")
+        ) in texts(app)
+        app = app.button(key=f"cancel_{run_id}").click().run()
+        run = wait_for(studio, run_id, ("cancelled", "finished", "failed"), timeout=30)
+        assert run.status == "cancelled" and run.done < run.items == 24
+        assert server.requests < 24
