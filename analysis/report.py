@@ -113,7 +113,7 @@ def build_report(
         low_agreement_cases=agreement_extra.low_agreement_cases(agreement),
     )
     if judge_scored:
-        metrics.parse_source(grid, metrics.JUDGE_PREFIX + judge_scored)  # an unknown judge is named
+        metrics.source_labels(grid, metrics.JUDGE_PREFIX + judge_scored)  # an unknown judge is named
         report.judge_scored = metrics.judge_scored_models(grid, source, judge_scored, k)
     if resamples:
         report.intervals = confidence_intervals(grid, scores, agreement, k, resamples=resamples, seed=seed)

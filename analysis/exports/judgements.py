@@ -23,21 +23,12 @@ from analysis.exports.common import (
     sha256_file,
 )
 from analysis.exports.release import release_records
+from analysis.frames import parse_source
 from analysis.loader import audit_head, load_judge, load_label_decisions, load_responses
 from analysis.metrics import cacs
 from db.errors import ValidationFailed
 from db.gold import complete_responses, gold_labels, group_final_labels
 from db.progress import Progress, no_progress
-
-
-def parse_source(source: str) -> tuple[str, str | None]:
-    """("gold" | "group1" | "group2" | "judge", judge name or None)."""
-    source = (source or "gold").strip()
-    if source in ("gold", "group1", "group2"):
-        return source, None
-    if source.startswith("judge:") and source[len("judge:") :].strip():
-        return "judge", source[len("judge:") :].strip()
-    raise ValidationFailed(f"source {source!r}: expected gold, group1, group2 or judge:NAME")
 
 
 def source_decisions(engine: Engine, source: str) -> pd.DataFrame:
