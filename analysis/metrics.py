@@ -1,4 +1,4 @@
-"""The metrics of DESIGN §4, as pure vectorised functions over the decision grid (`analysis.grid`).
+"""The metrics of docs/REFERENCE.md §4, as pure vectorised functions over the decision grid (`analysis.grid`).
 
 `prepare(frames)` lays every decision out on a grid — one row per response, one column per
 criterion position of its case's current approved rubric. Every metric below is array arithmetic
@@ -276,7 +276,7 @@ def top_models(values: pd.Series, size: int) -> set:
 
 
 def top_overlap(x: pd.Series, y: pd.Series, size: int) -> float:
-    """|top-size(x) ∩ top-size(y)| / min(size, models both rank) (DESIGN §4); NaN when none."""
+    """|top-size(x) ∩ top-size(y)| / min(size, models both rank) (docs/REFERENCE.md §4); NaN when none."""
     x, y = _defined(x, y)
     if x.empty:
         return float("nan")

@@ -83,7 +83,7 @@ def _cell_keys(grid: metrics.DecisionGrid) -> np.ndarray:
 
 
 def aligned_rows(grid: metrics.DecisionGrid) -> np.ndarray:
-    """Responses both groups labelled completely (the aligned pairs of DESIGN §4)."""
+    """Responses both groups labelled completely (the aligned pairs of docs/REFERENCE.md §4)."""
     return metrics.complete_mask(grid, grid.group1) & metrics.complete_mask(grid, grid.group2)
 
 

@@ -1,4 +1,4 @@
-"""`clinconsensus report`: every figure of DESIGN §4 into report.json (§3.6), CSV tables and one HTML file.
+"""`clinconsensus report`: every figure of docs/REFERENCE.md §4 into report.json (§3.6), CSV tables and one HTML file.
 
 `build_report(frames, k, source)` is pure (frames in, numbers out) and serves the command line, the
 dashboard and the benchmark. JSON has no NaN: a value that is undefined — a model without complete
@@ -274,7 +274,7 @@ def _counts(values) -> list:
 
 
 def insights_json(insights: reliability.Insights) -> dict:
-    """`criteria` and `judges_by_model` (DESIGN §3.6), and beyond it: judge fidelity per slice, the human
+    """`criteria` and `judges_by_model` (docs/REFERENCE.md §3.6), and beyond it: judge fidelity per slice, the human
     ceiling, agreement per slice and per annotator, and the flag rule used."""
     frame = insights.criteria
     judges = [column for column in frame.columns if column.startswith("judge_mf1:")]

@@ -10,13 +10,13 @@ needs a CJK font known to fontconfig (Debian: fonts-noto-cjk); the figures name 
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import plotly.graph_objects as go
 
+from db.config import get_settings
 from db.errors import ValidationFailed
 
 FORMATS = ("png", "svg")
@@ -29,12 +29,15 @@ RENDER_TIMEOUT_SECONDS = 120
 
 def browser_path() -> str:
     """The Chromium kaleido drives; a clear error when there is none."""
-    for variable in ("CLINCONSENSUS_CHROMIUM", "BROWSER_PATH"):
-        configured = os.environ.get(variable)
+    settings = get_settings()
+    for variable, configured in (
+        ("CLINCONSENSUS_CHROMIUM", settings.chromium),
+        ("BROWSER_PATH", settings.browser_path),
+    ):
         if configured:
-            if not Path(configured).is_file():
+            if not configured.is_file():
                 raise ValidationFailed(f"{variable}={configured}: no such browser executable")
-            return configured
+            return str(configured)
     for name in BROWSER_NAMES:
         found = shutil.which(name)
         if found:

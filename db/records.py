@@ -1,4 +1,4 @@
-"""The records of ClinConsensus files (DESIGN §3.1–§3.5) as pydantic models: each field's rule, once.
+"""The records of ClinConsensus files (docs/REFERENCE.md §3.1–§3.5) as pydantic models: each field's rule, once.
 
 The importers check every line with these models, the release export checks every case with
 `release_case_model(size)`, and the release's `schema.json` is that model's JSON Schema. A refused
@@ -42,7 +42,7 @@ REGISTERS: tuple[str, ...] = get_args(RegisterName)
 STAGES: tuple[str, ...] = get_args(StageName)
 GROUPS: tuple[int, ...] = get_args(GroupNumber)
 
-#: No key of a released case may contain one of these (DESIGN §3.5).
+#: No key of a released case may contain one of these (docs/REFERENCE.md §3.5).
 FORBIDDEN_KEY_PARTS = (
     "reference_answer",
     "source_file",

@@ -1,6 +1,6 @@
 """Synthetic ClinConsensus data: a small believable demo for trying the app, and the full-scale set.
 
-`write_demo_files` writes the data as the JSON Lines files of DESIGN §3 (cases, responses, labels,
+`write_demo_files` writes the data as the JSON Lines files of docs/REFERENCE.md §3 (cases, responses, labels,
 judge decisions) plus `plan.json` (who is assigned what). `build_demo` creates the demo accounts,
 writes the files to a temporary folder and loads them through the importers — the one path into
 the database — then hands out work through the assignment and rubric functions, so every page

@@ -1,4 +1,7 @@
-"""Importing cases (DESIGN §3.1): the release schema, rubrics empty or exactly N, one transaction per file."""
+"""Importing cases (docs/REFERENCE.md §3.1).
+
+The release schema, rubrics empty or exactly N, one transaction per file.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Official per-model judgement files (DESIGN §3.5) from gold, a group's final labels or a judge."""
+"""Official per-model judgement files (docs/REFERENCE.md §3.5) from gold, a group's final labels or a judge."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ DEFAULT_K = 10
 
 
 def _score_block(s: np.ndarray, n: np.ndarray, k: int) -> dict:
-    """RA, Pass@k and CACS@k (DESIGN §4) over responses with s met of n criteria."""
+    """RA, Pass@k and CACS@k (docs/REFERENCE.md §4) over responses with s met of n criteria."""
     return {
         "n_responses": int(len(s)),
         "rubric_accuracy": float(np.mean(s / n)),

@@ -1,4 +1,4 @@
-"""The public rubric-only release (DESIGN §3.5).
+"""The public rubric-only release (docs/REFERENCE.md §3.5).
 
 cases.jsonl, schema.json, counts.json, SHA256SUMS and the dataset card.
 """

@@ -1,4 +1,4 @@
-"""Cases (DESIGN §3.1) with their rubrics: validated, stored, replaced with the old value audit-logged."""
+"""Cases (docs/REFERENCE.md §3.1) with their rubrics: validated, stored, replaced with the old value audit-logged."""
 
 from __future__ import annotations
 

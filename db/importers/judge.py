@@ -1,4 +1,7 @@
-"""Judge decisions (DESIGN §3.4): plain rows, the official local-judge output and per-model judgement files."""
+"""Judge decisions (docs/REFERENCE.md §3.4).
+
+Plain rows, the official local-judge output and per-model judgement files.
+"""
 
 from __future__ import annotations
 

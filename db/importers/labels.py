@@ -1,4 +1,4 @@
-"""Physician labels (DESIGN §3.3): every stage, replacements audit-logged, unknown users as placeholders."""
+"""Physician labels (docs/REFERENCE.md §3.3): every stage, replacements audit-logged, unknown users as placeholders."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Responses (DESIGN §3.2), each given a stable opaque code."""
+"""Responses (docs/REFERENCE.md §3.2), each given a stable opaque code."""
 
 from __future__ import annotations
 

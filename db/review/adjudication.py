@@ -77,7 +77,7 @@ def _label_frame(session: Session) -> pd.DataFrame:
 
 
 def unresolved_count(session: Session) -> int:
-    """Decisions where both groups have a final label, they differ, and nobody adjudicated (DESIGN §4)."""
+    """Decisions where both groups have a final label, they differ, and nobody adjudicated (docs/REFERENCE.md §4)."""
     return len(gold.unresolved_disagreements(_label_frame(session)))
 
 
