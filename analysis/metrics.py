@@ -11,6 +11,7 @@ input, a macro-F1 over no decisions); the report writes them as JSON null.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -239,7 +240,7 @@ def judge_fidelity(grid: DecisionGrid) -> pd.DataFrame:
     rows = []
     for name in sorted(grid.judges):
         judge = grid.judges[name]
-        entry = {"judge": name, "n_decisions": grid.judge_decisions[name]}
+        entry: dict[str, Any] = {"judge": name, "n_decisions": grid.judge_decisions[name]}
         for key, reference in (("mf1_group1", grid.group1), ("mf1_group2", grid.group2), ("mf1_gold", grid.gold)):
             both = (judge >= 0) & (reference >= 0)
             counts = confusion_counts(reference.ravel()[None, :], judge.ravel()[None, :], both.ravel()[None, :])[0]

@@ -52,7 +52,7 @@ def check_pending(session: Session, user: User, response_ids: Iterable[int] | No
     That is: their group has an annotation label on it, made by someone else (the checker may
     check it), that has no check label of the group yet.
     """
-    table = Label.__table__  # type: ignore[attr-defined]
+    table = Label.__table__
     annotation, check = table.alias("annotation"), table.alias("check_label")
     statement = (
         select(annotation.c.response_id)

@@ -132,7 +132,7 @@ def _write_cases(run: _Run, chunk: list[tuple[int, dict]]) -> None:
         connection.execute(insert(_CASE_TABLE), new_rows)
     run.audit(audit_rows)
 
-    case_pk = dict(
+    case_pk: dict[str, int] = dict(
         connection.execute(select(_CASE_TABLE.c.case_id, _CASE_TABLE.c.id).where(_CASE_TABLE.c.case_id.in_(ids))).all()
     )
     changed_ids |= _write_rubrics(run, [(case, case_pk[case["case_id"]]) for _line, case in chunk if case["criteria"]])
