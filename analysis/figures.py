@@ -14,7 +14,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analysis import metrics
-from analysis.reliability import KAPPA_THRESHOLD, MIN_ALIGNED, SLICE_DIMENSIONS
+from analysis.reliability import KAPPA_THRESHOLD, MIN_ALIGNED, NO_TAG, SLICE_DIMENSIONS
+from db.taxonomy import get_taxonomy
 from i18n import translate
 
 Translator = Callable[[str], str]
@@ -412,6 +413,25 @@ def judges_by_model_heatmap(insights, t: Translator) -> go.Figure:
     return _layout(figure, t("insights.fig.judges_by_model"), xaxis_title=t("analysis.axis.model"))
 
 
+#: Taxonomy kinds whose ids have display names, per slice dimension (specialties are shown as stored).
+NAMED_KINDS = {
+    "difficulty": "difficulties",
+    "register": "register",
+    "macro_category": "macro_categories",
+    "task_theme": "task_themes",
+    "criterion_tag": "failure_tags",
+}
+
+
+def _value_names(t: Translator, dimension: str, values: list[str]) -> list[str]:
+    """Slice values by their names in the figure's language (the catalog says which language `t` speaks)."""
+    kind = NAMED_KINDS.get(dimension)
+    if kind is None:
+        return list(values)
+    taxonomy, lang = get_taxonomy(), t("insights.lang_code")
+    return [t("insights.no_tag") if value == NO_TAG else taxonomy.name(kind, value, lang) for value in values]
+
+
 def judge_slice_bars(insights, t: Translator, dimension: str, max_values: int = 30) -> go.Figure:
     frame = insights.judge_slices[insights.judge_slices["dimension"] == dimension]
     figure = go.Figure()
@@ -420,7 +440,7 @@ def judge_slice_bars(insights, t: Translator, dimension: str, max_values: int = 
         part = part.assign(value=part["value"].astype(str)).set_index("value").reindex(values)
         figure.add_trace(
             go.Bar(
-                x=values,
+                x=_value_names(t, dimension, values),
                 y=part["mf1_gold"],
                 name=str(judge),
                 customdata=part["n_decisions"],
@@ -449,7 +469,7 @@ def agreement_slice_bars(insights, t: Translator, dimension: str, max_values: in
     frame = insights.agreement_slices[insights.agreement_slices["dimension"] == dimension].head(max_values)
     figure = go.Figure(
         go.Bar(
-            x=frame["value"].astype(str),
+            x=_value_names(t, dimension, frame["value"].astype(str).tolist()),
             y=frame["pooled_mf1"],
             error_y=_error_bars(frame),
             customdata=frame["n_aligned"],

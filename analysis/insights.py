@@ -316,8 +316,47 @@ def _error_detail(t, detail, row) -> None:
             )
 
 
+# Physicians ---------------------------------------------------------------------------------------
+
+
+def render_physicians() -> None:
+    shell.require_user(Role.admin)
+    t = shell.translator()
+    st.title(t("insights.physicians.title"))
+    _, insights, _ = _load()
+    ceiling = insights.human_ceiling
+    st.caption(
+        t(
+            "insights.judges.ceiling",
+            value="—" if np.isnan(ceiling["pooled_mf1"]) else f"{ceiling['pooled_mf1']:.3f}",
+            n=f"{ceiling['n_decisions']:,}",
+        )
+    )
+    st.caption(t("insights.physicians.help", resamples=PAGE_RESAMPLES))
+    if insights.annotators.empty:
+        st.info(t("insights.criteria.empty"))
+        return
+    st.plotly_chart(figure_builders.annotator_agreement(insights, t), key="insights_annotators", width="stretch")
+    st.plotly_chart(figure_builders.correction_rates(insights, t), key="insights_corrections", width="stretch")
+    st.dataframe(insights.annotators.drop(columns=["user_id"]), hide_index=True, width="stretch")
+    _download(t, "annotators", insights.annotators.drop(columns=["user_id"]))
+    st.subheader(t("insights.physicians.slices"))
+    dimension = st.selectbox(
+        t("insights.judges.dimension"),
+        list(reliability.SLICE_DIMENSIONS),
+        format_func=lambda value: t(f"insights.dimension.{value}"),
+        key="insights_agreement_dimension",
+    )
+    st.plotly_chart(
+        figure_builders.agreement_slice_bars(insights, t, dimension), key="insights_agreement_slice", width="stretch"
+    )
+    frame = insights.agreement_slices
+    st.dataframe(frame[frame["dimension"] == dimension], hide_index=True, width="stretch")
+    _download(t, "agreement_slices", frame)
+
+
 def pages(user) -> list[tuple[str, st.Page]]:
-    """Navigation contribution: the two analysis-depth pages, for admins."""
+    """Navigation contribution: the analysis-depth pages, for admins."""
     if user.role != Role.admin:
         return []
     return [
@@ -337,6 +376,15 @@ def pages(user) -> list[tuple[str, st.Page]]:
                 title=shell.t("insights.judges.nav"),
                 icon=":material/gavel:",
                 url_path="analysis-judge-errors",
+            ),
+        ),
+        (
+            "nav.section.analysis",
+            st.Page(
+                render_physicians,
+                title=shell.t("insights.physicians.nav"),
+                icon=":material/groups:",
+                url_path="analysis-physicians",
             ),
         ),
     ]
