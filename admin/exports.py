@@ -33,7 +33,27 @@ def _options(what: str, t, judges: list[str], models: list[str]) -> dict:
                     if s in GROUP_SOURCES
                     else t("admin.export.source.judge", name=s.split(":", 1)[1])
                 ),
+            ),
+            # Only cases every chosen model completed go out (the official scorer needs one row per case).
+            "models": st.multiselect(
+                t("judge.export.models"),
+                models,
+                key="export_models",
+                placeholder=t("judge.export.models.all"),
+                help=t("judge.export.models.help"),
+            ),
+        }
+    if what == "release":
+        return {
+            "difficulties": st.multiselect(
+                t("judge.export.difficulty"),
+                ["low", "medium", "high"],
+                key="export_difficulty",
+                format_func=lambda value: t(f"judge.export.difficulty.{value}"),
+                placeholder=t("judge.export.difficulty.all"),
+                help=t("judge.export.difficulty.help"),
             )
+            or None
         }
     if what == "sft":
         left, right = st.columns(2)

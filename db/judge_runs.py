@@ -148,13 +148,6 @@ def list_runs(session: Session, by: User | str, limit: int = 200) -> list[JudgeR
     return list(session.scalars(select(JudgeRun).order_by(_RUN.c.id.desc()).limit(limit)))
 
 
-def response_models(session: Session, by: User | str) -> list[str]:
-    """The models with responses (what a run may be restricted to); model names are for admins only."""
-    _actor(by)
-    table = SQLModel.metadata.tables["response"]
-    return sorted(session.scalars(select(table.c.model).distinct()))
-
-
 def get_run(session: Session, by: User | str, run_id: int) -> JudgeRun:
     _actor(by)
     run = session.get(JudgeRun, run_id)

@@ -369,3 +369,46 @@ def test_command_line_judge_run_and_runs(sqlite_url, server, monkeypatch, capsys
     assert main(["judge", "run", "--base-url", server.url, "--model", "m", "--template", "/nonexistent.txt"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no such template file" in err
+
+
+def test_a_slow_answer_times_out_is_retried_and_counted_not_stored(sqlite_engine):
+    with Session(sqlite_engine) as session:
+        build_world(session, n_cases=1, n=3, models=("model-a",), markers={("CC-0001", "c02"): "[slow]"})
+        expected = world_items(session)
+    with LLMServer(slow_seconds=1.0) as server:
+        summary = run_judge(sqlite_engine, options(server, timeout=0.4, max_retries=1, concurrency=2))
+        # c02 is asked twice (the SDK's one retry after its timeout), then given up: an error, not a decision.
+        assert summary["errors"] == 1 and summary["retries"] == 1 and summary["done"] == 2
+        assert summary["requests"] == 2 + 2
+    with Session(sqlite_engine) as session:
+        stored = decisions(session, "cc-judge")
+        assert stored == {key: value for key, value in expected.items() if key[1] != "c02"}
+        assert session.exec(select(JudgeResult).where(JudgeResult.criterion_id == "c02")).all() == []
+
+
+def test_a_refused_key_stops_the_run_with_the_endpoints_reason(sqlite_engine, monkeypatch):
+    with Session(sqlite_engine) as session:
+        build_world(session, n_cases=2, n=3, models=("model-a",))
+    monkeypatch.setenv("WRONG_KEY", "sk-wrong")
+    with LLMServer(api_key="sk-right") as server:
+        summary = run_judge(sqlite_engine, options(server, api_key_env="WRONG_KEY", concurrency=1))
+        assert (
+            summary["status"] == "failed" and "(401)" in summary["message"] and "invalid api key" in summary["message"]
+        )
+        assert server.requests == 1, "a refused key is not retried item after item"
+        assert summary["done"] == 0
+    with Session(sqlite_engine) as session:
+        assert session.exec(select(JudgeDecision)).all() == []
+
+
+def test_structured_output_on_demand_fails_the_run_when_the_server_refuses_it(sqlite_engine):
+    with Session(sqlite_engine) as session:
+        build_world(session, n_cases=1, n=2, models=("model-a",))
+    with LLMServer(structured=False) as server:
+        summary = run_judge(sqlite_engine, options(server, structured="on", concurrency=1))
+        assert summary["status"] == "failed" and "response_format is not supported" in summary["message"]
+        assert server.requests == 1
+    with LLMServer(structured=False) as server:
+        summary = run_judge(sqlite_engine, options(server, structured="off", concurrency=1))
+        assert summary["status"] == "finished" and server.statuses == {200: 2}
+        assert all("response_format" not in body for body in server.bodies)

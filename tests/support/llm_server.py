@@ -49,8 +49,14 @@ class LLMServer:
     """Start with `start()`, stop with `stop()`; `url` is the base URL (…/v1)."""
 
     def __init__(
-        self, latency: float = 0.0, slow_seconds: float = 0.5, structured: bool = True, model: str = "judge-test"
+        self,
+        latency: float = 0.0,
+        slow_seconds: float = 0.5,
+        structured: bool = True,
+        model: str = "judge-test",
+        api_key: str | None = None,
     ) -> None:
+        self.api_key = api_key  # when set, requests without "Bearer <api_key>" are answered 401
         self.latency = latency
         self.slow_seconds = slow_seconds
         self.structured = structured
@@ -93,8 +99,15 @@ class LLMServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                authorization = self.headers.get("authorization") or ""
                 with server.lock:
-                    server.authorizations.add(self.headers.get("authorization") or "")
+                    server.authorizations.add(authorization)
+                if server.api_key is not None and authorization != f"Bearer {server.api_key}":
+                    with server.lock:
+                        server.requests += 1
+                        server.statuses[401] += 1
+                    self._send(401, {"error": {"message": "invalid api key", "type": "invalid_request_error"}})
+                    return
                 status, payload, headers = server.handle(body, self.path)
                 self._send(status, payload, headers)
 
