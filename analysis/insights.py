@@ -85,11 +85,15 @@ def render_criteria() -> None:
         st.info(t("insights.criteria.empty"))
         return
     counts = table["flag"].value_counts()
+    evaluated = int((table["n_aligned"] >= reliability.MIN_ALIGNED).sum())
     columns = st.columns(4)
-    columns[0].metric(t("insights.metric.evaluated"), f"{int((table['n_aligned'] >= reliability.MIN_ALIGNED).sum()):,}")
+    columns[0].metric(t("insights.metric.evaluated"), f"{evaluated:,}")
     for column, flag in zip(columns[1:], reliability.FLAGS):
         column.metric(t(f"insights.flag.{flag}"), f"{int(counts.get(flag, 0)):,}")
-    st.plotly_chart(figure_builders.kappa_distribution(insights, t), key="insights_kappa", width="stretch")
+    if evaluated:
+        st.plotly_chart(figure_builders.kappa_distribution(insights, t), key="insights_kappa", width="stretch")
+    else:
+        st.info(t("insights.criteria.too_few", n=reliability.MIN_ALIGNED))
 
     chosen = st.multiselect(
         t("insights.criteria.show_flags"),
