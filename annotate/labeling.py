@@ -191,16 +191,6 @@ def _skip() -> None:
         _go_next(current)
 
 
-def _discard() -> None:
-    user = shell.current_user()
-    loaded = st.session_state.get(LOADED_KEY)
-    if user is None or loaded is None:
-        return
-    with shell.db_session() as session:
-        label_drafts.discard(session, user, loaded["response_id"])
-    _reload()
-
-
 # Page -----------------------------------------------------------------------------------------
 
 
