@@ -124,3 +124,28 @@ def test_idle_sessions_end_and_use_keeps_them(engine):
         row.last_seen_at = utcnow() - users.IDLE_TIMEOUT - timedelta(seconds=1)
     with session_scope(engine, read_only=True) as session:
         assert users.user_for_token(session, token=token) is None  # idle too long, though not expired
+
+
+def test_users_unlock_on_the_command_line(sqlite_url, monkeypatch, capsys):
+    from cli.main import main
+    from db.engine import get_engine, make_engine
+
+    engine = make_engine(sqlite_url)
+    try:
+        with session_scope(engine) as session:
+            make_user(session, "dr_cao")
+        for _ in range(MAX_FAILED_LOGINS):
+            _attempt(engine, "dr_cao", "wrong-password")
+        assert _attempt(engine, "dr_cao", DEFAULT_PASSWORD) == "throttled"
+        monkeypatch.setenv("DATABASE_URL", sqlite_url)
+        get_engine.cache_clear()
+        try:
+            assert main(["users", "unlock", "dr_cao"]) == 0
+            assert main(["users", "unlock", "dr_cao"]) == 0
+        finally:
+            get_engine.cache_clear()
+        out = capsys.readouterr().out.splitlines()
+        assert out == ["login lock of dr_cao lifted", "dr_cao was not locked"]
+        assert _attempt(engine, "dr_cao", DEFAULT_PASSWORD) == "ok"
+    finally:
+        engine.dispose()
