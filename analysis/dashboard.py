@@ -1,8 +1,10 @@
 """The analysis dashboard (admins only): the report's tables and figures, filtered, each downloadable.
 
-The decision grid of the whole database is built once per data version (a cheap fingerprint query)
-and kept as a shared read-only resource; filters select rows of that grid, so changing a filter
-recomputes only the metrics, never re-reads the database. Aggregates show model names: annotators and
+The decision grid of the whole database (and its default report) is built once per data version
+(a cheap fingerprint read from the database, so every server process agrees) in a background thread
+shared by every session; a page shows the newest grid built so far at once and refreshes itself
+when the new one is in. Filters select rows of that grid, so changing a filter recomputes only the
+metrics, never re-reads the database. Aggregates show model names: annotators and
 checkers never reach this page.
 """
 
@@ -16,6 +18,7 @@ import streamlit as st
 
 from analysis import figures as figure_builders
 from analysis import metrics
+from analysis.background import BackgroundValue
 from analysis.loader import data_version, load_frames
 from analysis.report import Report, build_report, report_json, tables
 from db.errors import ClinConsensusError
@@ -25,24 +28,64 @@ from db.taxonomy import get_taxonomy
 from ui import shell
 
 DASHBOARD_RESAMPLES = 300
+QUICK_BUILD_LABELS = 200_000
+QUICK_BUILD_WAIT_SECONDS = 60.0
+POLL_SECONDS = 2  # how often a page showing an earlier data version looks for the new one
 SHOWN_ROWS = 500  # long tables (per criterion, per case) show their head; the download has every row
 
 
-@st.cache_resource(show_spinner=False, max_entries=2)
-def _grid(version: tuple) -> metrics.DecisionGrid:
-    return metrics.prepare(load_frames(shell.engine()))
+@st.cache_resource(show_spinner=False)
+def _kept_grid() -> BackgroundValue:
+    """The decision grid and the default view's report, built per data version in the background (one per process)."""
+    engine = shell.engine()
+
+    def build(_version: tuple) -> tuple[metrics.DecisionGrid, Report | None]:
+        grid = metrics.prepare(load_frames(engine))
+        k = min(metrics.DEFAULT_K, grid.rubric_size) if grid.rubric_size else metrics.DEFAULT_K
+        try:
+            default = build_report(
+                None,
+                k,
+                metrics.GOLD,
+                grid=grid,
+                resamples=DASHBOARD_RESAMPLES,
+                judge_scored=_default_scoring_judge(grid),
+            )
+        except ClinConsensusError:
+            default = None  # the page shows the reason when it builds this view itself
+        return grid, default
+
+    return BackgroundValue(build, name="dashboard-grid")
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
-def _report(version: tuple, filters: tuple, k: int, source: str, judge_scored: str | None = None) -> Report:
-    grid = _grid(version)
-    selected = grid.subset(_selection(grid, dict(filters)))
+def _report(
+    version: tuple, filters: tuple, k: int, source: str, judge_scored: str | None, _grid: metrics.DecisionGrid
+) -> Report:
+    selected = _grid.subset(_selection(_grid, dict(filters)))
     return build_report(None, k, source, grid=selected, resamples=DASHBOARD_RESAMPLES, judge_scored=judge_scored)
+
+
+@st.fragment(run_every=POLL_SECONDS)
+def _reload_when_built(version: tuple) -> None:
+    """Reruns the page once the background build of `version` is in (or failed)."""
+    snapshot = _kept_grid().get(version)
+    if snapshot.current or snapshot.error is not None:
+        st.rerun()
+
+
+def _judges_by_decisions(grid: metrics.DecisionGrid) -> list[str]:
+    return sorted(grid.judge_rows, key=lambda name: (-int(grid.judge_rows[name][0].sum()), name))
+
+
+def _default_scoring_judge(grid: metrics.DecisionGrid) -> str | None:
+    judges = _judges_by_decisions(grid)
+    return judges[0] if judges else None
 
 
 def _scoring_judge(grid: metrics.DecisionGrid, t) -> str | None:
     """The judge that scores models without physician labels (default: the judge with most decisions)."""
-    judges = sorted(grid.judge_rows, key=lambda name: (-int(grid.judge_rows[name][0].sum()), name))
+    judges = _judges_by_decisions(grid)
     if not judges:
         return None
     with st.sidebar:
@@ -166,12 +209,34 @@ def render() -> None:
     language = shell.lang()
     st.title(t("analysis.nav"))
     version = data_version(shell.engine())
-    grid = _grid(version)
+    # A small database is summarised in well under a second: wait for it, so the page is always current.
+    # A large one never blocks the page: it shows the newest grid built so far and refreshes itself.
+    wait = QUICK_BUILD_WAIT_SECONDS if version.approximate_labels < QUICK_BUILD_LABELS else 0.0
+    snapshot = _kept_grid().wait(version, wait)
+    if snapshot.error is not None:
+        st.error(t("analysis.error", reason=str(snapshot.error)))
+        return
+    if snapshot.value is None:
+        st.info(t("analysis.preparing"))
+        _reload_when_built(snapshot.wanted)
+        return
+    if not snapshot.current:
+        st.caption(t("analysis.updating"))
+        _reload_when_built(snapshot.wanted)
+    grid, default_report = snapshot.value
     chosen, k, source = _filters(grid, t)
     judge_scored = _scoring_judge(grid, t)
     filters = tuple((name, tuple(values)) for name, values in chosen.items())
+    default_view = not any(values for _, values in filters) and (k, source, judge_scored) == (
+        min(metrics.DEFAULT_K, grid.rubric_size),
+        metrics.GOLD,
+        _default_scoring_judge(grid),
+    )
     try:
-        report = _report(version, filters, k, source, judge_scored)
+        if default_view and default_report is not None:
+            report = default_report
+        else:
+            report = _report(snapshot.version, filters, k, source, judge_scored, grid)
     except ClinConsensusError as error:
         st.error(t("analysis.error", reason=str(error)))
         return

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import func
 from sqlmodel import Session, select
 
+from db import kept
 from db.audit import AuditWriter, record
 from db.current_rubric import counts_on_current_rubric, current_version_ids
 from db.errors import NotFound, ValidationFailed
@@ -29,12 +30,10 @@ from db.models import (
     AssignmentKind,
     Case,
     Criterion,
-    Label,
     Response,
     Role,
     RubricStatus,
     RubricVersion,
-    Stage,
     User,
     utcnow,
 )
@@ -431,19 +430,9 @@ def current_label_counts(
     """response_id → annotation labels of `group_no` made on the current rubric (`current_version`:
     response_id → its case's current approved rubric version id). Labels on an older version do not
     count, as on the labeling page (`db.labeling`)."""
-    ids = list(set(response_ids))
     counts: dict[int, int] = {}
-    for start in range(0, len(ids), 5000):
-        rows = session.exec(
-            select(Label.response_id, Label.rubric_version_id, func.count())
-            .where(
-                Label.response_id.in_(ids[start : start + 5000]),
-                Label.stage == Stage.annotation,
-                Label.group_no == group_no,
-            )
-            .group_by(Label.response_id, Label.rubric_version_id)
-        ).all()
-        for response_id, version_id, n in rows:
+    for response_id, by_version in kept.annotation_counts(session, response_ids, group_no).items():
+        for version_id, n in by_version.items():
             if counts_on_current_rubric(version_id, current_version.get(response_id)):
                 counts[response_id] = counts.get(response_id, 0) + n
     return counts

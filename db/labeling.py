@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from db import policies
+from db import kept, policies
 from db.audit import record
 from db.current_rubric import counts_on_current_rubric, current_approved_version, current_version_ids
 from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
@@ -239,15 +239,8 @@ def labeling_queue(session: Session, user: User) -> LabelQueue:
         ).all()
     )
 
-    counts: dict[int, dict[int | None, int]] = {}
-    for start in range(0, len(response_ids), 5000):
-        chunk = response_ids[start : start + 5000]
-        for response_id, version_id, n in session.exec(
-            select(Label.response_id, Label.rubric_version_id, func.count())
-            .where(Label.response_id.in_(chunk), Label.stage == Stage.annotation, Label.group_no == user.group_no)
-            .group_by(Label.response_id, Label.rubric_version_id)
-        ).all():
-            counts.setdefault(response_id, {})[version_id] = n
+    # Kept per response, group and rubric version (db/kept.py): one row where the label table has ~30.
+    counts = kept.annotation_counts(session, response_ids, user.group_no)
 
     items = []
     for response_id, code, case_pk, case_id in responses:
@@ -374,4 +367,5 @@ def save_labels(
             after={"rubric_version_id": rubric.id, "labels": after},
         )
         session.flush()
+        kept.touch(session, [response_id])
     return SaveOutcome(created, updated, len(criterion_ids) - created - updated, rubric.id)

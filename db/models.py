@@ -115,6 +115,8 @@ class Label(SQLModel, table=True):
         UniqueConstraint("response_id", "criterion_id", "stage", "group_no"),
         # the annotator's queue: a response's labels of one stage and group, with their rubric version
         Index("ix_label_response_stage_group", "response_id", "stage", "group_no", "rubric_version_id"),
+        # the data version's newest label edit (analysis/loader.py), an index lookup instead of a scan
+        Index("ix_label_updated_at", "updated_at"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -282,3 +284,37 @@ class JudgeResult(SQLModel, table=True):
     latency_ms: float = Field(default=0.0)
     attempts: int = Field(default=1, description="HTTP requests spent, retries and re-asks included")
     created_at: datetime = Field(default_factory=utcnow)
+
+
+#: `label_tally.rubric_version_id` of labels that name no rubric version (a key column cannot be null).
+NO_RUBRIC_VERSION = 0
+
+
+class LabelTally(SQLModel, table=True):
+    """Kept figure (db/kept.py): labels one person made on a response, per group, stage and rubric version."""
+
+    __tablename__ = "label_tally"
+    __table_args__ = (
+        Index("ix_label_tally_user", "user_id", "stage", "group_no"),
+        Index("ix_label_tally_group_stage", "group_no", "stage"),
+    )
+
+    response_id: int = Field(foreign_key="response.id", primary_key=True)
+    group_no: int = Field(primary_key=True)
+    stage: str = Field(max_length=16, primary_key=True)
+    user_id: int = Field(foreign_key="user.id", primary_key=True)
+    # the rubric version the labels were made against; NO_RUBRIC_VERSION for labels without one (old imports)
+    rubric_version_id: int = Field(primary_key=True)
+    n: int
+
+
+class ResponseStatus(SQLModel, table=True):
+    """Kept figures (db/kept.py) of one response: compared, differing, unresolved and gold decisions."""
+
+    __tablename__ = "response_status"
+
+    response_id: int = Field(foreign_key="response.id", primary_key=True)
+    n_compared: int = Field(description="decisions both groups have a final label on")
+    n_differing: int = Field(description="of those, decisions where the groups' final labels differ")
+    n_unresolved: int = Field(index=True, description="of those, decisions nobody adjudicated yet")
+    n_gold: int = Field(description="decisions that have gold")

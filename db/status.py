@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlmodel import Session
 
-from db.models import Case, Criterion, JudgeDecision, Label, Response, RubricStatus, RubricVersion, User
+from db.models import Case, Criterion, JudgeDecision, LabelTally, Response, RubricStatus, RubricVersion, User
 
 
 def counts(session: Session) -> dict:
     def count(statement) -> int:
         return int(session.execute(statement).scalar_one())
 
-    labels_by_stage = dict(session.execute(select(Label.stage, func.count()).group_by(Label.stage)).all())
+    # Summed from the kept tally (db/kept.py, ~30x fewer rows than the label table), exact all the same.
+    labels_by_stage = {
+        stage: int(n)
+        for stage, n in session.execute(
+            select(LabelTally.stage, func.sum(LabelTally.n)).group_by(LabelTally.stage)
+        ).all()
+    }
     return {
         "cases": count(select(func.count()).select_from(Case)),
         "criteria": count(
@@ -35,4 +41,19 @@ def counts(session: Session) -> dict:
 
 def judge_names(session: Session) -> list[str]:
     """Judges that have decisions in the database, by name (export sources, the check queue's judge mode)."""
-    return sorted(session.execute(select(JudgeDecision.judge).distinct()).scalars())
+    # Millions of decisions name a handful of judges: instead of reading them all (DISTINCT), hop from one
+    # name to the next through the (judge, response, criterion) index.
+    return list(session.execute(_JUDGE_NAMES).scalars())
+
+
+_JUDGE_NAMES = text(
+    """
+    WITH RECURSIVE names(judge) AS (
+        SELECT MIN(judge) FROM judge_decision
+        UNION ALL
+        SELECT (SELECT MIN(judge) FROM judge_decision WHERE judge_decision.judge > names.judge)
+        FROM names WHERE names.judge IS NOT NULL
+    )
+    SELECT judge FROM names WHERE judge IS NOT NULL
+    """
+)

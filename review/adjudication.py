@@ -20,16 +20,14 @@ from ui.checker import met_text
 from ui.shell import t
 from ui.widgets import plain
 
-#: The queue reads every disputed label; it is recomputed at most this often (and after each save here).
-QUEUE_CACHE_SECONDS = 60
 PICK_KEY = "review_adj_pick"
 LOADED_KEY = "review_adj_loaded"
 MESSAGE_KEY = "review_adj_message"
 RERUN_KEY = "review_adj_rerun_app"
 
 
-@st.cache_data(ttl=QUEUE_CACHE_SECONDS, show_spinner=False)
 def _queue(username: str) -> list[review.AdjudicationQueueItem]:
+    # Kept figures (db/kept.py): cheap enough to read on every run, so the queue is never stale.
     with shell.db_session(read_only=True) as session:
         return review.adjudication_queue(session, users.get_user(session, username=username))
 
@@ -114,8 +112,6 @@ def _save() -> None:
     except ClinConsensusError as error:
         _message("error", t("error.generic", reason=str(error)))
         return
-    shell.forget_unresolved_count()
-    _queue.clear()
     _message("success", t("review.adjudication.saved", n=saved, code=code))
     st.session_state.pop(LOADED_KEY, None)
     st.session_state[RERUN_KEY] = loaded["response_id"]

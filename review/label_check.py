@@ -14,6 +14,8 @@ from ui.shell import t
 from ui.widgets import case_card, plain, progress_bar, show_error, show_text
 
 MODES = (review.CHECK_ALL, review.CHECK_SAMPLE, review.CHECK_JUDGE)
+PICK_KEY = "review_check_pick"
+PICKER_BEFORE, PICKER_AFTER = 20, 300
 
 
 def _choose_queue(user) -> list[review.CheckQueueItem] | None:
@@ -52,6 +54,19 @@ def _queue_label(item: review.CheckQueueItem) -> str:
     if item.judge_disagreement is not None:
         text += " · " + t("review.check.judge_share", share=f"{item.judge_disagreement:.0%}")
     return text
+
+
+def _pick(queue: list[review.CheckQueueItem]) -> int:
+    """The picker shows a window of the queue around the chosen response: an annotator's queue holds
+    thousands of responses, and sending them all on every run cost more than the rest of the page."""
+    by_id = {item.response_id: item for item in queue}
+    if st.session_state.get(PICK_KEY) not in by_id:
+        st.session_state[PICK_KEY] = queue[0].response_id
+    ids = list(by_id)
+    position = ids.index(st.session_state[PICK_KEY])
+    window = ids[max(0, position - PICKER_BEFORE) : position + PICKER_AFTER]
+    labels = {rid: _queue_label(by_id[rid]) for rid in window}  # in this run's language
+    return st.selectbox(t("review.check.pick"), window, key=PICK_KEY, format_func=labels.get)
 
 
 def _seen_key(response_id: int) -> str:
@@ -129,8 +144,7 @@ def render() -> None:
         return
     checked = sum(1 for item in queue if item.n_checked >= item.n_labels)
     progress_bar(checked, len(queue), label_key="review.check.progress")
-    names = {item.response_id: _queue_label(item) for item in queue}
-    response_id = st.selectbox(t("review.check.pick"), list(names), format_func=names.get, key="review_check_pick")
+    response_id = _pick(queue)
     with shell.db_session(read_only=True) as session:
         view = review.check_view(session, user, response_id)
     case_card(view.case, expanded_text=False)
@@ -159,6 +173,5 @@ def render() -> None:
         show_error(error)
         return
     st.session_state.pop(_seen_key(view.response_id), None)
-    shell.forget_unresolved_count()
     st.session_state["review_check_done"] = t("review.check.saved", n=written, code=plain(view.code))
     st.rerun()

@@ -209,17 +209,10 @@ def language_switch() -> None:
     _keep_language_in_url()
 
 
-@st.cache_data(ttl=DISAGREEMENT_CACHE_SECONDS, show_spinner=False)
-def _unresolved_count(username: str) -> int:
-    # The count reads every label; computed at most once a minute per user, not on every click.
+def _unresolved_count(user: User) -> int:
+    # A kept figure (db/kept.py): read on every run, so every server process shows the same current count.
     with db_session(read_only=True) as session:
-        user = users.get_user(session, username=username)
         return progress_queries.unresolved_disagreement_count(session, user)
-
-
-def forget_unresolved_count() -> None:
-    """Drops the cached count, for pages whose save can change it (a check, an adjudication)."""
-    _unresolved_count.clear()
 
 
 @st.cache_data(ttl=DISAGREEMENT_CACHE_SECONDS, show_spinner=False)
@@ -256,7 +249,7 @@ def work_summary(user: User) -> None:
                 done, total = mine[f"{kind}_done"], mine[f"{kind}_assigned"]
                 st.progress(done / total, text=progress_text(kind, done, total))
     else:
-        st.metric(t("sidebar.unresolved"), f"{_unresolved_count(user.username):,}")
+        st.metric(t("sidebar.unresolved"), f"{_unresolved_count(user):,}")
 
 
 def sidebar(user: User) -> None:

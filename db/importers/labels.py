@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import bindparam, select, update
 
-from db import limits
+from db import kept, limits
 from db.audit_replay import bulk_label_row
 from db.importers import common
 from db.importers.common import _LABEL_TABLE, _MISSING, STAGES
@@ -212,6 +212,7 @@ def _write_labels(
 ) -> None:
     if not rows or not run.writing():
         return
+    kept.touch(run.session, {row[0] for row in rows})
     if not had_labels:
         # Nothing was stored before this import and the file has no repeats: every row is new.
         inserter.insert(rows)

@@ -6,10 +6,10 @@ import hashlib
 from dataclasses import dataclass
 
 import pandas as pd
-from sqlalchemy import and_, func, select, tuple_
+from sqlalchemy import select
 from sqlmodel import Session
 
-from db import gold, independence
+from db import gold, independence, kept
 from db.errors import ValidationFailed
 from db.models import NO_GROUP, Case, Label, Response, Stage, User
 from db.notes import clean_note
@@ -26,59 +26,9 @@ from db.review.shared import (
 # Adjudication --------------------------------------------------------------------------------
 
 
-def _label_frame(session: Session) -> pd.DataFrame:
-    """The label rows of every cell that can hold a disagreement (a superset), in the frame of db.gold.
-
-    Reading all 1.65 M labels is slow, so only three slices are read: the cells whose two
-    annotation labels differ (one indexed self-join), every check and adjudication label, and the
-    annotation labels of checked cells (indexed lookups). Cells outside them have no check and
-    agreeing annotations, so their final labels agree; db.gold then applies the exact rules.
-    """
-    # Core statements on the table (not ORM entities): no per-row object overhead at this volume.
-    table = Label.__table__
-    connection = session.connection()
-    g1, g2 = table.alias("g1"), table.alias("g2")
-    differing = connection.execute(
-        select(g1.c.response_id, g1.c.criterion_id, g1.c.met, g2.c.met)
-        .join(
-            g2,
-            and_(
-                g2.c.response_id == g1.c.response_id,
-                g2.c.criterion_id == g1.c.criterion_id,
-                g2.c.stage == Stage.annotation.value,
-                g2.c.group_no == 2,
-            ),
-        )
-        .where(g1.c.stage == Stage.annotation.value, g1.c.group_no == 1, g1.c.met != g2.c.met)
-    ).all()
-    annotation = Stage.annotation.value
-    rows = [
-        (rid, cid, annotation, group, met)
-        for rid, cid, met1, met2 in differing
-        for group, met in ((1, met1), (2, met2))
-    ]
-    label_columns = (table.c.response_id, table.c.criterion_id, table.c.stage, table.c.group_no, table.c.met)
-    rows += connection.execute(select(*label_columns).where(table.c.stage != annotation)).all()
-    checked = table.alias("checked")
-    rows += connection.execute(
-        select(*label_columns).where(
-            table.c.stage == annotation,
-            tuple_(table.c.response_id, table.c.criterion_id).in_(
-                select(checked.c.response_id, checked.c.criterion_id).where(checked.c.stage == Stage.check.value)
-            ),
-        )
-    ).all()
-    frame = pd.DataFrame(rows, columns=gold.LABEL_COLUMNS).drop_duplicates(
-        ["response_id", "criterion_id", "stage", "group_no"]
-    )
-    frame["met"] = frame["met"].astype(bool)
-    frame["stage"] = frame["stage"].astype(str)
-    return frame
-
-
 def unresolved_count(session: Session) -> int:
     """Decisions where both groups have a final label, they differ, and nobody adjudicated (DESIGN §4)."""
-    return len(gold.unresolved_disagreements(_label_frame(session)))
+    return kept.unresolved_total(session)
 
 
 @dataclass(frozen=True)
@@ -95,48 +45,37 @@ def adjudication_queue(session: Session, user: User) -> list[AdjudicationQueueIt
     """Responses with unresolved disagreements, lowest agreement between the groups first.
 
     Responses the checker may not adjudicate are left out: those they labeled, and those their
-    group has not finished checking (db.independence).
+    group has not finished checking (db.independence). The figures are the kept ones of db.kept,
+    so the queue reads a few thousand small rows, not every label.
     """
     _require_checker(user)
-    frame = _label_frame(session)
-    unresolved = gold.unresolved_disagreements(frame)
-    if unresolved.empty:
-        return []
-    finals = gold.decisions_with_finals(frame)
-    both = finals["group1"].notna() & finals["group2"].notna()
-    differing = finals[both & (finals["group1"] != finals["group2"]).fillna(False)]
-    n_differing = differing.groupby("response_id").size()
-    n_unresolved = unresolved.groupby("response_id").size()
-    candidates = [int(rid) for rid in n_unresolved.index]
-    refused = independence.not_adjudicable(session, user, candidates)
-    response_ids = [rid for rid in candidates if rid not in refused]
-    if not response_ids:
-        return []
-    per_group = (
-        select(Label.response_id, Label.criterion_id)
-        .where(Label.stage != Stage.adjudication, Label.response_id.in_(response_ids))
-        .group_by(Label.response_id, Label.criterion_id)
-        .having(func.count(func.distinct(Label.group_no)) == 2)
-        .subquery()
-    )
-    compared = dict(
-        session.execute(select(per_group.c.response_id, func.count()).group_by(per_group.c.response_id)).all()
-    )
-    info = {
-        rid: (code, case_id)
-        for rid, code, case_id in session.execute(
-            select(Response.id, Response.code, Case.case_id)
-            .join(Case, Case.id == Response.case_pk)
-            .where(Response.id.in_(response_ids))
-        ).all()
-    }
-    items = []
-    for rid in response_ids:
-        n_compared = int(compared.get(rid, 0))
-        agreement = 1.0 - float(n_differing.get(rid, 0)) / n_compared if n_compared else 0.0
-        items.append(
-            AdjudicationQueueItem(rid, info[rid][0], info[rid][1], int(n_unresolved[rid]), n_compared, agreement)
+    unresolved = kept.responses_with_unresolved(session)
+    refused = independence.not_adjudicable(session, user, [f.response_id for f in unresolved])
+    figures = [f for f in unresolved if f.response_id not in refused]
+    ids = [f.response_id for f in figures]
+    info = {}
+    for start in range(0, len(ids), 5000):
+        info.update(
+            {
+                rid: (code, case_id)
+                for rid, code, case_id in session.execute(
+                    select(Response.id, Response.code, Case.case_id)
+                    .join(Case, Case.id == Response.case_pk)
+                    .where(Response.id.in_(ids[start : start + 5000]))
+                ).all()
+            }
         )
+    items = [
+        AdjudicationQueueItem(
+            f.response_id,
+            info[f.response_id][0],
+            info[f.response_id][1],
+            f.n_unresolved,
+            f.n_compared,
+            1.0 - f.n_differing / f.n_compared if f.n_compared else 0.0,
+        )
+        for f in figures
+    ]
     return sorted(items, key=lambda i: (i.agreement, -i.n_unresolved, i.case_id, i.code))
 
 

@@ -10,7 +10,7 @@ from sqlalchemy import and_, func, select
 from sqlalchemy import case as sql_case
 from sqlmodel import Session
 
-from db import independence
+from db import independence, kept
 from db.errors import NotFound, PermissionDenied, ValidationFailed
 from db.models import Case, JudgeDecision, Label, Response, Stage, User
 from db.notes import clean_note
@@ -51,10 +51,17 @@ def check_annotators(session: Session, user: User) -> list[AnnotatorSummary]:
     """The annotators of the checker's group with annotation labels in that group (never the checker)."""
     _require_checker(user)
     group = user.group_no
+    tally = kept.tally(stage=Stage.annotation.value, group_no=group)
     rows = session.execute(
-        select(User.id, User.username, User.display_name, func.count(func.distinct(Label.response_id)), func.count())
-        .join(Label, Label.user_id == User.id)
-        .where(Label.stage == Stage.annotation, Label.group_no == group, User.id != user.id)
+        select(
+            User.id,
+            User.username,
+            User.display_name,
+            func.count(func.distinct(tally.c.response_id)),
+            func.sum(tally.c.n),
+        )
+        .join(tally, tally.c.user_id == User.id)
+        .where(User.id != user.id)
         .group_by(User.id, User.username, User.display_name)
         .order_by(User.username)
     ).all()
@@ -95,16 +102,14 @@ def check_queue(
     if annotator_id == user.id:
         raise PermissionDenied("you cannot check your own labels")
     group = user.group_no
+    own_tally = kept.tally(stage=Stage.annotation.value, group_no=group, user_id=annotator_id)
     own = (
-        select(Label.response_id, func.count().label("n"))
-        .where(Label.stage == Stage.annotation, Label.group_no == group, Label.user_id == annotator_id)
-        .group_by(Label.response_id)
-        .subquery()
+        select(own_tally.c.response_id, func.sum(own_tally.c.n).label("n")).group_by(own_tally.c.response_id).subquery()
     )
+    check_tally = kept.tally(stage=Stage.check.value, group_no=group)
     checked = (
-        select(Label.response_id, func.count().label("n"))
-        .where(Label.stage == Stage.check, Label.group_no == group)
-        .group_by(Label.response_id)
+        select(check_tally.c.response_id, func.sum(check_tally.c.n).label("n"))
+        .group_by(check_tally.c.response_id)
         .subquery()
     )
     rows = session.execute(

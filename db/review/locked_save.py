@@ -8,6 +8,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
+from db import kept
 from db.audit import record
 from db.errors import NotFound, StaleEdit
 from db.label_view import LabelView
@@ -118,6 +119,7 @@ def save_label(
             entity_key=entity_key,
             after=_label_snapshot(session, label),
         )
+        kept.touch(session, [response.id])
         return label
     existing = _find_label(session, response.id, criterion_id, stage, group_no)
     if existing is None:
@@ -148,6 +150,7 @@ def save_label(
         before=before,
         after=_label_snapshot(session, label),
     )
+    kept.touch(session, [response.id])
     return label
 
 

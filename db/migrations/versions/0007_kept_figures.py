@@ -1,0 +1,57 @@
+"""kept figures: label counts per response, group, stage, person and rubric version; per-response disagreement status
+
+Revision ID: 0007
+Revises: 0005
+
+The checker pages, the sidebar and the progress page read these small tables instead of recounting
+every label; db/kept.py rewrites the rows of the responses each save or import touches. An existing
+database gets them computed from its labels here. An index on label.updated_at lets the data version
+read the newest label edit without a scan.
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0007"
+down_revision = "0005"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "label_tally",
+        sa.Column("response_id", sa.Integer(), sa.ForeignKey("response.id"), primary_key=True),
+        sa.Column("group_no", sa.Integer(), primary_key=True),
+        sa.Column("stage", sa.String(length=16), primary_key=True),
+        sa.Column("user_id", sa.Integer(), sa.ForeignKey("user.id"), primary_key=True),
+        sa.Column("rubric_version_id", sa.Integer(), primary_key=True),
+        sa.Column("n", sa.Integer(), nullable=False),
+    )
+    op.create_index("ix_label_tally_user", "label_tally", ["user_id", "stage", "group_no"])
+    op.create_index("ix_label_tally_group_stage", "label_tally", ["group_no", "stage"])
+    op.create_table(
+        "response_status",
+        sa.Column("response_id", sa.Integer(), sa.ForeignKey("response.id"), primary_key=True),
+        sa.Column("n_compared", sa.Integer(), nullable=False),
+        sa.Column("n_differing", sa.Integer(), nullable=False),
+        sa.Column("n_unresolved", sa.Integer(), nullable=False),
+        sa.Column("n_gold", sa.Integer(), nullable=False),
+    )
+    op.create_index("ix_response_status_n_unresolved", "response_status", ["n_unresolved"])
+
+    # The data version (analysis/loader.py) reads the newest label edit through this index.
+    op.create_index("ix_label_updated_at", "label", ["updated_at"])
+
+    from db import kept
+
+    kept.rebuild_all(op.get_bind())
+
+
+def downgrade() -> None:
+    op.drop_index("ix_label_updated_at", table_name="label")
+    op.drop_index("ix_response_status_n_unresolved", table_name="response_status")
+    op.drop_table("response_status")
+    op.drop_index("ix_label_tally_group_stage", table_name="label_tally")
+    op.drop_index("ix_label_tally_user", table_name="label_tally")
+    op.drop_table("label_tally")

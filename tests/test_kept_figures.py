@@ -1,0 +1,347 @@
+"""Kept figures (db/kept.py) stay equal to a recount from every label, whatever path changed the labels.
+
+The expected figures are computed here in plain Python from the label rows, following DESIGN §4
+word by word (group final label = check else annotation; gold = adjudication, else agreement, else
+single), independently of db.gold's vectorised code. Labels change through every real writer:
+the annotator's save, the checker's check, adjudication, label import and direct ORM rows.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter, defaultdict
+
+import pytest
+from alembic import command
+from alembic.script import ScriptDirectory
+from sqlalchemy import func, select, text
+
+from db import kept, labeling, review
+from db.engine import make_engine, session_scope
+from db.errors import StaleEdit
+from db.importers import import_file
+from db.migrate import alembic_config, upgrade
+from db.models import Assignment, AssignmentKind, Label, Response, Stage, User
+from tests.support.factories import make_case, make_label, make_response, make_user
+from tests.support.import_samples import write_jsonl
+
+#: The revision before the kept figures' (0007).
+BEFORE_KEPT = ScriptDirectory.from_config(alembic_config()).get_revision("0007").down_revision
+
+
+def expected_status(rows) -> dict[int, tuple[int, int, int, int]]:
+    """response_id -> (n_compared, n_differing, n_unresolved, n_gold), straight from DESIGN §4."""
+    cells: dict[tuple[int, str], dict] = defaultdict(dict)
+    for response_id, criterion_id, stage, group_no, met in rows:
+        cells[(response_id, criterion_id)][(stage, group_no)] = bool(met)
+    out: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for (response_id, _), labels in cells.items():
+        finals = {}
+        for g in (1, 2):
+            if ("check", g) in labels:
+                finals[g] = labels[("check", g)]
+            elif ("annotation", g) in labels:
+                finals[g] = labels[("annotation", g)]
+        adjudicated = ("adjudication", 0) in labels
+        figures = out[response_id]
+        both = 1 in finals and 2 in finals
+        differ = both and finals[1] != finals[2]
+        figures[0] += both
+        figures[1] += differ
+        figures[2] += differ and not adjudicated
+        figures[3] += adjudicated or (both and not differ) or (len(finals) == 1)
+    return {rid: tuple(v) for rid, v in out.items()}
+
+
+def assert_kept_matches_labels(engine) -> dict:
+    with session_scope(engine, read_only=True) as s:
+        rows = s.execute(select(Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.met)).all()
+        tally = Counter(
+            (r.response_id, r.group_no, r.stage, r.user_id, r.rubric_version_id or 0)
+            for r in s.execute(
+                select(Label.response_id, Label.group_no, Label.stage, Label.user_id, Label.rubric_version_id)
+            ).all()
+        )
+        status = {int(row[0]): tuple(int(v) for v in row[1:]) for row in kept.kept_status(s).itertuples(index=False)}
+        assert kept.kept_tally(s) == sorted((*key, n) for key, n in tally.items())
+        expected = expected_status(rows)
+        assert status == expected
+        assert review.unresolved_count(s) == sum(v[2] for v in expected.values())
+    return expected
+
+
+def _world(s, n_responses=6, n_criteria=5):
+    people = {(role, g): make_user(s, f"{role}{g}", role, g) for role in ("annotator", "checker") for g in (1, 2)}
+    people[("checker", 3)] = make_user(s, "checker3", "checker", 1)
+    case = make_case(s, "CC-KEPT", n=n_criteria)
+    responses = [make_response(s, case, f"model-{m}") for m in range(n_responses)]
+    for response in responses:
+        for g in (1, 2):
+            s.add(
+                Assignment(
+                    kind=AssignmentKind.label,
+                    case_pk=case.id,
+                    response_id=response.id,
+                    user_id=people[("annotator", g)].id,
+                    group_no=g,
+                )
+            )
+    s.flush()
+    return people, case, [r.id for r in responses]
+
+
+def test_every_writer_keeps_the_figures_equal_to_a_recount(engine, tmp_path):
+    rng = random.Random(13)
+    with session_scope(engine) as s:
+        people, case, response_ids = _world(s)
+        ids = {key: u.id for key, u in people.items()}
+    criteria = [f"c{i:02d}" for i in range(1, 6)]
+
+    def who(key) -> User:
+        with session_scope(engine, read_only=True) as s:
+            user = s.get(User, ids[key])
+            s.expunge(user)
+            return user
+
+    # Annotators of both groups save whole responses through the labeling page's save.
+    for rid in response_ids[:5]:
+        for g in (1, 2):
+            annotator = who(("annotator", g))
+            with session_scope(engine) as s:
+                view = labeling.response_for_labeling(s, annotator, rid)
+                decisions = [labeling.LabelInput(c, rng.random() < 0.5) for c in criteria]
+                labeling.save_labels(
+                    s,
+                    annotator,
+                    rid,
+                    decisions,
+                    rubric_version_id=view.rubric_version_id,
+                    expected_versions=view.expected_versions,
+                )
+    before = assert_kept_matches_labels(engine)
+    assert sum(v[2] for v in before.values()) > 0  # there is something to resolve
+
+    # A checker corrects a label of their group: finals change, and with them the disagreements.
+    checker = who(("checker", 1))
+    with session_scope(engine, read_only=True) as s:
+        annotation = s.execute(
+            select(Label).where(
+                Label.response_id == response_ids[0],
+                Label.group_no == 1,
+                Label.criterion_id == "c01",
+                Label.stage == Stage.annotation,
+            )
+        ).scalar_one()
+        met = annotation.met
+    with session_scope(engine) as s:
+        review.save_check(s, checker, response_id=response_ids[0], criterion_id="c01", met=not met, note="更正")
+    assert_kept_matches_labels(engine)
+
+    # Group 1 finishes checking a response with open disagreements (confirming every label), then
+    # another checker of group 1 adjudicates every open cell of it.
+    with session_scope(engine, read_only=True) as s:
+        open_ids = [f.response_id for f in kept.responses_with_unresolved(s) if f.response_id != response_ids[0]]
+        annotations = s.execute(
+            select(Label.criterion_id, Label.met).where(
+                Label.response_id == open_ids[0], Label.group_no == 1, Label.stage == Stage.annotation
+            )
+        ).all()
+    with session_scope(engine) as s:
+        for criterion_id, confirmed in annotations:
+            review.save_check(s, checker, response_id=open_ids[0], criterion_id=criterion_id, met=confirmed)
+    assert_kept_matches_labels(engine)
+    adjudicator = who(("checker", 3))
+    with session_scope(engine, read_only=True) as s:
+        queue = review.adjudication_queue(s, adjudicator)
+    assert [item.response_id for item in queue] == [open_ids[0]], "the queue lists what the checker may adjudicate"
+    target = queue[0]
+    with session_scope(engine) as s:
+        view = review.adjudication_view(s, adjudicator, target.response_id)
+    with session_scope(engine) as s:
+        review.adjudicate_many(
+            s,
+            adjudicator,
+            response_id=target.response_id,
+            decisions=[
+                review.AdjudicationInput(cell.criterion_id, True, "依据指南") for cell in view.cells if cell.unresolved
+            ],
+        )
+    expected = assert_kept_matches_labels(engine)
+    assert expected[target.response_id][2] == 0
+    with session_scope(engine, read_only=True) as s:
+        assert target.response_id not in [i.response_id for i in review.adjudication_queue(s, adjudicator)]
+
+    # A refused save (stale) leaves the figures as they were.
+    with session_scope(engine, read_only=True) as s:
+        view = review.check_view(s, checker, response_ids[0])
+    with pytest.raises(StaleEdit), session_scope(engine) as s:
+        review.save_check(
+            s, checker, response_id=response_ids[0], criterion_id="c01", met=met, note="再改", seen_lock_version=None
+        )
+    assert_kept_matches_labels(engine)
+
+    # Imported labels (new rows and replacements) land in the figures in the same transaction.
+    with session_scope(engine, read_only=True) as s:
+        models = dict(s.execute(select(Response.id, Response.model)).all())
+    rows = [
+        {
+            "case_id": "CC-KEPT",
+            "model": models[rid],
+            "criterion_id": c,
+            "met": rng.random() < 0.5,
+            "stage": "annotation",
+            "group": g,
+            "annotator": f"annotator{g}",
+        }
+        for rid in response_ids[4:]
+        for c in criteria
+        for g in (1, 2)
+    ]
+    import_file(engine, "labels", write_jsonl(tmp_path / "labels.jsonl", rows))
+    assert_kept_matches_labels(engine)
+
+    # Labels written as ORM rows (any other path) mark themselves too.
+    with session_scope(engine) as s:
+        response = s.get(Response, response_ids[5])
+        make_label(s, response, "c05", True, s.get(User, ids[("checker", 2)]), stage=Stage.check, group_no=2)
+    assert_kept_matches_labels(engine)
+
+
+def test_the_check_queue_and_annotator_list_read_the_kept_tally_like_a_recount(engine):
+    rng = random.Random(3)
+    with session_scope(engine) as s:
+        people, case, response_ids = _world(s, n_responses=8)
+        for rid in response_ids:
+            response = s.get(Response, rid)
+            for c in range(1, 6):
+                for g in (1, 2):
+                    make_label(s, response, f"c{c:02d}", rng.random() < 0.5, people[("annotator", g)])
+                if rng.random() < 0.4:
+                    make_label(s, response, f"c{c:02d}", True, people[("checker", 3)], stage=Stage.check, group_no=1)
+        n_checks = s.execute(select(func.count()).select_from(Label).where(Label.stage == Stage.check)).scalar_one()
+        checker = people[("checker", 1)]
+        annotator_id = people[("annotator", 1)].id
+        s.expunge_all()
+    with session_scope(engine, read_only=True) as s:
+        kept_people = review.check_annotators(s, checker)
+        kept_queue = review.check_queue(s, checker, annotator_id=annotator_id)
+        with kept.use_recount():
+            assert review.check_annotators(s, checker) == kept_people
+            assert review.check_queue(s, checker, annotator_id=annotator_id) == kept_queue
+            recounted = review.adjudication_queue(s, checker)
+            recounted_total = review.unresolved_count(s)
+        assert review.adjudication_queue(s, checker) == recounted
+        assert review.unresolved_count(s) == recounted_total
+    assert [(p.username, p.n_responses, p.n_labels) for p in kept_people] == [("annotator1", 8, 40)]
+    assert sum(item.n_checked for item in kept_queue) == n_checks > 0
+    assert_kept_matches_labels(engine)
+
+
+def test_an_existing_database_gets_its_figures_when_migrated(database_url):
+    engine = make_engine(database_url)
+    try:
+        with engine.connect() as connection:
+            config = alembic_config()
+            config.attributes["connection"] = connection
+            command.downgrade(config, BEFORE_KEPT)
+            connection.commit()
+        with session_scope(engine) as s:
+            people, case, response_ids = _world(s, n_responses=3)
+            rng = random.Random(7)
+            for rid in response_ids:
+                for c in range(1, 6):
+                    for g in (1, 2):
+                        s.execute(
+                            Label.__table__.insert().values(
+                                response_id=rid,
+                                criterion_id=f"c{c:02d}",
+                                stage="annotation",
+                                group_no=g,
+                                met=rng.random() < 0.5,
+                                user_id=people[("annotator", g)].id,
+                                lock_version=1,
+                                created_at=case.created_at,
+                                updated_at=case.created_at,
+                            )
+                        )
+        upgrade(engine)
+        expected = assert_kept_matches_labels(engine)
+        assert len(expected) == 3
+    finally:
+        engine.dispose()
+
+
+def test_simultaneous_saves_on_one_response_leave_exact_figures(engine):
+    """Two checkers of different groups save checks on the same response at the same moment."""
+    with session_scope(engine) as s:
+        people, case, response_ids = _world(s, n_responses=1)
+        rid = response_ids[0]
+        response = s.get(Response, rid)
+        for c in range(1, 6):
+            make_label(s, response, f"c{c:02d}", True, people[("annotator", 1)])
+            make_label(s, response, f"c{c:02d}", True, people[("annotator", 2)])
+        checkers = [people[("checker", 1)], people[("checker", 2)]]
+        s.expunge_all()
+    barrier = threading.Barrier(2)
+    errors = []
+
+    def work(checker):
+        try:
+            for c in range(1, 6):
+                barrier.wait(timeout=30)
+                with session_scope(engine) as s:
+                    review.save_check(
+                        s,
+                        checker,
+                        response_id=rid,
+                        criterion_id=f"c{c:02d}",
+                        met=c % 2 == 0,
+                        note=None if c % 2 == 0 else "不符合",
+                    )
+        except Exception as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(checker,)) for checker in checkers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    expected = assert_kept_matches_labels(engine)
+    assert expected[rid] == (5, 0, 0, 5)
+    with engine.connect() as connection:
+        assert connection.execute(text("select count(*) from label where stage = 'check'")).scalar_one() == 10
+
+
+def test_report_json_is_the_same_with_and_without_kept_figures(engine):
+    """The report reads labels, never kept figures: its JSON is byte-identical when the kept tables are
+    dropped and rebuilt (migration 0007 down and up), and its pending count equals the kept one."""
+    import json
+
+    from sqlmodel import Session
+
+    from analysis.loader import load_frames
+    from analysis.report import build_report, report_json
+    from tests.test_report import populate_small_database
+
+    with Session(engine) as session:
+        populate_small_database(session)
+        session.commit()
+
+    def report_text() -> str:
+        report = build_report(load_frames(engine), 2, "gold", resamples=50)
+        return json.dumps(report_json(report), ensure_ascii=False, sort_keys=True, allow_nan=False)
+
+    before = report_text()
+    with engine.connect() as connection:
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        command.downgrade(config, BEFORE_KEPT)
+        connection.commit()
+    without_kept = report_text()
+    upgrade(engine)
+    assert report_text() == without_kept == before
+    expected = assert_kept_matches_labels(engine)
+    pending = json.loads(before)["pending"]["unresolved_disagreements"]
+    assert pending == sum(v[2] for v in expected.values()) == 1
