@@ -1,7 +1,7 @@
 """oidc identity: the identity-provider account an admin linked to a local account
 
 Revision ID: 0003a
-Revises: 0005
+Revises: 0007
 """
 
 import sqlalchemy as sa
@@ -9,7 +9,7 @@ import sqlmodel
 from alembic import op
 
 revision = "0003a"
-down_revision = "0005"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 
