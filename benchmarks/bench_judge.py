@@ -108,35 +108,42 @@ def start_server(latency: float) -> tuple[subprocess.Popen, str]:
     return process, url
 
 
-def bare_sdk_rate(url: str, concurrency: int, count: int, seed: int) -> float:
-    """Items/s of the SDK alone: the same request shape, `concurrency` at a time, no cache, no database."""
+def bare_sdk_rate(engine, url: str, concurrency: int, count: int, seed: int) -> float:
+    """Items/s of the SDK alone: the same prompts and request shape, `concurrency` at a time, no cache, no database."""
     import asyncio
 
     import openai
+
+    from analysis.prompt import read_template
+    from judge.items import ItemSource
+    from judge.runner import JUDGEMENT_SCHEMA
+
+    source = ItemSource(
+        engine, judge="bare", model="judge-8b", template=read_template("official"), parameters={}, limit=count
+    )
+    prompts = [source.prompt(item) for chunk in source.chunks() for item in chunk]
 
     async def main() -> float:
         client = openai.AsyncOpenAI(base_url=url, api_key="none", max_retries=2, timeout=30)
         slots = asyncio.Semaphore(concurrency)
 
-        async def one(index: int) -> None:
+        async def one(prompt: str) -> None:
             async with slots:
-                prompt = (
-                    f"# Assistant Response\nbare {seed} {index}\n\n# Rubric Item to Evaluate\nitem\n\n# Instructions"
-                )
                 raw = await client.chat.completions.with_raw_response.create(
                     model="judge-8b",
                     messages=[{"role": "user", "content": prompt}],
                     temperature=0,
                     seed=seed,
                     max_tokens=512,
+                    response_format=JUDGEMENT_SCHEMA,
                 )
                 raw.parse()
 
         started = time.perf_counter()
-        await asyncio.gather(*(one(index) for index in range(count)))
+        await asyncio.gather(*(one(prompt) for prompt in prompts))
         elapsed = time.perf_counter() - started
         await client.close()
-        return count / elapsed
+        return len(prompts) / elapsed
 
     return asyncio.run(main())
 
@@ -176,7 +183,7 @@ def time_runs(engine, latency: float, items: list[int]) -> None:
                     overhead_ms,
                     summary["requests"],
                     summary["errors"],
-                    bare_sdk_rate(url, concurrency, limit, seed),
+                    bare_sdk_rate(engine, url, concurrency, limit, seed),
                 )
             )
         print(f"judge run against the loopback endpoint, {latency * 1000:.0f} ms per answer:", flush=True)
