@@ -12,8 +12,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analysis import figures as figure_builders
-from analysis import metrics, reliability
+from analysis import figures as figure_builders, metrics, reliability
 from analysis.loader import data_version, load_criterion_texts, load_frames
 from db.errors import ClinConsensusError
 from db.judge_errors import judge_error_detail
@@ -86,11 +85,15 @@ def render_criteria() -> None:
         st.info(t("insights.criteria.empty"))
         return
     counts = table["flag"].value_counts()
+    evaluated = int((table["n_aligned"] >= reliability.MIN_ALIGNED).sum())
     columns = st.columns(4)
-    columns[0].metric(t("insights.metric.evaluated"), f"{int((table['n_aligned'] >= reliability.MIN_ALIGNED).sum()):,}")
+    columns[0].metric(t("insights.metric.evaluated"), f"{evaluated:,}")
     for column, flag in zip(columns[1:], reliability.FLAGS):
         column.metric(t(f"insights.flag.{flag}"), f"{int(counts.get(flag, 0)):,}")
-    st.plotly_chart(figure_builders.kappa_distribution(insights, t), key="insights_kappa", width="stretch")
+    if evaluated:
+        st.plotly_chart(figure_builders.kappa_distribution(insights, t), key="insights_kappa", width="stretch")
+    else:
+        st.info(t("insights.criteria.too_few", n=reliability.MIN_ALIGNED))
 
     chosen = st.multiselect(
         t("insights.criteria.show_flags"),

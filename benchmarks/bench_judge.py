@@ -3,7 +3,7 @@
 1. Full-scale judge items (2,500 cases × 30 criteria × 11 models = 825,000): the time to select every
    item and compute its cache key (what a run does before sending anything, and all a re-run does),
    beside the straightforward way (fill each prompt with str.format, json.dumps the request, sha256).
-2. Throughput: `judge run` against the loopback OpenAI-compatible server (tests/support/llm_server.py,
+2. Throughput: `judge run` against the loopback OpenAI-compatible server (tools/llm_server.py,
    its own process) answering every request after 30 ms, at concurrency 1, 8 and 32, each on items
    not answered before (a fresh seed). Printed beside the ideal (concurrency / latency), with our
    overhead per item: wall time per item minus the latency share (latency / concurrency).
@@ -96,7 +96,7 @@ def time_items(engine) -> None:
 
 def start_server(latency: float) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.llm_server", "--latency", str(latency)],
+        [sys.executable, "-m", "tools.llm_server", "--latency", str(latency)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,

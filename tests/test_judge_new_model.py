@@ -19,7 +19,7 @@ from db.models import Criterion, Response
 from judge.runner import RunOptions, run_judge
 from tests.support.apptest_helpers import open_page, signed_in, texts
 from tests.support.factories import make_case, make_label, make_response, make_user
-from tests.support.llm_server import LLMServer, expected_met
+from tools.llm_server import LLMServer, expected_met
 
 NEW = "新模型-v1"
 N, K = 5, 2

@@ -1,4 +1,4 @@
-"""The judge runner against a real OpenAI-compatible HTTP server on loopback (tests/llm_server.py).
+"""The judge runner against a real OpenAI-compatible HTTP server on loopback (tools/llm_server.py).
 
 Every expectation is computed from the database rows and the server's fixed verdict function,
 never from the runner's own code: request counts, retries, the concurrency limit, the cache
@@ -28,7 +28,7 @@ from db.errors import PermissionDenied, ValidationFailed
 from db.models import Criterion, JudgeDecision, JudgeResult, JudgeRun, Response, RubricVersion
 from judge.runner import RunOptions, run_judge
 from tests.support.factories import make_case, make_label, make_response, make_user
-from tests.support.llm_server import LLMServer, expected_met
+from tools.llm_server import LLMServer, expected_met
 
 ROOT = Path(__file__).resolve().parent.parent
 OFFICIAL_TEMPLATE = ROOT / "analysis" / "templates" / "judge_prompt.txt"
