@@ -14,8 +14,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analysis import figures as figure_builders
-from analysis import metrics, reliability
+from analysis import figures as figure_builders, metrics, reliability
 from analysis.background import BackgroundValue
 from analysis.loader import data_version, load_criterion_texts, load_frames
 from db.errors import ClinConsensusError
