@@ -1,4 +1,4 @@
-"""`clinconsensus`: everything an admin or a pipeline does without a browser (DESIGN §3.7).
+"""`clinconsensus`: everything an admin or a pipeline does without a browser (docs/REFERENCE.md §3.7).
 
 Every command first brings the database (`DATABASE_URL`) up to the current schema, and exits
 non-zero with a one-line reason on bad input.

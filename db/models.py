@@ -13,12 +13,14 @@ from sqlalchemy import JSON, Column, Index, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 # The vocabulary lives in a module without SQL (the pure analysis code reads it); named here too.
-from db.enums import NO_GROUP as NO_GROUP
-from db.enums import AssignmentKind as AssignmentKind
-from db.enums import JudgeRunStatus as JudgeRunStatus
-from db.enums import Role as Role
-from db.enums import RubricStatus as RubricStatus
-from db.enums import Stage as Stage
+from db.enums import (
+    NO_GROUP as NO_GROUP,
+    AssignmentKind as AssignmentKind,
+    JudgeRunStatus as JudgeRunStatus,
+    Role as Role,
+    RubricStatus as RubricStatus,
+    Stage as Stage,
+)
 
 
 def utcnow() -> datetime:
