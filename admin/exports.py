@@ -1,4 +1,4 @@
-"""Downloads of every export (DESIGN §3.5), built by `analysis.exports.export_bundle` on demand.
+"""Downloads of every export (docs/REFERENCE.md §3.5), built by `analysis.exports.export_bundle` on demand.
 
 An export reads the whole database, so it is built only when the admin asks for it; the zip
 (the export's files plus SUMMARY.txt) is then offered as a download until the page is left.
@@ -33,7 +33,27 @@ def _options(what: str, t, judges: list[str], models: list[str]) -> dict:
                     if s in GROUP_SOURCES
                     else t("admin.export.source.judge", name=s.split(":", 1)[1])
                 ),
+            ),
+            # Only cases every chosen model completed go out (the official scorer needs one row per case).
+            "models": st.multiselect(
+                t("judge.export.models"),
+                models,
+                key="export_models",
+                placeholder=t("judge.export.models.all"),
+                help=t("judge.export.models.help"),
+            ),
+        }
+    if what == "release":
+        return {
+            "difficulties": st.multiselect(
+                t("judge.export.difficulty"),
+                ["low", "medium", "high"],
+                key="export_difficulty",
+                format_func=lambda value: t(f"judge.export.difficulty.{value}"),
+                placeholder=t("judge.export.difficulty.all"),
+                help=t("judge.export.difficulty.help"),
             )
+            or None
         }
     if what == "sft":
         left, right = st.columns(2)

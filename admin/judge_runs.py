@@ -12,14 +12,14 @@ import pandas as pd
 import streamlit as st
 
 from analysis.prompt import TEMPLATES
-from db import judge_runs
+from db import judge_runs, progress_queries
 from db.config import database_url
 from db.errors import ClinConsensusError
 from db.models import Role
 from judge.runner import RunOptions, create_run, launch_run
 from ui import shell, widgets
 
-ACTIVE = ("pending", "running")
+ACTIVE = ("pending", "running", "interrupted")
 DASHBOARD_PATH = "analysis-dashboard"
 HISTORY_COLUMNS = (
     "id",
@@ -43,7 +43,7 @@ HISTORY_COLUMNS = (
 
 def _models(user) -> list[str]:
     with shell.db_session(read_only=True) as session:
-        return judge_runs.response_models(session, user)
+        return progress_queries.model_names(session, actor=user)
 
 
 def _start_form(user, t) -> None:
@@ -155,7 +155,14 @@ def _live(user) -> None:
                     rate=f"{run['items_per_second']:.1f}" if run["items_per_second"] else "—",
                 )
             )
-            if st.button(t("judge.live.cancel"), key=f"cancel_{run['id']}", icon=":material/stop:"):
+            left, right = st.columns(2)
+            if run["status"] == "interrupted" and left.button(
+                t("judge.live.resume"), key=f"resume_{run['id']}", icon=":material/replay:"
+            ):
+                # Its process died (killed, machine restarted): a new one continues; answered items are cached.
+                launch_run(run["id"], database_url())
+                st.toast(t("judge.live.resumed", id=run["id"]))
+            if right.button(t("judge.live.cancel"), key=f"cancel_{run['id']}", icon=":material/stop:"):
                 with shell.db_session() as session:
                     judge_runs.request_cancel(session, user, run["id"])
                 st.toast(t("judge.live.cancelled", id=run["id"]))

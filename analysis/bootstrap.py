@@ -61,7 +61,7 @@ def confidence_intervals(
             _store(frame, metric, np.where(drawn > 0, (weights @ per_case) / drawn, np.nan))
     pairs = agreement.pairs
     if len(pairs):
-        pair_cases = code_of_case.get_indexer(pairs["case_row"].to_numpy())
+        pair_cases = code_of_case.get_indexer(pd.Index(pairs["case_row"]))
         pair_models = pd.Index(grid.models).get_indexer(pairs["model"].to_numpy())
         confusion = np.stack(
             [

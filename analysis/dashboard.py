@@ -16,8 +16,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analysis import figures as figure_builders
-from analysis import metrics
+from analysis import figures as figure_builders, metrics
 from analysis.background import BackgroundValue
 from analysis.loader import data_version, load_frames
 from analysis.report import Report, build_report, report_json, tables
@@ -63,7 +62,11 @@ def _report(
     version: tuple, filters: tuple, k: int, source: str, judge_scored: str | None, _grid: metrics.DecisionGrid
 ) -> Report:
     selected = _grid.subset(_selection(_grid, dict(filters)))
-    return build_report(None, k, source, grid=selected, resamples=DASHBOARD_RESAMPLES, judge_scored=judge_scored)
+    # The analysis depth (criteria, judges by model and slice, physicians) has pages of its own
+    # (analysis.insights); leaving it out here keeps a filter change within the dashboard's time.
+    return build_report(
+        None, k, source, grid=selected, resamples=DASHBOARD_RESAMPLES, judge_scored=judge_scored, insights=False
+    )
 
 
 @st.fragment(run_every=POLL_SECONDS)

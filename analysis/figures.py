@@ -14,7 +14,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analysis import metrics
-from analysis.reliability import KAPPA_THRESHOLD, MIN_ALIGNED, SLICE_DIMENSIONS
+from analysis.reliability import KAPPA_THRESHOLD, MIN_ALIGNED, NO_TAG, SLICE_DIMENSIONS
+from db.taxonomy import get_taxonomy
 from i18n import translate
 
 Translator = Callable[[str], str]
@@ -364,6 +365,9 @@ def kappa_distribution(insights, t: Translator) -> go.Figure:
     )
 
 
+CEILING_COLOR = "#2a3f5f"
+
+
 def judges_against_ceiling(insights, judges: pd.DataFrame, t: Translator) -> go.Figure:
     """Each judge's pooled macro-F1 against each group (`metrics.judge_fidelity`), beside what the physicians
     reach against the other group."""
@@ -378,11 +382,16 @@ def judges_against_ceiling(insights, judges: pd.DataFrame, t: Translator) -> go.
     for group, dash in ((1, "dot"), (2, "dash")):
         value = ceiling["by_group"].get(group, {}).get("pooled_mf1")
         if value is not None and not np.isnan(value):
-            figure.add_hline(
-                y=value,
-                line_dash=dash,
-                annotation_text=t("insights.fig.ceiling_group", group=group, value=f"{value:.3f}"),
-                annotation_position="bottom right" if group == 1 else "top right",
+            # The line across the plot, named in the legend (a label on the line would sit on the bars).
+            figure.add_hline(y=value, line_dash=dash, line_color=CEILING_COLOR)
+            figure.add_trace(
+                go.Scatter(
+                    x=[None],
+                    y=[None],
+                    mode="lines",
+                    line=dict(dash=dash, color=CEILING_COLOR),
+                    name=t("insights.fig.ceiling_group", group=group, value=f"{value:.3f}"),
+                )
             )
     figure.update_layout(barmode="group")
     return _layout(
@@ -412,6 +421,25 @@ def judges_by_model_heatmap(insights, t: Translator) -> go.Figure:
     return _layout(figure, t("insights.fig.judges_by_model"), xaxis_title=t("analysis.axis.model"))
 
 
+#: Taxonomy kinds whose ids have display names, per slice dimension (specialties are shown as stored).
+NAMED_KINDS = {
+    "difficulty": "difficulties",
+    "register": "register",
+    "macro_category": "macro_categories",
+    "task_theme": "task_themes",
+    "criterion_tag": "failure_tags",
+}
+
+
+def _value_names(t: Translator, dimension: str, values: list[str]) -> list[str]:
+    """Slice values by their names in the figure's language (the catalog says which language `t` speaks)."""
+    kind = NAMED_KINDS.get(dimension)
+    if kind is None:
+        return list(values)
+    taxonomy, lang = get_taxonomy(), t("insights.lang_code")
+    return [t("insights.no_tag") if value == NO_TAG else taxonomy.name(kind, value, lang) for value in values]
+
+
 def judge_slice_bars(insights, t: Translator, dimension: str, max_values: int = 30) -> go.Figure:
     frame = insights.judge_slices[insights.judge_slices["dimension"] == dimension]
     figure = go.Figure()
@@ -420,7 +448,7 @@ def judge_slice_bars(insights, t: Translator, dimension: str, max_values: int = 
         part = part.assign(value=part["value"].astype(str)).set_index("value").reindex(values)
         figure.add_trace(
             go.Bar(
-                x=values,
+                x=_value_names(t, dimension, values),
                 y=part["mf1_gold"],
                 name=str(judge),
                 customdata=part["n_decisions"],
@@ -449,7 +477,7 @@ def agreement_slice_bars(insights, t: Translator, dimension: str, max_values: in
     frame = insights.agreement_slices[insights.agreement_slices["dimension"] == dimension].head(max_values)
     figure = go.Figure(
         go.Bar(
-            x=frame["value"].astype(str),
+            x=_value_names(t, dimension, frame["value"].astype(str).tolist()),
             y=frame["pooled_mf1"],
             error_y=_error_bars(frame),
             customdata=frame["n_aligned"],

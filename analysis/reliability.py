@@ -51,10 +51,8 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from analysis import agreement as agreement_extra
-from analysis import metrics
-from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, LEVEL
-from analysis.bootstrap import _resample_weights as resample_weights
+from analysis import agreement as agreement_extra, metrics
+from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, LEVEL, _resample_weights as resample_weights
 
 KAPPA_THRESHOLD = 0.40
 MIN_ALIGNED = 10
@@ -85,7 +83,7 @@ def _cell_keys(grid: metrics.DecisionGrid) -> np.ndarray:
 
 
 def aligned_rows(grid: metrics.DecisionGrid) -> np.ndarray:
-    """Responses both groups labelled completely (the aligned pairs of DESIGN §4)."""
+    """Responses both groups labelled completely (the aligned pairs of docs/REFERENCE.md §4)."""
     return metrics.complete_mask(grid, grid.group1) & metrics.complete_mask(grid, grid.group2)
 
 
@@ -439,9 +437,14 @@ def _annotator_table(grid: metrics.DecisionGrid, layers: metrics.PhysicianLayers
     for g, own, other, both in _physician_pairs(grid, layers):
         who = layers.annotator[g]
         labelled = (own >= 0) & grid.valid
-        users, codes = np.unique(who[labelled], return_inverse=True)
-        if not len(users):
+        ids = who[labelled]
+        if not len(ids):
             continue
+        # User ids are small integers: a lookup table numbers them without sorting 800 k labels.
+        users = np.flatnonzero(np.bincount(ids))
+        lookup = np.full(int(users[-1]) + 1, -1, dtype=np.int64)
+        lookup[users] = np.arange(len(users))
+        codes = lookup[ids]
         code_grid = np.full(who.shape, -1, dtype=np.int64)
         code_grid[labelled] = codes
         key = case_of_cell * len(users) + code_grid

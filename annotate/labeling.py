@@ -24,8 +24,7 @@ from db.labeling import LabelQueue, RubricChanged
 from db.models import Role
 from db.notes import MAX_NOTE_CHARS
 from db.taxonomy import get_taxonomy
-from ui import shell, widgets
-from ui import workbench as wb
+from ui import shell, widgets, workbench as wb
 from ui.times import local_time
 
 t = shell.t

@@ -14,7 +14,7 @@ handed out), without judges. Timed:
   which includes the shell, the sidebar and the widgets; the shell's sidebar is also timed on its
   own, since its progress figure reads the whole queue on every run.
 
-Targets (DESIGN §6 / the labeling page): page server time < 300 ms p95, a save < 50 ms p95.
+Targets (docs/REFERENCE.md §6 / the labeling page): page server time < 300 ms p95, a save < 50 ms p95.
 
     .venv/bin/python benchmarks/bench_labeling.py [--database URL] [--keep FILE] [--samples 40]
 """

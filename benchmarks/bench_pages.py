@@ -14,7 +14,7 @@ The dashboard never blocks on its grid: after a change it shows the previous gri
 itself when the background build is in; the time that build takes is printed too, beside the
 straightforward synchronous build (what a first visit cost before).
 
-Targets (DESIGN §6, issue "full scale in the browser"): first visit < 300 ms, dashboard < 1 s.
+Targets (docs/REFERENCE.md §6, issue "full scale in the browser"): first visit < 300 ms, dashboard < 1 s.
 
     .venv/bin/python benchmarks/bench_pages.py --database URL [--visits 5] [--recount-visits 2]
 """

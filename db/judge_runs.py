@@ -19,7 +19,7 @@ from sqlmodel import Session, SQLModel
 
 from db.audit import AuditWriter
 from db.errors import NotFound, ValidationFailed
-from db.models import JudgeResult, JudgeRun, JudgeRunStatus, User, utcnow
+from db.models import JudgeRun, JudgeRunStatus, User, utcnow
 from db.policies import require_admin
 
 #: A running run whose process has not written for this long was stopped without saying so (killed).
@@ -146,13 +146,6 @@ def create_run(
 def list_runs(session: Session, by: User | str, limit: int = 200) -> list[JudgeRun]:
     _actor(by)
     return list(session.scalars(select(JudgeRun).order_by(_RUN.c.id.desc()).limit(limit)))
-
-
-def response_models(session: Session, by: User | str) -> list[str]:
-    """The models with responses (what a run may be restricted to); model names are for admins only."""
-    _actor(by)
-    table = SQLModel.metadata.tables["response"]
-    return sorted(session.scalars(select(table.c.model).distinct()))
 
 
 def get_run(session: Session, by: User | str, run_id: int) -> JudgeRun:
@@ -367,9 +360,3 @@ def store_answers(session: Session, run_id: int, judge: str, actor: str, answers
             AuditWriter(session, actor).record_many(audit_rows)
         inserted, replaced = len(new_rows), len(changes)
     return {"inserted": inserted, "replaced": replaced}
-
-
-def run_results(session: Session, by: User | str, run_id: int) -> list[JudgeResult]:
-    """The answers a run obtained from its endpoint (not those it found in the cache)."""
-    _actor(by)
-    return list(session.scalars(select(JudgeResult).where(_RESULT.c.run_id == run_id).order_by(_RESULT.c.id)))

@@ -4,6 +4,7 @@ worst first with their text, sending criteria back, and the judge's errors with 
 from __future__ import annotations
 
 import pytest
+from sklearn.metrics import f1_score
 from sqlmodel import Session, select
 from streamlit.testing.v1 import AppTest
 
@@ -99,9 +100,32 @@ def test_judge_error_page_shows_the_errors_and_the_explanation(insight_data):
     assert "判定理由 2-c04" in texts(app) and "第 2 个回答" in texts(app)
 
 
-@pytest.mark.parametrize("page", ["analysis-criteria", "analysis-judge-errors"])
+def test_physician_page_shows_each_annotator_and_the_slices(insight_data):
+    app = open_page(signed_in(insight_data, "boss", lang="en"), "analysis-physicians")
+    assert not app.exception
+    assert app.title[0].value == translate("insights.physicians.title", "en")
+    annotators = app.dataframe[0].value.set_index("username")
+    # each annotator against the other group: group 1 differs from group 2 on 4 decisions of c01
+    g1 = [v for c in COLUMNS.values() for v in c[0]]
+    g2 = [v for c in COLUMNS.values() for v in c[1]]
+    assert annotators.loc["ann-1", "pooled_mf1"] == pytest.approx(f1_score(g2, g1, average="macro"))
+    assert annotators.loc["ann-1", "n_decisions"] == 44
+    app.selectbox(key="insights_agreement_dimension").set_value("difficulty").run()
+    slices = app.dataframe[1].value
+    assert slices["value"].tolist() == ["medium"] and slices["n_aligned"].tolist() == [11]
+    assert len(app.get("plotly_chart")) == 3
+
+
+PAGES = {
+    "analysis-criteria": "render_criteria",
+    "analysis-judge-errors": "render_judge_errors",
+    "analysis-physicians": "render_physicians",
+}
+
+
+@pytest.mark.parametrize("page", list(PAGES))
 def test_pages_refuse_everyone_but_admins(insight_data, page):
-    function = {"analysis-criteria": "render_criteria", "analysis-judge-errors": "render_judge_errors"}[page]
+    function = PAGES[page]
     for username in ("chk-1", "ann-1", None):
         app = AppTest.from_string(f"from analysis.insights import {function}\n{function}()\n", default_timeout=60)
         if username:
@@ -117,5 +141,5 @@ def test_pages_are_in_the_navigation_of_admins_only(insight_data):
 
     with Session(insight_data) as session:
         roles = {name: users.get_user(session, username=name) for name in ("boss", "chk-1", "ann-1")}
-    assert [section for section, _ in pages(roles["boss"])] == ["nav.section.analysis"] * 2
+    assert [section for section, _ in pages(roles["boss"])] == ["nav.section.analysis"] * 3
     assert pages(roles["chk-1"]) == [] and pages(roles["ann-1"]) == []

@@ -16,7 +16,7 @@ from db.models import JudgeDecision, JudgeRun
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in, texts
 from tests.support.factories import make_case, make_response, make_user
-from tests.support.llm_server import LLMServer
+from tools.llm_server import LLMServer
 
 PAGE = "admin-judge-runs"
 
@@ -115,3 +115,59 @@ def test_cancel_on_the_page_stops_a_running_run(studio):
         run = wait_for(studio, run_id, ("cancelled", "finished", "failed"), timeout=30)
         assert run.status == "cancelled" and run.done < run.items == 24
         assert server.requests < 24
+
+
+def test_the_exports_page_exports_judgements_of_chosen_models_and_a_release_tier(studio):
+    import io
+    import json
+    import zipfile
+
+    from db.models import Response, User
+    from tests.support.factories import make_label
+
+    with session_scope(studio) as session:
+        g1 = session.exec(select(User).where(User.username == "ann")).one()
+        for response in session.exec(select(Response).where(Response.model == "model-a")).all():
+            for i in range(1, 5):
+                make_label(session, response, f"c{i:02d}", i % 2 == 0, g1)
+    app = open_page(signed_in(studio, "boss"), "admin-exports")
+    app.multiselect(key="export_models").set_value(["model-a"])
+    app = [b for b in app.button if b.key == "build_judgements"][0].click().run()
+    assert not app.exception and not app.error, [e.value for e in app.error]
+    _, data = app.session_state["export_files"]["judgements"]
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        names = sorted(archive.namelist())
+        scores = json.loads(archive.read("judgements/scores.json"))
+    assert "judgements/judgements/model-a_judge.json" in names and "judgements/cases.jsonl" in names
+    assert not [name for name in names if name.endswith("model-b_judge.json")]
+    assert scores["models"]["model-a"]["n_responses"] == 3
+    app.multiselect(key="export_difficulty").set_value(["high"])
+    app = [b for b in app.button if b.key == "build_release"][0].click().run()
+    assert not app.exception and not app.error
+    _, data = app.session_state["export_files"]["release"]
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        assert archive.read("release/cases.jsonl") == b""  # the studio's cases are all medium
+    app.multiselect(key="export_difficulty").set_value(["medium"])
+    app = [b for b in app.button if b.key == "build_release"][0].click().run()
+    # their rubrics have 4 criteria, not 30: the release is refused with one red line
+    assert not app.exception and len(app.error) == 1
+
+
+def test_an_interrupted_run_is_resumed_from_the_page(studio):
+    from datetime import timedelta
+
+    from db import judge_runs
+    from db.models import utcnow
+    from judge.runner import RunOptions, create_run
+
+    with LLMServer() as server:
+        run_id = create_run(studio, RunOptions(base_url=server.url, model="judge-8b", judge="page-judge"), by="cli")
+        with session_scope(studio) as session:  # a process that began the run and died a minute ago
+            run = session.get(JudgeRun, run_id)
+            run.status, run.items = "running", 24
+            run.heartbeat_at = utcnow() - judge_runs.STALE_AFTER - timedelta(seconds=30)
+        app = open_page(signed_in(studio, "boss"), PAGE)
+        assert t("judge.status.interrupted") in texts(app)
+        app = app.button(key=f"resume_{run_id}").click().run()
+        run = wait_for(studio, run_id, ("finished", "failed"))
+        assert run.status == "finished" and run.done == 24 and server.requests == 24

@@ -1,4 +1,4 @@
-"""The judge runner against a real OpenAI-compatible HTTP server on loopback (tests/llm_server.py).
+"""The judge runner against a real OpenAI-compatible HTTP server on loopback (tools/llm_server.py).
 
 Every expectation is computed from the database rows and the server's fixed verdict function,
 never from the runner's own code: request counts, retries, the concurrency limit, the cache
@@ -28,7 +28,7 @@ from db.errors import PermissionDenied, ValidationFailed
 from db.models import Criterion, JudgeDecision, JudgeResult, JudgeRun, Response, RubricVersion
 from judge.runner import RunOptions, run_judge
 from tests.support.factories import make_case, make_label, make_response, make_user
-from tests.support.llm_server import LLMServer, expected_met
+from tools.llm_server import LLMServer, expected_met
 
 ROOT = Path(__file__).resolve().parent.parent
 OFFICIAL_TEMPLATE = ROOT / "analysis" / "templates" / "judge_prompt.txt"
@@ -369,3 +369,67 @@ def test_command_line_judge_run_and_runs(sqlite_url, server, monkeypatch, capsys
     assert main(["judge", "run", "--base-url", server.url, "--model", "m", "--template", "/nonexistent.txt"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no such template file" in err
+
+
+def test_a_slow_answer_times_out_is_retried_and_counted_not_stored(sqlite_engine):
+    with Session(sqlite_engine) as session:
+        build_world(session, n_cases=1, n=3, models=("model-a",), markers={("CC-0001", "c02"): "[slow]"})
+        expected = world_items(session)
+    with LLMServer(slow_seconds=1.0) as server:
+        summary = run_judge(sqlite_engine, options(server, timeout=0.4, max_retries=1, concurrency=2))
+        # c02 is asked twice (the SDK's one retry after its timeout), then given up: an error, not a decision.
+        assert summary["errors"] == 1 and summary["retries"] == 1 and summary["done"] == 2
+        assert summary["requests"] == 2 + 2
+    with Session(sqlite_engine) as session:
+        stored = decisions(session, "cc-judge")
+        assert stored == {key: value for key, value in expected.items() if key[1] != "c02"}
+        assert session.exec(select(JudgeResult).where(JudgeResult.criterion_id == "c02")).all() == []
+
+
+def test_a_refused_key_stops_the_run_with_the_endpoints_reason(sqlite_engine, monkeypatch):
+    with Session(sqlite_engine) as session:
+        build_world(session, n_cases=2, n=3, models=("model-a",))
+    monkeypatch.setenv("WRONG_KEY", "sk-wrong")
+    with LLMServer(api_key="sk-right") as server:
+        summary = run_judge(sqlite_engine, options(server, api_key_env="WRONG_KEY", concurrency=1))
+        assert (
+            summary["status"] == "failed" and "(401)" in summary["message"] and "invalid api key" in summary["message"]
+        )
+        assert server.requests == 1, "a refused key is not retried item after item"
+        assert summary["done"] == 0
+    with Session(sqlite_engine) as session:
+        assert session.exec(select(JudgeDecision)).all() == []
+
+
+def test_structured_output_on_demand_fails_the_run_when_the_server_refuses_it(sqlite_engine):
+    with Session(sqlite_engine) as session:
+        build_world(session, n_cases=1, n=2, models=("model-a",))
+    with LLMServer(structured=False) as server:
+        summary = run_judge(sqlite_engine, options(server, structured="on", concurrency=1))
+        assert summary["status"] == "failed" and "response_format is not supported" in summary["message"]
+        assert server.requests == 1
+    with LLMServer(structured=False) as server:
+        summary = run_judge(sqlite_engine, options(server, structured="off", concurrency=1))
+        assert summary["status"] == "finished" and server.statuses == {200: 2}
+        assert all("response_format" not in body for body in server.bodies)
+
+
+def test_an_endpoint_nobody_listens_on_fails_the_run_at_once(sqlite_engine):
+    import socket
+
+    with Session(sqlite_engine) as session:
+        build_world(session, n_cases=3, n=5, models=("model-a",))
+    with socket.socket() as probe:  # a port that was free a moment ago
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    summary = run_judge(
+        sqlite_engine,
+        RunOptions(
+            base_url=f"http://127.0.0.1:{port}/v1", model="m", judge="j", concurrency=2, max_retries=1, timeout=5
+        ),
+    )
+    assert summary["status"] == "failed" and "cannot reach the endpoint" in summary["message"]
+    assert summary["done"] == 0 and summary["errors"] >= 2 and time.monotonic() - started < 30
+    with Session(sqlite_engine) as session:
+        assert session.exec(select(JudgeResult)).all() == []

@@ -1,6 +1,6 @@
 """Kept figures (db/kept.py) stay equal to a recount from every label, whatever path changed the labels.
 
-The expected figures are computed here in plain Python from the label rows, following DESIGN §4
+The expected figures are computed here in plain Python from the label rows, following docs/REFERENCE.md §4
 word by word (group final label = check else annotation; gold = adjudication, else agreement, else
 single), independently of db.gold's vectorised code. Labels change through every real writer:
 the annotator's save, the checker's check, adjudication, label import and direct ORM rows.
@@ -31,7 +31,7 @@ BEFORE_KEPT = ScriptDirectory.from_config(alembic_config()).get_revision("0007")
 
 
 def expected_status(rows) -> dict[int, tuple[int, int, int, int]]:
-    """response_id -> (n_compared, n_differing, n_unresolved, n_gold), straight from DESIGN §4."""
+    """response_id -> (n_compared, n_differing, n_unresolved, n_gold), straight from docs/REFERENCE.md §4."""
     cells: dict[tuple[int, str], dict] = defaultdict(dict)
     for response_id, criterion_id, stage, group_no, met in rows:
         cells[(response_id, criterion_id)][(stage, group_no)] = bool(met)

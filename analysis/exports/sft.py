@@ -37,8 +37,8 @@ from analysis.prompt import (
     judge_answer,
     read_template,
     template_name,
+    template_path as resolve_template,
 )
-from analysis.prompt import template_path as resolve_template
 from db.errors import ValidationFailed
 from db.gold import DECISION, gold_labels
 from db.models import Stage

@@ -12,7 +12,7 @@ Markers in a rubric item choose a fault for that item:
     [slow]      the answer waits `slow_seconds`
 
 Every request is counted; the most requests in flight at once is kept (`max_in_flight`).
-Run as a script (`python -m tests.support.llm_server --latency 0.03`) it prints its base URL and serves
+Run as a script (`python -m tools.llm_server --latency 0.03`) it prints its base URL and serves
 until killed — what the benchmark and the README's trial run use.
 """
 
@@ -49,8 +49,14 @@ class LLMServer:
     """Start with `start()`, stop with `stop()`; `url` is the base URL (…/v1)."""
 
     def __init__(
-        self, latency: float = 0.0, slow_seconds: float = 0.5, structured: bool = True, model: str = "judge-test"
+        self,
+        latency: float = 0.0,
+        slow_seconds: float = 0.5,
+        structured: bool = True,
+        model: str = "judge-test",
+        api_key: str | None = None,
     ) -> None:
+        self.api_key = api_key  # when set, requests without "Bearer <api_key>" are answered 401
         self.latency = latency
         self.slow_seconds = slow_seconds
         self.structured = structured
@@ -93,8 +99,15 @@ class LLMServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                authorization = self.headers.get("authorization") or ""
                 with server.lock:
-                    server.authorizations.add(self.headers.get("authorization") or "")
+                    server.authorizations.add(authorization)
+                if server.api_key is not None and authorization != f"Bearer {server.api_key}":
+                    with server.lock:
+                        server.requests += 1
+                        server.statuses[401] += 1
+                    self._send(401, {"error": {"message": "invalid api key", "type": "invalid_request_error"}})
+                    return
                 status, payload, headers = server.handle(body, self.path)
                 self._send(status, payload, headers)
 
