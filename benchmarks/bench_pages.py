@@ -254,10 +254,14 @@ def main(argv: list[str] | None = None) -> int:
         figures = bench_page(visitor, role, url_path, args.visits, recounts)
         target = DASHBOARD_TARGET_MS if url_path == DASHBOARD else PAGE_TARGET_MS
         verdict = "met" if percentile(figures["first"], 0.95) < target else "NOT met"
-        ratio = statistics.median(figures["recount"]) / statistics.median(figures["first"]) if figures["recount"] else 0
+        ratio = (
+            f"{statistics.median(figures['recount']) / statistics.median(figures['first']):5.1f}x"
+            if figures["recount"]
+            else "    —"
+        )
         print(
             f"{url_path + ' (' + role.value + ')':<40} {p50_p95(figures['first'])}   {p50_p95(figures['warm'])}   "
-            f"{p50_p95(figures['recount']) if figures['recount'] else '':>26}   {ratio:5.1f}x"
+            f"{p50_p95(figures['recount']) if figures['recount'] else '':>26}   {ratio}"
             f"  (target p95 < {target:.0f} ms: {verdict})",
             flush=True,
         )

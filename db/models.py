@@ -35,6 +35,8 @@ class User(SQLModel, table=True):
     group_no: int | None = Field(default=None, description="expert group 1 or 2; none for admins")
     is_active: bool = Field(default=True)
     password_hash: str | None = Field(default=None, max_length=255)
+    # The identity-provider account an admin linked to this one ("<issuer> <subject>"), for OpenID sign-in.
+    oidc_identity: str | None = Field(default=None, max_length=512, unique=True)
     created_at: datetime = Field(default_factory=utcnow)
     lock_version: int = Field(default=1)
 
