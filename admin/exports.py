@@ -1,4 +1,4 @@
-"""Downloads of every export (DESIGN §3.5), built by `analysis.exports.export_bundle` on demand.
+"""Downloads of every export (docs/REFERENCE.md §3.5), built by `analysis.exports.export_bundle` on demand.
 
 An export reads the whole database, so it is built only when the admin asks for it; the zip
 (the export's files plus SUMMARY.txt) is then offered as a download until the page is left.

@@ -171,6 +171,16 @@ def render() -> None:
                     name=widgets.plain(name),
                 )
 
+    with edit_tab, st.form("user_identity", clear_on_submit=True):
+        name = st.selectbox(t("admin.users.account"), usernames, key="identity_name")
+        identity = st.text_input(t("security.users.identity"), key="identity_value")
+        if st.form_submit_button(t("security.users.link"), icon=":material/badge:"):
+            _apply(
+                lambda s: users.link_identity(s, username=name, identity=identity, actor=admin.username),
+                "security.users.linked",
+                name=widgets.plain(name),
+            )
+
     with password_tab, st.form("user_password", clear_on_submit=True):
         name = st.selectbox(t("admin.users.account"), usernames, key="password_name")
         password = st.text_input(

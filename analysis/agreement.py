@@ -84,6 +84,6 @@ def low_agreement_cases(result: Agreement, share: float = TAIL_SHARE) -> pd.Data
     pairs = result.pairs
     if pairs.empty:
         return pd.DataFrame(columns=["case_id", "n_aligned", "mean_case_mf1", "min_case_mf1"])
-    per_case = pairs.groupby("case_id")["mf1"].agg(n_aligned="size", mean_case_mf1="mean", min_case_mf1="min")
-    per_case = per_case.reset_index().sort_values(["mean_case_mf1", "case_id"], ignore_index=True)
+    grouped = pairs.groupby("case_id")["mf1"].agg(n_aligned="size", mean_case_mf1="mean", min_case_mf1="min")
+    per_case = grouped.reset_index().sort_values(["mean_case_mf1", "case_id"], ignore_index=True)
     return per_case.head(max(1, math.ceil(len(per_case) * share)))

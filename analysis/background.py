@@ -54,14 +54,14 @@ class BackgroundValue(Generic[T]):
     def wait(self, version: Hashable, timeout: float) -> Snapshot[T]:
         """As `get`, waiting up to `timeout` seconds for `version` to be built (or to fail)."""
         deadline = time.monotonic() + timeout
-        self.get(version)
-        with self._done:
-            while self._version != version and not (self._failed and self._failed[0] == version):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._done.wait(left)
-        return self.get(version)
+        while True:
+            snapshot = self.get(version)  # starts the build of `version` once an older one is done
+            left = deadline - time.monotonic()
+            if snapshot.current or snapshot.error is not None or left <= 0:
+                return snapshot
+            with self._done:
+                if self._building is not None:
+                    self._done.wait(left)
 
     def _run(self, version: Hashable) -> None:
         started = time.perf_counter()

@@ -47,7 +47,7 @@ def confidence_intervals(
         return frame
     weights = _resample_weights(n_cases, resamples, seed)
     code_of_case = pd.Index(case_ids)
-    scored_cases = code_of_case.get_indexer(scores.case_rows)
+    scored_cases = code_of_case.get_indexer(pd.Index(scores.case_rows))
     count = _per_case(scored_cases, scores.model_codes, np.ones(len(scored_cases)), n_cases, n_models)
     sums = {
         "cacs_at_k": _per_case(scored_cases, scores.model_codes, cacs(scores.s, scores.n, k), n_cases, n_models),
@@ -61,8 +61,8 @@ def confidence_intervals(
             _store(frame, metric, np.where(drawn > 0, (weights @ per_case) / drawn, np.nan))
     pairs = agreement.pairs
     if len(pairs):
-        pair_cases = code_of_case.get_indexer(pairs["case_row"].to_numpy())
-        pair_models = pd.Index(grid.models).get_indexer(pairs["model"].to_numpy())
+        pair_cases = code_of_case.get_indexer(pd.Index(pairs["case_row"]))
+        pair_models = pd.Index(grid.models).get_indexer(pd.Index(pairs["model"]))
         confusion = np.stack(
             [
                 weights @ _per_case(pair_cases, pair_models, pairs[name].to_numpy(np.float64), n_cases, n_models)

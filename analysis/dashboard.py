@@ -16,8 +16,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analysis import figures as figure_builders
-from analysis import metrics
+from analysis import figures as figure_builders, metrics
 from analysis.background import BackgroundValue
 from analysis.loader import data_version, load_frames
 from analysis.report import Report, build_report, report_json, tables

@@ -365,6 +365,9 @@ def kappa_distribution(insights, t: Translator) -> go.Figure:
     )
 
 
+CEILING_COLOR = "#2a3f5f"
+
+
 def judges_against_ceiling(insights, judges: pd.DataFrame, t: Translator) -> go.Figure:
     """Each judge's pooled macro-F1 against each group (`metrics.judge_fidelity`), beside what the physicians
     reach against the other group."""
@@ -379,11 +382,16 @@ def judges_against_ceiling(insights, judges: pd.DataFrame, t: Translator) -> go.
     for group, dash in ((1, "dot"), (2, "dash")):
         value = ceiling["by_group"].get(group, {}).get("pooled_mf1")
         if value is not None and not np.isnan(value):
-            figure.add_hline(
-                y=value,
-                line_dash=dash,
-                annotation_text=t("insights.fig.ceiling_group", group=group, value=f"{value:.3f}"),
-                annotation_position="bottom right" if group == 1 else "top right",
+            # The line across the plot, named in the legend (a label on the line would sit on the bars).
+            figure.add_hline(y=value, line_dash=dash, line_color=CEILING_COLOR)
+            figure.add_trace(
+                go.Scatter(
+                    x=[None],
+                    y=[None],
+                    mode="lines",
+                    line=dict(dash=dash, color=CEILING_COLOR),
+                    name=t("insights.fig.ceiling_group", group=group, value=f"{value:.3f}"),
+                )
             )
     figure.update_layout(barmode="group")
     return _layout(

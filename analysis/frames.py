@@ -17,6 +17,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from db.errors import ValidationFailed
+
+#: Where the labels that score the models come from (`--source`).
+SOURCES = ("gold", "group1", "group2")
+JUDGE_PREFIX = "judge:"
+
 
 @dataclass
 class Frames:
@@ -26,3 +32,13 @@ class Frames:
     labels: pd.DataFrame
     judge: pd.DataFrame
     users: pd.DataFrame
+
+
+def parse_source(source: str | None) -> tuple[str, str | None]:
+    """`gold`, `group1`, `group2` or `judge:NAME` as (kind, judge name or None); empty means gold."""
+    source = (source or "gold").strip()
+    if source in SOURCES:
+        return source, None
+    if source.startswith(JUDGE_PREFIX) and source[len(JUDGE_PREFIX) :].strip():
+        return "judge", source[len(JUDGE_PREFIX) :].strip()
+    raise ValidationFailed(f"source {source!r}: expected gold, group1, group2 or judge:NAME")

@@ -1,41 +1,85 @@
 """Admin pages of the analysis depth: criterion reliability (with sending criteria back to their author)
 and the judge's errors beside the physicians' labels.
 
-Both read one decision grid per data version (a cheap fingerprint query) and the figures of
-`analysis.reliability` computed from it once; model names and both groups' labels are on these
-pages, so they are for admins only.
+They read one decision grid per data version (a cheap fingerprint query) and the figures of
+`analysis.reliability` computed from it once, kept and rebuilt in the background like the
+dashboard's; model names and both groups' labels are on these pages, so they are for admins only.
 """
 
 from __future__ import annotations
+
+from collections.abc import Hashable
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analysis import figures as figure_builders
-from analysis import metrics, reliability
+from analysis import figures as figure_builders, metrics, reliability
+from analysis.background import BackgroundValue
 from analysis.loader import data_version, load_criterion_texts, load_frames
 from db.errors import ClinConsensusError
 from db.judge_errors import judge_error_detail
 from db.models import Role
+from db.policies import require_may_see_group_statistics
 from db.review.criterion_return import send_back_criteria, send_back_target
 from ui import shell
 from ui.text import plain
 from ui.widgets import show_error, show_text
 
 PAGE_RESAMPLES = 300
+QUICK_BUILD_LABELS = 200_000
+QUICK_BUILD_WAIT_SECONDS = 60.0
+POLL_SECONDS = 2
 SHOWN_ROWS = 500
 LABEL_TEXT = {metrics.MET: "insights.label.met", metrics.NOT_MET: "insights.label.not_met"}
 
 
-@st.cache_resource(show_spinner=False, max_entries=1)
-def _state(version: tuple) -> tuple[metrics.DecisionGrid, reliability.Insights, pd.DataFrame]:
-    grid = metrics.prepare(load_frames(shell.engine()))
-    return grid, reliability.build_insights(grid, resamples=PAGE_RESAMPLES), metrics.judge_fidelity(grid)
+State = tuple[metrics.DecisionGrid, reliability.Insights, pd.DataFrame]
 
 
-def _load():
-    return _state(data_version(shell.engine()))
+@st.cache_resource(show_spinner=False)
+def _kept_state() -> BackgroundValue:
+    """The decision grid, its analysis depth and the judges' fidelity, built per data version in the background."""
+    engine = shell.engine()
+
+    def build(_version: Hashable) -> State:
+        grid = metrics.prepare(load_frames(engine))
+        return grid, reliability.build_insights(grid, resamples=PAGE_RESAMPLES), metrics.judge_fidelity(grid)
+
+    return BackgroundValue(build, name="insights-grid")
+
+
+@st.fragment(run_every=POLL_SECONDS)
+def _reload_when_built(version: Hashable) -> None:
+    """Reruns the page once the background build of `version` is in (or failed)."""
+    snapshot = _kept_state().get(version)
+    if snapshot.current or snapshot.error is not None:
+        st.rerun()
+
+
+def _load(t) -> State | None:
+    """The newest state built so far; None (with a note on the page) while the first one is being built."""
+    version = data_version(shell.engine())
+    # A small database is ready in well under a second: wait for it. A large one never blocks the page.
+    wait = QUICK_BUILD_WAIT_SECONDS if version.approximate_labels < QUICK_BUILD_LABELS else 0.0
+    snapshot = _kept_state().wait(version, wait)
+    if snapshot.error is not None:
+        st.error(t("analysis.error", reason=str(snapshot.error)))
+        return None
+    if snapshot.value is None:
+        st.info(t("analysis.preparing"))
+        _reload_when_built(snapshot.wanted)
+        return None
+    if not snapshot.current:
+        st.caption(t("analysis.updating"))
+        _reload_when_built(snapshot.wanted)
+    return snapshot.value
+
+
+def _admin():
+    user = shell.require_user(Role.admin)
+    require_may_see_group_statistics(user)
+    return user
 
 
 def _download(t, name: str, frame: pd.DataFrame) -> None:
@@ -69,10 +113,13 @@ def _reason(t, row) -> str:
 
 
 def render_criteria() -> None:
-    user = shell.require_user(Role.admin)
+    user = _admin()
     t = shell.translator()
     st.title(t("insights.criteria.title"))
-    grid, insights, _ = _load()
+    state = _load(t)
+    if state is None:
+        return
+    _, insights, _ = state
     table = insights.criteria
     st.caption(
         t(
@@ -86,11 +133,15 @@ def render_criteria() -> None:
         st.info(t("insights.criteria.empty"))
         return
     counts = table["flag"].value_counts()
+    evaluated = int((table["n_aligned"] >= reliability.MIN_ALIGNED).sum())
     columns = st.columns(4)
-    columns[0].metric(t("insights.metric.evaluated"), f"{int((table['n_aligned'] >= reliability.MIN_ALIGNED).sum()):,}")
+    columns[0].metric(t("insights.metric.evaluated"), f"{evaluated:,}")
     for column, flag in zip(columns[1:], reliability.FLAGS):
         column.metric(t(f"insights.flag.{flag}"), f"{int(counts.get(flag, 0)):,}")
-    st.plotly_chart(figure_builders.kappa_distribution(insights, t), key="insights_kappa", width="stretch")
+    if evaluated:
+        st.plotly_chart(figure_builders.kappa_distribution(insights, t), key="insights_kappa", width="stretch")
+    else:
+        st.info(t("insights.criteria.too_few", n=reliability.MIN_ALIGNED))
 
     chosen = st.multiselect(
         t("insights.criteria.show_flags"),
@@ -201,10 +252,13 @@ def _send_back_form(t, user, flagged: pd.DataFrame, cases: pd.DataFrame) -> None
 
 
 def render_judge_errors() -> None:
-    user = shell.require_user(Role.admin)
+    user = _admin()
     t = shell.translator()
     st.title(t("insights.judges.title"))
-    grid, insights, judges = _load()
+    state = _load(t)
+    if state is None:
+        return
+    grid, insights, judges = state
     if not grid.judges:
         st.info(t("analysis.no_judges"))
         return
@@ -321,10 +375,13 @@ def _error_detail(t, detail, row) -> None:
 
 
 def render_physicians() -> None:
-    shell.require_user(Role.admin)
+    _admin()
     t = shell.translator()
     st.title(t("insights.physicians.title"))
-    _, insights, _ = _load()
+    state = _load(t)
+    if state is None:
+        return
+    _, insights, _ = state
     ceiling = insights.human_ceiling
     st.caption(
         t(

@@ -33,11 +33,6 @@ def _read(engine: Engine, statement) -> pd.DataFrame:
         return pd.read_sql(statement, connection)
 
 
-def current_rubric_versions(engine: Engine) -> pd.DataFrame:
-    """case_pk, rubric_version_id of each case's current rubric (`db.current_rubric`)."""
-    return _read(engine, current_versions())
-
-
 def load_cases(engine: Engine, *, text: bool = False) -> pd.DataFrame:
     columns = [
         Case.id.label("case_pk"),

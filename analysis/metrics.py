@@ -1,9 +1,8 @@
-"""The metrics of DESIGN §4, as pure vectorised functions over the loader's frames.
+"""The metrics of docs/REFERENCE.md §4, as pure vectorised functions over the decision grid (`analysis.grid`).
 
 `prepare(frames)` lays every decision out on a grid — one row per response, one column per
-criterion position of its case's current approved rubric — holding 1 (met), 0 (not met) or -1
-(no label) for each group's final label, gold and each judge. Every metric below is then array
-arithmetic over that grid; nothing loops over decisions.
+criterion position of its case's current approved rubric. Every metric below is array arithmetic
+over that grid; nothing loops over decisions.
 
 Undefined values are NaN here (a model without complete responses, a correlation of constant
 input, a macro-F1 over no decisions); the report writes them as JSON null.
@@ -11,356 +10,50 @@ input, a macro-F1 over no decisions); the report writes them as JSON null.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.frames import Frames
-from db.config import RUBRIC_SIZE
-from db.enums import Stage
+from analysis.frames import JUDGE_PREFIX as JUDGE_PREFIX, parse_source
+
+# The grid is built in analysis.grid; its names are part of this module's interface too.
+from analysis.grid import (
+    MET as MET,
+    MISSING as MISSING,
+    NOT_MET as NOT_MET,
+    RATER_COLUMNS as RATER_COLUMNS,
+    DecisionGrid as DecisionGrid,
+    PhysicianLayers as PhysicianLayers,
+    RowLookup as RowLookup,
+    physician_layers as physician_layers,
+    prepare as prepare,
+    rubric_size as rubric_size,
+)
 from db.errors import ValidationFailed
-from db.gold import decisions_with_finals, gold_values
 from db.taxonomy import get_taxonomy
 
-MISSING, NOT_MET, MET = -1, 0, 1
-GOLD, GROUP1, GROUP2, JUDGE_PREFIX = "gold", "group1", "group2", "judge:"
+GOLD, GROUP1, GROUP2 = "gold", "group1", "group2"
 DEFAULT_K = 10
 SENSITIVITY_THRESHOLDS = (6, 7, 8, 9, 12, 15)
 TOP_SETS = (3, 5)
-RATER_COLUMNS = ("annotators_g1", "annotators_g2", "checkers_g1", "checkers_g2")
 SLICE_DIMENSIONS = ("difficulty", "register", "macro_category", "subject", "task_theme", "capability_family")
-
-
-@dataclass
-class PhysicianLayers:
-    """Per group (index 0 → group 1), on the grid: each physician's own annotation label, who made
-    it, and the group's check label (1, 0, or -1 for none); user ids are -1 where there is no label."""
-
-    annotation: np.ndarray  # (2, R, W) int8
-    annotator: np.ndarray  # (2, R, W) int64
-    check: np.ndarray  # (2, R, W) int8
-    usernames: dict[int, str] = field(default_factory=dict)
-
-    def take(self, index: np.ndarray) -> PhysicianLayers:
-        return PhysicianLayers(
-            self.annotation[:, index], self.annotator[:, index], self.check[:, index], self.usernames
-        )
-
-
-@dataclass
-class DecisionGrid:
-    """Every decision of every response on one (responses × criterion positions) grid."""
-
-    responses: pd.DataFrame  # response_id, case_pk, case_id, model, length, n — in grid row order
-    cases: pd.DataFrame  # the loader's cases frame
-    criteria: pd.DataFrame  # case_row, slot, criterion_id — the grid column of each current criterion
-    models: list[str]  # sorted; `model_codes` index into it
-    model_codes: np.ndarray  # (R,)
-    case_rows: np.ndarray  # (R,) row of the response's case in `cases`
-    n: np.ndarray  # (R,) criteria of the response's case
-    valid: np.ndarray  # (R, W) position < n
-    group1: np.ndarray  # (R, W) int8 group finals
-    group2: np.ndarray
-    gold: np.ndarray
-    judges: dict[str, np.ndarray] = field(default_factory=dict)
-    # Per judge and response: all the judge's decisions on it (placed on the grid or not), and how many are met.
-    judge_rows: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-    # Distinct (response row, role column, user) of annotation and check labels; role column indexes RATER_COLUMNS.
-    rater_keys: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), dtype=np.int64))
-    rubric_size: int = RUBRIC_SIZE
-    physicians: PhysicianLayers | None = None
-
-    @property
-    def width(self) -> int:
-        return self.valid.shape[1]
-
-    @property
-    def judge_decisions(self) -> dict[str, int]:
-        return {name: int(decisions.sum()) for name, (decisions, _) in self.judge_rows.items()}
-
-    @property
-    def raters(self) -> pd.DataFrame:
-        """model × annotators_g1/g2, checkers_g1/g2: distinct users with such labels on the model's responses."""
-        result = pd.DataFrame(0, index=pd.Index(self.models, name="model"), columns=RATER_COLUMNS)
-        if len(self.rater_keys) and self.models:
-            rows, column, users = self.rater_keys.T
-            distinct = np.unique(np.stack([self.model_codes[rows], column, users], axis=1), axis=0)
-            for index, name in enumerate(RATER_COLUMNS):
-                result[name] = np.bincount(distinct[distinct[:, 1] == index, 0], minlength=len(self.models))
-        return result
-
-    def subset(self, rows: np.ndarray) -> DecisionGrid:
-        """The grid of the responses selected by the boolean mask `rows` (filters of the dashboard)."""
-        index = np.flatnonzero(rows)
-        new_row = np.full(len(rows), -1, dtype=np.int64)
-        new_row[index] = np.arange(len(index))
-        keys = self.rater_keys[rows[self.rater_keys[:, 0]]] if len(self.rater_keys) else self.rater_keys
-        keys = keys.copy()
-        keys[:, 0] = new_row[keys[:, 0]]
-        responses = self.responses.iloc[index].reset_index(drop=True)
-        models = sorted(responses["model"].unique().tolist())
-        return DecisionGrid(
-            responses=responses,
-            cases=self.cases,
-            criteria=self.criteria,
-            models=models,
-            model_codes=pd.Index(models).get_indexer(responses["model"].to_numpy()) if models else np.zeros(0, int),
-            case_rows=self.case_rows[index],
-            n=self.n[index],
-            valid=self.valid[index],
-            group1=self.group1[index],
-            group2=self.group2[index],
-            gold=self.gold[index],
-            judges={name: values[index] for name, values in self.judges.items()},
-            judge_rows={name: (d[index], m[index]) for name, (d, m) in self.judge_rows.items()},
-            rater_keys=keys,
-            rubric_size=self.rubric_size,
-            physicians=self.physicians.take(index) if self.physicians is not None else None,
-        )
-
-
-# Building the grid -----------------------------------------------------------------------------
-
-
-class RowLookup:
-    """response_id → grid row (-1 when unknown); a direct table when ids are dense, as database ids are."""
-
-    def __init__(self, response_ids: np.ndarray) -> None:
-        response_ids = np.asarray(response_ids, dtype=np.int64)
-        self.index = pd.Index(response_ids)
-        self.table = None
-        if len(response_ids) and response_ids.min() >= 0 and response_ids.max() <= 4 * len(response_ids) + 1024:
-            self.table = np.full(int(response_ids.max()) + 2, -1, dtype=np.int64)
-            self.table[response_ids] = np.arange(len(response_ids))
-
-    def __call__(self, response_ids) -> np.ndarray:
-        response_ids = np.asarray(response_ids)
-        if self.table is None or response_ids.dtype.kind not in "iu":
-            return self.index.get_indexer(response_ids)
-        inside = (response_ids >= 0) & (response_ids < len(self.table) - 1)
-        return self.table[np.where(inside, response_ids, len(self.table) - 1)]
-
-
-class _Placer:
-    """Maps (response_id, criterion_id) to a flat grid cell; -1 for decisions outside the current rubrics."""
-
-    def __init__(
-        self,
-        responses: pd.DataFrame,
-        case_rows: np.ndarray,
-        criteria: pd.DataFrame,
-        case_row_of_pk: pd.Index,
-        width: int,
-    ) -> None:
-        self.width = width
-        self.rows_of = RowLookup(responses["response_id"].to_numpy())
-        self.case_rows = np.append(case_rows.astype(np.int64), 0)  # row -1 (unknown response) reads a dummy
-        codes, names = pd.factorize(criteria["criterion_id"])
-        self.names = pd.Index(names)
-        self.n_names = max(len(names), 1)
-        criterion_case_rows = case_row_of_pk.get_indexer(criteria["case_pk"].to_numpy())
-        keys = criterion_case_rows.astype(np.int64) * self.n_names + codes
-        slots = criteria["slot"].to_numpy(np.int64)
-        n_keys = (int(case_rows.max()) + 1 if len(case_rows) else 1) * self.n_names
-        if n_keys <= 50_000_000:
-            # Few distinct criterion ids (c01..c30 in every case): a direct table beats a search.
-            self.table = np.full(n_keys, -1, dtype=np.int64)
-            inside = keys < n_keys
-            self.table[keys[inside]] = slots[inside]
-        else:
-            self.table = None
-            order = np.argsort(keys, kind="stable")
-            self.sorted_keys, self.positions = keys[order], slots[order]
-
-    def cells(self, response_ids, criterion_ids) -> np.ndarray:
-        rows = self.rows_of(response_ids)
-        # Hash the (string) criterion ids once, then look up only the few distinct ones.
-        series = criterion_ids if isinstance(criterion_ids, pd.Series) else pd.Series(criterion_ids, dtype=object)
-        local_codes, distinct = pd.factorize(series)
-        lookup = np.append(self.names.get_indexer(pd.Index(np.asarray(distinct, dtype=object))), -1)
-        codes = lookup[local_codes]
-        known = (rows >= 0) & (codes >= 0)
-        keys = np.where(known, self.case_rows[rows] * self.n_names + codes, 0)
-        if self.table is not None:
-            slot = self.table[keys] if len(self.table) else np.full(len(keys), -1)
-        else:
-            found = np.minimum(np.searchsorted(self.sorted_keys, keys), max(len(self.sorted_keys) - 1, 0))
-            slot = (
-                np.where(self.sorted_keys[found] == keys, self.positions[found], -1)
-                if len(self.sorted_keys)
-                else np.full(len(keys), -1)
-            )
-        known &= slot >= 0
-        return np.where(known, rows * self.width + slot, -1)
-
-
-def _fill(shape: tuple[int, int], cells: np.ndarray, met: np.ndarray) -> np.ndarray:
-    grid = np.full(shape[0] * shape[1], MISSING, dtype=np.int8)
-    placed = cells >= 0
-    grid[cells[placed]] = met[placed]
-    return grid.reshape(shape)
-
-
-def _booleans(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(met, present) of a nullable boolean column."""
-    return column.to_numpy(dtype=bool, na_value=False), column.notna().to_numpy()
-
-
-def rubric_size(cases: pd.DataFrame) -> int:
-    """The rubric size N of the report: the most common criteria count among cases that have a rubric."""
-    counts = cases.loc[cases["n_criteria"] > 0, "n_criteria"] if "n_criteria" in cases else pd.Series(dtype=int)
-    if counts.empty:
-        return RUBRIC_SIZE
-    frequency = counts.value_counts()
-    return int(frequency[frequency == frequency.max()].index.max())
-
-
-def prepare(frames: Frames) -> DecisionGrid:
-    """Lay the frames' decisions out on the grid (group finals, gold, judges, rater counts)."""
-    cases = frames.cases.reset_index(drop=True)
-    case_row_of_pk = pd.Index(cases["case_pk"].to_numpy())
-    responses = frames.responses.sort_values(["case_pk", "model"], kind="stable", ignore_index=True)
-    case_rows = case_row_of_pk.get_indexer(responses["case_pk"].to_numpy())
-    keep = case_rows >= 0
-    responses, case_rows = responses[keep].reset_index(drop=True), case_rows[keep]
-    n_of_case = cases["n_criteria"].to_numpy(np.int64) if "n_criteria" in cases else np.zeros(len(cases), np.int64)
-    n = n_of_case[case_rows] if len(case_rows) else np.zeros(0, np.int64)
-    responses = responses.assign(n=n)
-    criteria = frames.criteria.sort_values(["case_pk", "position"], kind="stable", ignore_index=True)
-    criteria = criteria.assign(slot=criteria.groupby("case_pk").cumcount().to_numpy())
-    width = int(max(n.max() if len(n) else 0, criteria["slot"].max() + 1 if len(criteria) else 0, 1))
-    shape = (len(responses), width)
-    valid = np.arange(width)[None, :] < n[:, None]
-    models = sorted(responses["model"].unique().tolist())
-    model_codes = pd.Index(models).get_indexer(responses["model"].to_numpy()) if models else np.zeros(0, int)
-    placer = _Placer(responses, case_rows, criteria, case_row_of_pk, width)
-
-    decisions = decisions_with_finals(frames.labels)
-    cells = placer.cells(decisions["response_id"].to_numpy(), decisions["criterion_id"])
-    finals = []
-    for column in ("group1", "group2"):
-        met, present = _booleans(decisions[column])
-        finals.append(_fill(shape, np.where(present, cells, -1), met))
-    gold_met, gold_source = gold_values(decisions)
-    gold = _fill(shape, np.where(gold_source != "", cells, -1), gold_met)
-
-    criteria = criteria.assign(case_row=case_row_of_pk.get_indexer(criteria["case_pk"].to_numpy()))
-    criteria = criteria[criteria["case_row"] >= 0]
-    grid = DecisionGrid(
-        responses=responses,
-        cases=cases,
-        criteria=criteria[["case_row", "slot", "criterion_id", *(["tags"] if "tags" in criteria else [])]],
-        models=models,
-        model_codes=model_codes,
-        case_rows=case_rows,
-        n=n,
-        valid=valid,
-        group1=finals[0],
-        group2=finals[1],
-        gold=gold,
-        rubric_size=rubric_size(cases),
-    )
-    grid.rater_keys = _rater_keys(frames.labels, responses)
-    label_cells = placer.cells(frames.labels["response_id"].to_numpy(), frames.labels["criterion_id"])
-    grid.physicians = physician_layers(label_cells, frames.labels, shape, frames.users)
-    _add_judges(grid, frames.judge, placer, shape)
-    return grid
-
-
-def physician_layers(
-    cells: np.ndarray, labels: pd.DataFrame, shape: tuple[int, int], users: pd.DataFrame | None = None
-) -> PhysicianLayers:
-    """Lay the annotation and check labels of groups 1 and 2 on the grid.
-
-    `cells` holds each label row's flat grid cell (-1 outside the current rubrics), as placed by the
-    grid builder; a (response, criterion, stage, group) has at most one label.
-    """
-    size = shape[0] * shape[1]
-    annotation = np.full((2, size), MISSING, dtype=np.int8)
-    annotator = np.full((2, size), -1, dtype=np.int64)
-    check = np.full((2, size), MISSING, dtype=np.int8)
-    if len(labels):
-        stage_codes, stage_names = pd.factorize(labels["stage"])
-        stage_names = [str(name) for name in stage_names]
-        group = labels["group_no"].to_numpy(np.int64)
-        met = labels["met"].to_numpy(bool).astype(np.int8)
-        users_of = labels["user_id"].to_numpy(np.int64) if "user_id" in labels else np.full(len(labels), -1)
-        for stage, target in (("annotation", annotation), ("check", check)):
-            if stage not in stage_names:
-                continue
-            of_stage = (stage_codes == stage_names.index(stage)) & (cells >= 0)
-            for g in (1, 2):
-                rows = of_stage & (group == g)
-                target[g - 1, cells[rows]] = met[rows]
-                if stage == "annotation":
-                    annotator[g - 1, cells[rows]] = users_of[rows]
-    names = {}
-    if users is not None and len(users):
-        names = dict(zip(users["user_id"].astype(np.int64).tolist(), users["username"].astype(str).tolist()))
-    reshape = (2, *shape)
-    return PhysicianLayers(annotation.reshape(reshape), annotator.reshape(reshape), check.reshape(reshape), names)
-
-
-def _rater_keys(labels: pd.DataFrame, responses: pd.DataFrame) -> np.ndarray:
-    """Distinct (response row, RATER_COLUMNS index, user_id) of the annotation and check labels in groups 1 and 2."""
-    if labels.empty or responses.empty:
-        return np.zeros((0, 3), dtype=np.int64)
-    rows = RowLookup(responses["response_id"].to_numpy())(labels["response_id"].to_numpy())
-    stage_codes, stage_names = pd.factorize(labels["stage"])
-    stage_names = [str(name) for name in stage_names]
-    group = labels["group_no"].to_numpy(np.int64)
-    column = np.full(len(labels), -1, dtype=np.int64)
-    for index, (stage, group_no) in enumerate(
-        [(Stage.annotation, 1), (Stage.annotation, 2), (Stage.check, 1), (Stage.check, 2)]
-    ):
-        if stage in stage_names:
-            column[(stage_codes == stage_names.index(stage)) & (group == group_no)] = index
-    keep = (rows >= 0) & (column >= 0)
-    users = labels["user_id"].to_numpy(np.int64)
-    span = int(users.max()) + 1
-    # Hash the combined key (cheaper than sorting 1.65 M rows), then split it again.
-    distinct = pd.unique((rows[keep].astype(np.int64) * 4 + column[keep]) * span + users[keep])
-    return np.stack([distinct // span // 4, distinct // span % 4, distinct % span], axis=1)
-
-
-def _add_judges(grid: DecisionGrid, judge: pd.DataFrame, placer: _Placer, shape: tuple[int, int]) -> None:
-    if judge is None or judge.empty:
-        return
-    names_codes, names = pd.factorize(judge["judge"])
-    cells = placer.cells(judge["response_id"].to_numpy(), judge["criterion_id"])
-    met = judge["met"].to_numpy(bool)
-    rows = placer.rows_of(judge["response_id"].to_numpy())
-    for code, name in enumerate(names):
-        mine = names_codes == code
-        grid.judges[str(name)] = _fill(shape, np.where(mine, cells, -1), met)
-        on_response = mine & (rows >= 0)
-        grid.judge_rows[str(name)] = (
-            np.bincount(rows[on_response], minlength=shape[0]),
-            np.bincount(rows[on_response], weights=met[on_response], minlength=shape[0]),
-        )
 
 
 # Sources and per-response scores ---------------------------------------------------------------
 
 
-def parse_source(grid: DecisionGrid, source: str) -> np.ndarray:
+def source_labels(grid: DecisionGrid, source: str) -> np.ndarray:
     """The labels that score the models: gold, a group's finals, or one judge's decisions."""
-    source = (source or GOLD).strip()
-    if source == GOLD:
-        return grid.gold
-    if source == GROUP1:
-        return grid.group1
-    if source == GROUP2:
-        return grid.group2
-    if source.startswith(JUDGE_PREFIX):
-        name = source[len(JUDGE_PREFIX) :]
+    kind, name = parse_source(source)
+    if kind == "judge":
         if name not in grid.judges:
             known = ", ".join(sorted(grid.judges)) or "none"
             raise ValidationFailed(f"--source {source}: no judge decisions named {name!r} (judges: {known})")
         return grid.judges[name]
-    raise ValidationFailed(f"--source {source!r}: expected gold, group1, group2 or judge:NAME")
+    return {GOLD: grid.gold, GROUP1: grid.group1, GROUP2: grid.group2}[kind]
 
 
 def validate_k(k: int, n: int) -> int:
@@ -400,7 +93,7 @@ class Scores:
 
 
 def response_scores(grid: DecisionGrid, source: str = GOLD) -> Scores:
-    labels = parse_source(grid, source)
+    labels = source_labels(grid, source)
     complete = complete_mask(grid, labels)
     s = met_counts(labels)
     return Scores(
@@ -547,7 +240,7 @@ def judge_fidelity(grid: DecisionGrid) -> pd.DataFrame:
     rows = []
     for name in sorted(grid.judges):
         judge = grid.judges[name]
-        entry = {"judge": name, "n_decisions": grid.judge_decisions[name]}
+        entry: dict[str, Any] = {"judge": name, "n_decisions": grid.judge_decisions[name]}
         for key, reference in (("mf1_group1", grid.group1), ("mf1_group2", grid.group2), ("mf1_gold", grid.gold)):
             both = (judge >= 0) & (reference >= 0)
             counts = confusion_counts(reference.ravel()[None, :], judge.ravel()[None, :], both.ravel()[None, :])[0]
@@ -584,7 +277,7 @@ def top_models(values: pd.Series, size: int) -> set:
 
 
 def top_overlap(x: pd.Series, y: pd.Series, size: int) -> float:
-    """|top-size(x) ∩ top-size(y)| / min(size, models both rank) (DESIGN §4); NaN when none."""
+    """|top-size(x) ∩ top-size(y)| / min(size, models both rank) (docs/REFERENCE.md §4); NaN when none."""
     x, y = _defined(x, y)
     if x.empty:
         return float("nan")

@@ -1,4 +1,4 @@
-"""The rubric-level judge prompt (DESIGN §3.5): one definition for the SFT export and the judge runner.
+"""The rubric-level judge prompt (docs/REFERENCE.md §3.5): one definition for the SFT export and the judge runner.
 
 A template is Python `str.format` text with the fields {user_message}, {response} and {rubric_item}
 (literal braces doubled), exactly as the official judge fills its prompt. The default template is
@@ -29,7 +29,7 @@ _THINKING = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
 
 
 def user_message(clinical_context: str, user_request: str) -> str:
-    """What annotators and judges read as the user's message (DESIGN §3.1)."""
+    """What annotators and judges read as the user's message (docs/REFERENCE.md §3.1)."""
     return f"{clinical_context}\n\n{user_request}"
 
 

@@ -51,10 +51,8 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from analysis import agreement as agreement_extra
-from analysis import metrics
-from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, LEVEL
-from analysis.bootstrap import _resample_weights as resample_weights
+from analysis import agreement as agreement_extra, metrics
+from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, LEVEL, _resample_weights as resample_weights
 
 KAPPA_THRESHOLD = 0.40
 MIN_ALIGNED = 10
@@ -85,7 +83,7 @@ def _cell_keys(grid: metrics.DecisionGrid) -> np.ndarray:
 
 
 def aligned_rows(grid: metrics.DecisionGrid) -> np.ndarray:
-    """Responses both groups labelled completely (the aligned pairs of DESIGN §4)."""
+    """Responses both groups labelled completely (the aligned pairs of docs/REFERENCE.md §4)."""
     return metrics.complete_mask(grid, grid.group1) & metrics.complete_mask(grid, grid.group2)
 
 

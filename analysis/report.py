@@ -1,4 +1,4 @@
-"""`clinconsensus report`: every figure of DESIGN §4 into report.json (§3.6), CSV tables and one HTML file.
+"""`clinconsensus report`: every figure of docs/REFERENCE.md §4 into report.json (§3.6), CSV tables and one HTML file.
 
 `build_report(frames, k, source)` is pure (frames in, numbers out) and serves the command line, the
 dashboard and the benchmark. JSON has no NaN: a value that is undefined — a model without complete
@@ -33,11 +33,9 @@ from typing import TextIO
 import numpy as np
 import pandas as pd
 
-from analysis import agreement as agreement_extra
-from analysis import metrics, reliability, static_figures
+from analysis import agreement as agreement_extra, metrics, reliability, static_figures
 from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, LEVEL, confidence_intervals
-from analysis.figures import figures as figure_builders
-from analysis.figures import html_report, translator
+from analysis.figures import figures as figure_builders, html_report, translator
 from analysis.loader import Frames, load_frames
 from db.errors import ValidationFailed
 from db.progress import Progress, no_progress
@@ -115,7 +113,7 @@ def build_report(
         low_agreement_cases=agreement_extra.low_agreement_cases(agreement),
     )
     if judge_scored:
-        metrics.parse_source(grid, metrics.JUDGE_PREFIX + judge_scored)  # an unknown judge is named
+        metrics.source_labels(grid, metrics.JUDGE_PREFIX + judge_scored)  # an unknown judge is named
         report.judge_scored = metrics.judge_scored_models(grid, source, judge_scored, k)
     if resamples:
         report.intervals = confidence_intervals(grid, scores, agreement, k, resamples=resamples, seed=seed)
@@ -276,7 +274,7 @@ def _counts(values) -> list:
 
 
 def insights_json(insights: reliability.Insights) -> dict:
-    """`criteria` and `judges_by_model` (DESIGN §3.6), and beyond it: judge fidelity per slice, the human
+    """`criteria` and `judges_by_model` (docs/REFERENCE.md §3.6), and beyond it: judge fidelity per slice, the human
     ceiling, agreement per slice and per annotator, and the flag rule used."""
     frame = insights.criteria
     judges = [column for column in frame.columns if column.startswith("judge_mf1:")]

@@ -10,7 +10,6 @@ needs a CJK font known to fontconfig (Debian: fonts-noto-cjk); the figures name 
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -29,13 +28,16 @@ RENDER_TIMEOUT_SECONDS = 120
 
 
 def browser_path() -> str:
-    """The Chromium kaleido drives (`CLINCONSENSUS_CHROMIUM`, the setting the browser tests use too); when
-    that is left at its default and absent, the first Chrome/Chromium on PATH; else a clear error."""
-    configured = get_settings().chromium
-    if configured.is_file():
-        return str(configured)
-    if "CLINCONSENSUS_CHROMIUM" in os.environ:
-        raise ValidationFailed(f"CLINCONSENSUS_CHROMIUM={configured}: no such browser executable")
+    """The Chromium kaleido drives; a clear error when there is none."""
+    settings = get_settings()
+    for variable, configured in (
+        ("CLINCONSENSUS_CHROMIUM", settings.chromium),
+        ("BROWSER_PATH", settings.browser_path),
+    ):
+        if configured:
+            if not configured.is_file():
+                raise ValidationFailed(f"{variable}={configured}: no such browser executable")
+            return str(configured)
     for name in BROWSER_NAMES:
         found = shutil.which(name)
         if found:

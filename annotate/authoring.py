@@ -321,9 +321,9 @@ def _history(user, view: AuthoringView) -> None:
 
 def _editor(view: AuthoringView, state: dict, rows: list[dict], report: LintReport, editable: bool) -> None:
     taxonomy = get_taxonomy()
-    tag_ids = [tag["id"] for tag in taxonomy.raw.get("failure_tags", [])]
+    tag_ids = [tag["id"] for tag in taxonomy.failure_tags()]
     lang = shell.lang()
-    tag_names = {tag["id"]: tag.get(lang) or tag["en"] for tag in taxonomy.raw.get("failure_tags", [])}
+    tag_names = {tag["id"]: tag.get(lang) or tag["en"] for tag in taxonomy.failure_tags()}
     comments = {c.criterion_id: c.review_comment or "" for c in view.returned.criteria} if view.returned else {}
     frame = pd.DataFrame(
         {

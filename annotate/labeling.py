@@ -24,8 +24,7 @@ from db.labeling import LabelQueue, RubricChanged
 from db.models import Role
 from db.notes import MAX_NOTE_CHARS
 from db.taxonomy import get_taxonomy
-from ui import shell, widgets
-from ui import workbench as wb
+from ui import shell, widgets, workbench as wb
 from ui.times import local_time
 
 t = shell.t
@@ -190,16 +189,6 @@ def _skip() -> None:
     current = loaded["response_id"] if loaded else st.session_state.get(CURRENT_KEY)
     if current is not None:
         _go_next(current)
-
-
-def _discard() -> None:
-    user = shell.current_user()
-    loaded = st.session_state.get(LOADED_KEY)
-    if user is None or loaded is None:
-        return
-    with shell.db_session() as session:
-        label_drafts.discard(session, user, loaded["response_id"])
-    _reload()
 
 
 # Page -----------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Import at full scale on SQLite and PostgreSQL: seconds, rows per second, peak memory.
 
 Full scale is 2,500 cases × 30 criteria × 11 models × 2 groups = 1.65 M annotation labels
-(DESIGN §6). Each import runs in its own process so its peak RSS is the import's own. The
+(docs/REFERENCE.md §6). Each import runs in its own process so its peak RSS is the import's own. The
 figures are printed beside the targets; nothing is asserted.
 
     python benchmarks/bench_import.py                  # full scale, SQLite and PostgreSQL

@@ -3,10 +3,12 @@
 1. Full-scale judge items (2,500 cases × 30 criteria × 11 models = 825,000): the time to select every
    item and compute its cache key (what a run does before sending anything, and all a re-run does),
    beside the straightforward way (fill each prompt with str.format, json.dumps the request, sha256).
-2. Throughput: `judge run` against the loopback OpenAI-compatible server (tests/support/llm_server.py,
+2. Throughput: `judge run` against the loopback OpenAI-compatible server (tools/llm_server.py,
    its own process) answering every request after 30 ms, at concurrency 1, 8 and 32, each on items
    not answered before (a fresh seed). Printed beside the ideal (concurrency / latency), with our
    overhead per item: wall time per item minus the latency share (latency / concurrency).
+   Beside each, the SDK alone (the same requests, as many at a time, no cache, no database): what
+   the runner's bookkeeping costs.
 3. A re-run of the last run: nothing is sent, every item comes from the cache.
 
 Setup (not timed): the demo generator writes the full-scale files and the importers load cases and
@@ -94,7 +96,7 @@ def time_items(engine) -> None:
 
 def start_server(latency: float) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.llm_server", "--latency", str(latency)],
+        [sys.executable, "-m", "tools.llm_server", "--latency", str(latency)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
@@ -104,6 +106,46 @@ def start_server(latency: float) -> tuple[subprocess.Popen, str]:
         process.kill()
         raise SystemExit("the loopback server did not start")
     return process, url
+
+
+def bare_sdk_rate(engine, url: str, concurrency: int, count: int, seed: int) -> float:
+    """Items/s of the SDK alone: the same prompts and request shape, `concurrency` at a time, no cache, no database."""
+    import asyncio
+
+    import openai
+
+    from analysis.prompt import read_template
+    from judge.items import ItemSource
+    from judge.runner import JUDGEMENT_SCHEMA
+
+    source = ItemSource(
+        engine, judge="bare", model="judge-8b", template=read_template("official"), parameters={}, limit=count
+    )
+    prompts = [source.prompt(item) for chunk in source.chunks() for item in chunk]
+
+    async def main() -> float:
+        client = openai.AsyncOpenAI(base_url=url, api_key="none", max_retries=2, timeout=30)
+        slots = asyncio.Semaphore(concurrency)
+
+        async def one(prompt: str) -> None:
+            async with slots:
+                raw = await client.chat.completions.with_raw_response.create(
+                    model="judge-8b",
+                    messages=[{"role": "user", "content": prompt}],
+                    temperature=0,
+                    seed=seed,
+                    max_tokens=512,
+                    response_format=JUDGEMENT_SCHEMA,
+                )
+                raw.parse()
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one(prompt) for prompt in prompts))
+        elapsed = time.perf_counter() - started
+        await client.close()
+        return len(prompts) / elapsed
+
+    return asyncio.run(main())
 
 
 def time_runs(engine, latency: float, items: list[int]) -> None:
@@ -141,17 +183,19 @@ def time_runs(engine, latency: float, items: list[int]) -> None:
                     overhead_ms,
                     summary["requests"],
                     summary["errors"],
+                    bare_sdk_rate(engine, url, concurrency, limit, seed),
                 )
             )
         print(f"judge run against the loopback endpoint, {latency * 1000:.0f} ms per answer:", flush=True)
         print(
             f"{'concurrency':>11} {'items':>6} {'run s':>7} {'with setup s':>12} {'items/s':>8} {'ideal':>7} "
-            f"{'share':>6} {'overhead ms/item':>17}"
+            f"{'share':>6} {'overhead ms/item':>17} {'bare SDK items/s':>17} {'ours/bare':>9}"
         )
-        for concurrency, answered, wall, total, rate, ideal, overhead, _requests, errors in rows:
+        for concurrency, answered, wall, total, rate, ideal, overhead, _requests, errors, bare in rows:
             print(
                 f"{concurrency:>11} {answered:>6} {wall:>7.2f} {total:>12.2f} {rate:>8.1f} {ideal:>7.0f} "
-                f"{rate / ideal:>6.0%} {overhead:>17.2f}" + (f"  ({errors} errors)" if errors else "")
+                f"{rate / ideal:>6.0%} {overhead:>17.2f} {bare:>17.1f} {rate / bare:>9.2f}"
+                + (f"  ({errors} errors)" if errors else "")
             )
         base = rows[0][4]
         print(
@@ -179,6 +223,7 @@ def main(argv=None) -> int:
     parser.add_argument("--latency", type=float, default=0.03)
     parser.add_argument("--items", default="150,800,2400", help="items per run at concurrency 1, 8, 32")
     parser.add_argument("--database", default=None, help="use this database (cases and responses loaded)")
+    parser.add_argument("--runs-only", action="store_true", help="skip the full-scale item generation")
     args = parser.parse_args(argv)
     items = [int(value) for value in args.items.split(",")]
 
@@ -189,7 +234,8 @@ def main(argv=None) -> int:
         if not args.database:
             build_database(url, args.cases, args.models, args.seed)
         engine = make_engine(url)
-        time_items(engine)
+        if not args.runs_only:
+            time_items(engine)
         time_runs(engine, args.latency, items)
         engine.dispose()
     return 0

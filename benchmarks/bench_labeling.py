@@ -19,7 +19,7 @@ handed out), without judges. Timed:
   save, then the next response opened with its draft); each beside the straightforward approach
   (re-reading the response on every decision; recounting the whole queue after every save).
 
-Targets (DESIGN §6 / the labeling page): page server time < 300 ms p95, a save < 50 ms p95,
+Targets (docs/REFERENCE.md §6 / the labeling page): page server time < 300 ms p95, a save < 50 ms p95,
 decision to draft saved < 100 ms, save-and-next < 300 ms.
 
     .venv/bin/python benchmarks/bench_labeling.py [--database URL] [--keep FILE] [--samples 40]

@@ -13,7 +13,7 @@ its own thread, as Streamlit runs sessions, with a think time between interactio
 each interaction is taken from its start to the end of the rerun, so waiting for the other sessions
 (the GIL, the database) is included. Printed per N: p50 and p95 of that time, and the saves per second.
 
-Targets (DESIGN §6): save-and-next < 150 ms for one labeler; 20 labelers with p95 < 1 s.
+Targets (docs/REFERENCE.md §6): save-and-next < 150 ms for one labeler; 20 labelers with p95 < 1 s.
 
     .venv/bin/python benchmarks/bench_load.py --database URL [--interactions 6] [--think 1.0]
 """

@@ -14,7 +14,7 @@ The dashboard never blocks on its grid: after a change it shows the previous gri
 itself when the background build is in; the time that build takes is printed too, beside the
 straightforward synchronous build (what a first visit cost before).
 
-Targets (DESIGN §6, issue "full scale in the browser"): first visit < 300 ms, dashboard < 1 s.
+Targets (docs/REFERENCE.md §6, issue "full scale in the browser"): first visit < 300 ms, dashboard < 1 s.
 
     .venv/bin/python benchmarks/bench_pages.py --database URL [--visits 5] [--recount-visits 2]
 """
@@ -254,10 +254,14 @@ def main(argv: list[str] | None = None) -> int:
         figures = bench_page(visitor, role, url_path, args.visits, recounts)
         target = DASHBOARD_TARGET_MS if url_path == DASHBOARD else PAGE_TARGET_MS
         verdict = "met" if percentile(figures["first"], 0.95) < target else "NOT met"
-        ratio = statistics.median(figures["recount"]) / statistics.median(figures["first"]) if figures["recount"] else 0
+        ratio = (
+            f"{statistics.median(figures['recount']) / statistics.median(figures['first']):5.1f}x"
+            if figures["recount"]
+            else "    —"
+        )
         print(
             f"{url_path + ' (' + role.value + ')':<40} {p50_p95(figures['first'])}   {p50_p95(figures['warm'])}   "
-            f"{p50_p95(figures['recount']) if figures['recount'] else '':>26}   {ratio:5.1f}x"
+            f"{p50_p95(figures['recount']) if figures['recount'] else '':>26}   {ratio}"
             f"  (target p95 < {target:.0f} ms: {verdict})",
             flush=True,
         )

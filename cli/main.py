@@ -1,4 +1,4 @@
-"""`clinconsensus`: everything an admin or a pipeline does without a browser (DESIGN §3.7).
+"""`clinconsensus`: everything an admin or a pipeline does without a browser (docs/REFERENCE.md §3.7).
 
 Every command first brings the database (`DATABASE_URL`) up to the current schema, and exits
 non-zero with a one-line reason on bad input.
@@ -97,6 +97,9 @@ def cmd_users(args) -> int:
         elif args.action == "reset-password":
             users.reset_password(session, username=args.name, password=_read_password(args), actor="cli")
             print(f"password reset for {args.name}")
+        elif args.action == "link":
+            users.link_identity(session, username=args.name, identity=args.identity, actor="cli")
+            print(f"{args.name} linked to {args.identity}" if args.identity else f"{args.name} unlinked")
         elif args.action == "unlock":
             was_locked = users.unlock(session, username=args.name, actor="cli")
             print(f"login lock of {args.name} lifted" if was_locked else f"{args.name} was not locked")
@@ -365,11 +368,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_status)
 
     p = sub.add_parser("users", help="manage accounts")
-    p.add_argument("action", choices=["add", "deactivate", "activate", "reset-password", "unlock", "list"])
+    p.add_argument("action", choices=["add", "deactivate", "activate", "reset-password", "unlock", "link", "list"])
     p.add_argument("name", nargs="?")
     p.add_argument("--role", choices=["admin", "annotator", "checker"])
     p.add_argument("--group", choices=["1", "2"])
     p.add_argument("--password-stdin", action="store_true")
+    p.add_argument(
+        "--identity",
+        default=None,
+        metavar="'ISSUER SUBJECT'",
+        help="users link: the identity-provider account (issuer URL and subject); empty to unlink",
+    )
     p.set_defaults(handler=cmd_users)
 
     p = sub.add_parser("report", help="compute every figure; print tables, write report.json")

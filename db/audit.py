@@ -194,7 +194,7 @@ def verify_chain(session: Session, *, batch: int = 10_000) -> ChainReport:
             if expected != row.hash:
                 return ChainReport(False, count, row.id, "content does not match its hash")
             prev = row.hash
-            last_id = row.id
+            last_id = row.id if row.id is not None else last_id
 
 
 @dataclass(frozen=True)

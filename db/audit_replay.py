@@ -119,7 +119,7 @@ def _logged_labels(session: Session, model_of_code: dict[tuple[str, str], str]) 
 
 
 def _stored_labels(session: Session) -> dict[LabelKey, tuple]:
-    table = Label.__table__  # type: ignore[attr-defined]
+    table = Label.__table__
     rows = session.execute(
         select(
             col(col(Case.case_id)),

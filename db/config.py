@@ -25,7 +25,7 @@ class Settings(BaseSettings):
 
     #: Any SQLAlchemy URL; empty means a SQLite file under ./data/.
     database_url: str = Field(default="", validation_alias="DATABASE_URL")
-    #: Criteria per case (DESIGN §3.1); the benchmark and the public release use 30.
+    #: Criteria per case (docs/REFERENCE.md §3.1); the benchmark and the public release use 30.
     rubric_size: int = Field(default=30, ge=1, le=1000)
     #: A browser sign-in ends after this long without use (besides its absolute lifetime of 12 hours).
     idle_minutes: int = Field(default=30, ge=1)
@@ -41,8 +41,10 @@ class Settings(BaseSettings):
     #: Test suite: fail (rather than skip) when no PostgreSQL server or no browser can be started.
     require_postgres: bool = False
     require_browser: bool = False
-    #: Test suite: the Chromium the browser tests drive.
-    chromium: Path = Path("/usr/bin/chromium")
+    #: The Chrome/Chromium that draws static figures and that the browser tests drive (unset: the
+    #: figures look on PATH, the tests use Debian's /usr/bin/chromium); BROWSER_PATH is kaleido's name.
+    chromium: Path | None = None
+    browser_path: Path | None = Field(default=None, validation_alias="BROWSER_PATH")
 
     @field_validator("database_url", mode="before")
     @classmethod
@@ -54,7 +56,7 @@ class Settings(BaseSettings):
     def _strip_text(cls, value: object) -> object:
         return value.strip() if isinstance(value, str) else value
 
-    @field_validator("taxonomy", "audit_key_file", mode="before")
+    @field_validator("taxonomy", "audit_key_file", "chromium", "browser_path", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
@@ -70,7 +72,7 @@ def get_settings() -> Settings:
     return Settings()
 
 
-#: Criteria per case (DESIGN §3.1); an installation may change it, the benchmark uses 30.
+#: Criteria per case (docs/REFERENCE.md §3.1); an installation may change it, the benchmark uses 30.
 RUBRIC_SIZE = get_settings().rubric_size
 #: A browser sign-in ends after this long without use (CLINCONSENSUS_IDLE_MINUTES).
 IDLE_TIMEOUT_MINUTES = get_settings().idle_minutes

@@ -64,10 +64,6 @@ def _shared_engine(url: str) -> Engine:
 get_engine.cache_clear = _shared_engine.cache_clear
 
 
-def is_sqlite(engine: Engine) -> bool:
-    return engine.dialect.name == "sqlite"
-
-
 BUSY_MESSAGE = "the database is busy (a long import may be running); nothing was saved, try again in a moment"
 
 

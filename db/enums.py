@@ -33,7 +33,7 @@ class AssignmentKind(StrEnum):
     label = "label"
 
 
-#: `label.group_no` of an adjudication, which belongs to no group (DESIGN §3.3 writes null).
+#: `label.group_no` of an adjudication, which belongs to no group (docs/REFERENCE.md §3.3 writes null).
 NO_GROUP = 0
 
 

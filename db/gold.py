@@ -1,4 +1,4 @@
-"""What counts as a group's final label and as gold (DESIGN §4), in one place.
+"""What counts as a group's final label and as gold (docs/REFERENCE.md §4), in one place.
 
 Everything here works on a frame of label rows with the columns of `LABEL_COLUMNS` and is
 vectorised, so the same rules serve a page's single response and the 1.65 M-decision report.

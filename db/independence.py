@@ -1,4 +1,4 @@
-"""The independence rules of the two expert groups (DESIGN §1), in one place.
+"""The independence rules of the two expert groups (docs/REFERENCE.md §1), in one place.
 
 The groups' agreement means something only if no information flows from one group into the
 other group's labels. A checker sees the other group's labels only in adjudication, so:
@@ -36,7 +36,7 @@ def annotated_by(session: Session, user_id: int | None, response_ids: Iterable[i
     """Responses on which the user made an annotation label.
 
     Checking one's own group's labels does not count: the checker role checks and then
-    adjudicates (DESIGN §1), and once they open the adjudication their group's labels are closed.
+    adjudicates (docs/REFERENCE.md §1), and once they open the adjudication their group's labels are closed.
     """
     statement = select(col(Label.response_id)).where(
         col(Label.user_id) == user_id, col(Label.stage) == Stage.annotation
@@ -52,7 +52,7 @@ def check_pending(session: Session, user: User, response_ids: Iterable[int] | No
     That is: their group has an annotation label on it, made by someone else (the checker may
     check it), that has no check label of the group yet.
     """
-    table = Label.__table__  # type: ignore[attr-defined]
+    table = Label.__table__
     annotation, check = table.alias("annotation"), table.alias("check_label")
     statement = (
         select(annotation.c.response_id)

@@ -19,7 +19,7 @@ from sqlmodel import Session, SQLModel
 
 from db.audit import AuditWriter
 from db.errors import NotFound, ValidationFailed
-from db.models import JudgeResult, JudgeRun, JudgeRunStatus, User, utcnow
+from db.models import JudgeRun, JudgeRunStatus, User, utcnow
 from db.policies import require_admin
 
 #: A running run whose process has not written for this long was stopped without saying so (killed).
@@ -360,9 +360,3 @@ def store_answers(session: Session, run_id: int, judge: str, actor: str, answers
             AuditWriter(session, actor).record_many(audit_rows)
         inserted, replaced = len(new_rows), len(changes)
     return {"inserted": inserted, "replaced": replaced}
-
-
-def run_results(session: Session, by: User | str, run_id: int) -> list[JudgeResult]:
-    """The answers a run obtained from its endpoint (not those it found in the cache)."""
-    _actor(by)
-    return list(session.scalars(select(JudgeResult).where(_RESULT.c.run_id == run_id).order_by(_RESULT.c.id)))

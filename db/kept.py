@@ -192,7 +192,7 @@ class ResponseFigures:
 
 
 def unresolved_total(session: Session) -> int:
-    """Decisions where both groups have a final label, they differ, and nobody adjudicated (DESIGN §4)."""
+    """Decisions where both groups have a final label, they differ, and nobody adjudicated (docs/REFERENCE.md §4)."""
     if _recounting():
         return int(recount_status(session)["n_unresolved"].sum())
     total = session.execute(

@@ -120,16 +120,6 @@ def check_length(field: str, value: str | None, *, limit_key: str | None = None)
         raise InputRejected(f"{field}: at most {limit:,} characters (got {len(value):,})", field)
 
 
-def check_list(field: str, values: list | None, *, item_limit_key: str = "label") -> None:
-    if values is None:
-        return
-    if len(values) > MAX_LIST_ITEMS:
-        raise InputRejected(f"{field}: at most {MAX_LIST_ITEMS} items (got {len(values)})", field)
-    for index, item in enumerate(values):
-        if isinstance(item, str):
-            check_length(f"{field}[{index}]", item, limit_key=item_limit_key)
-
-
 def check_extra(field: str, extra: dict | None) -> None:
     """The extra keys kept with a record: finite numbers only, bounded size."""
     if not extra:

@@ -24,7 +24,10 @@ def alembic_config(url: str | None = None) -> Config:
 
 
 def head_revision() -> str:
-    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:
+        raise RuntimeError("the migrations have no head revision")
+    return head
 
 
 def current_revision(engine: Engine) -> str | None:

@@ -13,12 +13,14 @@ from sqlalchemy import JSON, Column, Index, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 # The vocabulary lives in a module without SQL (the pure analysis code reads it); named here too.
-from db.enums import NO_GROUP as NO_GROUP
-from db.enums import AssignmentKind as AssignmentKind
-from db.enums import JudgeRunStatus as JudgeRunStatus
-from db.enums import Role as Role
-from db.enums import RubricStatus as RubricStatus
-from db.enums import Stage as Stage
+from db.enums import (
+    NO_GROUP as NO_GROUP,
+    AssignmentKind as AssignmentKind,
+    JudgeRunStatus as JudgeRunStatus,
+    Role as Role,
+    RubricStatus as RubricStatus,
+    Stage as Stage,
+)
 
 
 def utcnow() -> datetime:
@@ -33,6 +35,8 @@ class User(SQLModel, table=True):
     group_no: int | None = Field(default=None, description="expert group 1 or 2; none for admins")
     is_active: bool = Field(default=True)
     password_hash: str | None = Field(default=None, max_length=255)
+    # The identity-provider account an admin linked to this one ("<issuer> <subject>"), for OpenID sign-in.
+    oidc_identity: str | None = Field(default=None, max_length=512, unique=True)
     created_at: datetime = Field(default_factory=utcnow)
     lock_version: int = Field(default=1)
 

@@ -28,11 +28,6 @@ def require_group_member(user: User, group_no: int) -> None:
         raise PermissionDenied("labels of another expert group are not visible to you")
 
 
-def may_see_model_names(user: User) -> bool:
-    """Blinding: annotators and checkers see opaque response codes, never model names."""
-    return user is not None and user.is_active and user.role == Role.admin
-
-
 def require_may_see_group_statistics(user: User) -> None:
     """Model names, per-group label sources and per-group statistics (the dashboard, reports): admins only.
 

@@ -1,16 +1,16 @@
-"""The records of ClinConsensus files (DESIGN §3.1–§3.5) as pydantic models: each field's rule, once.
+"""The records of ClinConsensus files (docs/REFERENCE.md §3.1–§3.5) as pydantic models: each field's rule, once.
 
 The importers check every line with these models, the release export checks every case with
 `release_case_model(size)`, and the release's `schema.json` is that model's JSON Schema. A refused
-record is described by `describe`, one line per problem naming the field (`rubrics[6].criterion is
-blank`); the caller adds the file and the line.
+record is described by `describe`: one line per problem naming the field (`rubrics[6].criterion is
+blank`); the caller adds the file and the line. Lengths come from `db.limits`.
 """
 
 from __future__ import annotations
 
 import re
 from functools import cache
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -26,9 +26,11 @@ from pydantic import (
     WithJsonSchema,
     create_model,
     field_validator,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
+from db import limits
 from db.config import get_settings
 
 DifficultyName = Literal["low", "medium", "high"]
@@ -40,7 +42,7 @@ REGISTERS: tuple[str, ...] = get_args(RegisterName)
 STAGES: tuple[str, ...] = get_args(StageName)
 GROUPS: tuple[int, ...] = get_args(GroupNumber)
 
-#: No key of a released case may contain one of these (DESIGN §3.5).
+#: No key of a released case may contain one of these (docs/REFERENCE.md §3.5).
 FORBIDDEN_KEY_PARTS = (
     "reference_answer",
     "source_file",
@@ -75,13 +77,9 @@ def kind_of(value: Any) -> str:
     return "an object"
 
 
-def _choices(values: tuple[Any, ...]) -> str:
-    return ", ".join(str(value) for value in values[:-1]) + f" or {values[-1]}"
-
-
-def _one_of(values: tuple[Any, ...]) -> Any:
-    """A validator accepting exactly `values` (by type too: `True` is not the group 1)."""
-    choices = _choices(values)
+def _one_of(values: tuple[Any, ...]) -> BeforeValidator:
+    """Accepts exactly `values`, by type too (`True` is not the group 1), naming them when it refuses."""
+    choices = ", ".join(str(value) for value in values[:-1]) + f" or {values[-1]}"
 
     def check(value: Any) -> Any:
         if not any(type(value) is type(allowed) and value == allowed for allowed in values):
@@ -93,17 +91,31 @@ def _one_of(values: tuple[Any, ...]) -> Any:
     return BeforeValidator(check)
 
 
+# Fields ---------------------------------------------------------------------------------------
+
 #: Text that must say something: not empty, not only spaces (`\S` somewhere, as JSON Schema checks it).
 NOT_BLANK = r"\S"
-Text = Annotated[StrictStr, Field(pattern=NOT_BLANK)]
-CaseId = Annotated[StrictStr, Field(max_length=64, pattern=NOT_BLANK)]
-CriterionId = Annotated[StrictStr, Field(max_length=64, pattern=NOT_BLANK)]
-Username = Annotated[StrictStr, Field(max_length=64, pattern=NOT_BLANK)]
-ModelName = Annotated[StrictStr, Field(max_length=128, pattern=NOT_BLANK)]
-JudgeName = Annotated[StrictStr, Field(max_length=128, pattern=NOT_BLANK)]
-#: Short descriptive fields of a case (primary task, specialty, user role); empty is allowed.
-ShortText = Annotated[StrictStr, Field(max_length=128)]
-TextList = list[Text]
+LIMIT = limits.TEXT_LIMITS
+
+CaseId = Annotated[StrictStr, Field(max_length=LIMIT["case_id"], pattern=NOT_BLANK)]
+CriterionId = Annotated[StrictStr, Field(max_length=LIMIT["criterion_id"], pattern=NOT_BLANK)]
+Username = Annotated[StrictStr, Field(max_length=LIMIT["username"], pattern=NOT_BLANK)]
+ModelName = Annotated[StrictStr, Field(max_length=LIMIT["model"], pattern=NOT_BLANK)]
+JudgeName = Annotated[StrictStr, Field(max_length=LIMIT["judge"], pattern=NOT_BLANK)]
+CriterionText = Annotated[StrictStr, Field(max_length=LIMIT["criterion"], pattern=NOT_BLANK)]
+ClinicalContext = Annotated[StrictStr, Field(max_length=LIMIT["clinical_context"], pattern=NOT_BLANK)]
+UserRequest = Annotated[StrictStr, Field(max_length=LIMIT["user_request"], pattern=NOT_BLANK)]
+ResponseText = Annotated[StrictStr, Field(max_length=LIMIT["response"], pattern=NOT_BLANK)]
+NoteText = Annotated[StrictStr, Field(max_length=LIMIT["note"])]
+#: The short descriptive fields of a case (primary task, specialty, user role); empty is allowed.
+Task = Annotated[StrictStr, Field(max_length=LIMIT["task"])]
+Subject = Annotated[StrictStr, Field(max_length=LIMIT["subject"])]
+UserRole = Annotated[StrictStr, Field(max_length=LIMIT["user_role"])]
+#: Task labels, subject labels, tags: lists of non-blank labels.
+LabelList = Annotated[
+    list[Annotated[StrictStr, Field(max_length=LIMIT["label"], pattern=NOT_BLANK)]],
+    Field(max_length=limits.MAX_LIST_ITEMS),
+]
 Difficulty = Annotated[DifficultyName, _one_of(DIFFICULTIES)]
 Register = Annotated[RegisterName, _one_of(REGISTERS)]
 Stage = Annotated[StageName, _one_of(STAGES)]
@@ -112,7 +124,7 @@ Group = Annotated[GroupNumber, _one_of(GROUPS)]
 
 class _Record(BaseModel):
     # Strict: a JSON file says `true`, not "true" or 1; a number is not a string.
-    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True, populate_by_name=True)
 
 
 # Cases (§3.1) ---------------------------------------------------------------------------------
@@ -122,8 +134,8 @@ class CriterionRecord(_Record):
     """One criterion of a case's rubric."""
 
     criterion_id: CriterionId
-    criterion: Text
-    tags: TextList | None = None
+    criterion: CriterionText
+    tags: LabelList | None = None
 
 
 def _rubric_size_on_import(value: Any) -> Any:
@@ -160,22 +172,27 @@ class CaseRecord(_Record):
 
     case_id: CaseId
     difficulty: Difficulty
-    task: ShortText
-    task_labels: TextList
-    subject: ShortText
-    subject_labels: TextList
-    user_role: ShortText
-    clinical_context: Text
-    user_request: Text
+    task: Task
+    task_labels: LabelList
+    subject: Subject
+    subject_labels: LabelList
+    user_role: UserRole
+    clinical_context: ClinicalContext
+    user_request: UserRequest
+    #: Overrides the register the taxonomy reads from user_role ("register" in the file).
+    register_: Register | None = Field(default=None, alias="register")
     #: Empty (the rubric is written in the app) or exactly the installation's rubric size.
     rubrics: Annotated[
         list[CriterionRecord], BeforeValidator(_rubric_size_on_import), AfterValidator(_distinct_criterion_ids)
     ]
-    register: Register | None = None
 
 
-#: The keys of a case record the application reads; any other key is an extra, kept as given.
-CASE_FIELDS = tuple(CaseRecord.model_fields)
+#: The keys of a case line the application reads; any other key is an extra, kept as given.
+CASE_FIELDS = tuple(field.alias or name for name, field in CaseRecord.model_fields.items())
+REQUIRED_CASE_FIELDS = tuple(
+    field.alias or name for name, field in CaseRecord.model_fields.items() if field.is_required()
+)
+OPTIONAL_CASE_FIELDS = tuple(name for name in CASE_FIELDS if name not in REQUIRED_CASE_FIELDS)
 
 
 # Responses, labels, judge decisions (§3.2–§3.4) ------------------------------------------------
@@ -184,7 +201,10 @@ CASE_FIELDS = tuple(CaseRecord.model_fields)
 class ResponseRecord(_Record):
     case_id: CaseId
     model: ModelName
-    response: Text
+    response: ResponseText
+
+
+_ABSENT = "<absent>"
 
 
 class LabelRecord(_Record):
@@ -196,21 +216,32 @@ class LabelRecord(_Record):
     #: 1 or 2; null (or absent) only for an adjudication, which belongs to no group.
     group: Group | None = None
     annotator: Username
-    note: StrictStr | None = None
+    note: NoteText | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mark_absent_group(cls, data: Any) -> Any:
+        # An absent group and a null one read differently in the message (see `_group_of_stage`).
+        if isinstance(data, dict) and "group" not in data:
+            return {**data, "group": _ABSENT}
+        return data
 
     @field_validator("group", mode="wrap")
     @classmethod
     def _group_of_stage(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
         stage = info.data.get("stage")
-        if stage == "adjudication" and value is not None:
+        absent = value == _ABSENT
+        if stage == "adjudication" and not absent and value is not None:
             raise PydanticCustomError(
                 "adjudication_group", "must be null for an adjudication, found {found}", {"found": repr(value)}
             )
-        if stage in ("annotation", "check") and value is None:
+        if stage in ("annotation", "check") and (absent or value is None):
             raise PydanticCustomError(
-                "group_needed", "is null: {stage} labels belong to expert group 1 or 2", {"stage": stage}
+                "group_needed",
+                "is {how}: {stage} labels belong to expert group 1 or 2",
+                {"how": "missing" if absent else "null", "stage": stage},
             )
-        return handler(value)
+        return None if absent else handler(value)
 
 
 class JudgeDecisionRecord(_Record):
@@ -224,7 +255,7 @@ class JudgeDecisionRecord(_Record):
 
 
 class LocalJudgeRecord(_Record):
-    """A row of the official local judge's output (`criteria_met`; the judge may be `judge_model`)."""
+    """A row of the official local judge's output: `criteria_met`, the judge possibly as `judge_model`."""
 
     judge: JudgeName
     case_id: CaseId
@@ -233,19 +264,19 @@ class LocalJudgeRecord(_Record):
     criteria_met: StrictBool
 
 
+class OfficialCaseResults(_Record):
+    """One item of an official `<model>_judge.json` (the model may come from the file's name)."""
+
+    case_id: CaseId
+    model: ModelName | None = None
+    criteria_results: list[dict[str, Any]]
+
+
 class OfficialCriterionResult(_Record):
     """One entry of `criteria_results` in an official `<model>_judge.json`."""
 
     criterion_id: CriterionId
     criteria_met: StrictBool
-
-
-class OfficialCaseResults(_Record):
-    """One item of an official `<model>_judge.json` (the model may come from the file name)."""
-
-    case_id: CaseId
-    model: ModelName | None = None
-    criteria_results: list[Any]
 
 
 # The public release (§3.5) -------------------------------------------------------------------
@@ -256,16 +287,6 @@ SCHEMA_ID = "https://clinconsensus.example/schema/case.json"
 
 class ReleaseCriterion(CriterionRecord):
     model_config = ConfigDict(extra="forbid", title="criterion")
-
-
-def _no_forbidden_keys(values: Any) -> Any:
-    if isinstance(values, dict):
-        for key in values:
-            if is_forbidden_key(key):
-                raise PydanticCustomError(
-                    "forbidden_key", "{detail}", {"at": f".{key}", "detail": "is a key no released case may have"}
-                )
-    return values
 
 
 class _ReleaseCase(_Record):
@@ -281,14 +302,27 @@ class _ReleaseCase(_Record):
 
     case_id: CaseId
     difficulty: Difficulty
-    task: StrictStr
-    task_labels: TextList
-    subject: StrictStr
-    subject_labels: TextList
-    user_role: StrictStr
-    clinical_context: Text
-    user_request: Text
-    register: Annotated[Register | None, WithJsonSchema({"enum": list(REGISTERS)})] = None
+    task: Task
+    task_labels: LabelList
+    subject: Subject
+    subject_labels: LabelList
+    user_role: UserRole
+    clinical_context: ClinicalContext
+    user_request: UserRequest
+    register_: Annotated[Register | None, WithJsonSchema({"enum": list(REGISTERS)})] = Field(
+        default=None, alias="register"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_forbidden_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key in data:
+                if is_forbidden_key(key):
+                    raise PydanticCustomError(
+                        "forbidden_key", "{key} is a key no released case may have", {"key": str(key)}
+                    )
+        return data
 
 
 @cache
@@ -308,18 +342,10 @@ def release_case_model(size: int) -> type[_ReleaseCase]:
     return model
 
 
-def validate_release_case(record: dict[str, Any], size: int) -> list[str]:
+def release_problems(record: dict[str, Any], size: int) -> list[str]:
     """The problems of one release record (empty when it may be released)."""
-    problems = []
-    try:
-        _no_forbidden_keys(record)
-    except PydanticCustomError as error:
-        problems.append(f"{next(iter(k for k in record if is_forbidden_key(k)))} {error.message()}")
-    try:
-        release_case_model(size).model_validate(record)
-    except ValidationError as error:
-        problems += describe(error)
-    return problems
+    model = release_case_model(size)
+    return check(model, record)[1]
 
 
 def release_schema(size: int) -> dict[str, Any]:
@@ -338,15 +364,25 @@ def _path(location: tuple[int | str, ...]) -> str:
     return text
 
 
+def _list_item(annotation: Any) -> Any:
+    """The item type of the list inside `annotation` (through Optional and Annotated), or None."""
+    while annotation is not None:
+        origin = get_origin(annotation)
+        if origin is list:
+            return get_args(annotation)[0]
+        arguments = [argument for argument in get_args(annotation) if argument is not type(None)]
+        annotation = arguments[0] if arguments else None
+    return None
+
+
 def _list_noun(model: type[BaseModel] | None, location: tuple[int | str, ...]) -> str:
     """'a list of strings' for a list of text, 'a list' for a list of records."""
-    field = model.model_fields.get(str(location[-1])) if model is not None and location else None
-    if field is not None and field.annotation is not None:
-        for argument in get_args(field.annotation) or (field.annotation,):
-            for item in get_args(argument):
-                if isinstance(item, type) and issubclass(item, BaseModel):
-                    return "a list"
-    return "a list of strings"
+    fields = {field.alias or name: field for name, field in model.model_fields.items()} if model else {}
+    field = fields.get(str(location[0])) if len(location) == 1 else None
+    item = _list_item(field.annotation) if field is not None else str
+    while get_origin(item) is Annotated:
+        item = get_args(item)[0]
+    return "a list of strings" if isinstance(item, type) and issubclass(item, str) else "a list"
 
 
 def describe(error: ValidationError, model: type[BaseModel] | None = None, prefix: str = "") -> list[str]:
@@ -369,23 +405,22 @@ def describe(error: ValidationError, model: type[BaseModel] | None = None, prefi
         elif kind in ("model_type", "dict_type", "model_attributes_type"):
             text = f"must be an object, found {kind_of(found)}"
         elif kind == "string_too_long":
-            text = f"is longer than {context['max_length']} characters"
+            text = f"is longer than {context['max_length']:,} characters ({len(found):,})"
         elif kind == "string_pattern_mismatch":
             text = "is blank"
-        elif kind in ("too_short", "too_long"):
-            text = (
-                f"has {context['actual_length']} items, exactly {context.get('min_length', context.get('max_length'))} "
-                "required"
-            )
+        elif kind == "too_long":
+            text = f"has {context['actual_length']} items, at most {context['max_length']}"
+        elif kind == "too_short":
+            text = f"has {context['actual_length']} items, at least {context['min_length']}"
         elif kind == "extra_forbidden":
             text = "is not a field of this record"
         else:
             text = problem["msg"]
-        lines.append(f"{name} {text}")
+        lines.append(f"{name} {text}".strip() if name else text)
     return lines
 
 
-def check(model: type[_Record], record: dict[str, Any], prefix: str = "") -> tuple[Any, list[str]]:
+def check(model: type[BaseModel], record: dict[str, Any], prefix: str = "") -> tuple[Any, list[str]]:
     """(the validated record, []) or (None, the problems)."""
     try:
         return model.model_validate(record), []

@@ -252,7 +252,7 @@ def validate_inputs(criteria: Sequence[CriterionInput], expected: int = RUBRIC_S
     """Shape checks every saved version must pass (a draft may still have empty criteria)."""
     if len(criteria) != expected:
         raise ValidationFailed(f"rubric: {len(criteria)} criteria given, the editor holds exactly {expected}")
-    known_tags = {tag["id"] for tag in get_taxonomy().raw.get("failure_tags", [])}
+    known_tags = {tag["id"] for tag in get_taxonomy().failure_tags()}
     seen: set[str] = set()
     for row, item in enumerate(criteria, start=1):
         cid = (item.criterion_id or "").strip()

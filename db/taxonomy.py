@@ -1,4 +1,4 @@
-"""The taxonomy of DESIGN §5, read from a JSON file an admin can edit without touching code.
+"""The taxonomy of docs/REFERENCE.md §5, read from a JSON file an admin can edit without touching code.
 
 `CLINCONSENSUS_TAXONOMY` names another file; the shipped one is `db/taxonomy.json`.
 """
@@ -62,7 +62,7 @@ class Taxonomy:
 
     # Macro-category and register ---------------------------------------------------------
     def macro_category(self, subject_labels: list[str]) -> str:
-        """From the FIRST specialty label (DESIGN §3.1); unmapped → "other"."""
+        """From the FIRST specialty label (docs/REFERENCE.md §3.1); unmapped → "other"."""
         if not subject_labels:
             return OTHER
         return self.macro_by_specialty.get(_key(subject_labels[0]), OTHER)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 
-from sqlalchemy import case as sql_case
-from sqlalchemy import delete, update
+from sqlalchemy import case as sql_case, delete, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Engine
@@ -271,6 +270,45 @@ def locked_names(session: Session) -> dict[str, datetime]:
             select(LoginThrottle.username_key, LoginThrottle.locked_until).where(LoginThrottle.locked_until > now)
         ).all()
     )
+
+
+def oidc_identity(issuer: str, subject: str) -> str:
+    """How an identity-provider account is named here: its issuer and its subject, which together are unique."""
+    return f"{issuer.strip()} {subject.strip()}"
+
+
+def link_identity(session: Session, *, username: str, identity: str | None, actor: str) -> User:
+    """Links (or, with None, unlinks) an identity-provider account to a local account; admins only, audited."""
+    user = _require_user(session, username)
+    identity = (identity or "").strip() or None
+    if identity is not None:
+        if len(identity) > 512 or " " not in identity:
+            raise ValidationFailed("identity: the provider's issuer URL and the subject, separated by a space")
+        other = session.exec(select(User).where(User.oidc_identity == identity)).first()
+        if other is not None and other.id != user.id:
+            raise ValidationFailed(f"identity: already linked to {other.username!r}")
+    before = {"identity": user.oidc_identity}
+    user.oidc_identity = identity
+    user.lock_version += 1
+    session.add(user)
+    record(
+        session,
+        actor,
+        action="link_identity",
+        entity="user",
+        entity_key=username,
+        before=before,
+        after={"identity": identity},
+    )
+    return user
+
+
+def user_for_identity(session: Session, *, identity: str | None) -> User | None:
+    """The active account an admin linked to this identity-provider account, if any."""
+    if not identity:
+        return None
+    user = session.exec(select(User).where(User.oidc_identity == identity)).first()
+    return user if user is not None and user.is_active else None
 
 
 def open_session(session: Session, *, user: User) -> str:

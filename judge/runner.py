@@ -225,6 +225,8 @@ class _Pass:
         # Items in flight (each holds its slot through its re-asks) and requests in flight to this endpoint.
         self.slots = asyncio.Semaphore(options.concurrency)
         self.endpoint = asyncio.Semaphore(options.concurrency)
+        self.reached = False  # some request was answered
+        self.unreachable = 0  # requests that found no server
 
     # talking to the endpoint ------------------------------------------------------------------
 
@@ -256,6 +258,7 @@ class _Pass:
                 return None, spent + self._failed_request(error)
             self.counts.requests += 1 + raw.retries_taken
             self.counts.retries += raw.retries_taken
+            self.reached = True
             return raw.parse(), spent + 1 + raw.retries_taken
 
     def _failed_request(self, error: Exception) -> int:
@@ -263,6 +266,11 @@ class _Pass:
         self.counts.requests += 1 + retries
         self.counts.retries += retries
         self.counts.errors += 1
+        if isinstance(error, openai.APIConnectionError) and not isinstance(error, openai.APITimeoutError):
+            self.unreachable += 1
+            # Nothing ever answered and every slot failed to connect: a wrong URL or a server that is down.
+            if not self.reached and self.unreachable >= min(self.options.concurrency, 3):
+                raise RunFailed(f"cannot reach the endpoint {self.options.base_url}: {_reason(error)}")
         if self.outcome.message is None:
             self.outcome.message = f"some items failed after {retries} retries: {_reason(error)}"
         return 1 + retries

@@ -14,8 +14,7 @@ import streamlit as st
 from db import review, users
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
-from ui import shell
-from ui import workbench as wb
+from ui import shell, workbench as wb
 from ui.checker import met_text
 from ui.shell import t
 from ui.widgets import plain

@@ -7,8 +7,7 @@ import streamlit as st
 from db import review
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
-from ui import shell
-from ui import workbench as wb
+from ui import shell, workbench as wb
 from ui.checker import page_start
 from ui.keys import widget_key
 from ui.shell import t

@@ -9,8 +9,7 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import select
 
-from db import engine as engine_module
-from db import review
+from db import engine as engine_module, review
 from db.audit import AUDIT_LOCK_KEY
 from db.engine import make_engine, session_scope
 from db.errors import DatabaseBusy

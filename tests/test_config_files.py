@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FULL_SCALE_LABELS_MB = 250  # a full-scale labels file (DESIGN §6), rounded up
+FULL_SCALE_LABELS_MB = 250  # a full-scale labels file (docs/REFERENCE.md §6), rounded up
 
 
 @pytest.fixture(scope="module")

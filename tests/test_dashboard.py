@@ -56,7 +56,7 @@ def test_dashboard_filters_and_label_source(dashboard_data):
 
 
 def test_dashboard_refuses_checkers_annotators_and_strangers(dashboard_data):
-    # Model names, per-group sources and per-group statistics are for admins only (DESIGN §1).
+    # Model names, per-group sources and per-group statistics are for admins only (docs/REFERENCE.md §1).
     for username in ("chk-1", "ann-9", None):
         app = AppTest.from_string("from analysis.dashboard import render\nrender()\n", default_timeout=60)
         if username:

@@ -1,4 +1,4 @@
-"""The exports of DESIGN §3.5, re-read and checked against a small data set whose gold is known.
+"""The exports of docs/REFERENCE.md §3.5, re-read and checked against a small data set whose gold is known.
 
 The expected gold, completeness and scores are computed here straight from the label rows (a
 plain loop over §4), never through `analysis.exports` or `db.gold`.
@@ -152,7 +152,7 @@ def build_world(session: Session) -> dict:
     return {"users": (a1, a2, k1, k2), "responses": responses}
 
 
-# An independent reading of DESIGN §4, straight from the rows ---------------------------------------
+# An independent reading of docs/REFERENCE.md §4, straight from the rows ---------------------------------------
 
 
 def reference_gold(session: Session) -> dict[tuple[str, str, str], dict]:

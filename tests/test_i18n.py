@@ -11,7 +11,7 @@ import pytest
 import i18n
 
 ROOT = Path(__file__).resolve().parent.parent
-#: Where user-visible pages live (DESIGN §2).
+#: Where user-visible pages live (docs/REFERENCE.md §2).
 PAGE_SOURCES = ["annotate", "review", "admin", "ui", "analysis/dashboard.py"]
 #: Streamlit calls (as `st.x`, `st.sidebar.x` or on a column/tab/form) whose text arguments a user reads.
 DISPLAY_CALLS = {

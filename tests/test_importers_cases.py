@@ -1,12 +1,14 @@
-"""Importing cases (DESIGN §3.1): the release schema, rubrics empty or exactly N, one transaction per file."""
+"""Importing cases (docs/REFERENCE.md §3.1).
+
+The release schema, rubrics empty or exactly N, one transaction per file.
+"""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from sqlmodel import Session, select
 
 from db import importers

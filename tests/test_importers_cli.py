@@ -1,4 +1,4 @@
-"""`clinconsensus import`, `status --json` and `users add` (DESIGN §3.7), on SQLite and PostgreSQL."""
+"""`clinconsensus import`, `status --json` and `users add` (docs/REFERENCE.md §3.7), on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 

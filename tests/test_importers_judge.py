@@ -1,4 +1,7 @@
-"""Importing judge decisions (DESIGN §3.4) in all three shapes: plain rows, local-judge output, official files."""
+"""Importing judge decisions (docs/REFERENCE.md §3.4).
+
+All three shapes: plain rows, local-judge output, official files.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Importing physician labels (DESIGN §3.3): validation, placeholders, replacement with audit, bulk loads."""
+"""Importing physician labels (docs/REFERENCE.md §3.3): validation, placeholders, replacement with audit, bulk loads."""
 
 from __future__ import annotations
 

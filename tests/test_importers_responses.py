@@ -1,4 +1,4 @@
-"""Importing model responses (DESIGN §3.2): opaque codes, lengths, replacement with audit."""
+"""Importing model responses (docs/REFERENCE.md §3.2): opaque codes, lengths, replacement with audit."""
 
 from __future__ import annotations
 

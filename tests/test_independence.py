@@ -121,7 +121,10 @@ def test_nobody_adjudicates_what_they_annotated(engine):
 
 
 def test_a_checker_adjudicates_after_checking_their_own_group(engine):
-    """Checking is the checker's job before adjudicating (DESIGN §1): it does not bar them, opening does the rest."""
+    """Checking is the checker's job before adjudicating (docs/REFERENCE.md §1).
+
+    It does not bar them; opening the adjudication does the rest.
+    """
     ids, response_id = world(engine)
     chk1 = person(engine, ids["chk1"])
     check_all(engine, chk1, response_id)

@@ -19,7 +19,7 @@ from db.models import Criterion, Response
 from judge.runner import RunOptions, run_judge
 from tests.support.apptest_helpers import open_page, signed_in, texts
 from tests.support.factories import make_case, make_label, make_response, make_user
-from tests.support.llm_server import LLMServer, expected_met
+from tools.llm_server import LLMServer, expected_met
 
 NEW = "新模型-v1"
 N, K = 5, 2
@@ -122,5 +122,9 @@ def test_the_dashboard_shows_the_new_model_marked_as_judge_scored(app_database, 
     assert table.loc[NEW, "scored_by"] == "judge:loopback" and table.loc["model-a", "scored_by"] == "gold"
     assert table.loc[NEW, "cacs_at_k"] == pytest.approx(expected_new_model(app_database)["cacs_at_k"], abs=1e-9)
     assert "loopback" in texts(app)
+    # the judges tab: the judge's fidelity against both groups (its decisions on model-a/b, which have labels)
+    judges = [frame.value for frame in app.dataframe if "mf1_group1" in frame.value.columns][0].set_index("judge")
+    assert judges.loc["loopback", "n_decisions"] == 3 * 3 * N
+    assert 0 <= judges.loc["loopback", "mf1_group1"] <= 1
     with session_scope(app_database, read_only=True) as session:
         assert session.exec(select(Response).where(Response.model == NEW)).all()

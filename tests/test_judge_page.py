@@ -16,7 +16,7 @@ from db.models import JudgeDecision, JudgeRun
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in, texts
 from tests.support.factories import make_case, make_response, make_user
-from tests.support.llm_server import LLMServer
+from tools.llm_server import LLMServer
 
 PAGE = "admin-judge-runs"
 

@@ -32,8 +32,8 @@ from db.importers import ImportFailed, import_file
 from db.models import Case, JudgeDecision, Response
 from judge.runner import RunOptions, run_judge
 from tests.support.factories import make_case, make_label, make_response, make_user
-from tests.support.llm_server import LLMServer, expected_met
 from tests.support.official_rules import OfficialFailure, eval_cacs, validate_release
+from tools.llm_server import LLMServer, expected_met
 
 #: sha256 of the PROMPT string of scripts/run_local_judge.py (the text between its triple quotes).
 OFFICIAL_PROMPT_SHA256 = "2adcd5b6d2b8bf9a978170383ec7c5fc65430509e9eb69851755c0a7a21a762e"

@@ -1,4 +1,4 @@
-"""The judge runner against a real OpenAI-compatible HTTP server on loopback (tests/llm_server.py).
+"""The judge runner against a real OpenAI-compatible HTTP server on loopback (tools/llm_server.py).
 
 Every expectation is computed from the database rows and the server's fixed verdict function,
 never from the runner's own code: request counts, retries, the concurrency limit, the cache
@@ -28,7 +28,7 @@ from db.errors import PermissionDenied, ValidationFailed
 from db.models import Criterion, JudgeDecision, JudgeResult, JudgeRun, Response, RubricVersion
 from judge.runner import RunOptions, run_judge
 from tests.support.factories import make_case, make_label, make_response, make_user
-from tests.support.llm_server import LLMServer, expected_met
+from tools.llm_server import LLMServer, expected_met
 
 ROOT = Path(__file__).resolve().parent.parent
 OFFICIAL_TEMPLATE = ROOT / "analysis" / "templates" / "judge_prompt.txt"
@@ -412,3 +412,24 @@ def test_structured_output_on_demand_fails_the_run_when_the_server_refuses_it(sq
         summary = run_judge(sqlite_engine, options(server, structured="off", concurrency=1))
         assert summary["status"] == "finished" and server.statuses == {200: 2}
         assert all("response_format" not in body for body in server.bodies)
+
+
+def test_an_endpoint_nobody_listens_on_fails_the_run_at_once(sqlite_engine):
+    import socket
+
+    with Session(sqlite_engine) as session:
+        build_world(session, n_cases=3, n=5, models=("model-a",))
+    with socket.socket() as probe:  # a port that was free a moment ago
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    summary = run_judge(
+        sqlite_engine,
+        RunOptions(
+            base_url=f"http://127.0.0.1:{port}/v1", model="m", judge="j", concurrency=2, max_retries=1, timeout=5
+        ),
+    )
+    assert summary["status"] == "failed" and "cannot reach the endpoint" in summary["message"]
+    assert summary["done"] == 0 and summary["errors"] >= 2 and time.monotonic() - started < 30
+    with Session(sqlite_engine) as session:
+        assert session.exec(select(JudgeResult)).all() == []

@@ -1,6 +1,6 @@
 """Kept figures (db/kept.py) stay equal to a recount from every label, whatever path changed the labels.
 
-The expected figures are computed here in plain Python from the label rows, following DESIGN §4
+The expected figures are computed here in plain Python from the label rows, following docs/REFERENCE.md §4
 word by word (group final label = check else annotation; gold = adjudication, else agreement, else
 single), independently of db.gold's vectorised code. Labels change through every real writer:
 the annotator's save, the checker's check, adjudication, label import and direct ORM rows.
@@ -13,25 +13,19 @@ import threading
 from collections import Counter, defaultdict
 
 import pytest
-from alembic import command
-from alembic.script import ScriptDirectory
 from sqlalchemy import func, select, text
 
 from db import kept, labeling, review
-from db.engine import make_engine, session_scope
+from db.engine import session_scope
 from db.errors import StaleEdit
 from db.importers import import_file
-from db.migrate import alembic_config, upgrade
 from db.models import Assignment, AssignmentKind, Label, Response, Stage, User
 from tests.support.factories import make_case, make_label, make_response, make_user
 from tests.support.import_samples import write_jsonl
 
-#: The revision before the kept figures' (0007).
-BEFORE_KEPT = ScriptDirectory.from_config(alembic_config()).get_revision("0007").down_revision
-
 
 def expected_status(rows) -> dict[int, tuple[int, int, int, int]]:
-    """response_id -> (n_compared, n_differing, n_unresolved, n_gold), straight from DESIGN §4."""
+    """response_id -> (n_compared, n_differing, n_unresolved, n_gold), straight from docs/REFERENCE.md §4."""
     cells: dict[tuple[int, str], dict] = defaultdict(dict)
     for response_id, criterion_id, stage, group_no, met in rows:
         cells[(response_id, criterion_id)][(stage, group_no)] = bool(met)
@@ -238,38 +232,37 @@ def test_the_check_queue_and_annotator_list_read_the_kept_tally_like_a_recount(e
     assert_kept_matches_labels(engine)
 
 
-def test_an_existing_database_gets_its_figures_when_migrated(database_url):
-    engine = make_engine(database_url)
-    try:
-        with engine.connect() as connection:
-            config = alembic_config()
-            config.attributes["connection"] = connection
-            command.downgrade(config, BEFORE_KEPT)
-            connection.commit()
-        with session_scope(engine) as s:
-            people, case, response_ids = _world(s, n_responses=3)
-            rng = random.Random(7)
-            for rid in response_ids:
-                for c in range(1, 6):
-                    for g in (1, 2):
-                        s.execute(
-                            Label.__table__.insert().values(
-                                response_id=rid,
-                                criterion_id=f"c{c:02d}",
-                                stage="annotation",
-                                group_no=g,
-                                met=rng.random() < 0.5,
-                                user_id=people[("annotator", g)].id,
-                                lock_version=1,
-                                created_at=case.created_at,
-                                updated_at=case.created_at,
-                            )
+def test_labels_written_behind_the_kept_figures_get_them_from_a_rebuild(engine):
+    """Labels written without the kept tables (Core inserts mark nothing, as in a database older than them)
+    get their figures from the rebuild the kept figures' migration runs."""
+    with session_scope(engine) as s:
+        people, case, response_ids = _world(s, n_responses=3)
+        user_ids = {g: people[("annotator", g)].id for g in (1, 2)}
+        created = case.created_at
+    rng = random.Random(7)
+    with engine.begin() as connection:
+        for rid in response_ids:
+            for c in range(1, 6):
+                for g in (1, 2):
+                    connection.execute(
+                        Label.__table__.insert().values(
+                            response_id=rid,
+                            criterion_id=f"c{c:02d}",
+                            stage="annotation",
+                            group_no=g,
+                            met=rng.random() < 0.5,
+                            user_id=user_ids[g],
+                            lock_version=1,
+                            created_at=created,
+                            updated_at=created,
                         )
-        upgrade(engine)
-        expected = assert_kept_matches_labels(engine)
-        assert len(expected) == 3
-    finally:
-        engine.dispose()
+                    )
+    with session_scope(engine, read_only=True) as s:
+        assert kept.kept_tally(s) == [] and kept.kept_status(s).empty
+    with engine.begin() as connection:
+        kept.rebuild_all(connection)
+    expected = assert_kept_matches_labels(engine)
+    assert len(expected) == 3
 
 
 def test_simultaneous_saves_on_one_response_leave_exact_figures(engine):
@@ -316,7 +309,7 @@ def test_simultaneous_saves_on_one_response_leave_exact_figures(engine):
 
 def test_report_json_is_the_same_with_and_without_kept_figures(engine):
     """The report reads labels, never kept figures: its JSON is byte-identical when the kept tables are
-    dropped and rebuilt (migration 0007 down and up), and its pending count equals the kept one."""
+    emptied and rebuilt, and its pending count equals the kept one."""
     import json
 
     from sqlmodel import Session
@@ -334,13 +327,12 @@ def test_report_json_is_the_same_with_and_without_kept_figures(engine):
         return json.dumps(report_json(report), ensure_ascii=False, sort_keys=True, allow_nan=False)
 
     before = report_text()
-    with engine.connect() as connection:
-        config = alembic_config()
-        config.attributes["connection"] = connection
-        command.downgrade(config, BEFORE_KEPT)
-        connection.commit()
+    with engine.begin() as connection:
+        connection.execute(text("DELETE FROM label_tally"))
+        connection.execute(text("DELETE FROM response_status"))
     without_kept = report_text()
-    upgrade(engine)
+    with engine.begin() as connection:
+        kept.rebuild_all(connection)
     assert report_text() == without_kept == before
     expected = assert_kept_matches_labels(engine)
     pending = json.loads(before)["pending"]["unresolved_disagreements"]

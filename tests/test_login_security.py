@@ -12,6 +12,7 @@ from sqlmodel import select
 from db import users
 from db.config import LOCKOUT_MINUTES, MAX_FAILED_LOGINS
 from db.engine import session_scope
+from db.errors import ValidationFailed
 from db.models import AuditLog, LoginSession, LoginThrottle, utcnow
 from tests.support.factories import DEFAULT_PASSWORD, make_user
 
@@ -124,3 +125,49 @@ def test_idle_sessions_end_and_use_keeps_them(engine):
         row.last_seen_at = utcnow() - users.IDLE_TIMEOUT - timedelta(seconds=1)
     with session_scope(engine, read_only=True) as session:
         assert users.user_for_token(session, token=token) is None  # idle too long, though not expired
+
+
+def test_users_unlock_on_the_command_line(sqlite_url, monkeypatch, capsys):
+    from cli.main import main
+    from db.engine import get_engine, make_engine
+
+    engine = make_engine(sqlite_url)
+    try:
+        with session_scope(engine) as session:
+            make_user(session, "dr_cao")
+        for _ in range(MAX_FAILED_LOGINS):
+            _attempt(engine, "dr_cao", "wrong-password")
+        assert _attempt(engine, "dr_cao", DEFAULT_PASSWORD) == "throttled"
+        monkeypatch.setenv("DATABASE_URL", sqlite_url)
+        get_engine.cache_clear()
+        try:
+            assert main(["users", "unlock", "dr_cao"]) == 0
+            assert main(["users", "unlock", "dr_cao"]) == 0
+        finally:
+            get_engine.cache_clear()
+        out = capsys.readouterr().out.splitlines()
+        assert out == ["login lock of dr_cao lifted", "dr_cao was not locked"]
+        assert _attempt(engine, "dr_cao", DEFAULT_PASSWORD) == "ok"
+    finally:
+        engine.dispose()
+
+
+def test_identity_links_are_unique_and_only_active_accounts_sign_in(engine):
+    identity = users.oidc_identity("https://idp.hospital.example", "0042")
+    with session_scope(engine) as session:
+        make_user(session, "dr_lin")
+        make_user(session, "dr_ye")
+        users.link_identity(session, username="dr_lin", identity=identity, actor="admin")
+    with session_scope(engine) as session:
+        assert users.user_for_identity(session, identity=identity).username == "dr_lin"
+        assert users.user_for_identity(session, identity="https://idp.hospital.example 0043") is None
+        with pytest.raises(ValidationFailed, match="already linked to 'dr_lin'"):
+            users.link_identity(session, username="dr_ye", identity=identity, actor="admin")
+        with pytest.raises(ValidationFailed, match="issuer"):
+            users.link_identity(session, username="dr_ye", identity="no-space", actor="admin")
+    with session_scope(engine) as session:
+        users.set_active(session, username="dr_lin", active=False, actor="admin")
+    with session_scope(engine, read_only=True) as session:
+        assert users.user_for_identity(session, identity=identity) is None  # deactivation bites at once
+        entry = session.exec(select(AuditLog).where(AuditLog.action == "link_identity")).one()
+        assert entry.after == {"identity": identity} and entry.entity_key == "dr_lin"

@@ -1,7 +1,7 @@
 """Seeded synthetic frames and a straightforward reference implementation of the report metrics.
 
 The reference loops over responses and aligned pairs and calls `sklearn.metrics.f1_score` per case,
-exactly as DESIGN §4 reads; the property tests and the report benchmark check that the vectorised
+exactly as docs/REFERENCE.md §4 reads; the property tests and the report benchmark check that the vectorised
 metric code in `analysis/` gives the same numbers.
 """
 

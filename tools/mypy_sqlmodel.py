@@ -12,11 +12,13 @@ from collections.abc import Callable
 from mypy.nodes import MypyFile, NameExpr, TypeInfo, Var
 from mypy.options import Options
 from mypy.plugin import AttributeContext, ClassDefContext, Plugin
+from mypy.plugins.common import add_attribute_to_class
 from mypy.types import Instance, Type
 from pydantic.mypy import PydanticPlugin
 
 SQLMODEL_BASE = "sqlmodel.main.SQLModel"
 INSTRUMENTED = "sqlalchemy.orm.attributes.InstrumentedAttribute"
+TABLE = "sqlalchemy.sql.schema.Table"
 
 
 METADATA_KEY = "sqlmodel_columns"
@@ -29,10 +31,13 @@ def _is_table_model(info: TypeInfo) -> bool:
 
 
 def _mark_tables(ctx: ClassDefContext) -> None:
-    """`class Label(SQLModel, table=True)`: note that the class is a table."""
+    """`class Label(SQLModel, table=True)`: note that the class is a table, with its `__table__`."""
     table = ctx.cls.keywords.get("table")
     if isinstance(table, NameExpr) and table.fullname == "builtins.True":
         ctx.cls.info.metadata[METADATA_KEY] = {"table": True}
+        table_type = ctx.api.named_type_or_none(TABLE)
+        if table_type is not None and "__table__" not in ctx.cls.info.names:
+            add_attribute_to_class(ctx.api, ctx.cls, "__table__", table_type, is_classvar=True)
 
 
 class SQLModelColumns(Plugin):
@@ -49,7 +54,7 @@ class SQLModelColumns(Plugin):
 
     def get_additional_deps(self, file: MypyFile) -> list[tuple[int, str, int]]:
         # The module that defines the column type must be loaded wherever a column is read.
-        return [(10, INSTRUMENTED.rpartition(".")[0], -1)]
+        return [(10, INSTRUMENTED.rpartition(".")[0], -1), (10, TABLE.rpartition(".")[0], -1)]
 
     def get_base_class_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
         pydantic_hook = self.pydantic.get_base_class_hook(fullname)

@@ -83,9 +83,46 @@ def _browser_token() -> str | None:
     return session_cookie.token_from_cookie()
 
 
+def provider_configured() -> bool:
+    """True when the hospital's identity provider is set up (an [auth] section in Streamlit's secrets)."""
+    try:
+        return "auth" in st.secrets
+    except Exception:  # no secrets file at all
+        return False
+
+
+def _provider_identity() -> str | None:
+    """The identity-provider account this browser signed in with (st.login), if any."""
+    try:
+        if not st.user.is_logged_in:
+            return None
+        issuer, subject = st.user.get("iss"), st.user.get("sub")
+    except Exception:  # no identity provider configured
+        return None
+    return users.oidc_identity(str(issuer), str(subject)) if issuer and subject else None
+
+
+def _sign_in_from_provider() -> str | None:
+    """A session token for the local account linked to the provider's account (None when not linked)."""
+    if st.session_state.get("signed_out") or not provider_configured():
+        return None
+    identity = _provider_identity()
+    if identity is None:
+        return None
+    with db_session() as session:
+        user = users.user_for_identity(session, identity=identity)
+        if user is None:
+            st.session_state["unlinked_identity"] = identity
+            return None
+        token = users.open_session(session, user=user)
+    st.session_state.pop("unlinked_identity", None)
+    st.session_state["token"] = token
+    return token
+
+
 def current_user() -> User | None:
     """The signed-in user, resolved from the browser's token on every run (so deactivation bites at once)."""
-    token = _browser_token()
+    token = _browser_token() or _sign_in_from_provider()
     if not token:
         return None
     with db_session(read_only=True) as session:
@@ -122,13 +159,18 @@ def sign_in(username: str, password: str) -> bool:
     return True
 
 
-def sign_out() -> None:
+def sign_out() -> bool:
+    """Ends this tab's session; True when the browser is sent on to end the identity provider's sign-in too."""
     token = st.session_state.pop("token", None)
     if token:
         with db_session() as session:
             users.close_session(session, token=token)
     st.session_state["signed_out"] = True
     _keep_language_in_url()
+    if _provider_identity() is not None:
+        st.logout()  # the browser goes to the provider's end-session page, then back to a new session
+        return True
+    return False
 
 
 def keep_sign_in_cookie() -> None:
@@ -224,7 +266,8 @@ def sidebar(user: User) -> None:
             work_summary(user)
     language_switch()
     if st.sidebar.button(t("logout"), key="logout", icon=":material/logout:"):
-        sign_out()
+        if sign_out():
+            st.stop()  # a rerun now would drop the redirect to the provider's end-session page
         st.rerun()
     with st.sidebar:
         keep_sign_in_cookie()
@@ -238,9 +281,24 @@ def login_page() -> None:
         _login_form()
 
 
+def _provider_sign_in() -> None:
+    unlinked = st.session_state.get("unlinked_identity")
+    if unlinked:
+        st.warning(t("security.oidc.unlinked", identity=plain(unlinked)))
+        if st.button(t("logout"), key="provider_logout"):
+            st.session_state.pop("unlinked_identity", None)
+            st.logout()
+        return
+    if st.button(t("security.oidc.sign_in"), key="provider_login", icon=":material/badge:"):
+        st.session_state.pop("signed_out", None)
+        st.login()
+
+
 def _login_form() -> None:
     st.title(t("app.title"))
     st.caption(t("app.tagline"))
+    if provider_configured():
+        _provider_sign_in()
     with st.form("login", clear_on_submit=False):
         st.subheader(t("login.title"))
         username = st.text_input(t("login.username"), key="login_username")

@@ -1,4 +1,4 @@
-"""The exports of DESIGN §3.5: gold, the public release, judgement files, judge items and SFT data.
+"""The exports of docs/REFERENCE.md §3.5: gold, the public release, judgement files, judge items and SFT data.
 
 Every export reads the database through `analysis.loader`, takes gold from `db.gold` (the one
 definition), writes UTF-8 JSON with Chinese as is, and is deterministic: the same data gives the

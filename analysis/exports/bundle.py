@@ -5,11 +5,12 @@ from __future__ import annotations
 import io
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
-from analysis.exports.common import EXPORT_KINDS
+from analysis.exports.common import EXPORT_KINDS, ExportSummary
 from analysis.exports.gold import export_gold
 from analysis.exports.judge_items import export_judge_items
 from analysis.exports.judgements import export_judgements
@@ -32,7 +33,7 @@ _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
 def export_bundle(engine: Engine, what: str, progress: Progress = no_progress, **options) -> tuple[str, bytes]:
     """(file name, zip bytes) of one export, for a download button; the zip also holds SUMMARY.txt."""
-    runners = {
+    runners: dict[str, Callable[..., ExportSummary]] = {
         "gold": export_gold,
         "release": export_release,
         "judgements": export_judgements,

@@ -18,38 +18,21 @@ from analysis.loader import load_criteria, load_responses
 from analysis.prompt import DEFAULT_TEMPLATE, TEMPLATE_FIELDS, user_message  # noqa: F401  (shared names)
 from db.errors import ValidationFailed
 from db.progress import Progress
+from db.records import (
+    DIFFICULTIES as DIFFICULTIES,
+    FORBIDDEN_KEY_PARTS as FORBIDDEN_KEY_PARTS,
+    OPTIONAL_CASE_FIELDS,
+    REQUIRED_CASE_FIELDS,
+    is_forbidden_key as is_forbidden_key,
+)
 
 EXPORT_KINDS = ("gold", "release", "judgements", "judge-items", "sft")
 DEFAULT_SEED = 20260101
-DIFFICULTIES = ("low", "medium", "high")
 RELEASE_LICENSE = "CC BY 4.0"
 
-#: No key anywhere in a released case may contain one of these (DESIGN §3.5).
-FORBIDDEN_KEY_PARTS = (
-    "reference_answer",
-    "source_file",
-    "prompt_id",
-    "row",
-    "provenance",
-    "physician",
-    "doctor",
-    "qc",
-    "repair",
-    "internal",
-)
-RELEASE_FIELDS = (
-    "case_id",
-    "difficulty",
-    "task",
-    "task_labels",
-    "subject",
-    "subject_labels",
-    "user_role",
-    "clinical_context",
-    "user_request",
-    "rubrics",
-)
-OPTIONAL_RELEASE_FIELDS = ("register",)
+#: A released case has the fields of an imported one (`db.records`).
+RELEASE_FIELDS = REQUIRED_CASE_FIELDS
+OPTIONAL_RELEASE_FIELDS = OPTIONAL_CASE_FIELDS
 
 #: Explanations for SFT rows without a physician's note (the label alone).
 GENERIC_EXPLANATION = {True: "回答满足该评分标准的要求。", False: "回答未满足该评分标准的要求。"}
@@ -58,11 +41,6 @@ _CHUNK = 20_000
 #: Items a printed summary lists one by one (left-out cases, removed keys, warnings); the rest are counted.
 MAX_LISTED = 50
 BOOLEAN_TEXTS = ["false", "true", "null"]
-
-
-def is_forbidden_key(key: str) -> bool:
-    lowered = str(key).casefold()
-    return any(part in lowered for part in FORBIDDEN_KEY_PARTS)
 
 
 # Summaries ------------------------------------------------------------------------------------

@@ -1,4 +1,7 @@
-"""The gold export (DESIGN §3.5): one row per decision that has a gold label, with both groups' final labels."""
+"""The gold export (docs/REFERENCE.md §3.5).
+
+One row per decision that has a gold label, with both groups' final labels.
+"""
 
 from __future__ import annotations
 
@@ -37,7 +40,7 @@ def gold_frame(engine: Engine) -> pd.DataFrame:
 
 
 def export_gold(engine: Engine, path: Path, progress: Progress = no_progress) -> ExportSummary:
-    """`export gold FILE`: one JSON line per decision that has gold (DESIGN §3.5)."""
+    """`export gold FILE`: one JSON line per decision that has gold (docs/REFERENCE.md §3.5)."""
     progress(0, None, "reading labels")
     frame = gold_frame(engine)
     rows = len(frame)

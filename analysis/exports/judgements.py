@@ -1,4 +1,4 @@
-"""Official per-model judgement files (DESIGN §3.5) from gold, a group's final labels or a judge."""
+"""Official per-model judgement files (docs/REFERENCE.md §3.5) from gold, a group's final labels or a judge."""
 
 from __future__ import annotations
 
@@ -23,21 +23,12 @@ from analysis.exports.common import (
     sha256_file,
 )
 from analysis.exports.release import release_records
+from analysis.frames import parse_source
 from analysis.loader import audit_head, load_judge, load_label_decisions, load_responses
 from analysis.metrics import cacs
 from db.errors import ValidationFailed
 from db.gold import complete_responses, gold_labels, group_final_labels
 from db.progress import Progress, no_progress
-
-
-def parse_source(source: str) -> tuple[str, str | None]:
-    """("gold" | "group1" | "group2" | "judge", judge name or None)."""
-    source = (source or "gold").strip()
-    if source in ("gold", "group1", "group2"):
-        return source, None
-    if source.startswith("judge:") and source[len("judge:") :].strip():
-        return "judge", source[len("judge:") :].strip()
-    raise ValidationFailed(f"source {source!r}: expected gold, group1, group2 or judge:NAME")
 
 
 def source_decisions(engine: Engine, source: str) -> pd.DataFrame:
@@ -79,7 +70,7 @@ DEFAULT_K = 10
 
 
 def _score_block(s: np.ndarray, n: np.ndarray, k: int) -> dict:
-    """RA, Pass@k and CACS@k (DESIGN §4) over responses with s met of n criteria."""
+    """RA, Pass@k and CACS@k (docs/REFERENCE.md §4) over responses with s met of n criteria."""
     return {
         "n_responses": int(len(s)),
         "rubric_accuracy": float(np.mean(s / n)),

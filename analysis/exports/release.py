@@ -1,11 +1,10 @@
-"""The public rubric-only release (DESIGN §3.5).
+"""The public rubric-only release (docs/REFERENCE.md §3.5).
 
 cases.jsonl, schema.json, counts.json, SHA256SUMS and the dataset card.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -13,8 +12,6 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 
 from analysis.exports.common import (
-    DIFFICULTIES,
-    FORBIDDEN_KEY_PARTS,
     OPTIONAL_RELEASE_FIELDS,
     RELEASE_FIELDS,
     RELEASE_LICENSE,
@@ -33,6 +30,7 @@ from db.config import RUBRIC_SIZE
 from db.contacts import contact_matches, mask, official_matches
 from db.errors import ValidationFailed
 from db.progress import Progress, no_progress
+from db.records import DIFFICULTIES, release_problems, release_schema as case_line_schema
 
 
 def _strip_forbidden(value, path: str, removed: list[str]):
@@ -62,81 +60,9 @@ def _strings(value, path: str) -> Iterator[tuple[str, str]]:
             yield from _strings(item, f"{path}[{i}]")
 
 
-def _release_problems(record: dict, size: int) -> list[str]:
-    """Field-level problems of one release record (empty when it is valid)."""
-    problems = []
-    for name in ("case_id", "task", "subject", "user_role", "clinical_context", "user_request"):
-        if not isinstance(record.get(name), str):
-            problems.append(f"field {name}: must be a string")
-    if not record.get("case_id"):
-        problems.append("field case_id: must not be empty")
-    if record.get("difficulty") not in DIFFICULTIES:
-        problems.append(f"field difficulty: {record.get('difficulty')!r} is not one of {', '.join(DIFFICULTIES)}")
-    for name in ("task_labels", "subject_labels"):
-        value = record.get(name)
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            problems.append(f"field {name}: must be a list of strings")
-    if "register" in record and record["register"] not in ("lay", "professional"):
-        problems.append(f"field register: {record['register']!r} is not lay or professional")
-    rubrics = record.get("rubrics")
-    if not isinstance(rubrics, list) or len(rubrics) != size:
-        count = len(rubrics) if isinstance(rubrics, list) else "no"
-        problems.append(f"field rubrics: {count} items, expected exactly {size}")
-        return problems
-    seen = set()
-    for i, item in enumerate(rubrics):
-        if not isinstance(item.get("criterion_id"), str) or not item["criterion_id"]:
-            problems.append(f"field rubrics[{i}].criterion_id: must be a non-empty string")
-        elif item["criterion_id"] in seen:
-            problems.append(f"field rubrics[{i}].criterion_id: {item['criterion_id']!r} appears twice")
-        seen.add(item.get("criterion_id"))
-        if not isinstance(item.get("criterion"), str) or not item["criterion"].strip():
-            problems.append(f"field rubrics[{i}].criterion: must be a non-empty string")
-        if "tags" in item and (not isinstance(item["tags"], list) or not all(isinstance(t, str) for t in item["tags"])):
-            problems.append(f"field rubrics[{i}].tags: must be a list of strings")
-    return problems
-
-
 def release_schema(size: int = RUBRIC_SIZE) -> dict:
-    """JSON Schema (draft 2020-12) of one line of the release's cases.jsonl."""
-    string_list = {"type": "array", "items": {"type": "string"}}
-    forbidden = "|".join(re.escape(part) for part in FORBIDDEN_KEY_PARTS)
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "https://clinconsensus.example/schema/case.json",
-        "title": "ClinConsensus case",
-        "description": f"One line of cases.jsonl: a Chinese clinical case with exactly {size} rubric criteria.",
-        "type": "object",
-        "required": list(RELEASE_FIELDS),
-        "properties": {
-            "case_id": {"type": "string", "minLength": 1},
-            "difficulty": {"enum": list(DIFFICULTIES)},
-            "task": {"type": "string"},
-            "task_labels": string_list,
-            "subject": {"type": "string"},
-            "subject_labels": string_list,
-            "user_role": {"type": "string"},
-            "clinical_context": {"type": "string"},
-            "user_request": {"type": "string"},
-            "register": {"enum": ["lay", "professional"]},
-            "rubrics": {
-                "type": "array",
-                "minItems": size,
-                "maxItems": size,
-                "items": {
-                    "type": "object",
-                    "required": ["criterion_id", "criterion"],
-                    "properties": {
-                        "criterion_id": {"type": "string", "minLength": 1},
-                        "criterion": {"type": "string", "minLength": 1},
-                        "tags": string_list,
-                    },
-                    "additionalProperties": False,
-                },
-            },
-        },
-        "propertyNames": {"not": {"pattern": f"(?i)({forbidden})"}},
-    }
+    """JSON Schema (draft 2020-12) of one line of the release's cases.jsonl (from `db.records`)."""
+    return case_line_schema(size)
 
 
 def release_records(
@@ -216,9 +142,7 @@ def export_release(
     progress(0, None, "reading cases")
     records, left_out, removed, warnings = release_records(engine, size, difficulties)
     problems = [
-        f"case {record.get('case_id')!r}: {problem}"
-        for record in records
-        for problem in _release_problems(record, size)
+        f"case {record.get('case_id')!r}: {problem}" for record in records for problem in release_problems(record, size)
     ]
     if problems:
         shown = "; ".join(problems[:10]) + (f"; and {len(problems) - 10} more" if len(problems) > 10 else "")

@@ -7,6 +7,7 @@ import shutil
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -37,8 +38,8 @@ from analysis.prompt import (
     judge_answer,
     read_template,
     template_name,
+    template_path as resolve_template,
 )
-from analysis.prompt import template_path as resolve_template
 from db.errors import ValidationFailed
 from db.gold import DECISION, gold_labels
 from db.models import Stage
@@ -197,7 +198,9 @@ def export_sft(
     progress(len(rows), len(rows), "sft rows")
     shutil.copyfile(template_source, directory / "judge_prompt.txt")
 
-    files = {name: {"rows": counts[name], "sha256": writers[name].sha256} for name in file_names}
+    files: dict[str, dict[str, Any]] = {
+        name: {"rows": counts[name], "sha256": writers[name].sha256} for name in file_names
+    }
     files["judge_prompt.txt"] = {"sha256": sha256_file(directory / "judge_prompt.txt")}
     case_counts = {name: int(rows.loc[part == name.split(".")[0], "case_id"].nunique()) for name in file_names}
     manifest = {

@@ -1,4 +1,4 @@
-"""Importers for cases, responses, labels and judge decisions (DESIGN §3.1–§3.4).
+"""Importers for cases, responses, labels and judge decisions (docs/REFERENCE.md §3.1–§3.4).
 
 A file is read as a stream, one line at a time, validated, and written in chunks inside ONE
 transaction: a file with any error lands nothing, and every error names the file, the line and

@@ -1,4 +1,4 @@
-"""Cases (DESIGN §3.1) with their rubrics: validated, stored, replaced with the old value audit-logged."""
+"""Cases (docs/REFERENCE.md §3.1) with their rubrics: validated, stored, replaced with the old value audit-logged."""
 
 from __future__ import annotations
 
@@ -6,37 +6,21 @@ from collections.abc import Iterator
 
 from sqlalchemy import insert, select, update
 
-from db import config
 from db.importers import common
 from db.importers.common import (
     _CASE_TABLE,
     _CRITERION_TABLE,
-    _MISSING,
     _RUBRIC_TABLE,
-    DIFFICULTIES,
-    REGISTERS,
     ImportSummary,
 )
-from db.importers.reading import _extra, _kind_of, _text, _text_list
+from db.importers.reading import _extra
 from db.importers.writing import _batches, _BulkInserter, _dump_json, _Run
 from db.models import RubricStatus
+from db.records import CaseRecord, check
 from db.taxonomy import get_taxonomy
 
 # Cases ---------------------------------------------------------------------------------------
 
-CASE_FIELDS = (
-    "case_id",
-    "difficulty",
-    "task",
-    "task_labels",
-    "subject",
-    "subject_labels",
-    "user_role",
-    "clinical_context",
-    "user_request",
-    "rubrics",
-)
-OPTIONAL_CASE_FIELDS = ("register",)
 #: Stored case columns compared on re-import (`register` is the column of the optional key).
 _CASE_COLUMNS = (
     "difficulty",
@@ -53,85 +37,35 @@ _CASE_COLUMNS = (
 
 
 def _check_case(record: dict, taxonomy, summary: ImportSummary) -> tuple[dict | None, list[str]]:
-    errors: list[str] = []
-    case_id = _text(record, "case_id", errors, max_length=64)
-    difficulty = record.get("difficulty", _MISSING)
-    if difficulty is _MISSING:
-        errors.append("difficulty is missing")
-    elif difficulty not in DIFFICULTIES:
-        errors.append(f"difficulty must be low, medium or high, found {difficulty!r}")
-    task = _text(record, "task", errors, max_length=128, blank_ok=True)
-    task_labels = _text_list(record, "task_labels", errors)
-    subject = _text(record, "subject", errors, max_length=128, blank_ok=True)
-    subject_labels = _text_list(record, "subject_labels", errors)
-    user_role = _text(record, "user_role", errors, max_length=128, blank_ok=True)
-    clinical_context = _text(record, "clinical_context", errors)
-    user_request = _text(record, "user_request", errors)
-    register = record.get("register")
-    if register is not None and register not in REGISTERS:
-        errors.append(f"register must be lay or professional, found {register!r}")
-    criteria = _check_rubric(record, errors)
-    known = set(CASE_FIELDS) | set(OPTIONAL_CASE_FIELDS)
-    extra = _extra({key: value for key, value in record.items() if key not in known}, errors)
-    if errors:
+    """The case as the importer stores it, or None and the problems (rules: `db.records.CaseRecord`)."""
+    checked, errors = check(CaseRecord, record)
+    extra = _extra(dict(checked.model_extra or {}), errors) if checked is not None else {}
+    if checked is None or errors:
         return None, errors
-
     canonical_labels: list[str] = []
-    for label in task_labels:
+    for label in checked.task_labels:
         theme = taxonomy.canonical_theme(label)
         if theme is None:
             summary.unknown_task_labels[label] += 1
             theme = label
         if theme not in canonical_labels:
             canonical_labels.append(theme)
-    if subject_labels and taxonomy.macro_category(subject_labels) == "other":
-        summary.unmapped_subjects[subject_labels[0]] += 1
+    if checked.subject_labels and taxonomy.macro_category(checked.subject_labels) == "other":
+        summary.unmapped_subjects[checked.subject_labels[0]] += 1
     return {
-        "case_id": case_id,
-        "difficulty": difficulty,
-        "task": task,
+        "case_id": checked.case_id,
+        "difficulty": checked.difficulty,
+        "task": checked.task,
         "task_labels": canonical_labels,
-        "subject": subject,
-        "subject_labels": list(subject_labels),
-        "user_role": user_role,
-        "clinical_context": clinical_context,
-        "user_request": user_request,
-        "register": register,
+        "subject": checked.subject,
+        "subject_labels": list(checked.subject_labels),
+        "user_role": checked.user_role,
+        "clinical_context": checked.clinical_context,
+        "user_request": checked.user_request,
+        "register": checked.register_,
         "extra": extra,
-        "criteria": criteria,
+        "criteria": [(item.criterion_id, item.criterion, list(item.tags or [])) for item in checked.rubrics],
     }, errors
-
-
-def _check_rubric(record: dict, errors: list[str]) -> list[tuple[str, str, list[str]]] | None:
-    rubrics = record.get("rubrics", _MISSING)
-    if rubrics is _MISSING:
-        errors.append("rubrics is missing")
-        return None
-    if type(rubrics) is not list:
-        errors.append(f"rubrics must be a list, found {_kind_of(rubrics)}")
-        return None
-    size = config.RUBRIC_SIZE
-    if rubrics and len(rubrics) != size:
-        errors.append(f"rubrics has {len(rubrics)} criteria, {size} required (or none, to author them in the app)")
-        return None
-    criteria: list[tuple[str, str, list[str]]] = []
-    first_index: dict[str, int] = {}
-    for index, item in enumerate(rubrics):
-        prefix = f"rubrics[{index}]."
-        if type(item) is not dict:
-            errors.append(f"rubrics[{index}] must be an object, found {_kind_of(item)}")
-            continue
-        criterion_id = _text(item, "criterion_id", errors, max_length=64, prefix=prefix)
-        text = _text(item, "criterion", errors, prefix=prefix)
-        tags = _text_list(item, "tags", errors, prefix=prefix, optional=True)
-        if criterion_id is not None:
-            if criterion_id in first_index:
-                errors.append(f"{prefix}criterion_id {criterion_id!r} repeats rubrics[{first_index[criterion_id]}]")
-                continue
-            first_index[criterion_id] = index
-        if criterion_id is not None and text is not None:
-            criteria.append((criterion_id, text, list(tags or [])))
-    return criteria
 
 
 def _stored_case(row) -> dict:
@@ -198,7 +132,7 @@ def _write_cases(run: _Run, chunk: list[tuple[int, dict]]) -> None:
         connection.execute(insert(_CASE_TABLE), new_rows)
     run.audit(audit_rows)
 
-    case_pk = dict(
+    case_pk: dict[str, int] = dict(
         connection.execute(select(_CASE_TABLE.c.case_id, _CASE_TABLE.c.id).where(_CASE_TABLE.c.case_id.in_(ids))).all()
     )
     changed_ids |= _write_rubrics(run, [(case, case_pk[case["case_id"]]) for _line, case in chunk if case["criteria"]])

@@ -6,13 +6,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from db.errors import ClinConsensusError
-from db.models import Case, Criterion, JudgeDecision, Label, Response, RubricVersion, Stage
+from db.models import Case, Criterion, JudgeDecision, Label, Response, RubricVersion
 
 KINDS = ("cases", "responses", "labels", "judge")
 JUDGE_FORMATS = ("decisions", "local-judge", "official")
-DIFFICULTIES = ("low", "medium", "high")
-REGISTERS = ("lay", "professional")
-STAGES = (Stage.annotation.value, Stage.check.value, Stage.adjudication.value)
 
 #: Errors collected before reading stops; the first is the one-line reason.
 MAX_ERRORS = 20
@@ -32,7 +29,6 @@ _CRITERION_TABLE = Criterion.__table__
 _RESPONSE_TABLE = Response.__table__
 _LABEL_TABLE = Label.__table__
 _JUDGE_TABLE = JudgeDecision.__table__
-_MISSING = object()
 
 
 class ImportFailed(ClinConsensusError):

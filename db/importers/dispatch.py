@@ -105,7 +105,7 @@ def import_stream(
                     elif kind == "labels":
                         _import_labels(run, records)
                     else:
-                        _import_judge_rows(run, records, fmt, judge)
+                        _import_judge_rows(run, records, fmt or "decisions", judge)
                 if problems.errors:
                     raise _Refused()
                 run.finish_bulk()

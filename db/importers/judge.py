@@ -1,4 +1,7 @@
-"""Judge decisions (DESIGN §3.4): plain rows, the official local-judge output and per-model judgement files."""
+"""Judge decisions (docs/REFERENCE.md §3.4).
+
+Plain rows, the official local-judge output and per-model judgement files.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +16,18 @@ from sqlalchemy import bindparam, select, update
 
 from db import limits
 from db.importers import common
-from db.importers.common import _JUDGE_TABLE, _MISSING
-from db.importers.reading import _boolean, _extra, _kind_of, _Problems, _text
+from db.importers.common import _JUDGE_TABLE
+from db.importers.reading import _extra, _Problems
 from db.importers.targets import _table_has_rows, _Targets
 from db.importers.writing import _batches, _BulkInserter, _dump_json, _Run
+from db.records import (
+    JudgeDecisionRecord,
+    LocalJudgeRecord,
+    OfficialCaseResults,
+    OfficialCriterionResult,
+    check,
+    kind_of,
+)
 
 # Judge decisions -----------------------------------------------------------------------------
 
@@ -27,17 +38,21 @@ _DECISION_KEYS = {"judge", "case_id", "model", "criterion_id", "met"}
 #: (case, response, criterion) and are not copied into every decision.
 _LOCAL_JUDGE_KEYS = {"judge", "judge_model", "case_id", "model", "criterion_id", "criteria_met"}
 _ECHOED_INPUT_KEYS = {"user_message", "response", "rubric_item"}
-_JUDGE_NAME_KEYS = ("judge", "judge_model")
+_LIMIT = limits.TEXT_LIMITS
 
 
-def _judge_name(record: dict, option: str | None, errors: list[str]) -> str | None:
-    for key in _JUDGE_NAME_KEYS:
-        if key in record:
-            return _text(record, key, errors, max_length=128)
-    if option:
-        return option
-    errors.append("judge is missing (give the judge's name in the file or with --judge NAME)")
-    return None
+def _check_row(record: dict, fmt: str, option: str | None) -> tuple[Any, list[str]]:
+    """A judge row checked against its record model; the judge may be `judge_model` or `--judge NAME`."""
+    data = record
+    if "judge" not in record:
+        named = record.get("judge_model", option)
+        if named is not None:
+            data = {**record, "judge": named}
+    checked, errors = check(JudgeDecisionRecord if fmt == "decisions" else LocalJudgeRecord, data)
+    hints = {"judge is missing": "judge is missing (give the judge's name in the file or with --judge NAME)"}
+    if fmt == "decisions" and "met" not in record and "criteria_met" in record:
+        hints["met is missing"] = "met is missing (this looks like local-judge output: use --format local-judge)"
+    return checked, [hints.get(error, error) for error in errors]
 
 
 def _detect_judge_format(head: bytes, name: str = "") -> str:
@@ -158,27 +173,21 @@ def _import_judge_rows(run: _Run, records: Iterator[tuple[int, dict]], fmt: str,
             continue
         judge = get("judge") if "judge" in record else get("judge_model") if "judge_model" in record else judge_option
         case_id, model, criterion_id, met = get("case_id"), get("model"), get("criterion_id"), get(met_key)
-        # A plainly valid row (most of a large file) skips the field-by-field checks that name problems.
+        # A plainly valid row (most of a large file) skips the record model, which names problems.
         if not (
             type(met) is bool
-            and _plain(judge, 128)
-            and _plain(case_id, 64)
-            and _plain(model, 128)
-            and _plain(criterion_id, 64)
+            and _plain(judge, _LIMIT["judge"])
+            and _plain(case_id, _LIMIT["case_id"])
+            and _plain(model, _LIMIT["model"])
+            and _plain(criterion_id, _LIMIT["criterion_id"])
         ):
-            errors: list[str] = []
-            judge = _judge_name(record, judge_option, errors)
-            case_id = _text(record, "case_id", errors, max_length=64)
-            model = _text(record, "model", errors, max_length=128)
-            criterion_id = _text(record, "criterion_id", errors, max_length=64)
-            if fmt == "decisions" and "met" not in record and "criteria_met" in record:
-                errors.append("met is missing (this looks like local-judge output: use --format local-judge)")
-            else:
-                met = _boolean(record, met_key, errors)
-            if errors:
+            checked, errors = _check_row(record, fmt, judge_option)
+            if checked is None:
                 for error in errors:
                     run.problems.at(line, error)
                 continue
+            judge, case_id, model, criterion_id = checked.judge, checked.case_id, checked.model, checked.criterion_id
+            met = checked.met if fmt == "decisions" else checked.criteria_met
         extra = {key: value for key, value in record.items() if key not in consumed}
         if extra:
             errors = []
@@ -259,22 +268,16 @@ def _import_official(run: _Run, stream: BinaryIO, judge_option: str | None, dige
     seen_cases: dict[tuple[str, str], int] = {}
     for line, item in _official_items(data, run.problems):
         if type(item) is not dict:
-            run.problems.at(line, f"each item must be an object, found {_kind_of(item)}")
+            run.problems.at(line, f"each item must be an object, found {kind_of(item)}")
             continue
-        errors: list[str] = []
-        case_id = _text(item, "case_id", errors, max_length=64)
-        model = _text(item, "model", errors, max_length=128, optional=True) or file_model
-        if model is None and not errors:
+        checked, errors = check(OfficialCaseResults, item)
+        if checked is not None and checked.model is None and file_model is None:
             errors.append("model is missing (name the file <model>_judge.json or give model in each item)")
-        results = item.get("criteria_results", _MISSING)
-        if results is _MISSING:
-            errors.append("criteria_results is missing")
-        elif type(results) is not list:
-            errors.append(f"criteria_results must be a list, found {_kind_of(results)}")
-        if errors:
+        if checked is None or errors:
             for error in errors:
                 run.problems.at(line, error)
             continue
+        case_id, model, results = checked.case_id, checked.model or file_model, checked.criteria_results
         if (case_id, model) in seen_cases:
             run.problems.at(line, f"case_id {case_id!r} repeats line {seen_cases[(case_id, model)]}")
             continue
@@ -282,16 +285,12 @@ def _import_official(run: _Run, stream: BinaryIO, judge_option: str | None, dige
         case_extra = {key: value for key, value in item.items() if key not in {"case_id", "model", "criteria_results"}}
         for index, result in enumerate(results):
             prefix = f"criteria_results[{index}]."
-            if type(result) is not dict:
-                run.problems.at(line, f"criteria_results[{index}] must be an object, found {_kind_of(result)}")
-                continue
-            errors = []
-            criterion_id = _text(result, "criterion_id", errors, max_length=64, prefix=prefix)
-            met = _boolean(result, "criteria_met", errors, prefix=prefix)
-            if errors:
+            criterion, errors = check(OfficialCriterionResult, result, prefix)
+            if criterion is None:
                 for error in errors:
                     run.problems.at(line, error)
                 continue
+            criterion_id, met = criterion.criterion_id, criterion.criteria_met
             extra = {key: value for key, value in result.items() if key not in {"criterion_id", "criteria_met"}}
             if case_extra:
                 extra["case"] = case_extra

@@ -5,27 +5,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from db import limits
 from db.contacts import EMAIL, ID_NUMBER, LANDLINE, MOBILE, find_contacts
-from db.importers.common import _MISSING, MAX_ERRORS, MAX_LISTED_WARNINGS, ImportFailed, ImportSummary
+from db.importers.common import MAX_ERRORS, MAX_LISTED_WARNINGS, ImportFailed, ImportSummary
+from db.records import kind_of
 
 # Reading -------------------------------------------------------------------------------------
-
-
-def _kind_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    return "an object"
 
 
 #: Every phone or ID number `find_contacts` knows has three digits, a digit or separator, four digits
@@ -119,74 +106,9 @@ def _json_lines(stream: BinaryIO, problems: _Problems, digest) -> Iterator[tuple
             problems.at(number, f"not accepted: {error}")
             continue
         if type(record) is not dict:
-            problems.at(number, f"each line must be a JSON object, found {_kind_of(record)}")
+            problems.at(number, f"each line must be a JSON object, found {kind_of(record)}")
             continue
         yield number, record
-
-
-def _present(record: dict, name: str, key: str, errors: list[str], optional: bool) -> Any:
-    """The value of `key`, or _MISSING (reported unless the field is optional, where null counts as absent)."""
-    value = record.get(key, _MISSING)
-    if value is _MISSING or (optional and value is None):
-        if not optional:
-            errors.append(f"{name} is missing")
-        return _MISSING
-    return value
-
-
-def _text(
-    record: dict,
-    key: str,
-    errors: list[str],
-    *,
-    max_length: int | None = None,
-    blank_ok: bool = False,
-    optional: bool = False,
-    prefix: str = "",
-) -> str | None:
-    name = prefix + key
-    value = _present(record, name, key, errors, optional)
-    if value is _MISSING:
-        return None
-    if type(value) is not str:
-        errors.append(f"{name} must be a string, found {_kind_of(value)}")
-        return None
-    if not blank_ok and (not value or value.isspace()):
-        errors.append(f"{name} is blank")
-        return None
-    if max_length is None:
-        max_length = limits.TEXT_LIMITS.get(key)
-    if max_length is not None and len(value) > max_length:
-        errors.append(f"{name} is longer than {max_length:,} characters ({len(value):,})")
-        return None
-    return value
-
-
-def _text_list(
-    record: dict, key: str, errors: list[str], *, prefix: str = "", optional: bool = False
-) -> list[str] | None:
-    name = prefix + key
-    value = _present(record, name, key, errors, optional)
-    if value is _MISSING:
-        return None
-    if type(value) is not list:
-        errors.append(f"{name} must be a list of strings, found {_kind_of(value)}")
-        return None
-    if len(value) > limits.MAX_LIST_ITEMS:
-        errors.append(f"{name} has {len(value)} items, at most {limits.MAX_LIST_ITEMS}")
-        return None
-    item_limit = limits.TEXT_LIMITS["label"]
-    for index, item in enumerate(value):
-        if type(item) is not str:
-            errors.append(f"{name}[{index}] must be a string, found {_kind_of(item)}")
-            return None
-        if not item or item.isspace():
-            errors.append(f"{name}[{index}] is blank")
-            return None
-        if len(item) > item_limit:
-            errors.append(f"{name}[{index}] is longer than {item_limit} characters")
-            return None
-    return value
 
 
 def _extra(extra: dict, errors: list[str], name: str = "extra keys") -> dict:
@@ -197,14 +119,3 @@ def _extra(extra: dict, errors: list[str], name: str = "extra keys") -> dict:
         except limits.InputRejected as error:
             errors.append(str(error))
     return extra
-
-
-def _boolean(record: dict, key: str, errors: list[str], prefix: str = "") -> bool | None:
-    value = record.get(key, _MISSING)
-    if value is _MISSING:
-        errors.append(f"{prefix}{key} is missing")
-        return None
-    if type(value) is not bool:
-        errors.append(f"{prefix}{key} must be true or false, found {_kind_of(value)}")
-        return None
-    return value

@@ -1,4 +1,4 @@
-"""Responses (DESIGN §3.2), each given a stable opaque code."""
+"""Responses (docs/REFERENCE.md §3.2), each given a stable opaque code."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from sqlalchemy.engine import Connection
 
 from db.importers import common
 from db.importers.common import _CASE_TABLE, _LABEL_TABLE, _RESPONSE_TABLE
-from db.importers.reading import _text
 from db.importers.writing import _Run, new_response_code
+from db.records import ResponseRecord, check
 
 # Responses -----------------------------------------------------------------------------------
 
@@ -25,16 +25,14 @@ def _import_responses(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
     first_line: dict[tuple[str, str], int] = {}
     chunk: list[tuple[int, int, str, str]] = []
     for line, record in records:
-        errors: list[str] = []
-        case_id = _text(record, "case_id", errors, max_length=64)
-        model = _text(record, "model", errors, max_length=128)
-        text = _text(record, "response", errors)
-        if case_id is not None and case_id not in case_pk:
-            errors.append(f"case_id {case_id!r} is not a known case (import the cases first)")
+        checked, errors = check(ResponseRecord, record)
+        if checked is not None and checked.case_id not in case_pk:
+            errors.append(f"case_id {checked.case_id!r} is not a known case (import the cases first)")
         for error in errors:
             run.problems.at(line, error)
-        if errors:
+        if checked is None or errors:
             continue
+        case_id, model, text = checked.case_id, checked.model, checked.response
         key = (case_id, model)
         if key in first_line:
             run.problems.at(line, f"model {model!r} for case_id {case_id!r} repeats line {first_line[key]}")

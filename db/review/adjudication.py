@@ -27,7 +27,7 @@ from db.review.shared import (
 
 
 def unresolved_count(session: Session) -> int:
-    """Decisions where both groups have a final label, they differ, and nobody adjudicated (DESIGN §4)."""
+    """Decisions where both groups have a final label, they differ, and nobody adjudicated (docs/REFERENCE.md §4)."""
     return kept.unresolved_total(session)
 
 

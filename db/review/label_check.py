@@ -6,8 +6,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from sqlalchemy import and_, func, select
-from sqlalchemy import case as sql_case
+from sqlalchemy import and_, case as sql_case, func, select
 from sqlmodel import Session
 
 from db import independence, kept

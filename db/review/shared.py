@@ -54,7 +54,10 @@ def _response_and_case(session: Session, response_id: int) -> tuple[Response, Ca
     response = session.get(Response, response_id)
     if response is None:
         raise NotFound(f"no response {response_id}")
-    return response, session.get(Case, response.case_pk)
+    case = session.get(Case, response.case_pk)
+    if case is None:
+        raise NotFound(f"no case for response {response_id}")
+    return response, case
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from db.config import get_settings
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO_ROOT / "tests" / "artifacts"
 SCREENSHOTS = ARTIFACTS / "screenshots"
-CHROMIUM = get_settings().chromium
+CHROMIUM = get_settings().chromium or Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",  # CI runs as root, where Chromium's sandbox cannot start
     "--disable-gpu",

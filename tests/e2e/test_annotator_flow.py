@@ -8,8 +8,7 @@ import re
 import secrets
 
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
-from playwright.sync_api import expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect
 from sqlmodel import select
 
 from db import users

@@ -12,7 +12,7 @@ Markers in a rubric item choose a fault for that item:
     [slow]      the answer waits `slow_seconds`
 
 Every request is counted; the most requests in flight at once is kept (`max_in_flight`).
-Run as a script (`python -m tests.support.llm_server --latency 0.03`) it prints its base URL and serves
+Run as a script (`python -m tools.llm_server --latency 0.03`) it prints its base URL and serves
 until killed — what the benchmark and the README's trial run use.
 """
 

@@ -1,0 +1,355 @@
+"""The synthetic data as JSON Lines files (cases, responses, labels, judges), in the formats the importers read."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from db.errors import ValidationFailed
+from db.progress import Progress, no_progress
+from db.taxonomy import get_taxonomy
+from demo.content import (
+    ADJUDICATION_ERROR,
+    ANNOTATION_ERROR,
+    ANNOTATORS,
+    AUTHOR_ROTATION,
+    CASE_EFFECT_SD,
+    CHECK_CORRECTS,
+    CHECKERS,
+    CRITERION_EFFECT_SD,
+    DIFFICULTY_EFFECT,
+    JUDGES,
+    KIND_BONUS_SD,
+    KIND_INDEX,
+    KINDS,
+    MACRO_BONUS_SD,
+    MODELS,
+    PLANS,
+    CriterionSpec,
+    JudgeProfile,
+    ModelProfile,
+    ScalePlan,
+    case_templates,
+    compose_response,
+    compose_rubric,
+)
+
+# Writing the files -----------------------------------------------------------------------------
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _label_line(
+    case_id: str,
+    model: str,
+    criterion_id: str,
+    met: bool,
+    stage: str,
+    group: int | None,
+    annotator: str,
+    note: str | None = None,
+) -> str:
+    row = {
+        "case_id": case_id,
+        "model": model,
+        "criterion_id": criterion_id,
+        "met": bool(met),
+        "stage": stage,
+        "group": group,
+        "annotator": annotator,
+    }
+    if note:
+        row["note"] = note
+    return json.dumps(row, ensure_ascii=False) + "\n"
+
+
+ANNOTATION_NOTES = ("回答未涉及该要点。", "回答仅笼统提及，未达到该条标准的具体要求。")
+CHECK_NOTES = ("复核后更正：原标注与回答原文不符。", "复核回答原文后更正。")
+ADJUDICATION_NOTES = {
+    True: "两组意见不一；复核原文，回答已明确覆盖该要点，判定为满足。",
+    False: "两组意见不一；复核原文，回答对该要点未提及或表述含糊，判定为不满足。",
+}
+
+
+@dataclass
+class _Case:
+    index: int
+    case_id: str
+    template: dict
+    register: str
+    age: int
+    approved: bool
+    criteria: list[CriterionSpec]
+
+
+def _resolve_plan(scale: str, n_cases: int | None, n_models: int | None, n_judges: int | None) -> ScalePlan:
+    if scale not in PLANS:
+        raise ValidationFailed(f"scale: must be small or full, found {scale!r}")
+    plan = PLANS[scale]
+    values = dict(plan.__dict__)
+    for name, value in (("n_cases", n_cases), ("n_models", n_models), ("n_judges", n_judges)):
+        if value is not None:
+            values[name] = value
+    if values["n_cases"] < 1:
+        raise ValidationFailed("n_cases: at least 1")
+    if not 1 <= values["n_models"] <= len(MODELS):
+        raise ValidationFailed(f"n_models: 1 to {len(MODELS)}")
+    if not 0 <= values["n_judges"] <= len(JUDGES):
+        raise ValidationFailed(f"n_judges: 0 to {len(JUDGES)}")
+    return ScalePlan(**values)
+
+
+def write_demo_files(
+    out_dir: str | Path,
+    *,
+    scale: str = "small",
+    seed: int = 7,
+    n_cases: int | None = None,
+    n_models: int | None = None,
+    n_judges: int | None = None,
+    progress: Progress = no_progress,
+) -> dict[str, Path]:
+    """Write the demo data set into `out_dir`; returns {"cases", "responses", "labels", "plan", judge
+    file stems…} → path. Sizes default to the scale's (full: 2,500 cases, 11 models, 3 judges)."""
+    plan = _resolve_plan(scale, n_cases, n_models, n_judges)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    templates = case_templates()
+    taxonomy = get_taxonomy()
+    models = MODELS[: plan.n_models]
+    judges = JUDGES[: plan.n_judges]
+    abilities = np.array([m.ability for m in models])
+    spreads = np.array([m.spread for m in models])
+    macro_ids = [macro["id"] for macro in taxonomy.raw["macro_categories"]]
+    kind_bonus = rng.normal(0.0, KIND_BONUS_SD, (len(models), len(KINDS)))
+    macro_bonus = rng.normal(0.0, MACRO_BONUS_SD, (len(models), len(macro_ids) + 1))
+
+    n = plan.n_cases
+    small = scale == "small" and n <= len(templates)
+    template_index = np.arange(n) if small else rng.integers(0, len(templates), n)
+    n_waiting = int(round(n * plan.waiting_share))
+    waiting = set(rng.permutation(n)[:n_waiting].tolist())
+    # The last few waiting cases and approved cases are left for the admin to hand out.
+    unassigned = set(sorted(waiting)[len(waiting) - min(plan.unassigned_waiting, len(waiting)) :])
+    approved = [i for i in range(n) if i not in waiting]
+    unassigned |= set(approved[len(approved) - min(plan.unassigned_labeling, len(approved)) :])
+
+    paths = {
+        "cases": out / "cases.jsonl",
+        "responses": out / "responses.jsonl",
+        "labels": out / "labels.jsonl",
+        "plan": out / "plan.json",
+    }
+    paths.update({judge.file_stem: out / f"{judge.file_stem}.jsonl" for judge in judges})
+    buffer = 1 << 20
+    # Closed in the `finally` below (several files open at once, written case by case).
+    handles = {
+        key: open(path, "w", encoding="utf-8", newline="\n", buffering=buffer)  # noqa: SIM115
+        for key, path in paths.items()
+        if key != "plan"
+    }
+    rubric_assignments: dict[str, list[str]] = defaultdict(list)
+    labeling: dict[tuple[str, str], list[str]] = defaultdict(list)
+    submitted: dict | None = None
+    author_turn = 0
+    try:
+        for i in range(n):
+            template = templates[int(template_index[i])]
+            register = taxonomy.register(template["user_role"])
+            low, high = template["age"]
+            case = _Case(
+                index=i,
+                case_id=f"CC-{i + 1:04d}",
+                template=template,
+                register=register,
+                age=int(rng.integers(low, high + 1)),
+                approved=i not in waiting,
+                criteria=compose_rubric(template, register, rng),
+            )
+            kinds = np.array([KIND_INDEX[spec.kind] for spec in case.criteria])
+            macro = taxonomy.macro_category(template["subject_labels"])
+            macro_col = macro_ids.index(macro) if macro in macro_ids else len(macro_ids)
+
+            # Latent truth: model × criterion.
+            logit = (
+                abilities[:, None]
+                + DIFFICULTY_EFFECT[template["difficulty"]]
+                + rng.normal(0.0, CASE_EFFECT_SD)
+                + rng.normal(0.0, 1.0, len(models))[:, None] * spreads[:, None]
+                + rng.normal(0.0, CRITERION_EFFECT_SD, len(case.criteria))[None, :]
+                + kind_bonus[:, kinds]
+                + macro_bonus[:, macro_col][:, None]
+            )
+            truth = rng.random(logit.shape) < _sigmoid(logit)
+
+            handles["cases"].write(json.dumps(_case_record(case), ensure_ascii=False) + "\n")
+            lengths = np.zeros(len(models))
+            for m, model in enumerate(models):
+                text = compose_response(template, case.criteria, truth[m], model, register, rng)
+                lengths[m] = len(text)
+                handles["responses"].write(
+                    json.dumps({"case_id": case.case_id, "model": model.name, "response": text}, ensure_ascii=False)
+                    + "\n"
+                )
+
+            if not case.approved:
+                if i not in unassigned:
+                    author = AUTHOR_ROTATION[author_turn % len(AUTHOR_ROTATION)]
+                    author_turn += 1
+                    rubric_assignments[author.username].append(case.case_id)
+                    if submitted is None:
+                        submitted = {
+                            "case_id": case.case_id,
+                            "author": author.username,
+                            "criteria": [spec.record() for spec in case.criteria],
+                        }
+                continue
+
+            left_alone = i in unassigned
+            pair = (ANNOTATORS[1][i % 3].username, ANNOTATORS[2][(i + i // 3) % 3].username)
+            if not left_alone:
+                labeling[pair].append(case.case_id)
+            lines = _case_labels(case, models, truth, pair, plan, rng, unlabeled=left_alone)
+            handles["labels"].write("".join(lines))
+            if judges:
+                _write_judges(case, models, judges, truth, lengths, handles, rng)
+            progress(i + 1, n, "cases")
+    finally:
+        for handle in handles.values():
+            handle.close()
+
+    plan_record = {
+        "scale": scale,
+        "seed": seed,
+        "n_cases": n,
+        "models": [m.name for m in models],
+        "judges": [j.name for j in judges],
+        "rubric_authoring": dict(sorted(rubric_assignments.items())),
+        "labeling": [{"annotators": list(pair), "case_ids": ids} for pair, ids in sorted(labeling.items())],
+        "submitted_rubric": submitted,
+    }
+    with open(paths["plan"], "w", encoding="utf-8", newline="\n") as handle:
+        json.dump(plan_record, handle, ensure_ascii=False, indent=1)
+        handle.write("\n")
+    progress(n, n, "files written")
+    return paths
+
+
+def _case_record(case: _Case) -> dict:
+    template = case.template
+    return {
+        "case_id": case.case_id,
+        "difficulty": template["difficulty"],
+        "task": template["task"],
+        "task_labels": list(template["task_labels"]),
+        "subject": template["subject"],
+        "subject_labels": list(template["subject_labels"]),
+        "user_role": template["user_role"],
+        "clinical_context": template["clinical_context"].replace("{age}", str(case.age)),
+        "user_request": template["user_request"],
+        "rubrics": [spec.record() for spec in case.criteria] if case.approved else [],
+    }
+
+
+def _case_labels(
+    case: _Case,
+    models: tuple[ModelProfile, ...],
+    truth: np.ndarray,
+    pair: tuple[str, str],
+    plan: ScalePlan,
+    rng: np.random.Generator,
+    *,
+    unlabeled: bool,
+) -> list[str]:
+    """Annotation, check and adjudication lines of one case's responses (all draws vectorised)."""
+    n_models, size = truth.shape
+    error = ANNOTATION_ERROR[case.template["difficulty"]]
+    annotation = {g: truth ^ (rng.random(truth.shape) < error) for g in (1, 2)}
+    state = rng.choice(len(plan.coverage), size=n_models, p=np.array(plan.coverage) / sum(plan.coverage))
+    if unlabeled:
+        state[:] = len(plan.coverage) - 1
+    partial = rng.integers(size // 4, size - size // 4, n_models)
+    covered = {
+        1: np.where(np.isin(state, (0, 1, 3)), size, np.where(state == 4, partial, 0)),
+        2: np.where(np.isin(state, (0, 2, 4)), size, np.where(state == 3, partial, 0)),
+    }
+    checked = {g: (covered[g] == size) & (rng.random(n_models) < plan.check_share) for g in (1, 2)}
+    correction = {g: (annotation[g] != truth) & (rng.random(truth.shape) < CHECK_CORRECTS) for g in (1, 2)}
+    final = {g: np.where(checked[g][:, None], annotation[g] ^ correction[g], annotation[g]) for g in (1, 2)}
+    both = (covered[1] == size) & (covered[2] == size)
+    resolved = both & (rng.random(n_models) < plan.adjudicated_share)
+    adjudicated = (final[1] != final[2]) & resolved[:, None]
+    adjudication = truth ^ (rng.random(truth.shape) < ADJUDICATION_ERROR)
+    note_draw = rng.random(truth.shape)
+    adjudicator = CHECKERS[1 + case.index % 2].username
+
+    ids = [spec.criterion_id for spec in case.criteria]
+    lines: list[str] = []
+    for m, model in enumerate(models):
+        prefix = f'{{"case_id": "{case.case_id}", "model": "{model.name}", "criterion_id": "'
+        for g in (1, 2):
+            annotator = pair[g - 1]
+            tail = f', "stage": "annotation", "group": {g}, "annotator": "{annotator}"}}\n'
+            values = annotation[g][m]
+            for j in range(int(covered[g][m])):
+                if not values[j] and note_draw[m, j] < 0.03:
+                    lines.append(
+                        _label_line(
+                            case.case_id,
+                            model.name,
+                            ids[j],
+                            False,
+                            "annotation",
+                            g,
+                            annotator,
+                            ANNOTATION_NOTES[j % len(ANNOTATION_NOTES)],
+                        )
+                    )
+                else:
+                    lines.append(f'{prefix}{ids[j]}", "met": {"true" if values[j] else "false"}{tail}')
+            if checked[g][m]:
+                checker = CHECKERS[g].username
+                for j in range(size):
+                    note = CHECK_NOTES[j % len(CHECK_NOTES)] if correction[g][m, j] else None
+                    lines.append(
+                        _label_line(case.case_id, model.name, ids[j], bool(final[g][m, j]), "check", g, checker, note)
+                    )
+        for j in np.flatnonzero(adjudicated[m]):
+            met = bool(adjudication[m, j])
+            note = ADJUDICATION_NOTES[met] if note_draw[m, j] > 0.6 else None
+            lines.append(_label_line(case.case_id, model.name, ids[j], met, "adjudication", None, adjudicator, note))
+    return lines
+
+
+def _write_judges(
+    case: _Case,
+    models: tuple[ModelProfile, ...],
+    judges: tuple[JudgeProfile, ...],
+    truth: np.ndarray,
+    lengths: np.ndarray,
+    handles: dict,
+    rng: np.random.Generator,
+) -> None:
+    spread = lengths.std()
+    length_z = (lengths - lengths.mean()) / spread if spread > 0 else np.zeros_like(lengths)
+    ids = [spec.criterion_id for spec in case.criteria]
+    for judge in judges:
+        draw = rng.random(truth.shape)
+        false_positive = judge.false_positive + judge.length_bias * np.clip(length_z, 0.0, 2.0)[:, None]
+        verdict = np.where(truth, draw >= judge.false_negative, draw < false_positive)
+        parts = []
+        for m, model in enumerate(models):
+            prefix = (
+                f'{{"judge": "{judge.name}", "case_id": "{case.case_id}", "model": "{model.name}", "criterion_id": "'
+            )
+            parts.extend(
+                f'{prefix}{ids[j]}", "met": {"true" if verdict[m, j] else "false"}}}\n' for j in range(len(ids))
+            )
+        handles[judge.file_stem].write("".join(parts))
