@@ -183,14 +183,10 @@ def keep_sign_in_cookie() -> None:
 
 
 def local_time(moment) -> str:
-    """HH:MM of a UTC moment in the browser's time zone (Asia/Shanghai when unknown)."""
-    from zoneinfo import ZoneInfo
+    """HH:MM of a UTC moment in the reader's time zone (one rule: ui.times)."""
+    from ui.times import local_time as reader_time
 
-    try:
-        zone = ZoneInfo(st.context.timezone or "Asia/Shanghai")
-    except Exception:  # unknown or missing zone name
-        zone = ZoneInfo("Asia/Shanghai")
-    return moment.astimezone(zone).strftime("%H:%M")
+    return reader_time(moment)[-5:]
 
 
 def language_switch() -> None:
