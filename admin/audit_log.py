@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC
 
 import pandas as pd
 import streamlit as st
@@ -12,9 +11,17 @@ from db.audit import verify_chain
 from db.audit_search import audit_facets, audit_jsonl, search_audit
 from db.engine import session_scope
 from db.models import Role
+from i18n import catalog
 from ui import shell
 from ui.shell import t
+from ui.times import local_time
 from ui.widgets import plain
+
+
+def _named(kind: str, code: str) -> str:
+    """An audit code in the reader's language (a code the catalog does not know is shown as stored)."""
+    key = f"workbench.audit_{kind}.{code}"
+    return t(key) if key in catalog() else code
 
 
 def _compact(value) -> str:
@@ -29,7 +36,11 @@ def render() -> None:
     with st.container(border=True):
         first, second = st.columns(2)
         chosen_entities = first.multiselect(
-            t("review.audit_log.entity"), entities, key="audit_log_entities", placeholder=t("review.audit_log.any")
+            t("review.audit_log.entity"),
+            entities,
+            key="audit_log_entities",
+            placeholder=t("review.audit_log.any"),
+            format_func=lambda entity: _named("entity", entity),
         )
         actor_names = {"": t("review.audit_log.any"), **{a: plain(a) for a in actors}}
         actor = second.selectbox(
@@ -52,12 +63,11 @@ def render() -> None:
         frame = pd.DataFrame(
             {
                 t("review.audit_log.col.id"): [e.id for e in entries],
-                t("review.audit_log.col.at"): [
-                    (e.at if e.at.tzinfo else e.at.replace(tzinfo=UTC)).strftime("%Y-%m-%d %H:%M:%S") for e in entries
-                ],
+                # in the reader's time zone (Asia/Shanghai unless configured)
+                t("review.audit_log.col.at"): [local_time(e.at, seconds=True) for e in entries],
                 t("review.audit_log.col.actor"): [e.actor for e in entries],
-                t("review.audit_log.col.action"): [e.action for e in entries],
-                t("review.audit_log.col.entity"): [e.entity for e in entries],
+                t("review.audit_log.col.action"): [_named("action", e.action) for e in entries],
+                t("review.audit_log.col.entity"): [_named("entity", e.entity) for e in entries],
                 t("review.audit_log.col.key"): [e.entity_key for e in entries],
                 t("review.audit_log.col.before"): [_compact(e.before) for e in entries],
                 t("review.audit_log.col.after"): [_compact(e.after) for e in entries],

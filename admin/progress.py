@@ -4,13 +4,40 @@ from __future__ import annotations
 
 import streamlit as st
 
-from db import progress_queries
+from db import label_drafts, progress_queries
 from db.models import Role
 from ui import shell, widgets
 
 
 def _share(done: int, total: int) -> float:
     return done / total if total else 0.0
+
+
+def _time_on_task(admin, t) -> None:
+    """Active time per saved response, per annotator; very fast saves stand out."""
+    st.subheader(t("workbench.time.title"))
+    with shell.db_session(read_only=True) as session:
+        rows = label_drafts.time_on_task(session, actor=admin)
+    if not rows:
+        st.info(t("workbench.time.empty"))
+        return
+    st.caption(t("workbench.time.caption"))
+    st.dataframe(
+        [
+            {
+                t("workbench.time.col.user"): row.username,
+                t("workbench.time.col.group"): t("group.name", group=row.group_no) if row.group_no else "—",
+                t("workbench.time.col.saves"): row.saves,
+                t("workbench.time.col.median"): f"{row.median_seconds:.1f}",
+                t("workbench.time.col.per_criterion"): f"{row.median_ms_per_criterion / 1000:.1f}",
+                t("workbench.time.col.fast"): row.fast_saves,
+                t("workbench.time.col.fast_share"): f"{row.fast_share:.1%}",
+            }
+            for row in rows
+        ],
+        hide_index=True,
+        width="stretch",
+    )
 
 
 def render() -> None:
@@ -38,7 +65,7 @@ def render() -> None:
                 t("admin.progress.col.group"): t("group.name", group=g["group"]),
                 t("admin.progress.col.rubric"): f"{g['rubric_done']:,} / {g['rubric_assigned']:,}",
                 t("admin.progress.col.label"): f"{g['label_done']:,} / {g['label_assigned']:,}",
-                t("admin.progress.col.share"): _share(g["label_done"], g["label_assigned"]),
+                t("admin.progress.col.share"): 100 * _share(g["label_done"], g["label_assigned"]),
             }
             for g in state.groups
         ],
@@ -46,10 +73,12 @@ def render() -> None:
         width="stretch",
         column_config={
             t("admin.progress.col.share"): st.column_config.ProgressColumn(
-                t("admin.progress.col.share"), min_value=0.0, max_value=1.0, format="percent"
+                t("admin.progress.col.share"), min_value=0.0, max_value=100.0, format="%.1f%%"
             )
         },
     )
+
+    _time_on_task(admin, t)
 
     st.subheader(t("admin.progress.by_person"))
     if not state.people:
@@ -63,7 +92,7 @@ def render() -> None:
                 t("admin.progress.col.group"): t("group.name", group=p["group"]) if p["group"] else "",
                 t("admin.progress.col.rubric"): f"{p['rubric_done']:,} / {p['rubric_assigned']:,}",
                 t("admin.progress.col.label"): f"{p['label_done']:,} / {p['label_assigned']:,}",
-                t("admin.progress.col.share"): _share(p["label_done"], p["label_assigned"]),
+                t("admin.progress.col.share"): 100 * _share(p["label_done"], p["label_assigned"]),
                 t("admin.progress.col.active"): p["active"],
             }
             for p in state.people
@@ -72,7 +101,7 @@ def render() -> None:
         width="stretch",
         column_config={
             t("admin.progress.col.share"): st.column_config.ProgressColumn(
-                t("admin.progress.col.share"), min_value=0.0, max_value=1.0, format="percent"
+                t("admin.progress.col.share"), min_value=0.0, max_value=100.0, format="%.1f%%"
             )
         },
     )

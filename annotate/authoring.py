@@ -165,6 +165,7 @@ def _save(case_pk: int, *, submit: bool) -> None:
     if user is None or state is None:
         return
     rows = _current_rows(state)
+    asked: list[str] = []
     try:
         with shell.db_session() as session:
             changed = rows != state["saved_rows"] or state["base_version_id"] is None
@@ -181,6 +182,13 @@ def _save(case_pk: int, *, submit: bool) -> None:
             else:
                 version = rubrics.read_version(session, user, state["base_version_id"])
                 lock = state["base_lock"]
+            if submit and not state.get("submit_unchanged_ok"):
+                returned = rubrics.authoring_view(session, user, case_pk).returned
+                unchanged = rubrics.unchanged_commented(returned, _inputs(rows))
+                if unchanged:
+                    # Asked first; the draft saved above stays saved.
+                    asked = unchanged
+                    submit = False
             if submit:
                 if version.status != RubricStatus.draft:
                     # A returned or approved version is never submitted again: a new draft is made first.
@@ -209,6 +217,12 @@ def _save(case_pk: int, *, submit: bool) -> None:
         restored=False,
         conflict=False,
     )
+    state["submit_unchanged_ok"] = False
+    if asked:
+        state["ask_unchanged"] = asked
+        _flash("warning", t("workbench.authoring.unchanged_commented", n=len(asked), ids="、".join(asked[:8])))
+        return
+    state.pop("ask_unchanged", None)
     if submit:
         shell.forget_my_progress()
         _flash("success", t("annotate.authoring.submitted", version=version.version))
@@ -216,6 +230,15 @@ def _save(case_pk: int, *, submit: bool) -> None:
         _flash("success", t("annotate.authoring.saved", version=version.version))
     else:
         _flash("info", t("annotate.authoring.unchanged"))
+
+
+def _submit_anyway(case_pk: int) -> None:
+    state = st.session_state.get(_state_key(case_pk))
+    if state is None:
+        return
+    state["submit_unchanged_ok"] = True
+    state.pop("ask_unchanged", None)
+    _save(case_pk, submit=True)
 
 
 def _start_revision(case_pk: int) -> None:
@@ -326,8 +349,12 @@ def _editor(view: AuthoringView, state: dict, rows: list[dict], report: LintRepo
         "lint": st.column_config.TextColumn(t("annotate.authoring.col.lint"), width=250, disabled=True),
     }
     if any(comments.values()):
-        frame["review"] = [comments.get(row["criterion_id"], "") for row in rows]
-        config["review"] = st.column_config.TextColumn(t("annotate.authoring.col.review"), width=220, disabled=True)
+        # Beside the criterion it is about, not in a far column cut off on a laptop screen.
+        frame.insert(2, "review", [comments.get(row["criterion_id"], "") for row in rows])
+        config["review"] = st.column_config.TextColumn(t("annotate.authoring.col.review"), width=200, disabled=True)
+        config["text"] = st.column_config.TextColumn(
+            t("annotate.authoring.col.text"), width=380, max_chars=rubrics.MAX_CRITERION_CHARS
+        )
     st.data_editor(
         frame,
         key=_editor_key(view.case.case_pk, state),
@@ -447,7 +474,14 @@ def render() -> None:
             width="stretch",
             help=t("annotate.authoring.submit_blocked") if report.blocks_submission else None,
         )
-        if state.get("conflict"):
+        if state.get("ask_unchanged"):
+            discard_col.button(
+                t("workbench.authoring.submit_anyway"),
+                on_click=_submit_anyway,
+                args=(case_pk,),
+                key=widget_key("annotate_rubric_submit_anyway", case_pk),
+            )
+        elif state.get("conflict"):
             discard_col.button(
                 t("annotate.authoring.load_newest"),
                 on_click=_reset,

@@ -8,8 +8,8 @@ Warnings are shown but may be accepted, because each has legitimate exceptions a
 - `too_short` / `too_long`   fewer than MIN_CHARS or more than MAX_CHARS characters;
 - `near_duplicate`           character n-gram TF-IDF cosine similarity ≥ NEAR_DUPLICATE_SIMILARITY
                              with another criterion (often a rewording of the same check);
-- `compound`                 one criterion bundling several checks (和 / 及 / 并且 / 以及 / and …),
-                             which a grader cannot mark half met;
+- `compound`                 one criterion bundling several checks (和 / 及 / 与 / 、 / 并且 / 以及 /
+                             and …), which a grader cannot mark half met;
 - `vague`                    wording a grader cannot verify (适当, 相关, 等, 必要时 …).
 """
 
@@ -30,7 +30,7 @@ MIN_CHARS = 8
 MAX_CHARS = 120
 NEAR_DUPLICATE_SIMILARITY = 0.8
 
-COMPOUND_MARKERS = ("并且", "以及", "和", "及", "并同时", "同时", "and", "as well as")
+COMPOUND_MARKERS = ("并且", "以及", "和", "及", "与", "、", "并同时", "同时", "and", "as well as")
 VAGUE_TERMS = (
     "适当",
     "相关",
@@ -55,6 +55,10 @@ VAGUE_TERMS = (
 )
 # Words that merely contain a marker character (及时 = promptly, 等待 = wait, 温和 = mild …).
 NOT_MARKERS = (
+    "参与",
+    "与否",
+    "给与",
+    "授与",
     "及时",
     "及早",
     "涉及",

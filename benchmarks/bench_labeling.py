@@ -14,7 +14,13 @@ handed out), without judges. Timed:
   which includes the shell, the sidebar and the widgets; the shell's sidebar is also timed on its
   own, since its progress figure reads the whole queue on every run.
 
-Targets (docs/REFERENCE.md §6 / the labeling page): page server time < 300 ms p95, a save < 50 ms p95.
+- the workbench's two server paths (db/label_drafts.py): a decision kept as a draft (one
+  keep_draft in its own transaction, as the workbench's callback runs it), and save-and-next (the
+  save, then the next response opened with its draft); each beside the straightforward approach
+  (re-reading the response on every decision; recounting the whole queue after every save).
+
+Targets (docs/REFERENCE.md §6 / the labeling page): page server time < 300 ms p95, a save < 50 ms p95,
+decision to draft saved < 100 ms, save-and-next < 300 ms.
 
     .venv/bin/python benchmarks/bench_labeling.py [--database URL] [--keep FILE] [--samples 40]
 """
@@ -37,7 +43,7 @@ if str(ROOT) not in sys.path:
 
 from sqlmodel import select  # noqa: E402
 
-from db import labeling, users  # noqa: E402
+from db import label_drafts, labeling, users  # noqa: E402
 from db.engine import make_engine, session_scope  # noqa: E402
 from db.labeling import LabelInput  # noqa: E402
 from db.migrate import upgrade  # noqa: E402
@@ -45,6 +51,9 @@ from db.models import Role, User  # noqa: E402
 
 PAGE_TARGET_MS = 300.0
 SAVE_TARGET_MS = 50.0
+DRAFT_TARGET_MS = 100.0
+SAVE_AND_NEXT_TARGET_MS = 300.0
+DECISIONS_PER_RESPONSE = 10
 PASSWORD = "bench-labeling-password"
 
 
@@ -167,6 +176,104 @@ def bench_saves(engine, user: User, response_ids: list[int], rng: random.Random)
     report("save_labels, all saves", create_ms + change_ms + same_ms, SAVE_TARGET_MS)
 
 
+def ratio(label: str, ours: list[float], straightforward: list[float]) -> None:
+    mine, theirs = statistics.median(ours), statistics.median(straightforward)
+    print(f"{label:<46} straightforward / ours at p50: {theirs / mine:5.1f}x")
+
+
+def _keep(engine, user: User, response_id: int, version: int, decisions: dict, active_ms: int) -> None:
+    with session_scope(engine) as session:
+        label_drafts.keep_draft(
+            session, user, response_id, rubric_version_id=version, decisions=decisions, active_ms=active_ms
+        )
+
+
+def _reread_and_keep(engine, user: User, response_id: int, version: int, decisions: dict, active_ms: int) -> None:
+    with session_scope(engine) as session:
+        label_drafts.open_response(session, user, response_id)
+        label_drafts.keep_draft(
+            session, user, response_id, rubric_version_id=version, decisions=decisions, active_ms=active_ms
+        )
+
+
+def bench_drafts(engine, user: User, response_ids: list[int], rng: random.Random) -> None:
+    """Decision → draft saved: what the workbench's callback does on each key press."""
+    ours, straightforward = [], []
+    for n, response_id in enumerate(response_ids):
+        with session_scope(engine, read_only=True) as session:
+            bench = label_drafts.open_response(session, user, response_id)
+        decisions = dict(bench.decisions)
+        version = bench.view.rubric_version_id
+        for i, criterion_id in enumerate(list(decisions)[:DECISIONS_PER_RESPONSE]):
+            decisions[criterion_id] = rng.random() < 0.5
+            args = (engine, user, response_id, version, dict(decisions), 900 * i)
+            # alternate which goes first, so neither always meets a warm cache
+            if (n + i) % 2:
+                straightforward.append(timed_ms(lambda args=args: _reread_and_keep(*args))[0])
+                ours.append(timed_ms(lambda args=args: _keep(*args))[0])
+            else:
+                ours.append(timed_ms(lambda args=args: _keep(*args))[0])
+                straightforward.append(timed_ms(lambda args=args: _reread_and_keep(*args))[0])
+    report("decision -> draft saved (keep_draft)", ours, DRAFT_TARGET_MS)
+    report("  straightforward: re-read response, then keep", straightforward)
+    ratio("  decision -> draft saved", ours, straightforward)
+
+
+def bench_save_and_next(engine, user: User, response_ids: list[int], rng: random.Random) -> None:
+    """Save-and-next: the save (unjudged check, labels, timing, draft dropped), then the next response opened."""
+    with session_scope(engine, read_only=True) as session:
+        queue = labeling.labeling_queue(session, user)
+    ours, straightforward = [], []
+    for n, response_id in enumerate(response_ids):
+        with session_scope(engine, read_only=True) as session:
+            bench = label_drafts.open_response(session, user, response_id)
+        decisions = {cid: rng.random() < 0.5 for cid in bench.decisions}
+
+        def save_and_next(bench=bench, decisions=decisions, response_id=response_id):
+            nonlocal queue
+            with session_scope(engine) as session:
+                label_drafts.save(
+                    session,
+                    user,
+                    response_id,
+                    rubric_version_id=bench.view.rubric_version_id,
+                    decisions=decisions,
+                    expected_versions=bench.view.expected_versions,
+                    active_ms=30_000,
+                )
+            queue = queue.with_saved(response_id)  # the page updates its kept queue in place
+            following = queue.next_after(response_id)
+            if following is not None:
+                with session_scope(engine, read_only=True) as session:
+                    label_drafts.open_response(session, user, following.response_id)
+
+        def save_recount_and_next(bench=bench, decisions=decisions, response_id=response_id):
+            with session_scope(engine) as session:
+                label_drafts.save(
+                    session,
+                    user,
+                    response_id,
+                    rubric_version_id=bench.view.rubric_version_id,
+                    decisions=decisions,
+                    expected_versions=bench.view.expected_versions,
+                    active_ms=30_000,
+                )
+            with session_scope(engine, read_only=True) as session:
+                fresh = labeling.labeling_queue(session, user)  # the whole queue counted again
+                following = fresh.next_after(response_id)
+                if following is not None:
+                    label_drafts.open_response(session, user, following.response_id)
+
+        # each response is saved once (a second save of the same decisions would be a no-op)
+        if n % 2:
+            straightforward.append(timed_ms(save_recount_and_next)[0])
+        else:
+            ours.append(timed_ms(save_and_next)[0])
+    report("save-and-next (save, next opened)", ours, SAVE_AND_NEXT_TARGET_MS)
+    report("  straightforward: save, recount queue, next", straightforward)
+    ratio("  save-and-next", ours, straightforward)
+
+
 def bench_page(url: str, user: User, runs: int) -> None:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
@@ -247,6 +354,14 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit("the busiest assignee is not an annotator")
         picks = bench_queries(engine, user, args.samples, rng)
         bench_saves(engine, user, picks[: max(1, args.samples // 2)], rng)
+        bench_drafts(engine, user, picks[: max(1, args.samples // 4)], rng)
+        with session_scope(engine, read_only=True) as session:
+            queue = labeling.labeling_queue(session, user)
+        used = set(picks)
+        fresh = [
+            item.response_id for item in queue.items if item.status != labeling.WAITING and item.response_id not in used
+        ]
+        bench_save_and_next(engine, user, rng.sample(fresh, min(args.samples, len(fresh))), rng)
         engine.dispose()
         bench_page(url, user, args.page_runs)
     finally:

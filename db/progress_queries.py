@@ -34,6 +34,7 @@ from db.models import (
     User,
 )
 from db.policies import require_active, require_admin
+from db.rubrics import returned_to_author
 
 
 @dataclass
@@ -134,10 +135,20 @@ def my_progress(session: Session, user: User) -> dict:
     """The sidebar's figures for an annotator: done and assigned items of their own queue."""
     require_active(user)
     if user.role != Role.annotator:
-        return dict(assigned=0, done=0, label_assigned=0, label_done=0, rubric_assigned=0, rubric_done=0)
+        return dict(
+            assigned=0,
+            done=0,
+            label_assigned=0,
+            label_done=0,
+            rubric_assigned=0,
+            rubric_done=0,
+            returned=0,
+            returned_comments=0,
+        )
     rubrics = my_queue(session, user, AssignmentKind.rubric)
     labels = my_queue(session, user, AssignmentKind.label)  # the labeling page's own queue: one definition
     items = rubrics + labels
+    returned = returned_to_author(session, user)
     return dict(
         assigned=len(items),
         done=sum(item["done"] for item in items),
@@ -145,6 +156,8 @@ def my_progress(session: Session, user: User) -> dict:
         label_done=sum(item["done"] for item in labels),
         rubric_assigned=len(rubrics),
         rubric_done=sum(item["done"] for item in rubrics),
+        returned=returned.rubrics,
+        returned_comments=returned.comments,
     )
 
 

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import delete
-from sqlmodel import Session, select
+from sqlalchemy import delete, func
+from sqlmodel import Session, col, select
 
 from db import policies
 from db.audit import record
@@ -130,7 +130,9 @@ def blocking_problems(texts: Sequence[str], expected: int = RUBRIC_SIZE) -> list
             problems.append(Problem("duplicate", row, other=first_row[key]))
         else:
             first_row[key] = row
-    if filled != expected:
+    empty = sum(problem.code == "empty" for problem in problems)
+    # An empty row is one problem: when the rows are N and only empty ones fall short, the count is not told again.
+    if filled != expected and not (empty and filled + empty == expected):
         problems.append(Problem("count", None, count=filled, expected=expected))
     return problems
 
@@ -386,3 +388,56 @@ def submit_rubric(
     )
     session.flush()
     return _version_view(session, version)
+
+
+# Returned work ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReturnedWork:
+    rubrics: int  # the author's cases whose newest version was returned to them
+    comments: int  # the checker's comments on those versions (per criterion, and overall)
+
+
+def returned_to_author(session: Session, user: User) -> ReturnedWork:
+    """What waits for the author after a return: "returned to you (N comments)"."""
+    policies.require_role(user, Role.annotator)
+    case_pks = session.exec(
+        select(Assignment.case_pk).where(Assignment.user_id == user.id, Assignment.kind == AssignmentKind.rubric)
+    ).all()
+    if not case_pks:
+        return ReturnedWork(0, 0)
+    newest = (
+        select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
+        .where(col(RubricVersion.case_pk).in_(list(case_pks)))
+        .group_by(RubricVersion.case_pk)
+        .subquery()
+    )
+    returned = session.exec(
+        select(RubricVersion.id, RubricVersion.review_comment)
+        .join(newest, (RubricVersion.case_pk == newest.c.case_pk) & (RubricVersion.version == newest.c.version))
+        .where(RubricVersion.status == RubricStatus.returned)
+    ).all()
+    if not returned:
+        return ReturnedWork(0, 0)
+    ids = [version_id for version_id, _ in returned]
+    comments = session.exec(
+        select(func.count())
+        .select_from(Criterion)
+        .where(col(Criterion.rubric_version_id).in_(ids), col(Criterion.review_comment).is_not(None))
+        .where(Criterion.review_comment != "")
+    ).one()
+    overall = sum(bool((comment or "").strip()) for _, comment in returned)
+    return ReturnedWork(len(returned), int(comments) + overall)
+
+
+def unchanged_commented(returned: VersionView | None, criteria: Sequence[CriterionInput]) -> list[str]:
+    """Criteria the checker commented on whose text is still the returned one (the author is asked first)."""
+    if returned is None:
+        return []
+    texts = {c.criterion_id: c.text for c in criteria}
+    return [
+        c.criterion_id
+        for c in returned.criteria
+        if (c.review_comment or "").strip() and texts.get(c.criterion_id, "").strip() == c.text.strip()
+    ]

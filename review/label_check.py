@@ -7,11 +7,10 @@ import streamlit as st
 from db import review
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
-from ui import shell
-from ui.checker import met_names, met_text, page_start, response_box
-from ui.keys import widget_key
+from ui import shell, workbench as wb
+from ui.checker import met_text
 from ui.shell import t
-from ui.widgets import case_card, plain, progress_bar, show_error, show_text
+from ui.widgets import plain, progress_bar, show_error
 
 MODES = (review.CHECK_ALL, review.CHECK_SAMPLE, review.CHECK_JUDGE)
 PICK_KEY = "review_check_pick"
@@ -52,8 +51,13 @@ def _choose_queue(user) -> list[review.CheckQueueItem] | None:
 def _queue_label(item: review.CheckQueueItem) -> str:
     text = t("review.check.queue_item", code=item.code, case=item.case_id, checked=item.n_checked, n=item.n_labels)
     if item.judge_disagreement is not None:
-        text += " · " + t("review.check.judge_share", share=f"{item.judge_disagreement:.0%}")
+        text += " · " + t("review.check.judge_share", share=f"{item.judge_disagreement:.1%}")
     return text
+
+
+LOADED_KEY = "review_check_loaded"
+MESSAGE_KEY = "review_check_message"
+RERUN_KEY = "review_check_rerun_app"
 
 
 def _pick(queue: list[review.CheckQueueItem]) -> int:
@@ -66,76 +70,151 @@ def _pick(queue: list[review.CheckQueueItem]) -> int:
     position = ids.index(st.session_state[PICK_KEY])
     window = ids[max(0, position - PICKER_BEFORE) : position + PICKER_AFTER]
     labels = {rid: _queue_label(by_id[rid]) for rid in window}  # in this run's language
-    return st.selectbox(t("review.check.pick"), window, key=PICK_KEY, format_func=labels.get)
+    return st.selectbox(
+        t("review.check.pick"), window, key=PICK_KEY, format_func=labels.get, label_visibility="collapsed"
+    )
 
 
-def _seen_key(response_id: int) -> str:
-    return f"review_check_seen_{response_id}"
+def _message(kind: str, text: str) -> None:
+    st.session_state[MESSAGE_KEY] = {"id": wb.new_token(), "kind": kind, "text": text}
 
 
-def _row(view: review.CheckView, row: review.CheckRow, seen: dict) -> review.CheckInput | None:
-    with st.container(border=True):
-        text_col, label_col, decide_col = st.columns([4, 2, 3])
-        with text_col:
-            st.markdown(f"**{row.position}** · {plain(row.criterion_id)}")
-            show_text(row.text)
-        with label_col:
-            if row.annotation is None:
-                st.caption(t("review.check.no_label"))
-                return None
-            st.markdown(
-                t("review.check.annotator_said", name=plain(row.annotation.user), value=met_text(row.annotation.met))
-            )
-            if row.annotation.note:
-                st.caption(t("review.note"))
-                show_text(row.annotation.note)
-            if row.check is not None:
-                st.caption(t("review.check.checked_by", name=plain(row.check.user), value=met_text(row.check.met)))
-        with decide_col:
-            if row.own:
-                st.caption(t("review.check.own"))
-                return None
-            current = row.check.met if row.check is not None else row.annotation.met
-            key = widget_key("review_check", view.response_id, row.criterion_id)
-            met = st.radio(
-                t("review.check.decision"),
-                [True, False],
-                index=0 if current else 1,
-                format_func=met_names().get,
-                horizontal=True,
-                key=f"{key}_met",
-                label_visibility="collapsed",
-            )
-            note = st.text_input(
-                t("review.note"),
-                value=(row.check.note or "") if row.check else "",
-                key=f"{key}_note",
-                placeholder=t("review.check.note_hint"),
-                label_visibility="collapsed",
-            )
-    # The revision the checker first saw: a save by someone else since then is refused, not overwritten.
-    return review.CheckInput(row.criterion_id, bool(met), note, seen.get(row.criterion_id))
+def _loaded(user, response_id: int) -> dict:
+    """The response on screen, read once per token (not on every decision)."""
+    loaded = st.session_state.get(LOADED_KEY)
+    if loaded is not None and loaded["response_id"] == response_id:
+        return loaded
+    with shell.db_session(read_only=True) as session:
+        view = review.check_view(session, user, response_id)
+    loaded = {
+        "response_id": response_id,
+        "token": wb.new_token(),
+        "view": view,
+        # The revision the checker first saw: a save by someone else since then is refused, not overwritten.
+        "seen": {row.criterion_id: row.check.lock_version if row.check is not None else None for row in view.rows},
+    }
+    st.session_state[LOADED_KEY] = loaded
+    return loaded
 
 
-def _show_stale(stale: StaleEdit) -> None:
+def _checkable(view: review.CheckView) -> list[review.CheckRow]:
+    """Rows with an annotation the checker did not make themselves."""
+    return [row for row in view.rows if row.annotation is not None and not row.own]
+
+
+def _stale_text(stale: StaleEdit) -> str:
     current = stale.current
     if isinstance(current, review.LabelView):
-        st.warning(
-            t(
-                "review.check.stale",
-                criterion=plain(current.criterion_id),
-                name=plain(current.user or "—"),
-                value=met_text(current.met),
-            )
+        return t(
+            "review.check.stale", criterion=current.criterion_id, name=current.user or "—", value=met_text(current.met)
         )
-    else:
-        st.warning(t("review.stale_generic"))
+    return t("review.stale_generic")
+
+
+def _save() -> None:
+    user = shell.current_user()
+    loaded = st.session_state.get(LOADED_KEY)
+    sent = wb.value(wb.session_key("check"), "save")
+    if user is None or loaded is None or not sent or sent.get("token") != loaded["token"]:
+        return
+    view: review.CheckView = loaded["view"]
+    decided = sent.get("decisions") or {}
+    notes = sent.get("notes") or {}
+    decisions = [
+        review.CheckInput(
+            row.criterion_id,
+            bool(decided[row.criterion_id]),
+            notes.get(row.criterion_id) or "",
+            loaded["seen"].get(row.criterion_id),
+        )
+        for row in _checkable(view)
+        if decided.get(row.criterion_id) is not None
+    ]
+    try:
+        with shell.db_session() as session:
+            written = review.save_checks(session, user, response_id=view.response_id, decisions=decisions)
+    except StaleEdit as stale:
+        _message("error", _stale_text(stale))
+        st.session_state.pop(LOADED_KEY, None)  # the newer value is shown; the next save starts from it
+        return
+    except ClinConsensusError as error:
+        _message("error", t("error.generic", reason=str(error)))
+        return
+    _message("success", t("review.check.saved", n=written, code=view.code))
+    st.session_state.pop(LOADED_KEY, None)
+    st.session_state[RERUN_KEY] = True
+
+
+def _texts() -> dict[str, str]:
+    keys = ("request", "context_toggle", "met", "not_met", "unjudged", "confirm_yes", "confirm_no", "note_hint")
+    texts = {key: t(f"workbench.{key}") for key in keys}
+    texts.update(
+        legend=t("workbench.legend_check"),
+        count=t("workbench.count", judged="{judged}", total="{total}"),
+        save=t("workbench.check.save"),
+        note_label=t("workbench.note_label"),
+        unsaved=t("workbench.adj.unsaved"),
+    )
+    return texts
+
+
+def _items(view: review.CheckView) -> list[wb.Item]:
+    items = []
+    for row in _checkable(view):
+        annotation = row.annotation
+        assert annotation is not None  # _checkable keeps annotated rows only
+        lines = [
+            {
+                "label": t("workbench.check.annotator", name=annotation.user or "—"),
+                "value": met_text(annotation.met),
+                "note": annotation.note or "",
+            }
+        ]
+        if row.check is not None:
+            lines.append(
+                {
+                    "label": t("workbench.check.checked", name=row.check.user or "—"),
+                    "value": met_text(row.check.met),
+                    "note": "",
+                }
+            )
+        # The checker confirms by default what is there (their check, else the annotation); 1/0 corrects.
+        current = row.check.met if row.check is not None else annotation.met
+        note = (row.check.note or "") if row.check is not None else ""
+        items.append(wb.Item(row.criterion_id, str(row.position), row.text, current, note, lines))
+    return items
+
+
+@st.fragment
+def _workbench(user, response_id: int) -> None:
+    if st.session_state.pop(RERUN_KEY, False):
+        st.rerun(scope="app")
+    try:
+        loaded = _loaded(user, response_id)
+    except ClinConsensusError as error:
+        show_error(error)
+        return
+    view: review.CheckView = loaded["view"]
+    items = _items(view)
+    wb.workbench(
+        key=wb.session_key("check"),
+        token=loaded["token"],
+        texts=_texts(),
+        request=view.case.user_request,
+        context=view.case.clinical_context,
+        meta=t("workbench.adj.meta", case_id=view.case.case_id, user_role=view.case.user_role or "—"),
+        text_title=t("workbench.response", code=view.code),
+        text=view.response_text,
+        items_title=t("workbench.check.items", n=len(items), group=view.group_no),
+        items=items,
+        message=st.session_state.get(MESSAGE_KEY),
+        on_save=_save,
+    )
 
 
 def render() -> None:
     user = shell.require_user(Role.checker)
-    page_start("review.check.title", "review_check_done")
-    st.caption(t("review.check.intro", group=user.group_no))
+    wb.compact_page()
     queue = _choose_queue(user)
     if queue is None:
         return
@@ -143,35 +222,9 @@ def render() -> None:
         st.info(t("review.check.empty"))
         return
     checked = sum(1 for item in queue if item.n_checked >= item.n_labels)
-    progress_bar(checked, len(queue), label_key="review.check.progress")
-    response_id = _pick(queue)
-    with shell.db_session(read_only=True) as session:
-        view = review.check_view(session, user, response_id)
-    case_card(view.case, expanded_text=False)
-    st.subheader(t("review.response", code=plain(view.code)))
-    response_box(view.response_text)
-    st.subheader(t("review.check.criteria"))
-    st.caption(t("review.check.how"))
-    seen = st.session_state.setdefault(
-        _seen_key(view.response_id),
-        {row.criterion_id: row.check.lock_version if row.check is not None else None for row in view.rows},
-    )
-    with st.form(widget_key("review_check_form", view.response_id), enter_to_submit=False):
-        decisions = [d for d in (_row(view, row, seen) for row in view.rows) if d is not None]
-        save = st.form_submit_button(t("review.check.save"), type="primary", disabled=not decisions)
-    if not save:
-        return
-    try:
-        with shell.db_session() as session:
-            written = review.save_checks(session, user, response_id=view.response_id, decisions=decisions)
-    except StaleEdit as stale:
-        # Show the newer value; the next save starts from it.
-        st.session_state.pop(_seen_key(view.response_id), None)
-        _show_stale(stale)
-        return
-    except ClinConsensusError as error:
-        show_error(error)
-        return
-    st.session_state.pop(_seen_key(view.response_id), None)
-    st.session_state["review_check_done"] = t("review.check.saved", n=written, code=plain(view.code))
-    st.rerun()
+    pick, progress = st.columns([6, 3], vertical_alignment="center")
+    with pick:
+        response_id = _pick(queue)
+    with progress:
+        progress_bar(checked, len(queue), label_key="review.check.progress")
+    _workbench(user, response_id)

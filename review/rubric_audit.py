@@ -7,7 +7,7 @@ import streamlit as st
 from db import review
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
-from ui import shell
+from ui import shell, workbench as wb
 from ui.checker import page_start
 from ui.keys import widget_key
 from ui.shell import t
@@ -25,32 +25,37 @@ def _queue_label(item: review.RubricQueueItem) -> str:
     return f"{text} · {t('review.audit.own_mark')}" if item.own else text
 
 
+#: Case and criteria side by side, each scrolling in a box this tall (fits a 900-px screen).
+PANE_HEIGHT = 560
+
+
 def _criterion(view: review.RubricView, criterion: review.CriterionView) -> str:
-    with st.container(border=True):
-        head, body = st.columns([1, 5])
-        with head:
-            st.markdown(f"**{criterion.position}** · {plain(criterion.criterion_id)}")
-            if criterion.tags:
-                st.caption(plain(", ".join(criterion.tags)))
-        with body:
-            show_text(criterion.text)
-            if criterion.review_comment:
-                st.caption(t("review.audit.previous_comment", comment=plain(criterion.review_comment)))
-            earlier = view.earlier_criterion_comments.get(criterion.criterion_id)
-            if earlier:
-                st.caption(
-                    t(
-                        "review.audit.earlier_comment",
-                        comment=plain(earlier),
-                        text=plain(view.earlier_criterion_texts.get(criterion.criterion_id, "")),
-                    )
+    """One compact row: number (and a mark when changed since the return), the text, the comment field."""
+    head, body, comment = st.columns([0.6, 3.4, 2.2], vertical_alignment="top")
+    with head:
+        st.markdown(f"**{criterion.position}**")
+        if criterion.criterion_id in view.changed_since_return:
+            st.badge(t("workbench.audit.changed"), color="orange")
+    with body:
+        show_text(criterion.text)
+        if criterion.review_comment:
+            st.caption(t("review.audit.previous_comment", comment=plain(criterion.review_comment)))
+        earlier = view.earlier_criterion_comments.get(criterion.criterion_id)
+        if earlier:
+            st.caption(
+                t(
+                    "review.audit.earlier_comment",
+                    comment=plain(earlier),
+                    text=plain(view.earlier_criterion_texts.get(criterion.criterion_id, "")),
                 )
-            return st.text_input(
-                t("review.audit.criterion_comment"),
-                key=widget_key("review_audit_c", view.rubric_version_id, criterion.id),
-                placeholder=t("review.audit.criterion_comment_hint"),
-                label_visibility="collapsed",
             )
+    with comment:
+        return st.text_input(
+            t("review.audit.criterion_comment"),
+            key=widget_key("review_audit_c", view.rubric_version_id, criterion.id),
+            placeholder=t("review.audit.criterion_comment_hint"),
+            label_visibility="collapsed",
+        )
 
 
 def _stale(stale: StaleEdit, rubric_id: int) -> None:
@@ -68,6 +73,7 @@ def _stale(stale: StaleEdit, rubric_id: int) -> None:
 
 def render() -> None:
     user = shell.require_user(Role.checker)
+    wb.compact_page()
     page_start("review.audit.title", "review_audit_done")
     with shell.db_session(read_only=True) as session:
         queue = review.rubric_queue(session, user)
@@ -76,30 +82,45 @@ def render() -> None:
         return
     st.caption(t("review.audit.queue_count", n=len(queue)))
     names = {item.rubric_version_id: _queue_label(item) for item in queue}
-    chosen = st.selectbox(t("review.audit.pick"), list(names), format_func=names.get, key="review_audit_pick")
+    chosen = st.selectbox(
+        t("review.audit.pick"),
+        list(names),
+        format_func=names.get,
+        key="review_audit_pick",
+        label_visibility="collapsed",
+    )
     with shell.db_session(read_only=True) as session:
         view = review.rubric_for_review(session, user, chosen)
     seen = st.session_state.setdefault(_seen_key(view.rubric_version_id), view.lock_version)
 
-    case_card(view.case)
-    st.subheader(
-        t("review.audit.criteria", n=len(view.criteria), version=view.version, author=plain(view.author or "—"))
-    )
-    if view.own:
-        st.info(t("review.audit.own"))
-    if view.review_comment:
-        st.caption(t("review.audit.previous_overall", comment=plain(view.review_comment)))
-    if view.earlier_comment:
-        st.caption(t("review.audit.earlier_overall", comment=plain(view.earlier_comment)))
-    st.caption(t("review.audit.how"))
-    with st.form(widget_key("review_audit_form", view.rubric_version_id), enter_to_submit=False):
-        comments = {criterion.id: _criterion(view, criterion) for criterion in view.criteria}
-        overall = st.text_area(
-            t("review.audit.overall_comment"), key=widget_key("review_audit_overall", view.rubric_version_id)
+    case_pane, criteria_pane = st.columns([2, 3], gap="medium")
+    with case_pane, st.container(height=PANE_HEIGHT, border=True):
+        case_card(view.case)
+    with criteria_pane:
+        st.markdown(
+            "**"
+            + t("review.audit.criteria", n=len(view.criteria), version=view.version, author=plain(view.author or "—"))
+            + "**"
         )
-        left, right, _ = st.columns([1, 1, 4])
-        approve = left.form_submit_button(t("review.audit.approve"), type="primary", disabled=view.own, width="stretch")
-        send_back = right.form_submit_button(t("review.audit.return"), disabled=view.own, width="stretch")
+        if view.own:
+            st.info(t("review.audit.own"))
+        if view.review_comment:
+            st.caption(t("review.audit.previous_overall", comment=plain(view.review_comment)))
+        if view.earlier_comment:
+            st.caption(t("review.audit.earlier_overall", comment=plain(view.earlier_comment)))
+            st.caption(t("workbench.audit.changed_count", n=len(view.changed_since_return)))
+        with st.form(widget_key("review_audit_form", view.rubric_version_id), enter_to_submit=False):
+            with st.container(height=PANE_HEIGHT - 120, border=False):
+                st.caption(t("review.audit.how"))
+                comments = {criterion.id: _criterion(view, criterion) for criterion in view.criteria}
+            overall = st.text_input(
+                t("review.audit.overall_comment"), key=widget_key("review_audit_overall", view.rubric_version_id)
+            )
+            left, right, _ = st.columns([1, 1, 2])
+            approve = left.form_submit_button(
+                t("review.audit.approve"), type="primary", disabled=view.own, width="stretch"
+            )
+            send_back = right.form_submit_button(t("review.audit.return"), disabled=view.own, width="stretch")
     commented = {pk: text for pk, text in comments.items() if text and text.strip()}
     if approve and commented:
         st.warning(t("review.audit.approve_has_comments", n=len(commented)))

@@ -26,13 +26,18 @@ def test_clean_rubric_has_no_findings():
 
 
 def test_empty_criterion_and_count_are_errors():
+    # one empty row among N is one problem: it is not counted again as a short count
     texts = DISTINCT[:5] + ["   "]
     report = lint_rubric(texts, expected=6)
     assert codes(report, 5) == ["empty"]
+    assert codes(report, None) == []
+    assert {f.severity for f in report.errors} == {ERROR} and len(report.errors) == 1
+    assert report.blocks_submission
+    # too few rows: the count is the problem
+    report = lint_rubric(DISTINCT[:5], expected=6)
     assert codes(report, None) == ["count"]
     count = report.rubric_level()[0]
     assert count.values == {"count": 5, "expected": 6}
-    assert {f.severity for f in report.errors} == {ERROR}
     assert report.blocks_submission
 
 
@@ -101,4 +106,20 @@ def test_errors_are_exactly_the_blocking_problems():
     texts = ["", "同一条标准内容足够长", "同一条标准内容足够长", "另一条完全不同的标准内容"]
     report = lint_rubric(texts, expected=4)
     blocking = {(p.code, p.row) for p in blocking_problems(texts, 4)}
-    assert {(f.code, f.row) for f in report.errors} == blocking == {("empty", 0), ("duplicate", 2), ("count", None)}
+    assert {(f.code, f.row) for f in report.errors} == blocking == {("empty", 0), ("duplicate", 2)}
+    short = ["", "一条足够长的评分标准内容"]
+    assert {(p.code, p.row) for p in blocking_problems(short, 4)} == {("empty", 0), ("count", None)}
+
+
+def test_compounds_joined_by_enumeration_comma_yu_and_ji_are_warned():
+    for text, marker in (
+        ("建议完善血常规、C反应蛋白检查", "、"),
+        ("说明阿司匹林与氯吡格雷的用法", "与"),
+        ("询问发热及咳嗽的持续时间", "及"),
+    ):
+        found = [f for f in lint_rubric([text], expected=1).findings if f.code == "compound"]
+        assert found and marker in found[0].values["words"], text
+    # words that merely contain the character are not compounds
+    for text in ("鼓励患者参与康复训练计划", "询问是否及时就医并记录时间", "说明能否停药取决于复查结果与否"):
+        found = [f for f in lint_rubric([text], expected=1).findings if f.code == "compound"]
+        assert not found or "与" not in found[0].values["words"] and "及" not in found[0].values["words"], text

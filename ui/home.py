@@ -6,6 +6,7 @@ import streamlit as st
 
 from db.assignments import my_queue
 from db.models import AssignmentKind, Role, User
+from db.rubrics import returned_to_author
 from db.status import counts
 from ui import shell
 from ui.text import plain
@@ -29,6 +30,9 @@ def home() -> None:
         with shell.db_session(read_only=True) as session:
             rubrics = my_queue(session, user, AssignmentKind.rubric)
             labels = my_queue(session, user, AssignmentKind.label)
+            returned = returned_to_author(session, user)
+        if returned.rubrics:
+            st.warning(t("workbench.returned_to_you", n=returned.rubrics, comments=returned.comments))
         columns = st.columns(2)
         columns[0].metric(
             t("home.rubrics_open"),

@@ -248,6 +248,8 @@ def work_summary(user: User) -> None:
             if mine[f"{kind}_assigned"]:
                 done, total = mine[f"{kind}_done"], mine[f"{kind}_assigned"]
                 st.progress(done / total, text=progress_text(kind, done, total))
+        if mine.get("returned"):
+            st.warning(t("workbench.returned_to_you", n=mine["returned"], comments=mine["returned_comments"]))
     else:
         st.metric(t("sidebar.unresolved"), f"{_unresolved_count(user):,}")
 

@@ -77,7 +77,7 @@ def progress_bar(done: int, total: int, *, label_key: str = "widgets.progress") 
     """A progress bar with "done / total (share)" in the user's language; an empty queue shows 0."""
     share = done / total if total else 0.0
     st.progress(
-        min(max(share, 0.0), 1.0), text=t(label_key, done=f"{done:,}", total=f"{total:,}", share=f"{share:.0%}")
+        min(max(share, 0.0), 1.0), text=t(label_key, done=f"{done:,}", total=f"{total:,}", share=f"{share:.1%}")
     )
 
 

@@ -9,6 +9,7 @@
 // User text is always set with textContent, never as HTML.
 
 const IDLE_MS = 60000;
+const PICKER_KEYS = new Set(["1", "0", "y", "Y", "n", "N", "j", "J", "k", "K", "e", "E", "ArrowUp", "ArrowDown"]);
 
 function el(tag, cls, text) {
   const node = document.createElement(tag);
@@ -20,6 +21,11 @@ function el(tag, cls, text) {
 function isTyping(event) {
   const target = event.composedPath ? event.composedPath()[0] : event.target;
   if (!target || !target.tagName) return false;
+  // A closed picker keeps the focus after a choice: the decision keys still decide.
+  const closedPicker = target.getAttribute && target.getAttribute("role") === "combobox" &&
+    target.getAttribute("aria-expanded") !== "true";
+  // (codes and case ids start with a letter R or C, so those stay the picker's)
+  if (closedPicker && PICKER_KEYS.has(event.key)) return false;
   const tag = target.tagName.toUpperCase();
   return tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT" || target.isContentEditable;
 }
@@ -365,6 +371,10 @@ export default function (component) {
     if (isTyping(event) || event.altKey || event.ctrlKey || event.metaKey) return;
     const key = event.key;
     let handled = true;
+    const origin = event.composedPath ? event.composedPath()[0] : event.target;
+    if (PICKER_KEYS.has(key) && origin && origin.getAttribute && origin.getAttribute("role") === "combobox") {
+      origin.blur();
+    }
     if (key === "1" || key === "y" || key === "Y") decide(s.focus, true, true);
     else if (key === "0" || key === "n" || key === "N") decide(s.focus, false, true);
     else if (key === "ArrowDown" || key === "j" || key === "J") { tick(); focusItem(s.focus + 1, true); }

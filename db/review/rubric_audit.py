@@ -47,6 +47,8 @@ class RubricView:
     earlier_comment: str | None = None
     earlier_criterion_comments: dict[str, str] = field(default_factory=dict)
     earlier_criterion_texts: dict[str, str] = field(default_factory=dict)
+    # Criteria whose text differs from the last returned version (new ones included): what to re-read.
+    changed_since_return: frozenset[str] = frozenset()
 
 
 def rubric_queue(session: Session, user: User) -> list[RubricQueueItem]:
@@ -111,7 +113,13 @@ def _rubric_view(session: Session, rubric: RubricVersion, user: User) -> RubricV
         earlier.review_comment if earlier else None,
         {c.criterion_id: c.review_comment for c in earlier_criteria if c.review_comment},
         {c.criterion_id: c.text for c in earlier_criteria if c.review_comment},
+        _changed(criteria, earlier_criteria) if earlier else frozenset(),
     )
+
+
+def _changed(criteria: list[CriterionView], earlier: list[Criterion]) -> frozenset[str]:
+    before = {c.criterion_id: c.text for c in earlier}
+    return frozenset(c.criterion_id for c in criteria if before.get(c.criterion_id) != c.text)
 
 
 def _rubric_snapshot(session: Session, rubric: RubricVersion) -> dict[str, Any]:

@@ -327,3 +327,27 @@ def accounts(app_server):
         return find_account(app_server.database_url, role, group_no)
 
     return lookup
+
+
+def choose_in_picker(page, label: str, pattern: str, attempts: int = 3) -> None:
+    """Picks the option containing `pattern` in the selectbox named `label` (typing filters the long list);
+    tries again when a rerun redrew the picker while it was being typed in."""
+    import re as _re
+
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in range(attempts):
+        wait_for_app_run(page)
+        box = page.get_by_role("combobox", name=label)
+        box.click()
+        page.keyboard.press("Control+A")
+        page.keyboard.type(pattern)
+        option = page.get_by_role("option", name=_re.compile(_re.escape(pattern))).first
+        try:
+            option.click(timeout=8_000)
+            break
+        except PlaywrightTimeout:
+            page.keyboard.press("Escape")
+            if attempt == attempts - 1:
+                raise
+    wait_for_app_run(page)

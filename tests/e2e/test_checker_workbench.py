@@ -9,11 +9,19 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from db import users
+from db import kept, users  # noqa: F401  (kept: labels added here update the checker's figures)
 from db.config import RUBRIC_SIZE
 from db.engine import make_engine, session_scope
 from db.models import Label, RubricStatus, Stage
-from tests.e2e.conftest import ACTION_TIMEOUT_MS, DEMO_PASSWORD, login, screenshot, text, wait_for_app_run
+from tests.e2e.conftest import (
+    ACTION_TIMEOUT_MS,
+    DEMO_PASSWORD,
+    choose_in_picker,
+    login,
+    screenshot,
+    text,
+    wait_for_app_run,
+)
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 pytestmark = pytest.mark.browser
@@ -57,10 +65,7 @@ def test_a_checker_adjudicates_with_keys_only(browser, app_server, accounts, dis
         login(page, app_server, accounts("checker", 1))
         page.get_by_role("link", name=text("review.adjudication.title")).first.click()
         wait_for_app_run(page)
-        # the response is chosen from the keyboard too
-        page.get_by_role("combobox", name=text("review.adjudication.pick")).focus()
-        page.keyboard.type(disputed["code"])
-        page.keyboard.press("Enter")
+        choose_in_picker(page, text("review.adjudication.pick"), disputed["code"])
         wait_for_app_run(page)
         expect(page.locator(".wb-pane-title")).to_have_text(text("workbench.response", code=disputed["code"]))
         page.locator(".wb-item").first.wait_for()
@@ -117,5 +122,111 @@ def test_a_checker_adjudicates_with_keys_only(browser, app_server, accounts, dis
         # the decided cells show their decision, the rest are still open
         expect(page.locator('.wb-item[data-state="none"]')).to_have_count(DISPUTED - 3)
         expect(page.locator(".wb-items-title")).to_have_text(re.compile(str(DISPUTED - 3)))
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def to_check(app_server, accounts):
+    """A fresh response labeled by the first annotator of group 1 (every criterion met but c01)."""
+    engine = make_engine(app_server.database_url)
+    tag = secrets.token_hex(3).upper()
+    with session_scope(engine) as s:
+        annotators = sorted(
+            (u for u in users.list_users(s) if u.role == "annotator" and u.group_no == 1 and u.is_active),
+            key=lambda u: u.username,
+        )
+        annotator = annotators[0]
+        case = make_case(s, f"E2E-CHK{tag}", n=RUBRIC_SIZE, status=RubricStatus.approved)
+        response = make_response(s, case, f"hidden-model-{tag}", RESPONSE_TEXT)
+        for i in range(1, RUBRIC_SIZE + 1):
+            make_label(s, response, f"c{i:02d}", i != 1, annotator)
+        world = {"code": response.code, "response_id": response.id, "annotator": annotator.username}
+    yield {"engine": engine, **world}
+    engine.dispose()
+
+
+def test_a_checker_confirms_and_corrects_labels_with_keys(browser, app_server, accounts, to_check):
+    context = browser.new_context(viewport={"width": 1440, "height": 900}, locale="zh-CN")
+    context.set_default_timeout(ACTION_TIMEOUT_MS)
+    page = context.new_page()
+    try:
+        login(page, app_server, accounts("checker", 1))
+        page.get_by_role("link", name=text("review.check.title")).first.click()
+        wait_for_app_run(page)
+        choose_in_picker(page, text("review.check.pick"), to_check["code"])
+        wait_for_app_run(page)
+        expect(page.locator(".wb-pane-title")).to_have_text(text("workbench.response", code=to_check["code"]))
+        expect(page.locator(".wb-item")).to_have_count(RUBRIC_SIZE)
+        # prefilled with the annotator's labels
+        expect(page.locator('.wb-item[data-state="not"]')).to_have_count(1)
+        screenshot(page, "checker-label-check-1440x900-open")
+        # correct c02 (met) to not met without a note: refused, nothing saved
+        page.keyboard.press("j")
+        page.keyboard.press("0")
+        page.keyboard.press("Control+Enter")
+        expect(page.locator(".wb-message")).to_have_attribute("data-kind", "error", timeout=WAIT_MS)
+        wait_for_app_run(page)
+        with session_scope(to_check["engine"], read_only=True) as s:
+            assert (
+                s.exec(
+                    select(Label).where(Label.stage == Stage.check, Label.response_id == to_check["response_id"])
+                ).all()
+                == []
+            )
+        # the note (E on c02), then Ctrl+Enter confirms the rest as they are
+        page.keyboard.press("k")
+        page.keyboard.press("e")
+        page.keyboard.type("回答未说明")
+        page.keyboard.press("Enter")
+        wait_for_app_run(page)
+        screenshot(page, "checker-label-check-1440x900-noted")
+        page.keyboard.press("Control+Enter")
+        expect(page.locator(".wb-message")).to_have_attribute("data-kind", "success", timeout=WAIT_MS)
+        wait_for_app_run(page)
+        screenshot(page, "checker-label-check-1440x900-saved")
+        with session_scope(to_check["engine"], read_only=True) as s:
+            checks = {
+                label.criterion_id: (label.met, label.note)
+                for label in s.exec(
+                    select(Label).where(Label.stage == Stage.check, Label.response_id == to_check["response_id"])
+                ).all()
+            }
+        assert len(checks) == RUBRIC_SIZE
+        assert checks["c02"] == (False, "回答未说明")
+        assert checks["c01"][0] is False and all(checks[f"c{i:02d}"][0] for i in range(3, RUBRIC_SIZE + 1))
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def submitted(app_server, accounts):
+    """A rubric a group-1 annotator submitted, waiting for the audit."""
+    engine = make_engine(app_server.database_url)
+    tag = secrets.token_hex(3).upper()
+    with session_scope(engine) as s:
+        author = users.get_user(s, username=accounts("annotator", 1).username)
+        case = make_case(s, f"E2E-AUD{tag}", n=RUBRIC_SIZE, status=RubricStatus.submitted, author=author)
+        case_id = case.case_id
+    yield case_id
+    engine.dispose()
+
+
+def test_rubric_audit_shows_the_case_beside_the_criteria_on_one_screen(browser, app_server, accounts, submitted):
+    context = browser.new_context(viewport={"width": 1440, "height": 900}, locale="zh-CN")
+    context.set_default_timeout(ACTION_TIMEOUT_MS)
+    page = context.new_page()
+    try:
+        login(page, app_server, accounts("checker", 2))
+        page.get_by_role("link", name=text("review.audit.title")).first.click()
+        wait_for_app_run(page)
+        choose_in_picker(page, text("review.audit.pick"), submitted)
+        approve = page.get_by_role("button", name=text("review.audit.approve"))
+        screenshot(page, "checker-rubric-audit-1440x900")
+        # the decision buttons are on the first screen, the case pane sits left of the criteria
+        box = approve.bounding_box()
+        assert box["y"] + box["height"] <= 900
+        case_title = page.get_by_text(text("widgets.case.user_request")).first
+        assert case_title.bounding_box()["x"] + 200 < box["x"] + 400
     finally:
         context.close()

@@ -15,7 +15,7 @@ from db import users
 from db.config import RUBRIC_SIZE
 from db.engine import make_engine, session_scope
 from db.models import Assignment, AssignmentKind, Draft, Label, LabelTiming, RubricStatus
-from tests.e2e.conftest import ACTION_TIMEOUT_MS, login, screenshot, text, wait_for_app_run
+from tests.e2e.conftest import ACTION_TIMEOUT_MS, choose_in_picker, login, screenshot, text, wait_for_app_run
 from tests.support.factories import make_case, make_response
 
 pytestmark = pytest.mark.browser
@@ -82,10 +82,12 @@ def screen(browser, app_server):
 
 
 def _open_response(page, app_server, world, index: int) -> None:
-    """Signs in and opens the response by its code in the address (as a bookmark or a shared link would)."""
+    """Signs in, opens the labeling page and picks the response by its code in the picker."""
     login(page, app_server, world["labeler"])
+    page.get_by_role("link", name=text("annotate.labeling.title")).first.click()
+    wait_for_app_run(page)
     code = world["codes"][index]
-    page.goto(f"{app_server.base_url}/annotate-labeling?r={code}")
+    choose_in_picker(page, text("annotate.labeling.pick"), code)
     wait_for_app_run(page)
     expect(page.get_by_text(text("workbench.response", code=code))).to_be_visible(timeout=WAIT_MS)
     page.locator(".wb-item").first.wait_for()
