@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 
 from sqlalchemy import event, text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, create_engine
 
@@ -37,6 +37,30 @@ def _begin(connection) -> None:
         connection.exec_driver_sql("BEGIN")
     else:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+@contextmanager
+def sqlite_foreign_keys_off(connection: Connection) -> Iterator[None]:
+    """Foreign keys off on `connection` while schema changes rebuild tables (SQLite only; a no-op elsewhere).
+
+    SQLite rebuilds a table to alter it (copy, drop, rename); with foreign keys on, dropping a table
+    that other rows point at fails. The pragma only takes effect outside a transaction, so it is set
+    on the driver's connection before the first statement, checked with `foreign_key_check` after
+    the changes, and switched back on before the connection returns to the pool.
+    """
+    if connection.dialect.name != "sqlite":
+        yield
+        return
+    driver = connection.connection.driver_connection
+    assert driver is not None
+    driver.execute("PRAGMA foreign_keys=OFF")
+    try:
+        yield
+        broken = driver.execute("PRAGMA foreign_key_check").fetchall()
+        if broken:
+            raise RuntimeError(f"schema change left {len(broken)} rows pointing at missing rows: {broken[:5]}")
+    finally:
+        driver.execute("PRAGMA foreign_keys=ON")
 
 
 def make_engine(url: str | None = None) -> Engine:

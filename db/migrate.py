@@ -10,7 +10,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
 
-from db.engine import get_engine
+from db.engine import get_engine, sqlite_foreign_keys_off
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -41,7 +41,7 @@ def upgrade(engine: Engine | None = None) -> None:
     if current_revision(engine) == head_revision():
         return
     config = alembic_config()
-    with engine.connect() as connection:
+    with engine.connect() as connection, sqlite_foreign_keys_off(connection):
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
         connection.commit()

@@ -4,7 +4,7 @@ from alembic import context
 from sqlmodel import SQLModel
 
 import db.models  # noqa: F401  (registers the tables on SQLModel.metadata)
-from db.engine import make_engine
+from db.engine import make_engine, sqlite_foreign_keys_off
 
 target_metadata = SQLModel.metadata
 
@@ -15,7 +15,7 @@ def run_migrations() -> None:
         _run(connection)
         return
     engine = make_engine(context.config.get_main_option("sqlalchemy.url") or None)
-    with engine.connect() as connection:
+    with engine.connect() as connection, sqlite_foreign_keys_off(connection):
         _run(connection)
         connection.commit()
 
