@@ -1,0 +1,63 @@
+"""Everything at once: the analysis-depth tables the report and the pages read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis import metrics
+from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
+from analysis.reliability.criteria import criterion_reliability
+from analysis.reliability.physicians import (
+    ANNOTATOR_COLUMNS,
+    _annotator_table,
+    _intervals,
+    _slice_agreement_table,
+    human_ceiling,
+)
+from analysis.reliability.slices_and_judges import _slice_members, judge_slices, judges_by_model
+
+# Everything at once ------------------------------------------------------------------------------
+
+
+@dataclass
+class Insights:
+    criteria: pd.DataFrame  # criterion_reliability
+    judges_by_model: pd.DataFrame
+    judge_slices: pd.DataFrame
+    human_ceiling: dict
+    annotators: pd.DataFrame
+    agreement_slices: pd.DataFrame
+
+
+def build_insights(
+    grid: metrics.DecisionGrid, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+) -> Insights:
+    """Every figure of this module; the annotators' and slices' intervals share one resampling."""
+    layers = grid.physicians
+    annotators, annotator_counts = (
+        _annotator_table(grid, layers)
+        if layers is not None
+        else (pd.DataFrame(columns=ANNOTATOR_COLUMNS), np.zeros((len(grid.cases), 0, 4)))
+    )
+    members = _slice_members(grid)
+    slices, slice_counts = _slice_agreement_table(grid, members)
+    bounds = _intervals(grid, np.concatenate([annotator_counts, slice_counts], axis=1), resamples, seed)
+    split = len(annotators)
+    annotators = annotators.assign(pooled_mf1_low=bounds[:split, 0], pooled_mf1_high=bounds[:split, 1])
+    slices = slices.assign(pooled_mf1_low=bounds[split:, 0], pooled_mf1_high=bounds[split:, 1])
+    ceiling = (
+        human_ceiling(grid, layers)
+        if layers is not None
+        else {"pooled_mf1": float("nan"), "n_decisions": 0, "by_group": {}}
+    )
+    return Insights(
+        criteria=criterion_reliability(grid),
+        judges_by_model=judges_by_model(grid),
+        judge_slices=judge_slices(grid, members),
+        human_ceiling=ceiling,
+        annotators=annotators,
+        agreement_slices=slices,
+    )
