@@ -19,7 +19,7 @@ from db.config import RUBRIC_SIZE
 from db.engine import make_engine, session_scope
 from db.gold import LABEL_COLUMNS, gold_labels
 from db.models import Assignment, AssignmentKind, Label, RubricStatus, RubricVersion, Stage
-from tests.e2e.conftest import login, screenshot, text, wait_for_app_run
+from tests.e2e.conftest import choose_in_picker, login, screenshot, text, wait_for_app_run
 from tests.support.factories import make_case, make_response
 
 pytestmark = pytest.mark.browser
@@ -75,6 +75,13 @@ def _open(page, title_key: str) -> None:
     page.get_by_role("link", name=text(title_key)).first.click()
     wait_for_app_run(page)
     expect(page.get_by_role("heading", name=text(title_key))).to_be_visible(timeout=WAIT_MS)
+
+
+def _open_workbench(page, title_key: str, picker_key: str) -> None:
+    """Opens a checker workbench page from the navigation; it is ready when its picker is."""
+    page.get_by_role("link", name=text(title_key)).first.click()
+    wait_for_app_run(page)
+    expect(page.get_by_role("combobox", name=text(picker_key))).to_be_visible(timeout=WAIT_MS)
 
 
 def _pick(page, label_key: str, pattern: str) -> None:
@@ -195,24 +202,22 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
         engine, case_pk, accounts("annotator", 1).username, accounts("annotator", 2).username
     )
 
-    # 5. Checker of group 1 looks at group 1's work on it (label check page).
-    _open(page, "review.check.title")
-    _pick(page, "review.check.annotator", accounts("annotator", 1).display_name)
+    # 5. Checker of group 1 looks at group 1's work on it (the label check workbench).
+    _open_workbench(page, "review.check.title", "review.check.annotator")
+    choose_in_picker(page, text("review.check.annotator"), accounts("annotator", 1).display_name)
     with session_scope(engine, read_only=True) as s:
         from db.models import Response
 
         code = s.get(Response, response_id).code
-    _pick(page, "review.check.pick", code)
+    choose_in_picker(page, text("review.check.pick"), code)
+    expect(page.locator(".wb-pane-title")).to_have_text(text("workbench.response", code=code), timeout=WAIT_MS)
+    expect(page.locator(".wb-item").first).to_be_visible(timeout=WAIT_MS)
     expect(page.get_by_text("第1组：理由").first).to_be_visible(timeout=WAIT_MS)
     expect(page.get_by_text("第2组：理由")).to_have_count(0, timeout=WAIT_MS)  # the other group's notes stay hidden
     screenshot(page, "checker-label-check")
-    page.locator('[class*="st-key-review_check_"][class*="_met"]').nth(1).evaluate(
-        "e => e.scrollIntoView({block: 'center'})"
-    )
-    screenshot(page, "checker-label-check-rows")
 
     # 6. Group 2's check is done (by its checker, through the data layer); then that checker, who
-    #    annotated nothing here, adjudicates both disputed criteria.
+    #    annotated nothing here, adjudicates both disputed criteria with keys only.
     with session_scope(engine) as s:
         group2_checker = users.get_user(s, username=checker2.username)
         rows = review.check_view(s, group2_checker, response_id).rows
@@ -225,21 +230,22 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
     page.get_by_role("button", name=text("logout")).click()
     wait_for_app_run(page)
     login(page, app_server, checker2)
-    _open(page, "review.adjudication.title")
-    _pick(page, "review.adjudication.pick", code)
-    expect(page.get_by_text(text("review.adjudication.label_a")).first).to_be_visible(timeout=WAIT_MS)
-    # The case text sits in a folded section; it is there as typed, not as HTML.
-    expect(page.get_by_text("<b>不应加粗</b>", exact=False).first).to_be_attached(timeout=WAIT_MS)
-    for index, (cid, met) in enumerate(zip(DISPUTED, (True, False))):
-        # The cells come in criterion order; their keys are random names, found by position.
-        page.locator('[class*="st-key-review_adj_"][class*="_met"]').nth(index).get_by_text(
-            text("review.met" if met else "review.not_met"), exact=True
-        ).click()
-        page.locator('[class*="st-key-review_adj_"][class*="_why"] input').nth(index).fill(f"仲裁：{cid} 依据回答原文")
+    _open_workbench(page, "review.adjudication.title", "review.adjudication.pick")
+    choose_in_picker(page, text("review.adjudication.pick"), code)
+    expect(page.locator(".wb-pane-title")).to_have_text(text("workbench.response", code=code), timeout=WAIT_MS)
+    expect(page.locator(".wb-item")).to_have_count(len(DISPUTED), timeout=WAIT_MS)
+    # The case text is set as typed, never as HTML (it waits behind the context key).
+    assert "<b>不应加粗</b>" in page.locator(".wb-context-text").text_content()
+    # The first disputed cell has focus: its rationale (E), met (1); the second: its rationale, not met (0).
+    for cid, key in zip(DISPUTED, ("1", "0")):
+        page.keyboard.press("e")
+        page.keyboard.type(f"仲裁：{cid} 依据回答原文")
+        page.keyboard.press("Enter")
+        page.keyboard.press(key)
     screenshot(page, "checker-adjudication")
-    page.get_by_role("button", name=text("review.adjudication.save")).click()
+    page.keyboard.press("Control+Enter")
+    expect(page.locator(".wb-message")).to_have_text(text("review.adjudication.saved", n=2, code=code), timeout=WAIT_MS)
     wait_for_app_run(page)
-    expect(page.get_by_text(text("review.adjudication.saved", n=2, code=code))).to_be_visible(timeout=WAIT_MS)
     screenshot(page, "checker-adjudication-saved")
 
     # 7. The decisions are gold, with source "adjudicated".
@@ -277,7 +283,7 @@ def test_admin_audit_log_page(page, app_server, accounts):
     screenshot(page, "admin-audit-log")
     # Filter to the checkers' work only.
     page.get_by_role("combobox", name=text("review.audit_log.entity")).click()
-    page.get_by_role("option", name="rubric", exact=True).click()
+    page.get_by_role("option", name=text("workbench.audit_entity.rubric"), exact=True).click()
     page.keyboard.press("Escape")
     wait_for_app_run(page)
     expect(page.get_by_test_id("stDataFrame").first).to_be_visible(timeout=WAIT_MS)
