@@ -203,7 +203,7 @@ def _save(case_pk: int, *, submit: bool) -> None:
         state["conflict"] = True
         return
     except (ValidationFailed, ClinConsensusError) as error:
-        _flash("error", t("error.generic", reason=widgets.plain(error)))
+        _flash("error", widgets.error_text(error))
         return
     saved_rows = [{"criterion_id": c.criterion_id, "text": c.text, "tags": list(c.tags)} for c in version.criteria]
     state.update(

@@ -167,7 +167,7 @@ def _save() -> None:
         _reload()
         return
     except ClinConsensusError as error:
-        _message("error", t("error.generic", reason=widgets.plain(error)))
+        _message("error", widgets.error_text(error, markdown=False))
         return
     cached = st.session_state.get(QUEUE_KEY)
     if cached:

@@ -17,7 +17,7 @@ from db.models import Role
 from ui import shell, workbench as wb
 from ui.checker import met_text
 from ui.shell import t
-from ui.widgets import plain
+from ui.widgets import error_text, show_error
 
 PICK_KEY = "review_adj_pick"
 LOADED_KEY = "review_adj_loaded"
@@ -109,7 +109,7 @@ def _save() -> None:
         st.session_state.pop(LOADED_KEY, None)
         return
     except ClinConsensusError as error:
-        _message("error", t("error.generic", reason=str(error)))
+        _message("error", error_text(error, markdown=False))
         return
     _message("success", t("review.adjudication.saved", n=saved, code=code))
     st.session_state.pop(LOADED_KEY, None)
@@ -167,7 +167,7 @@ def _workbench(user, response_id: int) -> None:
     try:
         loaded = _loaded(user, response_id)
     except ClinConsensusError as error:
-        st.error(t("error.generic", reason=plain(error)))
+        show_error(error)
         return
     view: review.AdjudicationView = loaded["view"]
     wb.workbench(

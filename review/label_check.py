@@ -10,7 +10,7 @@ from db.models import Role
 from ui import shell, workbench as wb
 from ui.checker import met_text
 from ui.shell import t
-from ui.widgets import plain, progress_bar, show_error
+from ui.widgets import error_text, plain, progress_bar, show_error
 
 MODES = (review.CHECK_ALL, review.CHECK_SAMPLE, review.CHECK_JUDGE)
 PICK_KEY = "review_check_pick"
@@ -138,7 +138,7 @@ def _save() -> None:
         st.session_state.pop(LOADED_KEY, None)  # the newer value is shown; the next save starts from it
         return
     except ClinConsensusError as error:
-        _message("error", t("error.generic", reason=str(error)))
+        _message("error", error_text(error, markdown=False))
         return
     _message("success", t("review.check.saved", n=written, code=view.code))
     st.session_state.pop(LOADED_KEY, None)

@@ -13,10 +13,10 @@ from db import engine as engine_module, review
 from db.audit import AUDIT_LOCK_KEY
 from db.engine import make_engine, session_scope
 from db.errors import DatabaseBusy
-from db.models import Label, Stage, User
+from db.models import Label, RubricStatus, RubricVersion, Stage, User
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in, texts
-from tests.support.factories import make_case, make_label, make_response, make_user
+from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 
 N = 2
 
@@ -89,17 +89,47 @@ def test_a_save_behind_a_long_import_is_told_busy_and_can_be_repeated(database_u
         engine.dispose()
 
 
-def test_the_label_check_page_says_busy_and_keeps_the_input(app_database, sqlite_url, monkeypatch):
+def test_the_rubric_audit_page_says_busy_and_keeps_the_comment(app_database, sqlite_url, monkeypatch):
     monkeypatch.setattr(engine_module, "SQLITE_BUSY_TIMEOUT_MS", 300)
-    seed(app_database)
-    app = open_page(signed_in(app_database, "chk1"), "review-labels")
+    with session_scope(app_database) as s:
+        author = make_user(s, "ann1", "annotator", 1)
+        make_user(s, "chk1", "checker", 1)
+        rubric_id = make_rubric(s, make_case(s, "CC-0009", n=0), n=N, status=RubricStatus.submitted, author=author).id
+    app = open_page(signed_in(app_database, "chk1"), "review-rubrics")
     assert not app.exception
+    comment = next(w for w in app.text_input if w.key and w.key.startswith("review_audit_c_"))
+    comment.input("请写明具体剂量")
     with ImportHoldingTheDatabase(sqlite_url):
-        app = button(app, translate("review.check.save", "zh")).click().run()
+        app = button(app, translate("review.audit.return", "zh")).click().run()
     assert not app.exception
     assert [e.value for e in app.error] == [translate("security.busy", "zh")]
     assert "Traceback" not in texts(app)
-    app = button(app, translate("review.check.save", "zh")).click().run()
+    assert "请写明具体剂量" in [w.value for w in app.text_input]  # the comment is still there to send again
+    with session_scope(app_database, read_only=True) as s:
+        assert s.get(RubricVersion, rubric_id).status == RubricStatus.submitted
+    app = button(app, translate("review.audit.return", "zh")).click().run()
     assert not app.error
     with session_scope(app_database, read_only=True) as s:
-        assert len(s.exec(select(Label).where(Label.stage == Stage.check)).all()) == N
+        assert s.get(RubricVersion, rubric_id).status == RubricStatus.returned
+
+
+def test_a_workbench_shows_busy_in_the_readers_words(app_database):
+    """The workbench pages put `error_text` into their message line; a busy save reads as "busy, try again"."""
+    from streamlit.testing.v1 import AppTest
+
+    def page() -> None:
+        import streamlit as st
+
+        from db.errors import DatabaseBusy, ValidationFailed
+        from ui.widgets import error_text
+
+        st.text(error_text(DatabaseBusy("database is locked"), markdown=False))
+        st.text(error_text(ValidationFailed("note <b>needed</b>"), markdown=False))
+        st.text(error_text(ValidationFailed("note *needed*")))
+
+    app = AppTest.from_function(page).run()
+    assert not app.exception
+    shown = [element.value for element in app.text]
+    assert shown[0] == translate("security.busy", "zh")
+    assert shown[1] == translate("error.generic", "zh", reason="note <b>needed</b>")
+    assert shown[2] == translate("error.generic", "zh", reason="note \\*needed\\*")

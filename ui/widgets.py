@@ -81,9 +81,14 @@ def progress_bar(done: int, total: int, *, label_key: str = "widgets.progress") 
     )
 
 
+def error_text(error: Exception, *, markdown: bool = True) -> str:
+    """A data-layer error in the reader's words: "busy, try again" for a save that waited behind an import,
+    else the refusal's reason (escaped when the text goes through Markdown, as is for plain-text widgets)."""
+    if isinstance(error, DatabaseBusy):
+        return t("security.busy")
+    return t("error.generic", reason=plain(error) if markdown else str(error))
+
+
 def show_error(error: Exception) -> None:
     """A data-layer error for the person who caused it, in red; its message is shown as text."""
-    if isinstance(error, DatabaseBusy):
-        st.error(t("security.busy"))
-        return
-    st.error(t("error.generic", reason=plain(error)))
+    st.error(error_text(error))
