@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -105,3 +106,12 @@ def sqlite_engine(sqlite_url):
 def session(engine):
     with Session(engine, expire_on_commit=False) as session:
         yield session
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    # The Playwright tests (tests/e2e/) run last: Playwright's sync API keeps an event loop running in
+    # the main thread for the rest of the session, and code under test that starts its own loop (the
+    # judge runner, the figure export) must not run beside it.
+    playwright_tests = Path(__file__).parent / "e2e"
+    items.sort(key=lambda item: playwright_tests in Path(str(item.path)).parents)
