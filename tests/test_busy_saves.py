@@ -111,25 +111,3 @@ def test_the_rubric_audit_page_says_busy_and_keeps_the_comment(app_database, sql
     assert not app.error
     with session_scope(app_database, read_only=True) as s:
         assert s.get(RubricVersion, rubric_id).status == RubricStatus.returned
-
-
-def test_a_workbench_shows_busy_in_the_readers_words(app_database):
-    """The workbench pages put `error_text` into their message line; a busy save reads as "busy, try again"."""
-    from streamlit.testing.v1 import AppTest
-
-    def page() -> None:
-        import streamlit as st
-
-        from db.errors import DatabaseBusy, ValidationFailed
-        from ui.widgets import error_text
-
-        st.text(error_text(DatabaseBusy("database is locked"), markdown=False))
-        st.text(error_text(ValidationFailed("note <b>needed</b>"), markdown=False))
-        st.text(error_text(ValidationFailed("note *needed*")))
-
-    app = AppTest.from_function(page).run()
-    assert not app.exception
-    shown = [element.value for element in app.text]
-    assert shown[0] == translate("security.busy", "zh")
-    assert shown[1] == translate("error.generic", "zh", reason="note <b>needed</b>")
-    assert shown[2] == translate("error.generic", "zh", reason="note \\*needed\\*")
