@@ -317,6 +317,15 @@ def login(page, app_server: AppServer, account: Account, lang: str = "zh") -> No
     fill_login(page, account.username, account.password, lang)
     expect(page.get_by_text(text("sidebar.signed_in_as", lang, name=account.display_name))).to_be_visible()
     wait_for_app_run(page)
+    # The sign-in cookie is written by our component just after the signed-in run; a test that opens
+    # another URL at once must not outrun it.
+    from ui.session_cookie import COOKIE_NAME
+
+    for _ in range(100):
+        if any(cookie["name"] == COOKIE_NAME and cookie["value"] for cookie in page.context.cookies()):
+            return
+        page.wait_for_timeout(100)
+    raise AssertionError("the sign-in cookie was not written within 10 s")
 
 
 @pytest.fixture(scope="session")
