@@ -14,14 +14,14 @@ from db.models import Role
 from i18n import catalog
 from ui import shell
 from ui.shell import t
-from ui.times import local_time
+from ui.times import local_time, reader_zone
 from ui.widgets import plain
 
 
 def _named(kind: str, code: str) -> str:
-    """An audit code in the reader's language (a code the catalog does not know is shown as stored)."""
+    """An audit code in the reader's language (every code of db.audit has an entry; an unknown one reads "other")."""
     key = f"workbench.audit_{kind}.{code}"
-    return t(key) if key in catalog() else code
+    return t(key) if key in catalog() else t("language.audit_other", code=code)
 
 
 def _compact(value) -> str:
@@ -54,7 +54,12 @@ def render() -> None:
     since = dates[0] if len(dates) >= 1 else None
     until = dates[1] if len(dates) == 2 else since
     filters = dict(
-        entities=chosen_entities, actor=actor or None, since=since, until=until, key_contains=key_contains or None
+        entities=chosen_entities,
+        actor=actor or None,
+        since=since,
+        until=until,
+        key_contains=key_contains or None,
+        zone=reader_zone(),
     )
     with shell.db_session(read_only=True) as session:
         entries, total = search_audit(session, user, **filters)
