@@ -33,6 +33,7 @@ def render() -> None:
     st.title(t("review.audit_log.title"))
     with shell.db_session(read_only=True) as session:
         entities, actors = audit_facets(session, user)
+    zone = reader_zone()
     with st.container(border=True):
         first, second = st.columns(2)
         chosen_entities = first.multiselect(
@@ -47,7 +48,9 @@ def render() -> None:
             t("review.audit_log.actor"), list(actor_names), key="audit_log_actor", format_func=actor_names.get
         )
         third, fourth = st.columns(2)
-        dates = third.date_input(t("review.audit_log.dates"), value=(), key="audit_log_dates", format="YYYY-MM-DD")
+        dates = third.date_input(
+            t("review.audit_log.dates", zone=zone.key), value=(), key="audit_log_dates", format="YYYY-MM-DD"
+        )
         key_contains = fourth.text_input(
             t("review.audit_log.key"), key="audit_log_key", placeholder=t("review.audit_log.key_hint")
         )
@@ -59,7 +62,7 @@ def render() -> None:
         since=since,
         until=until,
         key_contains=key_contains or None,
-        zone=reader_zone(),
+        zone=zone,
     )
     with shell.db_session(read_only=True) as session:
         entries, total = search_audit(session, user, **filters)
@@ -69,7 +72,9 @@ def render() -> None:
             {
                 t("review.audit_log.col.id"): [e.id for e in entries],
                 # in the reader's time zone (Asia/Shanghai unless configured)
-                t("review.audit_log.col.at"): [local_time(e.at, seconds=True) for e in entries],
+                t("review.audit_log.col.at", zone=zone.key): [
+                    local_time(e.at, zone=zone, seconds=True) for e in entries
+                ],
                 t("review.audit_log.col.actor"): [e.actor for e in entries],
                 t("review.audit_log.col.action"): [_named("action", e.action) for e in entries],
                 t("review.audit_log.col.entity"): [_named("entity", e.entity) for e in entries],
