@@ -324,7 +324,8 @@ def html_report(report, frames: dict[str, pd.DataFrame], lang: str = "en") -> st
     ):
         parts.append(f"<h2>{html.escape(t(f'analysis.table.{name}'))}</h2>")
         parts.append(_table_html(frames[name]))
-    parts.append(time_section.section_html(getattr(report, "time", None), t))
+    if getattr(report, "time", None) is not None:
+        parts.append(time_section.section_html(report.time, t))
     for index, (_, figure) in enumerate(figures(report, t)):
         parts.append(figure.to_html(include_plotlyjs=index == 0, full_html=False))
     style = (

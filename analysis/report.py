@@ -69,7 +69,7 @@ class Report:
     # Models the source does not score, scored by a judge instead (see metrics.judge_scored_models).
     judge_scored: pd.DataFrame | None = None
     insights: reliability.Insights | None = None
-    # Time on task against agreement (empty when the frames carry no timings).
+    # Time on task against agreement (empty without stored timings; None when the frames or grid carry none).
     time: TimeAgreement | None = None
 
 
@@ -116,7 +116,8 @@ def build_report(
         criterion_agreement=agreement_extra.criterion_agreement(grid),
         low_agreement_cases=agreement_extra.low_agreement_cases(agreement),
     )
-    report.time = time_agreement(grid, frames.timings, frames.users)
+    if frames is not None and frames.timings is not None:
+        report.time = time_agreement(grid, frames.timings, frames.users)
     if judge_scored:
         metrics.source_labels(grid, metrics.JUDGE_PREFIX + judge_scored)  # an unknown judge is named
         report.judge_scored = metrics.judge_scored_models(grid, source, judge_scored, k)

@@ -90,10 +90,10 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return f'<table class="table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def section_html(result: TimeAgreement | None, t: Callable[..., str]) -> str:
+def section_html(result: TimeAgreement, t: Callable[..., str]) -> str:
     """The section as HTML: a heading, the definition, the two correlations, per annotator, per time bucket."""
     parts = [f'<h2 id="time-agreement">{html.escape(t("analysis.time.title"))}</h2>']
-    if result is None or not result.has_data:
+    if not result.has_data:
         parts.append(f'<p class="no-timings">{html.escape(t("analysis.time.none"))}</p>')
         return "\n".join(parts)
     parts.append(f"<p>{html.escape(t('analysis.time.definition'))}</p>")
