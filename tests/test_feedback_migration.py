@@ -43,8 +43,8 @@ def test_the_feedback_revision_upgrades_in_place_and_downgrades(empty_database_u
         with engine.begin() as connection:
             connection.execute(
                 text(
-                    'INSERT INTO "user" (id, username, display_name, role, group_no, is_active, created_at, lock_version)'
-                    " VALUES (1, 'boss', 'Boss', 'admin', NULL, true, CURRENT_TIMESTAMP, 1)"
+                    'INSERT INTO "user" (id, username, display_name, role, group_no, is_active,'
+                    " created_at, lock_version) VALUES (1, 'boss', 'Boss', 'admin', NULL, true, CURRENT_TIMESTAMP, 1)"
                 )
             )
         upgrade(engine)
