@@ -7,15 +7,13 @@ A case's rubric is a sequence of versions (1, 2, …). The newest version is the
 - `submitted`: waiting for a checker, not editable.
 Labeling always uses the newest *approved* version (`db.current_rubric`).
 
-Submission is refused while a blocking problem remains (`blocking_problems`): an empty criterion,
+Submission is refused while a blocking problem remains (`db.rubric_lint.blocking_problems`): an empty criterion,
 an exact duplicate (after normalisation), or a number of criteria other than N. Everything else the
 authoring lint reports is a warning the author may accept.
 """
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,10 +27,10 @@ from db.config import RUBRIC_SIZE
 from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
 from db.limits import TEXT_LIMITS
 from db.models import Assignment, AssignmentKind, Case, Criterion, Role, RubricStatus, RubricVersion, User, utcnow
+from db.rubric_lint import blocking_problems
 from db.taxonomy import get_taxonomy
 
 MAX_CRITERION_CHARS = TEXT_LIMITS["criterion"]
-_NOT_WORD = re.compile(r"[\W_]+", re.UNICODE)
 
 
 # Views handed to pages ------------------------------------------------------------------------
@@ -94,47 +92,6 @@ class CriterionInput:
     criterion_id: str
     text: str
     tags: Sequence[str] = ()
-
-
-@dataclass(frozen=True)
-class Problem:
-    """A rule a rubric breaks. `row` is a 0-based position; None for the rubric as a whole."""
-
-    code: str  # "empty" | "duplicate" | "count"
-    row: int | None
-    other: int | None = None  # for duplicates: the first row with the same text
-    count: int | None = None
-    expected: int | None = None
-
-
-# Pure rules ----------------------------------------------------------------------------------
-
-
-def normalized_criterion(text: str) -> str:
-    """The text as compared for duplicates: NFKC, case-folded, without spaces or punctuation."""
-    return _NOT_WORD.sub("", unicodedata.normalize("NFKC", text or "").casefold())
-
-
-def blocking_problems(texts: Sequence[str], expected: int = RUBRIC_SIZE) -> list[Problem]:
-    """The problems that block submission: empty criteria, exact duplicates, a count other than N."""
-    problems: list[Problem] = []
-    first_row: dict[str, int] = {}
-    filled = 0
-    for row, text in enumerate(texts):
-        key = normalized_criterion(text)
-        if not (text or "").strip() or not key:
-            problems.append(Problem("empty", row))
-            continue
-        filled += 1
-        if key in first_row:
-            problems.append(Problem("duplicate", row, other=first_row[key]))
-        else:
-            first_row[key] = row
-    empty = sum(problem.code == "empty" for problem in problems)
-    # An empty row is one problem: when the rows are N and only empty ones fall short, the count is not told again.
-    if filled != expected and not (empty and filled + empty == expected):
-        problems.append(Problem("count", None, count=filled, expected=expected))
-    return problems
 
 
 def default_criterion_ids(n: int = RUBRIC_SIZE) -> list[str]:

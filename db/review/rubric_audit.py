@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select, update
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.audit import record
 from db.current_rubric import made_on_older_version
@@ -47,8 +47,10 @@ class RubricView:
     earlier_comment: str | None = None
     earlier_criterion_comments: dict[str, str] = field(default_factory=dict)
     earlier_criterion_texts: dict[str, str] = field(default_factory=dict)
-    # Criteria whose text differs from the last returned version (new ones included): what to re-read.
+    # Criteria whose text differs from the previous decided version (returned or approved; new ones
+    # included): what to re-read. Empty, and `previous_version` None, on a first submission.
     changed_since_return: frozenset[str] = frozenset()
+    previous_version: int | None = None
 
 
 def rubric_queue(session: Session, user: User) -> list[RubricQueueItem]:
@@ -101,6 +103,13 @@ def _rubric_view(session: Session, rubric: RubricVersion, user: User) -> RubricV
         .first()
     )
     earlier_criteria = _criteria(session, earlier.id) if earlier else []
+    previous = _previous_decided(session, rubric)
+    if previous is None:
+        previous_criteria: list[Criterion] = []
+    elif earlier is not None and previous.id == earlier.id:
+        previous_criteria = earlier_criteria
+    else:
+        previous_criteria = _criteria(session, previous.id)
     return RubricView(
         rubric.id,
         rubric.version,
@@ -115,7 +124,26 @@ def _rubric_view(session: Session, rubric: RubricVersion, user: User) -> RubricV
         earlier.review_comment if earlier else None,
         {c.criterion_id: c.review_comment for c in earlier_criteria if c.review_comment},
         {c.criterion_id: c.text for c in earlier_criteria if c.review_comment},
-        _changed(criteria, earlier_criteria) if earlier else frozenset(),
+        _changed(criteria, previous_criteria) if previous else frozenset(),
+        previous.version if previous else None,
+    )
+
+
+def _previous_decided(session: Session, rubric: RubricVersion) -> RubricVersion | None:
+    """The newest version before `rubric` that a checker decided (returned or approved): what it is compared with."""
+    return (
+        session.execute(
+            select(RubricVersion)
+            .where(
+                RubricVersion.case_pk == rubric.case_pk,
+                RubricVersion.version < rubric.version,
+                col(RubricVersion.status).in_([RubricStatus.returned, RubricStatus.approved]),
+            )
+            .order_by(RubricVersion.version.desc())
+            .limit(1)
+        )
+        .scalars()
+        .first()
     )
 
 
