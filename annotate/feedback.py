@@ -9,6 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from db import feedback
+from db.gold import ADJUDICATED
 from db.models import Role
 from ui import shell, widgets
 from ui.times import local_time
@@ -34,10 +35,12 @@ def _decision(decision: feedback.FeedbackDecision) -> None:
             st.caption(t(f"annotate.feedback.source.{decision.gold_source}"))
         with why:
             st.caption(t("annotate.feedback.rationale"))
-            if decision.rationale is not None:
+            if decision.gold_source != ADJUDICATED:
+                st.caption(t("annotate.feedback.no_rationale"))
+            elif decision.rationale and decision.rationale.strip():
                 widgets.show_text(decision.rationale)
             else:
-                st.caption(t("annotate.feedback.no_rationale"))
+                st.caption(t("annotate.feedback.rationale_missing"))
 
 
 def _response(item: feedback.FeedbackResponse) -> None:
