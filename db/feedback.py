@@ -205,7 +205,7 @@ def set_feedback_open(session: Session, *, actor: User, round_at: datetime, is_o
     policies.require_admin(actor)
     rows = _round_rows(session, round_at)
     if not rows:
-        raise NotFound("feedback: no labeling round was handed out at that time")
+        raise NotFound("feedback: no labeling round was handed out at that time", key="errors.feedback_no_round")
     key = rows[0][0]  # the round's time as the database returns it (what `round_states` keys on)
     if is_open:
         flags = _done_flags(session, rows)
@@ -240,7 +240,7 @@ def set_feedback_open(session: Session, *, actor: User, round_at: datetime, is_o
 def _require_annotator(user: User) -> None:
     policies.require_role(user, Role.annotator)
     if user.group_no not in (1, 2):
-        raise PermissionDenied("feedback is for annotators of expert group 1 or 2")
+        raise PermissionDenied("feedback is for annotators of expert group 1 or 2", key="errors.feedback_annotators")
 
 
 def _chunks(values: list[int]):
