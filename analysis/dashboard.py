@@ -196,13 +196,31 @@ def _filters(grid: metrics.DecisionGrid, options: dict[str, list[str]], t) -> tu
     with st.sidebar:
         st.header(t("analysis.filters"))
         st.caption(t("analysis.filter.all"))
+        language = shell.lang()
+
+        def named(dimension: str) -> Callable[[str], str]:
+            return lambda value: table_view.value_names(dimension, [value], language, t)[0]
+
         chosen = {
             "models": st.multiselect(t("analysis.filter.models"), options["models"], key="analysis_models"),
             "difficulty": st.multiselect(
-                t("analysis.filter.difficulty"), options["difficulty"], key="analysis_difficulty"
+                t("analysis.filter.difficulty"),
+                options["difficulty"],
+                format_func=named("difficulty"),
+                key="analysis_difficulty",
             ),
-            "register": st.multiselect(t("analysis.filter.register"), options["register"], key="analysis_register"),
-            "task_theme": st.multiselect(t("analysis.filter.task_theme"), options["task_theme"], key="analysis_theme"),
+            "register": st.multiselect(
+                t("analysis.filter.register"),
+                options["register"],
+                format_func=named("register"),
+                key="analysis_register",
+            ),
+            "task_theme": st.multiselect(
+                t("analysis.filter.task_theme"),
+                options["task_theme"],
+                format_func=named("task_theme"),
+                key="analysis_theme",
+            ),
             "specialty": st.multiselect(t("analysis.filter.specialty"), options["specialty"], key="analysis_specialty"),
         }
         sources = [

@@ -23,6 +23,7 @@ INSIGHT_PAGES = ("analysis-criteria", "analysis-judge-errors", "analysis-physici
 #: A stored identifier: lower-case words joined by "_", "@" or ":" (pooled_mf1, cacs@1, unverifiable_reasoning).
 IDENTIFIER = re.compile(r"^[a-z0-9]+(?:[_@:][a-z0-9]+)+$")
 LONG_FLOAT = re.compile(r"\d\.\d{4,}")
+STORED_DIFFICULTIES = {"low", "medium", "high"}
 
 
 @pytest.fixture
@@ -102,6 +103,11 @@ def _check_text(app, where: str) -> None:
     shown = texts(app) + "\n" + "\n".join(f"{m.label} {m.value}" for m in app.metric)
     assert "None" not in shown, where
     assert not LONG_FLOAT.search(shown), f"{where}: {LONG_FLOAT.search(shown).group()}"
+    # the filters' choices are named too (a difficulty reads 高/High, not its stored id)
+    for widget in [*app.multiselect, *app.selectbox]:
+        options = [str(option) for option in widget.options]
+        raw = [option for option in options if IDENTIFIER.match(option) or option in STORED_DIFFICULTIES]
+        assert not raw, f"{where}: {widget.label} offers {raw[:3]}"
 
 
 @pytest.mark.parametrize("lang", ["zh", "en"])
