@@ -45,7 +45,7 @@ def upgrade() -> None:
 
     from db import kept
 
-    kept.rebuild_all(op.get_bind())
+    kept.rebuild_all(op.get_bind(), with_assignments=False)
 
 
 def downgrade() -> None:
