@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import bindparam, delete, event, func, insert, select, update
+from sqlalchemy import and_, bindparam, case, delete, event, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlmodel import Session, SQLModel
 
@@ -201,23 +201,49 @@ def refresh(
                 .order_by(_RESPONSE.c.id)
                 .with_for_update(key_share=True)
             )
-        connection.execute(delete(_TALLY).where(_TALLY.c.response_id.in_(chunk)))
-        version = func.coalesce(_LABEL.c.rubric_version_id, NO_RUBRIC_VERSION)
-        connection.execute(
-            insert(_TALLY).from_select(
-                ["response_id", "group_no", "stage", "user_id", "rubric_version_id", "n"],
-                select(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id, version, func.count())
-                .where(_LABEL.c.response_id.in_(chunk))
-                .group_by(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id, version),
-            )
-        )
-        status = status_of_labels(_label_rows(connection, chunk))
-        connection.execute(delete(_STATUS).where(_STATUS.c.response_id.in_(chunk)))
-        if len(status):
-            records = [dict(zip(STATUS_COLUMNS, map(int, row))) for row in status.itertuples(index=False)]
-            connection.execute(insert(_STATUS), records)
+        _refresh_tally_chunk(connection, chunk)
+        _refresh_status_chunk(connection, chunk)
         if with_assignments:
             _refresh_assignment_chunk(connection, chunk)
+
+
+def _refresh_tally_chunk(connection: Connection, chunk: list[int]) -> None:
+    # An annotation label is unchecked while its group has no check label on the same criterion (the label
+    # check's queue; db.independence's "check pending"). (response, criterion, stage, group) is unique, so the
+    # outer join adds at most one row per label.
+    connection.execute(delete(_TALLY).where(_TALLY.c.response_id.in_(chunk)))
+    check = _LABEL.alias("check_label")
+    version = func.coalesce(_LABEL.c.rubric_version_id, NO_RUBRIC_VERSION)
+    unchecked = func.sum(case((check.c.id.is_(None) & (_LABEL.c.stage == Stage.annotation.value), 1), else_=0))
+    keys = (_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id, version)
+    connection.execute(
+        insert(_TALLY).from_select(
+            ["response_id", "group_no", "stage", "user_id", "rubric_version_id", "n", "n_unchecked"],
+            select(*keys, func.count(), unchecked)
+            .select_from(
+                _LABEL.outerjoin(
+                    check,
+                    and_(
+                        check.c.response_id == _LABEL.c.response_id,
+                        check.c.criterion_id == _LABEL.c.criterion_id,
+                        check.c.group_no == _LABEL.c.group_no,
+                        check.c.stage == Stage.check.value,
+                        _LABEL.c.stage == Stage.annotation.value,
+                    ),
+                )
+            )
+            .where(_LABEL.c.response_id.in_(chunk))
+            .group_by(*keys),
+        )
+    )
+
+
+def _refresh_status_chunk(connection: Connection, chunk: list[int]) -> None:
+    status = status_of_labels(_label_rows(connection, chunk))
+    connection.execute(delete(_STATUS).where(_STATUS.c.response_id.in_(chunk)))
+    if len(status):
+        records = [dict(zip(STATUS_COLUMNS, map(int, row))) for row in status.itertuples(index=False)]
+        connection.execute(insert(_STATUS), records)
 
 
 def refresh_assignments(session_or_connection: Session | Connection, response_ids: Iterable[int]) -> None:
@@ -289,18 +315,32 @@ def _refresh_assignment_chunk(connection: Connection, ids: list[int]) -> None:
         )
 
 
-def rebuild_all(session_or_connection: Session | Connection, *, with_assignments: bool = True) -> None:
-    """Rewrites every kept figure (a migration of an existing database; a repair)."""
+def rebuild_all(session_or_connection: Session | Connection) -> None:
+    """Rewrites every kept figure (a repair)."""
     connection = _connection(session_or_connection)
     connection.execute(delete(_TALLY))
     connection.execute(delete(_STATUS))
-    refresh(
-        session_or_connection,
-        connection.execute(select(_LABEL.c.response_id).distinct()).scalars(),
-        with_assignments=False,
-    )
-    if with_assignments:
-        rebuild_assignments(session_or_connection)
+    refresh(session_or_connection, connection.execute(select(_LABEL.c.response_id).distinct()).scalars())
+
+
+def _every_labeled_chunk(connection: Connection) -> Iterator[list[int]]:
+    ids = sorted(connection.execute(select(_LABEL.c.response_id).distinct()).scalars())
+    for start in range(0, len(ids), REFRESH_CHUNK):
+        yield ids[start : start + REFRESH_CHUNK]
+
+
+def rebuild_status(connection: Connection) -> None:
+    """Rewrites every response's status (a migration)."""
+    connection.execute(delete(_STATUS))
+    for chunk in _every_labeled_chunk(connection):
+        _refresh_status_chunk(connection, chunk)
+
+
+def rebuild_tally(connection: Connection) -> None:
+    """Rewrites the whole label tally (a migration)."""
+    connection.execute(delete(_TALLY))
+    for chunk in _every_labeled_chunk(connection):
+        _refresh_tally_chunk(connection, chunk)
 
 
 def rebuild_assignments(session_or_connection: Session | Connection) -> None:

@@ -314,6 +314,8 @@ class LabelTally(SQLModel, table=True):
     # the rubric version the labels were made against; NO_RUBRIC_VERSION for labels without one (old imports)
     rubric_version_id: int = Field(primary_key=True)
     n: int
+    # of the annotation labels, those their group has no check label for yet (the check is pending)
+    n_unchecked: int = Field(default=0)
 
 
 class ResponseStatus(SQLModel, table=True):

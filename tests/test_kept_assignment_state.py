@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 
 from sqlalchemy import select, update
 
-from db import assignments, config, kept, labeling, progress_queries, review, rubrics
+from db import assignments, config, independence, kept, labeling, progress_queries, review, rubrics
 from db.engine import session_scope
 from db.importers import import_file
 from db.models import (
@@ -24,6 +24,7 @@ from db.models import (
     Case,
     Criterion,
     Label,
+    LabelTally,
     Response,
     RubricStatus,
     RubricVersion,
@@ -75,8 +76,40 @@ def recount(s) -> dict[int, tuple[str, int, int]]:
     return out
 
 
+def check_unchecked(s) -> None:
+    """The tally's unchecked annotation labels, and the checkers' "check pending" and "annotated by" read from it,
+    against the label rows."""
+    rows = s.execute(select(Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.user_id)).all()
+    checked = {(r.response_id, r.criterion_id, r.group_no) for r in rows if r.stage == Stage.check}
+    expected = Counter(
+        (r.response_id, r.group_no, r.user_id)
+        for r in rows
+        if r.stage == Stage.annotation and (r.response_id, r.criterion_id, r.group_no) not in checked
+    )
+    kept_rows = Counter()
+    for response_id, group_no, user_id, n in s.execute(
+        select(LabelTally.response_id, LabelTally.group_no, LabelTally.user_id, LabelTally.n_unchecked).where(
+            LabelTally.stage == Stage.annotation, LabelTally.n_unchecked > 0
+        )
+    ).all():
+        kept_rows[(response_id, group_no, user_id)] += n
+    assert kept_rows == expected
+    for user in s.execute(select(User).where(User.role.in_(["checker", "annotator"]))).scalars():
+        pending = {rid for (rid, g, uid) in expected if g == user.group_no and uid != user.id}
+        annotated = {r.response_id for r in rows if r.user_id == user.id and r.stage == Stage.annotation}
+        some = sorted({r.response_id for r in rows})[::2]
+        assert independence.check_pending(s, user) == pending
+        assert independence.check_pending(s, user, some) == pending & set(some)
+        assert independence.annotated_by(s, user.id) == annotated
+        assert independence.annotated_by(s, user.id, some) == annotated & set(some)
+        with kept.use_recount():
+            assert independence.check_pending(s, user) == pending
+            assert independence.annotated_by(s, user.id, some) == annotated & set(some)
+
+
 def check(engine, admin_id: int) -> dict[int, tuple[str, int, int]]:
     with session_scope(engine, read_only=True) as s:
+        check_unchecked(s)
         expected = recount(s)
         kept_rows = {
             row[0]: tuple(row[1:])

@@ -45,7 +45,8 @@ def upgrade() -> None:
 
     from db import kept
 
-    kept.rebuild_all(op.get_bind(), with_assignments=False)
+    # The status here; the tally is written by revision 0008, which adds its last column.
+    kept.rebuild_status(op.get_bind())
 
 
 def downgrade() -> None:

@@ -1,4 +1,4 @@
-"""assignment state: the kept state of each labeling assignment's labels
+"""assignment state: the kept state of each labeling assignment's labels; unchecked labels in the tally
 
 Revision ID: 0008
 Revises: 0003a
@@ -6,7 +6,9 @@ Revises: 0003a
 The annotator's queue, the sidebar's progress and the progress page read the state of the group's
 labels on each assigned response (todo, partial, done, stale, waiting), the labels that count on the
 current rubric and that rubric's size from the assignment row; db/kept.py rewrites them as labels,
-assignments and current rubrics change. An existing database gets them computed here.
+assignments and current rubrics change. The label tally also counts the annotation labels whose group
+has no check label for them yet, so "check pending" (db.independence) reads the tally, not the labels.
+An existing database gets both computed here.
 """
 
 import sqlalchemy as sa
@@ -25,12 +27,18 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("labeled", sa.Integer(), nullable=False, server_default="0"))
         batch_op.add_column(sa.Column("rubric_size", sa.Integer(), nullable=False, server_default="0"))
 
+    with op.batch_alter_table("label_tally", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("n_unchecked", sa.Integer(), nullable=False, server_default="0"))
+
     from db import kept
 
+    kept.rebuild_tally(op.get_bind())
     kept.rebuild_assignments(op.get_bind())
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("label_tally", schema=None) as batch_op:
+        batch_op.drop_column("n_unchecked")
     with op.batch_alter_table("assignment", schema=None) as batch_op:
         batch_op.drop_column("rubric_size")
         batch_op.drop_column("labeled")
