@@ -176,9 +176,7 @@ def _forget_touched(session: Session) -> None:
         session.info.pop(key, None)
 
 
-def refresh(
-    session_or_connection: Session | Connection, response_ids: Iterable[int], *, with_assignments: bool = True
-) -> None:
+def refresh(session_or_connection: Session | Connection, response_ids: Iterable[int]) -> None:
     """Rewrites the kept figures of `response_ids` from their labels as this transaction sees them.
 
     On PostgreSQL the response rows are locked first (in id order; FOR NO KEY UPDATE, which the
@@ -203,8 +201,7 @@ def refresh(
             )
         _refresh_tally_chunk(connection, chunk)
         _refresh_status_chunk(connection, chunk)
-        if with_assignments:
-            _refresh_assignment_chunk(connection, chunk)
+        _refresh_assignment_chunk(connection, chunk)
 
 
 def _refresh_tally_chunk(connection: Connection, chunk: list[int]) -> None:
