@@ -222,7 +222,8 @@ def _my_progress_of(username: str, version: DataVersion) -> dict:
         return progress_queries.my_progress(session, user)
 
 
-def _my_progress(user: User) -> dict:
+def my_progress(user: User) -> dict:
+    """The annotator's queue figures (db.progress_queries.my_progress), read again only after a change."""
     return _my_progress_of(user.username, data_version(engine()))
 
 
@@ -240,7 +241,7 @@ def progress_text(kind: str, done: int, total: int) -> str:
 def work_summary(user: User) -> None:
     """The user's own figures: queue progress (annotators) or open disagreements (checkers, admins)."""
     if user.role == Role.annotator:
-        mine = _my_progress(user)
+        mine = my_progress(user)
         # The labeling page shows the same figure under the same words (one definition: its queue).
         for kind in ("label", "rubric"):
             if mine[f"{kind}_assigned"]:
