@@ -15,7 +15,7 @@ def pages(user: User) -> list[tuple[str, st.Page]]:
     """The admin area's navigation entries (none for other roles)."""
     if user.role != Role.admin:
         return []
-    from admin import assignments, audit_log, exports, imports, judge_runs, progress, users
+    from admin import assignments, audit_log, exports, feedback, imports, judge_runs, progress, users
 
     t = shell.translator()
     section = "nav.section.admin"
@@ -43,6 +43,15 @@ def pages(user: User) -> list[tuple[str, st.Page]]:
                 title=t("admin.assign.title"),
                 icon=":material/assignment_ind:",
                 url_path="admin-assignments",
+            ),
+        ),
+        (
+            section,
+            st.Page(
+                feedback.render,
+                title=t("admin.feedback.title"),
+                icon=":material/rate_review:",
+                url_path="admin-feedback",
             ),
         ),
         (

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from analysis import metrics
+from analysis import metrics, time_section
 from analysis.reliability import KAPPA_THRESHOLD, MIN_ALIGNED, NO_TAG, SLICE_DIMENSIONS
 from db.taxonomy import get_taxonomy
 from i18n import translate
@@ -324,6 +324,8 @@ def html_report(report, frames: dict[str, pd.DataFrame], lang: str = "en") -> st
     ):
         parts.append(f"<h2>{html.escape(t(f'analysis.table.{name}'))}</h2>")
         parts.append(_table_html(frames[name]))
+    if getattr(report, "time", None) is not None:
+        parts.append(time_section.section_html(report.time, t))
     for index, (_, figure) in enumerate(figures(report, t)):
         parts.append(figure.to_html(include_plotlyjs=index == 0, full_html=False))
     style = (

@@ -9,6 +9,7 @@ Column names are the contract of the metric and export code:
 - labels:    response_id, criterion_id, stage, group_no, met, user_id (+ note with notes=True)
 - judge:     judge, response_id, criterion_id, met
 - users:     user_id, username, role, group_no
+- timings:   user_id, response_id, stage, active_ms, n_criteria — one row per timed save (may be absent)
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Frames:
     labels: pd.DataFrame
     judge: pd.DataFrame
     users: pd.DataFrame
+    timings: pd.DataFrame | None = None
 
 
 def parse_source(source: str | None) -> tuple[str, str | None]:

@@ -10,6 +10,7 @@ Frames (column names are the contract of the metric and export code):
 - labels:    response_id, criterion_id, stage, group_no, met, user_id (+ note with notes=True)
 - judge:     judge, response_id, criterion_id, met
 - users:     user_id, username, role, group_no
+- timings:   user_id, response_id, stage, active_ms, n_criteria (active time stored with each save)
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from sqlalchemy.engine import Engine
 
 from analysis.frames import Frames as Frames
 from db.current_rubric import current_versions
-from db.models import AuditLog, Case, Criterion, JudgeDecision, Label, Response, RubricVersion, Stage, User
+from db.models import AuditLog, Case, Criterion, JudgeDecision, Label, LabelTiming, Response, RubricVersion, Stage, User
 from db.taxonomy import get_taxonomy
 
 
@@ -220,6 +221,19 @@ def load_users(engine: Engine) -> pd.DataFrame:
     return _read(engine, select(User.id.label("user_id"), User.username, User.role, User.group_no))
 
 
+def load_timings(engine: Engine) -> pd.DataFrame:
+    """user_id, response_id, stage, active_ms, n_criteria: the active time stored with each save."""
+    columns = [
+        LabelTiming.user_id,
+        LabelTiming.response_id,
+        LabelTiming.stage,
+        LabelTiming.active_ms,
+        LabelTiming.n_criteria,
+    ]
+    timings = _read(engine, select(*columns).order_by(LabelTiming.id))
+    return timings.astype({"user_id": np.int64, "response_id": np.int64, "active_ms": np.int64, "n_criteria": np.int64})
+
+
 def load_frames(engine: Engine, *, text: bool = False, notes: bool = False) -> Frames:
     cases = load_cases(engine, text=text)
     criteria = load_criteria(engine, text=text)
@@ -231,6 +245,7 @@ def load_frames(engine: Engine, *, text: bool = False, notes: bool = False) -> F
         labels=load_labels(engine, notes=True) if notes else load_label_decisions(engine, users=True),
         judge=load_judge(engine),
         users=load_users(engine),
+        timings=load_timings(engine),
     )
 
 

@@ -18,7 +18,8 @@ Beyond §3.6 (under keys of their own): `source`, `confidence_intervals` (bootst
 from `analysis.reliability`: `criteria_flags` (the flag rule and counts), `judge_slices` (judge
 fidelity per slice value), `human_ceiling` (physicians against the other group), `agreement_slices`
 and `annotators` (pooled MF1 with bootstrap bounds; per annotator also the within-group check
-corrections).
+corrections); from `analysis.time_agreement`: `time_agreement` (time on task against agreement with
+the other group, per annotator and per time bucket, with Spearman's ρ and its n).
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ from typing import TextIO
 import numpy as np
 import pandas as pd
 
-from analysis import agreement as agreement_extra, metrics, reliability, static_figures
+from analysis import agreement as agreement_extra, metrics, reliability, static_figures, time_section
 from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, LEVEL, confidence_intervals
 from analysis.figures import figures as figure_builders, html_report, translator
 from analysis.loader import Frames, load_frames
+from analysis.time_agreement import TimeAgreement, time_agreement
 from db.errors import ValidationFailed
 from db.progress import Progress, no_progress
 
@@ -67,6 +69,8 @@ class Report:
     # Models the source does not score, scored by a judge instead (see metrics.judge_scored_models).
     judge_scored: pd.DataFrame | None = None
     insights: reliability.Insights | None = None
+    # Time on task against agreement (empty without stored timings; None when the frames or grid carry none).
+    time: TimeAgreement | None = None
 
 
 def build_report(
@@ -112,6 +116,8 @@ def build_report(
         criterion_agreement=agreement_extra.criterion_agreement(grid),
         low_agreement_cases=agreement_extra.low_agreement_cases(agreement),
     )
+    if frames is not None and frames.timings is not None:
+        report.time = time_agreement(grid, frames.timings, frames.users)
     if judge_scored:
         metrics.source_labels(grid, metrics.JUDGE_PREFIX + judge_scored)  # an unknown judge is named
         report.judge_scored = metrics.judge_scored_models(grid, source, judge_scored, k)
@@ -258,6 +264,8 @@ def report_json(report: Report) -> dict:
     }
     if report.insights is not None:
         result.update(insights_json(report.insights))
+    if report.time is not None:
+        result["time_agreement"] = time_section.section_json(report.time)
     return result
 
 
@@ -429,6 +437,7 @@ def tables(report: Report) -> dict[str, pd.DataFrame]:
         "low_agreement_cases": report.low_agreement_cases,
         "case_mf1": report.agreement.pairs.drop(columns=["case_row"]),
         **(insights_tables(report.insights) if report.insights is not None else {}),
+        **(time_section.section_tables(report.time) if report.time is not None else {}),
     }
 
 

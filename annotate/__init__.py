@@ -1,4 +1,4 @@
-"""The annotator's pages: rubric authoring and hit labeling (navigation entries via `pages`)."""
+"""The annotator's pages: rubric authoring, hit labeling, feedback after a round (navigation entries via `pages`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ def pages(user: User) -> list[tuple[str, st.Page]]:
     """The annotator's navigation entries (none for other roles)."""
     if user.role != Role.annotator:
         return []
-    from annotate import authoring, labeling
+    from annotate import authoring, feedback, labeling
 
     t = shell.t
     section = "nav.section.work"
@@ -33,6 +33,15 @@ def pages(user: User) -> list[tuple[str, st.Page]]:
                 title=t("annotate.authoring.title"),
                 icon=":material/edit_note:",
                 url_path="annotate-rubrics",
+            ),
+        ),
+        (
+            section,
+            st.Page(
+                feedback.render,
+                title=t("annotate.feedback.title"),
+                icon=":material/fact_check:",
+                url_path="annotate-feedback",
             ),
         ),
     ]

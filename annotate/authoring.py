@@ -13,17 +13,18 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from annotate.lint import ERROR, Finding, LintReport, lint_rubric
 from db import drafts, rubrics
 from db.assignments import my_queue
 from db.config import RUBRIC_SIZE
 from db.errors import ClinConsensusError, StaleEdit, ValidationFailed
 from db.models import AssignmentKind, Role, RubricStatus
+from db.rubric_lint import LintReport, lint_rubric
 from db.rubrics import AuthoringView, CriterionInput
 from db.taxonomy import get_taxonomy
 from ui import shell, widgets
 from ui.case_panel import case_panel
 from ui.keys import widget_key
+from ui.rubric_lint import finding_text, row_text
 
 t = shell.t
 CASE_KEY = "annotate_rubric_case"
@@ -108,13 +109,8 @@ def _inputs(rows: list[dict]) -> list[CriterionInput]:
 # Lint messages --------------------------------------------------------------------------------
 
 
-def finding_text(finding: Finding) -> str:
-    mark = t("annotate.lint.error" if finding.severity == ERROR else "annotate.lint.warning")
-    return t("annotate.lint.line", mark=mark, message=t(f"annotate.lint.{finding.code}", **finding.values))
-
-
 def _lint_column(report: LintReport, n: int) -> list[str]:
-    return ["；".join(finding_text(f) for f in report.for_row(row)) or t("annotate.lint.ok") for row in range(n)]
+    return [row_text(report, row) or t("annotate.lint.ok") for row in range(n)]
 
 
 def _show_lint(report: LintReport) -> None:
@@ -131,10 +127,7 @@ def _show_lint(report: LintReport) -> None:
     telling = [f for f in report.errors if f.code not in ("empty", "count")]
     with st.expander(t("annotate.authoring.lint_details"), expanded=bool(telling)):
         for row in rows:
-            st.text(
-                f"{t('annotate.authoring.row', row=row + 1)} — "
-                + "；".join(finding_text(f) for f in report.for_row(row))
-            )
+            st.text(f"{t('annotate.authoring.row', row=row + 1)} — " + row_text(report, row))
 
 
 # Actions (run as callbacks, before the page is drawn again) -------------------------------------

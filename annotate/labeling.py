@@ -131,7 +131,7 @@ def _keep_draft() -> None:
         _reload()
         _refresh_queue()
     except ClinConsensusError as error:
-        _message("error", t("workbench.draft_failed", reason=widgets.plain(error)))
+        _message("error", t("workbench.draft_failed", reason=widgets.reason_text(error, markdown=False)))
 
 
 def _save() -> None:

@@ -20,7 +20,9 @@ MAX_KEY_LENGTH = 128
 
 def _check_key(key: str) -> None:
     if not key or len(key) > MAX_KEY_LENGTH:
-        raise ValidationFailed(f"draft key: 1–{MAX_KEY_LENGTH} characters")
+        raise ValidationFailed(
+            f"draft key: 1–{MAX_KEY_LENGTH} characters", key="errors.draft_key", params={"limit": MAX_KEY_LENGTH}
+        )
 
 
 def _find(session: Session, user: User, key: str) -> Draft | None:
@@ -32,7 +34,7 @@ def save_draft(session: Session, user: User, key: str, payload: dict[str, Any]) 
     require_active(user)
     _check_key(key)
     if not isinstance(payload, dict):
-        raise ValidationFailed("draft payload: must be a JSON object")
+        raise ValidationFailed("draft payload: must be a JSON object", key="errors.draft_payload")
     draft = _find(session, user, key)
     if draft is None:
         draft = Draft(user_id=user.id, key=key, payload=payload)

@@ -127,9 +127,9 @@ def not_adjudicable(session: Session, user: User, response_ids: Iterable[int]) -
 def require_may_adjudicate(session: Session, user: User, response_id: int) -> None:
     require_role(user, Role.checker)
     if annotated_by(session, user.id, [response_id]):
-        raise PermissionDenied(ANNOTATED_IT)
+        raise PermissionDenied(ANNOTATED_IT, key="errors.adjudicate_own")
     if check_pending(session, user, [response_id]):
-        raise PermissionDenied(CHECK_PENDING)
+        raise PermissionDenied(CHECK_PENDING, key="errors.check_pending")
 
 
 def open_adjudication(session: Session, user: User, response_id: int) -> None:
@@ -165,4 +165,4 @@ def _insert_opening(session: Session, user_id: int | None, response_id: int) -> 
 def require_group_labels_open(session: Session, user: User, response_id: int) -> None:
     """Refuses a change of the user's own group's labels on a response whose adjudication they opened."""
     if opened_by(session, user.id, [response_id]):
-        raise PermissionDenied(SEEN_OTHER_GROUP)
+        raise PermissionDenied(SEEN_OTHER_GROUP, key="errors.seen_other_group")

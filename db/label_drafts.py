@@ -114,12 +114,18 @@ def _clean(criterion_ids: list[str], decisions: Decisions, notes: Mapping[str, s
     known = set(criterion_ids)
     unknown = sorted(set(decisions) - known) + sorted(set(notes or {}) - known)
     if unknown:
-        raise ValidationFailed(f"labels: unknown criteria {unknown[:5]}")
+        raise ValidationFailed(
+            f"labels: unknown criteria {unknown[:5]}",
+            key="errors.labels_unknown_criteria",
+            params={"criteria": ", ".join(map(str, unknown[:5]))},
+        )
     cleaned: dict[str, bool | None] = {}
     for cid in criterion_ids:
         value = decisions.get(cid)
         if value is not None and not isinstance(value, bool):
-            raise ValidationFailed(f"label of {cid}: met, not met or unjudged")
+            raise ValidationFailed(
+                f"label of {cid}: met, not met or unjudged", key="errors.label_value", params={"criterion": cid}
+            )
         cleaned[cid] = value
     cleaned_notes = {}
     for cid, given in (notes or {}).items():
@@ -133,7 +139,7 @@ def _clean_active_ms(value) -> int:
     try:
         return max(0, min(int(value or 0), MAX_ACTIVE_MS))
     except (TypeError, ValueError):
-        raise ValidationFailed("active time: a whole number of milliseconds") from None
+        raise ValidationFailed("active time: a whole number of milliseconds", key="errors.active_time") from None
 
 
 def keep_draft(
@@ -154,9 +160,14 @@ def keep_draft(
     response = labeling._assigned_response(session, user, response_id)
     rubric = current_approved_version(session, response.case_pk)
     if rubric is None:
-        raise ValidationFailed("this case has no approved rubric yet")
+        raise ValidationFailed("this case has no approved rubric yet", key="errors.no_approved_rubric")
     if rubric.id != rubric_version_id:
-        raise RubricChanged("the rubric of this case changed since the page was opened", current=rubric.version)
+        raise RubricChanged(
+            "the rubric of this case changed since the page was opened",
+            current=rubric.version,
+            key="errors.rubric_changed",
+            params={"version": rubric.version},
+        )
     criterion_ids = [c.criterion_id for c in criteria_of(session, rubric.id)]
     cleaned, cleaned_notes = _clean(criterion_ids, decisions, notes)
     payload = {

@@ -137,7 +137,7 @@ class SaveOutcome:
 def _require_annotator(user: User) -> None:
     policies.require_role(user, Role.annotator)
     if user.group_no not in (1, 2):
-        raise PermissionDenied("annotators label within expert group 1 or 2")
+        raise PermissionDenied("annotators label within expert group 1 or 2", key="errors.annotator_group")
 
 
 def _assigned_response(session: Session, user: User, response_id: int) -> Response:
@@ -145,7 +145,7 @@ def _assigned_response(session: Session, user: User, response_id: int) -> Respon
     _require_annotator(user)
     response = session.get(Response, response_id)
     if response is None:
-        raise NotFound(f"no response #{response_id}")
+        raise NotFound(f"no response #{response_id}", key="errors.response_unknown", params={"response": response_id})
     assigned = session.exec(
         select(Assignment.id)
         .where(
@@ -156,7 +156,7 @@ def _assigned_response(session: Session, user: User, response_id: int) -> Respon
         .limit(1)
     ).first()
     if assigned is None:
-        raise PermissionDenied("this response is not assigned to you")
+        raise PermissionDenied("this response is not assigned to you", key="errors.response_not_assigned")
     return response
 
 
@@ -193,7 +193,7 @@ def response_for_labeling(session: Session, user: User, response_id: int) -> Lab
     response = _assigned_response(session, user, response_id)
     rubric = current_approved_version(session, response.case_pk)
     if rubric is None:
-        raise ValidationFailed("this case has no approved rubric yet")
+        raise ValidationFailed("this case has no approved rubric yet", key="errors.no_approved_rubric")
     case = session.get(Case, response.case_pk)
     return LabelingView(
         response_id=response.id,
@@ -307,17 +307,24 @@ def save_labels(
     session.exec(select(Response.id).where(Response.id == response_id).with_for_update())
     rubric = current_approved_version(session, response.case_pk)
     if rubric is None:
-        raise ValidationFailed("this case has no approved rubric yet")
+        raise ValidationFailed("this case has no approved rubric yet", key="errors.no_approved_rubric")
     if rubric.id != rubric_version_id:
         raise RubricChanged(
-            "the rubric of this case changed since the page was opened; nothing was saved", current=rubric.version
+            "the rubric of this case changed since the page was opened; nothing was saved",
+            current=rubric.version,
+            key="errors.rubric_changed",
+            params={"version": rubric.version},
         )
     criterion_ids = [c.criterion_id for c in criteria_of(session, rubric.id)]
     given = [d.criterion_id for d in decisions]
     if sorted(given) != sorted(criterion_ids) or len(set(given)) != len(given):
         missing = sorted(set(criterion_ids) - set(given))
         extra = sorted(set(given) - set(criterion_ids))
-        raise ValidationFailed(f"labels: one decision per criterion is needed (missing {missing}, unknown {extra})")
+        raise ValidationFailed(
+            f"labels: one decision per criterion is needed (missing {missing}, unknown {extra})",
+            key="errors.labels_incomplete",
+            params={"missing": len(missing), "unknown": len(extra)},
+        )
 
     existing = {label.criterion_id: label for label in _own_labels(session, response_id, user.group_no)}
     wanted = {d.criterion_id: (bool(d.met), clean_note(d.note, f"note of {d.criterion_id}")) for d in decisions}
@@ -335,6 +342,8 @@ def save_labels(
             f"someone changed {len(conflicts)} of these labels since you opened the page "
             f"({', '.join(sorted(conflicts)[:5])}); nothing was saved",
             current={cid: _label_view(label, rubric.id) for cid, label in existing.items()},
+            key="errors.labels_changed",
+            params={"n": len(conflicts)},
         )
 
     now = utcnow()

@@ -328,3 +328,18 @@ class ResponseStatus(SQLModel, table=True):
     n_differing: int = Field(description="of those, decisions where the groups' final labels differ")
     n_unresolved: int = Field(index=True, description="of those, decisions nobody adjudicated yet")
     n_gold: int = Field(description="decisions that have gold")
+
+
+class FeedbackRound(SQLModel, table=True):
+    """A labeling round (the label assignments of one assignment run) whose feedback an admin opened or closed.
+
+    No row: feedback of that round is off, the default. Opening and closing are audit entries too.
+    """
+
+    __tablename__ = "feedback_round"
+
+    id: int | None = Field(default=None, primary_key=True)
+    round_at: datetime = Field(unique=True, index=True, description="`assignment.created_at` of the round's run")
+    is_open: bool = Field(default=False)
+    changed_at: datetime = Field(default_factory=utcnow)
+    changed_by: str = Field(max_length=64)

@@ -54,7 +54,7 @@ def unresolved_disagreement_count(session: Session, user: User) -> int:
     """
     require_active(user)
     if user.role == Role.annotator:
-        raise PermissionDenied("annotators do not see the other group's labels")
+        raise PermissionDenied("annotators do not see the other group's labels", key="errors.other_group_hidden")
     return int(review.unresolved_count(session))
 
 

@@ -250,7 +250,7 @@ def test_assignments_page_reassigns_within_the_group(studio):
     [target] = [w for w in app.selectbox if w.form_id == "assign_move"]
     target.set_value("g2a1")  # the other group: refused
     app = button(app, t("admin.assign.reassign.submit")).click().run()
-    assert app.error and "group 1" in app.error[0].value
+    assert app.error and t("errors.reassign_other_group", username="g2a1", group=1) in app.error[0].value
     [target] = [w for w in app.selectbox if w.form_id == "assign_move"]
     target.set_value("g1a2")
     [number] = [w for w in app.number_input if w.form_id == "assign_move"]

@@ -154,7 +154,7 @@ def test_author_a_rubric_then_label_a_response(page, context, browser, app_serve
         _type_into_cell(page, body, at=_row_point(page, grid, 56 + 150, row, len(texts), ROW_HEIGHT))
     screenshot(page, "annotator-authoring-filled")
     # the lint warns about the vague wording and nothing blocks submission
-    from annotate.lint import lint_rubric
+    from db.rubric_lint import lint_rubric
 
     warnings = len(lint_rubric(texts).warnings)  # the vague 适当 and the compounds joined by 与
     assert warnings >= 2

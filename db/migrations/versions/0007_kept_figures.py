@@ -45,7 +45,7 @@ def upgrade() -> None:
 
     from db import kept
 
-    # The status here; the tally is written by revision 0008, which adds its last column.
+    # The status here; the tally is written by revision 0009, which adds its last column.
     kept.rebuild_status(op.get_bind())
 
 

@@ -1,7 +1,7 @@
 """assignment state: the kept state of each labeling assignment's labels; unchecked labels in the tally
 
-Revision ID: 0008
-Revises: 0003a
+Revision ID: 0009
+Revises: 0008
 
 The annotator's queue, the sidebar's progress and the progress page read the state of the group's
 labels on each assigned response (todo, partial, done, stale, waiting), the labels that count on the
@@ -15,8 +15,8 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision = "0008"
-down_revision = "0003a"
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 

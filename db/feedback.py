@@ -1,0 +1,399 @@
+"""Feedback after a labeling round: where gold differed from an annotator's own label.
+
+A **round** is the label assignments one assignment run handed out: `db.assignments.assign_labeling`
+stamps every assignment it creates with the same `created_at`, so that timestamp names the round
+(docs/REFERENCE.md §1.1). Rules, enforced here for every page:
+
+- feedback is off by default; only an admin opens or closes it, one round at a time, and each
+  opening and closing is an audit entry;
+- a round opens only when its labeling is finished: every label assignment of it has its group's
+  annotation label on every criterion of the case's current rubric. Feedback while the other group
+  still labels the same responses would make the groups less independent; an unfinished round is
+  refused (`RoundUnfinished`) and nothing changes;
+- an annotator sees only their own annotation labels, on responses of their own group's
+  assignments in open rounds, next to gold (`db.gold`) where the two differ, with the
+  adjudicator's rationale when gold came from adjudication. Responses appear under their code,
+  never the model; nobody's name is shown;
+- checkers and admins have no feedback view (it is the annotator's own); labels on an older
+  rubric version do not count (`db.current_rubric`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import (
+    func,
+    select as sa_select,  # six columns: more than sqlmodel's typed select takes
+)
+from sqlmodel import Session, col, select
+
+from db import gold as gold_rule, policies
+from db.assignments import current_label_counts, current_rubric_sizes
+from db.audit import record
+from db.current_rubric import BATCH, counts_on_current_rubric, current_version_ids
+from db.errors import NotFound, PermissionDenied, ValidationFailed
+from db.models import (
+    Assignment,
+    AssignmentKind,
+    Case,
+    Criterion,
+    FeedbackRound,
+    Label,
+    Response,
+    Role,
+    Stage,
+    User,
+    utcnow,
+)
+from db.rubrics import CaseView, case_view
+
+AUDIT_ENTITY = "feedback"
+
+
+class RoundUnfinished(ValidationFailed):
+    """Feedback of a round whose labeling is not finished was asked for; `done` of `total` assignments are."""
+
+    def __init__(self, done: int, total: int) -> None:
+        super().__init__(
+            f"feedback: labeling of this round is not finished ({done} of {total} assignments done); "
+            "feedback during labeling would make the groups less independent",
+            key="errors.feedback_round_unfinished",
+            params={"done": done, "total": total},
+        )
+        self.done = done
+        self.total = total
+
+
+@dataclass(frozen=True)
+class RoundState:
+    """One labeling round as the admin's control shows it."""
+
+    round_at: datetime
+    number: int  # 1 for the oldest round
+    assigned_by: str | None
+    assignments: int
+    done: int
+    responses: int
+    annotators: int
+    is_open: bool
+    changed_at: datetime | None
+    changed_by: str | None
+
+    @property
+    def finished(self) -> bool:
+        return self.assignments > 0 and self.done >= self.assignments
+
+    @property
+    def done_share(self) -> float:
+        return self.done / self.assignments if self.assignments else 0.0
+
+
+@dataclass(frozen=True)
+class FeedbackDecision:
+    """One criterion on which gold differs from the annotator's own label."""
+
+    position: int
+    criterion_id: str
+    criterion_text: str
+    my_met: bool
+    gold_met: bool
+    gold_source: str  # db.gold: adjudicated | agreement | single
+    rationale: str | None  # the adjudicator's note, only when gold came from adjudication
+
+
+@dataclass(frozen=True)
+class FeedbackResponse:
+    """A response of an open round (under its code) and the decisions where gold differed."""
+
+    code: str
+    text: str
+    case: CaseView
+    round_at: datetime
+    decisions: list[FeedbackDecision]
+
+
+@dataclass(frozen=True)
+class AnnotatorFeedback:
+    open_rounds: int  # open rounds in which the annotator's group has assignments
+    compared: int  # the annotator's counted labels whose decision has gold
+    differing: int  # of those, where gold differs from their label
+    awaiting_gold: int  # the annotator's counted labels whose decision has no gold yet
+    responses: list[FeedbackResponse]
+
+    @property
+    def agreement(self) -> float | None:
+        return (self.compared - self.differing) / self.compared if self.compared else None
+
+
+# Rounds (admin) ------------------------------------------------------------------------------
+
+
+def _round_rows(session: Session, round_at: datetime | None = None) -> list[tuple]:
+    """(created_at, created_by, user_id, group_no, case_pk, response_id) of label assignments (of one round)."""
+    statement = sa_select(
+        Assignment.created_at,
+        Assignment.created_by,
+        Assignment.user_id,
+        Assignment.group_no,
+        Assignment.case_pk,
+        Assignment.response_id,
+    ).where(Assignment.kind == AssignmentKind.label)
+    if round_at is not None:
+        statement = statement.where(Assignment.created_at == round_at)
+    return [tuple(row) for row in session.execute(statement).all()]
+
+
+def _done_flags(session: Session, rows: list[tuple]) -> list[bool]:
+    """Per label assignment row: done when its group labeled every criterion of the current rubric
+    (the rule of db.progress_queries and the labeling queue; older-version labels do not count)."""
+    case_pks = {row[4] for row in rows}
+    sizes = current_rubric_sizes(session, case_pks)
+    versions = current_version_ids(session, case_pks)
+    current = {row[5]: versions[row[4]] for row in rows if row[4] in versions}
+    labeled = {g: current_label_counts(session, [r[5] for r in rows if r[3] == g], g, current) for g in (1, 2)}
+    flags = []
+    for row in rows:
+        need = sizes.get(row[4], 0)
+        have = labeled.get(row[3], {}).get(row[5], 0)
+        flags.append(bool(need) and have >= need)
+    return flags
+
+
+def round_states(session: Session, *, actor: User) -> list[RoundState]:
+    """Every labeling round, oldest first, with how far its labeling is and whether feedback is open."""
+    policies.require_admin(actor)
+    rows = _round_rows(session)
+    flags = _done_flags(session, rows)
+    by_round: dict[datetime, list[int]] = defaultdict(list)
+    for index, row in enumerate(rows):
+        by_round[row[0]].append(index)
+    names = dict(session.exec(select(User.id, User.username)).all())
+    switches = {r.round_at: r for r in session.exec(select(FeedbackRound)).all()}
+    states = []
+    for number, round_at in enumerate(sorted(by_round), start=1):
+        indices = by_round[round_at]
+        creators = {rows[i][1] for i in indices}
+        switch = switches.get(round_at)
+        states.append(
+            RoundState(
+                round_at=round_at,
+                number=number,
+                assigned_by=names.get(next(iter(creators))) if len(creators) == 1 else None,
+                assignments=len(indices),
+                done=sum(flags[i] for i in indices),
+                responses=len({rows[i][5] for i in indices}),
+                annotators=len({rows[i][2] for i in indices}),
+                is_open=bool(switch and switch.is_open),
+                changed_at=switch.changed_at if switch else None,
+                changed_by=switch.changed_by if switch else None,
+            )
+        )
+    return states
+
+
+def _round_key(round_at: datetime) -> str:
+    return f"round {round_at.isoformat()}"
+
+
+def set_feedback_open(session: Session, *, actor: User, round_at: datetime, is_open: bool) -> RoundState:
+    """Open (or close) the feedback of the round `round_at`; opening an unfinished round is refused.
+
+    Opening an open round or closing a closed one changes nothing and writes no audit entry.
+    """
+    policies.require_admin(actor)
+    rows = _round_rows(session, round_at)
+    if not rows:
+        raise NotFound("feedback: no labeling round was handed out at that time", key="errors.feedback_no_round")
+    key = rows[0][0]  # the round's time as the database returns it (what `round_states` keys on)
+    if is_open:
+        flags = _done_flags(session, rows)
+        if not all(flags):
+            raise RoundUnfinished(sum(flags), len(flags))
+    switch = session.exec(select(FeedbackRound).where(FeedbackRound.round_at == key)).first()
+    was_open = bool(switch and switch.is_open)
+    if was_open != is_open:
+        if switch is None:
+            switch = FeedbackRound(round_at=key, changed_by=actor.username)
+        switch.is_open = is_open
+        switch.changed_at = utcnow()
+        switch.changed_by = actor.username
+        session.add(switch)
+        session.flush()
+        record(
+            session,
+            actor.username,
+            action="open" if is_open else "close",
+            entity=AUDIT_ENTITY,
+            entity_key=_round_key(key),
+            before={"open": was_open},
+            after={"open": is_open, "assignments": len(rows)},
+        )
+    (state,) = [s for s in round_states(session, actor=actor) if s.round_at == key]
+    return state
+
+
+# The annotator's feedback --------------------------------------------------------------------
+
+
+def _require_annotator(user: User) -> None:
+    policies.require_role(user, Role.annotator)
+    if user.group_no not in (1, 2):
+        raise PermissionDenied("feedback is for annotators of expert group 1 or 2", key="errors.feedback_annotators")
+
+
+def _chunks(values: list[int]):
+    for start in range(0, len(values), BATCH):
+        yield values[start : start + BATCH]
+
+
+def _open_round_responses(session: Session, user: User) -> dict[int, datetime]:
+    """response_id → its round, for the user's group's label assignments in open rounds."""
+    rows = session.exec(
+        select(Assignment.response_id, Assignment.created_at)
+        .join(FeedbackRound, col(FeedbackRound.round_at) == col(Assignment.created_at))
+        .where(
+            FeedbackRound.is_open == True,  # noqa: E712
+            Assignment.kind == AssignmentKind.label,
+            Assignment.group_no == user.group_no,
+        )
+    ).all()
+    return {int(response_id): round_at for response_id, round_at in rows if response_id is not None}
+
+
+def open_round_count(session: Session, user: User) -> int:
+    """Open rounds in which the annotator's group has label assignments (0: nothing to show yet)."""
+    _require_annotator(user)
+    return int(
+        session.exec(
+            select(func.count(func.distinct(Assignment.created_at)))
+            .join(FeedbackRound, col(FeedbackRound.round_at) == col(Assignment.created_at))
+            .where(
+                FeedbackRound.is_open == True,  # noqa: E712
+                Assignment.kind == AssignmentKind.label,
+                Assignment.group_no == user.group_no,
+            )
+        ).one()
+    )
+
+
+def my_feedback(session: Session, user: User) -> AnnotatorFeedback:
+    """The annotator's own labels in open rounds compared with gold; the decisions where they differ."""
+    _require_annotator(user)
+    rounds_of = _open_round_responses(session, user)
+    open_rounds = len(set(rounds_of.values()))
+    # The annotator's own annotation labels on those responses (columns only: thousands of rows at full scale).
+    own: list[Any] = []
+    for chunk in _chunks(sorted(rounds_of)):
+        own += session.execute(
+            sa_select(Label.response_id, Label.criterion_id, Label.met, Label.rubric_version_id).where(
+                col(Label.response_id).in_(chunk),
+                Label.user_id == user.id,
+                Label.stage == Stage.annotation,
+                Label.group_no == user.group_no,
+            )
+        ).all()
+    labeled = sorted({row[0] for row in own})
+    responses = {}
+    for chunk in _chunks(labeled):
+        responses.update(
+            {
+                row[0]: row
+                for row in session.execute(
+                    sa_select(Response.id, Response.case_pk, Response.code).where(col(Response.id).in_(chunk))
+                ).all()
+            }
+        )
+    versions = current_version_ids(session, {row[1] for row in responses.values()})
+    current = {rid: versions[row[1]] for rid, row in responses.items() if row[1] in versions}
+    mine = {
+        (response_id, criterion_id): bool(met)
+        for response_id, criterion_id, met, version_id in own
+        if response_id in current and counts_on_current_rubric(version_id, current[response_id])
+    }
+    if not mine:
+        return AnnotatorFeedback(open_rounds, 0, 0, 0, [])
+
+    # Every label on the responses the annotator labeled, for gold (db.gold) and the adjudicators' notes.
+    counted, rationale = [], {}
+    for chunk in _chunks(sorted({key[0] for key in mine})):
+        for response_id, criterion_id, stage, group_no, met, version_id, note in session.execute(
+            sa_select(
+                Label.response_id,
+                Label.criterion_id,
+                Label.stage,
+                Label.group_no,
+                Label.met,
+                Label.rubric_version_id,
+                Label.note,
+            ).where(col(Label.response_id).in_(chunk))
+        ).all():
+            if not counts_on_current_rubric(version_id, current[response_id]):
+                continue
+            counted.append((response_id, criterion_id, stage, group_no, met))
+            if stage == Stage.adjudication:
+                rationale[(response_id, criterion_id)] = note
+    gold_frame = gold_rule.gold_labels(pd.DataFrame(counted, columns=gold_rule.LABEL_COLUMNS))
+    gold = {
+        (int(response_id), str(criterion_id)): (bool(met), str(source))
+        for response_id, criterion_id, met, source in zip(
+            gold_frame["response_id"].tolist(),
+            gold_frame["criterion_id"].tolist(),
+            gold_frame["met"].tolist(),
+            gold_frame["source"].tolist(),
+        )
+    }
+    compared = sum(key in gold for key in mine)
+    differing_keys = [key for key, met in mine.items() if key in gold and gold[key][0] != met]
+
+    criteria: dict[tuple[int, str], Criterion] = {}
+    needed_versions = sorted({current[rid] for rid, _ in differing_keys})
+    for chunk in _chunks(needed_versions):
+        for criterion in session.exec(select(Criterion).where(col(Criterion.rubric_version_id).in_(chunk))).all():
+            criteria[(criterion.rubric_version_id, criterion.criterion_id)] = criterion
+    cases: dict[int, Case] = {}
+    texts: dict[int, str] = {}
+    for chunk in _chunks(sorted({responses[rid][1] for rid, _ in differing_keys})):
+        cases.update({int(case.id or 0): case for case in session.exec(select(Case).where(col(Case.id).in_(chunk)))})
+    for chunk in _chunks(sorted({rid for rid, _ in differing_keys})):
+        texts.update(
+            session.execute(sa_select(Response.id, Response.text).where(col(Response.id).in_(chunk))).tuples().all()
+        )
+
+    by_response: dict[int, list[FeedbackDecision]] = defaultdict(list)
+    for response_id, criterion_id in differing_keys:
+        found = criteria.get((current[response_id], criterion_id))
+        gold_met, source = gold[(response_id, criterion_id)]
+        by_response[response_id].append(
+            FeedbackDecision(
+                position=found.position if found else 0,
+                criterion_id=criterion_id,
+                criterion_text=found.text if found else "",
+                my_met=mine[(response_id, criterion_id)],
+                gold_met=gold_met,
+                gold_source=source,
+                rationale=rationale.get((response_id, criterion_id)) if source == gold_rule.ADJUDICATED else None,
+            )
+        )
+    shown = [
+        FeedbackResponse(
+            code=responses[rid][2],
+            text=texts[rid],
+            case=case_view(cases[responses[rid][1]]),
+            round_at=rounds_of[rid],
+            decisions=sorted(decisions, key=lambda d: (d.position, d.criterion_id)),
+        )
+        for rid, decisions in by_response.items()
+    ]
+    shown.sort(key=lambda r: (r.case.case_id, r.code))
+    return AnnotatorFeedback(
+        open_rounds=open_rounds,
+        compared=compared,
+        differing=len(differing_keys),
+        awaiting_gold=len(mine) - compared,
+        responses=shown,
+    )
