@@ -13,8 +13,8 @@ from contextlib import contextmanager
 import streamlit as st
 from sqlmodel import Session
 
-from analysis.loader import DataVersion, data_version
 from db import progress_queries, users
+from db.data_version import DataVersion, data_version
 from db.engine import get_engine, session_scope
 from db.migrate import upgrade
 from db.models import Role, User

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from sqlalchemy import insert, select, update
 
 from db import kept
+from db.errors import Said
 from db.importers import common
 from db.importers.common import (
     _CASE_TABLE,
@@ -84,7 +85,15 @@ def _import_cases(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
         if case is None:
             continue
         if case["case_id"] in first_line:
-            run.problems.at(line, f"case_id {case['case_id']!r} repeats line {first_line[case['case_id']]}")
+            run.problems.at(
+                line,
+                Said(
+                    f"case_id {case['case_id']!r} repeats line {first_line[case['case_id']]}",
+                    "import.case_repeats",
+                    case_id=case["case_id"],
+                    first=first_line[case["case_id"]],
+                ),
+            )
             continue
         first_line[case["case_id"]] = line
         run.summary.records += 1
