@@ -183,7 +183,7 @@ def _refresh_touched(session: Session) -> None:
 
 @event.listens_for(Session, "after_rollback")
 def _forget_touched(session: Session) -> None:
-    for key in (_DIRTY, _DIRTY_ASSIGNMENTS, _DIRTY_CASES, _LOCKED):
+    for key in (_DIRTY, _DIRTY_ASSIGNMENTS, _DIRTY_CASES, _LOCKED, _KNOWN_RUBRIC):
         session.info.pop(key, None)
 
 
@@ -202,6 +202,7 @@ def refresh(
     if not ids:
         return
     held = {int(rid) for rid in locked}
+    known = session_or_connection.info.pop(_KNOWN_RUBRIC, {}) if isinstance(session_or_connection, Session) else {}
     connection = _connection(session_or_connection)
     if isinstance(session_or_connection, Session):
         session_or_connection.flush()
@@ -217,7 +218,7 @@ def refresh(
             )
         _refresh_tally_chunk(connection, chunk)
         _refresh_status_chunk(connection, chunk)
-        _refresh_assignment_chunk(connection, chunk)
+        _refresh_assignment_chunk(connection, chunk, known)
 
 
 def _refresh_tally_chunk(connection: Connection, chunk: list[int]) -> None:
@@ -285,34 +286,37 @@ def refresh_assignments(session_or_connection: Session | Connection, response_id
         session_or_connection.flush()
     connection = _connection(session_or_connection)
     for start in range(0, len(ids), REFRESH_CHUNK):
-        _refresh_assignment_chunk(connection, ids[start : start + REFRESH_CHUNK])
+        chunk = ids[start : start + REFRESH_CHUNK]
+        if connection.dialect.name != "sqlite":
+            # The lock `refresh` takes: a save and a rubric approval touching one response take turns.
+            connection.execute(
+                select(_RESPONSE.c.id)
+                .where(_RESPONSE.c.id.in_(chunk))
+                .order_by(_RESPONSE.c.id)
+                .with_for_update(key_share=True)
+            )
+        _refresh_assignment_chunk(connection, chunk)
 
 
-def _refresh_assignment_chunk(connection: Connection, ids: list[int]) -> None:
-    if connection.dialect.name != "sqlite":
-        # The same lock `refresh` takes: a save and a rubric approval touching one response take turns.
-        connection.execute(
-            select(_RESPONSE.c.id)
-            .where(_RESPONSE.c.id.in_(ids))
-            .order_by(_RESPONSE.c.id)
-            .with_for_update(key_share=True)
-        )
-    rows = connection.execute(
-        select(
-            _ASSIGNMENT.c.id,
-            _ASSIGNMENT.c.response_id,
-            _ASSIGNMENT.c.group_no,
-            _RESPONSE.c.case_pk,
-            _ASSIGNMENT.c.label_status,
-            _ASSIGNMENT.c.labeled,
-            _ASSIGNMENT.c.rubric_size,
-        )
-        .join(_RESPONSE, _RESPONSE.c.id == _ASSIGNMENT.c.response_id)
-        .where(_ASSIGNMENT.c.kind == AssignmentKind.label.value, _ASSIGNMENT.c.response_id.in_(ids))
-    ).all()
-    if not rows:
-        return
-    current = current_version_ids(connection, {row.case_pk for row in rows})
+_KNOWN_RUBRIC = "kept_known_rubric"
+
+
+def hold_current_rubric(session: Session, response_id: int, rubric_version_id: int, size: int) -> None:
+    """Notes the current rubric (version id, number of criteria) of a response as this transaction checked it
+    already (a label save), so the refresh before commit need not read it again."""
+    session.info.setdefault(_KNOWN_RUBRIC, {})[int(response_id)] = (int(rubric_version_id), int(size))
+
+
+def _current_rubrics(connection: Connection, ids: list[int], known: dict) -> dict[int, tuple[int | None, int]]:
+    """response_id -> (its case's current rubric version id or None, that rubric's size)."""
+    out = {rid: known[rid] for rid in ids if rid in known}
+    unknown = [rid for rid in ids if rid not in out]
+    if not unknown:
+        return out
+    case_of = dict(
+        connection.execute(select(_RESPONSE.c.id, _RESPONSE.c.case_pk).where(_RESPONSE.c.id.in_(unknown))).all()
+    )
+    current = current_version_ids(connection, set(case_of.values()))
     sizes: dict[int, int] = dict(
         connection.execute(
             select(_CRITERION.c.rubric_version_id, func.count())
@@ -320,6 +324,16 @@ def _refresh_assignment_chunk(connection: Connection, ids: list[int]) -> None:
             .group_by(_CRITERION.c.rubric_version_id)
         ).all()
     )
+    for rid in unknown:
+        version_id = current.get(case_of.get(rid, -1))
+        out[rid] = (version_id, sizes.get(version_id, 0) if version_id is not None else 0)
+    return out
+
+
+def _refresh_assignment_chunk(connection: Connection, ids: list[int], known: dict | None = None) -> None:
+    # The state of (response, group) depends on that group's annotation labels and the case's current rubric only;
+    # every labeling assignment of the pair is set to it (one UPDATE for the chunk, no read of the assignments).
+    rubrics = _current_rubrics(connection, ids, known or {})
     counts: dict[tuple[int, int], dict[int | None, int]] = {}
     for response_id, group_no, version_id, n in connection.execute(
         select(_TALLY.c.response_id, _TALLY.c.group_no, _TALLY.c.rubric_version_id, func.sum(_TALLY.c.n))
@@ -329,22 +343,24 @@ def _refresh_assignment_chunk(connection: Connection, ids: list[int]) -> None:
         version = None if version_id == NO_RUBRIC_VERSION else int(version_id)
         counts.setdefault((int(response_id), int(group_no)), {})[version] = int(n)
     changes = []
-    for row in rows:
-        version_id = current.get(row.case_pk)
-        size = sizes.get(version_id, 0) if version_id is not None else 0
-        by_version = counts.get((row.response_id, row.group_no), {})
-        fresh = sum(n for v, n in by_version.items() if counts_on_current_rubric(v, version_id))
-        stale = sum(n for v, n in by_version.items() if not counts_on_current_rubric(v, version_id))
-        state = (label_status(version_id, size, fresh, stale), fresh, size)
-        if state != (row.label_status, row.labeled, row.rubric_size):
-            changes.append({"assignment_id": row.id, "s": state[0], "l": state[1], "z": state[2]})
-    if changes:
-        connection.execute(
-            update(_ASSIGNMENT)
-            .where(_ASSIGNMENT.c.id == bindparam("assignment_id"))
-            .values(label_status=bindparam("s"), labeled=bindparam("l"), rubric_size=bindparam("z")),
-            changes,
+    for rid in ids:
+        version_id, size = rubrics[rid]
+        for group_no in (1, 2):
+            by_version = counts.get((rid, group_no), {})
+            fresh = sum(n for v, n in by_version.items() if counts_on_current_rubric(v, version_id))
+            stale = sum(n for v, n in by_version.items() if not counts_on_current_rubric(v, version_id))
+            state = label_status(version_id, size, fresh, stale)
+            changes.append({"r": rid, "g": group_no, "s": state, "l": fresh, "z": size})
+    connection.execute(
+        update(_ASSIGNMENT)
+        .where(
+            _ASSIGNMENT.c.kind == AssignmentKind.label.value,
+            _ASSIGNMENT.c.response_id == bindparam("r"),
+            _ASSIGNMENT.c.group_no == bindparam("g"),
         )
+        .values(label_status=bindparam("s"), labeled=bindparam("l"), rubric_size=bindparam("z")),
+        changes,
+    )
 
 
 def rebuild_all(session_or_connection: Session | Connection) -> None:

@@ -474,5 +474,6 @@ def save_labels(
             after={"rubric_version_id": rubric.id, "labels": after},
         )
         session.flush()
+        kept.hold_current_rubric(session, response_id, rubric.id, len(criterion_ids))
         kept.touch(session, [response_id])
     return SaveOutcome(created, updated, len(criterion_ids) - created - updated, rubric.id)
