@@ -152,7 +152,7 @@ def latest_version(session: Session, case_pk: int) -> RubricVersion | None:
 def _require_case(session: Session, case_pk: int) -> Case:
     case = session.get(Case, case_pk)
     if case is None:
-        raise NotFound(f"no case #{case_pk}")
+        raise NotFound(f"no case #{case_pk}", key="errors.case_unknown", params={"case_id": case_pk})
     return case
 
 
@@ -169,7 +169,7 @@ def require_rubric_assignment(session: Session, user: User, case_pk: int) -> Non
         .limit(1)
     ).first()
     if assigned is None:
-        raise PermissionDenied("this case's rubric is not assigned to you")
+        raise PermissionDenied("this case's rubric is not assigned to you", key="errors.rubric_not_assigned")
 
 
 def authoring_view(session: Session, user: User, case_pk: int) -> AuthoringView:
@@ -193,7 +193,11 @@ def read_version(session: Session, user: User, rubric_version_id: int) -> Versio
     """Any version (old ones stay readable) of a case assigned to the annotator."""
     version = session.get(RubricVersion, rubric_version_id)
     if version is None:
-        raise NotFound(f"no rubric version #{rubric_version_id}")
+        raise NotFound(
+            f"no rubric version #{rubric_version_id}",
+            key="errors.rubric_unknown",
+            params={"version": rubric_version_id},
+        )
     require_rubric_assignment(session, user, version.case_pk)
     return _version_view(session, version)
 
@@ -208,21 +212,41 @@ def _snapshot(criteria: Sequence[CriterionView | CriterionInput]) -> list[dict]:
 def validate_inputs(criteria: Sequence[CriterionInput], expected: int = RUBRIC_SIZE) -> None:
     """Shape checks every saved version must pass (a draft may still have empty criteria)."""
     if len(criteria) != expected:
-        raise ValidationFailed(f"rubric: {len(criteria)} criteria given, the editor holds exactly {expected}")
+        raise ValidationFailed(
+            f"rubric: {len(criteria)} criteria given, the editor holds exactly {expected}",
+            key="errors.rubric_size",
+            params={"given": len(criteria), "expected": expected},
+        )
     known_tags = {tag["id"] for tag in get_taxonomy().failure_tags()}
     seen: set[str] = set()
     for row, item in enumerate(criteria, start=1):
         cid = (item.criterion_id or "").strip()
         if not cid or len(cid) > 64:
-            raise ValidationFailed(f"criterion {row}: criterion_id must be 1–64 characters")
+            raise ValidationFailed(
+                f"criterion {row}: criterion_id must be 1–64 characters",
+                key="errors.criterion_id_length",
+                params={"row": row},
+            )
         if cid in seen:
-            raise ValidationFailed(f"criterion {row}: criterion_id {cid!r} is used twice")
+            raise ValidationFailed(
+                f"criterion {row}: criterion_id {cid!r} is used twice",
+                key="errors.criterion_id_twice",
+                params={"row": row, "criterion": cid},
+            )
         seen.add(cid)
         if len(item.text or "") > MAX_CRITERION_CHARS:
-            raise ValidationFailed(f"criterion {row} ({cid}): longer than {MAX_CRITERION_CHARS} characters")
+            raise ValidationFailed(
+                f"criterion {row} ({cid}): longer than {MAX_CRITERION_CHARS} characters",
+                key="errors.criterion_too_long",
+                params={"row": row, "limit": MAX_CRITERION_CHARS},
+            )
         unknown = [tag for tag in item.tags if tag not in known_tags]
         if unknown:
-            raise ValidationFailed(f"criterion {row} ({cid}): unknown tag(s) {', '.join(map(str, unknown))}")
+            raise ValidationFailed(
+                f"criterion {row} ({cid}): unknown tag(s) {', '.join(map(str, unknown))}",
+                key="errors.criterion_unknown_tags",
+                params={"row": row, "tags": ", ".join(map(str, unknown))},
+            )
 
 
 def _write_criteria(session: Session, version: RubricVersion, criteria: Sequence[CriterionInput]) -> None:
@@ -267,9 +291,12 @@ def save_rubric_draft(
         raise StaleEdit(
             "the rubric was saved by someone else since you opened it",
             current=_version_view(session, latest) if latest else None,
+            key="errors.rubric_saved_by_other",
         )
     if latest is not None and latest.status == RubricStatus.submitted:
-        raise ValidationFailed("the rubric is submitted and waits for a checker; it cannot be edited now")
+        raise ValidationFailed(
+            "the rubric is submitted and waits for a checker; it cannot be edited now", key="errors.rubric_waiting"
+        )
 
     if latest is not None and latest.status == RubricStatus.draft:
         before = _snapshot(criteria_of(session, latest.id))
@@ -315,20 +342,34 @@ def submit_rubric(
     """Hand a draft to the checkers; refused while a blocking problem remains."""
     version = session.get(RubricVersion, rubric_version_id)
     if version is None:
-        raise NotFound(f"no rubric version #{rubric_version_id}")
+        raise NotFound(
+            f"no rubric version #{rubric_version_id}",
+            key="errors.rubric_unknown",
+            params={"version": rubric_version_id},
+        )
     require_rubric_assignment(session, user, version.case_pk)
     if version.lock_version != expected_lock:
         raise StaleEdit(
-            "the rubric was saved by someone else since you opened it", current=_version_view(session, version)
+            "the rubric was saved by someone else since you opened it",
+            current=_version_view(session, version),
+            key="errors.rubric_saved_by_other",
         )
     if version.status != RubricStatus.draft:
-        raise ValidationFailed(f"only a draft can be submitted (this version is {version.status})")
+        raise ValidationFailed(
+            f"only a draft can be submitted (this version is {version.status})",
+            key="errors.submit_not_draft",
+            params={"status": str(version.status)},
+        )
     criteria = criteria_of(session, version.id)
     problems = blocking_problems([c.text for c in criteria], expected_size)
     if problems:
         first = problems[0]
         where = f"criterion {first.row + 1}" if first.row is not None else "rubric"
-        raise ValidationFailed(f"{where}: {first.code} — {len(problems)} problem(s) block submission")
+        raise ValidationFailed(
+            f"{where}: {first.code} — {len(problems)} problem(s) block submission",
+            key="errors.rubric_blocked",
+            params={"n": len(problems)},
+        )
     case = _require_case(session, version.case_pk)
     version.status = RubricStatus.submitted
     version.submitted_at = utcnow()

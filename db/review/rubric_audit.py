@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlmodel import Session, col
 
+from db import kept
 from db.audit import record
 from db.current_rubric import made_on_older_version
 from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
@@ -79,7 +80,9 @@ def rubric_for_review(session: Session, user: User, rubric_version_id: int) -> R
     _require_checker(user)
     rubric = session.get(RubricVersion, rubric_version_id)
     if rubric is None:
-        raise NotFound(f"no rubric version {rubric_version_id}")
+        raise NotFound(
+            f"no rubric version {rubric_version_id}", key="errors.rubric_unknown", params={"version": rubric_version_id}
+        )
     return _rubric_view(session, rubric, user)
 
 
@@ -173,18 +176,32 @@ def _decide_rubric(
     _require_checker(user)
     rubric = session.get(RubricVersion, rubric_version_id)
     if rubric is None:
-        raise NotFound(f"no rubric version {rubric_version_id}")
+        raise NotFound(
+            f"no rubric version {rubric_version_id}", key="errors.rubric_unknown", params={"version": rubric_version_id}
+        )
     if rubric.author_id == user.id:
-        raise PermissionDenied("you wrote this rubric; another checker must audit it")
+        raise PermissionDenied("you wrote this rubric; another checker must audit it", key="errors.audit_own")
     session.refresh(rubric)
     if rubric.lock_version != seen_lock_version:
-        raise StaleEdit("the rubric was changed since you opened it", current=_rubric_snapshot(session, rubric))
+        raise StaleEdit(
+            "the rubric was changed since you opened it",
+            current=_rubric_snapshot(session, rubric),
+            key="errors.rubric_changed_since",
+        )
     if rubric.status != RubricStatus.submitted:
-        raise ValidationFailed(f"status: only a submitted rubric can be audited (this one is {rubric.status})")
+        raise ValidationFailed(
+            f"status: only a submitted rubric can be audited (this one is {rubric.status})",
+            key="errors.audit_not_submitted",
+            params={"status": str(rubric.status)},
+        )
     criteria = {c.id: c for c in _criteria(session, rubric.id)}
     unknown = set(criterion_comments) - set(criteria)
     if unknown:
-        raise ValidationFailed(f"criterion: {sorted(unknown)} not in this rubric")
+        raise ValidationFailed(
+            f"criterion: {sorted(unknown)} not in this rubric",
+            key="errors.audit_unknown_criteria",
+            params={"criteria": ", ".join(map(str, sorted(unknown)))},
+        )
     before = _rubric_snapshot(session, rubric)
     criteria_before = {c.criterion_id: c.review_comment for c in criteria.values()}
     now = utcnow()
@@ -206,7 +223,13 @@ def _decide_rubric(
     ).rowcount
     if changed != 1:
         session.refresh(rubric)
-        raise StaleEdit("the rubric was changed since you opened it", current=_rubric_snapshot(session, rubric))
+        raise StaleEdit(
+            "the rubric was changed since you opened it",
+            current=_rubric_snapshot(session, rubric),
+            key="errors.rubric_changed_since",
+        )
+    if status == RubricStatus.approved:
+        kept.touch_cases(session, [rubric.case_pk])  # the case's current rubric changed
     for criterion in criteria.values():
         new_comment = criterion_comments.get(criterion.id)
         if criterion.review_comment != new_comment:
@@ -262,7 +285,10 @@ def return_rubric(
     cleaned = {pk: text for pk, text in cleaned.items() if text}
     overall = clean_note(comment, "comment")
     if not overall and not cleaned:
-        raise ValidationFailed("comment: say what the author should change (an overall or a criterion comment)")
+        raise ValidationFailed(
+            "comment: say what the author should change (an overall or a criterion comment)",
+            key="errors.return_comment_missing",
+        )
     return _decide_rubric(
         session,
         user,
