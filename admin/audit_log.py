@@ -14,14 +14,14 @@ from db.models import Role
 from i18n import catalog
 from ui import shell
 from ui.shell import t
-from ui.times import local_time
+from ui.times import local_time, reader_zone
 from ui.widgets import plain
 
 
 def _named(kind: str, code: str) -> str:
-    """An audit code in the reader's language (a code the catalog does not know is shown as stored)."""
+    """An audit code in the reader's language (every code of db.audit has an entry; an unknown one reads "other")."""
     key = f"workbench.audit_{kind}.{code}"
-    return t(key) if key in catalog() else code
+    return t(key) if key in catalog() else t("language.audit_other", code=code)
 
 
 def _compact(value) -> str:
@@ -33,6 +33,7 @@ def render() -> None:
     st.title(t("review.audit_log.title"))
     with shell.db_session(read_only=True) as session:
         entities, actors = audit_facets(session, user)
+    zone = reader_zone()
     with st.container(border=True):
         first, second = st.columns(2)
         chosen_entities = first.multiselect(
@@ -47,14 +48,21 @@ def render() -> None:
             t("review.audit_log.actor"), list(actor_names), key="audit_log_actor", format_func=actor_names.get
         )
         third, fourth = st.columns(2)
-        dates = third.date_input(t("review.audit_log.dates"), value=(), key="audit_log_dates", format="YYYY-MM-DD")
+        dates = third.date_input(
+            t("review.audit_log.dates", zone=zone.key), value=(), key="audit_log_dates", format="YYYY-MM-DD"
+        )
         key_contains = fourth.text_input(
             t("review.audit_log.key"), key="audit_log_key", placeholder=t("review.audit_log.key_hint")
         )
     since = dates[0] if len(dates) >= 1 else None
     until = dates[1] if len(dates) == 2 else since
     filters = dict(
-        entities=chosen_entities, actor=actor or None, since=since, until=until, key_contains=key_contains or None
+        entities=chosen_entities,
+        actor=actor or None,
+        since=since,
+        until=until,
+        key_contains=key_contains or None,
+        zone=zone,
     )
     with shell.db_session(read_only=True) as session:
         entries, total = search_audit(session, user, **filters)
@@ -64,7 +72,9 @@ def render() -> None:
             {
                 t("review.audit_log.col.id"): [e.id for e in entries],
                 # in the reader's time zone (Asia/Shanghai unless configured)
-                t("review.audit_log.col.at"): [local_time(e.at, seconds=True) for e in entries],
+                t("review.audit_log.col.at", zone=zone.key): [
+                    local_time(e.at, zone=zone, seconds=True) for e in entries
+                ],
                 t("review.audit_log.col.actor"): [e.actor for e in entries],
                 t("review.audit_log.col.action"): [_named("action", e.action) for e in entries],
                 t("review.audit_log.col.entity"): [_named("entity", e.entity) for e in entries],

@@ -19,8 +19,8 @@ FLASH_KEY = "admin_feedback_flash"
 
 
 def _round_name(state: feedback.RoundState) -> str:
-    status = t("admin.feedback.state.open") if state.is_open else t("admin.feedback.state.closed")
-    return t("admin.feedback.round_name", number=state.number, time=local_time(state.round_at), state=status)
+    # No open/closed state here: the picker keeps showing the label it drew before an opening's rerun.
+    return t("admin.feedback.round_name", number=state.number, time=local_time(state.round_at, seconds=True))
 
 
 def _switch(admin, state: feedback.RoundState, is_open: bool) -> None:
@@ -61,11 +61,11 @@ def render() -> None:
     st.dataframe(
         [
             {
-                t("admin.feedback.col.round"): state.number,
-                t("admin.feedback.col.assigned_at"): local_time(state.round_at),
+                t("admin.feedback.col.round"): t("admin.feedback.round_number", number=state.number),
+                t("admin.feedback.col.assigned_at"): local_time(state.round_at, seconds=True),
                 t("admin.feedback.col.by"): state.assigned_by or "—",
                 t("admin.feedback.col.responses"): f"{state.responses:,}",
-                t("admin.feedback.col.annotators"): state.annotators,
+                t("admin.feedback.col.annotators"): f"{state.annotators:,}",
                 t("admin.feedback.col.done"): f"{state.done:,} / {state.assignments:,}",
                 t("admin.feedback.col.share"): f"{state.done_share:.1%}",
                 t("admin.feedback.col.state"): (

@@ -20,31 +20,13 @@ def _group_labeler(t):
     return lambda group: t("group.name", group=group) if group else t("admin.users.no_group")
 
 
-#: db.users names the field first ("password: at least 8 characters"); the common ones read better translated.
-KNOWN_REFUSALS = (
-    ("exists already", "admin.users.error.exists"),
-    ("username:", "admin.users.error.username"),
-    ("password:", "admin.users.error.password"),
-    ("group:", "admin.users.error.group"),
-    ("set a password", "admin.users.error.no_password"),
-)
-
-
-def _refusal(error: Exception) -> str:
-    message = str(error)
-    for marker, key in KNOWN_REFUSALS:
-        if marker in message:
-            return shell.t(key)
-    return message
-
-
 def _apply(action, success_key: str, **values) -> None:
     """Run one change in its own transaction; report success or the reason, in the user's language."""
     try:
         with shell.db_session() as session:
             action(session)
     except ClinConsensusError as error:
-        st.error(shell.t("error.generic", reason=widgets.plain(_refusal(error))))
+        st.error(widgets.error_text(error))
         return
     st.session_state["users_flash"] = shell.t(success_key, **values)
     st.rerun()

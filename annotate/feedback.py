@@ -9,11 +9,13 @@ from __future__ import annotations
 import streamlit as st
 
 from db import feedback
+from db.gold import ADJUDICATED
 from db.models import Role
 from ui import shell, widgets
 from ui.times import local_time
 
 t = shell.t
+PAGE_SIZE = 20  # responses per page: a full-scale round gives an annotator thousands
 
 
 def _met(value: bool) -> str:
@@ -34,10 +36,12 @@ def _decision(decision: feedback.FeedbackDecision) -> None:
             st.caption(t(f"annotate.feedback.source.{decision.gold_source}"))
         with why:
             st.caption(t("annotate.feedback.rationale"))
-            if decision.rationale is not None:
+            if decision.gold_source != ADJUDICATED:
+                st.caption(t("annotate.feedback.no_rationale"))
+            elif decision.rationale and decision.rationale.strip():
                 widgets.show_text(decision.rationale)
             else:
-                st.caption(t("annotate.feedback.no_rationale"))
+                st.caption(t("annotate.feedback.rationale_missing"))
 
 
 def _response(item: feedback.FeedbackResponse) -> None:
@@ -70,5 +74,21 @@ def render() -> None:
     if not view.responses:
         st.success(t("annotate.feedback.nothing_differs"))
         return
-    for item in view.responses:
+    pages = (len(view.responses) + PAGE_SIZE - 1) // PAGE_SIZE
+    page = 0
+    if pages > 1:
+        page = st.selectbox(
+            t("annotate.feedback.page"),
+            range(pages),
+            key="annotate_feedback_page",
+            format_func=lambda i: t(
+                "annotate.feedback.page_of",
+                page=i + 1,
+                pages=pages,
+                first=i * PAGE_SIZE + 1,
+                last=min((i + 1) * PAGE_SIZE, len(view.responses)),
+                total=len(view.responses),
+            ),
+        )
+    for item in view.responses[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]:
         _response(item)

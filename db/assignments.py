@@ -64,14 +64,20 @@ class AssignmentSummary:
 def _active_annotators(session: Session, usernames: Iterable[str]) -> list[User]:
     names = sorted(set(usernames))
     if not names:
-        raise ValidationFailed("annotators: choose at least one annotator")
+        raise ValidationFailed("annotators: choose at least one annotator", key="errors.annotators_none")
     found = {u.username: u for u in session.exec(select(User).where(User.username.in_(names))).all()}
     for name in names:
         user = found.get(name)
         if user is None:
-            raise ValidationFailed(f"annotators: no user {name!r}")
+            raise ValidationFailed(
+                f"annotators: no user {name!r}", key="errors.user_unknown", params={"username": name}
+            )
         if not user.is_active or user.role != Role.annotator or user.group_no not in GROUPS:
-            raise ValidationFailed(f"annotators: {name!r} is not an active annotator of group 1 or 2")
+            raise ValidationFailed(
+                f"annotators: {name!r} is not an active annotator of group 1 or 2",
+                key="errors.not_active_annotator",
+                params={"username": name},
+            )
     return [found[name] for name in names]
 
 
@@ -133,6 +139,7 @@ def _cases_with_approved_rubric(session: Session) -> set[int]:
 def _insert(session: Session, actor: User, rows: list[dict], audit_rows: list[dict]) -> None:
     if rows:
         session.execute(Assignment.__table__.insert(), rows)
+        kept.touch_assignments(session, [row["response_id"] for row in rows if row["kind"] == AssignmentKind.label])
         AuditWriter(session, actor.username).record_many(audit_rows)
 
 
@@ -170,7 +177,7 @@ def assign_rubric_authoring(
     """
     require_admin(actor)
     if (case_ids is None) == (specialty is None):
-        raise ValidationFailed("cases: give either case ids or a specialty")
+        raise ValidationFailed("cases: give either case ids or a specialty", key="errors.cases_how")
     people = _people(_active_annotators(session, annotators))
     if case_ids is not None:
         wanted = sorted(set(case_ids))
@@ -178,7 +185,9 @@ def assign_rubric_authoring(
         missing = sorted(set(wanted) - {c.case_id for c in cases})
         if missing:
             raise ValidationFailed(
-                f"case_id: unknown case {missing[0]!r}" + (f" (+{len(missing) - 1} more)" if len(missing) > 1 else "")
+                f"case_id: unknown case {missing[0]!r}" + (f" (+{len(missing) - 1} more)" if len(missing) > 1 else ""),
+                key="errors.case_unknown_many",
+                params={"case_id": missing[0], "more": len(missing) - 1},
             )
     else:
         cases = [
@@ -258,10 +267,18 @@ def assign_labeling(
         responses.sort()
         missing = sorted(set(wanted) - {r[0] for r in responses})
         if missing:
-            raise NotFound(f"response: no response with id {missing[0]}")
+            raise NotFound(
+                f"response: no response with id {missing[0]}",
+                key="errors.response_unknown",
+                params={"response": missing[0]},
+            )
         for _response_id, case_pk, code in responses:
             if case_pk not in approved:
-                raise ValidationFailed(f"response {code}: its case has no approved rubric yet")
+                raise ValidationFailed(
+                    f"response {code}: its case has no approved rubric yet",
+                    key="errors.response_no_rubric",
+                    params={"response": code},
+                )
 
     existing = set(
         session.exec(
@@ -325,15 +342,27 @@ def reassign(session: Session, *, actor: User, assignment_id: int, to_username: 
     require_admin(actor)
     assignment = session.get(Assignment, assignment_id)
     if assignment is None:
-        raise NotFound(f"assignment: no assignment {assignment_id}")
+        raise NotFound(
+            f"assignment: no assignment {assignment_id}",
+            key="errors.assignment_unknown",
+            params={"assignment": assignment_id},
+        )
     (person,) = _active_annotators(session, [to_username])
     previous = session.get(User, assignment.user_id)
     case = session.get(Case, assignment.case_pk)
     if assignment.kind == AssignmentKind.label:
         if person.group_no != assignment.group_no:
-            raise ValidationFailed(f"annotator: {to_username!r} is not in expert group {assignment.group_no}")
+            raise ValidationFailed(
+                f"annotator: {to_username!r} is not in expert group {assignment.group_no}",
+                key="errors.reassign_other_group",
+                params={"username": to_username, "group": assignment.group_no},
+            )
         if person.id in rubric_authors(session, [assignment.case_pk])[assignment.case_pk]:
-            raise ValidationFailed(f"annotator: {to_username!r} authored the rubric of case {case.case_id}")
+            raise ValidationFailed(
+                f"annotator: {to_username!r} authored the rubric of case {case.case_id}",
+                key="errors.reassign_author",
+                params={"username": to_username, "case_id": case.case_id},
+            )
     before = {"user": previous.username if previous else None, "group": assignment.group_no}
     assignment.user_id = person.id
     if assignment.kind == AssignmentKind.rubric:

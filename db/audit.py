@@ -24,6 +24,50 @@ from db.config import DEFAULT_DATA_DIR, get_settings
 from db.models import AuditLog, utcnow
 
 GENESIS_HASH = "0" * 64
+#: Every entity and action name the log holds (readers name each in their language; a test checks the writers).
+AUDIT_ENTITIES = (
+    "adjudication",
+    "assignment",
+    "case",
+    "cases",
+    "check",
+    "feedback",
+    "judge",
+    "judge_decision",
+    "judge_run",
+    "label",
+    "labels",
+    "login",
+    "response",
+    "responses",
+    "rubric",
+    "user",
+)
+AUDIT_ACTIONS = (
+    "activate",
+    "approve",
+    "assign",
+    "cancel",
+    "cancelled",
+    "close",
+    "create",
+    "deactivate",
+    "failed",
+    "finished",
+    "import",
+    "label",
+    "link_identity",
+    "lock",
+    "open",
+    "reassign",
+    "replace",
+    "reset_password",
+    "return",
+    "running",
+    "submit",
+    "unlock",
+    "update",
+)
 #: PostgreSQL advisory lock that serialises writers of the chain.
 AUDIT_LOCK_KEY = 7420211
 KEY_ENV = "CLINCONSENSUS_AUDIT_KEY"

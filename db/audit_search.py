@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
 
 from sqlalchemy import func, select
 from sqlmodel import Session
@@ -23,7 +23,10 @@ def _filtered(
     since: date | None = None,
     until: date | None = None,
     key_contains: str | None = None,
+    zone: tzinfo | None = None,
 ):
+    """`since` and `until` are whole days in `zone` (the reader's time zone; UTC when not given)."""
+    zone = zone or UTC
     statement = select(AuditLog)
     entities = [e for e in entities if e]
     if entities:
@@ -31,10 +34,10 @@ def _filtered(
     if actor:
         statement = statement.where(AuditLog.actor == actor)
     if since is not None:
-        statement = statement.where(AuditLog.at >= datetime.combine(since, time.min, tzinfo=UTC))
+        statement = statement.where(AuditLog.at >= datetime.combine(since, time.min, tzinfo=zone))
     if until is not None:
-        # `until` is a whole day: everything before the next midnight (UTC).
-        statement = statement.where(AuditLog.at < datetime.combine(until + timedelta(days=1), time.min, tzinfo=UTC))
+        # `until` is a whole day: everything before the next midnight in `zone`.
+        statement = statement.where(AuditLog.at < datetime.combine(until + timedelta(days=1), time.min, tzinfo=zone))
     if key_contains:
         statement = statement.where(AuditLog.entity_key.contains(key_contains.strip(), autoescape=True))
     return statement

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import delete
 from sqlmodel import Session, select
 
 from db.errors import ValidationFailed
@@ -20,7 +21,9 @@ MAX_KEY_LENGTH = 128
 
 def _check_key(key: str) -> None:
     if not key or len(key) > MAX_KEY_LENGTH:
-        raise ValidationFailed(f"draft key: 1–{MAX_KEY_LENGTH} characters")
+        raise ValidationFailed(
+            f"draft key: 1–{MAX_KEY_LENGTH} characters", key="errors.draft_key", params={"limit": MAX_KEY_LENGTH}
+        )
 
 
 def _find(session: Session, user: User, key: str) -> Draft | None:
@@ -32,7 +35,7 @@ def save_draft(session: Session, user: User, key: str, payload: dict[str, Any]) 
     require_active(user)
     _check_key(key)
     if not isinstance(payload, dict):
-        raise ValidationFailed("draft payload: must be a JSON object")
+        raise ValidationFailed("draft payload: must be a JSON object", key="errors.draft_payload")
     draft = _find(session, user, key)
     if draft is None:
         draft = Draft(user_id=user.id, key=key, payload=payload)
@@ -53,9 +56,6 @@ def load_draft(session: Session, user: User, key: str) -> dict[str, Any] | None:
 
 def discard_draft(session: Session, user: User, key: str) -> bool:
     """Drop the draft; True when there was one."""
-    draft = _find(session, user, key)
-    if draft is None:
-        return False
-    session.delete(draft)
-    session.flush()
-    return True
+    # One statement (a save drops its draft on every save-and-next); a loaded Draft leaves the session too.
+    result = session.execute(delete(Draft).where(Draft.user_id == user.id, Draft.key == key))
+    return bool(result.rowcount)

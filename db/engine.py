@@ -121,7 +121,7 @@ def session_scope(
     except OperationalError as error:
         session.rollback()
         if is_busy(error):
-            raise DatabaseBusy(BUSY_MESSAGE) from error
+            raise DatabaseBusy(BUSY_MESSAGE, key="security.busy") from error
         raise
     except BaseException:
         session.rollback()

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import pandas as pd
 from sqlalchemy import (
@@ -60,7 +61,9 @@ class RoundUnfinished(ValidationFailed):
     def __init__(self, done: int, total: int) -> None:
         super().__init__(
             f"feedback: labeling of this round is not finished ({done} of {total} assignments done); "
-            "feedback during labeling would make the groups less independent"
+            "feedback during labeling would make the groups less independent",
+            key="errors.feedback_round_unfinished",
+            params={"done": done, "total": total},
         )
         self.done = done
         self.total = total
@@ -205,7 +208,7 @@ def set_feedback_open(session: Session, *, actor: User, round_at: datetime, is_o
     policies.require_admin(actor)
     rows = _round_rows(session, round_at)
     if not rows:
-        raise NotFound("feedback: no labeling round was handed out at that time")
+        raise NotFound("feedback: no labeling round was handed out at that time", key="errors.feedback_no_round")
     key = rows[0][0]  # the round's time as the database returns it (what `round_states` keys on)
     if is_open:
         flags = _done_flags(session, rows)
@@ -240,7 +243,7 @@ def set_feedback_open(session: Session, *, actor: User, round_at: datetime, is_o
 def _require_annotator(user: User) -> None:
     policies.require_role(user, Role.annotator)
     if user.group_no not in (1, 2):
-        raise PermissionDenied("feedback is for annotators of expert group 1 or 2")
+        raise PermissionDenied("feedback is for annotators of expert group 1 or 2", key="errors.feedback_annotators")
 
 
 def _chunks(values: list[int]):
@@ -283,36 +286,58 @@ def my_feedback(session: Session, user: User) -> AnnotatorFeedback:
     _require_annotator(user)
     rounds_of = _open_round_responses(session, user)
     open_rounds = len(set(rounds_of.values()))
-    response_ids = sorted(rounds_of)
+    # The annotator's own annotation labels on those responses (columns only: thousands of rows at full scale).
+    own: list[Any] = []
+    for chunk in _chunks(sorted(rounds_of)):
+        own += session.execute(
+            sa_select(Label.response_id, Label.criterion_id, Label.met, Label.rubric_version_id).where(
+                col(Label.response_id).in_(chunk),
+                Label.user_id == user.id,
+                Label.stage == Stage.annotation,
+                Label.group_no == user.group_no,
+            )
+        ).all()
+    labeled = sorted({row[0] for row in own})
     responses = {}
-    for chunk in _chunks(response_ids):
-        for response in session.exec(select(Response).where(col(Response.id).in_(chunk))).all():
-            responses[response.id] = response
-    versions = current_version_ids(session, {r.case_pk for r in responses.values()})
-    current = {rid: versions[r.case_pk] for rid, r in responses.items() if r.case_pk in versions}
-
-    labels: list[Label] = []
-    for chunk in _chunks(response_ids):
-        labels += session.exec(select(Label).where(col(Label.response_id).in_(chunk))).all()
-    counted = [
-        label
-        for label in labels
-        if label.response_id in current
-        and counts_on_current_rubric(label.rubric_version_id, current[label.response_id])
-    ]
+    for chunk in _chunks(labeled):
+        responses.update(
+            {
+                row[0]: row
+                for row in session.execute(
+                    sa_select(Response.id, Response.case_pk, Response.code).where(col(Response.id).in_(chunk))
+                ).all()
+            }
+        )
+    versions = current_version_ids(session, {row[1] for row in responses.values()})
+    current = {rid: versions[row[1]] for rid, row in responses.items() if row[1] in versions}
     mine = {
-        (label.response_id, label.criterion_id): label.met
-        for label in counted
-        if label.user_id == user.id and label.stage == Stage.annotation and label.group_no == user.group_no
+        (response_id, criterion_id): bool(met)
+        for response_id, criterion_id, met, version_id in own
+        if response_id in current and counts_on_current_rubric(version_id, current[response_id])
     }
     if not mine:
         return AnnotatorFeedback(open_rounds, 0, 0, 0, [])
 
-    frame = pd.DataFrame(
-        [(lb.response_id, lb.criterion_id, lb.stage, lb.group_no, lb.met) for lb in counted],
-        columns=gold_rule.LABEL_COLUMNS,
-    )
-    gold_frame = gold_rule.gold_labels(frame)
+    # Every label on the responses the annotator labeled, for gold (db.gold) and the adjudicators' notes.
+    counted, rationale = [], {}
+    for chunk in _chunks(sorted({key[0] for key in mine})):
+        for response_id, criterion_id, stage, group_no, met, version_id, note in session.execute(
+            sa_select(
+                Label.response_id,
+                Label.criterion_id,
+                Label.stage,
+                Label.group_no,
+                Label.met,
+                Label.rubric_version_id,
+                Label.note,
+            ).where(col(Label.response_id).in_(chunk))
+        ).all():
+            if not counts_on_current_rubric(version_id, current[response_id]):
+                continue
+            counted.append((response_id, criterion_id, stage, group_no, met))
+            if stage == Stage.adjudication:
+                rationale[(response_id, criterion_id)] = note
+    gold_frame = gold_rule.gold_labels(pd.DataFrame(counted, columns=gold_rule.LABEL_COLUMNS))
     gold = {
         (int(response_id), str(criterion_id)): (bool(met), str(source))
         for response_id, criterion_id, met, source in zip(
@@ -322,21 +347,22 @@ def my_feedback(session: Session, user: User) -> AnnotatorFeedback:
             gold_frame["source"].tolist(),
         )
     }
-    rationale = {
-        (label.response_id, label.criterion_id): label.note for label in counted if label.stage == Stage.adjudication
-    }
-    differing_keys = [key for key, met in mine.items() if key in gold and gold[key][0] != met]
     compared = sum(key in gold for key in mine)
+    differing_keys = [key for key, met in mine.items() if key in gold and gold[key][0] != met]
 
     criteria: dict[tuple[int, str], Criterion] = {}
     needed_versions = sorted({current[rid] for rid, _ in differing_keys})
     for chunk in _chunks(needed_versions):
         for criterion in session.exec(select(Criterion).where(col(Criterion.rubric_version_id).in_(chunk))).all():
             criteria[(criterion.rubric_version_id, criterion.criterion_id)] = criterion
-    cases = {}
-    for chunk in _chunks(sorted({responses[rid].case_pk for rid, _ in differing_keys})):
-        for case in session.exec(select(Case).where(col(Case.id).in_(chunk))).all():
-            cases[case.id] = case
+    cases: dict[int, Case] = {}
+    texts: dict[int, str] = {}
+    for chunk in _chunks(sorted({responses[rid][1] for rid, _ in differing_keys})):
+        cases.update({int(case.id or 0): case for case in session.exec(select(Case).where(col(Case.id).in_(chunk)))})
+    for chunk in _chunks(sorted({rid for rid, _ in differing_keys})):
+        texts.update(
+            session.execute(sa_select(Response.id, Response.text).where(col(Response.id).in_(chunk))).tuples().all()
+        )
 
     by_response: dict[int, list[FeedbackDecision]] = defaultdict(list)
     for response_id, criterion_id in differing_keys:
@@ -355,9 +381,9 @@ def my_feedback(session: Session, user: User) -> AnnotatorFeedback:
         )
     shown = [
         FeedbackResponse(
-            code=responses[rid].code,
-            text=responses[rid].text,
-            case=case_view(cases[responses[rid].case_pk]),
+            code=responses[rid][2],
+            text=texts[rid],
+            case=case_view(cases[responses[rid][1]]),
             round_at=rounds_of[rid],
             decisions=sorted(decisions, key=lambda d: (d.position, d.criterion_id)),
         )

@@ -59,10 +59,12 @@ def judge_error_detail(
     require_admin(actor)
     response = session.get(Response, response_id)
     if response is None:
-        raise NotFound(f"no response {response_id}")
+        raise NotFound(f"no response {response_id}", key="errors.response_unknown", params={"response": response_id})
     case = session.get(Case, response.case_pk)
     if case is None or case.id is None:
-        raise NotFound(f"no case for response {response_id}")
+        raise NotFound(
+            f"no case for response {response_id}", key="errors.response_no_case", params={"response": response_id}
+        )
     rubric = current_approved_version(session, case.id)
     criterion = (
         session.execute(
@@ -74,7 +76,11 @@ def judge_error_detail(
         else None
     )
     if criterion is None:
-        raise NotFound(f"criterion {criterion_id!r} is not in case {case.case_id}'s current rubric")
+        raise NotFound(
+            f"criterion {criterion_id!r} is not in case {case.case_id}'s current rubric",
+            key="errors.criterion_not_current",
+            params={"criterion": criterion_id, "case_id": case.case_id},
+        )
     decision = (
         session.execute(
             select(JudgeDecision).where(

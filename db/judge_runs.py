@@ -113,9 +113,13 @@ def create_run(
     actor = _actor(by)
     for name, value, limit in (("judge", judge, 128), ("base URL", base_url, 512), ("model", model, 256)):
         if not isinstance(value, str) or not value.strip():
-            raise ValidationFailed(f"{name}: must not be empty")
+            raise ValidationFailed(f"{name}: must not be empty", key="errors.field_empty", params={"field": name})
         if len(value) > limit:
-            raise ValidationFailed(f"{name}: at most {limit} characters")
+            raise ValidationFailed(
+                f"{name}: at most {limit} characters",
+                key="errors.field_too_long",
+                params={"field": name, "limit": limit},
+            )
     run = JudgeRun(
         judge=judge.strip(),
         base_url=base_url.strip(),
@@ -152,7 +156,7 @@ def get_run(session: Session, by: User | str, run_id: int) -> JudgeRun:
     _actor(by)
     run = session.get(JudgeRun, run_id)
     if run is None:
-        raise NotFound(f"judge run {run_id}: no such run")
+        raise NotFound(f"judge run {run_id}: no such run", key="errors.judge_run_unknown", params={"run": run_id})
     return run
 
 
@@ -177,7 +181,7 @@ def begin_run(session: Session, run_id: int, *, items: int, pid: int) -> JudgeRu
     """Mark a run as running (again): counts of this pass start from zero, spent resources accumulate."""
     run = session.get(JudgeRun, run_id)
     if run is None:
-        raise NotFound(f"judge run {run_id}: no such run")
+        raise NotFound(f"judge run {run_id}: no such run", key="errors.judge_run_unknown", params={"run": run_id})
     now = utcnow()
     run.status = JudgeRunStatus.running
     run.cancel_requested = False
@@ -228,7 +232,7 @@ def record_progress(connection: Connection, run_id: int, counts: RunCounts, wall
 def end_run(session: Session, run_id: int, status: str, message: str | None = None) -> None:
     run = session.get(JudgeRun, run_id)
     if run is None:
-        raise NotFound(f"judge run {run_id}: no such run")
+        raise NotFound(f"judge run {run_id}: no such run", key="errors.judge_run_unknown", params={"run": run_id})
     run.status = status
     run.finished_at = utcnow()
     run.heartbeat_at = run.finished_at

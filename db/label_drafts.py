@@ -26,7 +26,6 @@ from db.errors import ValidationFailed
 from db.labeling import LabelingView, LabelInput, RubricChanged, SaveOutcome
 from db.models import LabelTiming, Stage, User, utcnow
 from db.notes import clean_note
-from db.rubrics import criteria_of
 
 #: Gaps between two decisions longer than this are idle time, not work.
 IDLE_AFTER_MS = 60_000
@@ -114,12 +113,18 @@ def _clean(criterion_ids: list[str], decisions: Decisions, notes: Mapping[str, s
     known = set(criterion_ids)
     unknown = sorted(set(decisions) - known) + sorted(set(notes or {}) - known)
     if unknown:
-        raise ValidationFailed(f"labels: unknown criteria {unknown[:5]}")
+        raise ValidationFailed(
+            f"labels: unknown criteria {unknown[:5]}",
+            key="errors.labels_unknown_criteria",
+            params={"criteria": ", ".join(map(str, unknown[:5]))},
+        )
     cleaned: dict[str, bool | None] = {}
     for cid in criterion_ids:
         value = decisions.get(cid)
         if value is not None and not isinstance(value, bool):
-            raise ValidationFailed(f"label of {cid}: met, not met or unjudged")
+            raise ValidationFailed(
+                f"label of {cid}: met, not met or unjudged", key="errors.label_value", params={"criterion": cid}
+            )
         cleaned[cid] = value
     cleaned_notes = {}
     for cid, given in (notes or {}).items():
@@ -133,7 +138,7 @@ def _clean_active_ms(value) -> int:
     try:
         return max(0, min(int(value or 0), MAX_ACTIVE_MS))
     except (TypeError, ValueError):
-        raise ValidationFailed("active time: a whole number of milliseconds") from None
+        raise ValidationFailed("active time: a whole number of milliseconds", key="errors.active_time") from None
 
 
 def keep_draft(
@@ -154,10 +159,15 @@ def keep_draft(
     response = labeling._assigned_response(session, user, response_id)
     rubric = current_approved_version(session, response.case_pk)
     if rubric is None:
-        raise ValidationFailed("this case has no approved rubric yet")
+        raise ValidationFailed("this case has no approved rubric yet", key="errors.no_approved_rubric")
     if rubric.id != rubric_version_id:
-        raise RubricChanged("the rubric of this case changed since the page was opened", current=rubric.version)
-    criterion_ids = [c.criterion_id for c in criteria_of(session, rubric.id)]
+        raise RubricChanged(
+            "the rubric of this case changed since the page was opened",
+            current=rubric.version,
+            key="errors.rubric_changed",
+            params={"version": rubric.version},
+        )
+    criterion_ids = labeling.criterion_ids_of(session, rubric.id)
     cleaned, cleaned_notes = _clean(criterion_ids, decisions, notes)
     payload = {
         "rubric_version_id": rubric.id,
@@ -195,20 +205,21 @@ def save(
 
     Then the draft is dropped and the active time is stored with the save.
     """
-    response = labeling._assigned_response(session, user, response_id)
-    rubric = current_approved_version(session, response.case_pk)
-    if rubric is not None and rubric.id == rubric_version_id:
-        criterion_ids = [c.criterion_id for c in criteria_of(session, rubric.id)]
-        cleaned, cleaned_notes = _clean(criterion_ids, decisions, notes)
-        unjudged = sum(value is None for value in cleaned.values())
-        if unjudged:
-            raise UnjudgedCriteria(unjudged)
-        inputs = [LabelInput(cid, bool(met), cleaned_notes.get(cid)) for cid, met in cleaned.items()]
-    else:
-        # labeling.save_labels names the reason (no approved rubric, or a changed one).
-        inputs = []
+    # Refused here when the response is not the user's or the rubric changed; its row is locked from here on.
+    target = labeling.save_target(session, user, response_id, rubric_version_id=rubric_version_id)
+    cleaned, cleaned_notes = _clean(target.criterion_ids, decisions, notes)
+    unjudged = sum(value is None for value in cleaned.values())
+    if unjudged:
+        raise UnjudgedCriteria(unjudged)
+    inputs = [LabelInput(cid, bool(met), cleaned_notes.get(cid)) for cid, met in cleaned.items()]
     outcome = labeling.save_labels(
-        session, user, response_id, inputs, rubric_version_id=rubric_version_id, expected_versions=expected_versions
+        session,
+        user,
+        response_id,
+        inputs,
+        rubric_version_id=rubric_version_id,
+        expected_versions=expected_versions,
+        target=target,
     )
     if outcome.changed and user.id is not None:
         # A re-save of identical decisions is not new work.

@@ -14,7 +14,11 @@ def clean_note(value: str | None, what: str, *, required: bool = False) -> str |
     """`value` without surrounding blanks, None when empty; refused when over the limit (or empty and required)."""
     text = ("" if value is None else str(value)).strip()
     if required and not text:
-        raise ValidationFailed(f"{what}: required")
+        raise ValidationFailed(f"{what}: required", key="errors.note_required", params={"field": what})
     if len(text) > MAX_NOTE_CHARS:
-        raise ValidationFailed(f"{what}: at most {MAX_NOTE_CHARS} characters (got {len(text)})")
+        raise ValidationFailed(
+            f"{what}: at most {MAX_NOTE_CHARS} characters (got {len(text)})",
+            key="errors.note_too_long",
+            params={"field": what, "limit": MAX_NOTE_CHARS, "length": len(text)},
+        )
     return text or None

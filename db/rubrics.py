@@ -7,15 +7,13 @@ A case's rubric is a sequence of versions (1, 2, …). The newest version is the
 - `submitted`: waiting for a checker, not editable.
 Labeling always uses the newest *approved* version (`db.current_rubric`).
 
-Submission is refused while a blocking problem remains (`blocking_problems`): an empty criterion,
+Submission is refused while a blocking problem remains (`db.rubric_lint.blocking_problems`): an empty criterion,
 an exact duplicate (after normalisation), or a number of criteria other than N. Everything else the
 authoring lint reports is a warning the author may accept.
 """
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,10 +27,10 @@ from db.config import RUBRIC_SIZE
 from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
 from db.limits import TEXT_LIMITS
 from db.models import Assignment, AssignmentKind, Case, Criterion, Role, RubricStatus, RubricVersion, User, utcnow
+from db.rubric_lint import blocking_problems
 from db.taxonomy import get_taxonomy
 
 MAX_CRITERION_CHARS = TEXT_LIMITS["criterion"]
-_NOT_WORD = re.compile(r"[\W_]+", re.UNICODE)
 
 
 # Views handed to pages ------------------------------------------------------------------------
@@ -96,47 +94,6 @@ class CriterionInput:
     tags: Sequence[str] = ()
 
 
-@dataclass(frozen=True)
-class Problem:
-    """A rule a rubric breaks. `row` is a 0-based position; None for the rubric as a whole."""
-
-    code: str  # "empty" | "duplicate" | "count"
-    row: int | None
-    other: int | None = None  # for duplicates: the first row with the same text
-    count: int | None = None
-    expected: int | None = None
-
-
-# Pure rules ----------------------------------------------------------------------------------
-
-
-def normalized_criterion(text: str) -> str:
-    """The text as compared for duplicates: NFKC, case-folded, without spaces or punctuation."""
-    return _NOT_WORD.sub("", unicodedata.normalize("NFKC", text or "").casefold())
-
-
-def blocking_problems(texts: Sequence[str], expected: int = RUBRIC_SIZE) -> list[Problem]:
-    """The problems that block submission: empty criteria, exact duplicates, a count other than N."""
-    problems: list[Problem] = []
-    first_row: dict[str, int] = {}
-    filled = 0
-    for row, text in enumerate(texts):
-        key = normalized_criterion(text)
-        if not (text or "").strip() or not key:
-            problems.append(Problem("empty", row))
-            continue
-        filled += 1
-        if key in first_row:
-            problems.append(Problem("duplicate", row, other=first_row[key]))
-        else:
-            first_row[key] = row
-    empty = sum(problem.code == "empty" for problem in problems)
-    # An empty row is one problem: when the rows are N and only empty ones fall short, the count is not told again.
-    if filled != expected and not (empty and filled + empty == expected):
-        problems.append(Problem("count", None, count=filled, expected=expected))
-    return problems
-
-
 def default_criterion_ids(n: int = RUBRIC_SIZE) -> list[str]:
     width = max(2, len(str(n)))
     return [f"c{i:0{width}d}" for i in range(1, n + 1)]
@@ -195,7 +152,7 @@ def latest_version(session: Session, case_pk: int) -> RubricVersion | None:
 def _require_case(session: Session, case_pk: int) -> Case:
     case = session.get(Case, case_pk)
     if case is None:
-        raise NotFound(f"no case #{case_pk}")
+        raise NotFound(f"no case #{case_pk}", key="errors.case_unknown", params={"case_id": case_pk})
     return case
 
 
@@ -212,7 +169,7 @@ def require_rubric_assignment(session: Session, user: User, case_pk: int) -> Non
         .limit(1)
     ).first()
     if assigned is None:
-        raise PermissionDenied("this case's rubric is not assigned to you")
+        raise PermissionDenied("this case's rubric is not assigned to you", key="errors.rubric_not_assigned")
 
 
 def authoring_view(session: Session, user: User, case_pk: int) -> AuthoringView:
@@ -236,7 +193,11 @@ def read_version(session: Session, user: User, rubric_version_id: int) -> Versio
     """Any version (old ones stay readable) of a case assigned to the annotator."""
     version = session.get(RubricVersion, rubric_version_id)
     if version is None:
-        raise NotFound(f"no rubric version #{rubric_version_id}")
+        raise NotFound(
+            f"no rubric version #{rubric_version_id}",
+            key="errors.rubric_unknown",
+            params={"version": rubric_version_id},
+        )
     require_rubric_assignment(session, user, version.case_pk)
     return _version_view(session, version)
 
@@ -251,21 +212,41 @@ def _snapshot(criteria: Sequence[CriterionView | CriterionInput]) -> list[dict]:
 def validate_inputs(criteria: Sequence[CriterionInput], expected: int = RUBRIC_SIZE) -> None:
     """Shape checks every saved version must pass (a draft may still have empty criteria)."""
     if len(criteria) != expected:
-        raise ValidationFailed(f"rubric: {len(criteria)} criteria given, the editor holds exactly {expected}")
+        raise ValidationFailed(
+            f"rubric: {len(criteria)} criteria given, the editor holds exactly {expected}",
+            key="errors.rubric_size",
+            params={"given": len(criteria), "expected": expected},
+        )
     known_tags = {tag["id"] for tag in get_taxonomy().failure_tags()}
     seen: set[str] = set()
     for row, item in enumerate(criteria, start=1):
         cid = (item.criterion_id or "").strip()
         if not cid or len(cid) > 64:
-            raise ValidationFailed(f"criterion {row}: criterion_id must be 1–64 characters")
+            raise ValidationFailed(
+                f"criterion {row}: criterion_id must be 1–64 characters",
+                key="errors.criterion_id_length",
+                params={"row": row},
+            )
         if cid in seen:
-            raise ValidationFailed(f"criterion {row}: criterion_id {cid!r} is used twice")
+            raise ValidationFailed(
+                f"criterion {row}: criterion_id {cid!r} is used twice",
+                key="errors.criterion_id_twice",
+                params={"row": row, "criterion": cid},
+            )
         seen.add(cid)
         if len(item.text or "") > MAX_CRITERION_CHARS:
-            raise ValidationFailed(f"criterion {row} ({cid}): longer than {MAX_CRITERION_CHARS} characters")
+            raise ValidationFailed(
+                f"criterion {row} ({cid}): longer than {MAX_CRITERION_CHARS} characters",
+                key="errors.criterion_too_long",
+                params={"row": row, "limit": MAX_CRITERION_CHARS},
+            )
         unknown = [tag for tag in item.tags if tag not in known_tags]
         if unknown:
-            raise ValidationFailed(f"criterion {row} ({cid}): unknown tag(s) {', '.join(map(str, unknown))}")
+            raise ValidationFailed(
+                f"criterion {row} ({cid}): unknown tag(s) {', '.join(map(str, unknown))}",
+                key="errors.criterion_unknown_tags",
+                params={"row": row, "tags": ", ".join(map(str, unknown))},
+            )
 
 
 def _write_criteria(session: Session, version: RubricVersion, criteria: Sequence[CriterionInput]) -> None:
@@ -310,9 +291,12 @@ def save_rubric_draft(
         raise StaleEdit(
             "the rubric was saved by someone else since you opened it",
             current=_version_view(session, latest) if latest else None,
+            key="errors.rubric_saved_by_other",
         )
     if latest is not None and latest.status == RubricStatus.submitted:
-        raise ValidationFailed("the rubric is submitted and waits for a checker; it cannot be edited now")
+        raise ValidationFailed(
+            "the rubric is submitted and waits for a checker; it cannot be edited now", key="errors.rubric_waiting"
+        )
 
     if latest is not None and latest.status == RubricStatus.draft:
         before = _snapshot(criteria_of(session, latest.id))
@@ -358,20 +342,34 @@ def submit_rubric(
     """Hand a draft to the checkers; refused while a blocking problem remains."""
     version = session.get(RubricVersion, rubric_version_id)
     if version is None:
-        raise NotFound(f"no rubric version #{rubric_version_id}")
+        raise NotFound(
+            f"no rubric version #{rubric_version_id}",
+            key="errors.rubric_unknown",
+            params={"version": rubric_version_id},
+        )
     require_rubric_assignment(session, user, version.case_pk)
     if version.lock_version != expected_lock:
         raise StaleEdit(
-            "the rubric was saved by someone else since you opened it", current=_version_view(session, version)
+            "the rubric was saved by someone else since you opened it",
+            current=_version_view(session, version),
+            key="errors.rubric_saved_by_other",
         )
     if version.status != RubricStatus.draft:
-        raise ValidationFailed(f"only a draft can be submitted (this version is {version.status})")
+        raise ValidationFailed(
+            f"only a draft can be submitted (this version is {version.status})",
+            key="errors.submit_not_draft",
+            params={"status": str(version.status)},
+        )
     criteria = criteria_of(session, version.id)
     problems = blocking_problems([c.text for c in criteria], expected_size)
     if problems:
         first = problems[0]
         where = f"criterion {first.row + 1}" if first.row is not None else "rubric"
-        raise ValidationFailed(f"{where}: {first.code} — {len(problems)} problem(s) block submission")
+        raise ValidationFailed(
+            f"{where}: {first.code} — {len(problems)} problem(s) block submission",
+            key="errors.rubric_blocked",
+            params={"n": len(problems)},
+        )
     case = _require_case(session, version.case_pk)
     version.status = RubricStatus.submitted
     version.submitted_at = utcnow()

@@ -33,22 +33,28 @@ def _user_snapshot(user: User) -> dict:
 def validate_username(username: str) -> None:
     """The one rule for account names, typed by an admin or named in imported labels."""
     if not USERNAME_PATTERN.match(username or ""):
-        raise ValidationFailed("username: 2–64 letters, digits, '.', '_' or '-'")
+        raise ValidationFailed("username: 2–64 letters, digits, '.', '_' or '-'", key="admin.users.error.username")
 
 
 def validate_account(*, username: str, role: str, group_no: int | None) -> None:
     validate_username(username)
     if role not in {r.value for r in Role}:
-        raise ValidationFailed(f"role: must be one of admin, annotator, checker (got {role!r})")
+        raise ValidationFailed(
+            f"role: must be one of admin, annotator, checker (got {role!r})",
+            key="errors.role_unknown",
+            params={"role": role},
+        )
     if role == Role.admin and group_no is not None:
-        raise ValidationFailed("group: admins belong to no expert group")
+        raise ValidationFailed("group: admins belong to no expert group", key="errors.admin_no_group")
     if role != Role.admin and group_no not in (1, 2):
-        raise ValidationFailed("group: annotators and checkers belong to expert group 1 or 2")
+        raise ValidationFailed(
+            "group: annotators and checkers belong to expert group 1 or 2", key="admin.users.error.group"
+        )
 
 
 def validate_password(password: str) -> None:
     if len(password or "") < MIN_PASSWORD_LENGTH:
-        raise ValidationFailed(f"password: at least {MIN_PASSWORD_LENGTH} characters")
+        raise ValidationFailed(f"password: at least {MIN_PASSWORD_LENGTH} characters", key="admin.users.error.password")
 
 
 def get_user(session: Session, *, username: str) -> User | None:
@@ -68,7 +74,7 @@ def add_user(
     validate_account(username=username, role=role, group_no=group_no)
     validate_password(password)
     if get_user(session, username=username) is not None:
-        raise ValidationFailed(f"username: {username!r} exists already")
+        raise ValidationFailed(f"username: {username!r} exists already", key="admin.users.error.exists")
     user = User(
         username=username,
         display_name=display_name or username,
@@ -97,14 +103,14 @@ def add_placeholder_user(
 def _require_user(session: Session, username: str) -> User:
     user = get_user(session, username=username)
     if user is None:
-        raise NotFound(f"no user {username!r}")
+        raise NotFound(f"no user {username!r}", key="errors.user_unknown", params={"username": username})
     return user
 
 
 def set_active(session: Session, *, username: str, active: bool, actor: str) -> User:
     user = _require_user(session, username)
     if active and not user.password_hash:
-        raise ValidationFailed("set a password before activating this account")
+        raise ValidationFailed("set a password before activating this account", key="admin.users.error.no_password")
     before = _user_snapshot(user)
     user.is_active = active
     user.lock_version += 1
@@ -283,10 +289,17 @@ def link_identity(session: Session, *, username: str, identity: str | None, acto
     identity = (identity or "").strip() or None
     if identity is not None:
         if len(identity) > 512 or " " not in identity:
-            raise ValidationFailed("identity: the provider's issuer URL and the subject, separated by a space")
+            raise ValidationFailed(
+                "identity: the provider's issuer URL and the subject, separated by a space",
+                key="errors.identity_format",
+            )
         other = session.exec(select(User).where(User.oidc_identity == identity)).first()
         if other is not None and other.id != user.id:
-            raise ValidationFailed(f"identity: already linked to {other.username!r}")
+            raise ValidationFailed(
+                f"identity: already linked to {other.username!r}",
+                key="errors.identity_taken",
+                params={"username": other.username},
+            )
     before = {"identity": user.oidc_identity}
     user.oidc_identity = identity
     user.lock_version += 1

@@ -1,21 +1,35 @@
-"""Rubric audit: the queue of submitted rubrics; comment criteria, then approve or return."""
+"""Rubric audit: the queue of submitted rubrics; comment criteria, then approve or return.
+
+The case sits beside the criteria, each scrolling on its own. Under each criterion: what changed
+since the previous decided version, the rubric lint's findings (db.rubric_lint, the same the author
+saw) and a comment field. Keys: Tab moves between comment fields; Ctrl+Enter decides (approve
+without criterion comments, return with them) and asks first; Ctrl+Enter again confirms, Esc cancels.
+"""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from db import review
+from db.config import RUBRIC_SIZE
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
+from db.rubric_lint import LintReport, lint_rubric
 from ui import shell, workbench as wb
 from ui.checker import page_start
 from ui.keys import widget_key
+from ui.rubric_lint import finding_text
 from ui.shell import t
 from ui.widgets import case_card, plain, show_error, show_text
 
 
 def _seen_key(rubric_id: int) -> str:
     return f"review_audit_seen_{rubric_id}"
+
+
+def _pending_key(rubric_id: int) -> str:
+    """The decision Ctrl+Enter proposed, waiting for its confirmation ("approve" or "return")."""
+    return f"review_audit_pending_{rubric_id}"
 
 
 def _queue_label(item: review.RubricQueueItem) -> str:
@@ -29,15 +43,17 @@ def _queue_label(item: review.RubricQueueItem) -> str:
 PANE_HEIGHT = 560
 
 
-def _criterion(view: review.RubricView, criterion: review.CriterionView) -> str:
-    """One compact row: number (and a mark when changed since the return), the text, the comment field."""
-    head, body, comment = st.columns([0.6, 3.4, 2.2], vertical_alignment="top")
+def _criterion(view: review.RubricView, criterion: review.CriterionView, report: LintReport, row: int) -> str:
+    """One compact row: number (and a mark when changed), the text and its lint findings, the comment field."""
+    head, body, comment = st.columns([0.9, 3.3, 2.0], vertical_alignment="top")
     with head:
         st.markdown(f"**{criterion.position}**")
         if criterion.criterion_id in view.changed_since_return:
             st.badge(t("workbench.audit.changed"), color="orange")
     with body:
         show_text(criterion.text)
+        for finding in report.for_row(row):
+            st.caption(t("review.audit.finding", finding=plain(finding_text(finding))))
         if criterion.review_comment:
             st.caption(t("review.audit.previous_comment", comment=plain(criterion.review_comment)))
         earlier = view.earlier_criterion_comments.get(criterion.criterion_id)
@@ -93,6 +109,9 @@ def render() -> None:
         view = review.rubric_for_review(session, user, chosen)
     seen = st.session_state.setdefault(_seen_key(view.rubric_version_id), view.lock_version)
 
+    report = lint_rubric([c.text for c in view.criteria], RUBRIC_SIZE)
+    pending_key = _pending_key(view.rubric_version_id)
+
     case_pane, criteria_pane = st.columns([2, 3], gap="medium")
     with case_pane, st.container(height=PANE_HEIGHT, border=True):
         case_card(view.case)
@@ -108,20 +127,51 @@ def render() -> None:
             st.caption(t("review.audit.previous_overall", comment=plain(view.review_comment)))
         if view.earlier_comment:
             st.caption(t("review.audit.earlier_overall", comment=plain(view.earlier_comment)))
-            st.caption(t("workbench.audit.changed_count", n=len(view.changed_since_return)))
+        warned = {f.row for f in report.findings if f.row is not None}
+        status_line = [t("review.audit.lint_summary", n=len(warned)) if warned else t("review.audit.lint_clean")]
+        if view.previous_version is not None:
+            status_line.insert(
+                0, t("review.audit.changed_since", n=len(view.changed_since_return), version=view.previous_version)
+            )
+        st.caption(" ".join(status_line))
+        confirm_slot = st.empty()  # the question Ctrl+Enter asks, above the criteria where the eyes are
         with st.form(widget_key("review_audit_form", view.rubric_version_id), enter_to_submit=False):
-            with st.container(height=PANE_HEIGHT - 120, border=False):
+            with st.container(height=PANE_HEIGHT - 180, border=False):
                 st.caption(t("review.audit.how"))
-                comments = {criterion.id: _criterion(view, criterion) for criterion in view.criteria}
+                comments = {
+                    criterion.id: _criterion(view, criterion, report, row)
+                    for row, criterion in enumerate(view.criteria)
+                }
             overall = st.text_input(
                 t("review.audit.overall_comment"), key=widget_key("review_audit_overall", view.rubric_version_id)
             )
-            left, right, _ = st.columns([1, 1, 2])
+            pending = st.session_state.get(pending_key)
+            left, right, decide_col = st.columns([1, 1, 2])
             approve = left.form_submit_button(
                 t("review.audit.approve"), type="primary", disabled=view.own, width="stretch"
             )
             send_back = right.form_submit_button(t("review.audit.return"), disabled=view.own, width="stretch")
-    commented = {pk: text for pk, text in comments.items() if text and text.strip()}
+            decide = decide_col.form_submit_button(
+                t("review.audit.decide"),
+                disabled=view.own or pending is not None,
+                shortcut=None if pending is not None else "Ctrl+Enter",
+                type="tertiary",
+                help=t("review.audit.keys"),
+            )
+        commented = {pk: text for pk, text in comments.items() if text and text.strip()}
+        if decide:
+            # Drawn again so only the confirmation answers Ctrl+Enter.
+            st.session_state[pending_key] = "return" if commented else "approve"
+            st.rerun()
+        confirmed = False
+        if pending is not None and not (approve or send_back):
+            with confirm_slot.container():
+                confirmed = _confirmation(view, pending, len(commented), pending_key)
+            if not confirmed:
+                return
+    st.session_state.pop(pending_key, None)
+    if confirmed:
+        approve, send_back = pending == "approve", pending == "return"
     if approve and commented:
         st.warning(t("review.audit.approve_has_comments", n=len(commented)))
         return
@@ -151,3 +201,31 @@ def render() -> None:
         "review.audit.approved" if approve else "review.audit.returned", case=plain(view.case.case_id)
     )
     st.rerun()
+
+
+def _confirmation(view: review.RubricView, pending: str, n_comments: int, pending_key: str) -> bool:
+    """Asks before the decision Ctrl+Enter proposed; True once confirmed (Ctrl+Enter again), Esc cancels."""
+    case = plain(view.case.case_id)
+    with st.container(border=True):
+        if pending == "approve":
+            st.warning(t("review.audit.confirm_approve", case=case, version=view.version))
+        else:
+            st.warning(t("review.audit.confirm_return", case=case, version=view.version, n=n_comments))
+        yes, no, _ = st.columns([3, 2, 2])
+        confirmed = yes.button(
+            t("review.audit.confirm"),
+            type="primary",
+            shortcut="Ctrl+Enter",
+            key=widget_key("review_audit_confirm", view.rubric_version_id),
+            width="stretch",
+        )
+        cancelled = no.button(
+            t("review.audit.cancel"),
+            shortcut="Esc",
+            key=widget_key("review_audit_cancel", view.rubric_version_id),
+            width="stretch",
+        )
+    if cancelled:
+        st.session_state.pop(pending_key, None)
+        st.rerun()
+    return confirmed

@@ -84,3 +84,36 @@ def test_other_roles_are_turned_away(app_database):
         assert zh("admin.feedback.title") not in [e.value for e in app.title]
         assert "CC-0001 的第 1 条评分标准" not in texts(app)
         assert app.dataframe == [] or all("model-secret" not in str(d.value) for d in app.dataframe)
+
+
+def test_many_responses_are_shown_a_page_at_a_time(app_database):
+    """25 responses on which gold differs from ann1 on c01: 20 on the first page, 5 on the second."""
+    from db import feedback
+    from db.assignments import assign_labeling
+    from db.models import Stage, User
+    from tests.support.factories import make_case, make_label, make_response, make_user
+
+    with session_scope(app_database) as s:
+        admin = make_user(s, "admin", "admin")
+        ann1, ann2 = make_user(s, "ann1", "annotator", 1), make_user(s, "ann2", "annotator", 2)
+        chk = make_user(s, "chk2", "checker", 2)
+        case = make_case(s, "CC-0009", n=2)
+        responses = [make_response(s, case, f"model-secret-{i:02d}", f"回答{i}") for i in range(25)]
+        assign_labeling(s, actor=admin, annotators=["ann1", "ann2"], response_ids=[r.id for r in responses])
+        for response in responses:
+            for cid in ("c01", "c02"):
+                make_label(s, response, cid, True, ann1)
+                make_label(s, response, cid, cid != "c01", ann2)
+            make_label(s, response, "c01", False, chk, stage=Stage.adjudication, note="依据指南")
+    with session_scope(app_database) as s:
+        admin = s.get(User, admin.id)
+        (state,) = feedback.round_states(s, actor=admin)
+        feedback.set_feedback_open(s, actor=admin, round_at=state.round_at, is_open=True)
+
+    app = open_page(signed_in(app_database, "ann1"), "annotate-feedback")
+    assert not app.exception
+    assert len(app.subheader) == 20
+    assert {m.label: m.value for m in app.metric}[zh("annotate.feedback.agreement")] == "50.0%"  # c02 agrees
+    app.selectbox(key="annotate_feedback_page").set_value(1).run()
+    assert len(app.subheader) == 5
+    assert "model-secret" not in str(app._tree)

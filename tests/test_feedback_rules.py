@@ -51,6 +51,7 @@ def test_opening_an_unfinished_round_is_refused_and_changes_nothing(engine):
     with session_scope(engine) as s, pytest.raises(feedback.RoundUnfinished, match="not finished") as refused:
         feedback.set_feedback_open(s, actor=s.get(User, ids["admin"]), round_at=second.round_at, is_open=True)
     assert (refused.value.done, refused.value.total) == (1, 2)
+    assert (refused.value.key, refused.value.params) == ("errors.feedback_round_unfinished", {"done": 1, "total": 2})
     assert audit_count(engine) == entries
     with session_scope(engine, read_only=True) as s:
         assert s.exec(select(FeedbackRound)).all() == []

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from annotate.lint import ERROR, WARNING, lint_rubric, near_duplicates
-from db.rubrics import blocking_problems
+from db.rubric_lint import ERROR, WARNING, blocking_problems, lint_rubric, near_duplicates
 
 DISTINCT = [
     "明确建议患者胸痛持续超过20分钟时立即拨打120",

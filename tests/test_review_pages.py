@@ -223,7 +223,9 @@ def test_audit_log_page_filters_verifies_and_downloads(studio):
     with session_scope(engine, read_only=True) as s:
         at = s.exec(select(AuditLog.at).where(AuditLog.entity == "rubric")).one()
     utc = at if at.tzinfo else at.replace(tzinfo=UTC)
-    assert list(frame[t("review.audit_log.col.at")]) == [(utc + timedelta(hours=8)).strftime("%Y-%m-%d %H:%M:%S")]
+    assert list(frame[t("review.audit_log.col.at", zone="Asia/Shanghai")]) == [
+        (utc + timedelta(hours=8)).strftime("%Y-%m-%d %H:%M:%S")
+    ]
     app.multiselect(key="audit_log_entities").set_value([])
     app.text_input(key="audit_log_key").input("no-such-key")
     app = app.run()

@@ -21,6 +21,7 @@ import streamlit as st
 
 from db.errors import DatabaseBusy
 from db.taxonomy import get_taxonomy
+from i18n import catalog
 from ui.shell import lang, t
 from ui.text import WORD_JOINER, plain  # noqa: F401  (re-exported for pages)
 
@@ -81,12 +82,55 @@ def progress_bar(done: int, total: int, *, label_key: str = "widgets.progress") 
     )
 
 
+#: Parameters of a refusal that are vocabulary codes, and the catalog entries that name them.
+_NAMED_PARAMS = {"role": "role.{}", "status": "review.status.{}", "field": "errors.field.{}"}
+
+
+def _param_text(name: str, value: Any, markdown: bool) -> Any:
+    """One parameter of a message as the reader sees it: sentences and codes in their language, a field
+    of a file as code, user text escaped."""
+    if getattr(value, "key", None):
+        return said(value, markdown=markdown)
+    if name in _NAMED_PARAMS:
+        key = _NAMED_PARAMS[name].format(str(value).replace(" ", "_"))
+        if key in catalog():
+            return t(key)
+    if name in ("field", "choices") and isinstance(value, str):
+        # Field names and values of the file format, as typed in the file (a code span shows its text literally).
+        parts = [" ".join(part.replace("`", "'").split()) for part in value.split(" / ")]
+        return " / ".join(f"`{part}`" if markdown else f"“{part}”" for part in parts)
+    if isinstance(value, str):
+        return plain(value) if markdown else value
+    return value
+
+
+def said(text: Any, *, markdown: bool = True) -> str:
+    """A sentence of the data layer (db.errors.Said: an import problem, a summary line) in the reader's
+    language; a plain string is shown as it is (escaped when it goes through Markdown)."""
+    key = getattr(text, "key", None)
+    if key and key in catalog():
+        params = getattr(text, "params", {})
+        return t(key, **{name: _param_text(name, value, markdown) for name, value in params.items()})
+    return plain(text) if markdown else str(text)
+
+
+def reason_text(error: Exception, *, markdown: bool = True) -> str:
+    """Why the data layer refused, in the reader's words: the catalog entry `key` of the error filled with
+    its `params` (db.errors; user text in them escaped when the text goes through Markdown, as is for
+    plain-text widgets). An error without a key shows its message."""
+    key = getattr(error, "key", None)
+    if key and key in catalog():
+        params = {name: _param_text(name, value, markdown) for name, value in getattr(error, "params", {}).items()}
+        return t(key, **params)
+    return plain(error) if markdown else str(error)
+
+
 def error_text(error: Exception, *, markdown: bool = True) -> str:
     """A data-layer error in the reader's words: "busy, try again" for a save that waited behind an import,
-    else the refusal's reason (escaped when the text goes through Markdown, as is for plain-text widgets)."""
+    else "nothing was changed" and the refusal's reason (`reason_text`)."""
     if isinstance(error, DatabaseBusy):
         return t("security.busy")
-    return t("error.generic", reason=plain(error) if markdown else str(error))
+    return t("error.generic", reason=reason_text(error, markdown=markdown))
 
 
 def show_error(error: Exception) -> None:

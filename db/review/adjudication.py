@@ -191,7 +191,11 @@ def adjudicate(
         or finals["group2"].isna().any()
         or bool(finals["group1"].iloc[0]) == bool(finals["group2"].iloc[0])
     ):
-        raise ValidationFailed(f"criterion {criterion_id}: the two groups do not disagree here")
+        raise ValidationFailed(
+            f"criterion {criterion_id}: the two groups do not disagree here",
+            key="errors.no_disagreement",
+            params={"criterion": criterion_id},
+        )
     label = save_label(
         session,
         user,

@@ -57,7 +57,7 @@ def _pk(row: Case | RubricVersion | User) -> int:
 def _case(session: Session, case_id: str) -> Case:
     case = session.execute(select(Case).where(Case.case_id == case_id)).scalars().first()
     if case is None:
-        raise NotFound(f"case_id: no case {case_id!r}")
+        raise NotFound(f"case_id: no case {case_id!r}", key="errors.case_unknown", params={"case_id": case_id})
     return case
 
 
@@ -79,7 +79,11 @@ def send_back_target(session: Session, actor: User, case_id: str) -> SendBackTar
     case = _case(session, case_id)
     current = current_approved_version(session, _pk(case))
     if current is None:
-        raise ValidationFailed(f"case {case_id}: no approved rubric to send back")
+        raise ValidationFailed(
+            f"case {case_id}: no approved rubric to send back",
+            key="errors.no_rubric_to_return",
+            params={"case_id": case_id},
+        )
     latest = latest_version(session, _pk(case))
     author = _username(session, current.author_id)
     if author is None:
@@ -108,23 +112,39 @@ def send_back_criteria(
     case = _case(session, case_id)
     current = current_approved_version(session, _pk(case))
     if current is None:
-        raise ValidationFailed(f"case {case_id}: no approved rubric to send back")
+        raise ValidationFailed(
+            f"case {case_id}: no approved rubric to send back",
+            key="errors.no_rubric_to_return",
+            params={"case_id": case_id},
+        )
     if current.id != seen_version_id:
-        raise StaleEdit(f"case {case_id}: its rubric changed since you opened it (now version {current.version})")
+        raise StaleEdit(
+            f"case {case_id}: its rubric changed since you opened it (now version {current.version})",
+            key="errors.case_rubric_changed",
+            params={"case_id": case_id, "version": current.version},
+        )
     latest = latest_version(session, _pk(case))
     if latest is not None and latest.id != current.id:
         raise ValidationFailed(
-            f"case {case_id}: version {latest.version} is already {latest.status}; finish that revision first"
+            f"case {case_id}: version {latest.version} is already {latest.status}; finish that revision first",
+            key="errors.revision_open",
+            params={"case_id": case_id, "version": latest.version, "status": str(latest.status)},
         )
     criteria = _criteria(session, current.id)
     known = {criterion.criterion_id for criterion in criteria}
     unknown = sorted(set(criterion_comments) - known)
     if unknown:
-        raise ValidationFailed(f"criterion_id: {unknown[0]!r} is not in case {case_id}'s rubric")
+        raise ValidationFailed(
+            f"criterion_id: {unknown[0]!r} is not in case {case_id}'s rubric",
+            key="errors.criterion_not_in_rubric",
+            params={"criterion": unknown[0], "case_id": case_id},
+        )
     comments = {cid: clean_note(text, f"criterion {cid} comment") for cid, text in criterion_comments.items()}
     comments = {cid: text for cid, text in comments.items() if text}
     if not comments:
-        raise ValidationFailed("comment: say for at least one criterion what the author should change")
+        raise ValidationFailed(
+            "comment: say for at least one criterion what the author should change", key="errors.return_comment_needed"
+        )
     overall = clean_note(comment, "comment")
     target = _target(session, case, current, author)
 
@@ -203,11 +223,19 @@ def _target(session: Session, case: Case, current: RubricVersion, author: str | 
     if author:
         user = session.execute(select(User).where(User.username == author)).scalars().first()
         if user is None:
-            raise NotFound(f"author: no user {author!r}")
+            raise NotFound(f"author: no user {author!r}", key="errors.user_unknown", params={"username": author})
     else:
         user = session.get(User, current.author_id) if current.author_id else _assignee(session, _pk(case))
         if user is None:
-            raise ValidationFailed(f"case {case.case_id}: the rubric has no author; name an annotator to send it to")
+            raise ValidationFailed(
+                f"case {case.case_id}: the rubric has no author; name an annotator to send it to",
+                key="errors.rubric_no_author",
+                params={"case_id": case.case_id},
+            )
     if user.role != Role.annotator or not user.is_active:
-        raise ValidationFailed(f"author: {user.username} is not an active annotator")
+        raise ValidationFailed(
+            f"author: {user.username} is not an active annotator",
+            key="errors.author_inactive",
+            params={"username": user.username},
+        )
     return user

@@ -73,7 +73,9 @@ def check_annotators(session: Session, user: User) -> list[AnnotatorSummary]:
 def sample_responses(response_ids: list[int], percent: float, *, seed: int, annotator_id: int) -> list[int]:
     """A seeded x% sample (at least one when any) of one annotator's responses; same inputs, same sample."""
     if not 0 < percent <= 100:
-        raise ValidationFailed(f"percent: between 0 and 100 (got {percent})")
+        raise ValidationFailed(
+            f"percent: between 0 and 100 (got {percent})", key="errors.percent_range", params={"value": percent}
+        )
     ordered = sorted(set(response_ids))
     if not ordered:
         return []
@@ -99,7 +101,7 @@ def check_queue(
     """
     _require_checker(user)
     if annotator_id == user.id:
-        raise PermissionDenied("you cannot check your own labels")
+        raise PermissionDenied("you cannot check your own labels", key="errors.check_own")
     group = user.group_no
     own_tally = kept.tally(stage=Stage.annotation.value, group_no=group, user_id=annotator_id)
     own = (
@@ -128,7 +130,7 @@ def check_queue(
         return [item for item in items if item.response_id in keep]
     if mode == CHECK_JUDGE:
         if not judge:
-            raise ValidationFailed("judge: choose a judge whose decisions were imported")
+            raise ValidationFailed("judge: choose a judge whose decisions were imported", key="errors.judge_choose")
         differs = sql_case((Label.met != JudgeDecision.met, 1), else_=0)
         rates = {
             rid: float(diff) / float(n)
@@ -155,7 +157,9 @@ def check_queue(
             if i.response_id in rates
         ]
         return sorted(ranked, key=lambda i: (-i.judge_disagreement, i.case_id, i.code))
-    raise ValidationFailed(f"mode: one of {CHECK_ALL}, {CHECK_SAMPLE}, {CHECK_JUDGE} (got {mode!r})")
+    raise ValidationFailed(
+        f"mode: one of {CHECK_ALL}, {CHECK_SAMPLE}, {CHECK_JUDGE} (got {mode!r})", key="errors.check_mode"
+    )
 
 
 @dataclass(frozen=True)
@@ -196,7 +200,11 @@ def check_view(session: Session, user: User, response_id: int) -> CheckView:
         ).scalars()
     )
     if not any(label.stage == Stage.annotation for label in labels):
-        raise NotFound(f"your group has no labels on response {response.code}")
+        raise NotFound(
+            f"your group has no labels on response {response.code}",
+            key="errors.group_no_labels",
+            params={"response": response.code},
+        )
     by_key = {(label.criterion_id, label.stage): label for label in labels}
     rows = []
     for criterion in _criteria(session, current_rubric_version_id(session, case.id)):
@@ -230,14 +238,18 @@ def save_check(
     """Confirms (same value) or corrects (other value, note required) the group's label of one criterion."""
     _require_checker(user)
     if user.group_no not in (1, 2):
-        raise PermissionDenied("checkers act within their expert group")
+        raise PermissionDenied("checkers act within their expert group", key="errors.checker_group")
     response, case = _response_and_case(session, response_id)
     group = user.group_no
     annotation = _find_label(session, response_id, criterion_id, Stage.annotation, group)
     if annotation is None:
-        raise NotFound(f"criterion {criterion_id}: your group has no label to check")
+        raise NotFound(
+            f"criterion {criterion_id}: your group has no label to check",
+            key="errors.no_label_to_check",
+            params={"criterion": criterion_id},
+        )
     if annotation.user_id == user.id:
-        raise PermissionDenied("you cannot check your own labels")
+        raise PermissionDenied("you cannot check your own labels", key="errors.check_own")
     independence.require_group_labels_open(session, user, response_id)
     note = clean_note(note, "note", required=bool(met) != bool(annotation.met))
     label = save_label(

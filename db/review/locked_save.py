@@ -123,7 +123,11 @@ def save_label(
         return label
     existing = _find_label(session, response.id, criterion_id, stage, group_no)
     if existing is None:
-        raise NotFound(f"no {what} for criterion {criterion_id} any more")
+        raise NotFound(
+            f"no {what} for criterion {criterion_id} any more",
+            key="errors.label_gone",
+            params={"criterion": criterion_id},
+        )
     before = _label_snapshot(session, existing)
     changed = session.execute(
         update(Label)

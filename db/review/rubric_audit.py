@@ -7,8 +7,9 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select, update
-from sqlmodel import Session
+from sqlmodel import Session, col
 
+from db import kept
 from db.audit import record
 from db.current_rubric import made_on_older_version
 from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
@@ -47,8 +48,10 @@ class RubricView:
     earlier_comment: str | None = None
     earlier_criterion_comments: dict[str, str] = field(default_factory=dict)
     earlier_criterion_texts: dict[str, str] = field(default_factory=dict)
-    # Criteria whose text differs from the last returned version (new ones included): what to re-read.
+    # Criteria whose text differs from the previous decided version (returned or approved; new ones
+    # included): what to re-read. Empty, and `previous_version` None, on a first submission.
     changed_since_return: frozenset[str] = frozenset()
+    previous_version: int | None = None
 
 
 def rubric_queue(session: Session, user: User) -> list[RubricQueueItem]:
@@ -77,7 +80,9 @@ def rubric_for_review(session: Session, user: User, rubric_version_id: int) -> R
     _require_checker(user)
     rubric = session.get(RubricVersion, rubric_version_id)
     if rubric is None:
-        raise NotFound(f"no rubric version {rubric_version_id}")
+        raise NotFound(
+            f"no rubric version {rubric_version_id}", key="errors.rubric_unknown", params={"version": rubric_version_id}
+        )
     return _rubric_view(session, rubric, user)
 
 
@@ -99,6 +104,13 @@ def _rubric_view(session: Session, rubric: RubricVersion, user: User) -> RubricV
         .first()
     )
     earlier_criteria = _criteria(session, earlier.id) if earlier else []
+    previous = _previous_decided(session, rubric)
+    if previous is None:
+        previous_criteria: list[Criterion] = []
+    elif earlier is not None and previous.id == earlier.id:
+        previous_criteria = earlier_criteria
+    else:
+        previous_criteria = _criteria(session, previous.id)
     return RubricView(
         rubric.id,
         rubric.version,
@@ -113,7 +125,26 @@ def _rubric_view(session: Session, rubric: RubricVersion, user: User) -> RubricV
         earlier.review_comment if earlier else None,
         {c.criterion_id: c.review_comment for c in earlier_criteria if c.review_comment},
         {c.criterion_id: c.text for c in earlier_criteria if c.review_comment},
-        _changed(criteria, earlier_criteria) if earlier else frozenset(),
+        _changed(criteria, previous_criteria) if previous else frozenset(),
+        previous.version if previous else None,
+    )
+
+
+def _previous_decided(session: Session, rubric: RubricVersion) -> RubricVersion | None:
+    """The newest version before `rubric` that a checker decided (returned or approved): what it is compared with."""
+    return (
+        session.execute(
+            select(RubricVersion)
+            .where(
+                RubricVersion.case_pk == rubric.case_pk,
+                RubricVersion.version < rubric.version,
+                col(RubricVersion.status).in_([RubricStatus.returned, RubricStatus.approved]),
+            )
+            .order_by(RubricVersion.version.desc())
+            .limit(1)
+        )
+        .scalars()
+        .first()
     )
 
 
@@ -145,18 +176,32 @@ def _decide_rubric(
     _require_checker(user)
     rubric = session.get(RubricVersion, rubric_version_id)
     if rubric is None:
-        raise NotFound(f"no rubric version {rubric_version_id}")
+        raise NotFound(
+            f"no rubric version {rubric_version_id}", key="errors.rubric_unknown", params={"version": rubric_version_id}
+        )
     if rubric.author_id == user.id:
-        raise PermissionDenied("you wrote this rubric; another checker must audit it")
+        raise PermissionDenied("you wrote this rubric; another checker must audit it", key="errors.audit_own")
     session.refresh(rubric)
     if rubric.lock_version != seen_lock_version:
-        raise StaleEdit("the rubric was changed since you opened it", current=_rubric_snapshot(session, rubric))
+        raise StaleEdit(
+            "the rubric was changed since you opened it",
+            current=_rubric_snapshot(session, rubric),
+            key="errors.rubric_changed_since",
+        )
     if rubric.status != RubricStatus.submitted:
-        raise ValidationFailed(f"status: only a submitted rubric can be audited (this one is {rubric.status})")
+        raise ValidationFailed(
+            f"status: only a submitted rubric can be audited (this one is {rubric.status})",
+            key="errors.audit_not_submitted",
+            params={"status": str(rubric.status)},
+        )
     criteria = {c.id: c for c in _criteria(session, rubric.id)}
     unknown = set(criterion_comments) - set(criteria)
     if unknown:
-        raise ValidationFailed(f"criterion: {sorted(unknown)} not in this rubric")
+        raise ValidationFailed(
+            f"criterion: {sorted(unknown)} not in this rubric",
+            key="errors.audit_unknown_criteria",
+            params={"criteria": ", ".join(map(str, sorted(unknown)))},
+        )
     before = _rubric_snapshot(session, rubric)
     criteria_before = {c.criterion_id: c.review_comment for c in criteria.values()}
     now = utcnow()
@@ -178,7 +223,13 @@ def _decide_rubric(
     ).rowcount
     if changed != 1:
         session.refresh(rubric)
-        raise StaleEdit("the rubric was changed since you opened it", current=_rubric_snapshot(session, rubric))
+        raise StaleEdit(
+            "the rubric was changed since you opened it",
+            current=_rubric_snapshot(session, rubric),
+            key="errors.rubric_changed_since",
+        )
+    if status == RubricStatus.approved:
+        kept.touch_cases(session, [rubric.case_pk])  # the case's current rubric changed
     for criterion in criteria.values():
         new_comment = criterion_comments.get(criterion.id)
         if criterion.review_comment != new_comment:
@@ -234,7 +285,10 @@ def return_rubric(
     cleaned = {pk: text for pk, text in cleaned.items() if text}
     overall = clean_note(comment, "comment")
     if not overall and not cleaned:
-        raise ValidationFailed("comment: say what the author should change (an overall or a criterion comment)")
+        raise ValidationFailed(
+            "comment: say what the author should change (an overall or a criterion comment)",
+            key="errors.return_comment_missing",
+        )
     return _decide_rubric(
         session,
         user,

@@ -53,10 +53,12 @@ def _criteria(session: Session, rubric_version_id: int | None) -> list[Criterion
 def _response_and_case(session: Session, response_id: int) -> tuple[Response, Case]:
     response = session.get(Response, response_id)
     if response is None:
-        raise NotFound(f"no response {response_id}")
+        raise NotFound(f"no response {response_id}", key="errors.response_unknown", params={"response": response_id})
     case = session.get(Case, response.case_pk)
     if case is None:
-        raise NotFound(f"no case for response {response_id}")
+        raise NotFound(
+            f"no case for response {response_id}", key="errors.response_no_case", params={"response": response_id}
+        )
     return response, case
 
 

@@ -16,10 +16,17 @@ pytestmark = pytest.mark.browser
 COOKIE = "cc_session"
 #: Every page of each role, by url path (the navigation's), plus pages of other roles tried by URL.
 ROLE_PAGES = {
-    "annotator": ["home", "annotate-rubrics", "annotate-labeling"],
+    "annotator": ["home", "annotate-rubrics", "annotate-labeling", "annotate-feedback"],
     "checker": ["home", "review-rubrics", "review-labels", "review-adjudication"],
 }
-OTHER_ROLES_PAGES = ["analysis-dashboard", "admin-progress", "admin-users", "admin-exports", "admin-audit-log"]
+OTHER_ROLES_PAGES = [
+    "analysis-dashboard",
+    "admin-progress",
+    "admin-users",
+    "admin-exports",
+    "admin-audit-log",
+    "admin-feedback",
+]
 
 
 def _database_facts(database_url: str) -> tuple[list[str], set[str]]:

@@ -277,7 +277,7 @@ def test_admin_audit_log_page(page, app_server, accounts):
         timeout=WAIT_MS
     )
     expect(page.get_by_test_id("stDataFrame").first).to_be_visible(timeout=WAIT_MS)
-    expect(page.get_by_text(text("review.audit_log.dates"))).to_be_visible(timeout=WAIT_MS)
+    expect(page.get_by_text(text("review.audit_log.dates", zone="Asia/Shanghai"))).to_be_visible(timeout=WAIT_MS)
     expect(page.get_by_role("button", name=text("review.audit_log.download"))).to_be_visible(timeout=WAIT_MS)
     page.wait_for_timeout(1500)  # the table draws on a canvas after it is attached
     screenshot(page, "admin-audit-log")

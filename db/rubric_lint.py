@@ -1,7 +1,10 @@
-"""Rubric quality lint, shown beside each criterion while a physician writes (pure: texts in, findings out).
+"""Rubric rules and quality lint (pure: texts in, findings out; no SQL).
 
-Errors block submission, and are exactly the data layer's `db.rubrics.blocking_problems`:
-- `empty`      a criterion with no text;
+The authoring page shows the findings beside each criterion while a physician writes, and the
+rubric audit shows the same findings to the checker beside each criterion it audits.
+
+Errors block submission, and are exactly `blocking_problems` (which `db.rubrics.submit_rubric` enforces):
+- `empty`      a criterion with no text (one empty row is one problem, not also a short count);
 - `duplicate`  the same text as an earlier criterion (ignoring case, spaces and punctuation);
 - `count`      a number of written criteria other than N.
 Warnings are shown but may be accepted, because each has legitimate exceptions a physician judges:
@@ -16,6 +19,7 @@ Warnings are shown but may be accepted, because each has legitimate exceptions a
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -23,7 +27,6 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics.pairwise import cosine_similarity
 
 from db.config import RUBRIC_SIZE
-from db.rubrics import blocking_problems, normalized_criterion
 
 ERROR, WARNING = "error", "warning"
 MIN_CHARS = 8
@@ -99,6 +102,51 @@ NOT_MARKERS = (
     "相关性检验",
 )
 _LATIN_WORD = re.compile(r"[a-z]")
+_NOT_WORD = re.compile(r"[\W_]+", re.UNICODE)
+
+
+# Blocking problems -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A rule a rubric breaks. `row` is a 0-based position; None for the rubric as a whole."""
+
+    code: str  # "empty" | "duplicate" | "count"
+    row: int | None
+    other: int | None = None  # for duplicates: the first row with the same text
+    count: int | None = None
+    expected: int | None = None
+
+
+def normalized_criterion(text: str) -> str:
+    """The text as compared for duplicates: NFKC, case-folded, without spaces or punctuation."""
+    return _NOT_WORD.sub("", unicodedata.normalize("NFKC", text or "").casefold())
+
+
+def blocking_problems(texts: Sequence[str], expected: int = RUBRIC_SIZE) -> list[Problem]:
+    """The problems that block submission: empty criteria, exact duplicates, a count other than N."""
+    problems: list[Problem] = []
+    first_row: dict[str, int] = {}
+    filled = 0
+    for row, text in enumerate(texts):
+        key = normalized_criterion(text)
+        if not (text or "").strip() or not key:
+            problems.append(Problem("empty", row))
+            continue
+        filled += 1
+        if key in first_row:
+            problems.append(Problem("duplicate", row, other=first_row[key]))
+        else:
+            first_row[key] = row
+    empty = sum(problem.code == "empty" for problem in problems)
+    # An empty row is one problem: when the rows are N and only empty ones fall short, the count is not told again.
+    if filled != expected and not (empty and filled + empty == expected):
+        problems.append(Problem("count", None, count=filled, expected=expected))
+    return problems
+
+
+# Lint ------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -166,7 +214,7 @@ def lint_rubric(texts: Sequence[str], expected: int = RUBRIC_SIZE) -> LintReport
     """Every finding for the criteria `texts` (in editor order) of a rubric of `expected` criteria."""
     findings: list[Finding] = []
     for problem in blocking_problems(texts, expected):
-        values = {}
+        values: dict[str, object] = {}
         if problem.other is not None:
             values["other"] = problem.other + 1
         if problem.code == "count":

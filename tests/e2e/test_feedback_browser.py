@@ -1,0 +1,185 @@
+"""Feedback after a round in the browser at 1440×900, on its own copy of the demo: the annotator first
+sees "not open yet"; the admin finds an unfinished round refused, then opens a finished one; the
+annotator's feedback page is kept as a screenshot and carries no model name anywhere in the DOM."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from playwright.sync_api import expect
+from sqlmodel import select
+
+from db import feedback, labeling
+from db.engine import make_engine, session_scope
+from db.models import Assignment, AssignmentKind, JudgeDecision, Response, User
+from tests.e2e.conftest import (
+    ACTION_TIMEOUT_MS,
+    DEMO_PASSWORD,
+    REPO_ROOT,
+    Account,
+    AppServer,
+    _free_port,
+    _stop,
+    _wait_until_healthy,
+    choose_in_picker,
+    find_account,
+    login,
+    open_app,
+    screenshot,
+    seed_database,
+    text,
+)
+
+pytestmark = pytest.mark.browser
+
+
+def _finish_round(database_url: str, number: int) -> str:
+    """Label what is missing in round `number` through db.labeling as each assignee (met on every open
+    criterion); returns the round's group-1 annotator."""
+    engine = make_engine(database_url)
+    try:
+        with session_scope(engine, read_only=True) as s:
+            admin = s.exec(select(User).where(User.role == "admin")).first()
+            state = feedback.round_states(s, actor=admin)[number - 1]
+            rows = s.exec(
+                select(Assignment.user_id, Assignment.response_id, Assignment.group_no).where(
+                    Assignment.kind == AssignmentKind.label, Assignment.created_at == state.round_at
+                )
+            ).all()
+        for user_id, response_id, _group in rows:
+            with session_scope(engine) as s:
+                user = s.get(User, user_id)
+                view = labeling.response_for_labeling(s, user, response_id)
+                decisions = [
+                    labeling.LabelInput(
+                        c.criterion_id, view.labels[c.criterion_id].met if c.criterion_id in view.labels else True
+                    )
+                    for c in view.criteria
+                ]
+                labeling.save_labels(
+                    s,
+                    user,
+                    response_id,
+                    decisions,
+                    rubric_version_id=view.rubric_version_id,
+                    expected_versions=view.expected_versions,
+                )
+        with session_scope(engine, read_only=True) as s:
+            admin = s.exec(select(User).where(User.role == "admin")).first()
+            assert feedback.round_states(s, actor=admin)[number - 1].finished
+            group1 = {s.get(User, user_id).username for user_id, _, group in rows if group == 1}
+        (annotator,) = group1
+        return annotator
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def feedback_server(chromium_path, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("e2e-feedback")
+    database_url = f"sqlite:///{folder / 'studio.db'}"
+    env = {**os.environ, "DATABASE_URL": database_url, "CLINCONSENSUS_DEMO_PASSWORD": DEMO_PASSWORD}
+    env.pop("STREAMLIT_SERVER_PORT", None)
+    seed_database(env)
+    port = _free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    log_path = folder / "server.log"
+    command = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.port", str(port)]
+    command += ["--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+    with open(log_path, "w", encoding="utf-8") as log:
+        process = subprocess.Popen(
+            command,
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    try:
+        _wait_until_healthy(process, base_url, log_path)
+        yield AppServer(base_url=base_url, database_url=database_url, log_path=log_path)
+    finally:
+        _stop(process)
+
+
+def _model_names(database_url: str) -> list[str]:
+    engine = make_engine(database_url)
+    try:
+        with session_scope(engine, read_only=True) as s:
+            names = set(s.exec(select(Response.model)).all()) | set(s.exec(select(JudgeDecision.judge)).all())
+    finally:
+        engine.dispose()
+    return sorted(names)
+
+
+def _round_option(number: int) -> str:
+    """The start of a round's name in the picker ("第 6 轮 ·"), whatever its time and state."""
+    return text("admin.feedback.round_name", number=number, time="\u00a7").split("\u00a7")[0]
+
+
+def test_admin_opens_a_finished_round_and_the_annotator_reads_its_feedback(browser, feedback_server):
+    server = feedback_server
+    engine = make_engine(server.database_url)
+    with session_scope(engine, read_only=True) as s:
+        admin_user = s.exec(select(User).where(User.role == "admin")).first()
+        states = feedback.round_states(s, actor=admin_user)
+    # The demo hands labeling out in rounds, none of them finished yet.
+    assert len(states) >= 2 and not any(state.finished for state in states)
+    unfinished, finished = states[0], max(states[1:], key=lambda state: state.done_share)
+    annotator_name = _finish_round(server.database_url, finished.number)
+    with session_scope(engine, read_only=True) as s:
+        display_name = s.exec(select(User.display_name).where(User.username == annotator_name)).one()
+    annotator = Account(annotator_name, "annotator", 1, display_name or annotator_name)
+
+    context = browser.new_context(viewport={"width": 1440, "height": 900}, locale="zh-CN", timezone_id="Asia/Shanghai")
+    context.set_default_timeout(ACTION_TIMEOUT_MS)
+    admin_context = browser.new_context(viewport={"width": 1440, "height": 900}, locale="zh-CN")
+    admin_context.set_default_timeout(ACTION_TIMEOUT_MS)
+    try:
+        page = context.new_page()
+        login(page, server, annotator)
+        open_app(page, server, "annotate-feedback")
+        expect(page.get_by_text(text("annotate.feedback.not_open"))).to_be_visible()
+
+        admin_page = admin_context.new_page()
+        login(admin_page, server, find_account(server.database_url, "admin"))
+        open_app(admin_page, server, "admin-feedback")
+        picker, open_button = text("admin.feedback.choose"), text("admin.feedback.open")
+        choose_in_picker(admin_page, picker, _round_option(unfinished.number))
+        admin_page.get_by_role("button", name=open_button, exact=True).click()
+        refused = text(
+            "admin.feedback.unfinished",
+            number=unfinished.number,
+            done=f"{unfinished.done:,}",
+            total=f"{unfinished.assignments:,}",
+            share=f"{unfinished.done_share:.1%}",
+        )
+        expect(admin_page.get_by_text(refused)).to_be_visible()
+        choose_in_picker(admin_page, picker, _round_option(finished.number))
+        admin_page.get_by_role("button", name=open_button, exact=True).click()
+        expect(admin_page.get_by_text(text("admin.feedback.opened", number=finished.number))).to_be_visible()
+        screenshot(admin_page, "feedback-admin-1440x900")
+
+        with session_scope(engine, read_only=True) as s:
+            user = s.exec(select(User).where(User.username == annotator_name)).one()
+            view = feedback.my_feedback(s, user)
+            opened = [state.number for state in feedback.round_states(s, actor=admin_user) if state.is_open]
+        assert opened == [finished.number]  # the unfinished round stayed closed
+        assert view.responses, "the finished round has no decision where gold differs from this annotator"
+
+        open_app(page, server, "annotate-feedback")
+        expect(page.get_by_role("heading", name=text("annotate.feedback.title"))).to_be_visible()
+        expect(page.get_by_text(view.responses[0].decisions[0].criterion_text, exact=True).first).to_be_visible()
+        expect(page.get_by_text(f"{100 * view.agreement:.1f}%", exact=True)).to_be_visible()
+        screenshot(page, "feedback-annotator-1440x900")
+        html = page.content()
+        leaked = [name for name in _model_names(server.database_url) if name in html]
+        assert not leaked, f"model names in the feedback page: {leaked}"
+    finally:
+        context.close()
+        admin_context.close()
+        engine.dispose()
