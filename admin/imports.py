@@ -10,6 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from db.importers import JUDGE_FORMATS, KINDS, ImportFailed, import_stream
+from db.limits import MAX_UPLOAD_MB
 from db.models import Role
 from db.status import counts
 from ui import shell, widgets
@@ -63,7 +64,14 @@ def render() -> None:
                 help=t("admin.import.format.help"),
             )
         judge = st.text_input(t("admin.import.judge"), help=t("admin.import.judge.help"), key="import_judge")
-        upload = st.file_uploader(t("admin.import.file"), type=["jsonl", "json", "ndjson"], key="import_file")
+        upload = st.file_uploader(
+            t("admin.import.file"),
+            type=["jsonl", "json", "ndjson"],
+            key="import_file",
+            max_upload_size=MAX_UPLOAD_MB,
+            help=t("language.upload_limit", mb=MAX_UPLOAD_MB),
+        )
+        st.caption(t("language.upload_limit", mb=MAX_UPLOAD_MB))
         submitted = st.form_submit_button(t("admin.import.submit"), type="primary", icon=":material/upload:")
 
     if submitted:
@@ -93,9 +101,9 @@ def render() -> None:
                 st.caption(t("admin.import.messages"))
                 for line in lines:
                     if ok:
-                        widgets.show_text(line)
+                        widgets.show_text(widgets.said(line, markdown=False))
                     else:
-                        st.error(widgets.plain(line))
+                        st.error(widgets.said(line))
 
     st.subheader(t("admin.import.counts"))
     st.dataframe(

@@ -8,6 +8,8 @@ key itself never reaches the page, the record or the log.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pandas as pd
 import streamlit as st
 
@@ -18,6 +20,7 @@ from db.errors import ClinConsensusError
 from db.models import Role
 from judge.runner import RunOptions, create_run, launch_run
 from ui import shell, widgets
+from ui.times import local_time
 
 ACTIVE = ("pending", "running", "interrupted")
 DASHBOARD_PATH = "analysis-dashboard"
@@ -117,6 +120,10 @@ def _start_form(user, t) -> None:
     st.success(t("judge.started", id=run_id))
 
 
+def _one_decimal(value) -> str:
+    return "—" if value is None or pd.isna(value) else f"{value:,.1f}"
+
+
 def _eta(seconds) -> str:
     if seconds is None:
         return "—"
@@ -176,6 +183,11 @@ def _history(user, t) -> None:
         return
     frame = pd.DataFrame(runs)[list(HISTORY_COLUMNS)]
     frame["status"] = [t(f"judge.status.{status}") for status in frame["status"]]
+    # Times in the reader's zone, durations and rates with one decimal, "—" where there is none yet.
+    frame["created_at"] = [local_time(datetime.fromisoformat(at) if at else None) for at in frame["created_at"]]
+    for name in ("wall_seconds", "items_per_second"):
+        frame[name] = [_one_decimal(value) for value in frame[name]]
+    frame["created_by"] = [name or "—" for name in frame["created_by"]]
     st.dataframe(
         frame.rename(columns={name: t(f"judge.column.{name}") for name in HISTORY_COLUMNS}),
         hide_index=True,

@@ -7,6 +7,8 @@ variable is honoured at once; `RUBRIC_SIZE` is read once, when the application s
 
 from __future__ import annotations
 
+import os
+from functools import lru_cache
 from pathlib import Path
 
 from pydantic import Field, field_validator
@@ -68,7 +70,25 @@ class Settings(BaseSettings):
         return value not in ("", "0") if isinstance(value, str) else value
 
 
+#: Variables read outside the CLINCONSENSUS_ prefix (names compared without case, as pydantic-settings does).
+_UNPREFIXED = ("DATABASE_URL", "BROWSER_PATH")
+
+
 def get_settings() -> Settings:
+    """The settings as the environment says now (parsed again only when a variable of ours changed)."""
+    ours = tuple(
+        sorted(
+            (name.upper(), value)
+            for name, value in os.environ.items()
+            if name.upper().startswith("CLINCONSENSUS_") or name.upper() in _UNPREFIXED
+        )
+    )
+    return _settings_for(ours)
+
+
+@lru_cache(maxsize=16)
+def _settings_for(_environment: tuple[tuple[str, str], ...]) -> Settings:
+    # Settings are frozen; parsing every variable costs about a millisecond, and a save asks several times.
     return Settings()
 
 

@@ -52,9 +52,17 @@ def current_version_ids(executor: Session | Connection, case_pks: Iterable[int] 
 
 
 def current_approved_version(session: Session, case_pk: int) -> RubricVersion | None:
-    """The current rubric version of one case, or None while it has no approved version."""
-    version_id = current_version_ids(session, [case_pk]).get(case_pk)
-    return session.get(RubricVersion, version_id) if version_id is not None else None
+    """The current rubric version of one case, or None while it has no approved version.
+
+    The same row `current_versions` names (the approved version with the highest number), read in
+    one statement: every save and every opened response asks this.
+    """
+    return session.scalars(
+        select(RubricVersion)
+        .where(RubricVersion.case_pk == case_pk, RubricVersion.status == RubricStatus.approved)
+        .order_by(RubricVersion.version.desc())
+        .limit(1)
+    ).first()
 
 
 def counts_on_current_rubric(label_version_id: int | None, current_version_id: int | None) -> bool:

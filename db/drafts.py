@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import delete
 from sqlmodel import Session, select
 
 from db.errors import ValidationFailed
@@ -55,9 +56,6 @@ def load_draft(session: Session, user: User, key: str) -> dict[str, Any] | None:
 
 def discard_draft(session: Session, user: User, key: str) -> bool:
     """Drop the draft; True when there was one."""
-    draft = _find(session, user, key)
-    if draft is None:
-        return False
-    session.delete(draft)
-    session.flush()
-    return True
+    # One statement (a save drops its draft on every save-and-next); a loaded Draft leaves the session too.
+    result = session.execute(delete(Draft).where(Draft.user_id == user.id, Draft.key == key))
+    return bool(result.rowcount)

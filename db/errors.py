@@ -44,3 +44,24 @@ class StaleEdit(ClinConsensusError):
     ) -> None:
         super().__init__(message, key=key, params=params)
         self.current = current
+
+
+class Said(str):
+    """A sentence for a person: English as a `str` (the command line, logs, tests), and the catalog entry
+    `key` with `params` a page shows in the reader's language. A parameter may itself be `Said`."""
+
+    key: str | None
+    params: dict[str, Any]
+
+    def __new__(cls, english: str, key: str | None = None, /, **params: Any) -> Said:
+        text = super().__new__(cls, english)
+        text.key = key
+        text.params = params
+        return text
+
+    def __reduce__(self):  # keeps key and params through pickling (a page's cached results)
+        return (_said, (str(self), self.key, self.params))
+
+
+def _said(english: str, key: str | None, params: dict[str, Any]) -> Said:
+    return Said(english, key, **params)

@@ -26,7 +26,6 @@ from db.errors import ValidationFailed
 from db.labeling import LabelingView, LabelInput, RubricChanged, SaveOutcome
 from db.models import LabelTiming, Stage, User, utcnow
 from db.notes import clean_note
-from db.rubrics import criteria_of
 
 #: Gaps between two decisions longer than this are idle time, not work.
 IDLE_AFTER_MS = 60_000
@@ -168,7 +167,7 @@ def keep_draft(
             key="errors.rubric_changed",
             params={"version": rubric.version},
         )
-    criterion_ids = [c.criterion_id for c in criteria_of(session, rubric.id)]
+    criterion_ids = labeling.criterion_ids_of(session, rubric.id)
     cleaned, cleaned_notes = _clean(criterion_ids, decisions, notes)
     payload = {
         "rubric_version_id": rubric.id,
@@ -206,20 +205,21 @@ def save(
 
     Then the draft is dropped and the active time is stored with the save.
     """
-    response = labeling._assigned_response(session, user, response_id)
-    rubric = current_approved_version(session, response.case_pk)
-    if rubric is not None and rubric.id == rubric_version_id:
-        criterion_ids = [c.criterion_id for c in criteria_of(session, rubric.id)]
-        cleaned, cleaned_notes = _clean(criterion_ids, decisions, notes)
-        unjudged = sum(value is None for value in cleaned.values())
-        if unjudged:
-            raise UnjudgedCriteria(unjudged)
-        inputs = [LabelInput(cid, bool(met), cleaned_notes.get(cid)) for cid, met in cleaned.items()]
-    else:
-        # labeling.save_labels names the reason (no approved rubric, or a changed one).
-        inputs = []
+    # Refused here when the response is not the user's or the rubric changed; its row is locked from here on.
+    target = labeling.save_target(session, user, response_id, rubric_version_id=rubric_version_id)
+    cleaned, cleaned_notes = _clean(target.criterion_ids, decisions, notes)
+    unjudged = sum(value is None for value in cleaned.values())
+    if unjudged:
+        raise UnjudgedCriteria(unjudged)
+    inputs = [LabelInput(cid, bool(met), cleaned_notes.get(cid)) for cid, met in cleaned.items()]
     outcome = labeling.save_labels(
-        session, user, response_id, inputs, rubric_version_id=rubric_version_id, expected_versions=expected_versions
+        session,
+        user,
+        response_id,
+        inputs,
+        rubric_version_id=rubric_version_id,
+        expected_versions=expected_versions,
+        target=target,
     )
     if outcome.changed and user.id is not None:
         # A re-save of identical decisions is not new work.

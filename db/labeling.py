@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from sqlalchemy import func
-from sqlmodel import Session, select
+from sqlalchemy import bindparam, func, insert, update
+from sqlmodel import Session, SQLModel, select
 
 from db import kept, policies
 from db.audit import record
@@ -33,6 +33,7 @@ from db.models import (
     Label,
     Response,
     Role,
+    RubricVersion,
     Stage,
     User,
     utcnow,
@@ -40,7 +41,22 @@ from db.models import (
 from db.notes import clean_note
 from db.rubrics import CaseView, CriterionView, case_view, criteria_of
 
-TODO, PARTIAL, DONE, STALE, WAITING = "todo", "partial", "done", "stale", "waiting"
+# The states of a group's labels on a response, and the rule that picks one: written once, in db.kept.
+TODO, PARTIAL, DONE, STALE, WAITING = kept.TODO, kept.PARTIAL, kept.DONE, kept.STALE, kept.WAITING
+
+_LABEL = SQLModel.metadata.tables["label"]
+_UPDATE_LABEL = (
+    update(_LABEL)
+    .where(_LABEL.c.id == bindparam("label_id"))
+    .values(
+        met=bindparam("new_met"),
+        note=bindparam("new_note"),
+        rubric_version_id=bindparam("new_rubric_version_id"),
+        user_id=bindparam("new_user_id"),
+        updated_at=bindparam("new_updated_at"),
+        lock_version=bindparam("new_lock_version"),
+    )
+)
 
 
 class RubricChanged(StaleEdit):
@@ -139,24 +155,38 @@ def _require_annotator(user: User) -> None:
         raise PermissionDenied("annotators label within expert group 1 or 2", key="errors.annotator_group")
 
 
-def _assigned_response(session: Session, user: User, response_id: int) -> Response:
-    """The response, when a label assignment of `user` names it."""
+def _assigned(session: Session, user: User, response_id: int, *, lock: bool = False) -> tuple[Response, Case]:
+    """The response and its case, when a label assignment of `user` names it: one statement.
+
+    `lock` takes the response's row lock as well (a save; see `save_target`).
+    """
     _require_annotator(user)
-    response = session.get(Response, response_id)
-    if response is None:
-        raise NotFound(f"no response #{response_id}", key="errors.response_unknown", params={"response": response_id})
-    assigned = session.exec(
+    assigned = (
         select(Assignment.id)
         .where(
             Assignment.user_id == user.id,
             Assignment.kind == AssignmentKind.label,
-            Assignment.response_id == response.id,
+            Assignment.response_id == Response.id,
         )
-        .limit(1)
-    ).first()
-    if assigned is None:
+        .exists()
+    )
+    statement = (
+        select(Response, Case, assigned).join(Case, Case.id == Response.case_pk).where(Response.id == response_id)
+    )
+    if lock:
+        statement = statement.with_for_update(of=Response)
+    row = session.execute(statement).first()
+    if row is None:
+        raise NotFound(f"no response #{response_id}", key="errors.response_unknown", params={"response": response_id})
+    response, case, is_assigned = row
+    if not is_assigned:
         raise PermissionDenied("this response is not assigned to you", key="errors.response_not_assigned")
-    return response
+    return response, case
+
+
+def _assigned_response(session: Session, user: User, response_id: int) -> Response:
+    """The response, when a label assignment of `user` names it."""
+    return _assigned(session, user, response_id)[0]
 
 
 def _own_labels(session: Session, response_id: int, group_no: int) -> list[Label]:
@@ -183,17 +213,21 @@ def labels_for(session: Session, user: User, response_id: int, group_no: int) ->
     policies.require_group_member(user, group_no)
     response = _assigned_response(session, user, response_id)
     current = current_approved_version(session, response.case_pk)
-    current_id = current.id if current else None
+    return _label_views(session, response_id, group_no, current.id if current else None)
+
+
+def _label_views(session: Session, response_id: int, group_no: int, current_id: int | None) -> dict[str, LabelView]:
     return {label.criterion_id: _label_view(label, current_id) for label in _own_labels(session, response_id, group_no)}
 
 
 def response_for_labeling(session: Session, user: User, response_id: int) -> LabelingView:
     """The blinded view of one assigned response, with the current approved rubric."""
-    response = _assigned_response(session, user, response_id)
+    _require_annotator(user)
+    policies.require_group_member(user, user.group_no)
+    response, case = _assigned(session, user, response_id)
     rubric = current_approved_version(session, response.case_pk)
     if rubric is None:
         raise ValidationFailed("this case has no approved rubric yet", key="errors.no_approved_rubric")
-    case = session.get(Case, response.case_pk)
     return LabelingView(
         response_id=response.id,
         code=response.code,
@@ -203,7 +237,7 @@ def response_for_labeling(session: Session, user: User, response_id: int) -> Lab
         rubric_version_id=rubric.id,
         rubric_version=rubric.version,
         criteria=criteria_of(session, rubric.id),
-        labels=labels_for(session, user, response.id, user.group_no),
+        labels=_label_views(session, response_id, user.group_no, rubric.id),
     )
 
 
@@ -221,7 +255,34 @@ def _assigned_responses(session: Session, user: User) -> list[tuple[int, str, in
 
 
 def labeling_queue(session: Session, user: User) -> LabelQueue:
-    """The user's assigned responses in case order, each with the state of their group's labels."""
+    """The user's assigned responses in case order, each with the state of their group's labels.
+
+    The state is the one kept on each assignment (db/kept.py): one row per item, no label counted here.
+    """
+    _require_annotator(user)
+    if kept.recounting():
+        return recounted_queue(session, user)
+    rows = session.exec(
+        select(
+            Response.id,
+            Response.code,
+            Case.id,
+            Case.case_id,
+            Assignment.label_status,
+            Assignment.labeled,
+            Assignment.rubric_size,
+        )
+        .join(Assignment, Assignment.response_id == Response.id)
+        .join(Case, Case.id == Response.case_pk)
+        .where(Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label)
+        .distinct()
+        .order_by(Case.case_id, Response.code)
+    ).all()
+    return LabelQueue([QueueItem(*row) for row in rows])
+
+
+def recounted_queue(session: Session, user: User) -> LabelQueue:
+    """`labeling_queue` counted from the label tally against every case's current rubric (the straightforward way)."""
     _require_annotator(user)
     responses = _assigned_responses(session, user)
     if not responses:
@@ -249,16 +310,7 @@ def labeling_queue(session: Session, user: User) -> LabelQueue:
         by_version = counts.get(response_id, {})
         fresh = sum(n for v, n in by_version.items() if counts_on_current_rubric(v, version_id))
         stale = sum(n for v, n in by_version.items() if not counts_on_current_rubric(v, version_id))
-        if version_id is None:
-            status = WAITING
-        elif stale:
-            status = STALE
-        elif fresh >= size:
-            status = DONE
-        elif fresh:
-            status = PARTIAL
-        else:
-            status = TODO
+        status = kept.label_status(version_id, size, fresh, stale)
         items.append(QueueItem(response_id, code, case_pk, case_id, status, fresh, size))
     return LabelQueue(items)
 
@@ -266,26 +318,26 @@ def labeling_queue(session: Session, user: User) -> LabelQueue:
 # Writing -------------------------------------------------------------------------------------
 
 
-def save_labels(
-    session: Session,
-    user: User,
-    response_id: int,
-    decisions: Sequence[LabelInput],
-    *,
-    rubric_version_id: int,
-    expected_versions: Mapping[str, int],
-) -> SaveOutcome:
-    """Save the user's decisions on every criterion of the response, for their group.
+@dataclass(frozen=True)
+class SaveTarget:
+    """What a save of one response checks before anything else, read once per save."""
 
-    `rubric_version_id` and `expected_versions` (criterion_id → lock_version, absent = no label)
-    are what the page loaded. Refused with StaleEdit when the rubric changed since, or when another
-    person changed a label to something else since; re-saving identical decisions is a no-op.
+    response: Response  # its row locked until the save's transaction ends
+    case_id: str
+    rubric: RubricVersion
+    criterion_ids: list[str]  # of the current rubric, in rubric order
+
+
+def save_target(session: Session, user: User, response_id: int, *, rubric_version_id: int) -> SaveTarget:
+    """Checks the user may save labels on the response against rubric `rubric_version_id`, and locks its row.
+
+    Two saves of the same response (two tabs of one annotator) take turns on the row lock, so the
+    second reads what the first wrote and is refused by `save_labels` instead of silently overwriting
+    it. SQLite's writers are serialised by BEGIN IMMEDIATE already; PostgreSQL needs the row lock.
+    Refused with RubricChanged when the case's current rubric is another version.
     """
-    response = _assigned_response(session, user, response_id)
-    # Two saves of the same response (two tabs of one annotator) take turns here, so the second
-    # reads what the first wrote and is refused below instead of silently overwriting it.
-    # SQLite's writers are serialised by BEGIN IMMEDIATE already; PostgreSQL needs the row lock.
-    session.exec(select(Response.id).where(Response.id == response_id).with_for_update())
+    response, case = _assigned(session, user, response_id, lock=True)
+    kept.hold_row_locks(session, [response_id])
     rubric = current_approved_version(session, response.case_pk)
     if rubric is None:
         raise ValidationFailed("this case has no approved rubric yet", key="errors.no_approved_rubric")
@@ -296,7 +348,39 @@ def save_labels(
             key="errors.rubric_changed",
             params={"version": rubric.version},
         )
-    criterion_ids = [c.criterion_id for c in criteria_of(session, rubric.id)]
+    return SaveTarget(response, case.case_id, rubric, criterion_ids_of(session, rubric.id))
+
+
+def criterion_ids_of(session: Session, rubric_version_id: int) -> list[str]:
+    """The criterion ids of a rubric version, in rubric order."""
+    statement = (
+        select(Criterion.criterion_id)
+        .where(Criterion.rubric_version_id == rubric_version_id)
+        .order_by(Criterion.position)
+    )
+    return list(session.exec(statement).all())
+
+
+def save_labels(
+    session: Session,
+    user: User,
+    response_id: int,
+    decisions: Sequence[LabelInput],
+    *,
+    rubric_version_id: int,
+    expected_versions: Mapping[str, int],
+    target: SaveTarget | None = None,
+) -> SaveOutcome:
+    """Save the user's decisions on every criterion of the response, for their group.
+
+    `rubric_version_id` and `expected_versions` (criterion_id → lock_version, absent = no label)
+    are what the page loaded. Refused with StaleEdit when the rubric changed since, or when another
+    person changed a label to something else since; re-saving identical decisions is a no-op.
+    `target` is `save_target`'s answer when the caller has asked for it already in this transaction.
+    """
+    if target is None or target.response.id != response_id or target.rubric.id != rubric_version_id:
+        target = save_target(session, user, response_id, rubric_version_id=rubric_version_id)
+    response, rubric, criterion_ids = target.response, target.rubric, target.criterion_ids
     given = [d.criterion_id for d in decisions]
     if sorted(given) != sorted(criterion_ids) or len(set(given)) != len(given):
         missing = sorted(set(criterion_ids) - set(given))
@@ -330,27 +414,28 @@ def save_labels(
     now = utcnow()
     before: dict[str, dict] = {}
     after: dict[str, dict] = {}
-    created = updated = 0
+    new_rows: list[dict] = []
+    changed_rows: list[dict] = []
     for cid in criterion_ids:
         met, note = wanted[cid]
         label = existing.get(cid)
         if label is None:
-            session.add(
-                Label(
-                    response_id=response_id,
-                    criterion_id=cid,
-                    stage=Stage.annotation,
-                    group_no=user.group_no,
-                    met=met,
-                    note=note,
-                    user_id=user.id,
-                    rubric_version_id=rubric.id,
-                    created_at=now,
-                    updated_at=now,
-                )
+            new_rows.append(
+                {
+                    "response_id": response_id,
+                    "criterion_id": cid,
+                    "stage": Stage.annotation.value,
+                    "group_no": user.group_no,
+                    "met": met,
+                    "note": note,
+                    "user_id": user.id,
+                    "rubric_version_id": rubric.id,
+                    "lock_version": 1,
+                    "created_at": now,
+                    "updated_at": now,
+                }
             )
             after[cid] = {"met": met, "note": note}
-            created += 1
         elif (label.met, label.note, label.rubric_version_id) != (met, note, rubric.id):
             before[cid] = {
                 "met": label.met,
@@ -358,23 +443,37 @@ def save_labels(
                 "rubric_version_id": label.rubric_version_id,
                 "user_id": label.user_id,
             }
-            label.met, label.note, label.rubric_version_id = met, note, rubric.id
-            label.user_id, label.updated_at = user.id, now
-            label.lock_version += 1
-            session.add(label)
+            changed_rows.append(
+                {
+                    "label_id": label.id,
+                    "new_met": met,
+                    "new_note": note,
+                    "new_rubric_version_id": rubric.id,
+                    "new_user_id": user.id,
+                    "new_updated_at": now,
+                    "new_lock_version": label.lock_version + 1,
+                }
+            )
             after[cid] = {"met": met, "note": note}
-            updated += 1
+    # One statement each for the new and the changed labels, whatever their number (executemany).
+    if new_rows:
+        session.execute(insert(_LABEL), new_rows)
+    if changed_rows:
+        session.execute(_UPDATE_LABEL, changed_rows)
+        for cid in before:
+            session.expire(existing[cid])  # the loaded rows are stale now
+    created, updated = len(new_rows), len(changed_rows)
     if after:
-        case = session.get(Case, response.case_pk)
         record(
             session,
             user.username,
             action="label",
             entity="label",
-            entity_key=f"{case.case_id}/{response.code}/annotation/g{user.group_no}",
+            entity_key=f"{target.case_id}/{response.code}/annotation/g{user.group_no}",
             before=before or None,
             after={"rubric_version_id": rubric.id, "labels": after},
         )
         session.flush()
+        kept.hold_current_rubric(session, response_id, rubric.id, len(criterion_ids))
         kept.touch(session, [response_id])
     return SaveOutcome(created, updated, len(criterion_ids) - created - updated, rubric.id)

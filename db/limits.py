@@ -34,6 +34,9 @@ TEXT_LIMITS: dict[str, int] = {
     "note": 2_000,  # a label's note, a check's note, an adjudication's rationale, a review comment
     "extra": 100_000,  # the JSON text of the extra keys kept with a case or a judge decision
 }
+#: Largest file the import page accepts, in megabytes (a full-scale labels file is about 250 MB);
+#: `.streamlit/config.toml` sets Streamlit's `server.maxUploadSize` to the same number.
+MAX_UPLOAD_MB = 512
 #: Most items in a list field (task_labels, subject_labels, tags).
 MAX_LIST_ITEMS = 64
 
@@ -41,19 +44,21 @@ MAX_LIST_ITEMS = 64
 class InputRejected(ValueError):
     """A value the app does not accept; the message names the problem (the caller adds file, line, field)."""
 
-    def __init__(self, message: str, field: str | None = None) -> None:
+    def __init__(self, message: str, field: str | None = None, *, key: str | None = None, **params: Any) -> None:
         super().__init__(message)
         self.field = field
+        self.key = key  # the catalog entry a page shows (db.errors); `params` fill it
+        self.params = {"field": field, **params} if field else params
 
 
 def _reject_constant(name: str) -> Any:
-    raise InputRejected(f"{name} is not valid JSON (numbers must be finite)")
+    raise InputRejected(f"{name} is not valid JSON (numbers must be finite)", key="import.not_finite", value=name)
 
 
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise InputRejected(f"{text} is out of range (numbers must be finite)")
+        raise InputRejected(f"{text} is out of range (numbers must be finite)", key="import.not_finite", value=text)
     return value
 
 
@@ -65,11 +70,13 @@ def raw_decode(text: str, position: int = 0) -> tuple[Any, int]:
     try:
         value, end = _DECODER.raw_decode(text, position)
     except RecursionError:
-        raise InputRejected(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+        raise InputRejected(
+            f"nested deeper than {MAX_JSON_DEPTH} levels", key="import.too_deep", n=MAX_JSON_DEPTH
+        ) from None
     # Counting brackets is cheap; the walk runs only when the text could be that deep.
     brackets = text.count("[", position, end) + text.count("{", position, end)
     if brackets > MAX_JSON_DEPTH and nesting_depth(value) > MAX_JSON_DEPTH:
-        raise InputRejected(f"nested deeper than {MAX_JSON_DEPTH} levels")
+        raise InputRejected(f"nested deeper than {MAX_JSON_DEPTH} levels", key="import.too_deep", n=MAX_JSON_DEPTH)
     return value, end
 
 
@@ -81,9 +88,11 @@ def loads(text: str | bytes) -> Any:
     try:
         value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError:
-        raise InputRejected(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+        raise InputRejected(
+            f"nested deeper than {MAX_JSON_DEPTH} levels", key="import.too_deep", n=MAX_JSON_DEPTH
+        ) from None
     if nesting_depth(value) > MAX_JSON_DEPTH:
-        raise InputRejected(f"nested deeper than {MAX_JSON_DEPTH} levels")
+        raise InputRejected(f"nested deeper than {MAX_JSON_DEPTH} levels", key="import.too_deep", n=MAX_JSON_DEPTH)
     return value
 
 
@@ -117,7 +126,13 @@ def check_length(field: str, value: str | None, *, limit_key: str | None = None)
         return
     limit = TEXT_LIMITS[limit_key or field]
     if len(value) > limit:
-        raise InputRejected(f"{field}: at most {limit:,} characters (got {len(value):,})", field)
+        raise InputRejected(
+            f"{field}: at most {limit:,} characters (got {len(value):,})",
+            field,
+            key="import.too_long",
+            limit=f"{limit:,}",
+            length=f"{len(value):,}",
+        )
 
 
 def check_extra(field: str, extra: dict | None) -> None:
@@ -127,6 +142,14 @@ def check_extra(field: str, extra: dict | None) -> None:
     try:
         text = dumps(extra, ensure_ascii=False)
     except ValueError:
-        raise InputRejected(f"{field}: numbers must be finite (NaN or Infinity found)", field) from None
+        raise InputRejected(
+            f"{field}: numbers must be finite (NaN or Infinity found)", field, key="import.field_not_finite"
+        ) from None
     if len(text) > TEXT_LIMITS["extra"]:
-        raise InputRejected(f"{field}: at most {TEXT_LIMITS['extra']:,} characters of JSON (got {len(text):,})", field)
+        raise InputRejected(
+            f"{field}: at most {TEXT_LIMITS['extra']:,} characters of JSON (got {len(text):,})",
+            field,
+            key="import.too_long",
+            limit=f"{TEXT_LIMITS['extra']:,}",
+            length=f"{len(text):,}",
+        )

@@ -32,6 +32,7 @@ from pydantic_core import PydanticCustomError
 
 from db import limits
 from db.config import get_settings
+from db.errors import Said
 
 DifficultyName = Literal["low", "medium", "high"]
 RegisterName = Literal["lay", "professional"]
@@ -63,18 +64,18 @@ def is_forbidden_key(key: object) -> bool:
 
 
 def kind_of(value: Any) -> str:
-    """How a message names the JSON type of a value that has the wrong one."""
+    """How a message names the JSON type of a value that has the wrong one (catalog: `import.kind.*`)."""
     if value is None:
-        return "null"
+        return Said("null", "import.kind.null")
     if isinstance(value, bool):
-        return "a boolean"
+        return Said("a boolean", "import.kind.boolean")
     if isinstance(value, int | float):
-        return "a number"
+        return Said("a number", "import.kind.number")
     if isinstance(value, str):
-        return "a string"
+        return Said("a string", "import.kind.string")
     if isinstance(value, list):
-        return "a list"
-    return "an object"
+        return Said("a list", "import.kind.list")
+    return Said("an object", "import.kind.object")
 
 
 def _one_of(values: tuple[Any, ...]) -> BeforeValidator:
@@ -84,7 +85,9 @@ def _one_of(values: tuple[Any, ...]) -> BeforeValidator:
     def check(value: Any) -> Any:
         if not any(type(value) is type(allowed) and value == allowed for allowed in values):
             raise PydanticCustomError(
-                "one_of", "must be {choices}, found {found}", {"choices": choices, "found": repr(value)}
+                "one_of",
+                "must be {choices}, found {found}",
+                {"choices": choices, "found": repr(value), "options": " / ".join(map(str, values))},
             )
         return value
 
@@ -387,36 +390,50 @@ def _list_noun(model: type[BaseModel] | None, location: tuple[int | str, ...]) -
 
 def describe(error: ValidationError, model: type[BaseModel] | None = None, prefix: str = "") -> list[str]:
     """One line per problem of a refused record: `<field> <what is wrong>`."""
-    lines = []
+    lines: list[str] = []
     for problem in error.errors(include_url=False):
         location = problem["loc"]
         found = problem.get("input")
         context = problem.get("ctx") or {}
         kind = problem["type"]
         name = prefix + _path(location) + str(context.get("at", ""))
+        # Each text also names its catalog entry (`import.field.*`) for pages in the reader's language.
+        params: dict[str, Any] = {}
         if kind == "missing":
             text = "is missing"
         elif kind == "string_type":
-            text = f"must be a string, found {kind_of(found)}"
+            text, params = f"must be a string, found {kind_of(found)}", {"found": kind_of(found)}
         elif kind == "bool_type":
-            text = f"must be true or false, found {kind_of(found)}"
+            text, params = f"must be true or false, found {kind_of(found)}", {"found": kind_of(found)}
         elif kind == "list_type":
-            text = f"must be {_list_noun(model, location)}, found {kind_of(found)}"
+            noun = _list_noun(model, location)
+            text, params = f"must be {noun}, found {kind_of(found)}", {"found": kind_of(found)}
+            kind = "list_of_strings" if noun == "a list of strings" else "list_type"
         elif kind in ("model_type", "dict_type", "model_attributes_type"):
-            text = f"must be an object, found {kind_of(found)}"
+            text, params = f"must be an object, found {kind_of(found)}", {"found": kind_of(found)}
+            kind = "object_type"
         elif kind == "string_too_long":
             text = f"is longer than {context['max_length']:,} characters ({len(found):,})"
+            params = {"limit": f"{context['max_length']:,}", "length": f"{len(found):,}"}
         elif kind == "string_pattern_mismatch":
             text = "is blank"
-        elif kind == "too_long":
-            text = f"has {context['actual_length']} items, at most {context['max_length']}"
-        elif kind == "too_short":
-            text = f"has {context['actual_length']} items, at least {context['min_length']}"
+        elif kind in ("too_long", "too_short"):
+            bound, limit_name = ("at most", "max_length") if kind == "too_long" else ("at least", "min_length")
+            text = f"has {context['actual_length']} items, {bound} {context[limit_name]}"
+            params = {
+                "n": context["actual_length"],
+                "limit": context["max_length" if kind == "too_long" else "min_length"],
+            }
         elif kind == "extra_forbidden":
             text = "is not a field of this record"
+        elif kind in ("rubric_size", "adjudication_group", "forbidden_key"):
+            text, params = problem["msg"], {name: str(value) for name, value in context.items()}
+        elif kind == "one_of":
+            text, params = problem["msg"], {"choices": context.get("options"), "found": context.get("found")}
         else:
-            text = problem["msg"]
-        lines.append(f"{name} {text}".strip() if name else text)
+            text, params, kind = problem["msg"], {"reason": problem["msg"]}, "other"
+        english = f"{name} {text}".strip() if name else text
+        lines.append(Said(english, f"import.field.{kind}", field=name or "-", **params))
     return lines
 
 

@@ -87,7 +87,8 @@ def test_import_of_a_bad_file_names_file_line_and_field_and_changes_nothing(stud
     errors = [e.value for e in app.error]
     assert errors[0] == t("admin.import.failed", file="new\\_cases\\.jsonl")
     detail = " ".join(errors[1:]).replace("\\", "")
-    assert "new_cases.jsonl" in detail and "line 2" in detail and "difficulty" in detail
+    # In the reader's language: file, line and field named, the English of the command line nowhere.
+    assert "new_cases.jsonl 第 2 行" in detail and "`difficulty`" in detail and "line 2" not in detail
     with session_scope(studio, read_only=True) as session:
         assert counts(session) == before
         assert len(session.exec(select(AuditLog)).all()) == audit_before
@@ -100,7 +101,16 @@ def test_import_of_a_good_file_lands_and_shows_the_importer_lines(studio):
     app = _import(app, "cases", "more.jsonl", good.encode("utf-8"))
     assert not app.error
     assert [s.value for s in app.success] == [t("admin.import.done", file="more\\.jsonl")]
-    assert any("more.jsonl" in text.value and "2 cases read" in text.value for text in app.text)
+    read = t(
+        "import.summary.read",
+        file="more.jsonl",
+        records="2",
+        what=t("import.summary.noun.cases"),
+        inserted="2",
+        replaced="0",
+        unchanged="0",
+    )
+    assert read in [text.value for text in app.text]
     with session_scope(studio, read_only=True) as session:
         assert {c.case_id for c in session.exec(select(Case)).all()} >= {"CC-0201", "CC-0202"}
         entries = session.exec(select(AuditLog).where(AuditLog.entity_key == "more.jsonl")).all()

@@ -166,3 +166,170 @@ def test_a_real_refusal_reads_in_chinese(engine, in_language):
         "error.generic", "zh", reason=i18n.translate(refused.value.key, "zh", **refused.value.params)
     )
     assert not any("a" <= ch.lower() <= "z" for ch in shown.replace("_", ""))  # no English left
+
+
+# Import messages -----------------------------------------------------------------------------------
+
+#: Families of catalog entries the data layer names with a computed last part, and every part it may compute.
+COMPUTED_KEYS = {
+    "import.kind.": ["null", "boolean", "number", "string", "list", "object"],
+    "import.stage.": ["annotation", "check", "adjudication"],
+    "import.summary.noun.": ["cases", "responses", "labels", "judge"],
+    "import.field.": [
+        "missing",
+        "string_type",
+        "bool_type",
+        "list_type",
+        "list_of_strings",
+        "object_type",
+        "string_too_long",
+        "string_pattern_mismatch",
+        "too_long",
+        "too_short",
+        "extra_forbidden",
+        "one_of",
+        "rubric_size",
+        "adjudication_group",
+        "forbidden_key",
+        "other",
+    ],
+}
+
+
+def _said_keys() -> tuple[set[str], set[str]]:
+    """Literal keys of `Said(...)` and `key=` in db/, and the prefixes of computed ones (f-strings)."""
+    literal, computed = set(), set()
+    for path in _db_sources():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            candidates = [kw.value for kw in node.keywords if kw.arg == "key"]
+            if getattr(node.func, "id", None) == "Said" and len(node.args) > 1:
+                candidates.append(node.args[1])
+            candidates += [c for v in candidates if isinstance(v, ast.IfExp) for c in (v.body, v.orelse)]
+            for value in candidates:
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    literal.add(value.value)
+                elif isinstance(value, ast.JoinedStr) and isinstance(value.values[0], ast.Constant):
+                    computed.add(value.values[0].value)
+    return literal, computed
+
+
+def test_every_message_key_of_the_data_layer_is_in_the_catalog():
+    from db.contacts import EMAIL, ID_NUMBER, LANDLINE, MOBILE
+
+    literal, computed = _said_keys()
+    assert {"import.at_line", "import.summary.read", "import.case_unknown", "import.not_json"} <= literal
+    families = dict(COMPUTED_KEYS, **{"import.contact.": [EMAIL, ID_NUMBER, MOBILE, LANDLINE]})
+    assert computed <= set(families), computed - set(families)
+    wanted = literal | {prefix + part for prefix, parts in families.items() for part in parts}
+    assert sorted(key for key in wanted if key not in i18n.catalog()) == []
+
+
+def _lines_in(lang: str, monkeypatch, lines) -> list[str]:
+    from ui import widgets
+
+    monkeypatch.setattr(widgets, "t", lambda key, **values: i18n.translate(key, lang, **values))
+    return [widgets.said(line) for line in lines]
+
+
+def _english_words(text: str) -> list[str]:
+    """English words outside code spans and file names (what a Chinese reader should not meet)."""
+    import re
+
+    text = re.sub(r"`[^`]*`", " ", text.replace("\\", ""))
+    text = re.sub(r"[\w.-]+\.jsonl?|CC-\d+|model-[a-z]+|0x[0-9a-f]+|'[^']*'", " ", text)
+    return [word for word in re.findall(r"[A-Za-z]{3,}", text) if word not in ("JSON", "UTF", "null")]
+
+
+def test_a_refused_file_is_explained_in_chinese_and_in_english(engine, tmp_path, monkeypatch):
+    import json
+
+    from db.importers import ImportFailed, import_file
+    from tests.support.import_samples import case_record
+
+    good = case_record("CC-0001")
+    lines = [
+        json.dumps(good, ensure_ascii=False),
+        json.dumps(case_record("CC-0002", difficulty="extreme"), ensure_ascii=False),
+        json.dumps({k: v for k, v in case_record("CC-0003").items() if k != "task"}, ensure_ascii=False),
+        json.dumps(case_record("CC-0004", task=5), ensure_ascii=False),
+        json.dumps(case_record("CC-0005", surprise=1), ensure_ascii=False),  # kept with the case
+        "[1, 2]",
+        "{not json",
+        json.dumps(good, ensure_ascii=False),
+    ]
+    path = tmp_path / "bad_cases.jsonl"
+    path.write_bytes("\n".join(lines).encode("utf-8") + b"\n\xff\xfe\n")
+    with pytest.raises(ImportFailed) as refused:
+        import_file(engine, "cases", path)
+    errors = refused.value.errors
+    assert len(errors) == 7  # one per bad line (an extra key is kept, not refused); the command line's English
+    assert errors[0].startswith("bad_cases.jsonl line 2: difficulty must be")
+
+    chinese = _lines_in("zh", monkeypatch, errors)
+    for shown in chinese:
+        assert shown.startswith("bad\\_cases\\.jsonl 第 ") and _english_words(shown) == [], shown
+    assert any("`difficulty`" in shown for shown in chinese)
+    assert any(i18n.translate("import.kind.number", "zh") in shown for shown in chinese)  # task=5
+    english = _lines_in("en", monkeypatch, errors)
+    assert all(shown.startswith("bad\\_cases\\.jsonl line ") for shown in english)
+    assert english[1].replace("\\", "") == "bad_cases.jsonl line 3: `task` is missing"
+
+
+def test_an_import_summary_reads_in_the_readers_language(engine, tmp_path, monkeypatch):
+    import json
+
+    from db.importers import import_file
+    from tests.support.import_samples import case_record
+
+    path = tmp_path / "cases.jsonl"
+    records = [case_record("CC-0001"), case_record("CC-0002", clinical_context="请联系 13812345678 复诊。")]
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in records) + "\n", encoding="utf-8")
+    summary = import_file(engine, "cases", path)
+    assert summary.lines()[0].startswith("cases.jsonl: 2 cases read — 2 inserted")  # the command line's English
+    chinese = _lines_in("zh", monkeypatch, summary.lines())
+    assert chinese[0].replace("\\", "") == i18n.translate(
+        "import.summary.read",
+        "zh",
+        file="cases.jsonl",
+        records="2",
+        what=i18n.translate("import.summary.noun.cases", "zh"),
+        inserted="2",
+        replaced="0",
+        unchanged="0",
+    )
+    assert any(i18n.translate("import.contact.mobile_phone", "zh") in line for line in chinese)
+    assert all(_english_words(line) == [] for line in chinese), chinese
+
+
+def test_the_uploader_states_our_limit_and_streamlit_enforces_the_same(app_database):
+    import tomllib
+
+    from db.limits import MAX_UPLOAD_MB
+    from tests.support.apptest_helpers import open_page, signed_in
+    from tests.support.factories import make_user
+
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    assert config["server"]["maxUploadSize"] == MAX_UPLOAD_MB
+    from db.engine import session_scope
+
+    with session_scope(app_database) as session:
+        make_user(session, "boss", role="admin", group_no=None)
+    for lang in i18n.LANGUAGES:
+        app = open_page(signed_in(app_database, "boss", lang=lang), "admin-import")
+        [uploader] = [node for node in _tree_nodes(app) if getattr(node, "type", None) == "file_uploader"]
+        assert uploader.proto.max_upload_size_mb == MAX_UPLOAD_MB
+        stated = i18n.translate("language.upload_limit", lang, mb=MAX_UPLOAD_MB)
+        assert stated in [caption.value for caption in app.caption] and uploader.proto.help == stated
+        assert f"{MAX_UPLOAD_MB} MB" in stated
+
+
+def _tree_nodes(app):
+    stack = [app._tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        children = getattr(node, "children", None)
+        if isinstance(children, dict):
+            stack.extend(children.values())

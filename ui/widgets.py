@@ -87,14 +87,31 @@ _NAMED_PARAMS = {"role": "role.{}", "status": "review.status.{}", "field": "erro
 
 
 def _param_text(name: str, value: Any, markdown: bool) -> Any:
-    """One parameter of a refusal as the reader sees it: codes named in their language, user text escaped."""
+    """One parameter of a message as the reader sees it: sentences and codes in their language, a field
+    of a file as code, user text escaped."""
+    if getattr(value, "key", None):
+        return said(value, markdown=markdown)
     if name in _NAMED_PARAMS:
         key = _NAMED_PARAMS[name].format(str(value).replace(" ", "_"))
         if key in catalog():
             return t(key)
+    if name in ("field", "choices") and isinstance(value, str):
+        # Field names and values of the file format, as typed in the file (a code span shows its text literally).
+        parts = [" ".join(part.replace("`", "'").split()) for part in value.split(" / ")]
+        return " / ".join(f"`{part}`" if markdown else f"“{part}”" for part in parts)
     if isinstance(value, str):
         return plain(value) if markdown else value
     return value
+
+
+def said(text: Any, *, markdown: bool = True) -> str:
+    """A sentence of the data layer (db.errors.Said: an import problem, a summary line) in the reader's
+    language; a plain string is shown as it is (escaped when it goes through Markdown)."""
+    key = getattr(text, "key", None)
+    if key and key in catalog():
+        params = getattr(text, "params", {})
+        return t(key, **{name: _param_text(name, value, markdown) for name, value in params.items()})
+    return plain(text) if markdown else str(text)
 
 
 def reason_text(error: Exception, *, markdown: bool = True) -> str:

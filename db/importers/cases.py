@@ -6,6 +6,8 @@ from collections.abc import Iterator
 
 from sqlalchemy import insert, select, update
 
+from db import kept
+from db.errors import Said
 from db.importers import common
 from db.importers.common import (
     _CASE_TABLE,
@@ -83,7 +85,15 @@ def _import_cases(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
         if case is None:
             continue
         if case["case_id"] in first_line:
-            run.problems.at(line, f"case_id {case['case_id']!r} repeats line {first_line[case['case_id']]}")
+            run.problems.at(
+                line,
+                Said(
+                    f"case_id {case['case_id']!r} repeats line {first_line[case['case_id']]}",
+                    "import.case_repeats",
+                    case_id=case["case_id"],
+                    first=first_line[case["case_id"]],
+                ),
+            )
             continue
         first_line[case["case_id"]] = line
         run.summary.records += 1
@@ -181,6 +191,7 @@ def _write_rubrics(run: _Run, cases: list[tuple[dict, int]]) -> set[str]:
             )
 
     versions, audit_rows, renewed = [], [], set()
+    touched: set[int] = set()
     for case, pk in cases:
         current = latest.get(pk)
         before = None
@@ -200,6 +211,7 @@ def _write_rubrics(run: _Run, cases: list[tuple[dict, int]]) -> set[str]:
             }
         )
         renewed.add(case["case_id"])
+        touched.add(pk)
         audit_rows.append(
             {
                 "action": "import",
@@ -216,6 +228,7 @@ def _write_rubrics(run: _Run, cases: list[tuple[dict, int]]) -> set[str]:
     if not versions:
         return renewed
     connection.execute(insert(_RUBRIC_TABLE), versions)
+    kept.touch_cases(run.session, touched)  # their current rubric changed
     wanted = {(v["case_pk"], v["version"]) for v in versions}
     version_id = {}
     for batch in _batches(sorted({v["case_pk"] for v in versions})):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from db.errors import ClinConsensusError
+from db.errors import ClinConsensusError, Said
 from db.models import Case, Criterion, JudgeDecision, Label, Response, RubricVersion
 
 KINDS = ("cases", "responses", "labels", "judge")
@@ -67,36 +67,91 @@ class ImportSummary:
         return {"cases": "cases", "responses": "responses", "labels": "labels"}.get(self.kind, "judge decisions")
 
     def lines(self) -> list[str]:
+        """The summary, one sentence a line: English as `str`, each naming its catalog entry (db.errors.Said)."""
         shape = f" ({self.fmt})" if self.fmt else ""
-        out = [
-            f"{self.source}{shape}: {self.records:,} {self.noun()} read — {self.inserted:,} inserted, "
-            f"{self.replaced:,} replaced, {self.unchanged:,} unchanged"
+        counts = {
+            "records": f"{self.records:,}",
+            "inserted": f"{self.inserted:,}",
+            "replaced": f"{self.replaced:,}",
+            "unchanged": f"{self.unchanged:,}",
+        }
+        out: list[str] = [
+            Said(
+                f"{self.source}{shape}: {self.records:,} {self.noun()} read — {self.inserted:,} inserted, "
+                f"{self.replaced:,} replaced, {self.unchanged:,} unchanged",
+                "import.summary.read",
+                file=self.source,
+                what=Said(self.noun(), f"import.summary.noun.{self.kind}"),
+                **counts,
+            )
         ]
         if self.rubric_versions:
-            out.append(f"rubrics: {self.rubric_versions:,} new approved versions, {self.criteria:,} criteria")
+            out.append(
+                Said(
+                    f"rubrics: {self.rubric_versions:,} new approved versions, {self.criteria:,} criteria",
+                    "import.summary.rubrics",
+                    versions=f"{self.rubric_versions:,}",
+                    criteria=f"{self.criteria:,}",
+                )
+            )
         if self.unknown_task_labels:
             listed = ", ".join(f"{label} ({count})" for label, count in self.unknown_task_labels.most_common())
-            out.append(f"task labels the taxonomy does not know, kept as given: {listed}")
+            out.append(
+                Said(
+                    f"task labels the taxonomy does not know, kept as given: {listed}",
+                    "import.summary.unknown_tasks",
+                    listed=listed,
+                )
+            )
         if self.unmapped_subjects:
             listed = ", ".join(f"{label} ({count})" for label, count in self.unmapped_subjects.most_common())
-            out.append(f"first specialty labels with no macro-category (sliced under 'other'): {listed}")
+            out.append(
+                Said(
+                    f"first specialty labels with no macro-category (sliced under 'other'): {listed}",
+                    "import.summary.unmapped_subjects",
+                    listed=listed,
+                )
+            )
         if self.placeholders:
             out.append(
-                f"unknown usernames created as inactive accounts (no login until an admin sets a password): "
-                f"{', '.join(self.placeholders)}"
+                Said(
+                    f"unknown usernames created as inactive accounts (no login until an admin sets a password): "
+                    f"{', '.join(self.placeholders)}",
+                    "import.summary.placeholders",
+                    listed=", ".join(self.placeholders),
+                )
             )
         if self.unparsed:
             out.append(
-                f"skipped {self.unparsed:,} rows whose judge output could not be read (parse_ok false or "
-                "criteria_met null): not stored as met or not met"
+                Said(
+                    f"skipped {self.unparsed:,} rows whose judge output could not be read (parse_ok false or "
+                    "criteria_met null): not stored as met or not met",
+                    "import.summary.unparsed",
+                    n=f"{self.unparsed:,}",
+                )
             )
         if self.relabel_needed:
-            out.append(f"warning: {self.relabel_needed:,} replaced responses already have labels made on the old text")
+            out.append(
+                Said(
+                    f"warning: {self.relabel_needed:,} replaced responses already have labels made on the old text",
+                    "import.summary.relabel",
+                    n=f"{self.relabel_needed:,}",
+                )
+            )
         if self.warning_count:
             out.append(
-                f"warning: {self.warning_count:,} contact-like strings found — review them manually before any release:"
+                Said(
+                    f"warning: {self.warning_count:,} contact-like strings found — review them manually before any "
+                    "release:",
+                    "import.summary.contacts",
+                    n=f"{self.warning_count:,}",
+                )
             )
-            out.extend(f"  {warning}" for warning in self.warnings)
+            out.extend(
+                Said(f"  {warning}", getattr(warning, "key", None), **getattr(warning, "params", {}))
+                for warning in self.warnings
+            )
             if self.warning_count > len(self.warnings):
-                out.append(f"  … and {self.warning_count - len(self.warnings):,} more")
+                more = self.warning_count - len(self.warnings)
+                out.append(Said(f"  … and {more:,} more", "import.summary.more", n=f"{more:,}"))
         return out

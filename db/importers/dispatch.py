@@ -11,6 +11,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
 from db.engine import session_scope
+from db.errors import Said
 from db.importers.cases import _import_cases
 from db.importers.common import JUDGE_FORMATS, KINDS, ImportFailed, ImportSummary
 from db.importers.judge import _detect_judge_format, _import_judge_rows, _import_official
@@ -42,7 +43,7 @@ def import_file(
     """
     path = Path(path)
     if not path.is_file():
-        raise ImportFailed([f"{path.name}: no such file"])
+        raise ImportFailed([Said(f"{path.name}: no such file", "import.no_file", file=path.name)])
     with open(path, "rb") as stream:
         return import_stream(engine, kind, path.name, stream, fmt=fmt, actor=actor, progress=progress, judge=judge)
 
@@ -62,15 +63,33 @@ def import_stream(
     if isinstance(stream, (bytes, bytearray)):
         stream = io.BytesIO(stream)
     if kind not in KINDS:
-        raise ImportFailed([f"{name}: unknown kind {kind!r} (cases, responses, labels or judge)"])
+        raise ImportFailed(
+            [
+                Said(
+                    f"{name}: unknown kind {kind!r} (cases, responses, labels or judge)",
+                    "import.unknown_kind",
+                    file=name,
+                )
+            ]
+        )
     if kind != "judge" and fmt not in (None, "jsonl"):
-        raise ImportFailed([f"{name}: --format {fmt} applies to judge files only"])
+        raise ImportFailed(
+            [Said(f"{name}: --format {fmt} applies to judge files only", "import.format_judge_only", file=name)]
+        )
     if kind == "judge":
         if fmt is None:
             head = stream.peek(4096)[:4096] if hasattr(stream, "peek") else _peek(stream)
             fmt = _detect_judge_format(head, name)
         elif fmt not in JUDGE_FORMATS:
-            raise ImportFailed([f"{name}: --format must be one of {', '.join(JUDGE_FORMATS)}, found {fmt!r}"])
+            raise ImportFailed(
+                [
+                    Said(
+                        f"{name}: --format must be one of {', '.join(JUDGE_FORMATS)}, found {fmt!r}",
+                        "import.unknown_format",
+                        file=name,
+                    )
+                ]
+            )
     summary = ImportSummary(kind=kind, source=name, fmt=fmt if kind == "judge" else None)
     problems = _Problems(name, summary)
     digest = hashlib.sha256()
@@ -134,7 +153,9 @@ def import_stream(
         problems.raise_if_any()
     except DBAPIError as error:
         reason = str(error.orig).strip().splitlines()[0] if error.orig is not None else str(error)
-        raise ImportFailed([f"{name}: the database refused the import: {reason}"]) from error
+        raise ImportFailed(
+            [Said(f"{name}: the database refused the import: {reason}", "import.db_refused", file=name, reason=reason)]
+        ) from error
     progress(summary.records, summary.records, "done")
     return summary
 

@@ -15,9 +15,10 @@ from urllib.parse import unquote
 from sqlalchemy import bindparam, select, update
 
 from db import limits
+from db.errors import Said
 from db.importers import common
 from db.importers.common import _JUDGE_TABLE
-from db.importers.reading import _extra, _Problems
+from db.importers.reading import _extra, _Problems, _reason
 from db.importers.targets import _table_has_rows, _Targets
 from db.importers.writing import _batches, _BulkInserter, _dump_json, _Run
 from db.records import (
@@ -90,15 +91,27 @@ class _JudgeWriter:
         located = self.targets.locate(case_id, model, criterion_id, errors)
         if located is None:
             for error in errors:
-                self.run.problems.at(line, where + error)
+                self.run.problems.at(
+                    line,
+                    Said(where + error, getattr(error, "key", None), **getattr(error, "params", {}))
+                    if where
+                    else error,
+                )
             return
         response_id, _case_pk, position = located
         key = (judge, (response_id << 16) | position)
         if key in self.seen:
             self.run.problems.at(
                 line,
-                f"{where}criterion_id {criterion_id!r}: a second decision of judge {judge!r} "
-                f"for case_id {case_id!r}, model {model!r} (one per file)",
+                Said(
+                    f"{where}criterion_id {criterion_id!r}: a second decision of judge {judge!r} "
+                    f"for case_id {case_id!r}, model {model!r} (one per file)",
+                    "import.judge_twice",
+                    criterion=criterion_id,
+                    judge=judge,
+                    case_id=case_id,
+                    model=model,
+                ),
             )
             return
         self.seen.add(key)
@@ -221,7 +234,10 @@ def _official_items(data: str, problems: _Problems) -> Iterator[tuple[int, Any]]
         found = "an object" if data.startswith("{", position) else "something else"
         problems.at(
             data.count("\n", 0, position) + 1,
-            f"an official judgement file must be a JSON list of cases at its top level, found {found}",
+            Said(
+                f"an official judgement file must be a JSON list of cases at its top level, found {found}",
+                "import.official_not_list",
+            ),
         )
         return
     position = whitespace.match(data, position + 1).end()
@@ -232,10 +248,13 @@ def _official_items(data: str, problems: _Problems) -> Iterator[tuple[int, Any]]
         try:
             item, position = limits.raw_decode(data, position)
         except json.JSONDecodeError as error:
-            problems.at(error.lineno, f"not valid JSON ({error.msg} at column {error.colno})")
+            problems.at(
+                error.lineno,
+                Said(f"not valid JSON ({error.msg} at column {error.colno})", "import.not_json", column=error.colno),
+            )
             return
         except limits.InputRejected as error:
-            problems.at(line, f"not accepted: {error}")
+            problems.at(line, Said(f"not accepted: {error}", "import.not_accepted", reason=_reason(error)))
             return
         yield line, item
         position = whitespace.match(data, position).end()
@@ -244,9 +263,14 @@ def _official_items(data: str, problems: _Problems) -> Iterator[tuple[int, Any]]
             continue
         if data.startswith("]", position):
             if data[whitespace.match(data, position + 1).end() :]:
-                problems.at(data.count("\n", 0, position) + 1, "not valid JSON (extra data after the list)")
+                problems.at(
+                    data.count("\n", 0, position) + 1,
+                    Said("not valid JSON (extra data after the list)", "import.not_json_list"),
+                )
             return
-        problems.at(data.count("\n", 0, position) + 1, "not valid JSON (expected ',' or ']')")
+        problems.at(
+            data.count("\n", 0, position) + 1, Said("not valid JSON (expected ',' or ']')", "import.not_json_list")
+        )
         return
 
 
@@ -257,29 +281,53 @@ def _import_official(run: _Run, stream: BinaryIO, judge_option: str | None, dige
         data = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         line = raw.count(b"\n", 0, error.start) + 1
-        run.problems.at(line, f"not valid UTF-8 (byte 0x{raw[error.start]:02x})")
+        byte = f"0x{raw[error.start]:02x}"
+        run.problems.at(line, Said(f"not valid UTF-8 (byte {byte})", "import.not_utf8", byte=byte))
         return
     del raw
     file_model = model_of_judgement_file(run.source)
     if not judge_option:
-        run.problems.at(None, "the judge's name is needed for an official judgement file (--judge NAME)")
+        run.problems.at(
+            None,
+            Said(
+                "the judge's name is needed for an official judgement file (--judge NAME)", "import.judge_name_needed"
+            ),
+        )
         return
     writer = _JudgeWriter(run, _Targets.load(run.connection))
     seen_cases: dict[tuple[str, str], int] = {}
     for line, item in _official_items(data, run.problems):
         if type(item) is not dict:
-            run.problems.at(line, f"each item must be an object, found {kind_of(item)}")
+            run.problems.at(
+                line,
+                Said(
+                    f"each item must be an object, found {kind_of(item)}", "import.item_not_object", found=kind_of(item)
+                ),
+            )
             continue
         checked, errors = check(OfficialCaseResults, item)
         if checked is not None and checked.model is None and file_model is None:
-            errors.append("model is missing (name the file <model>_judge.json or give model in each item)")
+            errors.append(
+                Said(
+                    "model is missing (name the file <model>_judge.json or give model in each item)",
+                    "import.judge_model_missing",
+                )
+            )
         if checked is None or errors:
             for error in errors:
                 run.problems.at(line, error)
             continue
         case_id, model, results = checked.case_id, checked.model or file_model, checked.criteria_results
         if (case_id, model) in seen_cases:
-            run.problems.at(line, f"case_id {case_id!r} repeats line {seen_cases[(case_id, model)]}")
+            run.problems.at(
+                line,
+                Said(
+                    f"case_id {case_id!r} repeats line {seen_cases[(case_id, model)]}",
+                    "import.case_repeats",
+                    case_id=case_id,
+                    first=seen_cases[(case_id, model)],
+                ),
+            )
             continue
         seen_cases[(case_id, model)] = line
         case_extra = {key: value for key, value in item.items() if key not in {"case_id", "model", "criteria_results"}}

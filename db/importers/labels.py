@@ -9,6 +9,7 @@ from sqlalchemy import bindparam, select, update
 
 from db import kept, limits
 from db.audit_replay import bulk_label_row
+from db.errors import Said
 from db.importers import common
 from db.importers.common import _LABEL_TABLE
 from db.importers.targets import _table_has_rows, _Targets
@@ -148,8 +149,15 @@ def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
         if key in seen:
             problems.at(
                 line,
-                f"criterion_id {criterion_id!r}: a second {stage} label for case_id {case_id!r}, "
-                f"model {model!r}{'' if group == NO_GROUP else f', group {group}'} (one per file)",
+                Said(
+                    f"criterion_id {criterion_id!r}: a second {stage} label for case_id {case_id!r}, "
+                    f"model {model!r}{'' if group == NO_GROUP else f', group {group}'} (one per file)",
+                    "import.label_twice",
+                    criterion=criterion_id,
+                    case_id=case_id,
+                    model=model,
+                    stage=Said(stage, f"import.stage.{stage}"),
+                ),
             )
             continue
         seen.add(key)
@@ -160,7 +168,12 @@ def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
         if user_id is None and not USERNAME_PATTERN.match(annotator):
             # A new account would be made for this name: it must follow the rule of `users add`.
             problems.at(
-                line, f"annotator {annotator!r} is not a valid username (2–64 letters, digits, '.', '_' or '-')"
+                line,
+                Said(
+                    f"annotator {annotator!r} is not a valid username (2–64 letters, digits, '.', '_' or '-')",
+                    "import.bad_username",
+                    username=annotator,
+                ),
             )
             continue
         if errors_so_far:

@@ -9,6 +9,7 @@ from typing import BinaryIO
 
 from db import limits
 from db.contacts import EMAIL, ID_NUMBER, LANDLINE, MOBILE, find_contacts
+from db.errors import Said
 from db.importers.common import MAX_ERRORS, MAX_LISTED_WARNINGS, ImportFailed, ImportSummary
 from db.records import kind_of
 
@@ -41,14 +42,29 @@ class _Problems:
     def at(self, line: int | None, message: str) -> None:
         where = f"{self.source} line {line}" if line else self.source
         if len(self.errors) < MAX_ERRORS:
-            self.errors.append(f"{where}: {message}")
+            self.errors.append(
+                Said(
+                    f"{where}: {message}",
+                    "import.at_line" if line else "import.in_file",
+                    file=self.source,
+                    line=line,
+                    reason=message,
+                )
+            )
         else:
             self.stop()
 
     def stop(self) -> None:
         if not self.stopped:
             self.stopped = True
-            self.errors.append(f"{self.source}: stopped after {MAX_ERRORS} errors")
+            self.errors.append(
+                Said(
+                    f"{self.source}: stopped after {MAX_ERRORS} errors",
+                    "import.stopped",
+                    file=self.source,
+                    n=MAX_ERRORS,
+                )
+            )
 
     @property
     def full(self) -> bool:
@@ -61,7 +77,15 @@ class _Problems:
             self.summary.warning_count += 1
             if len(self.summary.warnings) < MAX_LISTED_WARNINGS:
                 self.summary.warnings.append(
-                    f"{self.source} line {line}: {field_name} contains {CONTACT_KINDS.get(kind, kind)} ({masked})"
+                    Said(
+                        f"{self.source} line {line}: {field_name} contains {CONTACT_KINDS.get(kind, kind)} ({masked})",
+                        "import.contact",
+                        file=self.source,
+                        line=line,
+                        field=field_name,
+                        kind=Said(CONTACT_KINDS.get(kind, kind), f"import.contact.{kind}"),
+                        masked=masked,
+                    )
                 )
 
     def raise_if_any(self) -> None:
@@ -82,8 +106,12 @@ def _json_lines(stream: BinaryIO, problems: _Problems, digest) -> Iterator[tuple
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as error:
+            byte = f"0x{raw[error.start]:02x}"
             problems.at(
-                number, f"not valid UTF-8 (byte 0x{raw[error.start]:02x} at byte {error.start + 1} of the line)"
+                number,
+                Said(
+                    f"not valid UTF-8 (byte {byte} at byte {error.start + 1} of the line)", "import.not_utf8", byte=byte
+                ),
             )
             continue
         if number == 1 and text.startswith("\ufeff"):
@@ -100,15 +128,31 @@ def _json_lines(stream: BinaryIO, problems: _Problems, digest) -> Iterator[tuple
             except json.JSONDecodeError:
                 record = limits.loads(text)
         except json.JSONDecodeError as error:
-            problems.at(number, f"not valid JSON ({error.msg} at column {error.colno})")
+            problems.at(
+                number,
+                Said(f"not valid JSON ({error.msg} at column {error.colno})", "import.not_json", column=error.colno),
+            )
             continue
         except limits.InputRejected as error:
-            problems.at(number, f"not accepted: {error}")
+            problems.at(number, Said(f"not accepted: {error}", "import.not_accepted", reason=_reason(error)))
             continue
         if type(record) is not dict:
-            problems.at(number, f"each line must be a JSON object, found {kind_of(record)}")
+            problems.at(
+                number,
+                Said(
+                    f"each line must be a JSON object, found {kind_of(record)}",
+                    "import.not_object",
+                    found=kind_of(record),
+                ),
+            )
             continue
         yield number, record
+
+
+def _reason(error: Exception) -> str:
+    """The message of a refusal, keeping its catalog entry when it has one."""
+    key = getattr(error, "key", None)
+    return Said(str(error), key, **getattr(error, "params", {})) if key else str(error)
 
 
 def _extra(extra: dict, errors: list[str], name: str = "extra keys") -> dict:
@@ -117,5 +161,5 @@ def _extra(extra: dict, errors: list[str], name: str = "extra keys") -> dict:
         try:
             limits.check_extra(name, extra)
         except limits.InputRejected as error:
-            errors.append(str(error))
+            errors.append(_reason(error))
     return extra

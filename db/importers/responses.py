@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 
+from db.errors import Said
 from db.importers import common
 from db.importers.common import _CASE_TABLE, _LABEL_TABLE, _RESPONSE_TABLE
 from db.importers.writing import _Run, new_response_code
@@ -27,7 +28,13 @@ def _import_responses(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
     for line, record in records:
         checked, errors = check(ResponseRecord, record)
         if checked is not None and checked.case_id not in case_pk:
-            errors.append(f"case_id {checked.case_id!r} is not a known case (import the cases first)")
+            errors.append(
+                Said(
+                    f"case_id {checked.case_id!r} is not a known case (import the cases first)",
+                    "import.case_unknown_first",
+                    case_id=checked.case_id,
+                )
+            )
         for error in errors:
             run.problems.at(line, error)
         if checked is None or errors:
@@ -35,7 +42,16 @@ def _import_responses(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
         case_id, model, text = checked.case_id, checked.model, checked.response
         key = (case_id, model)
         if key in first_line:
-            run.problems.at(line, f"model {model!r} for case_id {case_id!r} repeats line {first_line[key]}")
+            run.problems.at(
+                line,
+                Said(
+                    f"model {model!r} for case_id {case_id!r} repeats line {first_line[key]}",
+                    "import.response_repeats",
+                    model=model,
+                    case_id=case_id,
+                    first=first_line[key],
+                ),
+            )
             continue
         first_line[key] = line
         run.summary.records += 1

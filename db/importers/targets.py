@@ -8,6 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from db.current_rubric import current_version_ids
+from db.errors import Said
 from db.importers.common import _CRITERION_TABLE, _RESPONSE_TABLE
 from db.importers.responses import _case_pks
 from db.importers.writing import _batches
@@ -51,18 +52,39 @@ class _Targets:
         found = self.response.get((case_id, model))
         if found is None:
             if case_id not in self.known_cases:
-                errors.append(f"case_id {case_id!r} is not a known case")
+                errors.append(Said(f"case_id {case_id!r} is not a known case", "import.case_unknown", case_id=case_id))
             else:
-                errors.append(f"model {model!r} has no response to case_id {case_id!r} (import the responses first)")
+                errors.append(
+                    Said(
+                        f"model {model!r} has no response to case_id {case_id!r} (import the responses first)",
+                        "import.no_response",
+                        model=model,
+                        case_id=case_id,
+                    )
+                )
             return None
         response_id, case_pk = found
         positions = self.criteria.get(case_pk)
         if positions is None:
-            errors.append(f"criterion_id {criterion_id!r}: case {case_id!r} has no approved rubric")
+            errors.append(
+                Said(
+                    f"criterion_id {criterion_id!r}: case {case_id!r} has no approved rubric",
+                    "import.no_rubric",
+                    criterion=criterion_id,
+                    case_id=case_id,
+                )
+            )
             return None
         position = positions.get(criterion_id)
         if position is None:
-            errors.append(f"criterion_id {criterion_id!r} is not in the current rubric of case {case_id!r}")
+            errors.append(
+                Said(
+                    f"criterion_id {criterion_id!r} is not in the current rubric of case {case_id!r}",
+                    "import.criterion_not_current",
+                    criterion=criterion_id,
+                    case_id=case_id,
+                )
+            )
             return None
         return response_id, case_pk, position
 

@@ -15,6 +15,8 @@ import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from enum import Enum
+from functools import lru_cache
 
 import i18n
 
@@ -26,6 +28,8 @@ _NONE = re.compile(r"(?<![\w-])(?:None|nan|NaN|null)(?![\w-])")
 _CATALOG_KEY = re.compile(r"^[a-z][a-z0-9_]*(?:\.[a-z0-9_@]+){1,}$")
 _LONG_DECIMAL = re.compile(r"(?<![\w.])\d+\.\d{2,}(?![\d])")
 _ENGLISH_RUN = re.compile(r"[A-Za-z][a-z]+(?:[ ,;:'’-]+[A-Za-z][a-z]*){2,}")
+#: How the database and the exports write a time (ISO 8601); pages show "2026-12-02 20:15" in the reader's zone.
+_STORED_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d|\d\d:\d\d(?::\d\d)?(?:\.\d+)?(?:\+00:00|Z)\b")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 #: English words a Chinese page may show: names of programs, formats and standards.
 _ALLOWED_ENGLISH = ("JSON Lines", "OpenAI", "Language / 语言", "语言 / Language")
@@ -142,6 +146,24 @@ def shown_texts(app) -> list[Shown]:
     return found
 
 
+@lru_cache(maxsize=1)
+def vocabulary_codes() -> frozenset[str]:
+    """Stored codes a reader should see by their name: enum values, taxonomy ids, audit words."""
+    from db import enums
+    from db.audit import AUDIT_ACTIONS, AUDIT_ENTITIES
+    from db.taxonomy import get_taxonomy
+
+    codes = set(AUDIT_ACTIONS) | set(AUDIT_ENTITIES)
+    for value in vars(enums).values():
+        if isinstance(value, type) and issubclass(value, Enum):
+            codes |= {str(member.value) for member in value if isinstance(member.value, str)}
+    raw = get_taxonomy().raw
+    for kind in ("capability_families", "task_themes", "macro_categories", "difficulties", "failure_tags"):
+        codes |= {entry["id"] for entry in raw.get(kind, [])}
+    codes |= {entry["id"] for entry in raw["register"]["values"]}
+    return frozenset(code for code in codes if code and code.isascii() and code == code.lower())
+
+
 def _english_sentences(text: str) -> list[str]:
     for allowed in _ALLOWED_ENGLISH:
         text = text.replace(allowed, " ")
@@ -153,19 +175,26 @@ def _english_sentences(text: str) -> list[str]:
     return runs
 
 
-def leaks(shown: Iterable[Shown], lang: str) -> list[str]:
-    """`where: problem: text` for each text the reader should not see in `lang`."""
+def leaks(shown: Iterable[Shown], lang: str, data: Iterable[str] = ()) -> list[str]:
+    """`where: problem: text` for each text the reader should not see in `lang`; `data` are texts that
+    are people's or things' own names (usernames, model names), shown as they are."""
     keys = set(i18n.catalog())
+    # A text the catalog gives in `lang` is translated, even when it reads like a code ("assignment").
+    translated = {texts[lang] for texts in i18n.catalog().values()} | {"English", "中文"}
+    codes = vocabulary_codes() - set(data) - translated
+    own_names = set(data)
     problems = []
     for item in shown:
         text = item.text.replace("\\", "")
         if not text.strip():
             continue
+        # A code span shows a field or value of a file format as typed: not a sentence to translate.
+        prose = re.sub(r"`[^`]*`", " ", text)
         if text.strip() in keys or (_CATALOG_KEY.match(text.strip()) and text.count(".") >= 2):
             problems.append(f"{item.where}: catalog key: {text!r}")
-        for match in _SNAKE.findall(text):
+        for match in _SNAKE.findall(prose):
             problems.append(f"{item.where}: identifier {match!r} in {text[:120]!r}")
-        if _NONE.search(text):
+        if _NONE.search(prose):
             problems.append(f"{item.where}: None in {text[:120]!r}")
         if item.rate and _LONG_DECIMAL.search(text):
             problems.append(f"{item.where}: rate with more than one decimal: {text!r}")
@@ -173,6 +202,15 @@ def leaks(shown: Iterable[Shown], lang: str) -> list[str]:
             problems.append(f"{item.where}: rate with more than one decimal: {text[:120]!r}")
         elif not item.rate and _LONG_DECIMAL.search(text) and re.search(r"\d\.\d{4,}", text):
             problems.append(f"{item.where}: unrounded number in {text[:120]!r}")
+        if _STORED_TIME.search(prose):
+            problems.append(f"{item.where}: a stored UTC time instead of the reader's local time: {text[:80]!r}")
+        bare = text.strip()
+        if bare in codes:
+            problems.append(f"{item.where}: stored code instead of its name: {bare!r}")
+        elif (
+            lang == "zh" and bare not in own_names | translated and re.fullmatch(r"[A-Za-z][a-z]{2,}(?: [a-z]+)?", bare)
+        ):
+            problems.append(f"{item.where}: English word in a Chinese page: {bare!r}")
         if lang == "zh":
-            problems += [f"{item.where}: English in a Chinese page: {run!r}" for run in _english_sentences(text)]
+            problems += [f"{item.where}: English in a Chinese page: {run!r}" for run in _english_sentences(prose)]
     return problems
