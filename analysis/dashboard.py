@@ -1,65 +1,126 @@
 """The analysis dashboard (admins only): the report's tables and figures, filtered, each downloadable.
 
-The decision grid of the whole database (and its default report) is built once per data version
-(a cheap fingerprint read from the database, so every server process agrees) in a background thread
-shared by every session; a page shows the newest grid built so far at once and refreshes itself
-when the new one is in. Filters select rows of that grid, so changing a filter recomputes only the
-metrics, never re-reads the database. Aggregates show model names: annotators and
-checkers never reach this page.
+The decision grid of the whole database is built once per data version (a cheap fingerprint read
+from the database, so every server process agrees) in a background thread and shared with the
+analysis-depth pages (`analysis.shared_grid`); from it the default view's report and every figure,
+in every language, are built in the background too, so a visit draws no figure: it shows the newest
+view built so far at once and refreshes itself when the new one is in. Only the chosen section is
+drawn, and choosing another reruns that section alone. Filters select rows of the grid, so
+changing a filter recomputes only the metrics, never re-reads the database; a filtered view's
+figures are kept per (data version, filters, language). Aggregates show model names: annotators
+and checkers never reach this page.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
-from analysis import figures as figure_builders, metrics
+from analysis import figures as figure_builders, metrics, shared_grid, table_view
 from analysis.background import BackgroundValue
-from analysis.loader import data_version, load_frames
 from analysis.report import Report, build_report, report_json, tables
 from db.errors import ClinConsensusError
 from db.models import Role
 from db.policies import require_may_see_group_statistics
-from db.taxonomy import get_taxonomy
+from i18n import LANGUAGES
 from ui import shell
 
 DASHBOARD_RESAMPLES = 300
-QUICK_BUILD_LABELS = 200_000
-QUICK_BUILD_WAIT_SECONDS = 60.0
-POLL_SECONDS = 2  # how often a page showing an earlier data version looks for the new one
 SHOWN_ROWS = 500  # long tables (per criterion, per case) show their head; the download has every row
+
+#: The page's sections, in order; only the chosen one is drawn. Each names its figures.
+SECTIONS = ("models", "agreement", "judges", "slices", "diagnostics")
+
+
+def _slice_bars(dimension: str) -> Callable[[Report, Callable[..., str]], go.Figure]:
+    def build(report: Report, t) -> go.Figure:
+        figure = figure_builders.slice_bars(report, t, dimension)
+        language = t("insights.lang_code")
+        for trace in figure.data:  # one trace per slice value: named, not its stored id
+            trace.name = table_view.value_names(dimension, [trace.name], language, t)[0]
+        figure.update_layout(legend_title_text=table_view.dimension_name(t, dimension))
+        return table_view.titled(figure, t, x="analysis.axis.model")
+
+    return build
+
+
+def _family_heatmap(report: Report, t) -> go.Figure:
+    figure = figure_builders.family_heatmap(report, t)
+    language = t("insights.lang_code")
+    for trace in figure.data:
+        trace.y = table_view.value_names("capability_family", list(trace.y or []), language, t)
+    return table_view.titled(figure, t, x="analysis.axis.model", y="insights.dimension.capability_family")
+
+
+FIGURES: dict[str, Callable[[Report, Callable[..., str]], go.Figure]] = {
+    "accuracy_vs_cacs": figure_builders.accuracy_vs_cacs,
+    "case_accuracy": figure_builders.case_accuracy_threshold,
+    "threshold": figure_builders.threshold_sensitivity,
+    "pooled_mf1": lambda report, t: table_view.titled(
+        figure_builders.pooled_mf1(report, t), t, x="analysis.axis.model"
+    ),
+    "case_mf1": figure_builders.case_mf1_distribution,
+    "judge_fidelity": lambda report, t: table_view.titled(
+        figure_builders.judge_fidelity(report, t), t, x="analysis.axis.judge"
+    ),
+    "rank_shifts": figure_builders.rank_shifts,
+    "slice_difficulty": _slice_bars("difficulty"),
+    "slice_macro_category": _slice_bars("macro_category"),
+    "slice_register": _slice_bars("register"),
+    "family_heatmap": _family_heatmap,
+    "length": figure_builders.length_diagnostics,
+}
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What the page needs of one data version, built in the background: nothing of it is drawn per visit."""
+
+    grid: metrics.DecisionGrid
+    default: Report | None  # the default view's report (None: the page shows why when it builds it)
+    judges: list[str]  # judges by number of decisions, most first
+    options: dict[str, list[str]]  # the filters' choices
+    figures: dict[tuple[str, str], go.Figure]  # the default view's figures, by (language, name)
+
+
+def _build(grid: metrics.DecisionGrid) -> Kept:
+    judges = _judges_by_decisions(grid)
+    k = min(metrics.DEFAULT_K, grid.rubric_size) if grid.rubric_size else metrics.DEFAULT_K
+    try:
+        default = build_report(
+            None,
+            k,
+            metrics.GOLD,
+            grid=grid,
+            resamples=DASHBOARD_RESAMPLES,
+            judge_scored=judges[0] if judges else None,
+        )
+    except ClinConsensusError:
+        default = None
+    figures = {}
+    if default is not None and len(default.grid.responses):
+        for language in LANGUAGES:
+            t = figure_builders.translator(language)
+            figures.update({(language, name): build(default, t) for name, build in FIGURES.items()})
+    return Kept(grid, default, judges, _options(grid), figures)
 
 
 @st.cache_resource(show_spinner=False)
 def _kept_grid() -> BackgroundValue:
-    """The decision grid and the default view's report, built per data version in the background (one per process)."""
-    engine = shell.engine()
-
-    def build(_version: tuple) -> tuple[metrics.DecisionGrid, Report | None]:
-        grid = metrics.prepare(load_frames(engine))
-        k = min(metrics.DEFAULT_K, grid.rubric_size) if grid.rubric_size else metrics.DEFAULT_K
-        try:
-            default = build_report(
-                None,
-                k,
-                metrics.GOLD,
-                grid=grid,
-                resamples=DASHBOARD_RESAMPLES,
-                judge_scored=_default_scoring_judge(grid),
-            )
-        except ClinConsensusError:
-            default = None  # the page shows the reason when it builds this view itself
-        return grid, default
-
-    return BackgroundValue(build, name="dashboard-grid")
+    """The default view (report and figures, in every language) and the filters' choices, per data version,
+    built in the background from the grid every analysis page shares (one per process)."""
+    return shared_grid.derived(_build, name="dashboard-view")
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _report(
-    version: tuple, filters: tuple, k: int, source: str, judge_scored: str | None, _grid: metrics.DecisionGrid
+    version: Hashable, filters: tuple, k: int, source: str, judge_scored: str | None, _grid: metrics.DecisionGrid
 ) -> Report:
     selected = _grid.subset(_selection(_grid, dict(filters)))
     # The analysis depth (criteria, judges by model and slice, physicians) has pages of its own
@@ -69,26 +130,18 @@ def _report(
     )
 
 
-@st.fragment(run_every=POLL_SECONDS)
-def _reload_when_built(version: tuple) -> None:
-    """Reruns the page once the background build of `version` is in (or failed)."""
-    snapshot = _kept_grid().get(version)
-    if snapshot.current or snapshot.error is not None:
-        st.rerun()
+@st.cache_resource(show_spinner=False, max_entries=256)
+def _view_figure(version: Hashable, view: tuple, language: str, name: str, _report: Report) -> go.Figure:
+    """A figure of a filtered view, drawn once per (data version, view, language)."""
+    return FIGURES[name](_report, figure_builders.translator(language))
 
 
 def _judges_by_decisions(grid: metrics.DecisionGrid) -> list[str]:
     return sorted(grid.judge_rows, key=lambda name: (-int(grid.judge_rows[name][0].sum()), name))
 
 
-def _default_scoring_judge(grid: metrics.DecisionGrid) -> str | None:
-    judges = _judges_by_decisions(grid)
-    return judges[0] if judges else None
-
-
-def _scoring_judge(grid: metrics.DecisionGrid, t) -> str | None:
+def _scoring_judge(judges: list[str], t) -> str | None:
     """The judge that scores models without physician labels (default: the judge with most decisions)."""
-    judges = _judges_by_decisions(grid)
     if not judges:
         return None
     with st.sidebar:
@@ -139,18 +192,35 @@ def _source_label(t, source: str) -> str:
     return t(f"analysis.source.{source}")
 
 
-def _filters(grid: metrics.DecisionGrid, t) -> tuple[dict, int, str]:
-    options = _options(grid)
+def _filters(grid: metrics.DecisionGrid, options: dict[str, list[str]], t) -> tuple[dict, int, str]:
     with st.sidebar:
         st.header(t("analysis.filters"))
         st.caption(t("analysis.filter.all"))
+        language = shell.lang()
+
+        def named(dimension: str) -> Callable[[str], str]:
+            return lambda value: table_view.value_names(dimension, [value], language, t)[0]
+
         chosen = {
             "models": st.multiselect(t("analysis.filter.models"), options["models"], key="analysis_models"),
             "difficulty": st.multiselect(
-                t("analysis.filter.difficulty"), options["difficulty"], key="analysis_difficulty"
+                t("analysis.filter.difficulty"),
+                options["difficulty"],
+                format_func=named("difficulty"),
+                key="analysis_difficulty",
             ),
-            "register": st.multiselect(t("analysis.filter.register"), options["register"], key="analysis_register"),
-            "task_theme": st.multiselect(t("analysis.filter.task_theme"), options["task_theme"], key="analysis_theme"),
+            "register": st.multiselect(
+                t("analysis.filter.register"),
+                options["register"],
+                format_func=named("register"),
+                key="analysis_register",
+            ),
+            "task_theme": st.multiselect(
+                t("analysis.filter.task_theme"),
+                options["task_theme"],
+                format_func=named("task_theme"),
+                key="analysis_theme",
+            ),
             "specialty": st.multiselect(t("analysis.filter.specialty"), options["specialty"], key="analysis_specialty"),
         }
         sources = [
@@ -179,9 +249,9 @@ def _filters(grid: metrics.DecisionGrid, t) -> tuple[dict, int, str]:
     return chosen, k, source
 
 
-def _table(t, name: str, frame: pd.DataFrame, key: str) -> None:
+def _table(t, name: str, frame: pd.DataFrame, key: str, **options) -> None:
     st.subheader(t(f"analysis.table.{name}"))
-    st.dataframe(frame.head(SHOWN_ROWS), hide_index=True, width="stretch")
+    table_view.show(t, frame.head(SHOWN_ROWS), key=f"table_{key}", **options)
     if len(frame) > SHOWN_ROWS:
         st.caption(t("analysis.rows_shown", shown=SHOWN_ROWS, total=f"{len(frame):,}"))
     st.download_button(
@@ -211,33 +281,23 @@ def render() -> None:
     t = shell.translator()
     language = shell.lang()
     st.title(t("analysis.nav"))
-    version = data_version(shell.engine())
-    # A small database is summarised in well under a second: wait for it, so the page is always current.
-    # A large one never blocks the page: it shows the newest grid built so far and refreshes itself.
-    wait = QUICK_BUILD_WAIT_SECONDS if version.approximate_labels < QUICK_BUILD_LABELS else 0.0
-    snapshot = _kept_grid().wait(version, wait)
-    if snapshot.error is not None:
-        st.error(t("analysis.error", reason=str(snapshot.error)))
+    snapshot = shared_grid.newest(_kept_grid(), t)
+    if snapshot is None:
         return
-    if snapshot.value is None:
-        st.info(t("analysis.preparing"))
-        _reload_when_built(snapshot.wanted)
-        return
-    if not snapshot.current:
-        st.caption(t("analysis.updating"))
-        _reload_when_built(snapshot.wanted)
-    grid, default_report = snapshot.value
-    chosen, k, source = _filters(grid, t)
-    judge_scored = _scoring_judge(grid, t)
+    kept: Kept = snapshot.value
+    grid = kept.grid
+    chosen, k, source = _filters(grid, kept.options, t)
+    judge_scored = _scoring_judge(kept.judges, t)
     filters = tuple((name, tuple(values)) for name, values in chosen.items())
+    view = (filters, k, source, judge_scored)
     default_view = not any(values for _, values in filters) and (k, source, judge_scored) == (
         min(metrics.DEFAULT_K, grid.rubric_size),
         metrics.GOLD,
-        _default_scoring_judge(grid),
+        kept.judges[0] if kept.judges else None,
     )
     try:
-        if default_view and default_report is not None:
-            report = default_report
+        if default_view and kept.default is not None:
+            report = kept.default
         else:
             report = _report(snapshot.version, filters, k, source, judge_scored, grid)
     except ClinConsensusError as error:
@@ -246,6 +306,16 @@ def render() -> None:
     if not len(report.grid.responses):
         st.info(t("analysis.empty"))
         return
+
+    def figure_of(name: str) -> go.Figure:
+        kept_figure = kept.figures.get((language, name)) if report is kept.default else None
+        return kept_figure or _view_figure(snapshot.version, view, language, name, report)
+
+    _summary(t, report, source, language)
+    _sections(t, report, figure_of, judge_scored, language)
+
+
+def _summary(t, report: Report, source: str, language: str) -> None:
     st.caption(t("analysis.summary", source=_source_label(t, source), k=report.k, n=report.n))
     columns = st.columns(5)
     overall = report.agreement.overall_mf1
@@ -273,65 +343,68 @@ def render() -> None:
         data=lambda: json.dumps(report_json(report), ensure_ascii=False, indent=2, allow_nan=False).encode("utf-8"),
     )
 
-    frames = tables(report)
-    built = dict(figure_builders.figures(report, t))
-    models_tab, agreement_tab, judges_tab, slices_tab, diagnostics_tab = st.tabs(
-        [
-            t("analysis.tab.models"),
-            t("analysis.tab.agreement"),
-            t("analysis.tab.judges"),
-            t("analysis.tab.slices"),
-            t("analysis.tab.diagnostics"),
-        ]
+
+@st.fragment
+def _sections(t, report: Report, figure_of: Callable[[str], go.Figure], judge_scored, language: str) -> None:
+    """The chosen section only (a choice reruns this part alone); its figures come drawn already."""
+    section = st.segmented_control(
+        t("analysis.section"),
+        SECTIONS,
+        default=SECTIONS[0],
+        required=True,
+        format_func=lambda name: t(f"analysis.tab.{name}"),
+        key="analysis_section",
+        label_visibility="collapsed",
     )
-    with models_tab:
+    frames = _shown_tables(t, report, language)
+    if section == "models":
         if report.judge_scored is not None and len(report.judge_scored):
             st.caption(t("judge.dashboard.marked", judge=judge_scored, models=", ".join(report.judge_scored.index)))
-        _table(t, "models", frames["models"], "models")
+        _table(t, "models", frames["models"], "models", hidden=["scored_by"])
         for name in ("accuracy_vs_cacs", "case_accuracy", "threshold"):
-            _figure(t, name, built[name], name)
-    with agreement_tab:
+            _figure(t, name, figure_of(name), name)
+    elif section == "agreement":
         _table(t, "agreement", frames["agreement"], "agreement")
         _table(t, "agreement_extra", frames["agreement_extra"], "agreement_extra")
         for name in ("pooled_mf1", "case_mf1"):
-            _figure(t, name, built[name], name)
+            _figure(t, name, figure_of(name), name)
         _table(t, "criterion_agreement", frames["criterion_agreement"], "criterion_agreement")
         _table(t, "low_agreement_cases", frames["low_agreement_cases"], "low_agreement_cases")
         _table(t, "case_mf1", frames["case_mf1"], "case_mf1")
-    with judges_tab:
+    elif section == "judges":
         if not report.grid.judges:
             st.info(t("analysis.no_judges"))
         _table(t, "judges", frames["judges"], "judges")
-        _figure(t, "judge_fidelity", built["judge_fidelity"], "judge_fidelity")
+        _figure(t, "judge_fidelity", figure_of("judge_fidelity"), "judge_fidelity")
         _table(t, "cross_grader", frames["cross_grader"], "cross_grader")
-        _table(t, "positive_rates", frames["positive_rates"], "positive_rates")
-        _figure(t, "rank_shifts", built["rank_shifts"], "rank_shifts")
-    with slices_tab:
+        _table(t, "positive_rates", frames["positive_rates"], "positive_rates", rates=report.grid.judges)
+        _figure(t, "rank_shifts", figure_of("rank_shifts"), "rank_shifts")
+    elif section == "slices":
         for name in ("slice_difficulty", "slice_macro_category", "slice_register", "family_heatmap"):
-            _figure(t, name, built[name], name)
-        _table(t, "slices", _named_slices(frames["slices"], language), "slices")
-    with diagnostics_tab:
+            _figure(t, name, figure_of(name), name)
+        _table(t, "slices", frames["slices"], "slices", hidden=["value"])
+    else:
         _table(t, "threshold_sensitivity", frames["threshold_sensitivity"], "threshold_sensitivity")
         _table(t, "length", frames["length"], "length")
-        _figure(t, "length", built["length"], "length")
+        _figure(t, "length", figure_of("length"), "length")
         _table(t, "pending", frames["pending"], "pending")
 
 
-def _named_slices(frame: pd.DataFrame, language: str) -> pd.DataFrame:
-    """Slice values with their display names (the stored ids stay in `value`)."""
-    taxonomy = get_taxonomy()
-    kinds = {
-        "task_theme": "task_themes",
-        "capability_family": "capability_families",
-        "macro_category": "macro_categories",
-        "register": "register",
-        "difficulty": "difficulties",
-    }
-    names = [
-        taxonomy.name(kinds.get(dimension, dimension), str(value), language)
-        for dimension, value in zip(frame["dimension"], frame["value"])
-    ]
-    return frame.assign(name=names)[["dimension", "value", "name", "model", "cacs_at_k", "n_responses"]]
+def _shown_tables(t, report: Report, language: str) -> dict[str, pd.DataFrame]:
+    """The report's tables with stored ids named in the reader's language (the numbers as they are)."""
+    frames = tables(report)
+    models = frames["models"]
+    frames["models"] = models.assign(scored_by_name=[_source_label(t, source) for source in models["scored_by"]])
+    for name in ("agreement", "agreement_extra"):
+        frames[name] = frames[name].assign(model=[table_view.model_name(t, m) for m in frames[name]["model"]])
+    slices = frames["slices"]
+    names = pd.Series("", index=slices.index, dtype=object)
+    for dimension, part in slices.groupby("dimension", sort=False):
+        names[part.index] = table_view.value_names(str(dimension), part["value"], language, t)
+    frames["slices"] = slices.assign(
+        dimension=[table_view.dimension_name(t, str(d)) for d in slices["dimension"]], name=names
+    )[["dimension", "value", "name", "model", "cacs_at_k", "n_responses"]]
+    return frames
 
 
 def pages(user) -> list[tuple[str, st.Page]]:

@@ -1,22 +1,21 @@
 """Admin pages of the analysis depth: criterion reliability (with sending criteria back to their author)
 and the judge's errors beside the physicians' labels.
 
-They read one decision grid per data version (a cheap fingerprint query) and the figures of
-`analysis.reliability` computed from it once, kept and rebuilt in the background like the
-dashboard's; model names and both groups' labels are on these pages, so they are for admins only.
+They read the decision grid the dashboard keeps per data version (`analysis.shared_grid`: one grid
+per process, a cheap fingerprint query says which) and the figures of `analysis.reliability`
+computed from it once per version in the background; model names and both groups' labels are on
+these pages, so they are for admins only.
 """
 
 from __future__ import annotations
-
-from collections.abc import Hashable
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analysis import figures as figure_builders, metrics, reliability
+from analysis import figures as figure_builders, metrics, reliability, shared_grid, table_view
 from analysis.background import BackgroundValue
-from analysis.loader import data_version, load_criterion_texts, load_frames
+from analysis.loader import load_criterion_texts
 from db.errors import ClinConsensusError
 from db.judge_errors import judge_error_detail
 from db.models import Role
@@ -27,9 +26,6 @@ from ui.text import plain
 from ui.widgets import show_error, show_text
 
 PAGE_RESAMPLES = 300
-QUICK_BUILD_LABELS = 200_000
-QUICK_BUILD_WAIT_SECONDS = 60.0
-POLL_SECONDS = 2
 SHOWN_ROWS = 500
 LABEL_TEXT = {metrics.MET: "insights.label.met", metrics.NOT_MET: "insights.label.not_met"}
 
@@ -37,43 +33,21 @@ LABEL_TEXT = {metrics.MET: "insights.label.met", metrics.NOT_MET: "insights.labe
 State = tuple[metrics.DecisionGrid, reliability.Insights, pd.DataFrame]
 
 
+def _build(grid: metrics.DecisionGrid) -> State:
+    return grid, reliability.build_insights(grid, resamples=PAGE_RESAMPLES), metrics.judge_fidelity(grid)
+
+
 @st.cache_resource(show_spinner=False)
 def _kept_state() -> BackgroundValue:
-    """The decision grid, its analysis depth and the judges' fidelity, built per data version in the background."""
-    engine = shell.engine()
-
-    def build(_version: Hashable) -> State:
-        grid = metrics.prepare(load_frames(engine))
-        return grid, reliability.build_insights(grid, resamples=PAGE_RESAMPLES), metrics.judge_fidelity(grid)
-
-    return BackgroundValue(build, name="insights-grid")
-
-
-@st.fragment(run_every=POLL_SECONDS)
-def _reload_when_built(version: Hashable) -> None:
-    """Reruns the page once the background build of `version` is in (or failed)."""
-    snapshot = _kept_state().get(version)
-    if snapshot.current or snapshot.error is not None:
-        st.rerun()
+    """The analysis depth and the judges' fidelity, built per data version in the background from the grid
+    every analysis page shares (the grid itself is not copied)."""
+    return shared_grid.derived(_build, name="insights-view")
 
 
 def _load(t) -> State | None:
     """The newest state built so far; None (with a note on the page) while the first one is being built."""
-    version = data_version(shell.engine())
-    # A small database is ready in well under a second: wait for it. A large one never blocks the page.
-    wait = QUICK_BUILD_WAIT_SECONDS if version.approximate_labels < QUICK_BUILD_LABELS else 0.0
-    snapshot = _kept_state().wait(version, wait)
-    if snapshot.error is not None:
-        st.error(t("analysis.error", reason=str(snapshot.error)))
-        return None
-    if snapshot.value is None:
-        st.info(t("analysis.preparing"))
-        _reload_when_built(snapshot.wanted)
-        return None
-    if not snapshot.current:
-        st.caption(t("analysis.updating"))
-        _reload_when_built(snapshot.wanted)
-    return snapshot.value
+    snapshot = shared_grid.newest(_kept_state(), t)
+    return None if snapshot is None else snapshot.value
 
 
 def _admin():
@@ -159,7 +133,8 @@ def render_criteria() -> None:
     shown = flagged.head(SHOWN_ROWS).merge(texts, on=["case_id", "criterion_id"], how="left")
     shown = shown.assign(flag_name=[t(f"insights.flag.{flag}") for flag in shown["flag"]])
     st.subheader(t("insights.criteria.flagged"))
-    st.dataframe(
+    table_view.show(
+        t,
         shown[
             [
                 "case_id",
@@ -175,8 +150,6 @@ def render_criteria() -> None:
                 "gold_met_rate",
             ]
         ],
-        hide_index=True,
-        width="stretch",
         column_config={"text": st.column_config.TextColumn(t("insights.column.text"), width="large")},
     )
     if len(flagged) > SHOWN_ROWS:
@@ -184,7 +157,7 @@ def render_criteria() -> None:
     _download(t, "flagged_criteria", flagged)
     st.subheader(t("insights.criteria.cases"))
     cases = reliability.flagged_cases(table[table["flag"].isin(chosen)])
-    st.dataframe(cases.head(SHOWN_ROWS), hide_index=True, width="stretch")
+    table_view.show(t, cases.head(SHOWN_ROWS))
     _send_back_form(t, user, flagged, cases)
 
 
@@ -273,8 +246,12 @@ def render_judge_errors() -> None:
     st.plotly_chart(
         figure_builders.judges_against_ceiling(insights, judges, t), key="insights_ceiling", width="stretch"
     )
-    st.plotly_chart(figure_builders.judges_by_model_heatmap(insights, t), key="insights_by_model", width="stretch")
-    st.dataframe(insights.judges_by_model, hide_index=True, width="stretch")
+    st.plotly_chart(
+        table_view.titled(figure_builders.judges_by_model_heatmap(insights, t), t, y="analysis.axis.judge"),
+        key="insights_by_model",
+        width="stretch",
+    )
+    table_view.show(t, insights.judges_by_model)
     _download(t, "judges_by_model", insights.judges_by_model)
     dimension = st.selectbox(
         t("insights.judges.dimension"),
@@ -283,7 +260,11 @@ def render_judge_errors() -> None:
         key="insights_dimension",
     )
     st.plotly_chart(
-        figure_builders.judge_slice_bars(insights, t, dimension), key="insights_judge_slice", width="stretch"
+        table_view.titled(
+            figure_builders.judge_slice_bars(insights, t, dimension), t, x=f"insights.dimension.{dimension}"
+        ),
+        key="insights_judge_slice",
+        width="stretch",
     )
     _download(t, "judge_slices", insights.judge_slices)
 
@@ -308,7 +289,7 @@ def render_judge_errors() -> None:
     display = shown.assign(
         **{column: [_label(t, value) for value in shown[column]] for column in ("group1", "group2", "gold", "judge")}
     )
-    st.dataframe(display.drop(columns=["kind"]), hide_index=True, width="stretch")
+    table_view.show(t, display.drop(columns=["kind"]), hidden=["response_id"])
     _download(t, f"judge_errors_{kind}", errors)
     records = shown.to_dict("records")
     choices: list[int] = list(range(len(records)))
@@ -355,8 +336,8 @@ def _error_detail(t, detail, row) -> None:
                 pd.DataFrame(
                     [
                         {
-                            t("insights.column.group"): label.group_no or "—",
-                            t("insights.column.stage"): label.stage,
+                            t("insights.column.group"): str(label.group_no) if label.group_no else "—",
+                            t("insights.column.stage"): t(f"insights.stage.{label.stage}"),
                             t("insights.column.met"): t(
                                 "insights.label.met" if label.met else "insights.label.not_met"
                             ),
@@ -367,6 +348,7 @@ def _error_detail(t, detail, row) -> None:
                     ]
                 ),
                 hide_index=True,
+                placeholder=table_view.EMPTY,
                 width="stretch",
             )
 
@@ -394,9 +376,17 @@ def render_physicians() -> None:
     if insights.annotators.empty:
         st.info(t("insights.criteria.empty"))
         return
-    st.plotly_chart(figure_builders.annotator_agreement(insights, t), key="insights_annotators", width="stretch")
-    st.plotly_chart(figure_builders.correction_rates(insights, t), key="insights_corrections", width="stretch")
-    st.dataframe(insights.annotators.drop(columns=["user_id"]), hide_index=True, width="stretch")
+    st.plotly_chart(
+        table_view.titled(figure_builders.annotator_agreement(insights, t), t, x="analysis.column.username"),
+        key="insights_annotators",
+        width="stretch",
+    )
+    st.plotly_chart(
+        table_view.titled(figure_builders.correction_rates(insights, t), t, x="analysis.column.username"),
+        key="insights_corrections",
+        width="stretch",
+    )
+    table_view.show(t, insights.annotators.drop(columns=["user_id"]))
     _download(t, "annotators", insights.annotators.drop(columns=["user_id"]))
     st.subheader(t("insights.physicians.slices"))
     dimension = st.selectbox(
@@ -406,10 +396,16 @@ def render_physicians() -> None:
         key="insights_agreement_dimension",
     )
     st.plotly_chart(
-        figure_builders.agreement_slice_bars(insights, t, dimension), key="insights_agreement_slice", width="stretch"
+        table_view.titled(
+            figure_builders.agreement_slice_bars(insights, t, dimension), t, x=f"insights.dimension.{dimension}"
+        ),
+        key="insights_agreement_slice",
+        width="stretch",
     )
     frame = insights.agreement_slices
-    st.dataframe(frame[frame["dimension"] == dimension], hide_index=True, width="stretch")
+    shown = frame[frame["dimension"] == dimension]
+    shown = shown.assign(name=table_view.value_names(dimension, shown["value"], shell.lang(), t))
+    table_view.show(t, shown[["dimension", "value", "name", *shown.columns[2:-1]]], hidden=["dimension", "value"])
     _download(t, "agreement_slices", frame)
 
 

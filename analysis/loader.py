@@ -15,16 +15,15 @@ Frames (column names are the contract of the metric and export code):
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 import pandas as pd
-from sqlalchemy import Text, cast, func, select
+from sqlalchemy import Text, cast, select
 from sqlalchemy.engine import Engine
 
 from analysis.frames import Frames as Frames
 from db.current_rubric import current_versions
-from db.models import AuditLog, Case, Criterion, JudgeDecision, Label, LabelTiming, Response, RubricVersion, Stage, User
+from db.data_version import DataVersion as DataVersion, data_version as data_version
+from db.models import Case, Criterion, Label, LabelTiming, Response, Stage, User
 from db.taxonomy import get_taxonomy
 
 
@@ -264,39 +263,7 @@ def _as_list(value) -> list:
 
 # Freshness ------------------------------------------------------------------------------------
 
-
-class DataVersion(NamedTuple):
-    label_id: str
-    label_edit: str
-    judge_decision_id: str
-    response_id: str
-    case_id: str
-    rubric_version_id: str
-    criterion_id: str
-    audit_id: str
-
-    @property
-    def approximate_labels(self) -> int:
-        """The highest label id: about how many labels there are (rows are never deleted)."""
-        return int(self.label_id) if self.label_id.isdigit() else 0
-
-
-def data_version(engine: Engine) -> DataVersion:
-    """Highest ids of labels, judge decisions, responses, cases, rubric versions, criteria and audit entries, and
-    the newest label edit: rows are never deleted, new rows raise an id, edits of labels move `updated_at`
-    (indexed) and every other edit is audited, so any change of what the report reads changes one of them."""
-    statement = select(
-        select(func.max(Label.id)).scalar_subquery(),
-        select(func.max(Label.updated_at)).scalar_subquery(),
-        select(func.max(JudgeDecision.id)).scalar_subquery(),
-        select(func.max(Response.id)).scalar_subquery(),
-        select(func.max(Case.id)).scalar_subquery(),
-        select(func.max(RubricVersion.id)).scalar_subquery(),
-        select(func.max(Criterion.id)).scalar_subquery(),
-        select(func.max(AuditLog.id)).scalar_subquery(),
-    )
-    with engine.connect().execution_options(sqlite_read_only=True) as connection:
-        return DataVersion(*(str(value) for value in connection.execute(statement).one()))
+# The data version is the database's (db.data_version): pages below analysis key their caches on it too.
 
 
 def audit_head(engine: Engine) -> dict:

@@ -1,11 +1,15 @@
 """Rubric authoring: the annotator's assigned cases, the case beside an editor of exactly N criteria.
 
+The case stays in view on the left, in a box that scrolls on its own; the editor, the checker's
+returned comments (a column beside the criterion text) and the lint are on the right.
+
 The editor is one keyed `st.data_editor` with a fixed number of rows; its edits are folded into
 the page's working copy on every run *before* it is drawn, so the quality-check column always
-matches what was typed. The working copy is kept as a draft (db/drafts.py) while it differs
-from the saved version, so a refresh or a closed tab loses nothing. Saving and submitting go
-through db/rubrics.py (locking, audit); the buttons act in callbacks, so the page redraws with
-the result at once.
+matches what was typed. The editor, the lint, the draft keeping and the buttons are one
+`st.fragment`: a committed cell reruns only them, not the page (queue, case, history). The working
+copy is kept as a draft (db/drafts.py) while it differs from the saved version, so a refresh or a
+closed tab loses nothing. Saving and submitting go through db/rubrics.py (locking, audit); the
+buttons act in callbacks, then the whole page is drawn again with the result.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from db.models import AssignmentKind, Role, RubricStatus
 from db.rubric_lint import LintReport, lint_rubric
 from db.rubrics import AuthoringView, CriterionInput
 from db.taxonomy import get_taxonomy
-from ui import shell, widgets
+from ui import shell, widgets, workbench as wb
 from ui.case_panel import case_panel
 from ui.keys import widget_key
 from ui.rubric_lint import finding_text, row_text
@@ -30,7 +34,9 @@ t = shell.t
 CASE_KEY = "annotate_rubric_case"
 FLASH_KEY = "annotate_rubric_flash"
 EDITABLE = (None, RubricStatus.draft, RubricStatus.returned)
-CASE_HEIGHT = 320
+#: The case box and the editor, side by side, fit a 1440x900 screen below the page's title and picker.
+CASE_HEIGHT = 600
+EDITOR_HEIGHT = 430
 
 
 def _state_key(case_pk: int) -> str:
@@ -157,6 +163,8 @@ def _save(case_pk: int, *, submit: bool) -> None:
     state = st.session_state.get(_state_key(case_pk))
     if user is None or state is None:
         return
+    # The callback runs inside the editor's fragment; the page (status, versions, queue) is drawn again after it.
+    state["redraw_page"] = True
     rows = _current_rows(state)
     asked: list[str] = []
     try:
@@ -331,22 +339,22 @@ def _editor(view: AuthoringView, state: dict, rows: list[dict], report: LintRepo
             t("annotate.authoring.col.id"), width=56, disabled=True, pinned=True
         ),
         "text": st.column_config.TextColumn(
-            t("annotate.authoring.col.text"), width=470, max_chars=rubrics.MAX_CRITERION_CHARS
+            t("annotate.authoring.col.text"), width=300, max_chars=rubrics.MAX_CRITERION_CHARS
         ),
         "tags": st.column_config.MultiselectColumn(
             t("annotate.authoring.col.tags"),
             options=tag_ids,
-            width=160,
+            width=110,
             format_func=lambda tag: tag_names.get(tag, tag),
         ),
-        "lint": st.column_config.TextColumn(t("annotate.authoring.col.lint"), width=250, disabled=True),
+        "lint": st.column_config.TextColumn(t("annotate.authoring.col.lint"), width=170, disabled=True),
     }
     if any(comments.values()):
         # Beside the criterion it is about, not in a far column cut off on a laptop screen.
         frame.insert(2, "review", [comments.get(row["criterion_id"], "") for row in rows])
-        config["review"] = st.column_config.TextColumn(t("annotate.authoring.col.review"), width=200, disabled=True)
+        config["review"] = st.column_config.TextColumn(t("annotate.authoring.col.review"), width=150, disabled=True)
         config["text"] = st.column_config.TextColumn(
-            t("annotate.authoring.col.text"), width=380, max_chars=rubrics.MAX_CRITERION_CHARS
+            t("annotate.authoring.col.text"), width=240, max_chars=rubrics.MAX_CRITERION_CHARS
         )
     st.data_editor(
         frame,
@@ -354,9 +362,11 @@ def _editor(view: AuthoringView, state: dict, rows: list[dict], report: LintRepo
         num_rows="fixed",
         hide_index=True,
         column_config=config,
+        # The lint right after the text (and the checker's comment): what is cut off on a laptop is the tags.
+        column_order=[name for name in ("criterion_id", "text", "review", "lint", "tags") if name in frame.columns],
         disabled=not editable,
         width="stretch",
-        height=min(36 * (len(rows) + 1) + 3, 760),
+        height=min(34 * (len(rows) + 1) + 3, EDITOR_HEIGHT),
         row_height=34,
     )
 
@@ -387,6 +397,7 @@ def _persist_draft(user, case_pk: int, state: dict, rows: list[dict]) -> None:
 
 def render() -> None:
     user = shell.require_user(Role.annotator)
+    wb.compact_page()
     st.title(t("annotate.authoring.title"))
     with shell.db_session(read_only=True) as session:
         queue = my_queue(session, user, AssignmentKind.rubric)
@@ -407,6 +418,7 @@ def render() -> None:
         state = _new_state(user, view)
         state["case_pk"] = case_pk
         st.session_state[_state_key(case_pk)] = state
+    state.pop("redraw_page", None)
 
     flash = st.session_state.pop(FLASH_KEY, None)
     if flash:
@@ -415,30 +427,45 @@ def render() -> None:
         st.info(t("annotate.authoring.draft_restored"))
 
     status = view.latest.status if view.latest else None
+    case_col, work_col = st.columns([1, 2], gap="medium")
+    with case_col:
+        case_panel(view.case, height=CASE_HEIGHT, sticky=True)
+    with work_col:
+        if view.latest:
+            st.caption(t("annotate.authoring.version_line", version=view.latest.version, status=_status_name(status)))
+        else:
+            st.caption(t("annotate.authoring.new_rubric"))
+        _returned_notice(view)
+        if status == RubricStatus.submitted:
+            st.info(t("annotate.authoring.is_submitted"))
+        elif status == RubricStatus.approved and not state.get("revising"):
+            st.info(t("annotate.authoring.is_approved"))
+            st.button(
+                t("annotate.authoring.revise"),
+                on_click=_start_revision,
+                args=(case_pk,),
+                key=widget_key("annotate_rubric_revise", case_pk),
+            )
+        st.caption(t("annotate.authoring.editor", n=RUBRIC_SIZE) + " — " + t("annotate.authoring.editor_help"))
+        _work(view)
+        _history(user, view)
+
+
+@st.fragment
+def _work(view: AuthoringView) -> None:
+    """The editor, its lint, the kept draft and the buttons: a committed cell reruns only this."""
+    user = shell.current_user()
+    case_pk = view.case.case_pk
+    state = st.session_state.get(_state_key(case_pk))
+    if user is None or state is None or state.pop("redraw_page", False):
+        st.rerun()  # after a save, a discard or a sign-out the whole page is drawn again
+    status = view.latest.status if view.latest else None
     editable = status in EDITABLE or (status == RubricStatus.approved and state.get("revising"))
     rows = _current_rows(state)
     # Fold the edits into the working copy: the browser drops its pending edits once the editor
     # is drawn with new values (the quality-check column changes with every edit).
     state["rows"] = rows
     report = lint_rubric([row["text"] for row in rows], RUBRIC_SIZE)
-
-    case_panel(view.case, height=CASE_HEIGHT)
-    if view.latest:
-        st.caption(t("annotate.authoring.version_line", version=view.latest.version, status=_status_name(status)))
-    else:
-        st.caption(t("annotate.authoring.new_rubric"))
-    _returned_notice(view)
-    if status == RubricStatus.submitted:
-        st.info(t("annotate.authoring.is_submitted"))
-    elif status == RubricStatus.approved and not state.get("revising"):
-        st.info(t("annotate.authoring.is_approved"))
-        st.button(
-            t("annotate.authoring.revise"),
-            on_click=_start_revision,
-            args=(case_pk,),
-            key=widget_key("annotate_rubric_revise", case_pk),
-        )
-    st.caption(t("annotate.authoring.editor", n=RUBRIC_SIZE) + " — " + t("annotate.authoring.editor_help"))
     _editor(view, state, rows, report, editable)
     if editable:
         _persist_draft(user, case_pk, state, rows)
@@ -446,47 +473,50 @@ def render() -> None:
             st.caption(t("annotate.authoring.unsaved"))
     _show_lint(report)
     if editable:
-        save_col, submit_col, discard_col = st.columns([1, 1, 2])
-        save_col.button(
-            t("annotate.authoring.save"),
-            on_click=_save,
+        _buttons(case_pk, state, rows, report)
+
+
+def _buttons(case_pk: int, state: dict, rows: list[dict], report: LintReport) -> None:
+    save_col, submit_col, discard_col = st.columns([1, 1, 2])
+    save_col.button(
+        t("annotate.authoring.save"),
+        on_click=_save,
+        args=(case_pk,),
+        kwargs={"submit": False},
+        key=widget_key("annotate_rubric_save", case_pk),
+        shortcut="ctrl+s",
+        width="stretch",
+    )
+    submit_col.button(
+        t("annotate.authoring.submit"),
+        type="primary",
+        on_click=_save,
+        args=(case_pk,),
+        kwargs={"submit": True},
+        key=widget_key("annotate_rubric_submit", case_pk),
+        disabled=report.blocks_submission,
+        width="stretch",
+        help=t("annotate.authoring.submit_blocked") if report.blocks_submission else None,
+    )
+    if state.get("ask_unchanged"):
+        discard_col.button(
+            t("workbench.authoring.submit_anyway"),
+            on_click=_submit_anyway,
             args=(case_pk,),
-            kwargs={"submit": False},
-            key=widget_key("annotate_rubric_save", case_pk),
-            shortcut="ctrl+s",
-            width="stretch",
+            key=widget_key("annotate_rubric_submit_anyway", case_pk),
         )
-        submit_col.button(
-            t("annotate.authoring.submit"),
-            type="primary",
-            on_click=_save,
+    elif state.get("conflict"):
+        discard_col.button(
+            t("annotate.authoring.load_newest"),
+            on_click=_reset,
             args=(case_pk,),
-            kwargs={"submit": True},
-            key=widget_key("annotate_rubric_submit", case_pk),
-            disabled=report.blocks_submission,
-            width="stretch",
-            help=t("annotate.authoring.submit_blocked") if report.blocks_submission else None,
+            key=widget_key("annotate_rubric_newest", case_pk),
         )
-        if state.get("ask_unchanged"):
-            discard_col.button(
-                t("workbench.authoring.submit_anyway"),
-                on_click=_submit_anyway,
-                args=(case_pk,),
-                key=widget_key("annotate_rubric_submit_anyway", case_pk),
-            )
-        elif state.get("conflict"):
-            discard_col.button(
-                t("annotate.authoring.load_newest"),
-                on_click=_reset,
-                args=(case_pk,),
-                key=widget_key("annotate_rubric_newest", case_pk),
-            )
-        elif rows != state["saved_rows"]:
-            discard_col.button(
-                t("annotate.authoring.discard_draft"),
-                on_click=_reset,
-                args=(case_pk,),
-                key=widget_key("annotate_rubric_discard", case_pk),
-                type="tertiary",
-            )
-    _history(user, view)
+    elif rows != state["saved_rows"]:
+        discard_col.button(
+            t("annotate.authoring.discard_draft"),
+            on_click=_reset,
+            args=(case_pk,),
+            key=widget_key("annotate_rubric_discard", case_pk),
+            type="tertiary",
+        )

@@ -37,10 +37,6 @@ QUEUE_TTL_S = 120.0
 PICKER_BEFORE, PICKER_AFTER = 20, 300
 
 
-def _status_text(item: labeling.QueueItem) -> str:
-    return t(f"annotate.labeling.status.{item.status}", labeled=item.labeled, size=item.size)
-
-
 def _message(kind: str, text: str) -> None:
     # "fresh": set by this run's action; a restored-draft note does not cover it.
     st.session_state[MESSAGE_KEY] = {"id": wb.new_token(), "kind": kind, "text": text, "fresh": True}
@@ -206,6 +202,19 @@ def _pick(queue: LabelQueue) -> int:
     ids = list(by_id)
     position = ids.index(st.session_state[CURRENT_KEY])
     window = ids[max(0, position - PICKER_BEFORE) : position + PICKER_AFTER]
+    # Every option's text on every run (a save reruns the page): the language is looked up once, not per text.
+    tr = shell.translator()
+    names = {
+        rid: tr(
+            "annotate.labeling.item",
+            case_id=by_id[rid].case_id,
+            code=by_id[rid].code,
+            status=tr(
+                f"annotate.labeling.status.{by_id[rid].status}", labeled=by_id[rid].labeled, size=by_id[rid].size
+            ),
+        )
+        for rid in window
+    }
     choose, progress, skip, refresh = st.columns([6, 3, 1.2, 1.2], vertical_alignment="bottom")
     with choose:
         response_id = st.selectbox(
@@ -213,12 +222,7 @@ def _pick(queue: LabelQueue) -> int:
             window,
             key=CURRENT_KEY,
             label_visibility="collapsed",
-            format_func=lambda rid: t(
-                "annotate.labeling.item",
-                case_id=by_id[rid].case_id,
-                code=by_id[rid].code,
-                status=_status_text(by_id[rid]),
-            ),
+            format_func=names.__getitem__,
         )
     with progress:
         st.progress(

@@ -4,7 +4,8 @@ Full scale is the demo's: 2,500 cases × 30 criteria × 11 models, 1.65 M annota
 annotators per group, so one annotator's queue holds about 9,000 responses. Without `--database`
 the data is built the way `clinconsensus demo --scale full` builds it (demo.generator.build_demo: the
 demo files written by write_demo_files and loaded through db.importers.import_file, then work
-handed out), without judges. Timed:
+handed out), without judges, on SQLite and on a throw-away PostgreSQL, and each is measured
+(benchmarks/full_scale.py). Timed:
 
 - the db functions the labeling page calls: response_for_labeling and the sign-in token lookup on
   every run, labeling_queue on the first visit and then every QUEUE_TTL_S seconds (the page keeps
@@ -30,10 +31,8 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -43,6 +42,7 @@ if str(ROOT) not in sys.path:
 
 from sqlmodel import select  # noqa: E402
 
+from benchmarks.full_scale import build_full, run_on_both  # noqa: E402
 from db import label_drafts, labeling, users  # noqa: E402
 from db.engine import make_engine, session_scope  # noqa: E402
 from db.labeling import LabelInput  # noqa: E402
@@ -54,7 +54,6 @@ SAVE_TARGET_MS = 50.0
 DRAFT_TARGET_MS = 100.0
 SAVE_AND_NEXT_TARGET_MS = 300.0
 DECISIONS_PER_RESPONSE = 10
-PASSWORD = "bench-labeling-password"
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -75,24 +74,6 @@ def timed_ms(work) -> tuple[float, object]:
     start = time.perf_counter()
     result = work()
     return (time.perf_counter() - start) * 1000.0, result
-
-
-def build_full(url: str) -> None:
-    from db.progress import TerminalProgress
-    from demo.generator import build_demo
-
-    os.environ.setdefault("CLINCONSENSUS_DEMO_PASSWORD", PASSWORD)
-    engine = make_engine(url)
-    upgrade(engine)
-    start = time.perf_counter()
-    result = build_demo(engine, scale="full", n_judges=0, progress=TerminalProgress("demo full"))
-    engine.dispose()
-    counts = result.counts
-    print(
-        f"built full scale in {time.perf_counter() - start:,.0f} s: {counts['cases']:,} cases, "
-        f"{counts['responses']:,} responses, {counts['labels']['annotation']:,} annotation labels, "
-        f"{counts['label_assignments']:,} label assignments"
-    )
 
 
 def busiest_annotator(engine) -> User:
@@ -328,45 +309,39 @@ def bench_page(url: str, user: User, runs: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database", help="a full-scale database (clinconsensus demo --scale full)")
-    parser.add_argument("--keep", help="build into this SQLite file and keep it")
+    parser.add_argument("--database", help="a full-scale database (default: build one on each database)")
+    parser.add_argument("--keep", help="build into this SQLite file, keep it and measure only there")
+    parser.add_argument("--skip-postgres", action="store_true", help="without --database: SQLite only")
     parser.add_argument("--samples", type=int, default=40)
     parser.add_argument("--page-runs", type=int, default=20)
     parser.add_argument("--seed", type=int, default=11)
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
-    folder = None
     if args.database:
         url = args.database
-    else:
-        if args.keep:
-            path = Path(args.keep).resolve()
-        else:
-            folder = tempfile.mkdtemp(prefix="cc-bench-labeling-")
-            path = Path(folder) / "full.db"
-        url = f"sqlite:///{path}"
+    elif args.keep:
+        url = f"sqlite:///{Path(args.keep).resolve()}"
         build_full(url)
-    try:
-        engine = make_engine(url)
-        upgrade(engine)
-        user = busiest_annotator(engine)
-        if user.role != Role.annotator:
-            raise SystemExit("the busiest assignee is not an annotator")
-        picks = bench_queries(engine, user, args.samples, rng)
-        bench_saves(engine, user, picks[: max(1, args.samples // 2)], rng)
-        bench_drafts(engine, user, picks[: max(1, args.samples // 4)], rng)
-        with session_scope(engine, read_only=True) as session:
-            queue = labeling.labeling_queue(session, user)
-        used = set(picks)
-        fresh = [
-            item.response_id for item in queue.items if item.status != labeling.WAITING and item.response_id not in used
-        ]
-        bench_save_and_next(engine, user, rng.sample(fresh, min(args.samples, len(fresh))), rng)
-        engine.dispose()
-        bench_page(url, user, args.page_runs)
-    finally:
-        if folder:
-            shutil.rmtree(folder, ignore_errors=True)
+    else:
+        rest = sys.argv[1:] if argv is None else list(argv)
+        return run_on_both("benchmarks.bench_labeling", rest, postgres=not args.skip_postgres)
+    engine = make_engine(url)
+    upgrade(engine)
+    user = busiest_annotator(engine)
+    if user.role != Role.annotator:
+        raise SystemExit("the busiest assignee is not an annotator")
+    picks = bench_queries(engine, user, args.samples, rng)
+    bench_saves(engine, user, picks[: max(1, args.samples // 2)], rng)
+    bench_drafts(engine, user, picks[: max(1, args.samples // 4)], rng)
+    with session_scope(engine, read_only=True) as session:
+        queue = labeling.labeling_queue(session, user)
+    used = set(picks)
+    fresh = [
+        item.response_id for item in queue.items if item.status != labeling.WAITING and item.response_id not in used
+    ]
+    bench_save_and_next(engine, user, rng.sample(fresh, min(args.samples, len(fresh))), rng)
+    engine.dispose()
+    bench_page(url, user, args.page_runs)
     return 0
 
 

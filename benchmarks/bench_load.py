@@ -1,6 +1,7 @@
 """Many labelers on one server process: save-and-next under N = 1, 5, 10, 20 simultaneous sessions.
 
-Give it a full-scale database (`clinconsensus demo --scale full`); the bench works on a copy (SQLite:
+Give it a full-scale database (`clinconsensus demo --scale full`), or nothing: then it builds that data on
+both databases and measures each (benchmarks/full_scale.py). The bench works on a copy (SQLite:
 a copy of the file; PostgreSQL: a database made from it as a template) and drops the copy at the end.
 It adds 20 annotators with 40 responses each, all loopback, all in this one process.
 
@@ -15,7 +16,7 @@ each interaction is taken from its start to the end of the rerun, so waiting for
 
 Targets (docs/REFERENCE.md §6): save-and-next < 150 ms for one labeler; 20 labelers with p95 < 1 s.
 
-    .venv/bin/python benchmarks/bench_load.py --database URL [--interactions 6] [--think 1.0]
+    .venv/bin/python benchmarks/bench_load.py [--database URL] [--interactions 6] [--think 1.0]
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import sqlalchemy as sa  # noqa: E402
 from sqlalchemy import func, select  # noqa: E402
 
 from db import label_drafts, users  # noqa: E402
+from db.current_rubric import current_versions  # noqa: E402
 from db.engine import get_engine, make_engine, session_scope  # noqa: E402
 from db.migrate import upgrade  # noqa: E402
 from db.models import Assignment, AssignmentKind, Label, Response, Role, Stage, User  # noqa: E402
@@ -82,9 +84,18 @@ def add_labelers(engine, n: int) -> list[tuple[User, str, list[int]]]:
     """n annotators (groups alternating), each assigned PER_USER responses nobody else of theirs has."""
     out = []
     with session_scope(engine) as s:
+        # Responses that can be labeled: their case has an approved rubric.
+        rubrics = current_versions().subquery()
         responses = s.execute(
-            select(Response.id, Response.case_pk).order_by(Response.id.desc()).limit(n * PER_USER)
+            select(Response.id, Response.case_pk)
+            .join(rubrics, rubrics.c.case_pk == Response.case_pk)
+            .order_by(Response.id.desc())
+            .limit(n * PER_USER)
         ).all()
+        if len(responses) < n * PER_USER:
+            raise SystemExit(
+                f"{n} labelers need {n * PER_USER} responses with an approved rubric, found {len(responses)}"
+            )
         for i in range(n):
             group = 1 + i % 2
             user = User(username=f"load-{i:02d}", display_name=f"load {i}", role=Role.annotator, group_no=group)
@@ -208,11 +219,19 @@ def run_load(engine, labelers: list[Labeler], interactions: int, think: float) -
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database", required=True, help="SQLAlchemy URL of a full-scale database (not changed)")
+    parser.add_argument(
+        "--database", help="SQLAlchemy URL of a full-scale database, not changed (default: build one on each)"
+    )
+    parser.add_argument("--skip-postgres", action="store_true", help="without --database: SQLite only")
     parser.add_argument("--interactions", type=int, default=6, help="save-and-next per session")
     parser.add_argument("--think", type=float, default=1.0, help="mean seconds between a session's interactions")
     parser.add_argument("--sessions", default=",".join(map(str, SESSIONS)))
     args = parser.parse_args(argv)
+    if not args.database:
+        from benchmarks.full_scale import run_on_both
+
+        rest = sys.argv[1:] if argv is None else list(argv)
+        return run_on_both("benchmarks.bench_load", rest, postgres=not args.skip_postgres)
     counts = [int(n) for n in args.sessions.split(",")]
 
     url, drop = copy_database(args.database)

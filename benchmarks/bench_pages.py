@@ -1,6 +1,7 @@
 """Server time of every page at full scale: first visit and warm reruns, kept figures beside a recount.
 
-Give it a database filled by `clinconsensus demo --scale full` (SQLite or PostgreSQL). Each page
+Give it a database filled by `clinconsensus demo --scale full` (SQLite or PostgreSQL), or nothing: then
+it builds that data on both databases and measures each (benchmarks/full_scale.py). Each page
 runs through Streamlit's AppTest (the real entry file, a signed-in session), which is the server
 side of a browser visit without the network and the browser's drawing:
 
@@ -16,7 +17,7 @@ straightforward synchronous build (what a first visit cost before).
 
 Targets (docs/REFERENCE.md §6, issue "full scale in the browser"): first visit < 300 ms, dashboard < 1 s.
 
-    .venv/bin/python benchmarks/bench_pages.py --database URL [--visits 5] [--recount-visits 2]
+    .venv/bin/python benchmarks/bench_pages.py [--database URL] [--visits 5] [--recount-visits 2]
 """
 
 from __future__ import annotations
@@ -223,11 +224,17 @@ def bench_dashboard_build(visitor: Visitor) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database", required=True, help="SQLAlchemy URL of a full-scale database")
+    parser.add_argument("--database", help="SQLAlchemy URL of a full-scale database (default: build one on each)")
+    parser.add_argument("--skip-postgres", action="store_true", help="without --database: SQLite only")
     parser.add_argument("--visits", type=int, default=5, help="first visits (and warm reruns) per page")
     parser.add_argument("--recount-visits", type=int, default=2, help="first visits per page with recounting")
     parser.add_argument("--pages", help="comma-separated url paths (default: every page)")
     args = parser.parse_args(argv)
+    if not args.database:
+        from benchmarks.full_scale import run_on_both
+
+        rest = sys.argv[1:] if argv is None else list(argv)
+        return run_on_both("benchmarks.bench_pages", rest, judges=None, postgres=not args.skip_postgres)
 
     os.environ["DATABASE_URL"] = args.database
     get_engine.cache_clear()

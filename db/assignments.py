@@ -139,6 +139,7 @@ def _cases_with_approved_rubric(session: Session) -> set[int]:
 def _insert(session: Session, actor: User, rows: list[dict], audit_rows: list[dict]) -> None:
     if rows:
         session.execute(Assignment.__table__.insert(), rows)
+        kept.touch_assignments(session, [row["response_id"] for row in rows if row["kind"] == AssignmentKind.label])
         AuditWriter(session, actor.username).record_many(audit_rows)
 
 

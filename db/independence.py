@@ -17,11 +17,15 @@ from collections.abc import Iterable
 from sqlalchemy import and_, insert, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col
+from sqlmodel import Session, SQLModel, col
 
+from db import kept
+from db.current_rubric import BATCH
 from db.errors import PermissionDenied
 from db.models import AdjudicationOpening, Label, Role, Stage, User, utcnow
 from db.policies import require_role
+
+_TALLY = SQLModel.metadata.tables["label_tally"]
 
 #: The reasons a checker is refused, for pages to show (catalog keys end with the same words).
 CHECK_PENDING = "your group has not finished checking this response; check it before adjudicating"
@@ -38,12 +42,18 @@ def annotated_by(session: Session, user_id: int | None, response_ids: Iterable[i
     Checking one's own group's labels does not count: the checker role checks and then
     adjudicates (docs/REFERENCE.md §1), and once they open the adjudication their group's labels are closed.
     """
-    statement = select(col(Label.response_id)).where(
-        col(Label.user_id) == user_id, col(Label.stage) == Stage.annotation
+    if kept.recounting():
+        statement = select(col(Label.response_id)).where(
+            col(Label.user_id) == user_id, col(Label.stage) == Stage.annotation
+        )
+        if response_ids is not None:
+            statement = statement.where(col(Label.response_id).in_(list(response_ids)))
+        return set(session.execute(statement.distinct()).scalars())
+    # The kept tally (db/kept.py) has a row for every (response, group, stage, person, rubric version) with labels.
+    statement = select(_TALLY.c.response_id).where(
+        _TALLY.c.user_id == user_id, _TALLY.c.stage == Stage.annotation.value
     )
-    if response_ids is not None:
-        statement = statement.where(col(Label.response_id).in_(list(response_ids)))
-    return set(session.execute(statement.distinct()).scalars())
+    return _in_batches(session, statement, _TALLY.c.response_id, response_ids)
 
 
 def check_pending(session: Session, user: User, response_ids: Iterable[int] | None = None) -> set[int]:
@@ -52,6 +62,15 @@ def check_pending(session: Session, user: User, response_ids: Iterable[int] | No
     That is: their group has an annotation label on it, made by someone else (the checker may
     check it), that has no check label of the group yet.
     """
+    if not kept.recounting():
+        # Kept in the tally (db/kept.py): annotation labels of a person with no check label of their group yet.
+        statement = select(_TALLY.c.response_id).where(
+            _TALLY.c.stage == Stage.annotation.value,
+            _TALLY.c.group_no == user.group_no,
+            _TALLY.c.user_id != user.id,
+            _TALLY.c.n_unchecked > 0,
+        )
+        return _in_batches(session, statement, _TALLY.c.response_id, response_ids)
     table = Label.__table__
     annotation, check = table.alias("annotation"), table.alias("check_label")
     statement = (
@@ -76,6 +95,17 @@ def check_pending(session: Session, user: User, response_ids: Iterable[int] | No
     if response_ids is not None:
         statement = statement.where(annotation.c.response_id.in_(list(response_ids)))
     return set(session.execute(statement).scalars())
+
+
+def _in_batches(session: Session, statement, column, response_ids: Iterable[int] | None) -> set[int]:
+    """The distinct response ids `statement` selects (of `response_ids` only, when given, read in batches)."""
+    if response_ids is None:
+        return set(session.execute(statement.distinct()).scalars())
+    wanted = sorted(set(response_ids))
+    found: set[int] = set()
+    for start in range(0, len(wanted), BATCH):
+        found.update(session.execute(statement.where(column.in_(wanted[start : start + BATCH])).distinct()).scalars())
+    return found
 
 
 def opened_by(session: Session, user_id: int | None, response_ids: Iterable[int] | None = None) -> set[int]:

@@ -8,7 +8,12 @@ touched, in the same transaction as the labels themselves (so they are never ahe
   check's annotator list and queue, "responses this checker labeled");
 - `response_status`: per response, the decisions both groups labeled, those where the two groups'
   final labels differ, those of them still unresolved (nobody adjudicated) and those with gold
-  (the adjudication queue, the unresolved count of the sidebar and of the progress page).
+  (the adjudication queue, the unresolved count of the sidebar and of the progress page);
+- on each labeling assignment, the state of its group's labels (`label_status`: todo, partial, done,
+  stale, waiting), how many count on the current rubric (`labeled`) and that rubric's size
+  (`rubric_size`): the annotator's queue, the sidebar and the progress page read them instead of
+  counting labels against every case's current rubric. They are rewritten when the response's labels
+  change, when the assignment is made and when the case's current rubric changes (`touch_cases`).
 
 The rules (final label, gold) are db.gold's; this module only applies them to the touched responses.
 `recount_*` compute the same figures from every label, the straightforward way (benchmarks set
@@ -24,12 +29,22 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import delete, event, func, insert, select
+from sqlalchemy import and_, bindparam, case, delete, event, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlmodel import Session, SQLModel
 
 from db import gold
-from db.models import NO_RUBRIC_VERSION, Label, LabelTally, ResponseStatus, Stage
+from db.current_rubric import counts_on_current_rubric, current_version_ids
+from db.models import (
+    NO_RUBRIC_VERSION,
+    Assignment,
+    AssignmentKind,
+    Label,
+    LabelTally,
+    ResponseStatus,
+    RubricVersion,
+    Stage,
+)
 
 #: Responses read per statement when refreshing many (an import): bounds memory and the IN list.
 REFRESH_CHUNK = 2000
@@ -38,6 +53,8 @@ _LABEL = SQLModel.metadata.tables["label"]
 _TALLY = SQLModel.metadata.tables[LabelTally.__tablename__]
 _STATUS = SQLModel.metadata.tables[ResponseStatus.__tablename__]
 _RESPONSE = SQLModel.metadata.tables["response"]
+_ASSIGNMENT = SQLModel.metadata.tables["assignment"]
+_CRITERION = SQLModel.metadata.tables["criterion"]
 STATUS_COLUMNS = ["response_id", "n_compared", "n_differing", "n_unresolved", "n_gold"]
 
 _recount = {"on": False}
@@ -59,6 +76,30 @@ def _recounting() -> bool:
     return _recount["on"]
 
 
+def recounting() -> bool:
+    """Whether readers recount (`use_recount`): pages' readers outside this module ask it too."""
+    return _recounting()
+
+
+# The state of a group's labels on a response (the annotator's queue, the sidebar, the progress page) ----
+
+TODO, PARTIAL, DONE, STALE, WAITING = "todo", "partial", "done", "stale", "waiting"
+
+
+def label_status(current_version_id: int | None, size: int, fresh: int, stale: int) -> str:
+    """The one rule: waiting (no approved rubric), stale (labels on an older rubric), done (every criterion of
+    the current rubric labeled), partial (some), todo (none). `fresh`/`stale`: labels that do / do not count."""
+    if current_version_id is None:
+        return WAITING
+    if stale:
+        return STALE
+    if fresh >= size:
+        return DONE
+    if fresh:
+        return PARTIAL
+    return TODO
+
+
 def _connection(session_or_connection: Session | Connection) -> Connection:
     return session_or_connection.connection() if isinstance(session_or_connection, Session) else session_or_connection
 
@@ -66,6 +107,8 @@ def _connection(session_or_connection: Session | Connection) -> Connection:
 # Writing: called by every path that changes labels, in its own transaction -------------------
 
 _DIRTY = "kept_dirty_responses"
+_DIRTY_ASSIGNMENTS = "kept_dirty_assignments"
+_DIRTY_CASES = "kept_dirty_cases"
 
 
 def touch(session: Session, response_ids: Iterable[int]) -> None:
@@ -74,12 +117,34 @@ def touch(session: Session, response_ids: Iterable[int]) -> None:
     session.info.setdefault(_DIRTY, set()).update(int(rid) for rid in response_ids)
 
 
+def touch_assignments(session: Session, response_ids: Iterable[int | None]) -> None:
+    """Marks responses that got labeling assignments in this transaction: their state is written before it commits."""
+    session.info.setdefault(_DIRTY_ASSIGNMENTS, set()).update(int(rid) for rid in response_ids if rid is not None)
+
+
+def touch_cases(session: Session, case_pks: Iterable[int]) -> None:
+    """Marks cases whose current rubric this transaction changed (an approval, an imported rubric): the state of
+    every labeling assignment of their responses is rewritten before it commits."""
+    session.info.setdefault(_DIRTY_CASES, set()).update(int(pk) for pk in case_pks)
+
+
 @event.listens_for(Session, "before_flush")
 def _touch_flushed_labels(session: Session, _context, _instances) -> None:
     # Label rows written through the ORM mark themselves; Core statements call `touch`.
-    changed = [obj.response_id for obj in (*session.new, *session.dirty, *session.deleted) if isinstance(obj, Label)]
+    objects = (*session.new, *session.dirty, *session.deleted)
+    changed = [obj.response_id for obj in objects if isinstance(obj, Label)]
     if changed:
         touch(session, changed)
+    assigned = [obj.response_id for obj in session.new if isinstance(obj, Assignment)]
+    if assigned:
+        touch_assignments(session, assigned)
+    # An approved rubric version written through the ORM changes its case's current rubric (Core writers call
+    # `touch_cases`); any change of a version row is taken as one, which costs a case's few responses at most.
+    rubrics = [
+        obj.case_pk for obj in (*session.new, *session.dirty, *session.deleted) if isinstance(obj, RubricVersion)
+    ]
+    if rubrics:
+        touch_cases(session, rubrics)
 
 
 _LOCKED = "kept_locked_responses"
@@ -93,16 +158,33 @@ def hold_row_locks(session: Session, response_ids: Iterable[int]) -> None:
 
 @event.listens_for(Session, "before_commit")
 def _refresh_touched(session: Session) -> None:
-    dirty = session.info.pop(_DIRTY, None)
+    session.flush()
+    dirty = session.info.pop(_DIRTY, None) or set()
+    assigned = session.info.pop(_DIRTY_ASSIGNMENTS, None) or set()
+    cases = session.info.pop(_DIRTY_CASES, None)
+    if cases:
+        pks = sorted(cases)
+        connection = session.connection()
+        for start in range(0, len(pks), REFRESH_CHUNK):
+            assigned.update(
+                connection.execute(
+                    select(_ASSIGNMENT.c.response_id).where(
+                        _ASSIGNMENT.c.case_pk.in_(pks[start : start + REFRESH_CHUNK]),
+                        _ASSIGNMENT.c.kind == AssignmentKind.label.value,
+                    )
+                ).scalars()
+            )
     locked = session.info.pop(_LOCKED, None) or ()
     if dirty:
         refresh(session, dirty, locked=locked)
+    if assigned - dirty:
+        refresh_assignments(session, assigned - dirty)
 
 
 @event.listens_for(Session, "after_rollback")
 def _forget_touched(session: Session) -> None:
-    session.info.pop(_DIRTY, None)
-    session.info.pop(_LOCKED, None)
+    for key in (_DIRTY, _DIRTY_ASSIGNMENTS, _DIRTY_CASES, _LOCKED, _KNOWN_RUBRIC):
+        session.info.pop(key, None)
 
 
 def refresh(
@@ -120,6 +202,7 @@ def refresh(
     if not ids:
         return
     held = {int(rid) for rid in locked}
+    known = session_or_connection.info.pop(_KNOWN_RUBRIC, {}) if isinstance(session_or_connection, Session) else {}
     connection = _connection(session_or_connection)
     if isinstance(session_or_connection, Session):
         session_or_connection.flush()
@@ -133,22 +216,49 @@ def refresh(
                 .order_by(_RESPONSE.c.id)
                 .with_for_update(key_share=True)
             )
-        connection.execute(delete(_TALLY).where(_TALLY.c.response_id.in_(chunk)))
-        version = func.coalesce(_LABEL.c.rubric_version_id, NO_RUBRIC_VERSION)
-        connection.execute(
-            insert(_TALLY).from_select(
-                ["response_id", "group_no", "stage", "user_id", "rubric_version_id", "n"],
-                select(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id, version, func.count())
-                .where(_LABEL.c.response_id.in_(chunk))
-                .group_by(_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id, version),
+        _refresh_tally_chunk(connection, chunk)
+        _refresh_status_chunk(connection, chunk)
+        _refresh_assignment_chunk(connection, chunk, known)
+
+
+def _refresh_tally_chunk(connection: Connection, chunk: list[int]) -> None:
+    # An annotation label is unchecked while its group has no check label on the same criterion (the label
+    # check's queue; db.independence's "check pending"). (response, criterion, stage, group) is unique, so the
+    # outer join adds at most one row per label.
+    connection.execute(delete(_TALLY).where(_TALLY.c.response_id.in_(chunk)))
+    check = _LABEL.alias("check_label")
+    version = func.coalesce(_LABEL.c.rubric_version_id, NO_RUBRIC_VERSION)
+    unchecked = func.sum(case((check.c.id.is_(None) & (_LABEL.c.stage == Stage.annotation.value), 1), else_=0))
+    keys = (_LABEL.c.response_id, _LABEL.c.group_no, _LABEL.c.stage, _LABEL.c.user_id, version)
+    connection.execute(
+        insert(_TALLY).from_select(
+            ["response_id", "group_no", "stage", "user_id", "rubric_version_id", "n", "n_unchecked"],
+            select(*keys, func.count(), unchecked)
+            .select_from(
+                _LABEL.outerjoin(
+                    check,
+                    and_(
+                        check.c.response_id == _LABEL.c.response_id,
+                        check.c.criterion_id == _LABEL.c.criterion_id,
+                        check.c.group_no == _LABEL.c.group_no,
+                        check.c.stage == Stage.check.value,
+                        _LABEL.c.stage == Stage.annotation.value,
+                    ),
+                )
             )
+            .where(_LABEL.c.response_id.in_(chunk))
+            .group_by(*keys),
         )
-        records = [dict(zip(STATUS_COLUMNS, row)) for row in _status_rows(_label_rows(connection, chunk))]
-        unlabeled = sorted(set(chunk) - {record["response_id"] for record in records})
-        if unlabeled:
-            connection.execute(delete(_STATUS).where(_STATUS.c.response_id.in_(unlabeled)))
-        if records:
-            connection.execute(_upsert_status(connection.dialect.name), records)
+    )
+
+
+def _refresh_status_chunk(connection: Connection, chunk: list[int]) -> None:
+    records = [dict(zip(STATUS_COLUMNS, row)) for row in _status_rows(_label_rows(connection, chunk))]
+    unlabeled = sorted(set(chunk) - {record["response_id"] for record in records})
+    if unlabeled:
+        connection.execute(delete(_STATUS).where(_STATUS.c.response_id.in_(unlabeled)))
+    if records:
+        connection.execute(_upsert_status(connection.dialect.name), records)
 
 
 @lru_cache(maxsize=4)
@@ -169,12 +279,127 @@ def _upsert_status(dialect: str):
     raise NotImplementedError(f"kept figures on {dialect}")
 
 
+def refresh_assignments(session_or_connection: Session | Connection, response_ids: Iterable[int]) -> None:
+    """Rewrites the state of the labeling assignments of `response_ids` (from the kept tally and the current rubric)."""
+    ids = sorted({int(rid) for rid in response_ids})
+    if isinstance(session_or_connection, Session):
+        session_or_connection.flush()
+    connection = _connection(session_or_connection)
+    for start in range(0, len(ids), REFRESH_CHUNK):
+        chunk = ids[start : start + REFRESH_CHUNK]
+        if connection.dialect.name != "sqlite":
+            # The lock `refresh` takes: a save and a rubric approval touching one response take turns.
+            connection.execute(
+                select(_RESPONSE.c.id)
+                .where(_RESPONSE.c.id.in_(chunk))
+                .order_by(_RESPONSE.c.id)
+                .with_for_update(key_share=True)
+            )
+        _refresh_assignment_chunk(connection, chunk)
+
+
+_KNOWN_RUBRIC = "kept_known_rubric"
+
+
+def hold_current_rubric(session: Session, response_id: int, rubric_version_id: int, size: int) -> None:
+    """Notes the current rubric (version id, number of criteria) of a response as this transaction checked it
+    already (a label save), so the refresh before commit need not read it again."""
+    session.info.setdefault(_KNOWN_RUBRIC, {})[int(response_id)] = (int(rubric_version_id), int(size))
+
+
+def _current_rubrics(connection: Connection, ids: list[int], known: dict) -> dict[int, tuple[int | None, int]]:
+    """response_id -> (its case's current rubric version id or None, that rubric's size)."""
+    out = {rid: known[rid] for rid in ids if rid in known}
+    unknown = [rid for rid in ids if rid not in out]
+    if not unknown:
+        return out
+    case_of = dict(
+        connection.execute(select(_RESPONSE.c.id, _RESPONSE.c.case_pk).where(_RESPONSE.c.id.in_(unknown))).all()
+    )
+    current = current_version_ids(connection, set(case_of.values()))
+    sizes: dict[int, int] = dict(
+        connection.execute(
+            select(_CRITERION.c.rubric_version_id, func.count())
+            .where(_CRITERION.c.rubric_version_id.in_(sorted(set(current.values()))))
+            .group_by(_CRITERION.c.rubric_version_id)
+        ).all()
+    )
+    for rid in unknown:
+        version_id = current.get(case_of.get(rid, -1))
+        out[rid] = (version_id, sizes.get(version_id, 0) if version_id is not None else 0)
+    return out
+
+
+def _refresh_assignment_chunk(connection: Connection, ids: list[int], known: dict | None = None) -> None:
+    # The state of (response, group) depends on that group's annotation labels and the case's current rubric only;
+    # every labeling assignment of the pair is set to it (one UPDATE for the chunk, no read of the assignments).
+    rubrics = _current_rubrics(connection, ids, known or {})
+    counts: dict[tuple[int, int], dict[int | None, int]] = {}
+    for response_id, group_no, version_id, n in connection.execute(
+        select(_TALLY.c.response_id, _TALLY.c.group_no, _TALLY.c.rubric_version_id, func.sum(_TALLY.c.n))
+        .where(_TALLY.c.response_id.in_(ids), _TALLY.c.stage == Stage.annotation.value)
+        .group_by(_TALLY.c.response_id, _TALLY.c.group_no, _TALLY.c.rubric_version_id)
+    ).all():
+        version = None if version_id == NO_RUBRIC_VERSION else int(version_id)
+        counts.setdefault((int(response_id), int(group_no)), {})[version] = int(n)
+    changes = []
+    for rid in ids:
+        version_id, size = rubrics[rid]
+        for group_no in (1, 2):
+            by_version = counts.get((rid, group_no), {})
+            fresh = sum(n for v, n in by_version.items() if counts_on_current_rubric(v, version_id))
+            stale = sum(n for v, n in by_version.items() if not counts_on_current_rubric(v, version_id))
+            state = label_status(version_id, size, fresh, stale)
+            changes.append({"r": rid, "g": group_no, "s": state, "l": fresh, "z": size})
+    connection.execute(
+        update(_ASSIGNMENT)
+        .where(
+            _ASSIGNMENT.c.kind == AssignmentKind.label.value,
+            _ASSIGNMENT.c.response_id == bindparam("r"),
+            _ASSIGNMENT.c.group_no == bindparam("g"),
+        )
+        .values(label_status=bindparam("s"), labeled=bindparam("l"), rubric_size=bindparam("z")),
+        changes,
+    )
+
+
 def rebuild_all(session_or_connection: Session | Connection) -> None:
-    """Rewrites every kept figure (a migration of an existing database; a repair)."""
+    """Rewrites every kept figure (a repair)."""
     connection = _connection(session_or_connection)
     connection.execute(delete(_TALLY))
     connection.execute(delete(_STATUS))
     refresh(session_or_connection, connection.execute(select(_LABEL.c.response_id).distinct()).scalars())
+
+
+def _every_labeled_chunk(connection: Connection) -> Iterator[list[int]]:
+    ids = sorted(connection.execute(select(_LABEL.c.response_id).distinct()).scalars())
+    for start in range(0, len(ids), REFRESH_CHUNK):
+        yield ids[start : start + REFRESH_CHUNK]
+
+
+def rebuild_status(connection: Connection) -> None:
+    """Rewrites every response's status (a migration)."""
+    connection.execute(delete(_STATUS))
+    for chunk in _every_labeled_chunk(connection):
+        _refresh_status_chunk(connection, chunk)
+
+
+def rebuild_tally(connection: Connection) -> None:
+    """Rewrites the whole label tally (a migration)."""
+    connection.execute(delete(_TALLY))
+    for chunk in _every_labeled_chunk(connection):
+        _refresh_tally_chunk(connection, chunk)
+
+
+def rebuild_assignments(session_or_connection: Session | Connection) -> None:
+    """Rewrites the state of every labeling assignment."""
+    connection = _connection(session_or_connection)
+    refresh_assignments(
+        session_or_connection,
+        connection.execute(
+            select(_ASSIGNMENT.c.response_id).where(_ASSIGNMENT.c.kind == AssignmentKind.label.value).distinct()
+        ).scalars(),
+    )
 
 
 def _label_rows(connection: Connection, response_ids: list[int]) -> pd.DataFrame:

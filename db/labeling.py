@@ -41,7 +41,8 @@ from db.models import (
 from db.notes import clean_note
 from db.rubrics import CaseView, CriterionView, case_view, criteria_of
 
-TODO, PARTIAL, DONE, STALE, WAITING = "todo", "partial", "done", "stale", "waiting"
+# The states of a group's labels on a response, and the rule that picks one: written once, in db.kept.
+TODO, PARTIAL, DONE, STALE, WAITING = kept.TODO, kept.PARTIAL, kept.DONE, kept.STALE, kept.WAITING
 
 _LABEL = SQLModel.metadata.tables["label"]
 _UPDATE_LABEL = (
@@ -254,7 +255,34 @@ def _assigned_responses(session: Session, user: User) -> list[tuple[int, str, in
 
 
 def labeling_queue(session: Session, user: User) -> LabelQueue:
-    """The user's assigned responses in case order, each with the state of their group's labels."""
+    """The user's assigned responses in case order, each with the state of their group's labels.
+
+    The state is the one kept on each assignment (db/kept.py): one row per item, no label counted here.
+    """
+    _require_annotator(user)
+    if kept.recounting():
+        return recounted_queue(session, user)
+    rows = session.exec(
+        select(
+            Response.id,
+            Response.code,
+            Case.id,
+            Case.case_id,
+            Assignment.label_status,
+            Assignment.labeled,
+            Assignment.rubric_size,
+        )
+        .join(Assignment, Assignment.response_id == Response.id)
+        .join(Case, Case.id == Response.case_pk)
+        .where(Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label)
+        .distinct()
+        .order_by(Case.case_id, Response.code)
+    ).all()
+    return LabelQueue([QueueItem(*row) for row in rows])
+
+
+def recounted_queue(session: Session, user: User) -> LabelQueue:
+    """`labeling_queue` counted from the label tally against every case's current rubric (the straightforward way)."""
     _require_annotator(user)
     responses = _assigned_responses(session, user)
     if not responses:
@@ -282,16 +310,7 @@ def labeling_queue(session: Session, user: User) -> LabelQueue:
         by_version = counts.get(response_id, {})
         fresh = sum(n for v, n in by_version.items() if counts_on_current_rubric(v, version_id))
         stale = sum(n for v, n in by_version.items() if not counts_on_current_rubric(v, version_id))
-        if version_id is None:
-            status = WAITING
-        elif stale:
-            status = STALE
-        elif fresh >= size:
-            status = DONE
-        elif fresh:
-            status = PARTIAL
-        else:
-            status = TODO
+        status = kept.label_status(version_id, size, fresh, stale)
         items.append(QueueItem(response_id, code, case_pk, case_id, status, fresh, size))
     return LabelQueue(items)
 
@@ -455,5 +474,6 @@ def save_labels(
             after={"rubric_version_id": rubric.id, "labels": after},
         )
         session.flush()
+        kept.hold_current_rubric(session, response_id, rubric.id, len(criterion_ids))
         kept.touch(session, [response_id])
     return SaveOutcome(created, updated, len(criterion_ids) - created - updated, rubric.id)

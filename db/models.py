@@ -110,6 +110,12 @@ class Assignment(SQLModel, table=True):
     group_no: int | None = None
     created_at: datetime = Field(default_factory=utcnow)
     created_by: int | None = Field(default=None, foreign_key="user.id")
+    # Kept figures of a labeling assignment (db/kept.py), rewritten with its response's labels and its
+    # case's current rubric: the state of the group's labels (db.labeling's todo/partial/done/stale/waiting),
+    # labels on the current rubric, and that rubric's size. None on rubric assignments.
+    label_status: str | None = Field(default=None, max_length=16)
+    labeled: int = Field(default=0)
+    rubric_size: int = Field(default=0)
 
 
 class Label(SQLModel, table=True):
@@ -308,6 +314,8 @@ class LabelTally(SQLModel, table=True):
     # the rubric version the labels were made against; NO_RUBRIC_VERSION for labels without one (old imports)
     rubric_version_id: int = Field(primary_key=True)
     n: int
+    # of the annotation labels, those their group has no check label for yet (the check is pending)
+    n_unchecked: int = Field(default=0)
 
 
 class ResponseStatus(SQLModel, table=True):

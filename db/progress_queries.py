@@ -1,7 +1,8 @@
 """How far the work has come: per person, per expert group and overall, plus open disagreements.
 
 A labeling assignment is done when its group has an annotation label on every criterion of the
-case's current approved rubric; a rubric assignment is done when the case's newest rubric version
+case's current approved rubric and none on an older one (the state the annotator's queue shows, kept
+on the assignment by db/kept.py); a rubric assignment is done when the case's newest rubric version
 is submitted or approved. Disagreements are counted by `db.review` (rules of `db.gold`).
 """
 
@@ -10,18 +11,17 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from sqlalchemy import func
+from sqlalchemy import case as sql_case, func
 from sqlmodel import Session, select
 
-from db import review
+from db import kept, review
 from db.assignments import (
     RUBRIC_DONE_STATES,
-    current_label_counts,
     current_rubric_sizes,
     my_queue,
     rubric_states,
 )
-from db.current_rubric import current_version_ids
+from db.current_rubric import counts_on_current_rubric, current_version_ids
 from db.errors import PermissionDenied
 from db.models import (
     Assignment,
@@ -35,6 +35,9 @@ from db.models import (
 )
 from db.policies import require_active, require_admin
 from db.rubrics import returned_to_author
+
+#: 1 for a labeling assignment whose kept state is done.
+_DONE = sql_case((Assignment.label_status == kept.DONE, 1), else_=0)
 
 
 @dataclass
@@ -55,32 +58,62 @@ def unresolved_disagreement_count(session: Session, user: User) -> int:
     return int(review.unresolved_count(session))
 
 
-def _assignment_state(session: Session) -> list[dict]:
-    """Every assignment with its owner and whether it is done."""
-    rows = session.exec(
-        select(Assignment.kind, Assignment.user_id, Assignment.group_no, Assignment.case_pk, Assignment.response_id)
+def _assignment_counts(session: Session) -> list[tuple[str, int, int | None, int, int]]:
+    """(kind, user_id, group_no, assigned, done) of every owner of assignments.
+
+    A labeling assignment is done when its kept state (db/kept.py, the annotator's queue's own) is done; a
+    rubric assignment when the case's newest rubric version is submitted or approved.
+    """
+    rows: list[tuple[str, int, int | None, int, int]] = []
+    if kept.recounting():
+        rows += _recounted_label_counts(session)
+    else:
+        for user_id, group_no, assigned, n_done in session.exec(
+            select(Assignment.user_id, Assignment.group_no, func.count(), func.sum(_DONE))
+            .where(Assignment.kind == AssignmentKind.label)
+            .group_by(Assignment.user_id, Assignment.group_no)
+        ).all():
+            rows.append((AssignmentKind.label, user_id, group_no, int(assigned), int(n_done or 0)))
+    rubric_rows = session.exec(
+        select(Assignment.user_id, Assignment.group_no, Assignment.case_pk).where(
+            Assignment.kind == AssignmentKind.rubric
+        )
     ).all()
-    label_rows = [r for r in rows if r[0] == AssignmentKind.label]
-    rubric_rows = [r for r in rows if r[0] == AssignmentKind.rubric]
-    states = rubric_states(session, {r[3] for r in rubric_rows})
-    sizes = current_rubric_sizes(session, {r[3] for r in label_rows})
-    versions = current_version_ids(session, {r[3] for r in label_rows})
-    current = {r[4]: versions.get(r[3]) for r in label_rows}
-    labeled = {g: current_label_counts(session, [r[4] for r in label_rows if r[2] == g], g, current) for g in (1, 2)}
-    out = []
-    for kind, user_id, group_no, case_pk, _response_id in rubric_rows:
-        out.append(dict(kind=kind, user_id=user_id, group=group_no, done=states.get(case_pk) in RUBRIC_DONE_STATES))
-    for kind, user_id, group_no, case_pk, response_id in label_rows:
-        need = sizes.get(case_pk, 0)
-        have = labeled.get(group_no, {}).get(response_id, 0)
-        out.append(dict(kind=kind, user_id=user_id, group=group_no, done=bool(need) and have >= need))
-    return out
+    states = rubric_states(session, {r[2] for r in rubric_rows})
+    per_owner: dict[tuple[int, int | None], list[int]] = defaultdict(lambda: [0, 0])
+    for user_id, group_no, case_pk in rubric_rows:
+        per_owner[(user_id, group_no)][0] += 1
+        per_owner[(user_id, group_no)][1] += int(states.get(case_pk) in RUBRIC_DONE_STATES)
+    rows += [(AssignmentKind.rubric, uid, g, n, d) for (uid, g), (n, d) in per_owner.items()]
+    return rows
+
+
+def _recounted_label_counts(session: Session) -> list[tuple[str, int, int | None, int, int]]:
+    """The labeling rows of `_assignment_counts` recounted from the label tally against each case's current rubric."""
+    label_rows = session.exec(
+        select(Assignment.user_id, Assignment.group_no, Assignment.case_pk, Assignment.response_id).where(
+            Assignment.kind == AssignmentKind.label
+        )
+    ).all()
+    versions = current_version_ids(session, {r[2] for r in label_rows})
+    sizes = current_rubric_sizes(session, {r[2] for r in label_rows})
+    counts = {g: kept.annotation_counts(session, [r[3] for r in label_rows if r[1] == g], g) for g in (1, 2)}
+    per_owner: dict[tuple[int, int | None], list[int]] = defaultdict(lambda: [0, 0])
+    for user_id, group_no, case_pk, response_id in label_rows:
+        version_id = versions.get(case_pk)
+        by_version = counts.get(group_no, {}).get(response_id, {})
+        fresh = sum(n for v, n in by_version.items() if counts_on_current_rubric(v, version_id))
+        stale = sum(n for v, n in by_version.items() if not counts_on_current_rubric(v, version_id))
+        status = kept.label_status(version_id, sizes.get(case_pk, 0), fresh, stale)
+        per_owner[(user_id, group_no)][0] += 1
+        per_owner[(user_id, group_no)][1] += int(status == kept.DONE)
+    return [(AssignmentKind.label, uid, g, n, d) for (uid, g), (n, d) in per_owner.items()]
 
 
 def progress(session: Session, *, actor: User, with_disagreements: bool = True) -> ProgressReport:
     """Assigned and done work per annotator, per group, and the pipeline's overall state."""
     require_admin(actor)
-    items = _assignment_state(session)
+    counted = _assignment_counts(session)
     users = {u.id: u for u in session.exec(select(User)).all()}
     per_user: dict[int, dict] = defaultdict(
         lambda: dict(rubric_assigned=0, rubric_done=0, label_assigned=0, label_done=0)
@@ -88,14 +121,14 @@ def progress(session: Session, *, actor: User, with_disagreements: bool = True) 
     per_group: dict[int, dict] = {
         g: dict(group=g, label_assigned=0, label_done=0, rubric_assigned=0, rubric_done=0) for g in (1, 2)
     }
-    for item in items:
-        prefix = "rubric" if item["kind"] == AssignmentKind.rubric else "label"
-        row = per_user[item["user_id"]]
-        row[f"{prefix}_assigned"] += 1
-        row[f"{prefix}_done"] += int(item["done"])
-        if item["group"] in per_group:
-            per_group[item["group"]][f"{prefix}_assigned"] += 1
-            per_group[item["group"]][f"{prefix}_done"] += int(item["done"])
+    for kind, user_id, group_no, assigned, done in counted:
+        prefix = "rubric" if kind == AssignmentKind.rubric else "label"
+        row = per_user[user_id]
+        row[f"{prefix}_assigned"] += assigned
+        row[f"{prefix}_done"] += done
+        if group_no in per_group:
+            per_group[group_no][f"{prefix}_assigned"] += assigned
+            per_group[group_no][f"{prefix}_done"] += done
     people = []
     for user in sorted(users.values(), key=lambda u: (u.group_no or 0, u.username)):
         if user.role != Role.annotator and user.id not in per_user:
@@ -116,15 +149,18 @@ def progress(session: Session, *, actor: User, with_disagreements: bool = True) 
     approved_cases = session.exec(
         select(func.count(func.distinct(RubricVersion.case_pk))).where(RubricVersion.status == RubricStatus.approved)
     ).one()
-    label_items = [i for i in items if i["kind"] == AssignmentKind.label]
+
+    def total(kind: str, column: int) -> int:
+        return sum(row[column] for row in counted if row[0] == kind)
+
     overall = dict(
         cases=int(cases),
         cases_with_approved_rubric=int(approved_cases),
         responses=int(responses),
-        label_assigned=len(label_items),
-        label_done=sum(i["done"] for i in label_items),
-        rubric_assigned=len(items) - len(label_items),
-        rubric_done=sum(i["done"] for i in items if i["kind"] == AssignmentKind.rubric),
+        label_assigned=total(AssignmentKind.label, 3),
+        label_done=total(AssignmentKind.label, 4),
+        rubric_assigned=total(AssignmentKind.rubric, 3),
+        rubric_done=total(AssignmentKind.rubric, 4),
     )
     if with_disagreements:
         overall["unresolved_disagreements"] = unresolved_disagreement_count(session, actor)
@@ -146,19 +182,37 @@ def my_progress(session: Session, user: User) -> dict:
             returned_comments=0,
         )
     rubrics = my_queue(session, user, AssignmentKind.rubric)
-    labels = my_queue(session, user, AssignmentKind.label)  # the labeling page's own queue: one definition
-    items = rubrics + labels
+    rubric_done = sum(item["done"] for item in rubrics)
+    # The labeling page's own queue states (db/kept.py, kept on each assignment): one definition.
+    if kept.recounting():
+        labels = my_queue(session, user, AssignmentKind.label)
+        label_assigned, label_done = len(labels), sum(item["done"] for item in labels)
+    else:
+        label_assigned, label_done = _my_label_counts(session, user)
     returned = returned_to_author(session, user)
     return dict(
-        assigned=len(items),
-        done=sum(item["done"] for item in items),
-        label_assigned=len(labels),
-        label_done=sum(item["done"] for item in labels),
+        assigned=len(rubrics) + label_assigned,
+        done=rubric_done + label_done,
+        label_assigned=label_assigned,
+        label_done=label_done,
         rubric_assigned=len(rubrics),
-        rubric_done=sum(item["done"] for item in rubrics),
+        rubric_done=rubric_done,
         returned=returned.rubrics,
         returned_comments=returned.comments,
     )
+
+
+def _my_label_counts(session: Session, user: User) -> tuple[int, int]:
+    """(assigned, done) of the user's labeling queue, counted in SQL from the kept states (as many rows as
+    `labeling_queue`: one per assigned response)."""
+    mine = (
+        select(Assignment.response_id, func.max(_DONE).label("d"))
+        .where(Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label)
+        .group_by(Assignment.response_id)
+        .subquery()
+    )
+    assigned, done = session.exec(select(func.count(), func.coalesce(func.sum(mine.c.d), 0))).one()
+    return int(assigned), int(done)
 
 
 def model_names(session: Session, *, actor: User) -> list[str]:

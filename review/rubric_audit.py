@@ -45,7 +45,7 @@ PANE_HEIGHT = 560
 
 def _criterion(view: review.RubricView, criterion: review.CriterionView, report: LintReport, row: int) -> str:
     """One compact row: number (and a mark when changed), the text and its lint findings, the comment field."""
-    head, body, comment = st.columns([0.6, 3.4, 2.2], vertical_alignment="top")
+    head, body, comment = st.columns([0.9, 3.3, 2.0], vertical_alignment="top")
     with head:
         st.markdown(f"**{criterion.position}**")
         if criterion.criterion_id in view.changed_since_return:
@@ -127,13 +127,17 @@ def render() -> None:
             st.caption(t("review.audit.previous_overall", comment=plain(view.review_comment)))
         if view.earlier_comment:
             st.caption(t("review.audit.earlier_overall", comment=plain(view.earlier_comment)))
-        if view.previous_version is not None:
-            st.caption(t("review.audit.changed_since", n=len(view.changed_since_return), version=view.previous_version))
         warned = {f.row for f in report.findings if f.row is not None}
-        st.caption(t("review.audit.lint_summary", n=len(warned)) if warned else t("review.audit.lint_clean"))
+        status_line = [t("review.audit.lint_summary", n=len(warned)) if warned else t("review.audit.lint_clean")]
+        if view.previous_version is not None:
+            status_line.insert(
+                0, t("review.audit.changed_since", n=len(view.changed_since_return), version=view.previous_version)
+            )
+        st.caption(" ".join(status_line))
+        confirm_slot = st.empty()  # the question Ctrl+Enter asks, above the criteria where the eyes are
         with st.form(widget_key("review_audit_form", view.rubric_version_id), enter_to_submit=False):
-            with st.container(height=PANE_HEIGHT - 150, border=False):
-                st.caption(t("review.audit.how") + " " + t("review.audit.keys"))
+            with st.container(height=PANE_HEIGHT - 180, border=False):
+                st.caption(t("review.audit.how"))
                 comments = {
                     criterion.id: _criterion(view, criterion, report, row)
                     for row, criterion in enumerate(view.criteria)
@@ -152,6 +156,7 @@ def render() -> None:
                 disabled=view.own or pending is not None,
                 shortcut=None if pending is not None else "Ctrl+Enter",
                 type="tertiary",
+                help=t("review.audit.keys"),
             )
         commented = {pk: text for pk, text in comments.items() if text and text.strip()}
         if decide:
@@ -160,7 +165,8 @@ def render() -> None:
             st.rerun()
         confirmed = False
         if pending is not None and not (approve or send_back):
-            confirmed = _confirmation(view, pending, len(commented), pending_key)
+            with confirm_slot.container():
+                confirmed = _confirmation(view, pending, len(commented), pending_key)
             if not confirmed:
                 return
     st.session_state.pop(pending_key, None)
@@ -205,7 +211,7 @@ def _confirmation(view: review.RubricView, pending: str, n_comments: int, pendin
             st.warning(t("review.audit.confirm_approve", case=case, version=view.version))
         else:
             st.warning(t("review.audit.confirm_return", case=case, version=view.version, n=n_comments))
-        yes, no, _ = st.columns([1, 1, 2])
+        yes, no, _ = st.columns([3, 2, 2])
         confirmed = yes.button(
             t("review.audit.confirm"),
             type="primary",

@@ -33,8 +33,16 @@ def test_dashboard_renders_for_admins(dashboard_data):
     assert not app.exception
     assert app.title[0].value == translate("analysis.nav", "en")
     assert _models_table(app) == ["model-a", "model-b"]
-    assert translate("analysis.table.agreement", "en") in texts(app)
-    assert len(app.get("plotly_chart")) >= 10
+    # one section at a time: the models section first, each of the others on choosing it
+    charts = len(app.get("plotly_chart"))
+    assert translate("analysis.table.agreement", "en") not in texts(app)
+    for section in ("agreement", "judges", "slices", "diagnostics"):
+        app.segmented_control(key="analysis_section").set_value(section).run()
+        assert not app.exception
+        charts += len(app.get("plotly_chart"))
+        if section == "agreement":
+            assert translate("analysis.table.agreement", "en") in texts(app)
+    assert charts >= 10
 
 
 def test_dashboard_filters_and_label_source(dashboard_data):

@@ -122,7 +122,8 @@ def test_the_dashboard_shows_the_new_model_marked_as_judge_scored(app_database, 
     assert table.loc[NEW, "scored_by"] == "judge:loopback" and table.loc["model-a", "scored_by"] == "gold"
     assert table.loc[NEW, "cacs_at_k"] == pytest.approx(expected_new_model(app_database)["cacs_at_k"], abs=1e-9)
     assert "loopback" in texts(app)
-    # the judges tab: the judge's fidelity against both groups (its decisions on model-a/b, which have labels)
+    # the judges section: the judge's fidelity against both groups (its decisions on model-a/b, which have labels)
+    app.segmented_control(key="analysis_section").set_value("judges").run()
     judges = [frame.value for frame in app.dataframe if "mf1_group1" in frame.value.columns][0].set_index("judge")
     assert judges.loc["loopback", "n_decisions"] == 3 * 3 * N
     assert 0 <= judges.loc["loopback", "mf1_group1"] <= 1

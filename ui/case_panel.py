@@ -8,9 +8,28 @@ from db.rubrics import CaseView
 from db.taxonomy import get_taxonomy
 from ui import shell, widgets
 
+#: Keeps the case pane in view while the page beside it scrolls (its column is stretched to the row's height).
+_STICKY_STYLE = (
+    "<style>"
+    '[data-testid="stColumn"]:has(> div > .st-key-case_pane_sticky) { align-self: stretch; }'
+    ".st-key-case_pane_sticky { position: sticky; top: 4rem; z-index: 2; }"
+    "</style>"
+)
 
-def case_panel(case: CaseView, *, height: int) -> None:
-    """The case card in a scrolling box of `height` pixels, then its theme and specialty labels."""
+
+def case_panel(case: CaseView, *, height: int, sticky: bool = False) -> None:
+    """The case card in a scrolling box of `height` pixels, then its theme and specialty labels.
+
+    `sticky`: the box stays in view while the page beside it scrolls (for a side-by-side layout)."""
+    if sticky:
+        st.html(_STICKY_STYLE)
+        with st.container(key="case_pane_sticky"):
+            _case_box(case, height=height)
+    else:
+        _case_box(case, height=height)
+
+
+def _case_box(case: CaseView, *, height: int) -> None:
     taxonomy = get_taxonomy()
     lang = shell.lang()
     shown = {

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from db.assignments import my_queue
-from db.models import AssignmentKind, Role, User
-from db.rubrics import returned_to_author
+from db.models import Role, User
 from db.status import counts
 from ui import shell
 from ui.text import plain
@@ -27,22 +25,20 @@ def home() -> None:
         columns[2].metric(t("home.labels"), f"{figures['labels']['total']:,}")
         columns[3].metric(t("home.users"), f"{figures['users']:,}")
     elif user.role == Role.annotator:
-        with shell.db_session(read_only=True) as session:
-            rubrics = my_queue(session, user, AssignmentKind.rubric)
-            labels = my_queue(session, user, AssignmentKind.label)
-            returned = returned_to_author(session, user)
-        if returned.rubrics:
-            st.warning(t("workbench.returned_to_you", n=returned.rubrics, comments=returned.comments))
+        # The sidebar's own figures (the same queue states, kept per data version): read once per change.
+        mine = shell.my_progress(user)
+        if mine["returned"]:
+            st.warning(t("workbench.returned_to_you", n=mine["returned"], comments=mine["returned_comments"]))
         columns = st.columns(2)
         columns[0].metric(
             t("home.rubrics_open"),
-            sum(not item["done"] for item in rubrics),
-            help=t("home.of_assigned", total=len(rubrics)),
+            mine["rubric_assigned"] - mine["rubric_done"],
+            help=t("home.of_assigned", total=mine["rubric_assigned"]),
         )
         columns[1].metric(
             t("home.labels_open"),
-            sum(not item["done"] for item in labels),
-            help=t("home.of_assigned", total=len(labels)),
+            mine["label_assigned"] - mine["label_done"],
+            help=t("home.of_assigned", total=mine["label_assigned"]),
         )
     # The user's own progress (or open disagreements) is in the sidebar on every page.
     st.caption(t("home.hint"))

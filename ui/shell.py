@@ -14,6 +14,7 @@ import streamlit as st
 from sqlmodel import Session
 
 from db import progress_queries, users
+from db.data_version import DataVersion, data_version
 from db.engine import get_engine, session_scope
 from db.migrate import upgrade
 from db.models import Role, User
@@ -23,7 +24,8 @@ from ui.text import plain
 
 LANGUAGE_PARAM = "lang"
 LANGUAGE_NAMES = {"zh": "中文", "en": "English"}
-DISAGREEMENT_CACHE_SECONDS = 60
+#: Sidebar figures kept in the process (one entry per user and data version; older versions drop out).
+MY_PROGRESS_CACHE_ENTRIES = 512
 
 
 @st.cache_resource(show_spinner=False)
@@ -238,17 +240,18 @@ def _unresolved_count(user: User) -> int:
         return progress_queries.unresolved_disagreement_count(session, user)
 
 
-@st.cache_data(ttl=DISAGREEMENT_CACHE_SECONDS, show_spinner=False)
-def _my_progress_of(username: str) -> dict:
-    # Reads the whole queue (thousands of responses at full scale): at most once a minute per user,
-    # and at once when a page drops it (`forget_my_progress`).
+@st.cache_data(max_entries=MY_PROGRESS_CACHE_ENTRIES, show_spinner=False)
+def _my_progress_of(username: str, version: DataVersion) -> dict:
+    # Kept per data version: the same figures until anything changes (in any server process), new ones at
+    # once after a save, an assignment or a rubric decision (each moves the version read from the database).
     with db_session(read_only=True) as session:
         user = users.get_user(session, username=username)
         return progress_queries.my_progress(session, user)
 
 
-def _my_progress(user: User) -> dict:
-    return _my_progress_of(user.username)
+def my_progress(user: User) -> dict:
+    """The annotator's queue figures (db.progress_queries.my_progress), read again only after a change."""
+    return _my_progress_of(user.username, data_version(engine()))
 
 
 def forget_my_progress() -> None:
@@ -265,7 +268,7 @@ def progress_text(kind: str, done: int, total: int) -> str:
 def work_summary(user: User) -> None:
     """The user's own figures: queue progress (annotators) or open disagreements (checkers, admins)."""
     if user.role == Role.annotator:
-        mine = _my_progress(user)
+        mine = my_progress(user)
         # The labeling page shows the same figure under the same words (one definition: its queue).
         for kind in ("label", "rubric"):
             if mine[f"{kind}_assigned"]:

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from sqlalchemy import insert, select, update
 
+from db import kept
 from db.errors import Said
 from db.importers import common
 from db.importers.common import (
@@ -190,6 +191,7 @@ def _write_rubrics(run: _Run, cases: list[tuple[dict, int]]) -> set[str]:
             )
 
     versions, audit_rows, renewed = [], [], set()
+    touched: set[int] = set()
     for case, pk in cases:
         current = latest.get(pk)
         before = None
@@ -209,6 +211,7 @@ def _write_rubrics(run: _Run, cases: list[tuple[dict, int]]) -> set[str]:
             }
         )
         renewed.add(case["case_id"])
+        touched.add(pk)
         audit_rows.append(
             {
                 "action": "import",
@@ -225,6 +228,7 @@ def _write_rubrics(run: _Run, cases: list[tuple[dict, int]]) -> set[str]:
     if not versions:
         return renewed
     connection.execute(insert(_RUBRIC_TABLE), versions)
+    kept.touch_cases(run.session, touched)  # their current rubric changed
     wanted = {(v["case_pk"], v["version"]) for v in versions}
     version_id = {}
     for batch in _batches(sorted({v["case_pk"] for v in versions})):

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlmodel import Session, col
 
+from db import kept
 from db.audit import record
 from db.current_rubric import made_on_older_version
 from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
@@ -227,6 +228,8 @@ def _decide_rubric(
             current=_rubric_snapshot(session, rubric),
             key="errors.rubric_changed_since",
         )
+    if status == RubricStatus.approved:
+        kept.touch_cases(session, [rubric.case_pk])  # the case's current rubric changed
     for criterion in criteria.values():
         new_comment = criterion_comments.get(criterion.id)
         if criterion.review_comment != new_comment:

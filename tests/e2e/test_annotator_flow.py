@@ -8,7 +8,7 @@ import re
 import secrets
 
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect
+from playwright.sync_api import expect
 from sqlmodel import select
 
 from db import users
@@ -16,11 +16,11 @@ from db.config import RUBRIC_SIZE
 from db.engine import make_engine, session_scope
 from db.models import Assignment, AssignmentKind, Label, RubricStatus, RubricVersion
 from tests.e2e.conftest import choose_in_picker, login, screenshot, text, wait_for_app_run
+from tests.e2e.grid_helpers import type_into_row
 from tests.support.factories import make_case, make_response
 
 pytestmark = pytest.mark.browser
 
-HEADER_HEIGHT = 36
 ROW_HEIGHT = 34  # the authoring editor's row height (annotate/authoring.py)
 #: Edits queue reruns of the page; give them time to land before checking what it shows.
 WAIT_MS = 30_000
@@ -104,39 +104,6 @@ def _pick(page, label_key: str, pattern: str) -> None:
     wait_for_app_run(page)
 
 
-def _cell(grid_box, x_offset: float, row: int, row_height: int) -> tuple[float, float]:
-    return grid_box["x"] + x_offset, grid_box["y"] + HEADER_HEIGHT + row * row_height + row_height / 2
-
-
-def _row_point(page, grid, x_offset: float, row: int, rows: int, row_height: int) -> tuple[float, float]:
-    """Where row `row` of a grid is on screen; rows below the fold are reached by scrolling the grid to its end."""
-    box = grid.bounding_box()
-    visible = int((box["height"] - HEADER_HEIGHT) // row_height)
-    if row < visible:
-        return _cell(box, x_offset, row, row_height)
-    page.mouse.move(box["x"] + x_offset, box["y"] + box["height"] / 2)
-    page.mouse.wheel(0, rows * row_height)
-    page.wait_for_timeout(300)
-    box = grid.bounding_box()  # the wheel may have scrolled the page too
-    bottom = box["y"] + box["height"] - 2
-    return box["x"] + x_offset, bottom - (rows - row) * row_height + row_height / 2
-
-
-def _type_into_cell(page, value: str, *, at: tuple[float, float]) -> None:
-    """Open a grid cell's editor by double-click, type `value`, commit with Enter."""
-    cell_editor = page.locator("textarea.gdg-input")
-    for _ in range(3):
-        page.mouse.dblclick(*at)
-        try:
-            cell_editor.wait_for(timeout=5_000)
-            break
-        except PlaywrightTimeout:
-            wait_for_app_run(page)  # a rerun was redrawing the grid; try again
-    cell_editor.fill(value)
-    cell_editor.press("Enter")
-    wait_for_app_run(page)
-
-
 def test_author_a_rubric_then_label_a_response(page, context, browser, app_server, world):
     engine = world["engine"]
     # --- rubric authoring, group 1 ----------------------------------------------------------
@@ -151,7 +118,7 @@ def test_author_a_rubric_then_label_a_response(page, context, browser, app_serve
     texts = CRITERIA
     wait_for_app_run(page)
     for row, body in enumerate(texts):
-        _type_into_cell(page, body, at=_row_point(page, grid, 56 + 150, row, len(texts), ROW_HEIGHT))
+        type_into_row(page, grid, body, x_offset=56 + 150, row=row, row_height=ROW_HEIGHT)
     screenshot(page, "annotator-authoring-filled")
     # the lint warns about the vague wording and nothing blocks submission
     from db.rubric_lint import lint_rubric

@@ -45,7 +45,8 @@ def upgrade() -> None:
 
     from db import kept
 
-    kept.rebuild_all(op.get_bind())
+    # The status here; the tally is written by revision 0009, which adds its last column.
+    kept.rebuild_status(op.get_bind())
 
 
 def downgrade() -> None:

@@ -1,0 +1,45 @@
+"""Typing into a cell of an `st.data_editor` grid (glide-data-grid) from the keyboard, whatever its scroll."""
+
+from __future__ import annotations
+
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from tests.e2e.conftest import wait_for_app_run
+
+HEADER_HEIGHT = 36
+
+
+def select_cell(page, grid, *, x_offset: float, row: int, row_height: int) -> None:
+    """Selects row `row` of the column at `x_offset`: the grid is scrolled to its top, the first row
+    clicked, then ↓ pressed `row` times (the grid scrolls the selection into view itself)."""
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    page.mouse.move(box["x"] + x_offset, box["y"] + HEADER_HEIGHT + row_height / 2)
+    page.mouse.wheel(0, -100 * row_height)
+    page.wait_for_timeout(200)
+    box = grid.bounding_box()
+    page.mouse.click(box["x"] + x_offset, box["y"] + HEADER_HEIGHT + row_height / 2)
+    for _ in range(row):
+        page.keyboard.press("ArrowDown")
+
+
+def type_into_row(page, grid, value: str, *, x_offset: float, row: int, row_height: int) -> None:
+    """Opens the cell's editor with Enter, types `value`, commits with Enter and waits for the rerun."""
+    cell_editor = open_row_editor(page, grid, value, x_offset=x_offset, row=row, row_height=row_height)
+    cell_editor.press("Enter")
+    wait_for_app_run(page)
+
+
+def open_row_editor(page, grid, value: str, *, x_offset: float, row: int, row_height: int):
+    """Opens the cell's editor with Enter and types `value`; returns the editor, not yet committed."""
+    cell_editor = page.locator("textarea.gdg-input")
+    for _ in range(3):
+        select_cell(page, grid, x_offset=x_offset, row=row, row_height=row_height)
+        page.keyboard.press("Enter")
+        try:
+            cell_editor.wait_for(timeout=5_000)
+            break
+        except PlaywrightTimeout:
+            wait_for_app_run(page)  # a rerun was redrawing the grid; try again
+    cell_editor.fill(value)
+    return cell_editor
