@@ -114,6 +114,7 @@ def render() -> None:
     st.subheader(t("admin.import.counts"))
     st.dataframe(
         [{t("admin.import.count.what"): k, t("admin.import.count.rows"): v} for k, v in _counts_table().items()],
+        column_config={t("admin.import.count.rows"): st.column_config.NumberColumn(format="localized")},
         hide_index=True,
         width="content",
     )
