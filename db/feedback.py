@@ -35,7 +35,7 @@ from sqlmodel import Session, col, select
 from db import gold as gold_rule, policies
 from db.assignments import current_label_counts, current_rubric_sizes
 from db.audit import record
-from db.current_rubric import BATCH, counts_on_current_rubric, current_version_ids
+from db.current_rubric import BATCH, current_version_ids
 from db.errors import NotFound, PermissionDenied, ValidationFailed
 from db.models import (
     Assignment,
@@ -251,20 +251,6 @@ def _chunks(values: list[int]):
         yield values[start : start + BATCH]
 
 
-def _open_round_responses(session: Session, user: User) -> dict[int, datetime]:
-    """response_id → its round, for the user's group's label assignments in open rounds."""
-    rows = session.exec(
-        select(Assignment.response_id, Assignment.created_at)
-        .join(FeedbackRound, col(FeedbackRound.round_at) == col(Assignment.created_at))
-        .where(
-            FeedbackRound.is_open == True,  # noqa: E712
-            Assignment.kind == AssignmentKind.label,
-            Assignment.group_no == user.group_no,
-        )
-    ).all()
-    return {int(response_id): round_at for response_id, round_at in rows if response_id is not None}
-
-
 def open_round_count(session: Session, user: User) -> int:
     """Open rounds in which the annotator's group has label assignments (0: nothing to show yet)."""
     _require_annotator(user)
@@ -281,62 +267,88 @@ def open_round_count(session: Session, user: User) -> int:
     )
 
 
-def my_feedback(session: Session, user: User) -> AnnotatorFeedback:
-    """The annotator's own labels in open rounds compared with gold; the decisions where they differ."""
-    _require_annotator(user)
-    rounds_of = _open_round_responses(session, user)
-    open_rounds = len(set(rounds_of.values()))
-    # The annotator's own annotation labels on those responses (columns only: thousands of rows at full scale).
-    own: list[Any] = []
-    for chunk in _chunks(sorted(rounds_of)):
-        own += session.execute(
-            sa_select(Label.response_id, Label.criterion_id, Label.met, Label.rubric_version_id).where(
-                col(Label.response_id).in_(chunk),
-                Label.user_id == user.id,
-                Label.stage == Stage.annotation,
-                Label.group_no == user.group_no,
-            )
-        ).all()
-    labeled = sorted({row[0] for row in own})
-    responses = {}
-    for chunk in _chunks(labeled):
-        responses.update(
-            {
-                row[0]: row
-                for row in session.execute(
-                    sa_select(Response.id, Response.case_pk, Response.code).where(col(Response.id).in_(chunk))
-                ).all()
-            }
+def _open_round_response_ids(user: User):
+    """SQL: the responses of the user's group's label assignments in open rounds."""
+    return (
+        sa_select(Assignment.response_id)
+        .join(FeedbackRound, col(FeedbackRound.round_at) == col(Assignment.created_at))
+        .where(
+            FeedbackRound.is_open == True,  # noqa: E712
+            Assignment.kind == AssignmentKind.label,
+            Assignment.group_no == user.group_no,
         )
-    versions = current_version_ids(session, {row[1] for row in responses.values()})
-    current = {rid: versions[row[1]] for rid, row in responses.items() if row[1] in versions}
-    mine = {
-        (response_id, criterion_id): bool(met)
-        for response_id, criterion_id, met, version_id in own
-        if response_id in current and counts_on_current_rubric(version_id, current[response_id])
-    }
-    if not mine:
-        return AnnotatorFeedback(open_rounds, 0, 0, 0, [])
+    )
 
-    # Every label on the responses the annotator labeled, for gold (db.gold) and the adjudicators' notes.
+
+def my_feedback(session: Session, user: User) -> AnnotatorFeedback:
+    """The annotator's own labels in open rounds compared with gold; the decisions where they differ.
+
+    Gold can differ from the annotator's label only where some other label on the decision differs
+    from it (their checker's, the other group's, an adjudication); everywhere else gold exists and
+    equals their label. So the labels are read, and gold (db.gold) computed, for those decisions
+    only: a few percent of the annotator's labels, found by index lookups in the database.
+    """
+    open_rounds = open_round_count(session, user)  # checks the role
+    if not open_rounds:
+        return AnnotatorFeedback(0, 0, 0, 0, [])
+    versions = current_version_ids(session)  # case_pk → its current rubric version
+    current_ids = set(versions.values())
+    mine = Label.__table__.alias("mine")
+    own = (
+        (mine.c.user_id == user.id)
+        & (mine.c.stage == Stage.annotation.value)
+        & (mine.c.group_no == user.group_no)
+        & mine.c.response_id.in_(_open_round_response_ids(user))
+    )
+    # A rubric version belongs to one case, so "counts on the current rubric" is "no version, or a current one".
+    n_mine = sum(
+        int(n)
+        for version, n in session.execute(
+            sa_select(mine.c.rubric_version_id, func.count()).where(own).group_by(mine.c.rubric_version_id)
+        ).all()
+        if version is None or version in current_ids
+    )
+    if not n_mine:
+        return AnnotatorFeedback(open_rounds, 0, 0, 0, [])
+    other, label = Label.__table__.alias("other"), Label.__table__.alias("decision_label")
+    differs = (
+        sa_select(other.c.id)
+        .where(
+            other.c.response_id == mine.c.response_id,
+            other.c.criterion_id == mine.c.criterion_id,
+            other.c.met != mine.c.met,
+        )
+        .exists()
+    )
+    rows = session.execute(
+        sa_select(
+            mine.c.met,
+            mine.c.rubric_version_id,
+            label.c.response_id,
+            label.c.criterion_id,
+            label.c.stage,
+            label.c.group_no,
+            label.c.met,
+            label.c.rubric_version_id,
+            label.c.note,
+        )
+        .select_from(mine)
+        .join(label, (label.c.response_id == mine.c.response_id) & (label.c.criterion_id == mine.c.criterion_id))
+        .where(own, differs)
+    ).all()
+
+    def counts(version: int | None) -> bool:
+        return version is None or version in current_ids
+
+    candidates: dict[tuple[int, str], bool] = {}
     counted, rationale = [], {}
-    for chunk in _chunks(sorted({key[0] for key in mine})):
-        for response_id, criterion_id, stage, group_no, met, version_id, note in session.execute(
-            sa_select(
-                Label.response_id,
-                Label.criterion_id,
-                Label.stage,
-                Label.group_no,
-                Label.met,
-                Label.rubric_version_id,
-                Label.note,
-            ).where(col(Label.response_id).in_(chunk))
-        ).all():
-            if not counts_on_current_rubric(version_id, current[response_id]):
-                continue
-            counted.append((response_id, criterion_id, stage, group_no, met))
-            if stage == Stage.adjudication:
-                rationale[(response_id, criterion_id)] = note
+    for my_met, my_version, response_id, criterion_id, stage, group_no, met, version, note in rows:
+        if not counts(my_version) or not counts(version):
+            continue
+        candidates[(int(response_id), str(criterion_id))] = bool(my_met)
+        counted.append((response_id, criterion_id, stage, group_no, met))
+        if stage == Stage.adjudication:
+            rationale[(response_id, criterion_id)] = note
     gold_frame = gold_rule.gold_labels(pd.DataFrame(counted, columns=gold_rule.LABEL_COLUMNS))
     gold = {
         (int(response_id), str(criterion_id)): (bool(met), str(source))
@@ -347,22 +359,49 @@ def my_feedback(session: Session, user: User) -> AnnotatorFeedback:
             gold_frame["source"].tolist(),
         )
     }
-    compared = sum(key in gold for key in mine)
-    differing_keys = [key for key, met in mine.items() if key in gold and gold[key][0] != met]
+    awaiting = sum(key not in gold for key in candidates)
+    differing_keys = sorted(key for key, met in candidates.items() if key in gold and gold[key][0] != met)
+    responses: dict[int, Any] = {}
+    for chunk in _chunks(sorted({rid for rid, _ in differing_keys})):
+        responses.update(
+            {
+                row[0]: row
+                for row in session.execute(
+                    sa_select(Response.id, Response.case_pk, Response.code, Response.text).where(
+                        col(Response.id).in_(chunk)
+                    )
+                ).all()
+            }
+        )
 
-    criteria: dict[tuple[int, str], Criterion] = {}
-    needed_versions = sorted({current[rid] for rid, _ in differing_keys})
-    for chunk in _chunks(needed_versions):
-        for criterion in session.exec(select(Criterion).where(col(Criterion.rubric_version_id).in_(chunk))).all():
-            criteria[(criterion.rubric_version_id, criterion.criterion_id)] = criterion
+    current = {rid: versions[row[1]] for rid, row in responses.items()}
+    criteria: dict[tuple[int, str], tuple[int, str]] = {}  # (version, criterion_id) → (position, text)
+    for chunk in _chunks(sorted(set(current.values()))):
+        for version_id, criterion_id, position, text in session.execute(
+            sa_select(Criterion.rubric_version_id, Criterion.criterion_id, Criterion.position, Criterion.text).where(
+                col(Criterion.rubric_version_id).in_(chunk)
+            )
+        ).all():
+            criteria[(version_id, criterion_id)] = (position, text)
+    rounds_of: dict[int, datetime] = {}
+    for chunk in _chunks(sorted(responses)):
+        rounds_of.update(
+            session.execute(
+                sa_select(Assignment.response_id, Assignment.created_at)
+                .join(FeedbackRound, col(FeedbackRound.round_at) == col(Assignment.created_at))
+                .where(
+                    FeedbackRound.is_open == True,  # noqa: E712
+                    Assignment.kind == AssignmentKind.label,
+                    Assignment.group_no == user.group_no,
+                    col(Assignment.response_id).in_(chunk),
+                )
+            )
+            .tuples()
+            .all()
+        )
     cases: dict[int, Case] = {}
-    texts: dict[int, str] = {}
     for chunk in _chunks(sorted({responses[rid][1] for rid, _ in differing_keys})):
         cases.update({int(case.id or 0): case for case in session.exec(select(Case).where(col(Case.id).in_(chunk)))})
-    for chunk in _chunks(sorted({rid for rid, _ in differing_keys})):
-        texts.update(
-            session.execute(sa_select(Response.id, Response.text).where(col(Response.id).in_(chunk))).tuples().all()
-        )
 
     by_response: dict[int, list[FeedbackDecision]] = defaultdict(list)
     for response_id, criterion_id in differing_keys:
@@ -370,10 +409,10 @@ def my_feedback(session: Session, user: User) -> AnnotatorFeedback:
         gold_met, source = gold[(response_id, criterion_id)]
         by_response[response_id].append(
             FeedbackDecision(
-                position=found.position if found else 0,
+                position=found[0] if found else 0,
                 criterion_id=criterion_id,
-                criterion_text=found.text if found else "",
-                my_met=mine[(response_id, criterion_id)],
+                criterion_text=found[1] if found else "",
+                my_met=candidates[(response_id, criterion_id)],
                 gold_met=gold_met,
                 gold_source=source,
                 rationale=rationale.get((response_id, criterion_id)) if source == gold_rule.ADJUDICATED else None,
@@ -382,7 +421,7 @@ def my_feedback(session: Session, user: User) -> AnnotatorFeedback:
     shown = [
         FeedbackResponse(
             code=responses[rid][2],
-            text=texts[rid],
+            text=responses[rid][3],
             case=case_view(cases[responses[rid][1]]),
             round_at=rounds_of[rid],
             decisions=sorted(decisions, key=lambda d: (d.position, d.criterion_id)),
@@ -392,8 +431,8 @@ def my_feedback(session: Session, user: User) -> AnnotatorFeedback:
     shown.sort(key=lambda r: (r.case.case_id, r.code))
     return AnnotatorFeedback(
         open_rounds=open_rounds,
-        compared=compared,
+        compared=n_mine - awaiting,
         differing=len(differing_keys),
-        awaiting_gold=len(mine) - compared,
+        awaiting_gold=awaiting,
         responses=shown,
     )

@@ -4,7 +4,8 @@ Each disputed criterion shows the two groups' final labels as A and B (in an ord
 tell the groups apart, decided in db/review). `1`/`0` decides a cell, `E` writes its own rationale,
 `R` the rationale for every cell that has none of its own, and Ctrl+Enter saves: the decisions are
 gold. Every rule (who may adjudicate, a rationale is required, someone else decided since) is
-db/review's; a refusal is shown on the workbench and nothing is saved.
+db/review's; a refusal is shown on the workbench and nothing is saved. Decisions and rationales are
+kept as a server-side draft (db/review/drafts.py) until saved: a refresh loses nothing.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import streamlit as st
 from db import review, users
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
+from db.review import drafts
 from ui import shell, workbench as wb
-from ui.checker import met_text
+from ui.checker import draft_note, met_text
 from ui.shell import t
-from ui.widgets import error_text, show_error
+from ui.widgets import error_text, plain, show_error
 
 PICK_KEY = "review_adj_pick"
 LOADED_KEY = "review_adj_loaded"
@@ -32,7 +34,8 @@ def _queue(username: str) -> list[review.AdjudicationQueueItem]:
 
 
 def _message(kind: str, text: str) -> None:
-    st.session_state[MESSAGE_KEY] = {"id": wb.new_token(), "kind": kind, "text": text}
+    # "fresh": set by this run's action; a restored-draft note does not cover it.
+    st.session_state[MESSAGE_KEY] = {"id": wb.new_token(), "kind": kind, "text": text, "fresh": True}
 
 
 def _loaded(user, response_id: int) -> dict:
@@ -42,15 +45,30 @@ def _loaded(user, response_id: int) -> dict:
         return loaded
     with shell.db_session(read_only=True) as session:
         view = review.adjudication_view(session, user, response_id)
+        draft = drafts.adjudication_draft(session, user, view)
+    unsaved = draft is not None and draft.differs_from(*_saved_states(view))
     loaded = {
         "response_id": response_id,
         "token": wb.new_token(),
         "view": view,
+        "items": _items(view, draft),
+        "shared_note": draft.shared_note if draft is not None else "",
+        "unsaved": unsaved,
         # the revision of each decision as first seen: a save over someone else's newer one is refused
         "seen": {cell.criterion_id: cell.decision.lock_version if cell.decision else None for cell in view.cells},
     }
     st.session_state[LOADED_KEY] = loaded
+    note = draft_note(draft, unsaved)
+    if note and not (st.session_state.get(MESSAGE_KEY) or {}).get("fresh"):
+        _message("info", note)
     return loaded
+
+
+def _saved_states(view: review.AdjudicationView) -> tuple[dict[str, bool | None], dict[str, str]]:
+    """What the workbench shows without a draft: each cell's saved decision and rationale, if any."""
+    states = {cell.criterion_id: cell.decision.met if cell.decision else None for cell in view.cells}
+    notes = {cell.criterion_id: (cell.decision.note or "") if cell.decision else "" for cell in view.cells}
+    return states, notes
 
 
 def _changes(loaded: dict, sent: dict) -> list[review.AdjudicationInput]:
@@ -73,6 +91,27 @@ def _changes(loaded: dict, sent: dict) -> list[review.AdjudicationInput]:
     return changes
 
 
+def _keep_draft() -> None:
+    user = shell.current_user()
+    loaded = st.session_state.get(LOADED_KEY)
+    sent = wb.value(wb.session_key("adjudication"), "work")
+    if user is None or loaded is None or not sent or sent.get("token") != loaded["token"]:
+        return
+    try:
+        with shell.db_session() as session:
+            drafts.keep_adjudication_draft(
+                session,
+                user,
+                loaded["response_id"],
+                decisions=sent.get("decisions") or {},
+                notes=sent.get("notes") or {},
+                shared_note=str(sent.get("shared_note") or ""),
+                seen=loaded["seen"],
+            )
+    except ClinConsensusError as error:
+        _message("error", t("workbench.draft_failed", reason=plain(error)))
+
+
 def _save() -> None:
     user = shell.current_user()
     loaded = st.session_state.get(LOADED_KEY)
@@ -92,6 +131,7 @@ def _save() -> None:
     try:
         with shell.db_session() as session:
             saved = review.adjudicate_many(session, user, response_id=loaded["response_id"], decisions=changes)
+            drafts.discard_adjudication_draft(session, user, loaded["response_id"])
     except StaleEdit as stale:
         current = stale.current
         if isinstance(current, review.LabelView):
@@ -132,7 +172,7 @@ def _texts() -> dict[str, str]:
     return texts
 
 
-def _items(view: review.AdjudicationView) -> list[wb.Item]:
+def _items(view: review.AdjudicationView, draft: drafts.CheckerDraft | None = None) -> list[wb.Item]:
     items = []
     for cell in view.cells:
         lines = [
@@ -147,14 +187,13 @@ def _items(view: review.AdjudicationView) -> list[wb.Item]:
                     "note": "",
                 }
             )
+        state = cell.decision.met if cell.decision else None
+        note = (cell.decision.note or "") if cell.decision else ""
+        if draft is not None and cell.criterion_id in draft.decisions:
+            state, note = draft.decisions[cell.criterion_id], draft.notes.get(cell.criterion_id, "")
         items.append(
             wb.Item(
-                key=cell.criterion_id,
-                title=str(cell.position),
-                text=cell.text,
-                state=cell.decision.met if cell.decision else None,
-                note=(cell.decision.note or "") if cell.decision else "",
-                lines=lines,
+                key=cell.criterion_id, title=str(cell.position), text=cell.text, state=state, note=note, lines=lines
             )
         )
     return items
@@ -180,10 +219,16 @@ def _workbench(user, response_id: int) -> None:
         text_title=t("workbench.response", code=view.code),
         text=view.response_text,
         items_title=t("review.adjudication.cells", n=view.n_open),
-        items=_items(view),
+        items=loaded["items"],
+        unsaved=loaded["unsaved"],
+        shared_note=loaded["shared_note"],
         message=st.session_state.get(MESSAGE_KEY),
+        on_work=_keep_draft,
         on_save=_save,
     )
+    message = st.session_state.get(MESSAGE_KEY)
+    if message:
+        message["fresh"] = False
 
 
 def render() -> None:

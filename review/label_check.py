@@ -1,4 +1,8 @@
-"""Label check within the checker's group: confirm or correct an annotator's labels, with a note."""
+"""Label check within the checker's group: confirm or correct an annotator's labels, with a note.
+
+Every decision and note is kept as a server-side draft (db/review/drafts.py) until Ctrl+Enter saves
+it, so a refresh loses nothing and a reopened response shows its draft, marked unsaved.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,9 @@ import streamlit as st
 from db import review
 from db.errors import ClinConsensusError, StaleEdit
 from db.models import Role
+from db.review import drafts
 from ui import shell, workbench as wb
-from ui.checker import met_text
+from ui.checker import draft_note, met_text
 from ui.shell import t
 from ui.widgets import error_text, plain, progress_bar, show_error
 
@@ -76,7 +81,8 @@ def _pick(queue: list[review.CheckQueueItem]) -> int:
 
 
 def _message(kind: str, text: str) -> None:
-    st.session_state[MESSAGE_KEY] = {"id": wb.new_token(), "kind": kind, "text": text}
+    # "fresh": set by this run's action; a restored-draft note does not cover it.
+    st.session_state[MESSAGE_KEY] = {"id": wb.new_token(), "kind": kind, "text": text, "fresh": True}
 
 
 def _loaded(user, response_id: int) -> dict:
@@ -86,14 +92,22 @@ def _loaded(user, response_id: int) -> dict:
         return loaded
     with shell.db_session(read_only=True) as session:
         view = review.check_view(session, user, response_id)
+        draft = drafts.check_draft(session, user, view)
+    items = _items(view, draft)
+    unsaved = draft is not None and draft.differs_from(*_saved_states(view))
     loaded = {
         "response_id": response_id,
         "token": wb.new_token(),
         "view": view,
+        "items": items,
+        "unsaved": unsaved,
         # The revision the checker first saw: a save by someone else since then is refused, not overwritten.
         "seen": {row.criterion_id: row.check.lock_version if row.check is not None else None for row in view.rows},
     }
     st.session_state[LOADED_KEY] = loaded
+    note = draft_note(draft, unsaved)
+    if note and not (st.session_state.get(MESSAGE_KEY) or {}).get("fresh"):
+        _message("info", note)
     return loaded
 
 
@@ -109,6 +123,27 @@ def _stale_text(stale: StaleEdit) -> str:
             "review.check.stale", criterion=current.criterion_id, name=current.user or "—", value=met_text(current.met)
         )
     return t("review.stale_generic")
+
+
+def _keep_draft() -> None:
+    user = shell.current_user()
+    loaded = st.session_state.get(LOADED_KEY)
+    sent = wb.value(wb.session_key("check"), "work")
+    if user is None or loaded is None or not sent or sent.get("token") != loaded["token"]:
+        return
+    checkable = {row.criterion_id for row in _checkable(loaded["view"])}
+    try:
+        with shell.db_session() as session:
+            drafts.keep_check_draft(
+                session,
+                user,
+                loaded["response_id"],
+                decisions={cid: v for cid, v in (sent.get("decisions") or {}).items() if cid in checkable},
+                notes={cid: v for cid, v in (sent.get("notes") or {}).items() if cid in checkable},
+                seen={cid: v for cid, v in loaded["seen"].items() if cid in checkable},
+            )
+    except ClinConsensusError as error:
+        _message("error", t("workbench.draft_failed", reason=plain(error)))
 
 
 def _save() -> None:
@@ -133,6 +168,7 @@ def _save() -> None:
     try:
         with shell.db_session() as session:
             written = review.save_checks(session, user, response_id=view.response_id, decisions=decisions)
+            drafts.discard_check_draft(session, user, view.response_id)
     except StaleEdit as stale:
         _message("error", _stale_text(stale))
         st.session_state.pop(LOADED_KEY, None)  # the newer value is shown; the next save starts from it
@@ -158,7 +194,18 @@ def _texts() -> dict[str, str]:
     return texts
 
 
-def _items(view: review.CheckView) -> list[wb.Item]:
+def _saved_states(view: review.CheckView) -> tuple[dict[str, bool | None], dict[str, str]]:
+    """What the workbench shows without a draft: the check where there is one, else the annotation."""
+    states: dict[str, bool | None] = {}
+    notes: dict[str, str] = {}
+    for row in _checkable(view):
+        assert row.annotation is not None  # _checkable keeps annotated rows only
+        states[row.criterion_id] = row.check.met if row.check is not None else row.annotation.met
+        notes[row.criterion_id] = (row.check.note or "") if row.check is not None else ""
+    return states, notes
+
+
+def _items(view: review.CheckView, draft: drafts.CheckerDraft | None = None) -> list[wb.Item]:
     items = []
     for row in _checkable(view):
         annotation = row.annotation
@@ -181,6 +228,9 @@ def _items(view: review.CheckView) -> list[wb.Item]:
         # The checker confirms by default what is there (their check, else the annotation); 1/0 corrects.
         current = row.check.met if row.check is not None else annotation.met
         note = (row.check.note or "") if row.check is not None else ""
+        if draft is not None and row.criterion_id in draft.decisions:
+            current = draft.decisions[row.criterion_id]
+            note = draft.notes.get(row.criterion_id, "")
         items.append(wb.Item(row.criterion_id, str(row.position), row.text, current, note, lines))
     return items
 
@@ -195,7 +245,7 @@ def _workbench(user, response_id: int) -> None:
         show_error(error)
         return
     view: review.CheckView = loaded["view"]
-    items = _items(view)
+    items = loaded["items"]
     wb.workbench(
         key=wb.session_key("check"),
         token=loaded["token"],
@@ -207,9 +257,14 @@ def _workbench(user, response_id: int) -> None:
         text=view.response_text,
         items_title=t("workbench.check.items", n=len(items), group=view.group_no),
         items=items,
+        unsaved=loaded["unsaved"],
         message=st.session_state.get(MESSAGE_KEY),
+        on_work=_keep_draft,
         on_save=_save,
     )
+    message = st.session_state.get(MESSAGE_KEY)
+    if message:
+        message["fresh"] = False
 
 
 def render() -> None:

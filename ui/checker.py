@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui.shell import t
+from ui.times import local_time
 from ui.widgets import show_text
 
 
@@ -15,6 +16,18 @@ def met_text(met: bool) -> str:
 def met_names() -> dict[bool, str]:
     """Met / not met in the user's language, as a plain lookup: widgets call format_func after the run too."""
     return {True: met_text(True), False: met_text(False)}
+
+
+def draft_note(draft, unsaved: bool) -> str | None:
+    """The line a reopened response shows about its restored draft (db/review/drafts.py), or None."""
+    if draft is None:
+        return None
+    parts = []
+    if unsaved:
+        parts.append(t("workbench.draft_restored", when=local_time(draft.at)))
+    if draft.dropped:
+        parts.append(t("workbench.draft_dropped", n=draft.dropped))
+    return " ".join(parts) or None
 
 
 def page_start(title_key: str, flash_key: str) -> None:
