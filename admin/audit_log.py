@@ -15,7 +15,7 @@ from i18n import catalog
 from ui import shell
 from ui.shell import t
 from ui.times import local_time, reader_zone
-from ui.widgets import plain
+from ui.widgets import plain, said
 
 
 def _named(kind: str, code: str) -> str:
@@ -108,4 +108,4 @@ def render() -> None:
         if report.ok:
             st.success(t("review.audit_log.verified", n=f"{report.entries:,}"))
         else:
-            st.error(t("review.audit_log.broken", id=report.first_bad_id, reason=report.reason))
+            st.error(t("review.audit_log.broken", id=report.first_bad_id, reason=said(report.reason)))

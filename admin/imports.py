@@ -43,6 +43,11 @@ def run_import(
     return True, summary.lines()
 
 
+#: Streamlit's drop zone states the limit in its own words and units (512 MB reads "1GB per file"); the
+#: page states ours, from the catalog, beside the uploader instead.
+_HIDE_STREAMLIT_LIMIT = "<style>[data-testid='stFileUploaderDropzoneInstructions'] { display: none; }</style>"
+
+
 def render() -> None:
     user = shell.require_user(Role.admin)
     t = shell.translator()
@@ -72,6 +77,7 @@ def render() -> None:
             help=t("language.upload_limit", mb=MAX_UPLOAD_MB),
         )
         st.caption(t("language.upload_limit", mb=MAX_UPLOAD_MB))
+        st.html(_HIDE_STREAMLIT_LIMIT)
         submitted = st.form_submit_button(t("admin.import.submit"), type="primary", icon=":material/upload:")
 
     if submitted:

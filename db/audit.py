@@ -21,6 +21,7 @@ from sqlalchemy import func, text
 from sqlmodel import Session, select
 
 from db.config import DEFAULT_DATA_DIR, get_settings
+from db.errors import Said
 from db.models import AuditLog, utcnow
 
 GENESIS_HASH = "0" * 64
@@ -223,7 +224,12 @@ def verify_chain(session: Session, *, batch: int = 10_000) -> ChainReport:
         for row in rows:
             count += 1
             if row.prev_hash != prev:
-                return ChainReport(False, count, row.id, "prev_hash does not match the entry before it")
+                return ChainReport(
+                    False,
+                    count,
+                    row.id,
+                    Said("prev_hash does not match the entry before it", "language.audit_broken_link"),
+                )
             expected = entry_hash(
                 prev_hash=row.prev_hash,
                 at=row.at,
@@ -236,7 +242,9 @@ def verify_chain(session: Session, *, batch: int = 10_000) -> ChainReport:
                 key=key,
             )
             if expected != row.hash:
-                return ChainReport(False, count, row.id, "content does not match its hash")
+                return ChainReport(
+                    False, count, row.id, Said("content does not match its hash", "language.audit_broken_content")
+                )
             prev = row.hash
             last_id = row.id if row.id is not None else last_id
 

@@ -191,6 +191,32 @@ def local_time(moment) -> str:
     return reader_time(moment)[-5:]
 
 
+def _picked_value(value) -> bool:
+    """A value a picker, text or number field holds (never a button's, an upload's or an editor's)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, str | int | float):
+        return True
+    return isinstance(value, list | tuple) and all(
+        isinstance(item, str | int | float) and not isinstance(item, bool) for item in value
+    )
+
+
+def _redraw_pickers() -> None:
+    """After a language switch, give every keyed picker its value again.
+
+    The browser keeps the label a select box, radio or multiselect last showed ("待仲裁 3 条") even when
+    the options come back in the new language; a value set through session state makes Streamlit send
+    the widget its value with the new label. Buttons, uploads and editors (whose state cannot be set)
+    hold other kinds of values and are left alone."""
+    for key in list(st.session_state.keys()):
+        if not isinstance(key, str) or key.startswith(("$$", "_")) or key in ("lang", "lang_choice"):
+            continue
+        value = st.session_state[key]
+        if _picked_value(value):
+            st.session_state[key] = value
+
+
 def language_switch() -> None:
     choice = st.sidebar.radio(
         t("lang.label"),
@@ -203,6 +229,7 @@ def language_switch() -> None:
     if choice != lang():
         st.session_state["lang"] = choice
         _keep_language_in_url()
+        _redraw_pickers()
         st.rerun()
     _keep_language_in_url()
 

@@ -105,7 +105,14 @@ export default function (component) {
         focusItem(s.focus, false);
       }
     }, 400);
+  } else if (s.words !== JSON.stringify(T)) {
+    // The same item in the other language (the reader switched): the words change, decisions and notes stay.
+    s.items = data.items || s.items;
+    renderStatic();
+    renderItems();
+    setTimeout(() => focusItem(s.focus, false), 0);
   }
+  s.words = JSON.stringify(T);
   if (data.message && data.message.id !== s.messageToken) {
     s.messageToken = data.message.id;
     const box = q(".wb-message");

@@ -59,7 +59,7 @@ def _key(kind: str, response_id: int) -> str:
 def _require_may_check(session: Session, user: User, response_id: int) -> None:
     _require_checker(user)
     if user.group_no not in (1, 2):
-        raise PermissionDenied("checkers act within their expert group")
+        raise PermissionDenied("checkers act within their expert group", key="errors.checker_group")
     response, _ = _response_and_case(session, response_id)
     annotated = session.exec(
         select(Label.id)
@@ -67,7 +67,11 @@ def _require_may_check(session: Session, user: User, response_id: int) -> None:
         .limit(1)
     ).first()
     if annotated is None:
-        raise NotFound(f"your group has no labels on response {response.code}")
+        raise NotFound(
+            f"your group has no labels on response {response.code}",
+            key="errors.group_no_labels",
+            params={"response": response.code},
+        )
     independence.require_group_labels_open(session, user, response_id)
 
 
@@ -75,7 +79,7 @@ def _require_may_adjudicate(session: Session, user: User, response_id: int) -> N
     independence.require_may_adjudicate(session, user, response_id)
     _response_and_case(session, response_id)
     if not independence.opened_by(session, user.id, [response_id]):
-        raise PermissionDenied("open the adjudication of this response first")
+        raise PermissionDenied("open the adjudication of this response first", key="errors.adjudication_not_open")
 
 
 def _criterion_ids(session: Session, response_id: int) -> set[str]:
@@ -91,14 +95,22 @@ def _cleaned(
     seen: Mapping[str, int | None],
 ) -> tuple[dict, dict, dict]:
     if not isinstance(decisions, Mapping) or not isinstance(notes or {}, Mapping) or not isinstance(seen, Mapping):
-        raise ValidationFailed("draft: decisions, notes and revisions are maps by criterion id")
+        raise ValidationFailed(
+            "draft: decisions, notes and revisions are maps by criterion id", key="errors.draft_shape"
+        )
     unknown = sorted((set(decisions) | set(notes or {}) | set(seen)) - known)
     if unknown:
-        raise ValidationFailed(f"draft: unknown criteria {unknown[:5]}")
+        raise ValidationFailed(
+            f"draft: unknown criteria {unknown[:5]}",
+            key="errors.labels_unknown_criteria",
+            params={"criteria": ", ".join(map(str, unknown[:5]))},
+        )
     cleaned: dict[str, bool | None] = {}
     for cid, value in decisions.items():
         if value is not None and not isinstance(value, bool):
-            raise ValidationFailed(f"decision of {cid}: met, not met or undecided")
+            raise ValidationFailed(
+                f"decision of {cid}: met, not met or undecided", key="errors.label_value", params={"criterion": cid}
+            )
         cleaned[cid] = value
     cleaned_notes = {}
     for cid, given in (notes or {}).items():
@@ -108,7 +120,9 @@ def _cleaned(
     revisions: dict[str, int | None] = {}
     for cid, version in seen.items():
         if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
-            raise ValidationFailed(f"revision of {cid}: a whole number or none")
+            raise ValidationFailed(
+                f"revision of {cid}: a whole number or none", key="errors.draft_revision", params={"criterion": cid}
+            )
         revisions[cid] = version
     return cleaned, cleaned_notes, revisions
 
