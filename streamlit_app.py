@@ -33,5 +33,6 @@ if user is None:
     navigation = st.navigation([st.Page(shell.login_page, title=shell.t("login.title"), url_path="login")])
 else:
     shell.sidebar(user)
-    navigation = st.navigation(pages_for(user))
+    # Every page in view: an admin has more than the ten a collapsed menu shows.
+    navigation = st.navigation(pages_for(user), expanded=True)
 navigation.run()

@@ -176,3 +176,25 @@ def test_closing_hides_the_feedback_again_and_is_logged(engine):
         )
         view = feedback.my_feedback(s, s.get(User, ids["ann1"]))
     assert (view.open_rounds, view.responses) == (0, [])
+
+
+def test_labels_on_an_older_rubric_version_do_not_count(engine):
+    """After the round opened, CC-0001 got a new approved rubric: ann1's labels, made on version 1, no longer count."""
+    from db.models import Case, Label, RubricVersion
+    from tests.support.factories import make_rubric
+
+    ids = world(engine)
+    open_first(engine, ids)
+    with session_scope(engine) as s:
+        case = s.exec(select(Case).where(Case.case_id == "CC-0001")).one()
+        first = s.exec(select(RubricVersion).where(RubricVersion.case_pk == case.id)).one()
+        for label in s.exec(select(Label).where(Label.user_id == ids["ann1"])).all():
+            label.rubric_version_id = first.id
+            s.add(label)
+        make_rubric(s, case, n=3, version=2)
+    with session_scope(engine, read_only=True) as s:
+        ann1 = feedback.my_feedback(s, s.get(User, ids["ann1"]))
+        ann2 = feedback.my_feedback(s, s.get(User, ids["ann2"]))
+    assert (ann1.open_rounds, ann1.compared, ann1.differing, ann1.awaiting_gold, ann1.responses) == (1, 0, 0, 0, [])
+    # Without ann1's labels gold is c01 not met (adjudicated), c02 met (check and group 2), c03 met (group 2 only).
+    assert (ann2.compared, ann2.differing, ann2.awaiting_gold) == (3, 0, 0)
