@@ -22,7 +22,7 @@ PICK_KEY = "review_check_pick"
 PICKER_BEFORE, PICKER_AFTER = 20, 300
 
 
-def _choose_queue(user) -> list[review.CheckQueueItem] | None:
+def _choose_queue(user) -> review.CheckQueueWindow | None:
     with shell.db_session(read_only=True) as session:
         annotators = review.check_annotators(session, user)
         judges = review.judge_names(session)
@@ -50,7 +50,16 @@ def _choose_queue(user) -> list[review.CheckQueueItem] | None:
     if not judges:
         st.caption(t("review.check.no_judges"))
     with shell.db_session(read_only=True) as session:
-        return review.check_queue(session, user, annotator_id=annotator_id, mode=mode, **options)
+        return review.check_queue_window(
+            session,
+            user,
+            annotator_id=annotator_id,
+            mode=mode,
+            around=st.session_state.get(PICK_KEY),
+            before=PICKER_BEFORE,
+            after=PICKER_AFTER,
+            **options,
+        )
 
 
 def _queue_label(item: review.CheckQueueItem) -> str:
@@ -65,18 +74,17 @@ MESSAGE_KEY = "review_check_message"
 RERUN_KEY = "review_check_rerun_app"
 
 
-def _pick(queue: list[review.CheckQueueItem]) -> int:
+def _pick(window: review.CheckQueueWindow) -> int:
     """The picker shows a window of the queue around the chosen response: an annotator's queue holds
-    thousands of responses, and sending them all on every run cost more than the rest of the page."""
-    by_id = {item.response_id: item for item in queue}
+    thousands of responses, and reading and sending them all on every run cost more than the rest of the page."""
+    by_id = {item.response_id: item for item in window.items}
     if st.session_state.get(PICK_KEY) not in by_id:
-        st.session_state[PICK_KEY] = queue[0].response_id
-    ids = list(by_id)
-    position = ids.index(st.session_state[PICK_KEY])
-    window = ids[max(0, position - PICKER_BEFORE) : position + PICKER_AFTER]
-    labels = {rid: _queue_label(by_id[rid]) for rid in window}  # in this run's language
+        st.session_state[PICK_KEY] = window.items[
+            min(window.position - window.offset, len(window.items) - 1)
+        ].response_id
+    labels = {rid: _queue_label(item) for rid, item in by_id.items()}  # in this run's language
     return st.selectbox(
-        t("review.check.pick"), window, key=PICK_KEY, format_func=labels.get, label_visibility="collapsed"
+        t("review.check.pick"), list(by_id), key=PICK_KEY, format_func=labels.get, label_visibility="collapsed"
     )
 
 
@@ -270,16 +278,15 @@ def _workbench(user, response_id: int) -> None:
 def render() -> None:
     user = shell.require_user(Role.checker)
     wb.compact_page()
-    queue = _choose_queue(user)
-    if queue is None:
+    window = _choose_queue(user)
+    if window is None:
         return
-    if not queue:
+    if not window.items:
         st.info(t("review.check.empty"))
         return
-    checked = sum(1 for item in queue if item.n_checked >= item.n_labels)
     pick, progress = st.columns([6, 3], vertical_alignment="center")
     with pick:
-        response_id = _pick(queue)
+        response_id = _pick(window)
     with progress:
-        progress_bar(checked, len(queue), label_key="review.check.progress")
+        progress_bar(window.checked, window.total, label_key="review.check.progress")
     _workbench(user, response_id)

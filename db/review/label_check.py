@@ -6,7 +6,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from sqlalchemy import and_, case as sql_case, func, select
+from sqlalchemy import and_, case as sql_case, func, or_, select
 from sqlmodel import Session
 
 from db import independence, kept
@@ -70,6 +70,65 @@ def check_annotators(session: Session, user: User) -> list[AnnotatorSummary]:
     ]
 
 
+def _require_queue_reader(user: User, annotator_id: int) -> None:
+    _require_checker(user)
+    if annotator_id == user.id:
+        raise PermissionDenied("you cannot check your own labels", key="errors.check_own")
+
+
+def _own_responses(group: int, annotator_id: int):
+    """response_id, n: the annotator's annotation labels per response in `group`."""
+    own_tally = kept.tally(stage=Stage.annotation.value, group_no=group, user_id=annotator_id)
+    return (
+        select(own_tally.c.response_id, func.sum(own_tally.c.n).label("n"))
+        .group_by(own_tally.c.response_id)
+        .subquery("own")
+    )
+
+
+def _checked_per_response(group: int, within):
+    """response_id, n: the group's check labels per response, for the responses of `within` only."""
+    check_tally = kept.tally(stage=Stage.check.value, group_no=group)
+    return (
+        select(check_tally.c.response_id, func.sum(check_tally.c.n).label("n"))
+        .where(check_tally.c.response_id.in_(select(within.c.response_id)))
+        .group_by(check_tally.c.response_id)
+        .subquery("checked")
+    )
+
+
+#: The queue's order ("all" mode, and within the other modes' rules): case, then response code (unique).
+_QUEUE_ORDER = (Case.case_id, Response.code)
+
+
+def _queue_rows(group: int, annotator_id: int, offset: int = 0, limit: int | None = None):
+    """response_id, code, case_id, n_labels, n_checked of the annotator's queue in queue order: all of it,
+    or `limit` rows from `offset` (the check labels are then summed for those rows only)."""
+    own = _own_responses(group, annotator_id)
+    ordered = (
+        select(own.c.response_id, Response.code, Case.case_id, own.c.n)
+        .join(Response, Response.id == own.c.response_id)
+        .join(Case, Case.id == Response.case_pk)
+        .order_by(*_QUEUE_ORDER)
+    )
+    if limit is not None:
+        ordered = ordered.offset(offset).limit(limit)
+    page = ordered.subquery("page")
+    checked = _checked_per_response(group, page)
+    return (
+        select(page.c.response_id, page.c.code, page.c.case_id, page.c.n, checked.c.n)
+        .select_from(page)
+        .outerjoin(checked, checked.c.response_id == page.c.response_id)
+        .order_by(page.c.case_id, page.c.code)
+    )
+
+
+def _items(rows) -> list[CheckQueueItem]:
+    return [
+        CheckQueueItem(rid, code, case_id, int(n), int(n_checked or 0)) for rid, code, case_id, n, n_checked in rows
+    ]
+
+
 def sample_responses(response_ids: list[int], percent: float, *, seed: int, annotator_id: int) -> list[int]:
     """A seeded x% sample (at least one when any) of one annotator's responses; same inputs, same sample."""
     if not 0 < percent <= 100:
@@ -99,30 +158,9 @@ def check_queue(
     mode "all": every response they labeled; "sample": a seeded `percent`% of them;
     "judge": every response, the ones where they disagree most with `judge` first.
     """
-    _require_checker(user)
-    if annotator_id == user.id:
-        raise PermissionDenied("you cannot check your own labels", key="errors.check_own")
+    _require_queue_reader(user, annotator_id)
     group = user.group_no
-    own_tally = kept.tally(stage=Stage.annotation.value, group_no=group, user_id=annotator_id)
-    own = (
-        select(own_tally.c.response_id, func.sum(own_tally.c.n).label("n")).group_by(own_tally.c.response_id).subquery()
-    )
-    check_tally = kept.tally(stage=Stage.check.value, group_no=group)
-    checked = (
-        select(check_tally.c.response_id, func.sum(check_tally.c.n).label("n"))
-        .group_by(check_tally.c.response_id)
-        .subquery()
-    )
-    rows = session.execute(
-        select(own.c.response_id, Response.code, Case.case_id, own.c.n, checked.c.n)
-        .join(Response, Response.id == own.c.response_id)
-        .join(Case, Case.id == Response.case_pk)
-        .outerjoin(checked, checked.c.response_id == own.c.response_id)
-        .order_by(Case.case_id, Response.code)
-    ).all()
-    items = [
-        CheckQueueItem(rid, code, case_id, int(n), int(n_checked or 0)) for rid, code, case_id, n, n_checked in rows
-    ]
+    items = _items(session.execute(_queue_rows(group, annotator_id)).all())
     if mode == CHECK_ALL:
         return items
     if mode == CHECK_SAMPLE:
@@ -160,6 +198,123 @@ def check_queue(
     raise ValidationFailed(
         f"mode: one of {CHECK_ALL}, {CHECK_SAMPLE}, {CHECK_JUDGE} (got {mode!r})", key="errors.check_mode"
     )
+
+
+def _fully_checked(item: CheckQueueItem) -> bool:
+    return item.n_checked >= item.n_labels
+
+
+def check_queue_page(
+    session: Session,
+    user: User,
+    *,
+    annotator_id: int,
+    mode: str = CHECK_ALL,
+    offset: int = 0,
+    limit: int = 100,
+    **options,
+) -> list[CheckQueueItem]:
+    """`check_queue(...)[offset : offset + limit]`, same rules, order and contents. In "all" mode only
+    that page is read; the sample and judge modes need the whole queue to choose and rank."""
+    _require_queue_reader(user, annotator_id)
+    if offset < 0 or limit < 0:
+        raise ValidationFailed(f"offset and limit: 0 or more (got {offset}, {limit})", key="errors.check_page")
+    if mode != CHECK_ALL:
+        return check_queue(session, user, annotator_id=annotator_id, mode=mode, **options)[offset : offset + limit]
+    return _items(session.execute(_queue_rows(user.group_no, annotator_id, offset, limit)).all())
+
+
+def check_queue_counts(
+    session: Session, user: User, *, annotator_id: int, mode: str = CHECK_ALL, **options
+) -> tuple[int, int]:
+    """(responses in the queue, those with as many group check labels as the annotator's labels).
+    In "all" mode one aggregate query, no rows read."""
+    _require_queue_reader(user, annotator_id)
+    if mode != CHECK_ALL:
+        items = check_queue(session, user, annotator_id=annotator_id, mode=mode, **options)
+        return len(items), sum(1 for item in items if _fully_checked(item))
+    total, checked, _ = _counts_and_position(session, user.group_no, annotator_id, None)
+    return total, checked
+
+
+def _queue_key(session: Session, group: int, annotator_id: int, response_id: int | None) -> tuple[str, str] | None:
+    """(case_id, code) of `response_id` when it is in the annotator's queue, else None."""
+    if response_id is None:
+        return None
+    own_tally = kept.tally(stage=Stage.annotation.value, group_no=group, user_id=annotator_id)
+    row = session.execute(
+        select(Case.case_id, Response.code)
+        .join(Case, Case.id == Response.case_pk)
+        .where(Response.id == response_id)
+        .where(select(own_tally.c.response_id).where(own_tally.c.response_id == response_id).exists())
+    ).first()
+    return None if row is None else (row[0], row[1])
+
+
+def _counts_and_position(
+    session: Session, group: int, annotator_id: int, key: tuple[str, str] | None
+) -> tuple[int, int, int]:
+    """(responses in the "all" queue, those fully checked, those before `key` in queue order) in one pass."""
+    own = _own_responses(group, annotator_id)
+    checked = _checked_per_response(group, own)
+    done = sql_case((func.coalesce(checked.c.n, 0) >= own.c.n, 1), else_=0)
+    if key is None:
+        before = sql_case((Case.id.is_(None), 1), else_=0)  # never: every queued response has a case
+    else:
+        case_id, code = key
+        before = sql_case(
+            (or_(Case.case_id < case_id, and_(Case.case_id == case_id, Response.code < code)), 1), else_=0
+        )
+    total, n_done, n_before = session.execute(
+        select(func.count(), func.coalesce(func.sum(done), 0), func.coalesce(func.sum(before), 0))
+        .select_from(own)
+        .join(Response, Response.id == own.c.response_id)
+        .join(Case, Case.id == Response.case_pk)
+        .outerjoin(checked, checked.c.response_id == own.c.response_id)
+    ).one()
+    return int(total), int(n_done), int(n_before)
+
+
+@dataclass(frozen=True)
+class CheckQueueWindow:
+    """A stretch of the queue around one response, with the whole queue's counts."""
+
+    items: list[CheckQueueItem]
+    offset: int  # queue position of items[0]
+    total: int
+    checked: int  # responses with as many group check labels as the annotator's labels
+    position: int  # queue position of the response asked for; the first one when it is not in the queue
+
+
+def check_queue_window(
+    session: Session,
+    user: User,
+    *,
+    annotator_id: int,
+    around: int | None,
+    before: int,
+    after: int,
+    mode: str = CHECK_ALL,
+    **options,
+) -> CheckQueueWindow:
+    """`before` responses of the queue before `around` and `after` from it on (from the start when
+    `around` is not in the queue), and the queue's counts. In "all" mode only that stretch is read."""
+    _require_queue_reader(user, annotator_id)
+    if before < 0 or after < 1:
+        raise ValidationFailed(f"before, after: 0 or more, 1 or more (got {before}, {after})", key="errors.check_page")
+    if mode != CHECK_ALL:
+        queue = check_queue(session, user, annotator_id=annotator_id, mode=mode, **options)
+        ids = [item.response_id for item in queue]
+        position = ids.index(around) if around in ids else 0
+        start = max(0, position - before)
+        return CheckQueueWindow(
+            queue[start : position + after], start, len(queue), sum(1 for i in queue if _fully_checked(i)), position
+        )
+    key = _queue_key(session, user.group_no, annotator_id, around)
+    total, checked, position = _counts_and_position(session, user.group_no, annotator_id, key)
+    start = max(0, position - before)
+    items = check_queue_page(session, user, annotator_id=annotator_id, offset=start, limit=position + after - start)
+    return CheckQueueWindow(items, start, total, checked, position)
 
 
 @dataclass(frozen=True)
