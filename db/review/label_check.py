@@ -86,12 +86,11 @@ def _own_responses(group: int, annotator_id: int):
     )
 
 
-def _checked_per_response(group: int, within):
-    """response_id, n: the group's check labels per response, for the responses of `within` only."""
+def _checked_per_response(group: int):
+    """response_id, n: the group's check labels per response."""
     check_tally = kept.tally(stage=Stage.check.value, group_no=group)
     return (
         select(check_tally.c.response_id, func.sum(check_tally.c.n).label("n"))
-        .where(check_tally.c.response_id.in_(select(within.c.response_id)))
         .group_by(check_tally.c.response_id)
         .subquery("checked")
     )
@@ -101,26 +100,39 @@ def _checked_per_response(group: int, within):
 _QUEUE_ORDER = (Case.case_id, Response.code)
 
 
-def _queue_rows(group: int, annotator_id: int, offset: int = 0, limit: int | None = None):
-    """response_id, code, case_id, n_labels, n_checked of the annotator's queue in queue order: all of it,
-    or `limit` rows from `offset` (the check labels are then summed for those rows only)."""
+def _queue_rows(group: int, annotator_id: int):
+    """response_id, code, case_id, n_labels, n_checked of the annotator's whole queue, in queue order."""
     own = _own_responses(group, annotator_id)
-    ordered = (
+    checked = _checked_per_response(group)
+    return (
+        select(own.c.response_id, Response.code, Case.case_id, own.c.n, checked.c.n)
+        .join(Response, Response.id == own.c.response_id)
+        .join(Case, Case.id == Response.case_pk)
+        .outerjoin(checked, checked.c.response_id == own.c.response_id)
+        .order_by(*_QUEUE_ORDER)
+    )
+
+
+def _queue_page_rows(session: Session, group: int, annotator_id: int, offset: int, limit: int) -> list[tuple]:
+    """The rows of `_queue_rows` from `offset`, `limit` of them: the check labels summed for those only."""
+    own = _own_responses(group, annotator_id)
+    page = session.execute(
         select(own.c.response_id, Response.code, Case.case_id, own.c.n)
         .join(Response, Response.id == own.c.response_id)
         .join(Case, Case.id == Response.case_pk)
         .order_by(*_QUEUE_ORDER)
+        .offset(offset)
+        .limit(limit)
+    ).all()
+    check_tally = kept.tally(stage=Stage.check.value, group_no=group)
+    checked = dict(
+        session.execute(
+            select(check_tally.c.response_id, func.sum(check_tally.c.n))
+            .where(check_tally.c.response_id.in_([row[0] for row in page]))
+            .group_by(check_tally.c.response_id)
+        ).all()
     )
-    if limit is not None:
-        ordered = ordered.offset(offset).limit(limit)
-    page = ordered.subquery("page")
-    checked = _checked_per_response(group, page)
-    return (
-        select(page.c.response_id, page.c.code, page.c.case_id, page.c.n, checked.c.n)
-        .select_from(page)
-        .outerjoin(checked, checked.c.response_id == page.c.response_id)
-        .order_by(page.c.case_id, page.c.code)
-    )
+    return [(*row, checked.get(row[0])) for row in page]
 
 
 def _items(rows) -> list[CheckQueueItem]:
@@ -221,7 +233,7 @@ def check_queue_page(
         raise ValidationFailed(f"offset and limit: 0 or more (got {offset}, {limit})", key="errors.check_page")
     if mode != CHECK_ALL:
         return check_queue(session, user, annotator_id=annotator_id, mode=mode, **options)[offset : offset + limit]
-    return _items(session.execute(_queue_rows(user.group_no, annotator_id, offset, limit)).all())
+    return _items(_queue_page_rows(session, user.group_no, annotator_id, offset, limit))
 
 
 def check_queue_counts(
@@ -233,8 +245,17 @@ def check_queue_counts(
     if mode != CHECK_ALL:
         items = check_queue(session, user, annotator_id=annotator_id, mode=mode, **options)
         return len(items), sum(1 for item in items if _fully_checked(item))
-    total, checked, _ = _counts_and_position(session, user.group_no, annotator_id, None)
-    return total, checked
+    group = user.group_no
+    own = _own_responses(group, annotator_id)
+    checked = _checked_per_response(group)
+    done = sql_case((func.coalesce(checked.c.n, 0) >= own.c.n, 1), else_=0)
+    # Every tally row's response exists with its case (foreign keys): no join needed to count them.
+    total, n_done = session.execute(
+        select(func.count(), func.coalesce(func.sum(done), 0))
+        .select_from(own)
+        .outerjoin(checked, checked.c.response_id == own.c.response_id)
+    ).one()
+    return int(total), int(n_done)
 
 
 def _queue_key(session: Session, group: int, annotator_id: int, response_id: int | None) -> tuple[str, str] | None:
@@ -251,28 +272,22 @@ def _queue_key(session: Session, group: int, annotator_id: int, response_id: int
     return None if row is None else (row[0], row[1])
 
 
-def _counts_and_position(
-    session: Session, group: int, annotator_id: int, key: tuple[str, str] | None
-) -> tuple[int, int, int]:
-    """(responses in the "all" queue, those fully checked, those before `key` in queue order) in one pass."""
-    own = _own_responses(group, annotator_id)
-    checked = _checked_per_response(group, own)
-    done = sql_case((func.coalesce(checked.c.n, 0) >= own.c.n, 1), else_=0)
+def _position(session: Session, group: int, annotator_id: int, key: tuple[str, str] | None) -> int:
+    """How many responses come before `key` in the annotator's "all" queue (0 without a key)."""
     if key is None:
-        before = sql_case((Case.id.is_(None), 1), else_=0)  # never: every queued response has a case
-    else:
-        case_id, code = key
-        before = sql_case(
-            (or_(Case.case_id < case_id, and_(Case.case_id == case_id, Response.code < code)), 1), else_=0
-        )
-    total, n_done, n_before = session.execute(
-        select(func.count(), func.coalesce(func.sum(done), 0), func.coalesce(func.sum(before), 0))
-        .select_from(own)
-        .join(Response, Response.id == own.c.response_id)
-        .join(Case, Case.id == Response.case_pk)
-        .outerjoin(checked, checked.c.response_id == own.c.response_id)
-    ).one()
-    return int(total), int(n_done), int(n_before)
+        return 0
+    case_id, code = key
+    own = _own_responses(group, annotator_id)
+    before = or_(Case.case_id < case_id, and_(Case.case_id == case_id, Response.code < code))
+    return int(
+        session.execute(
+            select(func.count())
+            .select_from(own)
+            .join(Response, Response.id == own.c.response_id)
+            .join(Case, Case.id == Response.case_pk)
+            .where(before)
+        ).scalar_one()
+    )
 
 
 @dataclass(frozen=True)
@@ -310,8 +325,8 @@ def check_queue_window(
         return CheckQueueWindow(
             queue[start : position + after], start, len(queue), sum(1 for i in queue if _fully_checked(i)), position
         )
-    key = _queue_key(session, user.group_no, annotator_id, around)
-    total, checked, position = _counts_and_position(session, user.group_no, annotator_id, key)
+    total, checked = check_queue_counts(session, user, annotator_id=annotator_id)
+    position = _position(session, user.group_no, annotator_id, _queue_key(session, user.group_no, annotator_id, around))
     start = max(0, position - before)
     items = check_queue_page(session, user, annotator_id=annotator_id, offset=start, limit=position + after - start)
     return CheckQueueWindow(items, start, total, checked, position)
