@@ -9,7 +9,9 @@ stamps every assignment it creates with the same `created_at`, so that timestamp
 - a round opens only when its labeling is finished: every label assignment of it has its group's
   annotation label on every criterion of the case's current rubric. Feedback while the other group
   still labels the same responses would make the groups less independent; an unfinished round is
-  refused (`RoundUnfinished`) and nothing changes;
+  refused (`RoundUnfinished`) and nothing changes; so is a round sharing a case with a round whose
+  labeling is unfinished (`RoundSharesCase`): one case's responses can be split over rounds, and
+  the case's gold must not be shown while the other round still labels it;
 - an annotator sees only their own annotation labels, on responses of their own group's
   assignments in open rounds, next to gold (`db.gold`) where the two differ, with the
   adjudicator's rationale when gold came from adjudication. Responses appear under their code,
@@ -67,6 +69,20 @@ class RoundUnfinished(ValidationFailed):
         )
         self.done = done
         self.total = total
+
+
+class RoundSharesCase(ValidationFailed):
+    """Opening a round was asked for while another round with a response of the same case still labels."""
+
+    def __init__(self, cases: int, rounds: int) -> None:
+        super().__init__(
+            f"feedback: {rounds} unfinished round(s) still label responses of {cases} case(s) of this round; "
+            "feedback now would show gold of a case the other round still labels",
+            key="errors.feedback_round_shares_case",
+            params={"cases": cases, "rounds": rounds},
+        )
+        self.cases = cases
+        self.rounds = rounds
 
 
 @dataclass(frozen=True)
@@ -200,6 +216,19 @@ def _round_key(round_at: datetime) -> str:
     return f"round {round_at.isoformat()}"
 
 
+def _refuse_shared_unfinished(session: Session, round_at: datetime, case_pks: set[int]) -> None:
+    """Refuses (`RoundSharesCase`) when another round with a response of one of `case_pks` is unfinished."""
+    others = [row for row in _round_rows(session) if row[0] != round_at]
+    sharing = {row[0] for row in others if row[4] in case_pks}
+    rows = [row for row in others if row[0] in sharing]
+    if not rows:
+        return
+    unfinished = {row[0] for row, done in zip(rows, _done_flags(session, rows)) if not done}
+    if unfinished:
+        shared = {row[4] for row in rows if row[0] in unfinished and row[4] in case_pks}
+        raise RoundSharesCase(len(shared), len(unfinished))
+
+
 def set_feedback_open(session: Session, *, actor: User, round_at: datetime, is_open: bool) -> RoundState:
     """Open (or close) the feedback of the round `round_at`; opening an unfinished round is refused.
 
@@ -214,6 +243,7 @@ def set_feedback_open(session: Session, *, actor: User, round_at: datetime, is_o
         flags = _done_flags(session, rows)
         if not all(flags):
             raise RoundUnfinished(sum(flags), len(flags))
+        _refuse_shared_unfinished(session, key, {row[4] for row in rows})
     switch = session.exec(select(FeedbackRound).where(FeedbackRound.round_at == key)).first()
     was_open = bool(switch and switch.is_open)
     if was_open != is_open:
