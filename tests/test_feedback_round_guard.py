@@ -73,4 +73,6 @@ def test_an_unfinished_round_on_another_case_does_not_hold_a_round_back(engine):
     first, second = states(engine, ids)
     assert not second.finished
     with session_scope(engine) as s:
-        assert feedback.set_feedback_open(s, actor=s.get(User, ids["admin"]), round_at=first.round_at, is_open=True).is_open
+        assert feedback.set_feedback_open(
+            s, actor=s.get(User, ids["admin"]), round_at=first.round_at, is_open=True
+        ).is_open
