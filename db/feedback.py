@@ -23,9 +23,8 @@ stamps every assignment it creates with the same `created_at`, so that timestamp
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 import pandas as pd
 from sqlalchemy import (
@@ -139,7 +138,8 @@ class AnnotatorFeedback:
     compared: int  # the annotator's counted labels whose decision has gold
     differing: int  # of those, where gold differs from their label
     awaiting_gold: int  # the annotator's counted labels whose decision has no gold yet
-    responses: list[FeedbackResponse]
+    responses: list[FeedbackResponse]  # the requested page of them (all, when no page size was given)
+    total_responses: int  # responses with a decision where gold differs, on every page
 
     @property
     def agreement(self) -> float | None:
@@ -310,8 +310,11 @@ def _open_round_response_ids(user: User):
     )
 
 
-def my_feedback(session: Session, user: User) -> AnnotatorFeedback:
+def my_feedback(session: Session, user: User, *, page: int = 0, page_size: int | None = None) -> AnnotatorFeedback:
     """The annotator's own labels in open rounds compared with gold; the decisions where they differ.
+
+    The figures count every such label; `responses` holds the responses with a differing decision in
+    (case id, response code) order, all of them or, with `page_size`, page `page` (from 0) of them.
 
     Gold can differ from the annotator's label only where some other label on the decision differs
     from it (their checker's, the other group's, an adjudication); everywhere else gold exists and
@@ -319,8 +322,10 @@ def my_feedback(session: Session, user: User) -> AnnotatorFeedback:
     only: a few percent of the annotator's labels, found by index lookups in the database.
     """
     open_rounds = open_round_count(session, user)  # checks the role
+    if page < 0 or (page_size is not None and page_size < 1):
+        raise ValidationFailed(f"feedback: page {page} of size {page_size} does not exist", key="errors.feedback_page")
     if not open_rounds:
-        return AnnotatorFeedback(0, 0, 0, 0, [])
+        return AnnotatorFeedback(0, 0, 0, 0, [], 0)
     versions = current_version_ids(session)  # case_pk → its current rubric version
     current_ids = set(versions.values())
     mine = Label.__table__.alias("mine")
@@ -339,7 +344,7 @@ def my_feedback(session: Session, user: User) -> AnnotatorFeedback:
         if version is None or version in current_ids
     )
     if not n_mine:
-        return AnnotatorFeedback(open_rounds, 0, 0, 0, [])
+        return AnnotatorFeedback(open_rounds, 0, 0, 0, [], 0)
     other, label = Label.__table__.alias("other"), Label.__table__.alias("decision_label")
     differs = (
         sa_select(other.c.id)
@@ -391,78 +396,110 @@ def my_feedback(session: Session, user: User) -> AnnotatorFeedback:
     }
     awaiting = sum(key not in gold for key in candidates)
     differing_keys = sorted(key for key, met in candidates.items() if key in gold and gold[key][0] != met)
-    responses: dict[int, Any] = {}
+    # The listing's order, (case id, response code), for every response with a differing decision;
+    # texts, criteria, cases and rounds are read for the requested page only.
+    listed: list[tuple[str, str, int]] = []
     for chunk in _chunks(sorted({rid for rid, _ in differing_keys})):
-        responses.update(
-            {
-                row[0]: row
-                for row in session.execute(
-                    sa_select(Response.id, Response.case_pk, Response.code, Response.text).where(
-                        col(Response.id).in_(chunk)
-                    )
-                ).all()
-            }
+        listed.extend(
+            (str(case_id), str(code), int(rid))
+            for rid, case_id, code in session.execute(
+                sa_select(Response.id, Case.case_id, Response.code)
+                .join(Case, col(Case.id) == col(Response.case_pk))
+                .where(col(Response.id).in_(chunk))
+            ).all()
         )
-
-    current = {rid: versions[row[1]] for rid, row in responses.items()}
-    criteria: dict[tuple[int, str], tuple[int, str]] = {}  # (version, criterion_id) → (position, text)
-    for chunk in _chunks(sorted(set(current.values()))):
-        for version_id, criterion_id, position, text in session.execute(
-            sa_select(Criterion.rubric_version_id, Criterion.criterion_id, Criterion.position, Criterion.text).where(
-                col(Criterion.rubric_version_id).in_(chunk)
-            )
-        ).all():
-            criteria[(version_id, criterion_id)] = (position, text)
-    rounds_of: dict[int, datetime] = {}
-    for chunk in _chunks(sorted(responses)):
-        rounds_of.update(
-            session.execute(
-                sa_select(Assignment.response_id, Assignment.created_at)
-                .join(FeedbackRound, col(FeedbackRound.round_at) == col(Assignment.created_at))
-                .where(
-                    FeedbackRound.is_open == True,  # noqa: E712
-                    Assignment.kind == AssignmentKind.label,
-                    Assignment.group_no == user.group_no,
-                    col(Assignment.response_id).in_(chunk),
-                )
-            )
-            .tuples()
-            .all()
-        )
-    cases: dict[int, Case] = {}
-    for chunk in _chunks(sorted({responses[rid][1] for rid, _ in differing_keys})):
-        cases.update({int(case.id or 0): case for case in session.exec(select(Case).where(col(Case.id).in_(chunk)))})
-
-    by_response: dict[int, list[FeedbackDecision]] = defaultdict(list)
-    for response_id, criterion_id in differing_keys:
-        found = criteria.get((current[response_id], criterion_id))
-        gold_met, source = gold[(response_id, criterion_id)]
-        by_response[response_id].append(
+    listed.sort()
+    if page_size is not None:
+        listed = listed[page * page_size : (page + 1) * page_size]
+    page_ids = {rid for _, _, rid in listed}
+    shown = _responses(
+        session,
+        user,
+        versions,
+        [
             FeedbackDecision(
-                position=found[0] if found else 0,
+                position=0,
                 criterion_id=criterion_id,
-                criterion_text=found[1] if found else "",
+                criterion_text="",
                 my_met=candidates[(response_id, criterion_id)],
-                gold_met=gold_met,
-                gold_source=source,
-                rationale=rationale.get((response_id, criterion_id)) if source == gold_rule.ADJUDICATED else None,
+                gold_met=gold[(response_id, criterion_id)][0],
+                gold_source=gold[(response_id, criterion_id)][1],
+                rationale=rationale.get((response_id, criterion_id))
+                if gold[(response_id, criterion_id)][1] == gold_rule.ADJUDICATED
+                else None,
             )
-        )
-    shown = [
-        FeedbackResponse(
-            code=responses[rid][2],
-            text=responses[rid][3],
-            case=case_view(cases[responses[rid][1]]),
-            round_at=rounds_of[rid],
-            decisions=sorted(decisions, key=lambda d: (d.position, d.criterion_id)),
-        )
-        for rid, decisions in by_response.items()
-    ]
-    shown.sort(key=lambda r: (r.case.case_id, r.code))
+            for response_id, criterion_id in differing_keys
+            if response_id in page_ids
+        ],
+        [response_id for response_id, _ in differing_keys if response_id in page_ids],
+        [rid for _, _, rid in listed],
+    )
     return AnnotatorFeedback(
         open_rounds=open_rounds,
         compared=n_mine - awaiting,
         differing=len(differing_keys),
         awaiting_gold=awaiting,
         responses=shown,
+        total_responses=len({rid for rid, _ in differing_keys}),
     )
+
+
+def _responses(
+    session: Session,
+    user: User,
+    versions: dict[int, int],
+    decisions: list[FeedbackDecision],
+    decision_responses: list[int],
+    order: list[int],
+) -> list[FeedbackResponse]:
+    """The responses `order` (in that order) with their `decisions` (one response id per decision), texts filled in."""
+    if not order:
+        return []
+    responses = {
+        row[0]: row
+        for row in session.execute(
+            sa_select(Response.id, Response.case_pk, Response.code, Response.text).where(col(Response.id).in_(order))
+        ).all()
+    }
+    current = {rid: versions[row[1]] for rid, row in responses.items()}
+    wanted = sorted({(current[rid], d.criterion_id) for rid, d in zip(decision_responses, decisions)})
+    criteria: dict[tuple[int, str], tuple[int, str]] = {}  # (version, criterion_id) → (position, text)
+    for version_id, criterion_id, position, text in session.execute(
+        sa_select(Criterion.rubric_version_id, Criterion.criterion_id, Criterion.position, Criterion.text).where(
+            col(Criterion.rubric_version_id).in_(sorted(set(current.values()))),
+            col(Criterion.criterion_id).in_(sorted({criterion for _, criterion in wanted})),
+        )
+    ).all():
+        criteria[(version_id, criterion_id)] = (position, text)
+    rounds_of = dict(
+        session.execute(
+            sa_select(Assignment.response_id, Assignment.created_at)
+            .join(FeedbackRound, col(FeedbackRound.round_at) == col(Assignment.created_at))
+            .where(
+                FeedbackRound.is_open == True,  # noqa: E712
+                Assignment.kind == AssignmentKind.label,
+                Assignment.group_no == user.group_no,
+                col(Assignment.response_id).in_(order),
+            )
+        ).all()
+    )
+    cases = {
+        int(case.id or 0): case
+        for case in session.exec(select(Case).where(col(Case.id).in_(sorted({row[1] for row in responses.values()}))))
+    }
+    by_response: dict[int, list[FeedbackDecision]] = defaultdict(list)
+    for response_id, decision in zip(decision_responses, decisions):
+        found = criteria.get((current[response_id], decision.criterion_id))
+        by_response[response_id].append(
+            replace(decision, position=found[0] if found else 0, criterion_text=found[1] if found else "")
+        )
+    return [
+        FeedbackResponse(
+            code=responses[rid][2],
+            text=responses[rid][3],
+            case=case_view(cases[responses[rid][1]]),
+            round_at=rounds_of[rid],
+            decisions=sorted(by_response[rid], key=lambda d: (d.position, d.criterion_id)),
+        )
+        for rid in order
+    ]
