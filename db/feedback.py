@@ -33,12 +33,13 @@ from sqlalchemy import (
 )
 from sqlmodel import Session, col, select
 
-from db import gold as gold_rule, policies
+from db import gold as gold_rule, kept, policies
 from db.assignments import current_label_counts, current_rubric_sizes
 from db.audit import record
-from db.current_rubric import BATCH, current_version_ids
+from db.current_rubric import counts_on_current_rubric, current_version_ids, current_versions
 from db.errors import NotFound, PermissionDenied, ValidationFailed
 from db.models import (
+    NO_RUBRIC_VERSION,
     Assignment,
     AssignmentKind,
     Case,
@@ -276,11 +277,6 @@ def _require_annotator(user: User) -> None:
         raise PermissionDenied("feedback is for annotators of expert group 1 or 2", key="errors.feedback_annotators")
 
 
-def _chunks(values: list[int]):
-    for start in range(0, len(values), BATCH):
-        yield values[start : start + BATCH]
-
-
 def open_round_count(session: Session, user: User) -> int:
     """Open rounds in which the annotator's group has label assignments (0: nothing to show yet)."""
     _require_annotator(user)
@@ -315,133 +311,131 @@ def my_feedback(session: Session, user: User, *, page: int = 0, page_size: int |
 
     The figures count every such label; `responses` holds the responses with a differing decision in
     (case id, response code) order, all of them or, with `page_size`, page `page` (from 0) of them.
-
-    Gold can differ from the annotator's label only where some other label on the decision differs
-    from it (their checker's, the other group's, an adjudication); everywhere else gold exists and
-    equals their label. So the labels are read, and gold (db.gold) computed, for those decisions
-    only: a few percent of the annotator's labels, found by index lookups in the database.
+    The figures and the list of responses come from the label tally (db.kept keeps, per annotator and
+    response, the labels that count on the current rubric, those where gold differs and those without
+    gold); gold of the listed decisions is computed (db.gold) from the labels of those responses only.
     """
     open_rounds = open_round_count(session, user)  # checks the role
     if page < 0 or (page_size is not None and page_size < 1):
         raise ValidationFailed(f"feedback: page {page} of size {page_size} does not exist", key="errors.feedback_page")
     if not open_rounds:
         return AnnotatorFeedback(0, 0, 0, 0, [], 0)
-    versions = current_version_ids(session)  # case_pk → its current rubric version
-    current_ids = set(versions.values())
-    mine = Label.__table__.alias("mine")
-    own = (
-        (mine.c.user_id == user.id)
-        & (mine.c.stage == Stage.annotation.value)
-        & (mine.c.group_no == user.group_no)
-        & mine.c.response_id.in_(_open_round_response_ids(user))
-    )
-    # A rubric version belongs to one case, so "counts on the current rubric" is "no version, or a current one".
-    n_mine = sum(
-        int(n)
-        for version, n in session.execute(
-            sa_select(mine.c.rubric_version_id, func.count()).where(own).group_by(mine.c.rubric_version_id)
-        ).all()
-        if version is None or version in current_ids
-    )
-    if not n_mine:
-        return AnnotatorFeedback(open_rounds, 0, 0, 0, [], 0)
-    other, label = Label.__table__.alias("other"), Label.__table__.alias("decision_label")
-    differs = (
-        sa_select(other.c.id)
-        .where(
-            other.c.response_id == mine.c.response_id,
-            other.c.criterion_id == mine.c.criterion_id,
-            other.c.met != mine.c.met,
-        )
-        .exists()
-    )
-    rows = session.execute(
+    tally = kept.feedback_tally(user_id=int(user.id or 0), group_no=int(user.group_no or 0))
+    current = current_versions().subquery("current")
+    counted = (
         sa_select(
-            mine.c.met,
-            mine.c.rubric_version_id,
-            label.c.response_id,
-            label.c.criterion_id,
-            label.c.stage,
-            label.c.group_no,
-            label.c.met,
-            label.c.rubric_version_id,
-            label.c.note,
+            tally.c.response_id,
+            Response.code,
+            Case.case_id,
+            tally.c.n,
+            tally.c.n_gold_differs,
+            tally.c.n_no_gold,
         )
-        .select_from(mine)
-        .join(label, (label.c.response_id == mine.c.response_id) & (label.c.criterion_id == mine.c.criterion_id))
-        .where(own, differs)
-    ).all()
-
-    def counts(version: int | None) -> bool:
-        return version is None or version in current_ids
-
-    candidates: dict[tuple[int, str], bool] = {}
-    counted, rationale = [], {}
-    for my_met, my_version, response_id, criterion_id, stage, group_no, met, version, note in rows:
-        if not counts(my_version) or not counts(version):
-            continue
-        candidates[(int(response_id), str(criterion_id))] = bool(my_met)
-        counted.append((response_id, criterion_id, stage, group_no, met))
-        if stage == Stage.adjudication:
-            rationale[(response_id, criterion_id)] = note
-    gold_frame = gold_rule.gold_labels(pd.DataFrame(counted, columns=gold_rule.LABEL_COLUMNS))
-    gold = {
-        (int(response_id), str(criterion_id)): (bool(met), str(source))
-        for response_id, criterion_id, met, source in zip(
-            gold_frame["response_id"].tolist(),
-            gold_frame["criterion_id"].tolist(),
-            gold_frame["met"].tolist(),
-            gold_frame["source"].tolist(),
+        .join(Response, col(Response.id) == tally.c.response_id)
+        .join(Case, col(Case.id) == col(Response.case_pk))
+        .outerjoin(current, current.c.case_pk == col(Response.case_pk))
+        .where(
+            tally.c.response_id.in_(_open_round_response_ids(user)),
+            (tally.c.rubric_version_id == NO_RUBRIC_VERSION)
+            | (tally.c.rubric_version_id == current.c.rubric_version_id),
         )
-    }
-    awaiting = sum(key not in gold for key in candidates)
-    differing_keys = sorted(key for key, met in candidates.items() if key in gold and gold[key][0] != met)
-    # The listing's order, (case id, response code), for every response with a differing decision;
-    # texts, criteria, cases and rounds are read for the requested page only.
-    listed: list[tuple[str, str, int]] = []
-    for chunk in _chunks(sorted({rid for rid, _ in differing_keys})):
-        listed.extend(
-            (str(case_id), str(code), int(rid))
-            for rid, case_id, code in session.execute(
-                sa_select(Response.id, Case.case_id, Response.code)
-                .join(Case, col(Case.id) == col(Response.case_pk))
-                .where(col(Response.id).in_(chunk))
-            ).all()
-        )
-    listed.sort()
-    if page_size is not None:
-        listed = listed[page * page_size : (page + 1) * page_size]
-    page_ids = {rid for _, _, rid in listed}
-    shown = _responses(
-        session,
-        user,
-        versions,
-        [
-            FeedbackDecision(
-                position=0,
-                criterion_id=criterion_id,
-                criterion_text="",
-                my_met=candidates[(response_id, criterion_id)],
-                gold_met=gold[(response_id, criterion_id)][0],
-                gold_source=gold[(response_id, criterion_id)][1],
-                rationale=rationale.get((response_id, criterion_id))
-                if gold[(response_id, criterion_id)][1] == gold_rule.ADJUDICATED
-                else None,
-            )
-            for response_id, criterion_id in differing_keys
-            if response_id in page_ids
-        ],
-        [response_id for response_id, _ in differing_keys if response_id in page_ids],
-        [rid for _, _, rid in listed],
+        .subquery("counted")
     )
+    n_mine = differing = awaiting = 0
+    listed: set[tuple[str, str, int]] = set()  # (case id, response code, response id) with a differing decision
+    for response_id, code, case_id, n, n_differs, n_no_gold in session.execute(sa_select(counted)).all():
+        n_mine, differing, awaiting = n_mine + int(n), differing + int(n_differs), awaiting + int(n_no_gold)
+        if n_differs:
+            listed.add((str(case_id), str(code), int(response_id)))
+    ordered = sorted(listed)
+    if page_size is not None:
+        ordered = ordered[page * page_size : (page + 1) * page_size]
+    order = [rid for _, _, rid in ordered]
+    decisions, decision_responses = _page_decisions(session, user, order)
     return AnnotatorFeedback(
         open_rounds=open_rounds,
         compared=n_mine - awaiting,
-        differing=len(differing_keys),
+        differing=differing,
         awaiting_gold=awaiting,
-        responses=shown,
-        total_responses=len({rid for rid, _ in differing_keys}),
+        responses=_responses(
+            session,
+            user,
+            current_version_ids(
+                session,
+                set(session.execute(sa_select(Response.case_pk).where(col(Response.id).in_(order))).scalars()),
+            )
+            if order
+            else {},
+            decisions,
+            decision_responses,
+            order,
+        ),
+        total_responses=len(listed),
     )
+
+
+def _page_decisions(session: Session, user: User, response_ids: list[int]) -> tuple[list[FeedbackDecision], list[int]]:
+    """The decisions of `response_ids` where gold (db.gold, from the labels that count on the current rubric)
+    differs from the user's own annotation label, and the response of each; positions and texts come later."""
+    if not response_ids:
+        return [], []
+    case_of = dict(
+        session.execute(sa_select(Response.id, Response.case_pk).where(col(Response.id).in_(response_ids))).all()
+    )
+    versions = current_version_ids(session, set(case_of.values()))
+    rows = [
+        row
+        for row in session.execute(
+            sa_select(
+                Label.response_id,
+                Label.criterion_id,
+                Label.stage,
+                Label.group_no,
+                Label.met,
+                Label.user_id,
+                Label.rubric_version_id,
+                Label.note,
+            ).where(col(Label.response_id).in_(response_ids))
+        ).all()
+        if counts_on_current_rubric(row[6], versions.get(case_of[row[0]]))
+    ]
+    frame = pd.DataFrame([row[:5] for row in rows], columns=gold_rule.LABEL_COLUMNS)
+    frame["met"] = frame["met"].astype(bool)
+    frame["stage"] = frame["stage"].astype(str)
+    found = gold_rule.gold_labels(frame)
+    gold = {
+        (int(r), str(c)): (bool(m), str(source))
+        for r, c, m, source in zip(
+            found["response_id"].tolist(),
+            found["criterion_id"].tolist(),
+            found["met"].tolist(),
+            found["source"].tolist(),
+        )
+    }
+    rationale = {(int(r[0]), str(r[1])): r[7] for r in rows if r[2] == Stage.adjudication}
+    decisions, owners = [], []
+    for response_id, criterion_id, stage, group_no, met, user_id, _version, _note in sorted(
+        rows, key=lambda r: (r[0], r[1])
+    ):
+        if user_id != user.id or stage != Stage.annotation or group_no != user.group_no:
+            continue
+        key = (int(response_id), str(criterion_id))
+        if key not in gold or gold[key][0] == bool(met):
+            continue
+        gold_met, source = gold[key]
+        decisions.append(
+            FeedbackDecision(
+                position=0,
+                criterion_id=str(criterion_id),
+                criterion_text="",
+                my_met=bool(met),
+                gold_met=gold_met,
+                gold_source=source,
+                rationale=rationale.get(key) if source == gold_rule.ADJUDICATED else None,
+            )
+        )
+        owners.append(int(response_id))
+    return decisions, owners
 
 
 def _responses(

@@ -59,8 +59,9 @@ def study(engine) -> dict[str, int]:
     return ids
 
 
-def expected_differing(labels, group_no: int) -> set[tuple[int, str]]:
-    """Decisions where gold (db.gold, on the labels as made) differs from the group's annotation label."""
+def expected(labels, group_no: int) -> tuple[set[tuple[int, str]], int, int]:
+    """Decisions where gold (db.gold, on the labels as made) differs from the group's annotation label; the
+    group's annotation labels; those of them whose decision has no gold."""
     import pandas as pd
 
     frame = pd.DataFrame(labels, columns=gold.LABEL_COLUMNS)
@@ -68,7 +69,11 @@ def expected_differing(labels, group_no: int) -> set[tuple[int, str]]:
     found = gold.gold_labels(frame)
     golds = {(r, c): bool(m) for r, c, m in zip(found["response_id"], found["criterion_id"], found["met"])}
     mine = {(r, c): m for r, c, st, g, m in labels if st == "annotation" and g == group_no}
-    return {key for key, met in mine.items() if key in golds and golds[key] != met}
+    return (
+        {key for key, met in mine.items() if key in golds and golds[key] != met},
+        len(mine),
+        len(set(mine) - set(golds)),
+    )
 
 
 def flatten(responses):
@@ -114,8 +119,13 @@ def test_the_pages_together_are_the_full_listing(engine, page_size):
         keys = [(r.case.case_id, r.code) for r in full.responses]
         assert keys == sorted(keys)
         # independently: gold of every label as made, against the group's annotation label
-        wanted = expected_differing(study.labels, group_no)  # type: ignore[attr-defined]
+        wanted, n_mine, n_no_gold = expected(study.labels, group_no)  # type: ignore[attr-defined]
         assert full.differing == len(wanted) > 0
+        assert (full.compared, full.awaiting_gold) == (n_mine - n_no_gold, n_no_gold)
+        assert n_no_gold > 0
+        shown = {(r.code, d.criterion_id) for r in full.responses for d in r.decisions}
+        codes = {r.code: r for r in full.responses}
+        assert len(shown) == len(wanted) and len(codes) == len(full.responses)
         assert full.total_responses == len({r for r, _ in wanted})
 
 
