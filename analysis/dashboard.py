@@ -39,23 +39,7 @@ SECTIONS = ("models", "agreement", "judges", "slices", "diagnostics")
 
 
 def _slice_bars(dimension: str) -> Callable[[Report, Callable[..., str]], go.Figure]:
-    def build(report: Report, t) -> go.Figure:
-        figure = figure_builders.slice_bars(report, t, dimension)
-        language = t("insights.lang_code")
-        for trace in figure.data:  # one trace per slice value: named, not its stored id
-            trace.name = table_view.value_names(dimension, [trace.name], language, t)[0]
-        figure.update_layout(legend_title_text=table_view.dimension_name(t, dimension))
-        return table_view.titled(figure, t, x="analysis.axis.model")
-
-    return build
-
-
-def _family_heatmap(report: Report, t) -> go.Figure:
-    figure = figure_builders.family_heatmap(report, t)
-    language = t("insights.lang_code")
-    for trace in figure.data:
-        trace.y = table_view.value_names("capability_family", list(trace.y or []), language, t)
-    return table_view.titled(figure, t, x="analysis.axis.model", y="insights.dimension.capability_family")
+    return lambda report, t: figure_builders.slice_bars(report, t, dimension)
 
 
 FIGURES: dict[str, Callable[[Report, Callable[..., str]], go.Figure]] = {
@@ -73,7 +57,7 @@ FIGURES: dict[str, Callable[[Report, Callable[..., str]], go.Figure]] = {
     "slice_difficulty": _slice_bars("difficulty"),
     "slice_macro_category": _slice_bars("macro_category"),
     "slice_register": _slice_bars("register"),
-    "family_heatmap": _family_heatmap,
+    "family_heatmap": figure_builders.family_heatmap,
     "length": figure_builders.length_diagnostics,
 }
 

@@ -14,8 +14,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analysis import metrics, time_section
-from analysis.reliability import KAPPA_THRESHOLD, MIN_ALIGNED, NO_TAG, SLICE_DIMENSIONS
-from db.taxonomy import get_taxonomy
+from analysis.columns import cell_text, header_and_kind, value_names
+from analysis.reliability import KAPPA_THRESHOLD, MIN_ALIGNED, SLICE_DIMENSIONS
 from i18n import translate
 
 Translator = Callable[[str], str]
@@ -138,12 +138,14 @@ def case_accuracy_threshold(report, t: Translator) -> go.Figure:
 def slice_bars(report, t: Translator, dimension: str) -> go.Figure:
     frame = report.slices[report.slices["dimension"] == dimension]
     figure = go.Figure()
-    for value, part in frame.groupby("value", sort=True):
-        figure.add_trace(go.Bar(x=part["model"], y=part["cacs_at_k"], name=str(value)))
-    figure.update_layout(barmode="group")
+    for value, part in frame.groupby("value", sort=True):  # one trace per slice value, named, not its id
+        name = value_names(dimension, [value], t)[0]
+        figure.add_trace(go.Bar(x=part["model"], y=part["cacs_at_k"], name=name))
+    figure.update_layout(barmode="group", legend_title_text=t(f"insights.dimension.{dimension}"))
     return _layout(
         figure,
         t(f"analysis.fig.slice.{dimension}", k=report.k),
+        xaxis_title=t("analysis.axis.model"),
         yaxis_title=t("analysis.axis.cacs", k=report.k),
         yaxis_tickformat=PERCENT,
     )
@@ -157,7 +159,7 @@ def family_heatmap(report, t: Translator) -> go.Figure:
         go.Heatmap(
             z=deviation.to_numpy(),
             x=list(table.columns),
-            y=list(table.index),
+            y=value_names("capability_family", table.index, t),
             colorscale="RdBu",
             zmid=0,
             text=np.round(table.to_numpy(), 3),
@@ -165,7 +167,12 @@ def family_heatmap(report, t: Translator) -> go.Figure:
             colorbar=dict(title=t("analysis.axis.deviation")),
         )
     )
-    return _layout(figure, t("analysis.fig.family_heatmap", k=report.k))
+    return _layout(
+        figure,
+        t("analysis.fig.family_heatmap", k=report.k),
+        xaxis_title=t("analysis.axis.model"),
+        yaxis_title=t("insights.dimension.capability_family"),
+    )
 
 
 def judge_fidelity(report, t: Translator) -> go.Figure:
@@ -292,10 +299,13 @@ def figure_html(figure: go.Figure) -> str:
     return figure.to_html(include_plotlyjs=True, full_html=True)
 
 
-def _table_html(frame: pd.DataFrame) -> str:
-    return frame.to_html(
-        index=False, escape=True, float_format=lambda v: f"{v:.4f}", na_rep="—", border=0, classes="table"
-    )
+def _table_html(frame: pd.DataFrame, t: Translator) -> str:
+    """A table as the pages show it: catalog headers, rates as percentages with one decimal, "—" when empty."""
+    shown = pd.DataFrame(index=frame.index)
+    for column in frame.columns:
+        header, kind = header_and_kind(t, str(column))
+        shown[header] = [cell_text(value, kind) for value in frame[column]]
+    return shown.to_html(index=False, escape=True, border=0, classes="table")
 
 
 def html_report(report, frames: dict[str, pd.DataFrame], lang: str = "en") -> str:
@@ -323,7 +333,7 @@ def html_report(report, frames: dict[str, pd.DataFrame], lang: str = "en") -> st
         "low_agreement_cases",
     ):
         parts.append(f"<h2>{html.escape(t(f'analysis.table.{name}'))}</h2>")
-        parts.append(_table_html(frames[name]))
+        parts.append(_table_html(frames[name], t))
     if getattr(report, "time", None) is not None:
         parts.append(time_section.section_html(report.time, t))
     for index, (_, figure) in enumerate(figures(report, t)):
@@ -423,25 +433,6 @@ def judges_by_model_heatmap(insights, t: Translator) -> go.Figure:
     return _layout(figure, t("insights.fig.judges_by_model"), xaxis_title=t("analysis.axis.model"))
 
 
-#: Taxonomy kinds whose ids have display names, per slice dimension (specialties are shown as stored).
-NAMED_KINDS = {
-    "difficulty": "difficulties",
-    "register": "register",
-    "macro_category": "macro_categories",
-    "task_theme": "task_themes",
-    "criterion_tag": "failure_tags",
-}
-
-
-def _value_names(t: Translator, dimension: str, values: list[str]) -> list[str]:
-    """Slice values by their names in the figure's language (the catalog says which language `t` speaks)."""
-    kind = NAMED_KINDS.get(dimension)
-    if kind is None:
-        return list(values)
-    taxonomy, lang = get_taxonomy(), t("insights.lang_code")
-    return [t("insights.no_tag") if value == NO_TAG else taxonomy.name(kind, value, lang) for value in values]
-
-
 def judge_slice_bars(insights, t: Translator, dimension: str, max_values: int = 30) -> go.Figure:
     frame = insights.judge_slices[insights.judge_slices["dimension"] == dimension]
     figure = go.Figure()
@@ -450,7 +441,7 @@ def judge_slice_bars(insights, t: Translator, dimension: str, max_values: int = 
         part = part.assign(value=part["value"].astype(str)).set_index("value").reindex(values)
         figure.add_trace(
             go.Bar(
-                x=_value_names(t, dimension, values),
+                x=value_names(dimension, values, t),
                 y=part["mf1_gold"],
                 name=str(judge),
                 customdata=part["n_decisions"],
@@ -479,7 +470,7 @@ def agreement_slice_bars(insights, t: Translator, dimension: str, max_values: in
     frame = insights.agreement_slices[insights.agreement_slices["dimension"] == dimension].head(max_values)
     figure = go.Figure(
         go.Bar(
-            x=_value_names(t, dimension, frame["value"].astype(str).tolist()),
+            x=value_names(dimension, frame["value"], t),
             y=frame["pooled_mf1"],
             error_y=_error_bars(frame),
             customdata=frame["n_aligned"],

@@ -8,7 +8,6 @@ only what the browser draws changes, through Streamlit's column configuration.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 
 import pandas as pd
@@ -16,113 +15,16 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from analysis.agreement import ALL
-from analysis.figures import NAMED_KINDS
-from analysis.reliability import NO_TAG
-from db.taxonomy import get_taxonomy
-
-RATE, SCORE, COUNT, LENGTH, POINTS, TEXT = "rate", "score", "count", "length", "points", "text"
-EMPTY = "—"
-
-#: Every column an analysis table shows, by kind; its header is the catalog entry `analysis.column.<name>`.
-COLUMNS: dict[str, str] = {
-    "model": TEXT,
-    "n_responses": COUNT,
-    "rubric_accuracy": RATE,
-    "pass_at_k": RATE,
-    "cacs_at_k": RATE,
-    "mean_length": LENGTH,
-    "scored_by": TEXT,
-    "scored_by_name": TEXT,
-    "pooled_mf1": SCORE,
-    "case_mf1_mean": SCORE,
-    "case_mf1_median": SCORE,
-    "n_aligned": COUNT,
-    "annotators_g1": COUNT,
-    "annotators_g2": COUNT,
-    "checkers_g1": COUNT,
-    "checkers_g2": COUNT,
-    "observed": RATE,
-    "kappa": SCORE,
-    "pabak": SCORE,
-    "ac1": SCORE,
-    "n_decisions": COUNT,
-    "judge": TEXT,
-    "mf1_group1": SCORE,
-    "mf1_group2": SCORE,
-    "mf1_mean": SCORE,
-    "mf1_gold": SCORE,
-    "n_group1": COUNT,
-    "n_group2": COUNT,
-    "n_gold": COUNT,
-    "k2": COUNT,
-    "spearman": SCORE,
-    "kendall_tau_b": SCORE,
-    "top3": RATE,
-    "top5": RATE,
-    "pearson_cacs": SCORE,
-    "spearman_cacs": SCORE,
-    "pearson_accuracy": SCORE,
-    "spearman_accuracy": SCORE,
-    "partial_cacs": SCORE,
-    "judge_a": TEXT,
-    "judge_b": TEXT,
-    "mean_abs_diff_pp": POINTS,
-    "n_models": COUNT,
-    "dimension": TEXT,
-    "name": TEXT,
-    "value": TEXT,
-    "unresolved_disagreements": COUNT,
-    "incomplete_responses": COUNT,
-    "case_id": TEXT,
-    "criterion_id": TEXT,
-    "agreement": RATE,
-    "met_rate_group1": RATE,
-    "met_rate_group2": RATE,
-    "mean_case_mf1": SCORE,
-    "min_case_mf1": SCORE,
-    "mf1": SCORE,
-    "a": COUNT,
-    "b": COUNT,
-    "c": COUNT,
-    "d": COUNT,
-    # analysis depth
-    "text": TEXT,
-    "flag_name": TEXT,
-    "n_disagree": COUNT,
-    "prevalence_g1": RATE,
-    "prevalence_g2": RATE,
-    "gold_met_rate": RATE,
-    "n_flagged": COUNT,
-    "unreliable": COUNT,
-    "never_met": COUNT,
-    "always_met": COUNT,
-    "min_kappa": SCORE,
-    "username": TEXT,
-    "group": COUNT,
-    "n_labels": COUNT,
-    "n_checked": COUNT,
-    "n_corrected": COUNT,
-    "correction_rate": RATE,
-    "group1": TEXT,
-    "group2": TEXT,
-    "gold": TEXT,
-}
-CACS_AT = re.compile(r"^cacs@(\d+)$")
-JUDGE_MF1 = re.compile(r"^judge_mf1:(.+)$")
-BOUND = re.compile(r"^(.+)_(low|high)$")
-
-
-def _header_and_kind(t, column: str) -> tuple[str, str]:
-    if column in COLUMNS:
-        return t(f"analysis.column.{column}"), COLUMNS[column]
-    if match := CACS_AT.match(column):
-        return t("analysis.column.cacs_at", k=int(match.group(1))), RATE
-    if match := JUDGE_MF1.match(column):
-        return t("analysis.column.judge_mf1", judge=match.group(1)), SCORE
-    if (match := BOUND.match(column)) and match.group(1) in COLUMNS:
-        base, bound = match.groups()
-        return t(f"analysis.column.{bound}", name=t(f"analysis.column.{base}")), COLUMNS[base]
-    return column, TEXT
+from analysis.columns import (
+    COUNT,
+    EMPTY,
+    LENGTH,
+    POINTS,
+    RATE,
+    SCORE,
+    header_and_kind,
+    value_names as named_values,
+)
 
 
 def _config(header: str, kind: str):
@@ -143,7 +45,7 @@ def column_config(t, columns: Iterable[str], rates: Iterable[str] = ()) -> dict:
     rates = set(rates)
     config = {}
     for column in columns:
-        header, kind = (column, RATE) if column in rates else _header_and_kind(t, str(column))
+        header, kind = (column, RATE) if column in rates else header_and_kind(t, str(column))
         config[column] = _config(header, kind)
     return config
 
@@ -173,13 +75,8 @@ def show(
 
 
 def value_names(dimension: str, values: Iterable, language: str, t: Callable[..., str]) -> list[str]:
-    """Slice values by their names in `language` (specialties and models are shown as stored)."""
-    kind = NAMED_KINDS.get(dimension, "capability_families" if dimension == "capability_family" else None)
-    values = [str(value) for value in values]
-    if kind is None:
-        return values
-    taxonomy = get_taxonomy()
-    return [t("insights.no_tag") if value == NO_TAG else taxonomy.name(kind, value, language) for value in values]
+    """Slice values by their names (`language` is the one `t` speaks; specialties and models as stored)."""
+    return named_values(dimension, values, t)
 
 
 def dimension_name(t, dimension: str) -> str:

@@ -58,8 +58,13 @@ def _response(item: feedback.FeedbackResponse) -> None:
 def render() -> None:
     user = shell.require_user(Role.annotator)
     st.title(t("annotate.feedback.title"))
+    page = int(st.session_state.get("annotate_feedback_page") or 0)
     with shell.db_session(read_only=True) as session:
-        view = feedback.my_feedback(session, user)
+        view = feedback.my_feedback(session, user, page=page, page_size=PAGE_SIZE)
+        if page and not view.responses and view.total_responses:  # fewer pages since the last visit
+            page = 0
+            st.session_state["annotate_feedback_page"] = 0
+            view = feedback.my_feedback(session, user, page=0, page_size=PAGE_SIZE)
     if view.open_rounds == 0:
         st.info(t("annotate.feedback.not_open"))
         return
@@ -74,10 +79,10 @@ def render() -> None:
     if not view.responses:
         st.success(t("annotate.feedback.nothing_differs"))
         return
-    pages = (len(view.responses) + PAGE_SIZE - 1) // PAGE_SIZE
-    page = 0
+    total = view.total_responses
+    pages = (total + PAGE_SIZE - 1) // PAGE_SIZE
     if pages > 1:
-        page = st.selectbox(
+        st.selectbox(
             t("annotate.feedback.page"),
             range(pages),
             key="annotate_feedback_page",
@@ -86,9 +91,9 @@ def render() -> None:
                 page=i + 1,
                 pages=pages,
                 first=i * PAGE_SIZE + 1,
-                last=min((i + 1) * PAGE_SIZE, len(view.responses)),
-                total=len(view.responses),
+                last=min((i + 1) * PAGE_SIZE, total),
+                total=total,
             ),
         )
-    for item in view.responses[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]:
+    for item in view.responses:
         _response(item)

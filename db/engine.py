@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, create_engine
 
+from db import kept as _kept  # noqa: F401  (its session events keep the kept figures: any writer must have them)
 from db.config import database_url
 from db.errors import DatabaseBusy
 

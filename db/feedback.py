@@ -9,7 +9,9 @@ stamps every assignment it creates with the same `created_at`, so that timestamp
 - a round opens only when its labeling is finished: every label assignment of it has its group's
   annotation label on every criterion of the case's current rubric. Feedback while the other group
   still labels the same responses would make the groups less independent; an unfinished round is
-  refused (`RoundUnfinished`) and nothing changes;
+  refused (`RoundUnfinished`) and nothing changes; so is a round sharing a case with a round whose
+  labeling is unfinished (`RoundSharesCase`): one case's responses can be split over rounds, and
+  the case's gold must not be shown while the other round still labels it;
 - an annotator sees only their own annotation labels, on responses of their own group's
   assignments in open rounds, next to gold (`db.gold`) where the two differ, with the
   adjudicator's rationale when gold came from adjudication. Responses appear under their code,
@@ -21,9 +23,8 @@ stamps every assignment it creates with the same `created_at`, so that timestamp
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 import pandas as pd
 from sqlalchemy import (
@@ -32,12 +33,13 @@ from sqlalchemy import (
 )
 from sqlmodel import Session, col, select
 
-from db import gold as gold_rule, policies
+from db import gold as gold_rule, kept, policies
 from db.assignments import current_label_counts, current_rubric_sizes
 from db.audit import record
-from db.current_rubric import BATCH, current_version_ids
+from db.current_rubric import counts_on_current_rubric, current_version_ids, current_versions
 from db.errors import NotFound, PermissionDenied, ValidationFailed
 from db.models import (
+    NO_RUBRIC_VERSION,
     Assignment,
     AssignmentKind,
     Case,
@@ -67,6 +69,20 @@ class RoundUnfinished(ValidationFailed):
         )
         self.done = done
         self.total = total
+
+
+class RoundSharesCase(ValidationFailed):
+    """Opening a round was asked for while another round with a response of the same case still labels."""
+
+    def __init__(self, cases: int, rounds: int) -> None:
+        super().__init__(
+            f"feedback: {rounds} unfinished round(s) still label responses of {cases} case(s) of this round; "
+            "feedback now would show gold of a case the other round still labels",
+            key="errors.feedback_round_shares_case",
+            params={"cases": cases, "rounds": rounds},
+        )
+        self.cases = cases
+        self.rounds = rounds
 
 
 @dataclass(frozen=True)
@@ -123,7 +139,8 @@ class AnnotatorFeedback:
     compared: int  # the annotator's counted labels whose decision has gold
     differing: int  # of those, where gold differs from their label
     awaiting_gold: int  # the annotator's counted labels whose decision has no gold yet
-    responses: list[FeedbackResponse]
+    responses: list[FeedbackResponse]  # the requested page of them (all, when no page size was given)
+    total_responses: int  # responses with a decision where gold differs, on every page
 
     @property
     def agreement(self) -> float | None:
@@ -200,6 +217,19 @@ def _round_key(round_at: datetime) -> str:
     return f"round {round_at.isoformat()}"
 
 
+def _refuse_shared_unfinished(session: Session, round_at: datetime, case_pks: set[int]) -> None:
+    """Refuses (`RoundSharesCase`) when another round with a response of one of `case_pks` is unfinished."""
+    others = [row for row in _round_rows(session) if row[0] != round_at]
+    sharing = {row[0] for row in others if row[4] in case_pks}
+    rows = [row for row in others if row[0] in sharing]
+    if not rows:
+        return
+    unfinished = {row[0] for row, done in zip(rows, _done_flags(session, rows)) if not done}
+    if unfinished:
+        shared = {row[4] for row in rows if row[0] in unfinished and row[4] in case_pks}
+        raise RoundSharesCase(len(shared), len(unfinished))
+
+
 def set_feedback_open(session: Session, *, actor: User, round_at: datetime, is_open: bool) -> RoundState:
     """Open (or close) the feedback of the round `round_at`; opening an unfinished round is refused.
 
@@ -214,6 +244,7 @@ def set_feedback_open(session: Session, *, actor: User, round_at: datetime, is_o
         flags = _done_flags(session, rows)
         if not all(flags):
             raise RoundUnfinished(sum(flags), len(flags))
+        _refuse_shared_unfinished(session, key, {row[4] for row in rows})
     switch = session.exec(select(FeedbackRound).where(FeedbackRound.round_at == key)).first()
     was_open = bool(switch and switch.is_open)
     if was_open != is_open:
@@ -246,11 +277,6 @@ def _require_annotator(user: User) -> None:
         raise PermissionDenied("feedback is for annotators of expert group 1 or 2", key="errors.feedback_annotators")
 
 
-def _chunks(values: list[int]):
-    for start in range(0, len(values), BATCH):
-        yield values[start : start + BATCH]
-
-
 def open_round_count(session: Session, user: User) -> int:
     """Open rounds in which the annotator's group has label assignments (0: nothing to show yet)."""
     _require_annotator(user)
@@ -280,159 +306,194 @@ def _open_round_response_ids(user: User):
     )
 
 
-def my_feedback(session: Session, user: User) -> AnnotatorFeedback:
+def my_feedback(session: Session, user: User, *, page: int = 0, page_size: int | None = None) -> AnnotatorFeedback:
     """The annotator's own labels in open rounds compared with gold; the decisions where they differ.
 
-    Gold can differ from the annotator's label only where some other label on the decision differs
-    from it (their checker's, the other group's, an adjudication); everywhere else gold exists and
-    equals their label. So the labels are read, and gold (db.gold) computed, for those decisions
-    only: a few percent of the annotator's labels, found by index lookups in the database.
+    The figures count every such label; `responses` holds the responses with a differing decision in
+    (case id, response code) order, all of them or, with `page_size`, page `page` (from 0) of them.
+    The figures and the list of responses come from the label tally (db.kept keeps, per annotator and
+    response, the labels that count on the current rubric, those where gold differs and those without
+    gold); gold of the listed decisions is computed (db.gold) from the labels of those responses only.
     """
     open_rounds = open_round_count(session, user)  # checks the role
+    if page < 0 or (page_size is not None and page_size < 1):
+        raise ValidationFailed(f"feedback: page {page} of size {page_size} does not exist", key="errors.feedback_page")
     if not open_rounds:
-        return AnnotatorFeedback(0, 0, 0, 0, [])
-    versions = current_version_ids(session)  # case_pk → its current rubric version
-    current_ids = set(versions.values())
-    mine = Label.__table__.alias("mine")
-    own = (
-        (mine.c.user_id == user.id)
-        & (mine.c.stage == Stage.annotation.value)
-        & (mine.c.group_no == user.group_no)
-        & mine.c.response_id.in_(_open_round_response_ids(user))
-    )
-    # A rubric version belongs to one case, so "counts on the current rubric" is "no version, or a current one".
-    n_mine = sum(
-        int(n)
-        for version, n in session.execute(
-            sa_select(mine.c.rubric_version_id, func.count()).where(own).group_by(mine.c.rubric_version_id)
-        ).all()
-        if version is None or version in current_ids
-    )
-    if not n_mine:
-        return AnnotatorFeedback(open_rounds, 0, 0, 0, [])
-    other, label = Label.__table__.alias("other"), Label.__table__.alias("decision_label")
-    differs = (
-        sa_select(other.c.id)
-        .where(
-            other.c.response_id == mine.c.response_id,
-            other.c.criterion_id == mine.c.criterion_id,
-            other.c.met != mine.c.met,
-        )
-        .exists()
-    )
-    rows = session.execute(
+        return AnnotatorFeedback(0, 0, 0, 0, [], 0)
+    tally = kept.feedback_tally(user_id=int(user.id or 0), group_no=int(user.group_no or 0))
+    current = current_versions().subquery("current")
+    counted = (
         sa_select(
-            mine.c.met,
-            mine.c.rubric_version_id,
-            label.c.response_id,
-            label.c.criterion_id,
-            label.c.stage,
-            label.c.group_no,
-            label.c.met,
-            label.c.rubric_version_id,
-            label.c.note,
+            tally.c.response_id,
+            Response.code,
+            Case.case_id,
+            tally.c.n,
+            tally.c.n_gold_differs,
+            tally.c.n_no_gold,
         )
-        .select_from(mine)
-        .join(label, (label.c.response_id == mine.c.response_id) & (label.c.criterion_id == mine.c.criterion_id))
-        .where(own, differs)
-    ).all()
+        .join(Response, col(Response.id) == tally.c.response_id)
+        .join(Case, col(Case.id) == col(Response.case_pk))
+        .outerjoin(current, current.c.case_pk == col(Response.case_pk))
+        .where(
+            tally.c.response_id.in_(_open_round_response_ids(user)),
+            (tally.c.rubric_version_id == NO_RUBRIC_VERSION)
+            | (tally.c.rubric_version_id == current.c.rubric_version_id),
+        )
+        .subquery("counted")
+    )
+    n_mine = differing = awaiting = 0
+    listed: set[tuple[str, str, int]] = set()  # (case id, response code, response id) with a differing decision
+    for response_id, code, case_id, n, n_differs, n_no_gold in session.execute(sa_select(counted)).all():
+        n_mine, differing, awaiting = n_mine + int(n), differing + int(n_differs), awaiting + int(n_no_gold)
+        if n_differs:
+            listed.add((str(case_id), str(code), int(response_id)))
+    ordered = sorted(listed)
+    if page_size is not None:
+        ordered = ordered[page * page_size : (page + 1) * page_size]
+    order = [rid for _, _, rid in ordered]
+    decisions, decision_responses = _page_decisions(session, user, order)
+    return AnnotatorFeedback(
+        open_rounds=open_rounds,
+        compared=n_mine - awaiting,
+        differing=differing,
+        awaiting_gold=awaiting,
+        responses=_responses(
+            session,
+            user,
+            current_version_ids(
+                session,
+                set(session.execute(sa_select(Response.case_pk).where(col(Response.id).in_(order))).scalars()),
+            )
+            if order
+            else {},
+            decisions,
+            decision_responses,
+            order,
+        ),
+        total_responses=len(listed),
+    )
 
-    def counts(version: int | None) -> bool:
-        return version is None or version in current_ids
 
-    candidates: dict[tuple[int, str], bool] = {}
-    counted, rationale = [], {}
-    for my_met, my_version, response_id, criterion_id, stage, group_no, met, version, note in rows:
-        if not counts(my_version) or not counts(version):
-            continue
-        candidates[(int(response_id), str(criterion_id))] = bool(my_met)
-        counted.append((response_id, criterion_id, stage, group_no, met))
-        if stage == Stage.adjudication:
-            rationale[(response_id, criterion_id)] = note
-    gold_frame = gold_rule.gold_labels(pd.DataFrame(counted, columns=gold_rule.LABEL_COLUMNS))
+def _page_decisions(session: Session, user: User, response_ids: list[int]) -> tuple[list[FeedbackDecision], list[int]]:
+    """The decisions of `response_ids` where gold (db.gold, from the labels that count on the current rubric)
+    differs from the user's own annotation label, and the response of each; positions and texts come later."""
+    if not response_ids:
+        return [], []
+    case_of = dict(
+        session.execute(sa_select(Response.id, Response.case_pk).where(col(Response.id).in_(response_ids))).all()
+    )
+    versions = current_version_ids(session, set(case_of.values()))
+    rows = [
+        row
+        for row in session.execute(
+            sa_select(
+                Label.response_id,
+                Label.criterion_id,
+                Label.stage,
+                Label.group_no,
+                Label.met,
+                Label.user_id,
+                Label.rubric_version_id,
+                Label.note,
+            ).where(col(Label.response_id).in_(response_ids))
+        ).all()
+        if counts_on_current_rubric(row[6], versions.get(case_of[row[0]]))
+    ]
+    frame = pd.DataFrame([row[:5] for row in rows], columns=gold_rule.LABEL_COLUMNS)
+    frame["met"] = frame["met"].astype(bool)
+    frame["stage"] = frame["stage"].astype(str)
+    found = gold_rule.gold_labels(frame)
     gold = {
-        (int(response_id), str(criterion_id)): (bool(met), str(source))
-        for response_id, criterion_id, met, source in zip(
-            gold_frame["response_id"].tolist(),
-            gold_frame["criterion_id"].tolist(),
-            gold_frame["met"].tolist(),
-            gold_frame["source"].tolist(),
+        (int(r), str(c)): (bool(m), str(source))
+        for r, c, m, source in zip(
+            found["response_id"].tolist(),
+            found["criterion_id"].tolist(),
+            found["met"].tolist(),
+            found["source"].tolist(),
         )
     }
-    awaiting = sum(key not in gold for key in candidates)
-    differing_keys = sorted(key for key, met in candidates.items() if key in gold and gold[key][0] != met)
-    responses: dict[int, Any] = {}
-    for chunk in _chunks(sorted({rid for rid, _ in differing_keys})):
-        responses.update(
-            {
-                row[0]: row
-                for row in session.execute(
-                    sa_select(Response.id, Response.case_pk, Response.code, Response.text).where(
-                        col(Response.id).in_(chunk)
-                    )
-                ).all()
-            }
-        )
-
-    current = {rid: versions[row[1]] for rid, row in responses.items()}
-    criteria: dict[tuple[int, str], tuple[int, str]] = {}  # (version, criterion_id) → (position, text)
-    for chunk in _chunks(sorted(set(current.values()))):
-        for version_id, criterion_id, position, text in session.execute(
-            sa_select(Criterion.rubric_version_id, Criterion.criterion_id, Criterion.position, Criterion.text).where(
-                col(Criterion.rubric_version_id).in_(chunk)
-            )
-        ).all():
-            criteria[(version_id, criterion_id)] = (position, text)
-    rounds_of: dict[int, datetime] = {}
-    for chunk in _chunks(sorted(responses)):
-        rounds_of.update(
-            session.execute(
-                sa_select(Assignment.response_id, Assignment.created_at)
-                .join(FeedbackRound, col(FeedbackRound.round_at) == col(Assignment.created_at))
-                .where(
-                    FeedbackRound.is_open == True,  # noqa: E712
-                    Assignment.kind == AssignmentKind.label,
-                    Assignment.group_no == user.group_no,
-                    col(Assignment.response_id).in_(chunk),
-                )
-            )
-            .tuples()
-            .all()
-        )
-    cases: dict[int, Case] = {}
-    for chunk in _chunks(sorted({responses[rid][1] for rid, _ in differing_keys})):
-        cases.update({int(case.id or 0): case for case in session.exec(select(Case).where(col(Case.id).in_(chunk)))})
-
-    by_response: dict[int, list[FeedbackDecision]] = defaultdict(list)
-    for response_id, criterion_id in differing_keys:
-        found = criteria.get((current[response_id], criterion_id))
-        gold_met, source = gold[(response_id, criterion_id)]
-        by_response[response_id].append(
+    rationale = {(int(r[0]), str(r[1])): r[7] for r in rows if r[2] == Stage.adjudication}
+    decisions, owners = [], []
+    for response_id, criterion_id, stage, group_no, met, user_id, _version, _note in sorted(
+        rows, key=lambda r: (r[0], r[1])
+    ):
+        if user_id != user.id or stage != Stage.annotation or group_no != user.group_no:
+            continue
+        key = (int(response_id), str(criterion_id))
+        if key not in gold or gold[key][0] == bool(met):
+            continue
+        gold_met, source = gold[key]
+        decisions.append(
             FeedbackDecision(
-                position=found[0] if found else 0,
-                criterion_id=criterion_id,
-                criterion_text=found[1] if found else "",
-                my_met=candidates[(response_id, criterion_id)],
+                position=0,
+                criterion_id=str(criterion_id),
+                criterion_text="",
+                my_met=bool(met),
                 gold_met=gold_met,
                 gold_source=source,
-                rationale=rationale.get((response_id, criterion_id)) if source == gold_rule.ADJUDICATED else None,
+                rationale=rationale.get(key) if source == gold_rule.ADJUDICATED else None,
             )
         )
-    shown = [
+        owners.append(int(response_id))
+    return decisions, owners
+
+
+def _responses(
+    session: Session,
+    user: User,
+    versions: dict[int, int],
+    decisions: list[FeedbackDecision],
+    decision_responses: list[int],
+    order: list[int],
+) -> list[FeedbackResponse]:
+    """The responses `order` (in that order) with their `decisions` (one response id per decision), texts filled in."""
+    if not order:
+        return []
+    responses = {
+        row[0]: row
+        for row in session.execute(
+            sa_select(Response.id, Response.case_pk, Response.code, Response.text).where(col(Response.id).in_(order))
+        ).all()
+    }
+    current = {rid: versions[row[1]] for rid, row in responses.items()}
+    wanted = sorted({(current[rid], d.criterion_id) for rid, d in zip(decision_responses, decisions)})
+    criteria: dict[tuple[int, str], tuple[int, str]] = {}  # (version, criterion_id) → (position, text)
+    for version_id, criterion_id, position, text in session.execute(
+        sa_select(Criterion.rubric_version_id, Criterion.criterion_id, Criterion.position, Criterion.text).where(
+            col(Criterion.rubric_version_id).in_(sorted(set(current.values()))),
+            col(Criterion.criterion_id).in_(sorted({criterion for _, criterion in wanted})),
+        )
+    ).all():
+        criteria[(version_id, criterion_id)] = (position, text)
+    rounds_of = dict(
+        session.execute(
+            sa_select(Assignment.response_id, Assignment.created_at)
+            .join(FeedbackRound, col(FeedbackRound.round_at) == col(Assignment.created_at))
+            .where(
+                FeedbackRound.is_open == True,  # noqa: E712
+                Assignment.kind == AssignmentKind.label,
+                Assignment.group_no == user.group_no,
+                col(Assignment.response_id).in_(order),
+            )
+        ).all()
+    )
+    cases = {
+        int(case.id or 0): case
+        for case in session.exec(select(Case).where(col(Case.id).in_(sorted({row[1] for row in responses.values()}))))
+    }
+    by_response: dict[int, list[FeedbackDecision]] = defaultdict(list)
+    for response_id, decision in zip(decision_responses, decisions):
+        found = criteria.get((current[response_id], decision.criterion_id))
+        by_response[response_id].append(
+            replace(decision, position=found[0] if found else 0, criterion_text=found[1] if found else "")
+        )
+    return [
         FeedbackResponse(
             code=responses[rid][2],
             text=responses[rid][3],
             case=case_view(cases[responses[rid][1]]),
             round_at=rounds_of[rid],
-            decisions=sorted(decisions, key=lambda d: (d.position, d.criterion_id)),
+            decisions=sorted(by_response[rid], key=lambda d: (d.position, d.criterion_id)),
         )
-        for rid, decisions in by_response.items()
+        for rid in order
     ]
-    shown.sort(key=lambda r: (r.case.case_id, r.code))
-    return AnnotatorFeedback(
-        open_rounds=open_rounds,
-        compared=n_mine - awaiting,
-        differing=len(differing_keys),
-        awaiting_gold=awaiting,
-        responses=shown,
-    )

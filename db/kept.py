@@ -5,7 +5,9 @@ small tables hold the figures instead, rewritten for exactly the responses a sav
 touched, in the same transaction as the labels themselves (so they are never ahead or behind):
 
 - `label_tally`: how many labels each person made on a response, per group and stage (the label
-  check's annotator list and queue, "responses this checker labeled");
+  check's annotator list and queue, "responses this checker labeled"), and of the annotation labels
+  that count on the current rubric, those whose decision's gold differs from the label and those whose
+  decision has no gold yet (the annotator's feedback figures and its list of responses);
 - `response_status`: per response, the decisions both groups labeled, those where the two groups'
   final labels differ, those of them still unresolved (nobody adjudicated) and those with gold
   (the adjudication queue, the unresolved count of the sidebar and of the progress page);
@@ -162,10 +164,16 @@ def _refresh_touched(session: Session) -> None:
     dirty = session.info.pop(_DIRTY, None) or set()
     assigned = session.info.pop(_DIRTY_ASSIGNMENTS, None) or set()
     cases = session.info.pop(_DIRTY_CASES, None)
+    of_cases: set[int] = set()
     if cases:
         pks = sorted(cases)
         connection = session.connection()
         for start in range(0, len(pks), REFRESH_CHUNK):
+            of_cases.update(
+                connection.execute(
+                    select(_RESPONSE.c.id).where(_RESPONSE.c.case_pk.in_(pks[start : start + REFRESH_CHUNK]))
+                ).scalars()
+            )
             assigned.update(
                 connection.execute(
                     select(_ASSIGNMENT.c.response_id).where(
@@ -179,6 +187,8 @@ def _refresh_touched(session: Session) -> None:
         refresh(session, dirty, locked=locked)
     if assigned - dirty:
         refresh_assignments(session, assigned - dirty)
+    if of_cases - dirty:
+        refresh_gold_figures(session, of_cases - dirty)  # which labels count changed with the current rubric
 
 
 @event.listens_for(Session, "after_rollback")
@@ -217,6 +227,7 @@ def refresh(
                 .with_for_update(key_share=True)
             )
         _refresh_tally_chunk(connection, chunk)
+        _refresh_gold_figures(connection, chunk, known)
         _refresh_status_chunk(connection, chunk)
         _refresh_assignment_chunk(connection, chunk, known)
 
@@ -250,6 +261,70 @@ def _refresh_tally_chunk(connection: Connection, chunk: list[int]) -> None:
             .group_by(*keys),
         )
     )
+
+
+def _refresh_gold_figures(connection: Connection, chunk: list[int], known: dict | None = None) -> None:
+    """`n_gold_differs` and `n_no_gold` of the annotation rows of the tally of `chunk` (rows written already).
+
+    Only labels that count on the case's current rubric take part, on both sides: the annotator's label and
+    the labels gold is decided from (db.current_rubric, db.gold), as the annotator's feedback compares them.
+    """
+    rubrics = _current_rubrics(connection, chunk, known or {})
+    rows = connection.execute(
+        select(
+            _LABEL.c.response_id,
+            _LABEL.c.criterion_id,
+            _LABEL.c.stage,
+            _LABEL.c.group_no,
+            _LABEL.c.met,
+            _LABEL.c.user_id,
+            _LABEL.c.rubric_version_id,
+        ).where(_LABEL.c.response_id.in_(chunk))
+    ).all()
+    counted = [row for row in rows if counts_on_current_rubric(row[6], rubrics.get(int(row[0]), (None, 0))[0])]
+    if not counted:
+        return
+    labels = _frame([row[:5] for row in counted])
+    found = gold.gold_labels(labels)
+    gold_of = {
+        (int(r), str(c)): bool(m)
+        for r, c, m in zip(found["response_id"].tolist(), found["criterion_id"].tolist(), found["met"].tolist())
+    }
+    figures: dict[tuple[int, int, int, int], list[int]] = {}
+    for response_id, criterion_id, stage, group_no, met, user_id, version_id in counted:
+        if stage != Stage.annotation.value:
+            continue
+        key = (int(response_id), int(group_no), int(user_id), NO_RUBRIC_VERSION if version_id is None else version_id)
+        figure = figures.setdefault(key, [0, 0])
+        decided = gold_of.get((int(response_id), str(criterion_id)))
+        if decided is None:
+            figure[1] += 1
+        elif decided != bool(met):
+            figure[0] += 1
+    changes = [{"r": r, "g": g, "u": u, "v": v, "d": d, "w": w} for (r, g, u, v), (d, w) in figures.items() if d or w]
+    if changes:
+        connection.execute(
+            update(_TALLY)
+            .where(
+                _TALLY.c.response_id == bindparam("r"),
+                _TALLY.c.group_no == bindparam("g"),
+                _TALLY.c.stage == Stage.annotation.value,
+                _TALLY.c.user_id == bindparam("u"),
+                _TALLY.c.rubric_version_id == bindparam("v"),
+            )
+            .values(n_gold_differs=bindparam("d"), n_no_gold=bindparam("w")),
+            changes,
+        )
+
+
+def refresh_gold_figures(session_or_connection: Session | Connection, response_ids: Iterable[int]) -> None:
+    """Rewrites `n_gold_differs` and `n_no_gold` of `response_ids` (their case's current rubric changed)."""
+    connection = _connection(session_or_connection)
+    ids = sorted({int(rid) for rid in response_ids})
+    for start in range(0, len(ids), REFRESH_CHUNK):
+        chunk = ids[start : start + REFRESH_CHUNK]
+        connection.execute(update(_TALLY).where(_TALLY.c.response_id.in_(chunk)).values(n_gold_differs=0, n_no_gold=0))
+        _refresh_gold_figures(connection, chunk)
 
 
 def _refresh_status_chunk(connection: Connection, chunk: list[int]) -> None:
@@ -389,6 +464,7 @@ def rebuild_tally(connection: Connection) -> None:
     connection.execute(delete(_TALLY))
     for chunk in _every_labeled_chunk(connection):
         _refresh_tally_chunk(connection, chunk)
+        _refresh_gold_figures(connection, chunk)
 
 
 def rebuild_assignments(session_or_connection: Session | Connection) -> None:
@@ -497,6 +573,18 @@ def tally(*, stage: str, group_no: int, user_id: int | None = None):
         filters.append(_TALLY.c.user_id == user_id)
     columns = (_TALLY.c.response_id, _TALLY.c.user_id, _TALLY.c.rubric_version_id, _TALLY.c.n)
     return select(*columns).where(*filters).subquery("tally")
+
+
+def feedback_tally(*, user_id: int, group_no: int):
+    """One annotator's annotation labels per (response, rubric version), as a subquery with the columns
+    response_id, rubric_version_id, n, n_gold_differs, n_no_gold (the annotator's feedback figures)."""
+    return (
+        select(
+            _TALLY.c.response_id, _TALLY.c.rubric_version_id, _TALLY.c.n, _TALLY.c.n_gold_differs, _TALLY.c.n_no_gold
+        )
+        .where(_TALLY.c.stage == Stage.annotation.value, _TALLY.c.group_no == group_no, _TALLY.c.user_id == user_id)
+        .subquery("tally")
+    )
 
 
 def annotation_counts(session: Session, response_ids: Iterable[int], group_no: int) -> dict[int, dict[int | None, int]]:

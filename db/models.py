@@ -316,6 +316,10 @@ class LabelTally(SQLModel, table=True):
     n: int
     # of the annotation labels, those their group has no check label for yet (the check is pending)
     n_unchecked: int = Field(default=0)
+    # of the annotation labels that count on the case's current rubric, those whose decision's gold (db.gold, from
+    # the decision's counting labels) differs from the label, and those whose decision has no gold yet (feedback)
+    n_gold_differs: int = Field(default=0)
+    n_no_gold: int = Field(default=0)
 
 
 class ResponseStatus(SQLModel, table=True):

@@ -12,7 +12,7 @@ RATIONALE = "指南推荐首选，组二判断正确"
 
 
 def world(engine):
-    """Round 1 (response A) fully labeled by both groups and adjudicated on c01; round 2 (response B) unfinished.
+    """Round 1 (response A of CC-0001) fully labeled and adjudicated on c01; round 2 (B of CC-0002) unfinished.
 
     On A: ann1 says met on c01 and c03, not met on c02 (their checker corrected c02 to met);
     ann2 says not met on c01, met on c02 and c03; the adjudicator decided c01 not met.
@@ -29,7 +29,8 @@ def world(engine):
         }
         case = make_case(s, "CC-0001", n=N)
         a = make_response(s, case, "model-secret-a", "回答甲")
-        b = make_response(s, case, "model-secret-b", "回答乙")
+        other_case = make_case(s, "CC-0002", n=N)  # rounds that share no case open independently
+        b = make_response(s, other_case, "model-secret-b", "回答乙")
         ids = {name: user.id for name, user in people.items()} | {"A": a.id, "B": b.id}
     with session_scope(engine) as s:
         admin = s.get(User, ids["admin"])

@@ -125,6 +125,14 @@ def shown_texts(app) -> list[Shown]:
             found += [Shown(f"{kind} option", str(option)) for option in element.options]
             if getattr(element.proto, "help", ""):
                 found.append(Shown(f"{kind} help", str(element.proto.help)))
+            if kind in ("selectbox", "multiselect"):
+                placeholder = element.proto.placeholder
+                empty = kind == "multiselect" or not element.proto.HasField("default")
+                if placeholder:
+                    found.append(Shown(f"{kind} placeholder", str(placeholder)))
+                elif empty:
+                    # Nothing chosen and no placeholder of ours: the browser shows Streamlit's English one.
+                    found.append(Shown(f"{kind} placeholder", "Choose an option"))
     for element in app.metric:
         found += [Shown("metric label", str(element.label)), Shown("metric value", str(element.value))]
     for element in app.expander:

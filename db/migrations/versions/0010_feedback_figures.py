@@ -1,0 +1,37 @@
+"""feedback figures: per annotator and response, the labels where gold differs and those without gold yet
+
+Revision ID: 0010
+Revises: 0009
+
+The annotator's feedback page shows how many of their labels gold confirms and lists the responses where
+it differs, a page at a time; the label tally now keeps, of each annotation row's labels that count on
+the current rubric, those whose decision's gold differs from the label and those whose decision has no
+gold yet (db/kept.py), so the page reads them instead of comparing every label with gold.
+An existing database gets them computed here.
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0010"
+down_revision = "0009"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("label_tally", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("n_gold_differs", sa.Integer(), nullable=False, server_default="0"))
+        batch_op.add_column(sa.Column("n_no_gold", sa.Integer(), nullable=False, server_default="0"))
+
+    from db import kept
+
+    kept.refresh_gold_figures(
+        op.get_bind(), op.get_bind().execute(sa.text("SELECT DISTINCT response_id FROM label_tally")).scalars()
+    )
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("label_tally", schema=None) as batch_op:
+        batch_op.drop_column("n_no_gold")
+        batch_op.drop_column("n_gold_differs")
