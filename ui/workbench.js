@@ -30,6 +30,16 @@ function isTyping(event) {
   return tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT" || target.isContentEditable;
 }
 
+// True while the user types in a field outside the workbench, or in a picker they have opened:
+// a redraw must not take that focus (their next keys would decide items or fill the rationale).
+function typingElsewhere(wb) {
+  const active = document.activeElement;
+  if (!active || !active.getAttribute || !active.tagName || wb.contains(active)) return false;
+  if (active.getAttribute("role") === "combobox") return active.getAttribute("aria-expanded") === "true";
+  const tag = active.tagName.toUpperCase();
+  return tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT" || active.isContentEditable;
+}
+
 function build(root) {
   const wb = el("div", "wb");
   wb.innerHTML = `
@@ -95,12 +105,14 @@ export default function (component) {
     s.messageToken = null;
     renderStatic();
     renderItems();
-    setTimeout(() => focusItem(s.focus, false), 0);
+    setTimeout(() => { if (!typingElsewhere(wb)) focusItem(s.focus, false); }, 0);
     // A response just chosen in the page's picker leaves the focus in the picker: take it back, so
-    // the first key already decides.
+    // the first key already decides. Only from a closed picker: one the user has opened again (to
+    // type another code) keeps the focus, or their typing would land in the items and the rationale.
     setTimeout(() => {
       const active = document.activeElement;
-      if (active && active.getAttribute && active.getAttribute("role") === "combobox") {
+      if (active && active.getAttribute && active.getAttribute("role") === "combobox" &&
+          active.getAttribute("aria-expanded") !== "true") {
         active.blur();
         focusItem(s.focus, false);
       }
