@@ -39,6 +39,7 @@ from tests.e2e.conftest import (
     _free_port,
     _stop,
     _wait_until_healthy,
+    choose_in_picker,
     find_account,
     login,
     seed_database,
@@ -268,10 +269,9 @@ def _decisions(database_url: str, response_id: int) -> dict[str, tuple[bool, str
 def _open_adjudication(page, code: str) -> None:
     page.get_by_role("link", name=text("review.adjudication.title")).first.click()
     wait_for_app_run(page)
-    page.get_by_role("combobox", name=text("review.adjudication.pick")).focus()
-    page.keyboard.type(code)
-    page.keyboard.press("Enter")
-    wait_for_app_run(page)
+    # Picked by clicking the option: keys typed into a closed picker may reach the workbench, whose
+    # decision keys (0, 1, ...) work from a closed picker, before the typed code opens the list.
+    choose_in_picker(page, text("review.adjudication.pick"), code)
     expect(page.locator(".wb-pane-title")).to_have_text(text("workbench.response", code=code), timeout=WAIT_MS)
     page.locator(".wb-item").first.wait_for()
 

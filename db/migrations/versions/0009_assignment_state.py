@@ -8,7 +8,9 @@ labels on each assigned response (todo, partial, done, stale, waiting), the labe
 current rubric and that rubric's size from the assignment row; db/kept.py rewrites them as labels,
 assignments and current rubrics change. The label tally also counts the annotation labels whose group
 has no check label for them yet, so "check pending" (db.independence) reads the tally, not the labels.
-An existing database gets both computed here.
+An existing database gets both computed by revision 0010, which adds the tally's last columns: the
+rebuild runs today's db/kept.py, which writes every column of the tally, so it belongs to the newest
+revision that changes these tables.
 """
 
 import sqlalchemy as sa
@@ -29,11 +31,6 @@ def upgrade() -> None:
 
     with op.batch_alter_table("label_tally", schema=None) as batch_op:
         batch_op.add_column(sa.Column("n_unchecked", sa.Integer(), nullable=False, server_default="0"))
-
-    from db import kept
-
-    kept.rebuild_tally(op.get_bind())
-    kept.rebuild_assignments(op.get_bind())
 
 
 def downgrade() -> None:

@@ -7,7 +7,8 @@ The annotator's feedback page shows how many of their labels gold confirms and l
 it differs, a page at a time; the label tally now keeps, of each annotation row's labels that count on
 the current rubric, those whose decision's gold differs from the label and those whose decision has no
 gold yet (db/kept.py), so the page reads them instead of comparing every label with gold.
-An existing database gets them computed here.
+An existing database gets the whole tally (with revision 0009's column) and every labeling assignment's state
+computed here, by today's db/kept.py: a later revision that changes these tables moves this rebuild to itself.
 """
 
 import sqlalchemy as sa
@@ -26,9 +27,8 @@ def upgrade() -> None:
 
     from db import kept
 
-    kept.refresh_gold_figures(
-        op.get_bind(), op.get_bind().execute(sa.text("SELECT DISTINCT response_id FROM label_tally")).scalars()
-    )
+    kept.rebuild_tally(op.get_bind())  # with the gold figures
+    kept.rebuild_assignments(op.get_bind())
 
 
 def downgrade() -> None:

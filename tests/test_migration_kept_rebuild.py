@@ -1,0 +1,63 @@
+"""A database with labels and assignments, taken back to revision 0008 (before the assignment state and
+the tally's later columns), upgrades to the head with every kept figure as the head writes it."""
+
+from __future__ import annotations
+
+import os
+from itertools import count
+
+import pytest
+from alembic import command
+from sqlalchemy import text
+
+from db.engine import make_engine
+from db.migrate import alembic_config, current_revision, head_revision, upgrade
+from tests.support.feedback_world import world
+
+_names = count()
+KEPT = {
+    "label_tally": "SELECT response_id, group_no, stage, user_id, rubric_version_id, n, n_unchecked, n_gold_differs,"
+    " n_no_gold FROM label_tally ORDER BY 1, 2, 3, 4, 5",
+    "response_status": "SELECT * FROM response_status ORDER BY response_id",
+    "assignment": "SELECT id, label_status, labeled, rubric_size FROM assignment ORDER BY id",
+}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_url_of_each_kind(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'kept.db'}"
+    pg_server = request.getfixturevalue("pg_server")
+    name = f"cc_kept_{os.getpid()}_{next(_names)}"
+    with pg_server.admin_engine.connect() as connection:
+        connection.exec_driver_sql(f"CREATE DATABASE {name}")
+    return pg_server.url(name)
+
+
+def _kept(engine) -> dict[str, list[tuple]]:
+    with engine.connect() as connection:
+        return {name: [tuple(row) for row in connection.execute(text(query)).all()] for name, query in KEPT.items()}
+
+
+def test_upgrading_from_0008_rebuilds_every_kept_figure(database_url_of_each_kind):
+    engine = make_engine(database_url_of_each_kind)
+    try:
+        upgrade(engine)
+        world(engine)
+        written = _kept(engine)
+        assert written["label_tally"] and written["assignment"]
+        assert any(row[7] for row in written["label_tally"])  # some label differs from gold
+        assert {row[1] for row in written["assignment"]} - {None}
+
+        with engine.connect() as connection:
+            config = alembic_config()
+            config.attributes["connection"] = connection
+            command.downgrade(config, "0008")
+            connection.commit()
+        assert current_revision(engine) == "0008"
+
+        upgrade(engine)
+        assert current_revision(engine) == head_revision()
+        assert _kept(engine) == written
+    finally:
+        engine.dispose()
