@@ -35,6 +35,17 @@ def _picker_labels(page) -> list[str]:
     return [box.input_value() for box in page.locator("[data-testid=stSelectbox] input").all()]
 
 
+def _picker_labels_once(page, settled, timeout_ms: int = 15_000) -> list[str]:
+    """The picker's labels as soon as `settled(labels)` holds (the redraw after a switch takes a moment)."""
+    labels: list[str] = []
+    for _ in range(timeout_ms // 100):
+        labels = _picker_labels(page)
+        if settled(labels):
+            return labels
+        page.wait_for_timeout(100)
+    return labels
+
+
 def test_the_adjudication_picker_follows_the_language_switch(page, app_server, accounts):
     """The browser keeps a select box's label; after a switch to English the picker must read English."""
     from playwright.sync_api import expect
@@ -46,16 +57,14 @@ def test_the_adjudication_picker_follows_the_language_switch(page, app_server, a
     assert "待仲裁" in chinese
     page.get_by_text("English", exact=True).click()
     wait_for_app_run(page)
-    page.wait_for_timeout(500)
-    [english] = _picker_labels(page)
+    [english] = _picker_labels_once(page, lambda labels: len(labels) == 1 and "open" in labels[0])
     code = chinese.split(" · ")[0]  # the same response stays picked
     assert english.startswith(code + " · ") and "open" in english and "agreement" in english, english
     assert not any("\u4e00" <= ch <= "\u9fff" for ch in english.replace(chinese.split(" · ")[1], ""))
     screenshot(page, "language-review-adjudication-en")
     page.get_by_text("中文", exact=True).click()
     wait_for_app_run(page)
-    page.wait_for_timeout(500)
-    assert _picker_labels(page) == [chinese]
+    assert _picker_labels_once(page, lambda labels: labels == [chinese]) == [chinese]
 
 
 def test_the_workbench_follows_the_language_switch_and_keeps_the_decisions(page, app_server, accounts):
