@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -227,8 +228,10 @@ def refresh(
                 .with_for_update(key_share=True)
             )
         _refresh_tally_chunk(connection, chunk)
-        _refresh_gold_figures(connection, chunk, known)
-        _refresh_status_chunk(connection, chunk)
+        # One read of the chunk's labels serves both the gold figures and the response status.
+        rows = _labels_with_authors(connection, chunk)
+        _refresh_gold_figures(connection, chunk, known, rows)
+        _refresh_status_chunk(connection, chunk, rows)
         _refresh_assignment_chunk(connection, chunk, known)
 
 
@@ -263,24 +266,35 @@ def _refresh_tally_chunk(connection: Connection, chunk: list[int]) -> None:
     )
 
 
-def _refresh_gold_figures(connection: Connection, chunk: list[int], known: dict | None = None) -> None:
+def _labels_with_authors(connection: Connection, chunk: list[int]) -> list[Any]:
+    """The labels of `chunk` as (gold.LABEL_COLUMNS…, user_id, rubric_version_id) rows."""
+    return list(
+        connection.execute(
+            select(
+                _LABEL.c.response_id,
+                _LABEL.c.criterion_id,
+                _LABEL.c.stage,
+                _LABEL.c.group_no,
+                _LABEL.c.met,
+                _LABEL.c.user_id,
+                _LABEL.c.rubric_version_id,
+            ).where(_LABEL.c.response_id.in_(chunk))
+        ).all()
+    )
+
+
+def _refresh_gold_figures(
+    connection: Connection, chunk: list[int], known: dict | None = None, rows: list[Any] | None = None
+) -> None:
     """`n_gold_differs` and `n_no_gold` of the annotation rows of the tally of `chunk` (rows written already).
 
     Only labels that count on the case's current rubric take part, on both sides: the annotator's label and
     the labels gold is decided from (db.current_rubric, db.gold), as the annotator's feedback compares them.
+    `rows` are the chunk's labels when the caller has read them already (`_labels_with_authors`).
     """
     rubrics = _current_rubrics(connection, chunk, known or {})
-    rows = connection.execute(
-        select(
-            _LABEL.c.response_id,
-            _LABEL.c.criterion_id,
-            _LABEL.c.stage,
-            _LABEL.c.group_no,
-            _LABEL.c.met,
-            _LABEL.c.user_id,
-            _LABEL.c.rubric_version_id,
-        ).where(_LABEL.c.response_id.in_(chunk))
-    ).all()
+    if rows is None:
+        rows = _labels_with_authors(connection, chunk)
     counted = [row for row in rows if counts_on_current_rubric(row[6], rubrics.get(int(row[0]), (None, 0))[0])]
     if not counted:
         return
@@ -327,8 +341,9 @@ def refresh_gold_figures(session_or_connection: Session | Connection, response_i
         _refresh_gold_figures(connection, chunk)
 
 
-def _refresh_status_chunk(connection: Connection, chunk: list[int]) -> None:
-    records = [dict(zip(STATUS_COLUMNS, row)) for row in _status_rows(_label_rows(connection, chunk))]
+def _refresh_status_chunk(connection: Connection, chunk: list[int], rows: list[Any] | None = None) -> None:
+    labels = _label_rows(connection, chunk) if rows is None else _frame([row[:5] for row in rows])
+    records = [dict(zip(STATUS_COLUMNS, row)) for row in _status_rows(labels)]
     unlabeled = sorted(set(chunk) - {record["response_id"] for record in records})
     if unlabeled:
         connection.execute(delete(_STATUS).where(_STATUS.c.response_id.in_(unlabeled)))

@@ -284,8 +284,14 @@ def screenshot(page, name: str, *, settle: bool = True) -> Path:
     return path
 
 
+#: A click's rerun reaches the page's "running" state a moment after the click; waiting this long first
+#: keeps `wait_for_app_run` from seeing the run before it as the one that finished.
+RUN_START_MS = 150
+
+
 def wait_for_app_run(page, timeout_ms: int = ACTION_TIMEOUT_MS) -> None:
     """Waits until the browser is connected and the script has finished its current run."""
+    page.wait_for_timeout(RUN_START_MS)
     page.locator('[data-testid="stApp"][data-test-connection-state="CONNECTED"]').wait_for(timeout=timeout_ms)
     page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for(timeout=timeout_ms)
 

@@ -75,6 +75,7 @@ def _open(page, title_key: str) -> None:
     page.get_by_role("link", name=text(title_key)).first.click()
     wait_for_app_run(page)
     expect(page.get_by_role("heading", name=text(title_key))).to_be_visible(timeout=WAIT_MS)
+    wait_for_app_run(page)  # the heading comes early in the page's run
 
 
 def _open_workbench(page, title_key: str, picker_key: str) -> None:
@@ -85,8 +86,11 @@ def _open_workbench(page, title_key: str, picker_key: str) -> None:
 
 
 def _pick(page, label_key: str, pattern: str) -> None:
-    page.get_by_role("combobox", name=text(label_key)).click()
-    page.get_by_role("option", name=re.compile(re.escape(pattern))).first.click()
+    """Picks the option with `pattern`; done once the picker shows it and the run it started has finished."""
+    choose_in_picker(page, text(label_key), pattern)
+    expect(page.get_by_role("combobox", name=text(label_key))).to_have_value(
+        re.compile(re.escape(pattern)), timeout=WAIT_MS
+    )
     wait_for_app_run(page)
 
 
@@ -160,7 +164,12 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
         ).one()
     # Widget keys carry no database id (a per-session random name): the first comment field by position.
     assert first_pk  # the criterion exists; its id is not in the page
-    page.locator('[class*="st-key-review_audit_c_"] input').first.fill("太笼统：请写明何种情况需要立即就医")
+    comment = "太笼统：请写明何种情况需要立即就医"
+    field = page.locator('[class*="st-key-review_audit_c_"] input').first
+    field.fill(comment)
+    field.press("Tab")
+    wait_for_app_run(page)
+    expect(field).to_have_value(comment)  # no rerun drew the field again in between
     screenshot(page, "checker-rubric-audit")
     page.get_by_role("button", name=text("review.audit.return")).click()
     wait_for_app_run(page)
