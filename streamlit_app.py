@@ -12,7 +12,9 @@ import admin
 import annotate
 import review
 from analysis import dashboard, insights
-from ui import home, shell
+from ui import home, process, shell
+
+process.freeze_imports_once()  # every module above is in: the collector stops walking them
 
 PAGE_ROOMS = (home.pages, annotate.pages, review.pages, dashboard.pages, insights.pages, admin.pages)
 

@@ -23,6 +23,7 @@ Targets (docs/REFERENCE.md §6, issue "full scale in the browser"): first visit 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import statistics
 import sys
@@ -259,6 +260,13 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ["DATABASE_URL"] = args.database
     get_engine.cache_clear()
+    # Runs outside `streamlit run` (AppTest, the background grid build) make Streamlit warn on every
+    # session-state read; they would bury the figures. A filter, as Streamlit resets its loggers' levels.
+    for name in (
+        "streamlit.runtime.scriptrunner_utils.script_run_context",
+        "streamlit.runtime.state.session_state_proxy",
+    ):
+        logging.getLogger(name).addFilter(lambda record: record.levelno >= logging.ERROR)
     visitor = Visitor(args.database)
     print(f"database: {visitor.engine.url.render_as_string(hide_password=True)}")
     wanted = set(args.pages.split(",")) if args.pages else None

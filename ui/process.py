@@ -1,0 +1,28 @@
+"""What the server process does once, whatever page its first visitor opens.
+
+The app imports Streamlit, pandas, SQLAlchemy, Plotly and every page module: some 300,000 objects
+the garbage collector would otherwise walk at each full (generation 2) collection, for as long as
+the process lives, and never free. Walking them cost ~180 ms in the middle of some page run at
+full scale (benchmarks/bench_pages.py). `gc.freeze()` moves them to the collector's permanent
+generation once the imports are done; objects made later are collected as before.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+_lock = threading.Lock()
+_frozen = False
+
+
+def freeze_imports_once() -> bool:
+    """Freezes what the process holds now, on the first call only; True when this call froze."""
+    global _frozen
+    with _lock:
+        if _frozen:
+            return False
+        gc.collect()  # garbage of the imports goes first: frozen objects are never collected
+        gc.freeze()
+        _frozen = True
+        return True
