@@ -7,6 +7,8 @@ its user and is not an audited change: the audited change is the save it leads t
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete
@@ -14,6 +16,7 @@ from sqlmodel import Session, select
 
 from db.errors import ValidationFailed
 from db.models import Draft, User, utcnow
+from db.notes import clean_note
 from db.policies import require_active
 
 MAX_KEY_LENGTH = 128
@@ -59,3 +62,50 @@ def discard_draft(session: Session, user: User, key: str) -> bool:
     # One statement (a save drops its draft on every save-and-next); a loaded Draft leaves the session too.
     result = session.execute(delete(Draft).where(Draft.user_id == user.id, Draft.key == key))
     return bool(result.rowcount)
+
+
+# Decisions kept in drafts (the labeling workbench, label check, adjudication) ----------------------------
+
+
+def checked_decisions(
+    known: set[str],
+    decisions: Mapping[str, Any],
+    notes: Mapping[str, str] | None,
+    *,
+    subject: str,
+    other_ids: Iterable[str] = (),
+) -> tuple[dict[str, bool | None], dict[str, str]]:
+    """`decisions` (met, not met or undecided) and the non-empty `notes`, by criterion id.
+
+    Refused (nothing kept) when a criterion id of the decisions, the notes or `other_ids` is not in
+    `known`, or a decision is anything but True, False or None. `subject` names what is checked in
+    the message for the log ("labels", "draft").
+    """
+    unknown = sorted((set(decisions) | set(notes or {}) | set(other_ids)) - known)
+    if unknown:
+        raise ValidationFailed(
+            f"{subject}: unknown criteria {unknown[:5]}",
+            key="errors.labels_unknown_criteria",
+            params={"criteria": ", ".join(map(str, unknown[:5]))},
+        )
+    cleaned: dict[str, bool | None] = {}
+    for cid, value in decisions.items():
+        if value is not None and not isinstance(value, bool):
+            raise ValidationFailed(
+                f"{subject}: {cid} is met, not met or undecided", key="errors.label_value", params={"criterion": cid}
+            )
+        cleaned[cid] = value
+    cleaned_notes = {}
+    for cid, given in (notes or {}).items():
+        text = clean_note(given, f"note of {cid}")
+        if text:
+            cleaned_notes[cid] = text
+    return cleaned, cleaned_notes
+
+
+def kept_at(value: Any) -> datetime | None:
+    """The time a draft payload was kept (its ISO "at"), or None when absent or unreadable."""
+    try:
+        return datetime.fromisoformat(value) if value else None
+    except (TypeError, ValueError):
+        return None

@@ -21,11 +21,10 @@ from sqlmodel import Session, col, select
 
 from db import labeling, policies
 from db.current_rubric import current_approved_version
-from db.drafts import discard_draft, load_draft, save_draft
+from db.drafts import checked_decisions, discard_draft, kept_at, load_draft, save_draft
 from db.errors import ValidationFailed
 from db.labeling import LabelingView, LabelInput, RubricChanged, SaveOutcome
 from db.models import LabelTiming, Stage, User, utcnow
-from db.notes import clean_note
 
 #: Gaps between two decisions longer than this are idle time, not work.
 IDLE_AFTER_MS = 60_000
@@ -98,40 +97,14 @@ def open_response(session: Session, user: User, response_id: int) -> Workbench:
         notes,
         unsaved=unsaved,
         active_ms=int(draft.get("active_ms") or 0),
-        draft_at=_parse_time(draft.get("at")),
+        draft_at=kept_at(draft.get("at")),
     )
 
 
-def _parse_time(value) -> datetime | None:
-    try:
-        return datetime.fromisoformat(value) if value else None
-    except (TypeError, ValueError):
-        return None
-
-
 def _clean(criterion_ids: list[str], decisions: Decisions, notes: Mapping[str, str] | None) -> tuple[dict, dict]:
-    known = set(criterion_ids)
-    unknown = sorted(set(decisions) - known) + sorted(set(notes or {}) - known)
-    if unknown:
-        raise ValidationFailed(
-            f"labels: unknown criteria {unknown[:5]}",
-            key="errors.labels_unknown_criteria",
-            params={"criteria": ", ".join(map(str, unknown[:5]))},
-        )
-    cleaned: dict[str, bool | None] = {}
-    for cid in criterion_ids:
-        value = decisions.get(cid)
-        if value is not None and not isinstance(value, bool):
-            raise ValidationFailed(
-                f"label of {cid}: met, not met or unjudged", key="errors.label_value", params={"criterion": cid}
-            )
-        cleaned[cid] = value
-    cleaned_notes = {}
-    for cid, given in (notes or {}).items():
-        text = clean_note(given, f"note of {cid}")
-        if text:
-            cleaned_notes[cid] = text
-    return cleaned, cleaned_notes
+    """Every criterion of the rubric with its decision (None: unjudged), and the non-empty notes."""
+    given, cleaned_notes = checked_decisions(set(criterion_ids), decisions, notes, subject="labels")
+    return {cid: given.get(cid) for cid in criterion_ids}, cleaned_notes
 
 
 def _clean_active_ms(value) -> int:

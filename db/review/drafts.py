@@ -20,7 +20,7 @@ from datetime import datetime
 from sqlmodel import Session, select
 
 from db import independence
-from db.drafts import discard_draft, load_draft, save_draft
+from db.drafts import checked_decisions, discard_draft, kept_at, load_draft, save_draft
 from db.errors import NotFound, PermissionDenied, ValidationFailed
 from db.models import Label, Stage, User, utcnow
 from db.notes import clean_note
@@ -98,25 +98,7 @@ def _cleaned(
         raise ValidationFailed(
             "draft: decisions, notes and revisions are maps by criterion id", key="errors.draft_shape"
         )
-    unknown = sorted((set(decisions) | set(notes or {}) | set(seen)) - known)
-    if unknown:
-        raise ValidationFailed(
-            f"draft: unknown criteria {unknown[:5]}",
-            key="errors.labels_unknown_criteria",
-            params={"criteria": ", ".join(map(str, unknown[:5]))},
-        )
-    cleaned: dict[str, bool | None] = {}
-    for cid, value in decisions.items():
-        if value is not None and not isinstance(value, bool):
-            raise ValidationFailed(
-                f"decision of {cid}: met, not met or undecided", key="errors.label_value", params={"criterion": cid}
-            )
-        cleaned[cid] = value
-    cleaned_notes = {}
-    for cid, given in (notes or {}).items():
-        text = clean_note(given, f"note of {cid}")
-        if text:
-            cleaned_notes[cid] = text
+    cleaned, cleaned_notes = checked_decisions(known, decisions, notes, subject="draft", other_ids=seen)
     revisions: dict[str, int | None] = {}
     for cid, version in seen.items():
         if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
@@ -202,16 +184,9 @@ def _restore(payload: dict | None, current: Mapping[str, int | None]) -> Checker
         decisions=decisions,
         notes=notes,
         shared_note=str(payload.get("shared_note") or ""),
-        at=_parse_time(payload.get("at")),
+        at=kept_at(payload.get("at")),
         dropped=dropped,
     )
-
-
-def _parse_time(value) -> datetime | None:
-    try:
-        return datetime.fromisoformat(value) if value else None
-    except (TypeError, ValueError):
-        return None
 
 
 def check_draft(session: Session, user: User, view: CheckView) -> CheckerDraft | None:
