@@ -108,8 +108,8 @@ def _loaded(user, response_id: int) -> dict | None:
 def _keep_draft() -> None:
     user = shell.current_user()
     loaded = st.session_state.get(LOADED_KEY)
-    sent = wb.value(wb.session_key("label"), "work")
-    if user is None or loaded is None or not sent or sent.get("token") != loaded["token"]:
+    sent = wb.sent_for(loaded, "label", "work")
+    if user is None or loaded is None or sent is None:
         return
     try:
         with shell.db_session() as session:
@@ -133,8 +133,8 @@ def _keep_draft() -> None:
 def _save() -> None:
     user = shell.current_user()
     loaded = st.session_state.get(LOADED_KEY)
-    sent = wb.value(wb.session_key("label"), "save")
-    if user is None or loaded is None or not sent or sent.get("token") != loaded["token"]:
+    sent = wb.sent_for(loaded, "label", "save")
+    if user is None or loaded is None or sent is None:
         return
     code = widgets.plain(loaded["bench"].view.code)
     try:

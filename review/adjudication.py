@@ -94,8 +94,8 @@ def _changes(loaded: dict, sent: dict) -> list[review.AdjudicationInput]:
 def _keep_draft() -> None:
     user = shell.current_user()
     loaded = st.session_state.get(LOADED_KEY)
-    sent = wb.value(wb.session_key("adjudication"), "work")
-    if user is None or loaded is None or not sent or sent.get("token") != loaded["token"]:
+    sent = wb.sent_for(loaded, "adjudication", "work")
+    if user is None or loaded is None or sent is None:
         return
     try:
         with shell.db_session() as session:
@@ -115,8 +115,8 @@ def _keep_draft() -> None:
 def _save() -> None:
     user = shell.current_user()
     loaded = st.session_state.get(LOADED_KEY)
-    sent = wb.value(wb.session_key("adjudication"), "save")
-    if user is None or loaded is None or not sent or sent.get("token") != loaded["token"]:
+    sent = wb.sent_for(loaded, "adjudication", "save")
+    if user is None or loaded is None or sent is None:
         return
     changes = _changes(loaded, sent)
     if not changes:

@@ -136,8 +136,8 @@ def _stale_text(stale: StaleEdit) -> str:
 def _keep_draft() -> None:
     user = shell.current_user()
     loaded = st.session_state.get(LOADED_KEY)
-    sent = wb.value(wb.session_key("check"), "work")
-    if user is None or loaded is None or not sent or sent.get("token") != loaded["token"]:
+    sent = wb.sent_for(loaded, "check", "work")
+    if user is None or loaded is None or sent is None:
         return
     checkable = {row.criterion_id for row in _checkable(loaded["view"])}
     try:
@@ -157,8 +157,8 @@ def _keep_draft() -> None:
 def _save() -> None:
     user = shell.current_user()
     loaded = st.session_state.get(LOADED_KEY)
-    sent = wb.value(wb.session_key("check"), "save")
-    if user is None or loaded is None or not sent or sent.get("token") != loaded["token"]:
+    sent = wb.sent_for(loaded, "check", "save")
+    if user is None or loaded is None or sent is None:
         return
     view: review.CheckView = loaded["view"]
     decided = sent.get("decisions") or {}

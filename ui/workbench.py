@@ -125,5 +125,17 @@ def value(key: str, name: str) -> dict[str, Any] | None:
     return sent if isinstance(sent, dict) else None
 
 
+def sent_for(loaded: dict[str, Any] | None, name: str, event: str) -> dict[str, Any] | None:
+    """What workbench `name` sent as `event` for the response the page has loaded (`loaded["token"]`), or None.
+
+    A message carrying another token was sent for a response loaded before (a late callback after
+    save-and-next or a reload) and is ignored, so it never lands on the response now shown.
+    """
+    if loaded is None:
+        return None
+    sent = value(session_key(name), event)
+    return sent if sent and sent.get("token") == loaded["token"] else None
+
+
 def _nothing() -> None:
     return None
