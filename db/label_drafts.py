@@ -20,10 +20,9 @@ from datetime import datetime
 from sqlmodel import Session, col, select
 
 from db import labeling, policies
-from db.current_rubric import current_approved_version
 from db.drafts import checked_decisions, discard_draft, kept_at, load_draft, save_draft
 from db.errors import ValidationFailed
-from db.labeling import LabelingView, LabelInput, RubricChanged, SaveOutcome
+from db.labeling import LabelingView, LabelInput, SaveOutcome
 from db.models import LabelTiming, Stage, User, utcnow
 
 #: Gaps between two decisions longer than this are idle time, not work.
@@ -130,16 +129,7 @@ def keep_draft(
     loaded it (RubricChanged: the page reloads the response).
     """
     response = labeling._assigned_response(session, user, response_id)
-    rubric = current_approved_version(session, response.case_pk)
-    if rubric is None:
-        raise ValidationFailed("this case has no approved rubric yet", key="errors.no_approved_rubric")
-    if rubric.id != rubric_version_id:
-        raise RubricChanged(
-            "the rubric of this case changed since the page was opened",
-            current=rubric.version,
-            key="errors.rubric_changed",
-            params={"version": rubric.version},
-        )
+    rubric = labeling.rubric_as_opened(session, response.case_pk, rubric_version_id)
     criterion_ids = labeling.criterion_ids_of(session, rubric.id)
     cleaned, cleaned_notes = _clean(criterion_ids, decisions, notes)
     payload = {

@@ -338,17 +338,26 @@ def save_target(session: Session, user: User, response_id: int, *, rubric_versio
     """
     response, case = _assigned(session, user, response_id, lock=True)
     kept.hold_row_locks(session, [response_id])
-    rubric = current_approved_version(session, response.case_pk)
+    rubric = rubric_as_opened(session, response.case_pk, rubric_version_id)
+    return SaveTarget(response, case.case_id, rubric, criterion_ids_of(session, rubric.id))
+
+
+def rubric_as_opened(session: Session, case_pk: int, rubric_version_id: int) -> RubricVersion:
+    """The case's current approved rubric, when it is still version `rubric_version_id` the page opened.
+
+    Refused with RubricChanged (nothing is written) when the current rubric is another version.
+    """
+    rubric = current_approved_version(session, case_pk)
     if rubric is None:
         raise ValidationFailed("this case has no approved rubric yet", key="errors.no_approved_rubric")
     if rubric.id != rubric_version_id:
         raise RubricChanged(
-            "the rubric of this case changed since the page was opened; nothing was saved",
+            "the rubric of this case changed since the page was opened; nothing was written",
             current=rubric.version,
             key="errors.rubric_changed",
             params={"version": rubric.version},
         )
-    return SaveTarget(response, case.case_id, rubric, criterion_ids_of(session, rubric.id))
+    return rubric
 
 
 def criterion_ids_of(session: Session, rubric_version_id: int) -> list[str]:
