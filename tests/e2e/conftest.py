@@ -20,6 +20,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,6 +182,17 @@ def app_server(chromium_path, tmp_path_factory) -> AppServer:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "e2e-seed.txt").write_text(seed_output, encoding="utf-8")
 
+    try:
+        with served_app(folder, env, database_url) as server:
+            yield server
+    finally:  # after the server stopped, so its log is whole; also when it never became healthy
+        if (folder / "server.log").exists():
+            shutil.copyfile(folder / "server.log", ARTIFACTS / "e2e-server.log")
+
+
+@contextmanager
+def served_app(folder: Path, env: dict, database_url: str) -> Iterator[AppServer]:
+    """`streamlit run streamlit_app.py` on a free loopback port with `env`, until the block ends."""
     port = _free_port()
     base_url = f"http://127.0.0.1:{port}"
     log_path = folder / "server.log"
@@ -214,7 +227,6 @@ def app_server(chromium_path, tmp_path_factory) -> AppServer:
         yield AppServer(base_url=base_url, database_url=database_url, log_path=log_path)
     finally:
         _stop(process)
-        shutil.copyfile(log_path, ARTIFACTS / "e2e-server.log")
 
 
 # Browser -----------------------------------------------------------------------------------

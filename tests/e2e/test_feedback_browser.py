@@ -5,8 +5,6 @@ annotator's feedback page is kept as a screenshot and carries no model name anyw
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 from playwright.sync_api import expect
@@ -18,18 +16,14 @@ from db.models import Assignment, AssignmentKind, JudgeDecision, Response, User
 from tests.e2e.conftest import (
     ACTION_TIMEOUT_MS,
     DEMO_PASSWORD,
-    REPO_ROOT,
     Account,
-    AppServer,
-    _free_port,
-    _stop,
-    _wait_until_healthy,
     choose_in_picker,
     find_account,
     login,
     open_app,
     screenshot,
     seed_database,
+    served_app,
     text,
 )
 
@@ -84,26 +78,8 @@ def feedback_server(chromium_path, tmp_path_factory):
     env = {**os.environ, "DATABASE_URL": database_url, "CLINCONSENSUS_DEMO_PASSWORD": DEMO_PASSWORD}
     env.pop("STREAMLIT_SERVER_PORT", None)
     seed_database(env)
-    port = _free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    log_path = folder / "server.log"
-    command = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.port", str(port)]
-    command += ["--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"]
-    with open(log_path, "w", encoding="utf-8") as log:
-        process = subprocess.Popen(
-            command,
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    try:
-        _wait_until_healthy(process, base_url, log_path)
-        yield AppServer(base_url=base_url, database_url=database_url, log_path=log_path)
-    finally:
-        _stop(process)
+    with served_app(folder, env, database_url) as server:
+        yield server
 
 
 def _model_names(database_url: str) -> list[str]:
