@@ -54,8 +54,8 @@ class StatementCounter:
         event.remove(self.engine, "before_cursor_execute", self._seen)
 
 
-def save(session, user, response_id, decisions: dict[str, bool]) -> labeling.SaveOutcome:
-    bench = label_drafts.open_response(session, user, response_id)
+def _save_opened(session, user, response_id, decisions, bench) -> labeling.SaveOutcome:
+    """Saves `decisions` on a response opened as `bench` (label_drafts.open_response), and commits."""
     outcome = label_drafts.save(
         session,
         user,
@@ -69,20 +69,16 @@ def save(session, user, response_id, decisions: dict[str, bool]) -> labeling.Sav
     return outcome
 
 
+def save(session, user, response_id, decisions: dict[str, bool]) -> labeling.SaveOutcome:
+    return _save_opened(session, user, response_id, decisions, label_drafts.open_response(session, user, response_id))
+
+
 def counted_save(session, engine, user, response_id, decisions) -> tuple[labeling.SaveOutcome, list[str]]:
+    """A save, with the statements the driver received for it (opening the response is not counted)."""
     bench = label_drafts.open_response(session, user, response_id)
     session.commit()
     with StatementCounter(engine) as counter:
-        outcome = label_drafts.save(
-            session,
-            user,
-            response_id,
-            rubric_version_id=bench.view.rubric_version_id,
-            decisions=decisions,
-            expected_versions=bench.view.expected_versions,
-            active_ms=5_000,
-        )
-        session.commit()
+        outcome = _save_opened(session, user, response_id, decisions, bench)
     return outcome, counter.statements
 
 
