@@ -129,11 +129,11 @@ def keep_draft(
     loaded it (RubricChanged: the page reloads the response).
     """
     response = labeling._assigned_response(session, user, response_id)
-    rubric = labeling.rubric_as_opened(session, response.case_pk, rubric_version_id)
-    criterion_ids = labeling.criterion_ids_of(session, rubric.id)
+    labeling.rubric_as_opened(session, response.case_pk, rubric_version_id)
+    criterion_ids = labeling.criterion_ids_of(session, rubric_version_id)
     cleaned, cleaned_notes = _clean(criterion_ids, decisions, notes)
     payload = {
-        "rubric_version_id": rubric.id,
+        "rubric_version_id": rubric_version_id,
         "decisions": cleaned,
         "notes": cleaned_notes,
         "active_ms": _clean_active_ms(active_ms),
