@@ -3,6 +3,7 @@
 #   make run     install into .venv, migrate, seed the small demo once, serve http://localhost:8501
 #   make test    install with test extras, run the whole suite (PostgreSQL and browser tests included)
 #   make bench   run every benchmarks/bench_*.py in turn
+#   make bench-quick   every benchmark once at a small scale: it completes and its equality checks hold
 #   make lint    ruff (lint and format check), import contracts (lint-imports), mypy
 #
 # The virtualenv is (re)installed only when pyproject.toml changes (stamp files in .venv/).
@@ -21,12 +22,13 @@ ADDRESS ?= localhost
 DEMO_LOGINS := data/demo-logins.txt
 PYTEST_ARGS ?=
 
-.PHONY: help run test bench lint clean-venv
+.PHONY: help run test bench bench-quick lint clean-venv
 
 help:
 	@echo "make run    start ClinConsensus Studio at http://$(ADDRESS):$(PORT) (seeds a small demo on first run)"
 	@echo "make test   run the whole test suite (PostgreSQL and browser tests included)"
 	@echo "make bench  run the benchmarks (benchmarks/bench_*.py)"
+	@echo "make bench-quick  every benchmark once at a small scale (a few minutes; checks, no timings)"
 	@echo "make lint   ruff check, ruff format --check, lint-imports, mypy"
 
 # A Debian python3 without the venv module cannot make a virtualenv; as root, fetch it.
@@ -45,12 +47,18 @@ $(BIN)/python:
 	fi
 	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
 
+# pip's own lines, one per package fetched and the last one, so a first install shows it is moving.
+# (A pip failure still fails the pipeline; a filter that finds no line does not.)
+PIP_PROGRESS := { grep --line-buffered -E '^(Collecting|Installing collected)' || true; }
+
 $(APP_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e .
+	@echo "installing ClinConsensus Studio and its dependencies into $(VENV) (the first time takes a few minutes)"
+	@$(BIN)/python -m pip install --progress-bar off --disable-pip-version-check -e . | $(PIP_PROGRESS)
 	@touch $@
 
 $(TEST_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test]'
+	@echo "installing ClinConsensus Studio with its test tools into $(VENV) (the first time takes a few minutes)"
+	@$(BIN)/python -m pip install --progress-bar off --disable-pip-version-check -e '.[test]' | $(PIP_PROGRESS)
 	@touch $@ $(APP_STAMP)
 
 run: $(APP_STAMP)
@@ -87,6 +95,9 @@ bench: $(APP_STAMP)
 	  $(BIN)/python -m "$${module//\//.}" || failed+=("$$script"); \
 	done; \
 	if [ $${#failed[@]} -gt 0 ]; then echo "failed: $${failed[*]}" >&2; exit 1; fi
+
+bench-quick: $(APP_STAMP)
+	@$(BIN)/python -m benchmarks.quick
 
 # Each tool reads its settings from pyproject.toml; all four run even when one fails.
 lint: $(TEST_STAMP)

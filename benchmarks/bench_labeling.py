@@ -315,16 +315,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=40)
     parser.add_argument("--page-runs", type=int, default=20)
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--cases", type=int, default=None, help="without --database: cases to build (default 2,500)")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     if args.database:
         url = args.database
     elif args.keep:
         url = f"sqlite:///{Path(args.keep).resolve()}"
-        build_full(url)
+        build_full(url, cases=args.cases)
     else:
         rest = sys.argv[1:] if argv is None else list(argv)
-        return run_on_both("benchmarks.bench_labeling", rest, postgres=not args.skip_postgres)
+        return run_on_both("benchmarks.bench_labeling", rest, postgres=not args.skip_postgres, cases=args.cases)
     engine = make_engine(url)
     upgrade(engine)
     user = busiest_annotator(engine)

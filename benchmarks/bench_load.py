@@ -226,12 +226,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interactions", type=int, default=6, help="save-and-next per session")
     parser.add_argument("--think", type=float, default=1.0, help="mean seconds between a session's interactions")
     parser.add_argument("--sessions", default=",".join(map(str, SESSIONS)))
+    parser.add_argument("--cases", type=int, default=None, help="without --database: cases to build (default 2,500)")
     args = parser.parse_args(argv)
     if not args.database:
         from benchmarks.full_scale import run_on_both
 
         rest = sys.argv[1:] if argv is None else list(argv)
-        return run_on_both("benchmarks.bench_load", rest, postgres=not args.skip_postgres)
+        return run_on_both("benchmarks.bench_load", rest, postgres=not args.skip_postgres, cases=args.cases)
     counts = [int(n) for n in args.sessions.split(",")]
 
     url, drop = copy_database(args.database)

@@ -251,12 +251,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--visits", type=int, default=5, help="first visits (and warm reruns) per page")
     parser.add_argument("--recount-visits", type=int, default=2, help="first visits per page with recounting")
     parser.add_argument("--pages", help="comma-separated url paths (default: every page)")
+    parser.add_argument("--cases", type=int, default=None, help="without --database: cases to build (default 2,500)")
     args = parser.parse_args(argv)
     if not args.database:
         from benchmarks.full_scale import run_on_both
 
         rest = sys.argv[1:] if argv is None else list(argv)
-        return run_on_both("benchmarks.bench_pages", rest, judges=None, postgres=not args.skip_postgres)
+        return run_on_both(
+            "benchmarks.bench_pages", rest, judges=None, postgres=not args.skip_postgres, cases=args.cases
+        )
 
     os.environ["DATABASE_URL"] = args.database
     get_engine.cache_clear()

@@ -25,6 +25,7 @@ import time
 import warnings
 from pathlib import Path
 
+import pandas as pd
 from sklearn.metrics import cohen_kappa_score, f1_score
 
 from analysis import metrics
@@ -48,6 +49,14 @@ def timed(func, *args, **kwargs):
 
 
 CHUNK = 100_000
+#: The timings frame as `analysis.loader.load_timings` returns it.
+TIMING_COLUMNS = {
+    "user_id": "int64",
+    "response_id": "int64",
+    "stage": "object",
+    "active_ms": "int64",
+    "n_criteria": "int64",
+}
 
 
 def _insert(connection, sql: str, columns: list) -> None:
@@ -126,10 +135,12 @@ def write_frames(engine, frames) -> None:
             ],
         )
         lab = frames.labels
+        # Every label is made on its case's one approved rubric version (whose id is the case's key here).
+        case_of_response = dict(zip(r["response_id"].astype(int), r["case_pk"].astype(int)))
         _insert(
             connection,
             "INSERT INTO label (response_id, criterion_id, stage, group_no, met, user_id, created_at, updated_at, "
-            "lock_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)",
+            "lock_version, rubric_version_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)",
             [
                 lab["response_id"].astype(int).tolist(),
                 lab["criterion_id"].tolist(),
@@ -139,6 +150,7 @@ def write_frames(engine, frames) -> None:
                 lab["user_id"].astype(int).tolist(),
                 [now] * len(lab),
                 [now] * len(lab),
+                [case_of_response[int(i)] for i in lab["response_id"]],
             ],
         )
         j = frames.judge
@@ -271,6 +283,9 @@ def main(argv=None) -> int:
         judges=("judge-a", "judge-b", "judge-c"),
         adjudication_share=0.97,
     )
+    # The synthetic data has no stored save timings; a database without any reads them back as an empty
+    # frame, so the in-memory report is built on the same (empty) timings as the one from the database.
+    frames.timings = pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in TIMING_COLUMNS.items()})
     print(
         f"synthetic frames: {len(frames.cases):,} cases, {len(frames.responses):,} responses, "
         f"{len(frames.labels):,} labels, {len(frames.judge):,} judge decisions ({wall:.1f} s)"

@@ -1,15 +1,17 @@
 """How long the checker's queries take on a full-scale database (prints figures; asserts nothing about time).
 
 Give it a database filled by `clinconsensus demo --scale full` (1.65 M annotation labels plus checks
-and adjudications). Each query runs `--repeat` times; the best and the median are printed.
+and adjudications), or none: it then builds the full scale on both databases (benchmarks/full_scale.py)
+and measures each. Each query runs `--repeat` times; the best and the median are printed.
 
-    .venv/bin/python -m benchmarks.bench_review --database sqlite:///path/full.db [--repeat 3]
+    .venv/bin/python -m benchmarks.bench_review [--database sqlite:///path/full.db] [--repeat 3] [--cases N]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 
 from sqlalchemy import func, select
@@ -31,9 +33,16 @@ def timed(label: str, repeat: int, work):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database", required=True, help="SQLAlchemy URL of a filled database")
+    parser.add_argument("--database", help="SQLAlchemy URL of a filled database (default: build one on each)")
+    parser.add_argument("--skip-postgres", action="store_true", help="without --database: SQLite only")
+    parser.add_argument("--cases", type=int, default=None, help="without --database: cases to build (default 2,500)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
+    if not args.database:
+        from benchmarks.full_scale import run_on_both
+
+        rest = sys.argv[1:] if argv is None else list(argv)
+        return run_on_both("benchmarks.bench_review", rest, postgres=not args.skip_postgres, cases=args.cases)
     engine = make_engine(args.database)
     with session_scope(engine, read_only=True) as s:
         n_labels = s.execute(select(func.count()).select_from(Label)).scalar_one()

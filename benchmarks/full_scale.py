@@ -28,8 +28,9 @@ if str(ROOT) not in sys.path:
 PASSWORD = "bench-full-scale-password"
 
 
-def build_full(url: str, *, judges: int | None = 0) -> None:
-    """The demo's full scale at `url` (2,500 cases × 11 models, 1.83 M labels); `judges=None`: the demo's judges."""
+def build_full(url: str, *, judges: int | None = 0, cases: int | None = None) -> None:
+    """The demo's full scale at `url` (2,500 cases × 11 models, 1.83 M labels); `judges=None`: the demo's judges;
+    `cases`: another number of cases at the same density (a quick run, or growth beyond the paper's size)."""
     from db.engine import make_engine
     from db.migrate import upgrade
     from db.progress import TerminalProgress
@@ -39,7 +40,7 @@ def build_full(url: str, *, judges: int | None = 0) -> None:
     engine = make_engine(url)
     upgrade(engine)
     start = time.perf_counter()
-    result = build_demo(engine, scale="full", n_judges=judges, progress=TerminalProgress("demo full"))
+    result = build_demo(engine, scale="full", n_cases=cases, n_judges=judges, progress=TerminalProgress("demo full"))
     engine.dispose()
     counts = result.counts
     print(
@@ -51,13 +52,13 @@ def build_full(url: str, *, judges: int | None = 0) -> None:
 
 
 @contextmanager
-def built_databases(*, judges: int | None = 0, postgres: bool = True) -> Iterator[list[str]]:
+def built_databases(*, judges: int | None = 0, postgres: bool = True, cases: int | None = None) -> Iterator[list[str]]:
     """URLs of full-scale databases built for this run: SQLite, then PostgreSQL when a server can start."""
     folder = Path(tempfile.mkdtemp(prefix="cc-bench-full-"))
     server = None
     try:
         sqlite_url = f"sqlite:///{folder / 'full.db'}"
-        build_full(sqlite_url, judges=judges)
+        build_full(sqlite_url, judges=judges, cases=cases)
         urls = [sqlite_url]
         if postgres:
             from tools.pg_server import PostgresServer, PostgresUnavailable
@@ -73,7 +74,7 @@ def built_databases(*, judges: int | None = 0, postgres: bool = True) -> Iterato
                 with admin.connect() as connection:
                     connection.exec_driver_sql("CREATE DATABASE bench_full")
                 admin.dispose()
-                build_full(server.url("bench_full"), judges=judges)
+                build_full(server.url("bench_full"), judges=judges, cases=cases)
                 urls.append(server.url("bench_full"))
         yield urls
     finally:
@@ -82,13 +83,16 @@ def built_databases(*, judges: int | None = 0, postgres: bool = True) -> Iterato
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_on_both(module: str, argv: list[str], *, judges: int | None = 0, postgres: bool = True) -> int:
+def run_on_both(
+    module: str, argv: list[str], *, judges: int | None = 0, postgres: bool = True, cases: int | None = None
+) -> int:
     """Builds both databases and runs `python -m module --database URL *argv` on each; 1 when any run failed."""
     failed = []
-    with built_databases(judges=judges, postgres=postgres) as urls:
+    with built_databases(judges=judges, postgres=postgres, cases=cases) as urls:
         for url in urls:
             name = "PostgreSQL" if url.startswith("postgresql") else "SQLite"
-            print(f"\n== {module} on {name} (full scale)", flush=True)
+            scale = "full scale" if cases is None else f"{cases:,} cases"
+            print(f"\n== {module} on {name} ({scale})", flush=True)
             result = subprocess.run([sys.executable, "-m", module, "--database", url, *argv], cwd=ROOT, check=False)
             if result.returncode != 0:
                 failed.append(name)

@@ -267,7 +267,9 @@ def cmd_judge_cancel(args) -> int:
 def cmd_demo(args) -> int:
     from demo.generator import build_demo
 
-    result = build_demo(_engine(), scale=args.scale, seed=args.seed, progress=_progress(f"demo {args.scale}"))
+    result = build_demo(
+        _engine(), scale=args.scale, seed=args.seed, n_cases=args.cases, progress=_progress(f"demo {args.scale}")
+    )
     for line in result.lines():
         print(line)
     return 0
@@ -343,6 +345,17 @@ def cmd_serve(args) -> int:
 
 
 # Parser -----------------------------------------------------------------------------------
+
+
+def _positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (argparse turns the error into one line)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, found {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, found {value}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -464,6 +477,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="synthetic data: small for trying the app, full for benchmarks")
     p.add_argument("--scale", choices=["small", "full"], default="small")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument(
+        "--cases", type=_positive_int, default=None, help="number of cases (default: the scale's, full: 2,500)"
+    )
     p.set_defaults(handler=cmd_demo)
 
     p = sub.add_parser("audit", help="verify the audit log: keyed chain, replay against the tables, anchors")
