@@ -359,3 +359,25 @@ def test_command_line_prints_logins_then_refuses_a_second_run_and_changes_nothin
         assert after == before
     finally:
         engine.dispose()
+
+
+def test_command_line_builds_the_full_density_at_any_number_of_cases(sqlite_url, monkeypatch, capsys, fixed_password):
+    from cli.main import main
+    from db.engine import make_engine
+
+    monkeypatch.setenv("DATABASE_URL", sqlite_url)
+    with pytest.raises(SystemExit) as refused:
+        main(["demo", "--scale", "full", "--cases", "0"])
+    assert refused.value.code == 2 and "--cases: must be at least 1, found 0" in capsys.readouterr().err
+    assert main(["demo", "--scale", "full", "--cases", "6"]) == 0
+    engine = make_engine(sqlite_url)
+    try:
+        with session_scope(engine, read_only=True) as session:
+            figures = counts(session)
+            per_model = session.exec(select(Response.model, func.count()).group_by(Response.model)).all()
+    finally:
+        engine.dispose()
+    assert figures["cases"] == 6
+    # the full scale's eleven models, each answering every case, both groups labeling all 30 criteria of each
+    assert len(per_model) == 11 and {n for _, n in per_model} == {6}
+    assert figures["labels"]["annotation"] == 6 * 11 * 30 * 2
