@@ -12,8 +12,16 @@ Warnings are shown but may be accepted, because each has legitimate exceptions a
 - `near_duplicate`           character n-gram TF-IDF cosine similarity ≥ NEAR_DUPLICATE_SIMILARITY
                              with another criterion (often a rewording of the same check);
 - `compound`                 one criterion bundling several checks (和 / 及 / 与 / 、 / 并且 / 以及 /
-                             and …), which a grader cannot mark half met;
-- `vague`                    wording a grader cannot verify (适当, 相关, 等, 必要时 …).
+                             and …), which a grader cannot mark half met. Not counted: a joining word
+                             that relates two things inside one check (需与肺结核相鉴别, 与医生讨论, 与…有关,
+                             不与浓茶同服), words that merely contain one (及时就医, 及以上), and lists in
+                             brackets, which give examples or spell out the one thing checked
+                             (危险信号（如胸闷、气促）), and lists of examples or alternatives
+                             (腹泻、皮疹等; 胃溃疡、出血史或肾功能不全者), the findings of one stated
+                             basis or diagnosis (判断依据：…; 诊断为X伴Y和Z), and two sides named together
+                             (区分A与B, 支持与不支持);
+- `vague`                    wording a grader cannot verify (全面, 准确, 适当, 相关, 等, 必要时 …); not the
+                             dosing phrase 必要时每4小时重复, nor 等 as "wait" (不要等到…).
 """
 
 from __future__ import annotations
@@ -35,6 +43,11 @@ NEAR_DUPLICATE_SIMILARITY = 0.8
 
 COMPOUND_MARKERS = ("并且", "以及", "和", "及", "与", "、", "并同时", "同时", "and", "as well as")
 VAGUE_TERMS = (
+    "全面",
+    "准确",
+    "完整",
+    "详细",
+    "清晰",
     "适当",
     "相关",
     "必要时",
@@ -70,6 +83,9 @@ NOT_MARKERS = (
     "波及",
     "以及时",
     "来不及",
+    "及以上",
+    "及以下",
+    "及其",
     "及格",
     "顾及",
     "提及",
@@ -100,7 +116,34 @@ NOT_MARKERS = (
     "等分",
     "同时性",
     "相关性检验",
+    "等到",
+    "不要等",
+    "不能等",
+    "别等",
+    "再等",
+    "全面性",  # 全面性抽搐 = generalised seizure, a clinical term
 )
+# A joining word that relates two things within one check, not two checks: 与X相鉴别, 与医生讨论, 与…有关.
+_RELATING = re.compile(
+    r"(?:与|和|同|跟)(?=[^，。；,;]{0,24}?(?:相?鉴别|区分|区别|比较|对比|沟通|交流|讨论|联系|一致|相符|相悖|矛盾|"
+    r"有关|相关|无关|交替|同服|间隔|配合|结合))"
+)
+# Brackets give examples or spell out the one thing checked: their lists are not separate checks.
+_BRACKETED = re.compile(r"（[^（）]*）|\([^()]*\)")
+# The stated basis of a judgement (判断依据：…) and a diagnosis with its features (诊断为X伴Y和Z) are one statement
+# each: the findings listed in them are what that one statement holds, up to the end of the sentence.
+_ONE_STATEMENT = re.compile(r"(?:判断依据[:：]|诊断为)[^。；;]*")
+# Two sides named together are one thing: 区分A与B, 比较A和B, 支持与不支持, 阳性与阴性.
+_TWO_SIDES = re.compile(
+    r"(?:区分|区别|比较|对比|权衡)[^，。；,;]{0,16}?(?:与|和)|(\w{1,4})(?:与|和|及)不\1|阳性与阴性|利与弊"
+)
+# 同时 joins two checks only where it opens a clause (…，同时…); elsewhere it means "at the same time, also".
+_ADVERB_AT_THE_SAME_TIME = re.compile(r"(?<![，,；;并])同时")
+# A list that ends in 等 gives examples (腹泻、皮疹等不良反应), one that ends in 或 alternatives (胃溃疡、出血史或
+# 肾功能不全者慎用): either is one check, so its enumeration commas are not joining words.
+_EXAMPLES_OR_ALTERNATIVES = re.compile(r"(?:[^，。；,;、]{1,16}、)+[^，。；,;、]{1,16}?(?:等|或)")
+# 必要时 in a dosing instruction (必要时每4–6小时重复, 必要时8小时后重复) is exact, not vague.
+_DOSING_AS_NEEDED = re.compile(r"必要时(?=\s*(?:每|\d|可重复))")
 _LATIN_WORD = re.compile(r"[a-z]")
 _NOT_WORD = re.compile(r"[\W_]+", re.UNICODE)
 
@@ -184,6 +227,7 @@ def _found_terms(text: str, terms: Sequence[str]) -> list[str]:
     lowered = text.casefold()
     for word in NOT_MARKERS:
         lowered = lowered.replace(word, " ")
+    lowered = _DOSING_AS_NEEDED.sub(" ", lowered)
     found = []
     for term in terms:
         if _LATIN_WORD.match(term):
@@ -192,6 +236,22 @@ def _found_terms(text: str, terms: Sequence[str]) -> list[str]:
         elif term in lowered and not any(term in longer and longer in lowered for longer in found):
             found.append(term)
     return found
+
+
+def _without_brackets(text: str) -> str:
+    """The text with every bracketed part (nested ones too, innermost first) blanked out."""
+    while True:
+        blanked = _BRACKETED.sub(" ", text)
+        if blanked == text:
+            return text
+        text = blanked
+
+
+def _joining_words_only(text: str) -> str:
+    """The text with what only looks like joining words blanked: brackets, relating words, examples, alternatives."""
+    text = _RELATING.sub(" ", _without_brackets(text))
+    text = _ADVERB_AT_THE_SAME_TIME.sub(" ", _TWO_SIDES.sub(" ", _ONE_STATEMENT.sub(" ", text)))
+    return _EXAMPLES_OR_ALTERNATIVES.sub(lambda found: found.group(0).replace("、", " "), text)
 
 
 def near_duplicates(texts: Sequence[str], threshold: float = NEAR_DUPLICATE_SIMILARITY) -> list[tuple[int, int, float]]:
@@ -230,7 +290,7 @@ def lint_rubric(texts: Sequence[str], expected: int = RUBRIC_SIZE) -> LintReport
             findings.append(Finding("too_short", WARNING, row, {"chars": len(text), "min": MIN_CHARS}))
         elif len(text) > MAX_CHARS:
             findings.append(Finding("too_long", WARNING, row, {"chars": len(text), "max": MAX_CHARS}))
-        compound = _found_terms(text, COMPOUND_MARKERS)
+        compound = _found_terms(_joining_words_only(text), COMPOUND_MARKERS)
         if compound:
             findings.append(Finding("compound", WARNING, row, {"words": "、".join(compound)}))
         vague = _found_terms(text, VAGUE_TERMS)
