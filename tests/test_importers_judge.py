@@ -13,6 +13,7 @@ from sqlmodel import Session, select
 from db.config import RUBRIC_SIZE
 from db.importers import ImportFailed, import_file, import_stream, model_of_judgement_file
 from db.models import AuditLog, Case, JudgeDecision, Response
+from tests.support import official_rules
 from tests.support.import_samples import MODELS, case_record, refused, response_record, table_counts, write_jsonl
 
 
@@ -153,17 +154,22 @@ def test_official_file_needs_a_judge_name_and_a_model(prepared, tmp_path):
 
 def test_bad_official_files_name_the_line_and_field(prepared, tmp_path):
     results = _results()
-    results[4]["criteria_met"] = "true"
+    results[4]["criterion_id"] = 5
     items = [
         {"case_id": "CC-0001", "criteria_results": _results()},
-        {"case_id": "CC-0002", "criteria_results": results},
+        {"case_id": "CC-0002", "rubric_results": results},
     ]
     path = _official(tmp_path, "model-a", items)
     errors = refused(prepared, "judge", path, judge="j")
     line = path.read_text(encoding="utf-8").splitlines().index("  {", 2) + 1  # the second item's first line
-    assert (
-        errors[0]
-        == f"model-a_judge.json line {line}: criteria_results[4].criteria_met must be true or false, found a string"
+    assert errors[0].startswith(f"model-a_judge.json line {line}: rubric_results[4].criterion_id must be "), errors
+
+    beyond = _official(
+        tmp_path, "model-a", [{"case_id": "CC-0001", "criteria_results": [{"criteria_met": True}] * (RUBRIC_SIZE + 1)}]
+    )
+    assert refused(prepared, "judge", beyond, judge="j")[0] == (
+        f"model-a_judge.json line 2: criteria_results[{RUBRIC_SIZE}].criterion_id is missing and case_id 'CC-0001' "
+        f"has no criterion at place {RUBRIC_SIZE + 1} of its current rubric"
     )
 
     unknown = _official(tmp_path, "model-z", [{"case_id": "CC-0001", "criteria_results": _results()}])
@@ -238,3 +244,45 @@ def test_judge_from_the_option_keeps_extra_keys(prepared, tmp_path):
     summary = import_file(prepared, "judge", write_jsonl(tmp_path / "judge.jsonl", [row]), judge="opt-judge")
     assert summary.inserted == 1
     assert _decisions(prepared)[("opt-judge", "CC-0001", "model-a", "c09")] == (True, {"seed": 3})
+
+
+def test_lenient_official_files_import_with_the_official_scorers_meaning(prepared, tmp_path):
+    """What scripts/eval_cacs.py accepts imports too, met where it counts met (tests/support/official_rules)."""
+    values = [True, "true", " YES ", "Met", 1, 2.5, "1", False, "false", "no", 0, 0.0, "maybe", None]
+    first = [{"criterion_id": f"c{i:02d}", "criteria_met": values[i % len(values)]} for i in range(1, RUBRIC_SIZE + 1)]
+    # the second case: no criterion ids (matched by place), another results key, a non-object entry passed over
+    second = [{"criteria_met": values[(i * 5) % len(values)], "why": f"r{i}"} for i in range(RUBRIC_SIZE)]
+    second.insert(3, "not an object")
+    items = [
+        {"id": "CC-0001", "rubric_judgments": first},
+        {"prompt_id": "2", "rubric_results": second},
+    ]
+    path = _official(tmp_path, "model-b", items)
+    summary = import_file(prepared, "judge", path, judge="lenient")
+    nulls = sum(entry["criteria_met"] is None for entry in first) + sum(
+        isinstance(entry, dict) and entry["criteria_met"] is None for entry in second
+    )
+    assert nulls > 0 and summary.unparsed == nulls  # a null is skipped and counted, never stored
+    assert summary.inserted == 2 * RUBRIC_SIZE - nulls
+
+    decisions = _decisions(prepared)
+    stored = {
+        case_id: sum(met for (judge, c, model, _), (met, _) in decisions.items() if c == case_id and judge == "lenient")
+        for case_id in ("CC-0001", "CC-0002")
+    }
+    assert stored == official_rules.case_positives(path) and 0 < stored["CC-0001"] < RUBRIC_SIZE
+    # by place: the fourth entry of the list was passed over, so the fifth result is the rubric's fourth criterion
+    assert decisions[("lenient", "CC-0002", "model-b", "c04")] == (
+        _met_by_scorer(second[4]["criteria_met"]),
+        {"why": "r3", "case": {"prompt_id": "2"}},
+    )
+    assert decisions[("lenient", "CC-0001", "model-b", "c02")][0] is True  # " YES "
+    assert decisions[("lenient", "CC-0001", "model-b", "c12")][0] is False  # "maybe": not met, as the scorer reads it
+    # an item without any case key is the case at its place in the file
+    placed = _official(tmp_path, "model-a", [{"criteria_results": _results(2)}])
+    assert import_file(prepared, "judge", placed, judge="by-place").inserted == 2
+    assert ("by-place", "CC-0001", "model-a", "c02") in _decisions(prepared)
+
+
+def _met_by_scorer(value) -> bool:
+    return official_rules._truthy(value)

@@ -16,7 +16,7 @@ from sqlalchemy import bindparam, select, update
 
 from db import limits
 from db.errors import Said
-from db.importers import common
+from db.importers import common, official_judgements as official
 from db.importers.common import _JUDGE_TABLE
 from db.importers.reading import _extra, _Problems, _reason
 from db.importers.targets import _table_has_rows, _Targets
@@ -296,7 +296,7 @@ def _import_official(run: _Run, stream: BinaryIO, judge_option: str | None, dige
         return
     writer = _JudgeWriter(run, _Targets.load(run.connection))
     seen_cases: dict[tuple[str, str], int] = {}
-    for line, item in _official_items(data, run.problems):
+    for index, (line, item) in enumerate(_official_items(data, run.problems)):
         if type(item) is not dict:
             run.problems.at(
                 line,
@@ -305,7 +305,17 @@ def _import_official(run: _Run, stream: BinaryIO, judge_option: str | None, dige
                 ),
             )
             continue
-        checked, errors = check(OfficialCaseResults, item)
+        found = official.official_results(item)
+        results_key, results = found if found is not None else ("criteria_results", None)
+        # The scorer reads only the entries that are objects: they are the results, matched by their place among them.
+        objects = None if results is None else [(at, entry) for at, entry in enumerate(results) if type(entry) is dict]
+        canonical = {
+            "case_id": official.official_case_id(item, index),
+            "criteria_results": None if objects is None else [entry for _, entry in objects],
+        }
+        if "model" in item:
+            canonical["model"] = item["model"]
+        checked, errors = check(OfficialCaseResults, canonical)
         if checked is not None and checked.model is None and file_model is None:
             errors.append(
                 Said(
@@ -317,7 +327,7 @@ def _import_official(run: _Run, stream: BinaryIO, judge_option: str | None, dige
             for error in errors:
                 run.problems.at(line, error)
             continue
-        case_id, model, results = checked.case_id, checked.model or file_model, checked.criteria_results
+        case_id, model = checked.case_id, checked.model or file_model
         if (case_id, model) in seen_cases:
             run.problems.at(
                 line,
@@ -330,15 +340,31 @@ def _import_official(run: _Run, stream: BinaryIO, judge_option: str | None, dige
             )
             continue
         seen_cases[(case_id, model)] = line
-        case_extra = {key: value for key, value in item.items() if key not in {"case_id", "model", "criteria_results"}}
-        for index, result in enumerate(results):
-            prefix = f"criteria_results[{index}]."
-            criterion, errors = check(OfficialCriterionResult, result, prefix)
+        consumed = official.consumed_case_keys(results_key)
+        case_extra = {key: value for key, value in item.items() if key not in consumed}
+        for place, (at, result) in enumerate(objects or []):
+            prefix = f"{results_key}[{at}]."
+            met = official.official_met(result.get("criteria_met"))
+            if met is None:
+                run.summary.unparsed += 1  # null: no decision (the official scorer would read it as not met)
+                continue
+            criterion_id = result.get("criterion_id")
+            if criterion_id is None:
+                errors = []
+                criterion_id = writer.targets.criterion_at(case_id, model, place, errors)
+                if criterion_id is None:
+                    for error in errors:
+                        run.problems.at(
+                            line, Said(prefix + error, getattr(error, "key", None), **getattr(error, "params", {}))
+                        )
+                    continue
+            criterion, errors = check(
+                OfficialCriterionResult, {"criterion_id": criterion_id, "criteria_met": met}, prefix
+            )
             if criterion is None:
                 for error in errors:
                     run.problems.at(line, error)
                 continue
-            criterion_id, met = criterion.criterion_id, criterion.criteria_met
             extra = {key: value for key, value in result.items() if key not in {"criterion_id", "criteria_met"}}
             if case_extra:
                 extra["case"] = case_extra
@@ -347,5 +373,5 @@ def _import_official(run: _Run, stream: BinaryIO, judge_option: str | None, dige
             if errors:
                 run.problems.at(line, errors[0])
                 continue
-            writer.add(line, judge_option, case_id, model, criterion_id, met, extra, where=prefix)
+            writer.add(line, judge_option, case_id, model, criterion.criterion_id, met, extra, where=prefix)
     writer.flush()

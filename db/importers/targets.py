@@ -47,6 +47,27 @@ class _Targets:
                 criteria.setdefault(case_of_version[row.rubric_version_id], {})[row.criterion_id] = row.position
         return cls(response, criteria, rubric_version, set(case_pk))
 
+    def criterion_at(self, case_id: str, model: str, place: int, errors: list[str]) -> str | None:
+        """The criterion_id at 0-based `place` of the current rubric of the case `model` answered, or None with
+        the reason in `errors` (for results that name no criterion, matched by their place)."""
+        found = self.response.get((case_id, model))
+        positions = self.criteria.get(found[1]) if found is not None else None
+        if positions is None:
+            self.locate(case_id, model, "", errors)  # says what is missing: the case, the response or the rubric
+            return None
+        if not 0 <= place < len(positions):
+            errors.append(
+                Said(
+                    f"criterion_id is missing and case_id {case_id!r} has no criterion at place {place + 1} of its "
+                    "current rubric",
+                    "import.criterion_place_unknown",
+                    case_id=case_id,
+                    place=place + 1,
+                )
+            )
+            return None
+        return sorted(positions, key=positions.__getitem__)[place]
+
     def locate(self, case_id: str, model: str, criterion_id: str, errors: list[str]) -> tuple[int, int, int] | None:
         """(response id, case pk, criterion position), or None with the reason in `errors`."""
         found = self.response.get((case_id, model))

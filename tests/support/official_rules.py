@@ -35,6 +35,33 @@ def _truthy(value) -> bool:
     return False
 
 
+def _case_key(row: dict, index: int) -> str:
+    """case_id, else id; else an all-digit prompt_id N as CC-%04d; else the row's place in the file."""
+    for key in ("case_id", "id"):
+        text = str(row.get(key, "")).strip()
+        if text:
+            return text
+    prompt_id = str(row.get("prompt_id", "")).strip()
+    return f"CC-{int(prompt_id):04d}" if prompt_id.isdigit() else f"CC-{index + 1:04d}"
+
+
+def _results_of(row: dict) -> list[dict]:
+    """The first list among criteria_results, rubric_results, rubric_judgments; its entries that are objects."""
+    for key in ("criteria_results", "rubric_results", "rubric_judgments"):
+        if isinstance(row.get(key), list):
+            return [entry for entry in row[key] if isinstance(entry, dict)]
+    return []
+
+
+def case_positives(judgement_file: Path) -> dict[str, int]:
+    """case_id → criteria the official scorer counts as met in one judgement file."""
+    rows = json.loads(Path(judgement_file).read_text(encoding="utf-8"))
+    return {
+        _case_key(row, index): sum(_truthy(entry.get("criteria_met")) for entry in _results_of(row))
+        for index, row in enumerate(rows)
+    }
+
+
 def _levels_share(scores: list[int], n: int, k: int) -> float:
     if not scores or k > n:
         return 0.0
@@ -59,11 +86,10 @@ def eval_cacs(data: Path, judgements_dir: Path, threshold: int = 10) -> dict[tup
         for index, row in enumerate(rows):
             if not isinstance(row, dict):
                 raise OfficialFailure(f"non-object judgement row: {path.name}:{index + 1}")
-            case_id = str(row.get("case_id", "")).strip() or f"CC-{index + 1:04d}"
+            case_id = _case_key(row, index)
             if case_id not in by_id:
                 raise OfficialFailure(f"cannot resolve {path.name}:{index + 1} to public case: {case_id}")
-            results = row.get("criteria_results")
-            results = [entry for entry in results if isinstance(entry, dict)] if isinstance(results, list) else []
+            results = _results_of(row)
             case = by_id[case_id]
             record = {
                 "n_judged": len(results),
