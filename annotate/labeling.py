@@ -201,6 +201,9 @@ def _save() -> None:
         # The saved labels are shown, with this page's differing decisions beside them (kept as the draft).
         _keep_refused(user, loaded, sent)
         _reload()
+        _refresh_queue()  # the other tab's save finished the response: the picker and the sidebar say so
+        shell.forget_my_progress()
+        st.session_state["annotate_label_rerun_app"] = True
         _message("error", _conflict_text(error.by_self, _loaded(user, loaded["response_id"])["bench"]))
         return
     except (StaleEdit, LabelsFinal) as error:
