@@ -151,7 +151,7 @@ export default function (component) {
     q(".wb-text").textContent = data.text || "";
     q(".wb-items-title").textContent = data.items_title || "";
     q(".wb-unsaved").textContent = T.unsaved || "";
-    q(".wb-legend").textContent = T.legend || "";
+    q(".wb-legend").textContent = s.readonly ? "" : T.legend || "";
     q(".wb-rest").textContent = T.mark_rest || "";
     q(".wb-rest").hidden = !T.mark_rest || s.readonly;
     q(".wb-save").textContent = T.save || "";

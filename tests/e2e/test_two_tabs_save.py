@@ -160,3 +160,44 @@ def test_the_second_tabs_refused_save_tells_the_truth_and_keeps_the_first_tabs_l
     expect(second.locator(".wb-message")).to_have_text(re.compile("|".join(map(re.escape, done))), timeout=WAIT_MS)
     wait_for_app_run(second)
     assert _labels(world) == TAB_ONE
+
+
+def test_labels_made_final_by_the_rounds_feedback_show_read_only(tabs, app_server, world, accounts):
+    """The round of the response is labeled and its feedback opened, then closed: the labels stay final."""
+    from db import feedback, label_drafts
+    from db.models import User
+
+    with session_scope(world["engine"]) as s:
+        user = s.get(User, world["user_id"])
+        bench = label_drafts.open_response(s, user, world["response_id"])
+        label_drafts.save(
+            s,
+            user,
+            world["response_id"],
+            rubric_version_id=bench.view.rubric_version_id,
+            decisions=TAB_ONE,
+            expected_versions=bench.view.expected_versions,
+        )
+    with session_scope(world["engine"]) as s:
+        admin = users.get_user(s, username=accounts("admin").username)
+        (round_at,) = s.exec(select(Assignment.created_at).where(Assignment.response_id == world["response_id"]))
+        feedback.set_feedback_open(s, actor=admin, round_at=round_at, is_open=True)
+        feedback.set_feedback_open(s, actor=admin, round_at=round_at, is_open=False)
+
+    page = tabs.new_page()
+    login(page, app_server, world["labeler"])
+    _open_response(page, world)
+    expect(page.get_by_text(text("annotate.labeling.final"))).to_be_visible(timeout=WAIT_MS)
+    expect(page.locator(".wb-save")).to_be_hidden()
+    expect(page.locator(".wb-rest")).to_be_hidden()
+    expect(page.locator('.wb-item[data-state="met"]')).to_have_count(15)
+    # keys decide nothing and Ctrl+Enter saves nothing
+    for key in ("0", "0", "1", "Control+Enter"):
+        page.keyboard.press(key)
+    wait_for_app_run(page)
+    expect(page.locator('.wb-item[data-state="met"]')).to_have_count(15)
+    screenshot(page, "annotator-final-labels-1440x900")
+    assert _labels(world) == TAB_ONE
+    with session_scope(world["engine"], read_only=True) as s:
+        key = f"label:{world['response_id']}"
+        assert s.exec(select(Draft).where(Draft.user_id == world["user_id"], Draft.key == key)).first() is None
