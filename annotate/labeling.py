@@ -4,8 +4,14 @@ The workbench (ui/workbench.py) shows the user request on top, the response and 
 by side (each scrolling on its own) and takes the keys. Each decision comes back at once and is
 kept as a server-side draft (db/label_drafts.py), so a refresh or a closed tab loses nothing; a
 criterion stays unjudged until judged, and a save with unjudged criteria is refused. Ctrl+Enter
-saves through db/ (which also refuses a save against a changed rubric or over someone else's newer
-labels) and opens the next response.
+saves through db/ (which also refuses a save against a changed rubric, over newer labels, or on
+labels made final by the round's feedback) and opens the next response.
+
+A refused save says who saved in between ("you, in another tab" or another member of the group),
+loads the saved labels and shows, under each criterion this page decided otherwise, the saved value
+beside this page's: the physician decides only those again, and the next Ctrl+Enter saves what is
+shown (the saved labels, with the lock versions they were read with), never the refused decisions.
+A draft older than the saved labels opens the same way. Final labels are shown read-only.
 
 The queue (thousands of responses at full scale) is read once and kept for QUEUE_TTL_S seconds;
 the page's own saves update it in place, and a button reads it again at once.
@@ -19,8 +25,9 @@ import streamlit as st
 
 from db import label_drafts, labeling
 from db.errors import ClinConsensusError, StaleEdit, ValidationFailed
-from db.label_drafts import UnjudgedCriteria, Workbench
-from db.labeling import LabelQueue, RubricChanged
+from db.feedback_freeze import LabelsFinal
+from db.label_drafts import Difference, UnjudgedCriteria, Workbench
+from db.labeling import LabelQueue, LabelsChanged, RubricChanged
 from db.models import Role
 from db.notes import MAX_NOTE_CHARS
 from db.taxonomy import get_taxonomy
@@ -97,9 +104,38 @@ def _loaded(user, response_id: int) -> dict | None:
         "expected": bench.view.expected_versions,
     }
     st.session_state[LOADED_KEY] = loaded
-    if bench.unsaved and not (st.session_state.get(MESSAGE_KEY) or {}).get("fresh"):
-        _message("info", t("workbench.draft_restored", when=local_time(bench.draft_at)))
+    if not (st.session_state.get(MESSAGE_KEY) or {}).get("fresh"):
+        if bench.differences:
+            who = "you" if bench.saved_by_self else "member"
+            when = local_time(bench.draft_at)
+            _message("info", t(f"annotate.labeling.draft_older_{who}", when=when, n=len(bench.differences)))
+        elif bench.unsaved:
+            _message("info", t("workbench.draft_restored", when=local_time(bench.draft_at)))
     return loaded
+
+
+def _keep_refused(user, loaded: dict, sent: dict) -> None:
+    """Keep a refused save's decisions as a draft of what this page showed, so the reload compares them."""
+    try:
+        with shell.db_session() as session:
+            label_drafts.keep_draft(
+                session,
+                user,
+                loaded["response_id"],
+                rubric_version_id=loaded["rubric_version_id"],
+                decisions=sent.get("decisions") or {},
+                notes=sent.get("notes") or {},
+                active_ms=sent.get("active_ms") or 0,
+                expected_versions=loaded["expected"],
+            )
+    except ClinConsensusError:
+        pass  # the comparison then starts from the draft kept before; the refusal is said either way
+
+
+def _conflict_text(by_self: bool, bench: Workbench) -> str:
+    who = t("annotate.labeling.conflict_you" if by_self else "annotate.labeling.conflict_member")
+    n = len(bench.differences)
+    return f"{who} {t('annotate.labeling.compare', n=n) if n else t('annotate.labeling.compare_none')}"
 
 
 # Actions (workbench callbacks) -----------------------------------------------------------------------
@@ -121,11 +157,15 @@ def _keep_draft() -> None:
                 decisions=sent.get("decisions") or {},
                 notes=sent.get("notes") or {},
                 active_ms=sent.get("active_ms") or 0,
+                expected_versions=loaded["expected"],
             )
     except RubricChanged as error:
         _message("error", t("annotate.labeling.rubric_changed", version=error.current))
         _reload()
         _refresh_queue()
+    except LabelsFinal as error:
+        _message("error", widgets.error_text(error, markdown=False))
+        _reload()
     except ClinConsensusError as error:
         _message("error", t("workbench.draft_failed", reason=widgets.reason_text(error, markdown=False)))
 
@@ -157,9 +197,17 @@ def _save() -> None:
         _reload()
         _refresh_queue()
         return
-    except StaleEdit:
-        # The decisions are kept in the draft; the reload shows them over the newer labels.
-        _message("error", t("annotate.labeling.conflict"))
+    except LabelsChanged as error:
+        # The saved labels are shown, with this page's differing decisions beside them (kept as the draft).
+        _keep_refused(user, loaded, sent)
+        _reload()
+        _refresh_queue()  # the other tab's save finished the response: the picker and the sidebar say so
+        shell.forget_my_progress()
+        st.session_state["annotate_label_rerun_app"] = True
+        _message("error", _conflict_text(error.by_self, _loaded(user, loaded["response_id"])["bench"]))
+        return
+    except (StaleEdit, LabelsFinal) as error:
+        _message("error", widgets.error_text(error, markdown=False))
         _reload()
         return
     except ClinConsensusError as error:
@@ -280,6 +328,26 @@ def _texts() -> dict[str, str]:
     return texts
 
 
+def _decision_text(met: bool | None) -> str:
+    return t("workbench.unjudged" if met is None else "workbench.met" if met else "workbench.not_met")
+
+
+def _compared_lines(difference: Difference) -> list[dict[str, str]]:
+    """The saved value and the draft's, under a criterion the draft decided otherwise."""
+    return [
+        {
+            "label": t("annotate.labeling.saved_value"),
+            "value": _decision_text(difference.saved),
+            "note": difference.saved_note,
+        },
+        {
+            "label": t("annotate.labeling.draft_value"),
+            "value": _decision_text(difference.draft),
+            "note": difference.draft_note,
+        },
+    ]
+
+
 @st.fragment
 def _workbench(user, response_id: int) -> None:
     """The workbench alone reruns on each decision; a save reruns the whole page (picker, sidebar)."""
@@ -295,6 +363,7 @@ def _workbench(user, response_id: int) -> None:
         return
     bench: Workbench = loaded["bench"]
     view = bench.view
+    differing = {difference.criterion_id: difference for difference in bench.differences}
     items = [
         wb.Item(
             key=c.criterion_id,
@@ -302,9 +371,13 @@ def _workbench(user, response_id: int) -> None:
             text=c.text,
             state=bench.decisions.get(c.criterion_id),
             note=bench.notes.get(c.criterion_id, ""),
+            lines=_compared_lines(differing[c.criterion_id]) if c.criterion_id in differing else [],
+            marked=c.criterion_id in differing,
         )
         for c in view.criteria
     ]
+    if view.final:
+        st.info(t("annotate.labeling.final"))
     wb.workbench(
         key=wb.session_key("label"),
         token=loaded["token"],
@@ -320,6 +393,7 @@ def _workbench(user, response_id: int) -> None:
         active_ms=bench.active_ms,
         message=st.session_state.get(MESSAGE_KEY),
         note_max=MAX_NOTE_CHARS,
+        readonly=view.final,
         on_work=_keep_draft,
         on_save=_save,
     )

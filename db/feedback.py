@@ -17,7 +17,16 @@ stamps every assignment it creates with the same `created_at`, so that timestamp
   adjudicator's rationale when gold came from adjudication. Responses appear under their code,
   never the model; nobody's name is shown;
 - checkers and admins have no feedback view (it is the annotator's own); labels on an older
-  rubric version do not count (`db.current_rubric`).
+  rubric version do not count (`db.current_rubric`);
+- feedback freezes the round (docs/REFERENCE.md §1): once a round's feedback has been opened, the
+  annotation labels of its responses are final for the groups it assigned them to. The annotator's
+  save and the keeping of a draft are refused (`LabelsFinal`; the rule's SQL is in db/feedback_freeze.py,
+  which db/labeling.py reads without importing this module's work), so gold never
+  flows back into a physician's own labels. Closing the feedback again does not reopen them: gold
+  has been seen, and a round counts as opened from its first opening on (a `feedback_round` row
+  exists only from then on). A later rubric change does not reopen them either: the labels made on
+  the older version stop counting, and that group's decisions on the response are left to the
+  other group and adjudication. Checkers' check labels are not annotation labels and keep their rules.
 """
 
 from __future__ import annotations

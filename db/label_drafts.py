@@ -6,20 +6,28 @@ Every decision is kept at once as a draft of (user, response), so a refresh, a c
 crash loses nothing. A save is refused while any criterion is unjudged, and names how many; once
 saved, the draft is dropped and the active time spent on the response is stored with the save.
 
-The rules of the save itself (assignment, blinding, rubric changes, someone else's newer labels)
-stay in db/labeling.py; this module only decides what is ready to be saved.
+A draft remembers the lock versions of the labels the page showed when it was kept. A draft older
+than the saved labels (someone, or the same annotator in another tab, saved since) is never
+restored as it is: the response opens with the saved labels, and the criteria on which the draft
+decided otherwise are listed with both values (`Workbench.differences`), so the physician decides
+only those again. On a response whose labels are final (feedback of its round was opened) no
+draft is kept or restored.
+
+The rules of the save itself (assignment, blinding, rubric changes, someone else's newer labels,
+final labels) stay in db/labeling.py and db/feedback.py; this module only decides what is ready to
+be saved.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlmodel import Session, col, select
 
-from db import labeling, policies
+from db import feedback_freeze, labeling, policies
 from db.drafts import checked_decisions, discard_draft, kept_at, load_draft, save_draft
 from db.errors import ValidationFailed
 from db.labeling import LabelingView, LabelInput, SaveOutcome
@@ -44,6 +52,17 @@ class UnjudgedCriteria(ValidationFailed):
 
 
 @dataclass(frozen=True)
+class Difference:
+    """A criterion on which a draft older than the saved labels decided otherwise: both values, for the physician."""
+
+    criterion_id: str
+    saved: bool | None  # None: no label saved on the current rubric
+    saved_note: str
+    draft: bool
+    draft_note: str
+
+
+@dataclass(frozen=True)
 class Workbench:
     """One response as the labeling page opens it: the blinded view plus the working decisions."""
 
@@ -53,6 +72,9 @@ class Workbench:
     unsaved: bool  # the decisions come from a draft that differs from what is saved
     active_ms: int  # active time already spent (from the draft)
     draft_at: datetime | None = None
+    #: A draft older than the saved labels, where it differs from them (the decisions shown are the saved ones).
+    differences: list[Difference] = field(default_factory=list)
+    saved_by_self: bool = False  # every label saved since that draft was the user's own save (another tab)
 
     @property
     def unjudged(self) -> int:
@@ -79,31 +101,80 @@ def _saved_decisions(view: LabelingView) -> tuple[dict[str, bool | None], dict[s
     return decisions, notes
 
 
+def _seen_versions(draft: Mapping) -> dict[str, int]:
+    """The lock versions of the labels shown when the draft was kept ({} for a draft that names none)."""
+    seen = draft.get("seen")
+    if not isinstance(seen, dict):
+        return {}
+    try:
+        return {str(cid): int(version) for cid, version in seen.items()}
+    except (TypeError, ValueError):
+        return {}
+
+
+def differences(
+    saved: Mapping[str, bool | None],
+    saved_notes: Mapping[str, str],
+    decisions: Mapping[str, bool | None],
+    notes: Mapping[str, str],
+) -> list[Difference]:
+    """The criteria (in `saved`'s order) the draft judged otherwise than saved: its decision or its note differs."""
+    found = []
+    for cid, saved_met in saved.items():
+        draft_met = decisions.get(cid)
+        if draft_met is None:
+            continue  # undecided in the draft: nothing to decide again
+        if (draft_met, notes.get(cid, "")) != (saved_met, saved_notes.get(cid, "")):
+            found.append(Difference(cid, saved_met, saved_notes.get(cid, ""), draft_met, notes.get(cid, "")))
+    return found
+
+
 def open_response(session: Session, user: User, response_id: int) -> Workbench:
-    """The response with its working decisions: the user's draft on the current rubric, else the saved labels."""
+    """The response with its working decisions: the user's draft on the current rubric, else the saved labels.
+
+    A draft kept before labels were saved since (its lock versions are not the saved ones) opens as the
+    saved labels with the draft's differing criteria beside them; final labels open with no draft at all.
+    """
     view = labeling.response_for_labeling(session, user, response_id)
     saved, saved_notes = _saved_decisions(view)
-    draft = load_draft(session, user, _draft_key(response_id))
+    draft = None if view.final else load_draft(session, user, _draft_key(response_id))
     if not draft or draft.get("rubric_version_id") != view.rubric_version_id:
         return Workbench(view, saved, saved_notes, unsaved=False, active_ms=int((draft or {}).get("active_ms") or 0))
     kept = draft.get("decisions") or {}
     decisions = {cid: (bool(kept[cid]) if kept.get(cid) is not None else None) for cid in saved}
     notes = {cid: str(text) for cid, text in (draft.get("notes") or {}).items() if cid in saved and text}
+    active_ms, draft_at = int(draft.get("active_ms") or 0), kept_at(draft.get("at"))
+    seen = _seen_versions(draft)
+    shown = {cid: version for cid, version in view.expected_versions.items() if cid in saved}
+    if seen != shown:
+        changed = [cid for cid in saved if seen.get(cid) != shown.get(cid)]
+        return Workbench(
+            view,
+            saved,
+            saved_notes,
+            unsaved=False,
+            active_ms=active_ms,
+            draft_at=draft_at,
+            differences=differences(saved, saved_notes, decisions, notes),
+            saved_by_self=bool(changed) and all(cid in view.mine for cid in changed),
+        )
     unsaved = decisions != saved or notes != saved_notes
-    return Workbench(
-        view,
-        decisions,
-        notes,
-        unsaved=unsaved,
-        active_ms=int(draft.get("active_ms") or 0),
-        draft_at=kept_at(draft.get("at")),
-    )
+    return Workbench(view, decisions, notes, unsaved=unsaved, active_ms=active_ms, draft_at=draft_at)
 
 
 def _clean(criterion_ids: list[str], decisions: Decisions, notes: Mapping[str, str] | None) -> tuple[dict, dict]:
     """Every criterion of the rubric with its decision (None: unjudged), and the non-empty notes."""
     given, cleaned_notes = checked_decisions(set(criterion_ids), decisions, notes, subject="labels")
     return {cid: given.get(cid) for cid in criterion_ids}, cleaned_notes
+
+
+def _clean_versions(versions: Mapping[str, int], known: set[str]) -> dict[str, int]:
+    """The lock versions a page sent with a draft, of the rubric's criteria (a label on a criterion of an older
+    version does not matter to the draft), checked to be whole numbers."""
+    try:
+        return {str(cid): int(version) for cid, version in versions.items() if str(cid) in known}
+    except (TypeError, ValueError):
+        raise ValidationFailed("draft: lock versions are whole numbers", key="errors.draft_versions") from None
 
 
 def _clean_active_ms(value) -> int:
@@ -122,13 +193,19 @@ def keep_draft(
     decisions: Decisions,
     notes: Mapping[str, str] | None = None,
     active_ms: int = 0,
+    expected_versions: Mapping[str, int] | None = None,
 ) -> None:
     """Keep the user's working decisions on a response (called on each decision).
 
-    Refused like a save when the response is not the user's or the rubric changed since the page
-    loaded it (RubricChanged: the page reloads the response).
+    `expected_versions` are the lock versions of the labels the page showed (criterion_id →
+    lock_version; None: it showed none). Refused like a save when the response is not the user's,
+    the rubric changed since the page loaded it (RubricChanged: the page reloads the response) or
+    the labels are final (feedback_freeze.LabelsFinal).
     """
-    response = labeling._assigned_response(session, user, response_id)
+    assigned = labeling._assigned(session, user, response_id)  # one statement: the assignment and the freeze
+    if assigned.final:
+        raise feedback_freeze.LabelsFinal()
+    response = assigned.response
     labeling.rubric_as_opened(session, response.case_pk, rubric_version_id)
     criterion_ids = labeling.criterion_ids_of(session, rubric_version_id)
     cleaned, cleaned_notes = _clean(criterion_ids, decisions, notes)
@@ -137,6 +214,7 @@ def keep_draft(
         "decisions": cleaned,
         "notes": cleaned_notes,
         "active_ms": _clean_active_ms(active_ms),
+        "seen": _clean_versions(expected_versions or {}, set(criterion_ids)),
         "at": utcnow().isoformat(),
     }
     save_draft(session, user, _draft_key(response_id), payload)

@@ -8,8 +8,10 @@ A label assignment names one response and an expert group (db/assignments.py han
 Labels are made against the case's current approved rubric version; a label made against an older
 version is *stale* and the response shows in the queue for re-labeling. A save names the rubric
 version the page loaded and is refused (StaleEdit) if the rubric changed since, or if someone
-else changed one of the labels since the page read it. Saving the same decisions twice changes
-nothing the second time.
+else changed one of the labels since the page read it (LabelsChanged says whether that was the
+annotator themselves, in another tab, or another member of their group). Saving the same decisions
+twice changes nothing the second time. Once the feedback of the response's round has been opened,
+the group's labels on it are final and every save is refused (db/feedback.py).
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from sqlalchemy import bindparam, func, insert, update
+from sqlalchemy import bindparam, func, insert, select as sa_select, update
 from sqlmodel import Session, SQLModel, select
 
-from db import kept, policies
+from db import feedback_freeze, kept, policies
 from db.audit import record
 from db.current_rubric import counts_on_current_rubric, current_approved_version, current_version_ids
 from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
@@ -61,6 +63,23 @@ _UPDATE_LABEL = (
 
 class RubricChanged(StaleEdit):
     """The case's approved rubric is not the one the page labeled against; `current` is its version number."""
+
+
+class LabelsChanged(StaleEdit):
+    """Labels the page had shown were saved since by someone: `by_self` when every one was the annotator's own
+    save (another tab), else another member of their group. `current` holds the saved labels."""
+
+    def __init__(self, conflicts: list[str], current: dict[str, LabelView], *, by_self: bool) -> None:
+        who = "you, in another tab," if by_self else "another member of your group"
+        super().__init__(
+            f"{who} changed {len(conflicts)} of these labels since this page opened them "
+            f"({', '.join(sorted(conflicts)[:5])}); nothing was saved",
+            current=current,
+            key="errors.labels_changed_by_you" if by_self else "errors.labels_changed_by_member",
+            params={"n": len(conflicts)},
+        )
+        self.by_self = by_self
+        self.conflicts = sorted(conflicts)
 
 
 @dataclass(frozen=True)
@@ -121,6 +140,8 @@ class LabelingView:
     rubric_version: int
     criteria: list[CriterionView]
     labels: dict[str, LabelView]
+    final: bool = False  # the feedback of the response's round was opened: the labels are final (db/feedback.py)
+    mine: frozenset[str] = frozenset()  # criteria whose saved label the viewer saved last
 
     @property
     def expected_versions(self) -> dict[str, int]:
@@ -155,10 +176,17 @@ def _require_annotator(user: User) -> None:
         raise PermissionDenied("annotators label within expert group 1 or 2", key="errors.annotator_group")
 
 
-def _assigned(session: Session, user: User, response_id: int, *, lock: bool = False) -> tuple[Response, Case]:
-    """The response and its case, when a label assignment of `user` names it: one statement.
+@dataclass(frozen=True)
+class _Assigned:
+    response: Response
+    case: Case
+    final: bool  # the group's labels on it are final (db/feedback.py)
 
-    `lock` takes the response's row lock as well (a save; see `save_target`).
+
+def _assigned(session: Session, user: User, response_id: int, *, lock: bool = False) -> _Assigned:
+    """The response and its case, when a label assignment of `user` names it, and whether the labels of the
+    user's group on it are final: one statement. `lock` takes the response's row lock as well (a save; see
+    `save_target`).
     """
     _require_annotator(user)
     assigned = (
@@ -170,23 +198,26 @@ def _assigned(session: Session, user: User, response_id: int, *, lock: bool = Fa
         )
         .exists()
     )
+    final = feedback_freeze.labels_final_clause(Response.id, user.group_no)
     statement = (
-        select(Response, Case, assigned).join(Case, Case.id == Response.case_pk).where(Response.id == response_id)
+        sa_select(Response, Case, assigned, final)
+        .join(Case, Case.id == Response.case_pk)
+        .where(Response.id == response_id)
     )
     if lock:
         statement = statement.with_for_update(of=Response)
     row = session.execute(statement).first()
     if row is None:
         raise NotFound(f"no response #{response_id}", key="errors.response_unknown", params={"response": response_id})
-    response, case, is_assigned = row
+    response, case, is_assigned, is_final = row
     if not is_assigned:
         raise PermissionDenied("this response is not assigned to you", key="errors.response_not_assigned")
-    return response, case
+    return _Assigned(response, case, bool(is_final))
 
 
 def _assigned_response(session: Session, user: User, response_id: int) -> Response:
     """The response, when a label assignment of `user` names it."""
-    return _assigned(session, user, response_id)[0]
+    return _assigned(session, user, response_id).response
 
 
 def _own_labels(session: Session, response_id: int, group_no: int) -> list[Label]:
@@ -224,10 +255,12 @@ def response_for_labeling(session: Session, user: User, response_id: int) -> Lab
     """The blinded view of one assigned response, with the current approved rubric."""
     _require_annotator(user)
     policies.require_group_member(user, user.group_no)
-    response, case = _assigned(session, user, response_id)
+    assigned = _assigned(session, user, response_id)
+    response, case = assigned.response, assigned.case
     rubric = current_approved_version(session, response.case_pk)
     if rubric is None:
         raise ValidationFailed("this case has no approved rubric yet", key="errors.no_approved_rubric")
+    own = _own_labels(session, response_id, user.group_no)
     return LabelingView(
         response_id=response.id,
         code=response.code,
@@ -237,7 +270,9 @@ def response_for_labeling(session: Session, user: User, response_id: int) -> Lab
         rubric_version_id=rubric.id,
         rubric_version=rubric.version,
         criteria=criteria_of(session, rubric.id),
-        labels=_label_views(session, response_id, user.group_no, rubric.id),
+        labels={label.criterion_id: _label_view(label, rubric.id) for label in own},
+        final=assigned.final,
+        mine=frozenset(label.criterion_id for label in own if label.user_id == user.id),
     )
 
 
@@ -328,15 +363,24 @@ class SaveTarget:
     criterion_ids: list[str]  # of the current rubric, in rubric order
 
 
+def saved_by(labels: Mapping[str, Label], criterion_ids: Sequence[str], user: User) -> bool:
+    """True when `user` made the last save of every label of `criterion_ids` (a label since removed counts as not)."""
+    return all(cid in labels and labels[cid].user_id == user.id for cid in criterion_ids)
+
+
 def save_target(session: Session, user: User, response_id: int, *, rubric_version_id: int) -> SaveTarget:
     """Checks the user may save labels on the response against rubric `rubric_version_id`, and locks its row.
 
     Two saves of the same response (two tabs of one annotator) take turns on the row lock, so the
     second reads what the first wrote and is refused by `save_labels` instead of silently overwriting
     it. SQLite's writers are serialised by BEGIN IMMEDIATE already; PostgreSQL needs the row lock.
-    Refused with RubricChanged when the case's current rubric is another version.
+    Refused with RubricChanged when the case's current rubric is another version, and with
+    feedback_freeze.LabelsFinal when the feedback of the response's round was opened.
     """
-    response, case = _assigned(session, user, response_id, lock=True)
+    assigned = _assigned(session, user, response_id, lock=True)
+    if assigned.final:
+        raise feedback_freeze.LabelsFinal()
+    response, case = assigned.response, assigned.case
     kept.hold_row_locks(session, [response_id])
     rubric = rubric_as_opened(session, response.case_pk, rubric_version_id)
     return SaveTarget(response, case.case_id, rubric, criterion_ids_of(session, rubric.id))
@@ -412,12 +456,10 @@ def save_labels(
         if current_version != seen and not same:
             conflicts.append(cid)
     if conflicts:
-        raise StaleEdit(
-            f"someone changed {len(conflicts)} of these labels since you opened the page "
-            f"({', '.join(sorted(conflicts)[:5])}); nothing was saved",
-            current={cid: _label_view(label, rubric.id) for cid, label in existing.items()},
-            key="errors.labels_changed",
-            params={"n": len(conflicts)},
+        raise LabelsChanged(
+            conflicts,
+            {cid: _label_view(label, rubric.id) for cid, label in existing.items()},
+            by_self=saved_by(existing, conflicts, user),
         )
 
     now = utcnow()

@@ -134,16 +134,9 @@ def _save() -> None:
             drafts.discard_adjudication_draft(session, user, loaded["response_id"])
     except StaleEdit as stale:
         current = stale.current
-        if isinstance(current, review.LabelView):
-            _message(
-                "error",
-                t(
-                    "review.adjudication.stale",
-                    criterion=current.criterion_id,
-                    name=current.user or "—",
-                    value=met_text(current.met),
-                ),
-            )
+        if isinstance(stale, review.SavedSince) and isinstance(current, review.LabelView):
+            key = "review.adjudication.stale_you" if stale.by_self else "review.adjudication.stale_other"
+            _message("error", t(key, criterion=current.criterion_id, value=met_text(current.met)))
         else:
             _message("error", t("review.stale_generic"))
         st.session_state.pop(LOADED_KEY, None)

@@ -126,10 +126,10 @@ def _checkable(view: review.CheckView) -> list[review.CheckRow]:
 
 def _stale_text(stale: StaleEdit) -> str:
     current = stale.current
-    if isinstance(current, review.LabelView):
-        return t(
-            "review.check.stale", criterion=current.criterion_id, name=current.user or "—", value=met_text(current.met)
-        )
+    if isinstance(stale, review.SavedSince) and isinstance(current, review.LabelView):
+        # Who saved in between, as "you, in another tab" or another member: never a name.
+        key = "review.check.stale_you" if stale.by_self else "review.check.stale_member"
+        return t(key, criterion=current.criterion_id, value=met_text(current.met))
     return t("review.stale_generic")
 
 

@@ -251,7 +251,9 @@ def test_labeling_page_sends_the_workbench_only_what_the_annotator_may_see(studi
         "message",
         "note_max",
         "shared_note",
+        "readonly",
     }
+    assert data["readonly"] is False  # final labels only (feedback of the round opened)
     # every criterion opens unjudged: no decision is made by default
     assert len(data["items"]) == N and {item["state"] for item in data["items"]} == {None}
     assert [item["key"] for item in data["items"]] == [f"c{i:02d}" for i in range(1, N + 1)]

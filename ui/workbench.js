@@ -6,6 +6,8 @@
 //   state "work"   {token, decisions, notes, active_ms}      after every decision (kept as a draft)
 //   trigger "save" {token, decisions, notes, active_ms, advance}   on Ctrl+Enter or the save button
 // Every rule (who may see what, what may be saved) is decided on the server; this only collects keys.
+// `readonly` (final labels) shows the decisions and takes none; items `marked` are to be decided again
+// (their extra lines show the saved value beside the draft's) and the first of them gets the focus.
 // User text is always set with textContent, never as HTML.
 
 const IDLE_MS = 60000;
@@ -98,7 +100,9 @@ export default function (component) {
     }
     s.activeMs = Number(data.active_ms || 0);
     s.lastEvent = Date.now();
-    s.focus = s.items.findIndex((item) => s.decisions[item.key] === null);
+    s.readonly = !!data.readonly;
+    s.focus = s.items.findIndex((item) => item.marked);
+    if (s.focus < 0) s.focus = s.items.findIndex((item) => s.decisions[item.key] === null);
     if (s.focus < 0) s.focus = 0;
     s.editing = null;
     s.unsaved = !!data.unsaved;
@@ -147,10 +151,12 @@ export default function (component) {
     q(".wb-text").textContent = data.text || "";
     q(".wb-items-title").textContent = data.items_title || "";
     q(".wb-unsaved").textContent = T.unsaved || "";
-    q(".wb-legend").textContent = T.legend || "";
+    q(".wb-legend").textContent = s.readonly ? "" : T.legend || "";
     q(".wb-rest").textContent = T.mark_rest || "";
-    q(".wb-rest").hidden = !T.mark_rest;
+    q(".wb-rest").hidden = !T.mark_rest || s.readonly;
     q(".wb-save").textContent = T.save || "";
+    q(".wb-save").hidden = s.readonly;
+    wb.classList.toggle("wb-readonly", s.readonly);
     q(".wb-confirm-yes").textContent = T.confirm_yes || "";
     q(".wb-confirm-no").textContent = T.confirm_no || "";
     q(".wb-confirm").hidden = true;
@@ -170,7 +176,7 @@ export default function (component) {
     const list = q(".wb-items");
     list.replaceChildren();
     s.items.forEach((item, index) => {
-      const row = el("div", "wb-item");
+      const row = el("div", item.marked ? "wb-item wb-marked" : "wb-item");
       row.tabIndex = 0;
       row.setAttribute("role", "listitem");
       row.dataset.index = String(index);
@@ -183,6 +189,7 @@ export default function (component) {
       const no = el("button", "wb-no", T.not_met);
       yes.type = no.type = "button";
       yes.tabIndex = no.tabIndex = -1;
+      yes.disabled = no.disabled = s.readonly;
       yes.addEventListener("click", () => { decide(index, true, false); });
       no.addEventListener("click", () => { decide(index, false, false); });
       choice.append(yes, no);
@@ -267,6 +274,7 @@ export default function (component) {
   }
 
   function decide(index, value, move) {
+    if (s.readonly) return;
     tick();
     const item = s.items[index];
     if (!item) return;
@@ -283,6 +291,7 @@ export default function (component) {
   }
 
   function save(advance) {
+    if (s.readonly) return;
     tick();
     commitNote();
     if (T.shared_note) commitShared();
@@ -290,6 +299,7 @@ export default function (component) {
   }
 
   function editNote(index) {
+    if (s.readonly) return;
     const item = s.items[index];
     const row = rowAt(index);
     if (!item || !row) return;
@@ -337,6 +347,7 @@ export default function (component) {
   }
 
   function askRest() {
+    if (s.readonly) return;
     const open = s.items.filter((item) => s.decisions[item.key] === null).length;
     if (!open) return;
     q(".wb-confirm-text").textContent = (T.confirm_rest || "{n}").replace("{n}", open);

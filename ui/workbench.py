@@ -44,6 +44,7 @@ class Item:
     state: bool | None = None  # None: not yet judged
     note: str = ""
     lines: list[dict[str, str]] = field(default_factory=list)  # extra read-only lines: {label, value, note}
+    marked: bool = False  # to decide again (a refused save or an older draft differed here); focused first
 
     def as_data(self) -> dict[str, Any]:
         return {
@@ -53,6 +54,7 @@ class Item:
             "state": self.state,
             "note": self.note,
             "lines": self.lines,
+            "marked": self.marked,
         }
 
 
@@ -82,10 +84,14 @@ def workbench(
     message: dict[str, str] | None = None,
     shared_note: str = "",
     note_max: int = 2000,
+    readonly: bool = False,
     on_work: Callable[[], None] | None = None,
     on_save: Callable[[], None] | None = None,
 ) -> Any:
-    """Mount the workbench; `on_work` runs after each decision, `on_save` on Ctrl+Enter (read `value(key)`)."""
+    """Mount the workbench; `on_work` runs after each decision, `on_save` on Ctrl+Enter (read `value(key)`).
+
+    `readonly` shows the decisions without taking any (no keys decide, nothing is saved): final labels.
+    """
     data = {
         "token": token,
         "texts": texts,
@@ -101,6 +107,7 @@ def workbench(
         "message": message,
         "note_max": note_max,
         "shared_note": shared_note,
+        "readonly": bool(readonly),
     }
     return _component()(
         key=key, data=data, on_work_change=on_work or _nothing, on_save_change=on_save or _nothing, height="content"

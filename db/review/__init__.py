@@ -44,7 +44,7 @@ from db.review.label_check import (
     save_check,
     save_checks,
 )
-from db.review.locked_save import LabelView, save_label, stage_entity
+from db.review.locked_save import LabelView, SavedSince, save_label, stage_entity
 from db.review.rubric_audit import (
     CriterionView,
     RelabelItem,
@@ -81,6 +81,7 @@ __all__ = [
     "CheckView",
     "CriterionView",
     "LabelView",
+    "SavedSince",
     "RelabelItem",
     "RubricQueueItem",
     "RubricView",

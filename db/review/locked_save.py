@@ -1,4 +1,8 @@
-"""Saving one label with optimistic locking: a save names the revision it started from; a lost race raises StaleEdit."""
+"""Saving one label with optimistic locking: a save names the revision it started from; a lost race raises StaleEdit.
+
+The refusal (`SavedSince`) says who saved in between only as "you, in another tab" or "someone else"
+(`by_self`): the page words it for the stage (another member of your group, another checker), never by name.
+"""
 
 from __future__ import annotations
 
@@ -56,9 +60,22 @@ def _find_label(session: Session, response_id: int, criterion_id: str, stage: st
     ).scalar_one_or_none()
 
 
-def _stale(session: Session, label: Label, what: str) -> StaleEdit:
-    view = _label_view(session, label)
-    return StaleEdit(f"this {what} was saved by {view.user} since you opened it", current=view)
+class SavedSince(StaleEdit):
+    """A label was saved since the page opened it; `current` is the newer one, `by_self` when the same user saved it."""
+
+    def __init__(self, current: LabelView, *, what: str, by_self: bool) -> None:
+        who = "you, in another tab," if by_self else "someone else"
+        super().__init__(
+            f"{who} saved this {what} ({current.criterion_id}) since you opened it; nothing was saved",
+            current=current,
+            key="errors.saved_since_by_you" if by_self else "errors.saved_since_by_other",
+            params={"criterion": current.criterion_id},
+        )
+        self.by_self = by_self
+
+
+def _stale(session: Session, label: Label, what: str, actor: User) -> SavedSince:
+    return SavedSince(_label_view(session, label), what=what, by_self=label.user_id == actor.id)
 
 
 def save_label(
@@ -87,7 +104,7 @@ def save_label(
     if seen_lock_version is None:
         existing = _find_label(session, response.id, criterion_id, stage, group_no)
         if existing is not None:
-            raise _stale(session, existing, what)
+            raise _stale(session, existing, what, actor)
         label = Label(
             response_id=response.id,
             criterion_id=criterion_id,
@@ -110,7 +127,7 @@ def save_label(
             existing = _find_label(session, response.id, criterion_id, stage, group_no)
             if existing is None:
                 raise
-            raise _stale(session, existing, what) from None
+            raise _stale(session, existing, what, actor) from None
         record(
             session,
             actor.username,
@@ -144,7 +161,7 @@ def save_label(
     ).rowcount
     label = _find_label(session, response.id, criterion_id, stage, group_no)
     if changed != 1:
-        raise _stale(session, label, what)
+        raise _stale(session, label, what, actor)
     record(
         session,
         actor.username,
