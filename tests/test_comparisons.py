@@ -9,11 +9,8 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from analysis import comparisons, metrics
-from analysis.loader import load_frames
 from analysis.report import build_report, report_json
-from db.engine import make_engine
-from demo import generator as demo
-from tests.conftest import new_sqlite_url
+from tests.support.demo_frames import build_demo_frames
 
 
 def _scipy_pair(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float]:
@@ -115,11 +112,7 @@ def test_leaderboard_orders_by_score_then_name_and_takes_the_bootstrap_interval(
 
 @pytest.fixture(scope="module")
 def demo_frames(sqlite_template, tmp_path_factory):
-    engine = make_engine(new_sqlite_url(sqlite_template, tmp_path_factory.mktemp("comparisons-demo")))
-    demo.build_demo(engine, scale="small", seed=7)
-    frames = load_frames(engine)
-    engine.dispose()
-    return frames
+    return build_demo_frames(sqlite_template, tmp_path_factory)
 
 
 def test_report_comparisons_on_the_demo_match_scipy(demo_frames):
