@@ -39,7 +39,8 @@ def cmd_leaderboard(args, engine_of: Callable) -> int:
 
     engine = engine_of()
     if args.action == "freeze":
-        name = _one(args.names, "freeze NAME")
+        with session_scope(engine, read_only=True) as session:
+            name = store.require_new_name(session, _one(args.names, "freeze NAME"))
         payload = leaderboard.build_payload(engine, k=args.k)
         with session_scope(engine) as session:
             store.freeze_snapshot(session, actor=command_line_admin(args.actor), name=name, payload=payload)

@@ -36,9 +36,8 @@ def _checked_name(name: str) -> str:
     return name
 
 
-def freeze_snapshot(session: Session, *, actor: User, name: str, payload: dict[str, Any]) -> LeaderboardSnapshot:
-    """Store `payload` as snapshot `name` (the caller commits); refused when the name is taken."""
-    require_admin(actor)
+def require_new_name(session: Session, name: str) -> str:
+    """The cleaned name, refused when empty, too long or taken (checked before the leaderboard is computed)."""
     name = _checked_name(name)
     if session.exec(select(LeaderboardSnapshot.id).where(LeaderboardSnapshot.name == name)).first() is not None:
         raise ValidationFailed(
@@ -46,6 +45,13 @@ def freeze_snapshot(session: Session, *, actor: User, name: str, payload: dict[s
             key="errors.snapshot_exists",
             params={"name": name},
         )
+    return name
+
+
+def freeze_snapshot(session: Session, *, actor: User, name: str, payload: dict[str, Any]) -> LeaderboardSnapshot:
+    """Store `payload` as snapshot `name` (the caller commits); refused when the name is taken."""
+    require_admin(actor)
+    name = require_new_name(session, name)
     snapshot = LeaderboardSnapshot(name=name, created_at=utcnow(), created_by=actor.username, payload=payload)
     session.add(snapshot)
     record(
