@@ -50,6 +50,11 @@ def sampled_models(session: Session) -> dict[str, int]:
     return dict(sorted(sizes.items()))
 
 
+def response_models(session: Session) -> list[str]:
+    """Every model with responses, by name (what a sample can be drawn of)."""
+    return sorted(session.exec(select(Response.model).distinct()).all())
+
+
 def _eligible_responses(session: Session, model: str) -> list[tuple[int, int]]:
     """(response id, case_pk) of the model's responses on cases with an approved rubric, by response id."""
     rows = session.exec(
