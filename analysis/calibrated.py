@@ -18,12 +18,14 @@ import math
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from analysis import ppi
 from analysis.metrics import DecisionGrid, cacs, complete_mask, met_counts
 
 MIN_LABELED = 10
 ALPHA = 0.05
+METRICS = ("cacs_at_k", "rubric_accuracy")
 VALUE_KEYS = ("estimate", "ci_low", "ci_high", "classical_low", "classical_high", "judge_only")
 CALIBRATION_COLUMNS = ["model", "response_id"]
 
@@ -80,31 +82,71 @@ def estimate_values(y: np.ndarray, yhat: np.ndarray, yhat_unlabeled: np.ndarray)
     return {key: _clip(float(value)) for key, value in values.items()}
 
 
-def calibrated(grid: DecisionGrid, samples: pd.DataFrame, k: int) -> dict[str, dict[str, dict]]:
-    """report.json `calibrated`: {judge: {model: {n_labeled, n_unlabeled, n_pending, cacs_at_k, rubric_accuracy}}}"""
+def calibration_sets(grid: DecisionGrid, samples: pd.DataFrame, k: int):
+    """(judge, model, n_pending, {metric: (Y, Ŷ_L, Ŷ_U)}) per judge by name and sampled model by name."""
     sampled = sampled_rows(grid, samples)
     gold_complete = complete_mask(grid, grid.gold)
     models = [model for model in sorted(set(samples["model"].astype(str))) if model in grid.models]
     model_of_row = grid.responses["model"].to_numpy()
     gold = _metric(grid.gold, grid.n, k)
-    result: dict[str, dict[str, dict]] = {}
     for judge in sorted(grid.judges):
         graded = complete_mask(grid, grid.judges[judge])
         predicted = _metric(grid.judges[judge], grid.n, k)
-        per_model = {}
         for model in models:
             own = model_of_row == model
             labeled = own & sampled & gold_complete & graded
             unlabeled = own & ~sampled & graded
-            entry: dict = {
-                "n_labeled": int(labeled.sum()),
-                "n_unlabeled": int(unlabeled.sum()),
-                "n_pending": int((own & sampled & ~gold_complete).sum()),
+            arrays = {
+                metric: (gold[metric][labeled], predicted[metric][labeled], predicted[metric][unlabeled])
+                for metric in METRICS
             }
-            for metric in ("cacs_at_k", "rubric_accuracy"):
-                entry[metric] = estimate_values(
-                    gold[metric][labeled], predicted[metric][labeled], predicted[metric][unlabeled]
-                )
-            per_model[model] = entry
-        result[judge] = per_model
+            yield judge, model, int((own & sampled & ~gold_complete).sum()), arrays
+
+
+def calibrated(grid: DecisionGrid, samples: pd.DataFrame, k: int) -> dict[str, dict[str, dict]]:
+    """report.json `calibrated`: {judge: {model: {n_labeled, n_unlabeled, n_pending, cacs_at_k, rubric_accuracy}}}"""
+    result: dict[str, dict[str, dict]] = {judge: {} for judge in sorted(grid.judges)}
+    for judge, model, pending, arrays in calibration_sets(grid, samples, k):
+        y, _, yhat_unlabeled = arrays["cacs_at_k"]
+        entry: dict = {"n_labeled": len(y), "n_unlabeled": len(yhat_unlabeled), "n_pending": pending}
+        entry.update({metric: estimate_values(*arrays[metric]) for metric in METRICS})
+        result[judge][model] = entry
     return result
+
+
+def responses_needed(y: np.ndarray, yhat: np.ndarray, yhat_unlabeled: np.ndarray, half_width: float) -> dict:
+    """Labeled responses for a 95 % interval of ± `half_width`, from the current variances (None when unknown).
+
+    Classical: n = (z · sd(Y) / h)². Prediction-powered, with the current λ and judge-scored responses:
+    the n with z² · (λ² var(Ŷ_U)/N + var(Y − λŶ_L)/n) ≤ h², None when the judge-only part alone exceeds h².
+    """
+    z2 = float(stats.norm.ppf(1 - ALPHA / 2)) ** 2
+    h2 = half_width**2
+    if len(y) < 2 or len(yhat_unlabeled) < 1:
+        return {"classical": None, "ppi": None}
+    classical = math.ceil(z2 * float(np.var(y)) / h2)
+    weight = ppi.tuned_lambda(y, yhat, yhat_unlabeled)
+    if not math.isfinite(weight):
+        return {"classical": classical, "ppi": None}
+    fixed = z2 * weight**2 * float(np.var(yhat_unlabeled)) / len(yhat_unlabeled)
+    rectifier = z2 * float(np.var(y - weight * yhat))
+    needed = math.ceil(rectifier / (h2 - fixed)) if h2 > fixed else None
+    return {"classical": classical, "ppi": needed}
+
+
+def sample_size_plan(grid: DecisionGrid, samples: pd.DataFrame, k: int, half_widths=(0.02, 0.05)) -> pd.DataFrame:
+    """Per judge and sampled model: CACS@k responses needed for each half-width, classical and prediction-powered."""
+    rows = []
+    for judge, model, _, arrays in calibration_sets(grid, samples, k):
+        row: dict = {"judge": judge, "model": model, "n_labeled": len(arrays["cacs_at_k"][0])}
+        y, yhat, yhat_unlabeled = arrays["cacs_at_k"]
+        for half in half_widths:
+            needed = responses_needed(y, yhat, yhat_unlabeled, half)
+            points = round(half * 100)
+            row[f"needed_classical_{points}"] = needed["classical"]
+            row[f"needed_ppi_{points}"] = needed["ppi"]
+        rows.append(row)
+    columns = ["judge", "model", "n_labeled"] + [
+        f"needed_{kind}_{round(h * 100)}" for h in half_widths for kind in ("classical", "ppi")
+    ]
+    return pd.DataFrame(rows, columns=columns)

@@ -38,6 +38,7 @@ from analysis import agreement as agreement_extra, metrics, reliability, score_s
 from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, LEVEL, confidence_intervals
 from analysis.figures import figures as figure_builders, html_report, translator
 from analysis.loader import Frames, load_frames
+from analysis.score_figures import score_figures
 from analysis.time_agreement import TimeAgreement, time_agreement
 from db.errors import ValidationFailed
 from db.progress import Progress, no_progress
@@ -133,7 +134,7 @@ def build_report(
         report.insights = reliability.build_insights(grid, resamples=resamples, seed=seed)
         if heldout_models:
             report.insights.judges_by_model = reliability.judges_by_model(judged)
-    samples = frames.calibration if frames is not None else None
+    samples = frames.calibration if frames is not None else grid.calibration
     report.scores_section = score_section.build_section(
         grid, scores, models, report.intervals, k, samples=samples, heldout_models=heldout_models
     )
@@ -572,7 +573,8 @@ def run_report(
         done += 1
         progress(done, steps, f"wrote tables and report.html to {out_dir}")
     if figures:
-        written = static_figures.write_figures(figure_builders(report, translator(lang)), Path(out_dir) / "figures")
+        drawn = figure_builders(report, translator(lang)) + score_figures(report, translator(lang))
+        written = static_figures.write_figures(drawn, Path(out_dir) / "figures")
         done += 1
         progress(done, steps, f"wrote {len(written)} images to {Path(out_dir) / 'figures'}")
     progress(steps, steps, "done")
