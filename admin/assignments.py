@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from db import assignments
+from db import assignments, calibration
 from db.errors import ClinConsensusError
 from db.models import AssignmentKind, Role, User
 from ui import shell, widgets
@@ -38,6 +38,16 @@ def _run(action) -> None:
 
 def _show_summary(summary) -> None:
     t = shell.translator()
+    if isinstance(summary, calibration.CalibrationDraw):
+        st.success(
+            t(
+                "admin.assign.calibration.drawn",
+                model=widgets.plain(summary.model),
+                n=len(summary.response_ids),
+                seed=summary.seed,
+            )
+        )
+        summary = summary.assignments
     if isinstance(summary, str):
         st.success(summary)
         return
@@ -71,10 +81,11 @@ def render() -> None:
     label = _person_label(people, t)
     short_label = _person_label(people, t, with_group=False)
 
-    rubric_tab, label_tab, reassign_tab, list_tab = st.tabs(
+    rubric_tab, label_tab, calibration_tab, reassign_tab, list_tab = st.tabs(
         [
             t("admin.assign.tab.rubric"),
             t("admin.assign.tab.label"),
+            t("admin.assign.tab.calibration"),
             t("admin.assign.tab.reassign"),
             t("admin.assign.tab.list"),
         ],
@@ -152,6 +163,9 @@ def render() -> None:
             if st.form_submit_button(t("admin.assign.label.submit"), type="primary"):
                 _run(lambda s: assignments.assign_labeling(s, actor=admin, annotators=[*chosen1, *chosen2]))
 
+    with calibration_tab:
+        _calibration_tab(admin)
+
     with reassign_tab:
         st.caption(t("admin.assign.reassign.intro"))
         with st.form("assign_move"):
@@ -210,3 +224,44 @@ def render() -> None:
 def _reassigned(session, admin: User, assignment_id: int, target: str) -> str:
     assignments.reassign(session, actor=admin, assignment_id=assignment_id, to_username=target)
     return shell.t("admin.assign.reassigned", id=assignment_id, name=widgets.plain(target))
+
+
+def _calibration_tab(admin: User) -> None:
+    """Draw a model's calibration sample (once per model; the rule is db.calibration's)."""
+    t = shell.translator()
+    st.caption(t("admin.assign.calibration.intro"))
+    with shell.db_session(read_only=True) as session:
+        models = calibration.response_models(session)
+        sampled = calibration.sampled_models(session)
+    if sampled:
+        st.dataframe(
+            [
+                {t("admin.assign.col.model"): model, t("admin.assign.calibration.col.size"): size}
+                for model, size in sampled.items()
+            ],
+            hide_index=True,
+            width="content",
+        )
+    with st.form("assign_calibration"):
+        model = st.selectbox(
+            t("admin.assign.col.model"),
+            [m for m in models if m not in sampled],
+            index=None,
+            placeholder=t("admin.assign.calibration.choose_model"),
+        )
+        left, right = st.columns(2)
+        size = left.number_input(
+            t("admin.assign.calibration.size"), min_value=1, step=1, value=calibration.DEFAULT_SAMPLE_SIZE
+        )
+        seed = right.number_input(
+            t("admin.assign.calibration.seed"), min_value=0, step=1, value=calibration.DEFAULT_SEED
+        )
+        if st.form_submit_button(t("admin.assign.calibration.submit"), type="primary"):
+            if model is None:
+                st.warning(t("admin.assign.calibration.need_model"))
+            else:
+                _run(
+                    lambda s: calibration.draw_calibration_sample(
+                        s, actor=admin, model=model, n=int(size), seed=int(seed)
+                    )
+                )

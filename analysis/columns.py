@@ -102,6 +102,11 @@ COLUMNS: dict[str, str] = {
     "group1": TEXT,
     "group2": TEXT,
     "gold": TEXT,
+    "n_labeled": COUNT,
+    "needed_classical_2": COUNT,
+    "needed_ppi_2": COUNT,
+    "needed_classical_5": COUNT,
+    "needed_ppi_5": COUNT,
 }
 CACS_AT = re.compile(r"^cacs@(\d+)$")
 JUDGE_MF1 = re.compile(r"^judge_mf1:(.+)$")

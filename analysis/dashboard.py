@@ -22,7 +22,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from analysis import figures as figure_builders, metrics, shared_grid, table_view
+from analysis import figures as figure_builders, metrics, score_figures, shared_grid, table_view
 from analysis.background import BackgroundValue
 from analysis.report import Report, build_report, report_json, tables
 from db.errors import ClinConsensusError
@@ -35,7 +35,7 @@ DASHBOARD_RESAMPLES = 300
 SHOWN_ROWS = 500  # long tables (per criterion, per case) show their head; the download has every row
 
 #: The page's sections, in order; only the chosen one is drawn. Each names its figures.
-SECTIONS = ("models", "agreement", "judges", "slices", "diagnostics")
+SECTIONS = ("models", "scores", "agreement", "judges", "slices", "diagnostics")
 
 
 def _slice_bars(dimension: str) -> Callable[[Report, Callable[..., str]], go.Figure]:
@@ -59,6 +59,7 @@ FIGURES: dict[str, Callable[[Report, Callable[..., str]], go.Figure]] = {
     "slice_register": _slice_bars("register"),
     "family_heatmap": figure_builders.family_heatmap,
     "length": figure_builders.length_diagnostics,
+    **score_figures.SCORE_FIGURES,
 }
 
 
@@ -347,6 +348,8 @@ def _sections(t, report: Report, figure_of: Callable[[str], go.Figure], judge_sc
         _table(t, "models", frames["models"], "models", hidden=["scored_by"])
         for name in ("accuracy_vs_cacs", "case_accuracy", "threshold"):
             _figure(t, name, figure_of(name), name)
+    elif section == "scores":
+        _scores_section(t, report, figure_of)
     elif section == "agreement":
         _table(t, "agreement", frames["agreement"], "agreement")
         _table(t, "agreement_extra", frames["agreement_extra"], "agreement_extra")
@@ -372,6 +375,17 @@ def _sections(t, report: Report, figure_of: Callable[[str], go.Figure], judge_sc
         _table(t, "length", frames["length"], "length")
         _figure(t, "length", figure_of("length"), "length")
         _table(t, "pending", frames["pending"], "pending")
+
+
+def _scores_section(t, report: Report, figure_of: Callable[[str], go.Figure]) -> None:
+    for name in ("leaderboard", "pairwise"):
+        _figure(t, name, figure_of(name), name)
+    plan = score_figures.sample_size_table(report)
+    if not len(plan):
+        st.info(t("analysis.no_calibration"))
+        return
+    _figure(t, "calibrated", figure_of("calibrated"), "calibrated")
+    _table(t, "sample_size", plan, "sample_size")
 
 
 def _shown_tables(t, report: Report, language: str) -> dict[str, pd.DataFrame]:

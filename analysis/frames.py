@@ -10,6 +10,7 @@ Column names are the contract of the metric and export code:
 - judge:     judge, response_id, criterion_id, met
 - users:     user_id, username, role, group_no
 - timings:   user_id, response_id, stage, active_ms, n_criteria — one row per timed save (may be absent)
+- calibration: model, response_id — the responses of each model's calibration sample (may be absent)
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class Frames:
     judge: pd.DataFrame
     users: pd.DataFrame
     timings: pd.DataFrame | None = None
+    calibration: pd.DataFrame | None = None
 
 
 def parse_source(source: str | None) -> tuple[str, str | None]:

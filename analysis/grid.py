@@ -60,6 +60,8 @@ class DecisionGrid:
     rater_keys: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), dtype=np.int64))
     rubric_size: int = RUBRIC_SIZE
     physicians: PhysicianLayers | None = None
+    # model, response_id of the calibration samples (frames.calibration), for the calibrated scores.
+    calibration: pd.DataFrame | None = None
 
     @property
     def width(self) -> int:
@@ -107,6 +109,7 @@ class DecisionGrid:
             rater_keys=keys,
             rubric_size=self.rubric_size,
             physicians=self.physicians.take(index) if self.physicians is not None else None,
+            calibration=self.calibration,
         )
 
 
@@ -250,6 +253,7 @@ def prepare(frames: Frames) -> DecisionGrid:
         group2=finals[1],
         gold=gold,
         rubric_size=rubric_size(cases),
+        calibration=frames.calibration,
     )
     grid.rater_keys = _rater_keys(frames.labels, responses)
     label_cells = placer.cells(frames.labels["response_id"].to_numpy(), frames.labels["criterion_id"])

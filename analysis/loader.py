@@ -11,6 +11,7 @@ Frames (column names are the contract of the metric and export code):
 - judge:     judge, response_id, criterion_id, met
 - users:     user_id, username, role, group_no
 - timings:   user_id, response_id, stage, active_ms, n_criteria (active time stored with each save)
+- calibration: model, response_id (the calibration samples)
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from sqlalchemy.engine import Engine
 from analysis.frames import Frames as Frames
 from db.current_rubric import current_versions
 from db.data_version import DataVersion as DataVersion, data_version as data_version
-from db.models import Case, Criterion, Label, LabelTiming, Response, Stage, User
+from db.models import CalibrationSample, Case, Criterion, Label, LabelTiming, Response, Stage, User
 from db.taxonomy import get_taxonomy
 
 
@@ -245,7 +246,15 @@ def load_frames(engine: Engine, *, text: bool = False, notes: bool = False) -> F
         judge=load_judge(engine),
         users=load_users(engine),
         timings=load_timings(engine),
+        calibration=load_calibration_samples(engine),
     )
+
+
+def load_calibration_samples(engine: Engine) -> pd.DataFrame:
+    """model, response_id of every calibration sample."""
+    columns = [CalibrationSample.model, CalibrationSample.response_id]
+    samples = _read(engine, select(*columns).order_by(CalibrationSample.id))
+    return samples.astype({"model": object, "response_id": np.int64})
 
 
 def _as_json(value):

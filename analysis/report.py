@@ -34,10 +34,11 @@ from typing import TextIO
 import numpy as np
 import pandas as pd
 
-from analysis import agreement as agreement_extra, metrics, reliability, static_figures, time_section
+from analysis import agreement as agreement_extra, metrics, reliability, score_section, static_figures, time_section
 from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, LEVEL, confidence_intervals
 from analysis.figures import figures as figure_builders, html_report, translator
 from analysis.loader import Frames, load_frames
+from analysis.score_figures import score_figures
 from analysis.time_agreement import TimeAgreement, time_agreement
 from db.errors import ValidationFailed
 from db.progress import Progress, no_progress
@@ -71,6 +72,8 @@ class Report:
     insights: reliability.Insights | None = None
     # Time on task against agreement (empty without stored timings; None when the frames or grid carry none).
     time: TimeAgreement | None = None
+    # Comparisons, tiers, calibrated scores, ranking fidelity (analysis.score_section).
+    scores_section: score_section.ScoreSection | None = None
 
 
 def build_report(
@@ -83,13 +86,15 @@ def build_report(
     grid: metrics.DecisionGrid | None = None,
     judge_scored: str | None = None,
     insights: bool = True,
+    heldout_models: list[str] | None = None,
 ) -> Report:
     """Every metric over `frames` (or an already prepared `grid` of them).
 
     `judge_scored`: a judge's name; models the source does not score (no complete response, e.g. a
     new model with responses only) are scored by that judge and listed apart, marked.
     `insights=False` leaves out the analysis depth of `analysis.reliability` (criteria, judges by
-    model and slice, physicians).
+    model and slice, physicians). `heldout_models`: judge figures (`judges`, `judges_by_model`,
+    `judge_ranking`, `calibrated`) over those models' responses only.
     """
     grid = grid if grid is not None else metrics.prepare(frames)
     n = grid.rubric_size
@@ -97,6 +102,7 @@ def build_report(
     scores = metrics.response_scores(grid, source)
     models = metrics.model_scores(grid, scores, k)
     agreement = metrics.agreement(grid)
+    judged = score_section.heldout_grid(grid, heldout_models)
     report = Report(
         k=k,
         n=n,
@@ -105,7 +111,7 @@ def build_report(
         scores=scores,
         models=models,
         agreement=agreement,
-        judges=metrics.judge_fidelity(grid),
+        judges=metrics.judge_fidelity(judged),
         sensitivity=metrics.threshold_sensitivity(models, k, n=n),
         length=metrics.length_diagnostics(scores, k),
         cross_grader=metrics.cross_grader(grid),
@@ -126,6 +132,12 @@ def build_report(
         report.bootstrap = {"level": LEVEL, "resamples": resamples, "seed": seed, "unit": "case"}
     if insights:
         report.insights = reliability.build_insights(grid, resamples=resamples, seed=seed)
+        if heldout_models:
+            report.insights.judges_by_model = reliability.judges_by_model(judged)
+    samples = frames.calibration if frames is not None else grid.calibration
+    report.scores_section = score_section.build_section(
+        grid, scores, models, report.intervals, k, samples=samples, heldout_models=heldout_models
+    )
     return report
 
 
@@ -266,6 +278,8 @@ def report_json(report: Report) -> dict:
         result.update(insights_json(report.insights))
     if report.time is not None:
         result["time_agreement"] = time_section.section_json(report.time)
+    if report.scores_section is not None:
+        result.update(report.scores_section.as_json())
     return result
 
 
@@ -532,6 +546,7 @@ def run_report(
     stream: TextIO = sys.stdout,
     progress: Progress = no_progress,
     judge_scored: str | None = None,
+    heldout_models: list[str] | None = None,
 ) -> Report:
     """Load the database, compute, print the model and agreement tables, write what was asked for.
 
@@ -545,7 +560,7 @@ def run_report(
     progress(0, steps, "loading the database")
     frames = load_frames(engine)
     progress(1, steps, "computing")
-    report = build_report(frames, k=k, source=source, judge_scored=judge_scored)
+    report = build_report(frames, k=k, source=source, judge_scored=judge_scored, heldout_models=heldout_models)
     done = 2
     print_tables(report, stream)
     if json_path:
@@ -558,7 +573,8 @@ def run_report(
         done += 1
         progress(done, steps, f"wrote tables and report.html to {out_dir}")
     if figures:
-        written = static_figures.write_figures(figure_builders(report, translator(lang)), Path(out_dir) / "figures")
+        drawn = figure_builders(report, translator(lang)) + score_figures(report, translator(lang))
+        written = static_figures.write_figures(drawn, Path(out_dir) / "figures")
         done += 1
         progress(done, steps, f"wrote {len(written)} images to {Path(out_dir) / 'figures'}")
     progress(steps, steps, "done")

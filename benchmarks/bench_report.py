@@ -25,10 +25,11 @@ import time
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from sklearn.metrics import cohen_kappa_score, f1_score
 
-from analysis import metrics
+from analysis import metrics, score_section
 from analysis.loader import load_frames
 from analysis.report import build_report, report_json
 from db.engine import make_engine
@@ -261,6 +262,16 @@ def compare_criteria(document: dict, frames, n_cases: int) -> tuple[int, float, 
     return checked, worst, elapsed
 
 
+def calibration_samples(frames, size: int, seed: int) -> pd.DataFrame:
+    """A calibration sample of `size` responses of every model (as `assign calibration` would draw)."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for model, responses in frames.responses.groupby("model"):
+        chosen = rng.choice(responses["response_id"].to_numpy(), size=min(size, len(responses)), replace=False)
+        parts.append(pd.DataFrame({"model": model, "response_id": np.sort(chosen)}))
+    return pd.concat(parts, ignore_index=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=2500)
@@ -291,6 +302,7 @@ def main(argv=None) -> int:
         f"{len(frames.labels):,} labels, {len(frames.judge):,} judge decisions ({wall:.1f} s)"
     )
     print(f"peak RSS after building frames: {peak_rss_mb():,.0f} MB")
+    frames.calibration = calibration_samples(frames, size=60, seed=args.seed)
 
     runs = []
     for _ in range(max(1, args.repeat)):
@@ -323,6 +335,25 @@ def main(argv=None) -> int:
         f"{least_cpu - least_before_cpu:.2f} s CPU (least CPU {least_cpu:.2f} s against {least_before_cpu:.2f} s; "
         f"{len(document['criteria']):,} cases' criteria, "
         f"{sum(document['criteria_flags']['counts'].values()):,} flagged)"
+    )
+    section_cpu = min(
+        timed(
+            score_section.build_section,
+            report.grid,
+            report.scores,
+            report.models,
+            report.intervals,
+            report.k,
+            samples=frames.calibration,
+        )[2]
+        for _ in range(max(1, args.repeat))
+    )
+    pairs = len(document["comparisons"]["cacs_at_k"])
+    calibrated = sum(len(models) for models in document["calibrated"].values())
+    print(
+        f"  of which comparisons ({pairs} pairs × 2 metrics), tiers, calibrated scores ({calibrated} judge × model), "
+        f"ranking fidelity: {section_cpu:.2f} s CPU; the report with them against without: "
+        f"{least_cpu / max(least_cpu - section_cpu, 1e-9):.2f}×"
     )
     print(f"peak RSS after compute: {peak_rss_mb():,.0f} MB")
 

@@ -133,6 +133,7 @@ def cmd_report(args) -> int:
         stream=sys.stdout,
         progress=_progress("report"),
         judge_scored=args.judge_scored,
+        heldout_models=_names(args.heldout_models) or None,
     )
     return 0
 
@@ -154,6 +155,10 @@ def cmd_export(args) -> int:
         )
     elif args.what == "judge-items":
         summary = exports.export_judge_items(engine, Path(args.target), progress=progress)
+    elif args.what == "leaderboard":
+        from cli.scores import export_newest
+
+        summary = export_newest(engine, Path(args.target))
     elif args.what == "healthbench-meta":
         summary = exports.export_healthbench_meta(engine, Path(args.target), progress=progress)
     else:
@@ -167,6 +172,7 @@ def cmd_export(args) -> int:
             dev_fraction=args.dev_fraction,
             template_path=args.template,
             progress=progress,
+            include_calibration=args.include_calibration,
         )
     print(summary)
     return 0
@@ -407,10 +413,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, metavar="DIR", help="also write CSV tables and report.html here")
     p.add_argument("--figures", action="store_true", help="also write every figure as PNG and SVG to DIR/figures")
     p.add_argument("--lang", choices=["zh", "en"], default="zh", help="language of report.html and the figures")
+    p.add_argument(
+        "--heldout-models", default="", metavar="A,B", help="judge figures over these models' responses only"
+    )
     p.set_defaults(handler=cmd_report)
 
-    p = sub.add_parser("export", help="gold | release | judgements | judge-items | sft | healthbench-meta")
-    p.add_argument("what", choices=["gold", "release", "judgements", "judge-items", "sft", "healthbench-meta"])
+    p = sub.add_parser(
+        "export", help="gold | release | judgements | judge-items | sft | healthbench-meta | leaderboard"
+    )
+    p.add_argument(
+        "what", choices=["gold", "release", "judgements", "judge-items", "sft", "healthbench-meta", "leaderboard"]
+    )
     p.add_argument("target", metavar="FILE_OR_DIR")
     p.add_argument("--source", default="gold", help="judgements: gold | group1 | group2 | judge:NAME")
     p.add_argument("--seed", type=int, default=20260101, help="sft: split seed")
@@ -418,6 +431,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default="instruction", choices=["instruction", "messages"], help="sft row format")
     p.add_argument("--dev-fraction", type=float, default=0.1, help="sft: share of cases in dev")
     p.add_argument("--template", default=None, help="sft: official (default) | zh | a template FILE")
+    p.add_argument(
+        "--include-calibration",
+        action="store_true",
+        help="sft: keep calibration-sample responses (left out by default)",
+    )
     p.add_argument(
         "--difficulty",
         action="append",
@@ -498,6 +516,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8501)
     p.add_argument("--address", default="localhost")
     p.set_defaults(handler=cmd_serve)
+
+    from cli import scores
+
+    scores.add_commands(sub, _engine)
     return parser
 
 

@@ -29,6 +29,7 @@ GENESIS_HASH = "0" * 64
 AUDIT_ENTITIES = (
     "adjudication",
     "assignment",
+    "calibration_sample",
     "case",
     "cases",
     "check",
@@ -38,6 +39,7 @@ AUDIT_ENTITIES = (
     "judge_run",
     "label",
     "labels",
+    "leaderboard_snapshot",
     "login",
     "response",
     "responses",

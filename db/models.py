@@ -347,3 +347,28 @@ class FeedbackRound(SQLModel, table=True):
     is_open: bool = Field(default=False)
     changed_at: datetime = Field(default_factory=utcnow)
     changed_by: str = Field(max_length=64)
+
+
+class CalibrationSample(SQLModel, table=True):
+    """One response of a model's calibration sample (docs/REFERENCE.md §4, calibrated score): drawn once per model."""
+
+    __tablename__ = "calibration_sample"
+
+    id: int | None = Field(default=None, primary_key=True)
+    model: str = Field(max_length=128, index=True)
+    response_id: int = Field(foreign_key="response.id", unique=True)
+    seed: int
+    drawn_at: datetime = Field(default_factory=utcnow)
+    drawn_by: str = Field(max_length=64)
+
+
+class LeaderboardSnapshot(SQLModel, table=True):
+    """A frozen, dated leaderboard: scores, intervals, tiers, calibrated scores and what they were computed from."""
+
+    __tablename__ = "leaderboard_snapshot"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=128, unique=True)
+    created_at: datetime = Field(default_factory=utcnow)
+    created_by: str = Field(max_length=64)
+    payload: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))

@@ -278,3 +278,32 @@ def test_annotator_sidebar_shows_their_queue_progress(studio):
     annotator = signed_in(studio, "g1a1")
     bars = [p.proto.text for p in annotator.get("progress")]
     assert any(text == t("workbench.progress.label", done="0", total="2", share="0.0%") for text in bars), bars
+
+
+def test_assignments_page_draws_a_calibration_sample_once(studio):
+    from db.models import CalibrationSample
+    from ui.widgets import plain
+
+    app = open_page(signed_in(studio, "boss"), "admin-assignments")
+    [model] = [w for w in app.selectbox if w.form_id == "assign_calibration"]
+    assert model.options == ["model-a", "model-b"]
+    model.set_value("model-b")
+    size, _seed = [w for w in app.number_input if w.form_id == "assign_calibration"]
+    size.set_value(2)
+    app = button(app, t("admin.assign.calibration.submit")).click().run()
+    assert not app.exception and not app.error
+    assert t("admin.assign.calibration.drawn", model=plain("model-b"), n=2, seed=1) in texts(app)
+    assert t("admin.assign.result", created=4, existing=0) in texts(app)
+    with session_scope(studio, read_only=True) as session:
+        rows = session.exec(select(CalibrationSample)).all()
+        assigned = session.exec(select(Assignment).where(Assignment.kind == AssignmentKind.label)).all()
+    assert len(rows) == 2 and {row.model for row in rows} == {"model-b"} and len(assigned) == 4
+    [model] = [w for w in app.selectbox if w.form_id == "assign_calibration"]
+    assert model.options == ["model-a"]  # a model is sampled once
+    size, _seed = [w for w in app.number_input if w.form_id == "assign_calibration"]
+    model.set_value("model-a")
+    size.set_value(5)  # more than its two responses: refused with the reason, nothing drawn
+    app = button(app, t("admin.assign.calibration.submit")).click().run()
+    assert app.error and t("errors.calibration_too_few", model=plain("model-a"), available=2, n=5) in app.error[0].value
+    with session_scope(studio, read_only=True) as session:
+        assert len(session.exec(select(CalibrationSample)).all()) == 2

@@ -83,3 +83,22 @@ def test_dashboard_is_in_the_navigation_of_admins_only(dashboard_data):
     assert [section for section, _ in pages(roles["boss"])] == ["nav.section.analysis"]
     assert pages(roles["chk-1"]) == []
     assert pages(roles["ann-9"]) == []
+
+
+def test_dashboard_scores_section_shows_leaderboard_pairs_and_the_planner(dashboard_data):
+    from db.calibration import draw_calibration_sample
+    from db.users import get_user
+
+    app = open_page(signed_in(dashboard_data, "boss", lang="zh"), PAGE)
+    app.segmented_control(key="analysis_section").set_value("scores").run()
+    assert not app.exception
+    assert len(app.get("plotly_chart")) == 2  # leaderboard and pairwise matrix; no sample yet
+    assert translate("analysis.no_calibration", "zh") in texts(app)
+    with Session(dashboard_data) as session:  # audited, so the data version moves and the page redraws
+        draw_calibration_sample(session, actor=get_user(session, username="boss"), model="model-b", n=2)
+        session.commit()
+    app = open_page(signed_in(dashboard_data, "boss", lang="zh"), PAGE)
+    app.segmented_control(key="analysis_section").set_value("scores").run()
+    assert not app.exception
+    assert len(app.get("plotly_chart")) == 3
+    assert translate("analysis.table.sample_size", "zh") in texts(app)

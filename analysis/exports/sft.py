@@ -30,7 +30,13 @@ from analysis.exports.common import (
     user_message,
 )
 from analysis.exports.judge_items import _cases_with_text
-from analysis.loader import audit_head, load_label_decisions, load_label_notes, load_responses
+from analysis.loader import (
+    audit_head,
+    load_calibration_samples,
+    load_label_decisions,
+    load_label_notes,
+    load_responses,
+)
 from analysis.prompt import (
     PromptTemplate,
     _json_body,
@@ -99,10 +105,13 @@ def export_sft(
     dev_fraction: float = 0.1,
     template_path: str | Path | None = None,
     progress: Progress = no_progress,
+    include_calibration: bool = False,
 ) -> ExportSummary:
     """`export sft DIR`: judge training rows from gold, split by case, held-out models apart.
 
     `template_path`: official (the default: the official judge's inference prompt), zh, or a file.
+    Responses of a calibration sample are left out unless `include_calibration` (a judge must not
+    train on the responses that calibrate it, docs/REFERENCE.md §4).
     """
     if fmt not in ("instruction", "messages"):
         raise ValidationFailed(f"format {fmt!r}: expected instruction or messages")
@@ -122,6 +131,10 @@ def export_sft(
     keys = responses[["response_id", "case_pk", "case_id", "model"]]
     rows = _decision_order(_in_current_rubric(gold[[*DECISION, "met"]], keys, criteria))
     outside_rubric = len(gold) - len(rows)
+    calibration = rows["response_id"].isin(set(load_calibration_samples(engine)["response_id"]))
+    calibration_rows = int(calibration.sum())
+    if not include_calibration:
+        rows = rows[~calibration.to_numpy()].reset_index(drop=True)
     rows = rows.merge(_supporting_notes(load_label_notes(engine), gold), on=DECISION, how="left")
     rows = rows.merge(
         criteria[["case_pk", "criterion_id", "text"]].rename(columns={"text": "rubric_item"}),
@@ -210,12 +223,14 @@ def export_sft(
             "dev_fraction": dev_fraction,
             "holdout_models": holdout,
             "template": template_name(template_path),
+            "include_calibration": include_calibration,
         },
         "counts": {
             "rows": {name: counts[name] for name in file_names},
             "cases": case_counts,
             "explanations": {"physician_note": with_note, "generic": len(rows) - with_note},
             "gold_outside_current_rubric": outside_rubric,
+            "calibration_sample_rows": {"found": calibration_rows, "included": include_calibration},
         },
         "explanation_rule": EXPLANATION_RULE,
         "files": files,
@@ -232,6 +247,8 @@ def export_sft(
         },
         files={name: item["sha256"] for name, item in files.items()},
     )
+    if calibration_rows and not include_calibration:
+        summary.notes.append(f"{calibration_rows} gold decision(s) on calibration-sample responses left out")
     if outside_rubric:
         summary.notes.append(f"{outside_rubric} gold decision(s) on criteria outside the current rubric skipped")
     return summary

@@ -1,0 +1,149 @@
+"""Paired model comparisons and leaderboard tiers (docs/REFERENCE.md §4), pure: scores in, numbers out.
+
+**Paired comparison** of models A and B on a metric m (`cacs_at_k`, `rubric_accuracy`): over the n
+cases where both have a complete response, d_c = m(A on c) − m(B on c); `diff` = mean(d); with
+t = `scipy.stats.ttest_1samp(d, 0.0)` (two-sided) `p_value` = t.pvalue and the interval is
+`t.confidence_interval(0.95)`, i.e. diff ± t_{0.975, n−1} · sd(d) / √n. Pairing on the case removes
+the variance the two models share through the case's difficulty (Miller 2024, "Adding Error Bars
+to Evals", §4: per-question paired differences). When every d_c is equal the t statistic is
+undefined: the interval is [diff, diff] and p = 1 if diff = 0 else 0. With n < 2 every value but
+`n_cases` is undefined (None).
+
+**Holm's step-down adjustment** (Holm 1979, "A simple sequentially rejective multiple test
+procedure") over the M pairs of one metric that have a p-value: with p sorted ascending,
+p_holm(i) = max_{j ≤ i} min(1, (M − j + 1) · p(j)); it controls the family-wise error over the
+55 pairs of 11 models without assuming the tests independent.
+
+**Leaderboard tiers**: models with a complete response, by CACS@k best first (ties by name); the
+first opens tier 1; each next model stays in the current tier unless its comparison with the
+tier's first model has p_holm < 0.05 (a null p_holm stays), in which case it opens the next tier.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from analysis.metrics import DecisionGrid, Scores, cacs
+
+METRICS = ("cacs_at_k", "rubric_accuracy")
+LEVEL = 0.95
+TIER_ALPHA = 0.05
+COMPARISON_KEYS = ("models", "n_cases", "diff", "ci_low", "ci_high", "p_value", "p_holm")
+
+
+def per_case_values(grid: DecisionGrid, scores: Scores, k: int, metric: str) -> pd.DataFrame:
+    """cases × models: the metric of each model's complete response to each case (NaN where it has none)."""
+    if metric == "cacs_at_k":
+        values = cacs(scores.s, scores.n, k)
+    elif metric == "rubric_accuracy":
+        values = scores.s / np.maximum(scores.n, 1)
+    else:
+        raise ValueError(f"unknown metric {metric!r}")
+    n_models = len(grid.models)
+    n_cases = len(grid.cases)
+    keys = scores.case_rows.astype(np.int64) * n_models + scores.model_codes
+    size = n_cases * n_models
+    sums = np.bincount(keys, weights=values, minlength=size).reshape(n_cases, n_models)
+    counts = np.bincount(keys, minlength=size).reshape(n_cases, n_models)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        table = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    return pd.DataFrame(table, columns=pd.Index(grid.models, name="model"))
+
+
+def paired_difference(d: np.ndarray) -> dict:
+    """n_cases, diff, ci_low, ci_high, p_value of the paired differences `d` (None where undefined)."""
+    d = np.asarray(d, dtype=np.float64)
+    n = len(d)
+    result: dict = {"n_cases": n, "diff": None, "ci_low": None, "ci_high": None, "p_value": None}
+    if n < 2:
+        return result
+    diff = float(np.mean(d))
+    if np.all(d == d[0]):
+        result.update(diff=diff, ci_low=diff, ci_high=diff, p_value=1.0 if diff == 0 else 0.0)
+        return result
+    with warnings.catch_warnings():  # nearly equal differences: scipy warns of precision loss, the value stands
+        warnings.simplefilter("ignore", RuntimeWarning)
+        test = stats.ttest_1samp(d, 0.0)
+    interval = test.confidence_interval(LEVEL)
+    result.update(diff=diff, ci_low=float(interval.low), ci_high=float(interval.high), p_value=float(test.pvalue))
+    return result
+
+
+def holm(p_values: list[float | None]) -> list[float | None]:
+    """Holm-adjusted p-values in the given order; None stays None and is not counted in M."""
+    present = [(p, i) for i, p in enumerate(p_values) if p is not None and not math.isnan(p)]
+    m = len(present)
+    adjusted: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    for rank, (p, i) in enumerate(sorted(present, key=lambda item: item[0])):
+        running = max(running, min(1.0, (m - rank) * p))
+        adjusted[i] = running
+    return adjusted
+
+
+def compare_models(values: pd.DataFrame) -> list[dict]:
+    """One entry per pair a < b by name over the columns of `values` (cases × models), Holm-adjusted."""
+    models = sorted(values.columns)
+    table = values[models].to_numpy(np.float64) if models else np.zeros((0, 0))
+    rows = []
+    for i, j in combinations(range(len(models)), 2):
+        both = ~np.isnan(table[:, i]) & ~np.isnan(table[:, j])
+        entry = {"models": [models[i], models[j]], **paired_difference(table[both, i] - table[both, j])}
+        rows.append(entry)
+    for entry, adjusted in zip(rows, holm([entry["p_value"] for entry in rows])):
+        entry["p_holm"] = adjusted
+    return [{key: entry[key] for key in COMPARISON_KEYS} for entry in rows]
+
+
+def comparisons(grid: DecisionGrid, scores: Scores, k: int) -> dict[str, list[dict]]:
+    """`comparisons` of report.json: every pair of models on CACS@k and rubric accuracy."""
+    return {metric: compare_models(per_case_values(grid, scores, k, metric)) for metric in METRICS}
+
+
+def tiers(ranked: list[str], pairs: list[dict]) -> dict[str, int]:
+    """Tier of each model of `ranked` (best first), from the Holm-adjusted comparisons of one metric."""
+    p_holm: dict[tuple[str, str], float | None] = {
+        (a, b): entry["p_holm"] for entry in pairs for a, b in [entry["models"]]
+    }
+    result: dict[str, int] = {}
+    tier, head = 0, ""
+    for model in ranked:
+        p = p_holm.get((min(head, model), max(head, model))) if tier else None
+        if not tier or (p is not None and p < TIER_ALPHA):
+            tier, head = tier + 1, model
+        result[model] = tier
+    return result
+
+
+def leaderboard(models: pd.DataFrame, intervals: pd.DataFrame | None, cacs_pairs: list[dict]) -> list[dict]:
+    """`leaderboard` of report.json: scored models best first with the bootstrap interval and their tier."""
+    scored = models[models["n_responses"] > 0]
+    score_of = {str(model): float(value) for model, value in scored["cacs_at_k"].items()}
+    ranked = sorted(score_of, key=lambda model: (-score_of[model], model))
+    tier_of = tiers(ranked, cacs_pairs)
+    rows = []
+    for model in ranked:
+        low = high = None
+        if intervals is not None and model in intervals.index:
+            low, high = _finite(intervals.loc[model, "cacs_at_k_low"]), _finite(intervals.loc[model, "cacs_at_k_high"])
+        rows.append(
+            {
+                "model": model,
+                "cacs_at_k": score_of[model],
+                "ci_low": low,
+                "ci_high": high,
+                "tier": tier_of[model],
+            }
+        )
+    return rows
+
+
+def _finite(value) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None

@@ -1,0 +1,130 @@
+"""Figures of the defensible scores (analysis.score_section): the leaderboard with intervals and tiers,
+the pairwise matrix, and calibrated against judge-only against gold scores; plus the sample-size table.
+
+Builders take a Report and a translator and return plotly figures, as those of analysis.figures do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from analysis import calibrated as calibrated_scores
+from analysis.figures import _layout
+
+Translator = Callable[..., str]
+
+
+def _points(value) -> float:
+    return float("nan") if value is None else 100 * float(value)
+
+
+def leaderboard_intervals(report, t: Translator) -> go.Figure:
+    rows = report.scores_section.leaderboard if report.scores_section is not None else []
+    figure = go.Figure()
+    for tier in sorted({row["tier"] for row in rows}):
+        chosen = [row for row in rows if row["tier"] == tier]
+        scores = [_points(row["cacs_at_k"]) for row in chosen]
+        figure.add_trace(
+            go.Scatter(
+                x=scores,
+                y=[row["model"] for row in chosen],
+                mode="markers",
+                name=t("analysis.fig.tier", tier=tier),
+                error_x=dict(
+                    type="data",
+                    symmetric=False,
+                    array=[_points(row["ci_high"]) - score for row, score in zip(chosen, scores)],
+                    arrayminus=[score - _points(row["ci_low"]) for row, score in zip(chosen, scores)],
+                ),
+            )
+        )
+    figure.update_yaxes(autorange="reversed")
+    return _layout(figure, t("analysis.fig.leaderboard", k=report.k), xaxis_title=t("analysis.axis.cacs_points"))
+
+
+def pairwise_matrix(report, t: Translator) -> go.Figure:
+    pairs = report.scores_section.comparisons["cacs_at_k"] if report.scores_section is not None else []
+    models = sorted({model for entry in pairs for model in entry["models"]})
+    index = {model: i for i, model in enumerate(models)}
+    diff = np.full((len(models), len(models)), np.nan)
+    text = np.full((len(models), len(models)), "", dtype=object)
+    for entry in pairs:
+        a, b = (index[model] for model in entry["models"])
+        if entry["diff"] is None:
+            continue
+        p = "—" if entry["p_holm"] is None else f"{entry['p_holm']:.3f}"
+        for row, column, sign in ((a, b, 1), (b, a, -1)):
+            diff[row, column] = sign * 100 * entry["diff"]
+            text[row, column] = f"{sign * 100 * entry['diff']:+.1f}<br>p={p}"
+    figure = go.Figure(
+        go.Heatmap(
+            z=diff,
+            x=models,
+            y=models,
+            text=text,
+            texttemplate="%{text}",
+            colorscale="RdBu",
+            zmid=0,
+            colorbar=dict(title=t("analysis.axis.diff_points")),
+        )
+    )
+    figure.update_yaxes(autorange="reversed")
+    return _layout(figure, t("analysis.fig.pairwise", k=report.k))
+
+
+def calibrated_against_gold(report, t: Translator) -> go.Figure:
+    section = report.scores_section
+    figure = go.Figure()
+    if section is None:
+        return _layout(figure, t("analysis.fig.calibrated", k=report.k))
+    labels, estimate, low, high, judge_only, gold = [], [], [], [], [], []
+    for judge, models in section.calibrated.items():
+        for model, entry in models.items():
+            values = entry["cacs_at_k"]
+            labels.append(f"{model} · {judge}")
+            estimate.append(_points(values["estimate"]))
+            low.append(_points(values["ci_low"]))
+            high.append(_points(values["ci_high"]))
+            judge_only.append(_points(values["judge_only"]))
+            gold.append(_points(report.models["cacs_at_k"].get(model)) if model in report.models.index else np.nan)
+    figure.add_trace(
+        go.Bar(
+            x=labels,
+            y=estimate,
+            name=t("analysis.fig.calibrated_estimate"),
+            error_y=dict(
+                type="data",
+                symmetric=False,
+                array=np.subtract(high, estimate),
+                arrayminus=np.subtract(estimate, low),
+            ),
+        )
+    )
+    figure.add_trace(go.Bar(x=labels, y=judge_only, name=t("analysis.fig.judge_only")))
+    figure.add_trace(go.Bar(x=labels, y=gold, name=t("analysis.fig.gold_all")))
+    figure.update_layout(barmode="group")
+    return _layout(figure, t("analysis.fig.calibrated", k=report.k), yaxis_title=t("analysis.axis.cacs_points"))
+
+
+def sample_size_table(report) -> pd.DataFrame:
+    """The planner's table of the report's grid and calibration samples (empty without samples)."""
+    samples = report.grid.calibration
+    if samples is None or not len(samples):
+        samples = calibrated_scores.empty_samples()
+    return calibrated_scores.sample_size_plan(report.grid, samples, report.k)
+
+
+SCORE_FIGURES = {
+    "leaderboard": leaderboard_intervals,
+    "pairwise": pairwise_matrix,
+    "calibrated": calibrated_against_gold,
+}
+
+
+def score_figures(report, t: Translator) -> list[tuple[str, go.Figure]]:
+    """Every figure of this module, with a file-safe name."""
+    return [(name, build(report, t)) for name, build in SCORE_FIGURES.items()]

@@ -1,0 +1,111 @@
+"""`clinconsensus assign calibration` and `clinconsensus leaderboard freeze|list|show|diff` (docs/REFERENCE.md §3.7).
+
+The rules (once per model, unique snapshot names, admin only, audit entries) live in `db.calibration`
+and `db.leaderboard`; the payload of a snapshot and the comparison of two are `analysis.leaderboard`.
+The command line acts as an admin named by `--actor` (default `cli`), as the other commands do.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from db.errors import ValidationFailed
+from db.models import Role, User
+
+
+def command_line_admin(name: str) -> User:
+    """The account the command line acts as: an admin that is not stored (whoever runs it holds the database)."""
+    return User(username=name[:64] or "cli", role=Role.admin, is_active=True)
+
+
+def cmd_assign(args, engine_of: Callable) -> int:
+    from db.calibration import draw_calibration_sample
+    from db.engine import session_scope
+
+    with session_scope(engine_of()) as session:
+        draw = draw_calibration_sample(
+            session, actor=command_line_admin(args.actor), model=args.model, n=args.n, seed=args.seed
+        )
+    for line in draw.lines():
+        print(line)
+    return 0
+
+
+def cmd_leaderboard(args, engine_of: Callable) -> int:
+    from analysis import leaderboard
+    from db import leaderboard as store
+    from db.engine import session_scope
+
+    engine = engine_of()
+    if args.action == "freeze":
+        with session_scope(engine, read_only=True) as session:
+            name = store.require_new_name(session, _one(args.names, "freeze NAME"))
+        payload = leaderboard.build_payload(engine, k=args.k)
+        with session_scope(engine) as session:
+            store.freeze_snapshot(session, actor=command_line_admin(args.actor), name=name, payload=payload)
+        print(f"froze leaderboard {name} ({len(payload['models'])} models)")
+        return 0
+    with session_scope(engine, read_only=True) as session:
+        if args.action == "list":
+            rows = [leaderboard.listing(row) for row in store.list_snapshots(session)]
+        elif args.action == "show":
+            shown = leaderboard.snapshot_dict(store.get_snapshot(session, _one(args.names, "show NAME")))
+        else:
+            if len(args.names) != 2:
+                raise ValidationFailed("leaderboard diff: give two snapshot names, A B")
+            before, after = (leaderboard.snapshot_dict(store.get_snapshot(session, name)) for name in args.names)
+    if args.action == "list":
+        _print_listing(rows, args.json)
+    elif args.action == "show":
+        print(json.dumps(shown, ensure_ascii=False, indent=2) if args.json else leaderboard.show_text(shown))
+    else:
+        changes = leaderboard.diff(before, after)
+        print(json.dumps(changes, ensure_ascii=False, indent=2) if args.json else leaderboard.diff_text(changes))
+    return 0
+
+
+def _print_listing(rows: list[dict], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        return
+    if not rows:
+        print("no leaderboard snapshots yet")
+    for row in rows:
+        print(f"{row['name']}\t{row['created_at']}\t{row['created_by']}\t{row['n_models']} models")
+
+
+def export_newest(engine, directory):
+    """`export leaderboard DIR`: the newest snapshot as JSON and a static HTML page."""
+    from analysis import leaderboard
+    from db import leaderboard as store
+    from db.engine import session_scope
+
+    with session_scope(engine, read_only=True) as session:
+        newest = leaderboard.snapshot_dict(store.newest_snapshot(session))
+    return leaderboard.export_leaderboard(newest, directory)
+
+
+def _one(names: list[str], usage: str) -> str:
+    if len(names) != 1:
+        raise ValidationFailed(f"leaderboard {usage}: give one snapshot name")
+    return names[0]
+
+
+def add_commands(sub, engine_of: Callable) -> None:
+    """The subcommands of this module, on the console script's parser; `engine_of` migrates and returns the engine."""
+    p = sub.add_parser("assign", help="draw a model's calibration sample and assign it to both groups")
+    p.add_argument("kind", choices=["calibration"])
+    p.add_argument("--model", required=True, help="the model whose responses are sampled")
+    p.add_argument("--n", type=int, default=60, help="responses in the sample (default 60)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the draw (default 1)")
+    p.add_argument("--actor", default="cli", help="name recorded in the audit log")
+    p.set_defaults(handler=lambda args: cmd_assign(args, engine_of))
+
+    p = sub.add_parser("leaderboard", help="dated leaderboard snapshots: freeze NAME | list | show NAME | diff A B")
+    p.add_argument("action", choices=["freeze", "list", "show", "diff"])
+    p.add_argument("names", nargs="*", metavar="NAME")
+    p.add_argument("--k", type=int, default=10, help="freeze: the CACS threshold")
+    p.add_argument("--json", action="store_true", help="list, show, diff: print JSON")
+    p.add_argument("--actor", default="cli", help="name recorded in the audit log")
+    p.set_defaults(handler=lambda args: cmd_leaderboard(args, engine_of))
