@@ -129,7 +129,7 @@ def write_frames(engine, frames) -> None:
         _insert(
             connection,
             "INSERT INTO label (response_id, criterion_id, stage, group_no, met, user_id, created_at, updated_at, "
-            "lock_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)",
+            "lock_version, rubric_version_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)",
             [
                 lab["response_id"].astype(int).tolist(),
                 lab["criterion_id"].tolist(),
@@ -139,6 +139,8 @@ def write_frames(engine, frames) -> None:
                 lab["user_id"].astype(int).tolist(),
                 [now] * len(lab),
                 [now] * len(lab),
+                # made on the case's one rubric version, whose id is the case's (above): labels that count
+                lab["response_id"].map(r.set_index("response_id")["case_pk"]).astype(int).tolist(),
             ],
         )
         j = frames.judge
