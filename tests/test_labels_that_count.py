@@ -392,3 +392,31 @@ def test_revision_0011_stamps_each_label_with_the_version_current_when_it_was_wr
             assert review.unresolved_count(s) == 0
     finally:
         engine.dispose()
+
+
+def test_approving_a_new_version_rewrites_every_kept_figure_of_the_case(engine):
+    """An approval alone (no label touched) takes the old labels out of the response status, the unresolved
+    count, the check queue and the assignment states, as a recount from the labels that count gives them."""
+    from db import kept
+
+    with session_scope(engine) as s:
+        admin, a1, a2 = make_user(s, "admin", "admin", None), make_user(s, "a1"), make_user(s, "a2", group_no=2)
+        k1, k2 = make_user(s, "k1", "checker", 1), make_user(s, "k2", "checker", 2)
+        case = make_case(s, "CC-0001", n=N)
+        response = make_response(s, case)
+        assign_labeling(s, actor=admin, annotators=["a1", "a2"])
+        _annotate(s, response, {"a1": a1, "a2": a2}, [True] * N, [True, True, True, False])
+    with session_scope(engine, read_only=True) as s:
+        assert review.unresolved_count(s) == 1
+        assert [item.status for item in labeling.labeling_queue(s, s.get(User, a1.id)).items] == ["done"]
+        assert len(review.check_queue(s, s.get(User, k1.id), annotator_id=a1.id)) == 1
+    with session_scope(engine) as s:
+        _approve_version_2(s, s.get(Case, case.id), s.get(User, k2.id))
+    with session_scope(engine, read_only=True) as s:
+        assert review.unresolved_count(s) == 0
+        assert kept.kept_status(s).empty and kept.recount_status(s).empty
+        assert [item.status for item in labeling.labeling_queue(s, s.get(User, a1.id)).items] == ["stale"]
+        assert review.check_queue(s, s.get(User, k1.id), annotator_id=a1.id) == []
+        with kept.use_recount():
+            assert review.unresolved_count(s) == 0
+            assert review.check_queue(s, s.get(User, k1.id), annotator_id=a1.id) == []
