@@ -84,6 +84,7 @@ def check_pending(session: Session, user: User, response_ids: Iterable[int] | No
                 check.c.criterion_id == annotation.c.criterion_id,
                 check.c.group_no == annotation.c.group_no,
                 check.c.stage == Stage.check.value,
+                check.c.rubric_version_id == annotation.c.rubric_version_id,
             ),
         )
         .where(

@@ -240,9 +240,10 @@ def refresh(
 
 
 def _refresh_tally_chunk(connection: Connection, chunk: list[int]) -> None:
-    # An annotation label is unchecked while its group has no check label on the same criterion (the label
-    # check's queue; db.independence's "check pending"). (response, criterion, stage, group) is unique, so the
-    # outer join adds at most one row per label.
+    # An annotation label is unchecked while its group has no check label on the same criterion made on the same
+    # rubric version (the label check's queue; db.independence's "check pending"): a check on an older version
+    # counts no more than the label it checked. (response, criterion, stage, group) is unique, so the outer join
+    # adds at most one row per label.
     connection.execute(delete(_TALLY).where(_TALLY.c.response_id.in_(chunk)))
     check = _LABEL.alias("check_label")
     version = func.coalesce(_LABEL.c.rubric_version_id, NO_RUBRIC_VERSION)
@@ -260,6 +261,7 @@ def _refresh_tally_chunk(connection: Connection, chunk: list[int]) -> None:
                         check.c.criterion_id == _LABEL.c.criterion_id,
                         check.c.group_no == _LABEL.c.group_no,
                         check.c.stage == Stage.check.value,
+                        check.c.rubric_version_id == _LABEL.c.rubric_version_id,
                         _LABEL.c.stage == Stage.annotation.value,
                     ),
                 )
