@@ -26,6 +26,7 @@ def _counts_table() -> dict:
         t("admin.import.count.cases"): current["cases"],
         t("admin.import.count.responses"): current["responses"],
         t("admin.import.count.labels"): current["labels"]["total"],
+        t("admin.import.count.labels_older"): current["labels"]["on_older_rubric"],
         t("admin.import.count.judge"): current["judge_decisions"],
     }
 

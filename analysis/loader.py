@@ -7,7 +7,9 @@ Frames (column names are the contract of the metric and export code):
 - criteria:  case_pk, rubric_version_id, position, criterion_id, tags (+ text with text=True) — the
              current approved rubric of each case
 - responses: response_id, case_pk, case_id, model, length (+ text with text=True)
-- labels:    response_id, criterion_id, stage, group_no, met, user_id (+ note with notes=True)
+- labels:    response_id, criterion_id, stage, group_no, met, user_id (+ note with notes=True) — the
+             labels that count: made on their case's current rubric (db.current_rubric); a label on an
+             older version is in no frame, so no figure or export can count it
 - judge:     judge, response_id, criterion_id, met
 - users:     user_id, username, role, group_no
 - timings:   user_id, response_id, stage, active_ms, n_criteria (active time stored with each save)
@@ -18,11 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Text, cast, select
+from sqlalchemy import Text, cast, literal_column, select
 from sqlalchemy.engine import Engine
 
 from analysis.frames import Frames as Frames
-from db.current_rubric import current_versions
+from db.current_rubric import counts_sql, current_versions
 from db.data_version import DataVersion as DataVersion, data_version as data_version
 from db.models import CalibrationSample, Case, Criterion, Label, LabelTiming, Response, Stage, User
 from db.taxonomy import get_taxonomy
@@ -120,7 +122,7 @@ def load_labels(engine: Engine, *, notes: bool = False) -> pd.DataFrame:
     columns = [Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.met, Label.user_id]
     if notes:
         columns.append(Label.note)
-    labels = _read(engine, select(*columns))
+    labels = _read(engine, select(*columns).where(counts_sql(Label.rubric_version_id)))
     labels["met"] = labels["met"].astype(bool)
     return labels
 
@@ -128,10 +130,24 @@ def load_labels(engine: Engine, *, notes: bool = False) -> pd.DataFrame:
 _STAGES = np.array([Stage.annotation.value, Stage.check.value, Stage.adjudication.value, "unknown"], dtype=object)
 # One integer per row (response, stage, group, met) plus the criterion id: two objects a row instead of
 # five keeps reading 1.8 M labels to about a second of CPU. Plain SQL, read through the driver's cursor.
-_PACKED_LABELS_SQL = (
-    "SELECT response_id * 64 + (CASE stage WHEN 'annotation' THEN 0 WHEN 'check' THEN 1 "
-    "WHEN 'adjudication' THEN 2 ELSE 3 END) * 16 + group_no * 2 + CAST(met AS INTEGER), criterion_id{extra} FROM label"
+_PACKED_LABEL = literal_column(
+    "label.response_id * 64 + (CASE label.stage WHEN 'annotation' THEN 0 WHEN 'check' THEN 1 "
+    "WHEN 'adjudication' THEN 2 ELSE 3 END) * 16 + label.group_no * 2 + CAST(label.met AS INTEGER)"
 )
+
+
+def _packed_labels_sql(engine: Engine, *, users: bool) -> str:
+    """The packed read of the labels that count, as plain SQL for the driver's cursor.
+
+    The rule is db.current_rubric's SQL form (a semi-join against the current versions, one per case):
+    measured at full scale it costs no more CPU than reading every label, where carrying each label's
+    version into numpy and filtering there cost half as much again.
+    """
+    columns = [_PACKED_LABEL, Label.criterion_id, *([Label.user_id] if users else [])]
+    statement = select(*columns).where(counts_sql(Label.rubric_version_id))
+    return str(statement.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
+
+
 _PACKED_JUDGE_SQL = "SELECT response_id * 2 + CAST(met AS INTEGER), judge, criterion_id FROM judge_decision"
 
 
@@ -152,7 +168,7 @@ def load_label_decisions(engine: Engine, *, users: bool = False) -> pd.DataFrame
     Same rows and values as `load_labels(...)[those columns]` (strings as object columns); for the
     full-scale exports. With `users=True` also user_id: the frame of `load_labels()` (the report's).
     """
-    rows = _fetch_all(engine, _PACKED_LABELS_SQL.format(extra=", user_id" if users else ""))
+    rows = _fetch_all(engine, _packed_labels_sql(engine, users=users))
     if not rows:
         empty = {
             "response_id": np.array([], dtype=np.int64),
@@ -182,11 +198,12 @@ def load_label_decisions(engine: Engine, *, users: bool = False) -> pd.DataFrame
 
 
 def load_label_notes(engine: Engine) -> pd.DataFrame:
-    """response_id, criterion_id, stage, group_no, met, note of the labels that carry a note."""
+    """response_id, criterion_id, stage, group_no, met, note of the labels that count and carry a note."""
     statement = (
         select(Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.met, Label.note)
         .where(Label.note.is_not(None))
         .where(Label.note != "")
+        .where(counts_sql(Label.rubric_version_id))
     )
     notes = _read(engine, statement)
     notes["met"] = notes["met"].astype(bool)

@@ -3,9 +3,16 @@
 - A case's **current rubric** is its newest *approved* version. Responses are labeled against it,
   checks and adjudication show its criteria, imported labels and judge decisions must name one of
   its criteria, and the analysis reads only its criteria.
-- A label **counts** when it was made on the current rubric, or when no version was recorded with
-  it (labels imported as files). A label made on an older version is *stale*: it stays readable,
-  but it does not count towards a response's progress and the response waits for re-labeling.
+- A label **counts** only when it was made on the current rubric (docs/REFERENCE.md §4, "Labels that
+  count"). Every label records the version it was made on (`Label.rubric_version_id`): a save stamps
+  the version the page checked, an import the version current at import, and revision 0011 stamped
+  older labels with the version current when they were written. A label made on an older version
+  (or, should one ever lack it, with no version) is *stale*: it stays readable and in the audit log,
+  but counts nowhere — not for gold, group finals, aligned pairs, completeness, any figure, export or
+  page count — and its response waits for re-labeling.
+
+The rule has one Python form (`counts_on_current_rubric`) and one SQL form (`counts_sql`, negated by
+`stale_sql`); every reader of the label table that counts or scores uses one of them.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, func, select
+from sqlalchemy import ColumnElement, Select, and_, func, or_, select
 from sqlalchemy.engine import Connection
 from sqlmodel import Session
 
@@ -66,10 +73,23 @@ def current_approved_version(session: Session, case_pk: int) -> RubricVersion | 
 
 
 def counts_on_current_rubric(label_version_id: int | None, current_version_id: int | None) -> bool:
-    """Whether a label made on `label_version_id` counts while the current version is `current_version_id`."""
-    return label_version_id is None or label_version_id == current_version_id
+    """Whether a label made on `label_version_id` counts while its case's current version is `current_version_id`.
+
+    Only a label made on the current version counts; a label without a recorded version never does.
+    """
+    return label_version_id is not None and label_version_id == current_version_id
 
 
-def made_on_older_version(label_version: Any, current_version: Any) -> ColumnElement[bool]:
-    """SQL form of `not counts_on_current_rubric(...)`, for two version-id columns."""
-    return and_(label_version.is_not(None), label_version != current_version)
+def counts_sql(label_version: Any) -> ColumnElement[bool]:
+    """SQL form of `counts_on_current_rubric` for a label's version-id column: it names a current rubric version.
+
+    A label's version is always a version of its own response's case (saves, imports and revision 0011
+    stamp it from that case), so naming *a* current version is naming its case's: no join with the
+    response is needed, and the current versions are a small set (one per case).
+    """
+    return label_version.in_(select(current_versions().subquery().c.rubric_version_id))
+
+
+def stale_sql(label_version: Any) -> ColumnElement[bool]:
+    """SQL form of `not counts_on_current_rubric(...)` (a missing version is stale too, not unknown)."""
+    return or_(label_version.is_(None), ~counts_sql(label_version))

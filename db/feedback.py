@@ -45,10 +45,9 @@ from sqlmodel import Session, col, select
 from db import gold as gold_rule, kept, policies
 from db.assignments import current_label_counts, current_rubric_sizes
 from db.audit import record
-from db.current_rubric import counts_on_current_rubric, current_version_ids, current_versions
+from db.current_rubric import counts_on_current_rubric, counts_sql, current_version_ids
 from db.errors import NotFound, PermissionDenied, ValidationFailed
 from db.models import (
-    NO_RUBRIC_VERSION,
     Assignment,
     AssignmentKind,
     Case,
@@ -330,7 +329,6 @@ def my_feedback(session: Session, user: User, *, page: int = 0, page_size: int |
     if not open_rounds:
         return AnnotatorFeedback(0, 0, 0, 0, [], 0)
     tally = kept.feedback_tally(user_id=int(user.id or 0), group_no=int(user.group_no or 0))
-    current = current_versions().subquery("current")
     counted = (
         sa_select(
             tally.c.response_id,
@@ -342,11 +340,9 @@ def my_feedback(session: Session, user: User, *, page: int = 0, page_size: int |
         )
         .join(Response, col(Response.id) == tally.c.response_id)
         .join(Case, col(Case.id) == col(Response.case_pk))
-        .outerjoin(current, current.c.case_pk == col(Response.case_pk))
         .where(
             tally.c.response_id.in_(_open_round_response_ids(user)),
-            (tally.c.rubric_version_id == NO_RUBRIC_VERSION)
-            | (tally.c.rubric_version_id == current.c.rubric_version_id),
+            counts_sql(tally.c.rubric_version_id),  # NO_RUBRIC_VERSION names no version: it never counts
         )
         .subquery("counted")
     )

@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel, col
 
 from db import kept
-from db.current_rubric import BATCH
+from db.current_rubric import BATCH, counts_sql
 from db.errors import PermissionDenied
 from db.models import AdjudicationOpening, Label, Role, Stage, User, utcnow
 from db.policies import require_role
@@ -69,6 +69,7 @@ def check_pending(session: Session, user: User, response_ids: Iterable[int] | No
             _TALLY.c.group_no == user.group_no,
             _TALLY.c.user_id != user.id,
             _TALLY.c.n_unchecked > 0,
+            counts_sql(_TALLY.c.rubric_version_id),  # the check queue lists labels that count only
         )
         return _in_batches(session, statement, _TALLY.c.response_id, response_ids)
     table = Label.__table__
@@ -83,6 +84,7 @@ def check_pending(session: Session, user: User, response_ids: Iterable[int] | No
                 check.c.criterion_id == annotation.c.criterion_id,
                 check.c.group_no == annotation.c.group_no,
                 check.c.stage == Stage.check.value,
+                check.c.rubric_version_id == annotation.c.rubric_version_id,
             ),
         )
         .where(
@@ -90,6 +92,7 @@ def check_pending(session: Session, user: User, response_ids: Iterable[int] | No
             annotation.c.group_no == user.group_no,
             annotation.c.user_id != user.id,
             check.c.id.is_(None),
+            counts_sql(annotation.c.rubric_version_id),
         )
     )
     if response_ids is not None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 from sqlmodel import Session
 
-from db.current_rubric import current_approved_version
+from db.current_rubric import counts_sql, current_approved_version
 from db.errors import NotFound
 from db.models import Case, Criterion, JudgeDecision, Label, Response, User
 from db.policies import require_admin
@@ -95,7 +95,11 @@ def judge_error_detail(
     rows = session.execute(
         select(Label.stage, Label.group_no, Label.met, Label.note, User.username)
         .join(User, User.id == Label.user_id, isouter=True)
-        .where(Label.response_id == response_id, Label.criterion_id == criterion_id)
+        .where(
+            Label.response_id == response_id,
+            Label.criterion_id == criterion_id,
+            counts_sql(Label.rubric_version_id),  # the labels the judge was measured against
+        )
         .order_by(Label.group_no, Label.stage)
     ).all()
     return JudgeErrorDetail(

@@ -5,17 +5,20 @@ small tables hold the figures instead, rewritten for exactly the responses a sav
 touched, in the same transaction as the labels themselves (so they are never ahead or behind):
 
 - `label_tally`: how many labels each person made on a response, per group and stage (the label
-  check's annotator list and queue, "responses this checker labeled"), and of the annotation labels
-  that count on the current rubric, those whose decision's gold differs from the label and those whose
-  decision has no gold yet (the annotator's feedback figures and its list of responses);
-- `response_status`: per response, the decisions both groups labeled, those where the two groups'
-  final labels differ, those of them still unresolved (nobody adjudicated) and those with gold
-  (the adjudication queue, the unresolved count of the sidebar and of the progress page);
+  check's annotator list and queue, "responses this checker labeled"; readers take the rows of the current
+  rubric version only, `tally`), and of the annotation labels that count on the current rubric, those whose
+  decision's gold differs from the label and those whose decision has no gold yet (the annotator's feedback
+  figures and its list of responses);
+- `response_status`: per response, from the labels that count on the current rubric only (db.current_rubric),
+  the decisions both groups labeled, those where the two groups' final labels differ, those of them still
+  unresolved (nobody adjudicated) and those with gold (the adjudication queue, the unresolved count of the
+  sidebar and of the progress page);
 - on each labeling assignment, the state of its group's labels (`label_status`: todo, partial, done,
   stale, waiting), how many count on the current rubric (`labeled`) and that rubric's size
   (`rubric_size`): the annotator's queue, the sidebar and the progress page read them instead of
   counting labels against every case's current rubric. They are rewritten when the response's labels
-  change, when the assignment is made and when the case's current rubric changes (`touch_cases`).
+  change, when the assignment is made and when the case's current rubric changes (`touch_cases`: then
+  every figure of the case's responses is rewritten, since which labels count changed).
 
 The rules (final label, gold) are db.gold's; this module only applies them to the touched responses.
 `recount_*` compute the same figures from every label, the straightforward way (benchmarks set
@@ -37,7 +40,7 @@ from sqlalchemy.engine import Connection
 from sqlmodel import Session, SQLModel
 
 from db import gold
-from db.current_rubric import counts_on_current_rubric, current_version_ids
+from db.current_rubric import counts_on_current_rubric, counts_sql, current_version_ids
 from db.models import (
     NO_RUBRIC_VERSION,
     Assignment,
@@ -184,12 +187,12 @@ def _refresh_touched(session: Session) -> None:
                 ).scalars()
             )
     locked = session.info.pop(_LOCKED, None) or ()
-    if dirty:
-        refresh(session, dirty, locked=locked)
-    if assigned - dirty:
-        refresh_assignments(session, assigned - dirty)
-    if of_cases - dirty:
-        refresh_gold_figures(session, of_cases - dirty)  # which labels count changed with the current rubric
+    # Which labels count changed with a case's current rubric: every figure of its responses is rewritten.
+    refreshed = dirty | of_cases
+    if refreshed:
+        refresh(session, refreshed, locked=locked)
+    if assigned - refreshed:
+        refresh_assignments(session, assigned - refreshed)
 
 
 @event.listens_for(Session, "after_rollback")
@@ -228,17 +231,19 @@ def refresh(
                 .with_for_update(key_share=True)
             )
         _refresh_tally_chunk(connection, chunk)
-        # One read of the chunk's labels serves both the gold figures and the response status.
-        rows = _labels_with_authors(connection, chunk)
-        _refresh_gold_figures(connection, chunk, known, rows)
-        _refresh_status_chunk(connection, chunk, rows)
-        _refresh_assignment_chunk(connection, chunk, known)
+        # One read of the chunk's labels that count serves both the gold figures and the response status.
+        rubrics = _current_rubrics(connection, chunk, known)
+        counted = _counted_labels(connection, chunk, rubrics)
+        _refresh_gold_figures(connection, chunk, rubrics, counted)
+        _refresh_status_chunk(connection, chunk, counted)
+        _refresh_assignment_chunk(connection, chunk, rubrics)
 
 
 def _refresh_tally_chunk(connection: Connection, chunk: list[int]) -> None:
-    # An annotation label is unchecked while its group has no check label on the same criterion (the label
-    # check's queue; db.independence's "check pending"). (response, criterion, stage, group) is unique, so the
-    # outer join adds at most one row per label.
+    # An annotation label is unchecked while its group has no check label on the same criterion made on the same
+    # rubric version (the label check's queue; db.independence's "check pending"): a check on an older version
+    # counts no more than the label it checked. (response, criterion, stage, group) is unique, so the outer join
+    # adds at most one row per label.
     connection.execute(delete(_TALLY).where(_TALLY.c.response_id.in_(chunk)))
     check = _LABEL.alias("check_label")
     version = func.coalesce(_LABEL.c.rubric_version_id, NO_RUBRIC_VERSION)
@@ -256,6 +261,7 @@ def _refresh_tally_chunk(connection: Connection, chunk: list[int]) -> None:
                         check.c.criterion_id == _LABEL.c.criterion_id,
                         check.c.group_no == _LABEL.c.group_no,
                         check.c.stage == Stage.check.value,
+                        check.c.rubric_version_id == _LABEL.c.rubric_version_id,
                         _LABEL.c.stage == Stage.annotation.value,
                     ),
                 )
@@ -264,6 +270,20 @@ def _refresh_tally_chunk(connection: Connection, chunk: list[int]) -> None:
             .group_by(*keys),
         )
     )
+
+
+def _counted_labels(
+    connection: Connection, chunk: list[int], rubrics: dict[int, tuple[int | None, int]] | None = None
+) -> list[Any]:
+    """The labels of `chunk` that count on their case's current rubric (db.current_rubric), as
+    (gold.LABEL_COLUMNS…, user_id, rubric_version_id) rows. `rubrics`: `_current_rubrics` of the chunk."""
+    if rubrics is None:
+        rubrics = _current_rubrics(connection, chunk, {})
+    return [
+        row
+        for row in _labels_with_authors(connection, chunk)
+        if counts_on_current_rubric(row[6], rubrics.get(int(row[0]), (None, 0))[0])
+    ]
 
 
 def _labels_with_authors(connection: Connection, chunk: list[int]) -> list[Any]:
@@ -284,18 +304,19 @@ def _labels_with_authors(connection: Connection, chunk: list[int]) -> list[Any]:
 
 
 def _refresh_gold_figures(
-    connection: Connection, chunk: list[int], known: dict | None = None, rows: list[Any] | None = None
+    connection: Connection,
+    chunk: list[int],
+    rubrics: dict[int, tuple[int | None, int]] | None = None,
+    counted: list[Any] | None = None,
 ) -> None:
     """`n_gold_differs` and `n_no_gold` of the annotation rows of the tally of `chunk` (rows written already).
 
     Only labels that count on the case's current rubric take part, on both sides: the annotator's label and
     the labels gold is decided from (db.current_rubric, db.gold), as the annotator's feedback compares them.
-    `rows` are the chunk's labels when the caller has read them already (`_labels_with_authors`).
+    `counted` are the chunk's labels that count when the caller has read them already (`_counted_labels`).
     """
-    rubrics = _current_rubrics(connection, chunk, known or {})
-    if rows is None:
-        rows = _labels_with_authors(connection, chunk)
-    counted = [row for row in rows if counts_on_current_rubric(row[6], rubrics.get(int(row[0]), (None, 0))[0])]
+    if counted is None:
+        counted = _counted_labels(connection, chunk, rubrics)
     if not counted:
         return
     labels = _frame([row[:5] for row in counted])
@@ -331,18 +352,12 @@ def _refresh_gold_figures(
         )
 
 
-def refresh_gold_figures(session_or_connection: Session | Connection, response_ids: Iterable[int]) -> None:
-    """Rewrites `n_gold_differs` and `n_no_gold` of `response_ids` (their case's current rubric changed)."""
-    connection = _connection(session_or_connection)
-    ids = sorted({int(rid) for rid in response_ids})
-    for start in range(0, len(ids), REFRESH_CHUNK):
-        chunk = ids[start : start + REFRESH_CHUNK]
-        connection.execute(update(_TALLY).where(_TALLY.c.response_id.in_(chunk)).values(n_gold_differs=0, n_no_gold=0))
-        _refresh_gold_figures(connection, chunk)
-
-
-def _refresh_status_chunk(connection: Connection, chunk: list[int], rows: list[Any] | None = None) -> None:
-    labels = _label_rows(connection, chunk) if rows is None else _frame([row[:5] for row in rows])
+def _refresh_status_chunk(connection: Connection, chunk: list[int], counted: list[Any] | None = None) -> None:
+    # From the labels that count only (`counted`, read here when not given): gold, finals and disagreements
+    # on an older rubric version are nobody's business any more.
+    if counted is None:
+        counted = _counted_labels(connection, chunk)
+    labels = _frame([row[:5] for row in counted])
     records = [dict(zip(STATUS_COLUMNS, row)) for row in _status_rows(labels)]
     unlabeled = sorted(set(chunk) - {record["response_id"] for record in records})
     if unlabeled:
@@ -420,10 +435,13 @@ def _current_rubrics(connection: Connection, ids: list[int], known: dict) -> dic
     return out
 
 
-def _refresh_assignment_chunk(connection: Connection, ids: list[int], known: dict | None = None) -> None:
+def _refresh_assignment_chunk(
+    connection: Connection, ids: list[int], rubrics: dict[int, tuple[int | None, int]] | None = None
+) -> None:
     # The state of (response, group) depends on that group's annotation labels and the case's current rubric only;
     # every labeling assignment of the pair is set to it (one UPDATE for the chunk, no read of the assignments).
-    rubrics = _current_rubrics(connection, ids, known or {})
+    if rubrics is None:
+        rubrics = _current_rubrics(connection, ids, {})
     counts: dict[tuple[int, int], dict[int | None, int]] = {}
     for response_id, group_no, version_id, n in connection.execute(
         select(_TALLY.c.response_id, _TALLY.c.group_no, _TALLY.c.rubric_version_id, func.sum(_TALLY.c.n))
@@ -493,15 +511,6 @@ def rebuild_assignments(session_or_connection: Session | Connection) -> None:
     )
 
 
-def _label_rows(connection: Connection, response_ids: list[int]) -> pd.DataFrame:
-    rows = connection.execute(
-        select(_LABEL.c.response_id, _LABEL.c.criterion_id, _LABEL.c.stage, _LABEL.c.group_no, _LABEL.c.met).where(
-            _LABEL.c.response_id.in_(response_ids)
-        )
-    ).all()
-    return _frame(rows)
-
-
 def _frame(rows) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=gold.LABEL_COLUMNS)
     frame["met"] = frame["met"].astype(bool)
@@ -569,14 +578,19 @@ def responses_with_unresolved(session: Session) -> list[ResponseFigures]:
     return [ResponseFigures(*map(int, row)) for row in rows]
 
 
-def tally(*, stage: str, group_no: int, user_id: int | None = None):
+def tally(*, stage: str, group_no: int, user_id: int | None = None, counting: bool = True):
     """Labels per (response, user, rubric version) of one stage and group (of one user, when given), as a
-    subquery with the columns response_id, user_id, rubric_version_id, n: kept, or recounted from the labels."""
+    subquery with the columns response_id, user_id, rubric_version_id, n: kept, or recounted from the labels.
+
+    Only the labels that count on the current rubric (db.current_rubric), unless `counting=False` (the rows of
+    every version: what tells a stale response from one not yet labeled)."""
     if _recounting():
         version = func.coalesce(_LABEL.c.rubric_version_id, NO_RUBRIC_VERSION).label("rubric_version_id")
         filters = [_LABEL.c.stage == stage, _LABEL.c.group_no == group_no]
         if user_id is not None:
             filters.append(_LABEL.c.user_id == user_id)
+        if counting:
+            filters.append(counts_sql(_LABEL.c.rubric_version_id))
         return (
             select(_LABEL.c.response_id, _LABEL.c.user_id, version, func.count().label("n"))
             .where(*filters)
@@ -586,6 +600,8 @@ def tally(*, stage: str, group_no: int, user_id: int | None = None):
     filters = [_TALLY.c.stage == stage, _TALLY.c.group_no == group_no]
     if user_id is not None:
         filters.append(_TALLY.c.user_id == user_id)
+    if counting:
+        filters.append(counts_sql(_TALLY.c.rubric_version_id))  # NO_RUBRIC_VERSION names no version
     columns = (_TALLY.c.response_id, _TALLY.c.user_id, _TALLY.c.rubric_version_id, _TALLY.c.n)
     return select(*columns).where(*filters).subquery("tally")
 
@@ -606,7 +622,7 @@ def annotation_counts(session: Session, response_ids: Iterable[int], group_no: i
     """response_id -> {rubric version id (None: none recorded) -> annotation labels of `group_no`}."""
     ids = sorted(set(response_ids))
     counts: dict[int, dict[int | None, int]] = {}
-    source = tally(stage=Stage.annotation.value, group_no=group_no)
+    source = tally(stage=Stage.annotation.value, group_no=group_no, counting=False)
     for start in range(0, len(ids), 5000):
         rows = session.execute(
             select(source.c.response_id, source.c.rubric_version_id, func.sum(source.c.n))
@@ -623,10 +639,12 @@ def annotation_counts(session: Session, response_ids: Iterable[int], group_no: i
 
 
 def recount_status(session: Session) -> pd.DataFrame:
-    """STATUS_COLUMNS of every labeled response, computed from all labels."""
+    """STATUS_COLUMNS of every response with labels that count, computed from all those labels."""
     connection = session.connection()
     rows = connection.execute(
-        select(_LABEL.c.response_id, _LABEL.c.criterion_id, _LABEL.c.stage, _LABEL.c.group_no, _LABEL.c.met)
+        select(_LABEL.c.response_id, _LABEL.c.criterion_id, _LABEL.c.stage, _LABEL.c.group_no, _LABEL.c.met).where(
+            counts_sql(_LABEL.c.rubric_version_id)
+        )
     ).all()
     return status_of_labels(_frame(rows))
 

@@ -135,7 +135,13 @@ class Label(SQLModel, table=True):
     met: bool
     user_id: int = Field(foreign_key="user.id", index=True)
     note: str | None = Field(default=None, sa_column=Column(Text))
-    rubric_version_id: int | None = Field(default=None, foreign_key="rubric_version.id")
+    # The rubric version the label was made on (a version of its response's case): a save stamps the version
+    # it checked, an import the version current at import, revision 0011 the older labels. The label counts
+    # only while this is its case's current version (db.current_rubric); None (no approved version to stamp)
+    # never counts.
+    rubric_version_id: int | None = Field(
+        default=None, foreign_key="rubric_version.id", description="rubric version the label was made on"
+    )
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
     lock_version: int = Field(default=1, description="revision, for optimistic locking")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import func, select, text
 from sqlmodel import Session
 
+from db.current_rubric import counts_sql
 from db.models import Case, Criterion, JudgeDecision, LabelTally, Response, RubricStatus, RubricVersion, User
 
 
@@ -13,12 +14,16 @@ def counts(session: Session) -> dict:
         return int(session.execute(statement).scalar_one())
 
     # Summed from the kept tally (db/kept.py, ~30x fewer rows than the label table), exact all the same.
+    # `labels` counts the labels that count (made on their case's current rubric, db.current_rubric);
+    # `labels.on_older_rubric` the rows kept from older versions, so nothing is hidden.
+    counting = counts_sql(LabelTally.rubric_version_id)
     labels_by_stage = {
         stage: int(n)
         for stage, n in session.execute(
-            select(LabelTally.stage, func.sum(LabelTally.n)).group_by(LabelTally.stage)
+            select(LabelTally.stage, func.sum(LabelTally.n)).where(counting).group_by(LabelTally.stage)
         ).all()
     }
+    on_older_rubric = count(select(func.coalesce(func.sum(LabelTally.n), 0)).where(~counting))
     return {
         "cases": count(select(func.count()).select_from(Case)),
         "criteria": count(
@@ -33,6 +38,7 @@ def counts(session: Session) -> dict:
             "annotation": labels_by_stage.get("annotation", 0),
             "check": labels_by_stage.get("check", 0),
             "adjudication": labels_by_stage.get("adjudication", 0),
+            "on_older_rubric": on_older_rubric,
         },
         "judge_decisions": count(select(func.count()).select_from(JudgeDecision)),
         "users": count(select(func.count()).select_from(User)),

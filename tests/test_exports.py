@@ -20,6 +20,7 @@ import pytest
 from sqlmodel import Session, select
 
 from analysis import exports, loader
+from db.current_rubric import current_approved_version
 from db.errors import ValidationFailed
 from db.importers import model_of_judgement_file
 from db.models import Case, Criterion, JudgeDecision, Label, Response, RubricStatus, RubricVersion, Stage
@@ -286,15 +287,18 @@ def test_reference_gold_matches_the_hand_written_plan(session):
 
 def test_fast_label_reader_matches_load_labels(engine, session):
     build_world(session)
+    labeled = session.exec(select(Label)).first()  # on a case with an approved rubric
+    response = session.get(Response, labeled.response_id)
     session.add(
         Label(
-            response_id=session.exec(select(Response.id)).first(),
+            response_id=response.id,
             criterion_id="c01",
             stage="check",
             group_no=2,
             met=False,
             user_id=1,
             note="第二组审核",
+            rubric_version_id=current_approved_version(session, response.case_pk).id,  # as every save stamps it
         )
     )
     session.commit()

@@ -180,7 +180,7 @@ def test_closing_hides_the_feedback_again_and_is_logged(engine):
 
 def test_labels_on_an_older_rubric_version_do_not_count(engine):
     """After the round opened, CC-0001 got a new approved rubric: ann1's labels, made on version 1, no longer count."""
-    from db.models import Case, Label, RubricVersion
+    from db.models import Case, Label, Response, RubricVersion
     from tests.support.factories import make_rubric
 
     ids = world(engine)
@@ -191,7 +191,12 @@ def test_labels_on_an_older_rubric_version_do_not_count(engine):
         for label in s.exec(select(Label).where(Label.user_id == ids["ann1"])).all():
             label.rubric_version_id = first.id
             s.add(label)
-        make_rubric(s, case, n=3, version=2)
+        newer = make_rubric(s, case, n=3, version=2)
+        # Everyone else's labels on CC-0001 were made again on version 2 (a label counts on its own version only).
+        for label in s.exec(select(Label).where(Label.user_id != ids["ann1"])).all():
+            if s.get(Response, label.response_id).case_pk == case.id:
+                label.rubric_version_id = newer.id
+                s.add(label)
     with session_scope(engine, read_only=True) as s:
         ann1 = feedback.my_feedback(s, s.get(User, ids["ann1"]))
         ann2 = feedback.my_feedback(s, s.get(User, ids["ann2"]))

@@ -1,8 +1,8 @@
 """The kept state of each labeling assignment (db/kept.py) equals a recount from the label rows, whatever changed.
 
 The expected state is computed here from the rows themselves, reading docs/REFERENCE.md literally: a case's
-current rubric is its newest approved version; an annotation label of the assignment's group counts when it
-was made on that version or on none recorded; a response is waiting (no approved rubric), stale (a label of
+current rubric is its newest approved version; an annotation label of the assignment's group counts only when
+it was made on that version; a response is waiting (no approved rubric), stale (a label of
 an older version), done (every criterion counted), partial or todo. The readers (the annotator's queue, the
 sidebar's figures, the admin's progress page) must show exactly that, kept and recounted alike, after
 imports, saves, checks, adjudication, a send-back and re-approval, an imported rubric, a new assignment and a
@@ -61,7 +61,7 @@ def recount(s) -> dict[int, tuple[str, int, int]]:
     ).all():
         current = newest.get(case_pk, (None, None))[1]
         made = labels[(response_id, group_no)]
-        fresh = sum(1 for v in made if v is None or v == current)
+        fresh = sum(1 for v in made if v is not None and v == current)
         stale = len(made) - fresh
         n = size[current] if current is not None else 0
         if current is None:
@@ -76,16 +76,36 @@ def recount(s) -> dict[int, tuple[str, int, int]]:
     return out
 
 
+def _current_versions(s) -> set[int]:
+    newest: dict[int, tuple[int, int]] = {}
+    for case_pk, version, version_id in s.execute(
+        select(RubricVersion.case_pk, RubricVersion.version, RubricVersion.id).where(
+            RubricVersion.status == RubricStatus.approved
+        )
+    ).all():
+        if case_pk not in newest or version > newest[case_pk][0]:
+            newest[case_pk] = (version, version_id)
+    return {version_id for _, version_id in newest.values()}
+
+
 def check_unchecked(s) -> None:
-    """The tally's unchecked annotation labels, and the checkers' "check pending" and "annotated by" read from it,
-    against the label rows."""
-    rows = s.execute(select(Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.user_id)).all()
-    checked = {(r.response_id, r.criterion_id, r.group_no) for r in rows if r.stage == Stage.check}
-    expected = Counter(
-        (r.response_id, r.group_no, r.user_id)
+    """The tally's unchecked annotation labels (no check label on the same rubric version), and the checkers'
+    "check pending" (of labels that count) and "annotated by" read from it, against the label rows."""
+    rows = s.execute(
+        select(
+            Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.user_id, Label.rubric_version_id
+        )
+    ).all()
+    checked = {(r.response_id, r.criterion_id, r.group_no, r.rubric_version_id) for r in rows if r.stage == Stage.check}
+    unchecked = [
+        r
         for r in rows
-        if r.stage == Stage.annotation and (r.response_id, r.criterion_id, r.group_no) not in checked
-    )
+        if r.stage == Stage.annotation
+        and (r.response_id, r.criterion_id, r.group_no, r.rubric_version_id) not in checked
+    ]
+    expected = Counter((r.response_id, r.group_no, r.user_id) for r in unchecked)
+    current = _current_versions(s)
+    counting = {(r.response_id, r.group_no, r.user_id) for r in unchecked if r.rubric_version_id in current}
     kept_rows = Counter()
     for response_id, group_no, user_id, n in s.execute(
         select(LabelTally.response_id, LabelTally.group_no, LabelTally.user_id, LabelTally.n_unchecked).where(
@@ -95,7 +115,7 @@ def check_unchecked(s) -> None:
         kept_rows[(response_id, group_no, user_id)] += n
     assert kept_rows == expected
     for user in s.execute(select(User).where(User.role.in_(["checker", "annotator"]))).scalars():
-        pending = {rid for (rid, g, uid) in expected if g == user.group_no and uid != user.id}
+        pending = {rid for (rid, g, uid) in counting if g == user.group_no and uid != user.id}
         annotated = {r.response_id for r in rows if r.user_id == user.id and r.stage == Stage.annotation}
         some = sorted({r.response_id for r in rows})[::2]
         assert independence.check_pending(s, user) == pending

@@ -19,7 +19,7 @@ from db import kept, labeling, review
 from db.engine import session_scope
 from db.errors import StaleEdit
 from db.importers import import_file
-from db.models import Assignment, AssignmentKind, Label, Response, Stage, User
+from db.models import Assignment, AssignmentKind, Label, Response, RubricStatus, RubricVersion, Stage, User
 from tests.support.factories import make_case, make_label, make_response, make_user
 from tests.support.import_samples import write_jsonl
 
@@ -48,9 +48,34 @@ def expected_status(rows) -> dict[int, tuple[int, int, int, int]]:
     return {rid: tuple(v) for rid, v in out.items()}
 
 
+def counting_label_rows(s) -> list[tuple]:
+    """(response_id, criterion_id, stage, group_no, met) of the labels made on their case's newest approved
+    rubric version (docs/REFERENCE.md §4, "Labels that count"), read plainly from the rows."""
+    newest: dict[int, tuple[int, int]] = {}
+    for case_pk, version, version_id in s.execute(
+        select(RubricVersion.case_pk, RubricVersion.version, RubricVersion.id).where(
+            RubricVersion.status == RubricStatus.approved
+        )
+    ).all():
+        if case_pk not in newest or version > newest[case_pk][0]:
+            newest[case_pk] = (version, version_id)
+    rows = s.execute(
+        select(
+            Label.response_id,
+            Label.criterion_id,
+            Label.stage,
+            Label.group_no,
+            Label.met,
+            Label.rubric_version_id,
+            Response.case_pk,
+        ).join(Response, Response.id == Label.response_id)
+    ).all()
+    return [tuple(row[:5]) for row in rows if row[5] is not None and row[5] == newest.get(row[6], (0, None))[1]]
+
+
 def assert_kept_matches_labels(engine) -> dict:
     with session_scope(engine, read_only=True) as s:
-        rows = s.execute(select(Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.met)).all()
+        rows = counting_label_rows(s)
         tally = Counter(
             (r.response_id, r.group_no, r.stage, r.user_id, r.rubric_version_id or 0)
             for r in s.execute(
@@ -239,6 +264,7 @@ def test_labels_written_behind_the_kept_figures_get_them_from_a_rebuild(engine):
         people, case, response_ids = _world(s, n_responses=3)
         user_ids = {g: people[("annotator", g)].id for g in (1, 2)}
         created = case.created_at
+        version_id = s.execute(select(RubricVersion.id).where(RubricVersion.case_pk == case.id)).scalar_one()
     rng = random.Random(7)
     with engine.begin() as connection:
         for rid in response_ids:
@@ -255,6 +281,7 @@ def test_labels_written_behind_the_kept_figures_get_them_from_a_rebuild(engine):
                             lock_version=1,
                             created_at=created,
                             updated_at=created,
+                            rubric_version_id=version_id,
                         )
                     )
     with session_scope(engine, read_only=True) as s:

@@ -154,7 +154,11 @@ def test_labels_of_an_older_rubric_version_need_relabeling(engine):
         assert review.labels_needing_relabel(s) == []
         from db.models import Case
 
-        make_rubric(s, s.get(Case, case_pk), n=N, status=RubricStatus.approved, version=2)
+        newer = make_rubric(s, s.get(Case, case_pk), n=N, status=RubricStatus.approved, version=2)
+        # The other responses were labeled again on version 2: theirs count and need nothing.
+        for label in s.exec(select(Label).where(Label.response_id != first)).all():
+            label.rubric_version_id = newer.id
+            s.add(label)
     with session_scope(engine, read_only=True) as s:
         stale = review.labels_needing_relabel(s)
         assert len(stale) == 2 * N and {item.response_id for item in stale} == {first}

@@ -238,7 +238,9 @@ def _write_labels(
             new_rows.append(row)
             new_indexes.append(index)
             continue
-        if stored.met == met and stored.user_id == user_id and (stored.note or None) == note:
+        same = stored.met == met and stored.user_id == user_id and (stored.note or None) == note
+        # The same decision made again on a newer rubric is a new label: its stamp decides whether it counts.
+        if same and stored.rubric_version_id == version_id:
             run.summary.unchanged += 1
             continue
         if username_of is None:

@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from db import gold, independence, kept
+from db.current_rubric import counts_sql
 from db.errors import ValidationFailed
 from db.models import NO_GROUP, Case, Label, Response, Stage, User
 from db.notes import clean_note
@@ -123,7 +124,12 @@ def adjudication_view(session: Session, user: User, response_id: int) -> Adjudic
     """
     independence.open_adjudication(session, user, response_id)
     response, case = _response_and_case(session, response_id)
-    labels = list(session.execute(select(Label).where(Label.response_id == response_id)).scalars())
+    # Finals and disagreements from the labels that count on the current rubric only (db.current_rubric).
+    labels = list(
+        session.execute(
+            select(Label).where(Label.response_id == response_id, counts_sql(Label.rubric_version_id))
+        ).scalars()
+    )
     frame = pd.DataFrame(
         [(label.response_id, label.criterion_id, label.stage, label.group_no, bool(label.met)) for label in labels],
         columns=gold.LABEL_COLUMNS,
@@ -179,7 +185,9 @@ def adjudicate(
     frame = pd.DataFrame(
         session.execute(
             select(Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.met).where(
-                Label.response_id == response_id, Label.criterion_id == criterion_id
+                Label.response_id == response_id,
+                Label.criterion_id == criterion_id,
+                counts_sql(Label.rubric_version_id),
             )
         ).all(),
         columns=gold.LABEL_COLUMNS,

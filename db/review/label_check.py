@@ -10,6 +10,7 @@ from sqlalchemy import and_, case as sql_case, func, or_, select
 from sqlmodel import Session
 
 from db import independence, kept
+from db.current_rubric import counts_sql
 from db.errors import NotFound, PermissionDenied, ValidationFailed
 from db.models import Case, JudgeDecision, Label, Response, Stage, User
 from db.notes import clean_note
@@ -197,6 +198,7 @@ def check_queue(
                     Label.group_no == group,
                     Label.user_id == annotator_id,
                     JudgeDecision.judge == judge,
+                    counts_sql(Label.rubric_version_id),
                 )
                 .group_by(Label.response_id)
             ).all()
@@ -366,6 +368,7 @@ def check_view(session: Session, user: User, response_id: int) -> CheckView:
                 Label.response_id == response_id,
                 Label.group_no == group,
                 Label.stage.in_([Stage.annotation, Stage.check]),
+                counts_sql(Label.rubric_version_id),  # the current rubric's labels only
             )
         ).scalars()
     )

@@ -11,7 +11,7 @@ from sqlmodel import Session, col
 
 from db import kept
 from db.audit import record
-from db.current_rubric import made_on_older_version
+from db.current_rubric import stale_sql
 from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
 from db.models import Case, Criterion, Label, Response, RubricStatus, RubricVersion, User, utcnow
 from db.notes import clean_note
@@ -326,7 +326,7 @@ def labels_needing_relabel(
     """Labels made against a rubric version that is no longer the case's current approved one.
 
     An approved rubric is frozen: a change makes a new version, and the labels of the old one
-    must be redone. Labels without a recorded version (imports) are not flagged.
+    must be redone (`db.current_rubric`: such labels count nowhere until then).
     """
     current = _current_versions_subquery()
     statement = (
@@ -345,7 +345,7 @@ def labels_needing_relabel(
         .join(Response, Response.id == Label.response_id)
         .join(Case, Case.id == Response.case_pk)
         .join(current, current.c.case_pk == Response.case_pk)
-        .where(made_on_older_version(Label.rubric_version_id, current.c.rubric_version_id))
+        .where(stale_sql(Label.rubric_version_id))
     )
     if user_id is not None:
         statement = statement.where(Label.user_id == user_id)

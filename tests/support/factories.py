@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlmodel import Session
 
+from db.current_rubric import current_approved_version
 from db.models import NO_GROUP, Case, Criterion, Label, Response, RubricStatus, RubricVersion, Stage, User
 from db.security import hash_password
 
@@ -106,8 +107,14 @@ def make_label(
     stage: str = Stage.annotation,
     group_no: int | None = None,
     note: str | None = None,
+    rubric_version_id: int | None = None,
 ) -> Label:
+    """A label made on `rubric_version_id`, by default on the current rubric of the response's case (as a save
+    stamps it; `db.current_rubric`)."""
     group = NO_GROUP if stage == Stage.adjudication else (group_no if group_no is not None else user.group_no)
+    if rubric_version_id is None:
+        current = current_approved_version(session, response.case_pk)
+        rubric_version_id = current.id if current is not None else None
     label = Label(
         response_id=response.id,
         criterion_id=criterion_id,
@@ -116,6 +123,7 @@ def make_label(
         met=met,
         user_id=user.id,
         note=note,
+        rubric_version_id=rubric_version_id,
     )
     session.add(label)
     session.flush()

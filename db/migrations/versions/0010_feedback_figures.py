@@ -8,7 +8,7 @@ it differs, a page at a time; the label tally now keeps, of each annotation row'
 the current rubric, those whose decision's gold differs from the label and those whose decision has no
 gold yet (db/kept.py), so the page reads them instead of comparing every label with gold.
 An existing database gets the whole tally (with revision 0009's column) and every labeling assignment's state
-computed here, by today's db/kept.py: a later revision that changes these tables moves this rebuild to itself.
+computed by revision 0011 (today's db/kept.py, run by the newest revision that changes what it reads).
 """
 
 import sqlalchemy as sa
@@ -24,11 +24,6 @@ def upgrade() -> None:
     with op.batch_alter_table("label_tally", schema=None) as batch_op:
         batch_op.add_column(sa.Column("n_gold_differs", sa.Integer(), nullable=False, server_default="0"))
         batch_op.add_column(sa.Column("n_no_gold", sa.Integer(), nullable=False, server_default="0"))
-
-    from db import kept
-
-    kept.rebuild_tally(op.get_bind())  # with the gold figures
-    kept.rebuild_assignments(op.get_bind())
 
 
 def downgrade() -> None:

@@ -1,7 +1,7 @@
 """calibration samples and leaderboard snapshots
 
 Revision ID: 0012
-Revises: 0010
+Revises: 0011
 
 `calibration_sample`: the responses of each model drawn (once per model) for physicians to label, the
 labeled set of the model's prediction-powered score. `leaderboard_snapshot`: frozen, dated leaderboards
@@ -13,7 +13,7 @@ import sqlmodel
 from alembic import op
 
 revision = "0012"
-down_revision = "0010"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,53 @@
+"""labels that count: every label names the rubric version it was made on
+
+Revision ID: 0011
+Revises: 0010
+
+A label counts only when it was made on its case's current rubric (db.current_rubric). Labels written
+before imports stamped their version have none; each gets the version that was current when it was
+written: the newest approved version of its case whose approval (review time, or creation time for a
+rubric imported approved) is not after the label's last write (updated_at, else created_at). A label
+older than every approved version of its case (its rubric's times were recorded after it, as an import
+of cases and labels in one go can do) gets the case's first approved version, the only one it can have
+been made on. A case without any approved version leaves its labels without a version: they count
+nowhere, like any label on an older version, and stay readable.
+Which labels count changes with the stamps, so every kept figure is rebuilt here by today's
+db/kept.py (the rebuild revision 0010 did moves to this newest revision that changes what it reads).
+Downgrading keeps the stamps: revision 0010's rule counts a stamped label as it counted an unstamped one
+as long as its version is current.
+"""
+
+from alembic import op
+
+revision = "0011"
+down_revision = "0010"
+branch_labels = None
+depends_on = None
+
+_APPROVED_OF_LABEL = (
+    "SELECT rubric_version.id FROM rubric_version JOIN response ON response.case_pk = rubric_version.case_pk "
+    "WHERE response.id = label.response_id AND rubric_version.status = 'approved'"
+)
+_WRITTEN = "COALESCE(label.updated_at, label.created_at)"
+_APPROVED_AT = "COALESCE(rubric_version.reviewed_at, rubric_version.created_at)"
+STAMP_UNSTAMPED = (
+    "UPDATE label SET rubric_version_id = COALESCE("
+    f"({_APPROVED_OF_LABEL} AND {_APPROVED_AT} <= {_WRITTEN} ORDER BY rubric_version.version DESC LIMIT 1), "
+    f"({_APPROVED_OF_LABEL} ORDER BY rubric_version.version ASC LIMIT 1)"
+    ") WHERE rubric_version_id IS NULL"
+)
+
+
+def upgrade() -> None:
+    bind = op.get_bind()
+    bind.exec_driver_sql(STAMP_UNSTAMPED)
+
+    from db import kept
+
+    kept.rebuild_tally(bind)  # with the gold figures
+    kept.rebuild_status(bind)
+    kept.rebuild_assignments(bind)
+
+
+def downgrade() -> None:
+    pass
