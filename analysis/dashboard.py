@@ -24,6 +24,7 @@ import streamlit as st
 
 from analysis import figures as figure_builders, metrics, shared_grid, table_view
 from analysis.background import BackgroundValue
+from analysis.exports.csv_cells import csv_bytes
 from analysis.report import Report, build_report, report_json, tables
 from db.errors import ClinConsensusError
 from db.models import Role
@@ -240,7 +241,7 @@ def _table(t, name: str, frame: pd.DataFrame, key: str, **options) -> None:
         st.caption(t("analysis.rows_shown", shown=SHOWN_ROWS, total=f"{len(frame):,}"))
     st.download_button(
         t("analysis.download_csv"),
-        data=lambda: frame.to_csv(index=False).encode("utf-8"),
+        data=lambda: csv_bytes(frame),
         file_name=f"{name}.csv",
         mime="text/csv",
         key=f"csv_{key}",

@@ -15,6 +15,7 @@ import streamlit as st
 
 from analysis import figures as figure_builders, metrics, reliability, shared_grid, table_view
 from analysis.background import BackgroundValue
+from analysis.exports.csv_cells import csv_bytes
 from analysis.loader import load_criterion_texts
 from db.errors import ClinConsensusError
 from db.judge_errors import judge_error_detail
@@ -59,7 +60,7 @@ def _admin():
 def _download(t, name: str, frame: pd.DataFrame) -> None:
     st.download_button(
         t("analysis.download_csv"),
-        data=lambda: frame.to_csv(index=False).encode("utf-8"),
+        data=lambda: csv_bytes(frame),
         file_name=f"{name}.csv",
         mime="text/csv",
         key=f"insights_csv_{name}",

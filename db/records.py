@@ -32,6 +32,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from db import limits
+from db.limits import InputRejected
 from db.config import get_settings
 from db.errors import Said
 
@@ -475,3 +476,18 @@ def check(model: type[BaseModel], record: dict[str, Any], prefix: str = "") -> t
         return model.model_validate(record), []
     except ValidationError as error:
         return None, describe(error, model, prefix)
+
+
+def check_name(field: str, value: str, limit_key: str) -> None:
+    """The rule of an id or a name given outside any file (a command-line option): not blank, within
+    its length, no invisible or control character. Raises `limits.InputRejected` naming `field`."""
+    limits.check_length(field, value, limit_key=limit_key)
+    if not value.strip():
+        raise InputRejected(f"{field} is blank", field, key="import.field.string_pattern_mismatch")
+    try:
+        _visible_name(_storable_text(value))
+    except PydanticCustomError as error:
+        code = (error.context or {}).get("code", "")
+        raise InputRejected(
+            f"{field} {error.message()}", field, key=f"import.field.{error.type}", code=code
+        ) from None
