@@ -31,6 +31,8 @@ from db.models import Role
 from db.policies import require_may_see_group_statistics
 from i18n import LANGUAGES
 from ui import shell
+from ui.text import plain
+from ui.widgets import reason_text
 
 DASHBOARD_RESAMPLES = 300
 SHOWN_ROWS = 500  # long tables (per criterion, per case) show their head; the download has every row
@@ -286,7 +288,7 @@ def render() -> None:
         else:
             report = _report(snapshot.version, filters, k, source, judge_scored, grid)
     except ClinConsensusError as error:
-        st.error(t("analysis.error", reason=str(error)))
+        st.error(t("analysis.error", reason=reason_text(error)))
         return
     if not len(report.grid.responses):
         st.info(t("analysis.empty"))
@@ -344,7 +346,8 @@ def _sections(t, report: Report, figure_of: Callable[[str], go.Figure], judge_sc
     frames = _shown_tables(t, report, language)
     if section == "models":
         if report.judge_scored is not None and len(report.judge_scored):
-            st.caption(t("judge.dashboard.marked", judge=judge_scored, models=", ".join(report.judge_scored.index)))
+            marked = ", ".join(plain(model) for model in report.judge_scored.index)
+            st.caption(t("judge.dashboard.marked", judge=plain(judge_scored), models=marked))
         _table(t, "models", frames["models"], "models", hidden=["scored_by"])
         for name in ("accuracy_vs_cacs", "case_accuracy", "threshold"):
             _figure(t, name, figure_of(name), name)

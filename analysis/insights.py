@@ -214,9 +214,9 @@ def _send_back_form(t, user, flagged: pd.DataFrame, cases: pd.DataFrame) -> None
         st.success(
             t(
                 "insights.send_back.done",
-                case=result.case_id,
+                case=plain(result.case_id),
                 version=result.version,
-                author=result.author,
+                author=plain(result.author),
                 n=len(result.criteria),
             )
         )
@@ -324,7 +324,7 @@ def _error_detail(t, detail, row) -> None:
         show_text(detail.user_request)
         st.caption(t("insights.detail.response"))
         show_text(detail.response)
-        st.caption(t("insights.detail.criterion", criterion=detail.criterion_id))
+        st.caption(t("insights.detail.criterion", criterion=plain(detail.criterion_id)))
         show_text(detail.criterion)
         columns = st.columns(4)
         for column, name in zip(columns, ("group1", "group2", "gold", "judge")):

@@ -32,9 +32,9 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from db import limits
-from db.limits import InputRejected
 from db.config import get_settings
 from db.errors import Said
+from db.limits import InputRejected
 
 DifficultyName = Literal["low", "medium", "high"]
 RegisterName = Literal["lay", "professional"]
@@ -488,6 +488,4 @@ def check_name(field: str, value: str, limit_key: str) -> None:
         _visible_name(_storable_text(value))
     except PydanticCustomError as error:
         code = (error.context or {}).get("code", "")
-        raise InputRejected(
-            f"{field} {error.message()}", field, key=f"import.field.{error.type}", code=code
-        ) from None
+        raise InputRejected(f"{field} {error.message()}", field, key=f"import.field.{error.type}", code=code) from None

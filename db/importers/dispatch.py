@@ -10,7 +10,7 @@ from typing import BinaryIO
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
-from db.engine import session_scope
+from db.engine import is_disk_full, session_scope
 from db.errors import Said
 from db.importers.cases import _import_cases
 from db.importers.common import JUDGE_FORMATS, KINDS, ImportFailed, ImportSummary
@@ -152,6 +152,10 @@ def import_stream(
     except _Refused:
         problems.raise_if_any()
     except DBAPIError as error:
+        if is_disk_full(error):
+            raise ImportFailed(
+                [Said(f"{name}: the disk is full; nothing was imported", "import.disk_full", file=name)]
+            ) from error
         reason = str(error.orig).strip().splitlines()[0] if error.orig is not None else str(error)
         raise ImportFailed(
             [Said(f"{name}: the database refused the import: {reason}", "import.db_refused", file=name, reason=reason)]
