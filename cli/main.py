@@ -137,9 +137,19 @@ def cmd_report(args) -> int:
     return 0
 
 
+#: Exports that write one file; the others write a folder.
+_FILE_EXPORTS = ("gold", "judge-items", "healthbench-meta")
+
+
 def cmd_export(args) -> int:
     from analysis import exports
+    from analysis.exports.paths import output_dir, output_file
 
+    # A target that cannot be written is said before the database is read (and again as each file is written).
+    if args.what in _FILE_EXPORTS:
+        output_file(args.target)
+    else:
+        output_dir(args.target, create=False)
     engine = _engine()
     progress = _progress(f"export {args.what}")
     if args.what == "gold":

@@ -106,13 +106,21 @@ _SQLITE_FULL = 13
 
 def is_disk_full(error: BaseException) -> bool:
     """The write ran out of disk: SQLite's SQLITE_FULL (also its `max_page_count`), PostgreSQL's disk_full, ENOSPC."""
-    driver_error = getattr(error, "orig", None) or error
-    if getattr(driver_error, "sqlstate", None) == "53100":
-        return True
-    if getattr(driver_error, "sqlite_errorcode", None) == _SQLITE_FULL:
-        return True
-    text = str(driver_error).lower()
-    return "database or disk is full" in text or "no space left on device" in text
+    # Walks the chain too: a rollback to a savepoint that the full disk already undid fails on its own.
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        driver_error = getattr(current, "orig", None) or current
+        if getattr(driver_error, "sqlstate", None) == "53100":
+            return True
+        if getattr(driver_error, "sqlite_errorcode", None) == _SQLITE_FULL:
+            return True
+        text = str(driver_error).lower()
+        if "database or disk is full" in text or "no space left on device" in text:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def disk_full_error() -> DiskFull:

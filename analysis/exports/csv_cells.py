@@ -32,7 +32,7 @@ def neutralised(frame: pd.DataFrame) -> pd.DataFrame:
         column = result.iloc[:, position]
         if pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column):
             continue
-        result.isetitem(position, column.map(neutral_text))
+        result.isetitem(position, column.map(neutral_text).to_numpy(dtype=object))
     return result
 
 

@@ -11,7 +11,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
 from db.engine import is_disk_full, session_scope
-from db.errors import Said
+from db.errors import DiskFull, Said
 from db.importers.cases import _import_cases
 from db.importers.common import JUDGE_FORMATS, KINDS, ImportFailed, ImportSummary
 from db.importers.judge import _detect_judge_format, _import_judge_rows, _import_official
@@ -151,8 +151,8 @@ def import_stream(
                 )
     except _Refused:
         problems.raise_if_any()
-    except DBAPIError as error:
-        if is_disk_full(error):
+    except (DBAPIError, DiskFull) as error:
+        if isinstance(error, DiskFull) or is_disk_full(error):
             raise ImportFailed(
                 [Said(f"{name}: the disk is full; nothing was imported", "import.disk_full", file=name)]
             ) from error
