@@ -598,3 +598,26 @@ def test_audit_entries_are_untouched_by_refused_imports(prepared, tmp_path):
     refused(prepared, "labels", write_jsonl(tmp_path / "l.jsonl", [label_record(annotator="boss")]))
     with Session(prepared) as session:
         assert session.exec(select(func.count()).select_from(AuditLog)).one()[0] == before
+
+
+def test_the_dashboard_caption_of_judge_scored_models_escapes_their_names(app_database, tmp_path, monkeypatch):
+    from judge.runner import RunOptions, run_judge
+    from tests import test_judge_new_model as new_model
+    from tests.support.apptest_helpers import open_page, signed_in
+    from tools.llm_server import LLMServer
+    from ui.text import plain
+
+    monkeypatch.setattr(new_model, "NEW", "**b**![x](http://127.0.0.1:1/x)")
+    with Session(app_database) as session:
+        new_model.build_world(session)
+        make_user(session, "boss", "admin")
+        session.commit()
+    new_model.import_new_model(app_database, tmp_path)
+    with LLMServer() as server:
+        run_judge(app_database, RunOptions(base_url=server.url, model="judge-8b", judge="loopback", timeout=10))
+    app = open_page(signed_in(app_database, "boss", lang="en"), "analysis-dashboard")
+    app.number_input(key="analysis_k").set_value(new_model.K).run()
+    assert not app.exception
+    captions = [element.value for element in app.caption]
+    assert any(plain(new_model.NEW) in caption for caption in captions), captions
+    assert not any("**b**" in caption or "![x](" in caption for caption in captions), captions
