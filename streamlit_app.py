@@ -12,6 +12,7 @@ import admin
 import annotate
 import review
 from analysis import dashboard, insights
+from db.errors import DiskFull
 from ui import home, process, shell
 
 process.freeze_imports_once()  # every module above is in: the collector stops walking them
@@ -30,11 +31,15 @@ def pages_for(user) -> dict[str, list[st.Page]]:
 
 st.set_page_config(page_title="ClinConsensus Studio", page_icon="🩺", layout="wide")
 
-user = shell.current_user()
-if user is None:
-    navigation = st.navigation([st.Page(shell.login_page, title=shell.t("login.title"), url_path="login")])
-else:
-    shell.sidebar(user)
-    # Every page in view: an admin has more than the ten a collapsed menu shows.
-    navigation = st.navigation(pages_for(user), expanded=True)
-navigation.run()
+try:
+    user = shell.current_user()
+    if user is None:
+        navigation = st.navigation([st.Page(shell.login_page, title=shell.t("login.title"), url_path="login")])
+    else:
+        shell.sidebar(user)
+        # Every page in view: an admin has more than the ten a collapsed menu shows.
+        navigation = st.navigation(pages_for(user), expanded=True)
+    navigation.run()
+except DiskFull:
+    # A write that ran out of disk on a page without its own message: one line, never a traceback.
+    st.error(shell.t("errors.disk_full"))

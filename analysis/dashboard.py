@@ -24,12 +24,15 @@ import streamlit as st
 
 from analysis import figures as figure_builders, metrics, score_figures, shared_grid, table_view
 from analysis.background import BackgroundValue
+from analysis.exports.csv_cells import csv_bytes
 from analysis.report import Report, build_report, report_json, tables
 from db.errors import ClinConsensusError
 from db.models import Role
 from db.policies import require_may_see_group_statistics
 from i18n import LANGUAGES
 from ui import shell
+from ui.text import plain
+from ui.widgets import reason_text
 
 DASHBOARD_RESAMPLES = 300
 SHOWN_ROWS = 500  # long tables (per criterion, per case) show their head; the download has every row
@@ -241,7 +244,7 @@ def _table(t, name: str, frame: pd.DataFrame, key: str, **options) -> None:
         st.caption(t("analysis.rows_shown", shown=SHOWN_ROWS, total=f"{len(frame):,}"))
     st.download_button(
         t("analysis.download_csv"),
-        data=lambda: frame.to_csv(index=False).encode("utf-8"),
+        data=lambda: csv_bytes(frame),
         file_name=f"{name}.csv",
         mime="text/csv",
         key=f"csv_{key}",
@@ -286,7 +289,7 @@ def render() -> None:
         else:
             report = _report(snapshot.version, filters, k, source, judge_scored, grid)
     except ClinConsensusError as error:
-        st.error(t("analysis.error", reason=str(error)))
+        st.error(t("analysis.error", reason=reason_text(error)))
         return
     if not len(report.grid.responses):
         st.info(t("analysis.empty"))
@@ -344,7 +347,8 @@ def _sections(t, report: Report, figure_of: Callable[[str], go.Figure], judge_sc
     frames = _shown_tables(t, report, language)
     if section == "models":
         if report.judge_scored is not None and len(report.judge_scored):
-            st.caption(t("judge.dashboard.marked", judge=judge_scored, models=", ".join(report.judge_scored.index)))
+            marked = ", ".join(plain(model) for model in report.judge_scored.index)
+            st.caption(t("judge.dashboard.marked", judge=plain(judge_scored), models=marked))
         _table(t, "models", frames["models"], "models", hidden=["scored_by"])
         for name in ("accuracy_vs_cacs", "case_accuracy", "threshold"):
             _figure(t, name, figure_of(name), name)

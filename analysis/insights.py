@@ -15,6 +15,7 @@ import streamlit as st
 
 from analysis import figures as figure_builders, metrics, reliability, shared_grid, table_view
 from analysis.background import BackgroundValue
+from analysis.exports.csv_cells import csv_bytes
 from analysis.loader import load_criterion_texts
 from db.errors import ClinConsensusError
 from db.judge_errors import judge_error_detail
@@ -59,7 +60,7 @@ def _admin():
 def _download(t, name: str, frame: pd.DataFrame) -> None:
     st.download_button(
         t("analysis.download_csv"),
-        data=lambda: frame.to_csv(index=False).encode("utf-8"),
+        data=lambda: csv_bytes(frame),
         file_name=f"{name}.csv",
         mime="text/csv",
         key=f"insights_csv_{name}",
@@ -213,9 +214,9 @@ def _send_back_form(t, user, flagged: pd.DataFrame, cases: pd.DataFrame) -> None
         st.success(
             t(
                 "insights.send_back.done",
-                case=result.case_id,
+                case=plain(result.case_id),
                 version=result.version,
-                author=result.author,
+                author=plain(result.author),
                 n=len(result.criteria),
             )
         )
@@ -323,7 +324,7 @@ def _error_detail(t, detail, row) -> None:
         show_text(detail.user_request)
         st.caption(t("insights.detail.response"))
         show_text(detail.response)
-        st.caption(t("insights.detail.criterion", criterion=detail.criterion_id))
+        st.caption(t("insights.detail.criterion", criterion=plain(detail.criterion_id)))
         show_text(detail.criterion)
         columns = st.columns(4)
         for column, name in zip(columns, ("group1", "group2", "gold", "judge")):

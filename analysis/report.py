@@ -36,6 +36,8 @@ import pandas as pd
 
 from analysis import agreement as agreement_extra, metrics, reliability, score_section, static_figures, time_section
 from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, LEVEL, confidence_intervals
+from analysis.exports.csv_cells import write_csv
+from analysis.exports.paths import output_dir, output_file, write_text
 from analysis.figures import figures as figure_builders, html_report, translator
 from analysis.loader import Frames, load_frames
 from analysis.score_figures import score_figures
@@ -512,26 +514,22 @@ def print_tables(report: Report, stream: TextIO) -> None:
 
 
 def write_json(report: Report, path: Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        json.dumps(report_json(report), ensure_ascii=False, indent=2, allow_nan=False) + "\n", encoding="utf-8"
-    )
+    path = output_file(path)
+    write_text(path, json.dumps(report_json(report), ensure_ascii=False, indent=2, allow_nan=False) + "\n")
 
 
 def write_tables(report: Report, out_dir: Path) -> list[Path]:
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = output_dir(out_dir)
     written = []
     for name, frame in tables(report).items():
         path = out_dir / f"{name}.csv"
-        frame.to_csv(path, index=False, encoding="utf-8")
+        write_csv(frame, path)
         written.append(path)
     return written
 
 
 def write_html(report: Report, path: Path, lang: str = "en") -> None:
-    Path(path).write_text(html_report(report, tables(report), lang=lang), encoding="utf-8")
+    write_text(path, html_report(report, tables(report), lang=lang))
 
 
 def run_report(
@@ -556,6 +554,11 @@ def run_report(
         raise ValidationFailed("--figures: give --out DIR for the image files")
     if figures:
         static_figures.browser_path()  # no browser: say so before the long part
+    # A target that cannot be written is said before the long part, and again as each file is written.
+    if json_path:
+        output_file(json_path)
+    if out_dir:
+        output_dir(out_dir, create=False)
     steps = 2 + bool(json_path) + bool(out_dir) + bool(figures)
     progress(0, steps, "loading the database")
     frames = load_frames(engine)
@@ -573,8 +576,9 @@ def run_report(
         done += 1
         progress(done, steps, f"wrote tables and report.html to {out_dir}")
     if figures:
+        folder = output_dir(Path(out_dir) / "figures")
         drawn = figure_builders(report, translator(lang)) + score_figures(report, translator(lang))
-        written = static_figures.write_figures(drawn, Path(out_dir) / "figures")
+        written = static_figures.write_figures(drawn, folder)
         done += 1
         progress(done, steps, f"wrote {len(written)} images to {Path(out_dir) / 'figures'}")
     progress(steps, steps, "done")

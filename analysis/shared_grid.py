@@ -18,6 +18,7 @@ from analysis import metrics
 from analysis.background import BackgroundValue, Snapshot
 from analysis.loader import data_version, load_frames
 from ui import shell
+from ui.text import plain
 
 GRID_WAIT_SECONDS = 900.0  # a background build waits this long for the shared grid of its version
 QUICK_BUILD_LABELS = 200_000
@@ -73,7 +74,7 @@ def newest(keeper: BackgroundValue, t) -> Snapshot | None:
     wait = QUICK_BUILD_WAIT_SECONDS if version.approximate_labels < QUICK_BUILD_LABELS else 0.0
     snapshot = keeper.wait(version, wait)
     if snapshot.error is not None:
-        st.error(t("analysis.error", reason=str(snapshot.error)))
+        st.error(t("analysis.error", reason=plain(str(snapshot.error))))
         return None
     if snapshot.value is None:
         st.info(t("analysis.preparing"))

@@ -138,9 +138,19 @@ def cmd_report(args) -> int:
     return 0
 
 
+#: Exports that write one file; the others write a folder.
+_FILE_EXPORTS = ("gold", "judge-items", "healthbench-meta")
+
+
 def cmd_export(args) -> int:
     from analysis import exports
+    from analysis.exports.paths import output_dir, output_file
 
+    # A target that cannot be written is said before the database is read (and again as each file is written).
+    if args.what in _FILE_EXPORTS:
+        output_file(args.target)
+    else:
+        output_dir(args.target, create=False)
     engine = _engine()
     progress = _progress(f"export {args.what}")
     if args.what == "gold":
@@ -282,17 +292,18 @@ def cmd_demo(args) -> int:
 
 
 def cmd_audit(args) -> int:
+    from analysis.exports.paths import input_file
     from db.audit_replay import anchor_from_manifest, verify_audit
     from db.engine import session_scope
     from db.limits import InputRejected, loads
 
     anchor = None
     if args.anchor:
-        path = Path(args.anchor)
+        path = input_file(args.anchor)
         try:
             anchor = anchor_from_manifest(loads(path.read_text(encoding="utf-8")))
-        except (ValueError, InputRejected) as error:
-            raise CommandFailed(f"{path}: {error}") from None
+        except (ValueError, InputRejected, OSError) as error:
+            raise CommandFailed(f"{path}: {error.strerror if isinstance(error, OSError) else error}") from None
     with session_scope(_engine(), read_only=True) as session:
         result = verify_audit(session, anchor=anchor)
     if not result.ok:
@@ -523,6 +534,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Options whose value is stored as a name (the audit log's actor, a judge's name), with the limit of each.
+_NAME_OPTIONS = {"actor": "username", "judge": "judge"}
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Every text option: no NUL or undecodable byte; names within their length, without invisible characters.
+
+    Checked here, before any database sees them, so SQLite and PostgreSQL refuse them alike."""
+    from db.limits import InputRejected, refuse_invisible_text
+    from db.records import check_name
+
+    for name, value in vars(args).items():
+        if not isinstance(value, str):
+            continue
+        option = "--" + name.replace("_", "-") if name not in _POSITIONALS else name.upper()
+        try:
+            refuse_invisible_text(value)
+            if name in _NAME_OPTIONS:
+                check_name(option, value, _NAME_OPTIONS[name])
+        except InputRejected as error:
+            message = str(error).replace("value contains", f"{option} contains", 1)
+            raise CommandFailed(message) from None
+
+
+#: Positional arguments, named in messages by their metavar.
+_POSITIONALS = {"kind", "file", "name", "action", "what", "target", "command", "judge_command"}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -531,6 +570,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "users" and args.action == "add" and not args.role:
         parser.error("users add: --role is required")
     try:
+        _check_options(args)
         return args.handler(args)
     except (CommandFailed, ClinConsensusError) as error:
         print(f"clinconsensus: {error}", file=sys.stderr)

@@ -13,7 +13,7 @@ from sqlmodel import Session, create_engine
 
 from db import kept as _kept  # noqa: F401  (its session events keep the kept figures: any writer must have them)
 from db.config import database_url
-from db.errors import DatabaseBusy
+from db.errors import DatabaseBusy, DiskFull
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -100,6 +100,33 @@ def is_busy(error: OperationalError) -> bool:
     return "database is locked" in text or "database is busy" in text
 
 
+DISK_FULL_MESSAGE = "the disk is full; nothing was saved"
+_SQLITE_FULL = 13
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """The write ran out of disk: SQLite's SQLITE_FULL (also its `max_page_count`), PostgreSQL's disk_full, ENOSPC."""
+    # Walks the chain too: a rollback to a savepoint that the full disk already undid fails on its own.
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        driver_error = getattr(current, "orig", None) or current
+        if getattr(driver_error, "sqlstate", None) == "53100":
+            return True
+        if getattr(driver_error, "sqlite_errorcode", None) == _SQLITE_FULL:
+            return True
+        text = str(driver_error).lower()
+        if "database or disk is full" in text or "no space left on device" in text:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def disk_full_error() -> DiskFull:
+    return DiskFull(DISK_FULL_MESSAGE, key="errors.disk_full")
+
+
 @contextmanager
 def session_scope(
     engine: Engine | None = None, *, read_only: bool = False, lock_wait_ms: int | None = None
@@ -123,6 +150,8 @@ def session_scope(
         session.rollback()
         if is_busy(error):
             raise DatabaseBusy(BUSY_MESSAGE, key="security.busy") from error
+        if is_disk_full(error):
+            raise disk_full_error() from error
         raise
     except BaseException:
         session.rollback()

@@ -36,6 +36,10 @@ class DatabaseBusy(ClinConsensusError):
     """Another writer (typically a long import) held the database past the wait; nothing was saved."""
 
 
+class DiskFull(ClinConsensusError):
+    """The database's disk is full (SQLite "database or disk is full", PostgreSQL disk_full); nothing was saved."""
+
+
 class StaleEdit(ClinConsensusError):
     """Someone saved the item since it was opened; `current` is the newer version."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -62,13 +63,73 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def _refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise InputRejected(f"key {name!r} appears twice in one object", name, key="import.repeated_key")
+            seen.add(name)
+    return value
+
+
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+#: The same decoder, slower, seeing every key of every object: a repeated key is refused, never "last wins".
+_PAIRS_DECODER = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_refuse_repeated_keys
+)
+#: A NUL or a UTF-16 surrogate can only come from an escape (`\u0000`, `\ud800`); text without one is skipped.
+_SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
+_NUL_OR_SURROGATE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _check_decoded(text: str, start: int, end: int, value: Any) -> None:
+    """Refuses repeated keys and NUL or unpaired surrogates in any string of a decoded value.
+
+    A flat object with as many keys as the text has colons cannot repeat a key (every key is
+    followed by a colon); anything else is decoded again by the decoder that sees every key.
+    """
+    if not (type(value) is dict and text.count(":", start, end) == len(value)) and text.find("{", start, end) >= 0:
+        _PAIRS_DECODER.raw_decode(text, start)
+    if _SUSPECT_ESCAPE.search(text, start, end):
+        refuse_invisible_text(value)
+
+
+def refuse_invisible_text(value: Any) -> None:
+    """Raises InputRejected naming the first key or string (`rubrics[3].criterion`) holding a NUL or an
+    unpaired surrogate: PostgreSQL cannot store the one, no driver can encode the other."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            _refuse_in_string(item, where or "value")
+        elif isinstance(item, dict):
+            for name, child in item.items():
+                path = f"{where}.{name}" if where else str(name)
+                _refuse_in_string(str(name), f"key {path}")
+                stack.append((child, path))
+        elif isinstance(item, list):
+            stack.extend((child, f"{where}[{index}]") for index, child in enumerate(item))
+
+
+def _refuse_in_string(text: str, where: str) -> None:
+    found = _NUL_OR_SURROGATE.search(text)
+    if found is None:
+        return
+    if found.group() == "\x00":
+        raise InputRejected(f"{where} contains a NUL character (\\u0000)", where, key="import.nul_char")
+    code = f"U+{ord(found.group()):04X}"
+    raise InputRejected(
+        f"{where} contains an unpaired surrogate ({code})", where, key="import.surrogate_char", code=code
+    )
 
 
 def raw_decode(text: str, position: int = 0) -> tuple[Any, int]:
     """`JSONDecoder.raw_decode` for untrusted input (see `loads`); the value's depth is checked too."""
     try:
         value, end = _DECODER.raw_decode(text, position)
+        _check_decoded(text, position, end, value)
     except RecursionError:
         raise InputRejected(
             f"nested deeper than {MAX_JSON_DEPTH} levels", key="import.too_deep", n=MAX_JSON_DEPTH
@@ -87,6 +148,9 @@ def loads(text: str | bytes) -> Any:
     """
     try:
         value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", "surrogatepass")
+        _check_decoded(text, 0, len(text), value)
     except RecursionError:
         raise InputRejected(
             f"nested deeper than {MAX_JSON_DEPTH} levels", key="import.too_deep", n=MAX_JSON_DEPTH

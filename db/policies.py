@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from db.errors import PermissionDenied
+from db.errors import PermissionDenied, Said
 from db.models import Role, User
 
 
@@ -37,3 +37,29 @@ def require_may_see_group_statistics(user: User) -> None:
     own group's labels; annotators are blinded to models altogether.
     """
     require_admin(user)
+
+
+#: Who makes a label of each stage: annotators annotate, checkers check and adjudicate.
+LABEL_AUTHOR_ROLE = {"annotation": Role.annotator, "check": Role.checker, "adjudication": Role.checker}
+
+
+def label_author_refusal(role: str, user_group: int | None, stage: str, group_no: int | None) -> Said | None:
+    """Why a user of `role` in `user_group` may not be the author of a `stage` label of group `group_no`
+    (None: they may). An annotation or check label belongs to its author's own expert group."""
+    needed = LABEL_AUTHOR_ROLE[stage]
+    if role != needed:
+        return Said(
+            f"is {role}, not {needed}: {stage} labels are made by {needed}s",
+            "errors.label_author_role",
+            role=Said(role, f"role.{role}"),
+            needed=Said(str(needed), f"role.{needed}"),
+            stage=Said(stage, f"import.stage.{stage}"),
+        )
+    if stage != "adjudication" and user_group != group_no:
+        return Said(
+            f"is in expert group {user_group or '—'}, not group {group_no}",
+            "errors.label_author_group",
+            user_group=user_group or "—",
+            group=group_no,
+        )
+    return None

@@ -9,6 +9,7 @@ blank`); the caller adds the file and the line. Lengths come from `db.limits`.
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import cache
 from typing import Annotated, Any, Literal, get_args, get_origin
 
@@ -33,6 +34,7 @@ from pydantic_core import PydanticCustomError
 from db import limits
 from db.config import get_settings
 from db.errors import Said
+from db.limits import InputRejected
 
 DifficultyName = Literal["low", "medium", "high"]
 RegisterName = Literal["lay", "professional"]
@@ -99,24 +101,55 @@ def _one_of(values: tuple[Any, ...]) -> BeforeValidator:
 #: Text that must say something: not empty, not only spaces (`\S` somewhere, as JSON Schema checks it).
 NOT_BLANK = r"\S"
 LIMIT = limits.TEXT_LIMITS
+#: Characters no id or name may hold: controls (Cc), invisible format characters (Cf: zero-width,
+#: bidi overrides), surrogates, line and paragraph separators. `CC-0001\u200b` is not `CC-0001`.
+INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_NUL_OR_SURROGATE = re.compile("[\x00\ud800-\udfff]")
 
-CaseId = Annotated[StrictStr, Field(max_length=LIMIT["case_id"], pattern=NOT_BLANK)]
-CriterionId = Annotated[StrictStr, Field(max_length=LIMIT["criterion_id"], pattern=NOT_BLANK)]
-Username = Annotated[StrictStr, Field(max_length=LIMIT["username"], pattern=NOT_BLANK)]
-ModelName = Annotated[StrictStr, Field(max_length=LIMIT["model"], pattern=NOT_BLANK)]
-JudgeName = Annotated[StrictStr, Field(max_length=LIMIT["judge"], pattern=NOT_BLANK)]
-CriterionText = Annotated[StrictStr, Field(max_length=LIMIT["criterion"], pattern=NOT_BLANK)]
-ClinicalContext = Annotated[StrictStr, Field(max_length=LIMIT["clinical_context"], pattern=NOT_BLANK)]
-UserRequest = Annotated[StrictStr, Field(max_length=LIMIT["user_request"], pattern=NOT_BLANK)]
-ResponseText = Annotated[StrictStr, Field(max_length=LIMIT["response"], pattern=NOT_BLANK)]
-NoteText = Annotated[StrictStr, Field(max_length=LIMIT["note"])]
+
+def _visible_name(value: str) -> str:
+    # isprintable() is False for every refused category (and for some accepted ones): the loop is rare.
+    if not value.isprintable():
+        for character in value:
+            if unicodedata.category(character) in INVISIBLE_CATEGORIES:
+                raise PydanticCustomError(
+                    "invisible_char",
+                    "contains an invisible or control character ({code})",
+                    {"code": f"U+{ord(character):04X}"},
+                )
+    return value
+
+
+def _storable_text(value: str) -> str:
+    found = _NUL_OR_SURROGATE.search(value)
+    if found is not None:
+        code = f"U+{ord(found.group()):04X}"
+        raise PydanticCustomError(
+            "unstorable_char", "contains a character that cannot be stored ({code})", {"code": code}
+        )
+    return value
+
+
+_NAME = AfterValidator(_visible_name)
+_TEXT = AfterValidator(_storable_text)
+
+CaseId = Annotated[StrictStr, Field(max_length=LIMIT["case_id"], pattern=NOT_BLANK), _NAME]
+CriterionId = Annotated[StrictStr, Field(max_length=LIMIT["criterion_id"], pattern=NOT_BLANK), _NAME]
+Username = Annotated[StrictStr, Field(max_length=LIMIT["username"], pattern=NOT_BLANK), _NAME]
+ModelName = Annotated[StrictStr, Field(max_length=LIMIT["model"], pattern=NOT_BLANK), _NAME]
+JudgeName = Annotated[StrictStr, Field(max_length=LIMIT["judge"], pattern=NOT_BLANK), _NAME]
+CriterionText = Annotated[StrictStr, Field(max_length=LIMIT["criterion"], pattern=NOT_BLANK), _TEXT]
+ClinicalContext = Annotated[StrictStr, Field(max_length=LIMIT["clinical_context"], pattern=NOT_BLANK), _TEXT]
+UserRequest = Annotated[StrictStr, Field(max_length=LIMIT["user_request"], pattern=NOT_BLANK), _TEXT]
+ResponseText = Annotated[StrictStr, Field(max_length=LIMIT["response"], pattern=NOT_BLANK), _TEXT]
+NoteText = Annotated[StrictStr, Field(max_length=LIMIT["note"]), _TEXT]
 #: The short descriptive fields of a case (primary task, specialty, user role); empty is allowed.
-Task = Annotated[StrictStr, Field(max_length=LIMIT["task"])]
-Subject = Annotated[StrictStr, Field(max_length=LIMIT["subject"])]
-UserRole = Annotated[StrictStr, Field(max_length=LIMIT["user_role"])]
+Task = Annotated[StrictStr, Field(max_length=LIMIT["task"]), _NAME]
+Subject = Annotated[StrictStr, Field(max_length=LIMIT["subject"]), _NAME]
+UserRole = Annotated[StrictStr, Field(max_length=LIMIT["user_role"]), _NAME]
 #: Task labels, subject labels, tags: lists of non-blank labels.
 LabelList = Annotated[
-    list[Annotated[StrictStr, Field(max_length=LIMIT["label"], pattern=NOT_BLANK)]],
+    list[Annotated[StrictStr, Field(max_length=LIMIT["label"], pattern=NOT_BLANK), _NAME]],
     Field(max_length=limits.MAX_LIST_ITEMS),
 ]
 Difficulty = Annotated[DifficultyName, _one_of(DIFFICULTIES)]
@@ -426,7 +459,7 @@ def describe(error: ValidationError, model: type[BaseModel] | None = None, prefi
             }
         elif kind == "extra_forbidden":
             text = "is not a field of this record"
-        elif kind in ("rubric_size", "adjudication_group", "forbidden_key"):
+        elif kind in ("rubric_size", "adjudication_group", "forbidden_key", "invisible_char", "unstorable_char"):
             text, params = problem["msg"], {name: str(value) for name, value in context.items()}
         elif kind == "one_of":
             text, params = problem["msg"], {"choices": context.get("options"), "found": context.get("found")}
@@ -443,3 +476,16 @@ def check(model: type[BaseModel], record: dict[str, Any], prefix: str = "") -> t
         return model.model_validate(record), []
     except ValidationError as error:
         return None, describe(error, model, prefix)
+
+
+def check_name(field: str, value: str, limit_key: str) -> None:
+    """The rule of an id or a name given outside any file (a command-line option): not blank, within
+    its length, no invisible or control character. Raises `limits.InputRejected` naming `field`."""
+    limits.check_length(field, value, limit_key=limit_key)
+    if not value.strip():
+        raise InputRejected(f"{field} is blank", field, key="import.field.string_pattern_mismatch")
+    try:
+        _visible_name(_storable_text(value))
+    except PydanticCustomError as error:
+        code = (error.context or {}).get("code", "")
+        raise InputRejected(f"{field} {error.message()}", field, key=f"import.field.{error.type}", code=code) from None

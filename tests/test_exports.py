@@ -350,6 +350,7 @@ def test_export_gold_rows_order_and_values(engine, session, tmp_path):
 
 
 def test_export_gold_of_an_empty_database_is_an_empty_file(engine, tmp_path):
+    (tmp_path / "sub").mkdir()  # an export creates no missing parent folder (tests/test_input_safety.py)
     summary = exports.export_gold(engine, tmp_path / "sub" / "gold.jsonl")
     assert (tmp_path / "sub" / "gold.jsonl").read_bytes() == b""
     assert summary.counts["rows"] == 0
@@ -426,6 +427,7 @@ def test_judgements_layout_manifest_and_left_out_cases(engine, session, tmp_path
 @pytest.mark.parametrize("group", [1, 2])
 def test_group_judgements_use_the_group_final_labels(engine, session, tmp_path, group):
     tmp_path = tmp_path / "out"  # the SQLite test database lives in tmp_path itself
+    tmp_path.mkdir()
     build_world(session)
     finals = reference_group(session, group)
     rubrics = approved_criteria(session)

@@ -33,6 +33,9 @@ def prepared(engine, tmp_path):
     with Session(engine) as session:
         make_user(session, "dr_a", role="annotator", group_no=1)
         make_user(session, "dr_b", role="annotator", group_no=2)
+        make_user(session, "dr_c", role="annotator", group_no=1)
+        make_user(session, "chk_a", role="checker", group_no=1)
+        make_user(session, "chk_b", role="checker", group_no=2)
         session.commit()
     return engine
 
@@ -73,11 +76,11 @@ def test_labels_of_every_stage_land_with_their_rubric_version(prepared, tmp_path
     rows = [
         label_record(criterion_id="c01", met=True, annotator="dr_a", group=1),
         label_record(criterion_id="c01", met=False, annotator="dr_b", group=2, note="未提及随访"),
-        label_record(criterion_id="c01", met=False, stage="check", annotator="dr_a", group=1),
-        label_record(criterion_id="c01", met=False, stage="adjudication", annotator="dr_a", group=None),
+        label_record(criterion_id="c01", met=False, stage="check", annotator="chk_a", group=1),
+        label_record(criterion_id="c01", met=False, stage="adjudication", annotator="chk_a", group=None),
         {
             k: v
-            for k, v in label_record("CC-0002", "model-b", "c30", stage="adjudication", annotator="dr_b").items()
+            for k, v in label_record("CC-0002", "model-b", "c30", stage="adjudication", annotator="chk_b").items()
             if k != "group"
         },
     ]
@@ -86,11 +89,11 @@ def test_labels_of_every_stage_land_with_their_rubric_version(prepared, tmp_path
     assert summary.placeholders == []
     v1, v2 = _version_id(prepared, "CC-0001"), _version_id(prepared, "CC-0002")
     assert _labels(prepared) == [
-        ("CC-0001", "model-a", "c01", "adjudication", NO_GROUP, False, "dr_a", None, v1, 1),
+        ("CC-0001", "model-a", "c01", "adjudication", NO_GROUP, False, "chk_a", None, v1, 1),
         ("CC-0001", "model-a", "c01", "annotation", 1, True, "dr_a", None, v1, 1),
         ("CC-0001", "model-a", "c01", "annotation", 2, False, "dr_b", "未提及随访", v1, 1),
-        ("CC-0001", "model-a", "c01", "check", 1, False, "dr_a", None, v1, 1),
-        ("CC-0002", "model-b", "c30", "adjudication", NO_GROUP, True, "dr_b", None, v2, 1),
+        ("CC-0001", "model-a", "c01", "check", 1, False, "chk_a", None, v1, 1),
+        ("CC-0002", "model-b", "c30", "adjudication", NO_GROUP, True, "chk_b", None, v2, 1),
     ]
     with Session(prepared) as session:
         assert verify_chain(session).ok
@@ -154,14 +157,14 @@ def test_a_changed_label_replaces_the_old_one_and_the_audit_log_keeps_it(prepare
         write_jsonl(
             tmp_path / "labels-v2.jsonl",
             [
-                label_record(criterion_id="c05", met=False, annotator="dr_b", note="复核后改为未满足"),
+                label_record(criterion_id="c05", met=False, annotator="dr_c", note="复核后改为未满足"),
                 label_record(criterion_id="c06", met=True, annotator="dr_a"),
             ],
         ),
     )
     assert (summary.inserted, summary.replaced, summary.unchanged) == (0, 1, 1)
     labels = {row[2]: row for row in _labels(prepared)}
-    assert labels["c05"][5:] == (False, "dr_b", "复核后改为未满足", _version_id(prepared, "CC-0001"), 2)
+    assert labels["c05"][5:] == (False, "dr_c", "复核后改为未满足", _version_id(prepared, "CC-0001"), 2)
     assert labels["c06"][5:7] == (True, "dr_a") and labels["c06"][-1] == 1
     with Session(prepared) as session:
         [entry] = session.exec(select(AuditLog).where(AuditLog.entity == "label")).all()
@@ -173,7 +176,7 @@ def test_a_changed_label_replaces_the_old_one_and_the_audit_log_keeps_it(prepare
         "annotator": "dr_a",
         "rubric_version_id": _version_id(prepared, "CC-0001"),
     }
-    assert entry.after["met"] is False and entry.after["annotator"] == "dr_b"
+    assert entry.after["met"] is False and entry.after["annotator"] == "dr_c"
 
 
 def test_labels_follow_the_current_approved_rubric(prepared, tmp_path):

@@ -191,8 +191,11 @@ COMPUTED_KEYS = {
         "rubric_size",
         "adjudication_group",
         "forbidden_key",
+        "invisible_char",
+        "unstorable_char",
         "other",
     ],
+    "role.": ["admin", "annotator", "checker"],
 }
 
 

@@ -70,7 +70,14 @@ class _Everything(dict):
         return self.value
 
 
-texts = st.one_of(st.text(max_size=70), st.sampled_from(["", " ", "\u3000", "\x1c", "\u0085", "C" * 65]), st.integers())
+#: Texts an id may not be: blank, too long, or carrying a control, zero-width, bidi or separator character.
+INVISIBLE_IDS = ["CC-0001\u200b", "m\u202eb", "c01\x00", "a\u2028", "\ufeffx", "x\x7f", "dr\u2066a", "a\ud800"]
+texts = st.one_of(
+    st.text(max_size=70),
+    st.sampled_from(["", " ", "\u3000", "\x1c", "\u0085", "C" * 65, *INVISIBLE_IDS]),
+    st.integers(),
+)
+notes = st.one_of(st.none(), st.text(max_size=5), st.integers(), st.sampled_from(["理由\x00", "x\ud800", "a\nb"]))
 label_rows = st.fixed_dictionaries(
     {
         "case_id": texts,
@@ -80,7 +87,7 @@ label_rows = st.fixed_dictionaries(
         "met": st.one_of(st.booleans(), st.integers(0, 1), st.none()),
         "stage": st.sampled_from(["annotation", "check", "adjudication", "review", None]),
         "group": st.one_of(st.sampled_from([1, 2, None, True, 3, 1.0])),
-        "note": st.one_of(st.none(), st.text(max_size=5), st.integers()),
+        "note": notes,
     }
 )
 
@@ -88,6 +95,7 @@ label_rows = st.fixed_dictionaries(
 @settings(max_examples=400, deadline=None)
 @given(row=label_rows)
 def test_the_quick_label_test_accepts_nothing_the_model_refuses(row):
+    # (The model refuses every INVISIBLE_IDS text in an id field and NUL or a lone surrogate in a note.)
     quick, errors = _check_label(row, _Targets())
     checked, problems = check(LabelRecord, row)
     if quick is not None and not errors:
@@ -111,3 +119,13 @@ def test_label_messages(row, message):
     record = {**good, **row}
     record = {key: value for key, value in record.items() if value != "<drop>"}
     assert check(LabelRecord, record)[1] == [message]
+
+
+@pytest.mark.parametrize("text", INVISIBLE_IDS)
+@pytest.mark.parametrize("field", ["case_id", "model", "criterion_id", "annotator"])
+def test_the_model_and_the_quick_test_refuse_invisible_characters_in_ids(field, text):
+    row = {"case_id": "CC-1", "model": "m", "criterion_id": "c01", "met": True, "stage": "annotation", "group": 1,
+           "annotator": "a", "note": None, field: text}  # fmt: skip
+    checked, problems = check(LabelRecord, row)
+    assert checked is None and problems[0].startswith(f"{field} "), problems
+    assert _check_label(row, _Targets())[0] is None

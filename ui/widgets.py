@@ -19,7 +19,7 @@ from typing import Any
 
 import streamlit as st
 
-from db.errors import DatabaseBusy
+from db.errors import DatabaseBusy, DiskFull
 from db.taxonomy import get_taxonomy
 from i18n import catalog
 from ui.shell import lang, t
@@ -130,6 +130,8 @@ def error_text(error: Exception, *, markdown: bool = True) -> str:
     else "nothing was changed" and the refusal's reason (`reason_text`)."""
     if isinstance(error, DatabaseBusy):
         return t("security.busy")
+    if isinstance(error, DiskFull):
+        return t("errors.disk_full")
     return t("error.generic", reason=reason_text(error, markdown=markdown))
 
 

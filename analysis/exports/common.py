@@ -14,9 +14,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlalchemy.engine import Engine
 
+from analysis.exports.paths import open_for_writing, output_dir, write_text
 from analysis.loader import load_criteria, load_responses
 from analysis.prompt import DEFAULT_TEMPLATE, TEMPLATE_FIELDS, user_message  # noqa: F401  (shared names)
-from db.errors import ValidationFailed
 from db.progress import Progress
 from db.records import (
     DIFFICULTIES as DIFFICULTIES,
@@ -121,7 +121,7 @@ def _write_joined(path: Path, parts: list, rows: int) -> None:
 
     Arrow joins the pieces in C; the joined array's data buffer is the file's bytes, lines in order.
     """
-    with open(path, "wb") as handle:
+    with open_for_writing(path) as handle:
         if rows == 0:
             return
         pieces = [part if isinstance(part, pa.Array) else pa.scalar(part, type=pa.large_string()) for part in parts]
@@ -158,7 +158,7 @@ class _HashingWriter:
     """Appends text lines to a UTF-8 file in large blocks, hashing the bytes on the way (no second read)."""
 
     def __init__(self, path: Path, block: int = 2000) -> None:
-        self.handle = open(path, "wb")  # noqa: SIM115 -- closed by close(), which the callers call in finally
+        self.handle = open_for_writing(path)  # closed by close(), which the callers call in finally
         self.digest = hashlib.sha256()
         self.pending: list[str] = []
         self.block = block
@@ -187,17 +187,12 @@ class _HashingWriter:
 
 
 def _write_json(path: Path, value, indent: int | None = 2) -> None:
-    path.write_text(
-        json.dumps(value, ensure_ascii=False, indent=indent, allow_nan=False) + "\n", encoding="utf-8", newline="\n"
-    )
+    write_text(path, json.dumps(value, ensure_ascii=False, indent=indent, allow_nan=False) + "\n")
 
 
 def _prepare_dir(directory: Path, names: Iterable[str]) -> Path:
     """Create the output directory and remove earlier outputs of ours, so no stale file survives."""
-    directory = Path(directory)
-    if directory.exists() and not directory.is_dir():
-        raise ValidationFailed(f"{directory}: exists and is not a directory")
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = output_dir(directory)
     for name in names:
         (directory / name).unlink(missing_ok=True)
     return directory

@@ -23,6 +23,7 @@ from analysis.exports.common import (
     _write_joined,
     sha256_file,
 )
+from analysis.exports.paths import output_file
 from analysis.loader import load_label_decisions
 from db.gold import gold_labels
 from db.progress import Progress, no_progress
@@ -41,6 +42,7 @@ def gold_frame(engine: Engine) -> pd.DataFrame:
 
 def export_gold(engine: Engine, path: Path, progress: Progress = no_progress) -> ExportSummary:
     """`export gold FILE`: one JSON line per decision that has gold (docs/REFERENCE.md §3.5)."""
+    path = output_file(path)
     progress(0, None, "reading labels")
     frame = gold_frame(engine)
     rows = len(frame)
@@ -62,8 +64,6 @@ def export_gold(engine: Engine, path: Path, progress: Progress = no_progress) ->
         _choose(_nullable_codes(frame["group2"]), BOOLEAN_TEXTS),
         "}",
     ]
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     _write_joined(path, parts, rows)
     progress(rows, rows, "gold rows")
     by_source = frame["source"].value_counts().sort_index()

@@ -28,6 +28,7 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from analysis.exports.common import ExportSummary, _current_criteria, _json, _write_lines, user_message
+from analysis.exports.paths import output_file
 from analysis.loader import load_cases, load_label_decisions, load_responses
 from db.gold import group_final_labels
 from db.progress import Progress, no_progress
@@ -117,8 +118,7 @@ def export_healthbench_meta(engine: Engine, path: Path, progress: Progress = no_
                         f'"criterion_id": {_json(criterion_id)}, "groups": {_json([int(g) for g in groups])}}}'
                     )
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = output_file(path)
     rows, digest = _write_lines(path, lines(), total, progress, "healthbench meta rows")
     return ExportSummary(
         "healthbench-meta",

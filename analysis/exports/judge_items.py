@@ -9,6 +9,7 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from analysis.exports.common import ExportSummary, _current_criteria, _encoded, _json, _write_lines, user_message
+from analysis.exports.paths import output_file
 from analysis.loader import load_cases, load_responses
 from db.progress import Progress, no_progress
 
@@ -46,8 +47,7 @@ def export_judge_items(engine: Engine, path: Path, progress: Progress = no_progr
                         f'"case_id": {case_id}, "model": {model}, "criterion_id": {criterion_id}}}'
                     )
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = output_file(path)
     rows, digest = _write_lines(path, lines(), total, progress, "judge items")
     without_rubric = int((~load_responses(engine)["case_pk"].isin(rubric_of)).sum())
     summary = ExportSummary(

@@ -25,6 +25,7 @@ from analysis.exports.common import (
     is_forbidden_key,
     sha256_file,
 )
+from analysis.exports.paths import write_text
 from analysis.loader import load_cases, load_register_overrides
 from db.config import RUBRIC_SIZE
 from db.contacts import contact_matches, mask, official_matches
@@ -152,11 +153,9 @@ def export_release(
     _write_json(directory / "schema.json", release_schema(size))
     counts = release_counts(records, size)
     _write_json(directory / "counts.json", counts)
-    (directory / "README.md").write_text(_release_card(counts, size), encoding="utf-8", newline="\n")
+    write_text(directory / "README.md", _release_card(counts, size))
     sums = {name: sha256_file(directory / name) for name in sorted(RELEASE_FILES[:-1])}
-    (directory / "SHA256SUMS").write_text(
-        "".join(f"{digest}  {name}\n" for name, digest in sums.items()), encoding="utf-8", newline="\n"
-    )
+    write_text(directory / "SHA256SUMS", "".join(f"{digest}  {name}\n" for name, digest in sums.items()))
     summary = ExportSummary(
         "release",
         directory,

@@ -10,8 +10,8 @@ from typing import BinaryIO
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
-from db.engine import session_scope
-from db.errors import Said
+from db.engine import is_disk_full, session_scope
+from db.errors import DiskFull, Said
 from db.importers.cases import _import_cases
 from db.importers.common import JUDGE_FORMATS, KINDS, ImportFailed, ImportSummary
 from db.importers.judge import _detect_judge_format, _import_judge_rows, _import_official
@@ -151,7 +151,11 @@ def import_stream(
                 )
     except _Refused:
         problems.raise_if_any()
-    except DBAPIError as error:
+    except (DBAPIError, DiskFull) as error:
+        if isinstance(error, DiskFull) or is_disk_full(error):
+            raise ImportFailed(
+                [Said(f"{name}: the disk is full; nothing was imported", "import.disk_full", file=name)]
+            ) from error
         reason = str(error.orig).strip().splitlines()[0] if error.orig is not None else str(error)
         raise ImportFailed(
             [Said(f"{name}: the database refused the import: {reason}", "import.db_refused", file=name, reason=reason)]

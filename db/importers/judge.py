@@ -18,7 +18,7 @@ from db import limits
 from db.errors import Said
 from db.importers import common, official_judgements as official
 from db.importers.common import _JUDGE_TABLE
-from db.importers.reading import _extra, _Problems, _reason
+from db.importers.reading import EMPTY_FILE, _extra, _Problems, _reason
 from db.importers.targets import _table_has_rows, _Targets
 from db.importers.writing import _batches, _BulkInserter, _dump_json, _Run
 from db.records import (
@@ -213,8 +213,8 @@ def _import_judge_rows(run: _Run, records: Iterator[tuple[int, dict]], fmt: str,
 
 
 def _plain(value: Any, max_length: int) -> bool:
-    """A non-blank string of at most `max_length` characters."""
-    return type(value) is str and 0 < len(value) <= max_length and not value.isspace()
+    """A non-blank string of at most `max_length` printable characters (no control or invisible ones)."""
+    return type(value) is str and 0 < len(value) <= max_length and not value.isspace() and value.isprintable()
 
 
 _OFFICIAL_NAME = re.compile(r"^(?P<model>.+)_judge\.json$")
@@ -285,6 +285,9 @@ def _import_official(run: _Run, stream: BinaryIO, judge_option: str | None, dige
         run.problems.at(line, Said(f"not valid UTF-8 (byte {byte})", "import.not_utf8", byte=byte))
         return
     del raw
+    if not data.strip():
+        run.problems.at(None, EMPTY_FILE)
+        return
     file_model = model_of_judgement_file(run.source)
     if not judge_option:
         run.problems.at(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +15,8 @@ from db.importers import common
 from db.importers.common import _LABEL_TABLE
 from db.importers.targets import _table_has_rows, _Targets
 from db.importers.writing import _COPY_ESCAPES, _batches, _BulkInserter, _Run
-from db.models import NO_GROUP, Role, Stage, User
+from db.models import NO_GROUP, User
+from db.policies import LABEL_AUTHOR_ROLE, label_author_refusal
 from db.records import STAGES, LabelRecord, check
 from db.users import USERNAME_PATTERN, add_placeholder_user
 
@@ -35,6 +37,8 @@ _LABEL_COLUMNS = [
 ]
 _STAGE_INDEX = {stage: index for index, stage in enumerate(STAGES)}
 _LIMIT = limits.TEXT_LIMITS
+#: Text without NUL or unpaired surrogates (what `db.records.NoteText` accepts).
+_STORABLE = re.compile("[^\\x00\\ud800-\\udfff]*").fullmatch
 
 
 def _label_copy_line(row: tuple) -> str:
@@ -64,7 +68,7 @@ def _check_label(record: dict, targets: _Targets) -> tuple[tuple | None, list[st
         and type(criterion_id) is str
         and type(annotator) is str
         and type(met) is bool
-        and (note is None or type(note) is str and len(note) <= _LIMIT["note"])
+        and (note is None or type(note) is str and len(note) <= _LIMIT["note"] and _STORABLE(note))
         and (
             (stage == "annotation" or stage == "check")
             and type(group) is int
@@ -80,6 +84,10 @@ def _check_label(record: dict, targets: _Targets) -> tuple[tuple | None, list[st
         and not model.isspace()
         and not criterion_id.isspace()
         and not annotator.isspace()
+        and case_id.isprintable()
+        and model.isprintable()
+        and criterion_id.isprintable()
+        and annotator.isprintable()
     ):
         found = targets.response.get((case_id, model))
         if found is not None:
@@ -128,7 +136,13 @@ def _diagnose_label(record: dict, targets: _Targets) -> tuple[tuple | None, list
 def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
     connection = run.connection
     targets = _Targets.load(connection)
-    users = {row.username: row.id for row in connection.execute(select(User.__table__.c.username, User.__table__.c.id))}
+    accounts = User.__table__.c
+    users: dict[str, int] = {}
+    #: (role, group) of every account, and of the placeholder each unknown name will become.
+    authors: dict[str, tuple[str, int | None]] = {}
+    for account in connection.execute(select(accounts.username, accounts.id, accounts.role, accounts.group_no)):
+        users[account.username] = account.id
+        authors[account.username] = (str(account.role), account.group_no)
     had_labels = _table_has_rows(connection, _LABEL_TABLE)
     inserter = _BulkInserter(run, _LABEL_TABLE, _LABEL_COLUMNS, copy_line=_label_copy_line)
     problems, errors_so_far, stamp = run.problems, run.problems.errors, run.stored_now
@@ -176,16 +190,19 @@ def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
                 ),
             )
             continue
+        group_no = None if group == NO_GROUP else group
+        author = authors.get(annotator)
+        if author is None:  # a placeholder account: the role of the stage, the group of the row
+            author = authors[annotator] = (str(LABEL_AUTHOR_ROLE[stage]), group_no)
+        refusal = label_author_refusal(author[0], author[1], stage, group_no)
+        if refusal is not None:
+            problems.at(line, _author_refused(annotator, refusal))
+            continue
         if errors_so_far:
             continue
         if user_id is None:
-            role = Role.annotator.value if stage == Stage.annotation else Role.checker.value
             user_id = users[annotator] = add_placeholder_user(
-                run.session,
-                username=annotator,
-                role=role,
-                group_no=None if group == NO_GROUP else group,
-                actor=run.actor,
+                run.session, username=annotator, role=author[0], group_no=author[1], actor=run.actor
             ).id
             run.summary.placeholders.append(annotator)
         rows.append(
@@ -198,6 +215,10 @@ def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
             run.progress(line, None, "lines")
     run.summary.records += count
     _write_labels(run, rows, names, inserter, had_labels)
+
+
+def _author_refused(annotator: str, refusal: Said) -> Said:
+    return Said(f"annotator {annotator!r} {refusal}", "import.label_author", username=annotator, reason=refusal)
 
 
 def _write_labels(

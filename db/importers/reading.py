@@ -96,6 +96,7 @@ class _Problems:
 def _json_lines(stream: BinaryIO, problems: _Problems, digest) -> Iterator[tuple[int, dict]]:
     """(line number, object) for each non-blank line; bad lines are reported and skipped."""
     number = 0
+    records = 0
     errors = problems.errors
     for raw in stream:
         number += 1
@@ -146,7 +147,14 @@ def _json_lines(stream: BinaryIO, problems: _Problems, digest) -> Iterator[tuple
                 ),
             )
             continue
+        records += 1
         yield number, record
+    if not records and not errors:
+        problems.at(None, EMPTY_FILE)
+
+
+#: A file with no record (0 bytes, or only blank lines) is a mistake, never an import of nothing.
+EMPTY_FILE = Said("the file is empty (no records)", "import.empty_file")
 
 
 def _reason(error: Exception) -> str:

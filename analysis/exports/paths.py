@@ -1,0 +1,89 @@
+"""Where an export or a report may write: checked before anything is written.
+
+An export never writes through a symbolic link at its target (it would overwrite whatever the
+link points at), never creates folders above the one it was asked for (a mistyped path is an
+error, not a new tree), and says in one line when a folder stands where a file is expected or the
+other way round. Files are opened without following a link at their own name, so a link planted
+inside the target folder is refused as well.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from db.errors import ValidationFailed
+
+
+def _refuse(path: Path, english: str, key: str, **params: str) -> ValidationFailed:
+    return ValidationFailed(f"{path}: {english}", key=f"errors.export_path.{key}", params={"path": str(path), **params})
+
+
+def _check_parent(path: Path) -> None:
+    parent = path.parent
+    if not parent.exists():
+        raise _refuse(parent, "no such folder (create it first)", "no_parent")
+    if not parent.is_dir():
+        raise _refuse(parent, "is not a folder", "parent_not_dir")
+
+
+def output_file(path: str | Path) -> Path:
+    """`path` as a file an export may write: not a link, not a folder, in a folder that exists."""
+    path = Path(path)
+    if path.is_symlink():
+        raise _refuse(path, "is a symbolic link; refusing to write through it", "symlink")
+    if path.is_dir():
+        raise _refuse(path, "is a folder; a file name is expected", "is_dir")
+    _check_parent(path)
+    return path
+
+
+def output_dir(directory: str | Path, *, create: bool = True) -> Path:
+    """`directory` as the folder of an export: not a link, not a file; created if missing (unless not
+    `create`: checked only), its parent is not."""
+    directory = Path(directory)
+    if directory.is_symlink():
+        raise _refuse(directory, "is a symbolic link; refusing to write through it", "symlink")
+    if directory.exists() and not directory.is_dir():
+        raise _refuse(directory, "is a file; a folder is expected", "not_dir")
+    if not directory.exists():
+        _check_parent(directory)
+        if create:
+            directory.mkdir()
+    return directory
+
+
+def input_file(path: str | Path) -> Path:
+    """`path` as a file to read: it exists and is not a folder."""
+    path = Path(path)
+    if path.is_dir():
+        raise _refuse(path, "is a folder; a file is expected", "is_dir")
+    if not path.exists():
+        raise _refuse(path, "no such file", "no_file")
+    return path
+
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def open_for_writing(path: str | Path, mode: str = "wb", **options):
+    """`open(path, mode)` for writing, refusing a symbolic link at `path` (O_NOFOLLOW) instead of following it."""
+    path = Path(path)
+    try:
+        descriptor = os.open(path, _WRITE_FLAGS, 0o666)
+    except IsADirectoryError:
+        raise _refuse(path, "is a folder; a file name is expected", "is_dir") from None
+    except OSError as error:
+        if path.is_symlink():
+            raise _refuse(path, "is a symbolic link; refusing to write through it", "symlink") from None
+        if not path.parent.is_dir():
+            raise _refuse(path.parent, "no such folder (create it first)", "no_parent") from None
+        reason = error.strerror or "cannot be written"
+        raise _refuse(path, reason, "not_written", reason=reason) from None
+    return os.fdopen(descriptor, mode, **options)
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """`Path.write_text` (UTF-8, `\\n` line ends) without following a symbolic link at `path`."""
+    with open_for_writing(path, "w", encoding="utf-8", newline="\n") as handle:
+        handle.write(text)
