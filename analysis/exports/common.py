@@ -25,6 +25,7 @@ from db.records import (
     REQUIRED_CASE_FIELDS,
     is_forbidden_key as is_forbidden_key,
 )
+from db.security import make_private
 
 EXPORT_KINDS = ("gold", "release", "judgements", "judge-items", "sft")
 DEFAULT_SEED = 20260101
@@ -121,6 +122,7 @@ def _write_joined(path: Path, parts: list, rows: int) -> None:
 
     Arrow joins the pieces in C; the joined array's data buffer is the file's bytes, lines in order.
     """
+    make_private(path)
     with open(path, "wb") as handle:
         if rows == 0:
             return
@@ -158,6 +160,7 @@ class _HashingWriter:
     """Appends text lines to a UTF-8 file in large blocks, hashing the bytes on the way (no second read)."""
 
     def __init__(self, path: Path, block: int = 2000) -> None:
+        make_private(path)
         self.handle = open(path, "wb")  # noqa: SIM115 -- closed by close(), which the callers call in finally
         self.digest = hashlib.sha256()
         self.pending: list[str] = []
@@ -187,6 +190,7 @@ class _HashingWriter:
 
 
 def _write_json(path: Path, value, indent: int | None = 2) -> None:
+    make_private(path)
     path.write_text(
         json.dumps(value, ensure_ascii=False, indent=indent, allow_nan=False) + "\n", encoding="utf-8", newline="\n"
     )
