@@ -16,7 +16,7 @@ from db.importers.targets import _table_has_rows, _Targets
 from db.importers.writing import _COPY_ESCAPES, _batches, _BulkInserter, _Run
 from db.models import NO_GROUP, Role, Stage, User
 from db.records import STAGES, LabelRecord, check
-from db.users import USERNAME_PATTERN, add_placeholder_user
+from db.users import USERNAME_PATTERN, SystemActor, add_placeholder_user
 
 # Labels --------------------------------------------------------------------------------------
 
@@ -185,7 +185,8 @@ def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
                 username=annotator,
                 role=role,
                 group_no=None if group == NO_GROUP else group,
-                actor=run.actor,
+                # the import makes them for whoever runs it (an admin's page or the command line), named so
+                actor=SystemActor(run.actor),
             ).id
             run.summary.placeholders.append(annotator)
         rows.append(
