@@ -87,9 +87,7 @@ def test_the_judge_page_refuses_in_the_readers_language_and_sends_nothing(app_da
         app.text_input(key="judge_key_env").set_value("CLINCONSENSUS_AUDIT_KEY")
         app = button(app, translate("judge.form.start", lang)).click().run()
         assert server.requests == 0
-    expected = translate(
-        "judge.error.api_key_env_refused", lang, variable="CLINCONSENSUS_AUDIT_KEY", suffix="_API_KEY"
-    )
+    expected = translate("judge.error.api_key_env_refused", lang, variable="CLINCONSENSUS_AUDIT_KEY", suffix="_API_KEY")
     shown = [error.value.replace("\\", "") for error in app.error]
     assert not app.exception and len(shown) == 1 and shown[0].endswith(expected)
     with session_scope(app_database, read_only=True) as session:
