@@ -386,6 +386,11 @@ def link_identity(session: Session, *, username: str, identity: str | None, acto
     return user
 
 
+def identity_is_linked(session: Session, *, identity: str) -> bool:
+    """True when an admin linked this identity-provider account to an account here, active or not."""
+    return session.exec(select(User.id).where(User.oidc_identity == identity)).first() is not None
+
+
 def user_for_identity(session: Session, *, identity: str | None) -> User | None:
     """The active account an admin linked to this identity-provider account, if any."""
     if not identity:

@@ -125,7 +125,7 @@ def _sign_in_from_provider() -> str | None:
     identity, issued_at = claims
     with db_session() as session:
         token = users.open_provider_session(session, identity=identity, issued_at=users.provider_issue_time(issued_at))
-        linked = token is not None or users.user_for_identity(session, identity=identity) is not None
+        linked = token is not None or users.identity_is_linked(session, identity=identity)
     st.session_state.pop("unlinked_identity", None)
     st.session_state.pop("provider_sign_in_ended", None)
     if not linked:
