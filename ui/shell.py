@@ -18,11 +18,13 @@ from db.data_version import DataVersion, data_version
 from db.engine import get_engine, session_scope
 from db.migrate import upgrade
 from db.models import Role, User
+from db.security import keep_files_private
 from i18n import DEFAULT_LANGUAGE, LANGUAGES, translate
 from ui import session_cookie, uploads
 from ui.text import plain
 
 uploads.install()  # before this process serves any page: only signed-in admins send files
+keep_files_private()  # exports and backups a page writes hold labels: 0600, as from the command line
 
 LANGUAGE_PARAM = "lang"
 LANGUAGE_NAMES = {"zh": "中文", "en": "English"}

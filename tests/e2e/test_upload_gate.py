@@ -8,11 +8,12 @@ does not grow by the 3 × 60 MB sent), an admin's are accepted, and the import p
 
 from __future__ import annotations
 
+import http.client
 import secrets
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Error as PlaywrightError, expect
+from playwright.sync_api import expect
 
 from db.limits import MAX_UPLOAD_MB
 from tests.e2e.conftest import login, open_app, text, wait_for_app_run
@@ -65,19 +66,37 @@ def watch_session_id(page) -> dict:
 
 
 def put_file(page, base_url: str, session_id: str, data: bytes) -> int | None:
-    """The uploader's request; the status, or None when the server closed the connection instead."""
-    xsrf = next(cookie["value"] for cookie in page.context.cookies() if cookie["name"] == "_streamlit_xsrf")
-    url = f"{base_url}/_stcore/upload_file/{session_id}/{secrets.token_hex(8)}"
-    try:
-        reply = page.request.put(
-            url,
-            multipart={"file": {"name": "labels.jsonl", "mimeType": "application/octet-stream", "buffer": data}},
-            headers={"X-Xsrftoken": xsrf},
-            timeout=120_000,
+    """The uploader's request, with this tab's cookies; the status, or None when the server closed the
+    connection instead of answering."""
+    cookies = {cookie["name"]: cookie["value"] for cookie in page.context.cookies()}
+    boundary = secrets.token_hex(16)
+    body = b"".join(
+        (
+            f"--{boundary}\r\n".encode(),
+            b'Content-Disposition: form-data; name="file"; filename="labels.jsonl"\r\n',
+            b"Content-Type: application/octet-stream\r\n\r\n",
+            data,
+            f"\r\n--{boundary}--\r\n".encode(),
         )
-    except PlaywrightError:
+    )
+    host, port = base_url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=120)
+    try:
+        connection.request(
+            "PUT",
+            f"/_stcore/upload_file/{session_id}/{secrets.token_hex(8)}",
+            body=body,
+            headers={
+                "Content-Type": f"multipart/form-data; boundary={boundary}",
+                "X-Xsrftoken": cookies["_streamlit_xsrf"],
+                "Cookie": "; ".join(f"{name}={value}" for name, value in cookies.items()),
+            },
+        )
+        return connection.getresponse().status
+    except (ConnectionError, http.client.HTTPException):
         return None
-    return reply.status
+    finally:
+        connection.close()
 
 
 def test_a_signed_out_visitor_cannot_upload_and_costs_the_server_no_memory(page, app_server):
