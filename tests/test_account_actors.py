@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 from sqlalchemy import text
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from db import users
 from db.engine import session_scope
@@ -115,7 +115,7 @@ def test_admins_and_the_system_manage_accounts_and_the_audit_log_names_them(engi
                        actor=users.CLI_ACTOR)  # fmt: skip
         assert users.unlock(session, username="locked", actor=boss) is True
     with session_scope(engine, read_only=True) as session:
-        actors = {(row.action, row.entity_key): row.actor for row in session.query(AuditLog).all()}
+        actors = {(row.action, row.entity_key): row.actor for row in session.exec(select(AuditLog)).all()}
         assert users.get_user(session, username="target").is_active is False
         assert users.get_user(session, username="cli_made").role == "admin"
     assert actors[("deactivate", "target")] == "boss"
@@ -132,7 +132,7 @@ def test_a_user_changes_their_own_password_and_only_their_own(engine):
         annotator = users.get_user(session, username="ann")
         assert verify_password(NEW_PASSWORD, annotator.password_hash)
         assert not verify_password(DEFAULT_PASSWORD, annotator.password_hash)
-        entry = session.query(AuditLog).filter(AuditLog.action == "reset_password").one()
+        entry = session.exec(select(AuditLog).where(AuditLog.action == "reset_password")).one()
         assert (entry.actor, entry.entity_key) == ("ann", "ann")
     before = state(engine)
     with pytest.raises(PermissionDenied), session_scope(engine) as session:
