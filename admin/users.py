@@ -61,8 +61,8 @@ def render() -> None:
         st.success(flash)
 
     with shell.db_session(read_only=True) as session:
-        accounts = users.list_users(session)
-        locked_names = users.locked_names(session)
+        accounts = users.list_users(session, actor=admin)
+        locked_names = users.locked_names(session, actor=admin)
     usernames = [a.username for a in accounts]
     st.dataframe(_table(accounts, locked_names), hide_index=True, width="stretch")
 
@@ -94,7 +94,7 @@ def render() -> None:
                     group_no=group,
                     password=password,
                     display_name=display_name.strip(),
-                    actor=admin.username,
+                    actor=admin,
                 ),
                 "admin.users.added",
                 name=widgets.plain(username.strip()),
@@ -126,7 +126,7 @@ def render() -> None:
                 st.error(t("admin.users.not_self"))
             else:
                 _apply(
-                    lambda s: users.update_account(s, username=name, role=role, group_no=group, actor=admin.username),
+                    lambda s: users.update_account(s, username=name, role=role, group_no=group, actor=admin),
                     "admin.users.updated",
                     name=widgets.plain(name),
                 )
@@ -139,7 +139,7 @@ def render() -> None:
         unlock = right.form_submit_button(t("security.users.unlock"), icon=":material/lock_open:")
         if unlock:
             _apply(
-                lambda s: users.unlock(s, username=name, actor=admin.username),
+                lambda s: users.unlock(s, username=name, actor=admin),
                 "security.users.unlocked",
                 name=widgets.plain(name),
             )
@@ -148,7 +148,7 @@ def render() -> None:
                 st.error(t("admin.users.not_self"))
             else:
                 _apply(
-                    lambda s: users.set_active(s, username=name, active=bool(activate), actor=admin.username),
+                    lambda s: users.set_active(s, username=name, active=bool(activate), actor=admin),
                     "admin.users.activated" if activate else "admin.users.deactivated",
                     name=widgets.plain(name),
                 )
@@ -158,7 +158,7 @@ def render() -> None:
         identity = st.text_input(t("security.users.identity"), key="identity_value")
         if st.form_submit_button(t("security.users.link"), icon=":material/badge:"):
             _apply(
-                lambda s: users.link_identity(s, username=name, identity=identity, actor=admin.username),
+                lambda s: users.link_identity(s, username=name, identity=identity, actor=admin),
                 "security.users.linked",
                 name=widgets.plain(name),
             )
@@ -170,7 +170,7 @@ def render() -> None:
         )
         if st.form_submit_button(t("admin.users.password.submit"), type="primary"):
             _apply(
-                lambda s: users.reset_password(s, username=name, password=password, actor=admin.username),
+                lambda s: users.reset_password(s, username=name, password=password, actor=admin),
                 "admin.users.password_reset",
                 name=widgets.plain(name),
             )

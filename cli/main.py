@@ -86,25 +86,27 @@ def cmd_users(args) -> int:
         if args.action == "add":
             password = _read_password(args)
             group = int(args.group) if args.group else None
-            users.add_user(session, username=args.name, role=args.role, group_no=group, password=password, actor="cli")
+            users.add_user(
+                session, username=args.name, role=args.role, group_no=group, password=password, actor=users.CLI_ACTOR
+            )
             print(f"added {args.name} ({args.role}{f', group {group}' if group else ''})")
         elif args.action == "deactivate":
-            users.set_active(session, username=args.name, active=False, actor="cli")
+            users.set_active(session, username=args.name, active=False, actor=users.CLI_ACTOR)
             print(f"deactivated {args.name}")
         elif args.action == "activate":
-            users.set_active(session, username=args.name, active=True, actor="cli")
+            users.set_active(session, username=args.name, active=True, actor=users.CLI_ACTOR)
             print(f"activated {args.name}")
         elif args.action == "reset-password":
-            users.reset_password(session, username=args.name, password=_read_password(args), actor="cli")
+            users.reset_password(session, username=args.name, password=_read_password(args), actor=users.CLI_ACTOR)
             print(f"password reset for {args.name}")
         elif args.action == "link":
-            users.link_identity(session, username=args.name, identity=args.identity, actor="cli")
+            users.link_identity(session, username=args.name, identity=args.identity, actor=users.CLI_ACTOR)
             print(f"{args.name} linked to {args.identity}" if args.identity else f"{args.name} unlinked")
         elif args.action == "unlock":
-            was_locked = users.unlock(session, username=args.name, actor="cli")
+            was_locked = users.unlock(session, username=args.name, actor=users.CLI_ACTOR)
             print(f"login lock of {args.name} lifted" if was_locked else f"{args.name} was not locked")
         elif args.action == "list":
-            for user in users.list_users(session):
+            for user in users.list_users(session, actor=users.CLI_ACTOR):
                 state = "active" if user.is_active else "inactive"
                 print(f"{user.username}\t{user.role}\t{user.group_no or '-'}\t{state}")
     return 0
@@ -338,10 +340,11 @@ def cmd_serve(args) -> int:
     from db.engine import get_engine
 
     _engine()
+    # ui.process runs Streamlit's own command with the upload gate installed before the first connection.
     command = [
         sys.executable,
         "-m",
-        "streamlit",
+        "ui.process",
         "run",
         str(ENTRY_FILE),
         "--server.port",
@@ -563,6 +566,10 @@ _POSITIONALS = {"kind", "file", "name", "action", "what", "target", "command", "
 
 
 def main(argv: list[str] | None = None) -> int:
+    from db.security import keep_files_private
+
+    # Databases, backups, exports and reports hold labels, hashes or keys: private from their creation.
+    keep_files_private()
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "users" and args.action != "list" and not args.name:

@@ -17,6 +17,7 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 
 from db.errors import ClinConsensusError
+from db.security import make_private
 
 
 class BackupFailed(ClinConsensusError):
@@ -32,6 +33,7 @@ def backup(engine: Engine, target: Path) -> str:
         raise BackupFailed(f"{target.parent}: no such folder")
     partial = target.with_name(target.name + ".partial")
     try:
+        make_private(partial)  # the copy holds password hashes and every label: 0600 before a byte is written
         if engine.dialect.name == "sqlite":
             _sqlite_backup(engine, partial)
         elif engine.dialect.name == "postgresql":

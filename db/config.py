@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     timezone: str = ""
     #: A taxonomy file replacing the shipped db/taxonomy.json.
     taxonomy: Path | None = None
+    #: Environment variables an admin allows a judge's API key to come from, besides names ending in
+    #: `_API_KEY` (comma-separated names; DATABASE_URL, CLINCONSENSUS_* and STREAMLIT_* never: judge.api_keys).
+    api_key_vars: str = ""
     #: One password for every demo account (else each gets a fresh random one, shown once).
     demo_password: str = ""
     #: Test suite: fail (rather than skip) when no PostgreSQL server or no browser can be started.
@@ -53,7 +56,7 @@ class Settings(BaseSettings):
     def _strip(cls, value: object) -> object:
         return value.strip() if isinstance(value, str) else value
 
-    @field_validator("audit_key", "timezone", mode="before")
+    @field_validator("audit_key", "timezone", "api_key_vars", mode="before")
     @classmethod
     def _strip_text(cls, value: object) -> object:
         return value.strip() if isinstance(value, str) else value

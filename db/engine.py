@@ -7,13 +7,14 @@ from contextlib import contextmanager
 from functools import lru_cache
 
 from sqlalchemy import event, text
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, create_engine
 
 from db import kept as _kept  # noqa: F401  (its session events keep the kept figures: any writer must have them)
 from db.config import database_url
 from db.errors import DatabaseBusy, DiskFull
+from db.security import make_sqlite_files_private
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -68,11 +69,23 @@ def make_engine(url: str | None = None) -> Engine:
     """A new engine for `url` (default: `DATABASE_URL`)."""
     url = url or database_url()
     if url.startswith("sqlite"):
+        _keep_sqlite_file_private(url)
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
         event.listen(engine, "connect", _configure_sqlite)
         event.listen(engine, "begin", _begin)
         return engine
     return create_engine(url, pool_pre_ping=True)
+
+
+def _keep_sqlite_file_private(url: str) -> None:
+    """The database file holds password hashes and every label: created 0600, and an older one made so."""
+    path = make_url(url).database
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return
+    try:
+        make_sqlite_files_private(path)
+    except FileNotFoundError:  # no such folder: SQLite's own error says so on first use
+        return
 
 
 def get_engine(url: str | None = None) -> Engine:

@@ -35,9 +35,10 @@ TEXT_LIMITS: dict[str, int] = {
     "note": 2_000,  # a label's note, a check's note, an adjudication's rationale, a review comment
     "extra": 100_000,  # the JSON text of the extra keys kept with a case or a judge decision
 }
-#: Largest file the import page accepts, in megabytes (a full-scale labels file is about 250 MB);
+#: Largest file the import page accepts, in megabytes: what a page import needs (a labels file of a few
+#: hundred cases); larger files (a full-scale labels file is about 250 MB) go through `clinconsensus import`.
 #: `.streamlit/config.toml` sets Streamlit's `server.maxUploadSize` to the same number.
-MAX_UPLOAD_MB = 512
+MAX_UPLOAD_MB = 64
 #: Most items in a list field (task_labels, subject_labels, tags).
 MAX_LIST_ITEMS = 64
 

@@ -39,6 +39,8 @@ class User(SQLModel, table=True):
     oidc_identity: str | None = Field(default=None, max_length=512, unique=True)
     created_at: datetime = Field(default_factory=utcnow)
     lock_version: int = Field(default=1)
+    # When the identity provider issued the sign-in that last opened a session here: each opens one only.
+    provider_sign_in_at: datetime | None = Field(default=None)
 
 
 class Case(SQLModel, table=True):

@@ -1,9 +1,11 @@
-"""Password hashing (passlib, argon2 only) and session tokens."""
+"""Password hashing (passlib, argon2 only), session tokens, and files private to their owner."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
+import stat
 
 from passlib.context import CryptContext
 
@@ -36,3 +38,42 @@ def new_token() -> str:
 
 def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+#: Files holding labels, password hashes or keys are readable and writable by their owner only.
+PRIVATE_FILE_MODE = 0o600
+#: The process's file-creation mask while it runs: what it creates is private unless made otherwise.
+PRIVATE_UMASK = 0o077
+#: The files beside a SQLite database that hold its pages while it is open.
+SQLITE_COMPANION_SUFFIXES = ("-wal", "-shm", "-journal")
+
+
+def keep_files_private() -> None:
+    """From now on, every file this process creates is its owner's only (0600; folders 0700)."""
+    os.umask(PRIVATE_UMASK)
+
+
+def make_private(path: str | os.PathLike) -> None:
+    """Creates `path` empty with mode 0600 when it does not exist, else takes its group and world access away.
+
+    Done before any data is written, so no reader ever finds the file open to others.
+    """
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+    except FileExistsError:
+        if stat.S_IMODE(os.stat(path).st_mode) & ~PRIVATE_FILE_MODE:
+            os.chmod(path, PRIVATE_FILE_MODE)
+        return
+    os.close(descriptor)
+
+
+def make_sqlite_files_private(database: str | os.PathLike) -> None:
+    """The SQLite file (created 0600 when new) and the companions already beside it, private.
+
+    SQLite gives the -wal and -shm files it creates later the database file's own mode.
+    """
+    make_private(database)
+    for suffix in SQLITE_COMPANION_SUFFIXES:
+        companion = f"{os.fspath(database)}{suffix}"
+        if os.path.exists(companion):
+            make_private(companion)

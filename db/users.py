@@ -1,9 +1,16 @@
-"""Accounts: creation, deactivation, password resets, throttled login and browser sessions."""
+"""Accounts: creation, deactivation, password resets, throttled login and browser sessions.
+
+Every account function takes the acting user (`actor`) and checks it here: admins manage accounts,
+a user may change only their own password. Work no browser user does (the command line, the demo
+generator, the placeholder accounts of an import) acts as a `SystemActor`, which pages never make;
+the audit log names the actor either way.
+"""
 
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import case as sql_case, delete, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -14,7 +21,7 @@ from sqlmodel import Session, select
 from db.audit import record
 from db.config import IDLE_TIMEOUT_MINUTES, LOCKOUT_MINUTES, MAX_FAILED_LOGINS
 from db.engine import session_scope
-from db.errors import ClinConsensusError, NotFound, ValidationFailed
+from db.errors import ClinConsensusError, NotFound, PermissionDenied, ValidationFailed
 from db.models import LoginSession, LoginThrottle, Role, User, utcnow
 from db.security import MIN_PASSWORD_LENGTH, hash_password, new_token, token_digest, verify_password
 
@@ -24,6 +31,48 @@ IDLE_TIMEOUT = timedelta(minutes=IDLE_TIMEOUT_MINUTES)
 TOUCH_INTERVAL = timedelta(minutes=1)
 #: The one message for every failed login, whatever the reason.
 LOGIN_FAILED = "login failed"
+
+
+@dataclass(frozen=True)
+class SystemActor:
+    """The command line, the demo generator or an import acting without a browser user; `name` goes in the audit log.
+
+    Whoever runs these holds the database itself, so they manage accounts like an admin. Pages pass
+    the signed-in `User` and never make one of these.
+    """
+
+    name: str
+
+
+#: The command line (`clinconsensus users …`).
+CLI_ACTOR = SystemActor("cli")
+#: Work of the system itself (tools, tests that set up accounts).
+SYSTEM_ACTOR = SystemActor("system")
+
+Actor = User | SystemActor
+
+
+def actor_name(actor: Actor) -> str:
+    """How the audit log names who did it."""
+    return actor.name if isinstance(actor, SystemActor) else actor.username
+
+
+def _acting_admin(session: Session, actor: Actor) -> None:
+    """Refuses anyone but an active admin (as the database says now, not as the caller remembers) or the system."""
+    if isinstance(actor, SystemActor):
+        return
+    current = session.get(User, actor.id) if actor.id is not None else None
+    if current is None or not current.is_active or current.role != Role.admin:
+        raise PermissionDenied("only admins manage accounts", key="errors.accounts_admin_only")
+
+
+def _acting_admin_or_self(session: Session, actor: Actor, user: User) -> None:
+    """Admins and the system act on any account; anyone else (still active) on their own only."""
+    if isinstance(actor, User) and actor.id == user.id:
+        current = session.get(User, actor.id)
+        if current is not None and current.is_active:
+            return
+    _acting_admin(session, actor)
 
 
 def _user_snapshot(user: User) -> dict:
@@ -69,8 +118,9 @@ def add_user(
     group_no: int | None,
     password: str,
     display_name: str = "",
-    actor: str = "system",
+    actor: Actor,
 ) -> User:
+    _acting_admin(session, actor)
     validate_account(username=username, role=role, group_no=group_no)
     validate_password(password)
     if get_user(session, username=username) is not None:
@@ -84,19 +134,18 @@ def add_user(
     )
     session.add(user)
     session.flush()
-    record(session, actor, action="create", entity="user", entity_key=username, after=_user_snapshot(user))
+    record(session, actor_name(actor), action="create", entity="user", entity_key=username, after=_user_snapshot(user))
     return user
 
 
-def add_placeholder_user(
-    session: Session, *, username: str, role: str, group_no: int | None, actor: str = "import"
-) -> User:
+def add_placeholder_user(session: Session, *, username: str, role: str, group_no: int | None, actor: Actor) -> User:
     """An account named in imported labels: kept for attribution, inactive, cannot log in."""
+    _acting_admin(session, actor)
     validate_username(username)
     user = User(username=username, display_name=username, role=role, group_no=group_no, is_active=False)
     session.add(user)
     session.flush()
-    record(session, actor, action="create", entity="user", entity_key=username, after=_user_snapshot(user))
+    record(session, actor_name(actor), action="create", entity="user", entity_key=username, after=_user_snapshot(user))
     return user
 
 
@@ -107,7 +156,8 @@ def _require_user(session: Session, username: str) -> User:
     return user
 
 
-def set_active(session: Session, *, username: str, active: bool, actor: str) -> User:
+def set_active(session: Session, *, username: str, active: bool, actor: Actor) -> User:
+    _acting_admin(session, actor)
     user = _require_user(session, username)
     if active and not user.password_hash:
         raise ValidationFailed("set a password before activating this account", key="admin.users.error.no_password")
@@ -119,7 +169,7 @@ def set_active(session: Session, *, username: str, active: bool, actor: str) -> 
         revoke_sessions(session, user_id=user.id)
     record(
         session,
-        actor,
+        actor_name(actor),
         action="activate" if active else "deactivate",
         entity="user",
         entity_key=username,
@@ -129,19 +179,25 @@ def set_active(session: Session, *, username: str, active: bool, actor: str) -> 
     return user
 
 
-def reset_password(session: Session, *, username: str, password: str, actor: str) -> User:
+def reset_password(session: Session, *, username: str, password: str, actor: Actor) -> User:
+    """A new password (an admin's reset, or a user changing their own); ends every session of the account."""
+    user = get_user(session, username=username)
+    if user is None:
+        _acting_admin(session, actor)  # only admins learn whether a name exists
+        raise NotFound(f"no user {username!r}", key="errors.user_unknown", params={"username": username})
+    _acting_admin_or_self(session, actor, user)
     validate_password(password)
-    user = _require_user(session, username)
     user.password_hash = hash_password(password)
     user.lock_version += 1
     session.add(user)
     session.execute(delete(LoginThrottle).where(LoginThrottle.username_key == throttle_key(username)))
     revoke_sessions(session, user_id=user.id)
-    record(session, actor, action="reset_password", entity="user", entity_key=username)
+    record(session, actor_name(actor), action="reset_password", entity="user", entity_key=username)
     return user
 
 
-def update_account(session: Session, *, username: str, role: str, group_no: int | None, actor: str) -> User:
+def update_account(session: Session, *, username: str, role: str, group_no: int | None, actor: Actor) -> User:
+    _acting_admin(session, actor)
     validate_account(username=username, role=role, group_no=group_no)
     user = _require_user(session, username)
     before = _user_snapshot(user)
@@ -149,7 +205,13 @@ def update_account(session: Session, *, username: str, role: str, group_no: int 
     user.lock_version += 1
     session.add(user)
     record(
-        session, actor, action="update", entity="user", entity_key=username, before=before, after=_user_snapshot(user)
+        session,
+        actor_name(actor),
+        action="update",
+        entity="user",
+        entity_key=username,
+        before=before,
+        after=_user_snapshot(user),
     )
     return user
 
@@ -246,8 +308,9 @@ def authenticate(engine: Engine, *, username: str, password: str) -> User | None
     return user
 
 
-def unlock(session: Session, *, username: str, actor: str) -> bool:
+def unlock(session: Session, *, username: str, actor: Actor) -> bool:
     """Lifts a login lock (and forgets the failures) of a username; True when there was one."""
+    _acting_admin(session, actor)
     key = throttle_key(username)
     row = session.get(LoginThrottle, key)
     if row is None:
@@ -256,7 +319,7 @@ def unlock(session: Session, *, username: str, actor: str) -> bool:
     session.delete(row)
     record(
         session,
-        actor,
+        actor_name(actor),
         action="unlock",
         entity="login",
         entity_key=key,
@@ -268,8 +331,9 @@ def unlock(session: Session, *, username: str, actor: str) -> bool:
     return was_locked
 
 
-def locked_names(session: Session) -> dict[str, datetime]:
-    """Folded username → end of its current lock, for the users page."""
+def locked_names(session: Session, *, actor: Actor) -> dict[str, datetime]:
+    """Folded username → end of its current lock, for the users page (admins only)."""
+    _acting_admin(session, actor)
     now = utcnow()
     return dict(
         session.exec(
@@ -283,8 +347,12 @@ def oidc_identity(issuer: str, subject: str) -> str:
     return f"{issuer.strip()} {subject.strip()}"
 
 
-def link_identity(session: Session, *, username: str, identity: str | None, actor: str) -> User:
-    """Links (or, with None, unlinks) an identity-provider account to a local account; admins only, audited."""
+def link_identity(session: Session, *, username: str, identity: str | None, actor: Actor) -> User:
+    """Links (or, with None, unlinks) an identity-provider account to a local account; admins only, audited.
+
+    A change of the link ends the account's sessions: a sign-in through the old identity ends with it.
+    """
+    _acting_admin(session, actor)
     user = _require_user(session, username)
     identity = (identity or "").strip() or None
     if identity is not None:
@@ -301,12 +369,14 @@ def link_identity(session: Session, *, username: str, identity: str | None, acto
                 params={"username": other.username},
             )
     before = {"identity": user.oidc_identity}
+    if identity != user.oidc_identity:
+        revoke_sessions(session, user_id=user.id)
     user.oidc_identity = identity
     user.lock_version += 1
     session.add(user)
     record(
         session,
-        actor,
+        actor_name(actor),
         action="link_identity",
         entity="user",
         entity_key=username,
@@ -316,12 +386,57 @@ def link_identity(session: Session, *, username: str, identity: str | None, acto
     return user
 
 
+def identity_is_linked(session: Session, *, identity: str) -> bool:
+    """True when an admin linked this identity-provider account to an account here, active or not."""
+    return session.exec(select(User.id).where(User.oidc_identity == identity)).first() is not None
+
+
 def user_for_identity(session: Session, *, identity: str | None) -> User | None:
     """The active account an admin linked to this identity-provider account, if any."""
     if not identity:
         return None
     user = session.exec(select(User).where(User.oidc_identity == identity)).first()
     return user if user is not None and user.is_active else None
+
+
+#: A sign-in at the identity provider opens a session here only this soon after the provider issued it.
+PROVIDER_SIGN_IN_WINDOW = timedelta(minutes=10)
+#: Clock difference tolerated between the provider and this server.
+PROVIDER_CLOCK_SKEW = timedelta(minutes=1)
+
+
+def provider_issue_time(issued_at: object) -> datetime | None:
+    """The ID token's `iat` (seconds since the epoch) as a UTC time; None when missing or not a number."""
+    if isinstance(issued_at, bool) or not isinstance(issued_at, int | float | str):
+        return None
+    try:
+        return datetime.fromtimestamp(float(issued_at), UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def open_provider_session(session: Session, *, identity: str | None, issued_at: datetime | None) -> str | None:
+    """A local session for a fresh sign-in at the identity provider; None when there is none to open.
+
+    The provider's sign-in is only the way in: the local session it opens obeys the idle timeout,
+    the lifetime and revocation like a password sign-in. Each provider sign-in (told apart by when
+    the provider issued it) opens at most one session, within PROVIDER_SIGN_IN_WINDOW, so when that
+    session ends the provider's cookie signs nobody in again: the user signs in at the provider anew.
+    """
+    user = user_for_identity(session, identity=identity)
+    now = utcnow()
+    if user is None or issued_at is None or not now - PROVIDER_SIGN_IN_WINDOW <= issued_at <= now + PROVIDER_CLOCK_SKEW:
+        return None
+    # One statement claims the sign-in, so two runs racing with the same provider cookie open one session.
+    claimed = session.execute(
+        update(User)
+        .where(
+            User.id == user.id,
+            (User.provider_sign_in_at.is_(None)) | (User.provider_sign_in_at < issued_at),  # type: ignore[union-attr,operator]
+        )
+        .values(provider_sign_in_at=issued_at)
+    ).rowcount
+    return open_session(session, user=user) if claimed else None
 
 
 def open_session(session: Session, *, user: User) -> str:
@@ -385,5 +500,18 @@ def revoke_sessions(session: Session, *, user_id: int) -> None:
         session.delete(row)
 
 
-def list_users(session: Session) -> list[User]:
+def list_users(session: Session, *, actor: Actor) -> list[User]:
+    """Every account, for the users page and the command line (admins only)."""
+    _acting_admin(session, actor)
     return list(session.exec(select(User).order_by(User.role, User.group_no, User.username)).all())
+
+
+def may_role_upload(user: User) -> bool:
+    """Files reach the server only from admins (the import page); larger ones go through the command line."""
+    return user.is_active and user.role == Role.admin
+
+
+def may_upload(session: Session, *, token: str) -> bool:
+    """True when `token` is a live browser session of an active admin."""
+    user = user_for_token(session, token=token)
+    return user is not None and may_role_upload(user)

@@ -72,6 +72,8 @@ from demo.files import (
 
 PASSWORD_ENV = "CLINCONSENSUS_DEMO_PASSWORD"
 DEMO_ACTOR = "demo"
+#: The demo's accounts are made by the generator itself, not by a signed-in admin.
+DEMO_ACCOUNTS_ACTOR = users.SystemActor(DEMO_ACTOR)
 
 
 # Building the demo in a database ---------------------------------------------------------------
@@ -191,7 +193,7 @@ def build_demo(
                     group_no=person.group_no,
                     password=passwords[person.username],
                     display_name=person.display_name,
-                    actor=DEMO_ACTOR,
+                    actor=DEMO_ACCOUNTS_ACTOR,
                 )
         import_lines: list[str] = []
         judge_stems = [judge.file_stem for judge in JUDGES[: plan.n_judges]]

@@ -43,6 +43,7 @@ from db.engine import session_scope
 from db.errors import ClinConsensusError, ValidationFailed
 from db.models import JudgeRunStatus, User
 from db.progress import Progress, no_progress
+from judge.api_keys import api_key
 from judge.items import RESPONSE_SCOPES, ItemSource
 
 DEFAULT_SEED = 20260101
@@ -146,16 +147,6 @@ class RunOptions:
     def from_record(cls, run) -> RunOptions:
         params = {key: value for key, value in (run.params or {}).items() if key in cls.__dataclass_fields__}
         return cls(base_url=run.base_url, model=run.model, judge=run.judge, **params)
-
-
-def api_key(variable: str | None) -> str:
-    """The API key from the named environment variable ("" when no variable is named)."""
-    if not variable:
-        return ""
-    value = os.environ.get(variable)
-    if value is None:
-        raise ValidationFailed(f"--api-key-env {variable}: that environment variable is not set")
-    return value
 
 
 def create_run(engine: Engine, options: RunOptions, by: User | str = "cli") -> int:

@@ -46,7 +46,9 @@ def build_project(engine, tmp_path: Path) -> dict:
             ("ann2", "annotator", 2),
             ("chk1", "checker", 1),
         ):
-            users.add_user(s, username=name, role=role, group_no=group, password="long-enough-pw", actor="cli")
+            users.add_user(
+                s, username=name, role=role, group_no=group, password="long-enough-pw", actor=users.CLI_ACTOR
+            )
     case = {
         "case_id": "CC-0001",
         "difficulty": "low",

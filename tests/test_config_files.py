@@ -24,9 +24,14 @@ def test_streamlit_config_keeps_usage_private_and_requests_checked(streamlit_con
     assert streamlit_config["server"]["headless"] is True
 
 
-def test_streamlit_config_accepts_a_full_scale_upload(streamlit_config):
+def test_streamlit_config_takes_page_imports_and_leaves_full_scale_files_to_the_command_line(streamlit_config):
+    from db.limits import MAX_UPLOAD_MB
+
     limit = streamlit_config["server"]["maxUploadSize"]
-    assert isinstance(limit, int) and limit >= 2 * FULL_SCALE_LABELS_MB
+    # What a page import needs, no more: the server holds an upload in memory whole.
+    assert isinstance(limit, int) and limit == MAX_UPLOAD_MB and 16 <= limit < FULL_SCALE_LABELS_MB
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"uploads up to {limit} MB" in readme and "`clinconsensus import`" in readme
     # A file the uploader accepts must also fit through the websocket.
     assert streamlit_config["server"].get("maxMessageSize", 200) >= limit
 

@@ -33,17 +33,27 @@ def test_fresh_sqlite_file_is_migrated_with_wal_and_foreign_keys(tmp_path):
 
 
 def test_add_user_validates_and_hashes(session: Session):
-    user = users.add_user(session, username="dr_li", role="annotator", group_no=1, password="s3cret-pass")
+    user = users.add_user(
+        session, username="dr_li", role="annotator", group_no=1, password="s3cret-pass", actor=users.SYSTEM_ACTOR
+    )
     assert user.password_hash and user.password_hash.startswith("$argon2")
     assert "s3cret-pass" not in user.password_hash
     with pytest.raises(ValidationFailed):
-        users.add_user(session, username="dr_li", role="annotator", group_no=1, password="s3cret-pass")
+        users.add_user(
+            session, username="dr_li", role="annotator", group_no=1, password="s3cret-pass", actor=users.SYSTEM_ACTOR
+        )
     with pytest.raises(ValidationFailed):
-        users.add_user(session, username="x y", role="annotator", group_no=1, password="s3cret-pass")
+        users.add_user(
+            session, username="x y", role="annotator", group_no=1, password="s3cret-pass", actor=users.SYSTEM_ACTOR
+        )
     with pytest.raises(ValidationFailed):
-        users.add_user(session, username="dr_wang", role="annotator", group_no=3, password="s3cret-pass")
+        users.add_user(
+            session, username="dr_wang", role="annotator", group_no=3, password="s3cret-pass", actor=users.SYSTEM_ACTOR
+        )
     with pytest.raises(ValidationFailed):
-        users.add_user(session, username="dr_wang", role="annotator", group_no=1, password="short")
+        users.add_user(
+            session, username="dr_wang", role="annotator", group_no=1, password="short", actor=users.SYSTEM_ACTOR
+        )
 
 
 def test_login_throttles_after_repeated_failures(engine):
@@ -65,7 +75,9 @@ def test_login_throttles_after_repeated_failures(engine):
 def test_unknown_and_inactive_users_cannot_log_in(engine):
     with session_scope(engine) as session:
         make_user(session, "dr_sun", active=False)
-        placeholder = users.add_placeholder_user(session, username="imported", role="annotator", group_no=2)
+        placeholder = users.add_placeholder_user(
+            session, username="imported", role="annotator", group_no=2, actor=users.SYSTEM_ACTOR
+        )
         assert placeholder.password_hash is None
     assert users.authenticate(engine, username="nobody", password=DEFAULT_PASSWORD) is None
     assert users.authenticate(engine, username="dr_sun", password=DEFAULT_PASSWORD) is None
@@ -78,7 +90,7 @@ def test_session_tokens_resolve_and_revoke(session: Session):
     session.flush()
     assert users.user_for_token(session, token=token).id == user.id
     assert users.user_for_token(session, token=token + "x") is None
-    users.set_active(session, username="dr_qian", active=False, actor="admin")
+    users.set_active(session, username="dr_qian", active=False, actor=users.SYSTEM_ACTOR)
     session.flush()
     assert users.user_for_token(session, token=token) is None
 

@@ -209,20 +209,20 @@ def test_api_key_comes_from_the_environment_and_is_never_stored(sqlite_engine, s
     with Session(sqlite_engine) as session:
         build_world(session, n_cases=1, n=2, models=("model-a",))
     secret = "sk-test-very-secret-123"
-    monkeypatch.setenv("JUDGE_KEY", secret)
-    summary = run_judge(sqlite_engine, options(server, api_key_env="JUDGE_KEY"))
+    monkeypatch.setenv("JUDGE_API_KEY", secret)
+    summary = run_judge(sqlite_engine, options(server, api_key_env="JUDGE_API_KEY"))
     assert server.authorizations == {f"Bearer {secret}"}
-    assert summary["params"]["api_key_env"] == "JUDGE_KEY"
+    assert summary["params"]["api_key_env"] == "JUDGE_API_KEY"
     with sqlite_engine.connect() as connection:
         dump = "\n".join(
             str(row)
             for table in ("judge_run", "judge_result", "judge_decision", "audit_log")
             for row in connection.exec_driver_sql(f"SELECT * FROM {table}")
         )
-    assert secret not in dump and "JUDGE_KEY" in dump
-    monkeypatch.delenv("JUDGE_KEY")
-    with pytest.raises(ValidationFailed, match="JUDGE_KEY: that environment variable is not set"):
-        run_judge(sqlite_engine, options(server, api_key_env="JUDGE_KEY"))
+    assert secret not in dump and "JUDGE_API_KEY" in dump
+    monkeypatch.delenv("JUDGE_API_KEY")
+    with pytest.raises(ValidationFailed, match="JUDGE_API_KEY: that environment variable is not set"):
+        run_judge(sqlite_engine, options(server, api_key_env="JUDGE_API_KEY"))
 
 
 def test_only_admins_create_list_or_cancel_runs(session):
@@ -389,9 +389,9 @@ def test_a_slow_answer_times_out_is_retried_and_counted_not_stored(sqlite_engine
 def test_a_refused_key_stops_the_run_with_the_endpoints_reason(sqlite_engine, monkeypatch):
     with Session(sqlite_engine) as session:
         build_world(session, n_cases=2, n=3, models=("model-a",))
-    monkeypatch.setenv("WRONG_KEY", "sk-wrong")
+    monkeypatch.setenv("WRONG_API_KEY", "sk-wrong")
     with LLMServer(api_key="sk-right") as server:
-        summary = run_judge(sqlite_engine, options(server, api_key_env="WRONG_KEY", concurrency=1))
+        summary = run_judge(sqlite_engine, options(server, api_key_env="WRONG_API_KEY", concurrency=1))
         assert (
             summary["status"] == "failed" and "(401)" in summary["message"] and "invalid api key" in summary["message"]
         )

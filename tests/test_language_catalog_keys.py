@@ -155,11 +155,11 @@ def test_error_text_shows_the_catalog_entry_in_the_readers_language(in_language)
 def test_a_real_refusal_reads_in_chinese(engine, in_language):
     from db.engine import session_scope
     from db.errors import ValidationFailed
-    from db.users import add_user
+    from db.users import SYSTEM_ACTOR, add_user
     from ui import widgets
 
     with session_scope(engine) as session, pytest.raises(ValidationFailed) as refused:
-        add_user(session, username="x", role="annotator", group_no=1, password="long-enough-1", actor="t")
+        add_user(session, username="x", role="annotator", group_no=1, password="long-enough-1", actor=SYSTEM_ACTOR)
     in_language("zh")
     shown = widgets.error_text(refused.value)
     assert shown == i18n.translate(

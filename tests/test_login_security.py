@@ -57,16 +57,17 @@ def test_unknown_names_are_throttled_the_same_way(engine):
 def test_admin_unlock_lifts_the_lock(engine):
     with session_scope(engine) as session:
         make_user(session, "dr_ma")
+        make_user(session, "admin", "admin")
     for _ in range(MAX_FAILED_LOGINS):
         _attempt(engine, "dr_ma", "wrong-password")
     assert _attempt(engine, "dr_ma", DEFAULT_PASSWORD) == "throttled"
     with session_scope(engine, read_only=True) as session:
-        assert "dr_ma" in users.locked_names(session)
+        assert "dr_ma" in users.locked_names(session, actor=users.get_user(session, username="admin"))
     with session_scope(engine) as session:
-        assert users.unlock(session, username="dr_ma", actor="admin") is True
+        assert users.unlock(session, username="dr_ma", actor=users.get_user(session, username="admin")) is True
     assert _attempt(engine, "dr_ma", DEFAULT_PASSWORD) == "ok"
     with session_scope(engine, read_only=True) as session:
-        assert users.locked_names(session) == {}
+        assert users.locked_names(session, actor=users.SYSTEM_ACTOR) == {}
         assert session.exec(select(AuditLog).where(AuditLog.action == "unlock")).one().actor == "admin"
 
 
@@ -157,16 +158,16 @@ def test_identity_links_are_unique_and_only_active_accounts_sign_in(engine):
     with session_scope(engine) as session:
         make_user(session, "dr_lin")
         make_user(session, "dr_ye")
-        users.link_identity(session, username="dr_lin", identity=identity, actor="admin")
+        users.link_identity(session, username="dr_lin", identity=identity, actor=users.SYSTEM_ACTOR)
     with session_scope(engine) as session:
         assert users.user_for_identity(session, identity=identity).username == "dr_lin"
         assert users.user_for_identity(session, identity="https://idp.hospital.example 0043") is None
         with pytest.raises(ValidationFailed, match="already linked to 'dr_lin'"):
-            users.link_identity(session, username="dr_ye", identity=identity, actor="admin")
+            users.link_identity(session, username="dr_ye", identity=identity, actor=users.SYSTEM_ACTOR)
         with pytest.raises(ValidationFailed, match="issuer"):
-            users.link_identity(session, username="dr_ye", identity="no-space", actor="admin")
+            users.link_identity(session, username="dr_ye", identity="no-space", actor=users.SYSTEM_ACTOR)
     with session_scope(engine) as session:
-        users.set_active(session, username="dr_lin", active=False, actor="admin")
+        users.set_active(session, username="dr_lin", active=False, actor=users.SYSTEM_ACTOR)
     with session_scope(engine, read_only=True) as session:
         assert users.user_for_identity(session, identity=identity) is None  # deactivation bites at once
         entry = session.exec(select(AuditLog).where(AuditLog.action == "link_identity")).one()

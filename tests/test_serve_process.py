@@ -51,7 +51,7 @@ def _serve_then_terminate(port: int, env: dict, tmp_path: Path, log) -> None:
             time.sleep(0.5)
         # The pid the caller holds is the server itself (the command replaced itself with Streamlit).
         cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes().split(b"\0")
-        assert b"streamlit" in cmdline and b"run" in cmdline
+        assert cmdline[1:4] == [b"-m", b"ui.process", b"run"] and cmdline[4].endswith(b"streamlit_app.py")
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) is not None
         time.sleep(0.5)

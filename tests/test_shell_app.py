@@ -152,7 +152,7 @@ def test_deactivated_user_is_signed_out_on_the_next_click(people):
     from db import users
 
     with session_scope(people) as session:
-        users.set_active(session, username="ann1", active=False, actor="boss")
+        users.set_active(session, username="ann1", active=False, actor=users.get_user(session, username="boss"))
     app.run()
     assert translate("login.title", "zh") in texts(app)
 

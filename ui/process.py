@@ -1,4 +1,4 @@
-"""What the server process does once, whatever page its first visitor opens.
+"""What the server process does once, whatever page its first visitor opens; and how it starts (`serve`).
 
 The app imports Streamlit, pandas, SQLAlchemy, Plotly and every page module: some 300,000 objects
 the garbage collector would otherwise walk at each full (generation 2) collection, for as long as
@@ -26,3 +26,22 @@ def freeze_imports_once() -> bool:
         gc.freeze()
         _frozen = True
         return True
+
+
+def serve(argv: list[str]) -> None:
+    """`python -m ui.process run streamlit_app.py …`: Streamlit's own command, with the upload gate in place
+    before the server accepts its first connection and files private from the first one written."""
+    from streamlit.web.cli import main as streamlit_main
+
+    from db.security import keep_files_private
+    from ui import uploads
+
+    keep_files_private()
+    uploads.install()
+    streamlit_main(args=argv, prog_name="streamlit")
+
+
+if __name__ == "__main__":
+    import sys
+
+    serve(sys.argv[1:])

@@ -18,9 +18,13 @@ from db.data_version import DataVersion, data_version
 from db.engine import get_engine, session_scope
 from db.migrate import upgrade
 from db.models import Role, User
+from db.security import keep_files_private
 from i18n import DEFAULT_LANGUAGE, LANGUAGES, translate
-from ui import session_cookie
+from ui import session_cookie, uploads
 from ui.text import plain
+
+uploads.install()  # before this process serves any page: only signed-in admins send files
+keep_files_private()  # exports and backups a page writes hold labels: 0600, as from the command line
 
 LANGUAGE_PARAM = "lang"
 LANGUAGE_NAMES = {"zh": "中文", "en": "English"}
@@ -93,43 +97,70 @@ def provider_configured() -> bool:
         return False
 
 
-def _provider_identity() -> str | None:
-    """The identity-provider account this browser signed in with (st.login), if any."""
+def _provider_sign_in_claims() -> tuple[str, object] | None:
+    """The identity-provider account this browser signed in with (st.login) and when the provider issued it."""
     try:
         if not st.user.is_logged_in:
             return None
-        issuer, subject = st.user.get("iss"), st.user.get("sub")
+        issuer, subject, issued_at = st.user.get("iss"), st.user.get("sub"), st.user.get("iat")
     except Exception:  # no identity provider configured
         return None
-    return users.oidc_identity(str(issuer), str(subject)) if issuer and subject else None
+    return (users.oidc_identity(str(issuer), str(subject)), issued_at) if issuer and subject else None
+
+
+def _provider_identity() -> str | None:
+    claims = _provider_sign_in_claims()
+    return claims[0] if claims else None
 
 
 def _sign_in_from_provider() -> str | None:
-    """A session token for the local account linked to the provider's account (None when not linked)."""
+    """A session token for the local account linked to the provider's account, opened once per provider sign-in.
+
+    None when the identity is not linked (the login page says so), or when this provider sign-in has
+    already opened a session that has since ended: the login page then asks for a new sign-in.
+    """
     if st.session_state.get("signed_out") or not provider_configured():
         return None
-    identity = _provider_identity()
-    if identity is None:
+    claims = _provider_sign_in_claims()
+    if claims is None:
         return None
+    identity, issued_at = claims
     with db_session() as session:
-        user = users.user_for_identity(session, identity=identity)
-        if user is None:
-            st.session_state["unlinked_identity"] = identity
-            return None
-        token = users.open_session(session, user=user)
+        token = users.open_provider_session(session, identity=identity, issued_at=users.provider_issue_time(issued_at))
+        linked = token is not None or users.identity_is_linked(session, identity=identity)
     st.session_state.pop("unlinked_identity", None)
-    st.session_state["token"] = token
+    st.session_state.pop("provider_sign_in_ended", None)
+    if not linked:
+        st.session_state["unlinked_identity"] = identity
+    elif token is None:
+        st.session_state["provider_sign_in_ended"] = True
+    else:
+        st.session_state["token"] = token
     return token
 
 
-def current_user() -> User | None:
-    """The signed-in user, resolved from the browser's token on every run (so deactivation bites at once)."""
-    token = _browser_token() or _sign_in_from_provider()
+def _user_of(token: str | None) -> tuple[User | None, bool]:
+    """The live session's user, and whether its idle clock wants a refresh."""
     if not token:
-        return None
+        return None, False
     with db_session(read_only=True) as session:
         user = users.user_for_token(session, token=token)
-        needs_touch = user is not None and users.session_needs_touch(session, token=token)
+        return user, user is not None and users.session_needs_touch(session, token=token)
+
+
+def current_user() -> User | None:
+    """The signed-in user, resolved from the browser's token on every run (so deactivation bites at once).
+
+    A sign-in at the identity provider only opens a local session (`users.open_provider_session`);
+    from then on the same rules hold for both: idle timeout, lifetime, revocation.
+    """
+    token = _browser_token()
+    user, needs_touch = _user_of(token)
+    if user is None:
+        st.session_state.pop("token", None)
+        token = _sign_in_from_provider()
+        user, needs_touch = _user_of(token)
+    uploads.note_sign_in(user, token)
     if user is None:
         st.session_state.pop("token", None)
         return None
@@ -308,6 +339,8 @@ def login_page() -> None:
 
 
 def _provider_sign_in() -> None:
+    if st.session_state.get("provider_sign_in_ended"):
+        st.info(t("security.oidc.ended"))
     unlinked = st.session_state.get("unlinked_identity")
     if unlinked:
         st.warning(t("security.oidc.unlinked", identity=plain(unlinked)))
@@ -317,6 +350,7 @@ def _provider_sign_in() -> None:
         return
     if st.button(t("security.oidc.sign_in"), key="provider_login", icon=":material/badge:"):
         st.session_state.pop("signed_out", None)
+        st.session_state.pop("provider_sign_in_ended", None)
         st.login()
 
 

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from db.errors import ValidationFailed
+from db.security import PRIVATE_FILE_MODE
 
 
 def _refuse(path: Path, english: str, key: str, **params: str) -> ValidationFailed:
@@ -67,10 +68,12 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW",
 
 
 def open_for_writing(path: str | Path, mode: str = "wb", **options):
-    """`open(path, mode)` for writing, refusing a symbolic link at `path` (O_NOFOLLOW) instead of following it."""
+    """`open(path, mode)` for writing, refusing a symbolic link at `path` (O_NOFOLLOW) instead of following it.
+
+    The file is private to its owner (0600) before a byte is written: exports hold labels and hashes."""
     path = Path(path)
     try:
-        descriptor = os.open(path, _WRITE_FLAGS, 0o666)
+        descriptor = os.open(path, _WRITE_FLAGS, PRIVATE_FILE_MODE)
     except IsADirectoryError:
         raise _refuse(path, "is a folder; a file name is expected", "is_dir") from None
     except OSError as error:
@@ -80,6 +83,7 @@ def open_for_writing(path: str | Path, mode: str = "wb", **options):
             raise _refuse(path.parent, "no such folder (create it first)", "no_parent") from None
         reason = error.strerror or "cannot be written"
         raise _refuse(path, reason, "not_written", reason=reason) from None
+    os.fchmod(descriptor, PRIVATE_FILE_MODE)  # an existing file keeps its mode through O_CREAT: take it away here
     return os.fdopen(descriptor, mode, **options)
 
 

@@ -18,7 +18,7 @@ from db.importers.writing import _COPY_ESCAPES, _batches, _BulkInserter, _Run
 from db.models import NO_GROUP, User
 from db.policies import LABEL_AUTHOR_ROLE, label_author_refusal
 from db.records import STAGES, LabelRecord, check
-from db.users import USERNAME_PATTERN, add_placeholder_user
+from db.users import USERNAME_PATTERN, SystemActor, add_placeholder_user
 
 # Labels --------------------------------------------------------------------------------------
 
@@ -202,7 +202,12 @@ def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
             continue
         if user_id is None:
             user_id = users[annotator] = add_placeholder_user(
-                run.session, username=annotator, role=author[0], group_no=author[1], actor=run.actor
+                run.session,
+                username=annotator,
+                role=author[0],
+                group_no=author[1],
+                # the import makes them for whoever runs it (an admin's page or the command line), named so
+                actor=SystemActor(run.actor),
             ).id
             run.summary.placeholders.append(annotator)
         rows.append(

@@ -114,7 +114,7 @@ def find_account(database_url: str, role: str, group_no: int | None = None) -> A
     engine = make_engine(database_url)
     try:
         with session_scope(engine, read_only=True) as session:
-            for user in users.list_users(session):
+            for user in users.list_users(session, actor=users.SYSTEM_ACTOR):
                 if user.role == role and user.is_active and (group_no is None or user.group_no == group_no):
                     return Account(user.username, user.role, user.group_no, user.display_name or user.username)
     finally:

@@ -133,7 +133,11 @@ def to_check(app_server, accounts):
     tag = secrets.token_hex(3).upper()
     with session_scope(engine) as s:
         annotators = sorted(
-            (u for u in users.list_users(s) if u.role == "annotator" and u.group_no == 1 and u.is_active),
+            (
+                u
+                for u in users.list_users(s, actor=users.SYSTEM_ACTOR)
+                if u.role == "annotator" and u.group_no == 1 and u.is_active
+            ),
             key=lambda u: u.username,
         )
         annotator = annotators[0]

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.request
+from datetime import timedelta
 
 import pytest
 from playwright.sync_api import expect
@@ -57,7 +59,7 @@ def oidc_app(provider, chromium_path, tmp_path_factory):
     with session_scope(engine) as session:
         make_user(session, "dr_oidc", "annotator", 1)
         users.link_identity(
-            session, username="dr_oidc", identity=users.oidc_identity(issuer, "alice-sub"), actor="admin"
+            session, username="dr_oidc", identity=users.oidc_identity(issuer, "alice-sub"), actor=users.SYSTEM_ACTOR
         )
     engine.dispose()
     port = _free_port()
@@ -133,3 +135,74 @@ def test_an_unlinked_identity_gets_nothing(page, oidc_app, provider):
     expect(page.get_by_text(text("sidebar.signed_in_as", name="dr_oidc"))).to_have_count(0)
     expect(page.get_by_role("button", name=text("login.submit"), exact=True)).to_be_visible()
     screenshot(page, "oidc-unlinked")
+
+
+def _on_the_login_page(page) -> None:
+    expect(page.get_by_role("button", name=text("login.submit"), exact=True)).to_be_visible()
+    expect(page.get_by_text(text("sidebar.signed_in_as", name="dr_oidc"))).to_have_count(0)
+
+
+def either(key: str, **values) -> re.Pattern:
+    """The catalog text of `key` in Chinese or English (a click on the language switch may land either way)."""
+    return re.compile("^(" + "|".join(re.escape(text(key, lang, **values)) for lang in ("zh", "en")) + ")$")
+
+
+def _database(database_url: str):
+    from db.engine import make_engine
+
+    return make_engine(database_url)
+
+
+def test_idle_timeout_and_deactivation_end_the_provider_sign_in_on_the_next_run(page, oidc_app):
+    from sqlalchemy import update
+
+    from db import users
+    from db.engine import session_scope
+    from db.models import LoginSession, User, utcnow
+
+    base_url, database_url = oidc_app
+    engine = _database(database_url)
+    try:
+        _sign_in_at_provider(page, base_url, "alice-sub")
+        expect(page.get_by_text(text("sidebar.signed_in_as", name="dr_oidc"))).to_be_visible()
+        # Idle: the local session's clock is set back past the idle timeout; the next run ends the sign-in,
+        # and the provider's still-valid cookie does not open a new session.
+        with session_scope(engine) as session:
+            user_id = users.get_user(session, username="dr_oidc").id
+            session.execute(
+                update(LoginSession)
+                .where(LoginSession.user_id == user_id)
+                .values(last_seen_at=utcnow() - users.IDLE_TIMEOUT - timedelta(minutes=1))
+            )
+        page.reload()
+        wait_for_app_run(page)
+        _on_the_login_page(page)
+        expect(page.get_by_text(text("security.oidc.ended"))).to_be_visible()
+        screenshot(page, "oidc-idle-ended")
+        # Signing in at the provider again opens a new session.
+        page.wait_for_timeout(1100)  # the provider tells its sign-ins apart by the second they were issued
+        page.get_by_role("button", name=text("security.oidc.sign_in")).click()
+        page.locator('input[name="sub"]').fill("alice-sub")
+        page.get_by_role("button", name="Authorize").click()
+        page.wait_for_url(f"{base_url}/**")
+        wait_for_app_run(page)
+        expect(page.get_by_text(text("sidebar.signed_in_as", name="dr_oidc"))).to_be_visible()
+        # Deactivation: the next run in the same tab (a click) ends the sign-in.
+        with session_scope(engine) as session:
+            users.set_active(session, username="dr_oidc", active=False, actor=users.SYSTEM_ACTOR)
+        page.get_by_text("English", exact=True).click()
+        wait_for_app_run(page)
+        expect(page.get_by_role("button", name=either("login.submit"), exact=True)).to_be_visible()
+        expect(page.get_by_text(either("security.oidc.ended"))).to_be_visible()
+        expect(page.get_by_text(either("sidebar.signed_in_as", name="dr_oidc"))).to_have_count(0)
+        # Active again, the same provider sign-in still opens nothing: it has had its session.
+        with session_scope(engine) as session:
+            users.set_active(session, username="dr_oidc", active=True, actor=users.SYSTEM_ACTOR)
+        page.reload()
+        wait_for_app_run(page)
+        expect(page.get_by_text(either("security.oidc.ended"))).to_be_visible()
+        expect(page.get_by_text(either("sidebar.signed_in_as", name="dr_oidc"))).to_have_count(0)
+        with session_scope(engine, read_only=True) as session:
+            assert session.get(User, user_id).provider_sign_in_at is not None
+    finally:
+        engine.dispose()
