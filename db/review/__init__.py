@@ -13,6 +13,7 @@ Every rule of the checker's side lives here, so a page (or a crafted request) ca
 - every change is written to the audit log in the same transaction.
 """
 
+from db.independence import ready_for_adjudication, take_into_adjudication
 from db.review.adjudication import (
     AdjudicationCell,
     AdjudicationInput,
@@ -106,11 +107,13 @@ __all__ = [
     "labels_needing_relabel",
     "return_rubric",
     "rubric_for_review",
+    "ready_for_adjudication",
     "rubric_queue",
     "sample_responses",
     "save_check",
     "save_checks",
     "save_label",
     "stage_entity",
+    "take_into_adjudication",
     "unresolved_count",
 ]
