@@ -301,8 +301,11 @@ def test_small_demo_builds_with_queues_for_every_role(engine, fixed_password):
         replayed = verify_audit(session)
         assert replayed.ok, replayed.problems[:5]
         assert replayed.replay.labels > 0 and replayed.replay.assignments > 0
-        # Checkers have adjudication work: some disagreements lie on responses their group finished checking.
+        # Checkers have adjudication work: responses their group finished checking, to take in; once taken in,
+        # the disagreements on them are their queue.
         checker = users.get_user(session, username=demo.CHECKERS[1].username)
+        assert review.ready_for_adjudication(session, checker)
+        review.take_into_adjudication(session, checker)
         assert review.adjudication_queue(session, checker)
 
 
