@@ -170,7 +170,7 @@ def _insert_opening(session: Session, user_id: int | None, response_id: int) -> 
         pass  # opened at the same moment in another tab: recorded either way
 
 
-def _complete_group_labels(session: Session, group_no: int | None) -> list[tuple[str, str, int]]:
+def _complete_group_labels(session: Session, group_no: int) -> list[tuple[str, str, int]]:
     """(case_id, code, response_id) of every response on which `group_no`'s annotation labels cover the case's
     current rubric (and none lies on an older version: db.kept.label_status says done), in case and code order."""
     source = kept.tally(stage=Stage.annotation.value, group_no=group_no)
@@ -205,6 +205,8 @@ def ready_for_adjudication(session: Session, user: User) -> list[int]:
     are read: the list says nothing about the other group.
     """
     require_role(user, Role.checker)
+    if user.group_no not in (1, 2):
+        return []  # a checker outside the two groups checks nothing, so nothing is ready
     complete = [row[2] for row in _complete_group_labels(session, user.group_no)]
     refused = not_adjudicable(session, user, complete) | opened_by(session, user.id)
     return [response_id for response_id in complete if response_id not in refused]
