@@ -65,8 +65,15 @@ def main(argv: list[str] | None = None) -> int:
         return run
 
     count = timed("unresolved_count", args.repeat, in_session(review.unresolved_count))
+    ready = timed(
+        "ready_for_adjudication", args.repeat, in_session(lambda s: review.ready_for_adjudication(s, checker))
+    )
+    mine = timed(
+        "my_unresolved_count (sidebar)", args.repeat, in_session(lambda s: review.my_unresolved_count(s, checker))
+    )
     queue = timed("adjudication_queue", args.repeat, in_session(lambda s: review.adjudication_queue(s, checker)))
-    print(f"  unresolved disagreements: {count:,}   responses in the queue: {len(queue):,}")
+    print(f"  unresolved disagreements: {count:,}   the checker's: {mine:,}   responses in the queue: {len(queue):,}")
+    print(f"  responses the checker may take into adjudication: {len(ready):,}")
     if queue:
         view = timed(
             "adjudication_view (lowest agreement)",

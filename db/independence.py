@@ -8,21 +8,29 @@ other group's labels. A checker sees the other group's labels only in adjudicati
 - once a checker has opened a response's adjudication, their own group's labels on it are closed
   to them (they could otherwise copy the other group's answer into their group's check).
 Opening is recorded in `adjudication_opening` by `open_adjudication`, before any label is shown.
+
+No figure leaks a label either: whether a response has a disagreement, and how many, reaches a checker
+only for responses closed to them. A checker takes responses their group has finished checking into
+adjudication (`take_into_adjudication`: an opening recorded for each, in case and code order); only those
+count in their adjudication queue and their sidebar. Which responses may be taken in
+(`ready_for_adjudication`) reads the checker's own group's labels only, so flipping one of one's own
+still-open labels changes nothing a checker receives but that label.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import and_, insert, select
+from sqlalchemy import and_, func, insert, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel, col
 
 from db import kept
-from db.current_rubric import BATCH, counts_sql
+from db.assignments import current_rubric_sizes
+from db.current_rubric import BATCH, counts_on_current_rubric, counts_sql, current_version_ids
 from db.errors import PermissionDenied
-from db.models import AdjudicationOpening, Label, Role, Stage, User, utcnow
+from db.models import NO_RUBRIC_VERSION, AdjudicationOpening, Case, Label, Response, Role, Stage, User, utcnow
 from db.policies import require_role
 
 _TALLY = SQLModel.metadata.tables["label_tally"]
@@ -163,6 +171,68 @@ def _insert_opening(session: Session, user_id: int | None, response_id: int) -> 
             )
     except IntegrityError:
         pass  # opened at the same moment in another tab: recorded either way
+
+
+def _complete_group_labels(session: Session, group_no: int) -> list[tuple[str, str, int]]:
+    """(case_id, code, response_id) of every response on which `group_no`'s annotation labels cover the case's
+    current rubric (and none lies on an older version: db.kept.label_status says done), in case and code order."""
+    source = kept.tally(stage=Stage.annotation.value, group_no=group_no, counting=False)  # stale ones too
+    rows = session.execute(
+        select(Case.case_id, Response.code, source.c.response_id, Response.case_pk, source.c.rubric_version_id)
+        .add_columns(func.sum(source.c.n))
+        .join(Response, Response.id == source.c.response_id)
+        .join(Case, Case.id == Response.case_pk)
+        .group_by(Case.case_id, Response.code, source.c.response_id, Response.case_pk, source.c.rubric_version_id)
+    ).all()
+    case_of = {(row[0], row[1], row[2]): row[3] for row in rows}
+    versions = current_version_ids(session, set(case_of.values()))
+    sizes = current_rubric_sizes(session, set(case_of.values()))
+    fresh: dict[tuple[str, str, int], int] = dict.fromkeys(case_of, 0)
+    stale: dict[tuple[str, str, int], int] = dict.fromkeys(case_of, 0)
+    for case_id, code, response_id, case_pk, version_id, n in rows:
+        version = None if version_id == NO_RUBRIC_VERSION else version_id
+        counts = fresh if counts_on_current_rubric(version, versions.get(case_pk)) else stale
+        counts[(case_id, code, response_id)] += int(n)
+    return sorted(
+        key
+        for key, case_pk in case_of.items()
+        if kept.label_status(versions.get(case_pk), sizes.get(case_pk, 0), fresh[key], stale[key]) == kept.DONE
+    )
+
+
+def ready_for_adjudication(session: Session, user: User) -> list[int]:
+    """Responses the checker may take into adjudication, in case and code order.
+
+    Their group's labels on it are complete on the current rubric and every one is checked, the checker
+    annotated none of it, and has not taken it in (or opened it) yet. Only the checker's own group's labels
+    are read: the list says nothing about the other group.
+    """
+    require_role(user, Role.checker)
+    if user.group_no not in (1, 2):
+        return []  # a checker outside the two groups checks nothing, so nothing is ready
+    complete = [row[2] for row in _complete_group_labels(session, user.group_no)]
+    # Read whole (a few small rows each) rather than for thousands of ids in IN lists.
+    refused = annotated_by(session, user.id) | check_pending(session, user) | opened_by(session, user.id)
+    return [response_id for response_id in complete if response_id not in refused]
+
+
+def take_into_adjudication(session: Session, user: User, *, limit: int | None = None) -> int:
+    """Closes the checker's group's labels on the first `limit` (all when None) responses ready for adjudication
+    to them, recording an opening for each; from now on their disagreements count in the checker's queue and
+    sidebar. Returns how many were taken in."""
+    ready = ready_for_adjudication(session, user)
+    chosen = ready if limit is None else ready[: max(0, limit)]
+    if not chosen:
+        return 0
+    rows = [dict(user_id=user.id, response_id=response_id, opened_at=utcnow()) for response_id in chosen]
+    try:
+        with session.begin_nested():
+            for start in range(0, len(rows), BATCH):
+                session.execute(insert(AdjudicationOpening), rows[start : start + BATCH])
+    except IntegrityError:  # another tab took some of them at the same moment: record the rest one by one
+        for response_id in chosen:
+            _insert_opening(session, user.id, response_id)
+    return len(chosen)
 
 
 def require_group_labels_open(session: Session, user: User, response_id: int) -> None:

@@ -50,11 +50,16 @@ class ProgressReport:
 def unresolved_disagreement_count(session: Session, user: User) -> int:
     """Decisions on which the two groups' final labels differ and nobody adjudicated yet (db.review counts).
 
-    Admins and checkers may ask (checkers adjudicate them); annotators are blinded to the other group.
+    Admins see every response's. A checker sees those of their own adjudication queue only: responses closed
+    to them (db.independence), since a count that moved with their own still-open label would tell them the
+    other group's. Annotators are blinded to the other group.
     """
     require_active(user)
     if user.role == Role.annotator:
         raise PermissionDenied("annotators do not see the other group's labels", key="errors.other_group_hidden")
+    if user.role == Role.checker:
+        return int(review.my_unresolved_count(session, user))
+    require_admin(user)
     return int(review.unresolved_count(session))
 
 

@@ -41,7 +41,7 @@ from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
-from db import users
+from db import independence, users
 from db.assignments import assign_labeling, assign_rubric_authoring, rubric_states
 from db.config import get_settings
 from db.engine import session_scope
@@ -240,6 +240,7 @@ def build_demo(
             )
             submit_rubric(session, author, draft.id, expected_lock=draft.lock_version, expected_size=len(criteria))
 
+    _take_half_into_adjudication(engine)
     accounts = [DemoAccount(p.username, p.role, p.group_no, passwords[p.username]) for p in DEMO_PEOPLE]
     return DemoResult(
         scale=scale,
@@ -251,6 +252,17 @@ def build_demo(
         judges=work["judges"],
         import_lines=import_lines,
     )
+
+
+def _take_half_into_adjudication(engine: Engine) -> None:
+    """Each checker has taken the first half of their group's checked responses into adjudication (a queue to
+    work on at once), and the other half waits to be taken in."""
+    with session_scope(engine) as session:
+        for person in DEMO_PEOPLE:
+            if person.role == "checker":
+                checker = users.get_user(session, username=person.username)
+                ready = independence.ready_for_adjudication(session, checker)
+                independence.take_into_adjudication(session, checker, limit=(len(ready) + 1) // 2)
 
 
 def demo_counts(engine: Engine) -> dict[str, Any]:

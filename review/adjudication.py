@@ -1,7 +1,9 @@
 """Adjudication on one screen: the response beside the disputed criteria, one key per decision.
 
-Each disputed criterion shows the two groups' final labels as A and B (in an order that does not
-tell the groups apart, decided in db/review). `1`/`0` decides a cell, `E` writes its own rationale,
+Only responses the checker has taken into adjudication are listed and counted (db.independence): taking
+checked responses in closes the checker's group's labels on them, so no figure here moves with a label the
+checker can still change. Each disputed criterion shows the two groups' final labels as A and B (in an
+order that does not tell the groups apart, decided in db/review). `1`/`0` decides a cell, `E` writes its own rationale,
 `R` the rationale for every cell that has none of its own, and Ctrl+Enter saves: the decisions are
 gold. Every rule (who may adjudicate, a rationale is required, someone else decided since) is
 db/review's; a refusal is shown on the workbench and nothing is saved. Decisions and rationales are
@@ -25,12 +27,39 @@ PICK_KEY = "review_adj_pick"
 LOADED_KEY = "review_adj_loaded"
 MESSAGE_KEY = "review_adj_message"
 RERUN_KEY = "review_adj_rerun_app"
+TAKEN_KEY = "review_adj_taken"
+TAKE_KEY = "review_adj_take"
 
 
 def _queue(username: str) -> list[review.AdjudicationQueueItem]:
     # Kept figures (db/kept.py): cheap enough to read on every run, so the queue is never stale.
     with shell.db_session(read_only=True) as session:
         return review.adjudication_queue(session, users.get_user(session, username=username))
+
+
+def _ready(username: str) -> list[int]:
+    with shell.db_session(read_only=True) as session:
+        return review.ready_for_adjudication(session, users.get_user(session, username=username))
+
+
+def _take_in(user, ready: list[int]) -> None:
+    """How many checked responses the checker takes into adjudication (closing their group's labels on them)."""
+    if not ready:
+        st.caption(t("review.adjudication.none_ready"))
+        return
+    st.caption(t("review.adjudication.ready", n=f"{len(ready):,}"))
+    how_many = st.number_input(
+        t("review.adjudication.take_how_many"), min_value=1, max_value=len(ready), value=len(ready), step=1
+    )
+    if st.button(t("review.adjudication.take"), key=TAKE_KEY, type="primary", icon=":material/move_to_inbox:"):
+        try:
+            with shell.db_session() as session:
+                taken = review.take_into_adjudication(session, user, limit=int(how_many))
+        except ClinConsensusError as error:
+            show_error(error)
+            return
+        st.session_state[TAKEN_KEY] = t("review.adjudication.taken", n=f"{taken:,}")
+        st.rerun()
 
 
 def _message(kind: str, text: str) -> None:
@@ -238,6 +267,10 @@ def render() -> None:
         )
         for item in queue
     }
+    ready = _ready(user.username)
+    taken = st.session_state.pop(TAKEN_KEY, None)
+    if taken:
+        st.success(taken)
     # The response just saved stays picked (it may have left the queue) until another is chosen.
     working = st.session_state.get(PICK_KEY)
     if working is not None and working not in names and queue:
@@ -248,8 +281,10 @@ def render() -> None:
         if message:
             st.success(message["text"])
         st.info(t("review.adjudication.empty"))
+        st.caption(t("review.adjudication.basis"))
+        _take_in(user, ready)
         return
-    pick, count = st.columns([6, 3], vertical_alignment="center")
+    pick, count, take = st.columns([6, 3, 2], vertical_alignment="center")
     response_id = pick.selectbox(
         t("review.adjudication.pick"),
         list(names),
@@ -257,5 +292,7 @@ def render() -> None:
         format_func=names.get,
         label_visibility="collapsed",
     )
-    count.caption(t("review.adjudication.intro", n=len(queue)))
+    count.caption(t("review.adjudication.intro", n=len(queue)), help=t("review.adjudication.basis"))
+    with take.popover(t("review.adjudication.take_panel", n=f"{len(ready):,}")):
+        _take_in(user, ready)
     _workbench(user, response_id)

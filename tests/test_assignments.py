@@ -265,7 +265,8 @@ def test_progress_per_person_group_overall_and_disagreements(session, team):
     assert {g["group"]: (g["label_done"], g["label_assigned"]) for g in state.groups} == {1: (1, 1), 2: (1, 1)}
     assert state.overall["responses"] == 1 and state.overall["label_done"] == 2
     assert state.overall["unresolved_disagreements"] == 1  # c02; c03 is adjudicated
-    assert progress_queries.unresolved_disagreement_count(session, team["checker"]) == 1
+    # A checker counts only the responses closed to them: this one waits in their group's check queue.
+    assert progress_queries.unresolved_disagreement_count(session, team["checker"]) == 0
     with pytest.raises(PermissionDenied):
         progress_queries.unresolved_disagreement_count(session, team["g1a1"])
     with pytest.raises(PermissionDenied):

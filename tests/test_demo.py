@@ -301,9 +301,10 @@ def test_small_demo_builds_with_queues_for_every_role(engine, fixed_password):
         replayed = verify_audit(session)
         assert replayed.ok, replayed.problems[:5]
         assert replayed.replay.labels > 0 and replayed.replay.assignments > 0
-        # Checkers have adjudication work: some disagreements lie on responses their group finished checking.
+        # Checkers have adjudication work: disagreements on responses they took in, and more checked ones to take in.
         checker = users.get_user(session, username=demo.CHECKERS[1].username)
         assert review.adjudication_queue(session, checker)
+        assert review.ready_for_adjudication(session, checker)
 
 
 def test_random_passwords_are_printed_once_and_let_each_account_in(sqlite_engine, monkeypatch):

@@ -65,6 +65,10 @@ def test_the_reported_attack_is_refused_at_every_step(engine):
     check_all(engine, person(engine, ids["chk1b"]), response_id)
     check_all(engine, person(engine, ids["chk2"]), response_id)
     with session_scope(engine) as s:
+        # ... once they have taken it into adjudication (its disagreement is counted for them only then) ...
+        assert review.adjudication_queue(s, chk1) == []
+        assert independence.ready_for_adjudication(s, chk1) == [response_id]
+        assert independence.take_into_adjudication(s, chk1) == 1
         assert [item.response_id for item in review.adjudication_queue(s, chk1)] == [response_id]
         view = review.adjudication_view(s, chk1, response_id)
         assert [cell.criterion_id for cell in view.cells] == ["c01"]
@@ -115,6 +119,8 @@ def test_nobody_adjudicates_what_they_annotated(engine):
     check_all(engine, person(engine, ids["chk2"]), response_id)
     chk2x = person(engine, chk2x.id)
     with session_scope(engine) as s:
+        assert independence.ready_for_adjudication(s, chk2x) == []
+        assert independence.take_into_adjudication(s, chk2x) == 0
         assert review.adjudication_queue(s, chk2x) == []
         with pytest.raises(PermissionDenied, match="annotated this response"):
             review.adjudication_view(s, chk2x, response_id)
@@ -130,6 +136,7 @@ def test_a_checker_adjudicates_after_checking_their_own_group(engine):
     check_all(engine, chk1, response_id)
     check_all(engine, person(engine, ids["chk2"]), response_id)
     with session_scope(engine) as s:
+        independence.take_into_adjudication(s, chk1)
         assert [item.response_id for item in review.adjudication_queue(s, chk1)] == [response_id]
         review.adjudicate(s, chk1, response_id=response_id, criterion_id="c01", met=False, rationale="依据原文")
     with session_scope(engine) as s, pytest.raises(PermissionDenied, match="closed to you"):
@@ -159,8 +166,55 @@ def test_a_partly_checked_response_still_waits(engine):
     chk1 = person(engine, ids["chk1"])
     with session_scope(engine) as s:
         assert independence.check_pending(s, chk1, [response_id]) == {response_id}
+        assert independence.ready_for_adjudication(s, chk1) == []
         with pytest.raises(PermissionDenied, match="not finished checking"):
             review.adjudication_view(s, chk1, response_id)
     # The other group's checker is not held up by group 1's pending check.
     with session_scope(engine, read_only=True) as s:
         assert independence.check_pending(s, person(engine, ids["chk2"]), [response_id]) == set()
+
+
+def test_taking_in_closes_the_group_labels_and_only_then_counts_the_disagreement(engine):
+    """Before a checker takes a checked response in, its disagreement counts nowhere they look; after, it
+    counts, and their group's labels on it are closed to them (a checker's own figure; admins see all)."""
+    from db import progress_queries
+
+    ids, response_id = world(engine)
+    chk1 = person(engine, ids["chk1"])
+    check_all(engine, chk1, response_id)
+    check_all(engine, person(engine, ids["chk2"]), response_id)
+    with session_scope(engine) as s:
+        admin = make_user(s, "boss", "admin")
+        assert progress_queries.unresolved_disagreement_count(s, admin) == 1
+        assert progress_queries.unresolved_disagreement_count(s, chk1) == 0
+        assert review.adjudication_queue(s, chk1) == []
+        independence.require_group_labels_open(s, chk1, response_id)  # still open: no refusal
+        assert independence.take_into_adjudication(s, chk1, limit=0) == 0
+        assert independence.take_into_adjudication(s, chk1) == 1
+        assert independence.take_into_adjudication(s, chk1) == 0  # taken once
+    with session_scope(engine) as s:
+        assert progress_queries.unresolved_disagreement_count(s, chk1) == 1
+        assert independence.ready_for_adjudication(s, chk1) == []
+        with pytest.raises(PermissionDenied, match="closed to you"):
+            review.save_check(s, chk1, response_id=response_id, criterion_id="c02", met=False, note="改")
+    # The other group's checker has taken nothing in: the same disagreement does not count for them.
+    with session_scope(engine, read_only=True) as s:
+        assert progress_queries.unresolved_disagreement_count(s, person(engine, ids["chk2"])) == 0
+
+
+def test_an_incomplete_group_is_not_ready(engine):
+    """A response whose group labeled only part of the current rubric cannot be taken in: the group's later labels
+    would need a check the closed response no longer takes."""
+    ids, response_id = world(engine)
+    with session_scope(engine) as s:
+        label = s.exec(
+            select(Label).where(Label.response_id == response_id, Label.criterion_id == "c03", Label.group_no == 1)
+        ).one()
+        s.delete(label)
+    chk1 = person(engine, ids["chk1"])
+    with session_scope(engine) as s:
+        for criterion_id in ("c01", "c02"):
+            review.save_check(s, chk1, response_id=response_id, criterion_id=criterion_id, met=True)
+    with session_scope(engine) as s:
+        assert independence.check_pending(s, chk1, [response_id]) == set()
+        assert independence.ready_for_adjudication(s, chk1) == []

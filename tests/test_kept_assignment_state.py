@@ -255,6 +255,8 @@ def test_assignment_state_equals_a_recount_after_every_change(engine, tmp_path):
             review.save_check(s, checker, response_id=r_a[0], criterion_id=criterion_id, met=met)
     check(engine, ids["admin"])
     adjudicator = _user(engine, ids["chk3"])
+    with session_scope(engine) as s:
+        review.take_into_adjudication(s, adjudicator)
     with session_scope(engine, read_only=True) as s:
         queue = review.adjudication_queue(s, adjudicator)
     assert r_a[0] in [item.response_id for item in queue]

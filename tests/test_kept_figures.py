@@ -171,8 +171,13 @@ def test_every_writer_keeps_the_figures_equal_to_a_recount(engine, tmp_path):
             review.save_check(s, checker, response_id=open_ids[0], criterion_id=criterion_id, met=confirmed)
     assert_kept_matches_labels(engine)
     adjudicator = who(("checker", 3))
+    with session_scope(engine) as s:
+        review.take_into_adjudication(s, adjudicator)
     with session_scope(engine, read_only=True) as s:
         queue = review.adjudication_queue(s, adjudicator)
+        with kept.use_recount():
+            assert review.adjudication_queue(s, adjudicator) == queue
+            assert review.my_unresolved_count(s, adjudicator) == sum(item.n_unresolved for item in queue)
     assert [item.response_id for item in queue] == [open_ids[0]], "the queue lists what the checker may adjudicate"
     target = queue[0]
     with session_scope(engine) as s:

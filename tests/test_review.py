@@ -288,6 +288,9 @@ def test_queue_counts_and_lowest_agreement_first(engine):
     ids, _, first, second = build_world(engine)
     confirm_all(engine, ids, first, second)
     checker = user(engine, ids["chk1b"])
+    with session_scope(engine) as s:
+        assert review.adjudication_queue(s, checker) == []  # nothing counts for a checker before they take it in
+        assert review.take_into_adjudication(s, checker) == 2
     with session_scope(engine, read_only=True) as s:
         assert review.unresolved_count(s) == 3
         queue = review.adjudication_queue(s, checker)

@@ -97,7 +97,9 @@ def test_every_checker_page_renders_with_the_unresolved_count(studio, lang):
             assert app.title[0].value == translate(title_key, lang)
         assert not app.error
         metric = [m for m in app.sidebar.get("metric") if m.label == translate("sidebar.unresolved", lang)]
-        assert metric and metric[0].value == "1"
+        # chk1b has taken nothing into adjudication: the disagreement counts for admins, not for them
+        assert metric and metric[0].value == "0"
+        assert translate("sidebar.unresolved.basis_checker", lang) in [c.value for c in app.sidebar.caption]
         assert "secret-model" not in texts(app)
 
 
@@ -175,7 +177,14 @@ def test_adjudication_sends_the_workbench_both_labels_and_no_model(studio):
     engine, ids = studio
     groups_checked(engine, ids)
     app = open_page(signed_in(engine, "chk1b"), "review-adjudication")
+    # Checked by both groups, but not taken in: no disagreement is shown or counted yet.
+    assert t("review.adjudication.empty") in texts(app)
+    assert not [e for e in app.get("bidi_component") if (e.key or "").startswith("wb_")]
+    assert t("review.adjudication.ready", n="1") in texts(app)
+    app = button(app, t("review.adjudication.take")).click().run()
     assert not app.exception
+    assert t("review.adjudication.taken", n="1") in texts(app)
+    assert [m.value for m in app.sidebar.get("metric") if m.label == t("sidebar.unresolved")] == ["1"]
     [element] = [e for e in app.get("bidi_component") if (e.key or "").startswith("wb_")]
     data = json.loads(element.proto.json)
     sent = texts(app) + json.dumps(data, ensure_ascii=False) + "".join(str(s.options) for s in app.selectbox)

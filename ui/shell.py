@@ -297,7 +297,7 @@ def progress_text(kind: str, done: int, total: int) -> str:
 
 
 def work_summary(user: User) -> None:
-    """The user's own figures: queue progress (annotators) or open disagreements (checkers, admins)."""
+    """The user's own figures: queue progress (annotators) or open disagreements (a checker's own; all for admins)."""
     if user.role == Role.annotator:
         mine = my_progress(user)
         # The labeling page shows the same figure under the same words (one definition: its queue).
@@ -308,7 +308,11 @@ def work_summary(user: User) -> None:
         if mine.get("returned"):
             st.warning(t("workbench.returned_to_you", n=mine["returned"], comments=mine["returned_comments"]))
     else:
+        # A checker's count covers the responses closed to them only (db.independence); the basis is said beside it.
         st.metric(t("sidebar.unresolved"), f"{_unresolved_count(user):,}")
+        st.caption(
+            t("sidebar.unresolved.basis_checker" if user.role == Role.checker else "sidebar.unresolved.basis_admin")
+        )
 
 
 def sidebar(user: User) -> None:

@@ -25,7 +25,6 @@ from db.records import (
     REQUIRED_CASE_FIELDS,
     is_forbidden_key as is_forbidden_key,
 )
-from db.security import make_private
 
 EXPORT_KINDS = ("gold", "release", "judgements", "judge-items", "sft")
 DEFAULT_SEED = 20260101

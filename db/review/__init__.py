@@ -6,11 +6,14 @@ Every rule of the checker's side lives here, so a page (or a crafted request) ca
   and adjudication shows the two groups' labels as A and B in a per-cell, per-checker random order;
 - separation of duties: no checking one's own labels, no adjudicating a response one labeled,
   no approving a rubric one wrote;
+- independence: disagreement figures reach a checker only on responses closed to them (taken into
+  adjudication, db.independence); admins see every response's;
 - concurrency: every save names the revision it started from (`seen_lock_version`, None for a
   new row); a save that lost a race raises StaleEdit carrying the newer value;
 - every change is written to the audit log in the same transaction.
 """
 
+from db.independence import ready_for_adjudication, take_into_adjudication
 from db.review.adjudication import (
     AdjudicationCell,
     AdjudicationInput,
@@ -22,6 +25,7 @@ from db.review.adjudication import (
     adjudicate_many,
     adjudication_queue,
     adjudication_view,
+    my_unresolved_count,
     unresolved_count,
 )
 from db.review.label_check import (
@@ -100,14 +104,17 @@ __all__ = [
     "check_view",
     "current_rubric_version_id",
     "judge_names",
+    "my_unresolved_count",
     "labels_needing_relabel",
     "return_rubric",
     "rubric_for_review",
+    "ready_for_adjudication",
     "rubric_queue",
     "sample_responses",
     "save_check",
     "save_checks",
     "save_label",
     "stage_entity",
+    "take_into_adjudication",
     "unresolved_count",
 ]

@@ -12,7 +12,7 @@ from sqlmodel import Session
 from db import gold, independence, kept
 from db.current_rubric import counts_sql
 from db.errors import ValidationFailed
-from db.models import NO_GROUP, Case, Label, Response, Stage, User
+from db.models import NO_GROUP, AdjudicationOpening, Case, Label, Response, ResponseStatus, Stage, User
 from db.notes import clean_note
 from db.review.locked_save import LabelView, _label_view, save_label
 from db.review.shared import (
@@ -28,8 +28,37 @@ from db.review.shared import (
 
 
 def unresolved_count(session: Session) -> int:
-    """Decisions where both groups have a final label, they differ, and nobody adjudicated (docs/REFERENCE.md §4)."""
+    """Decisions where both groups have a final label, they differ, and nobody adjudicated (docs/REFERENCE.md §4).
+
+    Every response's: the admins' figure. A checker's own is `my_unresolved_count`."""
     return kept.unresolved_total(session)
+
+
+def _my_unresolved_figures(session: Session, user: User) -> list[kept.ResponseFigures]:
+    """The kept figures of the responses with an unresolved disagreement that are closed to the checker (they
+    took them into adjudication or opened them) and that they may adjudicate, in response order.
+
+    Responses still open to them are left out whatever their figures: a count that moved when the checker
+    flipped one of their own labels would tell them the other group's label (db.independence)."""
+    _require_checker(user)
+    if kept.recounting():
+        closed = independence.opened_by(session, user.id)
+        unresolved = [f for f in kept.responses_with_unresolved(session) if f.response_id in closed]
+    else:
+        rows = session.execute(
+            select(*(getattr(ResponseStatus, name) for name in kept.STATUS_COLUMNS))
+            .join(AdjudicationOpening, AdjudicationOpening.response_id == ResponseStatus.response_id)
+            .where(AdjudicationOpening.user_id == user.id, ResponseStatus.n_unresolved > 0)
+            .order_by(ResponseStatus.response_id)
+        ).all()
+        unresolved = [kept.ResponseFigures(*map(int, row)) for row in rows]
+    refused = independence.not_adjudicable(session, user, [f.response_id for f in unresolved])
+    return [f for f in unresolved if f.response_id not in refused]
+
+
+def my_unresolved_count(session: Session, user: User) -> int:
+    """The unresolved decisions of the checker's adjudication queue: on responses closed to them only."""
+    return sum(f.n_unresolved for f in _my_unresolved_figures(session, user))
 
 
 @dataclass(frozen=True)
@@ -45,14 +74,11 @@ class AdjudicationQueueItem:
 def adjudication_queue(session: Session, user: User) -> list[AdjudicationQueueItem]:
     """Responses with unresolved disagreements, lowest agreement between the groups first.
 
-    Responses the checker may not adjudicate are left out: those they labeled, and those their
-    group has not finished checking (db.independence). The figures are the kept ones of db.kept,
-    so the queue reads a few thousand small rows, not every label.
+    Only responses closed to the checker are listed (taken into adjudication, db.independence), and of
+    those not the ones they may not adjudicate: those they labeled, and those their group has not finished
+    checking. The figures are the kept ones of db.kept, so the queue reads a few small rows, not every label.
     """
-    _require_checker(user)
-    unresolved = kept.responses_with_unresolved(session)
-    refused = independence.not_adjudicable(session, user, [f.response_id for f in unresolved])
-    figures = [f for f in unresolved if f.response_id not in refused]
+    figures = _my_unresolved_figures(session, user)
     ids = [f.response_id for f in figures]
     info = {}
     for start in range(0, len(ids), 5000):

@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from db import labeling, review, rubrics, users
+from db import independence, labeling, review, rubrics, users
 from db.config import RUBRIC_SIZE
 from db.engine import make_engine, session_scope
 from db.gold import LABEL_COLUMNS, gold_labels
@@ -236,6 +236,8 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
             response_id=response_id,
             decisions=[review.CheckInput(row.criterion_id, row.annotation.met) for row in rows],
         )
+    with session_scope(engine) as s:  # and takes it into adjudication: only then does its disagreement show
+        independence.open_adjudication(s, users.get_user(s, username=checker2.username), response_id)
     page.get_by_role("button", name=text("logout")).click()
     wait_for_app_run(page)
     login(page, app_server, checker2)

@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from db import kept, users  # noqa: F401  (kept: labels added here update the checker's figures)
+from db import independence, kept, users  # noqa: F401  (kept: labels added here update the checker's figures)
 from db.config import RUBRIC_SIZE
 from db.engine import make_engine, session_scope
 from db.models import Label, RubricStatus, Stage
@@ -53,6 +53,11 @@ def disputed(app_server, accounts):
             make_label(s, response, cid, True, checkers[1], stage=Stage.check, note="组一认为满足" if i == 1 else None)
             make_label(s, response, cid, i > DISPUTED, checkers[2], stage=Stage.check)
         world = {"code": response.code, "response_id": response.id, "model": response.model}
+    with session_scope(engine) as s:
+        # the demo checkers have taken it into adjudication (closing their groups' labels on it to them)
+        for group in (1, 2):
+            checker = users.get_user(s, username=accounts("checker", group).username)
+            independence.open_adjudication(s, checker, world["response_id"])
     yield {"engine": engine, **world}
     engine.dispose()
 

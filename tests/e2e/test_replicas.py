@@ -28,7 +28,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from db import labeling, review, users
+from db import independence, labeling, review, users
 from db.engine import make_engine, session_scope
 from db.models import Assignment, AssignmentKind, Label, Stage, User
 from tests.conftest import new_postgres_url
@@ -247,6 +247,8 @@ def _disputed_response(database_url: str) -> tuple[int, str]:
                     )
                 ).all():
                     review.save_check(s, person, response_id=response_id, criterion_id=criterion_id, met=met)
+            with session_scope(engine) as s:  # and takes it into adjudication (db.independence)
+                independence.open_adjudication(s, users.get_user(s, username=checker), response_id)
     finally:
         engine.dispose()
     return response_id, code
