@@ -290,7 +290,10 @@ def test_status_and_page_counts_count_only_labels_on_the_current_rubric(engine):
             assert item.n_labels == expected["own"][(item.response_id, 1)]["fresh"]
         assert world["responses"][("CC-0001", "model-b")] not in {item.response_id for item in queue}
 
-        assert progress_queries.unresolved_disagreement_count(s, users["k1"]) == expected["unresolved"]
+        # the admin's sidebar counts every open disagreement; a checker's only those on responses they took into
+        # adjudication (none here: independence), so it stays 0 whatever the other group labeled
+        assert progress_queries.unresolved_disagreement_count(s, users["admin"]) == expected["unresolved"]
+        assert progress_queries.unresolved_disagreement_count(s, users["k1"]) == 0
         report = progress_queries.progress(s, actor=users["admin"])
         done = {row["username"]: row["label_done"] for row in report.people}
         assert done["a1"] == sum(_state(expected, rid, 1) == "done" for rid in expected["responses"])

@@ -18,10 +18,11 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("user", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("provider_sign_in_at", sqlmodel.sql.sqltypes.UTCDateTime(), nullable=True))
+    # A nullable column: a plain ALTER TABLE on both databases (no rebuild of the user table, which other
+    # tables reference).
+    op.add_column("user", sa.Column("provider_sign_in_at", sqlmodel.sql.sqltypes.UTCDateTime(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("user", schema=None) as batch_op:
-        batch_op.drop_column("provider_sign_in_at")
+    # ALTER TABLE … DROP COLUMN (SQLite 3.35 and later, PostgreSQL): no rebuild of the referenced user table.
+    op.execute('ALTER TABLE "user" DROP COLUMN provider_sign_in_at')
