@@ -347,3 +347,18 @@ class FeedbackRound(SQLModel, table=True):
     is_open: bool = Field(default=False)
     changed_at: datetime = Field(default_factory=utcnow)
     changed_by: str = Field(max_length=64)
+
+
+class AuditSeal(SQLModel, table=True):
+    """The audit chain's head as its writers last left it, sealed with the chain's key (one row, id 1).
+
+    Updated in the same transaction as every entry, so entries deleted from the end of the log leave a
+    head that names more entries than remain; the seal keeps anyone without the key from lowering it.
+    """
+
+    __tablename__ = "audit_seal"
+
+    id: int | None = Field(default=None, primary_key=True)
+    entries: int = Field(default=0, description="entries in the log")
+    hash: str = Field(max_length=64, description="hash of the last entry")
+    seal: str | None = Field(default=None, max_length=64, description="HMAC of entries and hash; none until sealed")
