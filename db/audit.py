@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, func, text
+from sqlalchemy import Row, func, select as core_select, text
 from sqlmodel import Session, select
 
 from db.audit_key import (
@@ -213,7 +213,7 @@ _LOG = AuditLog.__table__
 def log_entries(session: Session, *, batch: int = CHAIN_BATCH) -> Iterator[Row]:
     """Every entry in order as plain rows, streamed a few at a time (bounded memory however large the entries)."""
     connection = session.connection().execution_options(stream_results=True, yield_per=batch)
-    for part in connection.execute(select(_LOG).order_by(_LOG.c.id)).partitions(batch):
+    for part in connection.execute(core_select(_LOG).order_by(_LOG.c.id)).partitions(batch):
         yield from part
 
 

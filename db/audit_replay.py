@@ -193,9 +193,11 @@ def _feed(replayers: dict[str, Any]) -> Callable[[Any], None]:
 
     def feed(row: Any) -> None:
         replayer = by_entity.get(row.entity)
+        if replayer is None:
+            return
         if replayer is labels:
             labels.feed(row.entity, row.entity_key, row.actor, row.after)
-        elif replayer is not None:
+        else:
             replayer.feed(row.entity, row.action, row.entity_key, row.after)
 
     return feed

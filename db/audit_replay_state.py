@@ -135,7 +135,7 @@ class TextReplay:
         case_ids: dict[int, str] = {}
         for row in session.execute(select(table.c.id, table.c.case_id, *[table.c[c] for c in CASE_COLUMNS])):
             case_ids[row.id] = row.case_id
-            self._check(differ, "case", row.case_id, self.cases.pop(row.case_id, None), case_digest(row._mapping))
+            self._check(differ, "case", row.case_id, self.cases.pop(row.case_id, None), case_digest(dict(row._mapping)))
         for case_id in sorted(self.cases):
             differ(f"case {case_id}: in the audit log but not in the database")
         connection = session.connection().execution_options(stream_results=True, yield_per=1000)
@@ -183,7 +183,8 @@ class JudgeReplay:
                 table.c.judge, table.c.response_id
             )
         )
-        count, current, decisions = 0, None, []
+        count, current = 0, None
+        decisions: list[tuple[str, bool]] = []
         for part in result.partitions(_STREAM_ROWS):
             for judge, response_id, criterion_id, met in part:
                 count += 1

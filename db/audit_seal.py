@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from typing import cast
 
 from sqlalchemy import func, insert, select, update
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, CursorResult
 from sqlmodel import Session
 
 from db.audit_key import readable_audit_key
@@ -37,7 +38,8 @@ def sealed_entries(session: Session) -> int | None:
 
 def write_seal(session: Session, *, entries: int, last_hash: str, key: bytes) -> None:
     values = {"entries": entries, "hash": last_hash, "seal": seal_of(entries, last_hash, key)}
-    changed = session.execute(update(_SEAL).where(_SEAL.c.id == SEAL_ID).values(**values)).rowcount
+    result = cast(CursorResult, session.execute(update(_SEAL).where(_SEAL.c.id == SEAL_ID).values(**values)))
+    changed = result.rowcount
     if not changed:
         session.execute(insert(_SEAL).values(id=SEAL_ID, **values))
 

@@ -330,10 +330,11 @@ def store_answers(session: Session, run_id: int, judge: str, actor: str, answers
             ):
                 existing[(row.response_id, row.criterion_id)] = (row.id, bool(row.met))
         new_rows, changes, audit_rows = [], [], []
-        changed_keys: list[tuple[int, str]] = []
+        changed_keys: list[tuple[int, str]] = []  # (response, criterion) inserted or changed: digests logged
         for (response_id, criterion_id), met in decided.items():
             stored = existing.get((response_id, criterion_id))
             if stored is None:
+                changed_keys.append((response_id, criterion_id))
                 new_rows.append(
                     {
                         "judge": judge,
@@ -364,8 +365,7 @@ def store_answers(session: Session, run_id: int, judge: str, actor: str, answers
                 .values(met=bindparam("met"), extra=bindparam("extra")),
                 changes,
             )
-        touched = {(judge, row["response_id"]) for row in new_rows}
-        touched |= {(judge, response_id) for response_id, _criterion in changed_keys}
+        touched = {(judge, response_id) for response_id, _criterion in changed_keys}
         digests = judge_digests_entry(connection, f"judge run {run_id}", touched)
         AuditWriter(session, actor).record_many(audit_rows + ([digests] if digests else []))
         inserted, replaced = len(new_rows), len(changes)
