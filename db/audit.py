@@ -28,11 +28,10 @@ from db.audit_key import (
     audit_key_file as audit_key_file,
     writer_key,
 )
-from db.audit_seal import sealed_entries, write_seal
+from db.audit_seal import GENESIS_HASH as GENESIS_HASH, sealed_entries, write_seal
 from db.errors import Said
 from db.models import AuditLog, utcnow
 
-GENESIS_HASH = "0" * 64
 #: Every entity and action name the log holds (readers name each in their language; a test checks the writers).
 AUDIT_ENTITIES = (
     "adjudication",

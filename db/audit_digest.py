@@ -46,6 +46,16 @@ def response_digest(text: str) -> str:
     return digest(["response", text])
 
 
+#: Separates one judge's decisions in a digest's input (SQL joins them with it too: CHAR(31) / CHR(31)).
+DECISION_SEPARATOR = "\x1f"
+
+
 def decisions_digest(decisions: Iterable[tuple[str, bool]]) -> str:
-    """One judge's decisions on one response: (criterion_id, met) in any order."""
-    return digest(sorted((criterion_id, bool(met)) for criterion_id, met in decisions))
+    """One judge's decisions on one response, (criterion_id, met) in any order."""
+    return joined_decisions_digest(DECISION_SEPARATOR.join(f"{cid}:{int(bool(met))}" for cid, met in decisions))
+
+
+def joined_decisions_digest(joined: str) -> str:
+    """The same from `criterion_id:0|1` items joined by DECISION_SEPARATOR in any order (as the database aggregates)."""
+    items = sorted(joined.split(DECISION_SEPARATOR)) if joined else []
+    return hashlib.sha256(DECISION_SEPARATOR.join(items).encode("utf-8")).hexdigest()[:DIGEST_HEX]

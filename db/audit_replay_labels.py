@@ -16,18 +16,38 @@ Entries understood (their writers):
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 from sqlalchemy import select
 from sqlmodel import Session
 
-from db.models import NO_GROUP, Case, Label, Response, User
+from db.models import NO_GROUP, Case, Response, User
 
 LABEL_ENTITIES = ("label", "check", "adjudication", "labels")
 STAGES = ("annotation", "check", "adjudication")
 _STAGE = {name: index for index, name in enumerate(STAGES)}
 _STREAM_ROWS = 20_000
+# Packed in SQL as `_Rows` packs them, read through the driver's cursor: few Python objects per row.
+_PACKED_LABELS_SQL = (
+    "SELECT response_id * 16 + (CASE stage WHEN 'annotation' THEN 0 WHEN 'check' THEN 1 ELSE 2 END) * 4 + group_no, "
+    "criterion_id, user_id * 2 + CAST(met AS INTEGER), note FROM label"
+)
+
+
+def driver_blocks(session: Session, sql: str, size: int) -> Iterator[Sequence[Any]]:
+    """Rows of `sql` in blocks, through the driver's cursor (server-side on PostgreSQL: bounded memory)."""
+    driver = session.connection().connection.dbapi_connection
+    assert driver is not None
+    postgres = session.get_bind().dialect.name == "postgresql"
+    cursor = driver.cursor(name="audit_replay") if postgres else driver.cursor()
+    try:
+        cursor.execute(sql)
+        while block := cursor.fetchmany(size):
+            yield block
+    finally:
+        cursor.close()
 
 
 class _Interned:
@@ -46,14 +66,18 @@ class _Interned:
 
 
 class _Rows:
-    """Label rows as five integer columns."""
+    """Label rows as three integer columns: place (response, stage, group), criterion, value (note, user, met).
+
+    place = response·16 + stage·4 + group; value = note·2³³ + user·2 + met (the SQL below packs the same).
+    """
 
     def __init__(self) -> None:
-        self.columns = [array("q") for _ in range(5)]
+        self.columns = [array("q") for _ in range(3)]
 
     def add(self, response: int, criterion: int, stage: int, group: int, value: int) -> None:
-        for column, item in zip(self.columns, (response, criterion, stage, group, value), strict=True):
-            column.append(item)
+        self.columns[0].append((response << 4) | (stage << 2) | group)
+        self.columns[1].append(criterion)
+        self.columns[2].append(value)
 
     def arrays(self) -> list[np.ndarray]:
         return [
@@ -132,7 +156,7 @@ class LabelReplay:
     def _feed_bulk(self, rows: list) -> None:
         # The hot loop of a full-scale replay (one pass per logged label): names looked up locally.
         responses, criteria, notes, users = self.response_of, self.criteria.index, self.notes.index, self.user_of
-        r_add, c_add, s_add, g_add, v_add = (column.append for column in self.logged.columns)
+        p_add, c_add, v_add = (column.append for column in self.logged.columns)
         for case_id, model, cid, stage, group, met, user, note in rows:
             response = responses.get((case_id, model))
             if response is None:
@@ -146,42 +170,25 @@ class LabelReplay:
             note_id = notes.get(note or None)
             if note_id is None:
                 note_id = self.notes(note)
-            r_add(response)
+            p_add((response << 4) | (_STAGE[stage] << 2) | group)
             c_add(criterion)
-            s_add(_STAGE[stage])
-            g_add(group)
             v_add((note_id << 33) | (user_id << 1) | (1 if met else 0))
 
     def _stored_rows(self) -> _Rows:
-        table = Label.__table__
         rows = _Rows()
-        connection = self.session.connection().execution_options(stream_results=True, yield_per=_STREAM_ROWS)
-        result = connection.execute(
-            select(
-                table.c.response_id,
-                table.c.criterion_id,
-                table.c.stage,
-                table.c.group_no,
-                table.c.met,
-                table.c.user_id,
-                table.c.note,
-            )
-        )
         criteria, notes = self.criteria, self.notes
-        r_add, c_add, s_add, g_add, v_add = (column.append for column in rows.columns)
-        for part in result.partitions(_STREAM_ROWS):
-            for response_id, cid, stage, group, met, user_id, note in part:
+        p_add, c_add, v_add = (column.append for column in rows.columns)
+        for block in driver_blocks(self.session, _PACKED_LABELS_SQL, _STREAM_ROWS):
+            for place, cid, value, note in block:
                 criterion = criteria.index.get(cid)
                 if criterion is None:
                     criterion = criteria(cid)
-                note_id = notes.index.get(note or None)
-                if note_id is None:
-                    note_id = notes(note)
-                r_add(response_id)
+                if note:
+                    note_id = notes.index.get(note)
+                    value |= (note_id if note_id is not None else notes(note)) << 33
+                p_add(place)
                 c_add(criterion)
-                s_add(_STAGE[stage])
-                g_add(group)
-                v_add((note_id << 33) | (user_id << 1) | (1 if met else 0))
+                v_add(value)
         return rows
 
     def compare(self, add_difference: Callable[[str], None]) -> int:
@@ -198,10 +205,10 @@ class LabelReplay:
         return len(stored_keys)
 
     def _keyed(self, rows: _Rows, *, keep_last: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        response, criterion, stage, group, value = rows.arrays()
-        self._offset = self._synthetic + 1
+        place, criterion, value = rows.arrays()
+        self._offset = (self._synthetic + 1) << 4  # synthetic responses have negative ids
         self._criteria = len(self.criteria.names)
-        keys = (((response + self._offset) * self._criteria + criterion) * len(STAGES) + stage) * 3 + group
+        keys = (place + self._offset) * self._criteria + criterion
         order = np.argsort(keys, kind="stable")
         keys, value = keys[order], value[order]
         if keep_last and len(keys):
@@ -210,9 +217,8 @@ class LabelReplay:
         return keys, value
 
     def _describe(self, key: int, logged_keys, logged_values, stored_keys, stored_values) -> str:
-        group, rest = key % 3, key // 3
-        stage, rest = rest % len(STAGES), rest // len(STAGES)
-        criterion, response = rest % self._criteria, rest // self._criteria - self._offset
+        criterion, place = key % self._criteria, key // self._criteria - self._offset
+        response, stage, group = place >> 4, (place >> 2) & 3, place & 3
         case_id, model = self.response_names.get(response, ("?", f"#{response}"))
         where = f"label {case_id}/{model}/{self.criteria.names[criterion]}/{STAGES[stage]}/{group or '-'}"
         logged, stored = _lookup(key, logged_keys, logged_values), _lookup(key, stored_keys, stored_values)

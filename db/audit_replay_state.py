@@ -13,9 +13,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlmodel import Session
 
-from db.audit_digest import CASE_COLUMNS, case_digest, decisions_digest, password_digest, response_digest
+from db.audit_digest import CASE_COLUMNS, case_digest, joined_decisions_digest, password_digest, response_digest
 from db.audit_records import stored_time
-from db.models import Case, JudgeDecision, LoginSession, Response, User
+from db.audit_replay_labels import driver_blocks
+from db.models import Case, LoginSession, Response, User
 
 Difference = Callable[[str], None]
 #: What the log says of something it never named.
@@ -176,36 +177,28 @@ class JudgeReplay:
                 select(Response.id, Case.case_id, Response.model).join(Case, Case.id == Response.case_pk)
             )
         }
-        table = JudgeDecision.__table__
-        connection = session.connection().execution_options(stream_results=True, yield_per=_STREAM_ROWS)
-        result = connection.execute(
-            select(table.c.judge, table.c.response_id, table.c.criterion_id, table.c.met).order_by(
-                table.c.judge, table.c.response_id
-            )
+        postgres = session.get_bind().dialect.name == "postgresql"
+        joined = (
+            "string_agg(criterion_id || ':' || CAST(CAST(met AS INTEGER) AS TEXT), CHR(31))"
+            if postgres
+            else "group_concat(criterion_id || ':' || CAST(met AS INTEGER), CHAR(31))"
         )
-        count, current = 0, None
-        decisions: list[tuple[str, bool]] = []
-        for part in result.partitions(_STREAM_ROWS):
-            for judge, response_id, criterion_id, met in part:
-                count += 1
-                if (judge, response_id) != current:
-                    self._check(differ, current, decisions, names)
-                    current, decisions = (judge, response_id), []
-                decisions.append((criterion_id, met))
-        self._check(differ, current, decisions, names)
+        sql = f"SELECT judge, response_id, COUNT(*), {joined} FROM judge_decision GROUP BY judge, response_id"
+        count = 0
+        for block in driver_blocks(session, sql, 5000):
+            for judge, response_id, n, decisions in block:
+                count += n
+                self._check(differ, judge, names.get(response_id, ("?", f"#{response_id}")), n, decisions)
         for judge, case_id, model in sorted(self.state):
             differ(f"judge decisions {judge}/{case_id}/{model}: in the audit log but not in the database")
         return count
 
-    def _check(self, differ: Difference, current, decisions, names) -> None:
-        if current is None:
-            return
-        judge, response_id = current
-        case_id, model = names.get(response_id, ("?", f"#{response_id}"))
-        stored = decisions_digest(decisions)
+    def _check(self, differ: Difference, judge: str, name: tuple[str, str], n: int, decisions: str) -> None:
+        case_id, model = name
+        stored = joined_decisions_digest(decisions)
         logged = self.state.pop((judge, case_id, model), None)
         where = f"judge decisions {judge}/{case_id}/{model}"
         if logged is None:
-            differ(f"{where}: not in the audit log ({len(decisions)} decisions in the database)")
+            differ(f"{where}: not in the audit log ({n} decisions in the database)")
         elif logged != stored:
             differ(f"{where}: differ from the audit log (digest {logged}, database {stored})")

@@ -22,6 +22,8 @@ from db.audit_key import readable_audit_key
 from db.models import AuditLog, AuditSeal
 
 SEAL_ID = 1
+#: The `prev_hash` of the first entry, and the head of an empty log.
+GENESIS_HASH = "0" * 64
 _SEAL = AuditSeal.__table__
 _LOG = AuditLog.__table__
 
@@ -46,8 +48,6 @@ def write_seal(session: Session, *, entries: int, last_hash: str, key: bytes) ->
 
 def seal_existing_log(connection: Connection) -> None:
     """The seal row of a log written before seals existed (sealed when the key can be read)."""
-    from db.audit import GENESIS_HASH
-
     entries = connection.execute(select(func.count()).select_from(_LOG)).scalar_one()
     last = connection.execute(select(_LOG.c.hash).order_by(_LOG.c.id.desc()).limit(1)).scalar_one_or_none()
     last_hash = last or GENESIS_HASH
