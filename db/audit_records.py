@@ -1,8 +1,9 @@
 """What writers put in the audit log so `audit verify` can replay texts, sessions and judge decisions.
 
-Bulk writers log digests (db/audit_digest.py), one entry per written chunk: `cases`, `responses` and
-`judge_decisions` entries whose `after` holds {"digests": [...]}. Sign-in sessions are logged one entry
-each (`session`: open, close, revoke), keyed by the token's hash (the token itself is never stored).
+Bulk writers log digests (db/audit_digest.py), one entry per written chunk: `case_digests`,
+`response_digests` and `judge_decisions` entries whose `after` holds {"digests": [...]}. Sign-in
+sessions are logged one entry each (`session`: open, close, revoke), keyed by the token's hash (the
+token itself is never stored).
 """
 
 from __future__ import annotations
@@ -31,13 +32,13 @@ def stored_time(at: datetime) -> str:
 def case_digests_entry(source: str, cases: Iterable[tuple[str, dict[str, Any]]]) -> dict | None:
     """One entry naming the stored record of every case written (case_id, column values)."""
     digests = [[case_id, case_digest(values)] for case_id, values in cases]
-    return _digests_entry("cases", source, digests)
+    return _digests_entry("case_digests", source, digests)
 
 
 def response_digests_entry(source: str, responses: Iterable[tuple[str, str, str]]) -> dict | None:
     """One entry naming the text of every response written (case_id, model, text)."""
     digests = [[case_id, model, response_digest(text)] for case_id, model, text in responses]
-    return _digests_entry("responses", source, digests)
+    return _digests_entry("response_digests", source, digests)
 
 
 def judge_digests_entry(connection: Connection, source: str, pairs: Iterable[tuple[str, int]]) -> dict | None:
