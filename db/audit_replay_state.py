@@ -115,7 +115,8 @@ def _session(value: tuple[str, str, str] | None) -> str:
 class TextReplay:
     """The stored record of every case and the text of every response, as digests."""
 
-    entities = ("case_digests", "response_digests", "response")
+    # a `cases` / `responses` entry that carries digests is read the same way (the file summaries carry none)
+    entities = ("case_digests", "response_digests", "response", "cases", "responses")
 
     def __init__(self) -> None:
         self.cases: dict[str, str] = {}
@@ -123,9 +124,9 @@ class TextReplay:
 
     def feed(self, entity: str, action: str, key: str, after: dict | None) -> None:
         after = after or {}
-        if entity == "case_digests":
+        if entity in ("case_digests", "cases"):
             self.cases.update((case_id, value) for case_id, value in after.get("digests", []))
-        elif entity == "response_digests":
+        elif entity in ("response_digests", "responses"):
             self.responses.update(((case_id, model), value) for case_id, model, value in after.get("digests", []))
         elif "text" in after:  # a replaced response (before digests were logged with it)
             case_id, model = key.split("/", 1)
