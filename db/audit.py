@@ -84,7 +84,7 @@ AUDIT_ACTIONS = (
 #: PostgreSQL advisory lock that serialises writers of the chain.
 AUDIT_LOCK_KEY = 7420211
 #: Entries read at a time (a bulk entry can hold 20,000 label rows: keep this small).
-CHAIN_BATCH = 16
+CHAIN_BATCH = 8
 
 
 def _canonical_time(at: datetime) -> str:
