@@ -213,8 +213,10 @@ _LOG = AuditLog.__table__
 
 def log_entries(session: Session, *, batch: int = CHAIN_BATCH) -> Iterator[Row]:
     """Every entry in order as plain rows, streamed a few at a time (bounded memory however large the entries)."""
-    connection = session.connection().execution_options(stream_results=True, yield_per=batch)
-    for part in connection.execute(core_select(_LOG).order_by(_LOG.c.id)).partitions(batch):
+    # Options on this statement only: set on the connection they would stay for the rest of its transaction.
+    streamed = {"stream_results": True, "yield_per": batch}
+    statement = core_select(_LOG).order_by(_LOG.c.id)
+    for part in session.connection().execute(statement, execution_options=streamed).partitions(batch):
         yield from part
 
 

@@ -140,9 +140,12 @@ class TextReplay:
             self._check(differ, "case", row.case_id, self.cases.pop(row.case_id, None), case_digest(dict(row._mapping)))
         for case_id in sorted(self.cases):
             differ(f"case {case_id}: in the audit log but not in the database")
-        connection = session.connection().execution_options(stream_results=True, yield_per=1000)
+        streamed = {"stream_results": True, "yield_per": 1000}  # on this statement only, not the connection
+        texts = session.connection().execute(
+            select(Response.case_pk, Response.model, Response.text), execution_options=streamed
+        )
         count = 0
-        for part in connection.execute(select(Response.case_pk, Response.model, Response.text)).partitions(1000):
+        for part in texts.partitions(1000):
             for case_pk, model, text in part:
                 count += 1
                 key = (case_ids.get(case_pk, "?"), model)
