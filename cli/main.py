@@ -315,7 +315,10 @@ def cmd_audit(args) -> int:
     replayed = result.replay
     print(
         f"audit verified: {result.entries} entries, chain keyed and intact; replay matches "
-        f"{replayed.labels} labels, {replayed.rubric_versions} rubric versions, {replayed.assignments} assignments"
+        f"{replayed.labels} labels, {replayed.rubric_versions} rubric versions, {replayed.assignments} assignments, "
+        f"{replayed.counts.get('users', 0)} users, {replayed.counts.get('sessions', 0)} sessions, "
+        f"{replayed.counts.get('texts', 0)} case and response texts, "
+        f"{replayed.counts.get('judge_decisions', 0)} judge decisions; head sealed"
         + (f"; anchor of {args.anchor} present" if anchor else "")
     )
     return 0

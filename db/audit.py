@@ -1,8 +1,9 @@
 """The append-only, keyed hash chain of the audit log: who changed what, when, from what to what.
 
 Each entry carries HMAC-SHA-256(key, previous hash + its content). The key is kept outside the
-database (`CLINCONSENSUS_AUDIT_KEY`, else the key file, created with mode 0600 on first use), so
-someone who can write the database but not read the key cannot rebuild a chain that verifies.
+database (`CLINCONSENSUS_AUDIT_KEY`, else the key file beside the database, created with mode 0600
+only for an empty chain: db/audit_key.py), so someone who can write the database but not read the
+key cannot rebuild a chain that verifies. Every writer also reseals the chain's head (db/audit_seal.py).
 """
 
 from __future__ import annotations
@@ -10,40 +11,50 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
-import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, text
+from sqlalchemy import Row, func, select as core_select, text
 from sqlmodel import Session, select
 
-from db.config import DEFAULT_DATA_DIR, get_settings
+from db.audit_key import (
+    KEY_ENV as KEY_ENV,
+    KEY_FILE_ENV as KEY_FILE_ENV,
+    AuditKeyMissing as AuditKeyMissing,
+    _key_cache as _key_cache,
+    audit_key as audit_key,
+    audit_key_file as audit_key_file,
+    writer_key,
+)
+from db.audit_seal import GENESIS_HASH as GENESIS_HASH, sealed_entries, write_seal
 from db.errors import Said
 from db.models import AuditLog, utcnow
 
-GENESIS_HASH = "0" * 64
 #: Every entity and action name the log holds (readers name each in their language; a test checks the writers).
 AUDIT_ENTITIES = (
     "adjudication",
     "assignment",
     "calibration_sample",
     "case",
+    "case_digests",
     "cases",
     "check",
     "feedback",
     "judge",
     "judge_decision",
+    "judge_decisions",
     "judge_run",
     "label",
     "labels",
     "leaderboard_snapshot",
     "login",
     "response",
+    "response_digests",
     "responses",
     "rubric",
+    "session",
     "user",
 )
 AUDIT_ACTIONS = (
@@ -66,6 +77,7 @@ AUDIT_ACTIONS = (
     "replace",
     "reset_password",
     "return",
+    "revoke",
     "running",
     "submit",
     "unlock",
@@ -73,41 +85,8 @@ AUDIT_ACTIONS = (
 )
 #: PostgreSQL advisory lock that serialises writers of the chain.
 AUDIT_LOCK_KEY = 7420211
-KEY_ENV = "CLINCONSENSUS_AUDIT_KEY"
-KEY_FILE_ENV = "CLINCONSENSUS_AUDIT_KEY_FILE"
-DEFAULT_KEY_FILE = DEFAULT_DATA_DIR / "audit.key"
-_key_cache: dict[Path, bytes] = {}
-
-
-def audit_key_file() -> Path:
-    return Path(get_settings().audit_key_file or DEFAULT_KEY_FILE).resolve()
-
-
-def audit_key() -> bytes:
-    """The chain's key: `CLINCONSENSUS_AUDIT_KEY`, else the key file (created on first use, mode 0600)."""
-    from_env = get_settings().audit_key
-    if from_env:
-        return from_env.encode("utf-8")
-    path = audit_key_file()
-    if path not in _key_cache:
-        _key_cache[path] = _read_or_create_key(path)
-    return _key_cache[path]
-
-
-def _read_or_create_key(path: Path) -> bytes:
-    try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        key = path.read_text(encoding="ascii").strip()
-        if not key:
-            raise RuntimeError(f"the audit key file {path.name} is empty") from None
-        return key.encode("ascii")
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return _read_or_create_key(path)
-    with os.fdopen(descriptor, "w", encoding="ascii") as handle:
-        handle.write(secrets.token_hex(32) + "\n")
-    return _read_or_create_key(path)
+#: Entries read at a time (a bulk entry can hold 20,000 label rows: keep this small).
+CHAIN_BATCH = 8
 
 
 def _canonical_time(at: datetime) -> str:
@@ -141,13 +120,17 @@ class AuditWriter:
     """Appends entries within the caller's transaction, continuing the chain from its last entry.
 
     Writers are serialised by the database's write lock (SQLite) or by an advisory lock
-    (PostgreSQL), so two transactions never both extend the same tail.
+    (PostgreSQL), so two transactions never both extend the same tail. Each write reseals the head
+    (count and last hash). Without the key for a chain that has entries, nothing is written
+    (`AuditKeyMissing`, raised before any entry).
     """
 
     def __init__(self, session: Session, actor: str) -> None:
         self.session = session
         self.actor = actor
         self._tail: str | None = None
+        self._entries = 0
+        self._key = b""
 
     def _last_hash(self) -> str:
         if self._tail is None:
@@ -155,8 +138,17 @@ class AuditWriter:
             if bind.dialect.name == "postgresql":
                 self.session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": AUDIT_LOCK_KEY})
             last = self.session.exec(select(AuditLog.hash).order_by(AuditLog.id.desc()).limit(1)).first()
+            self._key = writer_key(chain_is_empty=last is None)
+            sealed = sealed_entries(self.session)
+            # The sealed count, not the entries present: a log cut short stays visibly short after this write.
+            self._entries = sealed if sealed is not None else _count(self.session)
             self._tail = last or GENESIS_HASH
         return self._tail
+
+    def _advance(self, tail: str, added: int) -> None:
+        self._tail = tail
+        self._entries += added
+        write_seal(self.session, entries=self._entries, last_hash=tail, key=self._key)
 
     def record(self, *, action: str, entity: str, entity_key: str, before: Any = None, after: Any = None) -> AuditLog:
         prev = self._last_hash()
@@ -179,25 +171,30 @@ class AuditWriter:
                 entity_key=entity_key,
                 before=before,
                 after=after,
+                key=self._key,
             ),
         )
         self.session.add(entry)
-        self._tail = entry.hash
+        self._advance(entry.hash, 1)
         return entry
 
     def record_many(self, rows: list[dict[str, Any]]) -> None:
         """Bulk append (importers): rows of action/entity/entity_key/before/after."""
+        if not rows:
+            return
         prev = self._last_hash()
         values = []
-        key = audit_key()
         for row in rows:
             at = utcnow()
-            digest = entry_hash(prev_hash=prev, at=at, actor=self.actor, key=key, **row)
+            digest = entry_hash(prev_hash=prev, at=at, actor=self.actor, key=self._key, **row)
             values.append({"at": at, "actor": self.actor, "prev_hash": prev, "hash": digest, **row})
             prev = digest
-        if values:
-            self.session.execute(AuditLog.__table__.insert(), values)
-        self._tail = prev
+        self.session.execute(AuditLog.__table__.insert(), values)
+        self._advance(prev, len(values))
+
+
+def _count(session: Session) -> int:
+    return int(session.exec(select(func.count()).select_from(AuditLog)).one())
 
 
 def record(session: Session, actor: str, **entry: Any) -> AuditLog:
@@ -213,26 +210,34 @@ class ChainReport:
     reason: str = ""
 
 
-def verify_chain(session: Session, *, batch: int = 10_000) -> ChainReport:
-    """Recompute every keyed hash in order; report the first entry whose content or link is wrong."""
-    prev = GENESIS_HASH
-    count = 0
-    last_id = 0
-    key = audit_key()
-    while True:
-        rows = session.exec(select(AuditLog).where(AuditLog.id > last_id).order_by(AuditLog.id).limit(batch)).all()
-        if not rows:
-            return ChainReport(ok=True, entries=count)
-        for row in rows:
-            count += 1
-            if row.prev_hash != prev:
-                return ChainReport(
-                    False,
-                    count,
-                    row.id,
-                    Said("prev_hash does not match the entry before it", "language.audit_broken_link"),
-                )
-            expected = entry_hash(
+_LOG = AuditLog.__table__
+
+
+def log_entries(session: Session, *, batch: int = CHAIN_BATCH) -> Iterator[Row]:
+    """Every entry in order as plain rows, streamed a few at a time (bounded memory however large the entries)."""
+    # Options on this statement only: set on the connection they would stay for the rest of its transaction.
+    streamed = {"stream_results": True, "yield_per": batch}
+    statement = core_select(_LOG).order_by(_LOG.c.id)
+    for part in session.connection().execute(statement, execution_options=streamed).partitions(batch):
+        yield from part
+
+
+class ChainCheck:
+    """Feeds on entries in order; remembers the first whose content or link is wrong."""
+
+    def __init__(self, key: bytes) -> None:
+        self.key = key
+        self.prev = GENESIS_HASH
+        self.entries = 0
+        self.first_bad_id: int | None = None
+        self.reason = ""
+
+    def feed(self, row: Row) -> None:
+        self.entries += 1
+        if self.first_bad_id is None:
+            if row.prev_hash != self.prev:
+                self._broken(row, Said("prev_hash does not match the entry before it", "language.audit_broken_link"))
+            elif row.hash != entry_hash(
                 prev_hash=row.prev_hash,
                 at=row.at,
                 actor=row.actor,
@@ -241,14 +246,26 @@ def verify_chain(session: Session, *, batch: int = 10_000) -> ChainReport:
                 entity_key=row.entity_key,
                 before=row.before,
                 after=row.after,
-                key=key,
-            )
-            if expected != row.hash:
-                return ChainReport(
-                    False, count, row.id, Said("content does not match its hash", "language.audit_broken_content")
-                )
-            prev = row.hash
-            last_id = row.id if row.id is not None else last_id
+                key=self.key,
+            ):
+                self._broken(row, Said("content does not match its hash", "language.audit_broken_content"))
+        self.prev = row.hash
+
+    def _broken(self, row: Row, reason: str) -> None:
+        self.first_bad_id, self.reason = row.id, reason
+
+    def report(self) -> ChainReport:
+        return ChainReport(self.first_bad_id is None, self.entries, self.first_bad_id, self.reason)
+
+
+def verify_chain(session: Session) -> ChainReport:
+    """Recompute every keyed hash in order; report the first entry whose content or link is wrong."""
+    check = ChainCheck(audit_key())
+    for row in log_entries(session):
+        check.feed(row)
+        if check.first_bad_id is not None:
+            break
+    return check.report()
 
 
 @dataclass(frozen=True)

@@ -1,39 +1,36 @@
-"""Replaying the audit log against the database: the log must explain every label, rubric and assignment.
+"""Replaying the audit log against the database: the log must explain the whole current state.
 
-The keyed chain (db.audit) proves the log was not rewritten by someone without the key; the
-replay proves the tables agree with it. Each entry that sets a label, a rubric version or an
-assignment is applied in order; the result must equal the current rows exactly. So a label
-edited directly, a deleted tail (its changes are missing from the log), a log emptied or
-rebuilt, a row inserted without an entry — each shows up as a named difference.
+The keyed chain (db.audit) proves the log was not rewritten by someone without the key; the sealed
+head (db.audit_seal) that no entry was cut from its end; an export's anchor that the database was not
+restored from before that export; and the replay that the tables agree with the log. Every entry is
+read once, in order, in bounded memory, and fed to the replayers: labels (db.audit_replay_labels),
+rubric versions and criteria, assignments (here), accounts, sign-in sessions, case and response texts
+and judge decisions (db.audit_replay_state). The result must equal the current rows exactly, so a row
+edited, inserted or deleted directly, a deleted tail, a log emptied or rebuilt each shows up as a
+named difference: entity, key, what the log says and what the database has.
 
-Entries understood here (their writers):
-- `label` / `check` / `adjudication`, key `CASE/MODEL/CRITERION/STAGE/GROUP` (checker saves,
-  label imports replacing a row): the label's met, note and user;
-- `label`, key `CASE/CODE/annotation/gN`, after {"labels": {criterion: {met, note}}} (the annotator's
-  save of a response; the user is the entry's actor);
-- `labels`, after {"rows": [[case, model, criterion, stage, group, met, user, note], ...]}
-  (bulk inserts: imports and the demo);
-- `rubric`, key `CASE vN` (authoring, audit) or `CASE` with after.version (imports): status and criteria;
-- `rubrics`, after {"rows": [{case, version, status, criteria}]} (bulk inserts of the demo);
-- `assignment`, key `rubric:CASE` or `label:CASE/CODE/groupN`: the assignee.
+Rubric entries: `rubric`, key `CASE vN` (authoring, audit) or `CASE` with after.version (imports):
+status and criteria; `rubrics`, after {"rows": [{case, version, status, criteria}]} (bulk inserts).
+Assignment entries: `assignment`, key `rubric:CASE` or `label:CASE/CODE/groupN`: the assignee.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select
 from sqlmodel import Session, col
 
-from db.audit import AuditHead, check_anchor, verify_chain
-from db.models import NO_GROUP, Assignment, AuditLog, Case, Criterion, Label, Response, RubricVersion, User
+from db.audit import AuditHead, ChainCheck, audit_key, check_anchor, log_entries
+from db.audit_replay_labels import LABEL_ENTITIES, LabelReplay
+from db.audit_replay_state import JudgeReplay, SessionReplay, TextReplay, UserReplay
+from db.audit_seal import seal_problem
+from db.models import NO_GROUP, Assignment, Case, Criterion, Response, RubricVersion, User
 
 #: Differences listed at most (the count is always exact).
 MAX_LISTED = 200
-
-LabelKey = tuple[str, str, str, str, int]  # case_id, model, criterion_id, stage, group_no
 
 
 @dataclass
@@ -43,6 +40,8 @@ class ReplayReport:
     labels: int = 0
     rubric_versions: int = 0
     assignments: int = 0
+    #: rows compared of users, sessions, texts (cases and responses) and judge_decisions
+    counts: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -68,86 +67,6 @@ def bulk_label_row(
     return [case_id, model, criterion_id, stage, int(group_no or NO_GROUP), bool(met), username, note or None]
 
 
-def _entries(session: Session, entities: tuple[str, ...], batch: int = 5000) -> Iterator[AuditLog]:
-    last_id = 0
-    while True:
-        rows = (
-            session.execute(
-                select(AuditLog)
-                .where(col(AuditLog.id) > last_id, col(col(AuditLog.entity)).in_(entities))
-                .order_by(col(AuditLog.id))
-                .limit(batch)
-            )
-            .scalars()
-            .all()
-        )
-        if not rows:
-            return
-        yield from rows
-        last_id = rows[-1].id
-
-
-def _group(text: str) -> int:
-    return NO_GROUP if text in ("-", "", "None") else int(text)
-
-
-# Labels -------------------------------------------------------------------------------------
-
-
-def _logged_labels(session: Session, model_of_code: dict[tuple[str, str], str]) -> dict[LabelKey, tuple]:
-    state: dict[LabelKey, tuple] = {}
-    for entry in _entries(session, ("label", "check", "adjudication", "labels")):
-        after = entry.after or {}
-        if entry.entity == "labels":
-            for case_id, model, cid, stage, group, met, user, note in after.get("rows", []):
-                state[(case_id, model, cid, stage, int(group))] = (bool(met), user, note or None)
-        elif entry.entity == "label" and "labels" in after:
-            case_id, code, stage, group = entry.entity_key.rsplit("/", 3)
-            model = model_of_code.get((case_id, code), f"?{code}")
-            for cid, value in after["labels"].items():
-                state[(case_id, model, cid, stage, int(group.lstrip("g")))] = (
-                    bool(value["met"]),
-                    entry.actor,
-                    value.get("note") or None,
-                )
-        else:
-            head, cid, stage, group = entry.entity_key.rsplit("/", 3)
-            case_id, model = head.split("/", 1)
-            user = after.get("user", after.get("annotator"))
-            state[(case_id, model, cid, stage, _group(group))] = (bool(after["met"]), user, after.get("note") or None)
-    return state
-
-
-def _stored_labels(session: Session) -> dict[LabelKey, tuple]:
-    table = Label.__table__
-    rows = session.execute(
-        select(
-            col(col(Case.case_id)),
-            col(col(Response.model)),
-            table.c.criterion_id,
-            table.c.stage,
-            table.c.group_no,
-            table.c.met,
-            col(col(User.username)),
-            table.c.note,
-        )
-        .join(Response, col(col(Response.id)) == table.c.response_id)
-        .join(Case, col(col(Case.id)) == col(col(Response.case_pk)))
-        .join(User, col(col(User.id)) == table.c.user_id)
-    )
-    return {
-        (case_id, model, cid, stage, int(group)): (bool(met), user, note or None)
-        for case_id, model, cid, stage, group, met, user, note in rows
-    }
-
-
-def _describe_label(value: tuple | None) -> str:
-    if value is None:
-        return "absent"
-    met, user, note = value
-    return f"met={str(met).lower()} by {user}" + (f" note={note!r}" if note else "")
-
-
 # Rubrics ------------------------------------------------------------------------------------
 
 
@@ -162,28 +81,31 @@ def _criteria_tuple(criteria: list[dict]) -> tuple:
     )
 
 
-def _logged_rubrics(session: Session) -> dict[tuple[str, int], dict[str, Any]]:
-    state: dict[tuple[str, int], dict[str, Any]] = {}
-    for entry in _entries(session, ("rubric", "rubrics")):
-        after = entry.after or {}
-        if entry.entity == "rubrics":
+class RubricReplay:
+    entities = ("rubric", "rubrics")
+
+    def __init__(self) -> None:
+        self.state: dict[tuple[str, int], dict[str, Any]] = {}
+
+    def feed(self, entity: str, action: str, key: str, after: dict | None) -> None:
+        after = after or {}
+        if entity == "rubrics":
             for row in after.get("rows", []):
-                state[(row["case"], int(row["version"]))] = {
+                self.state[(row["case"], int(row["version"]))] = {
                     "status": row["status"],
                     "criteria": _criteria_tuple(row["criteria"]),
                 }
-            continue
-        if " v" in entry.entity_key:
-            case_id, version = entry.entity_key.rsplit(" v", 1)
-            key = (case_id, int(version))
+            return
+        if " v" in key:
+            case_id, version = key.rsplit(" v", 1)
+            rubric_key = (case_id, int(version))
         else:
-            key = (entry.entity_key, int(after["version"]))
-        current = state.setdefault(key, {"status": None, "criteria": None})
+            rubric_key = (key, int(after["version"]))
+        current = self.state.setdefault(rubric_key, {"status": None, "criteria": None})
         if "status" in after:
             current["status"] = after["status"]
         if "criteria" in after:
             current["criteria"] = _criteria_tuple(after["criteria"])
-    return state
 
 
 def _stored_rubrics(session: Session) -> dict[tuple[str, int], dict[str, Any]]:
@@ -217,8 +139,14 @@ def _stored_rubrics(session: Session) -> dict[tuple[str, int], dict[str, Any]]:
 # Assignments --------------------------------------------------------------------------------
 
 
-def _logged_assignments(session: Session) -> dict[str, str | None]:
-    return {entry.entity_key: (entry.after or {}).get("user") for entry in _entries(session, ("assignment",))}
+class AssignmentReplay:
+    entities = ("assignment",)
+
+    def __init__(self) -> None:
+        self.state: dict[str, str | None] = {}
+
+    def feed(self, entity: str, action: str, key: str, after: dict | None) -> None:
+        self.state[key] = (after or {}).get("user")
 
 
 def _stored_assignments(session: Session) -> dict[str, str | None]:
@@ -244,29 +172,58 @@ def _stored_assignments(session: Session) -> dict[str, str | None]:
 # The replay ---------------------------------------------------------------------------------
 
 
-def replay(session: Session) -> ReplayReport:
-    """Every label, rubric version and assignment compared with what the audit log says it is."""
-    report = ReplayReport()
-    model_of_code = {
-        (case_id, code): model
-        for case_id, code, model in session.execute(
-            select(col(Case.case_id), col(col(Response.code)), col(col(Response.model))).join(
-                Case, col(col(Case.id)) == col(col(Response.case_pk))
-            )
-        )
+def _replayers(session: Session) -> dict[str, Any]:
+    return {
+        "labels": LabelReplay(session),
+        "rubrics": RubricReplay(),
+        "assignments": AssignmentReplay(),
+        "users": UserReplay(),
+        "sessions": SessionReplay(),
+        "texts": TextReplay(),
+        "judge_decisions": JudgeReplay(),
     }
-    logged, stored = _logged_labels(session, model_of_code), _stored_labels(session)
-    report.labels = len(stored)
-    for key in sorted(set(logged) | set(stored), key=lambda k: tuple(map(str, k))):
-        if logged.get(key) != stored.get(key):
-            case_id, model, cid, stage, group = key
-            where = f"label {case_id}/{model}/{cid}/{stage}/{group if group != NO_GROUP else '-'}"
-            report.add(
-                f"{where}: audit log says {_describe_label(logged.get(key))}, "
-                f"database has {_describe_label(stored.get(key))}"
-            )
-    logged_rubrics, stored_rubrics = _logged_rubrics(session), _stored_rubrics(session)
-    report.rubric_versions = len(stored_rubrics)
+
+
+def _feed(replayers: dict[str, Any]) -> Callable[[Any], None]:
+    by_entity: dict[str, Any] = {}
+    for replayer in replayers.values():
+        for entity in getattr(replayer, "entities", LABEL_ENTITIES):
+            by_entity[entity] = replayer
+    labels = replayers["labels"]
+
+    def feed(row: Any) -> None:
+        replayer = by_entity.get(row.entity)
+        if replayer is None:
+            return
+        if replayer is labels:
+            labels.feed(row.entity, row.entity_key, row.actor, row.after)
+        else:
+            replayer.feed(row.entity, row.action, row.entity_key, row.after)
+
+    return feed
+
+
+def _compare(session: Session, replayers: dict[str, Any], report: ReplayReport) -> None:
+    report.labels = replayers["labels"].compare(report.add)
+    report.rubric_versions = _compare_rubrics(session, replayers["rubrics"].state, report)
+    report.assignments = _compare_assignments(session, replayers["assignments"].state, report)
+    for name in ("users", "sessions", "texts", "judge_decisions"):
+        report.counts[name] = replayers[name].compare(session, report.add)
+
+
+def replay(session: Session) -> ReplayReport:
+    """Every row the log explains compared with what the audit log says it is (no chain check)."""
+    replayers = _replayers(session)
+    feed = _feed(replayers)
+    for row in log_entries(session):
+        feed(row)
+    report = ReplayReport()
+    _compare(session, replayers, report)
+    return report
+
+
+def _compare_rubrics(session: Session, logged_rubrics: dict, report: ReplayReport) -> int:
+    stored_rubrics = _stored_rubrics(session)
     for rubric_key in sorted(set(logged_rubrics) | set(stored_rubrics)):
         log_value, db_value = logged_rubrics.get(rubric_key), stored_rubrics.get(rubric_key)
         where = f"rubric {rubric_key[0]} v{rubric_key[1]}"
@@ -289,14 +246,17 @@ def replay(session: Session) -> ReplayReport:
                 if log != db
             ]
             report.add(f"{where}: criteria differ from the audit log ({', '.join(changed[:5])})")
-    logged_assignments, stored_assignments = _logged_assignments(session), _stored_assignments(session)
-    report.assignments = len(stored_assignments)
+    return len(stored_rubrics)
+
+
+def _compare_assignments(session: Session, logged_assignments: dict, report: ReplayReport) -> int:
+    stored_assignments = _stored_assignments(session)
     for assignment_key in sorted(set(logged_assignments) | set(stored_assignments)):
         log_user, db_user = logged_assignments.get(assignment_key), stored_assignments.get(assignment_key)
         if log_user != db_user:
             logged_text, stored_text = log_user or "absent", db_user or "absent"
             report.add(f"assignment {assignment_key}: audit log says {logged_text}, database has {stored_text}")
-    return report
+    return len(stored_assignments)
 
 
 def _zip_longest(a: tuple, b: tuple) -> list[tuple]:
@@ -306,7 +266,7 @@ def _zip_longest(a: tuple, b: tuple) -> list[tuple]:
 
 @dataclass
 class AuditVerification:
-    """`audit verify`: the keyed chain, the replay, and (optionally) an export's anchor."""
+    """`audit verify`: the keyed chain, the sealed head, the replay, and (optionally) an export's anchor."""
 
     entries: int
     problems: list[str]
@@ -318,15 +278,25 @@ class AuditVerification:
 
 
 def verify_audit(session: Session, *, anchor: AuditHead | None = None) -> AuditVerification:
-    chain = verify_chain(session)
+    """One pass over the log (chain and replay together), then the tables, the seal and the anchor."""
+    chain = ChainCheck(audit_key())
+    replayers = _replayers(session)
+    feed = _feed(replayers)
+    for row in log_entries(session):
+        chain.feed(row)
+        feed(row)
     problems = []
-    if not chain.ok:
+    if chain.first_bad_id is not None:
         problems.append(f"audit chain broken at entry {chain.first_bad_id}: {chain.reason}")
+    sealed = seal_problem(session, entries=chain.entries, last_hash=chain.prev, key=chain.key)
+    if sealed:
+        problems.append(sealed)
     if anchor is not None:
         reason = check_anchor(session, anchor)
         if reason:
             problems.append(f"anchor: {reason}")
-    report = replay(session)
+    report = ReplayReport()
+    _compare(session, replayers, report)
     problems += report.differences
     if report.n_differences > len(report.differences):
         problems.append(f"... and {report.n_differences - len(report.differences):,} more differences")

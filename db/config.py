@@ -16,6 +16,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATA_DIR = Path("data")
 DEFAULT_SQLITE_FILE = DEFAULT_DATA_DIR / "clinconsensus.db"
+#: The data folder as the process found it when it started: a later change of the working directory
+#: must not make the audit key file (and so the chain's key) another one.
+DATA_DIR_AT_START = DEFAULT_DATA_DIR.resolve()
+AUDIT_KEY_FILE_NAME = "audit.key"
 
 #: Failed sign-ins of one username (known or not) within the window before it is locked, and for how long.
 MAX_FAILED_LOGINS = 5
@@ -31,7 +35,7 @@ class Settings(BaseSettings):
     rubric_size: int = Field(default=30, ge=1, le=1000)
     #: A browser sign-in ends after this long without use (besides its absolute lifetime of 12 hours).
     idle_minutes: int = Field(default=30, ge=1)
-    #: The audit chain's key, or the file that holds it (created on first use under ./data/).
+    #: The audit chain's key, or the file that holds it (default: `audit_key_path()`).
     audit_key: str = ""
     audit_key_file: Path | None = None
     #: The time zone of times shown when the browser does not say its own (an IANA name).
@@ -71,6 +75,29 @@ class Settings(BaseSettings):
     def _switch(cls, value: object) -> object:
         # As the test suite always read them: unset, empty or "0" is off, anything else is on.
         return value not in ("", "0") if isinstance(value, str) else value
+
+    def audit_key_path(self) -> Path:
+        """The audit key file, always absolute: `CLINCONSENSUS_AUDIT_KEY_FILE`, else `audit.key` beside the database.
+
+        Beside the database is the SQLite file's folder; for any other database (PostgreSQL) it is the
+        data folder under the directory the process started in, resolved when it started.
+        """
+        if self.audit_key_file is not None:
+            return self.audit_key_file.expanduser().resolve()
+        return (_database_folder(self.database_url) or DATA_DIR_AT_START) / AUDIT_KEY_FILE_NAME
+
+
+def _database_folder(url: str) -> Path | None:
+    """The folder of a SQLite database file (the default one when `url` is empty); None for any other database."""
+    if not url:
+        return DEFAULT_SQLITE_FILE.resolve().parent
+    scheme, _, rest = url.partition(":///")
+    if not scheme.startswith("sqlite") or not rest:
+        return None
+    file = rest.split("?", 1)[0]
+    if not file or file == ":memory:" or file.startswith("file:"):
+        return None
+    return Path(file).expanduser().resolve().parent
 
 
 #: Variables read outside the CLINCONSENSUS_ prefix (names compared without case, as pydantic-settings does).

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 from sqlmodel import Session, SQLModel
 
 from db.audit import AuditWriter
+from db.audit_records import judge_digests_entry
 from db.errors import NotFound, ValidationFailed
 from db.models import JudgeRun, JudgeRunStatus, User, utcnow
 from db.policies import require_admin
@@ -329,9 +330,11 @@ def store_answers(session: Session, run_id: int, judge: str, actor: str, answers
             ):
                 existing[(row.response_id, row.criterion_id)] = (row.id, bool(row.met))
         new_rows, changes, audit_rows = [], [], []
+        changed_keys: list[tuple[int, str]] = []  # (response, criterion) inserted or changed: digests logged
         for (response_id, criterion_id), met in decided.items():
             stored = existing.get((response_id, criterion_id))
             if stored is None:
+                changed_keys.append((response_id, criterion_id))
                 new_rows.append(
                     {
                         "judge": judge,
@@ -342,6 +345,7 @@ def store_answers(session: Session, run_id: int, judge: str, actor: str, answers
                     }
                 )
             elif stored[1] != met:
+                changed_keys.append((response_id, criterion_id))
                 changes.append({"decision_id": stored[0], "met": met, "extra": {"run": run_id}})
                 audit_rows.append(
                     {
@@ -361,6 +365,8 @@ def store_answers(session: Session, run_id: int, judge: str, actor: str, answers
                 .values(met=bindparam("met"), extra=bindparam("extra")),
                 changes,
             )
-            AuditWriter(session, actor).record_many(audit_rows)
+        touched = {(judge, response_id) for response_id, _criterion in changed_keys}
+        digests = judge_digests_entry(connection, f"judge run {run_id}", touched)
+        AuditWriter(session, actor).record_many(audit_rows + ([digests] if digests else []))
         inserted, replaced = len(new_rows), len(changes)
     return {"inserted": inserted, "replaced": replaced}

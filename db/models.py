@@ -380,3 +380,18 @@ class LeaderboardSnapshot(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
     created_by: str = Field(max_length=64)
     payload: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+
+
+class AuditSeal(SQLModel, table=True):
+    """The audit chain's head as its writers last left it, sealed with the chain's key (one row, id 1).
+
+    Updated in the same transaction as every entry, so entries deleted from the end of the log leave a
+    head that names more entries than remain; the seal keeps anyone without the key from lowering it.
+    """
+
+    __tablename__ = "audit_seal"
+
+    id: int | None = Field(default=None, primary_key=True)
+    entries: int = Field(default=0, description="entries in the log")
+    hash: str = Field(max_length=64, description="hash of the last entry")
+    seal: str | None = Field(default=None, max_length=64, description="HMAC of entries and hash; none until sealed")

@@ -19,6 +19,8 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from db.audit import record
+from db.audit_digest import password_digest
+from db.audit_records import session_entry
 from db.config import IDLE_TIMEOUT_MINUTES, LOCKOUT_MINUTES, MAX_FAILED_LOGINS
 from db.engine import session_scope
 from db.errors import ClinConsensusError, NotFound, PermissionDenied, ValidationFailed
@@ -76,7 +78,15 @@ def _acting_admin_or_self(session: Session, actor: Actor, user: User) -> None:
 
 
 def _user_snapshot(user: User) -> dict:
-    return {"username": user.username, "role": user.role, "group": user.group_no, "active": user.is_active}
+    # The password as a digest of its hash (never the hash), so `audit verify` notices a hash copied in.
+    return {
+        "username": user.username,
+        "role": user.role,
+        "group": user.group_no,
+        "active": user.is_active,
+        "password": password_digest(user.password_hash),
+        "identity": user.oidc_identity,
+    }
 
 
 def validate_username(username: str) -> None:
@@ -166,7 +176,7 @@ def set_active(session: Session, *, username: str, active: bool, actor: Actor) -
     user.lock_version += 1
     session.add(user)
     if not active:
-        revoke_sessions(session, user_id=user.id)
+        revoke_sessions(session, user_id=user.id, actor=actor_name(actor))
     record(
         session,
         actor_name(actor),
@@ -191,8 +201,15 @@ def reset_password(session: Session, *, username: str, password: str, actor: Act
     user.lock_version += 1
     session.add(user)
     session.execute(delete(LoginThrottle).where(LoginThrottle.username_key == throttle_key(username)))
-    revoke_sessions(session, user_id=user.id)
-    record(session, actor_name(actor), action="reset_password", entity="user", entity_key=username)
+    revoke_sessions(session, user_id=user.id, actor=actor_name(actor))
+    record(
+        session,
+        actor_name(actor),
+        action="reset_password",
+        entity="user",
+        entity_key=username,
+        after={"password": password_digest(user.password_hash)},
+    )
     return user
 
 
@@ -370,7 +387,7 @@ def link_identity(session: Session, *, username: str, identity: str | None, acto
             )
     before = {"identity": user.oidc_identity}
     if identity != user.oidc_identity:
-        revoke_sessions(session, user_id=user.id)
+        revoke_sessions(session, user_id=user.id, actor=actor_name(actor))
     user.oidc_identity = identity
     user.lock_version += 1
     session.add(user)
@@ -443,15 +460,15 @@ def open_session(session: Session, *, user: User) -> str:
     """A new browser session for `user`; returns the token the browser keeps."""
     token = new_token()
     now = utcnow()
-    session.add(
-        LoginSession(
-            token_hash=token_digest(token),
-            user_id=user.id,
-            created_at=now,
-            last_seen_at=now,
-            expires_at=now + SESSION_LIFETIME,
-        )
+    row = LoginSession(
+        token_hash=token_digest(token),
+        user_id=user.id,
+        created_at=now,
+        last_seen_at=now,
+        expires_at=now + SESSION_LIFETIME,
     )
+    session.add(row)
+    record(session, user.username, **session_entry("open", row, user.username))
     return token
 
 
@@ -492,12 +509,22 @@ def touch_session(session: Session, *, token: str) -> None:
 def close_session(session: Session, *, token: str) -> None:
     row = session.exec(select(LoginSession).where(LoginSession.token_hash == token_digest(token))).first()
     if row is not None:
+        username = _username(session, row.user_id)
         session.delete(row)
+        record(session, username, **session_entry("close", row, username))
 
 
-def revoke_sessions(session: Session, *, user_id: int) -> None:
-    for row in session.exec(select(LoginSession).where(LoginSession.user_id == user_id)).all():
+def revoke_sessions(session: Session, *, user_id: int, actor: str = "system") -> None:
+    rows = session.exec(select(LoginSession).where(LoginSession.user_id == user_id)).all()
+    username = _username(session, user_id) if rows else ""
+    for row in rows:
         session.delete(row)
+        record(session, actor, **session_entry("revoke", row, username))
+
+
+def _username(session: Session, user_id: int) -> str:
+    user = session.get(User, user_id)
+    return user.username if user is not None else f"#{user_id}"
 
 
 def list_users(session: Session, *, actor: Actor) -> list[User]:

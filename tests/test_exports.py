@@ -568,6 +568,7 @@ def test_release_files_validate_and_verify(engine, session, tmp_path):
         "SHA256SUMS",
         "cases.jsonl",
         "counts.json",
+        "manifest.json",
         "schema.json",
     ]
     check = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=tmp_path, capture_output=True, text=True)

@@ -14,6 +14,7 @@ from analysis.exports.common import EXPORT_KINDS, ExportSummary
 from analysis.exports.gold import export_gold
 from analysis.exports.judge_items import export_judge_items
 from analysis.exports.judgements import export_judgements
+from analysis.exports.manifest import manifest_beside
 from analysis.exports.release import export_release
 from analysis.exports.sft import export_sft
 from db.errors import ValidationFailed
@@ -45,7 +46,7 @@ def export_bundle(engine: Engine, what: str, progress: Progress = no_progress, *
     with tempfile.TemporaryDirectory(prefix="clinconsensus-export-") as temporary:
         target = Path(temporary) / _BUNDLE_TARGET[what]
         summary = runners[what](engine, target, progress=progress, **options)
-        paths = sorted(target.rglob("*")) if target.is_dir() else [target]
+        paths = sorted(target.rglob("*")) if target.is_dir() else [target, manifest_beside(target)]
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
             for path in paths:

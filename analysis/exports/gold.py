@@ -23,6 +23,7 @@ from analysis.exports.common import (
     _write_joined,
     sha256_file,
 )
+from analysis.exports.manifest import export_head, write_manifest
 from analysis.exports.paths import output_file
 from analysis.loader import load_label_decisions
 from db.gold import gold_labels
@@ -44,6 +45,7 @@ def export_gold(engine: Engine, path: Path, progress: Progress = no_progress) ->
     """`export gold FILE`: one JSON line per decision that has gold (docs/REFERENCE.md §3.5)."""
     path = output_file(path)
     progress(0, None, "reading labels")
+    head = export_head(engine)
     frame = gold_frame(engine)
     rows = len(frame)
     progress(0, rows, "gold rows")
@@ -67,6 +69,8 @@ def export_gold(engine: Engine, path: Path, progress: Progress = no_progress) ->
     _write_joined(path, parts, rows)
     progress(rows, rows, "gold rows")
     by_source = frame["source"].value_counts().sort_index()
+    files = {path.name: sha256_file(path)}
+    write_manifest(path, export="gold", head=head, files=files, rows=rows)
     return ExportSummary(
         "gold",
         path,
@@ -75,7 +79,7 @@ def export_gold(engine: Engine, path: Path, progress: Progress = no_progress) ->
             "by source": {str(k): int(v) for k, v in by_source.items()},
             "responses": int(frame[["case_id", "model"]].drop_duplicates().shape[0]) if rows else 0,
         },
-        files={path.name: sha256_file(path)},
+        files=files,
     )
 
 

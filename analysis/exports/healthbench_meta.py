@@ -28,6 +28,7 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from analysis.exports.common import ExportSummary, _current_criteria, _json, _write_lines, user_message
+from analysis.exports.manifest import export_head, write_manifest
 from analysis.exports.paths import output_file
 from analysis.loader import load_cases, load_label_decisions, load_responses
 from db.gold import group_final_labels
@@ -51,6 +52,7 @@ def final_labels_with_physicians(labels: pd.DataFrame) -> pd.DataFrame:
 
 def export_healthbench_meta(engine: Engine, path: Path, progress: Progress = no_progress) -> ExportSummary:
     progress(0, None, "reading labels")
+    head = export_head(engine)
     finals = final_labels_with_physicians(load_label_decisions(engine, users=True))
     finals = finals[finals["group_no"].isin([1, 2])].sort_values(["response_id", "criterion_id", "group_no"])
     pseudonym = physician_ids(finals["user_id"])
@@ -120,6 +122,7 @@ def export_healthbench_meta(engine: Engine, path: Path, progress: Progress = no_
 
     path = output_file(path)
     rows, digest = _write_lines(path, lines(), total, progress, "healthbench meta rows")
+    write_manifest(path, export="healthbench-meta", head=head, files={path.name: digest}, rows=rows)
     return ExportSummary(
         "healthbench-meta",
         path,

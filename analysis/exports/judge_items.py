@@ -9,6 +9,7 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from analysis.exports.common import ExportSummary, _current_criteria, _encoded, _json, _write_lines, user_message
+from analysis.exports.manifest import export_head, write_manifest
 from analysis.exports.paths import output_file
 from analysis.loader import load_cases, load_responses
 from db.progress import Progress, no_progress
@@ -21,6 +22,7 @@ def _cases_with_text(engine: Engine) -> pd.DataFrame:
 def export_judge_items(engine: Engine, path: Path, progress: Progress = no_progress) -> ExportSummary:
     """`export judge-items FILE`: one row per (response, criterion of the current approved rubric)."""
     progress(0, None, "reading cases and responses")
+    head = export_head(engine)
     cases = _cases_with_text(engine)
     criteria = _current_criteria(engine, text=True)
     responses = load_responses(engine, text=True)
@@ -49,6 +51,7 @@ def export_judge_items(engine: Engine, path: Path, progress: Progress = no_progr
 
     path = output_file(path)
     rows, digest = _write_lines(path, lines(), total, progress, "judge items")
+    write_manifest(path, export="judge-items", head=head, files={path.name: digest}, rows=rows)
     without_rubric = int((~load_responses(engine)["case_pk"].isin(rubric_of)).sum())
     summary = ExportSummary(
         "judge-items",

@@ -25,6 +25,7 @@ from analysis.exports.common import (
     is_forbidden_key,
     sha256_file,
 )
+from analysis.exports.manifest import MANIFEST_NAME, export_head, write_manifest
 from analysis.exports.paths import write_text
 from analysis.loader import load_cases, load_register_overrides
 from db.config import RUBRIC_SIZE
@@ -141,6 +142,7 @@ def export_release(
 ) -> ExportSummary:
     """`export release DIR [--difficulty low]`: the public rubric-only release, validated before anything is written."""
     progress(0, None, "reading cases")
+    head = export_head(engine)
     records, left_out, removed, warnings = release_records(engine, size, difficulties)
     problems = [
         f"case {record.get('case_id')!r}: {problem}" for record in records for problem in release_problems(record, size)
@@ -148,7 +150,7 @@ def export_release(
     if problems:
         shown = "; ".join(problems[:10]) + (f"; and {len(problems) - 10} more" if len(problems) > 10 else "")
         raise ValidationFailed(f"release not written, {len(problems)} problem(s): {shown}")
-    directory = _prepare_dir(Path(directory), RELEASE_FILES)
+    directory = _prepare_dir(Path(directory), (*RELEASE_FILES, MANIFEST_NAME))
     _write_lines(directory / "cases.jsonl", (_json(record) for record in records), len(records), progress, "cases")
     _write_json(directory / "schema.json", release_schema(size))
     counts = release_counts(records, size)
@@ -156,6 +158,14 @@ def export_release(
     write_text(directory / "README.md", _release_card(counts, size))
     sums = {name: sha256_file(directory / name) for name in sorted(RELEASE_FILES[:-1])}
     write_text(directory / "SHA256SUMS", "".join(f"{digest}  {name}\n" for name, digest in sums.items()))
+    # Outside SHA256SUMS (it names that file's digest too), so `sha256sum -c SHA256SUMS` checks the data alone.
+    write_manifest(
+        directory,
+        export="release",
+        head=head,
+        files={**sums, "SHA256SUMS": sha256_file(directory / "SHA256SUMS")},
+        cases=len(records),
+    )
     summary = ExportSummary(
         "release",
         directory,

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from sqlalchemy import insert, select, update
 
 from db import kept
+from db.audit_records import case_digests_entry
 from db.errors import Said
 from db.importers import common
 from db.importers.common import (
@@ -118,17 +119,20 @@ def _write_cases(run: _Run, chunk: list[tuple[int, dict]]) -> None:
         row.case_id: row for row in connection.execute(select(_CASE_TABLE).where(_CASE_TABLE.c.case_id.in_(ids)))
     }
     new_rows, audit_rows, changed_ids = [], [], set()
+    written: list[tuple[str, dict]] = []  # (case_id, stored values): their digests go to the audit log
     for _line, case in chunk:
         stored = existing.get(case["case_id"])
         values = {column: case[column] for column in _CASE_COLUMNS}
         if stored is None:
             new_rows.append({"case_id": case["case_id"], "created_at": run.now, **values})
+            written.append((case["case_id"], values))
             continue
         before = _stored_case(stored)
         changed = {column: value for column, value in values.items() if before[column] != value}
         if changed:
             connection.execute(update(_CASE_TABLE).where(_CASE_TABLE.c.id == stored.id).values(**changed))
             changed_ids.add(case["case_id"])
+            written.append((case["case_id"], values))
             audit_rows.append(
                 {
                     "action": "update",
@@ -140,7 +144,8 @@ def _write_cases(run: _Run, chunk: list[tuple[int, dict]]) -> None:
             )
     if new_rows:
         connection.execute(insert(_CASE_TABLE), new_rows)
-    run.audit(audit_rows)
+    digests = case_digests_entry(run.source, written)
+    run.audit(audit_rows + ([digests] if digests else []))
 
     case_pk: dict[str, int] = dict(
         connection.execute(select(_CASE_TABLE.c.case_id, _CASE_TABLE.c.id).where(_CASE_TABLE.c.case_id.in_(ids))).all()

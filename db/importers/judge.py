@@ -15,6 +15,7 @@ from urllib.parse import unquote
 from sqlalchemy import bindparam, select, update
 
 from db import limits
+from db.audit_records import judge_digests_entry
 from db.errors import Said
 from db.importers import common, official_judgements as official
 from db.importers.common import _JUDGE_TABLE
@@ -143,13 +144,16 @@ class _JudgeWriter:
                 ):
                     existing[(stored.judge, stored.response_id, stored.criterion_id)] = stored
         new_rows, changes, audit_rows = [], [], []
+        touched: set[tuple[str, int]] = set()  # (judge, response): its decisions' digest goes to the audit log
         for judge, response_id, criterion_id, met, extra, case_id, model in chunk:
             stored = existing.get((judge, response_id, criterion_id))
             if stored is None:
                 new_rows.append((judge, response_id, criterion_id, met, _dump_json(extra)))
+                touched.add((judge, response_id))
             elif stored.met == met and (stored.extra or None) == extra:
                 self.run.summary.unchanged += 1
             else:
+                touched.add((judge, response_id))
                 changes.append({"decision_id": stored.id, "met": met, "extra": extra})
                 audit_rows.append(
                     {
@@ -170,7 +174,8 @@ class _JudgeWriter:
             )
         self.run.summary.inserted += len(new_rows)
         self.run.summary.replaced += len(changes)
-        self.run.audit(audit_rows)
+        digests = judge_digests_entry(connection, self.run.source, touched)
+        self.run.audit(audit_rows + ([digests] if digests else []))
 
 
 def _import_judge_rows(run: _Run, records: Iterator[tuple[int, dict]], fmt: str, judge_option: str | None) -> None:

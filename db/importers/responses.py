@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 
+from db.audit_records import response_digests_entry
 from db.errors import Said
 from db.importers import common
 from db.importers.common import _CASE_TABLE, _LABEL_TABLE, _RESPONSE_TABLE
@@ -114,6 +115,14 @@ def _write_responses(run: _Run, chunk: list[tuple[int, int, str, str]], codes: s
             )
     if new_rows:
         connection.execute(insert(_RESPONSE_TABLE), new_rows)
+    written = [
+        (case_ids[pk], model, text)
+        for _line, pk, model, text in chunk
+        if (stored := existing.get((pk, model))) is None or stored.text != text
+    ]
+    digests = response_digests_entry(run.source, written)
+    if digests:
+        audit_rows.append(digests)
     run.summary.inserted += len(new_rows)
     run.summary.replaced += len(replaced_ids)
     if replaced_ids:

@@ -173,3 +173,32 @@ def log_factory_rows(session: Session, actor: str = "factory") -> None:
         action="import", entity="labels", entity_key="factory", after={"rows": [bulk_label_row(*row) for row in labels]}
     )
     writer.record(action="import", entity="rubrics", entity_key="factory", after={"rows": rubrics})
+    _log_factory_accounts_and_texts(session, writer)
+
+
+def _log_factory_accounts_and_texts(session: Session, writer) -> None:
+    """Accounts, case records and response texts the factories wrote directly, as their writers log them."""
+    from sqlmodel import select
+
+    from db.audit_digest import CASE_COLUMNS, password_digest
+    from db.audit_records import case_digests_entry, response_digests_entry
+
+    for user in session.exec(select(User)).all():
+        snapshot = {
+            "role": user.role,
+            "group": user.group_no,
+            "active": user.is_active,
+            "password": password_digest(user.password_hash),
+            "identity": user.oidc_identity,
+        }
+        writer.record(action="create", entity="user", entity_key=user.username, after=snapshot)
+    cases = session.exec(select(Case)).all()
+    case_rows = [(case.case_id, {column: _case_value(case, column) for column in CASE_COLUMNS}) for case in cases]
+    responses = session.exec(select(Case.case_id, Response.model, Response.text).join(Case)).all()
+    for entry in (case_digests_entry("factory", case_rows), response_digests_entry("factory", responses)):
+        if entry:
+            writer.record(**entry)
+
+
+def _case_value(case: Case, column: str):
+    return case.register_override if column == "register" else getattr(case, column)
