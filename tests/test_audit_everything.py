@@ -161,7 +161,8 @@ def test_a_database_restored_to_before_an_export_fails_its_anchor(project, tmp_p
         seal = s.get(AuditSeal, 1)
         older_seal = {"entries": seal.entries, "hash": seal.hash, "seal": seal.seal}
     with session_scope(project) as s:
-        users.update_account(s, username="ann2", role="checker", group_no=2, actor="boss")
+        boss = s.exec(select(User).where(User.username == "boss")).one()
+        users.update_account(s, username="ann2", role="checker", group_no=2, actor=boss)
     export_gold(project, tmp_path / "gold.jsonl")
     manifest = tmp_path / "gold.jsonl.manifest.json"
     assert manifest.exists()
@@ -218,13 +219,17 @@ def _counts(engine) -> tuple[int, int]:
 
 def test_a_missing_key_with_a_chain_refuses_to_write_and_writes_nothing(engine, key_file, database_url):
     with session_scope(engine) as s:
-        users.add_user(s, username="first", role="admin", group_no=None, password="long-enough-pw")
+        users.add_user(
+            s, username="first", role="admin", group_no=None, password="long-enough-pw", actor=users.SYSTEM_ACTOR
+        )
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600  # made for the empty chain
     key_file.unlink()
     _key_cache.clear()
     before = _counts(engine)
     with pytest.raises(AuditKeyMissing) as refused, session_scope(engine) as s:
-        users.add_user(s, username="second", role="admin", group_no=None, password="long-enough-pw")
+        users.add_user(
+            s, username="second", role="admin", group_no=None, password="long-enough-pw", actor=users.SYSTEM_ACTOR
+        )
     assert refused.value.key == "errors.audit_key_missing"
     assert _counts(engine) == before and not key_file.exists()
     done = subprocess.run(

@@ -16,7 +16,7 @@ from sqlalchemy import text
 
 from analysis.exports import export_gold, export_judgements
 from cli.main import main
-from db.audit import _read_or_create_key
+from db import audit
 from db.backup import backup
 from db.engine import make_engine, session_scope
 from tests.support.factories import make_case, make_label, make_response, make_user
@@ -57,9 +57,12 @@ def test_an_older_world_readable_database_is_made_private_when_opened(sqlite_url
     assert [mode(path), mode(f"{path}-wal"), mode(f"{path}-shm")] == [0o600, 0o600, 0o600]
 
 
-def test_the_audit_key_file_is_private(tmp_path):
+def test_the_audit_key_file_is_private(tmp_path, monkeypatch):
+    # created under the permissive umask above: the key file is private all the same
+    monkeypatch.delenv(audit.KEY_ENV, raising=False)
     path = tmp_path / "keys" / "audit.key"
-    _read_or_create_key(path)
+    monkeypatch.setenv(audit.KEY_FILE_ENV, str(path))
+    audit.writer_key(chain_is_empty=True)
     assert mode(path) == 0o600
 
 

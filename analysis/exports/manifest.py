@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from analysis.exports.paths import write_text
 from analysis.loader import audit_head
 
 MANIFEST_NAME = "manifest.json"
@@ -36,5 +37,5 @@ def write_manifest(target: Path, *, export: str, head: dict[str, Any], files: di
     target = Path(target)
     path = target / MANIFEST_NAME if target.is_dir() else manifest_beside(target)
     manifest = {"export": export, **extra, "sha256": dict(sorted(files.items())), "audit_head": head}
-    path.write_text(json.dumps(manifest, ensure_ascii=False, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    write_text(path, json.dumps(manifest, ensure_ascii=False, indent=2, allow_nan=False) + "\n")
     return path
