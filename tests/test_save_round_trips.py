@@ -95,10 +95,11 @@ def test_a_save_sends_as_many_statements_for_one_changed_label_as_for_thirty(ses
     thirty, changed_all = counted_save(session, engine, g1, response.id, all_met(False) | {"c01": True})
     assert (thirty.created, thirty.updated) == (0, N)
     assert len(changed_one) == len(changed_all), (changed_one, changed_all)
-    # 34 statements per save-and-next before; the save alone is now at most 16 (a transaction's
-    # BEGIN/COMMIT are not statements the driver receives here).
-    assert len(first) <= 16, first
-    assert len(changed_all) <= 16, changed_all
+    # 34 statements per save-and-next before; the save alone was at most 16, and the audit seal (which lets
+    # `audit verify` notice entries cut from the log's end) reads and rewrites its one row in the same
+    # transaction: 18 (a transaction's BEGIN/COMMIT are not statements the driver receives here).
+    assert len(first) <= 18, first
+    assert len(changed_all) <= 18, changed_all
     assert sum("FROM rubric_version" in s for s in changed_all) == 1, changed_all
     assert sum("FROM assignment" in s for s in changed_all) == 1, changed_all
     with engine.connect() as connection:
