@@ -114,20 +114,25 @@ def _loaded(user, response_id: int) -> dict | None:
     return loaded
 
 
+def _keep_sent(session, user, loaded: dict, sent: dict) -> None:
+    """Keep what the workbench sent as the draft of the response the page loaded, on the labels it showed."""
+    label_drafts.keep_draft(
+        session,
+        user,
+        loaded["response_id"],
+        rubric_version_id=loaded["rubric_version_id"],
+        decisions=sent.get("decisions") or {},
+        notes=sent.get("notes") or {},
+        active_ms=sent.get("active_ms") or 0,
+        expected_versions=loaded["expected"],
+    )
+
+
 def _keep_refused(user, loaded: dict, sent: dict) -> None:
     """Keep a refused save's decisions as a draft of what this page showed, so the reload compares them."""
     try:
         with shell.db_session() as session:
-            label_drafts.keep_draft(
-                session,
-                user,
-                loaded["response_id"],
-                rubric_version_id=loaded["rubric_version_id"],
-                decisions=sent.get("decisions") or {},
-                notes=sent.get("notes") or {},
-                active_ms=sent.get("active_ms") or 0,
-                expected_versions=loaded["expected"],
-            )
+            _keep_sent(session, user, loaded, sent)
     except ClinConsensusError:
         pass  # the comparison then starts from the draft kept before; the refusal is said either way
 
@@ -149,16 +154,7 @@ def _keep_draft() -> None:
         return
     try:
         with shell.db_session() as session:
-            label_drafts.keep_draft(
-                session,
-                user,
-                loaded["response_id"],
-                rubric_version_id=loaded["rubric_version_id"],
-                decisions=sent.get("decisions") or {},
-                notes=sent.get("notes") or {},
-                active_ms=sent.get("active_ms") or 0,
-                expected_versions=loaded["expected"],
-            )
+            _keep_sent(session, user, loaded, sent)
     except RubricChanged as error:
         _message("error", t("annotate.labeling.rubric_changed", version=error.current))
         _reload()

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from sqlalchemy import insert, select, update
 
 from db import kept
+from db.audit_digest import CASE_COLUMNS
 from db.audit_records import case_digests_entry
 from db.errors import Said
 from db.importers import common
@@ -24,19 +25,9 @@ from db.taxonomy import get_taxonomy
 
 # Cases ---------------------------------------------------------------------------------------
 
-#: Stored case columns compared on re-import (`register` is the column of the optional key).
-_CASE_COLUMNS = (
-    "difficulty",
-    "task",
-    "task_labels",
-    "subject",
-    "subject_labels",
-    "user_role",
-    "clinical_context",
-    "user_request",
-    "register",
-    "extra",
-)
+#: Stored case columns compared on re-import (`register` is the column of the optional key): the columns the
+#: audit log keeps a digest of, so a re-import and the replay judge a case by the same fields.
+_CASE_COLUMNS = CASE_COLUMNS
 
 
 def _check_case(record: dict, taxonomy, summary: ImportSummary) -> tuple[dict | None, list[str]]:
