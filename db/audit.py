@@ -14,9 +14,10 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import Row, func, select as core_select, text
+import orjson
+from sqlalchemy import Text, cast, func, select as core_select, text
 from sqlmodel import Session, select
 
 from db.audit_key import (
@@ -94,6 +95,12 @@ def _canonical_time(at: datetime) -> str:
     return at.replace(tzinfo=None).isoformat(timespec="microseconds")
 
 
+def _content(
+    prev_hash: str, at: datetime, actor: str, action: str, entity: str, entity_key: str, before: Any, after: Any
+) -> list[Any]:
+    return [prev_hash, _canonical_time(at), actor, action, entity, entity_key, before, after]
+
+
 def entry_hash(
     *,
     prev_hash: str,
@@ -106,14 +113,29 @@ def entry_hash(
     after: Any,
     key: bytes | None = None,
 ) -> str:
+    """The definition: HMAC-SHA-256 of the content as sorted, compact, UTF-8 JSON (`json.dumps`)."""
     payload = json.dumps(
-        [prev_hash, _canonical_time(at), actor, action, entity, entity_key, before, after],
+        _content(prev_hash, at, actor, action, entity, entity_key, before, after),
         ensure_ascii=False,
         sort_keys=True,
         separators=(",", ":"),
         default=str,
     )
     return hmac.new(key if key is not None else audit_key(), payload.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def _fast_entry_hash(row: LogEntry, key: bytes) -> str | None:
+    """`entry_hash` of a logged entry through orjson (several times faster on the bulk entries).
+
+    orjson writes the same bytes as the definition for what JSON decodes to (sorted keys, compact, raw
+    UTF-8), floats aside; a caller that finds a mismatch asks the definition before calling an entry broken.
+    """
+    content = _content(row.prev_hash, row.at, row.actor, row.action, row.entity, row.entity_key, row.before, row.after)
+    try:
+        payload = orjson.dumps(content, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    return hmac.new(key, payload, hashlib.sha256).hexdigest()
 
 
 class AuditWriter:
@@ -213,13 +235,51 @@ class ChainReport:
 _LOG = AuditLog.__table__
 
 
-def log_entries(session: Session, *, batch: int = CHAIN_BATCH) -> Iterator[Row]:
-    """Every entry in order as plain rows, streamed a few at a time (bounded memory however large the entries)."""
+class LogEntry(NamedTuple):
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    entity: str
+    entity_key: str
+    before: Any
+    after: Any
+    prev_hash: str
+    hash: str
+
+
+def _decoded(document: str | None) -> Any:
+    # The standard reader, not orjson's: that one turns integers beyond 64 bits into floats (another hash).
+    return None if document is None else json.loads(document)
+
+
+def log_entries(session: Session, *, batch: int = CHAIN_BATCH) -> Iterator[LogEntry]:
+    """Every entry in order, streamed a few at a time (bounded memory however large the entries).
+
+    `before` and `after` are read as their stored text and decoded here, without the column type's
+    reader and its per-value overhead.
+    """
     # Options on this statement only: set on the connection they would stay for the rest of its transaction.
     streamed = {"stream_results": True, "yield_per": batch}
-    statement = core_select(_LOG).order_by(_LOG.c.id)
+    columns = [
+        _LOG.c.id,
+        _LOG.c.at,
+        _LOG.c.actor,
+        _LOG.c.action,
+        _LOG.c.entity,
+        _LOG.c.entity_key,
+        cast(_LOG.c.before, Text),
+        cast(_LOG.c.after, Text),
+        _LOG.c.prev_hash,
+        _LOG.c.hash,
+    ]
+    statement = core_select(*columns).order_by(_LOG.c.id)
     for part in session.connection().execute(statement, execution_options=streamed).partitions(batch):
-        yield from part
+        for row in part:
+            entry_id, at, actor, action, entity, entity_key, before, after, prev_hash, hash_ = row
+            yield LogEntry(
+                entry_id, at, actor, action, entity, entity_key, _decoded(before), _decoded(after), prev_hash, hash_
+            )
 
 
 class ChainCheck:
@@ -232,26 +292,29 @@ class ChainCheck:
         self.first_bad_id: int | None = None
         self.reason = ""
 
-    def feed(self, row: Row) -> None:
+    def feed(self, row: LogEntry) -> None:
         self.entries += 1
         if self.first_bad_id is None:
             if row.prev_hash != self.prev:
                 self._broken(row, Said("prev_hash does not match the entry before it", "language.audit_broken_link"))
-            elif row.hash != entry_hash(
-                prev_hash=row.prev_hash,
-                at=row.at,
-                actor=row.actor,
-                action=row.action,
-                entity=row.entity,
-                entity_key=row.entity_key,
-                before=row.before,
-                after=row.after,
-                key=self.key,
-            ):
+            elif row.hash != _fast_entry_hash(row, self.key) and row.hash != self._defined_hash(row):
                 self._broken(row, Said("content does not match its hash", "language.audit_broken_content"))
         self.prev = row.hash
 
-    def _broken(self, row: Row, reason: str) -> None:
+    def _defined_hash(self, row: LogEntry) -> str:
+        return entry_hash(
+            prev_hash=row.prev_hash,
+            at=row.at,
+            actor=row.actor,
+            action=row.action,
+            entity=row.entity,
+            entity_key=row.entity_key,
+            before=row.before,
+            after=row.after,
+            key=self.key,
+        )
+
+    def _broken(self, row: LogEntry, reason: str) -> None:
         self.first_bad_id, self.reason = row.id, reason
 
     def report(self) -> ChainReport:

@@ -317,3 +317,35 @@ def test_the_key_file_is_created_once_with_mode_0600(tmp_path, monkeypatch):
 def test_replay_of_an_empty_database_is_clean(engine):
     with session_scope(engine, read_only=True) as s:
         assert replay(s).ok
+
+
+#: Values whose JSON a fast writer may spell differently from `json.dumps` (the hash's definition).
+AWKWARD_AFTER = {
+    "small": 1e-05,
+    "large": 1e16,
+    "third": 1 / 3,
+    "beyond_64_bits": 2**70,
+    "text": '胸痛 \u0001\n\t"quoted" \\ é 😀',
+    "nested": {"b": [1, 2.5, None, True], "a": {"z": "", "y": -0.0}},
+}
+
+
+def test_entries_the_fast_reader_spells_differently_still_verify_and_a_change_to_them_is_caught(engine):
+    awkward = dict(AWKWARD_AFTER)
+    if engine.dialect.name == "sqlite":  # PostgreSQL's json type refuses NaN, SQLite keeps what json.dumps wrote
+        awkward["not_a_number"] = float("nan")
+    with session_scope(engine) as s:
+        audit.record(s, "admin", action="update", entity="case", entity_key="CC-9999", before=None, after=awkward)
+        audit.record(s, "admin", action="update", entity="case", entity_key="CC-9998", after={"plain": "值"})
+    result = verify(engine)
+    chain_problems = [p for p in result.problems if p.startswith("audit chain")]
+    assert chain_problems == [] and result.entries == 2
+
+    # The same content one character different in the stored text: the chain breaks at that entry.
+    with session_scope(engine, read_only=True) as s:
+        first = s.exec(select(AuditLog).order_by(AuditLog.id)).first()
+    stored = json.dumps(awkward).replace("1e-05", "2e-05")
+    cast = "CAST(:after AS JSON)" if engine.dialect.name == "postgresql" else ":after"
+    execute(engine, f"UPDATE audit_log SET after = {cast} WHERE id = :id", after=stored, id=first.id)
+    broken = verify(engine)
+    assert broken.problems[0] == f"audit chain broken at entry {first.id}: content does not match its hash"
