@@ -165,6 +165,12 @@ def write_frames(engine, frames) -> None:
                 j["met"].astype(bool).tolist(),
             ],
         )
+        samples = frames.calibration
+        if samples is not None and len(samples):
+            connection.exec_driver_sql(
+                "INSERT INTO calibration_sample (model, response_id, seed, drawn_at, drawn_by) VALUES (?, ?, 1, ?, ?)",
+                [(m, int(i), now, "benchmark") for m, i in zip(samples["model"], samples["response_id"])],
+            )
 
 
 def compare(vectorised: dict, frames, k: int) -> float:

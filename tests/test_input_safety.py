@@ -260,6 +260,34 @@ def test_placeholders_take_the_group_of_their_row_and_keep_it(prepared, tmp_path
     assert errors[0] == "labels2.jsonl line 2: annotator 'dr_two' is in expert group 1, not group 2"
 
 
+def test_a_placeholder_first_seen_adjudicating_takes_the_group_of_its_first_check(prepared, tmp_path):
+    # The demo's files name a checker's adjudications before their group's checks, in one file or in two.
+    rows = [
+        label_record(annotator="chk_both", stage="adjudication", group=None),
+        label_record(criterion_id="c02", annotator="chk_both", stage="check", group=1),
+    ]
+    summary = import_file(prepared, "labels", write_jsonl(tmp_path / "labels.jsonl", rows))
+    assert summary.inserted == 2 and summary.placeholders == ["chk_both"]
+    rows = [label_record(criterion_id="c04", annotator="chk_later", stage="adjudication", group=None)]
+    import_file(prepared, "labels", write_jsonl(tmp_path / "labels2.jsonl", rows))
+    rows = [label_record(criterion_id="c05", annotator="chk_later", stage="check", group=2)]
+    assert import_file(prepared, "labels", write_jsonl(tmp_path / "labels3.jsonl", rows)).inserted == 1
+    with Session(prepared) as session:
+        accounts = {
+            user.username: (user.role, user.group_no, user.is_active)
+            for user in session.scalars(select(User).where(User.username.in_(["chk_both", "chk_later"])))
+        }
+        changes = session.scalars(
+            select(AuditLog.entity_key).where(AuditLog.entity == "user", AuditLog.action == "update")
+        ).all()
+    assert accounts == {"chk_both": ("checker", 1, False), "chk_later": ("checker", 2, False)}
+    assert sorted(changes) == ["chk_both", "chk_later"]  # the group set on an existing placeholder is audited
+    # Once the group is known it holds: the same checker is not credited to the other group.
+    rows = [label_record(criterion_id="c06", annotator="chk_later", stage="check", group=1)]
+    errors = refused(prepared, "labels", write_jsonl(tmp_path / "labels4.jsonl", rows))
+    assert errors[0] == "labels4.jsonl line 1: annotator 'chk_later' is in expert group 2, not group 1"
+
+
 # Command-line options -----------------------------------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ from db.importers.writing import _COPY_ESCAPES, _batches, _BulkInserter, _Run
 from db.models import NO_GROUP, User
 from db.policies import LABEL_AUTHOR_ROLE, label_author_refusal
 from db.records import STAGES, LabelRecord, check
-from db.users import USERNAME_PATTERN, SystemActor, add_placeholder_user
+from db.users import USERNAME_PATTERN, SystemActor, add_placeholder_user, update_account
 
 # Labels --------------------------------------------------------------------------------------
 
@@ -140,9 +140,21 @@ def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
     users: dict[str, int] = {}
     #: (role, group) of every account, and of the placeholder each unknown name will become.
     authors: dict[str, tuple[str, int | None]] = {}
-    for account in connection.execute(select(accounts.username, accounts.id, accounts.role, accounts.group_no)):
+    #: Placeholders whose group no label has named yet (first seen as adjudicators): their first grouped label sets it.
+    groupless: set[str] = set()
+    columns = (
+        accounts.username,
+        accounts.id,
+        accounts.role,
+        accounts.group_no,
+        accounts.is_active,
+        accounts.password_hash,
+    )
+    for account in connection.execute(select(*columns)):
         users[account.username] = account.id
         authors[account.username] = (str(account.role), account.group_no)
+        if account.group_no is None and not account.is_active and not account.password_hash:
+            groupless.add(account.username)
     had_labels = _table_has_rows(connection, _LABEL_TABLE)
     inserter = _BulkInserter(run, _LABEL_TABLE, _LABEL_COLUMNS, copy_line=_label_copy_line)
     problems, errors_so_far, stamp = run.problems, run.problems.errors, run.stored_now
@@ -194,6 +206,15 @@ def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
         author = authors.get(annotator)
         if author is None:  # a placeholder account: the role of the stage, the group of the row
             author = authors[annotator] = (str(LABEL_AUTHOR_ROLE[stage]), group_no)
+            if group_no is None:
+                groupless.add(annotator)
+        elif group_no is not None and annotator in groupless and author[0] == LABEL_AUTHOR_ROLE[stage]:
+            groupless.discard(annotator)
+            author = authors[annotator] = (author[0], group_no)
+            if annotator in users and not errors_so_far:
+                update_account(
+                    run.session, username=annotator, role=author[0], group_no=group_no, actor=SystemActor(run.actor)
+                )
         refusal = label_author_refusal(author[0], author[1], stage, group_no)
         if refusal is not None:
             problems.at(line, _author_refused(annotator, refusal))
