@@ -15,7 +15,7 @@ def pages(user: User) -> list[tuple[str, st.Page]]:
     """The admin area's navigation entries (none for other roles)."""
     if user.role != Role.admin:
         return []
-    from admin import assignments, audit_log, exports, feedback, imports, judge_runs, progress, users
+    from admin import assignments, audit_log, exports, feedback, imports, judge_runs, leaderboard, progress, users
 
     t = shell.translator()
     section = "nav.section.admin"
@@ -67,6 +67,15 @@ def pages(user: User) -> list[tuple[str, st.Page]]:
                 title=t("judge.nav"),
                 icon=":material/gavel:",
                 url_path="admin-judge-runs",
+            ),
+        ),
+        (
+            section,
+            st.Page(
+                leaderboard.render,
+                title=t("leaderboard.nav"),
+                icon=":material/leaderboard:",
+                url_path="admin-leaderboard",
             ),
         ),
         (

@@ -103,35 +103,59 @@ def accuracy_vs_cacs(report, t: Translator) -> go.Figure:
 
 
 def case_accuracy_threshold(report, t: Translator) -> go.Figure:
+    """Per-response rubric accuracy of each model as a violin (the paper's Figure 7).
+
+    The band below (k − ½)/N holds the responses that pass no threshold (CACS 0); the diamond marks the
+    mean accuracy of the responses at or above k, the part of the distribution CACS@k rewards.
+    """
     scores = report.scores
     accuracy = scores.s / np.maximum(scores.n, 1)
+    passing = scores.s >= report.k
     figure = go.Figure()
-    for code, model in enumerate(report.grid.models):
+    models = list(report.grid.models)
+    for code, model in enumerate(models):
+        mine = scores.model_codes == code
         figure.add_trace(
-            go.Histogram(
-                x=accuracy[scores.model_codes == code],
+            go.Violin(
+                x=[model] * int(mine.sum()),
+                y=accuracy[mine],
                 name=model,
-                opacity=0.6,
-                xbins=dict(start=0, end=1.0001, size=1 / max(report.n, 1)),
+                box_visible=True,
+                meanline_visible=False,
+                points=False,
+                spanmode="hard",
+                showlegend=False,
+                hovertemplate="%{x}<br>%{y:.1%}<extra></extra>",
             )
         )
-    threshold = (report.k - 0.5) / report.n
-    figure.add_vrect(
-        x0=0,
-        x1=threshold,
+    above = [float(accuracy[(scores.model_codes == code) & passing].mean()) for code in range(len(models))]
+    shown = [(model, value) for model, value in zip(models, above, strict=True) if np.isfinite(value)]
+    figure.add_trace(
+        go.Scatter(
+            x=[model for model, _ in shown],
+            y=[value for _, value in shown],
+            mode="markers",
+            marker=dict(symbol="diamond", size=11, color="black"),
+            name=t("analysis.fig.mean_above_threshold", k=report.k),
+            hovertemplate="%{x}<br>%{y:.1%}<extra></extra>",
+        )
+    )
+    figure.add_hrect(
+        y0=0,
+        y1=(report.k - 0.5) / max(report.n, 1),
         fillcolor="firebrick",
         opacity=0.12,
         line_width=0,
         annotation_text=t("analysis.fig.below_threshold", k=report.k),
-        annotation_position="top left",
+        annotation_position="bottom left",
     )
-    figure.update_layout(barmode="overlay")
     return _layout(
         figure,
         t("analysis.fig.case_accuracy"),
-        xaxis_title=t("analysis.axis.rubric_accuracy"),
-        yaxis_title=t("analysis.axis.responses"),
-        xaxis_tickformat=PERCENT,
+        xaxis_title=t("analysis.axis.model"),
+        yaxis_title=t("analysis.axis.rubric_accuracy"),
+        yaxis_tickformat=PERCENT,
+        yaxis_range=[0, 1],
     )
 
 
@@ -151,6 +175,10 @@ def slice_bars(report, t: Translator, dimension: str) -> go.Figure:
     )
 
 
+def _percent_text(value: float) -> str:
+    return "—" if not np.isfinite(value) else f"{value * 100:.1f}%"
+
+
 def family_heatmap(report, t: Translator) -> go.Figure:
     frame = report.slices[report.slices["dimension"] == "capability_family"]
     table = frame.pivot(index="value", columns="model", values="cacs_at_k").reindex(columns=report.grid.models)
@@ -162,7 +190,9 @@ def family_heatmap(report, t: Translator) -> go.Figure:
             y=value_names("capability_family", table.index, t),
             colorscale="RdBu",
             zmid=0,
-            text=np.round(table.to_numpy(), 3),
+            # The model's CACS in each family printed in its cell (the paper's Figure 8); colour is the deviation.
+            text=[[_percent_text(value) for value in row] for row in table.to_numpy()],
+            texttemplate="%{text}",
             hovertemplate="%{y} · %{x}<br>Δ %{z:.3f}<br>CACS %{text}<extra></extra>",
             colorbar=dict(title=t("analysis.axis.deviation")),
         )

@@ -13,11 +13,20 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analysis import figures as figure_builders, metrics, reliability, shared_grid, table_view
+from analysis import (
+    figures as figure_builders,
+    metrics,
+    ranking_fidelity,
+    reliability,
+    score_section,
+    shared_grid,
+    table_view,
+)
 from analysis.background import BackgroundValue
 from analysis.exports.csv_cells import csv_bytes
 from analysis.loader import load_criterion_texts
 from db.errors import ClinConsensusError
+from db.export_records import newest_sft_holdout
 from db.judge_errors import judge_error_detail
 from db.models import Role
 from db.policies import require_may_see_group_statistics
@@ -247,6 +256,7 @@ def render_judge_errors() -> None:
     st.plotly_chart(
         figure_builders.judges_against_ceiling(insights, judges, t), key="insights_ceiling", width="stretch"
     )
+    _ranking_section(t, grid)
     st.plotly_chart(
         table_view.titled(figure_builders.judges_by_model_heatmap(insights, t), t, y="analysis.axis.judge"),
         key="insights_by_model",
@@ -310,6 +320,36 @@ def render_judge_errors() -> None:
         show_error(error)
         return
     _error_detail(t, detail, row)
+
+
+def ranking_table(grid: metrics.DecisionGrid, heldout: list[str], k: int) -> pd.DataFrame:
+    """Each judge's ranking fidelity over the held-out models (all models when none), then the physicians'
+    ceiling (group 1's ranking against group 2's) as the last row."""
+    judged = score_section.heldout_grid(grid, heldout or None)
+    rows = [{"judge": judge, **values} for judge, values in ranking_fidelity.judge_ranking(judged, k).items()]
+    rows.append({"judge": None, **ranking_fidelity.human_ceiling_ranking(grid, k)})
+    columns = ["judge", "spearman", "kendall_tau_b", "top3", "top5", "n_models"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _ranking_section(t, grid: metrics.DecisionGrid) -> None:
+    """Does each judge rank models as physicians do, measured on the models it was not trained on."""
+    st.subheader(t("insights.ranking.title"))
+    with shell.db_session(read_only=True) as session:
+        exported = [model for model in newest_sft_holdout(session) if model in grid.models]
+    heldout = st.multiselect(
+        t("insights.ranking.heldout"),
+        list(grid.models),
+        default=exported,
+        key="insights_heldout",
+        placeholder=t("insights.ranking.heldout.none"),
+    )
+    if exported:
+        st.caption(t("insights.ranking.from_sft", models=", ".join(exported)))
+    table = ranking_table(grid, heldout, metrics.DEFAULT_K)
+    table["judge"] = [t("insights.ranking.ceiling") if pd.isna(judge) else judge for judge in table["judge"]]
+    st.caption(t("insights.ranking.caption", k=metrics.DEFAULT_K))
+    table_view.show(t, table)
 
 
 def _error_detail(t, detail, row) -> None:

@@ -42,8 +42,8 @@ def data_version(engine: Engine) -> DataVersion:
         select(func.max(Case.id)).scalar_subquery(),
         select(func.max(RubricVersion.id)).scalar_subquery(),
         select(func.max(Criterion.id)).scalar_subquery(),
-        # Sign-ins and sign-outs are audited too, but change nothing the analysis reads.
-        select(func.max(AuditLog.id)).where(AuditLog.entity != "session").scalar_subquery(),
+        # Sign-ins, sign-outs and exports are audited too, but change nothing the analysis reads.
+        select(func.max(AuditLog.id)).where(AuditLog.entity.not_in(("session", "export"))).scalar_subquery(),
     )
     with engine.connect().execution_options(sqlite_read_only=True) as connection:
         return DataVersion(*(str(value) for value in connection.execute(statement).one()))

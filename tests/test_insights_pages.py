@@ -8,6 +8,8 @@ from sklearn.metrics import f1_score
 from sqlmodel import Session, select
 from streamlit.testing.v1 import AppTest
 
+from db.engine import session_scope
+from db.export_records import record_export
 from db.models import Criterion, JudgeDecision, RubricStatus, RubricVersion
 from i18n import translate
 from tests.support.apptest_helpers import open_page, sign_in_token, signed_in, texts
@@ -89,15 +91,31 @@ def test_judge_error_page_shows_the_errors_and_the_explanation(insight_data):
     assert not app.exception
     assert app.title[0].value == translate("insights.judges.title", "en")
     assert "Human ceiling" in texts(app)
-    errors = app.dataframe[1].value
+    errors = app.dataframe[2].value  # after the ranking table and the per-model table
     # c04 inverted: the judge says met where gold says not met on models 06..10 (false positives)
     assert set(errors["criterion_id"]) == {"c04"} and len(errors) == 5
     assert errors["model"].tolist() == [f"model-{i:02d}" for i in range(6, 11)]
     assert "判定理由 6-c04" in texts(app)
     app.radio(key="insights_kind").set_value("false_negative").run()
-    assert len(app.dataframe[1].value) == 6
+    assert len(app.dataframe[2].value) == 6
     app.selectbox(key="insights_error_row").set_value(2).run()
     assert "判定理由 2-c04" in texts(app) and "第 2 个回答" in texts(app)
+
+
+def test_judge_ranking_defaults_to_the_newest_sft_exports_heldout_models(insight_data):
+    with session_scope(insight_data) as session:
+        record_export(session, actor="boss", kind="sft", details={"holdout_models": ["model-01"]})
+        record_export(session, actor="boss", kind="sft", details={"holdout_models": ["model-02", "model-09", "gone"]})
+    app = open_page(signed_in(insight_data, "boss", lang="zh"), "analysis-judge-errors")
+    assert not app.exception
+    assert app.multiselect(key="insights_heldout").value == ["model-02", "model-09"]
+    assert translate("insights.ranking.from_sft", "zh", models="model-02, model-09") in texts(app)
+    ranking = app.dataframe[0].value
+    # the judge on the held-out models (gold complete: 4 of the 11 lack gold on c01), the physicians on all
+    assert ranking["n_models"].tolist() == [2, 11]
+    assert ranking["judge"].tolist() == ["jx", translate("insights.ranking.ceiling", "zh")]
+    app.multiselect(key="insights_heldout").set_value([]).run()
+    assert app.dataframe[0].value["n_models"].tolist() == [7, 11]
 
 
 def test_physician_page_shows_each_annotator_and_the_slices(insight_data):

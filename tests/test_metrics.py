@@ -560,3 +560,32 @@ def test_figures_draw_the_report_numbers():
     assert built["judge_fidelity"].data[2].y[0] == pytest.approx(report.judges["mf1_gold"].iloc[0])
     html = figures.html_report(report, report_tables(report), lang="zh")
     assert "ClinConsensus 分析报告" in html and html.count("Plotly.newPlot") == len(built)
+
+
+def test_case_accuracy_violins_and_family_values_match_an_independent_count():
+    from analysis import figures
+
+    frames = reference.synthetic_frames(30, 3, n=10, seed=6, adjudication_share=1.0)
+    k = 4
+    report = build_report(frames, k, resamples=20)
+    built = dict(figures.figures(report, figures.translator("zh")))
+    violins = [trace for trace in built["case_accuracy"].data if trace.type == "violin"]
+    scored = reference.reference_scores(frames)
+    assert [trace.name for trace in violins] == report.grid.models
+    for trace in violins:
+        mine = scored[scored["model"] == trace.name]
+        assert sorted(trace.y) == pytest.approx(sorted((mine["s"] / mine["n"]).tolist()))
+    (markers,) = [trace for trace in built["case_accuracy"].data if trace.type == "scatter"]
+    for model, value in zip(markers.x, markers.y, strict=True):
+        mine = scored[(scored["model"] == model) & (scored["s"] >= k)]
+        assert value == pytest.approx((mine["s"] / mine["n"]).mean())
+    (band,) = built["case_accuracy"].layout.shapes
+    assert (band.y0, band.y1) == (0, pytest.approx((k - 0.5) / 10))
+
+    heatmap = built["family_heatmap"].data[0]
+    table = report.slices[report.slices["dimension"] == "capability_family"]
+    for row, family in zip(heatmap.text, sorted(table["value"].unique()), strict=True):
+        for cell, model in zip(row, heatmap.x, strict=True):
+            value = table[(table["value"] == family) & (table["model"] == model)]["cacs_at_k"]
+            assert cell == ("—" if value.empty or np.isnan(value.item()) else f"{value.item() * 100:.1f}%")
+    assert heatmap.texttemplate == "%{text}"

@@ -1,0 +1,164 @@
+"""Leaderboard snapshots (docs/REFERENCE.md §3.7): freeze the current leaderboard under a name, list the
+snapshots, read one, compare two, and download one as JSON and as the static page a lab publishes.
+
+A snapshot is written once (db.leaderboard refuses a taken name) and computed from the whole
+database, so it is built only when the admin presses the button. Everything shown comes from the
+stored payload: what was frozen, not what the data says today.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import pandas as pd
+import streamlit as st
+
+from analysis import leaderboard, table_view
+from analysis.metrics import DEFAULT_K
+from db import leaderboard as store
+from db.errors import ClinConsensusError
+from db.models import Role
+from ui import shell, widgets
+from ui.times import local_time
+
+
+def _when(iso: str) -> str:
+    return local_time(datetime.fromisoformat(iso))
+
+
+def _listing_frame(t, rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            t("leaderboard.col.name"): [row["name"] for row in rows],
+            t("leaderboard.col.created_at"): [_when(row["created_at"]) for row in rows],
+            t("leaderboard.col.created_by"): [row["created_by"] for row in rows],
+            t("leaderboard.col.models"): [row["n_models"] for row in rows],
+        }
+    )
+
+
+def snapshot_frame(payload: dict) -> pd.DataFrame:
+    """One row per model in the snapshot's order: rank, tier, scores and the interval (fractions)."""
+    rows = payload.get("models", [])
+    return pd.DataFrame(
+        {
+            "rank": list(range(1, len(rows) + 1)),
+            "tier": [row["tier"] for row in rows],
+            "model": [row["model"] for row in rows],
+            "cacs_at_k": [row["cacs_at_k"] for row in rows],
+            "cacs_at_k_low": [row["ci_low"] for row in rows],
+            "cacs_at_k_high": [row["ci_high"] for row in rows],
+            "rubric_accuracy": [row.get("rubric_accuracy") for row in rows],
+            "n_responses": [row.get("n_responses") for row in rows],
+        }
+    )
+
+
+def diff_frame(changes: dict) -> pd.DataFrame:
+    """One row per model in both snapshots: ranks, scores and tiers before and after, and whether the move
+    is beyond the intervals (None when a snapshot has no interval for it)."""
+    rows = changes["models"]
+    return pd.DataFrame(
+        {
+            "model": [row["model"] for row in rows],
+            "rank_before": [row["rank"][0] for row in rows],
+            "rank_after": [row["rank"][1] for row in rows],
+            "cacs_before": [row["cacs_at_k"][0] for row in rows],
+            "cacs_after": [row["cacs_at_k"][1] for row in rows],
+            "change_points": [100 * row["change"] for row in rows],
+            "tier_before": [row["tier"][0] for row in rows],
+            "tier_after": [row["tier"][1] for row in rows],
+            "beyond_intervals": [row["beyond_intervals"] for row in rows],
+        }
+    )
+
+
+def _freeze(t, user) -> None:
+    with st.form("leaderboard_freeze", clear_on_submit=False):
+        left, right = st.columns([3, 1])
+        name = left.text_input(t("leaderboard.freeze.name"), max_chars=store.NAME_LIMIT, key="leaderboard_name")
+        k = right.number_input(t("leaderboard.freeze.k"), min_value=1, value=DEFAULT_K, step=1, key="leaderboard_k")
+        submitted = st.form_submit_button(t("leaderboard.freeze.button"), type="primary")
+    if not submitted:
+        return
+    try:
+        with shell.db_session(read_only=True) as session:
+            name = store.require_new_name(session, name)
+        with st.spinner(t("leaderboard.freeze.running")):
+            payload = leaderboard.build_payload(shell.engine(), k=int(k))
+        with shell.db_session() as session:
+            store.freeze_snapshot(session, actor=user, name=name, payload=payload)
+    except ClinConsensusError as error:
+        widgets.show_error(error)
+        return
+    st.success(t("leaderboard.freeze.done", name=name, n=len(payload["models"])))
+
+
+def _show(t, snapshot: dict) -> None:
+    payload = snapshot["payload"]
+    st.caption(
+        t(
+            "leaderboard.show.caption",
+            k=payload["k"],
+            n=payload["n"],
+            at=_when(snapshot["created_at"]),
+            by=snapshot["created_by"],
+            head=payload["audit_head"]["count"],
+        )
+    )
+    frame = snapshot_frame(payload)
+    table_view.show(t, frame.rename(columns={"rank": t("leaderboard.col.rank"), "tier": t("leaderboard.col.tier")}))
+    left, right = st.columns(2)
+    text = json.dumps(snapshot, ensure_ascii=False, indent=2, sort_keys=True)
+    left.download_button(
+        t("leaderboard.download.json"), text, file_name="leaderboard.json", mime="application/json", key="lb_json"
+    )
+    right.download_button(
+        t("leaderboard.download.html"),
+        leaderboard.leaderboard_html(snapshot),
+        file_name="leaderboard.html",
+        mime="text/html",
+        key="lb_html",
+    )
+
+
+def _diff(t, before: dict, after: dict) -> None:
+    changes = leaderboard.diff(before, after)
+    frame = diff_frame(changes)
+    moved = int(sum(row["moved"] for row in changes["models"]))
+    st.caption(t("leaderboard.diff.caption", moved=moved, total=len(frame)))
+    beyond = {True: t("leaderboard.diff.beyond"), False: t("leaderboard.diff.within"), None: "—"}
+    shown = frame.assign(beyond_intervals=[beyond[value] for value in frame["beyond_intervals"]])
+    headers = {column: t(f"leaderboard.col.{column}") for column in shown.columns if column != "model"}
+    table_view.show(t, shown.rename(columns=headers))
+    for kind in ("added", "removed"):
+        if changes[kind]:
+            st.caption(t(f"leaderboard.diff.{kind}", models=", ".join(changes[kind])))
+
+
+def render() -> None:
+    user = shell.require_user(Role.admin)
+    t = shell.translator()
+    st.title(t("leaderboard.title"))
+    st.caption(t("leaderboard.intro"))
+    _freeze(t, user)
+    with shell.db_session(read_only=True) as session:
+        snapshots = [leaderboard.snapshot_dict(row) for row in store.list_snapshots(session)]
+    if not snapshots:
+        st.info(t("leaderboard.none"))
+        return
+    st.subheader(t("leaderboard.list"))
+    listing = [{**row, "n_models": len(row["payload"].get("models", []))} for row in reversed(snapshots)]
+    st.dataframe(_listing_frame(t, listing), hide_index=True, width="stretch")
+    names = [row["name"] for row in listing]
+    by_name = {row["name"]: row for row in snapshots}
+    st.subheader(t("leaderboard.show"))
+    chosen = st.selectbox(t("leaderboard.pick"), names, key="leaderboard_pick")
+    _show(t, by_name[chosen])
+    if len(names) >= 2:
+        st.subheader(t("leaderboard.diff"))
+        left, right = st.columns(2)
+        before = left.selectbox(t("leaderboard.diff.from"), names, index=1, key="leaderboard_from")
+        after = right.selectbox(t("leaderboard.diff.to"), names, index=0, key="leaderboard_to")
+        _diff(t, by_name[before], by_name[after])
