@@ -1,4 +1,5 @@
-"""Hand out work: rubric authoring by specialty or case, hit labeling per group, reassignment.
+"""Hand out work: rubric authoring by specialty or case, hit labeling per group, a model's calibration
+sample, the responses where two judges disagree, reassignment.
 
 The balancing and the rules (one annotator per group per response, never the rubric's author)
 live in `db.assignments`; this page only collects the choice and shows the result.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from db import assignments, calibration
+from db import assignments, calibration, disagreements, status
 from db.errors import ClinConsensusError
 from db.models import AssignmentKind, Role, User
 from ui import shell, widgets
@@ -48,6 +49,10 @@ def _show_summary(summary) -> None:
             )
         )
         summary = summary.assignments
+    if isinstance(summary, disagreements.Disagreements):
+        a, b = (widgets.plain(name) for name in summary.judges)
+        st.success(t("admin.assign.disagreements.drawn", judge_a=a, judge_b=b, n=len(summary.drawn)))
+        summary = summary.assignments
     if isinstance(summary, str):
         st.success(summary)
         return
@@ -81,11 +86,12 @@ def render() -> None:
     label = _person_label(people, t)
     short_label = _person_label(people, t, with_group=False)
 
-    rubric_tab, label_tab, calibration_tab, reassign_tab, list_tab = st.tabs(
+    rubric_tab, label_tab, calibration_tab, disagreement_tab, reassign_tab, list_tab = st.tabs(
         [
             t("admin.assign.tab.rubric"),
             t("admin.assign.tab.label"),
             t("admin.assign.tab.calibration"),
+            t("admin.assign.tab.disagreements"),
             t("admin.assign.tab.reassign"),
             t("admin.assign.tab.list"),
         ],
@@ -165,6 +171,9 @@ def render() -> None:
 
     with calibration_tab:
         _calibration_tab(admin)
+
+    with disagreement_tab:
+        _disagreement_tab(admin)
 
     with reassign_tab:
         st.caption(t("admin.assign.reassign.intro"))
@@ -265,3 +274,38 @@ def _calibration_tab(admin: User) -> None:
                         s, actor=admin, model=model, n=int(size), seed=int(seed)
                     )
                 )
+
+
+def _disagreement_tab(admin: User) -> None:
+    """Draw the responses without gold where two judges differ most (the rules are db.disagreements')."""
+    t = shell.translator()
+    st.caption(t("admin.assign.disagreements.intro"))
+    with shell.db_session(read_only=True) as session:
+        judges = status.judge_names(session)
+        drawn = disagreements.drawn_counts(session)
+    if drawn:
+        st.dataframe(
+            [
+                {
+                    t("admin.assign.disagreements.judge_a"): a,
+                    t("admin.assign.disagreements.judge_b"): b,
+                    t("admin.assign.disagreements.col.drawn"): count,
+                }
+                for (a, b), count in drawn.items()
+            ],
+            hide_index=True,
+            width="content",
+        )
+    with st.form("assign_disagreements"):
+        left, right = st.columns(2)
+        choose = t("admin.assign.disagreements.choose_judge")
+        judge_a = left.selectbox(t("admin.assign.disagreements.judge_a"), judges, index=None, placeholder=choose)
+        judge_b = right.selectbox(t("admin.assign.disagreements.judge_b"), judges, index=None, placeholder=choose)
+        size = st.number_input(
+            t("admin.assign.disagreements.size"), min_value=1, step=1, value=disagreements.DEFAULT_DRAW_SIZE
+        )
+        if st.form_submit_button(t("admin.assign.disagreements.submit"), type="primary"):
+            if judge_a is None or judge_b is None:
+                st.warning(t("admin.assign.disagreements.need_judges"))
+            else:
+                _run(lambda s: disagreements.draw_disagreements(s, actor=admin, judges=[judge_a, judge_b], n=int(size)))

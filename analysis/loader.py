@@ -26,7 +26,7 @@ from sqlalchemy.engine import Engine
 from analysis.frames import Frames as Frames
 from db.current_rubric import counts_sql, current_versions
 from db.data_version import DataVersion as DataVersion, data_version as data_version
-from db.models import CalibrationSample, Case, Criterion, Label, LabelTiming, Response, Stage, User
+from db.models import CalibrationSample, Case, Criterion, DisagreementDraw, Label, LabelTiming, Response, Stage, User
 from db.taxonomy import get_taxonomy
 
 
@@ -272,6 +272,12 @@ def load_calibration_samples(engine: Engine) -> pd.DataFrame:
     columns = [CalibrationSample.model, CalibrationSample.response_id]
     samples = _read(engine, select(*columns).order_by(CalibrationSample.id))
     return samples.astype({"model": object, "response_id": np.int64})
+
+
+def load_disagreement_draws(engine: Engine) -> pd.DataFrame:
+    """response_id of every response drawn where two judges disagree (`assign disagreements`)."""
+    drawn = _read(engine, select(DisagreementDraw.response_id).order_by(DisagreementDraw.id))
+    return drawn.astype({"response_id": np.int64})
 
 
 def _as_json(value):

@@ -185,6 +185,7 @@ def cmd_export(args) -> int:
             template_path=args.template,
             progress=progress,
             include_calibration=args.include_calibration,
+            only_disagreements=args.only_disagreements,
         )
     print(summary)
     return 0
@@ -453,6 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="sft: keep calibration-sample responses (left out by default)",
     )
+    p.add_argument("--only-disagreements", action="store_true", help="sft: only responses of assign disagreements")
     p.add_argument(
         "--difficulty",
         action="append",

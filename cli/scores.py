@@ -1,7 +1,7 @@
-"""`clinconsensus assign calibration` and `clinconsensus leaderboard freeze|list|show|diff` (docs/REFERENCE.md §3.7).
+"""`clinconsensus assign calibration|disagreements` and `leaderboard freeze|list|show|diff` (docs/REFERENCE.md §3.7).
 
-The rules (once per model, unique snapshot names, admin only, audit entries) live in `db.calibration`
-and `db.leaderboard`; the payload of a snapshot and the comparison of two are `analysis.leaderboard`.
+The rules (once per model, unique snapshot names, admin only, audit entries) live in `db.calibration`,
+`db.disagreements` and `db.leaderboard`; the payload of a snapshot and the comparison of two are `analysis.leaderboard`.
 The command line acts as an admin named by `--actor` (default `cli`), as the other commands do.
 """
 
@@ -20,14 +20,24 @@ def command_line_admin(name: str) -> User:
 
 
 def cmd_assign(args, engine_of: Callable) -> int:
-    from db.calibration import draw_calibration_sample
+    from db.calibration import DEFAULT_SAMPLE_SIZE, draw_calibration_sample
+    from db.disagreements import DEFAULT_DRAW_SIZE, draw_disagreements
     from db.engine import session_scope
 
+    # Checked before the engine: a bad command line changes nothing, not even the schema.
+    if args.kind == "calibration" and (args.model is None or args.judges is not None):
+        raise ValidationFailed("assign calibration: give --model NAME (and no --judges)")
+    if args.kind == "disagreements" and (args.judges is None or args.model is not None):
+        raise ValidationFailed("assign disagreements: give --judges A,B (and no --model)")
     with session_scope(engine_of()) as session:
-        draw = draw_calibration_sample(
-            session, actor=command_line_admin(args.actor), model=args.model, n=args.n, seed=args.seed
-        )
-    for line in draw.lines():
+        actor = command_line_admin(args.actor)
+        if args.kind == "calibration":
+            n = DEFAULT_SAMPLE_SIZE if args.n is None else args.n
+            lines = draw_calibration_sample(session, actor=actor, model=args.model, n=n, seed=args.seed).lines()
+        else:
+            n = DEFAULT_DRAW_SIZE if args.n is None else args.n
+            lines = draw_disagreements(session, actor=actor, judges=args.judges.split(","), n=n).lines()
+    for line in lines:
         print(line)
     return 0
 
@@ -94,11 +104,16 @@ def _one(names: list[str], usage: str) -> str:
 
 def add_commands(sub, engine_of: Callable) -> None:
     """The subcommands of this module, on the console script's parser; `engine_of` migrates and returns the engine."""
-    p = sub.add_parser("assign", help="draw a model's calibration sample and assign it to both groups")
-    p.add_argument("kind", choices=["calibration"])
-    p.add_argument("--model", required=True, help="the model whose responses are sampled")
-    p.add_argument("--n", type=int, default=60, help="responses in the sample (default 60)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the draw (default 1)")
+    p = sub.add_parser(
+        "assign",
+        help="calibration: a model's calibration sample; disagreements: responses where two judges differ most;"
+        " each assigned to both groups",
+    )
+    p.add_argument("kind", choices=["calibration", "disagreements"])
+    p.add_argument("--model", default=None, help="calibration: the model whose responses are sampled")
+    p.add_argument("--judges", default=None, metavar="A,B", help="disagreements: the two judges compared")
+    p.add_argument("--n", type=int, default=None, help="responses drawn (default: calibration 60, disagreements 100)")
+    p.add_argument("--seed", type=int, default=1, help="calibration: seed of the draw (default 1)")
     p.add_argument("--actor", default="cli", help="name recorded in the audit log")
     p.set_defaults(handler=lambda args: cmd_assign(args, engine_of))
 

@@ -370,6 +370,21 @@ class CalibrationSample(SQLModel, table=True):
     drawn_by: str = Field(max_length=64)
 
 
+class DisagreementDraw(SQLModel, table=True):
+    """One response drawn where two judges disagree (docs/REFERENCE.md §3.7, `assign disagreements`): the judge's
+    next training data once physicians have labeled it. Admins only: it names the judges."""
+
+    __tablename__ = "disagreement_draw"
+
+    id: int | None = Field(default=None, primary_key=True)
+    response_id: int = Field(foreign_key="response.id", unique=True)
+    judge_a: str = Field(max_length=128)
+    judge_b: str = Field(max_length=128)
+    n_differing: int = Field(description="criteria on which the two judges' decisions differed when drawn")
+    drawn_at: datetime = Field(default_factory=utcnow)
+    drawn_by: str = Field(max_length=64)
+
+
 class LeaderboardSnapshot(SQLModel, table=True):
     """A frozen, dated leaderboard: scores, intervals, tiers, calibrated scores and what they were computed from."""
 

@@ -33,6 +33,7 @@ from analysis.exports.judge_items import _cases_with_text
 from analysis.loader import (
     audit_head,
     load_calibration_samples,
+    load_disagreement_draws,
     load_label_decisions,
     load_label_notes,
     load_responses,
@@ -106,12 +107,14 @@ def export_sft(
     template_path: str | Path | None = None,
     progress: Progress = no_progress,
     include_calibration: bool = False,
+    only_disagreements: bool = False,
 ) -> ExportSummary:
     """`export sft DIR`: judge training rows from gold, split by case, held-out models apart.
 
     `template_path`: official (the default: the official judge's inference prompt), zh, or a file.
     Responses of a calibration sample are left out unless `include_calibration` (a judge must not
-    train on the responses that calibrate it, docs/REFERENCE.md §4).
+    train on the responses that calibrate it, docs/REFERENCE.md §4). `only_disagreements` keeps only the
+    responses drawn where two judges disagree (`assign disagreements`, db.disagreements).
     """
     if fmt not in ("instruction", "messages"):
         raise ValidationFailed(f"format {fmt!r}: expected instruction or messages")
@@ -135,6 +138,9 @@ def export_sft(
     calibration_rows = int(calibration.sum())
     if not include_calibration:
         rows = rows[~calibration.to_numpy()].reset_index(drop=True)
+    if only_disagreements:
+        drawn = rows["response_id"].isin(set(load_disagreement_draws(engine)["response_id"]))
+        rows = rows[drawn.to_numpy()].reset_index(drop=True)
     rows = rows.merge(_supporting_notes(load_label_notes(engine), gold), on=DECISION, how="left")
     rows = rows.merge(
         criteria[["case_pk", "criterion_id", "text"]].rename(columns={"text": "rubric_item"}),
@@ -224,6 +230,7 @@ def export_sft(
             "holdout_models": holdout,
             "template": template_name(template_path),
             "include_calibration": include_calibration,
+            "only_disagreements": only_disagreements,
         },
         "counts": {
             "rows": {name: counts[name] for name in file_names},
