@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import secrets
@@ -11,8 +12,16 @@ from passlib.context import CryptContext
 
 password_context = CryptContext(schemes=["argon2"], deprecated="auto")
 
-# Verified against when the username is unknown, so a failed login costs the same either way.
-_DUMMY_HASH = password_context.hash(secrets.token_urlsafe(16))
+
+@functools.cache
+def _dummy_hash() -> str:
+    """Verified against when the username is unknown, so a failed login costs the same either way.
+
+    Made on first use, not at import: one argon2 hash costs about a third of a second, which every
+    command (`status`, `--help`) would otherwise pay.
+    """
+    return password_context.hash(secrets.token_urlsafe(16))
+
 
 MIN_PASSWORD_LENGTH = 8
 
@@ -24,7 +33,7 @@ def hash_password(password: str) -> str:
 def verify_password(password: str, password_hash: str | None) -> bool:
     """True when `password` matches; an account without a hash matches nothing (same cost)."""
     if not password_hash:
-        password_context.verify(password, _DUMMY_HASH)
+        password_context.verify(password, _dummy_hash())
         return False
     try:
         return password_context.verify(password, password_hash)
