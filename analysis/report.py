@@ -36,6 +36,7 @@ import pandas as pd
 
 from analysis import agreement as agreement_extra, metrics, reliability, score_section, static_figures, time_section
 from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, LEVEL, confidence_intervals
+from analysis.case_scores import case_scores
 from analysis.exports.csv_cells import write_csv
 from analysis.exports.paths import output_dir, output_file, write_text
 from analysis.figures import figures as figure_builders, html_report, translator
@@ -525,6 +526,9 @@ def write_tables(report: Report, out_dir: Path) -> list[Path]:
         path = out_dir / f"{name}.csv"
         write_csv(frame, path)
         written.append(path)
+    # Kept out of tables(): one row per response is too long for the HTML report and the dashboard.
+    written.append(out_dir / "case_scores.csv")
+    write_csv(case_scores(report.grid, report.scores, report.k), written[-1])
     return written
 
 

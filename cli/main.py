@@ -162,9 +162,8 @@ def cmd_export(args) -> int:
             engine, Path(args.target), difficulties=args.difficulty or None, progress=progress
         )
     elif args.what == "judgements":
-        summary = exports.export_judgements(
-            engine, Path(args.target), source=args.source, models=_names(args.models), k=args.k, progress=progress
-        )
+        options = {"source": args.source, "models": _names(args.models), "k": args.k, "per_model": args.per_model}
+        summary = exports.export_judgements(engine, Path(args.target), progress=progress, **options)
     elif args.what == "judge-items":
         summary = exports.export_judge_items(engine, Path(args.target), progress=progress)
     elif args.what == "leaderboard":
@@ -463,6 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--models", default="", help="judgements: comma-separated models (default: every scored model)")
     p.add_argument("--k", type=int, default=10, help="judgements: the threshold of scores.json")
+    p.add_argument("--per-model", action="store_true", help="judgements: DIR/<model>/ per model, its complete cases")
     p.set_defaults(handler=cmd_export)
 
     p = sub.add_parser("judge", help="run an LLM judge behind an OpenAI-compatible endpoint; list past runs")

@@ -461,11 +461,151 @@ def test_judge_source_judgements_and_bad_sources(engine, session, tmp_path):
             exports.export_judgements(engine, tmp_path / "bad", source=bad)
 
 
-def test_model_filenames_are_reversible():
-    for model in ["a/b", "..", "x%2Fy", "名字:1", "gpt-4o", "trailing.", "back\\slash"]:
+def test_model_filenames_are_readable_and_reversible():
+    models = ["a/b", ".", "..", "x%2Fy", "50%", "%%41/", "名字:1", "gpt-4o", "trailing.", "back\\slash", "tab\tname"]
+    for model in models:
         name = exports.model_filename(model)
-        assert "/" not in name and "\\" not in name and ":" not in name and not name.startswith(".")
+        assert "/" not in name and "\\" not in name and not name.startswith(".") and name.isprintable()
         assert model_of_judgement_file(name) == model
+    # Only what a file system refuses is encoded: the official summary shows the rest as is.
+    assert exports.model_filename("Qwen/Qwen3-8B:v1") == "Qwen%2FQwen3-8B:v1_judge.json"
+    assert exports.model_filename("名字:1") == "名字:1_judge.json"
+    assert exports.model_filename("50%") == "50%_judge.json"
+    assert exports.model_filename("x%2Fy") == "x%252Fy_judge.json"
+    assert exports.model_filename("..") == "%2E%2E_judge.json"
+
+
+def test_per_model_export_keeps_model_names_readable_and_exact(engine, session, tmp_path):
+    tmp_path = tmp_path / "out"  # the SQLite test database lives in tmp_path itself
+    users = [make_user(session, f"dr{group}", "annotator", group) for group in (1, 2)]
+    for c in range(1, 4):
+        case = make_case(session, f"CC-{c:04d}", n=N, subject_labels=["心内科", "急诊科"][: c % 2 + 1])
+        for model in ("Qwen/Qwen3-8B:v1", "model-a"):
+            if model == "model-a" and c == 3:
+                continue  # model-a has two complete cases, the Qwen model three: each folder its own
+            response = make_response(session, case, model, text=f"{model} {c}")
+            for i in range(1, N + 1):
+                for user in users:
+                    make_label(session, response, f"c{i:02d}", (i + c) % 3 != 0, user)
+    session.commit()
+    summary = exports.export_judgements(engine, tmp_path, source="gold", k=2, per_model=True)
+    qwen = tmp_path / "Qwen%2FQwen3-8B:v1"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["Qwen%2FQwen3-8B:v1", "manifest.json", "model-a"]
+    assert [path.name for path in (qwen / "judgements").iterdir()] == ["Qwen%2FQwen3-8B:v1_judge.json"]
+    inner = json.loads((qwen / "manifest.json").read_text(encoding="utf-8"))
+    assert inner["judgement_files"] == {"judgements/Qwen%2FQwen3-8B:v1_judge.json": "Qwen/Qwen3-8B:v1"}
+    assert inner["models"] == {"Qwen/Qwen3-8B:v1": "Qwen%2FQwen3-8B:v1_judge.json"}
+    top = json.loads((tmp_path / "manifest.json").read_text(encoding="utf-8"))
+    assert top["models"] == {
+        "Qwen/Qwen3-8B:v1": {"folder": "Qwen%2FQwen3-8B:v1", "cases": 3},
+        "model-a": {"folder": "model-a", "cases": 2},
+    }
+    for name, digest in top["sha256"].items():
+        assert hashlib.sha256((tmp_path / name).read_bytes()).hexdigest() == digest
+    assert "Qwen%2FQwen3-8B:v1/judgements/Qwen%2FQwen3-8B:v1_judge.json" in top["sha256"]
+    # The official summary names the model after the file: readable, `:` as is.
+    summary_rows = eval_cacs(qwen / "cases.jsonl", qwen / "judgements", 2)
+    assert {model for model, _ in summary_rows} == {"Qwen%2FQwen3-8B:v1"}
+    assert summary_rows["Qwen%2FQwen3-8B:v1", "overall"]["cases"] == 3
+    assert model_of_judgement_file("Qwen%2FQwen3-8B:v1_judge.json") == "Qwen/Qwen3-8B:v1"
+    assert summary.counts["models"] == 2 and "Qwen%2FQwen3-8B:v1/: Qwen/Qwen3-8B:v1, 3 case(s)" in str(summary)
+
+
+def test_per_model_export_refuses_bad_targets_and_writes_nothing(sqlite_url, tmp_path, monkeypatch, capsys):
+    from cli.main import main
+    from db.engine import make_engine
+
+    engine = make_engine(sqlite_url)
+    with Session(engine) as session:
+        build_world(session)
+    engine.dispose()
+    monkeypatch.setenv("DATABASE_URL", sqlite_url)
+
+    work = tmp_path / "work"  # the SQLite test database lives in tmp_path itself
+    work.mkdir()
+
+    def refused(target: Path, *options: str) -> str:
+        before = sorted((str(path), path.is_dir() or path.read_bytes()) for path in work.rglob("*"))
+        assert main(["export", "judgements", str(target), "--per-model", *options]) == 1
+        assert sorted((str(p), p.is_dir() or p.read_bytes()) for p in work.rglob("*")) == before, "nothing written"
+        lines = capsys.readouterr().err.splitlines()  # progress lines first, then the reason on one line
+        assert [line for line in lines if line.startswith("clinconsensus: ")] == lines[-1:]
+        return lines[-1]
+
+    assert "no responses of nobody" in refused(work / "new", "--models", "model-a,nobody")
+    (work / "file").write_text("x", encoding="utf-8")
+    assert "is a file" in refused(work / "file")
+    (work / "elsewhere").mkdir()
+    (work / "link").symlink_to(work / "elsewhere")
+    assert "symbolic link" in refused(work / "link")
+    # Inside the target: a link where a model's folder goes, or a stray file the scorer would read.
+    (work / "out").mkdir()
+    (work / "out" / "model-a").symlink_to(work / "elsewhere")
+    assert "symbolic link" in refused(work / "out")
+    (work / "out" / "model-a").unlink()
+    (work / "out" / "模型C" / "judgements").mkdir(parents=True)
+    (work / "out" / "模型C" / "judgements" / "notes.json").write_text("{}", encoding="utf-8")
+    assert "notes.json" in refused(work / "out")
+    (work / "out" / "模型C" / "judgements" / "notes.json").unlink()
+    assert main(["export", "judgements", str(work / "out"), "--per-model"]) == 0
+    folders = sorted(path.name for path in (work / "out").iterdir())
+    assert folders == ["manifest.json", "model-a", "org%2Fmodel-b", "模型C"]
+
+
+def test_report_case_scores_csv_recomputed_from_the_rows(engine, session, tmp_path):
+    """case_scores.csv of report --out: the official per-case columns, values recomputed from the label rows."""
+    import csv
+
+    from analysis.report import run_report
+
+    build_world(session)
+    gold = {key: value["met"] for key, value in reference_gold(session).items()}
+    rubrics = approved_criteria(session)
+    cases = {case.case_id: case for case in session.exec(select(Case)).all()}
+    k = 3
+    expected = []
+    for case_id, model in sorted({key[:2] for key in gold}, key=lambda key: (key[1], key[0])):
+        ids = rubrics.get(case_id, [])
+        if not ids or any((case_id, model, criterion) not in gold for criterion in ids):
+            continue
+        s, n = sum(gold[case_id, model, criterion] for criterion in ids), len(ids)
+        case = cases[case_id]
+        expected.append(
+            [
+                model,
+                case_id,
+                case.difficulty,
+                "|".join(case.subject_labels),
+                "|".join(case.task_labels),
+                n,
+                n,
+                s,
+                100 * s / n,
+                int(s >= k),
+                100 * (s - k + 1) / (n - k + 1) if s >= k else 0.0,
+            ]
+        )
+    run_report(engine, k=k, out_dir=tmp_path / "report", stream=io.StringIO())
+    with open(tmp_path / "report" / "case_scores.csv", encoding="utf-8", newline="") as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0] == [
+        "model",
+        "case_id",
+        "difficulty",
+        "subject_labels",
+        "task_labels",
+        "rubric_count",
+        "expected_rubric_count",
+        "positive_count",
+        "rubric_accuracy_pct",
+        "pass_at_k",
+        "cacs_at_k_pct",
+    ]
+    assert len(rows) - 1 == len(expected) > 0
+    for got, want in zip(rows[1:], expected):
+        assert got[:5] == want[:5]
+        assert [int(value) for value in got[5:8]] == want[5:8] and int(got[9]) == want[9]
+        assert float(got[8]) == pytest.approx(want[8]) and float(got[10]) == pytest.approx(want[10])
 
 
 # judge items ----------------------------------------------------------------------------------

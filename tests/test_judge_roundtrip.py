@@ -11,6 +11,7 @@ regex), and its output imported back.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import re
@@ -32,7 +33,7 @@ from db.importers import ImportFailed, import_file
 from db.models import Case, JudgeDecision, Response
 from judge.runner import RunOptions, run_judge
 from tests.support.factories import make_case, make_label, make_response, make_user
-from tests.support.official_rules import OfficialFailure, eval_cacs, validate_release
+from tests.support.official_rules import OfficialFailure, case_rows, eval_cacs, validate_release
 from tools.llm_server import LLMServer, expected_met
 
 #: sha256 of the PROMPT string of scripts/run_local_judge.py (the text between its triple quotes).
@@ -219,6 +220,86 @@ def test_official_scorer_runs_unchanged_on_gold_group_and_judge_exports_of_the_d
     (tmp_path / "gold" / "judgements" / "manifest.json").write_text("{}", encoding="utf-8")
     with pytest.raises(OfficialFailure, match="manifest.json has non-list rows"):
         eval_cacs(tmp_path / "gold" / "cases.jsonl", tmp_path / "gold" / "judgements")
+
+
+def test_per_model_export_reproduces_the_report_of_every_model_for_every_source(demo_engine, tmp_path):
+    """One `--per-model` export per source; the official rules on each folder give that model's report figures."""
+    frames = load_frames(demo_engine)
+    for source in ("gold", "group1", "group2", "judge:judge-a"):
+        out = tmp_path / source.replace(":", "_")
+        exports.export_judgements(demo_engine, out, source=source, k=10, per_model=True)
+        report = report_json(build_report(frames, k=10, source=source, resamples=0, insights=False))
+        manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+        scored = {model for model, item in report["models"].items() if item["n_responses"]}
+        assert len(scored) >= 2 and set(manifest["models"]) == scored, source
+        assert set(manifest["models_left_out"]) == set(report["models"]) - scored
+        assert manifest["per_model"] is True and manifest["audit_head"]["count"] > 0
+        for model in scored:
+            folder = out / manifest["models"][model]["folder"]
+            assert sorted(path.name for path in folder.iterdir()) == [
+                "cases.jsonl",
+                "judgements",
+                "manifest.json",
+                "scores.json",
+            ]
+            inner = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+            assert list(inner["judgement_files"].values()) == [model]
+            official = eval_cacs(folder / "cases.jsonl", folder / "judgements", threshold=10)
+            expected = report["models"][model]
+            row = official[(folder.name, "overall")]
+            assert row["cases"] == expected["n_responses"] == manifest["models"][model]["cases"]
+            assert row["cacs_at_k_pct"] / 100 == pytest.approx(expected["cacs_at_k"], abs=1e-12)
+            assert row["rubric_accuracy_pct"] / 100 == pytest.approx(expected["rubric_accuracy"], abs=1e-12)
+            assert row["pass_at_k_pct"] / 100 == pytest.approx(expected["pass_at_k"], abs=1e-12)
+            for (name, part), row in official.items():
+                assert name == folder.name
+                if part == "overall":
+                    continue
+                dimension, value = part.split(":", 1) if part.startswith("subject:") else ("difficulty", part)
+                want = report["slices"][dimension][value][model]
+                assert row["cacs_at_k_pct"] / 100 == pytest.approx(want, abs=1e-12), (source, model, part)
+            assert_official_equals_ours(official, json.loads((folder / "scores.json").read_text(encoding="utf-8")))
+
+
+CASE_SCORE_COLUMNS = [
+    "model",
+    "case_id",
+    "difficulty",
+    "subject_labels",
+    "task_labels",
+    "rubric_count",
+    "expected_rubric_count",
+    "positive_count",
+    "rubric_accuracy_pct",
+    "pass_at_k",
+    "cacs_at_k_pct",
+]
+
+
+def test_report_case_scores_equal_the_official_per_case_rows(demo_engine, tmp_path):
+    """report --out writes case_scores.csv: the official scorer's per-case rows of a --per-model export."""
+    from analysis.report import write_tables
+
+    exports.export_judgements(demo_engine, tmp_path / "export", source="gold", k=10, per_model=True)
+    manifest = json.loads((tmp_path / "export" / "manifest.json").read_text(encoding="utf-8"))
+    expected = []
+    for model in sorted(manifest["models"]):
+        folder = tmp_path / "export" / manifest["models"][model]["folder"]
+        expected += [{**row, "model": model} for row in case_rows(folder / "cases.jsonl", folder / "judgements", 10)]
+    write_tables(build_report(load_frames(demo_engine), k=10, resamples=0, insights=False), tmp_path / "out")
+    with open(tmp_path / "out" / "case_scores.csv", encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        assert reader.fieldnames == CASE_SCORE_COLUMNS
+        got = list(reader)
+    assert len(got) == len(expected) > 0
+    for ours, official in zip(got, expected):
+        for column in CASE_SCORE_COLUMNS:
+            if column.endswith("_pct"):
+                assert float(ours[column]) == pytest.approx(official[column], abs=1e-9), column
+            elif column in ("rubric_count", "expected_rubric_count", "positive_count", "pass_at_k"):
+                assert int(ours[column]) == official[column], column
+            else:
+                assert ours[column] == official[column], column
 
 
 def test_judge_run_grades_the_demo_and_its_fidelity_is_in_the_report(demo_engine):

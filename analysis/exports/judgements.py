@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ from analysis.exports.common import (
     _write_lines,
     sha256_file,
 )
+from analysis.exports.manifest import write_manifest
+from analysis.exports.paths import output_dir, output_file
 from analysis.exports.release import release_records
 from analysis.frames import parse_source
 from analysis.loader import audit_head, load_judge, load_label_decisions, load_responses
@@ -48,19 +51,51 @@ def source_decisions(engine: Engine, source: str) -> pd.DataFrame:
     return final[["response_id", "criterion_id", "met"]].reset_index(drop=True)
 
 
-_UNSAFE_IN_FILENAME = set('/\\:*?"<>|%') | {chr(code) for code in range(32)} | {chr(127)}
+#: Characters no file name may hold on common systems: path separators and control characters.
+_REFUSED_IN_FILENAME = frozenset("/\\") | {chr(code) for code in range(32)} | {chr(127)}
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+#: The longest file name (in bytes) common file systems take.
+MAX_FILENAME_BYTES = 255
+JUDGE_SUFFIX = "_judge.json"
 
 
-def model_filename(model: str) -> str:
-    """`<model>_judge.json`, percent-encoding characters no file name can hold (reversible: `unquote`)."""
+def model_stem(model: str) -> str:
+    """The model's name as a file or folder name, readable: only what a file system refuses is percent-encoded.
+
+    The official scorer names a model after its file, so `Qwen/Qwen3-8B:v1` becomes
+    `Qwen%2FQwen3-8B:v1`: path separators and control characters are encoded, and a leading `.`
+    (`.`, `..`, hidden names) and a trailing `.` or space (dropped by Windows). A `%` is encoded
+    only before two hex digits, where `unquote` would otherwise read an escape: `unquote` gives the
+    exact name back.
+    """
 
     def encode(index: int, char: str) -> str:
         unsafe = (
-            char in _UNSAFE_IN_FILENAME or (index == 0 and char == ".") or (index == len(model) - 1 and char in ". ")
+            char in _REFUSED_IN_FILENAME
+            or (index == 0 and char == ".")
+            or (index == len(model) - 1 and char in ". ")
+            or (char == "%" and len(model) > index + 2 and {model[index + 1], model[index + 2]} <= _HEX_DIGITS)
         )
         return "".join(f"%{byte:02X}" for byte in char.encode("utf-8")) if unsafe else char
 
-    return "".join(encode(i, c) for i, c in enumerate(model)) + "_judge.json"
+    return "".join(encode(i, c) for i, c in enumerate(model))
+
+
+def model_filename(model: str) -> str:
+    """`<model>_judge.json` with the model's name as `model_stem` writes it."""
+    return model_stem(model) + JUDGE_SUFFIX
+
+
+def _names_of(models: list[str], name_of, what: str) -> dict[str, str]:
+    """Each model's file or folder name, refusing names too long for a file system or equal but for case."""
+    names = {model: name_of(model) for model in models}
+    for model, name in names.items():
+        if len(name.encode("utf-8")) > MAX_FILENAME_BYTES:
+            raise ValidationFailed(f"model {model!r}: its {what} name is longer than {MAX_FILENAME_BYTES} bytes")
+    clashes = [name for name, count in Counter(name.casefold() for name in names.values()).items() if count > 1]
+    if clashes:
+        raise ValidationFailed(f"models whose {what} names differ only in case: {', '.join(clashes)}")
+    return names
 
 
 JUDGEMENTS_MANIFEST = "manifest.json"
@@ -99,114 +134,133 @@ def judgement_scores(frame: pd.DataFrame, cases: list[dict], k: int) -> dict:
     return result
 
 
-def export_judgements(
-    engine: Engine,
-    directory: Path,
-    source: str = "gold",
-    models: list[str] | None = None,
-    k: int = DEFAULT_K,
-    progress: Progress = no_progress,
-) -> ExportSummary:
-    """`export judgements DIR --source … [--models A,B]`: the official scorer's inputs and our scores (§3.5).
+@dataclass
+class _Read:
+    """What a judgements export reads from the database, once (a per-model export writes every folder from it)."""
 
-    DIR/judgements/ holds one `<model>_judge.json` per exported model and nothing else; DIR/cases.jsonl
-    the cases on which every exported model has a complete response (so each file has one entry per
-    case, as the official `eval_cacs.py` requires); DIR/scores.json our RA / Pass@k / CACS@k on exactly
-    those cases; DIR/manifest.json what was left out and why.
-    """
-    parse_source(source)  # a bad source fails before any work
+    source: str
+    head: dict
+    decisions: pd.DataFrame  # the source's decisions on current rubrics, in export order
+    responses: pd.DataFrame  # response_id, case_pk, case_id, model
+    per_case: pd.Series  # case_pk → N
+    complete: set  # response ids complete by the source
+    labelled: pd.Series  # response_id → criteria the source decided
+    records: list[dict]  # cases.jsonl lines of every case with an approved rubric
+
+
+def _read(engine: Engine, source: str, progress: Progress) -> _Read:
+    head = audit_head(engine)
     progress(0, None, "reading decisions")
     decisions = source_decisions(engine, source)
     responses = load_responses(engine)[["response_id", "case_pk", "case_id", "model"]]
     criteria = _current_criteria(engine)
     per_case = criteria.groupby("case_pk").size()
-    decisions = _in_current_rubric(decisions, responses, criteria)
+    decisions = _decision_order(_in_current_rubric(decisions, responses, criteria))
     needed = responses.set_index("response_id")["case_pk"].map(per_case)
     complete = set(complete_responses(decisions, needed.dropna()).tolist())
-    scored = responses[responses["response_id"].isin(complete)]
-    scored_models = sorted(scored["model"].unique().tolist())
+    labelled = decisions.groupby("response_id")["criterion_id"].nunique()
+    records = release_records(engine)[0]
+    return _Read(source, head, decisions, responses, per_case, complete, labelled, records)
 
+
+def _choose_models(read: _Read, models: list[str] | None) -> tuple[list[str], dict[str, str]]:
+    """(the models to export, models left out with the reason): those asked for, else every scored one."""
+    source = read.source
+    scored = set(read.responses.loc[read.responses["response_id"].isin(read.complete), "model"])
     requested = sorted({model.strip() for model in (models or []) if model and model.strip()})
-    known = set(responses["model"])
-    models_left_out = {}
+    known = set(read.responses["model"])
     if requested:
         unknown = [model for model in requested if model not in known]
         if unknown:
             raise ValidationFailed(f"--models: no responses of {', '.join(unknown)}")
-        unscored = [model for model in requested if model not in scored_models]
+        unscored = [model for model in requested if model not in scored]
         if unscored:
             raise ValidationFailed(f"--models: no complete response by {source} for {', '.join(unscored)}")
-        chosen = requested
-    else:
-        chosen = scored_models
-        models_left_out = dict.fromkeys(sorted(known - set(chosen)), f"no complete response by {source}")
+        return requested, {}
+    chosen = sorted(scored)
     if not chosen:
         raise ValidationFailed(f"source {source}: no model has a complete response")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValidationFailed(f"--k {k!r}: expected a whole number of at least 1")
+    return chosen, dict.fromkeys(sorted(known - scored), f"no complete response by {source}")
 
-    scored = scored[scored["model"].isin(chosen)]
+
+@dataclass
+class _Folder:
+    """One judgements folder: its models, cases and what was left out."""
+
+    models: list[str]
+    filenames: dict[str, str]
+    records: list[dict]
+    kept: pd.DataFrame  # the exported responses
+    decisions: pd.DataFrame  # their decisions, in export order
+    cases_left_out: list[dict]
+    responses_left_out: list[dict]
+
+
+def _plan(read: _Read, chosen: list[str]) -> _Folder:
+    """The cases on which every model of `chosen` has a complete response, and what is left out and why."""
+    responses, per_case = read.responses, read.per_case
+    scored = responses[responses["response_id"].isin(read.complete) & responses["model"].isin(chosen)]
     models_per_case = scored.groupby("case_pk")["model"].nunique()
     kept_cases = set(models_per_case[models_per_case == len(chosen)].index.tolist())
-    records = release_records(engine)[0]
     case_pk_of = dict(zip(responses["case_id"], responses["case_pk"]))
-    records = [record for record in records if case_pk_of.get(record["case_id"]) in kept_cases]
+    records = [record for record in read.records if case_pk_of.get(record["case_id"]) in kept_cases]
     if not records:
         raise ValidationFailed(
-            f"no case on which every one of {len(chosen)} model(s) has a complete response by {source} "
+            f"no case on which every one of {len(chosen)} model(s) has a complete response by {read.source} "
             "(choose the models with --models)"
         )
-    cases_left_out = []
-    missing_of: dict[int, set[str]] = {}
+    filenames = _names_of(chosen, model_filename, "file")
+    complete_of: dict[int, set[str]] = {}
     for pk, model in zip(scored["case_pk"].tolist(), scored["model"].tolist()):
-        missing_of.setdefault(pk, set()).add(model)
+        complete_of.setdefault(pk, set()).add(model)
+    cases_left_out = []
     for case_id, pk in sorted(case_pk_of.items(), key=lambda item: item[1]):
         if pk in per_case.index and pk not in kept_cases:
-            lacking = [model for model in chosen if model not in missing_of.get(pk, set())]
+            lacking = [model for model in chosen if model not in complete_of.get(pk, set())]
             cases_left_out.append({"case_id": case_id, "reason": "no complete response of " + ", ".join(lacking)})
-
-    have = decisions.groupby("response_id")["criterion_id"].nunique()
     responses_left_out = []
-    for row in responses.sort_values(["case_pk", "model"], kind="stable").itertuples(index=False):
-        if row.response_id in complete or row.model not in chosen:
-            continue
-        n = per_case.get(row.case_pk)
+    mine = responses[responses["model"].isin(chosen) & ~responses["response_id"].isin(read.complete)]
+    for row in mine.sort_values(["case_pk", "model"], kind="stable").itertuples(index=False):
+        n, labelled = per_case.get(row.case_pk), int(read.labelled.get(row.response_id, 0))
         reason = (
             "no approved rubric"
             if n is None
-            else f"incomplete: {int(have.get(row.response_id, 0))} of {int(n)} criteria labelled by {source}"
+            else f"incomplete: {labelled} of {int(n)} criteria labelled by {read.source}"
         )
         responses_left_out.append({"case_id": row.case_id, "model": row.model, "reason": reason})
-
     kept = scored[scored["case_pk"].isin(kept_cases)]
-    decisions = _decision_order(decisions[decisions["response_id"].isin(set(kept["response_id"]))])
-    filenames = {model: model_filename(model) for model in chosen}
-    clashes = [name for name, count in Counter(name.casefold() for name in filenames.values()).items() if count > 1]
-    if clashes:
-        raise ValidationFailed(f"models whose file names differ only in case: {', '.join(clashes)}")
-    directory = _prepare_dir(Path(directory), JUDGEMENTS_FILES)
-    for stale in directory.glob("*_judge.json"):
-        stale.unlink()  # the layout before judgements/ had the files at the top
-    folder = _prepare_dir(directory / JUDGEMENTS_DIR, [])
-    for stale in folder.glob("*_judge.json"):
-        stale.unlink()
-    strays = sorted(path.name for path in folder.glob("*.json"))
+    decisions = read.decisions[read.decisions["response_id"].isin(set(kept["response_id"]))]
+    return _Folder(chosen, filenames, records, kept, decisions, cases_left_out, responses_left_out)
+
+
+def _stale_judgements(folder: Path) -> list[Path]:
+    return [path for path in folder.glob("*.json") if path.name.endswith(JUDGE_SUFFIX)]
+
+
+def _check_folder(directory: Path) -> None:
+    """Refuses, before anything is written, a folder the export could not write as a whole."""
+    directory = output_dir(directory, create=False)
+    if not directory.exists():
+        return
+    folder = output_dir(directory / JUDGEMENTS_DIR, create=False)
+    if not folder.exists():
+        return
+    strays = sorted(path.name for path in folder.glob("*.json") if not path.name.endswith(JUDGE_SUFFIX))
     if strays:
         raise ValidationFailed(
             f"{folder}: holds other .json files ({', '.join(strays[:5])}); the official scorer reads every "
             "*.json there — move them away"
         )
 
-    entries_of: dict[str, list[dict]] = {model: [] for model in chosen}
+
+def _entries(plan: _Folder, progress: Progress) -> dict[str, list[dict]]:
+    """model → the official file's rows: one per case, its criteria in rubric order."""
+    decisions = plan.decisions
+    entries_of: dict[str, list[dict]] = {model: [] for model in plan.models}
     current = None
+    columns = ("response_id", "model", "case_id", "criterion_id", "met")
     for index, (response_id, model, case_id, criterion_id, met) in enumerate(
-        zip(
-            decisions["response_id"].tolist(),
-            decisions["model"].tolist(),
-            decisions["case_id"].tolist(),
-            decisions["criterion_id"].tolist(),
-            decisions["met"].tolist(),
-        )
+        zip(*(decisions[column].tolist() for column in columns))
     ):
         if response_id != current:
             current = response_id
@@ -216,32 +270,52 @@ def export_judgements(
         if index % _CHUNK == 0:
             progress(index, len(decisions), "decisions")
     progress(len(decisions), len(decisions), "decisions")
+    return entries_of
 
+
+def _write_folder(
+    directory: Path, read: _Read, plan: _Folder, k: int, models_left_out: dict[str, str], progress: Progress
+) -> ExportSummary:
+    """Writes one judgements folder: judgements/<model>_judge.json, cases.jsonl, scores.json, manifest.json."""
+    entries_of = _entries(plan, progress)
+    directory = _prepare_dir(Path(directory), JUDGEMENTS_FILES)
+    for stale in _stale_judgements(directory):
+        stale.unlink()  # the layout before judgements/ had the files at the top
+    folder = _prepare_dir(directory / JUDGEMENTS_DIR, [])
+    for stale in _stale_judgements(folder):
+        stale.unlink()
+    records = plan.records
     files = {}
     _write_lines(directory / "cases.jsonl", (_json(record) for record in records), len(records), no_progress, "")
     files["cases.jsonl"] = sha256_file(directory / "cases.jsonl")
-    for model in chosen:
-        _write_json(folder / filenames[model], entries_of[model])
-        files[f"{JUDGEMENTS_DIR}/{filenames[model]}"] = sha256_file(folder / filenames[model])
+    for model in plan.models:
+        _write_json(folder / plan.filenames[model], entries_of[model])
+        files[f"{JUDGEMENTS_DIR}/{plan.filenames[model]}"] = sha256_file(folder / plan.filenames[model])
 
-    counted = decisions.groupby("response_id")["met"].sum()
-    frame = kept.assign(s=kept["response_id"].map(counted).astype(float), n=kept["case_pk"].map(per_case).astype(float))
-    scores = {"source": source, "cases": len(records), **judgement_scores(frame, records, k)}
-    _write_json(directory / "scores.json", scores)
+    kept, source = plan.kept, read.source
+    counted = plan.decisions.groupby("response_id")["met"].sum()
+    frame = kept.assign(
+        s=kept["response_id"].map(counted).astype(float), n=kept["case_pk"].map(read.per_case).astype(float)
+    )
+    _write_json(
+        directory / "scores.json", {"source": source, "cases": len(records), **judgement_scores(frame, records, k)}
+    )
     files["scores.json"] = sha256_file(directory / "scores.json")
 
     manifest = {
         "source": source,
         "k": k,
-        "models": {model: filenames[model] for model in chosen},
+        "models": {model: plan.filenames[model] for model in plan.models},
+        # the exact model of each file, whatever its name had to encode
+        "judgement_files": {f"{JUDGEMENTS_DIR}/{plan.filenames[model]}": model for model in plan.models},
         "cases": len(records),
         "models_left_out": models_left_out,
-        "cases_left_out": cases_left_out,
-        "responses_left_out": responses_left_out,
+        "cases_left_out": plan.cases_left_out,
+        "responses_left_out": plan.responses_left_out,
         "sha256": files,
         "official_scorer": "python scripts/eval_cacs.py --data DIR/cases.jsonl --judgements-dir DIR/judgements "
         f"--threshold {k}",
-        "audit_head": audit_head(engine),
+        "audit_head": read.head,
     }
     _write_json(directory / JUDGEMENTS_MANIFEST, manifest)
     summary = ExportSummary(
@@ -249,18 +323,96 @@ def export_judgements(
         directory,
         counts={
             "source": source,
-            "models": len(chosen),
+            "models": len(plan.models),
             "cases": len(records),
-            "cases left out": len(cases_left_out),
+            "cases left out": len(plan.cases_left_out),
             "models left out": len(models_left_out),
         },
         files=files,
     )
-    if cases_left_out:
+    if plan.cases_left_out:
         summary.notes.append(
-            f"{len(cases_left_out)} case(s) left out: not every exported model has a complete response there "
+            f"{len(plan.cases_left_out)} case(s) left out: not every exported model has a complete response there "
             f"(listed in {JUDGEMENTS_MANIFEST})"
         )
+    if models_left_out:
+        summary.notes.append("no complete response, not exported: " + ", ".join(models_left_out))
+    return summary
+
+
+def export_judgements(
+    engine: Engine,
+    directory: Path,
+    source: str = "gold",
+    models: list[str] | None = None,
+    k: int = DEFAULT_K,
+    progress: Progress = no_progress,
+    per_model: bool = False,
+) -> ExportSummary:
+    """`export judgements DIR --source … [--models A,B] [--per-model]`: the official scorer's inputs (§3.5).
+
+    DIR/judgements/ holds one `<model>_judge.json` per exported model and nothing else; DIR/cases.jsonl
+    the cases on which every exported model has a complete response (so each file has one entry per
+    case, as the official `eval_cacs.py` requires); DIR/scores.json our RA / Pass@k / CACS@k on exactly
+    those cases; DIR/manifest.json what was left out and why. With `per_model`, DIR/<model>/ is such a
+    folder for each model alone, over all of that model's complete responses (`export_per_model`).
+    """
+    parse_source(source)  # a bad source fails before any work
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValidationFailed(f"--k {k!r}: expected a whole number of at least 1")
+    read = _read(engine, source, progress)
+    chosen, models_left_out = _choose_models(read, models)
+    if per_model:
+        return _export_per_model(Path(directory), read, chosen, models_left_out, k, progress)
+    plan = _plan(read, chosen)
+    _check_folder(Path(directory))
+    return _write_folder(Path(directory), read, plan, k, models_left_out, progress)
+
+
+def _export_per_model(
+    directory: Path, read: _Read, chosen: list[str], models_left_out: dict[str, str], k: int, progress: Progress
+) -> ExportSummary:
+    """DIR/<model>/ for each model, laid out as a one-model export; DIR/manifest.json names each folder's model.
+
+    Every folder is planned and checked before the first file is written, so a refusal writes nothing."""
+    output_dir(directory, create=False)
+    folders = _names_of(chosen, model_stem, "folder")
+    taken = [model for model, name in folders.items() if name.casefold() == JUDGEMENTS_MANIFEST]
+    if taken:
+        raise ValidationFailed(f"model {taken[0]!r}: its folder would be the export's {JUDGEMENTS_MANIFEST}")
+    plans = {model: _plan(read, [model]) for model in chosen}
+    if directory.exists():
+        output_file(directory / JUDGEMENTS_MANIFEST)
+        for model in chosen:
+            _check_folder(directory / folders[model])
+    directory = output_dir(directory)
+    files, cases = {}, {}
+    for model in chosen:
+        summary = _write_folder(directory / folders[model], read, plans[model], k, {}, progress)
+        files.update({f"{folders[model]}/{name}": digest for name, digest in summary.files.items()})
+        manifest = directory / folders[model] / JUDGEMENTS_MANIFEST
+        files[f"{folders[model]}/{JUDGEMENTS_MANIFEST}"] = sha256_file(manifest)
+        cases[model] = summary.counts["cases"]
+    write_manifest(
+        directory,
+        export="judgements",
+        head=read.head,
+        files=files,
+        per_model=True,
+        source=read.source,
+        k=k,
+        models={model: {"folder": folders[model], "cases": cases[model]} for model in chosen},
+        models_left_out=models_left_out,
+        official_scorer="python scripts/eval_cacs.py --data DIR/<folder>/cases.jsonl "
+        f"--judgements-dir DIR/<folder>/judgements --threshold {k}",
+    )
+    summary = ExportSummary(
+        "judgements",
+        directory,
+        counts={"source": read.source, "models": len(chosen), "models left out": len(models_left_out)},
+        files=files,
+    )
+    summary.notes += [f"{folders[model]}/: {model}, {cases[model]} case(s)" for model in chosen]
     if models_left_out:
         summary.notes.append("no complete response, not exported: " + ", ".join(models_left_out))
     return summary

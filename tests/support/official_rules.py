@@ -5,6 +5,8 @@ judgements folder, requires each file to be a list with exactly one row per case
 after the file (`<model>_judge.json`), counts `criteria_met` by its truthiness rule and reports, per
 model and slice (overall, each difficulty, `subject:<label>` for every subject label), rubric
 accuracy, pass@k and CACS@k in percent (CACS over levels k..N with N the largest rubric count).
+`case_rows` gives the rows of its per-case output (case_scores.csv), in its columns and order (plus
+`_subjects`, the case's subject labels as a list, which the CSV does not have).
 
 `validate_release` follows scripts/validate_dataset.py: required fields, forbidden keys of a record,
 rubric counts, the three contact patterns on each line's JSON text, and the 900-low-case rule; it
@@ -68,7 +70,8 @@ def _levels_share(scores: list[int], n: int, k: int) -> float:
     return 100.0 * sum(sum(s >= level for s in scores) / len(scores) for level in range(k, n + 1)) / (n - k + 1)
 
 
-def eval_cacs(data: Path, judgements_dir: Path, threshold: int = 10) -> dict[tuple[str, str], dict]:
+def case_rows(data: Path, judgements_dir: Path, threshold: int = 10) -> list[dict]:
+    """The rows of the official case_scores.csv: per judgement file (sorted by name), per row in file order."""
     cases = [json.loads(line) for line in Path(data).read_text(encoding="utf-8").splitlines() if line.strip()]
     by_id = {str(case["case_id"]): case for case in cases}
     if len(by_id) != len(cases):
@@ -76,7 +79,7 @@ def eval_cacs(data: Path, judgements_dir: Path, threshold: int = 10) -> dict[tup
     files = sorted(Path(judgements_dir).glob("*.json"))
     if not files:
         raise OfficialFailure(f"no JSON judgement files found in {judgements_dir}")
-    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    out = []
     for path in files:
         model = re.sub(r"_judge\.json$", "", path.name, flags=re.IGNORECASE)
         rows = json.loads(path.read_text(encoding="utf-8"))
@@ -91,25 +94,44 @@ def eval_cacs(data: Path, judgements_dir: Path, threshold: int = 10) -> dict[tup
                 raise OfficialFailure(f"cannot resolve {path.name}:{index + 1} to public case: {case_id}")
             results = _results_of(row)
             case = by_id[case_id]
-            record = {
-                "n_judged": len(results),
-                "n_expected": len(case.get("rubrics", [])),
-                "positive": sum(_truthy(entry.get("criteria_met")) for entry in results),
-            }
-            groups[(model, "overall")].append(record)
-            groups[(model, str(case.get("difficulty", "")))].append(record)
-            for label in case.get("subject_labels", []):
-                groups[(model, f"subject:{label}")].append(record)
+            positive = sum(_truthy(entry.get("criteria_met")) for entry in results)
+            expected = len(case.get("rubrics", []))
+            out.append(
+                {
+                    "model": model,
+                    "case_id": case_id,
+                    "difficulty": case.get("difficulty", ""),
+                    "subject_labels": "|".join(map(str, case.get("subject_labels", []))),
+                    "task_labels": "|".join(map(str, case.get("task_labels", []))),
+                    "rubric_count": len(results),
+                    "expected_rubric_count": expected,
+                    "positive_count": positive,
+                    "rubric_accuracy_pct": 100.0 * positive / len(results) if results else 0.0,
+                    "pass_at_k": int(positive >= threshold),
+                    "cacs_at_k_pct": _levels_share([positive], expected, threshold),
+                    "_subjects": list(case.get("subject_labels", [])),
+                }
+            )
+    return out
+
+
+def eval_cacs(data: Path, judgements_dir: Path, threshold: int = 10) -> dict[tuple[str, str], dict]:
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for row in case_rows(data, judgements_dir, threshold):
+        groups[(row["model"], "overall")].append(row)
+        groups[(row["model"], str(row["difficulty"]))].append(row)
+        for label in row["_subjects"]:
+            groups[(row["model"], f"subject:{label}")].append(row)
     summary = {}
     for key, records in sorted(groups.items()):
-        judged = sum(r["n_judged"] for r in records)
-        positive = sum(r["positive"] for r in records)
-        scores = [r["positive"] for r in records]
+        judged = sum(r["rubric_count"] for r in records)
+        positive = sum(r["positive_count"] for r in records)
+        scores = [r["positive_count"] for r in records]
         summary[key] = {
             "cases": len(records),
             "rubric_accuracy_pct": 100.0 * positive / judged if judged else 0.0,
             "pass_at_k_pct": 100.0 * sum(s >= threshold for s in scores) / len(scores),
-            "cacs_at_k_pct": _levels_share(scores, max(r["n_expected"] for r in records), threshold),
+            "cacs_at_k_pct": _levels_share(scores, max(r["expected_rubric_count"] for r in records), threshold),
         }
     return summary
 
