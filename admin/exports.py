@@ -11,6 +11,7 @@ import streamlit as st
 from analysis.exports import DEFAULT_SEED, EXPORT_KINDS, export_bundle
 from db import progress_queries
 from db.errors import ClinConsensusError
+from db.export_records import record_export
 from db.models import Role
 from db.status import judge_names
 from ui import shell, widgets
@@ -101,6 +102,10 @@ def render() -> None:
 
                 try:
                     built[what] = export_bundle(shell.engine(), what, progress=progress, **options)
+                    if what == "sft":  # the judge pages measure a judge on the models it was not trained on
+                        with shell.db_session() as session:
+                            details = {"holdout_models": sorted(options["holdout_models"]), "seed": options["seed"]}
+                            record_export(session, actor=admin.username, kind="sft", details=details)
                 except ClinConsensusError as error:
                     built.pop(what, None)
                     widgets.show_error(error)

@@ -24,7 +24,6 @@ the other group, per annotator and per time bucket, with Spearman's ρ and its n
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import TextIO
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from analysis import agreement as agreement_extra, metrics, reliability, score_section, static_figures, time_section
@@ -514,9 +514,17 @@ def print_tables(report: Report, stream: TextIO) -> None:
         )
 
 
+def json_text(document: dict) -> str:
+    """report.json's text: the layout of `json.dumps(indent=2, ensure_ascii=False)` (same lines, keys, order
+    and float values), written by orjson about a hundred times faster. A small number may be spelled
+    differently (`0.000078` for `7.8e-05`); both read back as the same float. `report_json` has already
+    turned every NaN and infinity into null."""
+    return orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode("utf-8") + "\n"
+
+
 def write_json(report: Report, path: Path) -> None:
     path = output_file(path)
-    write_text(path, json.dumps(report_json(report), ensure_ascii=False, indent=2, allow_nan=False) + "\n")
+    write_text(path, json_text(report_json(report)))
 
 
 def write_tables(report: Report, out_dir: Path) -> list[Path]:

@@ -186,8 +186,20 @@ def cmd_export(args) -> int:
             include_calibration=args.include_calibration,
             only_disagreements=args.only_disagreements,
         )
+        _record_sft(engine, holdout, args.seed)
     print(summary)
     return 0
+
+
+def _record_sft(engine, holdout: list[str], seed: int) -> None:
+    """The judge pages measure a judge on the models the newest SFT export held out of its training."""
+    from db import users
+    from db.engine import session_scope
+    from db.export_records import record_export
+
+    with session_scope(engine) as session:
+        details = {"holdout_models": sorted(set(holdout)), "seed": seed}
+        record_export(session, actor=users.actor_name(users.CLI_ACTOR), kind="sft", details=details)
 
 
 def _names(text: str | None) -> list[str]:

@@ -188,3 +188,24 @@ def test_fast_judge_reader_of_an_empty_table(engine):
 
     judge = loader.load_judge(engine)
     assert judge.empty and list(judge.columns) == ["judge", "response_id", "criterion_id", "met"]
+
+
+def test_report_json_text_is_the_standard_layout_with_numbers_in_the_shortest_form():
+    import re
+
+    from analysis.report import build_report, json_text, report_json
+    from tools import metrics_reference as reference
+
+    frames = reference.synthetic_frames(120, 6, n=30, seed=11, adjudication_share=1.0)
+    document = report_json(build_report(frames, 10, resamples=20))
+    text = json_text(document)
+    standard = json.dumps(document, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
+    assert re.search(r"e-0\d", standard), "the data has a small p-value to spell"
+    # Every value the same float (both write the shortest form that reads back exactly) ...
+    assert json.loads(text) == json.loads(standard)
+    # ... and the same lines, keys and order; only how a number is spelled may differ (7.8e-05 / 0.000078).
+    number = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?(?=,?$)")
+    lines, standard_lines = text.splitlines(), standard.splitlines()
+    assert len(lines) == len(standard_lines)
+    assert [number.sub("#", line) for line in lines] == [number.sub("#", line) for line in standard_lines]
+    assert "NaN" not in text and "Infinity" not in text
