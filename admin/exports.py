@@ -1,14 +1,15 @@
 """Downloads of every export (docs/REFERENCE.md §3.5), built by `analysis.exports.export_bundle` on demand.
 
 An export reads the whole database, so it is built only when the admin asks for it; the zip
-(the export's files plus SUMMARY.txt) is then offered as a download until the page is left.
+(the export's files plus SUMMARY.txt) is then offered as a download until the page is left, below
+what the export left out and why, in the reader's language.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from analysis.exports import DEFAULT_SEED, EXPORT_KINDS, export_bundle
+from analysis.exports import DEFAULT_SEED, EXPORT_KINDS, LeftOut, build_bundle
 from db import progress_queries
 from db.errors import ClinConsensusError
 from db.export_records import record_export
@@ -78,12 +79,31 @@ def _options(what: str, t, judges: list[str], models: list[str]) -> dict:
     return {}
 
 
+def _show_left_out(t, left: list[LeftOut]) -> None:
+    """What an export left out, by reason, before its download (the zip's SUMMARY.txt says it in English)."""
+    if not left:
+        st.caption(t("admin.export.left_out.none"))
+        return
+    lines = []
+    for item in left:
+        line = f"- {t(f'admin.export.left_out.{item.reason}', n=f'{item.count:,}')}"
+        if item.items:
+            more = item.count - len(item.items)
+            named = t("admin.export.left_out.list_sep").join(widgets.plain(name) for name in item.items)
+            line += t("admin.export.left_out.items", items=named)
+            if more > 0:
+                line += t("admin.export.left_out.more", n=f"{more:,}")
+        lines.append(line)
+    st.warning(t("admin.export.left_out.title") + "\n\n" + "\n".join(lines), icon=":material/filter_alt_off:")
+
+
 def render() -> None:
     admin = shell.require_user(Role.admin)
     t = shell.translator()
     st.title(t("admin.export.title"))
     st.caption(t("admin.export.intro"))
     built = st.session_state.setdefault("export_files", {})
+    left_out = st.session_state.setdefault("export_left_out", {})
     with shell.db_session(read_only=True) as session:
         judges = judge_names(session)
         models = progress_queries.model_names(session, actor=admin)
@@ -101,7 +121,8 @@ def render() -> None:
                     bar.progress(min(done / total, 1.0) if total else 0.0, text=t("admin.export.building"))
 
                 try:
-                    built[what] = export_bundle(shell.engine(), what, progress=progress, **options)
+                    bundle = build_bundle(shell.engine(), what, progress=progress, **options)
+                    built[what], left_out[what] = (bundle.filename, bundle.data), bundle.left_out
                     if what == "sft":  # the judge pages measure a judge on the models it was not trained on
                         with shell.db_session() as session:
                             details = {"holdout_models": sorted(options["holdout_models"]), "seed": options["seed"]}
@@ -111,6 +132,7 @@ def render() -> None:
                     widgets.show_error(error)
                 bar.empty()
             if what in built:
+                _show_left_out(t, left_out.get(what, []))
                 filename, data = built[what]
                 st.download_button(
                     t("admin.export.download", file=filename, size=f"{len(data) / 1024:,.1f}"),

@@ -307,3 +307,34 @@ def test_assignments_page_draws_a_calibration_sample_once(studio):
     assert app.error and t("errors.calibration_too_few", model=plain("model-a"), available=2, n=5) in app.error[0].value
     with session_scope(studio, read_only=True) as session:
         assert len(session.exec(select(CalibrationSample)).all()) == 2
+
+
+def test_exports_page_says_what_a_judgements_export_left_out_in_the_readers_language(studio):
+    from db.models import Response
+    from tests.support.factories import make_label
+
+    with session_scope(studio) as session:
+        response = session.exec(select(Response).order_by(Response.id)).first()  # CC-0001, model-a
+        g1 = session.exec(select(User).where(User.username == "g1a1")).one()
+        g2 = session.exec(select(User).where(User.username == "g2a1")).one()
+        for criterion in ("c01", "c02", "c03"):
+            make_label(session, response, criterion, True, g1)
+            make_label(session, response, criterion, True, g2)
+    for lang, expected in (
+        ("zh", ["本次导出未包含以下内容", "1 个病例", "CC\\-0002", "1 个模型", "model\\-b"]),
+        ("en", ["This export left out", "Cases where not every chosen model", "Models without a complete response"]),
+    ):
+        app = open_page(signed_in(studio, "boss", lang=lang), "admin-exports")
+        app = [b for b in app.button if b.key == "build_judgements"][0].click().run()
+        assert not app.exception and not app.error
+        warning = "\n".join(str(element.value) for element in app.warning)
+        for text in expected:
+            assert text in warning, (lang, text, warning)
+        assert "download_judgements" in [element.key for element in app.get("download_button")]
+
+
+def test_exports_page_says_when_nothing_was_left_out(studio):
+    app = open_page(signed_in(studio, "boss"), "admin-exports")
+    app = [b for b in app.button if b.key == "build_judge-items"][0].click().run()
+    assert not app.exception and not app.error
+    assert not app.warning and translate("admin.export.left_out.none", "zh") in texts(app)

@@ -8,7 +8,7 @@ same bytes. Rows follow case order (import order), then model, then criterion po
 download button.
 """
 
-from analysis.exports.bundle import export_bundle
+from analysis.exports.bundle import Bundle, build_bundle, export_bundle
 from analysis.exports.common import (
     DEFAULT_SEED,
     DEFAULT_TEMPLATE,
@@ -18,6 +18,7 @@ from analysis.exports.common import (
     OPTIONAL_RELEASE_FIELDS,
     RELEASE_FIELDS,
     ExportSummary,
+    LeftOut,
     is_forbidden_key,
     sha256_file,
     user_message,
@@ -38,8 +39,11 @@ __all__ = [
     "OPTIONAL_RELEASE_FIELDS",
     "RELEASE_FIELDS",
     "RELEASE_FILES",
+    "Bundle",
     "ExportSummary",
+    "LeftOut",
     "PromptTemplate",
+    "build_bundle",
     "export_bundle",
     "export_gold",
     "export_healthbench_meta",

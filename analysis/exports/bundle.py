@@ -7,10 +7,11 @@ import tempfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from sqlalchemy.engine import Engine
 
-from analysis.exports.common import EXPORT_KINDS, ExportSummary
+from analysis.exports.common import EXPORT_KINDS, ExportSummary, LeftOut
 from analysis.exports.gold import export_gold
 from analysis.exports.judge_items import export_judge_items
 from analysis.exports.judgements import export_judgements
@@ -32,8 +33,22 @@ _BUNDLE_TARGET = {
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
 
+class Bundle(NamedTuple):
+    """One export as a download: its zip (with SUMMARY.txt) and what it left out, for the page to say."""
+
+    filename: str
+    data: bytes
+    left_out: list[LeftOut]
+
+
 def export_bundle(engine: Engine, what: str, progress: Progress = no_progress, **options) -> tuple[str, bytes]:
     """(file name, zip bytes) of one export, for a download button; the zip also holds SUMMARY.txt."""
+    bundle = build_bundle(engine, what, progress, **options)
+    return bundle.filename, bundle.data
+
+
+def build_bundle(engine: Engine, what: str, progress: Progress = no_progress, **options) -> Bundle:
+    """One export zipped, with what it left out and why."""
     runners: dict[str, Callable[..., ExportSummary]] = {
         "gold": export_gold,
         "release": export_release,
@@ -57,4 +72,4 @@ def export_bundle(engine: Engine, what: str, progress: Progress = no_progress, *
                         archive.writestr(info, handle.read())
             summary_text = str(summary).replace(temporary, "").replace("\\", "/")
             archive.writestr(zipfile.ZipInfo("SUMMARY.txt", date_time=_ZIP_DATE), summary_text + "\n")
-    return f"clinconsensus-{what}.zip", buffer.getvalue()
+    return Bundle(f"clinconsensus-{what}.zip", buffer.getvalue(), summary.left_out)

@@ -46,6 +46,20 @@ BOOLEAN_TEXTS = ["false", "true", "null"]
 # Summaries ------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class LeftOut:
+    """One kind of thing an export left out: the reason's code (named in the catalog as
+    `admin.export.left_out.<reason>`), how many, and the first `MAX_LISTED` of them by id."""
+
+    reason: str
+    count: int
+    items: tuple[str, ...] = ()
+
+
+def left_out(reason: str, items: list[str], count: int | None = None) -> LeftOut:
+    return LeftOut(reason, len(items) if count is None else count, tuple(items[:MAX_LISTED]))
+
+
 @dataclass
 class ExportSummary:
     """What an export wrote; `str()` is the text the command line prints."""
@@ -56,6 +70,8 @@ class ExportSummary:
     files: dict[str, str] = field(default_factory=dict)  # file name → sha256
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: What was left out and why, as data a page shows in its reader's language (the notes say it in English).
+    left_out: list[LeftOut] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         lines = [f"export {self.what}: {self.target}"]

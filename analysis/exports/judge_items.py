@@ -8,7 +8,15 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from analysis.exports.common import ExportSummary, _current_criteria, _encoded, _json, _write_lines, user_message
+from analysis.exports.common import (
+    ExportSummary,
+    _current_criteria,
+    _encoded,
+    _json,
+    _write_lines,
+    left_out,
+    user_message,
+)
 from analysis.exports.manifest import export_head, write_manifest
 from analysis.exports.paths import output_file
 from analysis.loader import load_cases, load_responses
@@ -64,6 +72,8 @@ def export_judge_items(engine: Engine, path: Path, progress: Progress = no_progr
         },
         files={path.name: digest},
     )
+    if without_rubric:
+        summary.left_out.append(left_out("responses_no_rubric", [], without_rubric))
     return summary
 
 

@@ -14,6 +14,7 @@ from sqlalchemy.engine import Engine
 from analysis.exports.common import (
     _CHUNK,
     ExportSummary,
+    LeftOut,
     _current_criteria,
     _decision_order,
     _in_current_rubric,
@@ -21,6 +22,7 @@ from analysis.exports.common import (
     _prepare_dir,
     _write_json,
     _write_lines,
+    left_out,
     sha256_file,
 )
 from analysis.exports.manifest import write_manifest
@@ -330,6 +332,7 @@ def _write_folder(
         },
         files=files,
     )
+    summary.left_out = _left_out(plan, models_left_out)
     if plan.cases_left_out:
         summary.notes.append(
             f"{len(plan.cases_left_out)} case(s) left out: not every exported model has a complete response there "
@@ -338,6 +341,37 @@ def _write_folder(
     if models_left_out:
         summary.notes.append("no complete response, not exported: " + ", ".join(models_left_out))
     return summary
+
+
+def _left_out(plan: _Folder, models_left_out: dict[str, str]) -> list[LeftOut]:
+    """The folder's left-out cases, responses and models, by reason, for a page to show."""
+    found = [
+        left_out(
+            "cases_incomplete",
+            [
+                f"{item['case_id']} ({item['reason'].removeprefix('no complete response of ')})"
+                for item in plan.cases_left_out
+            ],
+        ),
+        left_out(
+            "responses_no_rubric",
+            [
+                f"{item['case_id']} · {item['model']}"
+                for item in plan.responses_left_out
+                if item["reason"] == "no approved rubric"
+            ],
+        ),
+        left_out(
+            "responses_incomplete",
+            [
+                f"{item['case_id']} · {item['model']}"
+                for item in plan.responses_left_out
+                if item["reason"] != "no approved rubric"
+            ],
+        ),
+        left_out("models_no_complete", list(models_left_out)),
+    ]
+    return [item for item in found if item.count]
 
 
 def export_judgements(
@@ -413,6 +447,7 @@ def _export_per_model(
         files=files,
     )
     summary.notes += [f"{folders[model]}/: {model}, {cases[model]} case(s)" for model in chosen]
+    summary.left_out = [left_out("models_no_complete", list(models_left_out))] if models_left_out else []
     if models_left_out:
         summary.notes.append("no complete response, not exported: " + ", ".join(models_left_out))
     return summary

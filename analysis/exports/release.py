@@ -23,6 +23,7 @@ from analysis.exports.common import (
     _write_json,
     _write_lines,
     is_forbidden_key,
+    left_out,
     sha256_file,
 )
 from analysis.exports.manifest import MANIFEST_NAME, export_head, write_manifest
@@ -84,11 +85,11 @@ def release_records(
         cases = cases[cases["difficulty"].isin(tiers)]
     criteria = _current_criteria(engine, text=True)
     by_case = dict(list(criteria.groupby("case_pk", sort=False)))
-    records, left_out, removed, warnings = [], [], [], []
+    records, no_rubric, removed, warnings = [], [], [], []
     for case in cases.itertuples(index=False):
         rubric = by_case.get(case.case_pk)
         if rubric is None:
-            left_out.append(case.case_id)
+            no_rubric.append(case.case_id)
             continue
         items = []
         for criterion_id, text, tags in zip(rubric["criterion_id"], rubric["text"], rubric["tags"]):
@@ -127,7 +128,7 @@ def release_records(
                 found.append(value)
                 warnings.append(f"{case.case_id} (JSON line): {kind} {mask(value)}")
         records.append(record)
-    return records, left_out, removed, warnings
+    return records, no_rubric, removed, warnings
 
 
 RELEASE_FILES = ("cases.jsonl", "schema.json", "counts.json", "README.md", "SHA256SUMS")
@@ -143,7 +144,7 @@ def export_release(
     """`export release DIR [--difficulty low]`: the public rubric-only release, validated before anything is written."""
     progress(0, None, "reading cases")
     head = export_head(engine)
-    records, left_out, removed, warnings = release_records(engine, size, difficulties)
+    records, left_out_cases, removed, warnings = release_records(engine, size, difficulties)
     problems = [
         f"case {record.get('case_id')!r}: {problem}" for record in records for problem in release_problems(record, size)
     ]
@@ -172,16 +173,18 @@ def export_release(
         counts={
             "cases": len(records),
             "criteria": counts["rubrics"],
-            "left out (no approved rubric)": len(left_out),
+            "left out (no approved rubric)": len(left_out_cases),
             **({"difficulty": ", ".join(sorted(set(difficulties)))} if difficulties else {}),
         },
         files=sums,
     )
-    if left_out:
-        summary.notes.append("left out, no approved rubric: " + _listed(left_out, ", "))
+    if left_out_cases:
+        summary.notes.append("left out, no approved rubric: " + _listed(left_out_cases, ", "))
     if removed:
         summary.notes.append(f"removed {len(removed)} forbidden key(s): " + _listed(removed, "; "))
     summary.warnings = [f"contact-like string, review by hand: {warning}" for warning in warnings]
+    found = [left_out("cases_no_rubric", left_out_cases), left_out("forbidden_keys", removed)]
+    summary.left_out = [item for item in found if item.count]
     return summary
 
 

@@ -26,6 +26,7 @@ from analysis.exports.common import (
     _json,
     _prepare_dir,
     _write_json,
+    left_out,
     sha256_file,
     user_message,
 )
@@ -258,4 +259,8 @@ def export_sft(
         summary.notes.append(f"{calibration_rows} gold decision(s) on calibration-sample responses left out")
     if outside_rubric:
         summary.notes.append(f"{outside_rubric} gold decision(s) on criteria outside the current rubric skipped")
+    if calibration_rows and not include_calibration:
+        summary.left_out.append(left_out("calibration_rows", [], calibration_rows))
+    if outside_rubric:
+        summary.left_out.append(left_out("outside_rubric", [], outside_rubric))
     return summary
