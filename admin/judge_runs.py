@@ -1,9 +1,11 @@
-"""Judge runs: start an LLM judge on an OpenAI-compatible endpoint, follow it live, cancel it, read the history.
+"""Judge runs: start an LLM judge, or a candidate model's answers (generate), on OpenAI-compatible endpoints;
+follow them live, cancel them, read the history.
 
-A run executes in a process of its own (`clinconsensus judge resume ID`), so it survives this page;
-the page follows its record (refreshed every two seconds) and stops it through the record's cancel
-flag. The API key is read by that process from the environment variable the admin names here; the
-key itself never reaches the page, the record or the log.
+Several endpoints (one URL a line) share a run, each with its own concurrency limit. A run executes
+in a process of its own (`clinconsensus judge resume ID`), so it survives this page; the page
+follows its record (refreshed every two seconds) and stops it through the record's cancel flag. The
+API key is read by that process from the environment variable the admin names here; the key itself
+never reaches the page, the record or the log.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from db import judge_runs, progress_queries
 from db.config import database_url
 from db.errors import ClinConsensusError
 from db.models import Role
+from judge.generate import CASE_SCOPES, GenerateOptions, create_generate_run
 from judge.runner import RunOptions, create_run, launch_run
 from ui import shell, widgets
 from ui.times import local_time
@@ -26,6 +29,7 @@ ACTIVE = ("pending", "running", "interrupted")
 DASHBOARD_PATH = "analysis-dashboard"
 HISTORY_COLUMNS = (
     "id",
+    "kind",
     "status",
     "judge",
     "model",
@@ -33,6 +37,8 @@ HISTORY_COLUMNS = (
     "done",
     "cached",
     "parse_failures",
+    "truncated",
+    "empty",
     "errors",
     "retries",
     "prompt_tokens",
@@ -49,14 +55,20 @@ def _models(user) -> list[str]:
         return progress_queries.model_names(session, actor=user)
 
 
+def _urls(text: str) -> list[str]:
+    """The endpoints of a text area, one URL a line."""
+    return [line.strip() for line in (text or "").splitlines() if line.strip()]
+
+
 def _start_form(user, t) -> None:
     with st.form("judge_run_form", clear_on_submit=False):
         left, right = st.columns(2)
-        base_url = left.text_input(
+        base_url = left.text_area(
             t("judge.form.base_url"),
             placeholder=t("judge.form.base_url.placeholder"),
             help=t("judge.form.base_url.help"),
             key="judge_base_url",
+            height=80,
         )
         model = right.text_input(t("judge.form.model"), help=t("judge.form.model.help"), key="judge_model")
         judge = left.text_input(t("judge.form.judge"), help=t("judge.form.judge.help"), key="judge_name")
@@ -100,7 +112,7 @@ def _start_form(user, t) -> None:
     if not submitted:
         return
     options = RunOptions(
-        base_url=base_url.strip(),
+        base_url=_urls(base_url),
         model=model.strip(),
         judge=judge.strip() or None,
         api_key_env=key_env.strip() or None,
@@ -113,6 +125,63 @@ def _start_form(user, t) -> None:
     )
     try:
         run_id = create_run(shell.engine(), options, by=user)
+    except ClinConsensusError as error:
+        widgets.show_error(error)
+        return
+    launch_run(run_id, database_url())
+    st.success(t("judge.started", id=run_id))
+
+
+def _generate_form(user, t) -> None:
+    """A candidate model answers the cases; its complete answers become its responses."""
+    with st.form("generate_run_form", clear_on_submit=False):
+        left, right = st.columns(2)
+        base_url = left.text_area(
+            t("judge.form.base_url"),
+            placeholder=t("judge.form.base_url.placeholder"),
+            help=t("judge.form.base_url.help"),
+            key="generate_base_url",
+            height=80,
+        )
+        model = right.text_input(t("judge.form.model"), help=t("generate.form.model.help"), key="generate_model")
+        stored_as = right.text_input(t("generate.form.as"), help=t("generate.form.as.help"), key="generate_as")
+        cases = left.selectbox(
+            t("generate.form.cases"),
+            CASE_SCOPES,
+            format_func=lambda value: t(f"generate.form.cases.{value}"),
+            key="generate_cases",
+        )
+        key_env = right.text_input(
+            t("judge.form.api_key_env"), help=t("judge.form.api_key_env.help"), key="generate_key_env"
+        )
+        concurrency = int(
+            left.number_input(
+                t("judge.form.concurrency"), min_value=1, max_value=512, value=8, step=1, key="generate_concurrency"
+            )
+        )
+        max_tokens = int(
+            right.number_input(
+                t("generate.form.max_tokens"), min_value=1, value=4096, step=256, key="generate_max_tokens"
+            )
+        )
+        no_thinking = left.checkbox(
+            t("judge.form.no_thinking"), help=t("judge.form.no_thinking.help"), key="generate_no_thinking"
+        )
+        submitted = st.form_submit_button(t("generate.form.start"), type="primary", icon=":material/play_arrow:")
+    if not submitted:
+        return
+    options = GenerateOptions(
+        base_url=_urls(base_url),
+        model=model.strip(),
+        stored_as=stored_as.strip() or None,
+        cases=cases,
+        api_key_env=key_env.strip() or None,
+        concurrency=concurrency,
+        max_tokens=max_tokens,
+        thinking=not no_thinking,
+    )
+    try:
+        run_id = create_generate_run(shell.engine(), options, by=user)
     except ClinConsensusError as error:
         widgets.show_error(error)
         return
@@ -144,7 +213,7 @@ def _live(user) -> None:
         with st.container(border=True):
             widgets.show_text(
                 t(
-                    "judge.live.title",
+                    "judge.live.generate_title" if run["kind"] == "generate" else "judge.live.title",
                     id=run["id"],
                     judge=run["judge"],
                     model=run["model"],
@@ -162,6 +231,9 @@ def _live(user) -> None:
                     rate=f"{run['items_per_second']:.1f}" if run["items_per_second"] else "—",
                 )
             )
+            if run["kind"] == "generate":
+                st.caption(t("generate.live.figures", truncated=run["truncated"], empty=run["empty"]))
+            _shares(run, t)
             left, right = st.columns(2)
             if run["status"] == "interrupted" and left.button(
                 t("judge.live.resume"), key=f"resume_{run['id']}", icon=":material/replay:"
@@ -175,6 +247,15 @@ def _live(user) -> None:
                 st.toast(t("judge.live.cancelled", id=run["id"]))
 
 
+def _shares(run: dict, t) -> None:
+    """Each endpoint's share of a run spread over several."""
+    if len(run["endpoints"]) < 2:
+        return
+    for share in run["endpoints"]:
+        key = "judge.live.endpoint_left_out" if share.get("left_out") else "judge.live.endpoint"
+        st.caption(t(key, url=share["base_url"], done=share["done"], reason=share.get("left_out") or ""))
+
+
 def _history(user, t) -> None:
     with shell.db_session(read_only=True) as session:
         runs = [judge_runs.run_summary(run) for run in judge_runs.list_runs(session, user)]
@@ -183,6 +264,7 @@ def _history(user, t) -> None:
         return
     frame = pd.DataFrame(runs)[list(HISTORY_COLUMNS)]
     frame["status"] = [t(f"judge.status.{status}") for status in frame["status"]]
+    frame["kind"] = [t(f"judge.kind.{kind}") for kind in frame["kind"]]
     # Times in the reader's zone, durations and rates with one decimal, "—" where there is none yet.
     frame["created_at"] = [local_time(datetime.fromisoformat(at) if at else None) for at in frame["created_at"]]
     for name in ("wall_seconds", "items_per_second"):
@@ -205,6 +287,9 @@ def render() -> None:
     st.title(t("judge.title"))
     st.caption(t("judge.intro"))
     _start_form(user, t)
+    st.subheader(t("generate.heading"))
+    st.caption(t("generate.intro"))
+    _generate_form(user, t)
     st.subheader(t("judge.live.heading"))
     _live(user)
     st.subheader(t("judge.history.heading"))

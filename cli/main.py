@@ -206,94 +206,6 @@ def _names(text: str | None) -> list[str]:
     return [name.strip() for name in (text or "").split(",") if name.strip()]
 
 
-def _print_run(summary: dict, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(summary, ensure_ascii=False, indent=2))
-        return
-    rate = summary["items_per_second"]
-    print(
-        f"judge run {summary['id']} ({summary['judge']}: {summary['model']} at {summary['base_url']}): "
-        f"{summary['status']}\n"
-        f"  items {summary['items']:,}, done {summary['done']:,} ({summary['cached']:,} from the cache), "
-        f"parse failures {summary['parse_failures']:,}, errors {summary['errors']:,}\n"
-        f"  requests {summary['requests']:,}, retries {summary['retries']:,}, re-asks {summary['reasks']:,}, "
-        f"tokens {summary['prompt_tokens']:,} in / {summary['completion_tokens']:,} out\n"
-        f"  wall time {summary['wall_seconds']:.1f}s" + (f", {rate:.1f} items/s" if rate else "")
-    )
-    if summary["message"]:
-        print(f"  {summary['message']}")
-
-
-def _run_finished(summary: dict) -> int:
-    return 0 if summary["status"] == "finished" and not summary["errors"] else 1
-
-
-def cmd_judge_run(args) -> int:
-    from judge.runner import RunOptions, run_judge
-
-    options = RunOptions(
-        base_url=args.base_url,
-        model=args.model,
-        judge=args.judge,
-        api_key_env=args.api_key_env,
-        concurrency=args.concurrency,
-        template=args.template,
-        responses=args.responses,
-        models=_names(args.models),
-        limit=args.limit,
-        seed=args.seed,
-        max_tokens=args.max_tokens,
-        thinking=not args.no_thinking,
-        structured=args.structured,
-        timeout=args.timeout,
-        max_retries=args.max_retries,
-    )
-    summary = run_judge(_engine(), options, by=args.actor, progress=_progress("judge run"))
-    _print_run(summary, args.json)
-    return _run_finished(summary)
-
-
-def cmd_judge_resume(args) -> int:
-    from judge.runner import execute_run
-
-    summary = execute_run(_engine(), args.run_id, progress=_progress(f"judge run {args.run_id}"))
-    _print_run(summary, args.json)
-    return _run_finished(summary)
-
-
-def cmd_judge_runs(args) -> int:
-    from db import judge_runs
-    from db.engine import session_scope
-
-    with session_scope(_engine(), read_only=True) as session:
-        runs = [judge_runs.run_summary(run) for run in judge_runs.list_runs(session, "cli")]
-    if args.json:
-        print(json.dumps(runs, ensure_ascii=False, indent=2))
-        return 0
-    if not runs:
-        print("no judge runs yet")
-    for summary in runs:
-        rate = summary["items_per_second"]
-        print(
-            f"{summary['id']}\t{summary['status']}\t{summary['judge']}\t{summary['model']}\t"
-            f"items {summary['items']}\tdone {summary['done']}\tparse failures {summary['parse_failures']}\t"
-            f"errors {summary['errors']}\tretries {summary['retries']}\t"
-            f"tokens {summary['prompt_tokens'] + summary['completion_tokens']}\t{summary['wall_seconds']:.1f}s\t"
-            + (f"{rate:.1f} items/s" if rate else "-")
-        )
-    return 0
-
-
-def cmd_judge_cancel(args) -> int:
-    from db import judge_runs
-    from db.engine import session_scope
-
-    with session_scope(_engine()) as session:
-        run = judge_runs.request_cancel(session, "cli", args.run_id)
-        print(f"judge run {run.id}: {judge_runs.shown_status(run)}, asked to stop")
-    return 0
-
-
 def cmd_demo(args) -> int:
     from demo.generator import build_demo
 
@@ -477,52 +389,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--per-model", action="store_true", help="judgements: DIR/<model>/ per model, its complete cases")
     p.set_defaults(handler=cmd_export)
 
-    p = sub.add_parser("judge", help="run an LLM judge behind an OpenAI-compatible endpoint; list past runs")
-    judge = p.add_subparsers(dest="judge_command", required=True)
-    q = judge.add_parser("run", help="grade responses criterion by criterion; results become judge decisions")
-    q.add_argument("--base-url", required=True, help="the endpoint, e.g. http://localhost:8000/v1 (vLLM)")
-    q.add_argument("--model", required=True, help="the model name the endpoint serves")
-    q.add_argument("--judge", default=None, help="the judge's name for its decisions (default: the model)")
-    q.add_argument("--api-key-env", default=None, metavar="VAR", help="environment variable holding the API key")
-    q.add_argument("--concurrency", type=int, default=8, help="items in flight at once (default 8)")
-    q.add_argument("--template", default="official", help="official (default) | zh | a template FILE")
-    q.add_argument(
-        "--responses",
-        choices=["all", "missing"],
-        default="all",
-        help="all responses, or only decisions this judge lacks",
-    )
-    q.add_argument("--models", default="", help="comma-separated models to grade (default: all)")
-    q.add_argument("--limit", type=int, default=None, help="grade at most N items (a trial run)")
-    q.add_argument("--seed", type=int, default=20260101)
-    q.add_argument("--max-tokens", type=int, default=512)
-    q.add_argument(
-        "--no-thinking",
-        action="store_true",
-        help="Qwen3-family servers: turn thinking off (chat_template_kwargs enable_thinking false)",
-    )
-    q.add_argument(
-        "--structured",
-        choices=["auto", "on", "off"],
-        default="auto",
-        help="ask for structured JSON output (auto: unless the server refuses it)",
-    )
-    q.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
-    q.add_argument("--max-retries", type=int, default=2, help="SDK retries of 429/5xx answers per request")
-    q.add_argument("--actor", default="cli", help="name recorded in the run record")
-    q.add_argument("--json", action="store_true", help="print the run's summary as JSON")
-    q.set_defaults(handler=cmd_judge_run)
-    q = judge.add_parser("resume", help="continue a recorded run (answered items are not sent again)")
-    q.add_argument("run_id", type=int)
-    q.add_argument("--json", action="store_true")
-    q.set_defaults(handler=cmd_judge_resume)
-    q = judge.add_parser("runs", help="past runs: items, done, parse failures, retries, tokens, time")
-    q.add_argument("--json", action="store_true")
-    q.set_defaults(handler=cmd_judge_runs)
-    q = judge.add_parser("cancel", help="ask a running run to stop")
-    q.add_argument("run_id", type=int)
-    q.set_defaults(handler=cmd_judge_cancel)
-
     p = sub.add_parser("demo", help="synthetic data: small for trying the app, full for benchmarks")
     p.add_argument("--scale", choices=["small", "full"], default="small")
     p.add_argument("--seed", type=int, default=7)
@@ -548,8 +414,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--address", default="localhost")
     p.set_defaults(handler=cmd_serve)
 
-    from cli import scores
+    from cli import runs, scores
 
+    runs.add_commands(sub, _engine, _progress)
     scores.add_commands(sub, _engine)
     return parser
 

@@ -53,15 +53,19 @@ def run_summary(run: JudgeRun, now: datetime | None = None) -> dict[str, Any]:
     status = shown_status(run, now)
     rate = answered / run.wall_seconds if run.wall_seconds > 0 else None
     remaining = max(run.items - run.done, 0)
+    params = dict(run.params or {})
     return {
         "id": run.id,
+        "kind": run.kind or "judge",
         "judge": run.judge,
         "model": run.model,
         "base_url": run.base_url,
+        "base_urls": list(params.get("base_urls") or [run.base_url]),
+        "endpoints": [dict(share) for share in run.endpoints or []],
         "status": status,
         "template": run.template,
         "template_sha256": run.template_sha256,
-        "params": dict(run.params or {}),
+        "params": params,
         "created_by": run.created_by,
         "created_at": _iso(run.created_at),
         "started_at": _iso(run.started_at),
@@ -71,6 +75,8 @@ def run_summary(run: JudgeRun, now: datetime | None = None) -> dict[str, Any]:
         "cached": run.cached,
         "requests": run.requests,
         "parse_failures": run.parse_failures,
+        "truncated": run.truncated,
+        "empty": run.empty,
         "errors": run.errors,
         "retries": run.retries,
         "reasks": run.reasks,
@@ -110,6 +116,7 @@ def create_run(
     template: str,
     template_sha256: str,
     params: dict[str, Any],
+    kind: str = "judge",
 ) -> JudgeRun:
     actor = _actor(by)
     for name, value, limit in (("judge", judge, 128), ("base URL", base_url, 512), ("model", model, 256)):
@@ -129,6 +136,7 @@ def create_run(
         template_sha256=template_sha256,
         params=params,
         created_by=actor,
+        kind=kind,
     )
     session.add(run)
     session.flush()
@@ -137,6 +145,7 @@ def create_run(
         entity="judge_run",
         entity_key=str(run.id),
         after={
+            "kind": kind,
             "judge": run.judge,
             "base_url": run.base_url,
             "model": run.model,
@@ -178,8 +187,11 @@ def request_cancel(session: Session, by: User | str, run_id: int) -> JudgeRun:
 # Used by the runner process ---------------------------------------------------------------------
 
 
-def begin_run(session: Session, run_id: int, *, items: int, pid: int) -> JudgeRun:
-    """Mark a run as running (again): counts of this pass start from zero, spent resources accumulate."""
+def begin_run(session: Session, run_id: int, *, items: int, pid: int, base_urls: list[str] | None = None) -> JudgeRun:
+    """Mark a run as running (again): counts of this pass start from zero, spent resources accumulate.
+
+    Each endpoint's share accumulates over the passes (items it answered are cached for the next);
+    an endpoint left out in an earlier pass is tried again."""
     run = session.get(JudgeRun, run_id)
     if run is None:
         raise NotFound(f"judge run {run_id}: no such run", key="errors.judge_run_unknown", params={"run": run_id})
@@ -190,6 +202,11 @@ def begin_run(session: Session, run_id: int, *, items: int, pid: int) -> JudgeRu
     run.heartbeat_at = now
     run.finished_at = None
     run.items, run.done, run.cached, run.parse_failures, run.errors = items, 0, 0, 0, 0
+    run.truncated, run.empty = 0, 0
+    shares = {share["base_url"]: dict(share) for share in run.endpoints or []}
+    run.endpoints = [
+        {**_NO_SHARE, **shares.get(url, {}), "base_url": url, "left_out": None} for url in base_urls or [run.base_url]
+    ]
     run.message = None
     run.params = {**(run.params or {}), "pid": pid}
     session.add(run)
@@ -204,6 +221,8 @@ class RunCounts:
     cached: int = 0
     requests: int = 0
     parse_failures: int = 0
+    truncated: int = 0
+    empty: int = 0
     errors: int = 0
     retries: int = 0
     reasks: int = 0
@@ -218,10 +237,32 @@ class RunCounts:
         return taken
 
 
-def record_progress(connection: Connection, run_id: int, counts: RunCounts, wall_seconds: float) -> bool:
-    """Add `counts` to the record, beat the heartbeat; returns whether someone asked the run to stop."""
+#: An endpoint's share before it has done anything.
+_NO_SHARE = {"done": 0, "requests": 0, "errors": 0}
+
+
+def record_progress(
+    connection: Connection,
+    run_id: int,
+    counts: RunCounts,
+    wall_seconds: float,
+    shares: dict[str, dict[str, Any]] | None = None,
+) -> bool:
+    """Add `counts` (and each endpoint's share: base_url → increments, left_out) to the record, beat the
+    heartbeat; returns whether someone asked the run to stop."""
     table = _RUN
-    values = {name: getattr(table.c, name) + value for name, value in vars(counts).items() if value}
+    values: dict[str, Any] = {name: getattr(table.c, name) + value for name, value in vars(counts).items() if value}
+    if shares:
+        # Only the run's own process writes its record: read, add, write back.
+        stored = connection.execute(select(table.c.endpoints).where(table.c.id == run_id)).scalar() or []
+        merged = {share["base_url"]: dict(share) for share in stored}
+        for url, change in shares.items():
+            share = merged.setdefault(url, {"base_url": url, **_NO_SHARE, "left_out": None})
+            for name in _NO_SHARE:
+                share[name] = share.get(name, 0) + change.get(name, 0)
+            if change.get("left_out"):
+                share["left_out"] = change["left_out"]
+        values["endpoints"] = list(merged.values())
     connection.execute(
         update(table)
         .where(table.c.id == run_id)
@@ -248,7 +289,10 @@ def end_run(session: Session, run_id: int, status: str, message: str | None = No
             "done": run.done,
             "cached": run.cached,
             "parse_failures": run.parse_failures,
+            "truncated": run.truncated,
+            "empty": run.empty,
             "errors": run.errors,
+            "endpoints": run.endpoints,
             "message": message,
         },
     )

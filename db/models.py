@@ -280,6 +280,38 @@ class JudgeRun(SQLModel, table=True):
     completion_tokens: int = Field(default=0)
     wall_seconds: float = Field(default=0.0)
     message: str | None = Field(default=None, sa_column=Column(Text))
+    #: judge (grading) or generate (a candidate model's answers; `judge` then names the model they are stored as).
+    kind: str = Field(default="judge", max_length=16, sa_column_kwargs={"server_default": "judge"})
+    #: Each endpoint's share: base_url, items done, requests, errors, why it was left out (None: it served to the end).
+    endpoints: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    #: Generate runs: answers cut at max_tokens (finish_reason length) and empty answers, never stored as responses.
+    truncated: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    empty: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+
+
+class GenerationResult(SQLModel, table=True):
+    """A candidate model's answer to one case, cached by a hash of (model, messages, parameters).
+
+    `status` says what became of it: complete (stored as the response `response_id`), truncated (cut
+    at max_tokens), empty, or refused (a text the response rules refuse); only complete answers are
+    responses, the others are kept here for inspection and counted in their run.
+    """
+
+    __tablename__ = "generation_result"
+
+    id: int | None = Field(default=None, primary_key=True)
+    cache_key: str = Field(max_length=64, unique=True, index=True)
+    run_id: int = Field(foreign_key="judge_run.id", index=True)
+    case_pk: int = Field(foreign_key="case.id", index=True)
+    response_id: int | None = Field(default=None, foreign_key="response.id")
+    text: str = Field(default="", sa_column=Column(Text, nullable=False))
+    finish_reason: str | None = Field(default=None, max_length=32)
+    status: str = Field(max_length=16)
+    prompt_tokens: int = Field(default=0)
+    completion_tokens: int = Field(default=0)
+    latency_ms: float = Field(default=0.0)
+    attempts: int = Field(default=1, description="HTTP requests spent, retries included")
+    created_at: datetime = Field(default_factory=utcnow)
 
 
 class JudgeResult(SQLModel, table=True):

@@ -49,7 +49,7 @@ def wait_for(engine, run_id: int, statuses: tuple[str, ...], timeout: float = 60
 
 
 def start(app, server: LLMServer, **fields):
-    app.text_input(key="judge_base_url").set_value(server.url)
+    app.text_area(key="judge_base_url").set_value(server.url)
     app.text_input(key="judge_model").set_value("judge-8b")
     app.text_input(key="judge_name").set_value(fields.get("judge", "page-judge"))
     app.number_input(key="judge_concurrency").set_value(fields.get("concurrency", 4))
@@ -86,7 +86,7 @@ def test_a_run_started_on_the_page_grades_every_item_and_shows_in_the_history(st
 
 def test_a_bad_endpoint_is_refused_on_the_page_with_one_line(studio):
     app = open_page(signed_in(studio, "boss"), PAGE)
-    app.text_input(key="judge_base_url").set_value("localhost:8000")
+    app.text_area(key="judge_base_url").set_value("localhost:8000")
     app.text_input(key="judge_model").set_value("m")
     app = button(app, t("judge.form.start")).click().run()
     assert not app.exception and len(app.error) == 1

@@ -120,11 +120,12 @@ def test_requests_carry_the_official_prompt_temperature_seed_and_thinking_off(sq
     for body in server.bodies:
         assert body["temperature"] == 0 and body["seed"] == 77 and body["model"] == "judge-8b"
         assert body["chat_template_kwargs"] == {"enable_thinking": False}
-        assert body["response_format"]["type"] == "json_schema"
+        # The official judge answers in a fenced json block: no structured-output request by default.
+        assert "response_format" not in body
     # The cache key is sha256 of the canonical request: model, messages and the answer-shaping parameters.
     with Session(sqlite_engine) as session:
         keys = {row.criterion_id: row.cache_key for row in session.exec(select(JudgeResult)).all()}
-    parameters = {"max_tokens": 512, "seed": 77, "structured": "auto", "temperature": 0.0, "thinking": False}
+    parameters = {"max_tokens": 512, "seed": 77, "structured": "off", "temperature": 0.0, "thinking": False}
     for criterion_id, body in zip(("c01", "c02"), server.bodies):
         canonical = json.dumps(
             {"messages": body["messages"], "model": "judge-8b", "parameters": parameters},
@@ -186,7 +187,7 @@ def test_structured_output_is_dropped_when_the_server_refuses_it(sqlite_engine):
         build_world(session, n_cases=1, n=4, models=("model-a",))
         expected = world_items(session)
     with LLMServer(structured=False) as server:
-        summary = run_judge(sqlite_engine, options(server, concurrency=1))
+        summary = run_judge(sqlite_engine, options(server, concurrency=1, structured="auto"))
         assert server.statuses[400] == 1 and server.requests == 5
         assert summary["done"] == 4 and summary["parse_failures"] == 0
         assert all("response_format" not in body for body in server.bodies[1:])

@@ -82,7 +82,7 @@ def test_the_judge_page_refuses_in_the_readers_language_and_sends_nothing(app_da
     monkeypatch.setenv("CLINCONSENSUS_AUDIT_KEY", "audit-key-that-must-stay-home")
     with LLMServer() as server:
         app = open_page(signed_in(app_database, "boss", lang=lang), "admin-judge-runs")
-        app.text_input(key="judge_base_url").set_value(server.url)
+        app.text_area(key="judge_base_url").set_value(server.url)
         app.text_input(key="judge_model").set_value("judge-8b")
         app.text_input(key="judge_key_env").set_value("CLINCONSENSUS_AUDIT_KEY")
         app = button(app, translate("judge.form.start", lang)).click().run()

@@ -11,6 +11,14 @@ Markers in a rubric item choose a fault for that item:
     [bad-once]  the first answer is malformed JSON, the re-ask is answered properly
     [slow]      the answer waits `slow_seconds`
 
+A request that is not a judge prompt (a candidate model asked a case's user message) is answered
+with `expected_answer(prompt)`; markers in the prompt choose its fault:
+
+    [length]    the answer is cut: half of it, finish_reason "length"
+    [empty]     the answer is empty (finish_reason "stop")
+
+`broken = True` answers every request 500; `stop()` also closes the connections in use, as a server
+that dies mid-run does (the client sees its requests fail and new connections refused).
 Every request is counted; the most requests in flight at once is kept (`max_in_flight`).
 Run as a script (`python -m tools.llm_server --latency 0.03`) it prints its base URL and serves
 until killed — what the benchmark and the README's trial run use.
@@ -19,6 +27,7 @@ until killed — what the benchmark and the README's trial run use.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import re
@@ -37,6 +46,11 @@ _RESPONSE = re.compile(
 def expected_met(rubric_item: str, response: str) -> bool:
     """The server's verdict on one item: a fixed function of the two texts."""
     return hashlib.sha256(f"{rubric_item}\x00{response}".encode()).digest()[0] % 2 == 0
+
+
+def expected_answer(prompt: str) -> str:
+    """The server's answer to a user message that is not a judge prompt: a fixed function of its text."""
+    return f"建议：{hashlib.sha256(prompt.encode()).hexdigest()[:16]}。完整回答到此结束。"
 
 
 def read_item(prompt: str) -> tuple[str, str] | None:
@@ -70,6 +84,9 @@ class LLMServer:
         self.bodies: list[dict] = []
         self.authorizations: set[str] = set()
         self.keep_bodies = True
+        self.broken = False
+        self._url = ""
+        self.connections: set[socket.socket] = set()
         self.httpd: ThreadingHTTPServer | None = None
         self.thread: threading.Thread | None = None
 
@@ -89,6 +106,14 @@ class LLMServer:
                 # Headers and body go out in two writes: without this, Nagle's algorithm and the
                 # client's delayed ACK hold the body back ~40 ms on every keep-alive request.
                 self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                with server.lock:
+                    server.connections.add(self.connection)
+
+            def finish(self) -> None:
+                with server.lock:
+                    server.connections.discard(self.connection)
+                with contextlib.suppress(OSError):  # the server was stopped under this connection
+                    super().finish()
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
@@ -121,22 +146,31 @@ class LLMServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.httpd = _QuietServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
+        _ = self.url
         return self
 
     @property
     def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        """The base URL (kept after `stop()`: a test names the endpoint that died)."""
+        if self.httpd is not None:
+            host, port = self.httpd.server_address[:2]
+            self._url = f"http://{host}:{port}/v1"
+        return self._url
 
     def stop(self) -> None:
         if self.httpd is not None:
             self.httpd.shutdown()
             self.httpd.server_close()
             self.httpd = None
+        with self.lock:
+            open_connections, self.connections = list(self.connections), set()
+        for connection in open_connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
 
     def __enter__(self) -> LLMServer:
         return self.start()
@@ -180,6 +214,8 @@ class LLMServer:
             attempt = self.attempts[key]
         if self.latency:
             time.sleep(self.latency)
+        if self.broken:
+            return 500, {"error": {"message": "internal error"}}, {}
         if body.get("response_format") and not self.structured:
             return (
                 400,
@@ -193,6 +229,8 @@ class LLMServer:
                 {},
             )
         item = read_item(prompt)
+        if item is None and messages and messages[-1].get("role") == "user":
+            return self._candidate_answer(key, str(messages[-1].get("content", "")), messages, body)
         rubric_item, response = item if item else ("", prompt)
         if "[429]" in rubric_item and attempt == 1:
             return 429, {"error": {"message": "rate limited"}}, {"retry-after-ms": "10"}
@@ -214,6 +252,19 @@ class LLMServer:
                 + json.dumps({"explanation": "依据评分标准判断。", "criteria_met": met}, ensure_ascii=False)
                 + "\n```"
             )
+        return self._completion(key, attempt, messages, body, content, "stop")
+
+    def _candidate_answer(self, key: tuple, prompt: str, messages: list, body: dict) -> tuple[int, object, dict]:
+        content, finish_reason = expected_answer(prompt), "stop"
+        if "[length]" in prompt:
+            content, finish_reason = content[: len(content) // 2], "length"
+        elif "[empty]" in prompt:
+            content = ""
+        return self._completion(key, self.attempts[key], messages, body, content, finish_reason)
+
+    def _completion(
+        self, key: tuple, attempt: int, messages: list, body: dict, content: str, finish_reason: str
+    ) -> tuple[int, object, dict]:
         prompt_tokens = sum(len(str(message.get("content", ""))) for message in messages) // 2
         completion_tokens = len(content) // 2
         return (
@@ -224,7 +275,7 @@ class LLMServer:
                 "created": 1767225600,
                 "model": body.get("model", self.model),
                 "choices": [
-                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                    {"index": 0, "finish_reason": finish_reason, "message": {"role": "assistant", "content": content}}
                 ],
                 "usage": {
                     "prompt_tokens": prompt_tokens,
@@ -234,6 +285,13 @@ class LLMServer:
             },
             {},
         )
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        pass  # a connection closed under a request (the server stopped mid-run) is expected here
 
 
 def main() -> int:

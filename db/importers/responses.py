@@ -6,12 +6,16 @@ from collections.abc import Iterator
 
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
+from sqlmodel import Session
 
 from db.audit_records import response_digests_entry
-from db.errors import Said
+from db.errors import Said, ValidationFailed
 from db.importers import common
-from db.importers.common import _CASE_TABLE, _LABEL_TABLE, _RESPONSE_TABLE
-from db.importers.writing import _Run, new_response_code
+from db.importers.common import _CASE_TABLE, _LABEL_TABLE, _RESPONSE_TABLE, ImportSummary
+from db.importers.reading import _Problems
+from db.importers.writing import _Run, db_time, new_response_code
+from db.models import utcnow
+from db.progress import no_progress
 from db.records import ResponseRecord, check
 
 # Responses -----------------------------------------------------------------------------------
@@ -132,3 +136,30 @@ def _write_responses(run: _Run, chunk: list[tuple[int, int, str, str]], codes: s
             )
         ).scalar_one()
     run.audit(audit_rows)
+
+
+def write_responses(session: Session, source: str, actor: str, rows: list[tuple[str, str, str]]) -> ImportSummary:
+    """Responses (case_id, model, text) written inside the caller's transaction as importing them would
+    write them: checked by the same record rules, new ones with a fresh code, changed texts replaced
+    and audited, every written text's digest logged. Raises ValidationFailed (the first problem) when
+    a row breaks a rule; the caller's transaction then writes nothing."""
+    connection = session.connection()
+    now = utcnow()
+    summary = ImportSummary(kind="responses", source=source)
+    run = _Run(
+        session=session,
+        connection=connection,
+        source=source,
+        actor=actor,
+        summary=summary,
+        problems=_Problems(source, summary),
+        progress=no_progress,
+        now=now,
+        stored_now=db_time(connection, now),
+    )
+    records = ({"case_id": case_id, "model": model, "response": text} for case_id, model, text in rows)
+    _import_responses(run, enumerate(records, start=1))
+    if run.problems.errors:
+        first = str(run.problems.errors[0])
+        raise ValidationFailed(first, key="import.in_file", params={"file": source, "reason": first})
+    return summary

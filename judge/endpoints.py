@@ -1,0 +1,197 @@
+"""The endpoints of one run: what every run asks of them, and each endpoint's own health.
+
+A run may be spread over several OpenAI-compatible servers (`--base-url` repeated). Each gets its
+own concurrency limit and its own client. An endpoint is left out of the run when it cannot be
+reached before it ever answered, when it refuses the run as a whole (401, 403, 404), or when
+`LEAVE_OUT_AFTER` requests in a row failed after the SDK's retries (connection refused, 5xx,
+timeouts); the items it was serving go to the others. One failing request between answers is the
+item's own trouble: counted as an error, sent again by the next run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlparse
+
+import openai
+
+from db.errors import ClinConsensusError, ValidationFailed
+from db.judge_runs import RunCounts
+from judge.api_keys import api_key
+
+DEFAULT_SEED = 20260101
+#: Refusals that no retry can mend: the endpoint is left out with its reason.
+FATAL_STATUSES = (401, 403, 404)
+#: Requests failing in a row (each after the SDK's retries) that leave an endpoint out.
+LEAVE_OUT_AFTER = 3
+
+
+class RunFailed(ClinConsensusError):
+    """The run cannot go on (every endpoint left out, or a request no endpoint would take)."""
+
+
+class EndpointLost(Exception):
+    """The endpoint serving an item was left out of the run: the item may go to another one."""
+
+
+@dataclass
+class EndpointOptions:
+    """What every run asks of its endpoints; `base_url` is one URL or a list of them."""
+
+    base_url: str | list[str]
+    model: str
+    api_key_env: str | None = None
+    concurrency: int = 8
+    temperature: float = 0.0
+    seed: int = DEFAULT_SEED
+    max_tokens: int = 512
+    thinking: bool = True
+    timeout: float = 120.0
+    max_retries: int = 2
+
+    def urls(self) -> list[str]:
+        urls = [self.base_url] if isinstance(self.base_url, str) else list(self.base_url or [])
+        return [url.strip() for url in urls if url and url.strip()]
+
+    def check_endpoints(self) -> None:
+        urls = self.urls()
+        if not urls:
+            raise ValidationFailed("--base-url: give at least one endpoint, e.g. http://localhost:8000/v1")
+        for url in urls:
+            parsed = urlparse(url)
+            if parsed.scheme not in ("http", "https") or not parsed.netloc:
+                raise ValidationFailed(f"--base-url {url!r}: expected an http(s) URL such as http://localhost:8000/v1")
+        if len(set(urls)) < len(urls):
+            raise ValidationFailed("--base-url: each endpoint once")
+        if not (self.model or "").strip():
+            raise ValidationFailed("--model: give the model name the endpoint serves")
+        if not 1 <= int(self.concurrency) <= 512:
+            raise ValidationFailed(f"--concurrency {self.concurrency}: expected 1 to 512")
+        if not 0 <= self.max_retries <= 10:
+            raise ValidationFailed(f"--max-retries {self.max_retries}: expected 0 to 10")
+        if self.timeout <= 0:
+            raise ValidationFailed(f"--timeout {self.timeout}: expected a positive number of seconds")
+        if self.max_tokens < 1:
+            raise ValidationFailed(f"--max-tokens {self.max_tokens}: expected a whole number of at least 1")
+        api_key(self.api_key_env)
+
+    def request(self) -> dict[str, Any]:
+        """The parameters of every chat completion request of the run (messages aside)."""
+        request: dict[str, Any] = {
+            "model": self.model,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "max_tokens": self.max_tokens,
+        }
+        if not self.thinking:
+            request["extra_body"] = {"chat_template_kwargs": {"enable_thinking": False}}
+        return request
+
+
+@dataclass
+class Share:
+    """What one endpoint did since the last flush (added to the run record's `endpoints`)."""
+
+    done: int = 0
+    requests: int = 0
+    errors: int = 0
+    left_out: str | None = None
+
+    def take(self) -> dict[str, Any]:
+        taken = {"done": self.done, "requests": self.requests, "errors": self.errors, "left_out": self.left_out}
+        self.done = self.requests = self.errors = 0
+        return taken
+
+
+@dataclass
+class Endpoint:
+    """One server of the run, with its client, its share and its health."""
+
+    url: str
+    options: EndpointOptions
+    counts: RunCounts
+    #: auto | on | off for runs that may ask for structured output; None for runs that never do.
+    structured_mode: str | None = None
+    share: Share = field(default_factory=Share)
+    reached: bool = False
+    unreachable: int = 0
+    failing: int = 0
+    left_out: str | None = None
+    last_error: str = ""
+
+    def __post_init__(self) -> None:
+        self.structured = self.structured_mode in ("auto", "on")
+        self.client = openai.AsyncOpenAI(
+            base_url=self.url,
+            api_key=api_key(self.options.api_key_env) or "none",
+            max_retries=self.options.max_retries,
+            timeout=self.options.timeout,
+        )
+
+    def leave_out(self, reason: str) -> None:
+        if self.left_out is None:
+            self.left_out = self.share.left_out = reason
+
+    async def complete(self, request: dict, messages: list[dict], schema: dict | None = None) -> tuple[Any, int]:
+        """(chat completion, HTTP requests spent), SDK retries included; (None, spent) when this item
+        failed here and the endpoint serves on. Raises EndpointLost when the endpoint is out of the run."""
+        spent = 0
+        while True:
+            if self.left_out is not None:
+                raise EndpointLost(self.url)
+            kwargs: dict[str, Any] = dict(request, messages=messages)
+            if self.structured and schema is not None:
+                kwargs["response_format"] = schema
+            try:
+                raw = await self.client.chat.completions.with_raw_response.create(**kwargs)
+            except openai.BadRequestError as error:
+                spent += 1
+                self._count(1, 0)
+                if self.structured and self.structured_mode == "auto":
+                    self.structured = False  # the server does not take response_format: ask plainly from now on
+                    continue
+                raise RunFailed(f"the endpoint refused the request: {reason_of(error)}") from None
+            except openai.APIStatusError as error:
+                if error.status_code in FATAL_STATUSES:
+                    self._count(1, 0)
+                    self.leave_out(f"the endpoint refused the request ({error.status_code}): {reason_of(error)}")
+                    raise EndpointLost(self.url) from None
+                return None, spent + self._failed(error)
+            except (openai.APIConnectionError, openai.APITimeoutError) as error:
+                return None, spent + self._failed(error)
+            self._count(1 + raw.retries_taken, raw.retries_taken)
+            self.reached, self.failing = True, 0
+            return raw.parse(), spent + 1 + raw.retries_taken
+
+    def _count(self, requests: int, retries: int) -> None:
+        self.counts.requests += requests
+        self.counts.retries += retries
+        self.share.requests += requests
+
+    def _failed(self, error: Exception) -> int:
+        retries = self.options.max_retries
+        self._count(1 + retries, retries)
+        self.share.errors += 1
+        self.failing += 1
+        self.last_error = reason_of(error)
+        if isinstance(error, openai.APIConnectionError) and not isinstance(error, openai.APITimeoutError):
+            self.unreachable += 1
+            # Nothing ever answered and every slot failed to connect: a wrong URL or a server that is down.
+            if not self.reached and self.unreachable >= min(self.options.concurrency, LEAVE_OUT_AFTER):
+                self.leave_out(f"cannot reach the endpoint {self.url}: {reason_of(error)}")
+        if self.failing >= LEAVE_OUT_AFTER:
+            self.leave_out(
+                f"{self.url}: {self.failing} requests in a row failed after {retries} retries: {reason_of(error)}"
+            )
+        if self.left_out is not None:
+            raise EndpointLost(self.url)
+        return 1 + retries
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+def reason_of(error: Exception) -> str:
+    text = getattr(error, "message", None) or str(error) or type(error).__name__
+    return " ".join(str(text).split())[:300]
