@@ -73,6 +73,7 @@ class Kept:
     grid: metrics.DecisionGrid
     default: Report | None  # the default view's report (None: the page shows why when it builds it)
     judges: list[str]  # judges by number of decisions, most first
+    fidelity: dict[str, float]  # each judge's pooled macro-F1 against gold (NaN: no decision has gold)
     options: dict[str, list[str]]  # the filters' choices
     figures: dict[tuple[str, str], go.Figure]  # the default view's figures, by (language, name)
 
@@ -87,7 +88,6 @@ def _build(grid: metrics.DecisionGrid) -> Kept:
             metrics.GOLD,
             grid=grid,
             resamples=DASHBOARD_RESAMPLES,
-            judge_scored=judges[0] if judges else None,
         )
     except ClinConsensusError:
         default = None
@@ -96,7 +96,8 @@ def _build(grid: metrics.DecisionGrid) -> Kept:
         for language in LANGUAGES:
             t = figure_builders.translator(language)
             figures.update({(language, name): build(default, t) for name, build in FIGURES.items()})
-    return Kept(grid, default, judges, _options(grid), figures)
+    fidelity = metrics.judge_fidelity(grid)["mf1_gold"].astype(float).to_dict() if judges else {}
+    return Kept(grid, default, judges, fidelity, _options(grid), figures)
 
 
 @st.cache_resource(show_spinner=False)
@@ -128,15 +129,25 @@ def _judges_by_decisions(grid: metrics.DecisionGrid) -> list[str]:
     return sorted(grid.judge_rows, key=lambda name: (-int(grid.judge_rows[name][0].sum()), name))
 
 
-def _scoring_judge(judges: list[str], t) -> str | None:
-    """The judge that scores models without physician labels (default: the judge with most decisions)."""
+def _fidelity_text(fidelity: dict[str, float], judge: str) -> str:
+    value = fidelity.get(judge, float("nan"))
+    return "—" if not np.isfinite(value) else f"{value:.3f}"
+
+
+def _scoring_judge(judges: list[str], fidelity: dict[str, float], t) -> str | None:
+    """The judge the admin picks to score models without physician labels; none by default, since a
+    judge's scores are only as good as its agreement with gold, shown beside each choice."""
     if not judges:
         return None
     with st.sidebar:
         return st.selectbox(
             t("judge.dashboard.scored_by"),
-            [*judges, None],
-            format_func=lambda name: t("judge.dashboard.none") if name is None else name,
+            [None, *judges],
+            format_func=lambda name: (
+                t("judge.dashboard.none")
+                if name is None
+                else t("analysis.judge_choice", name=name, mf1=_fidelity_text(fidelity, name))
+            ),
             help=t("judge.dashboard.scored_by.help"),
             key="analysis_judge_scored",
         )
@@ -275,13 +286,13 @@ def render() -> None:
     kept: Kept = snapshot.value
     grid = kept.grid
     chosen, k, source = _filters(grid, kept.options, t)
-    judge_scored = _scoring_judge(kept.judges, t)
+    judge_scored = _scoring_judge(kept.judges, kept.fidelity, t)
     filters = tuple((name, tuple(values)) for name, values in chosen.items())
     view = (filters, k, source, judge_scored)
     default_view = not any(values for _, values in filters) and (k, source, judge_scored) == (
         min(metrics.DEFAULT_K, grid.rubric_size),
         metrics.GOLD,
-        kept.judges[0] if kept.judges else None,
+        None,
     )
     try:
         if default_view and kept.default is not None:
@@ -300,7 +311,7 @@ def render() -> None:
         return kept_figure or _view_figure(snapshot.version, view, language, name, report)
 
     _summary(t, report, source, language)
-    _sections(t, report, figure_of, judge_scored, language)
+    _sections(t, report, figure_of, (judge_scored, kept.fidelity), language)
 
 
 def _summary(t, report: Report, source: str, language: str) -> None:
@@ -333,7 +344,7 @@ def _summary(t, report: Report, source: str, language: str) -> None:
 
 
 @st.fragment
-def _sections(t, report: Report, figure_of: Callable[[str], go.Figure], judge_scored, language: str) -> None:
+def _sections(t, report: Report, figure_of: Callable[[str], go.Figure], judge: tuple, language: str) -> None:
     """The chosen section only (a choice reruns this part alone); its figures come drawn already."""
     section = st.segmented_control(
         t("analysis.section"),
@@ -346,10 +357,8 @@ def _sections(t, report: Report, figure_of: Callable[[str], go.Figure], judge_sc
     )
     frames = _shown_tables(t, report, language)
     if section == "models":
-        if report.judge_scored is not None and len(report.judge_scored):
-            marked = ", ".join(plain(model) for model in report.judge_scored.index)
-            st.caption(t("judge.dashboard.marked", judge=plain(judge_scored), models=marked))
-        _table(t, "models", frames["models"], "models", hidden=["scored_by"])
+        judged = [] if report.judge_scored is None else list(report.judge_scored.index)
+        _models_tables(t, frames["models"], judged, *judge)
         for name in ("accuracy_vs_cacs", "case_accuracy", "threshold"):
             _figure(t, name, figure_of(name), name)
     elif section == "scores":
@@ -379,6 +388,20 @@ def _sections(t, report: Report, figure_of: Callable[[str], go.Figure], judge_sc
         _table(t, "length", frames["length"], "length")
         _figure(t, "length", figure_of("length"), "length")
         _table(t, "pending", frames["pending"], "pending")
+
+
+def _models_tables(
+    t, models: pd.DataFrame, judged: list[str], judge_scored: str | None, fidelity: dict[str, float]
+) -> None:
+    """Models scored by the chosen source in one table; models the picked judge scored stand apart, under
+    that judge's fidelity."""
+    by_judge = models["model"].isin(judged).to_numpy()
+    _table(t, "models", models[~by_judge].reset_index(drop=True), "models", hidden=["scored_by"])
+    if judge_scored is None or not by_judge.any():
+        return
+    scored = models[by_judge].dropna(axis="columns", how="all").reset_index(drop=True)
+    _table(t, "models_judge_scored", scored, "models_judge_scored", hidden=["scored_by"])
+    st.caption(t("analysis.judge_scored_caption", name=plain(judge_scored), mf1=_fidelity_text(fidelity, judge_scored)))
 
 
 def _scores_section(t, report: Report, figure_of: Callable[[str], go.Figure]) -> None:

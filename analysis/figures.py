@@ -393,6 +393,9 @@ def kappa_distribution(insights, t: Translator) -> go.Figure:
     )
     figure.add_vline(x=KAPPA_THRESHOLD, line_dash="dash", annotation_text=f"κ = {KAPPA_THRESHOLD:.2f}")
     counts = frame["flag"].value_counts()
+    binned = np.histogram(evaluated["kappa"].dropna(), bins=np.arange(-1, 1.0501, 0.05))[0]
+    # A count axis has whole ticks: with few criteria plotly would mark 0.5 of one.
+    figure.update_yaxes(tick0=0, dtick=1 if binned.max(initial=0) <= 10 else None, tickformat=",d", rangemode="tozero")
     return _layout(
         figure,
         t(
@@ -445,19 +448,26 @@ def judges_against_ceiling(insights, judges: pd.DataFrame, t: Translator) -> go.
     )
 
 
-def judges_by_model_heatmap(insights, t: Translator) -> go.Figure:
+def judges_by_model_heatmap(insights, t: Translator, models: list[str] | None = None) -> go.Figure:
     frame = insights.judges_by_model
     table = frame.pivot(index="judge", columns="model", values="mf1_gold") if len(frame) else pd.DataFrame()
+    if models is not None:  # the model order of every other chart
+        table = table.reindex(columns=[model for model in models if model in table.columns])
+    values = table.to_numpy(dtype=float)
+    shown = [["—" if not np.isfinite(value) else f"{value:.3f}" for value in row] for row in values]
     figure = go.Figure(
         go.Heatmap(
-            z=table.to_numpy(),
+            z=values,
             x=list(table.columns),
             y=list(table.index),
             colorscale="Viridis",
-            text=np.round(table.to_numpy(), 3),
+            # Macro-F1 runs from 0 to 1; a scale fitted to the values would make small differences look large.
+            zmin=0,
+            zmax=1,
+            text=shown,
             texttemplate="%{text}",
-            hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>",
-            colorbar=dict(title="MF1"),
+            hovertemplate="%{y} · %{x}: %{text}<extra></extra>",
+            colorbar=dict(title=t("insights.axis.mf1_gold")),
         )
     )
     return _layout(figure, t("insights.fig.judges_by_model"), xaxis_title=t("analysis.axis.model"))
@@ -564,7 +574,7 @@ def insight_figures(report, t: Translator) -> list[tuple[str, go.Figure]]:
     built = [
         ("criterion_kappa", kappa_distribution(insights, t)),
         ("judges_vs_ceiling", judges_against_ceiling(insights, report.judges, t)),
-        ("judges_by_model", judges_by_model_heatmap(insights, t)),
+        ("judges_by_model", judges_by_model_heatmap(insights, t, list(report.grid.models))),
     ]
     built += [(f"judge_slice_{dimension}", judge_slice_bars(insights, t, dimension)) for dimension in SLICE_DIMENSIONS]
     built += [

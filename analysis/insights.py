@@ -258,7 +258,9 @@ def render_judge_errors() -> None:
     )
     _ranking_section(t, grid)
     st.plotly_chart(
-        table_view.titled(figure_builders.judges_by_model_heatmap(insights, t), t, y="analysis.axis.judge"),
+        table_view.titled(
+            figure_builders.judges_by_model_heatmap(insights, t, list(grid.models)), t, y="analysis.axis.judge"
+        ),
         key="insights_by_model",
         width="stretch",
     )

@@ -2,14 +2,17 @@
 scores with three, counts whole, an empty cell as "—" (never `None`), stored ids named; and every
 figure's axes named from the catalog.
 
-The frame itself keeps its column names and numbers (the CSV download and the tests read those);
-only what the browser draws changes, through Streamlit's column configuration.
+The frame itself keeps its column names and numbers (the CSV download reads those); only what the
+browser draws changes, through Streamlit's column configuration, and rates are sent rounded to a
+tenth of a percent: the browser's number column cuts a value at its step instead of rounding it
+(2/3 would read 66.6%).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -50,6 +53,18 @@ def column_config(t, columns: Iterable[str], rates: Iterable[str] = ()) -> dict:
     return config
 
 
+def sent_frame(frame: pd.DataFrame, columns: Iterable[str], rates: Iterable[str] = ()) -> pd.DataFrame:
+    """`frame` as sent to the browser: rate columns rounded half away from zero to 0.001 (66.7% for 2/3)."""
+    rates = set(rates)
+    rounded = {}
+    for column in columns:
+        kind = RATE if column in rates else header_and_kind(lambda key, **_: key, str(column))[1]
+        if kind == RATE and pd.api.types.is_float_dtype(frame[column]):
+            values = frame[column]
+            rounded[column] = np.sign(values) * np.floor(values.abs() * 1000 + 0.5 + 1e-9) / 1000
+    return frame.assign(**rounded) if rounded else frame
+
+
 def show(
     t,
     frame: pd.DataFrame,
@@ -63,7 +78,7 @@ def show(
     hidden = set(hidden)
     shown = [column for column in frame.columns if column not in hidden]
     st.dataframe(
-        frame,
+        sent_frame(frame, shown, rates),
         hide_index=True,
         width="stretch",
         column_order=shown,

@@ -16,6 +16,7 @@ from analysis.report import build_report, report_json, tables
 from db.engine import session_scope
 from db.importers import import_file
 from db.models import Criterion, Response
+from i18n import translate
 from judge.runner import RunOptions, run_judge
 from tests.support.apptest_helpers import open_page, signed_in, texts
 from tests.support.factories import make_case, make_label, make_response, make_user
@@ -118,10 +119,20 @@ def test_the_dashboard_shows_the_new_model_marked_as_judge_scored(app_database, 
     app = open_page(signed_in(app_database, "boss"), "analysis-dashboard")
     assert not app.exception, [e.value for e in app.exception]
     app.number_input(key="analysis_k").set_value(K).run()
-    table = app.dataframe[0].value.set_index("model")
-    assert table.loc[NEW, "scored_by"] == "judge:loopback" and table.loc["model-a", "scored_by"] == "gold"
-    assert table.loc[NEW, "cacs_at_k"] == pytest.approx(expected_new_model(app_database)["cacs_at_k"], abs=1e-9)
-    assert "loopback" in texts(app)
+    # No judge scores anything until the admin picks one, seeing its fidelity against gold beside it.
+    assert app.selectbox(key="analysis_judge_scored").value is None
+    unscored = app.dataframe[0].value.set_index("model")
+    assert set(unscored["scored_by"]) == {"gold"} and unscored.loc[NEW, "n_responses"] == 0
+    assert len(app.dataframe) == 1
+    choice = app.selectbox(key="analysis_judge_scored")
+    assert any("loopback" in option and "金标准的宏 F1" in option for option in choice.options)
+    choice.set_value("loopback").run()
+    physicians, judged = app.dataframe[0].value.set_index("model"), app.dataframe[1].value.set_index("model")
+    assert set(physicians.index) == {"model-a", "model-b"} and set(physicians["scored_by"]) == {"gold"}
+    assert judged.index.tolist() == [NEW] and judged.loc[NEW, "scored_by"] == "judge:loopback"
+    assert judged.loc[NEW, "cacs_at_k"] == pytest.approx(expected_new_model(app_database)["cacs_at_k"], abs=5e-4)
+    assert not judged.isna().any().any()  # no column the judge leaves empty ("—" under CACS@1…)
+    assert translate("analysis.table.models_judge_scored", "zh") in texts(app)
     # the judges section: the judge's fidelity against both groups (its decisions on model-a/b, which have labels)
     app.segmented_control(key="analysis_section").set_value("judges").run()
     judges = [frame.value for frame in app.dataframe if "mf1_group1" in frame.value.columns][0].set_index("judge")
