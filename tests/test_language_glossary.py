@@ -1,0 +1,42 @@
+"""One vocabulary: every catalog entry uses the glossary's terms (i18n/glossary.json), never a synonym it replaces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from i18n import LANGUAGES, catalog
+
+GLOSSARY = Path(__file__).resolve().parents[1] / "i18n" / "glossary.json"
+
+
+def _terms() -> list[dict]:
+    return json.loads(GLOSSARY.read_text(encoding="utf-8"))["terms"]
+
+
+def synonyms_in(text: str, lang: str) -> list[str]:
+    """The replaced words `text` (in `lang`) still uses."""
+    return [word for term in _terms() for word in term["replaces"][lang] if word in text]
+
+
+def test_the_glossary_names_each_term_in_both_languages_once():
+    terms = _terms()
+    for lang in LANGUAGES:
+        names = [term[lang] for term in terms]
+        assert all(names) and len(names) == len(set(names)), lang
+        replaced = [word for term in terms for word in term["replaces"][lang]]
+        assert not set(replaced) & set(names), "a term cannot also be a synonym"
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_every_catalog_entry_follows_the_glossary(lang):
+    found = {key: synonyms_in(texts[lang], lang) for key, texts in catalog().items()}
+    assert {key: words for key, words in found.items() if words} == {}
+
+
+def test_a_synonym_is_caught():
+    assert synonyms_in("命中标注：3 / 10", "zh") == ["命中标注"]
+    assert synonyms_in("评测模型 A", "zh") == ["评测模型"]
+    assert synonyms_in("Rubric writing 0/8", "en") == ["Rubric writing"]
