@@ -1,7 +1,8 @@
 """Rubric authoring: the annotator's assigned cases, the case beside an editor of exactly N criteria.
 
 The case stays in view on the left, in a box that scrolls on its own; the editor, the checker's
-returned comments (a column beside the criterion text) and the lint are on the right.
+returned comments (a column beside the criterion text) and the lint are on the right. The editor is
+drawn at full height with wrapped cells, so the page scrolls, not a box inside it.
 
 The editor is one keyed `st.data_editor` with a fixed number of rows; its edits are folded into
 the page's working copy on every run *before* it is drawn, so the quality-check column always
@@ -34,9 +35,10 @@ t = shell.t
 CASE_KEY = "annotate_rubric_case"
 FLASH_KEY = "annotate_rubric_flash"
 EDITABLE = (None, RubricStatus.draft, RubricStatus.returned)
-#: The case box and the editor, side by side, fit a 1440x900 screen below the page's title and picker.
+#: The case box, held in view beside the editor while the page scrolls.
 CASE_HEIGHT = 600
-EDITOR_HEIGHT = 430
+#: Rows taller than 64 px are the ones the grid wraps: three lines show a whole criterion and its comment.
+ROW_HEIGHT = 76
 
 
 def _state_key(case_pk: int) -> str:
@@ -165,6 +167,8 @@ def _save(case_pk: int, *, submit: bool) -> None:
         return
     # The callback runs inside the editor's fragment; the page (status, versions, queue) is drawn again after it.
     state["redraw_page"] = True
+    # Set again so the browser shows the picker's new label ("草稿", "已提交"), not the one it last drew.
+    st.session_state[CASE_KEY] = case_pk
     rows = _current_rows(state)
     asked: list[str] = []
     try:
@@ -334,27 +338,28 @@ def _editor(view: AuthoringView, state: dict, rows: list[dict], report: LintRepo
             "lint": _lint_column(report, len(rows)),
         }
     )
+    # Widths add up to the editor pane at 1440 px; at 1024 px the grid scrolls sideways to the lint.
     config = {
         "criterion_id": st.column_config.TextColumn(
-            t("annotate.authoring.col.id"), width=56, disabled=True, pinned=True
+            t("annotate.authoring.col.id"), width=48, disabled=True, pinned=True
         ),
         "text": st.column_config.TextColumn(
-            t("annotate.authoring.col.text"), width=300, max_chars=rubrics.MAX_CRITERION_CHARS
+            t("annotate.authoring.col.text"), width=280, max_chars=rubrics.MAX_CRITERION_CHARS
         ),
         "tags": st.column_config.MultiselectColumn(
             t("annotate.authoring.col.tags"),
             options=tag_ids,
-            width=110,
+            width=150,
             format_func=lambda tag: tag_names.get(tag, tag),
         ),
-        "lint": st.column_config.TextColumn(t("annotate.authoring.col.lint"), width=170, disabled=True),
+        "lint": st.column_config.TextColumn(t("annotate.authoring.col.lint"), width=150, disabled=True),
     }
     if any(comments.values()):
         # Beside the criterion it is about, not in a far column cut off on a laptop screen.
         frame.insert(2, "review", [comments.get(row["criterion_id"], "") for row in rows])
-        config["review"] = st.column_config.TextColumn(t("annotate.authoring.col.review"), width=150, disabled=True)
+        config["review"] = st.column_config.TextColumn(t("annotate.authoring.col.review"), width=160, disabled=True)
         config["text"] = st.column_config.TextColumn(
-            t("annotate.authoring.col.text"), width=240, max_chars=rubrics.MAX_CRITERION_CHARS
+            t("annotate.authoring.col.text"), width=220, max_chars=rubrics.MAX_CRITERION_CHARS
         )
     st.data_editor(
         frame,
@@ -366,8 +371,8 @@ def _editor(view: AuthoringView, state: dict, rows: list[dict], report: LintRepo
         column_order=[name for name in ("criterion_id", "text", "review", "lint", "tags") if name in frame.columns],
         disabled=not editable,
         width="stretch",
-        height=min(34 * (len(rows) + 1) + 3, EDITOR_HEIGHT),
-        row_height=34,
+        height=ROW_HEIGHT * len(rows) + 40,  # every row, no scrolling inside the grid
+        row_height=ROW_HEIGHT,
     )
 
 

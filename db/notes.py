@@ -10,10 +10,18 @@ from db.limits import TEXT_LIMITS
 MAX_NOTE_CHARS = TEXT_LIMITS["note"]
 
 
-def clean_note(value: str | None, what: str, *, required: bool = False) -> str | None:
-    """`value` without surrounding blanks, None when empty; refused when over the limit (or empty and required)."""
+def clean_note(value: str | None, what: str, *, required: bool = False, criterion: str | None = None) -> str | None:
+    """`value` without surrounding blanks, None when empty; refused when over the limit (or empty and required).
+
+    `criterion`: the criterion the note is about, named in the refusal so the page can say which and go there."""
     text = ("" if value is None else str(value)).strip()
     if required and not text:
+        if criterion is not None:
+            raise ValidationFailed(
+                f"criterion {criterion}: {what} required",
+                key="errors.note_required_criterion",
+                params={"field": what, "criterion": criterion},
+            )
         raise ValidationFailed(f"{what}: required", key="errors.note_required", params={"field": what})
     if len(text) > MAX_NOTE_CHARS:
         raise ValidationFailed(

@@ -63,6 +63,18 @@ def unresolved_disagreement_count(session: Session, user: User) -> int:
     return int(review.unresolved_count(session))
 
 
+def open_disagreements(session: Session, user: User) -> review.OpenDisagreements:
+    """`unresolved_disagreement_count` with the number of responses holding those decisions, under the same
+    rules: a checker's on the responses closed to them, every response's for admins, none for annotators."""
+    require_active(user)
+    if user.role == Role.annotator:
+        raise PermissionDenied("annotators do not see the other group's labels", key="errors.other_group_hidden")
+    if user.role == Role.checker:
+        return review.my_open_disagreements(session, user)
+    require_admin(user)
+    return review.all_open_disagreements(session)
+
+
 def _assignment_counts(session: Session) -> list[tuple[str, int, int | None, int, int]]:
     """(kind, user_id, group_no, assigned, done) of every owner of assignments.
 

@@ -62,9 +62,23 @@ def _take_in(user, ready: list[int]) -> None:
         st.rerun()
 
 
-def _message(kind: str, text: str) -> None:
-    # "fresh": set by this run's action; a restored-draft note does not cover it.
-    st.session_state[MESSAGE_KEY] = {"id": wb.new_token(), "kind": kind, "text": text, "fresh": True}
+def _message(kind: str, text: str, focus: str | None = None) -> None:
+    # "fresh": set by this run's action; a restored-draft note does not cover it. "focus": the criterion the
+    # workbench opens the rationale of (the one a refusal is about).
+    st.session_state[MESSAGE_KEY] = {"id": wb.new_token(), "kind": kind, "text": text, "fresh": True, "focus": focus}
+
+
+def _missing_rationale(view: review.AdjudicationView, missing: list[str]) -> None:
+    """Names the first decision without a rationale and sends the cursor to its rationale field."""
+    cell = next(cell for cell in view.cells if cell.criterion_id == missing[0])
+    text = t(
+        "workbench.adj.rationale_missing",
+        position=cell.position,
+        criterion=cell.criterion_id,
+        text=cell.text,
+        n=len(missing),
+    )
+    _message("error", text, focus=cell.criterion_id)
 
 
 def _loaded(user, response_id: int) -> dict:
@@ -151,10 +165,10 @@ def _save() -> None:
     if not changes:
         _message("error", t("review.adjudication.nothing"))
         return
-    missing = sum(not change.rationale for change in changes)
+    missing = [change.criterion_id for change in changes if not change.rationale]
     if missing:
-        # db/review refuses these too; here the checker is told in their language which key helps.
-        _message("error", t("workbench.adj.rationale_missing", n=missing))
+        # db/review refuses these too; here the checker is told which one and taken to it.
+        _missing_rationale(loaded["view"], missing)
         return
     code = loaded["view"].code
     try:
@@ -275,6 +289,8 @@ def render() -> None:
     working = st.session_state.get(PICK_KEY)
     if working is not None and working not in names and queue:
         st.session_state[PICK_KEY] = queue[0].response_id
+    elif working in names:
+        st.session_state[PICK_KEY] = working  # set again: the browser shows the label's new count after a save
     if not names:
         st.subheader(t("review.adjudication.title"))
         message = st.session_state.pop(MESSAGE_KEY, None)
@@ -292,7 +308,12 @@ def render() -> None:
         format_func=names.get,
         label_visibility="collapsed",
     )
-    count.caption(t("review.adjudication.intro", n=len(queue)), help=t("review.adjudication.basis"))
+    # The sidebar's count on the same two bases (db.review.my_open_disagreements sums this queue's figures).
+    decisions = sum(item.n_unresolved for item in queue)
+    count.caption(
+        t("review.adjudication.intro", decisions=f"{decisions:,}", responses=f"{len(queue):,}"),
+        help=t("review.adjudication.basis"),
+    )
     with take.popover(t("review.adjudication.take_panel", n=f"{len(ready):,}")):
         _take_in(user, ready)
     _workbench(user, response_id)

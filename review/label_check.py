@@ -88,9 +88,21 @@ def _pick(window: review.CheckQueueWindow) -> int:
     )
 
 
-def _message(kind: str, text: str) -> None:
-    # "fresh": set by this run's action; a restored-draft note does not cover it.
-    st.session_state[MESSAGE_KEY] = {"id": wb.new_token(), "kind": kind, "text": text, "fresh": True}
+def _message(kind: str, text: str, focus: str | None = None) -> None:
+    # "fresh": set by this run's action; a restored-draft note does not cover it. "focus": the criterion the
+    # workbench opens the note of (the one a refusal is about).
+    st.session_state[MESSAGE_KEY] = {"id": wb.new_token(), "kind": kind, "text": text, "fresh": True, "focus": focus}
+
+
+def _refusal(error: ClinConsensusError, view: review.CheckView) -> None:
+    """A refusal in words; one about a criterion (a correction without its note) names it and goes there."""
+    criterion = error.params.get("criterion")
+    row = next((row for row in view.rows if row.criterion_id == criterion), None)
+    if error.key == "errors.note_required_criterion" and row is not None:
+        text = t("workbench.check.note_needed", position=row.position, criterion=row.criterion_id, text=row.text)
+        _message("error", text, focus=row.criterion_id)
+    else:
+        _message("error", error_text(error, markdown=False))
 
 
 def _loaded(user, response_id: int) -> dict:
@@ -182,9 +194,11 @@ def _save() -> None:
         st.session_state.pop(LOADED_KEY, None)  # the newer value is shown; the next save starts from it
         return
     except ClinConsensusError as error:
-        _message("error", error_text(error, markdown=False))
+        _refusal(error, view)
         return
     _message("success", t("review.check.saved", n=written, code=view.code))
+    # Set again so the browser shows the picker's new label ("已审核 30/30"), not the one it last drew.
+    st.session_state[PICK_KEY] = view.response_id
     st.session_state.pop(LOADED_KEY, None)
     st.session_state[RERUN_KEY] = True
 

@@ -1,9 +1,11 @@
 """Rubric audit: the queue of submitted rubrics; comment criteria, then approve or return.
 
-The case sits beside the criteria, each scrolling on its own. Under each criterion: what changed
-since the previous decided version, the rubric lint's findings (db.rubric_lint, the same the author
-saw) and a comment field. Keys: Tab moves between comment fields; Ctrl+Enter decides (approve
-without criterion comments, return with them) and asks first; Ctrl+Enter again confirms, Esc cancels.
+The case stays in view beside the criteria while the page scrolls: every criterion at full height,
+none in a box of its own. Under each criterion: what changed since the previous decided version, the
+rubric lint's findings (db.rubric_lint, the same the author saw) and a comment field. The decision bar
+stays at the bottom of the screen. Every decision asks first, whether clicked or keyed: Ctrl+Enter
+proposes approve (no criterion comments) or return (with them), a click on 通过 / 退回修改 proposes
+that one; Ctrl+Enter or 确认 confirms, Esc cancels.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from ui.rubric_lint import finding_text
 from ui.shell import t
 from ui.widgets import case_card, plain, show_error, show_text
 
+PICK_KEY = "review_audit_pick"
+
 
 def _seen_key(rubric_id: int) -> str:
     return f"review_audit_seen_{rubric_id}"
@@ -39,13 +43,36 @@ def _queue_label(item: review.RubricQueueItem) -> str:
     return f"{text} · {t('review.audit.own_mark')}" if item.own else text
 
 
-#: Case and criteria side by side, each scrolling in a box this tall (fits a 900-px screen).
-PANE_HEIGHT = 560
+#: The case box beside the criteria, held in view while the page scrolls (fits a 900-px screen).
+CASE_HEIGHT = 640
+
+#: The case pane stays put while the page scrolls; criteria rows are tight so a dozen fit on a laptop
+#: screen; the decision bar (and the question it asks) stays at the bottom of the screen.
+_LAYOUT_STYLE = (
+    "<style>"
+    '[data-testid="stColumn"]:has(.st-key-audit_case_pane) { align-self: stretch; }'
+    "div:has(> .st-key-audit_case_pane) { position: sticky; top: 4rem; z-index: 2; }"
+    ".st-key-audit_criteria { gap: 0.3rem; }"
+    '.st-key-audit_criteria [data-testid="stHorizontalBlock"] { gap: 0.6rem; }'
+    '.st-key-audit_criteria [data-testid="stMarkdownContainer"] p { margin-bottom: 0; }'
+    '[class*="st-key-audit_row_"] { border-bottom: 1px solid rgba(49, 51, 63, 0.1); padding-bottom: 0.2rem; }'
+    # Sticky on the wrapper Streamlit puts around a keyed container: the container alone has no room to move.
+    "div:has(> .st-key-audit_decide_bar), div:has(> .st-key-audit_confirm_bar) { position: sticky; bottom: 0;"
+    " z-index: 3; background: var(--background-color, #fff); }"
+    ".st-key-audit_decide_bar, .st-key-audit_confirm_bar { padding: 0.4rem 0; }"
+    "div:has(> .st-key-audit_confirm_bar) { z-index: 4; }"
+    "</style>"
+)
 
 
 def _criterion(view: review.RubricView, criterion: review.CriterionView, report: LintReport, row: int) -> str:
     """One compact row: number (and a mark when changed), the text and its lint findings, the comment field."""
-    head, body, comment = st.columns([0.9, 3.3, 2.0], vertical_alignment="top")
+    with st.container(key=f"audit_row_{criterion.position}"):
+        return _criterion_row(view, criterion, report, row)
+
+
+def _criterion_row(view: review.RubricView, criterion: review.CriterionView, report: LintReport, row: int) -> str:
+    head, body, comment = st.columns([0.6, 3.4, 2.0], vertical_alignment="top")
     with head:
         st.markdown(f"**{criterion.position}**")
         if criterion.criterion_id in view.changed_since_return:
@@ -90,6 +117,7 @@ def _stale(stale: StaleEdit, rubric_id: int) -> None:
 def render() -> None:
     user = shell.require_user(Role.checker)
     wb.compact_page()
+    st.html(_LAYOUT_STYLE)
     page_start("review.audit.title", "review_audit_done")
     with shell.db_session(read_only=True) as session:
         queue = review.rubric_queue(session, user)
@@ -102,50 +130,59 @@ def render() -> None:
         t("review.audit.pick"),
         list(names),
         format_func=names.get,
-        key="review_audit_pick",
+        key=PICK_KEY,
         label_visibility="collapsed",
     )
     with shell.db_session(read_only=True) as session:
         view = review.rubric_for_review(session, user, chosen)
-    seen = st.session_state.setdefault(_seen_key(view.rubric_version_id), view.lock_version)
-
+    st.session_state.setdefault(_seen_key(view.rubric_version_id), view.lock_version)
     report = lint_rubric([c.text for c in view.criteria], RUBRIC_SIZE)
-    pending_key = _pending_key(view.rubric_version_id)
 
     case_pane, criteria_pane = st.columns([2, 3], gap="medium")
-    with case_pane, st.container(height=PANE_HEIGHT, border=True):
+    with case_pane, st.container(key="audit_case_pane"), st.container(height=CASE_HEIGHT, border=True):
         case_card(view.case)
     with criteria_pane:
-        st.markdown(
-            "**"
-            + t("review.audit.criteria", n=len(view.criteria), version=view.version, author=plain(view.author or "—"))
-            + "**"
+        _criteria_header(view, report)
+        asked = _form(view, report)
+    if asked is not None:
+        _decide(user, view, *asked)
+
+
+def _criteria_header(view: review.RubricView, report: LintReport) -> None:
+    st.markdown(
+        "**"
+        + t("review.audit.criteria", n=len(view.criteria), version=view.version, author=plain(view.author or "—"))
+        + "**"
+    )
+    if view.own:
+        st.info(t("review.audit.own"))
+    if view.review_comment:
+        st.caption(t("review.audit.previous_overall", comment=plain(view.review_comment)))
+    if view.earlier_comment:
+        st.caption(t("review.audit.earlier_overall", comment=plain(view.earlier_comment)))
+    warned = {f.row for f in report.findings if f.row is not None}
+    status_line = [t("review.audit.lint_summary", n=len(warned)) if warned else t("review.audit.lint_clean")]
+    if view.previous_version is not None:
+        status_line.insert(
+            0, t("review.audit.changed_since", n=len(view.changed_since_return), version=view.previous_version)
         )
-        if view.own:
-            st.info(t("review.audit.own"))
-        if view.review_comment:
-            st.caption(t("review.audit.previous_overall", comment=plain(view.review_comment)))
-        if view.earlier_comment:
-            st.caption(t("review.audit.earlier_overall", comment=plain(view.earlier_comment)))
-        warned = {f.row for f in report.findings if f.row is not None}
-        status_line = [t("review.audit.lint_summary", n=len(warned)) if warned else t("review.audit.lint_clean")]
-        if view.previous_version is not None:
-            status_line.insert(
-                0, t("review.audit.changed_since", n=len(view.changed_since_return), version=view.previous_version)
-            )
-        st.caption(" ".join(status_line))
-        confirm_slot = st.empty()  # the question Ctrl+Enter asks, above the criteria where the eyes are
-        with st.form(widget_key("review_audit_form", view.rubric_version_id), enter_to_submit=False):
-            with st.container(height=PANE_HEIGHT - 180, border=False):
-                st.caption(t("review.audit.how"))
-                comments = {
-                    criterion.id: _criterion(view, criterion, report, row)
-                    for row, criterion in enumerate(view.criteria)
-                }
+    st.caption(" ".join(status_line) + " " + t("review.audit.how"))
+
+
+def _form(view: review.RubricView, report: LintReport) -> tuple[str, dict[int, str], str] | None:
+    """The criteria with their comment fields and the decision bar. A click or Ctrl+Enter proposes a
+    decision (asked on the next run); returns (decision, comments, overall comment) once confirmed."""
+    pending_key = _pending_key(view.rubric_version_id)
+    pending = st.session_state.get(pending_key)
+    with st.form(widget_key("review_audit_form", view.rubric_version_id), enter_to_submit=False, border=False):
+        with st.container(key="audit_criteria"):
+            comments = {
+                criterion.id: _criterion(view, criterion, report, row) for row, criterion in enumerate(view.criteria)
+            }
+        with st.container(key="audit_decide_bar"):
             overall = st.text_input(
                 t("review.audit.overall_comment"), key=widget_key("review_audit_overall", view.rubric_version_id)
             )
-            pending = st.session_state.get(pending_key)
             left, right, decide_col = st.columns([1, 1, 2])
             approve = left.form_submit_button(
                 t("review.audit.approve"), type="primary", disabled=view.own, width="stretch"
@@ -158,28 +195,34 @@ def render() -> None:
                 type="tertiary",
                 help=t("review.audit.keys"),
             )
-        commented = {pk: text for pk, text in comments.items() if text and text.strip()}
-        if decide:
-            # Drawn again so only the confirmation answers Ctrl+Enter.
-            st.session_state[pending_key] = "return" if commented else "approve"
-            st.rerun()
-        confirmed = False
-        if pending is not None and not (approve or send_back):
-            with confirm_slot.container():
-                confirmed = _confirmation(view, pending, len(commented), pending_key)
-            if not confirmed:
-                return
+    commented = {pk: text for pk, text in comments.items() if text and text.strip()}
+    proposed = "approve" if approve else "return" if send_back else None
+    if decide:
+        proposed = "return" if commented else "approve"
+    if proposed == "approve" and commented:
+        st.session_state.pop(pending_key, None)
+        with st.container(key="audit_confirm_bar"):  # beside the buttons, wherever the page is scrolled
+            st.warning(t("review.audit.approve_has_comments", n=len(commented)))
+        return None
+    if proposed is not None:
+        # Drawn again so only the confirmation answers Ctrl+Enter, and nothing is decided by one click.
+        st.session_state[pending_key] = proposed
+        st.rerun()
+    if pending is None:
+        return None
+    with st.container(key="audit_confirm_bar"):
+        confirmed = _confirmation(view, pending, len(commented), pending_key)
+    if not confirmed:
+        return None
     st.session_state.pop(pending_key, None)
-    if confirmed:
-        approve, send_back = pending == "approve", pending == "return"
-    if approve and commented:
-        st.warning(t("review.audit.approve_has_comments", n=len(commented)))
-        return
-    if not (approve or send_back):
-        return
+    return pending, commented, overall
+
+
+def _decide(user, view: review.RubricView, decision: str, commented: dict[int, str], overall: str) -> None:
+    seen = st.session_state.get(_seen_key(view.rubric_version_id), view.lock_version)
     try:
         with shell.db_session() as session:
-            if approve:
+            if decision == "approve":
                 review.approve_rubric(session, user, view.rubric_version_id, seen_lock_version=seen, comment=overall)
             else:
                 review.return_rubric(
@@ -197,14 +240,16 @@ def render() -> None:
         show_error(error)
         return
     st.session_state.pop(_seen_key(view.rubric_version_id), None)
+    # The decided rubric leaves the queue: the picker moves on to the next and shows the new count.
+    st.session_state.pop(PICK_KEY, None)
     st.session_state["review_audit_done"] = t(
-        "review.audit.approved" if approve else "review.audit.returned", case=plain(view.case.case_id)
+        "review.audit.approved" if decision == "approve" else "review.audit.returned", case=plain(view.case.case_id)
     )
     st.rerun()
 
 
 def _confirmation(view: review.RubricView, pending: str, n_comments: int, pending_key: str) -> bool:
-    """Asks before the decision Ctrl+Enter proposed; True once confirmed (Ctrl+Enter again), Esc cancels."""
+    """Asks before the proposed decision; True once confirmed (a click or Ctrl+Enter again), Esc cancels."""
     case = plain(view.case.case_id)
     with st.container(border=True):
         if pending == "approve":

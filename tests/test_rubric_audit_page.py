@@ -111,3 +111,39 @@ def test_ctrl_enter_decides_only_after_confirmation(audit):
             )
         ).all()
     assert [tuple(row) for row in commented] == [("c01", "请拆成两条：用法与疗程分开")]
+
+
+def test_a_click_on_approve_asks_before_deciding(audit):
+    engine, ids = audit
+    app = open_page(signed_in(engine, "chk1"), "review-rubrics")
+    app = button(app, t("review.audit.approve")).click().run()
+    assert not app.exception
+    # a click proposes, like Ctrl+Enter: the question is asked and nothing is decided
+    assert t("review.audit.confirm_approve", case="CC\\-0007", version=2) in [w.value for w in app.warning]
+    with session_scope(engine, read_only=True) as s:
+        assert s.get(RubricVersion, ids["second"]).status == RubricStatus.submitted
+    app = button(app, t("review.audit.cancel")).click().run()
+    with session_scope(engine, read_only=True) as s:
+        assert s.get(RubricVersion, ids["second"]).status == RubricStatus.submitted
+    app = button(app, t("review.audit.approve")).click().run()
+    app = button(app, t("review.audit.confirm")).click().run()
+    assert not app.exception
+    with session_scope(engine, read_only=True) as s:
+        assert s.get(RubricVersion, ids["second"]).status == RubricStatus.approved
+
+
+def test_no_criterion_sits_in_a_scroll_box_of_its_own(audit):
+    engine, _ = audit
+    app = open_page(signed_in(engine, "chk1"), "review-rubrics")
+    # every criterion row is drawn at full height in the page; the only fixed-height box is the case's
+    fixed = [height for height in _fixed_heights(app.main) if height]
+    assert len(fixed) == 1, fixed  # the case box
+
+
+def _fixed_heights(node):
+    """The pixel height of every container under `node` that scrolls in a box of its own."""
+    proto = getattr(node, "proto", None)
+    if proto is not None and hasattr(proto, "height_config") and proto.HasField("height_config"):
+        yield proto.height_config.pixel_height
+    for child in getattr(node, "children", {}).values():
+        yield from _fixed_heights(child)

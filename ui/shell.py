@@ -265,10 +265,10 @@ def language_switch() -> None:
     _keep_language_in_url()
 
 
-def _unresolved_count(user: User) -> int:
-    # A kept figure (db/kept.py): read on every run, so every server process shows the same current count.
+def _open_disagreements(user: User):
+    # Kept figures (db/kept.py): read on every run, so every server process shows the same current count.
     with db_session(read_only=True) as session:
-        return progress_queries.unresolved_disagreement_count(session, user)
+        return progress_queries.open_disagreements(session, user)
 
 
 @st.cache_data(max_entries=MY_PROGRESS_CACHE_ENTRIES, show_spinner=False)
@@ -308,10 +308,14 @@ def work_summary(user: User) -> None:
         if mine.get("returned"):
             st.warning(t("workbench.returned_to_you", n=mine["returned"], comments=mine["returned_comments"]))
     else:
-        # A checker's count covers the responses closed to them only (db.independence); the basis is said beside it.
-        st.metric(t("sidebar.unresolved"), f"{_unresolved_count(user):,}")
+        # A checker's count covers the responses closed to them only (db.independence); the basis is said beside
+        # it: decisions, and the responses holding them (the adjudication page counts both the same way).
+        count = _open_disagreements(user)
+        st.metric(t("sidebar.unresolved"), f"{count.decisions:,}")
         st.caption(
-            t("sidebar.unresolved.basis_checker" if user.role == Role.checker else "sidebar.unresolved.basis_admin")
+            t("sidebar.unresolved.responses", decisions=f"{count.decisions:,}", responses=f"{count.responses:,}")
+            + " "
+            + t("sidebar.unresolved.basis_checker" if user.role == Role.checker else "sidebar.unresolved.basis_admin")
         )
 
 

@@ -56,13 +56,15 @@ def case_card(case: Any, *, expanded_text: bool = True) -> None:
         st.markdown(f"**{t('widgets.case')} {plain(_field(case, 'case_id'))}**")
         present = [name for name in CASE_META_FIELDS if _field(case, name)]
         if present:
-            columns = st.columns(len(present))
-            for column, name in zip(columns, present):
-                with column:
-                    st.caption(t(f"widgets.case.{name}"))
-                    value = _field(case, name)
-                    # Difficulty is stored as an id (low/medium/high); show its name in the user's language.
-                    show_text(get_taxonomy().name("difficulties", value, lang()) if name == "difficulty" else value)
+            # Each field as wide as its words, wrapping to the next line in a narrow pane: equal columns
+            # squeezed a two-character header into one character a line.
+            with st.container(horizontal=True, gap="medium"):
+                for name in present:
+                    with st.container(width="content", gap=None):
+                        st.caption(t(f"widgets.case.{name}"))
+                        value = _field(case, name)
+                        # Difficulty is stored as an id (low/medium/high); show its name in the user's language.
+                        show_text(get_taxonomy().name("difficulties", value, lang()) if name == "difficulty" else value)
         for name in CASE_TEXT_FIELDS:
             if _field(case, name) is None:
                 continue

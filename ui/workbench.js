@@ -134,7 +134,12 @@ export default function (component) {
     const box = q(".wb-message");
     box.textContent = data.message.text || "";
     box.dataset.kind = data.message.kind || "info";
-    if (data.message.kind === "error") {
+    // A refusal about one item (a note it needs) opens that item's note, so the next keys type it.
+    const named = data.message.focus ? s.items.findIndex((item) => item.key === data.message.focus) : -1;
+    if (data.message.kind === "error" && named >= 0) {
+      focusItem(named, true);
+      editNote(named);
+    } else if (data.message.kind === "error") {
       const first = s.items.findIndex((item) => s.decisions[item.key] === null);
       if (first >= 0) focusItem(first, true);
     }

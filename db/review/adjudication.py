@@ -62,6 +62,26 @@ def my_unresolved_count(session: Session, user: User) -> int:
 
 
 @dataclass(frozen=True)
+class OpenDisagreements:
+    """One count on two bases, shown together wherever it is shown: the decisions nobody adjudicated yet
+    (criteria of a response on which the groups' final labels differ) and the responses holding them."""
+
+    decisions: int
+    responses: int
+
+
+def my_open_disagreements(session: Session, user: User) -> OpenDisagreements:
+    """The checker's: their adjudication queue's decisions and responses (closed to them only, as above)."""
+    figures = _my_unresolved_figures(session, user)
+    return OpenDisagreements(sum(f.n_unresolved for f in figures), len(figures))
+
+
+def all_open_disagreements(session: Session) -> OpenDisagreements:
+    """Every response's: the admins' figure."""
+    return OpenDisagreements(unresolved_count(session), len(kept.responses_with_unresolved(session)))
+
+
+@dataclass(frozen=True)
 class AdjudicationQueueItem:
     response_id: int
     code: str
@@ -206,7 +226,7 @@ def adjudicate(
 ) -> LabelView:
     """Decides one disputed cell: the decision is the gold label (source "adjudicated")."""
     independence.open_adjudication(session, user, response_id)
-    rationale = clean_note(rationale, "rationale", required=True)
+    rationale = clean_note(rationale, "rationale", required=True, criterion=criterion_id)
     response, case = _response_and_case(session, response_id)
     frame = pd.DataFrame(
         session.execute(

@@ -424,7 +424,7 @@ def save_check(
     if annotation.user_id == user.id:
         raise PermissionDenied("you cannot check your own labels", key="errors.check_own")
     independence.require_group_labels_open(session, user, response_id)
-    note = clean_note(note, "note", required=bool(met) != bool(annotation.met))
+    note = clean_note(note, "note", required=bool(met) != bool(annotation.met), criterion=criterion_id)
     label = save_label(
         session,
         user,

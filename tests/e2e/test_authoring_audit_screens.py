@@ -27,7 +27,7 @@ from tests.e2e.test_annotator_flow import CRITERIA
 pytestmark = pytest.mark.browser
 
 WAIT_MS = 30_000
-ROW_HEIGHT = 34  # the authoring editor's row height (annotate/authoring.py)
+ROW_HEIGHT = 76  # the authoring editor's row height (annotate/authoring.py)
 TEXT_X = 56 + 100  # inside the criterion text column, right of the pinned id column
 COMMENT = "请写明需排除的具体疾病"
 COMPOUND = "指出伴有恶心呕吐时需排除颅内压增高与颅内出血"  # c02 rewritten: two checks joined by 与
