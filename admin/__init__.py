@@ -15,7 +15,18 @@ def pages(user: User) -> list[tuple[str, st.Page]]:
     """The admin area's navigation entries (none for other roles)."""
     if user.role != Role.admin:
         return []
-    from admin import assignments, audit_log, exports, feedback, imports, judge_runs, leaderboard, progress, users
+    from admin import (
+        assignments,
+        audit_log,
+        exports,
+        feedback,
+        imports,
+        judge_runs,
+        leaderboard,
+        new_model,
+        progress,
+        users,
+    )
 
     t = shell.translator()
     section = "nav.section.admin"
@@ -76,6 +87,15 @@ def pages(user: User) -> list[tuple[str, st.Page]]:
                 title=t("leaderboard.nav"),
                 icon=":material/leaderboard:",
                 url_path="admin-leaderboard",
+            ),
+        ),
+        (
+            section,
+            st.Page(
+                new_model.render,
+                title=t("new_model.nav"),
+                icon=":material/new_releases:",
+                url_path="admin-new-model",
             ),
         ),
         (

@@ -9,14 +9,17 @@ fragment for a model's answer. A later run with a larger max_tokens asks again (
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlmodel import Session, SQLModel
 
 from db.importers.responses import write_responses
-from db.models import utcnow
+from db.judge_runs import run_summary
+from db.models import JudgeRun, User, utcnow
+from db.policies import require_admin
 
 COMPLETE, TRUNCATED, EMPTY, REFUSED = "complete", "truncated", "empty", "refused"
 STATUSES = (COMPLETE, TRUNCATED, EMPTY, REFUSED)
@@ -113,3 +116,48 @@ def _response_ids(connection: Connection, model: str, case_pks: list[int]) -> di
         )
         found.update(dict(rows.all()))
     return found
+
+
+@dataclass
+class ModelGeneration:
+    """What generate runs made of one model: its responses, its answers by status, its runs (newest first).
+
+    `statuses` counts distinct cases per status over every run storing as the model (a case cut at
+    max_tokens once and answered completely by a later run counts under both); `unanswered` counts the
+    cases whose answers were all incomplete and that the model has no response for."""
+
+    model: str
+    responses: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    unanswered: int = 0
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+
+def generated_models(session: Session) -> list[str]:
+    """The models generate runs have stored answers as, by name (a model may have no response yet)."""
+    names = session.scalars(select(JudgeRun.judge).where(JudgeRun.kind == "generate").distinct())
+    return sorted(str(name) for name in names)
+
+
+def model_generation(session: Session, by: User, model: str) -> ModelGeneration:
+    """The generation side of `model`'s pipeline, for an admin."""
+    require_admin(by)
+    connection = session.connection()
+    runs = session.scalars(
+        select(JudgeRun).where(JudgeRun.kind == "generate", JudgeRun.judge == model).order_by(JudgeRun.id.desc())
+    )
+    result = ModelGeneration(model=model, runs=[run_summary(run) for run in runs])
+    result.responses = int(connection.execute(select(func.count()).where(_RESPONSE.c.model == model)).scalar_one())
+    run_ids = [summary["id"] for summary in result.runs]
+    if not run_ids:
+        return result
+    answered = set(connection.execute(select(_RESPONSE.c.case_pk).where(_RESPONSE.c.model == model)).scalars().all())
+    cases: dict[str, set[int]] = {status: set() for status in STATUSES}
+    for status, case_pk in connection.execute(
+        select(_RESULT.c.status, _RESULT.c.case_pk).where(_RESULT.c.run_id.in_(run_ids)).distinct()
+    ):
+        cases.setdefault(status, set()).add(case_pk)
+    result.statuses = {status: len(pks) for status, pks in cases.items()}
+    incomplete = set().union(*(pks for status, pks in cases.items() if status != COMPLETE))
+    result.unanswered = len(incomplete - cases[COMPLETE] - answered)
+    return result

@@ -1,0 +1,189 @@
+"""One page for a new model (docs/REFERENCE.md §3.7, §4): its answers, the judges that graded it with their
+held-out fidelity, its calibration sample's progress, and its calibrated score once the sample allows.
+
+The figures come from the decision grid the analysis pages share (`analysis.shared_grid`), through
+`analysis.model_pipeline`, which keeps them per data version: a rerun recomputes nothing. The next
+step of the pipeline is started on the pages that already do it (judge runs, assignments).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+import pandas as pd
+import streamlit as st
+
+from admin import assignments, judge_runs
+from analysis import model_pipeline, shared_grid, table_view
+from analysis.calibrated import METRICS, VALUE_KEYS
+from analysis.metrics import DEFAULT_K
+from db import generation
+from db.calibration import response_models
+from db.export_records import newest_sft_holdout
+from db.models import Role
+from ui import shell
+from ui.text import plain
+from ui.times import local_time
+
+JUDGE_RUNS_PATH = "admin-judge-runs"
+ASSIGNMENTS_PATH = "admin-assignments"
+RUN_COLUMNS = ("id", "status", "items", "done", "cached", "truncated", "empty", "errors", "created_at")
+
+
+@st.cache_resource(show_spinner=False)
+def _figures():
+    """The pipeline figures of the shared grid, once per data version for the whole process."""
+    return shared_grid.derived(model_pipeline.PipelineFigures, name="new-model-pipeline")
+
+
+def _link_runs(t) -> None:
+    """The judge runs page, where generate and judge runs start (the same url path as its navigation entry)."""
+    page = st.Page(judge_runs.render, url_path=JUDGE_RUNS_PATH)
+    st.page_link(page, label=t("new_model.link.runs"), icon=":material/gavel:")
+
+
+def _link_assign(t) -> None:
+    page = st.Page(assignments.render, url_path=ASSIGNMENTS_PATH)
+    st.page_link(page, label=t("new_model.link.assign"), icon=":material/assignment_ind:")
+
+
+def _frame(t: Callable[..., str], rows: list[dict], columns) -> pd.DataFrame:
+    return pd.DataFrame([[row[c] for c in columns] for row in rows], columns=[t(f"new_model.col.{c}") for c in columns])
+
+
+def _answers(t, user, model: str) -> None:
+    st.subheader(t("new_model.answers.title"))
+    with shell.db_session(read_only=True) as session:
+        made = generation.model_generation(session, user, model)
+    left, middle, right, last = st.columns(4)
+    left.metric(t("new_model.answers.responses"), made.responses)
+    middle.metric(t("new_model.answers.truncated"), made.statuses.get(generation.TRUNCATED, 0))
+    right.metric(t("new_model.answers.empty"), made.statuses.get(generation.EMPTY, 0))
+    last.metric(t("new_model.answers.unanswered"), made.unanswered)
+    if not made.runs:
+        st.info(t("new_model.answers.no_runs"))
+    else:
+        runs = [{**run, "created_at": local_time(datetime.fromisoformat(run["created_at"]))} for run in made.runs]
+        st.dataframe(_frame(t, runs, RUN_COLUMNS), hide_index=True, width="stretch")
+        shares = made.runs[0]["endpoints"]
+        if shares:
+            st.caption(
+                t(
+                    "new_model.answers.endpoints",
+                    shares=", ".join(f"{plain(s['base_url'])}: {s.get('done', 0)}" for s in shares),
+                )
+            )
+    _link_runs(t)
+
+
+def _judges(t, figures: model_pipeline.PipelineFigures, found: model_pipeline.ModelFigures) -> None:
+    st.subheader(t("new_model.judges.title"))
+    with shell.db_session(read_only=True) as session:
+        heldout = model_pipeline.heldout_in_grid(figures.grid, newest_sft_holdout(session))
+    if heldout:
+        st.caption(t("new_model.judges.heldout", models=", ".join(plain(m) for m in heldout)))
+    else:
+        st.caption(t("new_model.judges.all_models"))
+    if found.judges.empty:
+        st.info(t("new_model.judges.none"))
+        _link_runs(t)
+        return
+    fidelity = figures.fidelity(heldout)
+    rows = [
+        {
+            **row,
+            "mf1_gold": fidelity.loc[row["judge"], "mf1_gold"] if row["judge"] in fidelity.index else None,
+            "n_gold": int(fidelity.loc[row["judge"], "n_gold"]) if row["judge"] in fidelity.index else 0,
+        }
+        for row in found.judges.to_dict("records")
+    ]
+    columns = (*model_pipeline.JUDGE_COLUMNS, "mf1_gold", "n_gold")
+    table_view.show(t, _frame(t, rows, columns), rates=[t("new_model.col.mf1_gold")])
+
+
+def _sample(t, sample: model_pipeline.SampleProgress) -> None:
+    st.subheader(t("new_model.sample.title"))
+    if not sample.drawn:
+        st.info(t("new_model.sample.none"))
+        _link_assign(t)
+        return
+    left, middle, right = st.columns(3)
+    left.metric(t("new_model.sample.drawn"), sample.drawn)
+    middle.metric(t("new_model.sample.complete"), sample.complete)
+    right.metric(t("new_model.sample.pending"), sample.pending)
+    st.progress(
+        sample.complete / sample.drawn, text=t("new_model.sample.progress", done=sample.complete, n=sample.drawn)
+    )
+
+
+def _rate(value: float) -> str:
+    return f"{value:.1%}"
+
+
+def _values_frame(t, entry: dict) -> pd.DataFrame:
+    rows = [[t(f"new_model.metric.{metric}"), *(entry[metric][key] for key in VALUE_KEYS)] for metric in METRICS]
+    return pd.DataFrame(rows, columns=[t("new_model.col.metric"), *(t(f"new_model.col.{key}") for key in VALUE_KEYS)])
+
+
+def _calibrated(t, found: model_pipeline.ModelFigures) -> None:
+    st.subheader(t("new_model.score.title", k=DEFAULT_K))
+    judges = list(found.calibrated)
+    entry = None
+    if judges:
+        judge = st.selectbox(t("new_model.score.judge"), judges, key="new_model_judge")
+        entry = found.calibrated[judge or judges[0]]
+        st.caption(
+            t(
+                "new_model.score.counts",
+                labeled=entry["n_labeled"],
+                unlabeled=entry["n_unlabeled"],
+                pending=entry["n_pending"],
+            )
+        )
+    missing = model_pipeline.what_is_missing(entry, found.sample)
+    if missing:
+        params = {"need": model_pipeline.MIN_LABELED, "labeled": entry["n_labeled"] if entry else 0}
+        st.warning("\n\n".join(t(f"new_model.missing.{reason}", **params) for reason in missing))
+        return
+    assert entry is not None
+    score = entry["cacs_at_k"]
+    st.metric(
+        t("new_model.score.estimate"),
+        _rate(score["estimate"]),
+        help=t("new_model.score.help"),
+    )
+    st.caption(
+        t(
+            "new_model.score.interval",
+            low=_rate(score["ci_low"]),
+            high=_rate(score["ci_high"]),
+            classical_low=_rate(score["classical_low"]),
+            classical_high=_rate(score["classical_high"]),
+            judge_only=_rate(score["judge_only"]),
+        )
+    )
+    table_view.show(t, _values_frame(t, entry), rates=[t(f"new_model.col.{key}") for key in VALUE_KEYS])
+
+
+def render() -> None:
+    user = shell.require_user(Role.admin)
+    t = shell.translator()
+    st.title(t("new_model.title"))
+    st.caption(t("new_model.intro"))
+    with shell.db_session(read_only=True) as session:
+        models = sorted(set(response_models(session)) | set(generation.generated_models(session)))
+    if not models:
+        st.info(t("new_model.no_models"))
+        _link_runs(t)
+        return
+    model = st.selectbox(t("new_model.pick"), models, key="new_model_pick") or models[0]
+    _answers(t, user, model)
+    snapshot = shared_grid.newest(_figures(), t)
+    if snapshot is None:
+        return
+    figures: model_pipeline.PipelineFigures = snapshot.value
+    found = figures.model(model, DEFAULT_K)
+    _judges(t, figures, found)
+    _sample(t, found.sample)
+    _calibrated(t, found)

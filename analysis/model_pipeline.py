@@ -1,0 +1,126 @@
+"""One model's way from answers to a calibrated score, read off the shared decision grid (docs/REFERENCE.md §4).
+
+For the new-model page: which judges graded the model (with each judge's fidelity against gold over the
+held-out models), how far its calibration sample is labeled, and its calibrated scores. Every figure is
+the report's own function on the grid (`metrics.judge_fidelity`, `score_section.heldout_grid`,
+`calibrated.calibrated`), so the page and report.json agree. `PipelineFigures` keeps what it computed
+for one grid, so a page rerun on the same data version recomputes nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from analysis import calibrated as calibrated_scores, metrics, score_section
+
+MIN_LABELED = calibrated_scores.MIN_LABELED
+JUDGE_COLUMNS = ["judge", "n_decisions", "n_graded", "n_responses"]
+
+
+@dataclass(frozen=True)
+class SampleProgress:
+    """A model's calibration sample: responses drawn, complete with gold, and still waiting for labels."""
+
+    drawn: int
+    complete: int
+    pending: int
+
+
+@dataclass(frozen=True)
+class ModelFigures:
+    model: str
+    n_responses: int
+    judges: pd.DataFrame  # JUDGE_COLUMNS, judges with a decision on the model's responses
+    sample: SampleProgress
+    calibrated: dict[str, dict]  # judge → report.json `calibrated[judge][model]`
+
+
+def _rows_of(grid: metrics.DecisionGrid, model: str) -> np.ndarray:
+    return grid.responses["model"].to_numpy() == model
+
+
+def judges_of(grid: metrics.DecisionGrid, model: str) -> pd.DataFrame:
+    """Per judge with a decision on `model`'s responses: its decisions, the responses it graded on all N."""
+    own = _rows_of(grid, model)
+    rows = []
+    for judge in sorted(grid.judges):
+        decisions = grid.judge_rows[judge][0][own] if judge in grid.judge_rows else np.zeros(0)
+        if not decisions.sum():
+            continue
+        graded = metrics.complete_mask(grid, grid.judges[judge]) & own
+        rows.append([judge, int(decisions.sum()), int(graded.sum()), int(own.sum())])
+    return pd.DataFrame(rows, columns=JUDGE_COLUMNS)
+
+
+def sample_progress(grid: metrics.DecisionGrid, model: str) -> SampleProgress:
+    """How much of `model`'s calibration sample physicians have completed (gold on all N criteria)."""
+    samples = grid.calibration if grid.calibration is not None else calibrated_scores.empty_samples()
+    sampled = calibrated_scores.sampled_rows(grid, samples) & _rows_of(grid, model)
+    complete = int((sampled & metrics.complete_mask(grid, grid.gold)).sum())
+    drawn = int((samples["model"].astype(str) == model).sum())
+    return SampleProgress(drawn=drawn, complete=complete, pending=drawn - complete)
+
+
+def model_figures(grid: metrics.DecisionGrid, model: str, k: int) -> ModelFigures:
+    """Everything the page shows of `model` from the grid (its calibrated scores as report.json has them)."""
+    own = _rows_of(grid, model)
+    samples = grid.calibration if grid.calibration is not None else calibrated_scores.empty_samples()
+    scores = calibrated_scores.calibrated(grid.subset(own), samples, k) if own.any() else {}
+    judges = judges_of(grid, model)
+    graded = set(judges["judge"])
+    return ModelFigures(
+        model=model,
+        n_responses=int(own.sum()),
+        judges=judges,
+        sample=sample_progress(grid, model),
+        calibrated={judge: entry[model] for judge, entry in scores.items() if judge in graded and model in entry},
+    )
+
+
+def heldout_in_grid(grid: metrics.DecisionGrid, exported: list[str]) -> list[str]:
+    """The exported held-out models that have responses (an empty list measures on every model)."""
+    return [model for model in dict.fromkeys(exported) if model in grid.models]
+
+
+def what_is_missing(entry: dict | None, sample: SampleProgress) -> list[str]:
+    """Why a calibrated score is not given yet, as catalog keys in the order the work is done."""
+    if not sample.drawn:
+        return ["no_sample"]
+    if entry is None:
+        return ["no_judge"]
+    missing = []
+    if entry["n_labeled"] < MIN_LABELED:
+        missing.append("too_few_labeled")
+    if entry["n_unlabeled"] < 1:
+        missing.append("no_unlabeled")
+    if not missing and entry["cacs_at_k"]["estimate"] is None:
+        missing.append("not_finite")
+    return missing
+
+
+@dataclass
+class PipelineFigures:
+    """The figures of one grid (one data version), computed on first use and kept for later reruns."""
+
+    grid: metrics.DecisionGrid
+    _fidelity: dict[tuple[str, ...], pd.DataFrame] = field(default_factory=dict)
+    _models: dict[tuple[str, int], ModelFigures] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def fidelity(self, heldout: list[str]) -> pd.DataFrame:
+        """Each judge's fidelity (`metrics.judge_fidelity`) over the held-out models' responses (all when none)."""
+        key = tuple(heldout)
+        with self._lock:
+            if key not in self._fidelity:
+                self._fidelity[key] = metrics.judge_fidelity(score_section.heldout_grid(self.grid, heldout or None))
+            return self._fidelity[key]
+
+    def model(self, model: str, k: int) -> ModelFigures:
+        with self._lock:
+            if (model, k) not in self._models:
+                self._models[(model, k)] = model_figures(self.grid, model, k)
+            return self._models[(model, k)]
