@@ -10,12 +10,17 @@
    Beside each, the SDK alone (the same requests, as many at a time, no cache, no database): what
    the runner's bookkeeping costs.
 3. A re-run of the last run: nothing is sent, every item comes from the cache.
+4. One and two endpoints: `judge run` and `generate` against ONE and then TWO loopback servers (each
+   its own process, each answering after the latency), at the same concurrency per endpoint, each on
+   items not answered before; beside each the SDK alone sending the same requests (no structured
+   output with the official template, as the runner asks) over the same endpoints, as many at a time.
 
 Setup (not timed): the demo generator writes the full-scale files and the importers load cases and
 responses (no labels; a judge run does not read them) into a fresh SQLite file.
 
     .venv/bin/python -m benchmarks.bench_judge [--cases 2500] [--models 11] [--latency 0.03]
-                                               [--items 150,800,2400]
+                                               [--items 150,800,2400] [--endpoint-items 1600]
+                                               [--endpoint-concurrency 16]
 """
 
 from __future__ import annotations
@@ -108,44 +113,55 @@ def start_server(latency: float) -> tuple[subprocess.Popen, str]:
     return process, url
 
 
-def bare_sdk_rate(engine, url: str, concurrency: int, count: int, seed: int) -> float:
-    """Items/s of the SDK alone: the same prompts and request shape, `concurrency` at a time, no cache, no database."""
+def bare_rate(urls: list[str], concurrency: int, requests: list[dict]) -> float:
+    """Items/s of the SDK alone: `requests` (create() arguments) spread in turn over `urls`, `concurrency`
+    at a time on each, no cache, no database."""
     import asyncio
 
     import openai
 
+    async def main() -> float:
+        clients = [openai.AsyncOpenAI(base_url=url, api_key="none", max_retries=2, timeout=30) for url in urls]
+        slots = [asyncio.Semaphore(concurrency) for _ in urls]
+
+        async def one(index: int, request: dict) -> None:
+            async with slots[index % len(urls)]:
+                raw = await clients[index % len(urls)].chat.completions.with_raw_response.create(**request)
+                raw.parse()
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one(index, request) for index, request in enumerate(requests)))
+        elapsed = time.perf_counter() - started
+        for client in clients:
+            await client.close()
+        return len(requests) / elapsed
+
+    return asyncio.run(main())
+
+
+def judge_requests(engine, count: int, seed: int) -> list[dict]:
+    """The requests a judge run with the official template sends (no response_format: structured is off)."""
     from analysis.prompt import read_template
     from judge.items import ItemSource
-    from judge.runner import JUDGEMENT_SCHEMA
 
     source = ItemSource(
         engine, judge="bare", model="judge-8b", template=read_template("official"), parameters={}, limit=count
     )
     prompts = [source.prompt(item) for chunk in source.chunks() for item in chunk]
+    return [
+        {
+            "model": "judge-8b",
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0,
+            "seed": seed,
+            "max_tokens": 512,
+        }
+        for prompt in prompts
+    ]
 
-    async def main() -> float:
-        client = openai.AsyncOpenAI(base_url=url, api_key="none", max_retries=2, timeout=30)
-        slots = asyncio.Semaphore(concurrency)
 
-        async def one(prompt: str) -> None:
-            async with slots:
-                raw = await client.chat.completions.with_raw_response.create(
-                    model="judge-8b",
-                    messages=[{"role": "user", "content": prompt}],
-                    temperature=0,
-                    seed=seed,
-                    max_tokens=512,
-                    response_format=JUDGEMENT_SCHEMA,
-                )
-                raw.parse()
-
-        started = time.perf_counter()
-        await asyncio.gather(*(one(prompt) for prompt in prompts))
-        elapsed = time.perf_counter() - started
-        await client.close()
-        return len(prompts) / elapsed
-
-    return asyncio.run(main())
+def bare_sdk_rate(engine, url: str, concurrency: int, count: int, seed: int) -> float:
+    return bare_rate([url], concurrency, judge_requests(engine, count, seed))
 
 
 def time_runs(engine, latency: float, items: list[int]) -> None:
@@ -215,6 +231,102 @@ def time_runs(engine, latency: float, items: list[int]) -> None:
         process.wait()
 
 
+def case_sample(engine, count: int, offset: int) -> list[tuple[str, str]]:
+    """(case id, user message) of `count` cases from `offset` on (fewer when the database has fewer)."""
+    from analysis.loader import load_cases
+    from analysis.prompt import user_message
+
+    cases = load_cases(engine, text=True).iloc[offset : offset + count]
+    return [
+        (case_id, user_message(context, request))
+        for case_id, context, request in zip(cases["case_id"], cases["clinical_context"], cases["user_request"])
+    ]
+
+
+def endpoint_rates(engine, urls: list[str], concurrency: int, count: int, seed: int, folder: str) -> dict:
+    """Items/s of judge and generate over `urls`, ours and the bare SDK's, on items not answered before."""
+    from judge.generate import GenerateOptions, run_generate
+    from judge.runner import RunOptions, run_judge
+
+    judged = run_judge(
+        engine,
+        RunOptions(
+            base_url=urls,
+            model="judge-8b",
+            judge=f"bench-ep{len(urls)}",
+            concurrency=concurrency,
+            limit=count,
+            seed=seed,
+            timeout=30,
+        ),
+    )
+    cases = case_sample(engine, count, offset=0)
+    case_file = Path(folder) / f"cases-{len(urls)}.txt"
+    case_file.write_text("".join(f"{case_id}\n" for case_id, _ in cases), encoding="utf-8")
+    generated = run_generate(
+        engine,
+        GenerateOptions(
+            base_url=urls,
+            model="cand-7b",
+            stored_as=f"bench-gen-{len(urls)}",
+            cases=str(case_file),
+            concurrency=concurrency,
+            seed=seed,
+            timeout=30,
+        ),
+    )
+    generate_requests = [
+        {
+            "model": "cand-7b",
+            "messages": [{"role": "user", "content": message}],
+            "temperature": 0.0,
+            "seed": seed,
+            "max_tokens": 4096,
+        }
+        for _, message in cases
+    ]
+    return {
+        "judge": _rate(judged),
+        "judge_bare": bare_rate(urls, concurrency, judge_requests(engine, count, seed)),
+        "generate": _rate(generated),
+        "generate_bare": bare_rate(urls, concurrency, generate_requests),
+        "judge_items": judged["done"] - judged["cached"],
+        "generate_items": generated["done"] - generated["cached"],
+        "errors": judged["errors"] + generated["errors"],
+    }
+
+
+def _rate(summary: dict) -> float:
+    return (summary["done"] - summary["cached"]) / summary["wall_seconds"]
+
+
+def time_endpoints(engine, latency: float, count: int, concurrency: int) -> None:
+    servers = [start_server(latency) for _ in range(2)]
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-judge-cases-") as folder:
+            urls = [url for _, url in servers]
+            rows = [(n, endpoint_rates(engine, urls[:n], concurrency, count, 1000 + n, folder)) for n in (1, 2)]
+    finally:
+        for process, _ in servers:
+            process.kill()
+            process.wait()
+    print(
+        f"one and two endpoints, {latency * 1000:.0f} ms per answer, concurrency {concurrency} per endpoint:",
+        flush=True,
+    )
+    print(f"{'endpoints':>9} {'work':>9} {'items':>6} {'items/s':>8} {'bare SDK items/s':>17} {'ours/bare':>9}")
+    for n, rates in rows:
+        for work in ("judge", "generate"):
+            ours, bare = rates[work], rates[f"{work}_bare"]
+            print(f"{n:>9} {work:>9} {rates[f'{work}_items']:>6} {ours:>8.1f} {bare:>17.1f} {ours / bare:>9.2f}")
+        if rates["errors"]:
+            print(f"          ({rates['errors']} errors)")
+    for work in ("judge", "generate"):
+        print(
+            f"{work}: two endpoints give {rows[1][1][work] / rows[0][1][work]:.2f}× one endpoint's items/s", flush=True
+        )
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=2500)
@@ -222,6 +334,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--latency", type=float, default=0.03)
     parser.add_argument("--items", default="150,800,2400", help="items per run at concurrency 1, 8, 32")
+    parser.add_argument("--endpoint-items", type=int, default=1600, help="items per run of the endpoints section")
+    parser.add_argument("--endpoint-concurrency", type=int, default=16, help="concurrency per endpoint there")
     parser.add_argument("--database", default=None, help="use this database (cases and responses loaded)")
     parser.add_argument("--runs-only", action="store_true", help="skip the full-scale item generation")
     args = parser.parse_args(argv)
@@ -237,6 +351,7 @@ def main(argv=None) -> int:
         if not args.runs_only:
             time_items(engine)
         time_runs(engine, args.latency, items)
+        time_endpoints(engine, args.latency, args.endpoint_items, args.endpoint_concurrency)
         engine.dispose()
     return 0
 
