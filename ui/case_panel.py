@@ -11,8 +11,9 @@ from ui import shell, widgets
 #: Keeps the case pane in view while the page beside it scrolls (its column is stretched to the row's height).
 _STICKY_STYLE = (
     "<style>"
-    '[data-testid="stColumn"]:has(> div > .st-key-case_pane_sticky) { align-self: stretch; }'
-    ".st-key-case_pane_sticky { position: sticky; top: 4rem; z-index: 2; }"
+    '[data-testid="stColumn"]:has(.st-key-case_pane_sticky) { align-self: stretch; }'
+    # On the wrapper Streamlit puts around a keyed container: the container alone has no room to move.
+    "div:has(> .st-key-case_pane_sticky) { position: sticky; top: 4rem; z-index: 2; }"
     "</style>"
 )
 
