@@ -19,6 +19,7 @@ from sqlmodel import select
 from cli.main import main
 from db import labeling
 from db.engine import get_engine, session_scope
+from db.export_records import record_export
 from db.models import Assignment, AssignmentKind, CalibrationSample, GenerationResult, JudgeDecision, Response, User
 from demo import generator as demo
 from judge.generate import GenerateOptions, run_generate
@@ -180,3 +181,11 @@ def test_a_new_model_from_generate_to_a_calibrated_score(demo_database, tmp_path
     assert judges.loc[JUDGE, "对此模型的判定"] == judged["items"]
     assert 0 <= judges.loc[JUDGE, "与金标准的宏 F1"] <= 1
     assert "全部模型" in shown  # no SFT export names held-out models
+    assert judges.loc[JUDGE, "比较的判定数"] == sum(len(mets) for mets in gold.values())
+
+    # an SFT export holding the new model out: fidelity is measured on it, and the page says so
+    with session_scope(engine) as session:
+        record_export(session, actor="admin", kind="sft", details={"holdout_models": [NEW, "no-such-model"]})
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert f"最近一次 SFT 导出留出的模型上计算：{NEW}" in texts(app).replace("\\", "")  # names are escaped for Markdown
