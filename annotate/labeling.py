@@ -1,9 +1,10 @@
 """Hit labeling on one screen: the response beside its criteria, one key per decision, nothing lost.
 
-The workbench (ui/workbench.py) shows the user request on top, the response and the criteria side
-by side (each scrolling on its own) and takes the keys. Each decision comes back at once and is
-kept as a server-side draft (db/label_drafts.py), so a refresh or a closed tab loses nothing; a
-criterion stays unjudged until judged, and a save with unjudged criteria is refused. Ctrl+Enter
+The workbench (ui/workbench.py) shows the user request on top, the case above the response and the
+criteria beside them (each scrolling on its own) and takes the keys. Each decision comes back at once
+and is kept as a server-side draft (db/label_drafts.py), so a refresh or a closed tab loses nothing
+(the page says when the draft was kept, and that it is not submitted); a criterion stays unjudged
+until judged, and a save with unjudged criteria is refused. Ctrl+Enter
 saves through db/ (which also refuses a save against a changed rubric, over newer labels, or on
 labels made final by the round's feedback) and opens the next response.
 
@@ -20,6 +21,7 @@ the page's own saves update it in place, and a button reads it again at once.
 from __future__ import annotations
 
 import time
+from datetime import datetime
 
 import streamlit as st
 
@@ -32,7 +34,7 @@ from db.models import Role
 from db.notes import MAX_NOTE_CHARS
 from db.taxonomy import get_taxonomy
 from ui import shell, widgets, workbench as wb
-from ui.times import local_time
+from ui.times import clock_time, local_time
 
 t = shell.t
 CURRENT_KEY = "annotate_label_current"
@@ -42,11 +44,20 @@ MESSAGE_KEY = "annotate_label_message"
 QUEUE_TTL_S = 120.0
 #: Queue entries offered in the picker: a few before the current one and the next ones.
 PICKER_BEFORE, PICKER_AFTER = 20, 300
+#: The progress bar's width beside the picker: its text ("回答标注 120/240（50.0%）") on one line.
+PROGRESS_WIDTH_PX = 210
 
 
-def _message(kind: str, text: str) -> None:
+def _message(kind: str, text: str, *, transient: bool = False) -> None:
     # "fresh": set by this run's action; a restored-draft note does not cover it.
-    st.session_state[MESSAGE_KEY] = {"id": wb.new_token(), "kind": kind, "text": text, "fresh": True}
+    # "transient": a notice that has said what it had to once work resumes (the workbench drops it).
+    message = {"id": wb.new_token(), "kind": kind, "text": text, "fresh": True, "transient": transient}
+    st.session_state[MESSAGE_KEY] = message
+
+
+def _drop_transient_message() -> None:
+    if (st.session_state.get(MESSAGE_KEY) or {}).get("transient"):
+        st.session_state.pop(MESSAGE_KEY, None)
 
 
 # Queue ----------------------------------------------------------------------------------------
@@ -102,6 +113,8 @@ def _loaded(user, response_id: int) -> dict | None:
         "bench": bench,
         "rubric_version_id": bench.view.rubric_version_id,
         "expected": bench.view.expected_versions,
+        # When the draft shown was kept (None: what is shown is what was saved).
+        "draft_at": bench.draft_at if bench.unsaved else None,
     }
     st.session_state[LOADED_KEY] = loaded
     if not (st.session_state.get(MESSAGE_KEY) or {}).get("fresh"):
@@ -110,13 +123,13 @@ def _loaded(user, response_id: int) -> dict | None:
             when = local_time(bench.draft_at)
             _message("info", t(f"annotate.labeling.draft_older_{who}", when=when, n=len(bench.differences)))
         elif bench.unsaved:
-            _message("info", t("workbench.draft_restored", when=local_time(bench.draft_at)))
+            _message("info", t("workbench.draft_restored", when=clock_time(bench.draft_at)), transient=True)
     return loaded
 
 
-def _keep_sent(session, user, loaded: dict, sent: dict) -> None:
+def _keep_sent(session, user, loaded: dict, sent: dict) -> datetime:
     """Keep what the workbench sent as the draft of the response the page loaded, on the labels it showed."""
-    label_drafts.keep_draft(
+    return label_drafts.keep_draft(
         session,
         user,
         loaded["response_id"],
@@ -154,7 +167,7 @@ def _keep_draft() -> None:
         return
     try:
         with shell.db_session() as session:
-            _keep_sent(session, user, loaded, sent)
+            loaded["draft_at"] = _keep_sent(session, user, loaded, sent)
     except RubricChanged as error:
         _message("error", t("annotate.labeling.rubric_changed", version=error.current))
         _reload()
@@ -164,6 +177,8 @@ def _keep_draft() -> None:
         _reload()
     except ClinConsensusError as error:
         _message("error", t("workbench.draft_failed", reason=widgets.reason_text(error, markdown=False)))
+    else:
+        _drop_transient_message()
 
 
 def _save() -> None:
@@ -259,8 +274,8 @@ def _pick(queue: LabelQueue) -> int:
         )
         for rid in window
     }
-    choose, progress, skip, refresh = st.columns([6, 3, 1.2, 1.2], vertical_alignment="bottom")
-    with choose:
+    # One row whose buttons take the width of their words, so at 1024 px nothing is cut; the picker takes the rest.
+    with st.container(horizontal=True, vertical_alignment="bottom", gap="small", wrap=False):
         response_id = st.selectbox(
             t("annotate.labeling.pick"),
             window,
@@ -268,19 +283,20 @@ def _pick(queue: LabelQueue) -> int:
             label_visibility="collapsed",
             format_func=names.__getitem__,
         )
-    with progress:
         st.progress(
-            queue.done / queue.total if queue.total else 0.0, text=shell.progress_text("label", queue.done, queue.total)
+            queue.done / queue.total if queue.total else 0.0,
+            text=shell.progress_text("label", queue.done, queue.total),
+            width=PROGRESS_WIDTH_PX,
         )
-    skip.button(t("annotate.labeling.skip"), on_click=_skip, key="annotate_label_skip", width="stretch")
-    refresh.button(
-        t("annotate.labeling.refresh_short"),
-        icon=":material/refresh:",
-        key="annotate_label_refresh",
-        on_click=_refresh_queue,
-        help=t("annotate.labeling.refresh"),
-        width="stretch",
-    )
+        st.button(t("annotate.labeling.skip"), on_click=_skip, key="annotate_label_skip", width="content")
+        st.button(
+            t("annotate.labeling.refresh_short"),
+            icon=":material/refresh:",
+            key="annotate_label_refresh",
+            on_click=_refresh_queue,
+            help=t("annotate.labeling.refresh"),
+            width="content",
+        )
     stale = sum(item.status == labeling.STALE for item in queue.items)
     if stale:
         st.caption(t("annotate.labeling.stale_count", n=stale))
@@ -303,11 +319,9 @@ def _case_meta(bench: Workbench) -> str:
 def _texts() -> dict[str, str]:
     keys = (
         "request",
-        "context_toggle",
         "met",
         "not_met",
         "unjudged",
-        "unsaved",
         "legend",
         "count",
         "mark_rest",
@@ -322,6 +336,12 @@ def _texts() -> dict[str, str]:
     texts["confirm_rest"] = t("workbench.confirm_rest", n="{n}")
     texts["count"] = t("workbench.count", judged="{judged}", total="{total}")
     return texts
+
+
+def _draft_state(loaded: dict) -> str:
+    """What is true of the draft: kept on the server at that time, and not submitted ("" when none is)."""
+    at = loaded.get("draft_at")
+    return t("workbench.draft_kept", when=clock_time(at)) if at else ""
 
 
 def _decision_text(met: bool | None) -> str:
@@ -386,6 +406,7 @@ def _workbench(user, response_id: int) -> None:
         items_title=t("workbench.criteria", version=view.rubric_version, n=len(view.criteria)),
         items=items,
         unsaved=bench.unsaved,
+        draft_state=_draft_state(loaded),
         active_ms=bench.active_ms,
         message=st.session_state.get(MESSAGE_KEY),
         note_max=MAX_NOTE_CHARS,

@@ -194,8 +194,8 @@ def keep_draft(
     notes: Mapping[str, str] | None = None,
     active_ms: int = 0,
     expected_versions: Mapping[str, int] | None = None,
-) -> None:
-    """Keep the user's working decisions on a response (called on each decision).
+) -> datetime:
+    """Keep the user's working decisions on a response (called on each decision); returns when it was kept.
 
     `expected_versions` are the lock versions of the labels the page showed (criterion_id →
     lock_version; None: it showed none). Refused like a save when the response is not the user's,
@@ -215,9 +215,10 @@ def keep_draft(
         "notes": cleaned_notes,
         "active_ms": _clean_active_ms(active_ms),
         "seen": _clean_versions(expected_versions or {}, set(criterion_ids)),
-        "at": utcnow().isoformat(),
+        "at": (at := utcnow()).isoformat(),
     }
     save_draft(session, user, _draft_key(response_id), payload)
+    return at
 
 
 def discard(session: Session, user: User, response_id: int) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from zoneinfo import ZoneInfo
 
 import pytest
 from sqlmodel import select
@@ -247,6 +248,7 @@ def test_labeling_page_sends_the_workbench_only_what_the_annotator_may_see(studi
         "items_title",
         "items",
         "unsaved",
+        "draft_state",
         "active_ms",
         "message",
         "note_max",
@@ -257,7 +259,7 @@ def test_labeling_page_sends_the_workbench_only_what_the_annotator_may_see(studi
     # every criterion opens unjudged: no decision is made by default
     assert len(data["items"]) == N and {item["state"] for item in data["items"]} == {None}
     assert [item["key"] for item in data["items"]] == [f"c{i:02d}" for i in range(1, N + 1)]
-    assert data["request"] == "请问该怎么办？" and not data["unsaved"]
+    assert data["request"] == "请问该怎么办？" and not data["unsaved"] and data["draft_state"] == ""
     # progress: one definition, the same words in the sidebar and on the page
     bars = [p.proto.text for p in app.get("progress")]
     assert bars.count(zh("workbench.progress.label", done="0", total="2", share="0.0%")) == 2, bars
@@ -288,6 +290,27 @@ def test_a_reopened_response_shows_its_draft_marked_unsaved(studio):
         zh("workbench.draft_restored", when="")[:6]
     )
     assert _labels(studio) == []
+
+
+def test_the_draft_state_says_the_draft_is_kept_and_not_submitted(studio):
+    """Not "● 草稿未保存": the draft is kept on the server; the page says when, and that it is not submitted yet.
+    The restored-draft notice is marked to go once work resumes."""
+    app = open_page(signed_in(studio, "ann2"), "annotate-labeling")
+    first_id = app.session_state["annotate_label_current"]
+    with session_scope(studio) as session:
+        ann2 = session.exec(select(User).where(User.username == "ann2")).one()
+        bench = label_drafts.open_response(session, ann2, first_id)
+        kept_at = label_drafts.keep_draft(
+            session, ann2, first_id, rubric_version_id=bench.view.rubric_version_id, decisions={"c01": True}
+        )
+    app = open_page(signed_in(studio, "ann2"), "annotate-labeling")
+    data = _workbench_data(app)
+    clock = kept_at.astimezone(ZoneInfo("Asia/Shanghai")).strftime("%H:%M")
+    assert data["draft_state"] == zh("workbench.draft_kept", when=clock) == f"草稿已保存 {clock}，尚未提交"
+    assert "unsaved" not in data["texts"] and "未保存" not in json.dumps(data, ensure_ascii=False)
+    assert data["message"]["transient"] is True
+    # the case strip's words come with every workbench, in the reader's language
+    assert data["texts"]["case"] == zh("workbench.case") and data["texts"]["case_hide"] == zh("workbench.case_hide")
 
 
 def _registered_urls(app):

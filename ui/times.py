@@ -40,3 +40,16 @@ def local_time(value: datetime | None, *, zone: ZoneInfo | None = None, seconds:
         value = value.replace(tzinfo=UTC)
     shown = value.astimezone(zone or reader_zone())
     return shown.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
+
+
+def clock_time(value: datetime | None, *, zone: ZoneInfo | None = None) -> str:
+    """`value` (UTC when naive) as "12:03" when it is today in the reader's zone, else as `local_time` does."""
+    if value is None:
+        return "—"
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    zone = zone or reader_zone()
+    shown = value.astimezone(zone)
+    if shown.date() != datetime.now(zone).date():
+        return local_time(value, zone=zone)
+    return shown.strftime("%H:%M")

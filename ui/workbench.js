@@ -6,12 +6,19 @@
 //   state "work"   {token, decisions, notes, active_ms}      after every decision (kept as a draft)
 //   trigger "save" {token, decisions, notes, active_ms, advance}   on Ctrl+Enter or the save button
 // Every rule (who may see what, what may be saved) is decided on the server; this only collects keys.
+// The case (its context) stays in view above the response: C folds it away and back, never in its place.
+// Space / PageDown and Shift+Space / PageUp scroll the response; the focused item stays where it is.
+// `draft_state` (when sent) says what is true of the kept draft; a `transient` message (a restored
+// draft) goes once work resumes.
 // `readonly` (final labels) shows the decisions and takes none; items `marked` are to be decided again
 // (their extra lines show the saved value beside the draft's) and the first of them gets the focus.
 // User text is always set with textContent, never as HTML.
 
 const IDLE_MS = 60000;
-const PICKER_KEYS = new Set(["1", "0", "y", "Y", "n", "N", "j", "J", "k", "K", "e", "E", "ArrowUp", "ArrowDown"]);
+const PICKER_KEYS = new Set([
+  "1", "0", "y", "Y", "n", "N", "j", "J", "k", "K", "e", "E", "ArrowUp", "ArrowDown", "PageDown", "PageUp",
+]);
+const SCROLL_KEYS = new Set([" ", "PageDown", "PageUp"]);
 
 function el(tag, cls, text) {
   const node = document.createElement(tag);
@@ -47,12 +54,17 @@ function build(root) {
   wb.innerHTML = `
     <div class="wb-top">
       <div class="wb-request"><span class="wb-request-label"></span><span class="wb-request-text"></span></div>
-      <button type="button" class="wb-context-toggle"></button>
     </div>
     <div class="wb-body">
       <div class="wb-left">
+        <div class="wb-case">
+          <div class="wb-case-head">
+            <span class="wb-context-title"></span><span class="wb-meta"></span>
+            <button type="button" class="wb-context-toggle"></button>
+          </div>
+          <div class="wb-context"><div class="wb-context-text"></div></div>
+        </div>
         <div class="wb-pane-title"></div>
-        <div class="wb-context" hidden><div class="wb-meta"></div><div class="wb-context-text"></div></div>
         <div class="wb-text"></div>
       </div>
       <div class="wb-right">
@@ -80,7 +92,8 @@ export default function (component) {
   const host = parentElement;
   let s = host.__workbench;
   if (!s) {
-    s = host.__workbench = { wb: build(host), token: null };
+    // The case strip's state outlives the item: a physician who folded it keeps it folded.
+    s = host.__workbench = { wb: build(host), token: null, caseOpen: true };
   }
   const wb = s.wb;
   const q = (sel) => wb.querySelector(sel);
@@ -129,11 +142,14 @@ export default function (component) {
     setTimeout(() => focusItem(s.focus, false), 0);
   }
   s.words = JSON.stringify(T);
+  s.draftState = typeof data.draft_state === "string" ? data.draft_state : null;
+  updateCount();
   if (data.message && data.message.id !== s.messageToken) {
     s.messageToken = data.message.id;
     const box = q(".wb-message");
     box.textContent = data.message.text || "";
     box.dataset.kind = data.message.kind || "info";
+    s.transient = !!data.message.transient;
     // A refusal about one item (a note it needs) opens that item's note, so the next keys type it.
     const named = data.message.focus ? s.items.findIndex((item) => item.key === data.message.focus) : -1;
     if (data.message.kind === "error" && named >= 0) {
@@ -149,13 +165,12 @@ export default function (component) {
   function renderStatic() {
     q(".wb-request-label").textContent = T.request || "";
     q(".wb-request-text").textContent = data.request || "";
-    q(".wb-context-toggle").textContent = T.context_toggle || "";
+    q(".wb-context-title").textContent = T.case || "";
     q(".wb-meta").textContent = data.meta || "";
     q(".wb-context-text").textContent = data.context || "";
     q(".wb-pane-title").textContent = data.text_title || "";
     q(".wb-text").textContent = data.text || "";
     q(".wb-items-title").textContent = data.items_title || "";
-    q(".wb-unsaved").textContent = T.unsaved || "";
     q(".wb-legend").textContent = s.readonly ? "" : T.legend || "";
     q(".wb-rest").textContent = T.mark_rest || "";
     q(".wb-rest").hidden = !T.mark_rest || s.readonly;
@@ -165,9 +180,10 @@ export default function (component) {
     q(".wb-confirm-yes").textContent = T.confirm_yes || "";
     q(".wb-confirm-no").textContent = T.confirm_no || "";
     q(".wb-confirm").hidden = true;
-    q(".wb-context").hidden = true;
-    q(".wb-text").hidden = false;
+    q(".wb-case").hidden = !data.context && !data.meta;
+    showCase();
     q(".wb-message").textContent = "";
+    s.transient = false;
     q(".wb-shared").hidden = !T.shared_note;
     q(".wb-shared-label").textContent = T.shared_note || "";
     q(".wb-shared-input").value = s.shared;
@@ -238,7 +254,24 @@ export default function (component) {
     const judged = s.items.filter((item) => s.decisions[item.key] !== null).length;
     q(".wb-count").textContent = (T.count || "{judged}/{total}")
       .replace("{judged}", judged).replace("{total}", s.items.length);
-    q(".wb-unsaved").hidden = !s.unsaved;
+    // What the server says of the kept draft when it says it; else the page's own word for unsaved work.
+    const state = s.draftState !== null && s.draftState !== undefined ? s.draftState : s.unsaved ? T.unsaved || "" : "";
+    q(".wb-unsaved").textContent = state;
+    q(".wb-unsaved").hidden = !state;
+  }
+
+  // The notice of a restored draft has said what it had to once the physician works again.
+  function resumeWork() {
+    if (!s.transient) return;
+    s.transient = false;
+    q(".wb-message").textContent = "";
+  }
+
+  // One screen less a few lines, so the last lines read stay in view after the jump.
+  function scrollResponse(direction) {
+    const pane = q(".wb-text");
+    const step = Math.max(40, pane.clientHeight - 48);
+    pane.scrollTop = Math.max(0, Math.min(pane.scrollHeight - pane.clientHeight, pane.scrollTop + direction * step));
   }
 
   function focusItem(index, scroll) {
@@ -281,6 +314,7 @@ export default function (component) {
   function decide(index, value, move) {
     if (s.readonly) return;
     tick();
+    resumeWork();
     const item = s.items[index];
     if (!item) return;
     s.decisions[item.key] = value;
@@ -344,11 +378,17 @@ export default function (component) {
     if (value !== before) { tick(); sendWork(); }
   }
 
+  function showCase() {
+    q(".wb-context").hidden = !s.caseOpen;
+    q(".wb-meta").hidden = !s.caseOpen;
+    q(".wb-case").classList.toggle("wb-folded", !s.caseOpen);
+    q(".wb-context-toggle").textContent = s.caseOpen ? T.case_hide || "" : T.case_show || "";
+    q(".wb-context-toggle").setAttribute("aria-expanded", String(s.caseOpen));
+  }
+
   function toggleContext() {
-    const context = q(".wb-context");
-    context.hidden = !context.hidden;
-    q(".wb-text").hidden = !context.hidden;
-    q(".wb-context-toggle").classList.toggle("wb-on", !context.hidden);
+    s.caseOpen = !s.caseOpen;
+    showCase();
   }
 
   function askRest() {
@@ -407,6 +447,8 @@ export default function (component) {
     const key = event.key;
     let handled = true;
     const origin = event.composedPath ? event.composedPath()[0] : event.target;
+    // Space on a button presses it (the confirmation, the save); everywhere else it reads on.
+    if (key === " " && origin && origin.tagName && origin.tagName.toUpperCase() === "BUTTON") return;
     if (PICKER_KEYS.has(key) && origin && origin.getAttribute && origin.getAttribute("role") === "combobox") {
       origin.blur();
     }
@@ -417,8 +459,11 @@ export default function (component) {
     else if (key === "c" || key === "C") { tick(); toggleContext(); }
     else if (key === "e" || key === "E") { tick(); editNote(s.focus); }
     else if ((key === "r" || key === "R") && T.shared_note) { tick(); q(".wb-shared-input").focus(); }
-    else handled = false;
-    if (handled) { event.preventDefault(); event.stopPropagation(); }
+    else if (SCROLL_KEYS.has(key)) {
+      tick();
+      scrollResponse(key === "PageUp" || (key === " " && event.shiftKey) ? -1 : 1);
+    } else handled = false;
+    if (handled) { event.preventDefault(); event.stopPropagation(); resumeWork(); }
   };
   const onActivity = () => tick();
   const onResize = () => fitHeight();

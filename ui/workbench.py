@@ -1,7 +1,8 @@
 """The decision workbench both the annotator's and the checker's pages stand on (a components v2 element).
 
-One text (the response) beside a list of items (criteria, or disputed cells), one key per decision:
-1/Y met, 0/N not met (each moving to the next), ↑/↓ or J/K move, E a note, C the clinical context,
+One text (the response) under its case, beside a list of items (criteria, or disputed cells), one key
+per decision: 1/Y met, 0/N not met (each moving to the next), ↑/↓ or J/K move, E a note, Space /
+PageDown and Shift+Space / PageUp scroll the response, C folds the case strip away and back,
 Ctrl+Enter saves. The JavaScript and CSS live next to this file and are sent as they are.
 
 What goes in is what the user may see: texts from the catalog, the response under its opaque code,
@@ -20,6 +21,7 @@ from typing import Any
 import streamlit as st
 
 from ui.keys import widget_key
+from ui.shell import t
 
 _HERE = Path(__file__).parent
 _COMPONENT = None
@@ -80,6 +82,7 @@ def workbench(
     items_title: str,
     items: list[Item],
     unsaved: bool = False,
+    draft_state: str | None = None,
     active_ms: int = 0,
     message: dict[str, str] | None = None,
     shared_note: str = "",
@@ -91,10 +94,13 @@ def workbench(
     """Mount the workbench; `on_work` runs after each decision, `on_save` on Ctrl+Enter (read `value(key)`).
 
     `readonly` shows the decisions without taking any (no keys decide, nothing is saved): final labels.
+    `draft_state` is what the page says of the kept draft ("" for nothing); without it the workbench
+    shows `texts["unsaved"]` while its decisions differ from what was saved. A `message` with
+    `transient` set goes at the first key or decision.
     """
     data = {
         "token": token,
-        "texts": texts,
+        "texts": {**_case_texts(), **texts},
         "request": request,
         "context": context,
         "meta": meta,
@@ -103,6 +109,7 @@ def workbench(
         "items_title": items_title,
         "items": [item.as_data() for item in items],
         "unsaved": unsaved,
+        "draft_state": draft_state,
         "active_ms": int(active_ms),
         "message": message,
         "note_max": note_max,
@@ -114,8 +121,16 @@ def workbench(
     )
 
 
-#: The page's top padding, smaller than Streamlit's default so the workbench gets the height.
-_COMPACT_STYLE = "<style>.stMainBlockContainer { padding-top: 4rem; padding-bottom: 0.5rem; }</style>"
+def _case_texts() -> dict[str, str]:
+    return {key: t(f"workbench.{key}") for key in ("case", "case_hide", "case_show")}
+
+
+#: The page's padding, smaller than Streamlit's default so the workbench gets the height and, at 1024 px
+#: beside the sidebar, the width its controls need.
+_COMPACT_STYLE = (
+    "<style>.stMainBlockContainer { padding: 4rem 1.5rem 0.5rem; max-width: none; }"
+    "@media (min-width: 1600px) { .stMainBlockContainer { padding-left: 3rem; padding-right: 3rem; } }</style>"
+)
 
 
 def compact_page() -> None:
