@@ -231,16 +231,19 @@ def time_runs(engine, latency: float, items: list[int]) -> None:
         process.wait()
 
 
-def case_sample(engine, count: int, offset: int) -> list[tuple[str, str]]:
-    """(case id, user message) of `count` cases from `offset` on (fewer when the database has fewer)."""
+def case_sample(engine, count: int, offset: int = 0) -> list[tuple[str, str]]:
+    """(case id, user message) of `count` cases with distinct messages, from `offset` on (fewer when the
+    database has fewer): cases asking the same are one request to generate, so the bare SDK sends each once too."""
     from analysis.loader import load_cases
     from analysis.prompt import user_message
 
-    cases = load_cases(engine, text=True).iloc[offset : offset + count]
-    return [
-        (case_id, user_message(context, request))
-        for case_id, context, request in zip(cases["case_id"], cases["clinical_context"], cases["user_request"])
-    ]
+    cases = load_cases(engine, text=True).iloc[offset:]
+    distinct: dict[str, str] = {}
+    for case_id, context, request in zip(cases["case_id"], cases["clinical_context"], cases["user_request"]):
+        distinct.setdefault(user_message(context, request), case_id)
+        if len(distinct) == count:
+            break
+    return [(case_id, message) for message, case_id in distinct.items()]
 
 
 def endpoint_rates(engine, urls: list[str], concurrency: int, count: int, seed: int, folder: str) -> dict:
@@ -260,7 +263,7 @@ def endpoint_rates(engine, urls: list[str], concurrency: int, count: int, seed: 
             timeout=30,
         ),
     )
-    cases = case_sample(engine, count, offset=0)
+    cases = case_sample(engine, count)
     case_file = Path(folder) / f"cases-{len(urls)}.txt"
     case_file.write_text("".join(f"{case_id}\n" for case_id, _ in cases), encoding="utf-8")
     generated = run_generate(
