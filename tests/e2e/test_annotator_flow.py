@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
+from annotate.authoring import ROW_HEIGHT  # the editor's row height: the tests click rows by it
 from db import users
 from db.config import RUBRIC_SIZE
 from db.engine import make_engine, session_scope
@@ -21,7 +22,6 @@ from tests.support.factories import make_case, make_response
 
 pytestmark = pytest.mark.browser
 
-ROW_HEIGHT = 34  # the authoring editor's row height (annotate/authoring.py)
 #: Edits queue reruns of the page; give them time to land before checking what it shows.
 WAIT_MS = 30_000
 

@@ -16,6 +16,7 @@ from playwright.sync_api import expect
 from sqlmodel import select
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
+from annotate.authoring import ROW_HEIGHT  # the editor's row height: the tests click rows by it
 from db import review, rubrics, users
 from db.config import RUBRIC_SIZE
 from db.engine import make_engine, session_scope
@@ -27,7 +28,6 @@ from tests.e2e.test_annotator_flow import CRITERIA
 pytestmark = pytest.mark.browser
 
 WAIT_MS = 30_000
-ROW_HEIGHT = 76  # the authoring editor's row height (annotate/authoring.py)
 TEXT_X = 56 + 100  # inside the criterion text column, right of the pinned id column
 COMMENT = "请写明需排除的具体疾病"
 COMPOUND = "指出伴有恶心呕吐时需排除颅内压增高与颅内出血"  # c02 rewritten: two checks joined by 与

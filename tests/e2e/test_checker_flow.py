@@ -85,6 +85,14 @@ def _open_workbench(page, title_key: str, picker_key: str) -> None:
     expect(page.get_by_role("combobox", name=text(picker_key))).to_be_visible(timeout=WAIT_MS)
 
 
+def _confirm(page) -> None:
+    """Answers the rubric audit's question with its confirm button."""
+    confirm = page.get_by_role("button", name=text("review.audit.confirm"))
+    expect(confirm).to_be_in_viewport(timeout=WAIT_MS)
+    confirm.click()
+    wait_for_app_run(page)
+
+
 def _pick(page, label_key: str, pattern: str) -> None:
     """Picks the option with `pattern`; done once the picker shows it and the run it started has finished."""
     choose_in_picker(page, text(label_key), pattern)
@@ -173,6 +181,9 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
     screenshot(page, "checker-rubric-audit")
     page.get_by_role("button", name=text("review.audit.return")).click()
     wait_for_app_run(page)
+    # a click asks first, like Ctrl+Enter; nothing is decided yet
+    assert _rubric(engine, case_pk).status == RubricStatus.submitted
+    _confirm(page)
     expect(page.get_by_text(text("review.audit.returned", case=case_id))).to_be_visible(timeout=WAIT_MS)
     returned = _rubric(engine, case_pk)
     assert returned.status == RubricStatus.returned
@@ -202,6 +213,7 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
     screenshot(page, "checker-rubric-resubmitted")
     page.get_by_role("button", name=text("review.audit.approve")).click()
     wait_for_app_run(page)
+    _confirm(page)
     expect(page.get_by_text(text("review.audit.approved", case=case_id))).to_be_visible(timeout=WAIT_MS)
     approved = _rubric(engine, case_pk)
     assert approved.status == RubricStatus.approved and approved.version == returned.version + 1

@@ -95,7 +95,11 @@ def test_a_checker_adjudicates_with_keys_only(browser, app_server, accounts, dis
                 == []
             )
 
+        # the refusal put the cursor in c01's rationale box; Esc leaves it on c01
+        expect(page.locator(".wb-note-input")).to_be_focused()
+        page.keyboard.press("Escape")
         # c02 not met, c03 met, a shared rationale (R), one of its own for c03 (E), Ctrl+Enter
+        page.keyboard.press("j")
         page.keyboard.press("0")
         page.keyboard.press("1")
         page.keyboard.press("k")
@@ -183,9 +187,9 @@ def test_a_checker_confirms_and_corrects_labels_with_keys(browser, app_server, a
                 ).all()
                 == []
             )
-        # the note (E on c02), then Ctrl+Enter confirms the rest as they are
-        page.keyboard.press("k")
-        page.keyboard.press("e")
+        # the refusal opened c02's note box with the cursor in it: the note is typed straight away,
+        # then Ctrl+Enter confirms the rest as they are
+        expect(page.locator(".wb-note-input")).to_be_focused()
         page.keyboard.type("回答未说明")
         page.keyboard.press("Enter")
         wait_for_app_run(page)
