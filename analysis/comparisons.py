@@ -56,6 +56,26 @@ def per_case_values(grid: DecisionGrid, scores: Scores, k: int, metric: str) -> 
     return pd.DataFrame(table, columns=pd.Index(grid.models, name="model"))
 
 
+def differing_cases(
+    grid: DecisionGrid, scores: Scores, k: int, a: str, b: str, *, metric: str = "cacs_at_k", limit: int = 20
+) -> pd.DataFrame:
+    """The cases behind one paired comparison, largest |d_c| first (ties in case order): case_id, a, b, diff
+    (d_c = m(a on c) − m(b on c), over the cases where both have a complete response)."""
+    values = per_case_values(grid, scores, k, metric)
+    both = values[[a, b]].notna().all(axis=1).to_numpy()
+    rows = np.flatnonzero(both)
+    d = values[a].to_numpy()[rows] - values[b].to_numpy()[rows]
+    order = rows[np.lexsort((rows, -np.abs(d)))][:limit]
+    return pd.DataFrame(
+        {
+            "case_id": grid.cases["case_id"].to_numpy()[order],
+            "model_a": values[a].to_numpy()[order],
+            "model_b": values[b].to_numpy()[order],
+            "diff": values[a].to_numpy()[order] - values[b].to_numpy()[order],
+        }
+    )
+
+
 def paired_difference(d: np.ndarray) -> dict:
     """n_cases, diff, ci_low, ci_high, p_value of the paired differences `d` (None where undefined)."""
     d = np.asarray(d, dtype=np.float64)

@@ -13,7 +13,6 @@ and checkers never reach this page.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
@@ -22,10 +21,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from analysis import figures as figure_builders, metrics, score_figures, shared_grid, table_view
+from analysis import comparisons, figures as figure_builders, metrics, score_figures, shared_grid, table_view
 from analysis.background import BackgroundValue
 from analysis.exports.csv_cells import csv_bytes
-from analysis.report import Report, build_report, report_json, tables
+from analysis.report import Report, build_report, json_text, report_json, tables
 from db.errors import ClinConsensusError
 from db.models import Role
 from db.policies import require_may_see_group_statistics
@@ -339,7 +338,7 @@ def _summary(t, report: Report, source: str, language: str) -> None:
         mime="application/json",
         file_name="report.json",
         on_click="ignore",
-        data=lambda: json.dumps(report_json(report), ensure_ascii=False, indent=2, allow_nan=False).encode("utf-8"),
+        data=lambda: json_text(report_json(report)).encode("utf-8"),
     )
 
 
@@ -358,7 +357,8 @@ def _sections(t, report: Report, figure_of: Callable[[str], go.Figure], judge: t
     frames = _shown_tables(t, report, language)
     if section == "models":
         judged = [] if report.judge_scored is None else list(report.judge_scored.index)
-        _models_tables(t, frames["models"], judged, *judge)
+        calibrated = report.scores_section.calibrated if report.scores_section is not None else {}
+        _models_tables(t, frames["models"], judged, calibrated, *judge)
         for name in ("accuracy_vs_cacs", "case_accuracy", "threshold"):
             _figure(t, name, figure_of(name), name)
     elif section == "scores":
@@ -391,28 +391,75 @@ def _sections(t, report: Report, figure_of: Callable[[str], go.Figure], judge: t
 
 
 def _models_tables(
-    t, models: pd.DataFrame, judged: list[str], judge_scored: str | None, fidelity: dict[str, float]
+    t,
+    models: pd.DataFrame,
+    judged: list[str],
+    calibrated: dict,
+    judge_scored: str | None,
+    fidelity: dict[str, float],
 ) -> None:
     """Models scored by the chosen source in one table; models the picked judge scored stand apart, under
-    that judge's fidelity."""
+    that judge's fidelity, with the calibrated score first where a calibration sample allows one and the
+    judge's raw score greyed beside it."""
     by_judge = models["model"].isin(judged).to_numpy()
     _table(t, "models", models[~by_judge].reset_index(drop=True), "models", hidden=["scored_by"])
     if judge_scored is None or not by_judge.any():
         return
     scored = models[by_judge].dropna(axis="columns", how="all").reset_index(drop=True)
-    _table(t, "models_judge_scored", scored, "models_judge_scored", hidden=["scored_by"])
+    scored = score_figures.calibrated_columns(scored, calibrated, judge_scored)
+    st.subheader(t("analysis.table.models_judge_scored"))
+    table_view.show(t, scored, key="table_models_judge_scored", hidden=["scored_by"], greyed=["raw_cacs"])
+    st.download_button(
+        t("analysis.download_csv"),
+        data=lambda: csv_bytes(scored),
+        file_name="models_judge_scored.csv",
+        mime="text/csv",
+        key="csv_models_judge_scored",
+        on_click="ignore",
+    )
     st.caption(t("analysis.judge_scored_caption", name=plain(judge_scored), mf1=_fidelity_text(fidelity, judge_scored)))
+    st.caption(t("analysis.calibrated_caption"))
 
 
 def _scores_section(t, report: Report, figure_of: Callable[[str], go.Figure]) -> None:
-    for name in ("leaderboard", "pairwise"):
-        _figure(t, name, figure_of(name), name)
+    _figure(t, "leaderboard", figure_of("leaderboard"), "leaderboard")
+    _pairwise(t, report, figure_of("pairwise"))
     plan = score_figures.sample_size_table(report)
     if not len(plan):
         st.info(t("analysis.no_calibration"))
         return
     _figure(t, "calibrated", figure_of("calibrated"), "calibrated")
     _table(t, "sample_size", plan, "sample_size")
+
+
+def _pairwise(t, report: Report, figure: go.Figure) -> None:
+    """The pairwise matrix; a click on a cell (or the two pickers below it) lists the cases whose paired
+    differences make that comparison, largest first."""
+    event = st.plotly_chart(figure, key="chart_pairwise", width="stretch", on_select="rerun", selection_mode="points")
+    st.download_button(
+        t("analysis.download_html"),
+        data=lambda: figure_builders.figure_html(figure).encode("utf-8"),
+        file_name="pairwise.html",
+        mime="text/html",
+        key="html_pairwise",
+        on_click="ignore",
+    )
+    models = list(report.grid.models)
+    if len(models) < 2:
+        return
+    points = event.selection.points if event is not None else []
+    if points and points[0].get("x") in models and points[0].get("y") in models and points[0]["x"] != points[0]["y"]:
+        # a clicked cell is row A against column B (the matrix shows A − B)
+        st.session_state["pair_a"], st.session_state["pair_b"] = points[0]["y"], points[0]["x"]
+    left, right = st.columns(2)
+    a = left.selectbox(t("analysis.pair.a"), models, index=0, key="pair_a")
+    b = right.selectbox(t("analysis.pair.b"), models, index=1, key="pair_b")
+    if a == b:
+        st.caption(t("analysis.pair.same"))
+        return
+    cases = comparisons.differing_cases(report.grid, report.scores, report.k, a, b)
+    st.caption(t("analysis.pair.caption", a=plain(a), b=plain(b), k=report.k, n=len(cases)))
+    table_view.show(t, cases.rename(columns={"model_a": a, "model_b": b}), rates=[a, b], key="table_pair_cases")
 
 
 def _shown_tables(t, report: Report, language: str) -> dict[str, pd.DataFrame]:

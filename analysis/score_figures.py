@@ -72,6 +72,20 @@ def pairwise_matrix(report, t: Translator) -> go.Figure:
             colorbar=dict(title=t("analysis.axis.diff_points")),
         )
     )
+    # Plotly reports no click on a heatmap cell to Streamlit; an invisible marker on every cell carries the
+    # click (row A, column B) and the cell's text, so the dashboard can list the cases behind it.
+    cells = [(row, column) for row in range(len(models)) for column in range(len(models)) if row != column]
+    figure.add_trace(
+        go.Scatter(
+            x=[models[column] for _, column in cells],
+            y=[models[row] for row, _ in cells],
+            text=[text[row, column] for row, column in cells],
+            mode="markers",
+            marker=dict(size=30, opacity=0, symbol="square"),
+            hovertemplate="%{y} − %{x}<br>%{text}<extra></extra>",
+            showlegend=False,
+        )
+    )
     figure.update_yaxes(autorange="reversed")
     return _layout(figure, t("analysis.fig.pairwise", k=report.k))
 
@@ -108,6 +122,27 @@ def calibrated_against_gold(report, t: Translator) -> go.Figure:
     figure.add_trace(go.Bar(x=labels, y=gold, name=t("analysis.fig.gold_all")))
     figure.update_layout(barmode="group")
     return _layout(figure, t("analysis.fig.calibrated", k=report.k), yaxis_title=t("analysis.axis.cacs_points"))
+
+
+def calibrated_columns(scored: pd.DataFrame, calibrated: dict, judge: str) -> pd.DataFrame:
+    """The judge-scored table with the calibrated CACS and its interval first, where the model's calibration
+    sample allows one (§4: PPI++ with the judge); the judge's raw CACS moves to `raw_cacs` beside it."""
+    entries = calibrated.get(judge, {})
+
+    def value(model: str, key: str) -> float:
+        found = entries.get(model, {}).get("cacs_at_k", {}).get(key)
+        return np.nan if found is None else float(found)
+
+    models = scored["model"].tolist()
+    if all(np.isnan(value(model, "estimate")) for model in models):
+        return scored  # no sample allows a calibrated score yet: the judge's score is the only one
+    table = scored.rename(columns={"cacs_at_k": "raw_cacs"})
+    at = list(table.columns).index("model") + 1
+    for offset, (column, key) in enumerate(
+        (("calibrated_cacs", "estimate"), ("calibrated_cacs_low", "ci_low"), ("calibrated_cacs_high", "ci_high"))
+    ):
+        table.insert(at + offset, column, [value(model, key) for model in models])
+    return table
 
 
 def sample_size_table(report) -> pd.DataFrame:

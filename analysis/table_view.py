@@ -10,7 +10,7 @@ tenth of a percent: the browser's number column cuts a value at its step instead
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -53,6 +53,9 @@ def column_config(t, columns: Iterable[str], rates: Iterable[str] = ()) -> dict:
     return config
 
 
+GREY = "color: #9aa0a6"
+
+
 def sent_frame(frame: pd.DataFrame, columns: Iterable[str], rates: Iterable[str] = ()) -> pd.DataFrame:
     """`frame` as sent to the browser: rate columns rounded half away from zero to 0.001 (66.7% for 2/3)."""
     rates = set(rates)
@@ -71,14 +74,18 @@ def show(
     *,
     rates: Iterable[str] = (),
     hidden: Iterable[str] = (),
+    greyed: Iterable[str] = (),
     key: str | None = None,
     **options,
 ) -> None:
-    """`frame` as a table in the reader's language; `hidden` columns stay in the frame but are not drawn."""
+    """`frame` as a table in the reader's language; `hidden` columns stay in the frame but are not drawn;
+    `greyed` columns are drawn in grey (figures shown beside the ones that count)."""
     hidden = set(hidden)
     shown = [column for column in frame.columns if column not in hidden]
+    sent = sent_frame(frame, shown, rates)
+    greyed_shown: list[Hashable] = [column for column in greyed if column in shown]
     st.dataframe(
-        sent_frame(frame, shown, rates),
+        sent.style.map(lambda _: GREY, subset=greyed_shown) if greyed_shown else sent,
         hide_index=True,
         width="stretch",
         column_order=shown,

@@ -11,6 +11,7 @@ from statsmodels.stats.multitest import multipletests
 from analysis import comparisons, metrics
 from analysis.report import build_report, report_json
 from tests.support.demo_frames import build_demo_frames
+from tools import metrics_reference as reference
 
 
 def _scipy_pair(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float]:
@@ -152,3 +153,50 @@ def test_report_comparisons_on_the_demo_match_scipy(demo_frames):
     for row in board:
         low, high = document["confidence_intervals"]["models"][row["model"]]["cacs_at_k"]
         assert (row["ci_low"], row["ci_high"]) == (low, high)
+
+
+def test_the_cases_behind_a_comparison_are_the_largest_paired_differences():
+    from analysis.comparisons import differing_cases
+
+    frames = reference.synthetic_frames(40, 3, n=10, seed=21, adjudication_share=1.0)
+    report = build_report(frames, 4, resamples=0, insights=False)
+    a, b = report.grid.models[0], report.grid.models[2]
+    found = differing_cases(report.grid, report.scores, 4, a, b, limit=7)
+    # Independently: each complete response's CACS@4 from the reference scorer, paired on the case.
+    scored = reference.reference_scores(frames)
+    scored["cacs"] = [(s - 3) / (n - 3) if s >= 4 else 0.0 for s, n in zip(scored["s"], scored["n"], strict=True)]
+    case_ids = dict(zip(frames.cases["case_pk"], frames.cases["case_id"], strict=True))
+    by_case = scored.pivot_table(index="case_pk", columns="model", values="cacs").dropna(subset=[a, b])
+    by_case["diff"] = by_case[a] - by_case[b]
+    largest = sorted(by_case.index, key=lambda pk: (-abs(by_case.loc[pk, "diff"]), pk))[:7]
+    assert found["case_id"].tolist() == [case_ids[pk] for pk in largest]
+    assert found["diff"].tolist() == pytest.approx([by_case.loc[pk, "diff"] for pk in largest])
+    assert found["model_a"].tolist() == pytest.approx([by_case.loc[pk, a] for pk in largest])
+
+
+def test_the_judge_scored_table_puts_the_calibrated_score_first_where_a_sample_allows():
+    import pandas as pd
+
+    from analysis.score_figures import calibrated_columns
+
+    scored = pd.DataFrame({"model": ["new", "other"], "n_responses": [5, 4], "cacs_at_k": [0.4, 0.3]})
+    calibrated = {"j": {"new": {"cacs_at_k": {"estimate": 0.35, "ci_low": 0.3, "ci_high": 0.41}}}}
+    table = calibrated_columns(scored, calibrated, "j")
+    assert list(table.columns) == [
+        "model",
+        "calibrated_cacs",
+        "calibrated_cacs_low",
+        "calibrated_cacs_high",
+        "n_responses",
+        "raw_cacs",
+    ]
+    assert table.loc[0, ["calibrated_cacs", "calibrated_cacs_low", "calibrated_cacs_high"]].tolist() == [
+        0.35,
+        0.3,
+        0.41,
+    ]
+    assert table["calibrated_cacs"].isna().tolist() == [False, True] and table["raw_cacs"].tolist() == [0.4, 0.3]
+    # No sample allows one yet (or another judge): the table is the judge's as it was.
+    assert calibrated_columns(scored, calibrated, "other-judge").equals(scored)
+    empty = {"j": {"new": {"cacs_at_k": {"estimate": None, "ci_low": None, "ci_high": None}}}}
+    assert calibrated_columns(scored, empty, "j").equals(scored)

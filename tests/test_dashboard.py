@@ -145,3 +145,23 @@ def test_the_kappa_histogram_counts_criteria_in_whole_ticks():
     criteria = pd.DataFrame({"kappa": [0.2, 0.5, 0.9], "n_aligned": [50, 50, 50], "flag": ["", "", ""]})
     figure = figures.kappa_distribution(SimpleNamespace(criteria=criteria), figures.translator("en"))
     assert figure.layout.yaxis.dtick == 1 and figure.layout.yaxis.tickformat == ",d"
+
+
+def test_the_pairwise_matrix_lists_the_cases_behind_a_comparison(dashboard_data):
+    from analysis.loader import load_frames
+    from analysis.report import build_report
+
+    app = open_page(signed_in(dashboard_data, "boss", lang="en"), PAGE)
+    app.segmented_control(key="analysis_section").set_value("scores").run()
+    assert not app.exception
+    report = build_report(load_frames(dashboard_data), k=1, resamples=0, insights=False)
+    models = report.grid.models
+    assert app.selectbox(key="pair_a").value == models[0] and app.selectbox(key="pair_b").value == models[1]
+    app.selectbox(key="pair_a").set_value(models[1]).run()
+    app.selectbox(key="pair_b").set_value(models[0]).run()
+    shown = app.dataframe[-1].value
+    assert list(shown.columns) == ["case_id", models[1], models[0], "diff"]
+    assert (shown[models[1]] - shown[models[0]]).tolist() == pytest.approx(shown["diff"].tolist(), abs=1e-3)
+    assert shown["diff"].abs().is_monotonic_decreasing
+    app.selectbox(key="pair_b").set_value(models[1]).run()
+    assert translate("analysis.pair.same", "en") in texts(app)

@@ -51,3 +51,29 @@ def test_admin_reads_the_dashboard_one_section_at_a_time(page, app_server, accou
             expect(headers.filter(has_text=exact(text("analysis.column.rubric_accuracy")))).to_have_count(1)
             expect(headers.filter(has_text=exact("rubric_accuracy"))).to_have_count(0)
         screenshot(page, f"dashboard-{section}-1440x900")
+
+
+def test_a_click_on_the_pairwise_matrix_lists_the_cases_behind_that_comparison(page, app_server, accounts):
+    page.set_viewport_size({"width": 1440, "height": 900})
+    login(page, app_server, accounts("admin"))
+    open_app(page, app_server, "analysis-dashboard")
+    wait_for_app_run(page, timeout_ms=120_000)
+    page.get_by_test_id("stButtonGroup").get_by_text(text("analysis.tab.scores"), exact=True).click()
+    wait_for_app_run(page, timeout_ms=120_000)
+    matrix = page.locator(".js-plotly-plot").nth(1)  # the leaderboard, then the pairwise matrix
+    matrix.scroll_into_view_if_needed()
+    expect(matrix).to_be_visible()
+    pair_a = page.get_by_role("combobox", name=text("analysis.pair.a"))
+    pair_b = page.get_by_role("combobox", name=text("analysis.pair.b"))
+    # The plot area's bottom-left cell: row = the last model, column = the first (never the diagonal).
+    area = matrix.locator(".nsewdrag").first.bounding_box()
+    n_models = len(page.evaluate("el => el.data[0].x", matrix.element_handle()))
+    cell_w, cell_h = area["width"] / n_models, area["height"] / n_models
+    page.mouse.click(area["x"] + cell_w / 2, area["y"] + area["height"] - cell_h / 2)
+    wait_for_app_run(page, timeout_ms=60_000)
+    models = page.evaluate("el => el.data[0].x", matrix.element_handle())
+    expect(pair_a).to_have_value(models[-1])  # the row: A of A − B
+    expect(pair_b).to_have_value(models[0])  # the column
+    expect(page.get_by_text(re.compile(re.escape(models[-1]) + ".*" + re.escape(models[0])))).not_to_have_count(0)
+    expect(page.get_by_test_id("stException")).to_have_count(0)
+    screenshot(page, "dashboard-scores-pair-1440x900")
