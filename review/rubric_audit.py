@@ -214,7 +214,8 @@ def _form(view: review.RubricView, report: LintReport) -> tuple[str, dict[int, s
         confirmed = _confirmation(view, pending, len(commented), pending_key)
     if not confirmed:
         return None
-    st.session_state.pop(pending_key, None)
+    # The question stays open until the decision is stored (`_decide` closes it), so a save refused as busy
+    # is repeated with one more click on the same answer.
     return pending, commented, overall
 
 
@@ -234,11 +235,13 @@ def _decide(user, view: review.RubricView, decision: str, commented: dict[int, s
                     criterion_comments=commented,
                 )
     except StaleEdit as stale:
+        st.session_state.pop(_pending_key(view.rubric_version_id), None)
         _stale(stale, view.rubric_version_id)
         return
     except ClinConsensusError as error:
         show_error(error)
         return
+    st.session_state.pop(_pending_key(view.rubric_version_id), None)
     st.session_state.pop(_seen_key(view.rubric_version_id), None)
     # The decided rubric leaves the queue: the picker moves on to the next and shows the new count.
     st.session_state.pop(PICK_KEY, None)

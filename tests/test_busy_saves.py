@@ -99,15 +99,16 @@ def test_the_rubric_audit_page_says_busy_and_keeps_the_comment(app_database, sql
     assert not app.exception
     comment = next(w for w in app.text_input if w.key and w.key.startswith("review_audit_c_"))
     comment.input("请写明具体剂量")
+    app = button(app, translate("review.audit.return", "zh")).click().run()  # a click asks first
     with ImportHoldingTheDatabase(sqlite_url):
-        app = button(app, translate("review.audit.return", "zh")).click().run()
+        app = button(app, translate("review.audit.confirm", "zh")).click().run()
     assert not app.exception
     assert [e.value for e in app.error] == [translate("security.busy", "zh")]
     assert "Traceback" not in texts(app)
     assert "请写明具体剂量" in [w.value for w in app.text_input]  # the comment is still there to send again
     with session_scope(app_database, read_only=True) as s:
         assert s.get(RubricVersion, rubric_id).status == RubricStatus.submitted
-    app = button(app, translate("review.audit.return", "zh")).click().run()
+    app = button(app, translate("review.audit.confirm", "zh")).click().run()  # the question is still open
     assert not app.error
     with session_scope(app_database, read_only=True) as s:
         assert s.get(RubricVersion, rubric_id).status == RubricStatus.returned
