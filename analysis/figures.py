@@ -128,8 +128,8 @@ def case_accuracy_threshold(report, t: Translator) -> go.Figure:
                 hovertemplate="%{x}<br>%{y:.1%}<extra></extra>",
             )
         )
-    above = [float(accuracy[(scores.model_codes == code) & passing].mean()) for code in range(len(models))]
-    shown = [(model, value) for model, value in zip(models, above, strict=True) if np.isfinite(value)]
+    reaching = [accuracy[(scores.model_codes == code) & passing] for code in range(len(models))]
+    shown = [(model, float(values.mean())) for model, values in zip(models, reaching, strict=True) if len(values)]
     figure.add_trace(
         go.Scatter(
             x=[model for model, _ in shown],

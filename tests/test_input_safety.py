@@ -645,6 +645,13 @@ def test_the_dashboard_caption_of_judge_scored_models_escapes_their_names(app_da
         run_judge(app_database, RunOptions(base_url=server.url, model="judge-8b", judge="loopback", timeout=10))
     app = open_page(signed_in(app_database, "boss", lang="en"), "analysis-dashboard")
     app.number_input(key="analysis_k").set_value(new_model.K).run()
+    app.selectbox(key="analysis_judge_scored").set_value("loopback").run()
+    assert not app.exception
+    captions = [element.value for element in app.caption]
+    assert not any("**b**" in caption or "![x](" in caption for caption in captions), captions
+    # The scores section names the compared models in a caption: escaped there too.
+    app.segmented_control(key="analysis_section").set_value("scores").run()
+    app.selectbox(key="pair_a").set_value(new_model.NEW).run()
     assert not app.exception
     captions = [element.value for element in app.caption]
     assert any(plain(new_model.NEW) in caption for caption in captions), captions
