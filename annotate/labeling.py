@@ -338,12 +338,6 @@ def _texts() -> dict[str, str]:
     return texts
 
 
-def _draft_state(loaded: dict) -> str:
-    """What is true of the draft: kept on the server at that time, and not submitted ("" when none is)."""
-    at = loaded.get("draft_at")
-    return t("workbench.draft_kept", when=clock_time(at)) if at else ""
-
-
 def _decision_text(met: bool | None) -> str:
     return t("workbench.unjudged" if met is None else "workbench.met" if met else "workbench.not_met")
 
@@ -406,7 +400,7 @@ def _workbench(user, response_id: int) -> None:
         items_title=t("workbench.criteria", version=view.rubric_version, n=len(view.criteria)),
         items=items,
         unsaved=bench.unsaved,
-        draft_state=_draft_state(loaded),
+        draft_state=wb.draft_state(loaded.get("draft_at")),
         active_ms=bench.active_ms,
         message=st.session_state.get(MESSAGE_KEY),
         note_max=MAX_NOTE_CHARS,

@@ -62,10 +62,23 @@ def _take_in(user, ready: list[int]) -> None:
         st.rerun()
 
 
-def _message(kind: str, text: str, focus: str | None = None) -> None:
+def _message(kind: str, text: str, focus: str | None = None, *, transient: bool = False) -> None:
     # "fresh": set by this run's action; a restored-draft note does not cover it. "focus": the criterion the
     # workbench opens the rationale of (the one a refusal is about).
-    st.session_state[MESSAGE_KEY] = {"id": wb.new_token(), "kind": kind, "text": text, "fresh": True, "focus": focus}
+    # "transient": a notice that has said what it had to once work resumes (the workbench drops it).
+    st.session_state[MESSAGE_KEY] = {
+        "id": wb.new_token(),
+        "kind": kind,
+        "text": text,
+        "fresh": True,
+        "focus": focus,
+        "transient": transient,
+    }
+
+
+def _drop_transient_message() -> None:
+    if (st.session_state.get(MESSAGE_KEY) or {}).get("transient"):
+        st.session_state.pop(MESSAGE_KEY, None)
 
 
 def _missing_rationale(view: review.AdjudicationView, missing: list[str]) -> None:
@@ -97,13 +110,16 @@ def _loaded(user, response_id: int) -> dict:
         "items": _items(view, draft),
         "shared_note": draft.shared_note if draft is not None else "",
         "unsaved": unsaved,
+        # When the draft shown was kept (None: what is shown is what was saved).
+        "draft_at": draft.at if unsaved and draft is not None else None,
         # the revision of each decision as first seen: a save over someone else's newer one is refused
         "seen": {cell.criterion_id: cell.decision.lock_version if cell.decision else None for cell in view.cells},
     }
     st.session_state[LOADED_KEY] = loaded
     note = draft_note(draft, unsaved)
     if note and not (st.session_state.get(MESSAGE_KEY) or {}).get("fresh"):
-        _message("info", note)
+        # Cells someone saved since stay worth reading; a plain restore is said once.
+        _message("info", note, transient=draft is not None and not draft.dropped)
     return loaded
 
 
@@ -142,7 +158,7 @@ def _keep_draft() -> None:
         return
     try:
         with shell.db_session() as session:
-            drafts.keep_adjudication_draft(
+            loaded["draft_at"] = drafts.keep_adjudication_draft(
                 session,
                 user,
                 loaded["response_id"],
@@ -153,6 +169,8 @@ def _keep_draft() -> None:
             )
     except ClinConsensusError as error:
         _message("error", t("workbench.draft_failed", reason=plain(error)))
+    else:
+        _drop_transient_message()
 
 
 def _save() -> None:
@@ -197,7 +215,6 @@ def _texts() -> dict[str, str]:
     texts = {key: t(f"workbench.{key}") for key in keys}
     texts.update(
         legend=t("workbench.legend_adjudication"),
-        unsaved=t("workbench.adj.unsaved"),
         count=t("workbench.count_decided", judged="{judged}", total="{total}"),
         save=t("workbench.adj.save"),
         note_label=t("workbench.rationale_label"),
@@ -257,6 +274,7 @@ def _workbench(user, response_id: int) -> None:
         items_title=t("review.adjudication.cells", n=view.n_open),
         items=loaded["items"],
         unsaved=loaded["unsaved"],
+        draft_state=wb.draft_state(loaded["draft_at"]),
         shared_note=loaded["shared_note"],
         message=st.session_state.get(MESSAGE_KEY),
         on_work=_keep_draft,

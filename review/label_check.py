@@ -1,7 +1,7 @@
 """Label check within the checker's group: confirm or correct an annotator's labels, with a note.
 
 Every decision and note is kept as a server-side draft (db/review/drafts.py) until Ctrl+Enter saves
-it, so a refresh loses nothing and a reopened response shows its draft, marked unsaved.
+it, so a refresh loses nothing and a reopened response shows its draft and when it was kept, not submitted.
 """
 
 from __future__ import annotations
@@ -88,10 +88,23 @@ def _pick(window: review.CheckQueueWindow) -> int:
     )
 
 
-def _message(kind: str, text: str, focus: str | None = None) -> None:
+def _message(kind: str, text: str, focus: str | None = None, *, transient: bool = False) -> None:
     # "fresh": set by this run's action; a restored-draft note does not cover it. "focus": the criterion the
     # workbench opens the note of (the one a refusal is about).
-    st.session_state[MESSAGE_KEY] = {"id": wb.new_token(), "kind": kind, "text": text, "fresh": True, "focus": focus}
+    # "transient": a notice that has said what it had to once work resumes (the workbench drops it).
+    st.session_state[MESSAGE_KEY] = {
+        "id": wb.new_token(),
+        "kind": kind,
+        "text": text,
+        "fresh": True,
+        "focus": focus,
+        "transient": transient,
+    }
+
+
+def _drop_transient_message() -> None:
+    if (st.session_state.get(MESSAGE_KEY) or {}).get("transient"):
+        st.session_state.pop(MESSAGE_KEY, None)
 
 
 def _refusal(error: ClinConsensusError, view: review.CheckView) -> None:
@@ -121,13 +134,16 @@ def _loaded(user, response_id: int) -> dict:
         "view": view,
         "items": items,
         "unsaved": unsaved,
+        # When the draft shown was kept (None: what is shown is what was saved).
+        "draft_at": draft.at if unsaved and draft is not None else None,
         # The revision the checker first saw: a save by someone else since then is refused, not overwritten.
         "seen": {row.criterion_id: row.check.lock_version if row.check is not None else None for row in view.rows},
     }
     st.session_state[LOADED_KEY] = loaded
     note = draft_note(draft, unsaved)
     if note and not (st.session_state.get(MESSAGE_KEY) or {}).get("fresh"):
-        _message("info", note)
+        # Cells someone saved since stay worth reading; a plain restore is said once.
+        _message("info", note, transient=draft is not None and not draft.dropped)
     return loaded
 
 
@@ -154,7 +170,7 @@ def _keep_draft() -> None:
     checkable = {row.criterion_id for row in _checkable(loaded["view"])}
     try:
         with shell.db_session() as session:
-            drafts.keep_check_draft(
+            loaded["draft_at"] = drafts.keep_check_draft(
                 session,
                 user,
                 loaded["response_id"],
@@ -164,6 +180,8 @@ def _keep_draft() -> None:
             )
     except ClinConsensusError as error:
         _message("error", t("workbench.draft_failed", reason=plain(error)))
+    else:
+        _drop_transient_message()
 
 
 def _save() -> None:
@@ -211,7 +229,6 @@ def _texts() -> dict[str, str]:
         count=t("workbench.count", judged="{judged}", total="{total}"),
         save=t("workbench.check.save"),
         note_label=t("workbench.note_label"),
-        unsaved=t("workbench.adj.unsaved"),
     )
     return texts
 
@@ -280,6 +297,7 @@ def _workbench(user, response_id: int) -> None:
         items_title=t("workbench.check.items", n=len(items), group=view.group_no),
         items=items,
         unsaved=loaded["unsaved"],
+        draft_state=wb.draft_state(loaded["draft_at"]),
         message=st.session_state.get(MESSAGE_KEY),
         on_work=_keep_draft,
         on_save=_save,

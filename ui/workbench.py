@@ -15,6 +15,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import streamlit as st
 
 from ui.keys import widget_key
 from ui.shell import t
+from ui.times import clock_time
 
 _HERE = Path(__file__).parent
 _COMPONENT = None
@@ -119,6 +121,11 @@ def workbench(
     return _component()(
         key=key, data=data, on_work_change=on_work or _nothing, on_save_change=on_save or _nothing, height="content"
     )
+
+
+def draft_state(kept_at: datetime | None) -> str:
+    """What is true of a draft kept on the server: when, and that it is not submitted ("" when none is)."""
+    return t("workbench.draft_kept", when=clock_time(kept_at)) if kept_at else ""
 
 
 def _case_texts() -> dict[str, str]:

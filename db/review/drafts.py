@@ -118,16 +118,17 @@ def _keep(
     notes: Mapping[str, str] | None,
     seen: Mapping[str, int | None],
     shared_note: str | None = None,
-) -> None:
+) -> datetime:
     cleaned, cleaned_notes, revisions = _cleaned(_criterion_ids(session, response_id), decisions, notes, seen)
     payload = {
         "decisions": cleaned,
         "notes": cleaned_notes,
         "seen": revisions,
         "shared_note": clean_note(shared_note, "rationale") or "",
-        "at": utcnow().isoformat(),
+        "at": (at := utcnow()).isoformat(),
     }
     save_draft(session, user, _key(kind, response_id), payload)
+    return at
 
 
 def keep_check_draft(
@@ -138,13 +139,14 @@ def keep_check_draft(
     decisions: Mapping[str, bool | None],
     notes: Mapping[str, str] | None = None,
     seen: Mapping[str, int | None],
-) -> None:
-    """Keep the checker's working decisions on a response of their group (called on each decision).
+) -> datetime:
+    """Keep the checker's working decisions on a response of their group (called on each decision);
+    returns when it was kept.
 
     `seen`: the revision of each check label as the page first showed it (None where there was none).
     """
     _require_may_check(session, user, response_id)
-    _keep(session, user, CHECK, response_id, decisions, notes, seen)
+    return _keep(session, user, CHECK, response_id, decisions, notes, seen)
 
 
 def keep_adjudication_draft(
@@ -156,10 +158,11 @@ def keep_adjudication_draft(
     notes: Mapping[str, str] | None = None,
     shared_note: str | None = None,
     seen: Mapping[str, int | None],
-) -> None:
-    """Keep the adjudicator's working decisions and rationales on a response whose adjudication they opened."""
+) -> datetime:
+    """Keep the adjudicator's working decisions and rationales on a response whose adjudication they opened;
+    returns when it was kept."""
     _require_may_adjudicate(session, user, response_id)
-    _keep(session, user, ADJUDICATION, response_id, decisions, notes, seen, shared_note)
+    return _keep(session, user, ADJUDICATION, response_id, decisions, notes, seen, shared_note)
 
 
 def _restore(payload: dict | None, current: Mapping[str, int | None]) -> CheckerDraft | None:

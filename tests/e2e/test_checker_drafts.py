@@ -1,8 +1,10 @@
-"""Nothing lost for checkers, at 1440×900 on the demo: decisions made with keys survive a reload as a draft,
-marked unsaved, and Ctrl+Enter saves exactly them (label check and adjudication)."""
+"""Nothing lost for checkers, at 1440×900 on the demo: decisions made with keys survive a reload as a draft
+the page says was kept (when, and not submitted), the restored-draft notice goes at the next key, and
+Ctrl+Enter saves exactly them (label check and adjudication); the picker then shows the new state."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -18,6 +20,17 @@ from tests.e2e.test_checker_workbench import DISPUTED, disputed, to_check  # noq
 pytestmark = pytest.mark.browser
 
 WAIT_MS = 30_000
+
+
+def _draft_kept_state():
+    """The draft state's words with any time: "草稿已保存 12:03，尚未提交", never "unsaved"."""
+    return re.compile("^" + re.escape(text("workbench.draft_kept", when="\x00")).replace("\x00", r"\d\d:\d\d") + "$")
+
+
+def _picked(page, label_key: str, *parts: str):
+    """The picker named `label_key` once the option it shows holds every one of `parts`."""
+    pattern = ".*".join(re.escape(part) for part in parts)
+    expect(page.get_by_role("combobox", name=text(label_key))).to_have_value(re.compile(pattern), timeout=WAIT_MS)
 
 
 def _wait_for_draft(engine, key: str, predicate) -> dict:
@@ -90,16 +103,23 @@ def test_label_check_decisions_survive_a_reload_and_ctrl_enter_saves_them(browse
         wait_for_app_run(page)
         choose_in_picker(page, text("review.check.pick"), to_check["code"])
         expect(page.locator(".wb-pane-title")).to_have_text(text("workbench.response", code=to_check["code"]))
-        expect(page.locator(".wb-unsaved")).to_be_visible(timeout=WAIT_MS)
+        expect(page.locator(".wb-unsaved")).to_have_text(_draft_kept_state(), timeout=WAIT_MS)
         expect(page.locator('.wb-item[data-state="not"]')).to_have_count(3)
         expect(page.locator(".wb-item").nth(1)).to_contain_text("第二条未提及")
         expect(page.locator(".wb-item").nth(2)).to_contain_text("第三条未提及")
         expect(page.locator(".wb-message")).to_contain_text(text("workbench.draft_restored", when="")[:6])
         screenshot(page, "checker-label-check-1440x900-draft-restored")
+        # work resumes: the notice has said its piece; the draft state stays
+        page.keyboard.press("j")
+        expect(page.locator(".wb-message")).to_have_text("")
+        expect(page.locator(".wb-unsaved")).to_have_text(_draft_kept_state())
 
         page.keyboard.press("Control+Enter")
         expect(page.locator(".wb-message")).to_have_attribute("data-kind", "success", timeout=WAIT_MS)
         wait_for_app_run(page)
+        expect(page.locator(".wb-unsaved")).to_be_hidden(timeout=WAIT_MS)
+        done = f"{RUBRIC_SIZE}/{RUBRIC_SIZE}"
+        _picked(page, "review.check.pick", to_check["code"], done)
         checks = _labels(engine, response_id, Stage.check)
         assert len(checks) == RUBRIC_SIZE
         assert checks["c02"] == (False, "第二条未提及") and checks["c03"] == (False, "第三条未提及")
@@ -141,10 +161,11 @@ def test_adjudication_decisions_and_rationale_survive_a_reload(browser, app_serv
         page.reload()
         wait_for_app_run(page)
         choose_in_picker(page, text("review.adjudication.pick"), disputed["code"])
-        expect(page.locator(".wb-unsaved")).to_be_visible(timeout=WAIT_MS)
+        expect(page.locator(".wb-unsaved")).to_have_text(_draft_kept_state(), timeout=WAIT_MS)
         expect(page.locator('.wb-item[data-state="met"]')).to_have_count(1)
         expect(page.locator('.wb-item[data-state="not"]')).to_have_count(1)
         expect(page.locator(".wb-shared-input")).to_have_value("以回答原文为准")
+        expect(page.locator(".wb-message")).to_contain_text(text("workbench.draft_restored", when="")[:6])
         screenshot(page, "checker-adjudication-1440x900-draft-restored")
 
         page.keyboard.press("Control+Enter")
@@ -152,6 +173,9 @@ def test_adjudication_decisions_and_rationale_survive_a_reload(browser, app_serv
             text("review.adjudication.saved", n=2, code=disputed["code"]), timeout=WAIT_MS
         )
         wait_for_app_run(page)
+        # two of the disputed criteria decided: the picker counts the rest
+        open_now = text("review.adjudication.queue_item", code="", case="", n=DISPUTED - 2, share="").split("·")[2]
+        _picked(page, "review.adjudication.pick", disputed["code"], open_now.strip())
         assert _labels(engine, response_id, Stage.adjudication) == {
             "c01": (True, "以回答原文为准"),
             "c02": (False, "以回答原文为准"),

@@ -1,0 +1,162 @@
+"""The checker's workbench pages through AppTest, driven by what the workbench sends: the draft state says
+when the checker's draft was kept (not "unsaved": it is kept on the server), the restored-draft notice goes
+once work resumes, and the picker's label follows a save."""
+
+from __future__ import annotations
+
+import json
+from zoneinfo import ZoneInfo
+
+import pytest
+from sqlmodel import select
+
+from db import review
+from db.engine import session_scope
+from db.models import Label, Response, Stage, User
+from db.review import drafts
+from i18n import translate
+from tests.support.apptest_helpers import button, open_page, signed_in
+from tests.support.factories import make_case, make_label, make_response, make_user
+from tests.support.workbench_events import send_save, send_work, workbench_data
+
+N = 3
+
+
+def t(key: str, **values) -> str:
+    return translate(key, "zh", **values)
+
+
+@pytest.fixture
+def studio(app_database):
+    """One response of CC-0001 labeled by both groups (c01 disputed); checkers of both groups."""
+    with session_scope(app_database) as s:
+        people = {
+            name: make_user(s, name, role, group)
+            for name, role, group in (
+                ("ann1", "annotator", 1),
+                ("ann2", "annotator", 2),
+                ("chk1", "checker", 1),
+                ("chk2", "checker", 2),
+                ("chk1c", "checker", 1),
+                ("chk2c", "checker", 2),
+            )
+        }
+        case = make_case(s, "CC-0001", n=N)
+        response = make_response(s, case, "secret-model", "建议多喝水，必要时就医。")
+        for i in range(1, N + 1):
+            make_label(s, response, f"c{i:02d}", True, people["ann1"])
+            make_label(s, response, f"c{i:02d}", i != 1, people["ann2"], note="未提及" if i == 1 else None)
+        ids = {"response": response.id, "code": response.code}
+    return app_database, ids
+
+
+def _user(session, name: str) -> User:
+    return session.exec(select(User).where(User.username == name)).one()
+
+
+def _clock(at) -> str:
+    return at.astimezone(ZoneInfo("Asia/Shanghai")).strftime("%H:%M")
+
+
+def _both_groups_checked(engine, ids) -> None:
+    with session_scope(engine) as s:
+        response = s.get(Response, ids["response"])
+        checkers = {1: _user(s, "chk1c"), 2: _user(s, "chk2c")}
+        for label in s.exec(select(Label).where(Label.response_id == response.id)).all():
+            make_label(
+                s, response, label.criterion_id, label.met, checkers[label.group_no], stage=Stage.check, note=label.note
+            )
+
+
+def _taken_in(engine, ids):
+    """chk1 takes the checked response into adjudication; the page holding it open."""
+    _both_groups_checked(engine, ids)
+    app = open_page(signed_in(engine, "chk1"), "review-adjudication")
+    app = button(app, t("review.adjudication.take")).click().run()
+    assert not app.exception
+    return app
+
+
+def _assert_kept_not_unsaved(data: dict, at) -> None:
+    assert data["draft_state"] == t("workbench.draft_kept", when=_clock(at)) == f"草稿已保存 {_clock(at)}，尚未提交"
+    assert "未保存" not in json.dumps(data, ensure_ascii=False)
+
+
+# Draft state ----------------------------------------------------------------------------------
+
+
+def test_label_check_says_when_the_draft_was_kept_and_drops_the_notice_once_work_resumes(studio):
+    engine, ids = studio
+    app = open_page(signed_in(engine, "chk2"), "review-labels")
+    assert workbench_data(app)["draft_state"] == ""  # nothing kept yet
+    with session_scope(engine) as s:
+        chk2 = _user(s, "chk2")
+        kept = drafts.keep_check_draft(
+            s, chk2, ids["response"], decisions={"c02": False}, notes={"c02": "未写剂量"}, seen={"c02": None}
+        )
+    app = open_page(signed_in(engine, "chk2"), "review-labels")
+    assert not app.exception
+    data = workbench_data(app)
+    _assert_kept_not_unsaved(data, kept)
+    assert data["message"]["kind"] == "info" and data["message"]["transient"] is True
+    assert {item["key"]: item["state"] for item in data["items"]}["c02"] is False
+    # The next decision keeps the draft again: the notice has said its piece, the time is the new one.
+    app = send_work(app, {"c01": False, "c02": False, "c03": True}, {"c02": "未写剂量"})
+    assert not app.exception
+    data = workbench_data(app)
+    assert data["message"] is None
+    with session_scope(engine, read_only=True) as s:
+        again = drafts.check_draft(s, _user(s, "chk2"), review.check_view(s, _user(s, "chk2"), ids["response"]))
+    assert again is not None and again.at is not None and again.at >= kept
+    _assert_kept_not_unsaved(data, again.at)
+
+
+def test_adjudication_says_when_the_draft_was_kept_and_drops_the_notice_once_work_resumes(studio):
+    engine, ids = studio
+    app = _taken_in(engine, ids)
+    assert workbench_data(app)["draft_state"] == ""
+    with session_scope(engine) as s:
+        kept = drafts.keep_adjudication_draft(
+            s, _user(s, "chk1"), ids["response"], decisions={"c01": True}, notes={"c01": "回答已提及"}, seen={}
+        )
+    app = open_page(signed_in(engine, "chk1"), "review-adjudication")
+    assert not app.exception
+    data = workbench_data(app)
+    _assert_kept_not_unsaved(data, kept)
+    assert data["message"]["transient"] is True
+    app = send_work(app, {"c01": True}, {"c01": "回答已提及"}, shared_note="")
+    data = workbench_data(app)
+    assert data["message"] is None and data["draft_state"].startswith("草稿已保存 ")
+
+
+# Pickers after a save --------------------------------------------------------------------------
+
+
+def test_label_check_picker_says_checked_after_a_save(studio):
+    engine, ids = studio
+    app = open_page(signed_in(engine, "chk2"), "review-labels")
+    [picker] = [s for s in app.selectbox if s.key == "review_check_pick"]
+    before = t("review.check.queue_item", code=ids["code"], case="CC-0001", checked=0, n=N)
+    assert list(picker.options) == [before]
+    app = send_save(app, {"c01": False, "c02": True, "c03": True})
+    assert not app.exception
+    [picker] = [s for s in app.selectbox if s.key == "review_check_pick"]
+    after = t("review.check.queue_item", code=ids["code"], case="CC-0001", checked=N, n=N)
+    assert list(picker.options) == [after] and picker.index == 0
+    assert workbench_data(app)["message"]["text"] == t("review.check.saved", n=N, code=ids["code"])
+
+
+def test_adjudication_picker_counts_the_open_decisions_after_a_save(studio):
+    engine, ids = studio
+    with session_scope(engine) as s:  # a second disputed criterion, so the response stays in the queue
+        [label] = s.exec(
+            select(Label).where(Label.response_id == ids["response"], Label.criterion_id == "c02", Label.group_no == 2)
+        ).all()
+        label.met = False
+    app = _taken_in(engine, ids)
+    [picker] = [s for s in app.selectbox if s.key == "review_adj_pick"]
+    assert "待仲裁 2 条" in picker.options[0], picker.options
+    app = send_save(app, {"c01": True, "c02": None}, {"c01": "回答已提及"}, shared_note="")
+    assert not app.exception
+    [picker] = [s for s in app.selectbox if s.key == "review_adj_pick"]
+    assert "待仲裁 1 条" in picker.options[0] and picker.index == 0, picker.options
