@@ -39,6 +39,19 @@ EDITABLE = (None, RubricStatus.draft, RubricStatus.returned)
 CASE_HEIGHT = 600
 #: Rows taller than 64 px are the ones the grid wraps: three lines show a whole criterion and its comment.
 ROW_HEIGHT = 76
+#: Column widths (px). With the case pane narrowed below 1280 px (_NARROW_STYLE), id, text, comment and lint
+#: fit the editor pane at 1024 px; at 1440 px the tags fit beside them, so nothing needs sideways scrolling.
+ID_WIDTH, LINT_WIDTH, TAGS_WIDTH, REVIEW_WIDTH = 44, 116, 150, 120
+TEXT_WIDTH, TEXT_WIDTH_BESIDE_REVIEW = 250, 184
+#: Below 1280 px the case pane takes a quarter of the width, not a third (the case text wraps, still beside it).
+_NARROW_STYLE = (
+    "<style>@media (max-width: 1280px) {"
+    '[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] .st-key-authoring_work)'
+    ' > [data-testid="stColumn"]:first-child { flex: 0 0 25% !important; min-width: 0; }'
+    '[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] .st-key-authoring_work)'
+    ' > [data-testid="stColumn"]:last-child { flex: 1 1 0 !important; min-width: 0; }'
+    "}</style>"
+)
 
 
 def _state_key(case_pk: int) -> str:
@@ -338,28 +351,29 @@ def _editor(view: AuthoringView, state: dict, rows: list[dict], report: LintRepo
             "lint": _lint_column(report, len(rows)),
         }
     )
-    # Widths add up to the editor pane at 1440 px; at 1024 px the grid scrolls sideways to the lint.
+    reviewed = any(comments.values())
     config = {
         "criterion_id": st.column_config.TextColumn(
-            t("annotate.authoring.col.id"), width=48, disabled=True, pinned=True
+            t("annotate.authoring.col.id"), width=ID_WIDTH, disabled=True, pinned=True
         ),
         "text": st.column_config.TextColumn(
-            t("annotate.authoring.col.text"), width=280, max_chars=rubrics.MAX_CRITERION_CHARS
+            t("annotate.authoring.col.text"),
+            width=TEXT_WIDTH_BESIDE_REVIEW if reviewed else TEXT_WIDTH,
+            max_chars=rubrics.MAX_CRITERION_CHARS,
         ),
         "tags": st.column_config.MultiselectColumn(
             t("annotate.authoring.col.tags"),
             options=tag_ids,
-            width=150,
+            width=TAGS_WIDTH,
             format_func=lambda tag: tag_names.get(tag, tag),
         ),
-        "lint": st.column_config.TextColumn(t("annotate.authoring.col.lint"), width=150, disabled=True),
+        "lint": st.column_config.TextColumn(t("annotate.authoring.col.lint"), width=LINT_WIDTH, disabled=True),
     }
-    if any(comments.values()):
+    if reviewed:
         # Beside the criterion it is about, not in a far column cut off on a laptop screen.
         frame.insert(2, "review", [comments.get(row["criterion_id"], "") for row in rows])
-        config["review"] = st.column_config.TextColumn(t("annotate.authoring.col.review"), width=160, disabled=True)
-        config["text"] = st.column_config.TextColumn(
-            t("annotate.authoring.col.text"), width=220, max_chars=rubrics.MAX_CRITERION_CHARS
+        config["review"] = st.column_config.TextColumn(
+            t("annotate.authoring.col.review"), width=REVIEW_WIDTH, disabled=True
         )
     st.data_editor(
         frame,
@@ -435,7 +449,8 @@ def render() -> None:
     case_col, work_col = st.columns([1, 2], gap="medium")
     with case_col:
         case_panel(view.case, height=CASE_HEIGHT, sticky=True)
-    with work_col:
+    st.html(_NARROW_STYLE)
+    with work_col, st.container(key="authoring_work"):
         if view.latest:
             st.caption(t("annotate.authoring.version_line", version=view.latest.version, status=_status_name(status)))
         else:
