@@ -20,7 +20,7 @@ TABLE_LIMIT = 500
 def _person_label(people: dict[str, User], t, *, with_group: bool = True):
     def label(username: str) -> str:
         person = people[username]
-        name = f"{person.display_name or username} ({username})" if person.display_name != username else username
+        name = widgets.person_label(username, person.display_name)
         return f"{name} · {t('group.name', group=person.group_no)}" if with_group else name
 
     return label
@@ -176,22 +176,7 @@ def render() -> None:
         _disagreement_tab(admin)
 
     with reassign_tab:
-        st.caption(t("admin.assign.reassign.intro"))
-        with st.form("assign_move"):
-            left, right = st.columns(2)
-            assignment_id = left.number_input(t("admin.assign.assignment_id"), min_value=1, step=1, value=None)
-            target = right.selectbox(
-                t("admin.assign.to"),
-                list(people),
-                format_func=label,
-                index=None,
-                placeholder=t("admin.assign.choose_person"),
-            )
-            if st.form_submit_button(t("admin.assign.reassign.submit"), type="primary"):
-                if assignment_id is None or target is None:
-                    st.warning(t("admin.assign.need_both"))
-                else:
-                    _run(lambda s: _reassigned(s, admin, int(assignment_id), target))
+        _reassign_tab(admin, people, label)
 
     with list_tab:
         left, right = st.columns(2)
@@ -220,7 +205,9 @@ def render() -> None:
                     t("admin.assign.col.case"): r["case_id"],
                     t("admin.assign.col.response"): r["response"] or "",
                     t("admin.assign.col.model"): r["model"] or "",
-                    t("admin.assign.col.user"): r["user"],
+                    t("admin.assign.col.user"): widgets.person_label(
+                        r["user"], people[r["user"]].display_name if r["user"] in people else None
+                    ),
                     t("admin.assign.col.group"): r["group"],
                 }
                 for r in rows
@@ -230,9 +217,71 @@ def render() -> None:
         )
 
 
-def _reassigned(session, admin: User, assignment_id: int, target: str) -> str:
+def _task_text(t, row: dict, people: dict[str, User], kind: str) -> str:
+    """A task as the admin recognises it: case, kind, response code, group and who holds it (never the model)."""
+    holder = people.get(row["user"])
+    parts = [
+        row["case_id"],
+        t(f"admin.assign.kind.{kind}"),
+        t("admin.assign.task.response", code=row["response"]) if row["response"] else None,
+        t("group.name", group=row["group"]) if row["group"] else None,
+        widgets.person_label(row["user"], holder.display_name if holder else None),
+    ]
+    return " · ".join(part for part in parts if part)
+
+
+def _reassign_tab(admin: User, people: dict[str, User], label) -> None:
+    """Pick a task (narrowed by kind and current holder), then the annotator it moves to."""
+    t = shell.translator()
+    st.caption(t("admin.assign.reassign.intro"))
+    left, right = st.columns(2)
+    kind = left.radio(
+        t("admin.assign.kind"),
+        (AssignmentKind.label.value, AssignmentKind.rubric.value),
+        horizontal=True,
+        format_func=lambda k: t(f"admin.assign.kind.{k}"),
+        key="reassign_kind",
+    )
+    holder = right.selectbox(
+        t("admin.assign.reassign.from"),
+        list(people),
+        index=None,
+        format_func=label,
+        placeholder=t("admin.assign.everyone"),
+        key="reassign_from",
+    )
+    with shell.db_session(read_only=True) as session:
+        rows = assignments.list_assignments(
+            session, actor=admin, kind=AssignmentKind(kind), username=holder, limit=TABLE_LIMIT
+        )
+    tasks = {row["id"]: _task_text(t, row, people, kind) for row in rows}
+    with st.form("assign_move"):
+        task = st.selectbox(
+            t("admin.assign.task"),
+            list(tasks),
+            format_func=tasks.get,
+            index=None,
+            placeholder=t("admin.assign.task.choose", shown=f"{len(tasks):,}"),
+            key="reassign_task",
+        )
+        target = st.selectbox(
+            t("admin.assign.to"),
+            list(people),
+            format_func=label,
+            index=None,
+            placeholder=t("admin.assign.choose_person"),
+            key="reassign_to",
+        )
+        if st.form_submit_button(t("admin.assign.reassign.submit"), type="primary"):
+            if task is None or target is None:
+                st.warning(t("admin.assign.need_both"))
+            else:
+                _run(lambda s: _reassigned(s, admin, task, tasks[task], target, label(target)))
+
+
+def _reassigned(session, admin: User, assignment_id: int, task: str, target: str, target_name: str) -> str:
     assignments.reassign(session, actor=admin, assignment_id=assignment_id, to_username=target)
-    return shell.t("admin.assign.reassigned", id=assignment_id, name=widgets.plain(target))
+    return shell.t("admin.assign.reassigned", task=widgets.plain(task), name=widgets.plain(target_name))
 
 
 def _calibration_tab(admin: User) -> None:

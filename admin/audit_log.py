@@ -1,8 +1,13 @@
-"""The audit log (admin): filter by entity, actor, date range and key; verify the chain; download JSONL."""
+"""The audit log (admin): filter by entity, actor, date range and key; read one entry's changes; verify the chain.
+
+Each entry is read as a table of its fields (translated where the catalog names them) with the value
+before and after; the stored JSON stays one click away for whoever needs the exact record.
+"""
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 import pandas as pd
 import streamlit as st
@@ -10,12 +15,15 @@ import streamlit as st
 from db.audit import verify_chain
 from db.audit_search import audit_facets, audit_jsonl, search_audit
 from db.engine import session_scope
-from db.models import Role
+from db.models import AuditLog, Role
 from i18n import catalog
 from ui import shell
 from ui.shell import t
-from ui.times import local_time, reader_zone
+from ui.times import local_time, reader_zone, zone_label
 from ui.widgets import plain, said
+
+#: Where the catalog names a stored value of a field (role "checker" reads 审核员).
+_VALUE_NAMES = {"role": "role.{}", "status": "annotate.authoring.status.{}", "kind": "admin.assign.kind.{}"}
 
 
 def _named(kind: str, code: str) -> str:
@@ -24,13 +32,51 @@ def _named(kind: str, code: str) -> str:
     return t(key) if key in catalog() else t("language.audit_other", code=code)
 
 
-def _compact(value) -> str:
-    return "" if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+def _field(name: str) -> str:
+    """A stored field's name in the reader's language; the judge runs page names its run's own fields."""
+    for key in (f"review.audit_log.field.{name}", f"judge.column.{name}"):
+        if key in catalog():
+            return t(key)
+    return name
 
 
-def render() -> None:
-    user = shell.require_user(Role.admin)
-    st.title(t("review.audit_log.title"))
+def _value(name: str, value) -> str:
+    """One stored value as a reader reads it: "—" for nothing, names for codes, a count for a list."""
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, bool):
+        return t("review.audit_log.yes") if value else t("review.audit_log.no")
+    if name == "group" and isinstance(value, int):
+        return t("group.name", group=value)
+    if isinstance(value, int | float):
+        return f"{value:,}"
+    if isinstance(value, list):
+        return t("review.audit_log.items", n=f"{len(value):,}")
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    if name.endswith("_at") and isinstance(value, str):
+        try:
+            return local_time(datetime.fromisoformat(value), seconds=True)
+        except ValueError:
+            return value
+    key = _VALUE_NAMES.get(name, "").format(value)
+    return t(key) if key in catalog() else str(value)
+
+
+def _changes(entry: AuditLog) -> list[dict]:
+    before, after = entry.before or {}, entry.after or {}
+    names = [*before, *(name for name in after if name not in before)]
+    return [
+        {
+            t("review.audit_log.col.field"): _field(name),
+            t("review.audit_log.col.before"): _value(name, before.get(name)),
+            t("review.audit_log.col.after"): _value(name, after.get(name)),
+        }
+        for name in names
+    ]
+
+
+def _filters(user) -> dict:
     with shell.db_session(read_only=True) as session:
         entities, actors = audit_facets(session, user)
     zone = reader_zone()
@@ -49,14 +95,14 @@ def render() -> None:
         )
         third, fourth = st.columns(2)
         dates = third.date_input(
-            t("review.audit_log.dates", zone=zone.key), value=(), key="audit_log_dates", format="YYYY-MM-DD"
+            t("review.audit_log.dates", zone=zone_label(zone, t)), value=(), key="audit_log_dates", format="YYYY-MM-DD"
         )
         key_contains = fourth.text_input(
             t("review.audit_log.key"), key="audit_log_key", placeholder=t("review.audit_log.key_hint")
         )
     since = dates[0] if len(dates) >= 1 else None
     until = dates[1] if len(dates) == 2 else since
-    filters = dict(
+    return dict(
         entities=chosen_entities,
         actor=actor or None,
         since=since,
@@ -64,26 +110,65 @@ def render() -> None:
         key_contains=key_contains or None,
         zone=zone,
     )
+
+
+def _entries(entries: list[AuditLog], zone) -> None:
+    """The matching entries in a table, then the chosen one's changes field by field."""
+    when = t("review.audit_log.col.at", zone=zone_label(zone, t))
+    frame = pd.DataFrame(
+        {
+            t("review.audit_log.col.id"): [e.id for e in entries],
+            when: [local_time(e.at, zone=zone, seconds=True) for e in entries],
+            t("review.audit_log.col.actor"): [e.actor for e in entries],
+            t("review.audit_log.col.action"): [_named("action", e.action) for e in entries],
+            t("review.audit_log.col.entity"): [_named("entity", e.entity) for e in entries],
+            t("review.audit_log.col.key"): [e.entity_key or "—" for e in entries],
+            t("review.audit_log.col.fields"): [
+                t("admin.export.left_out.list_sep").join(
+                    dict.fromkeys(_field(n) for n in [*(e.before or {}), *(e.after or {})])
+                )
+                or "—"
+                for e in entries
+            ],
+        }
+    )
+    st.dataframe(frame, hide_index=True, width="stretch")
+    by_id = {e.id: e for e in entries}
+    chosen = st.selectbox(
+        t("review.audit_log.entry"),
+        list(by_id),
+        key="audit_log_entry",
+        format_func=lambda i: t(
+            "review.audit_log.entry_option",
+            id=i,
+            at=local_time(by_id[i].at, zone=zone, seconds=True),
+            action=_named("action", by_id[i].action),
+            entity=_named("entity", by_id[i].entity),
+            name=plain(by_id[i].entity_key or "—"),
+        ),
+    )
+    entry = by_id[chosen]
+    changes = _changes(entry)
+    if changes:
+        st.dataframe(changes, hide_index=True, width="stretch")
+    else:
+        st.caption(t("review.audit_log.no_fields"))
+    with st.expander(t("review.audit_log.raw")):
+        st.code(
+            json.dumps({"before": entry.before, "after": entry.after}, ensure_ascii=False, indent=2, default=str),
+            language="json",
+        )
+
+
+def render() -> None:
+    user = shell.require_user(Role.admin)
+    st.title(t("review.audit_log.title"))
+    filters = _filters(user)
     with shell.db_session(read_only=True) as session:
         entries, total = search_audit(session, user, **filters)
     st.caption(t("review.audit_log.count", total=f"{total:,}", shown=f"{len(entries):,}"))
     if entries:
-        frame = pd.DataFrame(
-            {
-                t("review.audit_log.col.id"): [e.id for e in entries],
-                # in the reader's time zone (Asia/Shanghai unless configured)
-                t("review.audit_log.col.at", zone=zone.key): [
-                    local_time(e.at, zone=zone, seconds=True) for e in entries
-                ],
-                t("review.audit_log.col.actor"): [e.actor for e in entries],
-                t("review.audit_log.col.action"): [_named("action", e.action) for e in entries],
-                t("review.audit_log.col.entity"): [_named("entity", e.entity) for e in entries],
-                t("review.audit_log.col.key"): [e.entity_key for e in entries],
-                t("review.audit_log.col.before"): [_compact(e.before) for e in entries],
-                t("review.audit_log.col.after"): [_compact(e.after) for e in entries],
-            }
-        )
-        st.dataframe(frame, hide_index=True, width="stretch")
+        _entries(entries, filters["zone"])
     else:
         st.info(t("review.audit_log.empty"))
     left, right, _ = st.columns([1, 1, 3])

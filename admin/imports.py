@@ -45,8 +45,67 @@ def run_import(
 
 
 #: Streamlit's drop zone states the limit in its own words and units (512 MB reads "1GB per file"); the
-#: page states ours, from the catalog, beside the uploader instead.
+#: page states ours, from the catalog, beside the uploader instead. Its "Drag and drop file here" and
+#: "Browse files" words are Streamlit's own and cannot be translated by the page.
 _HIDE_STREAMLIT_LIMIT = "<style>[data-testid='stFileUploaderDropzoneInstructions'] { display: none; }</style>"
+#: The file names the importer reads. The uploader itself accepts any file, so a wrong one is refused
+#: here in the reader's language instead of by Streamlit's English "text/plain files are not allowed".
+ACCEPTED_SUFFIXES = (".jsonl", ".json", ".ndjson")
+#: Bumped after every import: a fresh uploader key empties the uploader, so the next click cannot
+#: import the same file again.
+_UPLOAD_ROUND = "import_upload_round"
+_RESULT = "import_result"
+
+
+def accepted_name(name: str) -> bool:
+    return name.lower().endswith(ACCEPTED_SUFFIXES)
+
+
+def _judge_options(t) -> tuple[str | None, str | None]:
+    """The judge file's format and judge name (asked only for judge decisions)."""
+    left, right = st.columns(2)
+    fmt = left.selectbox(
+        t("admin.import.format"),
+        (AUTO_FORMAT, *JUDGE_FORMATS),
+        format_func=lambda f: t(f"admin.import.format.{f}"),
+        key="import_format",
+        help=t("admin.import.format.help"),
+    )
+    judge = right.text_input(t("admin.import.judge"), help=t("admin.import.judge.help"), key="import_judge")
+    return (None if fmt == AUTO_FORMAT else fmt), (judge.strip() or None)
+
+
+def _show_result(t) -> None:
+    result = st.session_state.get(_RESULT)
+    if not result:
+        return
+    ok, file, lines = result
+    if ok:
+        st.success(t("admin.import.done", file=widgets.plain(file)))
+    else:
+        st.error(t("admin.import.failed", file=widgets.plain(file)))
+    with st.container(border=True):
+        st.caption(t("admin.import.messages"))
+        for line in lines:
+            if ok:
+                widgets.show_text(widgets.said(line, markdown=False))
+            else:
+                st.error(widgets.said(line))
+
+
+def _import_upload(t, user, kind: str, upload, fmt: str | None, judge: str | None) -> None:
+    """Run the import with a progress bar, keep its result for the next run and empty the uploader."""
+    bar = st.progress(0.0, text=t("admin.import.running"))
+
+    def progress(done: int, total: int | None = None, note: str = "") -> None:
+        share = min(done / total, 1.0) if total else 0.0
+        bar.progress(share, text=t("admin.import.progress", done=f"{done:,}", total=f"{total:,}" if total else "?"))
+
+    ok, lines = run_import(kind, upload.name, upload, fmt=fmt, judge=judge, actor=user.username, progress=progress)
+    bar.empty()
+    st.session_state[_RESULT] = (ok, upload.name, lines)
+    st.session_state[_UPLOAD_ROUND] = st.session_state.get(_UPLOAD_ROUND, 0) + 1
+    st.rerun()
 
 
 def render() -> None:
@@ -55,62 +114,29 @@ def render() -> None:
     st.title(t("admin.import.title"))
     st.caption(t("admin.import.intro"))
 
-    with st.form("import_form", clear_on_submit=False):
-        left, right = st.columns([2, 1])
-        with left:
-            kind = st.selectbox(
-                t("admin.import.kind"), KINDS, format_func=lambda k: t(f"admin.import.kind.{k}"), key="import_kind"
-            )
-        with right:
-            fmt = st.selectbox(
-                t("admin.import.format"),
-                (AUTO_FORMAT, *JUDGE_FORMATS),
-                format_func=lambda f: t(f"admin.import.format.{f}"),
-                key="import_format",
-                help=t("admin.import.format.help"),
-            )
-        judge = st.text_input(t("admin.import.judge"), help=t("admin.import.judge.help"), key="import_judge")
+    with st.container(border=True):
+        # Outside any form, so the judge's fields appear as soon as judge decisions are chosen.
+        kind = st.selectbox(
+            t("admin.import.kind"), KINDS, format_func=lambda k: t(f"admin.import.kind.{k}"), key="import_kind"
+        )
+        fmt, judge = _judge_options(t) if kind == "judge" else (None, None)
         upload = st.file_uploader(
             t("admin.import.file"),
-            type=["jsonl", "json", "ndjson"],
-            key="import_file",
+            key=f"import_file_{st.session_state.get(_UPLOAD_ROUND, 0)}",
             max_upload_size=MAX_UPLOAD_MB,
-            help=t("language.upload_limit", mb=MAX_UPLOAD_MB),
+            help=t("admin.import.file.help", mb=MAX_UPLOAD_MB),
         )
         st.caption(t("language.upload_limit", mb=MAX_UPLOAD_MB))
         st.html(_HIDE_STREAMLIT_LIMIT)
-        submitted = st.form_submit_button(t("admin.import.submit"), type="primary", icon=":material/upload:")
+        submitted = st.button(t("admin.import.submit"), type="primary", icon=":material/upload:", key="import_submit")
 
-    if submitted:
-        if upload is None:
-            st.warning(t("admin.import.no_file"))
-        else:
-            bar = st.progress(0.0, text=t("admin.import.running"))
-
-            def progress(done: int, total: int | None = None, note: str = "") -> None:
-                share = min(done / total, 1.0) if total else 0.0
-                bar.progress(
-                    share, text=t("admin.import.progress", done=f"{done:,}", total=f"{total:,}" if total else "?")
-                )
-
-            judge_format = None if kind != "judge" or fmt == AUTO_FORMAT else fmt
-            judge_name = judge.strip() if kind == "judge" and judge.strip() else None
-            ok, lines = run_import(
-                kind, upload.name, upload, fmt=judge_format, judge=judge_name, actor=user.username, progress=progress
-            )
-            bar.empty()
-            if ok:
-                st.success(t("admin.import.done", file=widgets.plain(upload.name)))
-            else:
-                st.error(t("admin.import.failed", file=widgets.plain(upload.name)))
-            box = st.container(border=True)
-            with box:
-                st.caption(t("admin.import.messages"))
-                for line in lines:
-                    if ok:
-                        widgets.show_text(widgets.said(line, markdown=False))
-                    else:
-                        st.error(widgets.said(line))
+    if upload is not None and not accepted_name(upload.name):
+        st.error(t("admin.import.wrong_type", file=widgets.plain(upload.name)))
+    elif submitted and upload is None:
+        st.warning(t("admin.import.no_file"))
+    elif submitted:
+        _import_upload(t, user, kind, upload, fmt, judge)
+    _show_result(t)
 
     st.subheader(t("admin.import.counts"))
     st.dataframe(

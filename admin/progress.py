@@ -50,11 +50,14 @@ def render() -> None:
 
     columns = st.columns(4)
     columns[0].metric(t("admin.progress.cases"), f"{overall['cases']:,}")
-    columns[1].metric(t("admin.progress.approved"), f"{overall['cases_with_approved_rubric']:,}")
+    # Cases beside cases: approved rubrics over all cases, never over authoring tasks (rubrics are also imported).
+    columns[1].metric(t("admin.progress.approved"), f"{overall['cases_with_approved_rubric']:,} / {overall['cases']:,}")
     columns[2].metric(t("admin.progress.responses"), f"{overall['responses']:,}")
     columns[3].metric(t("admin.progress.unresolved"), f"{overall['unresolved_disagreements']:,}")
+    st.caption(t("admin.progress.cases_caption"))
 
     st.subheader(t("admin.progress.overall"))
+    st.caption(t("admin.progress.tasks_caption"))
     widgets.progress_bar(overall["rubric_done"], overall["rubric_assigned"], label_key="admin.progress.rubric_bar")
     widgets.progress_bar(overall["label_done"], overall["label_assigned"], label_key="admin.progress.label_bar")
 
@@ -88,7 +91,7 @@ def render() -> None:
         [
             {
                 t("admin.progress.col.user"): p["username"],
-                t("admin.progress.col.name"): p["display_name"],
+                t("admin.progress.col.name"): p["display_name"] or "—",
                 t("admin.progress.col.group"): t("group.name", group=p["group"]) if p["group"] else "",
                 t("admin.progress.col.rubric"): f"{p['rubric_done']:,} / {p['rubric_assigned']:,}",
                 t("admin.progress.col.label"): f"{p['label_done']:,} / {p['label_assigned']:,}",

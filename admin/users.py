@@ -14,20 +14,28 @@ from ui import shell, widgets
 
 ROLES = (Role.annotator.value, Role.checker.value, Role.admin.value)
 GROUP_CHOICES = (1, 2, None)
+#: The add form's fields: kept through a refusal (so one mistake is corrected, not everything retyped),
+#: emptied once the account is added.
+ADD_FIELDS = ("add_username", "add_display_name", "add_role", "add_group", "add_password")
 
 
 def _group_labeler(t):
     return lambda group: t("group.name", group=group) if group else t("admin.users.no_group")
 
 
-def _apply(action, success_key: str, **values) -> None:
-    """Run one change in its own transaction; report success or the reason, in the user's language."""
+def _apply(action, success_key: str, *, clear: tuple[str, ...] = (), **values) -> None:
+    """Run one change in its own transaction; report success or the reason, in the user's language.
+
+    The widgets named in `clear` start empty again after a success only.
+    """
     try:
         with shell.db_session() as session:
             action(session)
     except ClinConsensusError as error:
         st.error(widgets.error_text(error))
         return
+    for key in clear:
+        st.session_state.pop(key, None)
     st.session_state["users_flash"] = shell.t(success_key, **values)
     st.rerun()
 
@@ -64,6 +72,7 @@ def render() -> None:
         accounts = users.list_users(session, actor=admin)
         locked_names = users.locked_names(session, actor=admin)
     usernames = [a.username for a in accounts]
+    names = {a.username: widgets.person_label(a.username, a.display_name) for a in accounts}
     st.dataframe(_table(accounts, locked_names), hide_index=True, width="stretch")
 
     add_tab, edit_tab, active_tab, password_tab = st.tabs(
@@ -76,7 +85,7 @@ def render() -> None:
         key="users_tabs",
     )
 
-    with add_tab, st.form("user_add", clear_on_submit=True):
+    with add_tab, st.form("user_add"):
         left, right = st.columns(2)
         username = left.text_input(t("admin.users.username"), help=t("admin.users.username.help"), key="add_username")
         display_name = right.text_input(t("admin.users.display_name"), key="add_display_name")
@@ -97,12 +106,13 @@ def render() -> None:
                     actor=admin,
                 ),
                 "admin.users.added",
+                clear=ADD_FIELDS,
                 name=widgets.plain(username.strip()),
             )
 
     with edit_tab:
         # Outside the form, so the role and group below start from the chosen account's current ones.
-        name = st.selectbox(t("admin.users.account"), usernames, key="edit_name")
+        name = st.selectbox(t("admin.users.account"), usernames, key="edit_name", format_func=names.get)
         account = next(a for a in accounts if a.username == name)
         with st.form("user_edit"):
             left, right = st.columns(2)
@@ -132,7 +142,7 @@ def render() -> None:
                 )
 
     with active_tab, st.form("user_active"):
-        name = st.selectbox(t("admin.users.account"), usernames, key="active_name")
+        name = st.selectbox(t("admin.users.account"), usernames, key="active_name", format_func=names.get)
         left, middle, right = st.columns(3)
         deactivate = left.form_submit_button(t("admin.users.deactivate"), icon=":material/person_off:")
         activate = middle.form_submit_button(t("admin.users.activate"), icon=":material/person_check:")
@@ -154,7 +164,7 @@ def render() -> None:
                 )
 
     with edit_tab, st.form("user_identity", clear_on_submit=True):
-        name = st.selectbox(t("admin.users.account"), usernames, key="identity_name")
+        name = st.selectbox(t("admin.users.account"), usernames, key="identity_name", format_func=names.get)
         identity = st.text_input(t("security.users.identity"), key="identity_value")
         if st.form_submit_button(t("security.users.link"), icon=":material/badge:"):
             _apply(
@@ -164,7 +174,7 @@ def render() -> None:
             )
 
     with password_tab, st.form("user_password", clear_on_submit=True):
-        name = st.selectbox(t("admin.users.account"), usernames, key="password_name")
+        name = st.selectbox(t("admin.users.account"), usernames, key="password_name", format_func=names.get)
         password = st.text_input(
             t("admin.users.new_password"), type="password", help=t("admin.users.password.help"), key="reset_password"
         )

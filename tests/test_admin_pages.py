@@ -55,7 +55,7 @@ def test_every_admin_page_renders(studio, lang):
 
 def _import(app, kind: str, name: str, content: bytes):
     app.selectbox(key="import_kind").set_value(kind)
-    app.file_uploader(key="import_file").set_value((name, content, "application/jsonl"))
+    app.file_uploader[0].set_value((name, content, "application/jsonl"))
     return button(app, t("admin.import.submit")).click().run()
 
 
@@ -255,18 +255,20 @@ def test_assignments_page_reassigns_within_the_group(studio):
     with session_scope(studio, read_only=True) as session:
         g1a1 = session.exec(select(User).where(User.username == "g1a1")).one()
         row = session.exec(select(Assignment).where(Assignment.user_id == g1a1.id)).first()
-    [number] = [w for w in app.number_input if w.form_id == "assign_move"]
-    number.set_value(row.id)
-    [target] = [w for w in app.selectbox if w.form_id == "assign_move"]
-    target.set_value("g2a1")  # the other group: refused
+    # The task is picked from a list naming case, kind, response, group and holder (never the model).
+    app.selectbox(key="reassign_from").set_value("g1a1").run()
+    task = app.selectbox(key="reassign_task")
+    assert len(task.options) == 2 and not any("model-" in option for option in task.options)
+    assert all(option.startswith("CC-000") and t("admin.assign.kind.label") in option for option in task.options)
+    app.selectbox(key="reassign_task").set_value(row.id)
+    app.selectbox(key="reassign_to").set_value("g2a1")  # the other group: refused
     app = button(app, t("admin.assign.reassign.submit")).click().run()
     assert app.error and t("errors.reassign_other_group", username="g2a1", group=1) in app.error[0].value
-    [target] = [w for w in app.selectbox if w.form_id == "assign_move"]
-    target.set_value("g1a2")
-    [number] = [w for w in app.number_input if w.form_id == "assign_move"]
-    number.set_value(row.id)
+    app.selectbox(key="reassign_task").set_value(row.id)
+    app.selectbox(key="reassign_to").set_value("g1a2")
     app = button(app, t("admin.assign.reassign.submit")).click().run()
-    assert t("admin.assign.reassigned", id=row.id, name="g1a2") in texts(app)
+    [moved_text] = [s.value.replace("\\", "") for s in app.success]
+    assert moved_text.startswith("任务（CC-000") and "已改派给 g1a2" in moved_text and "model-" not in moved_text
     with session_scope(studio, read_only=True) as session:
         moved = session.get(Assignment, row.id)
         assert session.get(User, moved.user_id).username == "g1a2"

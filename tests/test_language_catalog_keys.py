@@ -324,8 +324,9 @@ def test_the_uploader_states_our_limit_and_streamlit_enforces_the_same(app_datab
         [uploader] = [node for node in _tree_nodes(app) if getattr(node, "type", None) == "file_uploader"]
         assert uploader.proto.max_upload_size_mb == MAX_UPLOAD_MB
         stated = i18n.translate("language.upload_limit", lang, mb=MAX_UPLOAD_MB)
-        assert stated in [caption.value for caption in app.caption] and uploader.proto.help == stated
-        assert f"{MAX_UPLOAD_MB} MB" in stated
+        assert stated in [caption.value for caption in app.caption]
+        assert uploader.proto.help == i18n.translate("admin.import.file.help", lang, mb=MAX_UPLOAD_MB)
+        assert f"{MAX_UPLOAD_MB} MB" in stated and f"{MAX_UPLOAD_MB} MB" in uploader.proto.help
 
 
 def _tree_nodes(app):

@@ -53,3 +53,23 @@ def clock_time(value: datetime | None, *, zone: ZoneInfo | None = None) -> str:
     if shown.date() != datetime.now(zone).date():
         return local_time(value, zone=zone)
     return shown.strftime("%H:%M")
+
+
+#: Zones readers know by a name of their own; any other is named by its offset from UTC.
+_NAMED_ZONES = {"Asia/Shanghai": "times.zone.beijing", "Asia/Chongqing": "times.zone.beijing"}
+
+
+def utc_offset(zone: ZoneInfo, at: datetime | None = None) -> str:
+    """The zone's offset now (or at `at`) as "UTC+8", "UTC+5:30", "UTC−3", "UTC"."""
+    offset = (at or datetime.now(UTC)).astimezone(zone).utcoffset()
+    minutes = int(offset.total_seconds() // 60) if offset else 0
+    if not minutes:
+        return "UTC"
+    hours, rest = divmod(abs(minutes), 60)
+    return f"UTC{'+' if minutes > 0 else '−'}{hours}" + (f":{rest:02d}" if rest else "")
+
+
+def zone_label(zone: ZoneInfo, t) -> str:
+    """The zone as a reader names it, with its offset ("北京时间，UTC+8"), never the IANA id."""
+    key = _NAMED_ZONES.get(zone.key)
+    return t(key, offset=utc_offset(zone)) if key else utc_offset(zone)

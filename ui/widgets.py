@@ -140,3 +140,13 @@ def error_text(error: Exception, *, markdown: bool = True) -> str:
 def show_error(error: Exception) -> None:
     """A data-layer error for the person who caused it, in red; its message is shown as text."""
     st.error(error_text(error))
+
+
+def person_label(username: str, display_name: str | None) -> str:
+    """A person as pickers show them: "王晓（anno1a）", or the username alone when it is their only name.
+
+    Returned as plain text (for format_func and table cells), not markdown.
+    """
+    if not display_name or display_name == username:
+        return username
+    return t("widgets.person", name=display_name, username=username)

@@ -19,7 +19,7 @@ from db.audit_records import judge_digests_entry
 from db.errors import Said
 from db.importers import common, official_judgements as official
 from db.importers.common import _JUDGE_TABLE
-from db.importers.reading import EMPTY_FILE, _extra, _Problems, _reason
+from db.importers.reading import EMPTY_FILE, _extra, _Problems, _reason, not_json
 from db.importers.targets import _table_has_rows, _Targets
 from db.importers.writing import _batches, _BulkInserter, _dump_json, _Run
 from db.records import (
@@ -253,10 +253,7 @@ def _official_items(data: str, problems: _Problems) -> Iterator[tuple[int, Any]]
         try:
             item, position = limits.raw_decode(data, position)
         except json.JSONDecodeError as error:
-            problems.at(
-                error.lineno,
-                Said(f"not valid JSON ({error.msg} at column {error.colno})", "import.not_json", column=error.colno),
-            )
+            problems.at(*not_json(data, error))
             return
         except limits.InputRejected as error:
             problems.at(line, Said(f"not accepted: {error}", "import.not_accepted", reason=_reason(error)))

@@ -129,10 +129,7 @@ def _json_lines(stream: BinaryIO, problems: _Problems, digest) -> Iterator[tuple
             except json.JSONDecodeError:
                 record = limits.loads(text)
         except json.JSONDecodeError as error:
-            problems.at(
-                number,
-                Said(f"not valid JSON ({error.msg} at column {error.colno})", "import.not_json", column=error.colno),
-            )
+            problems.at(number, not_json(text, error)[1])
             continue
         except limits.InputRejected as error:
             problems.at(number, Said(f"not accepted: {error}", "import.not_accepted", reason=_reason(error)))
@@ -155,6 +152,21 @@ def _json_lines(stream: BinaryIO, problems: _Problems, digest) -> Iterator[tuple
 
 #: A file with no record (0 bytes, or only blank lines) is a mistake, never an import of nothing.
 EMPTY_FILE = Said("the file is empty (no records)", "import.empty_file")
+
+
+def not_json(text: str, error: json.JSONDecodeError) -> tuple[int, Said]:
+    """(line, message) of a JSON error, its column counted from the decoder's position, 1-based.
+
+    An error found at the end of the text (a missing "}" or ",") is placed just after the last
+    character written: the decoder's own line and column then point past the line's newline
+    ("line 2, column 1" for an error on line 1).
+    """
+    position = error.pos
+    if position >= len(text.rstrip()):
+        position = len(text.rstrip())
+    line = text.count("\n", 0, position) + 1
+    column = position - (text.rfind("\n", 0, position) + 1) + 1
+    return line, Said(f"not valid JSON ({error.msg} at column {column})", "import.not_json", column=column)
 
 
 def _reason(error: Exception) -> str:
