@@ -93,13 +93,14 @@ def _judges(t, figures: model_pipeline.PipelineFigures, found: model_pipeline.Mo
     rows = [
         {
             **row,
-            "mf1_gold": fidelity.loc[row["judge"], "mf1_gold"] if row["judge"] in fidelity.index else None,
+            # A score between 0 and 1 written as the dashboard writes it (0.512), not a rate.
+            "mf1_gold": _score(fidelity.loc[row["judge"], "mf1_gold"]) if row["judge"] in fidelity.index else "—",
             "n_gold": int(fidelity.loc[row["judge"], "n_gold"]) if row["judge"] in fidelity.index else 0,
         }
         for row in found.judges.to_dict("records")
     ]
     columns = (*model_pipeline.JUDGE_COLUMNS, "mf1_gold", "n_gold")
-    table_view.show(t, _frame(t, rows, columns), rates=[t("new_model.col.mf1_gold")])
+    table_view.show(t, _frame(t, rows, columns))
 
 
 def _sample(t, sample: model_pipeline.SampleProgress) -> None:
@@ -115,6 +116,10 @@ def _sample(t, sample: model_pipeline.SampleProgress) -> None:
     st.progress(
         sample.complete / sample.drawn, text=t("new_model.sample.progress", done=sample.complete, n=sample.drawn)
     )
+
+
+def _score(value: float | None) -> str:
+    return "—" if value is None or pd.isna(value) else f"{value:.3f}"
 
 
 def _rate(value: float) -> str:

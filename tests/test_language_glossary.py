@@ -40,3 +40,28 @@ def test_a_synonym_is_caught():
     assert synonyms_in("命中标注：3 / 10", "zh") == ["命中标注"]
     assert synonyms_in("评测模型 A", "zh") == ["评测模型"]
     assert synonyms_in("Rubric writing 0/8", "en") == ["Rubric writing"]
+
+
+@pytest.mark.parametrize(
+    ("lang", "text"),
+    [
+        ("zh", "按 subject 分组"),
+        ("zh", "时区：Asia/Shanghai"),
+        ("zh", "日期（yyyy-mm-dd）"),
+        ("zh", "MF1 热图"),
+        ("zh", "数值：NaN"),
+        ("en", "5 response(s) have criteria"),
+        ("en", "1 warnings"),
+    ],
+)
+def test_the_language_check_catches_the_phrases_readers_met(lang, text):
+    from tests.support.language_leaks import Shown, leaks
+
+    assert leaks([Shown("markdown", text)], lang)
+
+
+def test_the_language_check_lets_proper_text_through():
+    from tests.support.language_leaks import Shown, leaks
+
+    assert not leaks([Shown("markdown", "5 responses have criteria; 1 warning")], "en")
+    assert not leaks([Shown("markdown", "与金标准的宏 F1：0.512")], "zh")

@@ -10,6 +10,7 @@ fixed answers and `ppi_py`, not from the page's own code.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import ppi_py
@@ -179,7 +180,8 @@ def test_a_new_model_from_generate_to_a_calibrated_score(demo_database, tmp_path
     assert metrics["已有完整金标准"] == str(SAMPLE)
     judges = app.dataframe[1].value.set_index("评审模型")
     assert judges.loc[JUDGE, "对此模型的判定"] == judged["items"]
-    assert 0 <= judges.loc[JUDGE, "与金标准的宏 F1"] <= 1
+    mf1 = judges.loc[JUDGE, "与金标准的宏 F1"]
+    assert re.fullmatch(r"\d\.\d{3}", mf1) and 0 <= float(mf1) <= 1  # a score written as 0.512, not a rate
     assert "全部模型" in shown  # no SFT export names held-out models
     assert judges.loc[JUDGE, "比较的判定数"] == sum(len(mets) for mets in gold.values())
 

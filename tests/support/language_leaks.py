@@ -31,6 +31,15 @@ _ENGLISH_RUN = re.compile(r"[A-Za-z][a-z]+(?:[ ,;:'’-]+[A-Za-z][a-z]*){2,}")
 #: How the database and the exports write a time (ISO 8601); pages show "2026-12-02 20:15" in the reader's zone.
 _STORED_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d|\d\d:\d\d(?::\d\d)?(?:\.\d+)?(?:\+00:00|Z)\b")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
+#: Words a Chinese page showed untranslated: a field name, a zone's id, a date pattern, a metric's code.
+_ZH_UNTRANSLATED = re.compile(r"(?<![\w/])(?:subject|Asia/Shanghai|yyyy-mm-dd|YYYY-MM-DD|MF1)(?![\w/])")
+#: An English count that dodges its plural ("5 response(s)") or gets it wrong ("1 warnings"); "Group 1 labels"
+#: names a group, not a count.
+_ENGLISH_PLURAL = re.compile(
+    r"\b\d[\d,]*\s+[a-z]+\(s\)|(?<![\d.,])(?<![Gg]roup )(?<![Rr]ound )\b1\s+"
+    r"(?:warnings|responses|cases|criteria|labels|models|rubrics|decisions|problems|errors|rows|files|rounds|checks|"
+    r"comments)\b"
+)
 #: English words a Chinese page may show: names of programs, formats and standards.
 _ALLOWED_ENGLISH = ("JSON Lines", "OpenAI", "Language / 语言", "语言 / Language")
 
@@ -221,4 +230,8 @@ def leaks(shown: Iterable[Shown], lang: str, data: Iterable[str] = ()) -> list[s
             problems.append(f"{item.where}: English word in a Chinese page: {bare!r}")
         if lang == "zh":
             problems += [f"{item.where}: English in a Chinese page: {run!r}" for run in _english_sentences(prose)]
+            if bare not in own_names and (match := _ZH_UNTRANSLATED.search(prose)):
+                problems.append(f"{item.where}: untranslated {match.group()!r} in a Chinese page: {text[:80]!r}")
+        elif match := _ENGLISH_PLURAL.search(prose):
+            problems.append(f"{item.where}: count without its plural: {match.group()!r} in {text[:80]!r}")
     return problems
