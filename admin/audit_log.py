@@ -7,7 +7,7 @@ before and after; the stored JSON stays one click away for whoever needs the exa
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import date, datetime, timedelta
 
 import pandas as pd
 import streamlit as st
@@ -20,7 +20,7 @@ from i18n import catalog
 from ui import shell
 from ui.shell import t
 from ui.times import local_time, reader_zone, zone_label
-from ui.widgets import plain, said
+from ui.widgets import said
 
 #: Where the catalog names a stored value of a field (role "checker" reads 审核员).
 _VALUE_NAMES = {"role": "role.{}", "status": "annotate.authoring.status.{}", "kind": "admin.assign.kind.{}"}
@@ -63,6 +63,17 @@ def _value(name: str, value) -> str:
     return t(key) if key in catalog() else str(value)
 
 
+_HEX = frozenset("0123456789abcdef")
+
+
+def _short_key(key: str | None) -> str:
+    """An entry's key as plain text (pickers and cells are not markdown); a session's 64-digit hash is cut to
+    its first 12 digits, enough to tell entries apart, so the other columns stay in view."""
+    if not key:
+        return "—"
+    return f"{key[:12]}…" if len(key) > 32 and set(key) <= _HEX else key
+
+
 def _changes(entry: AuditLog) -> list[dict]:
     before, after = entry.before or {}, entry.after or {}
     names = [*before, *(name for name in after if name not in before)]
@@ -74,6 +85,34 @@ def _changes(entry: AuditLog) -> list[dict]:
         }
         for name in names
     ]
+
+
+#: The date filter's choices: days back from today in the reader's zone (None: the whole log).
+_PERIODS = {"all": None, "today": 0, "week": 6, "month": 29, "custom": None}
+
+
+def _date_range(column, zone) -> tuple[date | None, date | None]:
+    """A period by name; dates are picked only for "custom", and start filled in, so the picker never
+    shows Streamlit's empty "yyyy-mm-dd" pattern."""
+    today = datetime.now(zone).date()
+    with column:
+        period = st.selectbox(
+            t("review.audit_log.dates", zone=zone_label(zone, t)),
+            list(_PERIODS),
+            key="audit_log_period",
+            format_func=lambda p: t(f"review.audit_log.period.{p}"),
+        )
+        if period == "custom":
+            dates = st.date_input(
+                t("review.audit_log.custom_dates"),
+                value=(today - timedelta(days=6), today),
+                key="audit_log_dates",
+                format="YYYY-MM-DD",
+            )
+            since = dates[0] if len(dates) >= 1 else None
+            return since, (dates[1] if len(dates) == 2 else since)
+    days = _PERIODS[period]
+    return (None, None) if days is None else (today - timedelta(days=days), today)
 
 
 def _filters(user) -> dict:
@@ -89,19 +128,15 @@ def _filters(user) -> dict:
             placeholder=t("review.audit_log.any"),
             format_func=lambda entity: _named("entity", entity),
         )
-        actor_names = {"": t("review.audit_log.any"), **{a: plain(a) for a in actors}}
+        actor_names = {"": t("review.audit_log.any"), **{a: a for a in actors}}  # options are plain text
         actor = second.selectbox(
             t("review.audit_log.actor"), list(actor_names), key="audit_log_actor", format_func=actor_names.get
         )
         third, fourth = st.columns(2)
-        dates = third.date_input(
-            t("review.audit_log.dates", zone=zone_label(zone, t)), value=(), key="audit_log_dates", format="YYYY-MM-DD"
-        )
+        since, until = _date_range(third, zone)
         key_contains = fourth.text_input(
             t("review.audit_log.key"), key="audit_log_key", placeholder=t("review.audit_log.key_hint")
         )
-    since = dates[0] if len(dates) >= 1 else None
-    until = dates[1] if len(dates) == 2 else since
     return dict(
         entities=chosen_entities,
         actor=actor or None,
@@ -122,7 +157,7 @@ def _entries(entries: list[AuditLog], zone) -> None:
             t("review.audit_log.col.actor"): [e.actor for e in entries],
             t("review.audit_log.col.action"): [_named("action", e.action) for e in entries],
             t("review.audit_log.col.entity"): [_named("entity", e.entity) for e in entries],
-            t("review.audit_log.col.key"): [e.entity_key or "—" for e in entries],
+            t("review.audit_log.col.key"): [_short_key(e.entity_key) for e in entries],
             t("review.audit_log.col.fields"): [
                 t("admin.export.left_out.list_sep").join(
                     dict.fromkeys(_field(n) for n in [*(e.before or {}), *(e.after or {})])
@@ -144,7 +179,7 @@ def _entries(entries: list[AuditLog], zone) -> None:
             at=local_time(by_id[i].at, zone=zone, seconds=True),
             action=_named("action", by_id[i].action),
             entity=_named("entity", by_id[i].entity),
-            name=plain(by_id[i].entity_key or "—"),
+            name=_short_key(by_id[i].entity_key),
         ),
     )
     entry = by_id[chosen]

@@ -55,6 +55,7 @@ ACCEPTED_SUFFIXES = (".jsonl", ".json", ".ndjson")
 #: import the same file again.
 _UPLOAD_ROUND = "import_upload_round"
 _RESULT = "import_result"
+_REFUSED = "import_refused_name"
 
 
 def accepted_name(name: str) -> bool:
@@ -130,8 +131,15 @@ def render() -> None:
         st.html(_HIDE_STREAMLIT_LIMIT)
         submitted = st.button(t("admin.import.submit"), type="primary", icon=":material/upload:", key="import_submit")
 
+    refused = st.session_state.pop(_REFUSED, None)
     if upload is not None and not accepted_name(upload.name):
-        st.error(t("admin.import.wrong_type", file=widgets.plain(upload.name)))
+        # Emptied at once, so the refused file can be neither imported nor left in the way of the next one.
+        st.session_state[_REFUSED] = upload.name
+        st.session_state.pop(_RESULT, None)
+        st.session_state[_UPLOAD_ROUND] = st.session_state.get(_UPLOAD_ROUND, 0) + 1
+        st.rerun()
+    if refused:
+        st.error(t("admin.import.wrong_type", file=widgets.plain(refused)))
     elif submitted and upload is None:
         st.warning(t("admin.import.no_file"))
     elif submitted:

@@ -89,6 +89,8 @@ def test_a_wrong_file_type_is_refused_in_the_readers_language(studio):
     app = open_page(signed_in(studio, "boss", lang="zh"), "admin-import")
     app = _upload(app, "notes.txt", _case_line("CC-0401").encode("utf-8"), "text/plain")
     assert [e.value for e in app.error] == [t("admin.import.wrong_type", file="notes\\.txt")]
+    [uploader] = app.file_uploader
+    assert uploader.value is None  # taken out at once: the next click cannot import it
     app = button(app, t("admin.import.submit")).click().run()
     with session_scope(studio, read_only=True) as session:
         assert session.exec(select(Case).where(Case.case_id == "CC-0401")).first() is None
@@ -143,18 +145,30 @@ def test_the_audit_log_reads_as_fields_in_the_readers_zone(studio):
 
         boss = users.get_user(session, username="boss")
         users.update_account(session, username="g2a1", role="checker", group_no=2, actor=boss)
+        users.add_user(
+            session, username="dr_li", role="annotator", group_no=1, password="a-long-password-1", actor=boss
+        )
     app = open_page(signed_in(studio, "boss"), "admin-audit-log")
     assert not app.exception
     shown = texts(app) + "\n".join(w.label for w in (*app.date_input, *app.selectbox))
     headers = [str(c) for frame in app.dataframe for c in frame.value.columns]
     assert "Asia/Shanghai" not in shown + " ".join(headers)
     assert t("review.audit_log.col.at", zone="北京时间，UTC+8") in headers
-    assert t("review.audit_log.dates", zone="北京时间，UTC+8") in [w.label for w in app.date_input]
+    assert t("review.audit_log.dates", zone="北京时间，UTC+8") in [w.label for w in app.selectbox]
+    # Dates are picked only on request, and the picker starts filled in: never an empty "yyyy-mm-dd".
+    assert not app.date_input
+    app.selectbox(key="audit_log_period").set_value("custom").run()
+    [picker] = app.date_input
+    assert len(picker.value) == 2
+    app.selectbox(key="audit_log_period").set_value("today").run()
+    assert t("review.audit_log.count", total="3", shown="3") in texts(app)  # every entry was written today
     # The newest entry (the role change) is read field by field: names translated, codes named, no raw null.
     sign_in = app.dataframe[1].value  # the newest entry: the admin's sign-in, its times in the reader's zone
     times = dict(zip(sign_in[t("review.audit_log.col.field")], sign_in[t("review.audit_log.col.after")], strict=True))
     assert "T" not in times[t("review.audit_log.field.created_at")]
-    app.selectbox(key="audit_log_entry").set_value(1).run()
+    entries = app.selectbox(key="audit_log_entry").options  # plain text, a session's hash cut short
+    assert not any("\\" in option for option in entries) and "…" in entries[0] and len(entries[0]) < 80
+    app.selectbox(key="audit_log_entry").set_value(1).run()  # the role change
     fields = app.dataframe[1].value
     by_field = dict(zip(fields[t("review.audit_log.col.field")], fields[t("review.audit_log.col.after")], strict=True))
     assert by_field[t("review.audit_log.field.role")] == t("role.checker")
