@@ -21,5 +21,6 @@ class LabelView:
     stage: str | None = None
     group_no: int | None = None
     user: str | None = None
+    user_name: str | None = None  # the person's name (display name), shown beside `user`
     user_id: int | None = None
     updated_at: datetime | None = None

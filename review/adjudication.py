@@ -225,6 +225,11 @@ def _texts() -> dict[str, str]:
     return texts
 
 
+def _person(label: review.LabelView) -> str:
+    """Who decided, by name (the username when it is their only name)."""
+    return label.user_name or label.user or "—"
+
+
 def _items(view: review.AdjudicationView, draft: drafts.CheckerDraft | None = None) -> list[wb.Item]:
     items = []
     for cell in view.cells:
@@ -236,7 +241,7 @@ def _items(view: review.AdjudicationView, draft: drafts.CheckerDraft | None = No
             lines.append(
                 {
                     "label": t("workbench.adj.decided"),
-                    "value": f"{met_text(cell.decision.met)} · {cell.decision.user or '—'}",
+                    "value": f"{met_text(cell.decision.met)} · {_person(cell.decision)}",
                     "note": "",
                 }
             )
@@ -318,20 +323,22 @@ def render() -> None:
         st.caption(t("review.adjudication.basis"))
         _take_in(user, ready)
         return
-    pick, count, take = st.columns([6, 3, 2], vertical_alignment="center")
-    response_id = pick.selectbox(
-        t("review.adjudication.pick"),
-        list(names),
-        key=PICK_KEY,
-        format_func=names.get,
-        label_visibility="collapsed",
-    )
-    # The sidebar's count on the same two bases (db.review.my_open_disagreements sums this queue's figures).
+    # The picker takes what the take-in button, sized to its words, leaves: at 1024 px nothing is cut.
+    with st.container(horizontal=True, vertical_alignment="center", gap="small", wrap=False):
+        response_id = st.selectbox(
+            t("review.adjudication.pick"),
+            list(names),
+            key=PICK_KEY,
+            format_func=names.get,
+            label_visibility="collapsed",
+        )
+        with st.popover(t("review.adjudication.take_panel", n=f"{len(ready):,}"), width="content"):
+            _take_in(user, ready)
+    # The sidebar's count on the same two bases (db.review.my_open_disagreements sums this queue's figures),
+    # on a line of its own rather than squeezed into a column beside the picker.
     decisions = sum(item.n_unresolved for item in queue)
-    count.caption(
+    st.caption(
         t("review.adjudication.intro", decisions=f"{decisions:,}", responses=f"{len(queue):,}"),
         help=t("review.adjudication.basis"),
     )
-    with take.popover(t("review.adjudication.take_panel", n=f"{len(ready):,}")):
-        _take_in(user, ready)
     _workbench(user, response_id)

@@ -244,6 +244,11 @@ def _saved_states(view: review.CheckView) -> tuple[dict[str, bool | None], dict[
     return states, notes
 
 
+def _person(label: review.LabelView) -> str:
+    """Who made a label, by name as the annotator picker names them (the username when it is their only name)."""
+    return label.user_name or label.user or "—"
+
+
 def _items(view: review.CheckView, draft: drafts.CheckerDraft | None = None) -> list[wb.Item]:
     items = []
     for row in _checkable(view):
@@ -251,7 +256,7 @@ def _items(view: review.CheckView, draft: drafts.CheckerDraft | None = None) -> 
         assert annotation is not None  # _checkable keeps annotated rows only
         lines = [
             {
-                "label": t("workbench.check.annotator", name=annotation.user or "—"),
+                "label": t("workbench.check.annotator", name=_person(annotation)),
                 "value": met_text(annotation.met),
                 "note": annotation.note or "",
             }
@@ -259,7 +264,7 @@ def _items(view: review.CheckView, draft: drafts.CheckerDraft | None = None) -> 
         if row.check is not None:
             lines.append(
                 {
-                    "label": t("workbench.check.checked", name=row.check.user or "—"),
+                    "label": t("workbench.check.checked", name=_person(row.check)),
                     "value": met_text(row.check.met),
                     "note": "",
                 }

@@ -62,7 +62,11 @@ def _both_groups_checked(engine, ids) -> None:
     with session_scope(engine) as s:
         response = s.get(Response, ids["response"])
         checkers = {1: _user(s, "chk1c"), 2: _user(s, "chk2c")}
-        for label in s.exec(select(Label).where(Label.response_id == response.id)).all():
+        labels = s.exec(select(Label).where(Label.response_id == response.id)).all()
+        checked = {(label.criterion_id, label.group_no) for label in labels if label.stage == Stage.check}
+        for label in labels:
+            if label.stage != Stage.annotation or (label.criterion_id, label.group_no) in checked:
+                continue
             make_label(
                 s, response, label.criterion_id, label.met, checkers[label.group_no], stage=Stage.check, note=label.note
             )
@@ -160,3 +164,30 @@ def test_adjudication_picker_counts_the_open_decisions_after_a_save(studio):
     assert not app.exception
     [picker] = [s for s in app.selectbox if s.key == "review_adj_pick"]
     assert "待仲裁 1 条" in picker.options[0] and picker.index == 0, picker.options
+
+
+# People by name ---------------------------------------------------------------------------------
+
+
+def test_label_check_and_adjudication_name_people_as_the_pickers_do(studio):
+    """ "标注员 王晓" beside a label, as the annotator picker names them (not the username); the same for who checked
+    and who decided."""
+    engine, ids = studio
+    with session_scope(engine) as s:  # c02 disputed too: the response stays open once c01 is decided
+        [label] = s.exec(
+            select(Label).where(Label.response_id == ids["response"], Label.criterion_id == "c02", Label.group_no == 2)
+        ).all()
+        label.met = False
+        for username, name in (("ann2", "王晓"), ("chk2", "周主任"), ("chk1", "李主任")):
+            _user(s, username).display_name = name
+    app = open_page(signed_in(engine, "chk2"), "review-labels")
+    app = send_save(app, {"c01": False, "c02": False, "c03": True})
+    lines = [line["label"] for item in workbench_data(app)["items"] for line in item["lines"]]
+    assert t("workbench.check.annotator", name="王晓") in lines
+    assert t("workbench.check.checked", name="周主任") in lines
+    app = _taken_in(engine, ids)
+    app = send_save(app, {"c01": True}, {"c01": "回答已提及"}, shared_note="")
+    assert not app.exception
+    [cell] = [item for item in workbench_data(app)["items"] if item["key"] == "c01"]
+    decided = {line["label"]: line["value"] for line in cell["lines"]}[t("workbench.adj.decided")]
+    assert decided == f"{t('review.met')} · 李主任"

@@ -23,6 +23,7 @@ from db.review.shared import _username, current_rubric_version_id
 
 
 def _label_view(session: Session, label: Label) -> LabelView:
+    author = session.get(User, label.user_id) if label.user_id is not None else None
     return LabelView(
         criterion_id=label.criterion_id,
         met=label.met,
@@ -31,7 +32,8 @@ def _label_view(session: Session, label: Label) -> LabelView:
         id=label.id,
         stage=label.stage,
         group_no=label.group_no,
-        user=_username(session, label.user_id),
+        user=author.username if author else None,
+        user_name=author.display_name if author else None,
         user_id=label.user_id,
         updated_at=label.updated_at,
     )
