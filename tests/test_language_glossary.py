@@ -65,3 +65,13 @@ def test_the_language_check_lets_proper_text_through():
 
     assert not leaks([Shown("markdown", "5 responses have criteria; 1 warning")], "en")
     assert not leaks([Shown("markdown", "与金标准的宏 F1：0.512")], "zh")
+
+
+def test_no_english_catalog_entry_dodges_its_plural():
+    """ "5 response(s)" reads as a form to fill in; entries put the count after a label ("Rubrics waiting: 3")."""
+    import re
+
+    from i18n import catalog
+
+    dodged = {key: texts["en"] for key, texts in catalog().items() if re.search(r"[A-Za-z]\(s\)", texts["en"])}
+    assert dodged == {}
