@@ -12,6 +12,8 @@
 // draft) goes once work resumes.
 // `readonly` (final labels) shows the decisions and takes none; items `marked` are to be decided again
 // (their extra lines show the saved value beside the draft's) and the first of them gets the focus.
+// The focused item's `terms` are marked in the response: its text nodes are split and each match
+// wrapped in a <mark> made with DOM calls, so no user text is ever read as HTML.
 // User text is always set with textContent, never as HTML.
 
 const IDLE_MS = 60000;
@@ -274,9 +276,51 @@ export default function (component) {
     pane.scrollTop = Math.max(0, Math.min(pane.scrollHeight - pane.clientHeight, pane.scrollTop + direction * step));
   }
 
+  // Where the terms occur in `text`: [start, end) ranges, earliest first, a longer term winning a tie.
+  function matches(text, terms) {
+    const found = [];
+    for (const term of terms) {
+      for (let at = text.indexOf(term); at >= 0; at = text.indexOf(term, at + term.length)) {
+        found.push([at, at + term.length]);
+      }
+    }
+    found.sort((a, b) => a[0] - b[0] || b[1] - a[1]);
+    const kept = [];
+    for (const range of found) if (!kept.length || range[0] >= kept[kept.length - 1][1]) kept.push(range);
+    return kept;
+  }
+
+  function markTerms(terms) {
+    const pane = q(".wb-text");
+    for (const mark of pane.querySelectorAll("mark.wb-mark")) mark.replaceWith(document.createTextNode(mark.textContent));
+    pane.normalize();
+    if (!terms || !terms.length) return;
+    const walker = document.createTreeWalker(pane, NodeFilter.SHOW_TEXT);
+    const nodes = [];
+    while (walker.nextNode()) nodes.push(walker.currentNode);
+    for (const node of nodes) {
+      const text = node.textContent;
+      const ranges = matches(text, terms);
+      if (!ranges.length) continue;
+      const parts = document.createDocumentFragment();
+      let from = 0;
+      for (const [start, end] of ranges) {
+        if (start > from) parts.appendChild(document.createTextNode(text.slice(from, start)));
+        parts.appendChild(el("mark", "wb-mark", text.slice(start, end)));
+        from = end;
+      }
+      if (from < text.length) parts.appendChild(document.createTextNode(text.slice(from)));
+      node.replaceWith(parts);
+    }
+  }
+
   function focusItem(index, scroll) {
     if (!s.items.length) return;
     s.focus = Math.max(0, Math.min(index, s.items.length - 1));
+    if (s.marked !== s.focus || !q(".wb-text mark.wb-mark")) {
+      s.marked = s.focus;
+      markTerms(s.items[s.focus].terms);
+    }
     const row = rowAt(s.focus);
     if (!row) return;
     for (const other of wb.querySelectorAll(".wb-item.wb-focus")) other.classList.remove("wb-focus");

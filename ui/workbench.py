@@ -3,7 +3,8 @@
 One text (the response) under its case, beside a list of items (criteria, or disputed cells), one key
 per decision: 1/Y met, 0/N not met (each moving to the next), ↑/↓ or J/K move, E a note, Space /
 PageDown and Shift+Space / PageUp scroll the response, C folds the case strip away and back,
-Ctrl+Enter saves. The JavaScript and CSS live next to this file and are sent as they are.
+Ctrl+Enter saves. The focused criterion's key terms (ui/key_terms.py) are marked in the response.
+The JavaScript and CSS live next to this file and are sent as they are.
 
 What goes in is what the user may see: texts from the catalog, the response under its opaque code,
 criteria by their rubric ids. The element's key is random per browser session, and each load of an
@@ -21,6 +22,7 @@ from typing import Any
 
 import streamlit as st
 
+from ui.key_terms import key_terms
 from ui.keys import widget_key
 from ui.shell import t
 from ui.times import clock_time
@@ -109,7 +111,8 @@ def workbench(
         "text_title": text_title,
         "text": text,
         "items_title": items_title,
-        "items": [item.as_data() for item in items],
+        # The terms each criterion shares with the response, marked in the response while it has the focus.
+        "items": [{**item.as_data(), "terms": list(key_terms(item.text, text))} for item in items],
         "unsaved": unsaved,
         "draft_state": draft_state,
         "active_ms": int(active_ms),
