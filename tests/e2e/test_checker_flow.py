@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from zoneinfo import ZoneInfo
 
 import pandas as pd
 import pytest
@@ -21,6 +22,7 @@ from db.gold import LABEL_COLUMNS, gold_labels
 from db.models import Assignment, AssignmentKind, Label, RubricStatus, RubricVersion, Stage
 from tests.e2e.conftest import choose_in_picker, login, screenshot, text, wait_for_app_run
 from tests.support.factories import make_case, make_response
+from ui.times import zone_label
 
 pytestmark = pytest.mark.browser
 
@@ -300,7 +302,8 @@ def test_admin_audit_log_page(page, app_server, accounts):
         timeout=WAIT_MS
     )
     expect(page.get_by_test_id("stDataFrame").first).to_be_visible(timeout=WAIT_MS)
-    expect(page.get_by_text(text("review.audit_log.dates", zone="Asia/Shanghai"))).to_be_visible(timeout=WAIT_MS)
+    shanghai = zone_label(ZoneInfo("Asia/Shanghai"), text)  # the zone named as a reader would, with its offset
+    expect(page.get_by_text(text("review.audit_log.dates", zone=shanghai))).to_be_visible(timeout=WAIT_MS)
     expect(page.get_by_role("button", name=text("review.audit_log.download"))).to_be_visible(timeout=WAIT_MS)
     page.wait_for_timeout(1500)  # the table draws on a canvas after it is attached
     screenshot(page, "admin-audit-log")
