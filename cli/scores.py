@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from db.errors import ValidationFailed
-from db.models import Role, User
+
+if TYPE_CHECKING:
+    from db.models import User
 
 
 def command_line_admin(name: str) -> User:
     """The account the command line acts as: an admin that is not stored (whoever runs it holds the database)."""
+    # Imported here: building the parser (`--help`) should not load every table's model.
+    from db.models import Role, User
+
     return User(username=name[:64] or "cli", role=Role.admin, is_active=True)
 
 

@@ -31,15 +31,12 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
 from sqlalchemy import and_, bindparam, case, delete, event, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlmodel import Session, SQLModel
 
-from db import gold
 from db.current_rubric import counts_on_current_rubric, counts_sql, current_version_ids
 from db.models import (
     NO_RUBRIC_VERSION,
@@ -51,6 +48,12 @@ from db.models import (
     RubricVersion,
     Stage,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas, numpy and db.gold are imported where used: every command opens an engine, which brings this
+# module for its session events, and `status` or `--help` should not pay for them.
 
 #: Responses read per statement when refreshing many (an import): bounds memory and the IN list.
 REFRESH_CHUNK = 2000
@@ -315,6 +318,8 @@ def _refresh_gold_figures(
     the labels gold is decided from (db.current_rubric, db.gold), as the annotator's feedback compares them.
     `counted` are the chunk's labels that count when the caller has read them already (`_counted_labels`).
     """
+    from db import gold
+
     if counted is None:
         counted = _counted_labels(connection, chunk, rubrics)
     if not counted:
@@ -512,6 +517,10 @@ def rebuild_assignments(session_or_connection: Session | Connection) -> None:
 
 
 def _frame(rows) -> pd.DataFrame:
+    import pandas as pd
+
+    from db import gold
+
     frame = pd.DataFrame(rows, columns=gold.LABEL_COLUMNS)
     frame["met"] = frame["met"].astype(bool)
     frame["stage"] = frame["stage"].astype(str)
@@ -520,6 +529,8 @@ def _frame(rows) -> pd.DataFrame:
 
 def status_of_labels(labels: pd.DataFrame) -> pd.DataFrame:
     """Per response of `labels` (rows of gold.LABEL_COLUMNS): STATUS_COLUMNS, by the rules of db.gold."""
+    import pandas as pd
+
     return pd.DataFrame(_status_rows(labels), columns=STATUS_COLUMNS).astype(object)
 
 
@@ -528,6 +539,10 @@ def _status_rows(labels: pd.DataFrame) -> list[tuple[int, ...]]:
 
     Summed with numpy: a save refreshes one response, where a pandas group-by cost more than the rules.
     """
+    import numpy as np
+
+    from db import gold
+
     if labels.empty:
         return []
     finals = gold.decisions_with_finals(labels)
@@ -651,6 +666,8 @@ def recount_status(session: Session) -> pd.DataFrame:
 
 def kept_status(session: Session) -> pd.DataFrame:
     """STATUS_COLUMNS of every response as kept (for comparing with `recount_status`)."""
+    import pandas as pd
+
     rows = session.execute(select(*(_STATUS.c[name] for name in STATUS_COLUMNS)).order_by(_STATUS.c.response_id)).all()
     return pd.DataFrame(rows, columns=STATUS_COLUMNS).astype(object)
 
