@@ -122,20 +122,38 @@ def _read_password(args) -> str:
 
 
 def cmd_report(args) -> int:
-    from analysis.report import run_report
+    engine, progress = _engine(), _progress("report")
+    options = {
+        "k": args.k,
+        "source": args.source,
+        "judge_scored": args.judge_scored,
+        "heldout_models": _names(args.heldout_models) or None,
+    }
 
-    run_report(
-        _engine(),
-        k=args.k,
-        source=args.source,
-        json_path=args.json,
-        out_dir=args.out,
-        figures=args.figures,
-        lang=args.lang,
-        stream=sys.stdout,
-        progress=_progress("report"),
-        judge_scored=args.judge_scored,
-        heldout_models=_names(args.heldout_models) or None,
+    def run(stream) -> None:
+        # Imported only when computing: a report kept for an unchanged database needs none of it.
+        from analysis.report import run_report
+
+        run_report(
+            engine,
+            **options,
+            json_path=args.json,
+            out_dir=args.out,
+            figures=args.figures,
+            lang=args.lang,
+            stream=stream,
+            progress=progress,
+        )
+
+    if args.out or args.figures:
+        run(sys.stdout)
+        return 0
+    from analysis.report_cache import kept_or_run
+    from db.data_version import data_version
+
+    version = data_version(engine)
+    kept_or_run(
+        engine, run, version=version, options=options, json_path=args.json, stream=sys.stdout, progress=progress
     )
     return 0
 
