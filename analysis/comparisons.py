@@ -27,7 +27,6 @@ from itertools import combinations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from analysis.metrics import DecisionGrid, Scores, cacs
 
@@ -89,6 +88,8 @@ def paired_difference(d: np.ndarray) -> dict:
         return result
     with warnings.catch_warnings():  # nearly equal differences: scipy warns of precision loss, the value stands
         warnings.simplefilter("ignore", RuntimeWarning)
+        from scipy import stats  # imported where used: scipy.stats costs 0.6 s and 70 MB to load
+
         test = stats.ttest_1samp(d, 0.0)
     interval = test.confidence_interval(LEVEL)
     result.update(diff=diff, ci_low=float(interval.low), ci_high=float(interval.high), p_value=float(test.pvalue))

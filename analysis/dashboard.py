@@ -24,7 +24,7 @@ import streamlit as st
 from analysis import comparisons, figures as figure_builders, metrics, score_figures, shared_grid, table_view
 from analysis.background import BackgroundValue
 from analysis.exports.csv_cells import csv_bytes
-from analysis.report import Report, build_report, json_text, report_json, tables
+from analysis.report import Report, build_report, json_bytes, report_json, tables
 from db.errors import ClinConsensusError
 from db.models import Role
 from db.policies import require_may_see_group_statistics
@@ -338,7 +338,7 @@ def _summary(t, report: Report, source: str, language: str) -> None:
         mime="application/json",
         file_name="report.json",
         on_click="ignore",
-        data=lambda: json_text(report_json(report)).encode("utf-8"),
+        data=lambda: json_bytes(report_json(report)),
     )
 
 

@@ -173,8 +173,14 @@ class _Placer:
         local_codes, distinct = pd.factorize(series)
         lookup = np.append(self.names.get_indexer(pd.Index(np.asarray(distinct, dtype=object))), -1)
         codes = lookup[local_codes]
+        del local_codes
         known = (rows >= 0) & (codes >= 0)
-        keys = np.where(known, self.case_rows[rows] * self.n_names + codes, 0)
+        # In place where it can be: with millions of rows each temporary is tens of MB.
+        keys = self.case_rows[rows]
+        keys *= self.n_names
+        keys += codes
+        del codes
+        keys[~known] = 0
         if self.table is not None:
             slot = self.table[keys] if len(self.table) else np.full(len(keys), -1)
         else:
@@ -184,8 +190,13 @@ class _Placer:
                 if len(self.sorted_keys)
                 else np.full(len(keys), -1)
             )
+        del keys
         known &= slot >= 0
-        return np.where(known, rows * self.width + slot, -1)
+        cells = rows.astype(np.int64)
+        cells *= self.width
+        cells += slot
+        cells[~known] = -1
+        return cells
 
 
 def _fill(shape: tuple[int, int], cells: np.ndarray, met: np.ndarray) -> np.ndarray:
@@ -237,6 +248,7 @@ def prepare(frames: Frames) -> DecisionGrid:
         finals.append(_fill(shape, np.where(present, cells, -1), met))
     gold_met, gold_source = gold_values(decisions)
     gold = _fill(shape, np.where(gold_source != "", cells, -1), gold_met)
+    del decisions, cells, gold_met, gold_source  # a row each per decision: freed before the rater layers
 
     criteria = criteria.assign(case_row=case_row_of_pk.get_indexer(criteria["case_pk"].to_numpy()))
     criteria = criteria[criteria["case_row"] >= 0]

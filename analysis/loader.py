@@ -181,10 +181,10 @@ def _read_columns(engine: Engine, sql: str) -> list[np.ndarray]:
         return [column.astype(np.int64) if isinstance(column[0], int) else column for column in columns]
     if table.num_rows == 0:
         return []
-    columns = [_numpy_column(column) for column in table.columns]
-    del table
-    _release_arrow_memory()
-    return columns
+    return [_numpy_column(column) for column in table.columns]
+
+
+ARROW_BATCH_ROWS = 65536
 
 
 def _arrow_table(engine: Engine, sql: str):
@@ -198,15 +198,28 @@ def _arrow_table(engine: Engine, sql: str):
     # Read-only, like every other read of the loader: a long report never holds SQLite's write lock.
     uri = f"file:{quote(os.path.abspath(str(url.database)))}?mode=ro"
     with adbc.connect(uri) as connection, connection.cursor() as cursor:
+        # Batches of 64 Ki rows, not the driver's 1 Ki: thousands of small buffers left the freed memory
+        # scattered where the process could not give it back.
+        cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(ARROW_BATCH_ROWS)})
         cursor.execute(sql)
         return cursor.fetch_arrow_table()
 
 
-def _release_arrow_memory() -> None:
-    """Give the Arrow buffers of a finished read back to the system (its allocator keeps them otherwise)."""
+def _objects(values: np.ndarray) -> pd.Series:
+    # An object Series as is: a bare object array in a frame would become pandas' string dtype (a copy).
+    return pd.Series(values, dtype=object, copy=False)
+
+
+def _frame_of(data: dict, columns: list[np.ndarray]) -> pd.DataFrame:
+    """The frame of `data` (new arrays: no copy), then the Arrow buffers the read `columns` viewed given back."""
+    # copy=False: copying and consolidating the columns doubled the peak of the read.
+    frame = pd.DataFrame(data, copy=False)
+    columns.clear()
+    data.clear()
     import pyarrow as pa
 
-    pa.default_memory_pool().release_unused()
+    pa.default_memory_pool().release_unused()  # its allocator keeps freed buffers otherwise
+    return frame
 
 
 def _numpy_column(column) -> np.ndarray:
@@ -241,17 +254,16 @@ def load_label_decisions(engine: Engine, *, users: bool = False) -> pd.DataFrame
         return pd.DataFrame(empty)
     packed = columns[0]
     # Object columns as read: converting 1.8 M strings to pandas' string dtype costs more than the read.
-    # copy=False: the arrays are new and the frame's own; copying and consolidating them doubled the peak.
     data = {
         "response_id": packed >> 6,
-        "criterion_id": columns[1],
-        "stage": _STAGES[(packed >> 4) & 3],
+        "criterion_id": _objects(columns[1]),
+        "stage": _objects(_STAGES[(packed >> 4) & 3]),
         "group_no": (packed >> 1) & 7,
         "met": (packed & 1).astype(bool),
     }
     if users:
         data["user_id"] = columns[2]
-    return pd.DataFrame(data, copy=False)
+    return _frame_of(data, columns)
 
 
 def load_label_notes(engine: Engine) -> pd.DataFrame:
@@ -281,12 +293,12 @@ def load_judge(engine: Engine) -> pd.DataFrame:
         )
     packed = columns[0]
     data = {
-        "judge": columns[1],
+        "judge": _objects(columns[1]),
         "response_id": packed >> 1,
-        "criterion_id": columns[2],
+        "criterion_id": _objects(columns[2]),
         "met": (packed & 1).astype(bool),
     }
-    return pd.DataFrame(data, copy=False)
+    return _frame_of(data, columns)
 
 
 def load_users(engine: Engine) -> pd.DataFrame:

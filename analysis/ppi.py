@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
 
 def tuned_lambda(y: np.ndarray, yhat: np.ndarray, yhat_unlabeled: np.ndarray) -> float:
@@ -56,6 +55,8 @@ def ppi_interval(y, yhat, yhat_unlabeled, alpha: float = 0.05, lam: float | None
     estimate = float(weight * yhat_unlabeled.mean() + np.mean(y - weight * yhat))
     imputed = np.std(weight * yhat_unlabeled) / math.sqrt(len(yhat_unlabeled))
     rectifier = np.std(y - weight * yhat) / math.sqrt(len(y))
+    from scipy import stats  # imported where used: scipy.stats costs 0.6 s and 70 MB to load
+
     half = float(stats.norm.ppf(1 - alpha / 2)) * math.sqrt(imputed**2 + rectifier**2)
     return estimate - half, estimate + half
 

@@ -193,12 +193,12 @@ def test_fast_judge_reader_of_an_empty_table(engine):
 def test_report_json_text_is_the_standard_layout_with_numbers_in_the_shortest_form():
     import re
 
-    from analysis.report import build_report, json_text, report_json
+    from analysis.report import build_report, json_bytes, report_json
     from tools import metrics_reference as reference
 
     frames = reference.synthetic_frames(120, 6, n=30, seed=11, adjudication_share=1.0)
     document = report_json(build_report(frames, 10, resamples=20))
-    text = json_text(document)
+    text = json_bytes(document).decode("utf-8")
     standard = json.dumps(document, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
     assert re.search(r"e-0\d", standard), "the data has a small p-value to spell"
     # Every value the same float (both write the shortest form that reads back exactly) ...
