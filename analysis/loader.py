@@ -84,10 +84,12 @@ def load_criteria(engine: Engine, *, text: bool = False) -> pd.DataFrame:
     if text:
         columns.append(Criterion.text)
     current = current_versions().subquery()
-    criteria = _read(
-        engine,
-        select(*columns, current.c.case_pk).join(current, Criterion.rubric_version_id == current.c.rubric_version_id),
+    statement = select(*columns, current.c.case_pk).join(
+        current, Criterion.rubric_version_id == current.c.rubric_version_id
     )
+    criteria = None if text else _read_columnar(engine, statement)
+    if criteria is None:
+        criteria = _read(engine, statement)
     codes, distinct = pd.factorize(criteria["tags"])
     parsed = np.empty(len(distinct) + 1, dtype=object)
     for index, value in enumerate([*distinct, None]):
@@ -116,9 +118,9 @@ def load_responses(engine: Engine, *, text: bool = False) -> pd.DataFrame:
     columns = [Response.id.label("response_id"), Response.case_pk, Case.case_id, Response.model, Response.length]
     if text:
         columns.append(Response.text)
-    return _read(
-        engine, select(*columns).join(Case, Response.case_pk == Case.id).order_by(Response.case_pk, Response.model)
-    )
+    statement = select(*columns).join(Case, Response.case_pk == Case.id).order_by(Response.case_pk, Response.model)
+    responses = None if text else _read_columnar(engine, statement)
+    return responses if responses is not None else _read(engine, statement)
 
 
 def load_labels(engine: Engine, *, notes: bool = False) -> pd.DataFrame:
@@ -185,6 +187,16 @@ def _read_columns(engine: Engine, sql: str) -> list[np.ndarray]:
 
 
 ARROW_BATCH_ROWS = 65536
+
+
+def _read_columnar(engine: Engine, statement) -> pd.DataFrame | None:
+    """`_read` through the ADBC driver (integers and short strings only); None where it cannot read."""
+    sql = str(statement.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
+    table = _arrow_table(engine, sql)
+    if table is None or table.num_rows == 0:
+        return None
+    columns = {name: _numpy_column(column) for name, column in zip(table.column_names, table.columns)}
+    return pd.DataFrame({name: _objects(v) if v.dtype == object else v for name, v in columns.items()}, copy=False)
 
 
 def _arrow_table(engine: Engine, sql: str):
