@@ -7,6 +7,9 @@ Prints, and checks in the same run:
   the same numbers;
 - database load: the frames written to a fresh SQLite file (or `--database URL`, e.g. one filled by
   `clinconsensus demo --scale full`) and read back with `analysis.loader.load_frames`;
+- the command as an admin runs it, each in its own process: `clinconsensus report --json` the first time
+  after the data changed and again on unchanged data, beside the raw read of the label table in the same
+  run (`benchmarks.whole_data`: CPU time, ratio, peak memory), both writing the bytes built here;
 - peak memory (resident set) of the process after each stage.
 
     .venv/bin/python -m benchmarks.bench_report [--cases 2500] [--models 11] [--database URL] [--skip-reference]
@@ -31,7 +34,8 @@ from sklearn.metrics import cohen_kappa_score, f1_score
 
 from analysis import metrics, score_section
 from analysis.loader import load_frames
-from analysis.report import build_report, report_json
+from analysis.report import build_report, json_bytes, report_json
+from benchmarks import whole_data
 from db.engine import make_engine
 from db.gold import gold_labels, group_final_labels
 from db.migrate import upgrade
@@ -268,6 +272,32 @@ def compare_criteria(document: dict, frames, n_cases: int) -> tuple[int, float, 
     return checked, worst, elapsed
 
 
+def command_figures(url: str, folder: Path, repeat: int, k: int, expected: bytes) -> None:
+    """`clinconsensus report --json` the first time after the data changed and again on unchanged data, each
+    beside the raw read of the label table measured in the same run (least CPU of `repeat` rounds)."""
+    out, key_file = folder / "command-report.json", folder / "audit.key"
+    raws, firsts, agains = [], [], []
+    for _ in range(max(1, repeat)):
+        raws.append(whole_data.raw_label_read(url))
+        whole_data.forget_kept_reports(url)
+        firsts.append(whole_data.clinconsensus(url, "report", "--k", str(k), "--json", str(out), key_file=key_file))
+        first_bytes = out.read_bytes()
+        agains.append(whole_data.clinconsensus(url, "report", "--k", str(k), "--json", str(out), key_file=key_file))
+        if out.read_bytes() != first_bytes:
+            raise AssertionError("report --json on unchanged data wrote other bytes than the first run")
+    if first_bytes != expected:
+        raise AssertionError("the command's report.json differs from the report built from the database here")
+    raw, first, again = (min(runs, key=lambda measured: measured.cpu) for runs in (raws, firsts, agains))
+    print(whole_data.load_note())
+    print(
+        f"raw read of the label table (SELECT * FROM label, {int(raw.output):,} rows through the driver, own "
+        f"process): {raw.cpu:.2f} s CPU, {raw.wall:.2f} s wall, {raw.peak_mb:,.0f} MB peak"
+    )
+    print(f"report --json, first time after the data changed: {first.against(raw)}")
+    print(f"report --json again on unchanged data (kept per data version on SQLite): {again.against(raw)}")
+    print(f"  both the same bytes as the report built from the database in this process ({len(expected):,} bytes)")
+
+
 def calibration_samples(frames, size: int, seed: int) -> pd.DataFrame:
     """A calibration sample of `size` responses of every model (as `assign calibration` would draw)."""
     rng = np.random.default_rng(seed)
@@ -401,6 +431,8 @@ def main(argv=None) -> int:
                 print(f"report from the database: {wall:.2f} s; identical to the in-memory report: {same}")
                 if not same:
                     raise AssertionError("the report from the database differs from the in-memory one")
+            url = args.database or f"sqlite:///{Path(folder) / 'bench.db'}"
+            command_figures(url, Path(folder), args.repeat, args.k, json_bytes(loaded_document))
             engine.dispose()
         print(f"peak RSS at the end: {peak_rss_mb():,.0f} MB")
     return 0

@@ -1,0 +1,127 @@
+"""Commands that read everything, measured beside the raw read of the label table in the same run.
+
+docs/REFERENCE.md's bar (DESIGN §6): `report`, the exports and `audit verify` within 2× the raw read of the
+label table, under 600 MB. Each command and the raw read run as their own process (`clinconsensus …` as an
+admin types it, imports included); the figures are that process's CPU time (user + system, from `wait4`),
+wall time and peak resident memory. CPU time is compared: wall time follows the machine's other work.
+
+The raw read is the straightforward reading of the table: `SELECT * FROM label`, every row fetched through
+the database's own Python driver (sqlite3, psycopg), in a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_RAW_READ = """
+import sys
+url = sys.argv[1]
+if url.startswith("sqlite"):
+    import sqlite3
+    connection = sqlite3.connect(url.split("///", 1)[1])
+else:
+    import psycopg
+    connection = psycopg.connect(url)
+rows = connection.cursor().execute("SELECT * FROM label").fetchall()
+print(len(rows))
+"""
+
+
+@dataclass(frozen=True)
+class Measured:
+    cpu: float
+    wall: float
+    peak_mb: float
+    output: str
+
+    def against(self, raw: Measured) -> str:
+        """`x.xx s CPU (r.r× the raw read), w.w s wall, m MB peak`."""
+        return (
+            f"{self.cpu:.2f} s CPU ({self.cpu / max(raw.cpu, 1e-9):.2f}× the raw read), {self.wall:.2f} s wall, "
+            f"{self.peak_mb:,.0f} MB peak"
+        )
+
+
+# The child is started by a small launcher, not forked from the benchmark: a process's peak memory counts
+# the memory of the process it was forked from, so a fork of a large benchmark would report the benchmark's.
+_LAUNCHER = """
+import json, os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as handle:
+    json.dump([usage.ru_utime + usage.ru_stime, usage.ru_maxrss], handle)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def measure(command: list[str], env: dict[str, str] | None = None) -> Measured:
+    """Run `command` as a child process; its own CPU time, wall time and peak memory. Fails on a non-zero exit."""
+    with tempfile.TemporaryDirectory() as folder:
+        usage_file, out_file, err_file = (Path(folder) / name for name in ("usage", "out", "err"))
+        started = time.perf_counter()
+        with open(out_file, "wb") as out, open(err_file, "wb") as err:
+            result = subprocess.run(
+                [sys.executable, "-S", "-c", _LAUNCHER, str(usage_file), *command],
+                cwd=ROOT,
+                env={**os.environ, **(env or {})},
+                stdout=out,
+                stderr=err,
+                check=False,
+            )
+        wall = time.perf_counter() - started
+        if result.returncode != 0:
+            error = err_file.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"{' '.join(command)} exited with {result.returncode}: {error}")
+        cpu, peak_kb = json.loads(usage_file.read_text())
+        return Measured(cpu, wall, peak_kb / 1024, out_file.read_text())
+
+
+def python_url(url: str) -> str:
+    """The URL the driver itself takes (psycopg: without SQLAlchemy's `+psycopg`)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return f"sqlite:///{parsed.database}"
+    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def raw_label_read(url: str) -> Measured:
+    return measure([sys.executable, "-c", _RAW_READ, python_url(url)])
+
+
+def clinconsensus(url: str, *arguments: str, key_file: Path) -> Measured:
+    """`clinconsensus ARGUMENTS` against the database at `url`."""
+    env = {"DATABASE_URL": url, "CLINCONSENSUS_AUDIT_KEY_FILE": str(key_file)}
+    return measure([sys.executable, "-m", "cli.main", *arguments], env)
+
+
+def forget_kept_reports(url: str) -> int:
+    """Remove the reports kept beside a SQLite file (`analysis.report_cache`), so the next run computes."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database:
+        return 0
+    folder = Path(parsed.database).resolve().with_name(Path(parsed.database).name + ".cache")
+    removed = 0
+    for path in folder.glob("report-*"):
+        path.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
+def load_note() -> str:
+    return (
+        f"machine load average (1 min) {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores — CPU time is compared, "
+        "wall time grows with other work on the machine"
+    )
