@@ -8,7 +8,9 @@ the peak memory printed afterwards is the export's own. Or give `--database URL`
 that already holds the data (e.g. after `clinconsensus demo --scale full`).
 
 Each export is then run, its output re-read and checked (row count, sha256), and its wall time,
-CPU time and the process's peak resident memory are printed.
+CPU time and the process's peak resident memory are printed. Then the exports that read everything
+(`--commands`) run as `clinconsensus export`, each in its own process, beside the raw read of the label
+table measured in the same run (`benchmarks.whole_data`: CPU time, ratio, peak memory).
 
     .venv/bin/python -m benchmarks.bench_export [--cases 2500] [--models 11] [--database URL]
                                                 [--also judgements,judge-items,sft] [--repeat 3]
@@ -18,12 +20,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks import whole_data
 
 TARGET_GOLD_SECONDS = 10.0
 
@@ -65,6 +70,32 @@ def run(label: str, func, *args, **kwargs):
     return result, wall
 
 
+#: Exports that write one file (`clinconsensus export` takes a folder for the others).
+FILE_EXPORTS = ("gold", "judge-items", "healthbench-meta")
+
+
+def command_figures(url: str, folder: Path, kinds: list[str], repeat: int) -> None:
+    """Each `clinconsensus export KIND` as an admin runs it, in its own process, beside the raw read of the
+    label table measured in the same run (least CPU of `repeat` runs each). The audit key is the
+    environment's (the benchmark sets its own when it builds the database)."""
+    raw = min((whole_data.raw_label_read(url) for _ in range(max(1, repeat))), key=lambda measured: measured.cpu)
+    print(whole_data.load_note(), flush=True)
+    print(
+        f"raw read of the label table (SELECT * FROM label, {int(raw.output):,} rows through the driver, own "
+        f"process): {raw.cpu:.2f} s CPU, {raw.wall:.2f} s wall, {raw.peak_mb:,.0f} MB peak",
+        flush=True,
+    )
+    for kind in kinds:
+        runs = []
+        for attempt in range(max(1, repeat)):
+            target = folder / f"command-{kind}-{attempt}{'.jsonl' if kind in FILE_EXPORTS else ''}"
+            if kind not in FILE_EXPORTS:
+                target.mkdir()
+            runs.append(whole_data.clinconsensus(url, "export", kind, str(target)))
+        best = min(runs, key=lambda measured: measured.cpu)
+        print(f"clinconsensus export {kind}: {best.against(raw)}", flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=2500)
@@ -73,6 +104,11 @@ def main(argv=None) -> int:
     parser.add_argument("--database", default=None, help="export from this database instead of building one")
     parser.add_argument("--also", default="judgements", help="other exports to time: judgements,judge-items,sft")
     parser.add_argument("--repeat", type=int, default=3, help="gold export runs; the best is reported")
+    parser.add_argument(
+        "--commands",
+        default="gold,judgements,sft,healthbench-meta",
+        help="exports run as `clinconsensus export` beside the raw read of the label table ('' for none)",
+    )
     parser.add_argument("--build-into", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -85,6 +121,8 @@ def main(argv=None) -> int:
         url = args.database
         if url is None:
             url = f"sqlite:///{folder / 'bench.db'}"
+            # The database's audit chain and the exports that extend it (sft) share a key of the run's own.
+            os.environ["CLINCONSENSUS_AUDIT_KEY_FILE"] = str(folder / "audit.key")
             print(f"building {args.cases:,} cases × {args.models} models in a child process …", flush=True)
             subprocess.run(
                 [
@@ -154,6 +192,7 @@ def main(argv=None) -> int:
                 return 2
             print("  " + "\n  ".join(line for line in str(result).splitlines()[1:4]), flush=True)
         engine.dispose()
+        command_figures(url, folder, [kind.strip() for kind in args.commands.split(",") if kind.strip()], args.repeat)
     return 0
 
 

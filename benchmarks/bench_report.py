@@ -272,10 +272,11 @@ def compare_criteria(document: dict, frames, n_cases: int) -> tuple[int, float, 
     return checked, worst, elapsed
 
 
-def command_figures(url: str, folder: Path, repeat: int, k: int, expected: bytes) -> None:
+def command_figures(url: str, folder: Path, repeat: int, k: int, expected: bytes, *, own: bool) -> None:
     """`clinconsensus report --json` the first time after the data changed and again on unchanged data, each
-    beside the raw read of the label table measured in the same run (least CPU of `repeat` rounds)."""
-    out, key_file = folder / "command-report.json", folder / "audit.key"
+    beside the raw read of the label table measured in the same run (least CPU of `repeat` rounds). `own`: the
+    benchmark built the database (an audit key of its own; else the environment's)."""
+    out, key_file = folder / "command-report.json", (folder / "audit.key" if own else None)
     raws, firsts, agains = [], [], []
     for _ in range(max(1, repeat)):
         raws.append(whole_data.raw_label_read(url))
@@ -432,7 +433,7 @@ def main(argv=None) -> int:
                 if not same:
                     raise AssertionError("the report from the database differs from the in-memory one")
             url = args.database or f"sqlite:///{Path(folder) / 'bench.db'}"
-            command_figures(url, Path(folder), args.repeat, args.k, json_bytes(loaded_document))
+            command_figures(url, Path(folder), args.repeat, args.k, json_bytes(loaded_document), own=not args.database)
             engine.dispose()
         print(f"peak RSS at the end: {peak_rss_mb():,.0f} MB")
     return 0

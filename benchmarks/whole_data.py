@@ -101,9 +101,9 @@ def raw_label_read(url: str) -> Measured:
     return measure([sys.executable, "-c", _RAW_READ, python_url(url)])
 
 
-def clinconsensus(url: str, *arguments: str, key_file: Path) -> Measured:
-    """`clinconsensus ARGUMENTS` against the database at `url`."""
-    env = {"DATABASE_URL": url, "CLINCONSENSUS_AUDIT_KEY_FILE": str(key_file)}
+def clinconsensus(url: str, *arguments: str, key_file: Path | None = None) -> Measured:
+    """`clinconsensus ARGUMENTS` against the database at `url` (with the audit key in `key_file`, when given)."""
+    env = {"DATABASE_URL": url, **({"CLINCONSENSUS_AUDIT_KEY_FILE": str(key_file)} if key_file else {})}
     return measure([sys.executable, "-m", "cli.main", *arguments], env)
 
 
