@@ -25,9 +25,10 @@ def test_the_uploader_states_our_limit(page, app_server, accounts, lang):
     expect(dropzone).to_be_visible()
     expect(page.get_by_test_id("stFileUploaderDropzoneInstructions")).to_be_hidden()
     assert "per file" not in dropzone.inner_text() and "GB" not in dropzone.inner_text()
-    # The pickers of the form read in the page's language, also right after the switch.
+    # The pickers of the form read in the page's language, also right after the switch (a cases file has
+    # no format to choose: that picker belongs to judge files).
     shown = [box.input_value() for box in page.locator("[data-testid=stSelectbox] input").all()]
-    assert shown == [text("admin.import.kind.cases", lang), text("admin.import.format.auto", lang)]
+    assert shown == [text("admin.import.kind.cases", lang)]
     screenshot(page, f"language-admin-import-{lang}")
 
 

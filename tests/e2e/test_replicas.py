@@ -335,7 +335,7 @@ def test_two_replicas_share_labels_refuse_stale_edits_and_survive_a_stop(team, b
     second.reload()
     wait_for_app_run(second)
     _open_adjudication(second, code)
-    decided = f"{text('review.met')} · {checkers[0].username}"
+    decided = f"{text('review.met')} · {checkers[0].display_name}"  # people by name, not username
     expect(second.locator(".wb-item").first).to_contain_text(decided, timeout=WAIT_MS)
 
     # 4. Replica 1 stops mid-session. Its browser reloads through nginx, lands on replica 2 still signed
