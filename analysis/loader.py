@@ -18,9 +18,6 @@ Frames (column names are the contract of the metric and export code):
 
 from __future__ import annotations
 
-import os
-from urllib.parse import quote
-
 import numpy as np
 import pandas as pd
 from sqlalchemy import Text, cast, literal_column, select
@@ -87,9 +84,7 @@ def load_criteria(engine: Engine, *, text: bool = False) -> pd.DataFrame:
     statement = select(*columns, current.c.case_pk).join(
         current, Criterion.rubric_version_id == current.c.rubric_version_id
     )
-    criteria = None if text else _read_columnar(engine, statement)
-    if criteria is None:
-        criteria = _read(engine, statement)
+    criteria = _read(engine, statement)
     codes, distinct = pd.factorize(criteria["tags"])
     parsed = np.empty(len(distinct) + 1, dtype=object)
     for index, value in enumerate([*distinct, None]):
@@ -119,8 +114,7 @@ def load_responses(engine: Engine, *, text: bool = False) -> pd.DataFrame:
     if text:
         columns.append(Response.text)
     statement = select(*columns).join(Case, Response.case_pk == Case.id).order_by(Response.case_pk, Response.model)
-    responses = None if text else _read_columnar(engine, statement)
-    return responses if responses is not None else _read(engine, statement)
+    return _read(engine, statement)
 
 
 def load_labels(engine: Engine, *, notes: bool = False) -> pd.DataFrame:
@@ -168,53 +162,18 @@ def _fetch_all(engine: Engine, sql: str) -> list:
 
 
 def _read_columns(engine: Engine, sql: str) -> list[np.ndarray]:
-    """Every column of `sql` as a numpy array (integers as int64, strings as objects).
+    """Every column of `sql` as a numpy array (integers as int64, strings as objects), through the driver's cursor.
 
-    On a SQLite file through the ADBC driver, which fills Arrow columns in C: at full scale the labels
-    read in 0.4 s of CPU where the driver's cursor took 3 s building a Python tuple per row. Anywhere
-    else (PostgreSQL, an in-memory database, the driver absent) through the cursor.
+    Not through a columnar driver with a SQLite library of its own (ADBC): two copies of SQLite in one
+    process do not share their POSIX locks, so closing one's file released the other's locks under the
+    server's open connections (sqlite.org "How To Corrupt An SQLite Database File", §2.2.1); pages then
+    read stale queues.
     """
-    table = _arrow_table(engine, sql)
-    if table is None:
-        rows = _fetch_all(engine, sql)
-        if not rows:
-            return []
-        columns = np.array(rows, dtype=object).T
-        return [column.astype(np.int64) if isinstance(column[0], int) else column for column in columns]
-    if table.num_rows == 0:
+    rows = _fetch_all(engine, sql)
+    if not rows:
         return []
-    return [_numpy_column(column) for column in table.columns]
-
-
-ARROW_BATCH_ROWS = 65536
-
-
-def _read_columnar(engine: Engine, statement) -> pd.DataFrame | None:
-    """`_read` through the ADBC driver (integers and short strings only); None where it cannot read."""
-    sql = str(statement.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
-    table = _arrow_table(engine, sql)
-    if table is None or table.num_rows == 0:
-        return None
-    columns = {name: _numpy_column(column) for name, column in zip(table.column_names, table.columns)}
-    return pd.DataFrame({name: _objects(v) if v.dtype == object else v for name, v in columns.items()}, copy=False)
-
-
-def _arrow_table(engine: Engine, sql: str):
-    url = engine.url
-    if url.get_backend_name() != "sqlite" or url.query or url.database in (None, "", ":memory:"):
-        return None
-    try:
-        import adbc_driver_sqlite.dbapi as adbc
-    except ImportError:
-        return None
-    # Read-only, like every other read of the loader: a long report never holds SQLite's write lock.
-    uri = f"file:{quote(os.path.abspath(str(url.database)))}?mode=ro"
-    with adbc.connect(uri) as connection, connection.cursor() as cursor:
-        # Batches of 64 Ki rows, not the driver's 1 Ki: thousands of small buffers left the freed memory
-        # scattered where the process could not give it back.
-        cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(ARROW_BATCH_ROWS)})
-        cursor.execute(sql)
-        return cursor.fetch_arrow_table()
+    columns = np.array(rows, dtype=object).T
+    return [column.astype(np.int64) if isinstance(column[0], int) else column for column in columns]
 
 
 def _objects(values: np.ndarray) -> pd.Series:
@@ -223,27 +182,12 @@ def _objects(values: np.ndarray) -> pd.Series:
 
 
 def _frame_of(data: dict, columns: list[np.ndarray]) -> pd.DataFrame:
-    """The frame of `data` (new arrays: no copy), then the Arrow buffers the read `columns` viewed given back."""
+    """The frame of `data` (new arrays: no copy); the read `columns` are let go at once."""
     # copy=False: copying and consolidating the columns doubled the peak of the read.
     frame = pd.DataFrame(data, copy=False)
     columns.clear()
     data.clear()
-    import pyarrow as pa
-
-    pa.default_memory_pool().release_unused()  # its allocator keeps freed buffers otherwise
     return frame
-
-
-def _numpy_column(column) -> np.ndarray:
-    import pyarrow as pa
-
-    if pa.types.is_integer(column.type):
-        return column.to_numpy().astype(np.int64, copy=False)
-    # Strings through their distinct values: a handful of criterion ids and judge names, shared by every row.
-    encoded = column.combine_chunks().dictionary_encode()
-    distinct = np.array(encoded.dictionary.to_pylist() + [None], dtype=object)
-    indices = encoded.indices if encoded.null_count == 0 else encoded.indices.fill_null(len(distinct) - 1)
-    return distinct[indices.to_numpy()]
 
 
 def load_label_decisions(engine: Engine, *, users: bool = False) -> pd.DataFrame:

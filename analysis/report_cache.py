@@ -32,7 +32,7 @@ from db.security import PRIVATE_FILE_MODE
 
 #: Kept reports per database; older ones are removed when a new one is kept.
 KEEP = 3
-_LIBRARIES = ("numpy", "pandas", "scipy", "orjson", "pyarrow", "adbc-driver-sqlite")
+_LIBRARIES = ("numpy", "pandas", "scipy", "orjson")
 _ROOT = Path(__file__).resolve().parent.parent
 
 
