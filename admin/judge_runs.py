@@ -207,6 +207,12 @@ def _live(user) -> None:
     with shell.db_session(read_only=True) as session:
         runs = [judge_runs.run_summary(run) for run in judge_runs.list_runs(session, user, limit=50)]
     active = [run for run in runs if run["status"] in ACTIVE]
+    following = {run["id"] for run in active}
+    ended = st.session_state.get("judge_live_following", set()) - following
+    st.session_state["judge_live_following"] = following
+    if ended:
+        # A run this page followed has ended: the whole page reruns so the history shows its end state.
+        st.rerun(scope="app")
     if not active:
         st.caption(t("judge.live.none"))
     for run in active:
@@ -253,7 +259,8 @@ def _shares(run: dict, t) -> None:
         return
     for share in run["endpoints"]:
         key = "judge.live.endpoint_left_out" if share.get("left_out") else "judge.live.endpoint"
-        st.caption(t(key, url=share["base_url"], done=share["done"], reason=share.get("left_out") or ""))
+        reason = widgets.said(share.get("left_out") or "")
+        st.caption(t(key, url=widgets.plain(share["base_url"]), done=share["done"], reason=reason))
 
 
 def _history(user, t) -> None:
@@ -278,7 +285,7 @@ def _history(user, t) -> None:
     failed = [run for run in runs if run["message"]]
     for run in failed[:5]:
         st.caption(t("judge.history.message", id=run["id"]))
-        widgets.show_text(run["message"])
+        widgets.show_text(widgets.said(run["message"], markdown=False))
 
 
 def render() -> None:

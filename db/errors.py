@@ -69,3 +69,20 @@ class Said(str):
 
 def _said(english: str, key: str | None, params: dict[str, Any]) -> Said:
     return Said(english, key, **params)
+
+
+def said_record(text: str | None) -> dict[str, Any] | str | None:
+    """`text` as JSON keeps it: a `Said` as {"en", "key", "params"} (parameters that are `Said` nested the
+    same way), any other text as it is. A stored sentence is read back by `said_from_record`."""
+    if not isinstance(text, Said) or not text.key:
+        return None if text is None else str(text)
+    params = {name: said_record(value) if isinstance(value, Said) else value for name, value in text.params.items()}
+    return {"en": str(text), "key": text.key, "params": params}
+
+
+def said_from_record(record: Any) -> Any:
+    """The sentence `said_record` stored: a `Said` again (English as its `str`), or the plain text."""
+    if isinstance(record, dict) and "en" in record:
+        params = {name: said_from_record(value) for name, value in (record.get("params") or {}).items()}
+        return Said(str(record["en"]), record.get("key"), **params)
+    return record

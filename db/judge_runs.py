@@ -19,7 +19,7 @@ from sqlmodel import Session, SQLModel
 
 from db.audit import AuditWriter
 from db.audit_records import judge_digests_entry
-from db.errors import NotFound, ValidationFailed
+from db.errors import NotFound, Said, ValidationFailed, said_from_record, said_record
 from db.models import JudgeRun, JudgeRunStatus, User, utcnow
 from db.policies import require_admin
 
@@ -61,7 +61,7 @@ def run_summary(run: JudgeRun, now: datetime | None = None) -> dict[str, Any]:
         "model": run.model,
         "base_url": run.base_url,
         "base_urls": list(params.get("base_urls") or [run.base_url]),
-        "endpoints": [dict(share) for share in run.endpoints or []],
+        "endpoints": [_share_summary(share) for share in run.endpoints or []],
         "status": status,
         "template": run.template,
         "template_sha256": run.template_sha256,
@@ -86,8 +86,16 @@ def run_summary(run: JudgeRun, now: datetime | None = None) -> dict[str, Any]:
         "items_per_second": round(rate, 3) if rate else None,
         # Time left at this pass's pace (items answered by the endpoint per second of run time).
         "eta_seconds": round(remaining / rate, 1) if rate and status == JudgeRunStatus.running else None,
-        "message": run.message,
+        # English as a str; the catalog entry rides along for the page (db.errors.Said).
+        "message": said_from_record(run.message_said) if run.message_said else run.message,
     }
+
+
+def _share_summary(share: dict[str, Any]) -> dict[str, Any]:
+    shown = {name: value for name, value in share.items() if name != "left_out_said"}
+    if share.get("left_out_said"):
+        shown["left_out"] = said_from_record(share["left_out_said"])
+    return shown
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -205,9 +213,10 @@ def begin_run(session: Session, run_id: int, *, items: int, pid: int, base_urls:
     run.truncated, run.empty = 0, 0
     shares = {share["base_url"]: dict(share) for share in run.endpoints or []}
     run.endpoints = [
-        {**_NO_SHARE, **shares.get(url, {}), "base_url": url, "left_out": None} for url in base_urls or [run.base_url]
+        {**_NO_SHARE, **shares.get(url, {}), "base_url": url, "left_out": None, "left_out_said": None}
+        for url in base_urls or [run.base_url]
     ]
-    run.message = None
+    run.message = run.message_said = None
     run.params = {**(run.params or {}), "pid": pid}
     session.add(run)
     return run
@@ -261,7 +270,9 @@ def record_progress(
             for name in _NO_SHARE:
                 share[name] = share.get(name, 0) + change.get(name, 0)
             if change.get("left_out"):
-                share["left_out"] = change["left_out"]
+                # English for the command line, the catalog entry for the page (db.errors.said_record).
+                share["left_out"] = str(change["left_out"])
+                share["left_out_said"] = said_record(change["left_out"])
         values["endpoints"] = list(merged.values())
     connection.execute(
         update(table)
@@ -278,7 +289,8 @@ def end_run(session: Session, run_id: int, status: str, message: str | None = No
     run.status = status
     run.finished_at = utcnow()
     run.heartbeat_at = run.finished_at
-    run.message = message
+    run.message = None if message is None else str(message)
+    run.message_said = said_record(message) if isinstance(message, Said) else None
     session.add(run)
     AuditWriter(session, run.created_by).record(
         action=status,
@@ -293,7 +305,7 @@ def end_run(session: Session, run_id: int, status: str, message: str | None = No
             "empty": run.empty,
             "errors": run.errors,
             "endpoints": run.endpoints,
-            "message": message,
+            "message": run.message,
         },
     )
 

@@ -280,6 +280,8 @@ class JudgeRun(SQLModel, table=True):
     completion_tokens: int = Field(default=0)
     wall_seconds: float = Field(default=0.0)
     message: str | None = Field(default=None, sa_column=Column(Text))
+    #: The same note as a catalog entry with its parameters (db.errors.said_record), for the page's language.
+    message_said: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     #: judge (grading) or generate (a candidate model's answers; `judge` then names the model they are stored as).
     kind: str = Field(default="judge", max_length=16, sa_column_kwargs={"server_default": "judge"})
     #: Each endpoint's share: base_url, items done, requests, errors, why it was left out (None: it served to the end).

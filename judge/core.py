@@ -29,12 +29,14 @@ from sqlmodel import Session
 
 from db import judge_runs
 from db.engine import session_scope
-from db.errors import ClinConsensusError
+from db.errors import ClinConsensusError, Said
 from db.models import JudgeRunStatus
 from db.progress import Progress, no_progress
 from judge.endpoints import Endpoint, EndpointLost, EndpointOptions
 
 FLUSH_SECONDS = 0.5
+CANCELLED_ON_REQUEST = Said("cancelled on request", "judge.message.cancelled")
+INTERRUPTED = Said("interrupted", "judge.message.interrupted")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -68,7 +70,7 @@ class Prepared:
 @dataclass
 class Outcome:
     status: str = JudgeRunStatus.finished
-    message: str | None = None
+    message: Said | None = None
 
 
 class Pass:
@@ -132,12 +134,22 @@ class Pass:
         """The item is not answered: an error, not cached, sent again by the next run."""
         self.counts.errors += 1
         if self.outcome.message is None and endpoint.last_error:
-            self.outcome.message = f"some items failed after {self.options.max_retries} retries: {endpoint.last_error}"
+            retries, reason = self.options.max_retries, endpoint.last_error
+            self.outcome.message = Said(
+                f"some items failed after {retries} retries: {reason}",
+                "judge.message.some_failed",
+                retries=retries,
+                reason=reason,
+            )
 
     def _check_endpoints(self) -> None:
         if all(endpoint.left_out is not None for endpoint in self.endpoints) and not self.stop.is_set():
-            reasons = [endpoint.left_out or "" for endpoint in self.endpoints]
-            message = reasons[0] if len(reasons) == 1 else "every endpoint failed: " + "; ".join(reasons)
+            reasons = [endpoint.left_out or Said("") for endpoint in self.endpoints]
+            message = (
+                reasons[0]
+                if len(reasons) == 1
+                else _each_said("every endpoint failed", "judge.message.every_endpoint_failed", reasons)
+            )
             self.outcome = Outcome(JudgeRunStatus.failed, message)
             self.stop.set()
 
@@ -187,7 +199,7 @@ class Pass:
             cancel = await asyncio.to_thread(self._store, answers, counts, seconds, shares)
             self.progress(self.done_total, self.job.total, self._note(now))
             if cancel and not self.stop.is_set():
-                self.outcome = Outcome(JudgeRunStatus.cancelled, "cancelled on request")
+                self.outcome = Outcome(JudgeRunStatus.cancelled, CANCELLED_ON_REQUEST)
                 self.stop.set()
 
     def _note(self, now: float) -> str:
@@ -231,7 +243,7 @@ class Pass:
                     task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
         except asyncio.CancelledError:
-            self.outcome = Outcome(JudgeRunStatus.cancelled, "interrupted")
+            self.outcome = Outcome(JudgeRunStatus.cancelled, INTERRUPTED)
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
@@ -246,8 +258,7 @@ class Pass:
                 await endpoint.close()
         if self.failure:
             error = self.failure[0]
-            reason = str(error) if isinstance(error, ClinConsensusError) else f"{type(error).__name__}: {error}"
-            self.outcome = Outcome(JudgeRunStatus.failed, reason)
+            self.outcome = Outcome(JudgeRunStatus.failed, _failure_said(error))
         elif self.outcome.status == JudgeRunStatus.finished:
             self._note_left_out()
         return self.outcome
@@ -265,8 +276,33 @@ class Pass:
     def _note_left_out(self) -> None:
         left = [endpoint.left_out for endpoint in self.endpoints if endpoint.left_out]
         if left:
-            said = "; ".join(left)
-            self.outcome.message = f"left out: {said}" + (f"; {self.outcome.message}" if self.outcome.message else "")
+            said = _each_said("left out", "judge.message.left_out", left)
+            if self.outcome.message:
+                said = Said(
+                    f"{said}; {self.outcome.message}", "judge.message.and", first=said, second=self.outcome.message
+                )
+            self.outcome.message = said
+
+
+def _joined(parts: list[Said]) -> Said:
+    """Sentences one after another ("a; b; c"), each in the reader's language on the page."""
+    if len(parts) == 1:
+        return parts[0]
+    rest = _joined(parts[1:])
+    return Said(f"{parts[0]}; {rest}", "judge.message.and", first=parts[0], second=rest)
+
+
+def _each_said(english: str, key: str, parts: list[Said]) -> Said:
+    """ "every endpoint failed: a; b" or "left out: a; b": a lead and the joined reasons."""
+    joined = _joined(parts)
+    return Said(f"{english}: {joined}", key, reasons=joined)
+
+
+def _failure_said(error: BaseException) -> Said:
+    """Why a run failed: a refusal of the data layer in its own words, anything else by its type."""
+    if isinstance(error, ClinConsensusError):
+        return Said(str(error), error.key, **error.params)
+    return Said(f"{type(error).__name__}: {error}", "judge.message.crashed", error=f"{type(error).__name__}: {error}")
 
 
 def recorded_run(engine: Engine, run_id: int) -> dict:
@@ -283,7 +319,7 @@ def execute_prepared(
         prepared = prepare()
     except ClinConsensusError as error:
         with session_scope(engine) as session:  # the record says why (a page started it in the background)
-            judge_runs.end_run(session, run_id, JudgeRunStatus.failed, str(error))
+            judge_runs.end_run(session, run_id, JudgeRunStatus.failed, _failure_said(error))
         raise
     with session_scope(engine) as session:
         judge_runs.begin_run(
@@ -307,7 +343,7 @@ async def _main(engine: Engine, run_id: int, prepared: Prepared, progress: Progr
 
 
 def _interrupt(run: Pass) -> None:
-    run.outcome = Outcome(JudgeRunStatus.cancelled, "interrupted")
+    run.outcome = Outcome(JudgeRunStatus.cancelled, INTERRUPTED)
     run.stop.set()
 
 

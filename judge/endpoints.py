@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 
 import openai
 
-from db.errors import ClinConsensusError, ValidationFailed
+from db.errors import ClinConsensusError, Said, ValidationFailed
 from db.judge_runs import RunCounts
 from judge.api_keys import api_key
 
@@ -57,15 +57,21 @@ class EndpointOptions:
     def check_endpoints(self) -> None:
         urls = self.urls()
         if not urls:
-            raise ValidationFailed("--base-url: give at least one endpoint, e.g. http://localhost:8000/v1")
+            raise ValidationFailed(
+                "--base-url: give at least one endpoint, e.g. http://localhost:8000/v1", key="judge.message.no_endpoint"
+            )
         for url in urls:
             parsed = urlparse(url)
             if parsed.scheme not in ("http", "https") or not parsed.netloc:
-                raise ValidationFailed(f"--base-url {url!r}: expected an http(s) URL such as http://localhost:8000/v1")
+                raise ValidationFailed(
+                    f"--base-url {url!r}: expected an http(s) URL such as http://localhost:8000/v1",
+                    key="judge.message.bad_endpoint",
+                    params={"url": url},
+                )
         if len(set(urls)) < len(urls):
-            raise ValidationFailed("--base-url: each endpoint once")
+            raise ValidationFailed("--base-url: each endpoint once", key="judge.message.endpoint_twice")
         if not (self.model or "").strip():
-            raise ValidationFailed("--model: give the model name the endpoint serves")
+            raise ValidationFailed("--model: give the model name the endpoint serves", key="judge.message.no_model")
         if not 1 <= int(self.concurrency) <= 512:
             raise ValidationFailed(f"--concurrency {self.concurrency}: expected 1 to 512")
         if not 0 <= self.max_retries <= 10:
@@ -96,7 +102,7 @@ class Share:
     done: int = 0
     requests: int = 0
     errors: int = 0
-    left_out: str | None = None
+    left_out: Said | None = None
 
     def take(self) -> dict[str, Any]:
         taken = {"done": self.done, "requests": self.requests, "errors": self.errors, "left_out": self.left_out}
@@ -117,7 +123,7 @@ class Endpoint:
     reached: bool = False
     unreachable: int = 0
     failing: int = 0
-    left_out: str | None = None
+    left_out: Said | None = None
     last_error: str = ""
 
     def __post_init__(self) -> None:
@@ -129,7 +135,7 @@ class Endpoint:
             timeout=self.options.timeout,
         )
 
-    def leave_out(self, reason: str) -> None:
+    def leave_out(self, reason: Said) -> None:
         if self.left_out is None:
             self.left_out = self.share.left_out = reason
 
@@ -151,11 +157,24 @@ class Endpoint:
                 if self.structured and self.structured_mode == "auto":
                     self.structured = False  # the server does not take response_format: ask plainly from now on
                     continue
-                raise RunFailed(f"the endpoint refused the request: {reason_of(error)}") from None
+                reason = reason_of(error)
+                raise RunFailed(
+                    f"the endpoint refused the request: {reason}",
+                    key="judge.message.refused",
+                    params={"reason": reason},
+                ) from None
             except openai.APIStatusError as error:
                 if error.status_code in FATAL_STATUSES:
                     self._count(1, 0)
-                    self.leave_out(f"the endpoint refused the request ({error.status_code}): {reason_of(error)}")
+                    reason = reason_of(error)
+                    self.leave_out(
+                        Said(
+                            f"the endpoint refused the request ({error.status_code}): {reason}",
+                            "judge.message.refused_status",
+                            code=error.status_code,
+                            reason=reason,
+                        )
+                    )
                     raise EndpointLost(self.url) from None
                 return None, spent + self._failed(error)
             except (openai.APIConnectionError, openai.APITimeoutError) as error:
@@ -179,10 +198,24 @@ class Endpoint:
             self.unreachable += 1
             # Nothing ever answered and every slot failed to connect: a wrong URL or a server that is down.
             if not self.reached and self.unreachable >= min(self.options.concurrency, LEAVE_OUT_AFTER):
-                self.leave_out(f"cannot reach the endpoint {self.url}: {reason_of(error)}")
+                self.leave_out(
+                    Said(
+                        f"cannot reach the endpoint {self.url}: {self.last_error}",
+                        "judge.message.unreachable",
+                        url=self.url,
+                        reason=self.last_error,
+                    )
+                )
         if self.failing >= LEAVE_OUT_AFTER:
             self.leave_out(
-                f"{self.url}: {self.failing} requests in a row failed after {retries} retries: {reason_of(error)}"
+                Said(
+                    f"{self.url}: {self.failing} requests in a row failed after {retries} retries: {self.last_error}",
+                    "judge.message.failing",
+                    url=self.url,
+                    n=self.failing,
+                    retries=retries,
+                    reason=self.last_error,
+                )
             )
         if self.left_out is not None:
             raise EndpointLost(self.url)

@@ -67,7 +67,7 @@ class GenerateOptions(EndpointOptions):
         try:
             check_name("--as", self.model_name(), "model")
         except InputRejected as error:
-            raise ValidationFailed(str(error)) from None
+            raise ValidationFailed(str(error), key=error.key, params=error.params) from None
 
     def system_text(self) -> str:
         if not self.system:
@@ -265,7 +265,9 @@ def prepare(engine: Engine, run: dict) -> Prepared:
     system = options.system_text()
     if hashlib.sha256(system.encode("utf-8")).hexdigest() != run["template_sha256"]:
         raise ValidationFailed(
-            f"generate run {run['id']}: its system file changed since the run was recorded (start a new run)"
+            f"generate run {run['id']}: its system file changed since the run was recorded (start a new run)",
+            key="judge.message.system_changed",
+            params={"run": run["id"]},
         )
     return Prepared(options, GenerateJob(engine, options, run["id"], run["created_by"], system))
 

@@ -71,7 +71,11 @@ class ItemSource:
         if models:
             unknown = sorted(set(models) - set(frame["model"]))
             if unknown:
-                raise ValidationFailed(f"--models: no responses of {', '.join(unknown)}")
+                raise ValidationFailed(
+                    f"--models: no responses of {', '.join(unknown)}",
+                    key="judge.message.unknown_models",
+                    params={"models": "、".join(unknown)},
+                )
             frame = frame[frame["model"].isin(models)]
         rubric = {
             pk: (group["criterion_id"].tolist(), group["text"].tolist(), group["position"].tolist())

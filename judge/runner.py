@@ -224,7 +224,9 @@ def _prepare(engine: Engine, run: dict) -> Prepared:
     template = read_template(options.template)
     if template_sha256(template) != run["template_sha256"]:
         raise ValidationFailed(
-            f"judge run {run['id']}: its template file changed since the run was recorded (start a new run)"
+            f"judge run {run['id']}: its template file changed since the run was recorded (start a new run)",
+            key="judge.message.template_changed",
+            params={"run": run["id"]},
         )
     source = ItemSource(
         engine,

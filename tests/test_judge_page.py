@@ -90,7 +90,9 @@ def test_a_bad_endpoint_is_refused_on_the_page_with_one_line(studio):
     app.text_input(key="judge_model").set_value("m")
     app = button(app, t("judge.form.start")).click().run()
     assert not app.exception and len(app.error) == 1
-    assert "expected an http(s) URL" in app.error[0].value.replace("\\", "")
+    shown = app.error[0].value.replace("\\", "")
+    assert t("judge.message.bad_endpoint", url="localhost:8000") in shown
+    assert "expected" not in shown  # the command line's English stays there
     with session_scope(studio, read_only=True) as session:
         assert session.exec(select(JudgeRun)).all() == []
 
@@ -171,3 +173,30 @@ def test_an_interrupted_run_is_resumed_from_the_page(studio):
         app = app.button(key=f"resume_{run_id}").click().run()
         run = wait_for(studio, run_id, ("finished", "failed"))
         assert run.status == "finished" and run.done == 24 and server.requests == 24
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_why_a_run_failed_is_said_in_the_readers_language(studio, lang):
+    url = f"http://127.0.0.1:{_free_port()}/v1"  # nothing listens there
+    app = open_page(signed_in(studio, "boss", lang=lang), PAGE)
+    app.text_area(key="judge_base_url").set_value(url)
+    app.text_input(key="judge_model").set_value("judge-8b")
+    app = button(app, translate("judge.form.start", lang)).click().run()
+    with session_scope(studio, read_only=True) as session:
+        run_id = session.exec(select(JudgeRun.id)).one()
+    run = wait_for(studio, run_id, ("finished", "failed"))
+    assert run.status == "failed" and run.message.startswith(f"cannot reach the endpoint {url}")  # the CLI's words
+    assert run.message_said["key"] == "judge.message.unreachable"
+    shown = texts(open_page(signed_in(studio, "boss", lang=lang), PAGE))
+    lead = translate("judge.message.unreachable", lang, url=url, reason="").rstrip()
+    assert lead in shown
+    if lang == "zh":
+        assert "cannot reach" not in shown
