@@ -38,12 +38,34 @@ def _layout(figure: go.Figure, title: str, **axes) -> go.Figure:
     return figure
 
 
+def ranked_models(cacs: pd.Series, models) -> list[str]:
+    """The one order of models in every chart: the leaderboard's (CACS@k, highest first; ties by name),
+    then the models without a score, by name."""
+    ranked = sorted(cacs.dropna().index, key=lambda model: (-float(cacs[model]), str(model)))
+    return ranked + sorted(set(models) - set(ranked), key=str)
+
+
+def model_order(report) -> list[str]:
+    """`ranked_models` of a report."""
+    cacs = report.models["cacs_at_k"] if "cacs_at_k" in report.models else pd.Series(dtype=float)
+    return ranked_models(cacs, report.grid.models)
+
+
+def _ordered(figure: go.Figure, order: list[str], axis: str = "x") -> go.Figure:
+    """Categories of the model axis in `order` (models a chart lacks are skipped, extra ones follow)."""
+    update = figure.update_xaxes if axis == "x" else figure.update_yaxes
+    update(categoryorder="array", categoryarray=order)
+    return figure
+
+
 def case_mf1_distribution(report, t: Translator) -> go.Figure:
     pairs = report.agreement.pairs
     figure = go.Figure()
-    for model in report.grid.models:
+    order = model_order(report)
+    for model in order:
         values = pairs.loc[pairs["model"] == model, "mf1"]
         figure.add_trace(go.Box(y=values, name=model, boxmean=True, showlegend=False))
+    _ordered(figure, order)
     return _layout(
         figure,
         t("analysis.fig.case_mf1"),
@@ -76,6 +98,7 @@ def pooled_mf1(report, t: Translator) -> go.Figure:
     overall = report.agreement.overall_mf1
     if not np.isnan(overall):
         figure.add_hline(y=overall, line_dash="dash", annotation_text=t("analysis.fig.overall"))
+    _ordered(figure, model_order(report))
     return _layout(
         figure, t("analysis.fig.pooled_mf1"), yaxis_title=t("analysis.axis.pooled_mf1"), yaxis_range=[0, 1.1]
     )
@@ -112,8 +135,10 @@ def case_accuracy_threshold(report, t: Translator) -> go.Figure:
     accuracy = scores.s / np.maximum(scores.n, 1)
     passing = scores.s >= report.k
     figure = go.Figure()
-    models = list(report.grid.models)
-    for code, model in enumerate(models):
+    models = list(report.grid.models)  # indexed by the scores' model codes
+    order = model_order(report)
+    for model in order:
+        code = models.index(model)
         mine = scores.model_codes == code
         figure.add_trace(
             go.Violin(
@@ -140,6 +165,7 @@ def case_accuracy_threshold(report, t: Translator) -> go.Figure:
             hovertemplate="%{x}<br>%{y:.1%}<extra></extra>",
         )
     )
+    _ordered(figure, order)
     figure.add_hrect(
         y0=0,
         y1=(report.k - 0.5) / max(report.n, 1),
@@ -166,6 +192,7 @@ def slice_bars(report, t: Translator, dimension: str) -> go.Figure:
         name = value_names(dimension, [value], t)[0]
         figure.add_trace(go.Bar(x=part["model"], y=part["cacs_at_k"], name=name))
     figure.update_layout(barmode="group", legend_title_text=t(f"insights.dimension.{dimension}"))
+    _ordered(figure, model_order(report))
     return _layout(
         figure,
         t(f"analysis.fig.slice.{dimension}", k=report.k),
@@ -181,7 +208,7 @@ def _percent_text(value: float) -> str:
 
 def family_heatmap(report, t: Translator) -> go.Figure:
     frame = report.slices[report.slices["dimension"] == "capability_family"]
-    table = frame.pivot(index="value", columns="model", values="cacs_at_k").reindex(columns=report.grid.models)
+    table = frame.pivot(index="value", columns="model", values="cacs_at_k").reindex(columns=model_order(report))
     deviation = table - report.models["cacs_at_k"].reindex(table.columns).to_numpy()[None, :]
     figure = go.Figure(
         go.Heatmap(
@@ -228,7 +255,8 @@ def rank_shifts(report, t: Translator) -> go.Figure:
     figure = go.Figure()
     if len(rates.columns):
         ranks = rates.rank(ascending=False, method="min")
-        for model in ranks.index:
+        order = model_order(report)
+        for model in sorted(ranks.index, key=lambda name: order.index(name) if name in order else len(order)):
             figure.add_trace(
                 go.Scatter(
                     x=list(ranks.columns),
@@ -248,7 +276,10 @@ def rank_shifts(report, t: Translator) -> go.Figure:
 def threshold_sensitivity(report, t: Translator) -> go.Figure:
     figure = go.Figure()
     thresholds = list(range(1, report.n + 1))
-    for model, row in report.models.iterrows():
+    for model in model_order(report):
+        if model not in report.models.index:
+            continue
+        row = report.models.loc[model]
         figure.add_trace(go.Scatter(x=thresholds, y=[row[f"cacs@{k}"] for k in thresholds], mode="lines", name=model))
     figure.add_vline(x=report.k, line_dash="dash", annotation_text=f"k = {report.k}")
     return _layout(
@@ -574,7 +605,7 @@ def insight_figures(report, t: Translator) -> list[tuple[str, go.Figure]]:
     built = [
         ("criterion_kappa", kappa_distribution(insights, t)),
         ("judges_vs_ceiling", judges_against_ceiling(insights, report.judges, t)),
-        ("judges_by_model", judges_by_model_heatmap(insights, t, list(report.grid.models))),
+        ("judges_by_model", judges_by_model_heatmap(insights, t, model_order(report))),
     ]
     built += [(f"judge_slice_{dimension}", judge_slice_bars(insights, t, dimension)) for dimension in SLICE_DIMENSIONS]
     built += [

@@ -40,11 +40,14 @@ SHOWN_ROWS = 500
 LABEL_TEXT = {metrics.MET: "insights.label.met", metrics.NOT_MET: "insights.label.not_met"}
 
 
-State = tuple[metrics.DecisionGrid, reliability.Insights, pd.DataFrame]
+State = tuple[metrics.DecisionGrid, reliability.Insights, pd.DataFrame, list[str]]
 
 
 def _build(grid: metrics.DecisionGrid) -> State:
-    return grid, reliability.build_insights(grid, resamples=PAGE_RESAMPLES), metrics.judge_fidelity(grid)
+    # The models in the dashboard's order (its default view ranks them by CACS@k on gold).
+    cacs = metrics.model_scores(grid, metrics.response_scores(grid), metrics.DEFAULT_K)["cacs_at_k"]
+    order = figure_builders.ranked_models(cacs, grid.models)
+    return grid, reliability.build_insights(grid, resamples=PAGE_RESAMPLES), metrics.judge_fidelity(grid), order
 
 
 @st.cache_resource(show_spinner=False)
@@ -103,7 +106,7 @@ def render_criteria() -> None:
     state = _load(t)
     if state is None:
         return
-    _, insights, _ = state
+    _, insights, _, _ = state
     table = insights.criteria
     st.caption(
         t(
@@ -241,7 +244,7 @@ def render_judge_errors() -> None:
     state = _load(t)
     if state is None:
         return
-    grid, insights, judges = state
+    grid, insights, judges, order = state
     if not grid.judges:
         st.info(t("analysis.no_judges"))
         return
@@ -258,9 +261,7 @@ def render_judge_errors() -> None:
     )
     _ranking_section(t, grid)
     st.plotly_chart(
-        table_view.titled(
-            figure_builders.judges_by_model_heatmap(insights, t, list(grid.models)), t, y="analysis.axis.judge"
-        ),
+        table_view.titled(figure_builders.judges_by_model_heatmap(insights, t, order), t, y="analysis.axis.judge"),
         key="insights_by_model",
         width="stretch",
     )
@@ -406,7 +407,7 @@ def render_physicians() -> None:
     state = _load(t)
     if state is None:
         return
-    _, insights, _ = state
+    _, insights, _, _ = state
     ceiling = insights.human_ceiling
     st.caption(
         t(

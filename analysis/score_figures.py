@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analysis import calibrated as calibrated_scores
-from analysis.figures import _layout
+from analysis.figures import _layout, model_order
 
 Translator = Callable[..., str]
 
@@ -48,7 +48,9 @@ def leaderboard_intervals(report, t: Translator) -> go.Figure:
 
 def pairwise_matrix(report, t: Translator) -> go.Figure:
     pairs = report.scores_section.comparisons["cacs_at_k"] if report.scores_section is not None else []
-    models = sorted({model for entry in pairs for model in entry["models"]})
+    compared = {model for entry in pairs for model in entry["models"]}
+    models = [model for model in model_order(report) if model in compared]
+    models += sorted(compared - set(models))  # judge-scored models, after the physician-scored ones
     index = {model: i for i, model in enumerate(models)}
     diff = np.full((len(models), len(models)), np.nan)
     text = np.full((len(models), len(models)), "", dtype=object)
