@@ -311,8 +311,8 @@ def _case_meta(bench: Workbench) -> str:
         "workbench.case_meta",
         case_id=case.case_id,
         difficulty=taxonomy.name("difficulties", case.difficulty, shell.lang()),
-        subject=case.subject or "—",
-        user_role=case.user_role or "—",
+        subject=widgets.subject_text(case.subject),
+        user_role=widgets.asker_text(case.user_role),
     )
 
 

@@ -21,7 +21,7 @@ from db.review import drafts
 from ui import shell, workbench as wb
 from ui.checker import draft_note, met_text
 from ui.shell import t
-from ui.widgets import error_text, plain, show_error
+from ui.widgets import asker_text, error_text, plain, show_error
 
 PICK_KEY = "review_adj_pick"
 LOADED_KEY = "review_adj_loaded"
@@ -273,7 +273,7 @@ def _workbench(user, response_id: int) -> None:
         texts=_texts(),
         request=view.case.user_request,
         context=view.case.clinical_context,
-        meta=t("workbench.adj.meta", case_id=view.case.case_id, user_role=view.case.user_role or "—"),
+        meta=t("workbench.adj.meta", case_id=view.case.case_id, user_role=asker_text(view.case.user_role)),
         text_title=t("workbench.response", code=view.code),
         text=view.response_text,
         items_title=t("review.adjudication.cells", n=view.n_open),

@@ -72,3 +72,24 @@ def test_case_card_shows_every_field_as_text():
 def test_progress_bar_states_done_and_total():
     app = _run("from ui.widgets import progress_bar\nprogress_bar(3, 4)\nprogress_bar(0, 0)\n")
     assert [p.value for p in app.get("progress")] == [75, 0]
+
+
+def test_an_english_page_names_the_category_beside_the_cases_own_specialty_and_asker(monkeypatch):
+    import json
+    from pathlib import Path
+
+    from ui import widgets
+
+    taxonomy = json.loads((Path(__file__).resolve().parent.parent / "db" / "taxonomy.json").read_text("utf-8"))
+    neurology = next(m for m in taxonomy["macro_categories"] if "神经内科" in m["specialties"])
+    lay = next(v for v in taxonomy["register"]["values"] if v["id"] == "lay")
+    professional = next(v for v in taxonomy["register"]["values"] if v["id"] == "professional")
+
+    monkeypatch.setattr(widgets, "lang", lambda: "en")
+    assert widgets.subject_text("神经内科") == f"神经内科 ({neurology['en']})"
+    assert widgets.asker_text("患者家属") == f"患者家属 ({lay['en']})"
+    assert widgets.asker_text("社区护士") == f"社区护士 ({professional['en']})"  # 护士 is a professional word
+    assert widgets.subject_text("某个未列出的科室") == "某个未列出的科室"  # no category to name
+    assert widgets.subject_text(None) == widgets.asker_text("") == "—"
+    monkeypatch.setattr(widgets, "lang", lambda: "zh")
+    assert widgets.subject_text("神经内科") == "神经内科" and widgets.asker_text("患者家属") == "患者家属"

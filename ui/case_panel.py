@@ -45,6 +45,7 @@ def _case_box(case: CaseView, *, height: int) -> None:
     with st.container(height=height, border=False):
         widgets.case_card(shown)
         themes = [taxonomy.name("task_themes", taxonomy.theme_or_raw(label), lang) for label in case.task_labels]
-        for key, values in (("annotate.case.themes", themes), ("annotate.case.specialties", case.subject_labels)):
+        specialties = [widgets.subject_text(label) for label in case.subject_labels]
+        for key, values in (("annotate.case.themes", themes), ("annotate.case.specialties", specialties)):
             if values:
                 st.caption(f"{shell.t(key)}：" + widgets.plain("、".join(values)))

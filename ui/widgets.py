@@ -45,6 +45,29 @@ def _field(case: Any, name: str) -> Any:
     return getattr(case, name, None)
 
 
+def subject_text(subject: str | None) -> str:
+    """A case's specialty as written in the case; on an English page with the English name of its
+    category beside it ("神经内科 (Neurology and psychiatry)"): the case's own words stay the data."""
+    if not subject:
+        return "—"
+    taxonomy = get_taxonomy()
+    category = taxonomy.macro_category([subject])
+    if lang() == "zh" or category == "other":
+        return subject
+    return f"{subject} ({taxonomy.name('macro_categories', category, lang())})"
+
+
+def asker_text(user_role: str | None) -> str:
+    """Who asked, as written in the case; on an English page with its register beside it
+    ("患者家属 (Lay-facing)")."""
+    if not user_role:
+        return "—"
+    if lang() == "zh":
+        return user_role
+    taxonomy = get_taxonomy()
+    return f"{user_role} ({taxonomy.name('register', taxonomy.register(user_role), lang())})"
+
+
 def case_card(case: Any, *, expanded_text: bool = True) -> None:
     """A bordered card with a case's id, difficulty, task, subject, asker and its two texts.
 
@@ -64,7 +87,13 @@ def case_card(case: Any, *, expanded_text: bool = True) -> None:
                         st.caption(t(f"widgets.case.{name}"))
                         value = _field(case, name)
                         # Difficulty is stored as an id (low/medium/high); show its name in the user's language.
-                        show_text(get_taxonomy().name("difficulties", value, lang()) if name == "difficulty" else value)
+                        if name == "difficulty":
+                            value = get_taxonomy().name("difficulties", value, lang())
+                        elif name == "subject":
+                            value = subject_text(value)
+                        elif name == "user_role":
+                            value = asker_text(value)
+                        show_text(value)
         for name in CASE_TEXT_FIELDS:
             if _field(case, name) is None:
                 continue

@@ -1,5 +1,6 @@
-"""Every page of every role at 1440×900 and 1920×1080 on the demo: it renders without an error, and a
-screenshot is kept (tests/artifacts/screenshots/screens-<role>-<page>-<size>.png) for people to look at."""
+"""Every page of every role on the demo, in Chinese and English at 1440×900 and 1024×768 (and Chinese at
+1920×1080): it renders without an error, and a screenshot is kept
+(tests/artifacts/screenshots/screens-<lang>-<role>-<page>-<size>.png) for people to look at."""
 
 from __future__ import annotations
 
@@ -11,18 +12,23 @@ from tests.e2e.conftest import ACTION_TIMEOUT_MS, login, screenshot, wait_for_ap
 
 pytestmark = pytest.mark.browser
 
-SIZES = ((1440, 900), (1920, 1080))
+#: (width, height, language) of each round through the pages.
+VIEWS = ((1440, 900, "zh"), (1024, 768, "zh"), (1920, 1080, "zh"), (1440, 900, "en"), (1024, 768, "en"))
 ROLES = (("admin", None), ("annotator", 1), ("checker", 1))
 
 
-@pytest.mark.parametrize("width,height", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+@pytest.mark.parametrize("width,height,lang", VIEWS, ids=[f"{lang}-{w}x{h}" for w, h, lang in VIEWS])
 @pytest.mark.parametrize("role,group", ROLES, ids=[role for role, _ in ROLES])
-def test_every_page_of_every_role(browser, app_server, accounts, role, group, width, height):
-    context = browser.new_context(viewport={"width": width, "height": height}, locale="zh-CN")
+def test_every_page_of_every_role(browser, app_server, accounts, role, group, width, height, lang):
+    locale = "zh-CN" if lang == "zh" else "en-US"
+    context = browser.new_context(viewport={"width": width, "height": height}, locale=locale)
     context.set_default_timeout(ACTION_TIMEOUT_MS)
     page = context.new_page()
     try:
         login(page, app_server, accounts(role, group))
+        if lang == "en":
+            page.get_by_text("English", exact=True).click()  # the sidebar's language switch
+            wait_for_app_run(page)
         links = page.locator('[data-testid="stSidebarNav"] a')
         paths = [urlparse(links.nth(i).get_attribute("href")).path.strip("/") for i in range(links.count())]
         assert paths, "no pages in the navigation"
@@ -31,6 +37,6 @@ def test_every_page_of_every_role(browser, app_server, accounts, role, group, wi
             wait_for_app_run(page)
             page.wait_for_timeout(500)  # the workbench fits itself to the window
             assert page.locator('[data-testid="stException"]').count() == 0, path
-            screenshot(page, f"screens-{role}-{path or 'home'}-{width}x{height}", settle=False)
+            screenshot(page, f"screens-{lang}-{role}-{path or 'home'}-{width}x{height}", settle=False)
     finally:
         context.close()

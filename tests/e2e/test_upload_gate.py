@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import expect
 
 from db.limits import MAX_UPLOAD_MB
-from tests.e2e.conftest import login, open_app, text, wait_for_app_run
+from tests.e2e.conftest import ACTION_TIMEOUT_MS, login, open_app, text, wait_for_app_run
 
 pytestmark = pytest.mark.browser
 
@@ -126,9 +126,11 @@ def test_an_admin_uploads_and_the_import_page_reads_the_file(page, app_server, a
         files=[{"name": "upload-gate.jsonl", "mimeType": "application/octet-stream", "buffer": b"{not json\n"}]
     )
     expect(page.get_by_text("upload-gate.jsonl").first).to_be_visible()
+    wait_for_app_run(page)  # the upload's own rerun ends first, or the click may be taken by it
     page.get_by_role("button", name=text("admin.import.submit")).click()
     wait_for_app_run(page)
-    expect(page.get_by_role("alert").filter(has_text="upload-gate.jsonl").first).to_be_visible()
+    refusal = page.get_by_role("alert").filter(has_text="upload-gate.jsonl").first
+    expect(refusal).to_be_visible(timeout=ACTION_TIMEOUT_MS)
 
 
 def test_an_annotator_cannot_upload(page, app_server, accounts):
