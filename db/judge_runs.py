@@ -19,7 +19,7 @@ from sqlmodel import Session, SQLModel
 
 from db.audit import AuditWriter
 from db.audit_records import judge_digests_entry
-from db.errors import NotFound, Said, ValidationFailed, said_from_record, said_record
+from db.errors import NotFound, ValidationFailed, said_from_record, said_record
 from db.models import JudgeRun, JudgeRunStatus, User, utcnow
 from db.policies import require_admin
 
@@ -290,7 +290,8 @@ def end_run(session: Session, run_id: int, status: str, message: str | None = No
     run.finished_at = utcnow()
     run.heartbeat_at = run.finished_at
     run.message = None if message is None else str(message)
-    run.message_said = said_record(message) if isinstance(message, Said) else None
+    record = said_record(message)
+    run.message_said = record if isinstance(record, dict) else None  # plain text has no catalog entry
     session.add(run)
     AuditWriter(session, run.created_by).record(
         action=status,
