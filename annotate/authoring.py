@@ -29,7 +29,7 @@ from db.taxonomy import get_taxonomy
 from ui import shell, widgets, workbench as wb
 from ui.case_panel import case_panel
 from ui.keys import widget_key
-from ui.rubric_lint import finding_text, row_text
+from ui.rubric_lint import cell_text, finding_text, row_text
 
 t = shell.t
 CASE_KEY = "annotate_rubric_case"
@@ -131,7 +131,7 @@ def _inputs(rows: list[dict]) -> list[CriterionInput]:
 
 
 def _lint_column(report: LintReport, n: int) -> list[str]:
-    return [row_text(report, row) or t("annotate.lint.ok") for row in range(n)]
+    return [cell_text(report, row) or t("annotate.lint.ok") for row in range(n)]
 
 
 def _show_lint(report: LintReport) -> None:

@@ -95,3 +95,41 @@ def test_the_case_stands_left_of_the_editor_and_the_comment_beside_its_criterion
     assert order[:4] == ["criterion_id", "text", "review", "lint"] and order[-1] == "tags"
     assert frame.value["review"][3] == "请写明利尿剂名称"
     assert zh("annotate.authoring.returned", version=1) in [w.value for w in app.warning]
+
+
+def _display_width(text: str) -> int:
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_a_row_with_several_warnings_fits_its_lint_cell(monkeypatch, lang):
+    import i18n
+    from annotate.authoring import LINT_WIDTH, ROW_HEIGHT
+    from db.rubric_lint import lint_rubric
+    from ui import rubric_lint, shell
+
+    monkeypatch.setattr(shell, "t", lambda key, **values: i18n.translate(key, lang, **values))
+    long_text = "回答应全面、准确、适当地说明胸痛与主动脉夹层及肺栓塞相鉴别的要点" * 4  # > 120 characters
+    # Similar to three others: one short mention with a count, not three.
+    texts = [
+        long_text,
+        *(long_text + suffix for suffix in ("并且复查", "并复诊", "及随访")),
+        "另一条完全不同且足够长的评分标准",
+    ]
+    report = lint_rubric(texts, expected=5)
+    assert sum(finding.code == "near_duplicate" for finding in report.for_row(0)) == 3
+    codes = {finding.code for finding in report.for_row(0)}
+    assert {"too_long", "compound", "vague", "near_duplicate"} <= codes  # four warnings on one row
+    cell = rubric_lint.cell_text(report, 0)
+    # The cell wraps to three lines (ROW_HEIGHT) of about 96 px of text (LINT_WIDTH less padding; the grid
+    # only widens it): a wide character takes about 16 px there, a narrow one 8.
+    lines = ROW_HEIGHT // 22
+    per_line = (LINT_WIDTH - 20) // 8  # in narrow-character units: 12 at 1024 px (read off its screenshot)
+    assert _display_width(cell) <= lines * per_line - (lines - 1), cell  # a unit lost at each wrap
+    assert _display_width(rubric_lint.row_text(report, 0)) > lines * per_line  # the sentences would be cut
+    assert cell.startswith(i18n.translate("annotate.lint.mark.warning", lang))
+    assert rubric_lint.cell_text(report, 4) == ""
+    similar = i18n.translate("annotate.lint.short.near_duplicate", lang, other=2)
+    assert i18n.translate("annotate.lint.short.and_more", lang, first=similar, total=3, more=2) in cell
