@@ -6,7 +6,8 @@
 #   make bench-quick   every benchmark once at a small scale: it completes and its equality checks hold
 #   make lint    ruff (lint and format check), import contracts (lint-imports), mypy
 #
-# The virtualenv is (re)installed only when pyproject.toml changes (stamp files in .venv/).
+# The virtualenv is (re)installed only when pyproject.toml changes (stamp files in .venv/), by uv
+# (seconds) or, with INSTALLER=pip or where uv cannot be fetched, by pip (minutes).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -45,20 +46,33 @@ $(BIN)/python:
 	    exit 1; \
 	  fi; \
 	fi
-	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
 
 # pip's own lines, one per package fetched and the last one, so a first install shows it is moving.
 # (A pip failure still fails the pipeline; a filter that finds no line does not.)
 PIP_PROGRESS := { grep --line-buffered -E '^(Collecting|Installing collected)' || true; }
 
+# The installer: uv (from PyPI, into the virtualenv) resolves and installs the dependencies in seconds where
+# pip takes minutes, and says what it does as it goes; where uv cannot be had (or with INSTALLER=pip), pip
+# does the same install.
+INSTALLER ?= uv
+# install_into SPEC: install the project (SPEC: . or '.[test]') into the virtualenv.
+define install_into
+	if [ "$(INSTALLER)" = uv ] && $(BIN)/python -m pip install -q --disable-pip-version-check uv >/dev/null 2>&1; then \
+	  $(BIN)/uv pip install --python $(BIN)/python -e $(1); \
+	else \
+	  echo "installing with pip (the first time takes a few minutes)"; \
+	  $(BIN)/python -m pip install --progress-bar off --disable-pip-version-check -e $(1) | $(PIP_PROGRESS); \
+	fi
+endef
+
 $(APP_STAMP): pyproject.toml | $(BIN)/python
-	@echo "installing ClinConsensus Studio and its dependencies into $(VENV) (the first time takes a few minutes)"
-	@$(BIN)/python -m pip install --progress-bar off --disable-pip-version-check -e . | $(PIP_PROGRESS)
+	@echo "installing ClinConsensus Studio and its dependencies into $(VENV)"
+	@$(call install_into,.)
 	@touch $@
 
 $(TEST_STAMP): pyproject.toml | $(BIN)/python
-	@echo "installing ClinConsensus Studio with its test tools into $(VENV) (the first time takes a few minutes)"
-	@$(BIN)/python -m pip install --progress-bar off --disable-pip-version-check -e '.[test]' | $(PIP_PROGRESS)
+	@echo "installing ClinConsensus Studio with its test tools into $(VENV)"
+	@$(call install_into,'.[test]')
 	@touch $@ $(APP_STAMP)
 
 run: $(APP_STAMP)
