@@ -27,6 +27,7 @@ QUICK_CASES = "40"
 QUICK_ARGUMENTS: dict[str, list[str]] = {
     "bench_assignments": ["--cases", QUICK_CASES, "--models", "3"],
     "bench_audit": ["--cases", QUICK_CASES],
+    "bench_cold_start": ["--installers", "uv"],
     "bench_export": ["--cases", QUICK_CASES, "--models", "3", "--repeat", "1", "--also", "judgements,judge-items,sft"],
     "bench_import": ["--cases", QUICK_CASES, "--baseline-sample", "200"],
     "bench_judge": [
