@@ -79,6 +79,21 @@ def cacs(s: np.ndarray, n: np.ndarray, k: int) -> np.ndarray:
     return np.where(s >= k, (s - k + 1) / denominator, 0.0)
 
 
+def score_summary(s: np.ndarray, n: np.ndarray, k: int) -> dict[str, float | int]:
+    """The scores of a set of responses (one model, or one model within a slice), each with s met of N:
+
+    rubric accuracy = mean(s / N), Pass@k = mean(s ≥ k), CACS@k = mean of `cacs` (docs/REFERENCE.md §4).
+    """
+    s = np.asarray(s, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    return {
+        "n_responses": int(len(s)),
+        "rubric_accuracy": float(np.mean(s / n)),
+        "pass_at_k": float(np.mean(s >= k)),
+        "cacs_at_k": float(np.mean(cacs(s, n, k))),
+    }
+
+
 @dataclass
 class Scores:
     """Per complete response of a source: model code, case row, N, s, length."""

@@ -30,7 +30,7 @@ from analysis.exports.paths import output_dir, output_file
 from analysis.exports.release import release_records
 from analysis.frames import parse_source
 from analysis.loader import audit_head, load_judge, load_label_decisions, load_responses
-from analysis.metrics import cacs
+from analysis.metrics import DEFAULT_K, score_summary
 from db.errors import ValidationFailed
 from db.gold import complete_responses, gold_labels, group_final_labels
 from db.progress import Progress, no_progress
@@ -103,17 +103,6 @@ def _names_of(models: list[str], name_of, what: str) -> dict[str, str]:
 JUDGEMENTS_MANIFEST = "manifest.json"
 JUDGEMENTS_DIR = "judgements"
 JUDGEMENTS_FILES = ("cases.jsonl", "scores.json", JUDGEMENTS_MANIFEST)
-DEFAULT_K = 10
-
-
-def _score_block(s: np.ndarray, n: np.ndarray, k: int) -> dict:
-    """RA, Pass@k and CACS@k (docs/REFERENCE.md §4) over responses with s met of n criteria."""
-    return {
-        "n_responses": int(len(s)),
-        "rubric_accuracy": float(np.mean(s / n)),
-        "pass_at_k": float(np.mean(s >= k)),
-        "cacs_at_k": float(np.mean(cacs(s, n, k))),
-    }
 
 
 def judgement_scores(frame: pd.DataFrame, cases: list[dict], k: int) -> dict:
@@ -124,7 +113,7 @@ def judgement_scores(frame: pd.DataFrame, cases: list[dict], k: int) -> dict:
     for model in models:
         rows = frame[frame["model"] == model]
         s, n = rows["s"].to_numpy(np.float64), rows["n"].to_numpy(np.float64)
-        result["models"][model] = _score_block(s, n, k)
+        result["models"][model] = score_summary(s, n, k)
         members: dict[tuple[str, str], list[int]] = {}
         for index, case_id in enumerate(rows["case_id"].tolist()):
             case = case_of[case_id]
@@ -132,7 +121,7 @@ def judgement_scores(frame: pd.DataFrame, cases: list[dict], k: int) -> dict:
             for label in case["subject_labels"]:
                 members.setdefault(("subject", str(label)), []).append(index)
         for (dimension, value), rows_of in sorted(members.items()):
-            result["slices"][dimension].setdefault(value, {})[model] = _score_block(s[rows_of], n[rows_of], k)
+            result["slices"][dimension].setdefault(value, {})[model] = score_summary(s[rows_of], n[rows_of], k)
     return result
 
 
