@@ -25,7 +25,7 @@ from db.errors import ValidationFailed
 from db.importers import model_of_judgement_file
 from db.models import Case, Criterion, JudgeDecision, Label, Response, RubricStatus, RubricVersion, Stage
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
-from tests.support.official_rules import eval_cacs
+from tests.support.official_rules import CASE_SCORE_COLUMNS, eval_cacs
 
 N = 6
 MODELS = ["model-a", "org/model-b", "模型C"]
@@ -588,19 +588,7 @@ def test_report_case_scores_csv_recomputed_from_the_rows(engine, session, tmp_pa
     run_report(engine, k=k, out_dir=tmp_path / "report", stream=io.StringIO())
     with open(tmp_path / "report" / "case_scores.csv", encoding="utf-8", newline="") as handle:
         rows = list(csv.reader(handle))
-    assert rows[0] == [
-        "model",
-        "case_id",
-        "difficulty",
-        "subject_labels",
-        "task_labels",
-        "rubric_count",
-        "expected_rubric_count",
-        "positive_count",
-        "rubric_accuracy_pct",
-        "pass_at_k",
-        "cacs_at_k_pct",
-    ]
+    assert rows[0] == list(CASE_SCORE_COLUMNS)
     assert len(rows) - 1 == len(expected) > 0
     for got, want in zip(rows[1:], expected):
         assert got[:5] == want[:5]

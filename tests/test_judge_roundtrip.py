@@ -33,7 +33,13 @@ from db.importers import ImportFailed, import_file
 from db.models import Case, JudgeDecision, Response
 from judge.runner import RunOptions, run_judge
 from tests.support.factories import make_case, make_label, make_response, make_user
-from tests.support.official_rules import OfficialFailure, case_rows, eval_cacs, validate_release
+from tests.support.official_rules import (
+    CASE_SCORE_COLUMNS,
+    OfficialFailure,
+    case_rows,
+    eval_cacs,
+    validate_release,
+)
 from tools.llm_server import LLMServer, expected_met
 
 #: sha256 of the PROMPT string of scripts/run_local_judge.py (the text between its triple quotes).
@@ -261,21 +267,6 @@ def test_per_model_export_reproduces_the_report_of_every_model_for_every_source(
             assert_official_equals_ours(official, json.loads((folder / "scores.json").read_text(encoding="utf-8")))
 
 
-CASE_SCORE_COLUMNS = [
-    "model",
-    "case_id",
-    "difficulty",
-    "subject_labels",
-    "task_labels",
-    "rubric_count",
-    "expected_rubric_count",
-    "positive_count",
-    "rubric_accuracy_pct",
-    "pass_at_k",
-    "cacs_at_k_pct",
-]
-
-
 def test_report_case_scores_equal_the_official_per_case_rows(demo_engine, tmp_path):
     """report --out writes case_scores.csv: the official scorer's per-case rows of a --per-model export."""
     from analysis.report import write_tables
@@ -289,7 +280,7 @@ def test_report_case_scores_equal_the_official_per_case_rows(demo_engine, tmp_pa
     write_tables(build_report(load_frames(demo_engine), k=10, resamples=0, insights=False), tmp_path / "out")
     with open(tmp_path / "out" / "case_scores.csv", encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle)
-        assert reader.fieldnames == CASE_SCORE_COLUMNS
+        assert reader.fieldnames == list(CASE_SCORE_COLUMNS)
         got = list(reader)
     assert len(got) == len(expected) > 0
     for ours, official in zip(got, expected):

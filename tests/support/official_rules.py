@@ -70,6 +70,22 @@ def _levels_share(scores: list[int], n: int, k: int) -> float:
     return 100.0 * sum(sum(s >= level for s in scores) / len(scores) for level in range(k, n + 1)) / (n - k + 1)
 
 
+#: The columns of the official case_scores.csv, in its order (as `case_rows` writes each row).
+CASE_SCORE_COLUMNS = (
+    "model",
+    "case_id",
+    "difficulty",
+    "subject_labels",
+    "task_labels",
+    "rubric_count",
+    "expected_rubric_count",
+    "positive_count",
+    "rubric_accuracy_pct",
+    "pass_at_k",
+    "cacs_at_k_pct",
+)
+
+
 def case_rows(data: Path, judgements_dir: Path, threshold: int = 10) -> list[dict]:
     """The rows of the official case_scores.csv: per judgement file (sorted by name), per row in file order."""
     cases = [json.loads(line) for line in Path(data).read_text(encoding="utf-8").splitlines() if line.strip()]
