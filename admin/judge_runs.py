@@ -60,26 +60,50 @@ def _urls(text: str) -> list[str]:
     return [line.strip() for line in (text or "").splitlines() if line.strip()]
 
 
+def _endpoint_fields(form: str, t, model_help: str) -> tuple:
+    """The fields every run on endpoints asks for, in two columns: URLs, the served model, the API-key
+    variable, concurrency, thinking; returns (left, right, base_url, model, key_env, concurrency, no_thinking)
+    with the columns for the form's own fields."""
+    left, right = st.columns(2)
+    base_url = left.text_area(
+        t("judge.form.base_url"),
+        placeholder=t("judge.form.base_url.placeholder"),
+        help=t("judge.form.base_url.help"),
+        key=f"{form}_base_url",
+        height=80,
+    )
+    model = right.text_input(t("judge.form.model"), help=t(model_help), key=f"{form}_model")
+    key_env = right.text_input(
+        t("judge.form.api_key_env"), help=t("judge.form.api_key_env.help"), key=f"{form}_key_env"
+    )
+    concurrency = int(
+        left.number_input(
+            t("judge.form.concurrency"), min_value=1, max_value=512, value=8, step=1, key=f"{form}_concurrency"
+        )
+    )
+    no_thinking = left.checkbox(
+        t("judge.form.no_thinking"), help=t("judge.form.no_thinking.help"), key=f"{form}_no_thinking"
+    )
+    return left, right, base_url, model, key_env, concurrency, no_thinking
+
+
+def _start(run_id_of, options, user, t) -> None:
+    """Records the run, starts its process and says so; a refusal is shown and nothing starts."""
+    try:
+        run_id = run_id_of(shell.engine(), options, by=user)
+    except ClinConsensusError as error:
+        widgets.show_error(error)
+        return
+    launch_run(run_id, database_url())
+    st.success(t("judge.started", id=run_id))
+
+
 def _start_form(user, t) -> None:
     with st.form("judge_run_form", clear_on_submit=False):
-        left, right = st.columns(2)
-        base_url = left.text_area(
-            t("judge.form.base_url"),
-            placeholder=t("judge.form.base_url.placeholder"),
-            help=t("judge.form.base_url.help"),
-            key="judge_base_url",
-            height=80,
+        left, right, base_url, model, key_env, concurrency, no_thinking = _endpoint_fields(
+            "judge", t, "judge.form.model.help"
         )
-        model = right.text_input(t("judge.form.model"), help=t("judge.form.model.help"), key="judge_model")
         judge = left.text_input(t("judge.form.judge"), help=t("judge.form.judge.help"), key="judge_name")
-        key_env = right.text_input(
-            t("judge.form.api_key_env"), help=t("judge.form.api_key_env.help"), key="judge_key_env"
-        )
-        concurrency = int(
-            left.number_input(
-                t("judge.form.concurrency"), min_value=1, max_value=512, value=8, step=1, key="judge_concurrency"
-            )
-        )
         template = right.selectbox(
             t("judge.form.template"),
             list(TEMPLATES),
@@ -105,9 +129,6 @@ def _start_form(user, t) -> None:
                 key="judge_limit",
             )
         )
-        no_thinking = right.checkbox(
-            t("judge.form.no_thinking"), help=t("judge.form.no_thinking.help"), key="judge_no_thinking"
-        )
         submitted = st.form_submit_button(t("judge.form.start"), type="primary", icon=":material/play_arrow:")
     if not submitted:
         return
@@ -123,27 +144,15 @@ def _start_form(user, t) -> None:
         limit=limit or None,
         thinking=not no_thinking,
     )
-    try:
-        run_id = create_run(shell.engine(), options, by=user)
-    except ClinConsensusError as error:
-        widgets.show_error(error)
-        return
-    launch_run(run_id, database_url())
-    st.success(t("judge.started", id=run_id))
+    _start(create_run, options, user, t)
 
 
 def _generate_form(user, t) -> None:
     """A candidate model answers the cases; its complete answers become its responses."""
     with st.form("generate_run_form", clear_on_submit=False):
-        left, right = st.columns(2)
-        base_url = left.text_area(
-            t("judge.form.base_url"),
-            placeholder=t("judge.form.base_url.placeholder"),
-            help=t("judge.form.base_url.help"),
-            key="generate_base_url",
-            height=80,
+        left, right, base_url, model, key_env, concurrency, no_thinking = _endpoint_fields(
+            "generate", t, "generate.form.model.help"
         )
-        model = right.text_input(t("judge.form.model"), help=t("generate.form.model.help"), key="generate_model")
         stored_as = right.text_input(t("generate.form.as"), help=t("generate.form.as.help"), key="generate_as")
         cases = left.selectbox(
             t("generate.form.cases"),
@@ -151,21 +160,10 @@ def _generate_form(user, t) -> None:
             format_func=lambda value: t(f"generate.form.cases.{value}"),
             key="generate_cases",
         )
-        key_env = right.text_input(
-            t("judge.form.api_key_env"), help=t("judge.form.api_key_env.help"), key="generate_key_env"
-        )
-        concurrency = int(
-            left.number_input(
-                t("judge.form.concurrency"), min_value=1, max_value=512, value=8, step=1, key="generate_concurrency"
-            )
-        )
         max_tokens = int(
             right.number_input(
                 t("generate.form.max_tokens"), min_value=1, value=4096, step=256, key="generate_max_tokens"
             )
-        )
-        no_thinking = left.checkbox(
-            t("judge.form.no_thinking"), help=t("judge.form.no_thinking.help"), key="generate_no_thinking"
         )
         submitted = st.form_submit_button(t("generate.form.start"), type="primary", icon=":material/play_arrow:")
     if not submitted:
@@ -180,13 +178,7 @@ def _generate_form(user, t) -> None:
         max_tokens=max_tokens,
         thinking=not no_thinking,
     )
-    try:
-        run_id = create_generate_run(shell.engine(), options, by=user)
-    except ClinConsensusError as error:
-        widgets.show_error(error)
-        return
-    launch_run(run_id, database_url())
-    st.success(t("judge.started", id=run_id))
+    _start(create_generate_run, options, user, t)
 
 
 def _one_decimal(value) -> str:
