@@ -62,8 +62,8 @@ def _urls(text: str) -> list[str]:
 
 def _endpoint_fields(form: str, t, model_help: str) -> tuple:
     """The fields every run on endpoints asks for, in two columns: URLs, the served model, the API-key
-    variable, concurrency, thinking; returns (left, right, base_url, model, key_env, concurrency, no_thinking)
-    with the columns for the form's own fields."""
+    variable, concurrency; returns (left, right, base_url, model, key_env, concurrency), the columns for
+    the form's own fields."""
     left, right = st.columns(2)
     base_url = left.text_area(
         t("judge.form.base_url"),
@@ -81,10 +81,14 @@ def _endpoint_fields(form: str, t, model_help: str) -> tuple:
             t("judge.form.concurrency"), min_value=1, max_value=512, value=8, step=1, key=f"{form}_concurrency"
         )
     )
-    no_thinking = left.checkbox(
+    return left, right, base_url, model, key_env, concurrency
+
+
+def _no_thinking_field(column, form: str, t) -> bool:
+    """Qwen3's thinking switched off (the form's last field)."""
+    return column.checkbox(
         t("judge.form.no_thinking"), help=t("judge.form.no_thinking.help"), key=f"{form}_no_thinking"
     )
-    return left, right, base_url, model, key_env, concurrency, no_thinking
 
 
 def _start(run_id_of, options, user, t) -> None:
@@ -100,9 +104,7 @@ def _start(run_id_of, options, user, t) -> None:
 
 def _start_form(user, t) -> None:
     with st.form("judge_run_form", clear_on_submit=False):
-        left, right, base_url, model, key_env, concurrency, no_thinking = _endpoint_fields(
-            "judge", t, "judge.form.model.help"
-        )
+        left, right, base_url, model, key_env, concurrency = _endpoint_fields("judge", t, "judge.form.model.help")
         judge = left.text_input(t("judge.form.judge"), help=t("judge.form.judge.help"), key="judge_name")
         template = right.selectbox(
             t("judge.form.template"),
@@ -129,6 +131,7 @@ def _start_form(user, t) -> None:
                 key="judge_limit",
             )
         )
+        no_thinking = _no_thinking_field(right, "judge", t)
         submitted = st.form_submit_button(t("judge.form.start"), type="primary", icon=":material/play_arrow:")
     if not submitted:
         return
@@ -150,9 +153,7 @@ def _start_form(user, t) -> None:
 def _generate_form(user, t) -> None:
     """A candidate model answers the cases; its complete answers become its responses."""
     with st.form("generate_run_form", clear_on_submit=False):
-        left, right, base_url, model, key_env, concurrency, no_thinking = _endpoint_fields(
-            "generate", t, "generate.form.model.help"
-        )
+        left, right, base_url, model, key_env, concurrency = _endpoint_fields("generate", t, "generate.form.model.help")
         stored_as = right.text_input(t("generate.form.as"), help=t("generate.form.as.help"), key="generate_as")
         cases = left.selectbox(
             t("generate.form.cases"),
@@ -165,6 +166,7 @@ def _generate_form(user, t) -> None:
                 t("generate.form.max_tokens"), min_value=1, value=4096, step=256, key="generate_max_tokens"
             )
         )
+        no_thinking = _no_thinking_field(left, "generate", t)
         submitted = st.form_submit_button(t("generate.form.start"), type="primary", icon=":material/play_arrow:")
     if not submitted:
         return
