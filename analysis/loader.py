@@ -142,12 +142,23 @@ def _packed_labels_sql(engine: Engine, *, users: bool) -> str:
     measured at full scale it costs no more CPU than reading every label, where carrying each label's
     version into numpy and filtering there cost half as much again.
     """
-    columns = [_PACKED_LABEL, Label.criterion_id, *([Label.user_id] if users else [])]
+    columns = [
+        _PACKED_LABEL.label("c0"),
+        Label.criterion_id.label("c1"),
+        *([Label.user_id.label("c2")] if users else []),
+    ]
     statement = select(*columns).where(counts_sql(Label.rubric_version_id))
     return str(statement.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
 
 
-_PACKED_JUDGE_SQL = "SELECT response_id * 2 + CAST(met AS INTEGER), judge, criterion_id FROM judge_decision"
+_PACKED_JUDGE_SQL = (
+    "SELECT response_id * 2 + CAST(met AS INTEGER) AS c0, judge AS c1, criterion_id AS c2 FROM judge_decision"
+)
+#: The kind of each column of the packed reads: "i" an integer, "s" a string.
+_JUDGE_KINDS = "iss"
+#: Strings of a column are joined with this separator in the database: ids and names never hold a
+#: control character (db.records refuses them), so it cannot stand inside a value.
+_UNIT_SEPARATOR = "\x1f"
 
 
 def _fetch_all(engine: Engine, sql: str) -> list:
@@ -161,15 +172,63 @@ def _fetch_all(engine: Engine, sql: str) -> list:
             cursor.close()
 
 
-def _read_columns(engine: Engine, sql: str) -> list[np.ndarray]:
-    """Every column of `sql` as a numpy array (integers as int64, strings as objects), through the driver's cursor.
+def _read_columns(engine: Engine, sql: str, kinds: str) -> list[np.ndarray]:
+    """Every column of `sql` (named c0, c1, …; `kinds`: "i" integer, "s" string, one letter a column) as a
+    numpy array (integers as int64, strings as objects); [] when it has no row.
+
+    The database joins each column into one text in a single pass (`group_concat` in SQLite, `string_agg`
+    in PostgreSQL: every aggregate of one statement sees the rows in the same order), and numpy parses
+    the integers in C: no Python tuple a row. Measured on the full demo's 2.5 M judge decisions (SQLite):
+    0.84 s of CPU against 1.95 s for fetching the rows and building the arrays from them. A text longer
+    than the database allows (about 1 GB, some forty times the paper's scale) falls back to the rows.
 
     Not through a columnar driver with a SQLite library of its own (ADBC): two copies of SQLite in one
     process do not share their POSIX locks, so closing one's file released the other's locks under the
     server's open connections (sqlite.org "How To Corrupt An SQLite Database File", §2.2.1); pages then
     read stale queues.
     """
-    rows = _fetch_all(engine, sql)
+    sqlite = engine.dialect.name == "sqlite"
+    aggregates = ["count(*)"]
+    for index, kind in enumerate(kinds):
+        if kind == "i":
+            aggregates.append(f"group_concat(c{index}, ',')" if sqlite else f"string_agg(c{index}::text, ',')")
+        else:
+            aggregates.append(
+                f"group_concat(ifnull(c{index}, ''), char(31))"
+                if sqlite
+                else f"string_agg(coalesce(c{index}, ''), chr(31))"
+            )
+    try:
+        (joined,) = _fetch_all(engine, f"SELECT {', '.join(aggregates)} FROM ({sql}) AS packed")
+    except engine.dialect.loaded_dbapi.Error as error:  # the driver's own errors: the cursor is the driver's
+        if "too big" not in str(error) and "out of memory" not in str(error):
+            raise
+        return _columns_of_rows(_fetch_all(engine, sql))
+    count, texts = int(joined[0]), joined[1:]
+    if not count:
+        return []
+    columns = [
+        np.fromstring(text, dtype=np.int64, sep=",") if kind == "i" else _shared_strings(text)
+        for kind, text in zip(kinds, texts, strict=True)
+    ]
+    if any(len(column) != count for column in columns):  # a NULL integer would shorten its column
+        raise RuntimeError(f"packed read: columns of {[len(column) for column in columns]} values for {count} rows")
+    return columns
+
+
+def _shared_strings(text: str) -> np.ndarray:
+    """The values of a joined text column as an object array in which equal values are one str object.
+
+    A column holds few distinct values (30 criterion ids, a handful of judges) in millions of rows: one
+    object a value rather than a row keeps the read's memory to the pointers, and hashing the values
+    later (factorizing) cheap.
+    """
+    codes, uniques = pd.factorize(np.array(text.split(_UNIT_SEPARATOR), dtype=object))
+    return np.asarray(uniques, dtype=object)[codes]
+
+
+def _columns_of_rows(rows: list) -> list[np.ndarray]:
+    """The columns of fetched rows (integers as int64, strings as objects)."""
     if not rows:
         return []
     columns = np.array(rows, dtype=object).T
@@ -196,7 +255,7 @@ def load_label_decisions(engine: Engine, *, users: bool = False) -> pd.DataFrame
     Same rows and values as `load_labels(...)[those columns]` (strings as object columns); for the
     full-scale exports. With `users=True` also user_id: the frame of `load_labels()` (the report's).
     """
-    columns = _read_columns(engine, _packed_labels_sql(engine, users=users))
+    columns = _read_columns(engine, _packed_labels_sql(engine, users=users), "isi" if users else "is")
     if not columns:
         empty = {
             "response_id": np.array([], dtype=np.int64),
@@ -237,7 +296,7 @@ def load_label_notes(engine: Engine) -> pd.DataFrame:
 
 def load_judge(engine: Engine) -> pd.DataFrame:
     """judge, response_id, criterion_id, met (strings as object columns), read fast like the labels."""
-    columns = _read_columns(engine, _PACKED_JUDGE_SQL)
+    columns = _read_columns(engine, _PACKED_JUDGE_SQL, _JUDGE_KINDS)
     if not columns:
         return pd.DataFrame(
             {

@@ -590,3 +590,31 @@ def test_case_accuracy_violins_and_family_values_match_an_independent_count():
             value = table[(table["value"] == family) & (table["model"] == model)]["cacs_at_k"]
             assert cell == ("—" if value.empty or np.isnan(value.item()) else f"{value.item() * 100:.1f}%")
     assert heatmap.texttemplate == "%{text}"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_correlations_equal_scipys_with_and_without_ties(seed):
+    from scipy import stats
+
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(3, 40))
+    x = rng.integers(0, 6, size).astype(float)  # many ties
+    y = x + rng.normal(0, 2, size) if seed % 2 else rng.integers(0, 4, size).astype(float)
+    assert metrics.correlation("pearson", x, y) == pytest.approx(stats.pearsonr(x, y)[0], abs=1e-12)
+    assert metrics.correlation("spearman", x, y) == pytest.approx(stats.spearmanr(x, y)[0], abs=1e-12)
+    assert metrics.correlation("kendall", x, y) == pytest.approx(stats.kendalltau(x, y)[0], abs=1e-12)
+    assert metrics.average_ranks(x) == pytest.approx(stats.rankdata(x))
+    assert np.isnan(metrics.correlation("kendall", np.ones(5), y[:5]))
+
+
+def test_kendall_over_many_points_is_still_scipys():
+    from scipy import stats
+
+    rng = np.random.default_rng(9)
+    x = rng.integers(0, 50, metrics.KENDALL_PAIRWISE_MAX + 10).astype(float)
+    y = x + rng.normal(0, 20, len(x))
+    assert metrics.correlation("kendall", x, y) == pytest.approx(stats.kendalltau(x, y)[0], abs=1e-12)
+    small = slice(0, 500)
+    assert metrics.correlation("kendall", x[small], y[small]) == pytest.approx(
+        stats.kendalltau(x[small], y[small])[0], abs=1e-12
+    )
