@@ -135,27 +135,72 @@ _PACKED_LABEL = literal_column(
 )
 
 
-def _packed_labels_sql(engine: Engine, *, users: bool) -> str:
-    """The packed read of the labels that count, as plain SQL for the driver's cursor.
+def _packed_labels_sql(engine: Engine, *, users: bool, criteria: list[str] | None = None) -> str:
+    """The packed read of the labels that count, as plain SQL for the driver's cursor; with `criteria`,
+    the criterion id as its index in that list (`_coded`), else as text.
 
     The rule is db.current_rubric's SQL form (a semi-join against the current versions, one per case):
     measured at full scale it costs no more CPU than reading every label, where carrying each label's
     version into numpy and filtering there cost half as much again.
     """
-    columns = [
-        _PACKED_LABEL.label("c0"),
-        Label.criterion_id.label("c1"),
-        *([Label.user_id.label("c2")] if users else []),
-    ]
+    criterion = Label.criterion_id if criteria is None else literal_column(_coded("label.criterion_id", criteria))
+    columns = [_PACKED_LABEL.label("c0"), criterion.label("c1"), *([Label.user_id.label("c2")] if users else [])]
     statement = select(*columns).where(counts_sql(Label.rubric_version_id))
     return str(statement.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
 
 
-_PACKED_JUDGE_SQL = (
-    "SELECT response_id * 2 + CAST(met AS INTEGER) AS c0, judge AS c1, criterion_id AS c2 FROM judge_decision"
-)
-#: The kind of each column of the packed reads: "i" an integer, "s" a string.
-_JUDGE_KINDS = "iss"
+def _packed_judge_sql(judges: list[str] | None = None, criteria: list[str] | None = None) -> str:
+    """The packed read of the judge decisions; with the lists, judge and criterion id as their indexes."""
+    judge = "judge" if judges is None else _coded("judge", judges)
+    criterion = "criterion_id" if criteria is None else _coded("criterion_id", criteria)
+    return f"SELECT response_id * 2 + CAST(met AS INTEGER) AS c0, {judge} AS c1, {criterion} AS c2 FROM judge_decision"
+
+
+#: Above this many distinct values a text column is read as text: a CASE of more branches costs more
+#: per row than the text (30 criterion ids and a few judges are the usual).
+MAX_CODED_VALUES = 256
+
+
+def _coded(column: str, values: list[str]) -> str:
+    """SQL for `column` as the index of its value in `values`, −1 for any other value.
+
+    The values come from the database itself (`_distinct`); quotes are doubled as SQL strings need."""
+    branches = " ".join(
+        "WHEN '{}' THEN {}".format(value.replace("'", "''"), index) for index, value in enumerate(values)
+    )
+    return f"(CASE {column} {branches} ELSE -1 END)" if values else "-1"
+
+
+def _distinct(engine: Engine, sql: str) -> list[str] | None:
+    """The values `sql` selects, or None when there are too many to read as codes."""
+    values = [row[0] for row in _fetch_all(engine, sql) if row[0] is not None]
+    return values if len(values) <= MAX_CODED_VALUES else None
+
+
+def _decoded(codes: np.ndarray, values: list[str]) -> np.ndarray | None:
+    """The values of `codes` as an object array sharing one str object a value; None when a code is −1
+    (a value the lists did not hold: written between the two reads)."""
+    if len(codes) and int(codes.min()) < 0:
+        return None
+    return np.asarray(values, dtype=object)[codes]
+
+
+def _coded_read(engine: Engine, sql_of, kinds: str, lists: dict[int, list[str] | None]) -> list[np.ndarray]:
+    """The columns of `sql_of(*lists)` with the columns at the lists' positions read as codes and decoded;
+    the plain text read (`sql_of()` with those columns as strings) when a list is missing or a code is −1."""
+    if all(values is not None for values in lists.values()):
+        coded_kinds = "".join("i" if index in lists else kind for index, kind in enumerate(kinds))
+        columns = _read_columns(engine, sql_of(*lists.values()), coded_kinds)
+        decoded = {index: _decoded(columns[index], values) for index, values in lists.items() if columns}
+        if all(column is not None for column in decoded.values()):
+            for index, column in decoded.items():
+                columns[index] = column
+            return columns
+    return _read_columns(engine, sql_of(*(None for _ in lists)), kinds)
+
+
+_CRITERION_IDS_SQL = "SELECT DISTINCT criterion_id FROM criterion"
+_JUDGES_SQL = "SELECT DISTINCT judge FROM judge_decision"
 #: Strings of a column are joined with this separator in the database: ids and names never hold a
 #: control character (db.records refuses them), so it cannot stand inside a value.
 _UNIT_SEPARATOR = "\x1f"
@@ -255,7 +300,13 @@ def load_label_decisions(engine: Engine, *, users: bool = False) -> pd.DataFrame
     Same rows and values as `load_labels(...)[those columns]` (strings as object columns); for the
     full-scale exports. With `users=True` also user_id: the frame of `load_labels()` (the report's).
     """
-    columns = _read_columns(engine, _packed_labels_sql(engine, users=users), "isi" if users else "is")
+    # The criterion ids as codes: the 30 ids of a rubric, not 1.8 M strings, cross from the database.
+    columns = _coded_read(
+        engine,
+        lambda criteria: _packed_labels_sql(engine, users=users, criteria=criteria),
+        "isi" if users else "is",
+        {1: _distinct(engine, _CRITERION_IDS_SQL)},
+    )
     if not columns:
         empty = {
             "response_id": np.array([], dtype=np.int64),
@@ -296,7 +347,12 @@ def load_label_notes(engine: Engine) -> pd.DataFrame:
 
 def load_judge(engine: Engine) -> pd.DataFrame:
     """judge, response_id, criterion_id, met (strings as object columns), read fast like the labels."""
-    columns = _read_columns(engine, _PACKED_JUDGE_SQL, _JUDGE_KINDS)
+    columns = _coded_read(
+        engine,
+        _packed_judge_sql,
+        "iss",
+        {1: _distinct(engine, _JUDGES_SQL), 2: _distinct(engine, _CRITERION_IDS_SQL)},
+    )
     if not columns:
         return pd.DataFrame(
             {

@@ -22,6 +22,33 @@ def test_migrated_database_is_at_head(engine):
     assert current_revision(engine) == head_revision()
 
 
+def test_the_head_revision_named_in_the_code_is_alembics_head():
+    from db.migrate import HEAD_REVISION
+
+    assert head_revision() == HEAD_REVISION
+
+
+def test_a_database_at_head_is_opened_without_loading_alembic(tmp_path):
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'at-head.db'}"
+    from db.engine import make_engine
+
+    engine = make_engine(url)
+    upgrade(engine)
+    engine.dispose()
+    probe = (
+        "import sys; from db.engine import make_engine; from db.migrate import upgrade; "
+        f"upgrade(make_engine({url!r})); print('alembic' in sys.modules)"
+    )
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    result = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
+
+
 def test_fresh_sqlite_file_is_migrated_with_wal_and_foreign_keys(tmp_path):
     engine = make_engine(f"sqlite:///{tmp_path / 'fresh.db'}")
     upgrade(engine)
