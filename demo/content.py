@@ -35,19 +35,19 @@ class DemoPerson:
 ADMIN = DemoPerson("admin", Role.admin.value, None, "系统管理员")
 ANNOTATORS: dict[int, tuple[DemoPerson, ...]] = {
     1: (
-        DemoPerson("anno1a", Role.annotator.value, 1, "王晓（一组标注）"),
-        DemoPerson("anno1b", Role.annotator.value, 1, "李静（一组标注）"),
-        DemoPerson("anno1c", Role.annotator.value, 1, "赵磊（一组标注）"),
+        DemoPerson("anno1a", Role.annotator.value, 1, "王晓"),
+        DemoPerson("anno1b", Role.annotator.value, 1, "李静"),
+        DemoPerson("anno1c", Role.annotator.value, 1, "赵磊"),
     ),
     2: (
-        DemoPerson("anno2a", Role.annotator.value, 2, "陈雪（二组标注）"),
-        DemoPerson("anno2b", Role.annotator.value, 2, "刘洋（二组标注）"),
-        DemoPerson("anno2c", Role.annotator.value, 2, "孙蕾（二组标注）"),
+        DemoPerson("anno2a", Role.annotator.value, 2, "陈雪"),
+        DemoPerson("anno2b", Role.annotator.value, 2, "刘洋"),
+        DemoPerson("anno2c", Role.annotator.value, 2, "孙蕾"),
     ),
 }
 CHECKERS: dict[int, DemoPerson] = {
-    1: DemoPerson("check1", Role.checker.value, 1, "周主任（一组审核）"),
-    2: DemoPerson("check2", Role.checker.value, 2, "吴主任（二组审核）"),
+    1: DemoPerson("check1", Role.checker.value, 1, "周主任"),
+    2: DemoPerson("check2", Role.checker.value, 2, "吴主任"),
 }
 DEMO_PEOPLE: tuple[DemoPerson, ...] = (ADMIN, *ANNOTATORS[1], *ANNOTATORS[2], CHECKERS[1], CHECKERS[2])
 #: Rubric authoring of waiting cases goes round these annotators in turn.

@@ -40,7 +40,7 @@ def cell_text(report: LintReport, row: int) -> str:
     for code, rows in others.items():
         text = shell.t(f"annotate.lint.short.{code}", other=rows[0])
         if len(rows) > 1:
-            text = shell.t("annotate.lint.short.and_more", first=text, total=len(rows), more=len(rows) - 1)
+            text = shell.t("annotate.lint.short.and_more", first=text, more=len(rows) - 1)
         parts[parts.index(code)] = text
     # A no-break space: the mark stays on the line of the first finding when the cell wraps.
     return f"{mark}\u00a0" + shell.t("annotate.lint.short.separator").join(parts)

@@ -73,7 +73,7 @@ def test_label_check_names_the_annotator_and_fits(browser, app_server, accounts,
     try:
         screenshot(page, f"checker-label-check-{size[0]}x{size[1]}")
         annotator = page.get_by_role("combobox", name=text("review.check.annotator")).input_value()
-        name = annotator.rsplit("（", 1)[0]  # "王晓（一组标注）（25 个回答）": the name, then the count
+        name = annotator.rsplit("（", 1)[0]  # "王晓（25 个回答）": the name, then the count
         line = page.locator(".wb-line-label").first
         expect(line).to_have_text(text("workbench.check.annotator", name=name))
         # the case line breaks between its parts, never inside "患者家属"
