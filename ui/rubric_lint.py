@@ -44,4 +44,3 @@ def cell_text(report: LintReport, row: int) -> str:
         parts[parts.index(code)] = text
     # A no-break space: the mark stays on the line of the first finding when the cell wraps.
     return f"{mark}\u00a0" + shell.t("annotate.lint.short.separator").join(parts)
-
