@@ -76,6 +76,12 @@ def warn(code, **values):
     return zh("annotate.lint.line", mark=zh("annotate.lint.warning"), message=zh(f"annotate.lint.{code}", **values))
 
 
+def cell(kind, *codes, **values):
+    """The grid's lint cell: the row's mark, then each finding in a word or two (the sentences are listed below)."""
+    shown = zh("annotate.lint.short.separator").join(zh(f"annotate.lint.short.{code}", **values) for code in codes)
+    return zh(f"annotate.lint.mark.{kind}") + "\u00a0" + shown
+
+
 def editor_frame(app):
     assert app.dataframe, "the page shows no editor"
     return app.dataframe[0].value
@@ -90,7 +96,7 @@ def test_new_rubric_shows_thirty_empty_rows_and_submit_is_blocked(studio):
     assert app.title[0].value == zh("annotate.authoring.title")
     frame = editor_frame(app)
     assert list(frame["criterion_id"]) == default_criterion_ids(N)
-    assert set(frame["lint"]) == {err("empty")}
+    assert set(frame["lint"]) == {cell("error", "empty")}
     # each empty row is one error, told once (not again as a short count)
     assert err("count", count=0, expected=N) not in [e.value for e in app.error]
     assert zh("annotate.authoring.lint_summary", errors=N, warnings=0) in [e.value for e in app.error]
@@ -105,8 +111,11 @@ def test_lint_warnings_show_beside_each_criterion_and_do_not_block(studio):
     draft = save_version(studio, texts_)
     app = open_page(signed_in(studio, "ann1"), "annotate-rubrics")
     frame = editor_frame(app)
-    assert warn("vague", words="适当") in frame["lint"][2]
-    assert frame["lint"][4] == warn("compound", words="和")
+    assert frame["lint"][2] == cell("warning", "vague")
+    assert frame["lint"][4] == cell("warning", "compound")
+    # the whole sentences, with the words they found, in the list below the grid
+    assert zh("annotate.authoring.row", row=3) + " — " + warn("vague", words="适当") in texts(app)
+    assert zh("annotate.authoring.row", row=5) + " — " + warn("compound", words="和") in texts(app)
     assert frame["lint"][0] == zh("annotate.lint.ok")
     assert zh("annotate.authoring.lint_summary", errors=0, warnings=2) in texts(app)
     submit = button(app, zh("annotate.authoring.submit"))
@@ -128,7 +137,7 @@ def test_duplicate_blocks_submission_and_the_page_says_where(studio):
     save_version(studio, texts_)
     app = open_page(signed_in(studio, "ann1"), "annotate-rubrics")
     frame = editor_frame(app)
-    assert frame["lint"][9] == err("duplicate", other=4)
+    assert frame["lint"][9] == cell("error", "duplicate", other=4)
     assert button(app, zh("annotate.authoring.submit")).disabled
     assert zh("annotate.authoring.row", row=10) + " — " + err("duplicate", other=4) in texts(app)
 
@@ -154,7 +163,7 @@ def test_unsaved_draft_is_restored_and_linted(studio):
     assert zh("annotate.authoring.draft_restored") in texts(app)
     frame = editor_frame(app)
     assert frame["text"][7] == "短句" and list(frame["tags"][7]) == ["follow_up_incompleteness"]
-    assert frame["lint"][7].startswith(warn("too_short", chars=2, min=8))
+    assert frame["lint"][7].startswith(cell("warning", "too_short"))
     # saving the draft writes it to the rubric (same draft version, next revision) and drops the draft
     app = button(app, zh("annotate.authoring.save")).click().run()
     assert zh("annotate.authoring.saved", version=1) in [s.value for s in app.success]
