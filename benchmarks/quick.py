@@ -29,6 +29,7 @@ QUICK_ARGUMENTS: dict[str, list[str]] = {
     "bench_audit": ["--cases", QUICK_CASES],
     "bench_cold_start": ["--installers", "uv"],
     "bench_export": ["--cases", QUICK_CASES, "--models", "3", "--repeat", "1", "--also", "judgements,judge-items,sft"],
+    "bench_growth": ["--cases", "20", "--factor", "4", "--visits", "1", "--samples", "4"],
     "bench_import": ["--cases", QUICK_CASES, "--baseline-sample", "200"],
     "bench_judge": [
         "--cases",
