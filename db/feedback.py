@@ -301,16 +301,22 @@ def open_round_count(session: Session, user: User) -> int:
     )
 
 
-def _open_round_response_ids(user: User):
-    """SQL: the responses of the user's group's label assignments in open rounds."""
+def _in_open_round(user: User, response_id):
+    """SQL: `response_id` has a label assignment of the user's group in an open round.
+
+    A condition on each of the annotator's rows, not `response_id IN (every such response)`: SQLite
+    otherwise probes the label tally once per such response of the group and current rubric version
+    (both lists grow with the data, so the feedback page grew with their product)."""
     return (
         sa_select(Assignment.response_id)
         .join(FeedbackRound, col(FeedbackRound.round_at) == col(Assignment.created_at))
         .where(
+            col(Assignment.response_id) == response_id,
             FeedbackRound.is_open == True,  # noqa: E712
             Assignment.kind == AssignmentKind.label,
             Assignment.group_no == user.group_no,
         )
+        .exists()
     )
 
 
@@ -341,7 +347,7 @@ def my_feedback(session: Session, user: User, *, page: int = 0, page_size: int |
         .join(Response, col(Response.id) == tally.c.response_id)
         .join(Case, col(Case.id) == col(Response.case_pk))
         .where(
-            tally.c.response_id.in_(_open_round_response_ids(user)),
+            _in_open_round(user, tally.c.response_id),
             counts_sql(tally.c.rubric_version_id),  # NO_RUBRIC_VERSION names no version: it never counts
         )
         .subquery("counted")
