@@ -11,7 +11,8 @@ Measured at full scale (1.83 M labels, 2.47 M judge decisions, SQLite, CPU time)
   back in 0.6 s where the database read takes 1.1–1.8 s: it saves at most a second of a 5 s run,
   since imports (1.3 s), the computation and report.json (1.8 s) remain;
 - the finished report: a rerun reads the data version and copies 31 MB, 0.5–0.7 s in all.
-So the finished report is kept. PostgreSQL has no file to keep it beside: there every run computes.
+So the finished report is kept: beside the SQLite file, or for PostgreSQL in the folder of the audit key
+(`cache_folder`), where a rerun on unchanged data likewise only reads the data version.
 """
 
 from __future__ import annotations
@@ -66,14 +67,36 @@ class Entry:
         _prune(self.folder, self.key)
 
 
-def entry_for(engine, version: tuple, options: dict) -> Entry | None:
-    """The entry of this database at data `version` with these options; None where nothing is kept."""
-    url = engine.url
-    if url.get_backend_name() != "sqlite" or url.query or url.database in (None, "", ":memory:"):
-        return None
+def cache_folder(url) -> Path | None:
+    """Where the reports of the database at `url` are kept: beside a SQLite file (`<name>.cache/`); for a
+    server database, in CLINCONSENSUS_CACHE_DIR or else the folder of the audit key (private to the admin
+    who runs the commands), one subfolder per server and database (`report-cache/<hash of the URL
+    without its password>/`)."""
     from db.config import get_settings
 
-    database = Path(os.path.abspath(str(url.database)))
+    if url.get_backend_name() == "sqlite":
+        if url.query or url.database in (None, "", ":memory:"):
+            return None
+        database = Path(os.path.abspath(str(url.database)))
+        return database.with_name(database.name + ".cache")
+    name = url.render_as_string(hide_password=True).encode("utf-8")
+    settings = get_settings()
+    root = settings.cache_dir.expanduser() if settings.cache_dir else settings.audit_key_path().parent
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    caches = _private_folder(root / "report-cache")
+    return caches / hashlib.sha256(name).hexdigest()[:16] if caches else None
+
+
+def entry_for(engine, version: tuple, options: dict) -> Entry | None:
+    """The entry of this database at data `version` with these options; None where nothing is kept."""
+    from db.config import get_settings
+
+    location = cache_folder(engine.url)
+    if location is None:
+        return None
     settings = get_settings()
     taxonomy = settings.taxonomy
     key = hashlib.sha256()
@@ -86,7 +109,7 @@ def entry_for(engine, version: tuple, options: dict) -> Entry | None:
         _code_fingerprint(),
     ):
         key.update(repr(part).encode("utf-8") + b"\0")
-    folder = _private_folder(database.with_name(database.name + ".cache"))
+    folder = _private_folder(location)
     return Entry(folder, "report-" + key.hexdigest()[:32]) if folder else None
 
 

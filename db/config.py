@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     audit_key_file: Path | None = None
     #: The time zone of times shown when the browser does not say its own (an IANA name).
     timezone: str = ""
+    #: Where reports of a server database (PostgreSQL) are kept per data version (default: the folder of
+    #: the audit key file; a SQLite database keeps them beside its file).
+    cache_dir: Path | None = None
     #: A taxonomy file replacing the shipped db/taxonomy.json.
     taxonomy: Path | None = None
     #: Environment variables an admin allows a judge's API key to come from, besides names ending in

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,8 @@ from tools.pg_server import PostgresServer, PostgresUnavailable
 _counter = itertools.count()
 # The audit chain's key (db.audit): fixed for the test session and the commands and servers it starts.
 os.environ.setdefault("CLINCONSENSUS_AUDIT_KEY", "test-audit-key-not-secret")
+# Reports of PostgreSQL databases kept per data version (analysis.report_cache): in a folder of the session's own.
+os.environ.setdefault("CLINCONSENSUS_CACHE_DIR", tempfile.mkdtemp(prefix="cc-test-kept-"))
 TEMPLATE_DB = "cc_template"
 
 

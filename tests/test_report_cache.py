@@ -1,4 +1,5 @@
-"""`clinconsensus report` keeps the finished report per data version beside a SQLite file and replays it."""
+"""`clinconsensus report` keeps the finished report per data version (beside a SQLite file, in the cache folder for
+PostgreSQL) and replays it."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ from tests.test_report import populate_small_database
 
 
 @pytest.fixture
-def small_database(engine, database_url, monkeypatch, session):
+def small_database(engine, database_url, monkeypatch, session, tmp_path):
     populate_small_database(session)
     monkeypatch.setenv("DATABASE_URL", database_url)
+    monkeypatch.setenv("CLINCONSENSUS_CACHE_DIR", str(tmp_path / "kept"))
     get_engine.cache_clear()
     yield database_url
     get_engine.cache_clear()
@@ -29,7 +31,13 @@ def small_database(engine, database_url, monkeypatch, session):
 def _cache_folder(database_url: str) -> Path | None:
     url = make_url(database_url)
     if url.get_backend_name() != "sqlite":
-        return None
+        # PostgreSQL: in the audit key's folder, one subfolder per database (named by a hash of its URL).
+        from db.config import get_settings
+
+        caches = Path(str(get_settings().cache_dir)) / "report-cache"
+        folders = sorted(caches.iterdir()) if caches.exists() else []
+        assert len(folders) <= 1, folders
+        return folders[0] if folders else caches / "none-kept"
     database = Path(str(url.database))
     return database.with_name(database.name + ".cache")
 
@@ -43,10 +51,7 @@ def _report(tmp_path: Path, capsys, name: str, *options: str) -> tuple[bytes, st
 def test_rerun_on_unchanged_data_replays_the_same_bytes(small_database, tmp_path, capsys, monkeypatch):
     first, printed = _report(tmp_path, capsys, "first.json", "--k", "2")
     folder = _cache_folder(small_database)
-    if folder is None:  # PostgreSQL: nothing is kept, every run computes
-        assert _report(tmp_path, capsys, "again.json", "--k", "2") == (first, printed)
-        return
-    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert folder is not None and stat.S_IMODE(folder.stat().st_mode) == 0o700
     kept = sorted(folder.iterdir())
     assert [path.suffix for path in kept] == [".json", ".txt"]
     assert all(stat.S_IMODE(path.stat().st_mode) == 0o600 for path in kept)
