@@ -80,28 +80,35 @@ def copy_database(url: str) -> tuple[str, callable]:
     return parsed.set(database=name).render_as_string(hide_password=False), drop
 
 
-def add_labelers(engine, n: int) -> list[tuple[User, str, list[int]]]:
-    """n annotators (groups alternating), each assigned PER_USER responses nobody else of theirs has."""
+def add_labelers(
+    engine, n: int, *, per_user: int = PER_USER, responses: list[tuple[int, int]] | None = None
+) -> list[tuple[User, str, list[int]]]:
+    """n annotators (groups alternating), each assigned `per_user` responses nobody else of theirs has.
+
+    `responses`: the (response id, case pk) pairs to hand out in turn; by default the newest responses
+    whose case has an approved rubric.
+    """
     out = []
     with session_scope(engine) as s:
-        # Responses that can be labeled: their case has an approved rubric.
-        rubrics = current_versions().subquery()
-        responses = s.execute(
-            select(Response.id, Response.case_pk)
-            .join(rubrics, rubrics.c.case_pk == Response.case_pk)
-            .order_by(Response.id.desc())
-            .limit(n * PER_USER)
-        ).all()
-        if len(responses) < n * PER_USER:
+        if responses is None:
+            # Responses that can be labeled: their case has an approved rubric.
+            rubrics = current_versions().subquery()
+            responses = s.execute(
+                select(Response.id, Response.case_pk)
+                .join(rubrics, rubrics.c.case_pk == Response.case_pk)
+                .order_by(Response.id.desc())
+                .limit(n * per_user)
+            ).all()
+        if len(responses) < n * per_user:
             raise SystemExit(
-                f"{n} labelers need {n * PER_USER} responses with an approved rubric, found {len(responses)}"
+                f"{n} labelers need {n * per_user} responses with an approved rubric, found {len(responses)}"
             )
         for i in range(n):
             group = 1 + i % 2
             user = User(username=f"load-{i:02d}", display_name=f"load {i}", role=Role.annotator, group_no=group)
             s.add(user)
             s.flush()
-            mine = responses[i * PER_USER : (i + 1) * PER_USER]
+            mine = responses[i * per_user : (i + 1) * per_user]
             for response_id, case_pk in mine:
                 s.add(
                     Assignment(

@@ -14,15 +14,7 @@ disputed response, one on each replica:
 from __future__ import annotations
 
 import os
-import re
 import secrets
-import shutil
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -34,11 +26,9 @@ from db.models import Assignment, AssignmentKind, Label, Stage, User
 from tests.conftest import new_postgres_url
 from tests.e2e.conftest import (
     DEMO_PASSWORD,
-    REPO_ROOT,
     AppServer,
     _free_port,
     _stop,
-    _wait_until_healthy,
     choose_in_picker,
     find_account,
     login,
@@ -46,129 +36,24 @@ from tests.e2e.conftest import (
     text,
     wait_for_app_run,
 )
+from tests.e2e.replica_helpers import ROUTE_COOKIE, Nginx, find_nginx, start_replica
 from tests.support.factories import make_case, make_response
 
 pytestmark = [pytest.mark.browser, pytest.mark.postgres]
 
-DEPLOY_CONFIG = REPO_ROOT / "deploy" / "nginx-clinconsensus.conf"
 DISPUTED = ("c01", "c02")
 WAIT_MS = 30_000
-ROUTE_COOKIE = "clinconsensus_route"
 
 
 @pytest.fixture(scope="module")
 def nginx_binary() -> str:
-    found = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+    found = find_nginx()
     if found is None:
         message = "nginx not found (Debian: apt-get install nginx)"
         if os.environ.get("CLINCONSENSUS_REQUIRE_BROWSER", "") not in ("", "0"):
             pytest.fail(f"the several-replica test is required here: {message}")
         pytest.skip(message)
     return found
-
-
-def _unprivileged() -> list[str]:
-    """Run nginx as an ordinary user (root here only to switch to one)."""
-    if os.geteuid() != 0:
-        return []
-    return ["runuser", "-u", "nobody", "--"]
-
-
-class Nginx:
-    """Debian's nginx with the shipped site config, on a free loopback port, in its own prefix."""
-
-    def __init__(self, binary: str, replica_ports: list[int]) -> None:
-        self.port = _free_port()
-        self.prefix = Path(tempfile.mkdtemp(prefix="cc-nginx-"))
-        os.chmod(self.prefix, 0o777)
-        site = DEPLOY_CONFIG.read_text(encoding="utf-8")
-        shipped = re.findall(r"server 127\.0\.0\.1:(\d+) ", site)
-        assert len(shipped) == 2 and "listen 80;" in site, "the shipped config names two replicas and port 80"
-        for old, new in zip(shipped, replica_ports):
-            site = site.replace(f"127.0.0.1:{old} ", f"127.0.0.1:{new} ")
-        site = site.replace("listen 80;", f"listen 127.0.0.1:{self.port};")
-        (self.prefix / "site.conf").write_text(site, encoding="utf-8")
-        temp = "\n".join(
-            f"    {kind}_temp_path {self.prefix / kind};"
-            for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-        )
-        (self.prefix / "nginx.conf").write_text(
-            f"""
-daemon off;
-worker_processes 1;
-pid {self.prefix / "nginx.pid"};
-error_log {self.prefix / "error.log"} info;
-events {{ worker_connections 256; }}
-http {{
-    log_format routed '$cookie_{ROUTE_COOKIE} $upstream_addr $status $request_uri';
-    access_log {self.prefix / "access.log"} routed;
-{temp}
-    include {self.prefix / "site.conf"};
-}}
-""",
-            encoding="utf-8",
-        )
-        for path in self.prefix.iterdir():
-            os.chmod(path, 0o666)
-        check = subprocess.run(
-            [*_unprivileged(), binary, "-t", "-p", str(self.prefix), "-c", str(self.prefix / "nginx.conf")],
-            capture_output=True,
-            text=True,
-        )
-        assert check.returncode == 0, check.stderr
-        self.process = subprocess.Popen(
-            [*_unprivileged(), binary, "-p", str(self.prefix), "-c", str(self.prefix / "nginx.conf")],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"{self.base_url}/_stcore/health", timeout=2).read()
-                return
-            except OSError:
-                time.sleep(0.2)
-        raise RuntimeError(f"nginx did not answer:\n{self.log('error.log')}")
-
-    def log(self, name: str) -> str:
-        try:
-            return (self.prefix / name).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-
-    def replica_of(self, route: str) -> str:
-        """The replica address nginx sends a browser carrying `route` to (asked once, read from the log)."""
-        request = urllib.request.Request(
-            f"{self.base_url}/_stcore/health", headers={"Cookie": f"{ROUTE_COOKIE}={route}"}
-        )
-        urllib.request.urlopen(request, timeout=10).read()
-        for _ in range(50):
-            lines = [line.split() for line in self.log("access.log").splitlines() if line.startswith(route + " ")]
-            if lines:
-                return lines[-1][1]
-            time.sleep(0.1)
-        raise AssertionError(f"nginx logged no request for route {route}")
-
-    def stop(self) -> None:
-        _stop(self.process)
-        shutil.rmtree(self.prefix, ignore_errors=True)
-
-
-def _start_replica(port: int, env: dict, log_path: Path) -> subprocess.Popen:
-    with open(log_path, "w", encoding="utf-8") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "serve", "--port", str(port), "--address", "127.0.0.1"],
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    _wait_until_healthy(process, f"http://127.0.0.1:{port}", log_path)
-    return process
 
 
 @pytest.fixture
@@ -190,7 +75,7 @@ def team(pg_server, nginx_binary, tmp_path):
     nginx = None
     try:
         for number, port in enumerate(ports, start=1):
-            replicas[f"127.0.0.1:{port}"] = _start_replica(port, env, tmp_path / f"replica{number}.log")
+            replicas[f"127.0.0.1:{port}"] = start_replica(port, env, tmp_path / f"replica{number}.log")
         nginx = Nginx(nginx_binary, ports)
         yield dict(database_url=database_url, nginx=nginx, replicas=replicas, tmp_path=tmp_path)
     finally:
