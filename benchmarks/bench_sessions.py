@@ -5,7 +5,7 @@ Here each labeler is a browser: one Chromium (Debian's, driven through Playwrigh
 per session, each signed in as its own annotator (its sign-in cookie holds a session token opened for it,
 as after a password sign-in), on the labeling page of the app served as it is deployed:
 
-1. one server, `streamlit run streamlit_app.py` (as tests/e2e/conftest.py serves it), on SQLite:
+1. one server, `streamlit run streamlit_app.py` (tools/app_server.py, as the browser tests serve it), on SQLite:
    1 session alone (the baseline), then --sessions (default 20) at once;
 2. two `clinconsensus serve` replicas on one PostgreSQL database behind Debian's nginx running the
    shipped deploy/nginx-clinconsensus.conf (as tests/e2e/test_replicas.py runs them): 1 session, then
@@ -75,8 +75,8 @@ from db.engine import make_engine, session_scope  # noqa: E402
 from db.importers.responses import write_responses  # noqa: E402
 from db.migrate import upgrade  # noqa: E402
 from db.models import Case, Label, Response, Stage  # noqa: E402
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, AppServer, _free_port, _stop, served_app  # noqa: E402
-from tests.e2e.replica_helpers import ROUTE_COOKIE, Nginx, find_nginx, start_replica  # noqa: E402
+from tools.app_server import CHROMIUM, CHROMIUM_ARGS, AppServer, free_port, served_app, stop_process  # noqa: E402
+from tools.replicas import ROUTE_COOKIE, Nginx, find_nginx, start_replica  # noqa: E402
 from ui.session_cookie import COOKIE_NAME  # noqa: E402
 
 #: The model whose responses the benchmark's annotators label (a number follows when one per case is too few).
@@ -464,7 +464,7 @@ async def two_replicas(browser, url: str, annotators: list[Annotator], args, fol
     env = server_env(url)
     # Every replica must sign Streamlit's cookies alike, as in a deployment.
     env["STREAMLIT_SERVER_COOKIE_SECRET"] = secrets.token_hex(16)
-    ports = [_free_port(), _free_port()]
+    ports = [free_port(), free_port()]
     replicas = []
     nginx = None
     try:
@@ -483,7 +483,7 @@ async def two_replicas(browser, url: str, annotators: list[Annotator], args, fol
         if nginx is not None:
             nginx.stop()
         for process in replicas:
-            _stop(process)
+            stop_process(process)
 
 
 def routes_spread(nginx: Nginx):

@@ -13,38 +13,30 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from db.config import get_settings
+from tools.app_server import (  # noqa: F401  (names the browser tests import from here)
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    REPO_ROOT,
+    SERVER_START_TIMEOUT,
+    AppServer,
+    free_port as _free_port,
+    served_app,
+    stop_process as _stop,
+    wait_until_healthy as _wait_until_healthy,
+)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO_ROOT / "tests" / "artifacts"
 SCREENSHOTS = ARTIFACTS / "screenshots"
-CHROMIUM = get_settings().chromium or Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",  # CI runs as root, where Chromium's sandbox cannot start
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 #: Every demo account's password in the browser tests.
 DEMO_PASSWORD = "e2e-Demo-password-2026"
-SERVER_START_TIMEOUT = 90.0
 #: Playwright's default wait for an element or navigation, in milliseconds.
 ACTION_TIMEOUT_MS = 30_000
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -52,25 +44,6 @@ CJK = re.compile(r"[\u4e00-\u9fff]")
 
 def _browser_required() -> bool:
     return get_settings().require_browser
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@dataclass
-class AppServer:
-    base_url: str
-    database_url: str
-    log_path: Path
-
-    def log_tail(self, lines: int = 60) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
 
 
 # Database ----------------------------------------------------------------------------------
@@ -125,37 +98,6 @@ def find_account(database_url: str, role: str, group_no: int | None = None) -> A
 # Server ------------------------------------------------------------------------------------
 
 
-def _wait_until_healthy(process: subprocess.Popen, base_url: str, log_path: Path) -> None:
-    deadline = time.monotonic() + SERVER_START_TIMEOUT
-    last_error = "no answer"
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"streamlit exited with {process.returncode}:\n{log_path.read_text(errors='replace')}")
-        try:
-            with urllib.request.urlopen(f"{base_url}/_stcore/health", timeout=2) as answer:
-                if answer.status == 200 and answer.read().strip() == b"ok":
-                    return
-                last_error = f"status {answer.status}"
-        except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
-            last_error = str(error)
-        time.sleep(0.3)
-    raise RuntimeError(
-        f"streamlit not healthy after {SERVER_START_TIMEOUT:.0f}s ({last_error}):\n"
-        f"{log_path.read_text(errors='replace')}"
-    )
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=15)
-
-
 @pytest.fixture(scope="session")
 def chromium_path() -> Path:
     if not CHROMIUM.exists():
@@ -188,45 +130,6 @@ def app_server(chromium_path, tmp_path_factory) -> AppServer:
     finally:  # after the server stopped, so its log is whole; also when it never became healthy
         if (folder / "server.log").exists():
             shutil.copyfile(folder / "server.log", ARTIFACTS / "e2e-server.log")
-
-
-@contextmanager
-def served_app(folder: Path, env: dict, database_url: str) -> Iterator[AppServer]:
-    """`streamlit run streamlit_app.py` on a free loopback port with `env`, until the block ends."""
-    port = _free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    log_path = folder / "server.log"
-    command = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        "streamlit_app.py",
-        "--server.port",
-        str(port),
-        "--server.address",
-        "127.0.0.1",
-        "--server.headless",
-        "true",
-        "--browser.gatherUsageStats",
-        "false",
-    ]
-    with open(log_path, "w", encoding="utf-8") as log:
-        # Own process group, so stopping it also stops anything it started.
-        process = subprocess.Popen(
-            command,
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    try:
-        _wait_until_healthy(process, base_url, log_path)
-        yield AppServer(base_url=base_url, database_url=database_url, log_path=log_path)
-    finally:
-        _stop(process)
 
 
 # Browser -----------------------------------------------------------------------------------

@@ -36,8 +36,8 @@ from tests.e2e.conftest import (
     text,
     wait_for_app_run,
 )
-from tests.e2e.replica_helpers import ROUTE_COOKIE, Nginx, find_nginx, start_replica
 from tests.support.factories import make_case, make_response
+from tools.replicas import ROUTE_COOKIE, Nginx, find_nginx, start_replica
 
 pytestmark = [pytest.mark.browser, pytest.mark.postgres]
 

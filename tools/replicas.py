@@ -2,7 +2,7 @@
 
 `start_replica` runs `clinconsensus serve` on a port and returns once it is healthy; `Nginx` runs
 deploy/nginx-clinconsensus.conf with only its ports changed, unprivileged, in a temporary prefix.
-Used by tests/e2e/test_replicas.py and benchmarks/bench_sessions.py.
+Used by tests/e2e/test_replicas.py and benchmarks/bench_sessions.py (served apps: tools/app_server.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tests.e2e.conftest import REPO_ROOT, _free_port, _stop, _wait_until_healthy
+from tools.app_server import REPO_ROOT, free_port, stop_process, wait_until_healthy
 
 DEPLOY_CONFIG = REPO_ROOT / "deploy" / "nginx-clinconsensus.conf"
 ROUTE_COOKIE = "clinconsensus_route"
@@ -36,7 +36,7 @@ class Nginx:
     def __init__(self, binary: str, replica_ports: list[int], *, worker_connections: int = 256) -> None:
         # worker_connections: many browsers each hold a websocket and pooled connections, and nginx two
         # sockets for each proxied one; a load of browsers needs more than a test's few.
-        self.port = _free_port()
+        self.port = free_port()
         self.prefix = Path(tempfile.mkdtemp(prefix="cc-nginx-"))
         os.chmod(self.prefix, 0o777)
         site = DEPLOY_CONFIG.read_text(encoding="utf-8")
@@ -110,7 +110,7 @@ http {{
         raise AssertionError(f"nginx logged no request for route {route}")
 
     def stop(self) -> None:
-        _stop(self.process)
+        stop_process(self.process)
         shutil.rmtree(self.prefix, ignore_errors=True)
 
 
@@ -131,5 +131,5 @@ def start_replica(port: int, env: dict, log_path: Path) -> subprocess.Popen:
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-    _wait_until_healthy(process, f"http://127.0.0.1:{port}", log_path)
+    wait_until_healthy(process, f"http://127.0.0.1:{port}", log_path)
     return process
