@@ -72,6 +72,7 @@ class _BulkInserter:
         self.table = table
         self.dialect = run.connection.dialect.name
         self.dropped_keys: list[tuple[str, str]] | None = None
+        self.analyzed = False
         names = ", ".join(_quote(c) for c in columns)
         if self.dialect == "postgresql":
             self.statement = f"COPY {_quote(table.name)} ({names}) FROM STDIN"
@@ -91,6 +92,14 @@ class _BulkInserter:
                     copy_line = self.copy_line
                     for block in _batches(rows, _COPY_BLOCK):
                         copy.write("".join([copy_line(row) for row in block]))
+                if not self.analyzed and len(rows) >= common.BULK_ROWS:
+                    # The import reads back what it wrote, by key (the audit digests of judge decisions). A table
+                    # PostgreSQL has no statistics of (new in this transaction) looks to it as if one judge's name
+                    # picked out a few rows, so each read went through all of that judge's rows: an import grew
+                    # with the square of the data. Statistics of the first large chunk (ANALYZE sees this
+                    # transaction's rows and costs a sample of them) keep the reads to the keys asked for.
+                    cursor.execute(f"ANALYZE {_quote(self.table.name)}")
+                    self.analyzed = True
             else:
                 cursor.executemany(self.statement, rows)
         finally:
