@@ -12,7 +12,7 @@ import admin
 import annotate
 import review
 from analysis import dashboard, insights
-from db.errors import DiskFull
+from db.rules.errors import DiskFull
 from ui import home, process, shell
 
 process.freeze_imports_once()  # every module above is in: the collector stops walking them

@@ -2,16 +2,16 @@
 sample, the responses where two judges disagree, reassignment.
 
 The balancing and the rules (one annotator per group per response, never the rubric's author)
-live in `db.assignments`; this page only collects the choice and shows the result.
+live in `db.work.assignments`; this page only collects the choice and shows the result.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from db import assignments, calibration, disagreements, status
-from db.errors import ClinConsensusError
-from db.models import AssignmentKind, Role, User
+from db.rules.errors import ClinConsensusError
+from db.store.models import AssignmentKind, Role, User
+from db.work import assignments, calibration, disagreements, status
 from ui import shell, widgets
 
 TABLE_LIMIT = 500
@@ -285,7 +285,7 @@ def _reassigned(session, admin: User, assignment_id: int, task: str, target: str
 
 
 def _calibration_tab(admin: User) -> None:
-    """Draw a model's calibration sample (once per model; the rule is db.calibration's)."""
+    """Draw a model's calibration sample (once per model; the rule is db.work.calibration's)."""
     t = shell.translator()
     st.caption(t("admin.assign.calibration.intro"))
     with shell.db_session(read_only=True) as session:
@@ -326,7 +326,7 @@ def _calibration_tab(admin: User) -> None:
 
 
 def _disagreement_tab(admin: User) -> None:
-    """Draw the responses without gold where two judges differ most (the rules are db.disagreements')."""
+    """Draw the responses without gold where two judges differ most (the rules are db.work.disagreements')."""
     t = shell.translator()
     st.caption(t("admin.assign.disagreements.intro"))
     with shell.db_session(read_only=True) as session:

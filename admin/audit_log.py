@@ -12,10 +12,10 @@ from datetime import date, datetime, timedelta
 import pandas as pd
 import streamlit as st
 
-from db.audit import verify_chain
-from db.audit_search import audit_facets, audit_jsonl, search_audit
-from db.engine import session_scope
-from db.models import AuditLog, Role
+from db.access.audit import verify_chain
+from db.access.audit_search import audit_facets, audit_jsonl, search_audit
+from db.store.engine import session_scope
+from db.store.models import AuditLog, Role
 from i18n import catalog
 from ui import shell
 from ui.shell import t
@@ -27,7 +27,7 @@ _VALUE_NAMES = {"role": "role.{}", "status": "annotate.authoring.status.{}", "ki
 
 
 def _named(kind: str, code: str) -> str:
-    """An audit code in the reader's language (every code of db.audit has an entry; an unknown one reads "other")."""
+    """An audit code in the reader's language (each code of db.access.audit has one; an unknown one reads "other")."""
     key = f"workbench.audit_{kind}.{code}"
     return t(key) if key in catalog() else t("language.audit_other", code=code)
 

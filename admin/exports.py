@@ -10,11 +10,11 @@ from __future__ import annotations
 import streamlit as st
 
 from analysis.exports import DEFAULT_SEED, EXPORT_KINDS, LeftOut, build_bundle
-from db import progress_queries
-from db.errors import ClinConsensusError
-from db.export_records import record_export
-from db.models import Role
-from db.status import judge_names
+from db.access.export_records import record_export
+from db.rules.errors import ClinConsensusError
+from db.store.models import Role
+from db.work import progress as progress_queries
+from db.work.status import judge_names
 from ui import shell, widgets
 
 GROUP_SOURCES = ("gold", "group1", "group2")

@@ -1,16 +1,16 @@
 """Feedback after a round (admin): each labeling round's state, and opening or closing its feedback.
 
-A round is the label assignments of one assignment run (db/feedback.py). The rules (admin only,
-only a finished round opens, every change audit-logged) are db.feedback's; this page shows them.
+A round is the label assignments of one assignment run (db/work/feedback.py). The rules (admin only,
+only a finished round opens, every change audit-logged) are db.work.feedback's; this page shows them.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from db import feedback
-from db.errors import ClinConsensusError
-from db.models import Role
+from db.rules.errors import ClinConsensusError
+from db.store.models import Role
+from db.work import feedback
 from ui import shell, widgets
 from ui.times import local_time
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import streamlit as st
 
 from db.importers import JUDGE_FORMATS, KINDS, ImportFailed, import_stream
-from db.limits import MAX_UPLOAD_MB
-from db.models import Role
-from db.status import counts
+from db.rules.limits import MAX_UPLOAD_MB
+from db.store.models import Role
+from db.work.status import counts
 from ui import shell, widgets
 
 AUTO_FORMAT = "auto"

@@ -16,10 +16,10 @@ import pandas as pd
 import streamlit as st
 
 from analysis.prompt import TEMPLATES
-from db import judge_runs, progress_queries
-from db.config import database_url
-from db.errors import ClinConsensusError
-from db.models import Role
+from db.rules.config import database_url
+from db.rules.errors import ClinConsensusError
+from db.store.models import Role
+from db.work import judge_runs, progress as progress_queries
 from judge.generate import CASE_SCOPES, GenerateOptions, create_generate_run
 from judge.runner import RunOptions, create_run, launch_run
 from ui import shell, widgets

@@ -1,7 +1,7 @@
 """Leaderboard snapshots (docs/REFERENCE.md §3.7): freeze the current leaderboard under a name, list the
 snapshots, read one, compare two, and download one as JSON and as the static page a lab publishes.
 
-A snapshot is written once (db.leaderboard refuses a taken name) and computed from the whole
+A snapshot is written once (db.work.leaderboard refuses a taken name) and computed from the whole
 database, so it is built only when the admin presses the button. Everything shown comes from the
 stored payload: what was frozen, not what the data says today.
 """
@@ -16,9 +16,9 @@ import streamlit as st
 
 from analysis import leaderboard, table_view
 from analysis.metrics import DEFAULT_K
-from db import leaderboard as store
-from db.errors import ClinConsensusError
-from db.models import Role
+from db.rules.errors import ClinConsensusError
+from db.store.models import Role
+from db.work import leaderboard as store
 from ui import shell, widgets
 from ui.times import local_time
 

@@ -18,10 +18,10 @@ from admin import assignments, judge_runs
 from analysis import model_pipeline, shared_grid, table_view
 from analysis.calibrated import METRICS, VALUE_KEYS
 from analysis.metrics import DEFAULT_K
-from db import generation
-from db.calibration import response_models
-from db.export_records import newest_sft_holdout
-from db.models import Role
+from db.access.export_records import newest_sft_holdout
+from db.store.models import Role
+from db.work import generation
+from db.work.calibration import response_models
 from ui import shell
 from ui.text import plain
 from ui.times import local_time

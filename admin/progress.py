@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from db import label_drafts, progress_queries
-from db.models import Role
+from db.labeling import drafts as label_drafts
+from db.store.models import Role
+from db.work import progress as progress_queries
 from ui import shell, widgets
 
 

@@ -1,15 +1,15 @@
 """Accounts and the two expert groups: add, activate/deactivate, reset a password, change role or group.
 
-Every change goes through `db.users`, which validates it and writes the audit entry.
+Every change goes through `db.access.users`, which validates it and writes the audit entry.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from db import users
-from db.errors import ClinConsensusError
-from db.models import Role
+from db.access import users
+from db.rules.errors import ClinConsensusError
+from db.store.models import Role
 from ui import shell, widgets
 
 ROLES = (Role.annotator.value, Role.checker.value, Role.admin.value)

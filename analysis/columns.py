@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable
 
 from analysis.reliability import NO_TAG
-from db.taxonomy import get_taxonomy
+from db.rules.taxonomy import get_taxonomy
 
 Translator = Callable[..., str]
 

@@ -25,9 +25,9 @@ from analysis import comparisons, figures as figure_builders, metrics, score_fig
 from analysis.background import BackgroundValue
 from analysis.exports.csv_cells import csv_bytes
 from analysis.report import Report, build_report, json_bytes, report_json, tables
-from db.errors import ClinConsensusError
-from db.models import Role
-from db.policies import require_may_see_group_statistics
+from db.access.policies import require_may_see_group_statistics
+from db.rules.errors import ClinConsensusError
+from db.store.models import Role
 from i18n import LANGUAGES
 from ui import shell
 from ui.text import plain

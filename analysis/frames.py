@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from db.errors import ValidationFailed
+from db.rules.errors import ValidationFailed
 
 #: Where the labels that score the models come from (`--source`).
 SOURCES = ("gold", "group1", "group2")

@@ -2,7 +2,7 @@
 
 `prepare(frames)` places one row per response and one column per criterion position of its
 case's current approved rubric, holding 1 (met), 0 (not met) or -1 (no label) for each group's
-final label, gold and each judge (the rules of `db.gold`). The metrics in `analysis.metrics`
+final label, gold and each judge (the rules of `db.rules.gold`). The metrics in `analysis.metrics`
 are array arithmetic over this grid.
 """
 
@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.frames import Frames
-from db.config import RUBRIC_SIZE
-from db.enums import Stage
-from db.gold import decisions_with_finals, gold_values
+from db.rules.config import RUBRIC_SIZE
+from db.rules.enums import Stage
+from db.rules.gold import decisions_with_finals, gold_values
 
 MISSING, NOT_MET, MET = -1, 0, 1
 RATER_COLUMNS = ("annotators_g1", "annotators_g2", "checkers_g1", "checkers_g2")

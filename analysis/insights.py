@@ -25,12 +25,12 @@ from analysis import (
 from analysis.background import BackgroundValue
 from analysis.exports.csv_cells import csv_bytes
 from analysis.loader import load_criterion_texts
-from db.errors import ClinConsensusError
-from db.export_records import newest_sft_holdout
-from db.judge_errors import judge_error_detail
-from db.models import Role
-from db.policies import require_may_see_group_statistics
+from db.access.export_records import newest_sft_holdout
+from db.access.policies import require_may_see_group_statistics
 from db.review.criterion_return import send_back_criteria, send_back_target
+from db.rules.errors import ClinConsensusError
+from db.store.models import Role
+from db.work.judge_errors import judge_error_detail
 from ui import shell
 from ui.text import plain
 from ui.widgets import show_error, show_text

@@ -25,8 +25,8 @@ from analysis.exports.common import ExportSummary, sha256_file
 from analysis.loader import audit_head, data_version, load_frames
 from analysis.metrics import DEFAULT_K
 from analysis.report import build_report, report_json
-from db.errors import ValidationFailed
-from db.models import LeaderboardSnapshot
+from db.rules.errors import ValidationFailed
+from db.store.models import LeaderboardSnapshot
 
 PRIVATE = 0o600
 

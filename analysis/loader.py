@@ -8,7 +8,7 @@ Frames (column names are the contract of the metric and export code):
              current approved rubric of each case
 - responses: response_id, case_pk, case_id, model, length (+ text with text=True)
 - labels:    response_id, criterion_id, stage, group_no, met, user_id (+ note with notes=True) — the
-             labels that count: made on their case's current rubric (db.current_rubric); a label on an
+             labels that count: made on their case's current rubric (db.store.current_rubric); a label on an
              older version is in no frame, so no figure or export can count it
 - judge:     judge, response_id, criterion_id, met
 - users:     user_id, username, role, group_no
@@ -24,10 +24,20 @@ from sqlalchemy import Text, cast, literal_column, select
 from sqlalchemy.engine import Engine
 
 from analysis.frames import Frames as Frames
-from db.current_rubric import counts_sql, current_versions
-from db.data_version import DataVersion as DataVersion, data_version as data_version
-from db.models import CalibrationSample, Case, Criterion, DisagreementDraw, Label, LabelTiming, Response, Stage, User
-from db.taxonomy import get_taxonomy
+from db.rules.taxonomy import get_taxonomy
+from db.store.current_rubric import counts_sql, current_versions
+from db.store.data_version import DataVersion as DataVersion, data_version as data_version
+from db.store.models import (
+    CalibrationSample,
+    Case,
+    Criterion,
+    DisagreementDraw,
+    Label,
+    LabelTiming,
+    Response,
+    Stage,
+    User,
+)
 
 
 def _read(engine: Engine, statement) -> pd.DataFrame:
@@ -139,7 +149,7 @@ def _packed_labels_sql(engine: Engine, *, users: bool, criteria: list[str] | Non
     """The packed read of the labels that count, as plain SQL for the driver's cursor; with `criteria`,
     the criterion id as its index in that list (`_coded`), else as text.
 
-    The rule is db.current_rubric's SQL form (a semi-join against the current versions, one per case):
+    The rule is db.store.current_rubric's SQL form (a semi-join against the current versions, one per case):
     measured at full scale it costs no more CPU than reading every label, where carrying each label's
     version into numpy and filtering there cost half as much again.
     """
@@ -202,7 +212,7 @@ def _coded_read(engine: Engine, sql_of, kinds: str, lists: dict[int, list[str] |
 _CRITERION_IDS_SQL = "SELECT DISTINCT criterion_id FROM criterion"
 _JUDGES_SQL = "SELECT DISTINCT judge FROM judge_decision"
 #: Strings of a column are joined with this separator in the database: ids and names never hold a
-#: control character (db.records refuses them), so it cannot stand inside a value.
+#: control character (db.rules.records refuses them), so it cannot stand inside a value.
 _UNIT_SEPARATOR = "\x1f"
 
 
@@ -433,13 +443,13 @@ def _as_list(value) -> list:
 
 # Freshness ------------------------------------------------------------------------------------
 
-# The data version is the database's (db.data_version): pages below analysis key their caches on it too.
+# The data version is the database's (db.store.data_version): pages below analysis key their caches on it too.
 
 
 def audit_head(engine: Engine) -> dict:
     """The audit log's head ({count, hash}) for an export's manifest: `audit verify --anchor` checks it later."""
-    from db.audit import audit_head as head_of
-    from db.engine import session_scope
+    from db.access.audit import audit_head as head_of
+    from db.store.engine import session_scope
 
     with session_scope(engine, read_only=True) as session:
         return head_of(session).as_dict()

@@ -32,8 +32,8 @@ from analysis.grid import (
     prepare as prepare,
     rubric_size as rubric_size,
 )
-from db.errors import ValidationFailed
-from db.taxonomy import get_taxonomy
+from db.rules.errors import ValidationFailed
+from db.rules.taxonomy import get_taxonomy
 
 GOLD, GROUP1, GROUP2 = "gold", "group1", "group2"
 DEFAULT_K = 10

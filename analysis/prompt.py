@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from string import Formatter
 
-from db.errors import ValidationFailed
+from db.rules.errors import ValidationFailed
 
 TEMPLATE_DIR = Path(__file__).with_name("templates")
 #: Named templates: the official judge's inference prompt (default) and a Chinese one.

@@ -43,8 +43,8 @@ from analysis.figures import figures as figure_builders, html_report, translator
 from analysis.loader import Frames, load_frames
 from analysis.score_figures import score_figures
 from analysis.time_agreement import TimeAgreement, time_agreement
-from db.errors import ValidationFailed
-from db.progress import Progress, no_progress
+from db.rules.errors import ValidationFailed
+from db.rules.progress_report import Progress, no_progress
 
 TOP_CRITERIA_IN_JSON = agreement_extra.LOWEST_CRITERIA
 

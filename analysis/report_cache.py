@@ -1,7 +1,7 @@
 """The finished report kept per data version, so `report` on an unchanged database answers at once.
 
 Kept: report.json's bytes and the printed tables, in a private folder beside a SQLite file
-(`<name>.cache/`, 0700; files 0600), keyed by the data version (`db.data_version`, read by the caller), the
+(`<name>.cache/`, 0700; files 0600), keyed by the data version (`db.store.data_version`, read by the caller), the
 report's options, the settings it reads (rubric size, taxonomy file), the source of `analysis` and
 `db` and the versions of the libraries that compute and write it. Any change of one of them is
 another key, so a kept report is never one the same command would not write again byte for byte.
@@ -29,7 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TextIO
 
-from db.security import PRIVATE_FILE_MODE
+from db.rules.security import PRIVATE_FILE_MODE
 
 #: Kept reports per database; older ones are removed when a new one is kept.
 KEEP = 3
@@ -72,7 +72,7 @@ def cache_folder(url) -> Path | None:
     server database, in CLINCONSENSUS_CACHE_DIR or else the folder of the audit key (private to the admin
     who runs the commands), one subfolder per server and database (`report-cache/<hash of the URL
     without its password>/`)."""
-    from db.config import get_settings
+    from db.rules.config import get_settings
 
     if url.get_backend_name() == "sqlite":
         if url.query or url.database in (None, "", ":memory:"):
@@ -92,7 +92,7 @@ def cache_folder(url) -> Path | None:
 
 def entry_for(engine, version: tuple, options: dict) -> Entry | None:
     """The entry of this database at data `version` with these options; None where nothing is kept."""
-    from db.config import get_settings
+    from db.rules.config import get_settings
 
     location = cache_folder(engine.url)
     if location is None:

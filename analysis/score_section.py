@@ -14,7 +14,7 @@ import pandas as pd
 
 from analysis import calibrated as calibrated_scores, comparisons as paired, ranking_fidelity
 from analysis.metrics import DecisionGrid, Scores
-from db.errors import ValidationFailed
+from db.rules.errors import ValidationFailed
 
 SECTION_KEYS = (
     "comparisons",

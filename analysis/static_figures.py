@@ -16,8 +16,8 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from db.config import get_settings
-from db.errors import ValidationFailed
+from db.rules.config import get_settings
+from db.rules.errors import ValidationFailed
 
 FORMATS = ("png", "svg")
 WIDTH, HEIGHT, SCALE = 1100, 620, 2

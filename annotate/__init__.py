@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from db.models import Role, User
+from db.store.models import Role, User
 from ui import shell
 
 

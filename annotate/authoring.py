@@ -8,8 +8,8 @@ The editor is one keyed `st.data_editor` with a fixed number of rows; its edits 
 the page's working copy on every run *before* it is drawn, so the quality-check column always
 matches what was typed. The editor, the lint, the draft keeping and the buttons are one
 `st.fragment`: a committed cell reruns only them, not the page (queue, case, history). The working
-copy is kept as a draft (db/drafts.py) while it differs from the saved version, so a refresh or a
-closed tab loses nothing. Saving and submitting go through db/rubrics.py (locking, audit); the
+copy is kept as a draft (db/labeling/draft_store.py) while it differs from the saved version, so a refresh or a
+closed tab loses nothing. Saving and submitting go through db/rubrics/authoring.py (locking, audit); the
 buttons act in callbacks, then the whole page is drawn again with the result.
 """
 
@@ -18,14 +18,15 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from db import drafts, rubrics
-from db.assignments import my_queue
-from db.config import RUBRIC_SIZE
-from db.errors import ClinConsensusError, StaleEdit, ValidationFailed
-from db.models import AssignmentKind, Role, RubricStatus
-from db.rubric_lint import LintReport, lint_rubric
-from db.rubrics import AuthoringView, CriterionInput
-from db.taxonomy import get_taxonomy
+from db import rubrics
+from db.labeling import draft_store as drafts
+from db.rubrics.authoring import AuthoringView, CriterionInput
+from db.rules.config import RUBRIC_SIZE
+from db.rules.errors import ClinConsensusError, StaleEdit, ValidationFailed
+from db.rules.lint import LintReport, lint_rubric
+from db.rules.taxonomy import get_taxonomy
+from db.store.models import AssignmentKind, Role, RubricStatus
+from db.work.assignments import my_queue
 from ui import shell, widgets, workbench as wb
 from ui.case_panel import case_panel
 from ui.keys import widget_key

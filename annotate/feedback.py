@@ -1,6 +1,6 @@
 """Feedback after a round (annotator): where gold differed from their own label, once an admin opened the round.
 
-Who sees what (own labels only, open rounds only, responses under their code) is db/feedback.py's rule;
+Who sees what (own labels only, open rounds only, responses under their code) is db/work/feedback.py's rule;
 this page lays it out. Case, criterion and rationale texts are user text and shown as text.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from db import feedback
-from db.gold import ADJUDICATED
-from db.models import Role
+from db.rules.gold import ADJUDICATED
+from db.store.models import Role
+from db.work import feedback
 from ui import shell, widgets
 from ui.times import local_time
 

@@ -2,7 +2,7 @@
 
 The workbench (ui/workbench.py) shows the user request on top, the case above the response and the
 criteria beside them (each scrolling on its own) and takes the keys. Each decision comes back at once
-and is kept as a server-side draft (db/label_drafts.py), so a refresh or a closed tab loses nothing
+and is kept as a server-side draft (db/labeling/drafts.py), so a refresh or a closed tab loses nothing
 (the page says when the draft was kept, and that it is not submitted); a criterion stays unjudged
 until judged, and a save with unjudged criteria is refused. Ctrl+Enter
 saves through db/ (which also refuses a save against a changed rubric, over newer labels, or on
@@ -25,14 +25,15 @@ from datetime import datetime
 
 import streamlit as st
 
-from db import label_drafts, labeling
-from db.errors import ClinConsensusError, StaleEdit, ValidationFailed
-from db.feedback_freeze import LabelsFinal
-from db.label_drafts import Difference, UnjudgedCriteria, Workbench
-from db.labeling import LabelQueue, LabelsChanged, RubricChanged
-from db.models import Role
-from db.notes import MAX_NOTE_CHARS
-from db.taxonomy import get_taxonomy
+from db import labeling
+from db.labeling import drafts as label_drafts
+from db.labeling.annotation import LabelQueue, LabelsChanged, RubricChanged
+from db.labeling.drafts import Difference, UnjudgedCriteria, Workbench
+from db.labeling.freeze import LabelsFinal
+from db.rules.errors import ClinConsensusError, StaleEdit, ValidationFailed
+from db.rules.notes import MAX_NOTE_CHARS
+from db.rules.taxonomy import get_taxonomy
+from db.store.models import Role
 from ui import shell, widgets, workbench as wb
 from ui.times import clock_time, local_time
 

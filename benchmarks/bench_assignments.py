@@ -22,10 +22,10 @@ from pathlib import Path
 from sqlalchemy import func, insert
 from sqlmodel import select
 
-from db import assignments, progress_queries
-from db.engine import make_engine, session_scope
-from db.migrate import upgrade
-from db.models import (
+from db.rules.security import hash_password
+from db.store.engine import make_engine, session_scope
+from db.store.migrate import upgrade
+from db.store.models import (
     Assignment,
     AssignmentKind,
     Case,
@@ -37,7 +37,7 @@ from db.models import (
     User,
     utcnow,
 )
-from db.security import hash_password
+from db.work import assignments, progress as progress_queries
 
 ANNOTATORS_PER_GROUP = 10
 

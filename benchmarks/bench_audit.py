@@ -29,8 +29,8 @@ TARGET_SECONDS, TARGET_MB = 15.0, 500.0
 
 
 def build(url: str, cases: int) -> None:
-    from db.engine import make_engine
-    from db.migrate import upgrade
+    from db.store.engine import make_engine
+    from db.store.migrate import upgrade
     from demo.generator import build_demo
 
     os.environ.setdefault("CLINCONSENSUS_DEMO_PASSWORD", "bench-audit-password")
@@ -52,12 +52,12 @@ def peak_mb() -> float:
 
 def measure(url: str, what: str) -> dict:
     """One measurement in this process: `verify` (audit verify) or `raw` (every label row through the driver)."""
-    from db.engine import make_engine, session_scope
+    from db.store.engine import make_engine, session_scope
 
     engine = make_engine(url)
     started, cpu = time.perf_counter(), time.process_time()
     if what == "verify":
-        from db.audit_replay import verify_audit
+        from db.access.audit_replay import verify_audit
 
         with session_scope(engine, read_only=True) as session:
             result = verify_audit(session)

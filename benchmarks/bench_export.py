@@ -39,9 +39,9 @@ def peak_rss_mb() -> float:
 
 def build_database(url: str, cases: int, models: int, seed: int) -> None:
     """Write the demo files and import them (runs in its own process; see --build-into)."""
-    from db.engine import make_engine
     from db.importers import import_file
-    from db.migrate import upgrade
+    from db.store.engine import make_engine
+    from db.store.migrate import upgrade
     from demo.generator import write_demo_files
 
     engine = make_engine(url)
@@ -142,9 +142,9 @@ def main(argv=None) -> int:
             )
 
         from analysis import exports
-        from db.engine import make_engine, session_scope
-        from db.migrate import upgrade
-        from db.status import counts
+        from db.store.engine import make_engine, session_scope
+        from db.store.migrate import upgrade
+        from db.work.status import counts
 
         engine = make_engine(url)
         upgrade(engine)

@@ -77,8 +77,8 @@ def peak_rss_mb() -> float:
 
 
 def child(url: str, kind: str, path: str) -> None:
-    from db.engine import make_engine
     from db.importers import import_file
+    from db.store.engine import make_engine
 
     engine = make_engine(url)
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -126,8 +126,8 @@ def baseline_seconds_per_label(url: str, labels: Path, sample: int) -> float:
     """
     from sqlmodel import Session, select
 
-    from db.engine import make_engine
-    from db.models import NO_GROUP, Case, Label, Response, RubricStatus, RubricVersion, User
+    from db.store.engine import make_engine
+    from db.store.models import NO_GROUP, Case, Label, Response, RubricStatus, RubricVersion, User
 
     engine = make_engine(url)
     rows = []
@@ -176,8 +176,8 @@ def baseline_seconds_per_label(url: str, labels: Path, sample: int) -> float:
 
 
 def measure(backend: str, url: str, paths: dict[str, Path], before_labels=None) -> dict:
-    from db.engine import make_engine
-    from db.migrate import upgrade
+    from db.store.engine import make_engine
+    from db.store.migrate import upgrade
 
     engine = make_engine(url)
     upgrade(engine)

@@ -38,9 +38,9 @@ CONCURRENCY = (1, 8, 32)
 
 
 def build_database(url: str, cases: int, models: int, seed: int) -> None:
-    from db.engine import make_engine
     from db.importers import import_file
-    from db.migrate import upgrade
+    from db.store.engine import make_engine
+    from db.store.migrate import upgrade
     from demo.generator import write_demo_files
 
     engine = make_engine(url)
@@ -344,7 +344,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     items = [int(value) for value in args.items.split(",")]
 
-    from db.engine import make_engine
+    from db.store.engine import make_engine
 
     with tempfile.TemporaryDirectory(prefix="bench-judge-db-") as folder:
         url = args.database or f"sqlite:///{folder}/judge.db"

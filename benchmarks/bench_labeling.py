@@ -15,7 +15,7 @@ handed out), without judges, on SQLite and on a throw-away PostgreSQL, and each 
   which includes the shell, the sidebar and the widgets; the shell's sidebar is also timed on its
   own, since its progress figure reads the whole queue on every run.
 
-- the workbench's two server paths (db/label_drafts.py): a decision kept as a draft (one
+- the workbench's two server paths (db/labeling/drafts.py): a decision kept as a draft (one
   keep_draft in its own transaction, as the workbench's callback runs it), and save-and-next (the
   save, then the next response opened with its draft); each beside the straightforward approach
   (re-reading the response on every decision; recounting the whole queue after every save).
@@ -43,11 +43,13 @@ if str(ROOT) not in sys.path:
 from sqlmodel import select  # noqa: E402
 
 from benchmarks.full_scale import build_full, run_on_both  # noqa: E402
-from db import label_drafts, labeling, users  # noqa: E402
-from db.engine import make_engine, session_scope  # noqa: E402
-from db.labeling import LabelInput  # noqa: E402
-from db.migrate import upgrade  # noqa: E402
-from db.models import Role, User  # noqa: E402
+from db import labeling  # noqa: E402
+from db.access import users  # noqa: E402
+from db.labeling import drafts as label_drafts  # noqa: E402
+from db.labeling.annotation import LabelInput  # noqa: E402
+from db.store.engine import make_engine, session_scope  # noqa: E402
+from db.store.migrate import upgrade  # noqa: E402
+from db.store.models import Role, User  # noqa: E402
 
 PAGE_TARGET_MS = 300.0
 SAVE_TARGET_MS = 50.0
@@ -79,7 +81,7 @@ def timed_ms(work) -> tuple[float, object]:
 def busiest_annotator(engine) -> User:
     from sqlalchemy import func
 
-    from db.models import Assignment, AssignmentKind
+    from db.store.models import Assignment, AssignmentKind
 
     with session_scope(engine, read_only=True) as session:
         user_id, count = session.exec(
@@ -260,7 +262,7 @@ def bench_page(url: str, user: User, runs: int) -> None:
     from streamlit.testing.v1 import AppTest
     from streamlit.util import calc_hash
 
-    from db.engine import get_engine
+    from db.store.engine import get_engine
 
     os.environ["DATABASE_URL"] = url
     get_engine.cache_clear()

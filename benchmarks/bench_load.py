@@ -7,7 +7,7 @@ It adds 20 annotators with 40 responses each, all loopback, all in this one proc
 
 A session is a Streamlit AppTest of the real app, signed in as one of them, on the labeling page.
 One save-and-next interaction is what the server does for it: the workbench's save callback
-(db.label_drafts.save of the response on screen, every criterion decided) and then the rerun of the
+(db.labeling.drafts.save of the response on screen, every criterion decided) and then the rerun of the
 whole page showing the next response. (The workbench is a custom component, which AppTest cannot
 click; its callback is called the way Streamlit calls it.) Each of the N sessions runs at once in
 its own thread, as Streamlit runs sessions, with a think time between interactions; the time of
@@ -39,11 +39,12 @@ if str(ROOT) not in sys.path:
 import sqlalchemy as sa  # noqa: E402
 from sqlalchemy import func, select  # noqa: E402
 
-from db import label_drafts, users  # noqa: E402
-from db.current_rubric import current_versions  # noqa: E402
-from db.engine import get_engine, make_engine, session_scope  # noqa: E402
-from db.migrate import upgrade  # noqa: E402
-from db.models import Assignment, AssignmentKind, Label, Response, Role, Stage, User  # noqa: E402
+from db.access import users  # noqa: E402
+from db.labeling import drafts as label_drafts  # noqa: E402
+from db.store.current_rubric import current_versions  # noqa: E402
+from db.store.engine import get_engine, make_engine, session_scope  # noqa: E402
+from db.store.migrate import upgrade  # noqa: E402
+from db.store.models import Assignment, AssignmentKind, Label, Response, Role, Stage, User  # noqa: E402
 
 SESSIONS = (1, 5, 10, 20)
 PER_USER = 40

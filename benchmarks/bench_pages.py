@@ -9,7 +9,7 @@ side of a browser visit without the network and the browser's drawing:
   through db.review, so the data version moves and every figure must be new);
 - warm: the same session reruns the page (a widget interaction that changes no data);
 - recount: the first visit again with the figures recounted from every label, the way the pages
-  worked before kept figures (db.kept.use_recount), in the same run: the ratio is recount / kept.
+  worked before kept figures (db.counts.figures.use_recount), in the same run: the ratio is recount / kept.
 
 The dashboard never blocks on its grid: after a change it shows the previous grid and refreshes
 itself when the background build is in; the time that build takes is printed too, beside the
@@ -37,15 +37,16 @@ if str(ROOT) not in sys.path:
 
 from sqlalchemy import select  # noqa: E402
 
-from db import kept, review, users  # noqa: E402
-from db.engine import get_engine, make_engine, session_scope  # noqa: E402
-from db.migrate import upgrade  # noqa: E402
-from db.models import Label, Role, Stage, User  # noqa: E402
+from db import counts, review  # noqa: E402
+from db.access import users  # noqa: E402
+from db.store.engine import get_engine, make_engine, session_scope  # noqa: E402
+from db.store.migrate import upgrade  # noqa: E402
+from db.store.models import Label, Role, Stage, User  # noqa: E402
 
 PAGE_TARGET_MS = 300.0
 DASHBOARD_TARGET_MS = 1000.0
 DASHBOARD = "analysis-dashboard"
-#: Shows something only in open rounds: the bench opens every finished round first (db.feedback, as the admin).
+#: Shows something only in open rounds: the bench opens every finished round first (db.work.feedback, as the admin).
 #: Its figures are kept ones with no recounting reader, so it has no recount column.
 FEEDBACK = "annotate-feedback"
 
@@ -152,14 +153,14 @@ class Visitor:
                 self.tokens[role] = users.open_session(s, user=s.get(User, user.id))
 
     def open_finished_rounds(self) -> int:
-        from db import feedback
+        from db.work import feedback
 
         with session_scope(self.engine) as s:
             admin = s.get(User, self.users[Role.admin].id)
             finished = [
                 state for state in feedback.round_states(s, actor=admin) if state.finished and not state.is_open
             ]
-            opened = 0  # a round sharing a case with an unfinished one stays closed (db.feedback refuses it)
+            opened = 0  # a round sharing a case with an unfinished one stays closed (db.work.feedback refuses it)
             for state in finished:
                 try:
                     feedback.set_feedback_open(s, actor=admin, round_at=state.round_at, is_open=True)
@@ -219,7 +220,7 @@ def bench_page(visitor: Visitor, role: Role, url_path: str, visits: int, recount
         first.append(timed_run(app))
     for _ in range(visits):
         warm.append(timed_run(app))
-    with kept.use_recount():
+    with counts.use_recount():
         for _ in range(recount_visits):
             visitor.change_a_label()
             recount.append(timed_run(visitor.new_session(role, url_path)))

@@ -36,10 +36,10 @@ from analysis import metrics, score_section
 from analysis.loader import load_frames
 from analysis.report import build_report, json_bytes, report_json
 from benchmarks import whole_data
-from db.engine import make_engine
-from db.gold import gold_labels, group_final_labels
-from db.migrate import upgrade
-from db.models import utcnow
+from db.rules.gold import gold_labels, group_final_labels
+from db.store.engine import make_engine
+from db.store.migrate import upgrade
+from db.store.models import utcnow
 from tools import metrics_reference as reference
 
 

@@ -17,8 +17,8 @@ import time
 from sqlalchemy import func, select
 
 from db import review
-from db.engine import make_engine, session_scope
-from db.models import Label, Role, Stage, User
+from db.store.engine import make_engine, session_scope
+from db.store.models import Label, Role, Stage, User
 
 
 def timed(label: str, repeat: int, work):

@@ -31,9 +31,9 @@ PASSWORD = "bench-full-scale-password"
 def build_full(url: str, *, judges: int | None = 0, cases: int | None = None) -> None:
     """The demo's full scale at `url` (2,500 cases × 11 models, 1.83 M labels); `judges=None`: the demo's judges;
     `cases`: another number of cases at the same density (a quick run, or growth beyond the paper's size)."""
-    from db.engine import make_engine
-    from db.migrate import upgrade
-    from db.progress import TerminalProgress
+    from db.rules.progress_report import TerminalProgress
+    from db.store.engine import make_engine
+    from db.store.migrate import upgrade
     from demo.generator import build_demo
 
     os.environ.setdefault("CLINCONSENSUS_DEMO_PASSWORD", PASSWORD)

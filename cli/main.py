@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from db.errors import ClinConsensusError
+from db.rules.errors import ClinConsensusError
 
 ENTRY_FILE = Path(__file__).resolve().parent.parent / "streamlit_app.py"
 
@@ -22,8 +22,8 @@ class CommandFailed(Exception):
 
 
 def _engine():
-    from db.engine import get_engine
-    from db.migrate import upgrade
+    from db.store.engine import get_engine
+    from db.store.migrate import upgrade
 
     engine = get_engine()
     upgrade(engine)
@@ -32,7 +32,7 @@ def _engine():
 
 def _progress(label: str):
     """A progress printer for long work, on stderr so stdout stays clean for --json."""
-    from db.progress import TerminalProgress
+    from db.rules.progress_report import TerminalProgress
 
     return TerminalProgress(label, stream=sys.stderr)
 
@@ -64,8 +64,8 @@ def cmd_import(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from db.engine import session_scope
-    from db.status import counts
+    from db.store.engine import session_scope
+    from db.work.status import counts
 
     with session_scope(_engine(), read_only=True) as session:
         result = counts(session)
@@ -78,8 +78,8 @@ def cmd_status(args) -> int:
 
 
 def cmd_users(args) -> int:
-    from db import users
-    from db.engine import session_scope
+    from db.access import users
+    from db.store.engine import session_scope
 
     engine = _engine()
     with session_scope(engine) as session:
@@ -149,7 +149,7 @@ def cmd_report(args) -> int:
         run(sys.stdout)
         return 0
     from analysis.report_cache import kept_or_run
-    from db.data_version import data_version
+    from db.store.data_version import data_version
 
     version = data_version(engine)
     kept_or_run(
@@ -211,9 +211,9 @@ def cmd_export(args) -> int:
 
 def _record_sft(engine, holdout: list[str], seed: int) -> None:
     """The judge pages measure a judge on the models the newest SFT export held out of its training."""
-    from db import users
-    from db.engine import session_scope
-    from db.export_records import record_export
+    from db.access import users
+    from db.access.export_records import record_export
+    from db.store.engine import session_scope
 
     with session_scope(engine) as session:
         details = {"holdout_models": sorted(set(holdout)), "seed": seed}
@@ -237,9 +237,9 @@ def cmd_demo(args) -> int:
 
 def cmd_audit(args) -> int:
     from analysis.exports.paths import input_file
-    from db.audit_replay import anchor_from_manifest, verify_audit
-    from db.engine import session_scope
-    from db.limits import InputRejected, loads
+    from db.access.audit_replay import anchor_from_manifest, verify_audit
+    from db.rules.limits import InputRejected, loads
+    from db.store.engine import session_scope
 
     anchor = None
     if args.anchor:
@@ -267,7 +267,7 @@ def cmd_audit(args) -> int:
 
 
 def cmd_backup(args) -> int:
-    from db.backup import backup
+    from db.store.backup import backup
 
     print(backup(_engine(), Path(args.file)))
     return 0
@@ -280,9 +280,9 @@ def cmd_migrate(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    from db.audit import KEY_FILE_ENV, audit_key_file
-    from db.config import database_url
-    from db.engine import get_engine
+    from db.access.audit import KEY_FILE_ENV, audit_key_file
+    from db.rules.config import database_url
+    from db.store.engine import get_engine
 
     _engine()
     # ui.process runs Streamlit's own command with the upload gate installed before the first connection.
@@ -447,8 +447,8 @@ def _check_options(args: argparse.Namespace) -> None:
     """Every text option: no NUL or undecodable byte; names within their length, without invisible characters.
 
     Checked here, before any database sees them, so SQLite and PostgreSQL refuse them alike."""
-    from db.limits import InputRejected, refuse_invisible_text
-    from db.records import check_name
+    from db.rules.limits import InputRejected, refuse_invisible_text
+    from db.rules.records import check_name
 
     for name, value in vars(args).items():
         if not isinstance(value, str):
@@ -468,7 +468,7 @@ _POSITIONALS = {"kind", "file", "name", "action", "what", "target", "command", "
 
 
 def main(argv: list[str] | None = None) -> int:
-    from db.security import keep_files_private
+    from db.rules.security import keep_files_private
 
     # Databases, backups, exports and reports hold labels, hashes or keys: private from their creation.
     keep_files_private()

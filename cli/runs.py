@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from db.errors import ValidationFailed
-from db.limits import InputRejected, refuse_invisible_text
+from db.rules.errors import ValidationFailed
+from db.rules.limits import InputRejected, refuse_invisible_text
 
 
 def _names(text: str | None) -> list[str]:
@@ -122,8 +122,8 @@ def cmd_judge_resume(args, engine_of: Callable, progress_of: Callable) -> int:
 
 
 def cmd_judge_runs(args, engine_of: Callable) -> int:
-    from db import judge_runs
-    from db.engine import session_scope
+    from db.store.engine import session_scope
+    from db.work import judge_runs
 
     with session_scope(engine_of(), read_only=True) as session:
         runs = [judge_runs.run_summary(run) for run in judge_runs.list_runs(session, "cli")]
@@ -145,8 +145,8 @@ def cmd_judge_runs(args, engine_of: Callable) -> int:
 
 
 def cmd_judge_cancel(args, engine_of: Callable) -> int:
-    from db import judge_runs
-    from db.engine import session_scope
+    from db.store.engine import session_scope
+    from db.work import judge_runs
 
     with session_scope(engine_of()) as session:
         run = judge_runs.request_cancel(session, "cli", args.run_id)

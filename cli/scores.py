@@ -1,7 +1,8 @@
 """`clinconsensus assign calibration|disagreements` and `leaderboard freeze|list|show|diff` (docs/REFERENCE.md §3.7).
 
-The rules (once per model, unique snapshot names, admin only, audit entries) live in `db.calibration`,
-`db.disagreements` and `db.leaderboard`; the payload of a snapshot and the comparison of two are `analysis.leaderboard`.
+The rules (once per model, unique snapshot names, admin only, audit entries) live in `db.work.calibration`,
+`db.work.disagreements` and `db.work.leaderboard`;
+the payload of a snapshot and the comparison of two are `analysis.leaderboard`.
 The command line acts as an admin named by `--actor` (default `cli`), as the other commands do.
 """
 
@@ -11,24 +12,24 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from db.errors import ValidationFailed
+from db.rules.errors import ValidationFailed
 
 if TYPE_CHECKING:
-    from db.models import User
+    from db.store.models import User
 
 
 def command_line_admin(name: str) -> User:
     """The account the command line acts as: an admin that is not stored (whoever runs it holds the database)."""
     # Imported here: building the parser (`--help`) should not load every table's model.
-    from db.models import Role, User
+    from db.store.models import Role, User
 
     return User(username=name[:64] or "cli", role=Role.admin, is_active=True)
 
 
 def cmd_assign(args, engine_of: Callable) -> int:
-    from db.calibration import DEFAULT_SAMPLE_SIZE, draw_calibration_sample
-    from db.disagreements import DEFAULT_DRAW_SIZE, draw_disagreements
-    from db.engine import session_scope
+    from db.store.engine import session_scope
+    from db.work.calibration import DEFAULT_SAMPLE_SIZE, draw_calibration_sample
+    from db.work.disagreements import DEFAULT_DRAW_SIZE, draw_disagreements
 
     # Checked before the engine: a bad command line changes nothing, not even the schema.
     if args.kind == "calibration" and (args.model is None or args.judges is not None):
@@ -50,8 +51,8 @@ def cmd_assign(args, engine_of: Callable) -> int:
 
 def cmd_leaderboard(args, engine_of: Callable) -> int:
     from analysis import leaderboard
-    from db import leaderboard as store
-    from db.engine import session_scope
+    from db.store.engine import session_scope
+    from db.work import leaderboard as store
 
     engine = engine_of()
     if args.action == "freeze":
@@ -94,8 +95,8 @@ def _print_listing(rows: list[dict], as_json: bool) -> None:
 def export_newest(engine, directory):
     """`export leaderboard DIR`: the newest snapshot as JSON and a static HTML page."""
     from analysis import leaderboard
-    from db import leaderboard as store
-    from db.engine import session_scope
+    from db.store.engine import session_scope
+    from db.work import leaderboard as store
 
     with session_scope(engine, read_only=True) as session:
         newest = leaderboard.snapshot_dict(store.newest_snapshot(session))

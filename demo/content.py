@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from db.config import RUBRIC_SIZE
-from db.models import (
+from db.rules.config import RUBRIC_SIZE
+from db.rules.taxonomy import get_taxonomy
+from db.store.models import (
     Role,
 )
-from db.taxonomy import get_taxonomy
 
 TEMPLATE_FILE = Path(__file__).with_name("demo_data") / "cases.json"
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from db.errors import ValidationFailed
-from db.progress import Progress, no_progress
-from db.taxonomy import get_taxonomy
+from db.rules.errors import ValidationFailed
+from db.rules.progress_report import Progress, no_progress
+from db.rules.taxonomy import get_taxonomy
 from demo.content import (
     ADJUDICATION_ERROR,
     ANNOTATION_ERROR,

@@ -41,13 +41,14 @@ from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
-from db import independence, users
-from db.assignments import assign_labeling, assign_rubric_authoring, rubric_states
-from db.config import get_settings
-from db.engine import session_scope
-from db.errors import ValidationFailed
+from db.access import independence, users
 from db.importers import import_file
-from db.models import (
+from db.rubrics.authoring import CriterionInput, save_rubric_draft, submit_rubric
+from db.rules.config import get_settings
+from db.rules.errors import ValidationFailed
+from db.rules.progress_report import Progress, no_progress
+from db.store.engine import session_scope
+from db.store.models import (
     Assignment,
     AssignmentKind,
     Case,
@@ -55,9 +56,8 @@ from db.models import (
     RubricStatus,
     User,
 )
-from db.progress import Progress, no_progress
-from db.rubrics import CriterionInput, save_rubric_draft, submit_rubric
-from db.status import counts
+from db.work.assignments import assign_labeling, assign_rubric_authoring, rubric_states
+from db.work.status import counts
 from demo.content import (
     ADMIN,
     ANNOTATORS as ANNOTATORS,

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import re
 
-from db.config import get_settings
-from db.errors import ValidationFailed
+from db.rules.config import get_settings
+from db.rules.errors import ValidationFailed
 
 DEFAULT_SUFFIX = "_API_KEY"
 NEVER_NAMES = ("DATABASE_URL",)

@@ -27,11 +27,11 @@ from typing import Any, Protocol
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
 
-from db import judge_runs
-from db.engine import session_scope
-from db.errors import ClinConsensusError, Said
-from db.models import JudgeRunStatus
-from db.progress import Progress, no_progress
+from db.rules.errors import ClinConsensusError, Said
+from db.rules.progress_report import Progress, no_progress
+from db.store.engine import session_scope
+from db.store.models import JudgeRunStatus
+from db.work import judge_runs
 from judge.endpoints import Endpoint, EndpointLost, EndpointOptions
 
 FLUSH_SECONDS = 0.5

@@ -16,8 +16,8 @@ from urllib.parse import urlparse
 
 import openai
 
-from db.errors import ClinConsensusError, Said, ValidationFailed
-from db.judge_runs import RunCounts
+from db.rules.errors import ClinConsensusError, Said, ValidationFailed
+from db.work.judge_runs import RunCounts
 from judge.api_keys import api_key
 
 DEFAULT_SEED = 20260101

@@ -30,14 +30,14 @@ from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
 
 from analysis.prompt import user_message
-from db import generation, judge_runs
-from db.current_rubric import current_version_ids
-from db.engine import session_scope
-from db.errors import ValidationFailed
-from db.limits import InputRejected
-from db.models import Case, User
-from db.progress import Progress, no_progress
-from db.records import ResponseRecord, check, check_name
+from db.rules.errors import ValidationFailed
+from db.rules.limits import InputRejected
+from db.rules.progress_report import Progress, no_progress
+from db.rules.records import ResponseRecord, check, check_name
+from db.store.current_rubric import current_version_ids
+from db.store.engine import session_scope
+from db.store.models import Case, User
+from db.work import generation, judge_runs
 from judge.core import Prepared, execute_prepared, recorded_run
 from judge.endpoints import Endpoint, EndpointOptions
 

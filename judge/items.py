@@ -19,7 +19,7 @@ from sqlalchemy.engine import Engine
 
 from analysis.loader import load_cases, load_criteria, load_judge, load_responses
 from analysis.prompt import PromptTemplate, _json_body, user_message
-from db.errors import ValidationFailed
+from db.rules.errors import ValidationFailed
 
 RESPONSE_SCOPES = ("all", "missing")
 CHUNK = 2000

@@ -33,11 +33,11 @@ from analysis.prompt import (
     template_name,
     template_sha256,
 )
-from db import judge_runs
-from db.engine import session_scope
-from db.errors import ValidationFailed
-from db.models import User
-from db.progress import Progress, no_progress
+from db.rules.errors import ValidationFailed
+from db.rules.progress_report import Progress, no_progress
+from db.store.engine import session_scope
+from db.store.models import User
+from db.work import judge_runs
 from judge import generate
 from judge.core import Prepared, execute_prepared, launch_run, recorded_run
 from judge.endpoints import DEFAULT_SEED, Endpoint, EndpointOptions, RunFailed

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from db.models import Role, User
+from db.store.models import Role, User
 from review import adjudication, label_check, rubric_audit
 from ui import shell
 

@@ -1,6 +1,6 @@
 """Adjudication on one screen: the response beside the disputed criteria, one key per decision.
 
-Only responses the checker has taken into adjudication are listed and counted (db.independence): taking
+Only responses the checker has taken into adjudication are listed and counted (db.access.independence): taking
 checked responses in closes the checker's group's labels on them, so no figure here moves with a label the
 checker can still change. Each disputed criterion shows the two groups' final labels as A and B (in an
 order that does not tell the groups apart, decided in db/review). `1`/`0` decides a cell, `E` writes its own rationale,
@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from db import review, users
-from db.errors import ClinConsensusError, StaleEdit
-from db.models import Role
+from db import review
+from db.access import users
 from db.review import drafts
+from db.rules.errors import ClinConsensusError, StaleEdit
+from db.store.models import Role
 from ui import shell, workbench as wb
 from ui.checker import draft_note, met_text
 from ui.shell import t
@@ -32,7 +33,7 @@ TAKE_KEY = "review_adj_take"
 
 
 def _queue(username: str) -> list[review.AdjudicationQueueItem]:
-    # Kept figures (db/kept.py): cheap enough to read on every run, so the queue is never stale.
+    # Kept figures (db/counts/figures.py): cheap enough to read on every run, so the queue is never stale.
     with shell.db_session(read_only=True) as session:
         return review.adjudication_queue(session, users.get_user(session, username=username))
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import streamlit as st
 
 from db import review
-from db.errors import ClinConsensusError, StaleEdit
-from db.models import Role
 from db.review import drafts
+from db.rules.errors import ClinConsensusError, StaleEdit
+from db.store.models import Role
 from ui import shell, workbench as wb
 from ui.checker import draft_note, met_text
 from ui.shell import t

@@ -2,7 +2,7 @@
 
 The case stays in view beside the criteria while the page scrolls: every criterion at full height,
 none in a box of its own. Under each criterion: what changed since the previous decided version, the
-rubric lint's findings (db.rubric_lint, the same the author saw) and a comment field. The decision bar
+rubric lint's findings (db.rules.lint, the same the author saw) and a comment field. The decision bar
 stays at the bottom of the screen. Every decision asks first, whether clicked or keyed: Ctrl+Enter
 proposes approve (no criterion comments) or return (with them), a click on 通过 / 退回修改 proposes
 that one; Ctrl+Enter or 确认 confirms, Esc cancels.
@@ -13,10 +13,10 @@ from __future__ import annotations
 import streamlit as st
 
 from db import review
-from db.config import RUBRIC_SIZE
-from db.errors import ClinConsensusError, StaleEdit
-from db.models import Role
-from db.rubric_lint import LintReport, lint_rubric
+from db.rules.config import RUBRIC_SIZE
+from db.rules.errors import ClinConsensusError, StaleEdit
+from db.rules.lint import LintReport, lint_rubric
+from db.store.models import Role
 from ui import shell, workbench as wb
 from ui.checker import page_start
 from ui.keys import widget_key

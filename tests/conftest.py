@@ -17,14 +17,14 @@ import pytest
 import sqlalchemy as sa
 from sqlmodel import Session
 
-from db.config import get_settings
-from db.engine import make_engine
-from db.migrate import upgrade
+from db.rules.config import get_settings
+from db.store.engine import make_engine
+from db.store.migrate import upgrade
 from tests.support.apptest_helpers import app_database  # noqa: F401  (a fixture the page tests share)
 from tools.pg_server import PostgresServer, PostgresUnavailable
 
 _counter = itertools.count()
-# The audit chain's key (db.audit): fixed for the test session and the commands and servers it starts.
+# The audit chain's key (db.access.audit): fixed for the test session and the commands and servers it starts.
 os.environ.setdefault("CLINCONSENSUS_AUDIT_KEY", "test-audit-key-not-secret")
 # Reports of PostgreSQL databases kept per data version (analysis.report_cache): in a folder of the session's own.
 os.environ.setdefault("CLINCONSENSUS_CACHE_DIR", tempfile.mkdtemp(prefix="cc-test-kept-"))

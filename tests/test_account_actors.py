@@ -11,11 +11,11 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import Session, select
 
-from db import users
-from db.engine import session_scope
-from db.errors import PermissionDenied
-from db.models import AuditLog, User, utcnow
-from db.security import verify_password
+from db.access import users
+from db.rules.errors import PermissionDenied
+from db.rules.security import verify_password
+from db.store.engine import session_scope
+from db.store.models import AuditLog, User, utcnow
 from tests.support.factories import DEFAULT_PASSWORD, make_user
 
 NEW_PASSWORD = "a-brand-new-password"

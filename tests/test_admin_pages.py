@@ -7,9 +7,9 @@ import json
 import pytest
 from sqlmodel import select
 
-from db.engine import session_scope
-from db.models import Assignment, AssignmentKind, AuditLog, Case, User
-from db.status import counts
+from db.store.engine import session_scope
+from db.store.models import Assignment, AssignmentKind, AuditLog, Case, User
+from db.work.status import counts
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in, texts
 from tests.support.factories import make_case, make_response, make_user
@@ -195,7 +195,7 @@ def test_exports_page_builds_a_gold_download(studio):
     import io
     import zipfile
 
-    from db.models import Response
+    from db.store.models import Response
     from tests.support.factories import make_label
 
     with session_scope(studio) as session:
@@ -219,8 +219,8 @@ def test_exports_page_builds_a_gold_download(studio):
 
 
 def test_users_page_resets_a_password_and_changes_role_and_group(studio):
-    from db import users as accounts
-    from db.models import LoginSession
+    from db.access import users as accounts
+    from db.store.models import LoginSession
     from tests.support.apptest_helpers import sign_in_token
 
     sign_in_token(studio, "g1a1")  # g1a1 is signed in somewhere: the reset must end that
@@ -283,7 +283,7 @@ def test_annotator_sidebar_shows_their_queue_progress(studio):
 
 
 def test_assignments_page_draws_a_calibration_sample_once(studio):
-    from db.models import CalibrationSample
+    from db.store.models import CalibrationSample
     from ui.widgets import plain
 
     app = open_page(signed_in(studio, "boss"), "admin-assignments")
@@ -312,7 +312,7 @@ def test_assignments_page_draws_a_calibration_sample_once(studio):
 
 
 def test_exports_page_says_what_a_judgements_export_left_out_in_the_readers_language(studio):
-    from db.models import Response
+    from db.store.models import Response
     from tests.support.factories import make_label
 
     with session_scope(studio) as session:

@@ -9,10 +9,10 @@ import json
 import pytest
 from sqlmodel import select
 
-from db.engine import session_scope
 from db.importers import ImportFailed, import_stream
-from db.limits import MAX_UPLOAD_MB
-from db.models import AuditLog, Case, User
+from db.rules.limits import MAX_UPLOAD_MB
+from db.store.engine import session_scope
+from db.store.models import AuditLog, Case, User
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in, texts
 from tests.support.factories import make_case, make_response, make_user
@@ -141,7 +141,7 @@ def test_account_pickers_show_display_names_beside_usernames(studio):
 
 def test_the_audit_log_reads_as_fields_in_the_readers_zone(studio):
     with session_scope(studio) as session:
-        from db import users
+        from db.access import users
 
         boss = users.get_user(session, username="boss")
         users.update_account(session, username="g2a1", role="checker", group_no=2, actor=boss)

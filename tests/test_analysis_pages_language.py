@@ -14,7 +14,7 @@ import pytest
 from sqlmodel import Session, select
 
 import i18n
-from db.models import JudgeDecision
+from db.store.models import JudgeDecision
 from demo import generator
 from tests.support.apptest_helpers import open_page, signed_in, texts
 

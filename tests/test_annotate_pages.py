@@ -10,10 +10,11 @@ import pytest
 from sqlmodel import select
 
 from annotate import pages as annotate_pages
-from db import drafts, label_drafts, rubrics
-from db.engine import session_scope
-from db.models import Assignment, Label, RubricStatus, RubricVersion, User
-from db.rubrics import CriterionInput, default_criterion_ids
+from db import rubrics
+from db.labeling import draft_store as drafts, drafts as label_drafts
+from db.rubrics.authoring import CriterionInput, default_criterion_ids
+from db.store.engine import session_scope
+from db.store.models import Assignment, Label, RubricStatus, RubricVersion, User
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in, texts
 from tests.support.factories import make_case, make_response, make_rubric, make_user
@@ -54,7 +55,7 @@ def save_version(engine, texts_, username="ann1", case_id="CC-0002"):
     with session_scope(engine) as session:
         user = session.exec(select(User).where(User.username == username)).one()
         case_pk = session.exec(select(RubricVersion.case_pk)).first()
-        from db.models import Case
+        from db.store.models import Case
 
         case_pk = session.exec(select(Case.id).where(Case.case_id == case_id)).one()
         latest = rubrics.latest_version(session, case_pk)
@@ -196,7 +197,7 @@ def test_returned_rubric_shows_comments_and_next_save_makes_version_two(studio):
     with session_scope(studio) as session:
         version = session.get(RubricVersion, draft.id)
         version.status, version.review_comment = RubricStatus.returned, "整体过于笼统，请具体化"
-        from db.models import Criterion
+        from db.store.models import Criterion
 
         criterion = session.exec(
             select(Criterion).where(Criterion.rubric_version_id == draft.id, Criterion.criterion_id == "c03")
@@ -368,7 +369,7 @@ def test_hostile_text_is_shown_as_plain_text_only(app_database, page):
             subject_labels=[HOSTILE[1]],
         )
         rubric = make_rubric(session, case, n=N)
-        from db.models import Criterion
+        from db.store.models import Criterion
 
         for criterion in session.exec(select(Criterion).where(Criterion.rubric_version_id == rubric.id)).all()[:3]:
             criterion.text = HOSTILE[criterion.position - 1]
@@ -380,7 +381,7 @@ def test_hostile_text_is_shown_as_plain_text_only(app_database, page):
     if page == "annotate-labeling":
         with session_scope(app_database) as session:
             make_rubric(session, case, n=N, version=2)  # approved, the one labeled against
-            from db.models import Criterion
+            from db.store.models import Criterion
 
             for criterion in session.exec(
                 select(Criterion).join(RubricVersion).where(RubricVersion.version == 2)

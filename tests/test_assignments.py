@@ -7,10 +7,11 @@ from collections import Counter
 import pytest
 from sqlmodel import select
 
-from db import assignments, drafts, progress_queries
-from db.audit import verify_chain
-from db.errors import PermissionDenied, ValidationFailed
-from db.models import Assignment, AssignmentKind, AuditLog, RubricStatus, Stage
+from db.access.audit import verify_chain
+from db.labeling import draft_store as drafts
+from db.rules.errors import PermissionDenied, ValidationFailed
+from db.store.models import Assignment, AssignmentKind, AuditLog, RubricStatus, Stage
+from db.work import assignments, progress as progress_queries
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 
@@ -222,7 +223,7 @@ def test_my_queue_shows_codes_and_state_never_models(session, team):
     assert len(queue) == 2 and all(item["criteria"] == 3 and not item["done"] for item in queue)
     assert all("model" not in item for item in queue)
     first = queue[0]
-    from db.models import Response
+    from db.store.models import Response
 
     response = session.get(Response, first["response_id"])
     assert first["code"] == response.code
@@ -249,7 +250,7 @@ def test_progress_per_person_group_overall_and_disagreements(session, team):
     _cases_with_responses(session, n_cases=1, models=1)
     assignments.assign_labeling(session, actor=team["admin"], annotators=["g1a1", "g2a1"])
     session.commit()
-    from db.models import Response
+    from db.store.models import Response
 
     response = session.exec(select(Response)).one()
     for cid, g1, g2 in (("c01", True, True), ("c02", True, False), ("c03", False, True)):

@@ -18,12 +18,12 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from analysis.exports import export_gold
-from db import audit, users
-from db.audit_key import AuditKeyMissing, _key_cache
-from db.config import DATA_DIR_AT_START, Settings
-from db.engine import session_scope
+from db.access import audit, users
+from db.access.audit_key import AuditKeyMissing, _key_cache
 from db.importers import import_file
-from db.models import AuditLog, AuditSeal, User, utcnow
+from db.rules.config import DATA_DIR_AT_START, Settings
+from db.store.engine import session_scope
+from db.store.models import AuditLog, AuditSeal, User, utcnow
 from demo.generator import build_demo
 from tests.test_audit_proof import PROJECT_ROOT, N, _write_jsonl, build_project, execute, verify
 
@@ -173,7 +173,7 @@ def test_a_database_restored_to_before_an_export_fails_its_anchor(project, tmp_p
     assert verify(project).ok  # consistent in itself
     import json
 
-    from db.audit_replay import anchor_from_manifest
+    from db.access.audit_replay import anchor_from_manifest
 
     anchor = anchor_from_manifest(json.loads(manifest.read_text(encoding="utf-8")))
     problems = verify(project, anchor=anchor).problems

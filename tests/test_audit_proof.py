@@ -19,14 +19,15 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import select
 
-from db import audit, labeling, review, users
-from db.assignments import assign_labeling
-from db.audit_replay import replay, verify_audit
-from db.backup import libpq_environment, pg_tool
-from db.config import RUBRIC_SIZE
-from db.engine import make_engine, session_scope
+from db import labeling, review
+from db.access import audit, users
+from db.access.audit_replay import replay, verify_audit
 from db.importers import import_file
-from db.models import AuditLog, Label, Response, Stage, User
+from db.rules.config import RUBRIC_SIZE
+from db.store.backup import libpq_environment, pg_tool
+from db.store.engine import make_engine, session_scope
+from db.store.models import AuditLog, Label, Response, Stage, User
+from db.work.assignments import assign_labeling
 
 N = RUBRIC_SIZE
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

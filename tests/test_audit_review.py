@@ -7,8 +7,8 @@ from sqlmodel import select
 
 from cli.main import main
 from db import review
-from db.engine import get_engine, session_scope
-from db.models import AuditLog, RubricStatus, User
+from db.store.engine import get_engine, session_scope
+from db.store.models import AuditLog, RubricStatus, User
 from tests.support.factories import log_factory_rows, make_case, make_label, make_response, make_rubric, make_user
 
 

@@ -9,9 +9,9 @@ import pytest
 from sqlmodel import select
 
 from db import rubrics
-from db.engine import session_scope
-from db.models import Assignment, Case, Criterion, RubricStatus, RubricVersion, User
-from db.rubrics import CriterionInput, default_criterion_ids
+from db.rubrics.authoring import CriterionInput, default_criterion_ids
+from db.store.engine import session_scope
+from db.store.models import Assignment, Case, Criterion, RubricStatus, RubricVersion, User
 from i18n import translate
 from tests.support.apptest_helpers import open_page, signed_in
 from tests.support.factories import make_case, make_user
@@ -107,7 +107,7 @@ def _display_width(text: str) -> int:
 def test_a_row_with_several_warnings_fits_its_lint_cell(monkeypatch, lang):
     import i18n
     from annotate.authoring import LINT_WIDTH, ROW_HEIGHT
-    from db.rubric_lint import lint_rubric
+    from db.rules.lint import lint_rubric
     from ui import rubric_lint, shell
 
     monkeypatch.setattr(shell, "t", lambda key, **values: i18n.translate(key, lang, **values))

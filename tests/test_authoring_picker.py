@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from db.engine import session_scope
-from db.models import Assignment
+from db.store.engine import session_scope
+from db.store.models import Assignment
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in
 from tests.support.factories import make_case, make_user

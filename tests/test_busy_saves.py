@@ -9,11 +9,12 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import select
 
-from db import engine as engine_module, review
-from db.audit import AUDIT_LOCK_KEY
-from db.engine import make_engine, session_scope
-from db.errors import DatabaseBusy
-from db.models import Label, RubricStatus, RubricVersion, Stage, User
+from db import review
+from db.access.audit import AUDIT_LOCK_KEY
+from db.rules.errors import DatabaseBusy
+from db.store import engine as engine_module
+from db.store.engine import make_engine, session_scope
+from db.store.models import Label, RubricStatus, RubricVersion, Stage, User
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in, texts
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user

@@ -1,4 +1,4 @@
-"""Calibration samples (db/calibration.py, `assign calibration`) and the calibrated scores of report.json,
+"""Calibration samples (db/work/calibration.py, `assign calibration`) and the calibrated scores of report.json,
 on both databases; values against `ppi_py` from a literal reading of §4's L, U and Y."""
 
 from __future__ import annotations
@@ -14,10 +14,18 @@ from analysis.exports import export_sft
 from analysis.loader import load_frames
 from analysis.report import build_report, report_json
 from cli.main import main
-from db.calibration import draw_calibration_sample
-from db.engine import get_engine, session_scope
-from db.errors import PermissionDenied, ValidationFailed
-from db.models import Assignment, AssignmentKind, AuditLog, CalibrationSample, JudgeDecision, Response, RubricStatus
+from db.rules.errors import PermissionDenied, ValidationFailed
+from db.store.engine import get_engine, session_scope
+from db.store.models import (
+    Assignment,
+    AssignmentKind,
+    AuditLog,
+    CalibrationSample,
+    JudgeDecision,
+    Response,
+    RubricStatus,
+)
+from db.work.calibration import draw_calibration_sample
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 N, K = 3, 2
@@ -54,7 +62,7 @@ def calibration_db(engine, session):
 
 
 def _admin(session):
-    from db.users import get_user
+    from db.access.users import get_user
 
     return get_user(session, username="boss")
 
@@ -86,7 +94,7 @@ def test_a_sample_is_drawn_once_assigned_to_both_groups_and_audited(calibration_
 
 def test_only_an_admin_draws_and_bad_sizes_are_refused(calibration_db):
     with session_scope(calibration_db) as session:
-        from db.users import get_user
+        from db.access.users import get_user
 
         with pytest.raises(PermissionDenied):
             draw_calibration_sample(session, actor=get_user(session, username="g1a1"), model=MODEL, n=3)
@@ -102,7 +110,7 @@ def test_only_an_admin_draws_and_bad_sizes_are_refused(calibration_db):
 def _label_sample(engine, response_ids: list[int], leave_pending: int) -> None:
     """Both groups label the sampled responses as the plan's gold, except the last `leave_pending`."""
     with session_scope(engine) as session:
-        from db.users import get_user
+        from db.access.users import get_user
 
         g1, g2 = get_user(session, username="g1a1"), get_user(session, username="g2a1")
         responses = {r.id: r for r in session.exec(select(Response).where(Response.id.in_(response_ids))).all()}

@@ -15,10 +15,10 @@ from contextlib import nullcontext
 import pytest
 from sqlalchemy import select
 
-from db import kept, review
-from db.engine import session_scope
-from db.errors import PermissionDenied, ValidationFailed
-from db.models import Case, JudgeDecision, Label, Response, Stage, User
+from db import counts, review
+from db.rules.errors import PermissionDenied, ValidationFailed
+from db.store.engine import session_scope
+from db.store.models import Case, JudgeDecision, Label, Response, Stage, User
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 N_CRITERIA = 4
@@ -97,7 +97,7 @@ def test_pages_windows_and_counts_equal_the_whole_queue(engine, recount):
     annotator_id = ids["annotator"]
     expected_all = _recount_all(engine, annotator_id, 1)
     assert len(expected_all) == 13  # 15 responses, 2 of them another annotator's
-    with session_scope(engine, read_only=True) as s, kept.use_recount() if recount else nullcontext():
+    with session_scope(engine, read_only=True) as s, counts.use_recount() if recount else nullcontext():
         whole = {mode: review.check_queue(s, checker, annotator_id=annotator_id, mode=mode, **o) for mode, o in MODES}
         assert [(i.response_id, i.code, i.case_id, i.n_labels, i.n_checked) for i in whole["all"]] == expected_all
         assert 0 < len(whole["sample"]) < len(whole["all"]) and 0 < len(whole["judge"]) < len(whole["all"])

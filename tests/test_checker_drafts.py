@@ -7,9 +7,9 @@ import pytest
 from sqlmodel import func, select
 
 from db import review
-from db.errors import NotFound, PermissionDenied, ValidationFailed
-from db.models import Draft, Stage
 from db.review import drafts
+from db.rules.errors import NotFound, PermissionDenied, ValidationFailed
+from db.store.models import Draft, Stage
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 

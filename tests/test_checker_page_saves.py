@@ -11,9 +11,9 @@ import pytest
 from sqlmodel import select
 
 from db import review
-from db.engine import session_scope
-from db.models import Label, Response, Stage, User
 from db.review import drafts
+from db.store.engine import session_scope
+from db.store.models import Label, Response, Stage, User
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in
 from tests.support.factories import make_case, make_label, make_response, make_user

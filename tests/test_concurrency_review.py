@@ -17,10 +17,10 @@ import pytest
 from sqlmodel import select
 
 from db import review
-from db.audit import verify_chain
-from db.engine import make_engine, session_scope
-from db.errors import StaleEdit
-from db.models import AuditLog, Label, RubricStatus, RubricVersion, Stage, User
+from db.access.audit import verify_chain
+from db.rules.errors import StaleEdit
+from db.store.engine import make_engine, session_scope
+from db.store.models import AuditLog, Label, RubricStatus, RubricVersion, Stage, User
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 
 SAVES_PER_WORKER = 6

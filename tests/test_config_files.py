@@ -25,7 +25,7 @@ def test_streamlit_config_keeps_usage_private_and_requests_checked(streamlit_con
 
 
 def test_streamlit_config_takes_page_imports_and_leaves_full_scale_files_to_the_command_line(streamlit_config):
-    from db.limits import MAX_UPLOAD_MB
+    from db.rules.limits import MAX_UPLOAD_MB
 
     limit = streamlit_config["server"]["maxUploadSize"]
     # What a page import needs, no more: the server holds an upload in memory whole.

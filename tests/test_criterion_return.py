@@ -7,11 +7,11 @@ import pytest
 from sqlmodel import select
 
 from db import review, rubrics
-from db.audit import verify_chain
-from db.engine import session_scope
-from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
-from db.models import Assignment, AuditLog, Criterion, Label, RubricStatus, RubricVersion, User
+from db.access.audit import verify_chain
 from db.review.criterion_return import send_back_criteria, send_back_target
+from db.rules.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
+from db.store.engine import session_scope
+from db.store.models import Assignment, AuditLog, Criterion, Label, RubricStatus, RubricVersion, User
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 N = 4

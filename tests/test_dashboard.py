@@ -76,7 +76,7 @@ def test_dashboard_refuses_checkers_annotators_and_strangers(dashboard_data):
 
 def test_dashboard_is_in_the_navigation_of_admins_only(dashboard_data):
     from analysis.dashboard import pages
-    from db import users
+    from db.access import users
 
     with Session(dashboard_data) as session:
         roles = {name: users.get_user(session, username=name) for name in ("boss", "chk-1", "ann-9")}
@@ -86,8 +86,8 @@ def test_dashboard_is_in_the_navigation_of_admins_only(dashboard_data):
 
 
 def test_dashboard_scores_section_shows_leaderboard_pairs_and_the_planner(dashboard_data):
-    from db.calibration import draw_calibration_sample
-    from db.users import get_user
+    from db.access.users import get_user
+    from db.work.calibration import draw_calibration_sample
 
     app = open_page(signed_in(dashboard_data, "boss", lang="zh"), PAGE)
     app.segmented_control(key="analysis_section").set_value("scores").run()

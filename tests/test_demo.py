@@ -10,14 +10,17 @@ import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
-from db import review, users
-from db.assignments import my_queue, rubric_authors
-from db.audit import verify_chain
-from db.audit_replay import verify_audit
-from db.engine import session_scope
-from db.errors import ValidationFailed
+from db import review
+from db.access import users
+from db.access.audit import verify_chain
+from db.access.audit_replay import verify_audit
+from db.access.users import authenticate
 from db.importers import import_file
-from db.models import (
+from db.rubrics.authoring import blocking_problems
+from db.rules.errors import ValidationFailed
+from db.rules.taxonomy import get_taxonomy
+from db.store.engine import session_scope
+from db.store.models import (
     Assignment,
     AssignmentKind,
     Case,
@@ -28,10 +31,8 @@ from db.models import (
     RubricVersion,
     User,
 )
-from db.rubrics import blocking_problems
-from db.status import counts
-from db.taxonomy import get_taxonomy
-from db.users import authenticate
+from db.work.assignments import my_queue, rubric_authors
+from db.work.status import counts
 from demo import generator as demo
 from tests.support.factories import make_case, make_user
 
@@ -341,7 +342,7 @@ def test_command_line_prints_logins_then_refuses_a_second_run_and_changes_nothin
     sqlite_url, monkeypatch, capsys, fixed_password
 ):
     from cli.main import main
-    from db.engine import make_engine
+    from db.store.engine import make_engine
 
     monkeypatch.setenv("DATABASE_URL", sqlite_url)
     assert main(["demo", "--scale", "small", "--seed", "7"]) == 0
@@ -364,7 +365,7 @@ def test_command_line_prints_logins_then_refuses_a_second_run_and_changes_nothin
 
 def test_command_line_builds_the_full_density_at_any_number_of_cases(sqlite_url, monkeypatch, capsys, fixed_password):
     from cli.main import main
-    from db.engine import make_engine
+    from db.store.engine import make_engine
 
     monkeypatch.setenv("DATABASE_URL", sqlite_url)
     with pytest.raises(SystemExit) as refused:

@@ -1,4 +1,4 @@
-"""Where judges disagree (db/disagreements.py, `assign disagreements`, `export sft --only-disagreements` and the
+"""Where judges disagree (db/work/disagreements.py, `assign disagreements`, `export sft --only-disagreements` and the
 assignments page), on both databases; the ranking against a pandas recomputation of generated judge decisions."""
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ from sqlmodel import func, select
 
 from analysis.exports import export_sft
 from cli.main import main
-from db.assignments import my_queue
-from db.disagreements import draw_disagreements, ranked_candidates
-from db.engine import get_engine, session_scope
-from db.errors import NotFound, PermissionDenied, ValidationFailed
-from db.models import (
+from db.access.users import get_user
+from db.rules.errors import NotFound, PermissionDenied, ValidationFailed
+from db.store.engine import get_engine, session_scope
+from db.store.models import (
     Assignment,
     AssignmentKind,
     AuditLog,
@@ -26,7 +25,8 @@ from db.models import (
     Response,
     RubricStatus,
 )
-from db.users import get_user
+from db.work.assignments import my_queue
+from db.work.disagreements import draw_disagreements, ranked_candidates
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in, texts
 from tests.support.factories import make_case, make_label, make_response, make_user

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from cli.main import main
-from db.audit import verify_chain
-from db.data_version import data_version
-from db.engine import get_engine, session_scope
-from db.export_records import newest_sft_holdout, record_export
+from db.access.audit import verify_chain
+from db.access.export_records import newest_sft_holdout, record_export
+from db.store.data_version import data_version
+from db.store.engine import get_engine, session_scope
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 

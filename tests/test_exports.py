@@ -1,7 +1,7 @@
 """The exports of docs/REFERENCE.md §3.5, re-read and checked against a small data set whose gold is known.
 
 The expected gold, completeness and scores are computed here straight from the label rows (a
-plain loop over §4), never through `analysis.exports` or `db.gold`.
+plain loop over §4), never through `analysis.exports` or `db.rules.gold`.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import pytest
 from sqlmodel import Session, select
 
 from analysis import exports, loader
-from db.current_rubric import current_approved_version
-from db.errors import ValidationFailed
 from db.importers import model_of_judgement_file
-from db.models import Case, Criterion, JudgeDecision, Label, Response, RubricStatus, RubricVersion, Stage
+from db.rules.errors import ValidationFailed
+from db.store.current_rubric import current_approved_version
+from db.store.models import Case, Criterion, JudgeDecision, Label, Response, RubricStatus, RubricVersion, Stage
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 from tests.support.official_rules import CASE_SCORE_COLUMNS, eval_cacs
 
@@ -513,7 +513,7 @@ def test_per_model_export_keeps_model_names_readable_and_exact(engine, session, 
 
 def test_per_model_export_refuses_bad_targets_and_writes_nothing(sqlite_url, tmp_path, monkeypatch, capsys):
     from cli.main import main
-    from db.engine import make_engine
+    from db.store.engine import make_engine
 
     engine = make_engine(sqlite_url)
     with Session(engine) as session:
@@ -979,7 +979,7 @@ def test_export_bundle_zips_each_export(sqlite_engine, tmp_path, what):
 
 def test_command_line_exports(sqlite_url, tmp_path, monkeypatch, capsys):
     from cli.main import main
-    from db.engine import make_engine
+    from db.store.engine import make_engine
 
     engine = make_engine(sqlite_url)
     with Session(engine) as session:

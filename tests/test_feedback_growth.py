@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from sqlalchemy import event
 
-from db import feedback
-from db.engine import make_engine, session_scope
-from db.models import User
+from db.store.engine import make_engine, session_scope
+from db.store.models import User
+from db.work import feedback
 from tests.test_feedback_paging import study
 
 

@@ -10,8 +10,8 @@ import pytest
 from alembic import command
 from sqlalchemy import inspect, text
 
-from db.engine import make_engine
-from db.migrate import alembic_config, current_revision, head_revision, upgrade
+from db.store.engine import make_engine
+from db.store.migrate import alembic_config, current_revision, head_revision, upgrade
 
 _names = count()
 

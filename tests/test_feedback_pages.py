@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from sqlmodel import select
 
-from db.engine import session_scope
-from db.models import AuditLog, FeedbackRound
+from db.store.engine import session_scope
+from db.store.models import AuditLog, FeedbackRound
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in, texts
 from tests.support.feedback_world import RATIONALE, world
@@ -67,7 +67,7 @@ def test_admin_opens_a_finished_round_and_the_annotator_reads_the_feedback(app_d
 
 
 def page_code(engine) -> str:
-    from db.models import Response
+    from db.store.models import Response
 
     with session_scope(engine, read_only=True) as s:
         code = s.exec(select(Response.code).where(Response.model == "model-secret-a")).one()
@@ -88,9 +88,9 @@ def test_other_roles_are_turned_away(app_database):
 
 def test_many_responses_are_shown_a_page_at_a_time(app_database):
     """25 responses on which gold differs from ann1 on c01: 20 on the first page, 5 on the second."""
-    from db import feedback
-    from db.assignments import assign_labeling
-    from db.models import Stage, User
+    from db.store.models import Stage, User
+    from db.work import feedback
+    from db.work.assignments import assign_labeling
     from tests.support.factories import make_case, make_label, make_response, make_user
 
     with session_scope(app_database) as s:

@@ -6,11 +6,12 @@ import random
 
 import pytest
 
-from db import feedback, gold
-from db.assignments import assign_labeling
-from db.engine import session_scope
-from db.errors import ValidationFailed
-from db.models import Stage, User
+from db.rules import gold
+from db.rules.errors import ValidationFailed
+from db.store.engine import session_scope
+from db.store.models import Stage, User
+from db.work import feedback
+from db.work.assignments import assign_labeling
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 N_CRITERIA = 4
@@ -60,7 +61,7 @@ def study(engine) -> dict[str, int]:
 
 
 def expected(labels, group_no: int) -> tuple[set[tuple[int, str]], int, int]:
-    """Decisions where gold (db.gold, on the labels as made) differs from the group's annotation label; the
+    """Decisions where gold (db.rules.gold, on the labels as made) differs from the group's annotation label; the
     group's annotation labels; those of them whose decision has no gold."""
     import pandas as pd
 

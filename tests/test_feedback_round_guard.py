@@ -6,10 +6,10 @@ import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
-from db import feedback
-from db.assignments import assign_labeling
-from db.engine import session_scope
-from db.models import AuditLog, Case, FeedbackRound, Response, User
+from db.store.engine import session_scope
+from db.store.models import AuditLog, Case, FeedbackRound, Response, User
+from db.work import feedback
+from db.work.assignments import assign_labeling
 from tests.support.factories import make_label, make_response
 from tests.support.feedback_world import world
 

@@ -6,10 +6,10 @@ import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
-from db import feedback
-from db.engine import session_scope
-from db.errors import NotFound, PermissionDenied
-from db.models import AuditLog, FeedbackRound, User
+from db.rules.errors import NotFound, PermissionDenied
+from db.store.engine import session_scope
+from db.store.models import AuditLog, FeedbackRound, User
+from db.work import feedback
 from tests.support.feedback_world import RATIONALE, world
 
 
@@ -180,7 +180,7 @@ def test_closing_hides_the_feedback_again_and_is_logged(engine):
 
 def test_labels_on_an_older_rubric_version_do_not_count(engine):
     """After the round opened, CC-0001 got a new approved rubric: ann1's labels, made on version 1, no longer count."""
-    from db.models import Case, Label, Response, RubricVersion
+    from db.store.models import Case, Label, Response, RubricVersion
     from tests.support.factories import make_rubric
 
     ids = world(engine)

@@ -8,11 +8,13 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
-from db import feedback, feedback_freeze, label_drafts, labeling, review
-from db.assignments import assign_labeling
-from db.engine import session_scope
-from db.feedback_freeze import LabelsFinal
-from db.models import Draft, Label, Stage, User
+from db import labeling, review
+from db.labeling import drafts as label_drafts, freeze as feedback_freeze
+from db.labeling.freeze import LabelsFinal
+from db.store.engine import session_scope
+from db.store.models import Draft, Label, Stage, User
+from db.work import feedback
+from db.work.assignments import assign_labeling
 from tests.support.factories import make_case, make_response, make_user
 
 N = 3

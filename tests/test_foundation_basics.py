@@ -6,13 +6,13 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import Session
 
-from db import users
-from db.audit import record, verify_chain
-from db.config import MAX_FAILED_LOGINS
-from db.engine import make_engine, session_scope
-from db.errors import ValidationFailed
-from db.migrate import current_revision, head_revision, upgrade
-from db.models import LoginThrottle, utcnow
+from db.access import users
+from db.access.audit import record, verify_chain
+from db.rules.config import MAX_FAILED_LOGINS
+from db.rules.errors import ValidationFailed
+from db.store.engine import make_engine, session_scope
+from db.store.migrate import current_revision, head_revision, upgrade
+from db.store.models import LoginThrottle, utcnow
 from tests.support.factories import DEFAULT_PASSWORD, make_user
 
 
@@ -23,7 +23,7 @@ def test_migrated_database_is_at_head(engine):
 
 
 def test_the_head_revision_named_in_the_code_is_alembics_head():
-    from db.migrate import HEAD_REVISION
+    from db.store.migrate import HEAD_REVISION
 
     assert head_revision() == HEAD_REVISION
 
@@ -33,13 +33,13 @@ def test_a_database_at_head_is_opened_without_loading_alembic(tmp_path):
     import sys
 
     url = f"sqlite:///{tmp_path / 'at-head.db'}"
-    from db.engine import make_engine
+    from db.store.engine import make_engine
 
     engine = make_engine(url)
     upgrade(engine)
     engine.dispose()
     probe = (
-        "import sys; from db.engine import make_engine; from db.migrate import upgrade; "
+        "import sys; from db.store.engine import make_engine; from db.store.migrate import upgrade; "
         f"upgrade(make_engine({url!r})); print('alembic' in sys.modules)"
     )
     from pathlib import Path
@@ -149,7 +149,7 @@ def test_models_and_migrations_describe_the_same_schema(engine):
     from alembic.runtime.migration import MigrationContext
     from sqlmodel import SQLModel
 
-    import db.models  # noqa: F401
+    import db.store.models  # noqa: F401
 
     with engine.connect() as connection:
         differences = compare_metadata(MigrationContext.configure(connection), SQLModel.metadata)

@@ -16,7 +16,7 @@ import pytest
 from sqlmodel import Session, func, select
 
 from analysis.prompt import user_message
-from db.models import GenerationResult, JudgeDecision, JudgeResult, JudgeRun, Response
+from db.store.models import GenerationResult, JudgeDecision, JudgeResult, JudgeRun, Response
 from judge.generate import GenerateOptions, run_generate
 from judge.runner import RunOptions, run_judge
 from tests.support.factories import make_case, make_response
@@ -205,8 +205,8 @@ def test_bad_inputs_are_one_line_refusals_that_store_nothing(
     sqlite_url, tmp_path, monkeypatch, capsys, arguments, message
 ):
     from cli.main import main
-    from db.engine import make_engine
-    from db.migrate import upgrade
+    from db.store.engine import make_engine
+    from db.store.migrate import upgrade
 
     engine = make_engine(sqlite_url)
     upgrade(engine)
@@ -230,7 +230,7 @@ def test_bad_inputs_are_one_line_refusals_that_store_nothing(
 
 def test_command_line_generate_prints_truncated_and_empty(sqlite_url, monkeypatch, capsys):
     from cli.main import main
-    from db.engine import make_engine
+    from db.store.engine import make_engine
 
     engine = make_engine(sqlite_url)
     with Session(engine) as session:

@@ -12,11 +12,11 @@ from hypothesis import given, settings, strategies as st
 from sqlmodel import Session, select
 
 from db import importers
-from db.audit import verify_chain
-from db.config import RUBRIC_SIZE
-from db.contacts import find_contacts
+from db.access.audit import verify_chain
 from db.importers import ImportFailed, import_file, import_stream
-from db.models import AuditLog, Case, Criterion, RubricVersion, utcnow
+from db.rules.config import RUBRIC_SIZE
+from db.rules.contacts import find_contacts
+from db.store.models import AuditLog, Case, Criterion, RubricVersion, utcnow
 from tests.support.import_samples import case_record, foreign_key_count, refused, table_counts, write_bytes, write_jsonl
 
 

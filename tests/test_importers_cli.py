@@ -13,9 +13,9 @@ import pytest
 from sqlmodel import Session
 
 from cli.main import main
-from db import users
-from db.config import RUBRIC_SIZE
-from db.engine import get_engine, make_engine
+from db.access import users
+from db.rules.config import RUBRIC_SIZE
+from db.store.engine import get_engine, make_engine
 from tests.support.import_samples import MODELS, case_record, label_record, response_record, write_jsonl
 
 STATUS_KEYS = {"cases", "criteria", "responses", "labels", "judge_decisions", "users"}

@@ -10,9 +10,9 @@ import json
 import pytest
 from sqlmodel import Session, select
 
-from db.config import RUBRIC_SIZE
 from db.importers import ImportFailed, import_file, import_stream, model_of_judgement_file
-from db.models import AuditLog, Case, JudgeDecision, Response
+from db.rules.config import RUBRIC_SIZE
+from db.store.models import AuditLog, Case, JudgeDecision, Response
 from tests.support import official_rules
 from tests.support.import_samples import MODELS, case_record, refused, response_record, table_counts, write_jsonl
 

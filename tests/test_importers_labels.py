@@ -6,10 +6,10 @@ import pytest
 from sqlmodel import Session, select
 
 from db import importers
-from db.audit import verify_chain
-from db.config import RUBRIC_SIZE
+from db.access.audit import verify_chain
 from db.importers import import_file
-from db.models import NO_GROUP, AuditLog, Case, Label, Response, RubricVersion, User, utcnow
+from db.rules.config import RUBRIC_SIZE
+from db.store.models import NO_GROUP, AuditLog, Case, Label, Response, RubricVersion, User, utcnow
 from tests.support.factories import make_user
 from tests.support.import_samples import (
     MODELS,

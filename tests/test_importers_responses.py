@@ -8,7 +8,7 @@ import pytest
 from sqlmodel import Session, select
 
 from db.importers import import_file
-from db.models import AuditLog, Response
+from db.store.models import AuditLog, Response
 from tests.support.import_samples import (
     MODELS,
     case_record,

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
-from db import independence, review
-from db.engine import session_scope
-from db.errors import PermissionDenied
-from db.models import AdjudicationOpening, Label, User
+from db import review
+from db.access import independence
+from db.rules.errors import PermissionDenied
+from db.store.engine import session_scope
+from db.store.models import AdjudicationOpening, Label, User
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 N = 3
@@ -177,7 +178,7 @@ def test_a_partly_checked_response_still_waits(engine):
 def test_taking_in_closes_the_group_labels_and_only_then_counts_the_disagreement(engine):
     """Before a checker takes a checked response in, its disagreement counts nowhere they look; after, it
     counts, and their group's labels on it are closed to them (a checker's own figure; admins see all)."""
-    from db import progress_queries
+    from db.work import progress as progress_queries
 
     ids, response_id = world(engine)
     chk1 = person(engine, ids["chk1"])

@@ -12,9 +12,9 @@ import math
 
 import pytest
 
-from db import limits
 from db.importers import import_file
-from db.limits import MAX_JSON_DEPTH, TEXT_LIMITS
+from db.rules import limits
+from db.rules.limits import MAX_JSON_DEPTH, TEXT_LIMITS
 from tests.support.import_samples import case_record, label_record, refused, response_record, write_jsonl
 
 DEEP = "[" * 5000 + "]" * 5000  # beyond Python's recursion limit: used to crash every importer
@@ -157,7 +157,7 @@ def test_safe_loads_and_dumps():
 
 def test_cli_reports_one_line_and_exits_non_zero(tmp_path, sqlite_url, monkeypatch, capsys):
     from cli.main import main
-    from db.engine import get_engine
+    from db.store.engine import get_engine
 
     monkeypatch.setenv("DATABASE_URL", sqlite_url)
     get_engine.cache_clear()

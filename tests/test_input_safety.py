@@ -16,11 +16,11 @@ from sqlalchemy import event, func, select, update
 from sqlmodel import Session
 
 from cli.main import main
-from db import label_drafts
-from db.engine import get_engine, session_scope
 from db.importers import import_file
 from db.importers.labels import _check_label
-from db.models import Assignment, AuditLog, Label, User
+from db.labeling import drafts as label_drafts
+from db.store.engine import get_engine, session_scope
+from db.store.models import Assignment, AuditLog, Label, User
 from tests.support.factories import make_case, make_response, make_user
 from tests.support.import_samples import (
     MODELS,
@@ -464,7 +464,7 @@ MARKDOWN_MODEL = "**b**"
 
 @pytest.fixture
 def markdown_names(app_database):
-    from db.models import Criterion, JudgeDecision
+    from db.store.models import Criterion, JudgeDecision
     from tests.support.factories import make_label
 
     with Session(app_database, expire_on_commit=False) as session:
@@ -532,7 +532,7 @@ def _label_count(engine) -> int:
 
 
 def test_a_label_save_on_a_full_disk_says_so_and_saves_nothing(sqlite_engine, monkeypatch):
-    from db.errors import DiskFull
+    from db.rules.errors import DiskFull
     from ui import shell, widgets
 
     engine = sqlite_engine
@@ -568,7 +568,7 @@ def test_a_label_save_on_a_full_disk_says_so_and_saves_nothing(sqlite_engine, mo
 
 def test_a_check_and_an_adjudication_on_a_full_disk_save_nothing(sqlite_engine):
     from db import review
-    from db.errors import DiskFull
+    from db.rules.errors import DiskFull
     from tests.test_review import build_world, confirm_all, user
 
     engine = sqlite_engine

@@ -8,9 +8,9 @@ from sklearn.metrics import f1_score
 from sqlmodel import Session, select
 from streamlit.testing.v1 import AppTest
 
-from db.engine import session_scope
-from db.export_records import record_export
-from db.models import Criterion, JudgeDecision, RubricStatus, RubricVersion
+from db.access.export_records import record_export
+from db.store.engine import session_scope
+from db.store.models import Criterion, JudgeDecision, RubricStatus, RubricVersion
 from i18n import translate
 from tests.support.apptest_helpers import open_page, sign_in_token, signed_in, texts
 from tests.support.factories import make_case, make_label, make_response, make_user
@@ -155,7 +155,7 @@ def test_pages_refuse_everyone_but_admins(insight_data, page):
 
 def test_pages_are_in_the_navigation_of_admins_only(insight_data):
     from analysis.insights import pages
-    from db import users
+    from db.access import users
 
     with Session(insight_data) as session:
         roles = {name: users.get_user(session, username=name) for name in ("boss", "chk-1", "ann-1")}

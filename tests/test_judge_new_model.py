@@ -13,9 +13,9 @@ from sqlmodel import Session, select
 
 from analysis.loader import load_frames
 from analysis.report import build_report, report_json, tables
-from db.engine import session_scope
 from db.importers import import_file
-from db.models import Criterion, Response
+from db.store.engine import session_scope
+from db.store.models import Criterion, Response
 from i18n import translate
 from judge.runner import RunOptions, run_judge
 from tests.support.apptest_helpers import open_page, signed_in, texts

@@ -11,8 +11,8 @@ import time
 import pytest
 from sqlmodel import select
 
-from db.engine import session_scope
-from db.models import JudgeDecision, JudgeRun
+from db.store.engine import session_scope
+from db.store.models import JudgeDecision, JudgeRun
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in, texts
 from tests.support.factories import make_case, make_response, make_user
@@ -124,7 +124,7 @@ def test_the_exports_page_exports_judgements_of_chosen_models_and_a_release_tier
     import json
     import zipfile
 
-    from db.models import Response, User
+    from db.store.models import Response, User
     from tests.support.factories import make_label
 
     with session_scope(studio) as session:
@@ -158,8 +158,8 @@ def test_the_exports_page_exports_judgements_of_chosen_models_and_a_release_tier
 def test_an_interrupted_run_is_resumed_from_the_page(studio):
     from datetime import timedelta
 
-    from db import judge_runs
-    from db.models import utcnow
+    from db.store.models import utcnow
+    from db.work import judge_runs
     from judge.runner import RunOptions, create_run
 
     with LLMServer() as server:

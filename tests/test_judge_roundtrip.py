@@ -28,9 +28,9 @@ from analysis import exports, metrics
 from analysis.loader import load_frames
 from analysis.prompt import PromptTemplate, read_template
 from analysis.report import build_report, report_json
-from db.errors import ValidationFailed
 from db.importers import ImportFailed, import_file
-from db.models import Case, JudgeDecision, Response
+from db.rules.errors import ValidationFailed
+from db.store.models import Case, JudgeDecision, Response
 from judge.runner import RunOptions, run_judge
 from tests.support.factories import make_case, make_label, make_response, make_user
 from tests.support.official_rules import (

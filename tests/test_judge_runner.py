@@ -23,9 +23,9 @@ from sqlmodel import Session, select
 
 from analysis.loader import load_frames
 from analysis.report import build_report
-from db import judge_runs
-from db.errors import PermissionDenied, ValidationFailed
-from db.models import Criterion, JudgeDecision, JudgeResult, JudgeRun, Response, RubricVersion
+from db.rules.errors import PermissionDenied, ValidationFailed
+from db.store.models import Criterion, JudgeDecision, JudgeResult, JudgeRun, Response, RubricVersion
+from db.work import judge_runs
 from judge.runner import RunOptions, run_judge
 from tests.support.factories import make_case, make_label, make_response, make_user
 from tools.llm_server import LLMServer, expected_met
@@ -286,7 +286,7 @@ def test_fidelity_and_scores_from_the_run_equal_the_report(engine, session, serv
 
 
 def test_a_run_killed_with_sigkill_resumes_without_resending_answers(sqlite_url, tmp_path):
-    from db.engine import make_engine
+    from db.store.engine import make_engine
 
     engine = make_engine(sqlite_url)
     with Session(engine) as session:
@@ -352,7 +352,7 @@ def test_a_run_killed_with_sigkill_resumes_without_resending_answers(sqlite_url,
 
 def test_command_line_judge_run_and_runs(sqlite_url, server, monkeypatch, capsys):
     from cli.main import main
-    from db.engine import make_engine
+    from db.store.engine import make_engine
 
     engine = make_engine(sqlite_url)
     with Session(engine) as session:

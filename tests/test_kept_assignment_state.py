@@ -1,4 +1,4 @@
-"""The kept state of each labeling assignment (db/kept.py) equals a recount from the label rows, whatever changed.
+"""The kept state of each labeling assignment (db.counts) equals a recount from the label rows, whatever changed.
 
 The expected state is computed here from the rows themselves, reading docs/REFERENCE.md literally: a case's
 current rubric is its newest approved version; an annotation label of the assignment's group counts only when
@@ -15,10 +15,13 @@ from collections import Counter, defaultdict
 
 from sqlalchemy import select, update
 
-from db import assignments, config, independence, kept, labeling, progress_queries, review, rubrics
-from db.engine import session_scope
+from db import counts, labeling, review, rubrics
+from db.access import independence
 from db.importers import import_file
-from db.models import (
+from db.review.criterion_return import send_back_criteria
+from db.rules import config
+from db.store.engine import session_scope
+from db.store.models import (
     Assignment,
     AssignmentKind,
     Case,
@@ -31,7 +34,7 @@ from db.models import (
     Stage,
     User,
 )
-from db.review.criterion_return import send_back_criteria
+from db.work import assignments, progress as progress_queries
 from tests.support.factories import make_response, make_user
 from tests.support.import_samples import case_record, label_record, response_record, write_jsonl
 
@@ -122,7 +125,7 @@ def check_unchecked(s) -> None:
         assert independence.check_pending(s, user, some) == pending & set(some)
         assert independence.annotated_by(s, user.id) == annotated
         assert independence.annotated_by(s, user.id, some) == annotated & set(some)
-        with kept.use_recount():
+        with counts.use_recount():
             assert independence.check_pending(s, user) == pending
             assert independence.annotated_by(s, user.id, some) == annotated & set(some)
 
@@ -155,7 +158,7 @@ def check(engine, admin_id: int) -> dict[int, tuple[str, int, int]]:
             per_user[owners[assignment_id]][1] += state == "done"
         names = dict(s.execute(select(User.id, User.username)).all())
         for recounting in (False, True):
-            with kept.use_recount() if recounting else _nothing():
+            with counts.use_recount() if recounting else _nothing():
                 report = progress_queries.progress(s, actor=admin)
                 shown = {p["username"]: (p["label_assigned"], p["label_done"]) for p in report.people}
                 for user_id, (n, done) in per_user.items():
@@ -380,6 +383,6 @@ def test_rebuild_fills_the_state_of_an_existing_database(engine, tmp_path):
     with session_scope(engine) as s:
         s.execute(update(Assignment).values(label_status=None, labeled=0, rubric_size=0))
     with session_scope(engine) as s:
-        kept.rebuild_assignments(s)
+        counts.rebuild_assignments(s)
     assert check(engine, admin_id) == expected
     assert Counter(state for state, _, _ in expected.values()) == {"done": 2, "partial": 2, "todo": 8}

@@ -7,16 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from db.engine import make_engine
-from db.migrate import upgrade
+from db.store.engine import make_engine
+from db.store.migrate import upgrade
 
 ROOT = Path(__file__).resolve().parents[1]
 
 PROGRAM = """
 import sys
 from sqlmodel import Session, select
-from db.engine import make_engine
-from db.models import Assignment, AssignmentKind, RubricStatus
+from db.store.engine import make_engine
+from db.store.models import Assignment, AssignmentKind, RubricStatus
 from tests.support.factories import make_case, make_response, make_user
 
 engine = make_engine(sys.argv[1])

@@ -1,8 +1,8 @@
-"""Kept figures (db/kept.py) stay equal to a recount from every label, whatever path changed the labels.
+"""Kept figures (db/counts/figures.py) stay equal to a recount from every label, whatever path changed the labels.
 
 The expected figures are computed here in plain Python from the label rows, following docs/REFERENCE.md §4
 word by word (group final label = check else annotation; gold = adjudication, else agreement, else
-single), independently of db.gold's vectorised code. Labels change through every real writer:
+single), independently of db.rules.gold's vectorised code. Labels change through every real writer:
 the annotator's save, the checker's check, adjudication, label import and direct ORM rows.
 """
 
@@ -15,11 +15,11 @@ from collections import Counter, defaultdict
 import pytest
 from sqlalchemy import func, select, text
 
-from db import kept, labeling, review
-from db.engine import session_scope
-from db.errors import StaleEdit
+from db import counts, labeling, review
 from db.importers import import_file
-from db.models import Assignment, AssignmentKind, Label, Response, RubricStatus, RubricVersion, Stage, User
+from db.rules.errors import StaleEdit
+from db.store.engine import session_scope
+from db.store.models import Assignment, AssignmentKind, Label, Response, RubricStatus, RubricVersion, Stage, User
 from tests.support.factories import make_case, make_label, make_response, make_user
 from tests.support.import_samples import write_jsonl
 
@@ -82,8 +82,8 @@ def assert_kept_matches_labels(engine) -> dict:
                 select(Label.response_id, Label.group_no, Label.stage, Label.user_id, Label.rubric_version_id)
             ).all()
         )
-        status = {int(row[0]): tuple(int(v) for v in row[1:]) for row in kept.kept_status(s).itertuples(index=False)}
-        assert kept.kept_tally(s) == sorted((*key, n) for key, n in tally.items())
+        status = {int(row[0]): tuple(int(v) for v in row[1:]) for row in counts.kept_status(s).itertuples(index=False)}
+        assert counts.kept_tally(s) == sorted((*key, n) for key, n in tally.items())
         expected = expected_status(rows)
         assert status == expected
         assert review.unresolved_count(s) == sum(v[2] for v in expected.values())
@@ -160,7 +160,7 @@ def test_every_writer_keeps_the_figures_equal_to_a_recount(engine, tmp_path):
     # Group 1 finishes checking a response with open disagreements (confirming every label), then
     # another checker of group 1 adjudicates every open cell of it.
     with session_scope(engine, read_only=True) as s:
-        open_ids = [f.response_id for f in kept.responses_with_unresolved(s) if f.response_id != response_ids[0]]
+        open_ids = [f.response_id for f in counts.responses_with_unresolved(s) if f.response_id != response_ids[0]]
         annotations = s.execute(
             select(Label.criterion_id, Label.met).where(
                 Label.response_id == open_ids[0], Label.group_no == 1, Label.stage == Stage.annotation
@@ -175,7 +175,7 @@ def test_every_writer_keeps_the_figures_equal_to_a_recount(engine, tmp_path):
         review.take_into_adjudication(s, adjudicator)
     with session_scope(engine, read_only=True) as s:
         queue = review.adjudication_queue(s, adjudicator)
-        with kept.use_recount():
+        with counts.use_recount():
             assert review.adjudication_queue(s, adjudicator) == queue
             assert review.my_unresolved_count(s, adjudicator) == sum(item.n_unresolved for item in queue)
     assert [item.response_id for item in queue] == [open_ids[0]], "the queue lists what the checker may adjudicate"
@@ -250,7 +250,7 @@ def test_the_check_queue_and_annotator_list_read_the_kept_tally_like_a_recount(e
     with session_scope(engine, read_only=True) as s:
         kept_people = review.check_annotators(s, checker)
         kept_queue = review.check_queue(s, checker, annotator_id=annotator_id)
-        with kept.use_recount():
+        with counts.use_recount():
             assert review.check_annotators(s, checker) == kept_people
             assert review.check_queue(s, checker, annotator_id=annotator_id) == kept_queue
             recounted = review.adjudication_queue(s, checker)
@@ -290,9 +290,9 @@ def test_labels_written_behind_the_kept_figures_get_them_from_a_rebuild(engine):
                         )
                     )
     with session_scope(engine, read_only=True) as s:
-        assert kept.kept_tally(s) == [] and kept.kept_status(s).empty
+        assert counts.kept_tally(s) == [] and counts.kept_status(s).empty
     with engine.begin() as connection:
-        kept.rebuild_all(connection)
+        counts.rebuild_all(connection)
     expected = assert_kept_matches_labels(engine)
     assert len(expected) == 3
 
@@ -364,7 +364,7 @@ def test_report_json_is_the_same_with_and_without_kept_figures(engine):
         connection.execute(text("DELETE FROM response_status"))
     without_kept = report_text()
     with engine.begin() as connection:
-        kept.rebuild_all(connection)
+        counts.rebuild_all(connection)
     assert report_text() == without_kept == before
     expected = assert_kept_matches_labels(engine)
     pending = json.loads(before)["pending"]["unresolved_disagreements"]

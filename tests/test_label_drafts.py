@@ -8,12 +8,13 @@ import pytest
 from sqlalchemy import update
 from sqlmodel import func, select
 
-from db import label_drafts, labeling
-from db.errors import PermissionDenied, ValidationFailed
-from db.label_drafts import UnjudgedCriteria
-from db.labeling import LabelInput, RubricChanged
-from db.models import Assignment, Draft, Label, LabelTiming, RubricStatus
-from db.notes import MAX_NOTE_CHARS
+from db import labeling
+from db.labeling import drafts as label_drafts
+from db.labeling.annotation import LabelInput, RubricChanged
+from db.labeling.drafts import UnjudgedCriteria
+from db.rules.errors import PermissionDenied, ValidationFailed
+from db.rules.notes import MAX_NOTE_CHARS
+from db.store.models import Assignment, Draft, Label, LabelTiming, RubricStatus
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 
 N = 30

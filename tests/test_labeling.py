@@ -6,10 +6,10 @@ import pytest
 from sqlmodel import select
 
 from db import labeling
-from db.audit import verify_chain
-from db.errors import PermissionDenied, StaleEdit, ValidationFailed
-from db.labeling import LabelInput
-from db.models import Assignment, AuditLog, Label, RubricStatus, RubricVersion
+from db.access.audit import verify_chain
+from db.labeling.annotation import LabelInput
+from db.rules.errors import PermissionDenied, StaleEdit, ValidationFailed
+from db.store.models import Assignment, AuditLog, Label, RubricStatus, RubricVersion
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 
 N = 30

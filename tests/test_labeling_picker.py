@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
-from db import label_drafts
-from db.engine import session_scope
-from db.models import Assignment, Response, User
+from db.labeling import drafts as label_drafts
+from db.store.engine import session_scope
+from db.store.models import Assignment, Response, User
 from i18n import translate
 from tests.support.apptest_helpers import open_page, signed_in
 from tests.support.factories import make_case, make_response, make_user

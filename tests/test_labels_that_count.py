@@ -24,12 +24,13 @@ from analysis.exports.judgements import export_judgements
 from analysis.exports.sft import export_sft
 from analysis.loader import load_frames
 from analysis.report import build_report, report_json
-from db import labeling, progress_queries, review, status
-from db.assignments import assign_labeling
-from db.engine import make_engine, session_scope
+from db import labeling, review
 from db.importers import import_file
-from db.migrate import alembic_config, upgrade
-from db.models import Case, Criterion, Label, Response, RubricStatus, RubricVersion, User, utcnow
+from db.store.engine import make_engine, session_scope
+from db.store.migrate import alembic_config, upgrade
+from db.store.models import Case, Criterion, Label, Response, RubricStatus, RubricVersion, User, utcnow
+from db.work import progress as progress_queries, status
+from db.work.assignments import assign_labeling
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 from tests.support.import_samples import write_jsonl
 
@@ -400,7 +401,7 @@ def test_revision_0011_stamps_each_label_with_the_version_current_when_it_was_wr
 def test_approving_a_new_version_rewrites_every_kept_figure_of_the_case(engine):
     """An approval alone (no label touched) takes the old labels out of the response status, the unresolved
     count, the check queue and the assignment states, as a recount from the labels that count gives them."""
-    from db import kept
+    from db import counts
 
     with session_scope(engine) as s:
         admin, a1, a2 = make_user(s, "admin", "admin", None), make_user(s, "a1"), make_user(s, "a2", group_no=2)
@@ -417,9 +418,9 @@ def test_approving_a_new_version_rewrites_every_kept_figure_of_the_case(engine):
         _approve_version_2(s, s.get(Case, case.id), s.get(User, k2.id))
     with session_scope(engine, read_only=True) as s:
         assert review.unresolved_count(s) == 0
-        assert kept.kept_status(s).empty and kept.recount_status(s).empty
+        assert counts.kept_status(s).empty and counts.recount_status(s).empty
         assert [item.status for item in labeling.labeling_queue(s, s.get(User, a1.id)).items] == ["stale"]
         assert review.check_queue(s, s.get(User, k1.id), annotator_id=a1.id) == []
-        with kept.use_recount():
+        with counts.use_recount():
             assert review.unresolved_count(s) == 0
             assert review.check_queue(s, s.get(User, k1.id), annotator_id=a1.id) == []

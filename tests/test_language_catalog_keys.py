@@ -1,6 +1,6 @@
 """Refusals and audit words reach the page in the reader's language.
 
-Every refusal the data layer raises names its catalog entry (`key`, `params` of db.errors) with every
+Every refusal the data layer raises names its catalog entry (`key`, `params` of db.rules.errors) with every
 placeholder filled; every audit entity and action the data layer writes has a catalog name; and
 `ui.widgets.error_text` shows the entry, not the English message, with user text escaped.
 """
@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 import i18n
-from db.audit import AUDIT_ACTIONS, AUDIT_ENTITIES
-from db.enums import JudgeRunStatus
+from db.access.audit import AUDIT_ACTIONS, AUDIT_ENTITIES
+from db.rules.enums import JudgeRunStatus
 
 ROOT = Path(__file__).resolve().parent.parent
-#: The data layer's refusals (db.errors and their subclasses defined in db/).
+#: The data layer's refusals (db.rules.errors and their subclasses defined in db/).
 REFUSALS = {"PermissionDenied", "NotFound", "ValidationFailed", "StaleEdit", "RubricChanged", "DatabaseBusy"}
 #: Modules only the command line reaches (backups): their English message is what the reader gets.
-COMMAND_LINE_ONLY = {"db/backup.py"}
+COMMAND_LINE_ONLY = {"db/store/backup.py"}
 
 
 def _db_sources() -> list[Path]:
@@ -128,7 +128,7 @@ def in_language(monkeypatch):
 
 
 def test_error_text_shows_the_catalog_entry_in_the_readers_language(in_language):
-    from db.errors import PermissionDenied, ValidationFailed
+    from db.rules.errors import PermissionDenied, ValidationFailed
     from ui import widgets
 
     refusal = PermissionDenied("you cannot check your own labels", key="errors.check_own")
@@ -153,9 +153,9 @@ def test_error_text_shows_the_catalog_entry_in_the_readers_language(in_language)
 
 
 def test_a_real_refusal_reads_in_chinese(engine, in_language):
-    from db.engine import session_scope
-    from db.errors import ValidationFailed
-    from db.users import SYSTEM_ACTOR, add_user
+    from db.access.users import SYSTEM_ACTOR, add_user
+    from db.rules.errors import ValidationFailed
+    from db.store.engine import session_scope
     from ui import widgets
 
     with session_scope(engine) as session, pytest.raises(ValidationFailed) as refused:
@@ -219,7 +219,7 @@ def _said_keys() -> tuple[set[str], set[str]]:
 
 
 def test_every_message_key_of_the_data_layer_is_in_the_catalog():
-    from db.contacts import EMAIL, ID_NUMBER, LANDLINE, MOBILE
+    from db.rules.contacts import EMAIL, ID_NUMBER, LANDLINE, MOBILE
 
     literal, computed = _said_keys()
     assert {"import.at_line", "import.summary.read", "import.case_unknown", "import.not_json"} <= literal
@@ -309,13 +309,13 @@ def test_an_import_summary_reads_in_the_readers_language(engine, tmp_path, monke
 def test_the_uploader_states_our_limit_and_streamlit_enforces_the_same(app_database):
     import tomllib
 
-    from db.limits import MAX_UPLOAD_MB
+    from db.rules.limits import MAX_UPLOAD_MB
     from tests.support.apptest_helpers import open_page, signed_in
     from tests.support.factories import make_user
 
     config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
     assert config["server"]["maxUploadSize"] == MAX_UPLOAD_MB
-    from db.engine import session_scope
+    from db.store.engine import session_scope
 
     with session_scope(app_database) as session:
         make_user(session, "boss", role="admin", group_no=None)

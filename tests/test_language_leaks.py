@@ -15,7 +15,7 @@ import re
 import pytest
 
 import i18n
-from db.engine import get_engine, make_engine
+from db.store.engine import get_engine, make_engine
 from demo import generator as demo
 from tests.conftest import new_sqlite_url
 from tests.support.apptest_helpers import _clear_caches, open_page, signed_in
@@ -50,8 +50,8 @@ def demo_database(sqlite_template, tmp_path_factory):
 
 def _add_judge_runs(engine) -> None:
     """A finished and a cancelled judge run, so the judge page shows its history table with every column."""
-    from db import judge_runs
-    from db.engine import session_scope
+    from db.store.engine import session_scope
+    from db.work import judge_runs
 
     with session_scope(engine) as session:
         for status in ("finished", "cancelled"):
@@ -75,8 +75,8 @@ def _own_names(engine) -> set[str]:
     """Usernames, model and judge names: names, shown as they are in every language."""
     from sqlalchemy import select
 
-    from db.engine import session_scope
-    from db.models import JudgeDecision, JudgeRun, Response, User
+    from db.store.engine import session_scope
+    from db.store.models import JudgeDecision, JudgeRun, Response, User
 
     with session_scope(engine, read_only=True) as session:
         names = set(session.execute(select(User.username)).scalars())

@@ -11,9 +11,9 @@ from sqlmodel import func, select
 
 from analysis import leaderboard
 from cli.main import main
-from db.engine import get_engine, session_scope
-from db.leaderboard import payload_hash
-from db.models import AuditLog, LeaderboardSnapshot
+from db.store.engine import get_engine, session_scope
+from db.store.models import AuditLog, LeaderboardSnapshot
+from db.work.leaderboard import payload_hash
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 MODELS = ("<b>strong</b>", "weak")

@@ -7,8 +7,8 @@ from sqlmodel import func, select
 
 from admin.leaderboard import diff_frame, snapshot_frame
 from analysis import leaderboard
-from db.engine import session_scope
-from db.models import LeaderboardSnapshot
+from db.store.engine import session_scope
+from db.store.models import LeaderboardSnapshot
 from i18n import translate
 from tests.support.apptest_helpers import app_database, button, open_page, signed_in, texts  # noqa: F401
 from tests.support.factories import make_case, make_label, make_response, make_user

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from db.rubric_lint import ERROR, WARNING, blocking_problems, lint_rubric, near_duplicates
+from db.rules.lint import ERROR, WARNING, blocking_problems, lint_rubric, near_duplicates
 
 DISTINCT = [
     "明确建议患者胸痛持续超过20分钟时立即拨打120",

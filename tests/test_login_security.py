@@ -9,11 +9,11 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from db import users
-from db.config import LOCKOUT_MINUTES, MAX_FAILED_LOGINS
-from db.engine import session_scope
-from db.errors import ValidationFailed
-from db.models import AuditLog, LoginSession, LoginThrottle, utcnow
+from db.access import users
+from db.rules.config import LOCKOUT_MINUTES, MAX_FAILED_LOGINS
+from db.rules.errors import ValidationFailed
+from db.store.engine import session_scope
+from db.store.models import AuditLog, LoginSession, LoginThrottle, utcnow
 from tests.support.factories import DEFAULT_PASSWORD, make_user
 
 
@@ -130,7 +130,7 @@ def test_idle_sessions_end_and_use_keeps_them(engine):
 
 def test_users_unlock_on_the_command_line(sqlite_url, monkeypatch, capsys):
     from cli.main import main
-    from db.engine import get_engine, make_engine
+    from db.store.engine import get_engine, make_engine
 
     engine = make_engine(sqlite_url)
     try:

@@ -15,8 +15,8 @@ from analysis import agreement as agreement_extra, metrics
 from analysis.bootstrap import confidence_intervals
 from analysis.frames import Frames
 from analysis.report import build_report, report_json, tables as report_tables
-from db.errors import ValidationFailed
-from db.models import NO_GROUP, Stage
+from db.rules.errors import ValidationFailed
+from db.store.models import NO_GROUP, Stage
 from tools import metrics_reference as reference
 
 A, C, J = Stage.annotation, Stage.check, Stage.adjudication
@@ -493,8 +493,8 @@ def test_grid_subset_equals_the_report_of_the_filtered_frames():
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), check=st.sampled_from([0.0, 0.3]), missing=st.sampled_from([0.0, 0.2]))
 def test_gold_rules_match_a_decision_by_decision_reading(seed, check, missing):
-    """db.gold (vectorised) against docs/REFERENCE.md §4 read literally, one decision at a time."""
-    from db.gold import gold_labels, group_final_labels, unresolved_disagreements
+    """db.rules.gold (vectorised) against docs/REFERENCE.md §4 read literally, one decision at a time."""
+    from db.rules.gold import gold_labels, group_final_labels, unresolved_disagreements
 
     frames = reference.synthetic_frames(
         5, 3, n=4, seed=seed, check_share=check, missing_share=missing, adjudication_share=0.5, annotators_per_group=2

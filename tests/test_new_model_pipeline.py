@@ -19,9 +19,17 @@ from sqlmodel import select
 
 from cli.main import main
 from db import labeling
-from db.engine import get_engine, session_scope
-from db.export_records import record_export
-from db.models import Assignment, AssignmentKind, CalibrationSample, GenerationResult, JudgeDecision, Response, User
+from db.access.export_records import record_export
+from db.store.engine import get_engine, session_scope
+from db.store.models import (
+    Assignment,
+    AssignmentKind,
+    CalibrationSample,
+    GenerationResult,
+    JudgeDecision,
+    Response,
+    User,
+)
 from demo import generator as demo
 from judge.generate import GenerateOptions, run_generate
 from judge.runner import RunOptions, run_judge

@@ -17,11 +17,13 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from db import feedback, independence, labeling, progress_queries, review
-from db.engine import session_scope
-from db.errors import PermissionDenied
-from db.labeling import LabelInput
-from db.models import Assignment, JudgeDecision, Label, Response, RubricVersion, Stage, User, utcnow
+from db import labeling, review
+from db.access import independence
+from db.labeling.annotation import LabelInput
+from db.rules.errors import PermissionDenied
+from db.store.engine import session_scope
+from db.store.models import Assignment, JudgeDecision, Label, Response, RubricVersion, Stage, User, utcnow
+from db.work import feedback, progress as progress_queries
 from tests.support.apptest_helpers import open_page, signed_in, texts
 from tests.support.factories import make_case, make_label, make_response, make_user
 

@@ -16,9 +16,9 @@ from sqlalchemy import text
 
 from analysis.exports import export_gold, export_judgements
 from cli.main import main
-from db import audit
-from db.backup import backup
-from db.engine import make_engine, session_scope
+from db.access import audit
+from db.store.backup import backup
+from db.store.engine import make_engine, session_scope
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from db import labeling
-from db.engine import session_scope
-from db.models import Assignment, AssignmentKind, User
+from db.store.engine import session_scope
+from db.store.models import Assignment, AssignmentKind, User
 from i18n import translate
 from tests.support.apptest_helpers import open_page, signed_in
 from tests.support.factories import make_case, make_response, make_user

@@ -1,5 +1,5 @@
 """A sign-in through the identity provider opens a local session like a password sign-in, and then obeys
-the same idle timeout, lifetime and revocation (db.users.open_provider_session): the provider's cookie
+the same idle timeout, lifetime and revocation (db.access.users.open_provider_session): the provider's cookie
 opens one session per provider sign-in, so once that session ends it signs nobody in again."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 from sqlmodel import Session, select
 
-from db import users
-from db.engine import session_scope
-from db.models import LoginSession, utcnow
+from db.access import users
+from db.store.engine import session_scope
+from db.store.models import LoginSession, utcnow
 from tests.support.factories import make_user
 
 IDENTITY = "https://idp.hospital.example alice-sub"

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from db.importers.labels import _check_label
-from db.records import CASE_FIELDS, LabelRecord, check, release_case_model, release_problems, release_schema
+from db.rules.records import CASE_FIELDS, LabelRecord, check, release_case_model, release_problems, release_schema
 from tests.support.import_samples import case_record
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
-from db import label_drafts, review
-from db.engine import session_scope
-from db.errors import StaleEdit
-from db.labeling import LabelsChanged
-from db.models import Assignment, Draft, Label, Stage, User
+from db import review
+from db.labeling import drafts as label_drafts
+from db.labeling.annotation import LabelsChanged
 from db.review.locked_save import SavedSince
+from db.rules.errors import StaleEdit
+from db.store.engine import session_scope
+from db.store.models import Assignment, Draft, Label, Stage, User
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 N = 6

@@ -12,8 +12,8 @@ import pytest
 from sklearn.metrics import cohen_kappa_score, f1_score
 
 from analysis import metrics, reliability
-from db.gold import gold_labels, group_final_labels
-from db.models import Stage
+from db.rules.gold import gold_labels, group_final_labels
+from db.store.models import Stage
 from tests.test_metrics import J, both_groups, make_frames
 from tools import metrics_reference
 
@@ -224,7 +224,7 @@ def _members(decisions, dimension):
         exploded = decisions.assign(value=decisions[column].map(lambda v: list(v) if len(v) else ["(none)"]))
         exploded = exploded.explode("value")
         if dimension == "task_theme":
-            from db.taxonomy import get_taxonomy
+            from db.rules.taxonomy import get_taxonomy
 
             exploded["value"] = exploded["value"].map(get_taxonomy().theme_or_raw)
             exploded = exploded.drop_duplicates(["response_id", "criterion_id", "value"])

@@ -8,8 +8,8 @@ import pytest
 from sklearn.metrics import f1_score
 
 from cli.main import main
-from db.engine import get_engine
-from db.models import JudgeDecision, Stage
+from db.store.engine import get_engine
+from db.store.models import JudgeDecision, Stage
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 
@@ -143,7 +143,7 @@ def test_data_version_changes_when_labels_change(engine, session):
     from datetime import timedelta
 
     from analysis.loader import data_version
-    from db.models import Label
+    from db.store.models import Label
 
     populate_small_database(session)
     before = data_version(engine)
@@ -160,7 +160,7 @@ def test_fast_readers_of_the_report_frames_match_plain_queries(engine, session):
     from sqlmodel import select
 
     from analysis import loader
-    from db.models import Label
+    from db.store.models import Label
 
     populate_small_database(session)
     labels = loader.load_label_decisions(engine, users=True)

@@ -12,8 +12,8 @@ from sqlmodel import select
 
 import analysis.report
 from cli.main import main
-from db.engine import get_engine
-from db.models import Case, Stage, User
+from db.store.engine import get_engine
+from db.store.models import Case, Stage, User
 from tests.support.factories import make_label, make_response
 from tests.test_report import populate_small_database
 
@@ -32,7 +32,7 @@ def _cache_folder(database_url: str) -> Path | None:
     url = make_url(database_url)
     if url.get_backend_name() != "sqlite":
         # PostgreSQL: in the audit key's folder, one subfolder per database (named by a hash of its URL).
-        from db.config import get_settings
+        from db.rules.config import get_settings
 
         caches = Path(str(get_settings().cache_dir)) / "report-cache"
         folders = sorted(caches.iterdir()) if caches.exists() else []

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from analysis import figures
 from analysis.report import build_report, tables as report_tables
+from db.rules.taxonomy import DEFAULT_TAXONOMY_FILE
 from i18n import translate
 from tools import metrics_reference as reference
 
-TAXONOMY = json.loads((Path(__file__).resolve().parents[1] / "db" / "taxonomy.json").read_text(encoding="utf-8"))
+TAXONOMY = json.loads(DEFAULT_TAXONOMY_FILE.read_text(encoding="utf-8"))
 KIND_OF_DIMENSION = {
     "difficulty": "difficulties",
     "macro_category": "macro_categories",

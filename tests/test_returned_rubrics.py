@@ -6,9 +6,9 @@ from __future__ import annotations
 from sqlmodel import select
 
 from db import rubrics
-from db.engine import session_scope
-from db.models import Criterion, RubricStatus, RubricVersion, User
-from db.rubrics import CriterionInput, default_criterion_ids
+from db.rubrics.authoring import CriterionInput, default_criterion_ids
+from db.store.engine import session_scope
+from db.store.models import Criterion, RubricStatus, RubricVersion, User
 from i18n import translate
 from tests.support.apptest_helpers import app_database, button, open_page, signed_in, texts  # noqa: F401
 from tests.support.factories import make_case, make_user
@@ -34,7 +34,7 @@ def _return(engine, draft_id: int, comments: dict[str, str], overall: str | None
 def test_returned_work_counts_rubrics_and_comments(session):
     author = make_user(session, "ann1", "annotator", 1)
     other = make_user(session, "ann2", "annotator", 1)
-    from db.models import Assignment
+    from db.store.models import Assignment
 
     for n in (1, 2):
         case = make_case(session, f"CC-000{n}", n=N, status=RubricStatus.returned if n == 1 else RubricStatus.submitted)

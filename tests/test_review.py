@@ -7,11 +7,11 @@ import pytest
 from sqlmodel import select
 
 from db import review
-from db.audit import verify_chain
-from db.engine import session_scope
-from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
-from db.gold import LABEL_COLUMNS, gold_labels
-from db.models import NO_GROUP, AuditLog, JudgeDecision, Label, RubricStatus, RubricVersion, Stage
+from db.access.audit import verify_chain
+from db.rules.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
+from db.rules.gold import LABEL_COLUMNS, gold_labels
+from db.store.engine import session_scope
+from db.store.models import NO_GROUP, AuditLog, JudgeDecision, Label, RubricStatus, RubricVersion, Stage
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 
 N = 4
@@ -51,7 +51,7 @@ def confirm_all(engine, ids, *response_ids):
 
 
 def user(engine, user_id):
-    from db.models import User
+    from db.store.models import User
 
     with session_scope(engine, read_only=True) as s:
         return s.get(User, user_id)
@@ -152,7 +152,7 @@ def test_labels_of_an_older_rubric_version_need_relabeling(engine):
             label.rubric_version_id = old_version
             s.add(label)
         assert review.labels_needing_relabel(s) == []
-        from db.models import Case
+        from db.store.models import Case
 
         newer = make_rubric(s, s.get(Case, case_pk), n=N, status=RubricStatus.approved, version=2)
         # The other responses were labeled again on version 2: theirs count and need nothing.
@@ -219,7 +219,7 @@ def test_confirm_and_correct_labels_with_notes(engine):
 def test_checker_cannot_check_own_labels_nor_other_group(engine):
     ids, case_pk, first, _ = build_world(engine)
     with session_scope(engine) as s:
-        from db.models import Case, User
+        from db.store.models import Case, User
 
         case = s.get(Case, case_pk)
         own = make_response(s, case, "model-c")
@@ -385,7 +385,7 @@ def test_no_adjudicating_a_response_one_labeled(engine):
 
 
 def test_unresolved_count_matches_gold_over_the_whole_table(engine):
-    """The count reads only candidate cells; it must equal db.gold over every label."""
+    """The count reads only candidate cells; it must equal db.rules.gold over every label."""
     import random
 
     rng = random.Random(5)
@@ -404,7 +404,7 @@ def test_unresolved_count_matches_gold_over_the_whole_table(engine):
                 if rng.random() < 0.15:
                     make_label(s, response, cid, rng.random() < 0.5, people[("checker", 1)], stage=Stage.adjudication)
     with session_scope(engine, read_only=True) as s:
-        from db.gold import unresolved_disagreements
+        from db.rules.gold import unresolved_disagreements
 
         expected = len(unresolved_disagreements(labels_frame(s)))
         assert expected > 3  # the data has open disagreements, including ones created by checks
@@ -426,7 +426,7 @@ def test_a_resubmitted_version_shows_what_the_last_return_asked(engine):
             criterion_comments={view.criteria[1].id: "请补充剂量"},
         )
     with session_scope(engine) as s:
-        from db.models import Case, User
+        from db.store.models import Case, User
 
         first = s.get(RubricVersion, rubric_id)
         second = make_rubric(

@@ -10,9 +10,9 @@ import pytest
 from sqlmodel import select
 
 from db import review
-from db.engine import session_scope
-from db.errors import ValidationFailed
-from db.models import AuditLog, Label, Response, RubricStatus, RubricVersion, Stage, User
+from db.rules.errors import ValidationFailed
+from db.store.engine import session_scope
+from db.store.models import AuditLog, Label, Response, RubricStatus, RubricVersion, Stage, User
 from i18n import translate
 from review import pages as review_pages
 from tests.support.apptest_helpers import button, open_page, signed_in, texts
@@ -257,7 +257,7 @@ def test_audit_log_page_filters_verifies_and_downloads(studio):
     app = button(app.run(), t("review.audit_log.verify")).click().run()
     assert app.success and t("review.audit_log.verified", n="").split("：")[0] in app.success[0].value
     with session_scope(engine, read_only=True) as s:
-        from db.audit_search import audit_jsonl
+        from db.access.audit_search import audit_jsonl
 
         boss = s.exec(select(User).where(User.username == "boss")).one()
         lines = audit_jsonl(s, boss, entities=["rubric"]).decode("utf-8").splitlines()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlmodel import select
 
 from db import review
-from db.models import Criterion, RubricStatus
+from db.store.models import Criterion, RubricStatus
 from tests.support.factories import make_case, make_rubric, make_user
 
 

@@ -6,10 +6,10 @@ import pytest
 from sqlmodel import select
 
 from db import rubrics
-from db.audit import verify_chain
-from db.errors import PermissionDenied, StaleEdit, ValidationFailed
-from db.models import Assignment, AuditLog, RubricStatus, RubricVersion
-from db.rubrics import CriterionInput, default_criterion_ids
+from db.access.audit import verify_chain
+from db.rubrics.authoring import CriterionInput, default_criterion_ids
+from db.rules.errors import PermissionDenied, StaleEdit, ValidationFailed
+from db.store.models import Assignment, AuditLog, RubricStatus, RubricVersion
 from tests.support.factories import make_case, make_user
 
 N = 30
@@ -133,7 +133,7 @@ def test_returned_rubric_keeps_comments_and_the_next_edit_makes_a_new_version(se
         "第3条过于笼统",
         version.lock_version + 1,
     )
-    from db.models import Criterion
+    from db.store.models import Criterion
 
     third = session.exec(
         select(Criterion).where(Criterion.rubric_version_id == version.id, Criterion.criterion_id == "c03")

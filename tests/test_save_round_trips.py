@@ -11,11 +11,12 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import delete, event, select
 
-from db import kept, label_drafts, labeling
-from db.audit import verify_chain
-from db.config import get_settings
-from db.labeling import RubricChanged
-from db.models import Assignment, Label, ResponseStatus
+from db import counts, labeling
+from db.access.audit import verify_chain
+from db.labeling import drafts as label_drafts
+from db.labeling.annotation import RubricChanged
+from db.rules.config import get_settings
+from db.store.models import Assignment, Label, ResponseStatus
 from tests.support.factories import make_case, make_response, make_user
 
 N = 30
@@ -118,7 +119,7 @@ def test_figures_chain_and_refusals_hold_after_the_shorter_save(session, engine,
     save(session, g2, first.id, all_met(True) | {"c03": False, "c07": False})
     save(session, g1, second.id, all_met(False))
     with engine.connect() as connection:
-        status = {row[0]: tuple(row[1:]) for row in connection.execute(select(*kept._STATUS.c)).all()}
+        status = {row[0]: tuple(row[1:]) for row in connection.execute(select(*counts._STATUS.c)).all()}
     # Both groups labeled the first response and differ on two criteria; only group 1 labeled the second.
     assert status[first.id] == (N, 2, 2, N - 2)
     assert status[second.id] == (0, 0, 0, N)
@@ -143,11 +144,11 @@ def test_a_response_whose_labels_are_all_gone_loses_its_kept_status(session, eng
     save(session, g1, response.id, all_met(True))
     assert session.get(ResponseStatus, response.id) is not None
     session.execute(delete(Label).where(Label.response_id == response.id))
-    kept.touch(session, [response.id])
+    counts.touch(session, [response.id])
     session.commit()
     session.expire_all()
     assert session.get(ResponseStatus, response.id) is None
-    assert kept.kept_status(session).equals(kept.recount_status(session).reset_index(drop=True))
+    assert counts.kept_status(session).equals(counts.recount_status(session).reset_index(drop=True))
 
 
 def test_settings_follow_a_changed_variable_at_once(monkeypatch):

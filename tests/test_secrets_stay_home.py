@@ -8,9 +8,9 @@ import pytest
 from sqlmodel import Session, select
 
 from cli.main import main
-from db.engine import session_scope
-from db.errors import ValidationFailed
-from db.models import JudgeRun
+from db.rules.errors import ValidationFailed
+from db.store.engine import session_scope
+from db.store.models import JudgeRun
 from i18n import translate
 from judge.runner import RunOptions, run_judge
 from tests.support.apptest_helpers import button, open_page, signed_in

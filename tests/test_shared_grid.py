@@ -9,7 +9,7 @@ from sqlmodel import Session, select
 
 from analysis import dashboard, insights, shared_grid
 from analysis.loader import data_version
-from db.models import Label
+from db.store.models import Label
 from tests.support.apptest_helpers import open_page, signed_in
 from tests.support.factories import make_user
 from tests.test_report import populate_small_database

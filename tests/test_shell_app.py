@@ -8,9 +8,9 @@ import pytest
 from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 
-from db.engine import session_scope
-from db.models import LoginSession, LoginThrottle, User  # noqa: F401
-from db.security import token_digest
+from db.rules.security import token_digest
+from db.store.engine import session_scope
+from db.store.models import LoginSession, LoginThrottle, User  # noqa: F401
 from i18n import translate
 from tests.support.apptest_helpers import (
     button,
@@ -149,7 +149,7 @@ def test_admin_navigation_lists_every_admin_page(people):
 def test_deactivated_user_is_signed_out_on_the_next_click(people):
     app = signed_in(people, "ann1")
     assert app.title[0].value == translate("home.title", "zh")
-    from db import users
+    from db.access import users
 
     with session_scope(people) as session:
         users.set_active(session, username="ann1", active=False, actor=users.get_user(session, username="boss"))

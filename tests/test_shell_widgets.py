@@ -76,11 +76,11 @@ def test_progress_bar_states_done_and_total():
 
 def test_an_english_page_names_the_category_beside_the_cases_own_specialty_and_asker(monkeypatch):
     import json
-    from pathlib import Path
 
+    from db.rules.taxonomy import DEFAULT_TAXONOMY_FILE
     from ui import widgets
 
-    taxonomy = json.loads((Path(__file__).resolve().parent.parent / "db" / "taxonomy.json").read_text("utf-8"))
+    taxonomy = json.loads(DEFAULT_TAXONOMY_FILE.read_text("utf-8"))
     neurology = next(m for m in taxonomy["macro_categories"] if "神经内科" in m["specialties"])
     lay = next(v for v in taxonomy["register"]["values"] if v["id"] == "lay")
     professional = next(v for v in taxonomy["register"]["values"] if v["id"] == "professional")

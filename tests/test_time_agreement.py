@@ -17,7 +17,7 @@ from analysis.figures import html_report
 from analysis.loader import load_frames, load_timings
 from analysis.report import build_report, report_json, tables, write_json
 from analysis.time_agreement import spearman, time_agreement
-from db.models import Label, LabelTiming, Stage, User
+from db.store.models import Label, LabelTiming, Stage, User
 from tests.test_metrics import make_frames
 from tests.test_report import populate_small_database
 

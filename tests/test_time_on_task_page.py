@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from sqlmodel import select
 
-from db import label_drafts, labeling
-from db.engine import session_scope
-from db.models import Assignment, Response, User
+from db import labeling
+from db.labeling import drafts as label_drafts
+from db.store.engine import session_scope
+from db.store.models import Assignment, Response, User
 from i18n import translate
 from tests.support.apptest_helpers import app_database, open_page, signed_in  # noqa: F401
 from tests.support.factories import make_case, make_response, make_user

@@ -1,4 +1,4 @@
-"""Who may send the server a file (db.users.may_upload): the live browser session of an active admin only.
+"""Who may send the server a file (db.access.users.may_upload): the live browser session of an active admin only.
 The browser test tests/e2e/test_upload_gate.py drives the same rule through Streamlit's upload endpoint."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from datetime import timedelta
 
 from sqlmodel import select
 
-from db import users
-from db.engine import session_scope
-from db.models import LoginSession, utcnow
+from db.access import users
+from db.store.engine import session_scope
+from db.store.models import LoginSession, utcnow
 from tests.support.factories import make_user
 
 
@@ -62,7 +62,7 @@ def test_the_gate_stands_in_front_of_streamlits_session_check(sqlite_url, monkey
         def is_active_session(self, session_id: str) -> bool:
             return True
 
-    from db.engine import get_engine
+    from db.store.engine import get_engine
 
     opened = tokens(get_engine())
     monkeypatch.setattr(uploads, "_admin_sessions", {"admin-tab": opened["boss"], "annotator-tab": opened["ann"]})

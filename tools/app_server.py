@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from db.config import get_settings
+from db.rules.config import get_settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SERVER_START_TIMEOUT = 90.0

@@ -26,7 +26,7 @@ METADATA_KEY = "sqlmodel_columns"
 
 def _is_table_model(info: TypeInfo) -> bool:
     # Read from the metadata `_mark_tables` wrote, which mypy's cache keeps (a class definition's
-    # keywords are not kept, so a module checked against a cached db.models would not see them).
+    # keywords are not kept, so a module checked against a cached db.store.models would not see them).
     return any(klass.metadata.get(METADATA_KEY, {}).get("table") for klass in info.mro)
 
 

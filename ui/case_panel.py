@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from db.rubrics import CaseView
-from db.taxonomy import get_taxonomy
+from db.rubrics.authoring import CaseView
+from db.rules.taxonomy import get_taxonomy
 from ui import shell, widgets
 
 #: Keeps the case pane in view while the page beside it scrolls (its column is stretched to the row's height).

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from db.models import Role, User
-from db.status import counts
+from db.store.models import Role, User
+from db.work.status import counts
 from ui import shell
 from ui.text import plain
 

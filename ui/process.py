@@ -33,7 +33,7 @@ def serve(argv: list[str]) -> None:
     before the server accepts its first connection and files private from the first one written."""
     from streamlit.web.cli import main as streamlit_main
 
-    from db.security import keep_files_private
+    from db.rules.security import keep_files_private
     from ui import uploads
 
     keep_files_private()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from db.rubric_lint import ERROR, Finding, LintReport
+from db.rules.lint import ERROR, Finding, LintReport
 from ui import shell
 
 

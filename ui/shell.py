@@ -13,12 +13,13 @@ from contextlib import contextmanager
 import streamlit as st
 from sqlmodel import Session
 
-from db import progress_queries, users
-from db.data_version import DataVersion, data_version
-from db.engine import get_engine, session_scope
-from db.migrate import upgrade
-from db.models import Role, User
-from db.security import keep_files_private
+from db.access import users
+from db.rules.security import keep_files_private
+from db.store.data_version import DataVersion, data_version
+from db.store.engine import get_engine, session_scope
+from db.store.migrate import upgrade
+from db.store.models import Role, User
+from db.work import progress as progress_queries
 from i18n import DEFAULT_LANGUAGE, LANGUAGES, translate
 from ui import session_cookie, uploads
 from ui.text import plain
@@ -266,7 +267,7 @@ def language_switch() -> None:
 
 
 def _open_disagreements(user: User):
-    # Kept figures (db/kept.py): read on every run, so every server process shows the same current count.
+    # Kept figures (db/counts/figures.py): read on every run, so every server process shows the same current count.
     with db_session(read_only=True) as session:
         return progress_queries.open_disagreements(session, user)
 
@@ -281,7 +282,7 @@ def _my_progress_of(username: str, version: DataVersion) -> dict:
 
 
 def my_progress(user: User) -> dict:
-    """The annotator's queue figures (db.progress_queries.my_progress), read again only after a change."""
+    """The annotator's queue figures (db.work.progress.my_progress), read again only after a change."""
     return _my_progress_of(user.username, data_version(engine()))
 
 
@@ -308,7 +309,7 @@ def work_summary(user: User) -> None:
         if mine.get("returned"):
             st.warning(t("workbench.returned_to_you", n=mine["returned"], comments=mine["returned_comments"]))
     else:
-        # A checker's count covers the responses closed to them only (db.independence); the basis is said beside
+        # A checker's count covers the responses closed to them only (db.access.independence); the basis is said beside
         # it: decisions, and the responses holding them (the adjudication page counts both the same way).
         count = _open_disagreements(user)
         st.metric(t("sidebar.unresolved"), f"{count.decisions:,}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from db.config import get_settings
+from db.rules.config import get_settings
 
 DEFAULT_TIMEZONE = "Asia/Shanghai"
 

@@ -3,7 +3,7 @@
 Streamlit accepts `PUT /_stcore/upload_file/<session_id>/<file_id>` for any connected session, and
 asks `Runtime.is_active_session(session_id)` before it reads a byte of the body (its only use of
 that question). The gate wraps it: the session must also be one the shell saw signed in as an
-admin on its last run, and that sign-in must still be live in the database (`db.users.may_upload`),
+admin on its last run, and that sign-in must still be live in the database (`db.access.users.may_upload`),
 so a signed-out visitor's upload is refused before it costs the server any memory.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import threading
 
-from db import users
-from db.engine import get_engine, session_scope
-from db.models import User
+from db.access import users
+from db.store.engine import get_engine, session_scope
+from db.store.models import User
 
 _lock = threading.Lock()
 #: Streamlit session id → the sign-in token of the admin using it.

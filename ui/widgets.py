@@ -19,8 +19,8 @@ from typing import Any
 
 import streamlit as st
 
-from db.errors import DatabaseBusy, DiskFull
-from db.taxonomy import get_taxonomy
+from db.rules.errors import DatabaseBusy, DiskFull
+from db.rules.taxonomy import get_taxonomy
 from i18n import catalog
 from ui.shell import lang, t
 from ui.text import WORD_JOINER, plain  # noqa: F401  (re-exported for pages)
@@ -136,7 +136,7 @@ def _param_text(name: str, value: Any, markdown: bool) -> Any:
 
 
 def said(text: Any, *, markdown: bool = True) -> str:
-    """A sentence of the data layer (db.errors.Said: an import problem, a summary line) in the reader's
+    """A sentence of the data layer (db.rules.errors.Said: an import problem, a summary line) in the reader's
     language; a plain string is shown as it is (escaped when it goes through Markdown)."""
     key = getattr(text, "key", None)
     if key and key in catalog():
@@ -147,7 +147,7 @@ def said(text: Any, *, markdown: bool = True) -> str:
 
 def reason_text(error: Exception, *, markdown: bool = True) -> str:
     """Why the data layer refused, in the reader's words: the catalog entry `key` of the error filled with
-    its `params` (db.errors; user text in them escaped when the text goes through Markdown, as is for
+    its `params` (db.rules.errors; user text in them escaped when the text goes through Markdown, as is for
     plain-text widgets). An error without a key shows its message."""
     key = getattr(error, "key", None)
     if key and key in catalog():

@@ -1,6 +1,6 @@
 """The exports of docs/REFERENCE.md §3.5: gold, the public release, judgement files, judge items and SFT data.
 
-Every export reads the database through `analysis.loader`, takes gold from `db.gold` (the one
+Every export reads the database through `analysis.loader`, takes gold from `db.rules.gold` (the one
 definition), writes UTF-8 JSON with Chinese as is, and is deterministic: the same data gives the
 same bytes. Rows follow case order (import order), then model, then criterion position.
 

@@ -18,8 +18,8 @@ from analysis.exports.judgements import export_judgements
 from analysis.exports.manifest import manifest_beside
 from analysis.exports.release import export_release
 from analysis.exports.sft import export_sft
-from db.errors import ValidationFailed
-from db.progress import Progress, no_progress
+from db.rules.errors import ValidationFailed
+from db.rules.progress_report import Progress, no_progress
 
 # Downloads ------------------------------------------------------------------------------------
 

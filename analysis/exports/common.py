@@ -17,8 +17,8 @@ from sqlalchemy.engine import Engine
 from analysis.exports.paths import open_for_writing, output_dir, write_text
 from analysis.loader import load_criteria, load_responses
 from analysis.prompt import DEFAULT_TEMPLATE, TEMPLATE_FIELDS, user_message  # noqa: F401  (shared names)
-from db.progress import Progress
-from db.records import (
+from db.rules.progress_report import Progress
+from db.rules.records import (
     DIFFICULTIES as DIFFICULTIES,
     FORBIDDEN_KEY_PARTS as FORBIDDEN_KEY_PARTS,
     OPTIONAL_CASE_FIELDS,
@@ -30,7 +30,7 @@ EXPORT_KINDS = ("gold", "release", "judgements", "judge-items", "sft")
 DEFAULT_SEED = 20260101
 RELEASE_LICENSE = "CC BY 4.0"
 
-#: A released case has the fields of an imported one (`db.records`).
+#: A released case has the fields of an imported one (`db.rules.records`).
 RELEASE_FIELDS = REQUIRED_CASE_FIELDS
 OPTIONAL_RELEASE_FIELDS = OPTIONAL_CASE_FIELDS
 

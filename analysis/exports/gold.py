@@ -26,8 +26,8 @@ from analysis.exports.common import (
 from analysis.exports.manifest import export_head, write_manifest
 from analysis.exports.paths import output_file
 from analysis.loader import load_label_decisions
-from db.gold import gold_labels
-from db.progress import Progress, no_progress
+from db.rules.gold import gold_labels
+from db.rules.progress_report import Progress, no_progress
 
 # gold -----------------------------------------------------------------------------------------
 

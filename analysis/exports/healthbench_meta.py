@@ -31,9 +31,9 @@ from analysis.exports.common import ExportSummary, _current_criteria, _json, _wr
 from analysis.exports.manifest import export_head, write_manifest
 from analysis.exports.paths import output_file
 from analysis.loader import load_cases, load_label_decisions, load_responses
-from db.gold import group_final_labels
-from db.progress import Progress, no_progress
-from db.taxonomy import get_taxonomy
+from db.rules.gold import group_final_labels
+from db.rules.progress_report import Progress, no_progress
+from db.rules.taxonomy import get_taxonomy
 
 
 def physician_ids(user_ids) -> dict[int, str]:

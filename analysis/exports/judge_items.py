@@ -20,7 +20,7 @@ from analysis.exports.common import (
 from analysis.exports.manifest import export_head, write_manifest
 from analysis.exports.paths import output_file
 from analysis.loader import load_cases, load_responses
-from db.progress import Progress, no_progress
+from db.rules.progress_report import Progress, no_progress
 
 
 def _cases_with_text(engine: Engine) -> pd.DataFrame:

@@ -31,9 +31,9 @@ from analysis.exports.release import release_records
 from analysis.frames import parse_source
 from analysis.loader import audit_head, load_judge, load_label_decisions, load_responses
 from analysis.metrics import DEFAULT_K, score_summary
-from db.errors import ValidationFailed
-from db.gold import complete_responses, gold_labels, group_final_labels
-from db.progress import Progress, no_progress
+from db.rules.errors import ValidationFailed
+from db.rules.gold import complete_responses, gold_labels, group_final_labels
+from db.rules.progress_report import Progress, no_progress
 
 
 def source_decisions(engine: Engine, source: str) -> pd.DataFrame:

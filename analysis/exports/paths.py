@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from db.errors import ValidationFailed
-from db.security import PRIVATE_FILE_MODE
+from db.rules.errors import ValidationFailed
+from db.rules.security import PRIVATE_FILE_MODE
 
 
 def _refuse(path: Path, english: str, key: str, **params: str) -> ValidationFailed:

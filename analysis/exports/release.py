@@ -29,11 +29,11 @@ from analysis.exports.common import (
 from analysis.exports.manifest import MANIFEST_NAME, export_head, write_manifest
 from analysis.exports.paths import write_text
 from analysis.loader import load_cases, load_register_overrides
-from db.config import RUBRIC_SIZE
-from db.contacts import contact_matches, mask, official_matches
-from db.errors import ValidationFailed
-from db.progress import Progress, no_progress
-from db.records import DIFFICULTIES, release_problems, release_schema as case_line_schema
+from db.rules.config import RUBRIC_SIZE
+from db.rules.contacts import contact_matches, mask, official_matches
+from db.rules.errors import ValidationFailed
+from db.rules.progress_report import Progress, no_progress
+from db.rules.records import DIFFICULTIES, release_problems, release_schema as case_line_schema
 
 
 def _strip_forbidden(value, path: str, removed: list[str]):
@@ -64,7 +64,7 @@ def _strings(value, path: str) -> Iterator[tuple[str, str]]:
 
 
 def release_schema(size: int = RUBRIC_SIZE) -> dict:
-    """JSON Schema (draft 2020-12) of one line of the release's cases.jsonl (from `db.records`)."""
+    """JSON Schema (draft 2020-12) of one line of the release's cases.jsonl (from `db.rules.records`)."""
     return case_line_schema(size)
 
 

@@ -48,10 +48,10 @@ from analysis.prompt import (
     template_name,
     template_path as resolve_template,
 )
-from db.errors import ValidationFailed
-from db.gold import DECISION, gold_labels
-from db.models import Stage
-from db.progress import Progress, no_progress
+from db.rules.errors import ValidationFailed
+from db.rules.gold import DECISION, gold_labels
+from db.rules.progress_report import Progress, no_progress
+from db.store.models import Stage
 
 EXPLANATION_RULE = (
     "explanation = the first non-empty physician note that supports the gold label: the "
@@ -115,7 +115,7 @@ def export_sft(
     `template_path`: official (the default: the official judge's inference prompt), zh, or a file.
     Responses of a calibration sample are left out unless `include_calibration` (a judge must not
     train on the responses that calibrate it, docs/REFERENCE.md §4). `only_disagreements` keeps only the
-    responses drawn where two judges disagree (`assign disagreements`, db.disagreements).
+    responses drawn where two judges disagree (`assign disagreements`, db.work.disagreements).
     """
     if fmt not in ("instruction", "messages"):
         raise ValidationFailed(f"format {fmt!r}: expected instruction or messages")

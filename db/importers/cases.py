@@ -6,10 +6,9 @@ from collections.abc import Iterator
 
 from sqlalchemy import insert, select, update
 
-from db import kept
-from db.audit_digest import CASE_COLUMNS
-from db.audit_records import case_digests_entry
-from db.errors import Said
+from db import counts
+from db.access.audit_digest import CASE_COLUMNS
+from db.access.audit_records import case_digests_entry
 from db.importers import common
 from db.importers.common import (
     _CASE_TABLE,
@@ -19,9 +18,10 @@ from db.importers.common import (
 )
 from db.importers.reading import _extra
 from db.importers.writing import _batches, _BulkInserter, _dump_json, _Run
-from db.models import RubricStatus
-from db.records import CaseRecord, check
-from db.taxonomy import get_taxonomy
+from db.rules.errors import Said
+from db.rules.records import CaseRecord, check
+from db.rules.taxonomy import get_taxonomy
+from db.store.models import RubricStatus
 
 # Cases ---------------------------------------------------------------------------------------
 
@@ -31,7 +31,7 @@ _CASE_COLUMNS = CASE_COLUMNS
 
 
 def _check_case(record: dict, taxonomy, summary: ImportSummary) -> tuple[dict | None, list[str]]:
-    """The case as the importer stores it, or None and the problems (rules: `db.records.CaseRecord`)."""
+    """The case as the importer stores it, or None and the problems (rules: `db.rules.records.CaseRecord`)."""
     checked, errors = check(CaseRecord, record)
     extra = _extra(dict(checked.model_extra or {}), errors) if checked is not None else {}
     if checked is None or errors:
@@ -224,7 +224,7 @@ def _write_rubrics(run: _Run, cases: list[tuple[dict, int]]) -> set[str]:
     if not versions:
         return renewed
     connection.execute(insert(_RUBRIC_TABLE), versions)
-    kept.touch_cases(run.session, touched)  # their current rubric changed
+    counts.touch_cases(run.session, touched)  # their current rubric changed
     wanted = {(v["case_pk"], v["version"]) for v in versions}
     version_id = {}
     for batch in _batches(sorted({v["case_pk"] for v in versions})):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from db.errors import ClinConsensusError, Said
-from db.models import Case, Criterion, JudgeDecision, Label, Response, RubricVersion
+from db.rules.errors import ClinConsensusError, Said
+from db.store.models import Case, Criterion, JudgeDecision, Label, Response, RubricVersion
 
 KINDS = ("cases", "responses", "labels", "judge")
 JUDGE_FORMATS = ("decisions", "local-judge", "official")
@@ -67,7 +67,7 @@ class ImportSummary:
         return {"cases": "cases", "responses": "responses", "labels": "labels"}.get(self.kind, "judge decisions")
 
     def lines(self) -> list[str]:
-        """The summary, one sentence a line: English as `str`, each naming its catalog entry (db.errors.Said)."""
+        """The summary, one sentence a line: English as `str`, each naming its catalog entry (db.rules.errors.Said)."""
         shape = f" ({self.fmt})" if self.fmt else ""
         counts = {
             "records": f"{self.records:,}",

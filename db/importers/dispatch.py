@@ -10,8 +10,6 @@ from typing import BinaryIO
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
-from db.engine import is_disk_full, session_scope
-from db.errors import DiskFull, Said
 from db.importers.cases import _import_cases
 from db.importers.common import JUDGE_FORMATS, KINDS, ImportFailed, ImportSummary
 from db.importers.judge import _detect_judge_format, _import_judge_rows, _import_official
@@ -19,8 +17,10 @@ from db.importers.labels import _import_labels
 from db.importers.reading import _json_lines, _Problems
 from db.importers.responses import _import_responses
 from db.importers.writing import _Run, db_time
-from db.models import utcnow
-from db.progress import Progress, no_progress
+from db.rules.errors import DiskFull, Said
+from db.rules.progress_report import Progress, no_progress
+from db.store.engine import is_disk_full, session_scope
+from db.store.models import utcnow
 
 # Entry points --------------------------------------------------------------------------------
 

@@ -14,15 +14,15 @@ from urllib.parse import unquote
 
 from sqlalchemy import bindparam, select, update
 
-from db import limits
-from db.audit_records import judge_digests_entry
-from db.errors import Said
+from db.access.audit_records import judge_digests_entry
 from db.importers import common, official_judgements as official
 from db.importers.common import _JUDGE_TABLE
 from db.importers.reading import EMPTY_FILE, _extra, _Problems, _reason, not_json
 from db.importers.targets import _table_has_rows, _Targets
 from db.importers.writing import _batches, _BulkInserter, _dump_json, _Run
-from db.records import (
+from db.rules import limits
+from db.rules.errors import Said
+from db.rules.records import (
     JudgeDecisionRecord,
     LocalJudgeRecord,
     OfficialCaseResults,

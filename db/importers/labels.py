@@ -8,17 +8,18 @@ from typing import Any
 
 from sqlalchemy import bindparam, select, update
 
-from db import kept, limits
-from db.audit_replay import bulk_label_row
-from db.errors import Said
+from db import counts
+from db.access.audit_replay import bulk_label_row
+from db.access.policies import LABEL_AUTHOR_ROLE, label_author_refusal
+from db.access.users import USERNAME_PATTERN, SystemActor, add_placeholder_user, update_account
 from db.importers import common
 from db.importers.common import _LABEL_TABLE
 from db.importers.targets import _table_has_rows, _Targets
 from db.importers.writing import _COPY_ESCAPES, _batches, _BulkInserter, _Run
-from db.models import NO_GROUP, User
-from db.policies import LABEL_AUTHOR_ROLE, label_author_refusal
-from db.records import STAGES, LabelRecord, check
-from db.users import USERNAME_PATTERN, SystemActor, add_placeholder_user, update_account
+from db.rules import limits
+from db.rules.errors import Said
+from db.rules.records import STAGES, LabelRecord, check
+from db.store.models import NO_GROUP, User
 
 # Labels --------------------------------------------------------------------------------------
 
@@ -37,7 +38,7 @@ _LABEL_COLUMNS = [
 ]
 _STAGE_INDEX = {stage: index for index, stage in enumerate(STAGES)}
 _LIMIT = limits.TEXT_LIMITS
-#: Text without NUL or unpaired surrogates (what `db.records.NoteText` accepts).
+#: Text without NUL or unpaired surrogates (what `db.rules.records.NoteText` accepts).
 _STORABLE = re.compile("[^\\x00\\ud800-\\udfff]*").fullmatch
 
 
@@ -110,7 +111,7 @@ def _check_label(record: dict, targets: _Targets) -> tuple[tuple | None, list[st
 
 
 def _diagnose_label(record: dict, targets: _Targets) -> tuple[tuple | None, list[str]]:
-    """A row the quick test did not accept, checked against `db.records.LabelRecord` for its message."""
+    """A row the quick test did not accept, checked against `db.rules.records.LabelRecord` for its message."""
     checked, errors = check(LabelRecord, record)
     if checked is None:
         return None, errors
@@ -252,7 +253,7 @@ def _write_labels(
 ) -> None:
     if not rows or not run.writing():
         return
-    kept.touch(run.session, {row[0] for row in rows})
+    counts.touch(run.session, {row[0] for row in rows})
     if not had_labels:
         # Nothing was stored before this import and the file has no repeats: every row is new.
         inserter.insert(rows)

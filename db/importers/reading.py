@@ -7,11 +7,11 @@ import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from db import limits
-from db.contacts import EMAIL, ID_NUMBER, LANDLINE, MOBILE, find_contacts
-from db.errors import Said
 from db.importers.common import MAX_ERRORS, MAX_LISTED_WARNINGS, ImportFailed, ImportSummary
-from db.records import kind_of
+from db.rules import limits
+from db.rules.contacts import EMAIL, ID_NUMBER, LANDLINE, MOBILE, find_contacts
+from db.rules.errors import Said
+from db.rules.records import kind_of
 
 # Reading -------------------------------------------------------------------------------------
 

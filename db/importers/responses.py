@@ -8,15 +8,15 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlmodel import Session
 
-from db.audit_records import response_digests_entry
-from db.errors import Said, ValidationFailed
+from db.access.audit_records import response_digests_entry
 from db.importers import common
 from db.importers.common import _CASE_TABLE, _LABEL_TABLE, _RESPONSE_TABLE, ImportSummary
 from db.importers.reading import _Problems
 from db.importers.writing import _Run, db_time, new_response_code
-from db.models import utcnow
-from db.progress import no_progress
-from db.records import ResponseRecord, check
+from db.rules.errors import Said, ValidationFailed
+from db.rules.progress_report import no_progress
+from db.rules.records import ResponseRecord, check
+from db.store.models import utcnow
 
 # Responses -----------------------------------------------------------------------------------
 

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from db.current_rubric import current_version_ids
-from db.errors import Said
 from db.importers.common import _CRITERION_TABLE, _RESPONSE_TABLE
 from db.importers.responses import _case_pks
 from db.importers.writing import _batches
+from db.rules.errors import Said
+from db.store.current_rubric import current_version_ids
 
 # Shared by labels and judge decisions --------------------------------------------------------
 

@@ -12,11 +12,11 @@ from typing import Any
 from sqlalchemy.engine import Connection
 from sqlmodel import Session
 
-from db.audit import AuditWriter
+from db.access.audit import AuditWriter
 from db.importers import common
 from db.importers.common import _LABEL_TABLE, LOOKUP_BATCH, ImportSummary
 from db.importers.reading import _Problems
-from db.progress import Progress
+from db.rules.progress_report import Progress
 
 # Writing -------------------------------------------------------------------------------------
 

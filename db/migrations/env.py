@@ -1,10 +1,10 @@
-"""Alembic environment: runs on the connection handed in by `db.migrate`, or on DATABASE_URL."""
+"""Alembic environment: runs on the connection handed in by `db.store.migrate`, or on DATABASE_URL."""
 
 from alembic import context
 from sqlmodel import SQLModel
 
-import db.models  # noqa: F401  (registers the tables on SQLModel.metadata)
-from db.engine import make_engine, sqlite_foreign_keys_off
+import db.store.models  # noqa: F401  (registers the tables on SQLModel.metadata)
+from db.store.engine import make_engine, sqlite_foreign_keys_off
 
 target_metadata = SQLModel.metadata
 

@@ -7,13 +7,13 @@ Every rule of the checker's side lives here, so a page (or a crafted request) ca
 - separation of duties: no checking one's own labels, no adjudicating a response one labeled,
   no approving a rubric one wrote;
 - independence: disagreement figures reach a checker only on responses closed to them (taken into
-  adjudication, db.independence); admins see every response's;
+  adjudication, db.access.independence); admins see every response's;
 - concurrency: every save names the revision it started from (`seen_lock_version`, None for a
   new row); a save that lost a race raises StaleEdit carrying the newer value;
 - every change is written to the audit log in the same transaction.
 """
 
-from db.independence import ready_for_adjudication, take_into_adjudication
+from db.access.independence import ready_for_adjudication, take_into_adjudication
 from db.review.adjudication import (
     AdjudicationCell,
     AdjudicationInput,
@@ -68,7 +68,7 @@ from db.review.shared import (
     CaseText,
     current_rubric_version_id,
 )
-from db.status import judge_names
+from db.store.judges import judge_names
 
 __all__ = [
     "CHECK_ALL",

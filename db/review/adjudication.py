@@ -9,11 +9,8 @@ import pandas as pd
 from sqlalchemy import select
 from sqlmodel import Session
 
-from db import gold, independence, kept
-from db.current_rubric import counts_sql
-from db.errors import ValidationFailed
-from db.models import NO_GROUP, AdjudicationOpening, Case, Label, Response, ResponseStatus, Stage, User
-from db.notes import clean_note
+from db import counts
+from db.access import independence
 from db.review.locked_save import LabelView, _label_view, save_label
 from db.review.shared import (
     AB_ORDER_SALT,
@@ -23,6 +20,11 @@ from db.review.shared import (
     _response_and_case,
     current_rubric_version_id,
 )
+from db.rules import gold
+from db.rules.errors import ValidationFailed
+from db.rules.notes import clean_note
+from db.store.current_rubric import counts_sql
+from db.store.models import NO_GROUP, AdjudicationOpening, Case, Label, Response, ResponseStatus, Stage, User
 
 # Adjudication --------------------------------------------------------------------------------
 
@@ -31,27 +33,27 @@ def unresolved_count(session: Session) -> int:
     """Decisions where both groups have a final label, they differ, and nobody adjudicated (docs/REFERENCE.md §4).
 
     Every response's: the admins' figure. A checker's own is `my_unresolved_count`."""
-    return kept.unresolved_total(session)
+    return counts.unresolved_total(session)
 
 
-def _my_unresolved_figures(session: Session, user: User) -> list[kept.ResponseFigures]:
+def _my_unresolved_figures(session: Session, user: User) -> list[counts.ResponseFigures]:
     """The kept figures of the responses with an unresolved disagreement that are closed to the checker (they
     took them into adjudication or opened them) and that they may adjudicate, in response order.
 
     Responses still open to them are left out whatever their figures: a count that moved when the checker
-    flipped one of their own labels would tell them the other group's label (db.independence)."""
+    flipped one of their own labels would tell them the other group's label (db.access.independence)."""
     _require_checker(user)
-    if kept.recounting():
+    if counts.recounting():
         closed = independence.opened_by(session, user.id)
-        unresolved = [f for f in kept.responses_with_unresolved(session) if f.response_id in closed]
+        unresolved = [f for f in counts.responses_with_unresolved(session) if f.response_id in closed]
     else:
         rows = session.execute(
-            select(*(getattr(ResponseStatus, name) for name in kept.STATUS_COLUMNS))
+            select(*(getattr(ResponseStatus, name) for name in counts.STATUS_COLUMNS))
             .join(AdjudicationOpening, AdjudicationOpening.response_id == ResponseStatus.response_id)
             .where(AdjudicationOpening.user_id == user.id, ResponseStatus.n_unresolved > 0)
             .order_by(ResponseStatus.response_id)
         ).all()
-        unresolved = [kept.ResponseFigures(*map(int, row)) for row in rows]
+        unresolved = [counts.ResponseFigures(*map(int, row)) for row in rows]
     refused = independence.not_adjudicable(session, user, [f.response_id for f in unresolved])
     return [f for f in unresolved if f.response_id not in refused]
 
@@ -78,7 +80,7 @@ def my_open_disagreements(session: Session, user: User) -> OpenDisagreements:
 
 def all_open_disagreements(session: Session) -> OpenDisagreements:
     """Every response's: the admins' figure."""
-    return OpenDisagreements(unresolved_count(session), len(kept.responses_with_unresolved(session)))
+    return OpenDisagreements(unresolved_count(session), len(counts.responses_with_unresolved(session)))
 
 
 @dataclass(frozen=True)
@@ -94,9 +96,9 @@ class AdjudicationQueueItem:
 def adjudication_queue(session: Session, user: User) -> list[AdjudicationQueueItem]:
     """Responses with unresolved disagreements, lowest agreement between the groups first.
 
-    Only responses closed to the checker are listed (taken into adjudication, db.independence), and of
+    Only responses closed to the checker are listed (taken into adjudication, db.access.independence), and of
     those not the ones they may not adjudicate: those they labeled, and those their group has not finished
-    checking. The figures are the kept ones of db.kept, so the queue reads a few small rows, not every label.
+    checking. The figures are the kept ones of db.counts.figures, so the queue reads a few small rows, not every label.
     """
     figures = _my_unresolved_figures(session, user)
     ids = [f.response_id for f in figures]
@@ -170,7 +172,7 @@ def adjudication_view(session: Session, user: User, response_id: int) -> Adjudic
     """
     independence.open_adjudication(session, user, response_id)
     response, case = _response_and_case(session, response_id)
-    # Finals and disagreements from the labels that count on the current rubric only (db.current_rubric).
+    # Finals and disagreements from the labels that count on the current rubric only (db.store.current_rubric).
     labels = list(
         session.execute(
             select(Label).where(Label.response_id == response_id, counts_sql(Label.rubric_version_id))

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlmodel import Session
 
-from db.audit import record
-from db.current_rubric import current_approved_version
-from db.errors import NotFound, StaleEdit, ValidationFailed
-from db.models import Assignment, AssignmentKind, Case, Criterion, Role, RubricStatus, RubricVersion, User, utcnow
-from db.notes import clean_note
-from db.policies import require_admin
+from db.access.audit import record
+from db.access.policies import require_admin
 from db.review.shared import _criteria, _username
-from db.rubrics import latest_version
+from db.rubrics.authoring import latest_version
+from db.rules.errors import NotFound, StaleEdit, ValidationFailed
+from db.rules.notes import clean_note
+from db.store.current_rubric import current_approved_version
+from db.store.models import Assignment, AssignmentKind, Case, Criterion, Role, RubricStatus, RubricVersion, User, utcnow
 
 #: Why the rubric came back, as recorded in the audit log.
 REASON = "criterion reliability"

@@ -1,7 +1,7 @@
 """A checker's work in progress on the label check and the adjudication, kept as server-side drafts.
 
-Like the annotator's labeling (db/label_drafts.py), every decision and note is kept at once as a
-draft of (checker, response), in the same private `draft` table (db/drafts.py), so a refresh, a
+Like the annotator's labeling (db/labeling/drafts.py), every decision and note is kept at once as a
+draft of (checker, response), in the same private `draft` table (db/labeling/draft_store.py), so a refresh, a
 closed tab or a crash loses nothing and a reopened response shows its draft, marked unsaved.
 
 Rules: only a checker who may do the work keeps a draft of it (a label check: a checker of the
@@ -19,14 +19,14 @@ from datetime import datetime
 
 from sqlmodel import Session, select
 
-from db import independence
-from db.drafts import checked_decisions, discard_draft, kept_at, load_draft, save_draft
-from db.errors import NotFound, PermissionDenied, ValidationFailed
-from db.models import Label, Stage, User, utcnow
-from db.notes import clean_note
+from db.access import independence
+from db.labeling.draft_store import checked_decisions, discard_draft, kept_at, load_draft, save_draft
 from db.review.adjudication import AdjudicationView
 from db.review.label_check import CheckView
 from db.review.shared import _criteria, _require_checker, _response_and_case, current_rubric_version_id
+from db.rules.errors import NotFound, PermissionDenied, ValidationFailed
+from db.rules.notes import clean_note
+from db.store.models import Label, Stage, User, utcnow
 
 CHECK, ADJUDICATION = "check", "adjudication"
 

@@ -9,11 +9,8 @@ from dataclasses import dataclass, field
 from sqlalchemy import and_, case as sql_case, func, or_, select
 from sqlmodel import Session
 
-from db import independence, kept
-from db.current_rubric import counts_sql
-from db.errors import NotFound, PermissionDenied, ValidationFailed
-from db.models import Case, JudgeDecision, Label, Response, Stage, User
-from db.notes import clean_note
+from db import counts
+from db.access import independence
 from db.review.locked_save import LabelView, _find_label, _label_view, save_label
 from db.review.shared import (
     CaseText,
@@ -22,6 +19,10 @@ from db.review.shared import (
     _response_and_case,
     current_rubric_version_id,
 )
+from db.rules.errors import NotFound, PermissionDenied, ValidationFailed
+from db.rules.notes import clean_note
+from db.store.current_rubric import counts_sql
+from db.store.models import Case, JudgeDecision, Label, Response, Stage, User
 
 # Label check within a group ------------------------------------------------------------------
 
@@ -51,7 +52,7 @@ def check_annotators(session: Session, user: User) -> list[AnnotatorSummary]:
     """The annotators of the checker's group with annotation labels in that group (never the checker)."""
     _require_checker(user)
     group = user.group_no
-    tally = kept.tally(stage=Stage.annotation.value, group_no=group)
+    tally = counts.tally(stage=Stage.annotation.value, group_no=group)
     rows = session.execute(
         select(
             User.id,
@@ -79,7 +80,7 @@ def _require_queue_reader(user: User, annotator_id: int) -> None:
 
 def _own_responses(group: int, annotator_id: int):
     """response_id, n: the annotator's annotation labels per response in `group`."""
-    own_tally = kept.tally(stage=Stage.annotation.value, group_no=group, user_id=annotator_id)
+    own_tally = counts.tally(stage=Stage.annotation.value, group_no=group, user_id=annotator_id)
     return (
         select(own_tally.c.response_id, func.sum(own_tally.c.n).label("n"))
         .group_by(own_tally.c.response_id)
@@ -89,7 +90,7 @@ def _own_responses(group: int, annotator_id: int):
 
 def _checked_per_response(group: int):
     """response_id, n: the group's check labels per response."""
-    check_tally = kept.tally(stage=Stage.check.value, group_no=group)
+    check_tally = counts.tally(stage=Stage.check.value, group_no=group)
     return (
         select(check_tally.c.response_id, func.sum(check_tally.c.n).label("n"))
         .group_by(check_tally.c.response_id)
@@ -125,7 +126,7 @@ def _queue_page_rows(session: Session, group: int, annotator_id: int, offset: in
         .offset(offset)
         .limit(limit)
     ).all()
-    check_tally = kept.tally(stage=Stage.check.value, group_no=group)
+    check_tally = counts.tally(stage=Stage.check.value, group_no=group)
     checked = dict(
         session.execute(
             select(check_tally.c.response_id, func.sum(check_tally.c.n))
@@ -264,7 +265,7 @@ def _queue_key(session: Session, group: int, annotator_id: int, response_id: int
     """(case_id, code) of `response_id` when it is in the annotator's queue, else None."""
     if response_id is None:
         return None
-    own_tally = kept.tally(stage=Stage.annotation.value, group_no=group, user_id=annotator_id)
+    own_tally = counts.tally(stage=Stage.annotation.value, group_no=group, user_id=annotator_id)
     row = session.execute(
         select(Case.case_id, Response.code)
         .join(Case, Case.id == Response.case_pk)

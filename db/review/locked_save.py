@@ -12,12 +12,12 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from db import kept
-from db.audit import record
-from db.errors import NotFound, StaleEdit
-from db.label_view import LabelView
-from db.models import Case, Label, Response, Stage, User, utcnow
+from db import counts
+from db.access.audit import record
+from db.labeling.view import LabelView
 from db.review.shared import _username, current_rubric_version_id
+from db.rules.errors import NotFound, StaleEdit
+from db.store.models import Case, Label, Response, Stage, User, utcnow
 
 # Saving a label with optimistic locking -----------------------------------------------------
 
@@ -138,7 +138,7 @@ def save_label(
             entity_key=entity_key,
             after=_label_snapshot(session, label),
         )
-        kept.touch(session, [response.id])
+        counts.touch(session, [response.id])
         return label
     existing = _find_label(session, response.id, criterion_id, stage, group_no)
     if existing is None:
@@ -173,7 +173,7 @@ def save_label(
         before=before,
         after=_label_snapshot(session, label),
     )
-    kept.touch(session, [response.id])
+    counts.touch(session, [response.id])
     return label
 
 

@@ -9,14 +9,14 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlmodel import Session, col
 
-from db import kept
-from db.audit import record
-from db.current_rubric import stale_sql
-from db.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
-from db.models import Case, Criterion, Label, Response, RubricStatus, RubricVersion, User, utcnow
-from db.notes import clean_note
+from db import counts
+from db.access.audit import record
 from db.review.shared import CaseText, _criteria, _current_versions_subquery, _require_checker, _username
-from db.rubrics import CriterionView, criteria_of
+from db.rubrics.authoring import CriterionView, criteria_of
+from db.rules.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
+from db.rules.notes import clean_note
+from db.store.current_rubric import stale_sql
+from db.store.models import Case, Criterion, Label, Response, RubricStatus, RubricVersion, User, utcnow
 
 # Rubric audit --------------------------------------------------------------------------------
 
@@ -229,7 +229,7 @@ def _decide_rubric(
             key="errors.rubric_changed_since",
         )
     if status == RubricStatus.approved:
-        kept.touch_cases(session, [rubric.case_pk])  # the case's current rubric changed
+        counts.touch_cases(session, [rubric.case_pk])  # the case's current rubric changed
     for criterion in criteria.values():
         new_comment = criterion_comments.get(criterion.id)
         if criterion.review_comment != new_comment:
@@ -326,7 +326,7 @@ def labels_needing_relabel(
     """Labels made against a rubric version that is no longer the case's current approved one.
 
     An approved rubric is frozen: a change makes a new version, and the labels of the old one
-    must be redone (`db.current_rubric`: such labels count nowhere until then).
+    must be redone (`db.store.current_rubric`: such labels count nowhere until then).
     """
     current = _current_versions_subquery()
     statement = (

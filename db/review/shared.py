@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlmodel import Session
 
-from db.current_rubric import current_approved_version, current_versions
-from db.errors import NotFound
-from db.models import Case, Criterion, Response, Role, User
-from db.policies import require_role
+from db.access.policies import require_role
+from db.rules.errors import NotFound
+from db.store.current_rubric import current_approved_version, current_versions
+from db.store.models import Case, Criterion, Response, Role, User
 
 #: Salt of the A/B order in adjudication; changing it reshuffles every cell.
 AB_ORDER_SALT = "clinconsensus-ab-v1"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from db.config import get_settings
+from db.rules.config import get_settings
 from tools.app_server import (  # noqa: F401  (names the browser tests import from here)
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -81,8 +81,8 @@ class Account:
 
 def find_account(database_url: str, role: str, group_no: int | None = None) -> Account:
     """An active account of `role` (and group) in the seeded database."""
-    from db import users
-    from db.engine import make_engine, session_scope
+    from db.access import users
+    from db.store.engine import make_engine, session_scope
 
     engine = make_engine(database_url)
     try:

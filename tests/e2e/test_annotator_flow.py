@@ -12,10 +12,10 @@ from playwright.sync_api import expect
 from sqlmodel import select
 
 from annotate.authoring import ROW_HEIGHT  # the editor's row height: the tests click rows by it
-from db import users
-from db.config import RUBRIC_SIZE
-from db.engine import make_engine, session_scope
-from db.models import Assignment, AssignmentKind, Label, RubricStatus, RubricVersion
+from db.access import users
+from db.rules.config import RUBRIC_SIZE
+from db.store.engine import make_engine, session_scope
+from db.store.models import Assignment, AssignmentKind, Label, RubricStatus, RubricVersion
 from tests.e2e.conftest import choose_in_picker, login, screenshot, text, wait_for_app_run
 from tests.e2e.grid_helpers import type_into_row
 from tests.support.factories import make_case, make_response
@@ -121,7 +121,7 @@ def test_author_a_rubric_then_label_a_response(page, context, browser, app_serve
         type_into_row(page, grid, body, x_offset=56 + 150, row=row, row_height=ROW_HEIGHT)
     screenshot(page, "annotator-authoring-filled")
     # the lint warns about the vague wording and nothing blocks submission
-    from db.rubric_lint import lint_rubric
+    from db.rules.lint import lint_rubric
 
     warnings = len(lint_rubric(texts).warnings)  # the vague 适当 and the compounds joined by 与
     assert warnings >= 2
@@ -140,7 +140,7 @@ def test_author_a_rubric_then_label_a_response(page, context, browser, app_serve
     with session_scope(engine, read_only=True) as s:
         version = s.exec(select(RubricVersion).where(RubricVersion.case_pk == world["write_pk"])).one()
         assert version.status == RubricStatus.submitted
-        from db.rubrics import criteria_of
+        from db.rubrics.authoring import criteria_of
 
         assert [c.text for c in criteria_of(s, version.id)] == texts
 

@@ -17,10 +17,11 @@ from sqlmodel import select
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from annotate.authoring import ROW_HEIGHT  # the editor's row height: the tests click rows by it
-from db import review, rubrics, users
-from db.config import RUBRIC_SIZE
-from db.engine import make_engine, session_scope
-from db.models import Assignment, AssignmentKind, Criterion, RubricStatus, RubricVersion
+from db import review, rubrics
+from db.access import users
+from db.rules.config import RUBRIC_SIZE
+from db.store.engine import make_engine, session_scope
+from db.store.models import Assignment, AssignmentKind, Criterion, RubricStatus, RubricVersion
 from tests.e2e.conftest import ACTION_TIMEOUT_MS, choose_in_picker, login, screenshot, text, wait_for_app_run
 from tests.e2e.grid_helpers import open_row_editor, type_into_row
 from tests.e2e.test_annotator_flow import CRITERIA

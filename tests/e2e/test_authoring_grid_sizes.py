@@ -12,10 +12,11 @@ from playwright.sync_api import expect
 from sqlmodel import select
 
 from annotate.authoring import ID_WIDTH, LINT_WIDTH, REVIEW_WIDTH, TAGS_WIDTH, TEXT_WIDTH_BESIDE_REVIEW
-from db import review, rubrics, users
-from db.config import RUBRIC_SIZE
-from db.engine import make_engine, session_scope
-from db.models import Assignment, AssignmentKind, Criterion, RubricVersion
+from db import review, rubrics
+from db.access import users
+from db.rules.config import RUBRIC_SIZE
+from db.store.engine import make_engine, session_scope
+from db.store.models import Assignment, AssignmentKind, Criterion, RubricVersion
 from tests.e2e.conftest import ACTION_TIMEOUT_MS, choose_in_picker, login, screenshot, text, wait_for_app_run
 from ui.widgets import CASE_META_FIELDS
 

@@ -33,8 +33,8 @@ def _database_facts(database_url: str) -> tuple[list[str], set[str]]:
     """Model names, and the internal ids (as text) of responses, cases, rubric versions and criteria."""
     from sqlmodel import select
 
-    from db.engine import make_engine, session_scope
-    from db.models import Case, Criterion, Response, RubricVersion
+    from db.store.engine import make_engine, session_scope
+    from db.store.models import Case, Criterion, Response, RubricVersion
 
     engine = make_engine(database_url)
     try:

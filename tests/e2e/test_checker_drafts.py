@@ -11,9 +11,9 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from db.config import RUBRIC_SIZE
-from db.engine import session_scope
-from db.models import Draft, Label, Stage
+from db.rules.config import RUBRIC_SIZE
+from db.store.engine import session_scope
+from db.store.models import Draft, Label, Stage
 from tests.e2e.conftest import ACTION_TIMEOUT_MS, choose_in_picker, login, screenshot, text, wait_for_app_run
 from tests.e2e.test_checker_workbench import DISPUTED, disputed, to_check  # noqa: F401  (fixtures)
 

@@ -1,7 +1,7 @@
 """The checker's day in a real browser: audit a rubric (return, then approve), check labels, adjudicate.
 
-The author's and the annotators' part is done through the data layer they use (db.rubrics,
-db.labeling), so this test covers the checker's pages; the gold label is read back with db.gold.
+The author's and the annotators' part is done through the data layer they use (db.rubrics.authoring,
+db.labeling.annotation), so this test covers the checker's pages; the gold label is read back with db.rules.gold.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from db import independence, labeling, review, rubrics, users
-from db.config import RUBRIC_SIZE
-from db.engine import make_engine, session_scope
-from db.gold import LABEL_COLUMNS, gold_labels
-from db.models import Assignment, AssignmentKind, Label, RubricStatus, RubricVersion, Stage
+from db import labeling, review, rubrics
+from db.access import independence, users
+from db.rules.config import RUBRIC_SIZE
+from db.rules.gold import LABEL_COLUMNS, gold_labels
+from db.store.engine import make_engine, session_scope
+from db.store.models import Assignment, AssignmentKind, Label, RubricStatus, RubricVersion, Stage
 from tests.e2e.conftest import choose_in_picker, login, screenshot, text, wait_for_app_run
 from tests.support.factories import make_case, make_response
 from ui.times import zone_label
@@ -114,7 +115,7 @@ def _rubric(engine, case_pk) -> RubricVersion:
 def _label_both_groups(engine, case_pk, annotator1: str, annotator2: str) -> int:
     """One response, labeled by an annotator of each group; they differ on DISPUTED."""
     with session_scope(engine) as s:
-        from db.models import Case
+        from db.store.models import Case
 
         response = make_response(
             s, s.get(Case, case_pk), f"e2e-model-{secrets.token_hex(2)}", "建议您尽快到心内科就诊。"
@@ -165,7 +166,7 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
     rubric = _rubric(engine, case_pk)
     with session_scope(engine, read_only=True) as s:
         first_criterion = rubrics.criteria_of(s, rubric.id)[0]
-        from db.models import Criterion
+        from db.store.models import Criterion
 
         first_pk = s.exec(
             select(Criterion.id).where(
@@ -229,7 +230,7 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
     _open_workbench(page, "review.check.title", "review.check.annotator")
     choose_in_picker(page, text("review.check.annotator"), accounts("annotator", 1).display_name)
     with session_scope(engine, read_only=True) as s:
-        from db.models import Response
+        from db.store.models import Response
 
         code = s.get(Response, response_id).code
     choose_in_picker(page, text("review.check.pick"), code)

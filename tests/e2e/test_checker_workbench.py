@@ -9,10 +9,10 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from db import independence, kept, users  # noqa: F401  (kept: labels added here update the checker's figures)
-from db.config import RUBRIC_SIZE
-from db.engine import make_engine, session_scope
-from db.models import Label, RubricStatus, Stage
+from db.access import independence, users
+from db.rules.config import RUBRIC_SIZE
+from db.store.engine import make_engine, session_scope
+from db.store.models import Label, RubricStatus, Stage
 from tests.e2e.conftest import (
     ACTION_TIMEOUT_MS,
     DEMO_PASSWORD,

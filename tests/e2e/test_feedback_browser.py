@@ -10,9 +10,10 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from db import feedback, labeling
-from db.engine import make_engine, session_scope
-from db.models import Assignment, AssignmentKind, JudgeDecision, Response, User
+from db import labeling
+from db.store.engine import make_engine, session_scope
+from db.store.models import Assignment, AssignmentKind, JudgeDecision, Response, User
+from db.work import feedback
 from tests.e2e.conftest import (
     ACTION_TIMEOUT_MS,
     DEMO_PASSWORD,
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.browser
 
 
 def _finish_round(database_url: str, number: int) -> str:
-    """Label what is missing in round `number` through db.labeling as each assignee (met on every open
+    """Label what is missing in round `number` through db.labeling.annotation as each assignee (met on every open
     criterion); returns the round's group-1 annotator."""
     engine = make_engine(database_url)
     try:

@@ -11,10 +11,10 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from db import users
-from db.config import RUBRIC_SIZE
-from db.engine import make_engine, session_scope
-from db.models import Assignment, AssignmentKind, Draft, Label, LabelTiming, RubricStatus
+from db.access import users
+from db.rules.config import RUBRIC_SIZE
+from db.store.engine import make_engine, session_scope
+from db.store.models import Assignment, AssignmentKind, Draft, Label, LabelTiming, RubricStatus
 from tests.e2e.conftest import ACTION_TIMEOUT_MS, choose_in_picker, login, screenshot, text, wait_for_app_run
 from tests.support.factories import make_case, make_response
 
@@ -61,7 +61,7 @@ def world(app_server, accounts):
 
 def _lengthen_criteria(session, case_pk: int) -> None:
     """Every third criterion is long, so the list shows wrapped criteria, as real rubrics do."""
-    from db.models import Criterion, RubricVersion
+    from db.store.models import Criterion, RubricVersion
 
     version = session.exec(select(RubricVersion).where(RubricVersion.case_pk == case_pk)).one()
     for criterion in session.exec(select(Criterion).where(Criterion.rubric_version_id == version.id)).all():

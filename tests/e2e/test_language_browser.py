@@ -1,11 +1,11 @@
-"""In the browser: the import page states our upload limit (db.limits), in the reader's language, and
+"""In the browser: the import page states our upload limit (db.rules.limits), in the reader's language, and
 Streamlit's own limit line ("1GB per file" for 512 MB) is not shown beside it."""
 
 from __future__ import annotations
 
 import pytest
 
-from db.limits import MAX_UPLOAD_MB
+from db.rules.limits import MAX_UPLOAD_MB
 from tests.e2e.conftest import login, open_app, screenshot, text, wait_for_app_run
 
 pytestmark = pytest.mark.browser

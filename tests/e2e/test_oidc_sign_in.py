@@ -46,9 +46,9 @@ def provider():
 @pytest.fixture(scope="module")
 def oidc_app(provider, chromium_path, tmp_path_factory):
     """The app configured for the provider, on a database with one linked account."""
-    from db import users
-    from db.engine import make_engine, session_scope
-    from db.migrate import upgrade
+    from db.access import users
+    from db.store.engine import make_engine, session_scope
+    from db.store.migrate import upgrade
     from tests.support.factories import make_user
 
     base, issuer = provider
@@ -148,7 +148,7 @@ def either(key: str, **values) -> re.Pattern:
 
 
 def _database(database_url: str):
-    from db.engine import make_engine
+    from db.store.engine import make_engine
 
     return make_engine(database_url)
 
@@ -156,9 +156,9 @@ def _database(database_url: str):
 def test_idle_timeout_and_deactivation_end_the_provider_sign_in_on_the_next_run(page, oidc_app):
     from sqlalchemy import update
 
-    from db import users
-    from db.engine import session_scope
-    from db.models import LoginSession, User, utcnow
+    from db.access import users
+    from db.store.engine import session_scope
+    from db.store.models import LoginSession, User, utcnow
 
     base_url, database_url = oidc_app
     engine = _database(database_url)

@@ -20,9 +20,10 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from db import independence, labeling, review, users
-from db.engine import make_engine, session_scope
-from db.models import Assignment, AssignmentKind, Label, Stage, User
+from db import labeling, review
+from db.access import independence, users
+from db.store.engine import make_engine, session_scope
+from db.store.models import Assignment, AssignmentKind, Label, Stage, User
 from tests.conftest import new_postgres_url
 from tests.e2e.conftest import (
     DEMO_PASSWORD,
@@ -121,7 +122,7 @@ def _disputed_response(database_url: str) -> tuple[int, str]:
                     expected_versions=view.expected_versions,
                 )
         # Each group's checker confirms their group's labels: a response still waiting in a group's check
-        # queue cannot be adjudicated by that group's checkers (db.independence).
+        # queue cannot be adjudicated by that group's checkers (db.access.independence).
         for group in (1, 2):
             checker = find_account(database_url, "checker", group).username
             with session_scope(engine) as s:
@@ -132,7 +133,7 @@ def _disputed_response(database_url: str) -> tuple[int, str]:
                     )
                 ).all():
                     review.save_check(s, person, response_id=response_id, criterion_id=criterion_id, met=met)
-            with session_scope(engine) as s:  # and takes it into adjudication (db.independence)
+            with session_scope(engine) as s:  # and takes it into adjudication (db.access.independence)
                 independence.open_adjudication(s, users.get_user(s, username=checker), response_id)
     finally:
         engine.dispose()

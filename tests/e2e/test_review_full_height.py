@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from db.config import RUBRIC_SIZE
+from db.rules.config import RUBRIC_SIZE
 from tests.e2e.conftest import ACTION_TIMEOUT_MS, SCREENSHOTS, choose_in_picker, login, text, wait_for_app_run
 from tests.e2e.test_checker_workbench import submitted, to_check  # noqa: F401  (fixtures)
 

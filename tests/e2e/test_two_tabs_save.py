@@ -12,10 +12,10 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from db import users
-from db.config import RUBRIC_SIZE
-from db.engine import make_engine, session_scope
-from db.models import Assignment, AssignmentKind, Draft, Label, RubricStatus
+from db.access import users
+from db.rules.config import RUBRIC_SIZE
+from db.store.engine import make_engine, session_scope
+from db.store.models import Assignment, AssignmentKind, Draft, Label, RubricStatus
 from tests.e2e.conftest import ACTION_TIMEOUT_MS, choose_in_picker, login, open_app, screenshot, text, wait_for_app_run
 from tests.support.factories import make_case, make_response
 
@@ -164,8 +164,9 @@ def test_the_second_tabs_refused_save_tells_the_truth_and_keeps_the_first_tabs_l
 
 def test_labels_made_final_by_the_rounds_feedback_show_read_only(tabs, app_server, world, accounts):
     """The round of the response is labeled and its feedback opened, then closed: the labels stay final."""
-    from db import feedback, label_drafts
-    from db.models import User
+    from db.labeling import drafts as label_drafts
+    from db.store.models import User
+    from db.work import feedback
 
     with session_scope(world["engine"]) as s:
         user = s.get(User, world["user_id"])

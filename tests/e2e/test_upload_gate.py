@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from db.limits import MAX_UPLOAD_MB
+from db.rules.limits import MAX_UPLOAD_MB
 from tests.e2e.conftest import ACTION_TIMEOUT_MS, login, open_app, text, wait_for_app_run
 
 pytestmark = pytest.mark.browser

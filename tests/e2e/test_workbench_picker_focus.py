@@ -7,8 +7,8 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from db.engine import session_scope
-from db.models import Draft
+from db.store.engine import session_scope
+from db.store.models import Draft
 from tests.e2e.conftest import ACTION_TIMEOUT_MS, login, text, wait_for_app_run
 from tests.e2e.test_checker_workbench import DISPUTED, disputed  # noqa: F401  (fixtures)
 

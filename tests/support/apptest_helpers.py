@@ -14,8 +14,8 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
-from db import users
-from db.engine import get_engine, make_engine, session_scope
+from db.access import users
+from db.store.engine import get_engine, make_engine, session_scope
 
 ENTRY_FILE = str(Path(__file__).resolve().parents[2] / "streamlit_app.py")
 TIMEOUT = 60

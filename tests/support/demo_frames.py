@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from analysis.frames import Frames
 from analysis.loader import load_frames
-from db.engine import make_engine
+from db.store.engine import make_engine
 from demo import generator as demo
 from tests.conftest import new_sqlite_url
 

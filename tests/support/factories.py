@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sqlmodel import Session
 
-from db.current_rubric import current_approved_version
-from db.models import NO_GROUP, Case, Criterion, Label, Response, RubricStatus, RubricVersion, Stage, User
-from db.security import hash_password
+from db.rules.security import hash_password
+from db.store.current_rubric import current_approved_version
+from db.store.models import NO_GROUP, Case, Criterion, Label, Response, RubricStatus, RubricVersion, Stage, User
 
 DEFAULT_PASSWORD = "correct-horse-9"
 _HASH_CACHE: dict[str, str] = {}
@@ -110,7 +110,7 @@ def make_label(
     rubric_version_id: int | None = None,
 ) -> Label:
     """A label made on `rubric_version_id`, by default on the current rubric of the response's case (as a save
-    stamps it; `db.current_rubric`)."""
+    stamps it; `db.store.current_rubric`)."""
     group = NO_GROUP if stage == Stage.adjudication else (group_no if group_no is not None else user.group_no)
     if rubric_version_id is None:
         current = current_approved_version(session, response.case_pk)
@@ -135,8 +135,8 @@ def log_factory_rows(session: Session, actor: str = "factory") -> None:
     form importers use, so `audit verify` replays them like imported rows."""
     from sqlmodel import select
 
-    from db.audit import AuditWriter
-    from db.audit_replay import bulk_label_row
+    from db.access.audit import AuditWriter
+    from db.access.audit_replay import bulk_label_row
 
     labels = session.exec(
         select(
@@ -180,8 +180,8 @@ def _log_factory_accounts_and_texts(session: Session, writer) -> None:
     """Accounts, case records and response texts the factories wrote directly, as their writers log them."""
     from sqlmodel import select
 
-    from db.audit_digest import CASE_COLUMNS, password_digest
-    from db.audit_records import case_digests_entry, response_digests_entry
+    from db.access.audit_digest import CASE_COLUMNS, password_digest
+    from db.access.audit_records import case_digests_entry, response_digests_entry
 
     for user in session.exec(select(User)).all():
         snapshot = {

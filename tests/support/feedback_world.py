@@ -1,10 +1,10 @@
-"""A small study with two labeling rounds, for the feedback tests (db/feedback.py, its pages, the browser)."""
+"""A small study with two labeling rounds, for the feedback tests (db/work/feedback.py, its pages, the browser)."""
 
 from __future__ import annotations
 
-from db.assignments import assign_labeling
-from db.engine import session_scope
-from db.models import Response, Stage, User
+from db.store.engine import session_scope
+from db.store.models import Response, Stage, User
+from db.work.assignments import assign_labeling
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 N = 3

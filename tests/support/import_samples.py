@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import func, select
 from sqlmodel import Session
 
-from db import config
 from db.importers import ImportFailed, import_file
-from db.models import AuditLog, Case, Criterion, JudgeDecision, Label, Response, RubricVersion, User
+from db.rules import config
+from db.store.models import AuditLog, Case, Criterion, JudgeDecision, Label, Response, RubricVersion, User
 
 MODELS = ("model-a", "model-b")
 

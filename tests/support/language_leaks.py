@@ -166,9 +166,9 @@ def shown_texts(app) -> list[Shown]:
 @lru_cache(maxsize=1)
 def vocabulary_codes() -> frozenset[str]:
     """Stored codes a reader should see by their name: enum values, taxonomy ids, audit words."""
-    from db import enums
-    from db.audit import AUDIT_ACTIONS, AUDIT_ENTITIES
-    from db.taxonomy import get_taxonomy
+    from db.access.audit import AUDIT_ACTIONS, AUDIT_ENTITIES
+    from db.rules import enums
+    from db.rules.taxonomy import get_taxonomy
 
     codes = set(AUDIT_ACTIONS) | set(AUDIT_ENTITIES)
     for value in vars(enums).values():

@@ -8,7 +8,7 @@ Revises: 0004
   counters of `user`, which could not be counted atomically.
 - `login_session.last_seen_at`: the idle timeout.
 - The audit chain becomes keyed (HMAC-SHA-256): an existing chain is first verified with the old
-  unkeyed hash, then every entry is re-linked with the key (`db.audit.audit_key`).
+  unkeyed hash, then every entry is re-linked with the key (`db.access.audit.audit_key`).
 """
 
 import hashlib
@@ -92,7 +92,7 @@ def _unkeyed_hash(prev_hash, at, actor, action, entity, entity_key, before, afte
 
 
 def _key_the_audit_chain() -> None:
-    from db.audit import GENESIS_HASH, audit_key, entry_hash
+    from db.access.audit import GENESIS_HASH, audit_key, entry_hash
 
     connection = op.get_bind()
     log = sa.table(

@@ -4,7 +4,7 @@ Revision ID: 0007
 Revises: 0005
 
 The checker pages, the sidebar and the progress page read these small tables instead of recounting
-every label; db/kept.py rewrites the rows of the responses each save or import touches. An existing
+every label; db/counts/figures.py rewrites the rows of the responses each save or import touches. An existing
 database gets them computed from its labels here. An index on label.updated_at lets the data version
 read the newest label edit without a scan.
 """
@@ -43,10 +43,10 @@ def upgrade() -> None:
     # The data version (analysis/loader.py) reads the newest label edit through this index.
     op.create_index("ix_label_updated_at", "label", ["updated_at"])
 
-    from db import kept
+    from db import counts
 
     # The status here; the tally is written by revision 0009, which adds its last column.
-    kept.rebuild_status(op.get_bind())
+    counts.rebuild_status(op.get_bind())
 
 
 def downgrade() -> None:

@@ -3,7 +3,7 @@
 Revision ID: 0011
 Revises: 0010
 
-A label counts only when it was made on its case's current rubric (db.current_rubric). Labels written
+A label counts only when it was made on its case's current rubric (db.store.current_rubric). Labels written
 before imports stamped their version have none; each gets the version that was current when it was
 written: the newest approved version of its case whose approval (review time, or creation time for a
 rubric imported approved) is not after the label's last write (updated_at, else created_at). A label
@@ -12,7 +12,7 @@ of cases and labels in one go can do) gets the case's first approved version, th
 been made on. A case without any approved version leaves its labels without a version: they count
 nowhere, like any label on an older version, and stay readable.
 Which labels count changes with the stamps, so every kept figure is rebuilt here by today's
-db/kept.py (the rebuild revision 0010 did moves to this newest revision that changes what it reads).
+db/counts/figures.py (the rebuild revision 0010 did moves to this newest revision that changes what it reads).
 Downgrading keeps the stamps: revision 0010's rule counts a stamped label as it counted an unstamped one
 as long as its version is current.
 """
@@ -42,11 +42,11 @@ def upgrade() -> None:
     bind = op.get_bind()
     bind.exec_driver_sql(STAMP_UNSTAMPED)
 
-    from db import kept
+    from db import counts
 
-    kept.rebuild_tally(bind)  # with the gold figures
-    kept.rebuild_status(bind)
-    kept.rebuild_assignments(bind)
+    counts.rebuild_tally(bind)  # with the gold figures
+    counts.rebuild_status(bind)
+    counts.rebuild_assignments(bind)
 
 
 def downgrade() -> None:

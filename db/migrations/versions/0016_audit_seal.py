@@ -4,7 +4,7 @@ Revision ID: 0016
 Revises: 0015
 
 `audit_seal` holds one row: how many entries the log has and the hash of the last, with an HMAC of
-both under the chain's key (db/audit.py), rewritten with every entry. An existing log gets its row
+both under the chain's key (db/access/audit.py), rewritten with every entry. An existing log gets its row
 here, sealed when the key can be read (CLINCONSENSUS_AUDIT_KEY or an existing key file); otherwise
 the next audited change seals it (until then `audit verify` says the head is not sealed).
 """
@@ -28,7 +28,7 @@ def upgrade() -> None:
         sa.Column("seal", sqlmodel.sql.sqltypes.AutoString(length=64), nullable=True),
         sa.PrimaryKeyConstraint("id"),
     )
-    from db.audit_seal import seal_existing_log
+    from db.access.audit_seal import seal_existing_log
 
     seal_existing_log(op.get_bind())
 

@@ -4,7 +4,7 @@ Revision ID: 0019
 Revises: 0018
 
 `judge_run.message` keeps the English note the command line prints; `message_said` keeps the same
-note as a catalog entry with its parameters (db.errors.said_record), so the Judge runs page can say
+note as a catalog entry with its parameters (db.rules.errors.said_record), so the Judge runs page can say
 why a run ended in the reader's language. Runs ended before this revision keep their English note.
 """
 

@@ -1,0 +1,238 @@
+"""Labels replayed from the audit log against the label table, in bounded memory (1.65 M rows at full scale).
+
+Each label is a row of five integers (response, criterion, stage, group, packed value) in compact
+arrays, for the log's rows in log order and for the table's rows as read; names (case/model, criterion
+ids, usernames, notes) are interned once. The log's last row per key is its state; the two sides are
+compared with sorted arrays, and only differences are turned back into names.
+
+Entries understood (their writers):
+- `label` / `check` / `adjudication`, key `CASE/MODEL/CRITERION/STAGE/GROUP` (checker saves, label
+  imports replacing a row): the label's met, note and user;
+- `label`, key `CASE/CODE/annotation/gN`, after {"labels": {criterion: {met, note}}} (the annotator's
+  save of a response; the user is the entry's actor);
+- `labels`, after {"rows": [[case, model, criterion, stage, group, met, user, note], ...]} (bulk inserts).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select
+from sqlmodel import Session
+
+from db.store.models import NO_GROUP, Case, Response, User
+
+LABEL_ENTITIES = ("label", "check", "adjudication", "labels")
+STAGES = ("annotation", "check", "adjudication")
+_STAGE = {name: index for index, name in enumerate(STAGES)}
+_STREAM_ROWS = 20_000
+# Packed in SQL as `_Rows` packs them, read through the driver's cursor: few Python objects per row.
+_PACKED_LABELS_SQL = (
+    "SELECT response_id * 16 + (CASE stage WHEN 'annotation' THEN 0 WHEN 'check' THEN 1 ELSE 2 END) * 4 + group_no, "
+    "criterion_id, user_id * 2 + CAST(met AS INTEGER), note FROM label"
+)
+
+
+def driver_blocks(session: Session, sql: str, size: int) -> Iterator[Sequence[Any]]:
+    """Rows of `sql` in blocks, through the driver's cursor (server-side on PostgreSQL: bounded memory)."""
+    driver = session.connection().connection.dbapi_connection
+    assert driver is not None
+    postgres = session.get_bind().dialect.name == "postgresql"
+    cursor = driver.cursor(name="audit_replay") if postgres else driver.cursor()
+    try:
+        cursor.execute(sql)
+        while block := cursor.fetchmany(size):
+            yield block
+    finally:
+        cursor.close()
+
+
+class _Interned:
+    """Strings to small integers and back (0 is None)."""
+
+    def __init__(self) -> None:
+        self.index: dict[str | None, int] = {None: 0}
+        self.names: list[str | None] = [None]
+
+    def __call__(self, value: str | None) -> int:
+        found = self.index.get(value)
+        if found is None:
+            found = self.index[value] = len(self.names)
+            self.names.append(value)
+        return found
+
+
+class _Rows:
+    """Label rows as three integer columns: place (response, stage, group), criterion, value (note, user, met).
+
+    place = response·16 + stage·4 + group; value = note·2³³ + user·2 + met (the SQL below packs the same).
+    """
+
+    def __init__(self) -> None:
+        self.columns = [array("q") for _ in range(3)]
+
+    def add(self, response: int, criterion: int, stage: int, group: int, value: int) -> None:
+        self.columns[0].append((response << 4) | (stage << 2) | group)
+        self.columns[1].append(criterion)
+        self.columns[2].append(value)
+
+    def arrays(self) -> list[np.ndarray]:
+        return [
+            np.frombuffer(column, dtype=np.int64) if len(column) else np.zeros(0, np.int64) for column in self.columns
+        ]
+
+
+class LabelReplay:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.criteria, self.notes = _Interned(), _Interned()
+        self.response_names: dict[int, tuple[str, str]] = {}
+        self.response_of: dict[tuple[str, str], int] = {}
+        self.response_of_code: dict[tuple[str, str], int] = {}
+        for response_id, case_id, model, code in session.execute(
+            select(Response.id, Case.case_id, Response.model, Response.code).join(Case, Case.id == Response.case_pk)
+        ):
+            self.response_names[response_id] = (case_id, model)
+            self.response_of[(case_id, model)] = response_id
+            self.response_of_code[(case_id, code)] = response_id
+        self.user_of = {name: user_id for user_id, name in session.execute(select(User.id, User.username))}
+        self.user_names = {user_id: name for name, user_id in self.user_of.items()}
+        self.logged = _Rows()
+        self._synthetic = 0
+
+    # Names that are not in the database get ids of their own, so they still compare and can be named.
+    def _response(self, case_id: str, model: str) -> int:
+        found = self.response_of.get((case_id, model))
+        if found is None:
+            self._synthetic += 1
+            found = self.response_of[(case_id, model)] = -self._synthetic
+            self.response_names[found] = (case_id, model)
+        return found
+
+    def _user(self, username: str | None) -> int:
+        found = self.user_of.get(username or "")
+        if found is None:
+            found = self.user_of[username or ""] = max(self.user_names, default=0) + 1
+            self.user_names[found] = username or "?"
+        return found
+
+    def _value(self, met: object, username: str | None, note: str | None) -> int:
+        return (self.notes(note or None) << 33) | (self._user(username) << 1) | int(bool(met))
+
+    def feed(self, entity: str, entity_key: str, actor: str, after: dict | None) -> None:
+        after = after or {}
+        add = self.logged.add
+        if entity == "labels":
+            self._feed_bulk(after.get("rows", []))
+        elif entity == "label" and "labels" in after:
+            case_id, code, stage, group = entity_key.rsplit("/", 3)
+            response_id = self.response_of_code.get((case_id, code))
+            if response_id is None:
+                response_id = self._response(case_id, f"?{code}")
+            for cid, value in after["labels"].items():
+                add(
+                    response_id,
+                    self.criteria(cid),
+                    _STAGE[stage],
+                    int(group.lstrip("g")),
+                    self._value(value["met"], actor, value.get("note")),
+                )
+        else:
+            head, cid, stage, group = entity_key.rsplit("/", 3)
+            case_id, model = head.split("/", 1)
+            user = after.get("user", after.get("annotator"))
+            group_no = NO_GROUP if group in ("-", "", "None") else int(group)
+            add(
+                self._response(case_id, model),
+                self.criteria(cid),
+                _STAGE[stage],
+                group_no,
+                self._value(after["met"], user, after.get("note")),
+            )
+
+    def _feed_bulk(self, rows: list) -> None:
+        # The hot loop of a full-scale replay (one pass per logged label): names looked up locally.
+        responses, criteria, notes, users = self.response_of, self.criteria.index, self.notes.index, self.user_of
+        p_add, c_add, v_add = (column.append for column in self.logged.columns)
+        for case_id, model, cid, stage, group, met, user, note in rows:
+            response = responses.get((case_id, model))
+            if response is None:
+                response = self._response(case_id, model)
+            criterion = criteria.get(cid)
+            if criterion is None:
+                criterion = self.criteria(cid)
+            user_id = users.get(user)
+            if user_id is None:
+                user_id = self._user(user)
+            note_id = notes.get(note or None)
+            if note_id is None:
+                note_id = self.notes(note)
+            p_add((response << 4) | (_STAGE[stage] << 2) | group)
+            c_add(criterion)
+            v_add((note_id << 33) | (user_id << 1) | (1 if met else 0))
+
+    def _stored_rows(self) -> _Rows:
+        rows = _Rows()
+        criteria, notes = self.criteria, self.notes
+        p_add, c_add, v_add = (column.append for column in rows.columns)
+        for block in driver_blocks(self.session, _PACKED_LABELS_SQL, _STREAM_ROWS):
+            for place, cid, value, note in block:
+                criterion = criteria.index.get(cid)
+                if criterion is None:
+                    criterion = criteria(cid)
+                if note:
+                    note_id = notes.index.get(note)
+                    value |= (note_id if note_id is not None else notes(note)) << 33
+                p_add(place)
+                c_add(criterion)
+                v_add(value)
+        return rows
+
+    def compare(self, add_difference: Callable[[str], None]) -> int:
+        """Names every label whose logged state differs from the table; returns the labels stored."""
+        stored_keys, stored_values = self._keyed(self._stored_rows())
+        logged_keys, logged_values = self._keyed(self.logged, keep_last=True)
+        self.logged = _Rows()
+        both, in_log, in_db = np.intersect1d(logged_keys, stored_keys, assume_unique=True, return_indices=True)
+        differing = both[logged_values[in_log] != stored_values[in_db]]
+        only_log = np.setdiff1d(logged_keys, stored_keys, assume_unique=True)
+        only_db = np.setdiff1d(stored_keys, logged_keys, assume_unique=True)
+        for key in np.sort(np.concatenate([differing, only_log, only_db])).tolist():
+            add_difference(self._describe(key, logged_keys, logged_values, stored_keys, stored_values))
+        return len(stored_keys)
+
+    def _keyed(self, rows: _Rows, *, keep_last: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        place, criterion, value = rows.arrays()
+        self._offset = (self._synthetic + 1) << 4  # synthetic responses have negative ids
+        self._criteria = len(self.criteria.names)
+        keys = (place + self._offset) * self._criteria + criterion
+        order = np.argsort(keys, kind="stable")
+        keys, value = keys[order], value[order]
+        if keep_last and len(keys):
+            last = np.append(keys[1:] != keys[:-1], True)
+            keys, value = keys[last], value[last]
+        return keys, value
+
+    def _describe(self, key: int, logged_keys, logged_values, stored_keys, stored_values) -> str:
+        criterion, place = key % self._criteria, key // self._criteria - self._offset
+        response, stage, group = place >> 4, (place >> 2) & 3, place & 3
+        case_id, model = self.response_names.get(response, ("?", f"#{response}"))
+        where = f"label {case_id}/{model}/{self.criteria.names[criterion]}/{STAGES[stage]}/{group or '-'}"
+        logged, stored = _lookup(key, logged_keys, logged_values), _lookup(key, stored_keys, stored_values)
+        return f"{where}: audit log says {self._said(logged)}, database has {self._said(stored)}"
+
+    def _said(self, value: int | None) -> str:
+        if value is None:
+            return "absent"
+        met, user, note = bool(value & 1), (value >> 1) & ((1 << 32) - 1), self.notes.names[value >> 33]
+        return f"met={str(met).lower()} by {self.user_names.get(user, f'#{user}')}" + (
+            f" note={note!r}" if note else ""
+        )
+
+
+def _lookup(key: int, keys: np.ndarray, values: np.ndarray) -> int | None:
+    at = int(np.searchsorted(keys, key))
+    return int(values[at]) if at < len(keys) and keys[at] == key else None

@@ -1,0 +1,246 @@
+"""The independence rules of the two expert groups (docs/REFERENCE.md §1), in one place.
+
+The groups' agreement means something only if no information flows from one group into the
+other group's labels. A checker sees the other group's labels only in adjudication, so:
+- a response whose labels the checker's group has not finished checking cannot be adjudicated by
+  them (check first: it is the group's own judgement that goes into adjudication);
+- nobody adjudicates a response they annotated;
+- once a checker has opened a response's adjudication, their own group's labels on it are closed
+  to them (they could otherwise copy the other group's answer into their group's check).
+Opening is recorded in `adjudication_opening` by `open_adjudication`, before any label is shown.
+
+No figure leaks a label either: whether a response has a disagreement, and how many, reaches a checker
+only for responses closed to them. A checker takes responses their group has finished checking into
+adjudication (`take_into_adjudication`: an opening recorded for each, in case and code order); only those
+count in their adjudication queue and their sidebar. Which responses may be taken in
+(`ready_for_adjudication`) reads the checker's own group's labels only, so flipping one of one's own
+still-open labels changes nothing a checker receives but that label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import and_, func, insert, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, SQLModel, col
+
+from db import counts
+from db.access.policies import require_role
+from db.rules.errors import PermissionDenied
+from db.store.current_rubric import (
+    BATCH,
+    counts_on_current_rubric,
+    counts_sql,
+    current_rubric_sizes,
+    current_version_ids,
+)
+from db.store.models import NO_RUBRIC_VERSION, AdjudicationOpening, Case, Label, Response, Role, Stage, User, utcnow
+
+_TALLY = SQLModel.metadata.tables["label_tally"]
+
+#: The reasons a checker is refused, for pages to show (catalog keys end with the same words).
+CHECK_PENDING = "your group has not finished checking this response; check it before adjudicating"
+ANNOTATED_IT = "you annotated this response; another checker must adjudicate it"
+SEEN_OTHER_GROUP = (
+    "you have seen the other group's labels on this response in adjudication; "
+    "your group's labels on it are closed to you"
+)
+
+
+def annotated_by(session: Session, user_id: int | None, response_ids: Iterable[int] | None = None) -> set[int]:
+    """Responses on which the user made an annotation label.
+
+    Checking one's own group's labels does not count: the checker role checks and then
+    adjudicates (docs/REFERENCE.md §1), and once they open the adjudication their group's labels are closed.
+    """
+    if counts.recounting():
+        statement = select(col(Label.response_id)).where(
+            col(Label.user_id) == user_id, col(Label.stage) == Stage.annotation
+        )
+        if response_ids is not None:
+            statement = statement.where(col(Label.response_id).in_(list(response_ids)))
+        return set(session.execute(statement.distinct()).scalars())
+    # The kept tally (db.counts) has a row for every (response, group, stage, person, rubric version) with labels.
+    statement = select(_TALLY.c.response_id).where(
+        _TALLY.c.user_id == user_id, _TALLY.c.stage == Stage.annotation.value
+    )
+    return _in_batches(session, statement, _TALLY.c.response_id, response_ids)
+
+
+def check_pending(session: Session, user: User, response_ids: Iterable[int] | None = None) -> set[int]:
+    """Responses still waiting in the checker's own check queue.
+
+    That is: their group has an annotation label on it, made by someone else (the checker may
+    check it), that has no check label of the group yet.
+    """
+    if not counts.recounting():
+        # Kept in the tally (db.counts): annotation labels of a person with no check label of their group yet.
+        statement = select(_TALLY.c.response_id).where(
+            _TALLY.c.stage == Stage.annotation.value,
+            _TALLY.c.group_no == user.group_no,
+            _TALLY.c.user_id != user.id,
+            _TALLY.c.n_unchecked > 0,
+            counts_sql(_TALLY.c.rubric_version_id),  # the check queue lists labels that count only
+        )
+        return _in_batches(session, statement, _TALLY.c.response_id, response_ids)
+    table = Label.__table__
+    annotation, check = table.alias("annotation"), table.alias("check_label")
+    statement = (
+        select(annotation.c.response_id)
+        .distinct()
+        .outerjoin(
+            check,
+            and_(
+                check.c.response_id == annotation.c.response_id,
+                check.c.criterion_id == annotation.c.criterion_id,
+                check.c.group_no == annotation.c.group_no,
+                check.c.stage == Stage.check.value,
+                check.c.rubric_version_id == annotation.c.rubric_version_id,
+            ),
+        )
+        .where(
+            annotation.c.stage == Stage.annotation.value,
+            annotation.c.group_no == user.group_no,
+            annotation.c.user_id != user.id,
+            check.c.id.is_(None),
+            counts_sql(annotation.c.rubric_version_id),
+        )
+    )
+    if response_ids is not None:
+        statement = statement.where(annotation.c.response_id.in_(list(response_ids)))
+    return set(session.execute(statement).scalars())
+
+
+def _in_batches(session: Session, statement, column, response_ids: Iterable[int] | None) -> set[int]:
+    """The distinct response ids `statement` selects (of `response_ids` only, when given, read in batches)."""
+    if response_ids is None:
+        return set(session.execute(statement.distinct()).scalars())
+    wanted = sorted(set(response_ids))
+    found: set[int] = set()
+    for start in range(0, len(wanted), BATCH):
+        found.update(session.execute(statement.where(column.in_(wanted[start : start + BATCH])).distinct()).scalars())
+    return found
+
+
+def opened_by(session: Session, user_id: int | None, response_ids: Iterable[int] | None = None) -> set[int]:
+    """Responses whose adjudication the user has opened."""
+    statement = select(col(AdjudicationOpening.response_id)).where(col(AdjudicationOpening.user_id) == user_id)
+    if response_ids is not None:
+        statement = statement.where(col(AdjudicationOpening.response_id).in_(list(response_ids)))
+    return set(session.execute(statement).scalars())
+
+
+def not_adjudicable(session: Session, user: User, response_ids: Iterable[int]) -> set[int]:
+    """Of `response_ids`, those the checker may not adjudicate (annotated them, or their group's check is pending)."""
+    wanted = list(response_ids)
+    if not wanted:
+        return set()
+    return annotated_by(session, user.id, wanted) | check_pending(session, user, wanted)
+
+
+def require_may_adjudicate(session: Session, user: User, response_id: int) -> None:
+    require_role(user, Role.checker)
+    if annotated_by(session, user.id, [response_id]):
+        raise PermissionDenied(ANNOTATED_IT, key="errors.adjudicate_own")
+    if check_pending(session, user, [response_id]):
+        raise PermissionDenied(CHECK_PENDING, key="errors.check_pending")
+
+
+def open_adjudication(session: Session, user: User, response_id: int) -> None:
+    """Records, durably and before any label is shown, that the checker sees both groups' labels of the response.
+
+    In a write session the record joins its transaction; a read-only session (SQLite's shared
+    read) gets it committed in a short write transaction of its own first.
+    """
+    require_may_adjudicate(session, user, response_id)
+    if opened_by(session, user.id, [response_id]):
+        return
+    if session.connection().get_execution_options().get("sqlite_read_only"):
+        from db.store.engine import session_scope
+
+        bind = session.get_bind()
+        engine = bind if isinstance(bind, Engine) else bind.engine
+        with session_scope(engine) as writer:
+            _insert_opening(writer, user.id, response_id)
+    else:
+        _insert_opening(session, user.id, response_id)
+
+
+def _insert_opening(session: Session, user_id: int | None, response_id: int) -> None:
+    try:
+        with session.begin_nested():
+            session.execute(
+                insert(AdjudicationOpening).values(user_id=user_id, response_id=response_id, opened_at=utcnow())
+            )
+    except IntegrityError:
+        pass  # opened at the same moment in another tab: recorded either way
+
+
+def _complete_group_labels(session: Session, group_no: int) -> list[tuple[str, str, int]]:
+    """(case_id, code, response_id) of every response on which `group_no`'s annotation labels cover the case's
+    current rubric (and none lies on an older version: db.counts.label_status says done), in case and code order."""
+    source = counts.tally(stage=Stage.annotation.value, group_no=group_no, counting=False)  # stale ones too
+    rows = session.execute(
+        select(Case.case_id, Response.code, source.c.response_id, Response.case_pk, source.c.rubric_version_id)
+        .add_columns(func.sum(source.c.n))
+        .join(Response, Response.id == source.c.response_id)
+        .join(Case, Case.id == Response.case_pk)
+        .group_by(Case.case_id, Response.code, source.c.response_id, Response.case_pk, source.c.rubric_version_id)
+    ).all()
+    case_of = {(row[0], row[1], row[2]): row[3] for row in rows}
+    versions = current_version_ids(session, set(case_of.values()))
+    sizes = current_rubric_sizes(session, set(case_of.values()))
+    fresh: dict[tuple[str, str, int], int] = dict.fromkeys(case_of, 0)
+    stale: dict[tuple[str, str, int], int] = dict.fromkeys(case_of, 0)
+    for case_id, code, response_id, case_pk, version_id, n in rows:
+        version = None if version_id == NO_RUBRIC_VERSION else version_id
+        bucket = fresh if counts_on_current_rubric(version, versions.get(case_pk)) else stale
+        bucket[(case_id, code, response_id)] += int(n)
+    return sorted(
+        key
+        for key, case_pk in case_of.items()
+        if counts.label_status(versions.get(case_pk), sizes.get(case_pk, 0), fresh[key], stale[key]) == counts.DONE
+    )
+
+
+def ready_for_adjudication(session: Session, user: User) -> list[int]:
+    """Responses the checker may take into adjudication, in case and code order.
+
+    Their group's labels on it are complete on the current rubric and every one is checked, the checker
+    annotated none of it, and has not taken it in (or opened it) yet. Only the checker's own group's labels
+    are read: the list says nothing about the other group.
+    """
+    require_role(user, Role.checker)
+    if user.group_no not in (1, 2):
+        return []  # a checker outside the two groups checks nothing, so nothing is ready
+    complete = [row[2] for row in _complete_group_labels(session, user.group_no)]
+    # Read whole (a few small rows each) rather than for thousands of ids in IN lists.
+    refused = annotated_by(session, user.id) | check_pending(session, user) | opened_by(session, user.id)
+    return [response_id for response_id in complete if response_id not in refused]
+
+
+def take_into_adjudication(session: Session, user: User, *, limit: int | None = None) -> int:
+    """Closes the checker's group's labels on the first `limit` (all when None) responses ready for adjudication
+    to them, recording an opening for each; from now on their disagreements count in the checker's queue and
+    sidebar. Returns how many were taken in."""
+    ready = ready_for_adjudication(session, user)
+    chosen = ready if limit is None else ready[: max(0, limit)]
+    if not chosen:
+        return 0
+    rows = [dict(user_id=user.id, response_id=response_id, opened_at=utcnow()) for response_id in chosen]
+    try:
+        with session.begin_nested():
+            for start in range(0, len(rows), BATCH):
+                session.execute(insert(AdjudicationOpening), rows[start : start + BATCH])
+    except IntegrityError:  # another tab took some of them at the same moment: record the rest one by one
+        for response_id in chosen:
+            _insert_opening(session, user.id, response_id)
+    return len(chosen)
+
+
+def require_group_labels_open(session: Session, user: User, response_id: int) -> None:
+    """Refuses a change of the user's own group's labels on a response whose adjudication they opened."""
+    if opened_by(session, user.id, [response_id]):
+        raise PermissionDenied(SEEN_OTHER_GROUP, key="errors.seen_other_group")

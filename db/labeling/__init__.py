@@ -1,0 +1,55 @@
+"""An annotator's work on a response: the queue, the view of a response with its labels, drafts kept
+while labeling, the save, the feedback freeze, and time on task.
+
+May import: db.rubrics, db.access, db.counts, db.store, db.rules.
+"""
+
+from db.labeling.annotation import (
+    DONE,
+    PARTIAL,
+    STALE,
+    TODO,
+    WAITING,
+    LabelingView,
+    LabelInput,
+    LabelQueue,
+    LabelsChanged,
+    QueueItem,
+    RubricChanged,
+    SaveOutcome,
+    SaveTarget,
+    criterion_ids_of,
+    labeling_queue,
+    labels_for,
+    recounted_queue,
+    response_for_labeling,
+    rubric_as_opened,
+    save_labels,
+    save_target,
+    saved_by,
+)
+
+__all__ = [
+    "TODO",
+    "PARTIAL",
+    "DONE",
+    "STALE",
+    "WAITING",
+    "RubricChanged",
+    "LabelsChanged",
+    "QueueItem",
+    "LabelQueue",
+    "LabelingView",
+    "LabelInput",
+    "SaveOutcome",
+    "labels_for",
+    "response_for_labeling",
+    "labeling_queue",
+    "recounted_queue",
+    "SaveTarget",
+    "saved_by",
+    "save_target",
+    "rubric_as_opened",
+    "criterion_ids_of",
+    "save_labels",
+]

@@ -1,0 +1,532 @@
+"""Hit labeling for annotators: the queue, the blinded response view, and saving decisions.
+
+Blinding holds here, whatever a page asks for: an annotator gets a response under its opaque code
+(never the model), and only their own group's annotation labels. Every function checks the role,
+the group and the assignment itself.
+
+A label assignment names one response and an expert group (db/work/assignments.py hands them out).
+Labels are made against the case's current approved rubric version; a label made against an older
+version is *stale* and the response shows in the queue for re-labeling. A save names the rubric
+version the page loaded and is refused (StaleEdit) if the rubric changed since, or if someone
+else changed one of the labels since the page read it (LabelsChanged says whether that was the
+annotator themselves, in another tab, or another member of their group). Saving the same decisions
+twice changes nothing the second time. Once the feedback of the response's round has been opened,
+the group's labels on it are final and every save is refused (db/work/feedback.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from sqlalchemy import bindparam, func, insert, select as sa_select, update
+from sqlmodel import Session, SQLModel, select
+
+from db import counts
+from db.access import policies
+from db.access.audit import record
+from db.labeling import freeze as feedback_freeze
+from db.labeling.view import LabelView
+from db.rubrics.authoring import CaseView, CriterionView, case_view, criteria_of
+from db.rules.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
+from db.rules.notes import clean_note
+from db.store.current_rubric import counts_on_current_rubric, current_approved_version, current_version_ids
+from db.store.models import (
+    Assignment,
+    AssignmentKind,
+    Case,
+    Criterion,
+    Label,
+    Response,
+    Role,
+    RubricVersion,
+    Stage,
+    User,
+    utcnow,
+)
+
+# The states of a group's labels on a response, and the rule that picks one: written once, in db.counts.figures.
+TODO, PARTIAL, DONE, STALE, WAITING = counts.TODO, counts.PARTIAL, counts.DONE, counts.STALE, counts.WAITING
+
+_LABEL = SQLModel.metadata.tables["label"]
+_UPDATE_LABEL = (
+    update(_LABEL)
+    .where(_LABEL.c.id == bindparam("label_id"))
+    .values(
+        met=bindparam("new_met"),
+        note=bindparam("new_note"),
+        rubric_version_id=bindparam("new_rubric_version_id"),
+        user_id=bindparam("new_user_id"),
+        updated_at=bindparam("new_updated_at"),
+        lock_version=bindparam("new_lock_version"),
+    )
+)
+
+
+class RubricChanged(StaleEdit):
+    """The case's approved rubric is not the one the page labeled against; `current` is its version number."""
+
+
+class LabelsChanged(StaleEdit):
+    """Labels the page had shown were saved since by someone: `by_self` when every one was the annotator's own
+    save (another tab), else another member of their group. `current` holds the saved labels."""
+
+    def __init__(self, conflicts: list[str], current: dict[str, LabelView], *, by_self: bool) -> None:
+        who = "you, in another tab," if by_self else "another member of your group"
+        super().__init__(
+            f"{who} changed {len(conflicts)} of these labels since this page opened them "
+            f"({', '.join(sorted(conflicts)[:5])}); nothing was saved",
+            current=current,
+            key="errors.labels_changed_by_you" if by_self else "errors.labels_changed_by_member",
+            params={"n": len(conflicts)},
+        )
+        self.by_self = by_self
+        self.conflicts = sorted(conflicts)
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    response_id: int
+    code: str
+    case_pk: int
+    case_id: str
+    status: str  # todo | partial | done | stale (labels against an older rubric) | waiting (no rubric)
+    labeled: int  # current labels of the user's group
+    size: int  # criteria of the current approved rubric (0 while waiting)
+
+
+@dataclass(frozen=True)
+class LabelQueue:
+    items: list[QueueItem]
+
+    @property
+    def done(self) -> int:
+        return sum(item.status == DONE for item in self.items)
+
+    @property
+    def total(self) -> int:
+        return len(self.items)
+
+    def with_saved(self, response_id: int) -> LabelQueue:
+        """The queue after a successful save of `response_id` (every criterion labeled against the current rubric)."""
+        return LabelQueue(
+            [
+                replace(item, status=DONE, labeled=item.size) if item.response_id == response_id else item
+                for item in self.items
+            ]
+        )
+
+    def next_after(self, response_id: int | None) -> QueueItem | None:
+        """The next item still to do after `response_id` in queue order, wrapping around."""
+        open_items = [i for i in self.items if i.status in (TODO, PARTIAL, STALE)]
+        if not open_items:
+            return None
+        ids = [i.response_id for i in self.items]
+        start = ids.index(response_id) + 1 if response_id in ids else 0
+        for item in self.items[start:] + self.items[:start]:
+            if item.status in (TODO, PARTIAL, STALE) and item.response_id != response_id:
+                return item
+        return None
+
+
+@dataclass(frozen=True)
+class LabelingView:
+    """One response as an annotator may see it: code, text, case, rubric and their group's labels."""
+
+    response_id: int
+    code: str
+    text: str
+    case: CaseView
+    group_no: int
+    rubric_version_id: int
+    rubric_version: int
+    criteria: list[CriterionView]
+    labels: dict[str, LabelView]
+    final: bool = False  # the feedback of the response's round was opened: the labels are final (db/work/feedback.py)
+    mine: frozenset[str] = frozenset()  # criteria whose saved label the viewer saved last
+
+    @property
+    def expected_versions(self) -> dict[str, int]:
+        return {cid: label.lock_version for cid, label in self.labels.items()}
+
+
+@dataclass(frozen=True)
+class LabelInput:
+    criterion_id: str
+    met: bool
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class SaveOutcome:
+    created: int
+    updated: int
+    unchanged: int
+    rubric_version_id: int
+
+    @property
+    def changed(self) -> int:
+        return self.created + self.updated
+
+
+# Access --------------------------------------------------------------------------------------
+
+
+def _require_annotator(user: User) -> None:
+    policies.require_role(user, Role.annotator)
+    if user.group_no not in (1, 2):
+        raise PermissionDenied("annotators label within expert group 1 or 2", key="errors.annotator_group")
+
+
+@dataclass(frozen=True)
+class AssignedItem:
+    response: Response
+    case: Case
+    final: bool  # the group's labels on it are final (db/work/feedback.py)
+
+
+def assigned_item(session: Session, user: User, response_id: int, *, lock: bool = False) -> AssignedItem:
+    """The response and its case, when a label assignment of `user` names it, and whether the labels of the
+    user's group on it are final: one statement. `lock` takes the response's row lock as well (a save; see
+    `save_target`).
+    """
+    _require_annotator(user)
+    assigned = (
+        select(Assignment.id)
+        .where(
+            Assignment.user_id == user.id,
+            Assignment.kind == AssignmentKind.label,
+            Assignment.response_id == Response.id,
+        )
+        .exists()
+    )
+    final = feedback_freeze.labels_final_clause(Response.id, user.group_no)
+    statement = (
+        sa_select(Response, Case, assigned, final)
+        .join(Case, Case.id == Response.case_pk)
+        .where(Response.id == response_id)
+    )
+    if lock:
+        statement = statement.with_for_update(of=Response)
+    row = session.execute(statement).first()
+    if row is None:
+        raise NotFound(f"no response #{response_id}", key="errors.response_unknown", params={"response": response_id})
+    response, case, is_assigned, is_final = row
+    if not is_assigned:
+        raise PermissionDenied("this response is not assigned to you", key="errors.response_not_assigned")
+    return AssignedItem(response, case, bool(is_final))
+
+
+def assigned_response(session: Session, user: User, response_id: int) -> Response:
+    """The response, when a label assignment of `user` names it."""
+    return assigned_item(session, user, response_id).response
+
+
+def _own_labels(session: Session, response_id: int, group_no: int) -> list[Label]:
+    return list(
+        session.exec(
+            select(Label).where(
+                Label.response_id == response_id, Label.stage == Stage.annotation, Label.group_no == group_no
+            )
+        ).all()
+    )
+
+
+def _label_view(label: Label, current_version_id: int | None) -> LabelView:
+    stale = not counts_on_current_rubric(label.rubric_version_id, current_version_id)
+    return LabelView(label.criterion_id, label.met, label.note, label.lock_version, stale=stale)
+
+
+# Reading -------------------------------------------------------------------------------------
+
+
+def labels_for(session: Session, user: User, response_id: int, group_no: int) -> dict[str, LabelView]:
+    """The annotation labels of `group_no` on a response; only the annotator's own group."""
+    _require_annotator(user)
+    policies.require_group_member(user, group_no)
+    response = assigned_response(session, user, response_id)
+    current = current_approved_version(session, response.case_pk)
+    return _label_views(session, response_id, group_no, current.id if current else None)
+
+
+def _label_views(session: Session, response_id: int, group_no: int, current_id: int | None) -> dict[str, LabelView]:
+    return {label.criterion_id: _label_view(label, current_id) for label in _own_labels(session, response_id, group_no)}
+
+
+def response_for_labeling(session: Session, user: User, response_id: int) -> LabelingView:
+    """The blinded view of one assigned response, with the current approved rubric."""
+    _require_annotator(user)
+    policies.require_group_member(user, user.group_no)
+    assigned = assigned_item(session, user, response_id)
+    response, case = assigned.response, assigned.case
+    rubric = current_approved_version(session, response.case_pk)
+    if rubric is None:
+        raise ValidationFailed("this case has no approved rubric yet", key="errors.no_approved_rubric")
+    own = _own_labels(session, response_id, user.group_no)
+    return LabelingView(
+        response_id=response.id,
+        code=response.code,
+        text=response.text,
+        case=case_view(case),
+        group_no=user.group_no,
+        rubric_version_id=rubric.id,
+        rubric_version=rubric.version,
+        criteria=criteria_of(session, rubric.id),
+        labels={label.criterion_id: _label_view(label, rubric.id) for label in own},
+        final=assigned.final,
+        mine=frozenset(label.criterion_id for label in own if label.user_id == user.id),
+    )
+
+
+def _assigned_responses(session: Session, user: User) -> list[tuple[int, str, int, str]]:
+    """(response_id, code, case_pk, case_id) of the user's label assignments, in case and code order."""
+    statement = (
+        select(Response.id, Response.code, Case.id, Case.case_id)
+        .join(Assignment, Assignment.response_id == Response.id)
+        .join(Case, Case.id == Response.case_pk)
+        .where(Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label)
+        .distinct()
+        .order_by(Case.case_id, Response.code)
+    )
+    return [tuple(row) for row in session.exec(statement).all()]
+
+
+def labeling_queue(session: Session, user: User) -> LabelQueue:
+    """The user's assigned responses in case order, each with the state of their group's labels.
+
+    The state is the one kept on each assignment (db/counts/figures.py): one row per item, no label counted here.
+    """
+    _require_annotator(user)
+    if counts.recounting():
+        return recounted_queue(session, user)
+    rows = session.exec(
+        select(
+            Response.id,
+            Response.code,
+            Case.id,
+            Case.case_id,
+            Assignment.label_status,
+            Assignment.labeled,
+            Assignment.rubric_size,
+        )
+        .join(Assignment, Assignment.response_id == Response.id)
+        .join(Case, Case.id == Response.case_pk)
+        .where(Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label)
+        .distinct()
+        .order_by(Case.case_id, Response.code)
+    ).all()
+    return LabelQueue([QueueItem(*row) for row in rows])
+
+
+def recounted_queue(session: Session, user: User) -> LabelQueue:
+    """`labeling_queue` counted from the label tally against every case's current rubric (the straightforward way)."""
+    _require_annotator(user)
+    responses = _assigned_responses(session, user)
+    if not responses:
+        return LabelQueue([])
+    case_pks = sorted({row[2] for row in responses})
+    response_ids = [row[0] for row in responses]
+
+    # The current rubric version of each case, and its size.
+    current = current_version_ids(session, case_pks)
+    sizes = dict(
+        session.exec(
+            select(Criterion.rubric_version_id, func.count())
+            .where(Criterion.rubric_version_id.in_(list(current.values()) or [-1]))
+            .group_by(Criterion.rubric_version_id)
+        ).all()
+    )
+
+    # Kept per response, group and rubric version (db/counts/figures.py): one row where the label table has ~30.
+    per_version = counts.annotation_counts(session, response_ids, user.group_no)
+
+    items = []
+    for response_id, code, case_pk, case_id in responses:
+        version_id = current.get(case_pk)
+        size = sizes.get(version_id, 0) if version_id else 0
+        by_version = per_version.get(response_id, {})
+        fresh = sum(n for v, n in by_version.items() if counts_on_current_rubric(v, version_id))
+        stale = sum(n for v, n in by_version.items() if not counts_on_current_rubric(v, version_id))
+        status = counts.label_status(version_id, size, fresh, stale)
+        items.append(QueueItem(response_id, code, case_pk, case_id, status, fresh, size))
+    return LabelQueue(items)
+
+
+# Writing -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SaveTarget:
+    """What a save of one response checks before anything else, read once per save."""
+
+    response: Response  # its row locked until the save's transaction ends
+    case_id: str
+    rubric: RubricVersion
+    criterion_ids: list[str]  # of the current rubric, in rubric order
+
+
+def saved_by(labels: Mapping[str, Label], criterion_ids: Sequence[str], user: User) -> bool:
+    """True when `user` made the last save of every label of `criterion_ids` (a label since removed counts as not)."""
+    return all(cid in labels and labels[cid].user_id == user.id for cid in criterion_ids)
+
+
+def save_target(session: Session, user: User, response_id: int, *, rubric_version_id: int) -> SaveTarget:
+    """Checks the user may save labels on the response against rubric `rubric_version_id`, and locks its row.
+
+    Two saves of the same response (two tabs of one annotator) take turns on the row lock, so the
+    second reads what the first wrote and is refused by `save_labels` instead of silently overwriting
+    it. SQLite's writers are serialised by BEGIN IMMEDIATE already; PostgreSQL needs the row lock.
+    Refused with RubricChanged when the case's current rubric is another version, and with
+    feedback_freeze.LabelsFinal when the feedback of the response's round was opened.
+    """
+    assigned = assigned_item(session, user, response_id, lock=True)
+    if assigned.final:
+        raise feedback_freeze.LabelsFinal()
+    response, case = assigned.response, assigned.case
+    counts.hold_row_locks(session, [response_id])
+    rubric = rubric_as_opened(session, response.case_pk, rubric_version_id)
+    return SaveTarget(response, case.case_id, rubric, criterion_ids_of(session, rubric.id))
+
+
+def rubric_as_opened(session: Session, case_pk: int, rubric_version_id: int) -> RubricVersion:
+    """The case's current approved rubric, when it is still version `rubric_version_id` the page opened.
+
+    Refused with RubricChanged (nothing is written) when the current rubric is another version.
+    """
+    rubric = current_approved_version(session, case_pk)
+    if rubric is None:
+        raise ValidationFailed("this case has no approved rubric yet", key="errors.no_approved_rubric")
+    if rubric.id != rubric_version_id:
+        raise RubricChanged(
+            "the rubric of this case changed since the page was opened; nothing was written",
+            current=rubric.version,
+            key="errors.rubric_changed",
+            params={"version": rubric.version},
+        )
+    return rubric
+
+
+def criterion_ids_of(session: Session, rubric_version_id: int) -> list[str]:
+    """The criterion ids of a rubric version, in rubric order."""
+    statement = (
+        select(Criterion.criterion_id)
+        .where(Criterion.rubric_version_id == rubric_version_id)
+        .order_by(Criterion.position)
+    )
+    return list(session.exec(statement).all())
+
+
+def save_labels(
+    session: Session,
+    user: User,
+    response_id: int,
+    decisions: Sequence[LabelInput],
+    *,
+    rubric_version_id: int,
+    expected_versions: Mapping[str, int],
+    target: SaveTarget | None = None,
+) -> SaveOutcome:
+    """Save the user's decisions on every criterion of the response, for their group.
+
+    `rubric_version_id` and `expected_versions` (criterion_id → lock_version, absent = no label)
+    are what the page loaded. Refused with StaleEdit when the rubric changed since, or when another
+    person changed a label to something else since; re-saving identical decisions is a no-op.
+    `target` is `save_target`'s answer when the caller has asked for it already in this transaction.
+    """
+    if target is None or target.response.id != response_id or target.rubric.id != rubric_version_id:
+        target = save_target(session, user, response_id, rubric_version_id=rubric_version_id)
+    response, rubric, criterion_ids = target.response, target.rubric, target.criterion_ids
+    given = [d.criterion_id for d in decisions]
+    if sorted(given) != sorted(criterion_ids) or len(set(given)) != len(given):
+        missing = sorted(set(criterion_ids) - set(given))
+        extra = sorted(set(given) - set(criterion_ids))
+        raise ValidationFailed(
+            f"labels: one decision per criterion is needed (missing {missing}, unknown {extra})",
+            key="errors.labels_incomplete",
+            params={"missing": len(missing), "unknown": len(extra)},
+        )
+
+    existing = {label.criterion_id: label for label in _own_labels(session, response_id, user.group_no)}
+    wanted = {d.criterion_id: (bool(d.met), clean_note(d.note, f"note of {d.criterion_id}")) for d in decisions}
+
+    conflicts = []
+    for cid, (met, note) in wanted.items():
+        label = existing.get(cid)
+        seen = expected_versions.get(cid, 0)
+        current_version = label.lock_version if label else 0
+        same = label is not None and (label.met, label.note, label.rubric_version_id) == (met, note, rubric.id)
+        if current_version != seen and not same:
+            conflicts.append(cid)
+    if conflicts:
+        raise LabelsChanged(
+            conflicts,
+            {cid: _label_view(label, rubric.id) for cid, label in existing.items()},
+            by_self=saved_by(existing, conflicts, user),
+        )
+
+    now = utcnow()
+    before: dict[str, dict] = {}
+    after: dict[str, dict] = {}
+    new_rows: list[dict] = []
+    changed_rows: list[dict] = []
+    for cid in criterion_ids:
+        met, note = wanted[cid]
+        label = existing.get(cid)
+        if label is None:
+            new_rows.append(
+                {
+                    "response_id": response_id,
+                    "criterion_id": cid,
+                    "stage": Stage.annotation.value,
+                    "group_no": user.group_no,
+                    "met": met,
+                    "note": note,
+                    "user_id": user.id,
+                    "rubric_version_id": rubric.id,
+                    "lock_version": 1,
+                    "created_at": now,
+                    "updated_at": now,
+                }
+            )
+            after[cid] = {"met": met, "note": note}
+        elif (label.met, label.note, label.rubric_version_id) != (met, note, rubric.id):
+            before[cid] = {
+                "met": label.met,
+                "note": label.note,
+                "rubric_version_id": label.rubric_version_id,
+                "user_id": label.user_id,
+            }
+            changed_rows.append(
+                {
+                    "label_id": label.id,
+                    "new_met": met,
+                    "new_note": note,
+                    "new_rubric_version_id": rubric.id,
+                    "new_user_id": user.id,
+                    "new_updated_at": now,
+                    "new_lock_version": label.lock_version + 1,
+                }
+            )
+            after[cid] = {"met": met, "note": note}
+    # One statement each for the new and the changed labels, whatever their number (executemany).
+    if new_rows:
+        session.execute(insert(_LABEL), new_rows)
+    if changed_rows:
+        session.execute(_UPDATE_LABEL, changed_rows)
+        for cid in before:
+            session.expire(existing[cid])  # the loaded rows are stale now
+    created, updated = len(new_rows), len(changed_rows)
+    if after:
+        record(
+            session,
+            user.username,
+            action="label",
+            entity="label",
+            entity_key=f"{target.case_id}/{response.code}/annotation/g{user.group_no}",
+            before=before or None,
+            after={"rubric_version_id": rubric.id, "labels": after},
+        )
+        session.flush()
+        counts.hold_current_rubric(session, response_id, rubric.id, len(criterion_ids))
+        counts.touch(session, [response_id])
+    return SaveOutcome(created, updated, len(criterion_ids) - created - updated, rubric.id)

@@ -1,0 +1,45 @@
+"""Feedback freezes the round (docs/REFERENCE.md §1): the rule db/work/feedback.py describes, in SQL.
+
+Once an admin has opened the feedback of a labeling round, the annotation labels of that round's
+responses are final for the groups it assigned them to: the annotator's save and draft are refused.
+A round counts as opened from its first opening on (a `feedback_round` row exists only from then
+on, and closing keeps it), so closing the feedback again does not reopen the labels. Kept apart
+from db/work/feedback.py so the labeling save can read it without importing the rounds' bookkeeping.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select as sa_select
+from sqlmodel import Session, col
+
+from db.rules.errors import PermissionDenied
+from db.store.models import Assignment, AssignmentKind, FeedbackRound
+
+
+class LabelsFinal(PermissionDenied):
+    """A save or draft of annotation labels on a response whose round's feedback was opened (they are final)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "labels: final since the feedback of this response's round was opened; nothing was saved",
+            key="errors.labels_final",
+        )
+
+
+def _opened_round_response_ids(group_no: int):
+    """SQL: responses with a label assignment of `group_no` in a round whose feedback was ever opened."""
+    return (
+        sa_select(Assignment.response_id)
+        .join(FeedbackRound, col(FeedbackRound.round_at) == col(Assignment.created_at))
+        .where(Assignment.kind == AssignmentKind.label, Assignment.group_no == group_no)
+    )
+
+
+def labels_final_clause(response_id, group_no: int):
+    """SQL: true when the annotation labels of `group_no` on `response_id` (a column or a value) are final."""
+    return _opened_round_response_ids(group_no).where(col(Assignment.response_id) == response_id).exists()
+
+
+def labels_final(session: Session, response_id: int, group_no: int) -> bool:
+    """True when the annotation labels of `group_no` on the response are final (feedback of its round was opened)."""
+    return bool(session.execute(sa_select(labels_final_clause(response_id, group_no))).scalar())

@@ -1,0 +1,137 @@
+"""What counts as a group's final label and as gold (docs/REFERENCE.md §4), in one place.
+
+Everything here works on a frame of label rows with the columns of `LABEL_COLUMNS` and is
+vectorised, so the same rules serve a page's single response and the 1.65 M-decision report.
+
+- Group final label of a decision for group g: g's check label if one exists, else its annotation label.
+- Gold: the adjudication label if one exists; else, when both groups have a final label and they
+  agree, that label ("agreement"); else, when exactly one group has one, that label ("single");
+  else there is no gold yet (an unresolved disagreement).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from db.rules.enums import Stage
+
+DECISION = ["response_id", "criterion_id"]
+LABEL_COLUMNS = [*DECISION, "stage", "group_no", "met"]
+
+AGREEMENT, ADJUDICATED, SINGLE = "agreement", "adjudicated", "single"
+GOLD_COLUMNS = [*DECISION, "met", "source", "group1", "group2"]
+
+
+def _decision_codes(labels: pd.DataFrame):
+    """Each label row's decision number, and each decision's response_id and criterion_id.
+
+    Decisions are numbered in (response_id, criterion_id) order; integer keys instead of a
+    MultiIndex keep the 1.65 M-decision report fast.
+    """
+    criterion_codes, criterion_names = _factorize_sorted(labels["criterion_id"])
+    width = max(len(criterion_names), 1)
+    keys = labels["response_id"].to_numpy(np.int64) * width + criterion_codes
+    codes, unique_keys = pd.factorize(keys, sort=True)
+    return codes, unique_keys // width, criterion_names.take(unique_keys % width)
+
+
+def _factorize_sorted(values: pd.Series):
+    """Codes numbering the distinct values in sorted order (hashing first, then sorting the few distinct ones)."""
+    codes, uniques = pd.factorize(values)
+    order = np.argsort(np.asarray(uniques, dtype=object), kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[codes], uniques.take(order)
+
+
+def _stage_masks(labels: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Row masks of each stage (one hashing pass over the column)."""
+    codes, uniques = pd.factorize(labels["stage"])
+    names = [str(name) for name in uniques]
+    return {stage: codes == (names.index(stage) if stage in names else -2) for stage in Stage}
+
+
+def _labels_by_decision(labels: pd.DataFrame, codes: np.ndarray, n_decisions: int, mask: np.ndarray) -> np.ndarray:
+    """Per decision: 1 met, 0 not met, -1 no label among the rows selected by `mask`."""
+    values = np.full(n_decisions, -1, dtype=np.int8)
+    values[codes[mask]] = labels["met"].to_numpy(bool)[mask]
+    return values
+
+
+def group_final_labels(labels: pd.DataFrame) -> pd.DataFrame:
+    """One row per (decision, group) that has a final label: DECISION + group_no + met (+ stage)."""
+    stages = _stage_masks(labels)
+    is_check, is_annotation = stages[Stage.check], stages[Stage.annotation]
+    keys = [*DECISION, "group_no"]
+    keep = is_check.copy()
+    if is_check.any():
+        codes, response_ids, _ = _decision_codes(labels)
+        group = labels["group_no"].to_numpy(np.int64)
+        checked = np.zeros((len(response_ids), int(group.max()) + 1), dtype=bool)
+        checked[codes[is_check], group[is_check]] = True
+        keep |= is_annotation & ~checked[codes, group]
+    else:
+        keep |= is_annotation
+    # Checks first, then the annotations no check replaces.
+    order = np.concatenate([np.flatnonzero(is_check), np.flatnonzero(keep & ~is_check)])
+    return labels.iloc[order][[*keys, "met", "stage"]].reset_index(drop=True)
+
+
+def decisions_with_finals(labels: pd.DataFrame) -> pd.DataFrame:
+    """Every decision that has any label: DECISION, group1, group2, adjudicated (nullable booleans)."""
+    codes, response_ids, criterion_ids = _decision_codes(labels)
+    n_decisions = len(response_ids)
+    stages = _stage_masks(labels)
+    is_annotation, is_check = stages[Stage.annotation], stages[Stage.check]
+    group = labels["group_no"].to_numpy()
+    columns = {}
+    for group_no in (1, 2):
+        in_group = group == group_no
+        annotation = _labels_by_decision(labels, codes, n_decisions, in_group & is_annotation)
+        check = _labels_by_decision(labels, codes, n_decisions, in_group & is_check)
+        columns[f"group{group_no}"] = np.where(check >= 0, check, annotation)
+    columns["adjudicated"] = _labels_by_decision(labels, codes, n_decisions, stages[Stage.adjudication])
+    frame = pd.DataFrame({"response_id": response_ids, "criterion_id": criterion_ids})
+    for name, values in columns.items():
+        frame[name] = pd.arrays.BooleanArray(values == 1, values < 0)
+    return frame
+
+
+def gold_labels(labels: pd.DataFrame) -> pd.DataFrame:
+    """Decisions that have gold, with `met`, `source` and each group's final label (GOLD_COLUMNS)."""
+    return gold_from_decisions(decisions_with_finals(labels))
+
+
+def gold_from_decisions(frame: pd.DataFrame) -> pd.DataFrame:
+    """`gold_labels` of a `decisions_with_finals` frame (for callers that also need the finals)."""
+    met, source = gold_values(frame)
+    frame = frame.assign(met=met, source=source)
+    return frame.loc[source != "", GOLD_COLUMNS].reset_index(drop=True)
+
+
+def gold_values(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of a `decisions_with_finals` frame: gold `met` and its `source` ("" where there is no gold)."""
+    g1, g2, adj = frame["group1"], frame["group2"], frame["adjudicated"]
+    has1, has2, has_adj = g1.notna().to_numpy(), g2.notna().to_numpy(), adj.notna().to_numpy()
+    met1, met2 = g1.to_numpy(dtype=bool, na_value=False), g2.to_numpy(dtype=bool, na_value=False)
+    agree = (has1 & has2) & (met1 == met2)
+    single = has1 ^ has2
+    source = np.select([has_adj, agree, single], [ADJUDICATED, AGREEMENT, SINGLE], default="")
+    met = np.where(has_adj, adj.to_numpy(dtype=bool, na_value=False), np.where(has1, met1, met2))
+    return met.astype(bool), source
+
+
+def unresolved_disagreements(labels: pd.DataFrame) -> pd.DataFrame:
+    """Decisions where both groups have a final label, they differ, and nobody adjudicated."""
+    frame = decisions_with_finals(labels)
+    both = frame["group1"].notna() & frame["group2"].notna()
+    differ = both & (frame["group1"] != frame["group2"]).fillna(False)
+    return frame.loc[differ & frame["adjudicated"].isna(), [*DECISION, "group1", "group2"]].reset_index(drop=True)
+
+
+def complete_responses(gold: pd.DataFrame, criteria_per_response: pd.Series) -> pd.Index:
+    """Responses all of whose N decisions have gold; `criteria_per_response` maps response_id → N."""
+    have = gold.groupby("response_id")["criterion_id"].nunique()
+    need = criteria_per_response.reindex(have.index)
+    return have.index[(have == need).to_numpy()]

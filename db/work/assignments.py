@@ -1,0 +1,498 @@
+"""Who works on what: rubric authoring per case, hit labeling per response and expert group.
+
+Rules, enforced here for the page and the command line alike:
+- only an admin assigns or reassigns (`require_admin`);
+- a case has one rubric author; a response has exactly one annotator in each expert group, so
+  re-running an assignment adds only what is missing and never duplicates;
+- work goes to the eligible annotator with the fewest current assignments of that kind (ties by
+  username), so it stays balanced across people as it is handed out in rounds;
+- nobody labels responses of a case whose rubric they authored (or were assigned to author);
+- every assignment and reassignment is an audit entry.
+
+`my_queue` is the annotator's own list with its state. It shows response codes, never model names.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import func
+from sqlmodel import Session, select
+
+from db import counts
+from db.access.audit import AuditWriter, record
+from db.access.policies import require_admin, require_role
+from db.rules.errors import NotFound, ValidationFailed
+from db.store.current_rubric import counts_on_current_rubric, current_version_ids
+from db.store.models import (
+    Assignment,
+    AssignmentKind,
+    Case,
+    Response,
+    Role,
+    RubricStatus,
+    RubricVersion,
+    User,
+    utcnow,
+)
+
+GROUPS = (1, 2)
+
+
+@dataclass
+class AssignmentSummary:
+    """What one assignment run did: new assignments, and items left out with the reason."""
+
+    created: int = 0
+    already_assigned: int = 0
+    per_user: Counter = field(default_factory=Counter)
+    unassignable: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        out = [f"assigned {self.created}, already assigned {self.already_assigned}"]
+        out += [f"{name}: +{count}" for name, count in sorted(self.per_user.items())]
+        out += self.unassignable
+        return out
+
+
+# Helpers ----------------------------------------------------------------------------------
+
+
+def _active_annotators(session: Session, usernames: Iterable[str]) -> list[User]:
+    names = sorted(set(usernames))
+    if not names:
+        raise ValidationFailed("annotators: choose at least one annotator", key="errors.annotators_none")
+    found = {u.username: u for u in session.exec(select(User).where(User.username.in_(names))).all()}
+    for name in names:
+        user = found.get(name)
+        if user is None:
+            raise ValidationFailed(
+                f"annotators: no user {name!r}", key="errors.user_unknown", params={"username": name}
+            )
+        if not user.is_active or user.role != Role.annotator or user.group_no not in GROUPS:
+            raise ValidationFailed(
+                f"annotators: {name!r} is not an active annotator of group 1 or 2",
+                key="errors.not_active_annotator",
+                params={"username": name},
+            )
+    return [found[name] for name in names]
+
+
+def _load_counts(session: Session, kind: AssignmentKind, users: Sequence[_Person]) -> Counter:
+    ids = [u.id for u in users]
+    rows = session.exec(
+        select(Assignment.user_id, func.count())
+        .where(Assignment.kind == kind, Assignment.user_id.in_(ids))
+        .group_by(Assignment.user_id)
+    ).all()
+    return Counter(dict(rows))
+
+
+@dataclass(frozen=True)
+class _Person:
+    """What balancing needs of an annotator (plain attributes: read tens of thousands of times)."""
+
+    id: int
+    username: str
+    group_no: int
+
+
+def _people(users: Sequence[User]) -> list[_Person]:
+    return [_Person(u.id, u.username, u.group_no) for u in users]
+
+
+def _pick(candidates: Sequence[_Person], counts: Counter, excluded: set[int]) -> _Person | None:
+    eligible = [u for u in candidates if u.id not in excluded]
+    if not eligible:
+        return None
+    return min(eligible, key=lambda u: (counts[u.id], u.username))
+
+
+def rubric_authors(session: Session, case_pks: Iterable[int]) -> dict[int, set[int]]:
+    """case_pk → users who authored any version of its rubric or are assigned to author it."""
+    pks = list(set(case_pks))
+    authors: dict[int, set[int]] = {pk: set() for pk in pks}
+    for start in range(0, len(pks), 5000):
+        chunk = pks[start : start + 5000]
+        for case_pk, author_id in session.exec(
+            select(RubricVersion.case_pk, RubricVersion.author_id).where(
+                RubricVersion.case_pk.in_(chunk), RubricVersion.author_id.is_not(None)
+            )
+        ).all():
+            authors[case_pk].add(author_id)
+        for case_pk, user_id in session.exec(
+            select(Assignment.case_pk, Assignment.user_id).where(
+                Assignment.kind == AssignmentKind.rubric, Assignment.case_pk.in_(chunk)
+            )
+        ).all():
+            authors[case_pk].add(user_id)
+    return authors
+
+
+def _cases_with_approved_rubric(session: Session) -> set[int]:
+    return set(current_version_ids(session))
+
+
+def _insert(session: Session, actor: User, rows: list[dict], audit_rows: list[dict]) -> None:
+    if rows:
+        session.execute(Assignment.__table__.insert(), rows)
+        counts.touch_assignments(session, [row["response_id"] for row in rows if row["kind"] == AssignmentKind.label])
+        AuditWriter(session, actor.username).record_many(audit_rows)
+
+
+def active_annotators(session: Session) -> list[User]:
+    """Every active annotator, by group and username: the people work can go to."""
+    return list(
+        session.exec(
+            select(User)
+            .where(User.role == Role.annotator, User.is_active == True)  # noqa: E712
+            .order_by(User.group_no, User.username)
+        ).all()
+    )
+
+
+def specialties(session: Session) -> list[str]:
+    """Every case subject (specialty), for choosing which cases to hand out."""
+    return sorted(s for s in session.exec(select(Case.subject).distinct()).all() if s)
+
+
+# Rubric authoring -------------------------------------------------------------------------
+
+
+def assign_rubric_authoring(
+    session: Session,
+    *,
+    actor: User,
+    annotators: Iterable[str],
+    case_ids: Iterable[str] | None = None,
+    specialty: str | None = None,
+) -> AssignmentSummary:
+    """Give each chosen case that has no author yet and no approved rubric one author.
+
+    Cases are `case_ids` (release ids) or every case of `specialty` (its subject or one of its
+    subject labels); exactly one of the two must be given.
+    """
+    require_admin(actor)
+    if (case_ids is None) == (specialty is None):
+        raise ValidationFailed("cases: give either case ids or a specialty", key="errors.cases_how")
+    people = _people(_active_annotators(session, annotators))
+    if case_ids is not None:
+        wanted = sorted(set(case_ids))
+        cases = list(session.exec(select(Case).where(Case.case_id.in_(wanted))).all()) if wanted else []
+        missing = sorted(set(wanted) - {c.case_id for c in cases})
+        if missing:
+            raise ValidationFailed(
+                f"case_id: unknown case {missing[0]!r}" + (f" (+{len(missing) - 1} more)" if len(missing) > 1 else ""),
+                key="errors.case_unknown_many",
+                params={"case_id": missing[0], "more": len(missing) - 1},
+            )
+    else:
+        cases = [
+            c
+            for c in session.exec(select(Case)).all()
+            if c.subject == specialty or specialty in (c.subject_labels or [])
+        ]
+    cases.sort(key=lambda c: c.case_id)
+
+    summary = AssignmentSummary()
+    authored = set(session.exec(select(Assignment.case_pk).where(Assignment.kind == AssignmentKind.rubric)).all())
+    approved = _cases_with_approved_rubric(session)
+    counts = _load_counts(session, AssignmentKind.rubric, people)
+    rows, audit_rows, now = [], [], utcnow()
+    for case in cases:
+        if case.id in authored:
+            summary.already_assigned += 1
+            continue
+        if case.id in approved:
+            summary.unassignable.append(f"{case.case_id}: rubric already approved")
+            continue
+        person = _pick(people, counts, set())
+        counts[person.id] += 1
+        summary.created += 1
+        summary.per_user[person.username] += 1
+        rows.append(
+            dict(
+                kind=AssignmentKind.rubric.value,
+                case_pk=case.id,
+                response_id=None,
+                user_id=person.id,
+                group_no=person.group_no,
+                created_at=now,
+                created_by=actor.id,
+            )
+        )
+        audit_rows.append(
+            dict(
+                action="assign",
+                entity="assignment",
+                entity_key=f"rubric:{case.case_id}",
+                before=None,
+                after={"kind": "rubric", "case": case.case_id, "user": person.username, "group": person.group_no},
+            )
+        )
+    _insert(session, actor, rows, audit_rows)
+    return summary
+
+
+# Hit labeling -----------------------------------------------------------------------------
+
+
+def assign_labeling(
+    session: Session, *, actor: User, annotators: Iterable[str], response_ids: Iterable[int] | None = None
+) -> AssignmentSummary:
+    """Give each response one annotator of group 1 and one of group 2, where it lacks them.
+
+    Responses are `response_ids`, or (None) every response of a case with an approved rubric.
+    A named response whose case has no approved rubric is refused, and nothing is assigned.
+    """
+    require_admin(actor)
+    people = _people(_active_annotators(session, annotators))
+    by_group = {g: [u for u in people if u.group_no == g] for g in GROUPS}
+    approved = _cases_with_approved_rubric(session)
+    if response_ids is None:
+        responses = session.exec(select(Response.id, Response.case_pk, Response.code).order_by(Response.id)).all()
+        responses = [r for r in responses if r[1] in approved]
+    else:
+        wanted = sorted(set(response_ids))
+        responses = []
+        for start in range(0, len(wanted), 5000):
+            responses += session.exec(
+                select(Response.id, Response.case_pk, Response.code).where(
+                    Response.id.in_(wanted[start : start + 5000])
+                )
+            ).all()
+        responses.sort()
+        missing = sorted(set(wanted) - {r[0] for r in responses})
+        if missing:
+            raise NotFound(
+                f"response: no response with id {missing[0]}",
+                key="errors.response_unknown",
+                params={"response": missing[0]},
+            )
+        for _response_id, case_pk, code in responses:
+            if case_pk not in approved:
+                raise ValidationFailed(
+                    f"response {code}: its case has no approved rubric yet",
+                    key="errors.response_no_rubric",
+                    params={"response": code},
+                )
+
+    existing = set(
+        session.exec(
+            select(Assignment.response_id, Assignment.group_no).where(Assignment.kind == AssignmentKind.label)
+        ).all()
+    )
+    authors = rubric_authors(session, {r[1] for r in responses})
+    case_ids = dict(session.exec(select(Case.id, Case.case_id)).all())
+    counts = _load_counts(session, AssignmentKind.label, people)
+    summary = AssignmentSummary()
+    rows, audit_rows, now = [], [], utcnow()
+    for response_id, case_pk, code in responses:
+        for group in GROUPS:
+            if (response_id, group) in existing:
+                summary.already_assigned += 1
+                continue
+            person = _pick(by_group[group], counts, authors.get(case_pk, set()))
+            if person is None:
+                summary.unassignable.append(
+                    f"{case_ids.get(case_pk, case_pk)}/{code}: no eligible annotator in group {group}"
+                )
+                continue
+            counts[person.id] += 1
+            summary.created += 1
+            summary.per_user[person.username] += 1
+            rows.append(
+                dict(
+                    kind=AssignmentKind.label.value,
+                    case_pk=case_pk,
+                    response_id=response_id,
+                    user_id=person.id,
+                    group_no=group,
+                    created_at=now,
+                    created_by=actor.id,
+                )
+            )
+            audit_rows.append(
+                dict(
+                    action="assign",
+                    entity="assignment",
+                    entity_key=f"label:{case_ids.get(case_pk, case_pk)}/{code}/group{group}",
+                    before=None,
+                    after={
+                        "kind": "label",
+                        "case": case_ids.get(case_pk),
+                        "response": code,
+                        "user": person.username,
+                        "group": group,
+                    },
+                )
+            )
+    _insert(session, actor, rows, audit_rows)
+    return summary
+
+
+# Reassignment -----------------------------------------------------------------------------
+
+
+def reassign(session: Session, *, actor: User, assignment_id: int, to_username: str) -> Assignment:
+    """Hand one assignment to another annotator (same expert group for labeling; never the author)."""
+    require_admin(actor)
+    assignment = session.get(Assignment, assignment_id)
+    if assignment is None:
+        raise NotFound(
+            f"assignment: no assignment {assignment_id}",
+            key="errors.assignment_unknown",
+            params={"assignment": assignment_id},
+        )
+    (person,) = _active_annotators(session, [to_username])
+    previous = session.get(User, assignment.user_id)
+    case = session.get(Case, assignment.case_pk)
+    if assignment.kind == AssignmentKind.label:
+        if person.group_no != assignment.group_no:
+            raise ValidationFailed(
+                f"annotator: {to_username!r} is not in expert group {assignment.group_no}",
+                key="errors.reassign_other_group",
+                params={"username": to_username, "group": assignment.group_no},
+            )
+        if person.id in rubric_authors(session, [assignment.case_pk])[assignment.case_pk]:
+            raise ValidationFailed(
+                f"annotator: {to_username!r} authored the rubric of case {case.case_id}",
+                key="errors.reassign_author",
+                params={"username": to_username, "case_id": case.case_id},
+            )
+    before = {"user": previous.username if previous else None, "group": assignment.group_no}
+    assignment.user_id = person.id
+    if assignment.kind == AssignmentKind.rubric:
+        assignment.group_no = person.group_no
+    session.add(assignment)
+    session.flush()
+    response = session.get(Response, assignment.response_id) if assignment.response_id else None
+    key = f"{assignment.kind}:{case.case_id}" + (f"/{response.code}/group{assignment.group_no}" if response else "")
+    record(
+        session,
+        actor.username,
+        action="reassign",
+        entity="assignment",
+        entity_key=key,
+        before=before,
+        after={"user": person.username, "group": assignment.group_no},
+    )
+    return assignment
+
+
+def list_assignments(
+    session: Session, *, actor: User, kind: AssignmentKind, username: str | None = None, limit: int = 500
+) -> list[dict]:
+    """Assignments for the admin's table (with model names: admins are not blinded)."""
+    require_admin(actor)
+    statement = (
+        select(
+            Assignment.id,
+            Case.case_id,
+            Response.code,
+            Response.model,
+            User.username,
+            Assignment.group_no,
+            Assignment.created_at,
+        )
+        .join(Case, Case.id == Assignment.case_pk)
+        .join(User, User.id == Assignment.user_id)
+        .join(Response, Response.id == Assignment.response_id, isouter=True)
+        .where(Assignment.kind == kind)
+        .order_by(Case.case_id, Response.code, Assignment.group_no)
+        .limit(limit)
+    )
+    if username:
+        statement = statement.where(User.username == username)
+    return [
+        dict(id=row[0], case_id=row[1], response=row[2], model=row[3], user=row[4], group=row[5], created_at=row[6])
+        for row in session.exec(statement).all()
+    ]
+
+
+# The annotator's own queue ----------------------------------------------------------------
+
+
+def rubric_states(session: Session, case_pks: Iterable[int]) -> dict[int, str]:
+    """case_pk → status of its newest rubric version (cases without one are absent)."""
+    pks = list(set(case_pks))
+    states: dict[int, str] = {}
+    for start in range(0, len(pks), 5000):
+        chunk = pks[start : start + 5000]
+        newest = (
+            select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
+            .where(RubricVersion.case_pk.in_(chunk))
+            .group_by(RubricVersion.case_pk)
+            .subquery()
+        )
+        rows = session.exec(
+            select(RubricVersion.case_pk, RubricVersion.status).join(
+                newest, (RubricVersion.case_pk == newest.c.case_pk) & (RubricVersion.version == newest.c.version)
+            )
+        ).all()
+        states.update(dict(rows))
+    return states
+
+
+def current_label_counts(
+    session: Session, response_ids: Iterable[int], group_no: int, current_version: dict[int, int]
+) -> dict[int, int]:
+    """response_id → annotation labels of `group_no` made on the current rubric (`current_version`:
+    response_id → its case's current approved rubric version id). Labels on an older version do not
+    count, as on the labeling page (`db.labeling.annotation`)."""
+    counts: dict[int, int] = {}
+    for response_id, by_version in counts.annotation_counts(session, response_ids, group_no).items():
+        for version_id, n in by_version.items():
+            if counts_on_current_rubric(version_id, current_version.get(response_id)):
+                counts[response_id] = counts.get(response_id, 0) + n
+    return counts
+
+
+RUBRIC_DONE_STATES = (RubricStatus.submitted, RubricStatus.approved)
+
+
+def my_queue(session: Session, user: User, kind: AssignmentKind | str) -> list[dict]:
+    """The annotator's assigned work, oldest case first, each item with its state and `done` flag.
+
+    rubric items: assignment_id, case_pk, case_id, subject, status (newest rubric version, or None), done.
+    label items (from `db.labeling.annotation.labeling_queue`): case_pk, case_id, response_id, code, status, labeled,
+    criteria, done.
+    """
+    require_role(user, Role.annotator)
+    kind = AssignmentKind(kind)
+    if kind == AssignmentKind.rubric:
+        rows = session.exec(
+            select(Assignment.id, Case.id, Case.case_id, Case.subject)
+            .join(Case, Case.id == Assignment.case_pk)
+            .where(Assignment.kind == kind, Assignment.user_id == user.id)
+            .order_by(Case.case_id)
+        ).all()
+        states = rubric_states(session, [r[1] for r in rows])
+        return [
+            dict(
+                assignment_id=a,
+                case_pk=pk,
+                case_id=cid,
+                subject=subject,
+                status=states.get(pk),
+                done=states.get(pk) in RUBRIC_DONE_STATES,
+            )
+            for a, pk, cid, subject in rows
+        ]
+    from db.labeling.annotation import DONE, labeling_queue  # the labeling page's own queue and rules
+
+    return [
+        dict(
+            case_pk=item.case_pk,
+            case_id=item.case_id,
+            response_id=item.response_id,
+            code=item.code,
+            status=item.status,
+            labeled=item.labeled,
+            criteria=item.size,
+            done=item.status == DONE,
+        )
+        for item in labeling_queue(session, user).items
+    ]
