@@ -95,7 +95,7 @@ def template_sha256(template: str) -> str:
     return hashlib.sha256(template.encode("utf-8")).hexdigest()
 
 
-def _json_body(text: str) -> str:
+def json_body(text: str) -> str:
     """The JSON string literal of `text` without its quotes.
 
     JSON escapes character by character, so bodies of pieces concatenate to the body of the whole:
@@ -107,7 +107,7 @@ def _json_body(text: str) -> str:
 class PromptTemplate:
     """A judge prompt template split once into literal parts and fields, filled as `str.format` fills it.
 
-    `fill` takes plain values; `fill_json_body` takes the values' JSON bodies (`_json_body`) and gives
+    `fill` takes plain values; `fill_json_body` takes the values' JSON bodies (`json_body`) and gives
     the body of the filled prompt — how SFT rows are assembled without encoding each prompt. Text
     inside a value is never filled again (braces in a response stay as they are).
     """
@@ -116,7 +116,7 @@ class PromptTemplate:
         pieces = _pieces(template, where)
         self.literals = [literal for literal, _ in pieces]
         self.names = [name for _, name in pieces]
-        self.json_literals = [_json_body(literal) for literal in self.literals]
+        self.json_literals = [json_body(literal) for literal in self.literals]
 
     @staticmethod
     def _join(literals: list[str], names: list[str | None], values: dict[str, str]) -> str:
@@ -156,3 +156,6 @@ def parse_judge_output(text: str | None) -> bool | None:
         return None
     match = CRITERIA_MET.search(_THINKING.sub("", text, count=1))
     return None if match is None else match.group(1).lower() == "true"
+
+
+_json_body = json_body  # the name the SFT export still imports

@@ -18,7 +18,7 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from analysis.loader import load_cases, load_criteria, load_judge, load_responses
-from analysis.prompt import PromptTemplate, _json_body, user_message
+from analysis.prompt import PromptTemplate, json_body, user_message
 from db.rules.errors import ValidationFailed
 
 RESPONSE_SCOPES = ("all", "missing")
@@ -127,15 +127,15 @@ class ItemSource:
         current_case, message_body = None, ""
         for response_id, case_pk in zip(self.responses["response_id"].tolist(), self.responses["case_pk"].tolist()):
             if case_pk != current_case:
-                current_case, message_body = case_pk, _json_body(self.messages[case_pk])
-            response_body = _json_body(self.texts[response_id])
+                current_case, message_body = case_pk, json_body(self.messages[case_pk])
+            response_body = json_body(self.texts[response_id])
             criterion_ids, texts, positions = self.rubric[case_pk]
             for criterion_id, text, position in zip(criterion_ids, texts, positions):
                 if self.done and (response_id, criterion_id) in self.done:
                     continue
                 body = item_bodies.get(text)
                 if body is None:
-                    body = item_bodies[text] = _json_body(text)
+                    body = item_bodies[text] = json_body(text)
                 digest = prefix.copy()
                 digest.update(
                     fill({"user_message": message_body, "response": response_body, "rubric_item": body}).encode("utf-8")

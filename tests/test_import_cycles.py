@@ -176,3 +176,66 @@ def test_no_cycle_between_rooms_or_their_subpackages():
     graph = import_graph()
     assert cycles(room_graph(graph, 1)) == []
     assert cycles(room_graph(graph, 2)) == []
+
+
+def room_of(module: str) -> str:
+    """A module's room: its top package, and inside db/ the room below it (db.work, db.store, …)."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "db" and len(parts) > 1 else parts[0]
+
+
+def private_names_across_rooms(tree: ast.AST, name: str, known: set[str]) -> list[str]:
+    """`from other_room.x import _name`, and `module._name` on a module bound from another room."""
+    found: list[str] = []
+    foreign_modules: set[str] = set()  # local names bound to a module of another room
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                if full in known and room_of(full) != room_of(name):
+                    foreign_modules.add(alias.asname or alias.name)
+                elif (
+                    node.module in known
+                    and room_of(node.module) != room_of(name)
+                    and alias.name.startswith("_")
+                    and not alias.name.startswith("__")
+                ):
+                    found.append(f"{name} imports {node.module}.{alias.name}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname and alias.name in known and room_of(alias.name) != room_of(name):
+                    foreign_modules.add(alias.asname)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in foreign_modules
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
+            found.append(f"{name} reads {node.value.id}.{node.attr}")
+    return sorted(set(found))
+
+
+def test_the_private_name_check_sees_both_forms():
+    known = {"db", "db.work", "db.work.assignments", "db.store", "db.store.models"}
+    source = ast.parse(
+        "from db.store.models import _hidden, Case\nfrom db.store import models\nmodels._rows()\nmodels.Case\n"
+    )
+    assert private_names_across_rooms(source, "db.work.assignments", known) == [
+        "db.work.assignments imports db.store.models._hidden",
+        "db.work.assignments reads models._rows",
+    ]
+    same_room = ast.parse("from db.work.assignments import _helper\n")
+    assert private_names_across_rooms(same_room, "db.work.feedback", known | {"db.work.feedback"}) == []
+
+
+def test_no_private_name_crosses_a_room():
+    modules = project_modules()
+    known = set(modules)
+    crossings = [
+        crossing
+        for name, path in modules.items()
+        for crossing in private_names_across_rooms(ast.parse(path.read_text(encoding="utf-8")), name, known)
+    ]
+    assert crossings == []
