@@ -14,12 +14,12 @@ from datetime import datetime
 import pandas as pd
 import streamlit as st
 
-from analysis import leaderboard, table_view
+from analysis import leaderboard
 from analysis.metrics import DEFAULT_K
 from db.rules.errors import ClinConsensusError
 from db.store.models import Role
 from db.work import leaderboard as store
-from ui import shell, widgets
+from ui import shell, table_view, widgets
 from ui.times import local_time
 
 

@@ -1,7 +1,7 @@
 """One page for a new model (docs/REFERENCE.md §3.7, §4): its answers, the judges that graded it with their
 held-out fidelity, its calibration sample's progress, and its calibrated score once the sample allows.
 
-The figures come from the decision grid the analysis pages share (`analysis.shared_grid`), through
+The figures come from the decision grid the analysis pages share (`ui.shared_grid`), through
 `analysis.model_pipeline`, which keeps them per data version: a rerun recomputes nothing. The next
 step of the pipeline is started on the pages that already do it (judge runs, assignments).
 """
@@ -15,14 +15,14 @@ import pandas as pd
 import streamlit as st
 
 from admin import assignments, judge_runs
-from analysis import model_pipeline, shared_grid, table_view
+from analysis import model_pipeline
 from analysis.calibrated import METRICS, VALUE_KEYS
 from analysis.metrics import DEFAULT_K
 from db.access.export_records import newest_sft_holdout
 from db.store.models import Role
 from db.work import generation
 from db.work.calibration import response_models
-from ui import shell
+from ui import shared_grid, shell, table_view
 from ui.text import plain
 from ui.times import local_time
 

@@ -1,7 +1,7 @@
 """How an analysis table or figure names what it shows, in the reader's language: each column's header
 and kind (rate, score, count, …), each cell's text, and slice values by their taxonomy names.
 
-Pure (no Streamlit): the dashboard's tables (`analysis.table_view`), the figure builders and the
+Pure (no Streamlit): the dashboard's tables (`ui.table_view`), the figure builders and the
 offline HTML report read the same definitions.
 """
 

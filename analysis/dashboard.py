@@ -2,7 +2,7 @@
 
 The decision grid of the whole database is built once per data version (a cheap fingerprint read
 from the database, so every server process agrees) in a background thread and shared with the
-analysis-depth pages (`analysis.shared_grid`); from it the default view's report and every figure,
+analysis-depth pages (`ui.shared_grid`); from it the default view's report and every figure,
 in every language, are built in the background too, so a visit draws no figure: it shows the newest
 view built so far at once and refreshes itself when the new one is in. Only the chosen section is
 drawn, and choosing another reruns that section alone. Filters select rows of the grid, so
@@ -21,7 +21,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from analysis import comparisons, figures as figure_builders, metrics, score_figures, shared_grid, table_view
+from analysis import comparisons, figures as figure_builders, metrics, score_figures
 from analysis.background import BackgroundValue
 from analysis.exports.csv_cells import csv_bytes
 from analysis.report import Report, build_report, json_bytes, report_json, tables
@@ -29,7 +29,7 @@ from db.access.policies import require_may_see_group_statistics
 from db.rules.errors import ClinConsensusError
 from db.store.models import Role
 from i18n import LANGUAGES
-from ui import shell
+from ui import shared_grid, shell, table_view
 from ui.text import plain
 from ui.widgets import reason_text
 

@@ -1,7 +1,7 @@
 """Admin pages of the analysis depth: criterion reliability (with sending criteria back to their author)
 and the judge's errors beside the physicians' labels.
 
-They read the decision grid the dashboard keeps per data version (`analysis.shared_grid`: one grid
+They read the decision grid the dashboard keeps per data version (`ui.shared_grid`: one grid
 per process, a cheap fingerprint query says which) and the figures of `analysis.reliability`
 computed from it once per version in the background; model names and both groups' labels are on
 these pages, so they are for admins only.
@@ -19,8 +19,6 @@ from analysis import (
     ranking_fidelity,
     reliability,
     score_section,
-    shared_grid,
-    table_view,
 )
 from analysis.background import BackgroundValue
 from analysis.exports.csv_cells import csv_bytes
@@ -31,7 +29,7 @@ from db.review.criterion_return import send_back_criteria, send_back_target
 from db.rules.errors import ClinConsensusError
 from db.store.models import Role
 from db.work.judge_errors import judge_error_detail
-from ui import shell
+from ui import shared_grid, shell, table_view
 from ui.text import plain
 from ui.widgets import show_error, show_text
 

@@ -108,7 +108,7 @@ def test_rates_reach_the_browser_rounded_not_cut():
     # The browser's number column cuts at its step: 0.6666… was drawn as 66.6%.
     import pandas as pd
 
-    from analysis import table_view
+    from ui import table_view
 
     frame = pd.DataFrame({"model": ["a", "b"], "cacs_at_k": [2 / 3, 0.0005], "n_responses": [3, 7]})
     sent = table_view.sent_frame(frame, frame.columns)

@@ -8,6 +8,7 @@ reads every `import` statement wherever it stands (module level, inside a functi
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -135,11 +136,21 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
+def page_modules() -> set[str]:
+    """Page modules that stand inside a lower room's folder (the analysis pages), as the import contract
+    "page rooms do not import each other" names them: each is a page room of its own, above ui/."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    pages = next(c for c in contracts["contracts"] if c["name"] == "page rooms do not import each other")
+    return {module for module in pages["modules"] if "." in module}
+
+
 def room_graph(graph: dict[str, set[str]], depth: int) -> dict[str, set[str]]:
-    """The module graph collapsed to packages named by their first `depth` parts."""
+    """The module graph collapsed to packages named by their first `depth` parts (a page module is its own)."""
+    pages = page_modules()
 
     def room(name: str) -> str:
-        return ".".join(name.split(".")[:depth])
+        page = next((page for page in pages if name == page or name.startswith(f"{page}.")), None)
+        return page or ".".join(name.split(".")[:depth])
 
     collapsed: dict[str, set[str]] = {}
     for source, targets in graph.items():

@@ -7,12 +7,13 @@ from datetime import UTC, datetime
 
 from sqlmodel import Session, select
 
-from analysis import dashboard, insights, shared_grid
+from analysis import dashboard, insights
 from analysis.loader import data_version
 from db.store.models import Label
 from tests.support.apptest_helpers import open_page, signed_in
 from tests.support.factories import make_user
 from tests.test_report import populate_small_database
+from ui import shared_grid
 
 
 def test_dashboard_and_insight_pages_share_one_grid(app_database, monkeypatch):
