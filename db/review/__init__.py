@@ -11,6 +11,8 @@ Every rule of the checker's side lives here, so a page (or a crafted request) ca
 - concurrency: every save names the revision it started from (`seen_lock_version`, None for a
   new row); a save that lost a race raises StaleEdit carrying the newer value;
 - every change is written to the audit log in the same transaction.
+
+May import: db.labeling, db.rubrics, db.access, db.counts, db.store, db.rules.
 """
 
 from db.access.independence import ready_for_adjudication, take_into_adjudication

@@ -1,5 +1,6 @@
-"""Where rows live: the tables (models), the engine and its transactions, the Alembic revisions and
-migration, which rubric version is current, the data version, and backups.
+"""Where rows live: the tables (models), the engine and its transactions, bringing a database to the
+newest revision (the revisions are db.migrations'), which rubric version is current, the data version,
+the judges that have decisions, and backups.
 
 May import: db.rules.
 """
