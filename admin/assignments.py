@@ -259,7 +259,7 @@ def _reassign_tab(admin: User, people: dict[str, User], label) -> None:
         task = st.selectbox(
             t("admin.assign.task"),
             list(tasks),
-            format_func=tasks.get,
+            format_func=tasks.__getitem__,
             index=None,
             placeholder=t("admin.assign.task.choose", shown=f"{len(tasks):,}"),
             key="reassign_task",

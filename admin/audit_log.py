@@ -130,7 +130,7 @@ def _filters(user) -> dict:
         )
         actor_names = {"": t("review.audit_log.any"), **{a: a for a in actors}}  # options are plain text
         actor = second.selectbox(
-            t("review.audit_log.actor"), list(actor_names), key="audit_log_actor", format_func=actor_names.get
+            t("review.audit_log.actor"), list(actor_names), key="audit_log_actor", format_func=actor_names.__getitem__
         )
         third, fourth = st.columns(2)
         since, until = _date_range(third, zone)

@@ -16,6 +16,7 @@ import streamlit as st
 
 from admin import assignments, judge_runs
 from analysis import model_pipeline
+from analysis.background import BackgroundValue
 from analysis.calibrated import METRICS, VALUE_KEYS
 from analysis.metrics import DEFAULT_K
 from db.access.export_records import newest_sft_holdout
@@ -32,7 +33,7 @@ RUN_COLUMNS = ("id", "status", "items", "done", "cached", "truncated", "empty", 
 
 
 @st.cache_resource(show_spinner=False)
-def _figures():
+def _figures() -> BackgroundValue[model_pipeline.PipelineFigures]:
     """The pipeline figures of the shared grid, once per data version for the whole process."""
     return shared_grid.derived(model_pipeline.PipelineFigures, name="new-model-pipeline")
 
@@ -187,7 +188,7 @@ def render() -> None:
     snapshot = shared_grid.newest(_figures(), t)
     if snapshot is None:
         return
-    figures: model_pipeline.PipelineFigures = snapshot.value
+    figures = snapshot.value
     found = figures.model(model, DEFAULT_K)
     _judges(t, figures, found)
     _sample(t, found.sample)

@@ -112,7 +112,7 @@ def render() -> None:
 
     with edit_tab:
         # Outside the form, so the role and group below start from the chosen account's current ones.
-        name = st.selectbox(t("admin.users.account"), usernames, key="edit_name", format_func=names.get)
+        name = st.selectbox(t("admin.users.account"), usernames, key="edit_name", format_func=names.__getitem__)
         account = next(a for a in accounts if a.username == name)
         with st.form("user_edit"):
             left, right = st.columns(2)
@@ -142,7 +142,7 @@ def render() -> None:
                 )
 
     with active_tab, st.form("user_active"):
-        name = st.selectbox(t("admin.users.account"), usernames, key="active_name", format_func=names.get)
+        name = st.selectbox(t("admin.users.account"), usernames, key="active_name", format_func=names.__getitem__)
         left, middle, right = st.columns(3)
         deactivate = left.form_submit_button(t("admin.users.deactivate"), icon=":material/person_off:")
         activate = middle.form_submit_button(t("admin.users.activate"), icon=":material/person_check:")
@@ -164,7 +164,7 @@ def render() -> None:
                 )
 
     with edit_tab, st.form("user_identity", clear_on_submit=True):
-        name = st.selectbox(t("admin.users.account"), usernames, key="identity_name", format_func=names.get)
+        name = st.selectbox(t("admin.users.account"), usernames, key="identity_name", format_func=names.__getitem__)
         identity = st.text_input(t("security.users.identity"), key="identity_value")
         if st.form_submit_button(t("security.users.link"), icon=":material/badge:"):
             _apply(
@@ -174,7 +174,7 @@ def render() -> None:
             )
 
     with password_tab, st.form("user_password", clear_on_submit=True):
-        name = st.selectbox(t("admin.users.account"), usernames, key="password_name", format_func=names.get)
+        name = st.selectbox(t("admin.users.account"), usernames, key="password_name", format_func=names.__getitem__)
         password = st.text_input(
             t("admin.users.new_password"), type="password", help=t("admin.users.password.help"), key="reset_password"
         )

@@ -95,12 +95,13 @@ def _build(grid: metrics.DecisionGrid) -> Kept:
         for language in LANGUAGES:
             t = figure_builders.translator(language)
             figures.update({(language, name): build(default, t) for name, build in FIGURES.items()})
-    fidelity = metrics.judge_fidelity(grid)["mf1_gold"].astype(float).to_dict() if judges else {}
+    pooled = metrics.judge_fidelity(grid)["mf1_gold"].astype(float) if judges else pd.Series(dtype=float)
+    fidelity = {str(judge): float(mf1) for judge, mf1 in pooled.items()}
     return Kept(grid, default, judges, fidelity, _options(grid), figures)
 
 
 @st.cache_resource(show_spinner=False)
-def _kept_grid() -> BackgroundValue:
+def _kept_grid() -> BackgroundValue[Kept]:
     """The default view (report and figures, in every language) and the filters' choices, per data version,
     built in the background from the grid every analysis page shares (one per process)."""
     return shared_grid.derived(_build, name="dashboard-view")
@@ -165,8 +166,8 @@ def _selection(grid: metrics.DecisionGrid, filters: dict) -> np.ndarray:
         wanted = themes.loc[themes["value"].isin(filters["task_theme"]), "case_row"].to_numpy()
         keep_case &= np.isin(np.arange(len(cases)), wanted)
     if filters.get("specialty"):
-        wanted = set(filters["specialty"])
-        keep_case &= np.array([bool(wanted & set(labels or [])) for labels in cases["subject_labels"]], dtype=bool)
+        specialties = set(filters["specialty"])
+        keep_case &= np.array([bool(specialties & set(labels or [])) for labels in cases["subject_labels"]], dtype=bool)
     keep = keep_case[grid.case_rows] if len(grid.case_rows) else np.zeros(0, dtype=bool)
     if filters.get("models"):
         keep &= grid.responses["model"].isin(filters["models"]).to_numpy()
@@ -282,7 +283,7 @@ def render() -> None:
     snapshot = shared_grid.newest(_kept_grid(), t)
     if snapshot is None:
         return
-    kept: Kept = snapshot.value
+    kept = snapshot.value
     grid = kept.grid
     chosen, k, source = _filters(grid, kept.options, t)
     judge_scored = _scoring_judge(kept.judges, kept.fidelity, t)
@@ -472,7 +473,8 @@ def _shown_tables(t, report: Report, language: str) -> dict[str, pd.DataFrame]:
     slices = frames["slices"]
     names = pd.Series("", index=slices.index, dtype=object)
     for dimension, part in slices.groupby("dimension", sort=False):
-        names[part.index] = table_view.value_names(str(dimension), part["value"], language, t)
+        named = table_view.value_names(str(dimension), part["value"], language, t)
+        names[part.index] = pd.Series(named, index=part.index, dtype=object)
     frames["slices"] = slices.assign(
         dimension=[table_view.dimension_name(t, str(d)) for d in slices["dimension"]], name=names
     )[["dimension", "value", "name", "model", "cacs_at_k", "n_responses"]]

@@ -49,7 +49,7 @@ def _build(grid: metrics.DecisionGrid) -> State:
 
 
 @st.cache_resource(show_spinner=False)
-def _kept_state() -> BackgroundValue:
+def _kept_state() -> BackgroundValue[State]:
     """The analysis depth and the judges' fidelity, built per data version in the background from the grid
     every analysis page shares (the grid itself is not copied)."""
     return shared_grid.derived(_build, name="insights-view")

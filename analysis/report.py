@@ -80,7 +80,7 @@ class Report:
 
 
 def build_report(
-    frames: Frames,
+    frames: Frames | None,
     k: int = metrics.DEFAULT_K,
     source: str = metrics.GOLD,
     *,
@@ -91,7 +91,7 @@ def build_report(
     insights: bool = True,
     heldout_models: list[str] | None = None,
 ) -> Report:
-    """Every metric over `frames` (or an already prepared `grid` of them).
+    """Every metric over `frames` (or an already prepared `grid` of them, `frames` then None).
 
     `judge_scored`: a judge's name; models the source does not score (no complete response, e.g. a
     new model with responses only) are scored by that judge and listed apart, marked.
@@ -99,7 +99,10 @@ def build_report(
     model and slice, physicians). `heldout_models`: judge figures (`judges`, `judges_by_model`,
     `judge_ranking`, `calibrated`) over those models' responses only.
     """
-    grid = grid if grid is not None else metrics.prepare(frames)
+    if grid is None:
+        if frames is None:
+            raise ValueError("build_report needs the frames or their grid")
+        grid = metrics.prepare(frames)
     n = grid.rubric_size
     k = metrics.validate_k(k, n)
     scores = metrics.response_scores(grid, source)

@@ -129,7 +129,7 @@ def render() -> None:
     chosen = st.selectbox(
         t("review.audit.pick"),
         list(names),
-        format_func=names.get,
+        format_func=names.__getitem__,
         key=PICK_KEY,
         label_visibility="collapsed",
     )
@@ -176,9 +176,10 @@ def _form(view: review.RubricView, report: LintReport) -> tuple[str, dict[int, s
     pending = st.session_state.get(pending_key)
     with st.form(widget_key("review_audit_form", view.rubric_version_id), enter_to_submit=False, border=False):
         with st.container(key="audit_criteria"):
-            comments = {
-                criterion.id: _criterion(view, criterion, report, row) for row, criterion in enumerate(view.criteria)
-            }
+            drawn = [
+                (criterion.id, _criterion(view, criterion, report, row)) for row, criterion in enumerate(view.criteria)
+            ]
+            comments = {pk: text for pk, text in drawn if pk is not None}  # every criterion under audit is stored
         with st.container(key="audit_decide_bar"):
             overall = st.text_input(
                 t("review.audit.overall_comment"), key=widget_key("review_audit_overall", view.rubric_version_id)
@@ -232,7 +233,7 @@ def _decide(user, view: review.RubricView, decision: str, commented: dict[int, s
                     view.rubric_version_id,
                     seen_lock_version=seen,
                     comment=overall,
-                    criterion_comments=commented,
+                    criterion_comments=dict(commented),
                 )
     except StaleEdit as stale:
         st.session_state.pop(_pending_key(view.rubric_version_id), None)

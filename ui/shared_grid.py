@@ -10,12 +10,13 @@ value of the current data version is in.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Any
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import streamlit as st
 
 from analysis import metrics
-from analysis.background import BackgroundValue, Snapshot
+from analysis.background import BackgroundValue
 from analysis.loader import data_version, load_frames
 from ui import shell
 from ui.text import plain
@@ -25,9 +26,19 @@ QUICK_BUILD_LABELS = 200_000
 QUICK_BUILD_WAIT_SECONDS = 60.0
 POLL_SECONDS = 2  # how often a page showing an earlier data version looks for the new one
 
+T = TypeVar("T")
+
 
 class GridUnavailable(RuntimeError):
     """The shared grid of a data version could not be had in time."""
+
+
+@dataclass(frozen=True)
+class Newest(Generic[T]):
+    """A value built from the shared grid, and the data version it was built from."""
+
+    value: T
+    version: Hashable
 
 
 @st.cache_resource(show_spinner=False)
@@ -37,7 +48,7 @@ def kept_grid() -> BackgroundValue[metrics.DecisionGrid]:
     return BackgroundValue(lambda _version: metrics.prepare(load_frames(engine)), name="analysis-grid")
 
 
-def derived(build: Callable[[metrics.DecisionGrid], Any], *, name: str) -> BackgroundValue:
+def derived(build: Callable[[metrics.DecisionGrid], T], *, name: str) -> BackgroundValue[T]:
     """A background value computed from the shared grid: `build(grid)` runs once per data version.
 
     Call it inside a `st.cache_resource` function (one per process); the build waits for the shared
@@ -45,7 +56,7 @@ def derived(build: Callable[[metrics.DecisionGrid], Any], *, name: str) -> Backg
     """
     grids = kept_grid()
 
-    def from_grid(version: Hashable) -> Any:
+    def from_grid(version: Hashable) -> T:
         snapshot = grids.wait(version, GRID_WAIT_SECONDS)
         if snapshot.error is not None:
             raise snapshot.error
@@ -57,14 +68,14 @@ def derived(build: Callable[[metrics.DecisionGrid], Any], *, name: str) -> Backg
 
 
 @st.fragment(run_every=POLL_SECONDS)
-def _reload_when_built(keeper: BackgroundValue, version: Hashable) -> None:
+def _reload_when_built(keeper: BackgroundValue[T], version: Hashable) -> None:
     """Reruns the page once the background build of `version` is in (or failed)."""
     snapshot = keeper.get(version)
     if snapshot.current or snapshot.error is not None:
         st.rerun()
 
 
-def newest(keeper: BackgroundValue, t) -> Snapshot | None:
+def newest(keeper: BackgroundValue[T], t: shell.Translator) -> Newest[T] | None:
     """The newest value of `keeper` built so far, or None (with a note on the page) while there is none.
 
     A small database is ready in well under a second: the page waits for it, so it is always current.
@@ -76,11 +87,11 @@ def newest(keeper: BackgroundValue, t) -> Snapshot | None:
     if snapshot.error is not None:
         st.error(t("analysis.error", reason=plain(str(snapshot.error))))
         return None
-    if snapshot.value is None:
+    if snapshot.value is None or snapshot.version is None:
         st.info(t("analysis.preparing"))
         _reload_when_built(keeper, snapshot.wanted)
         return None
     if not snapshot.current:
         st.caption(t("analysis.updating"))
         _reload_when_built(keeper, snapshot.wanted)
-    return snapshot
+    return Newest(snapshot.value, snapshot.version)

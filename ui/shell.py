@@ -7,13 +7,14 @@ whose hash is stored server-side), so a refresh keeps the user signed in and no 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import streamlit as st
 from sqlmodel import Session
 
 from db.access import users
+from db.rules.errors import PermissionDenied
 from db.rules.security import keep_files_private
 from db.store.data_version import DataVersion, data_version
 from db.store.engine import get_engine, session_scope
@@ -76,7 +77,11 @@ def t(key: str, **values) -> str:
     return translate(key, lang(), **values)
 
 
-def translator():
+#: `t` bound to a language: a catalog key and its values in, the text out.
+Translator = Callable[..., str]
+
+
+def translator() -> Translator:
     """`t` bound to the current language: safe in format_func callbacks, which may run after the page."""
     language = lang()
     return lambda key, **values: translate(key, language, **values)
@@ -165,7 +170,7 @@ def current_user() -> User | None:
     if user is None:
         st.session_state.pop("token", None)
         return None
-    if needs_touch:  # restart the idle clock, at most once a minute
+    if needs_touch and token:  # restart the idle clock, at most once a minute
         with db_session() as session:
             users.touch_session(session, token=token)
     st.session_state["token"] = token
@@ -278,6 +283,8 @@ def _my_progress_of(username: str, version: DataVersion) -> dict:
     # once after a save, an assignment or a rubric decision (each moves the version read from the database).
     with db_session(read_only=True) as session:
         user = users.get_user(session, username=username)
+        if user is None:  # removed since the page read it: refused as an inactive account is
+            raise PermissionDenied("account is not active", key="errors.account_inactive")
         return progress_queries.my_progress(session, user)
 
 
