@@ -156,6 +156,3 @@ def parse_judge_output(text: str | None) -> bool | None:
         return None
     match = CRITERIA_MET.search(_THINKING.sub("", text, count=1))
     return None if match is None else match.group(1).lower() == "true"
-
-
-_json_body = json_body  # the name the SFT export still imports

@@ -37,7 +37,8 @@ OPTIONAL_RELEASE_FIELDS = OPTIONAL_CASE_FIELDS
 #: Explanations for SFT rows without a physician's note (the label alone).
 GENERIC_EXPLANATION = {True: "回答满足该评分标准的要求。", False: "回答未满足该评分标准的要求。"}
 
-_CHUNK = 20_000
+#: Lines written between two progress reports.
+PROGRESS_CHUNK = 20_000
 #: Items a printed summary lists one by one (left-out cases, removed keys, warnings); the rest are counted.
 MAX_LISTED = 50
 BOOLEAN_TEXTS = ["false", "true", "null"]
@@ -57,6 +58,7 @@ class LeftOut:
 
 
 def left_out(reason: str, items: list[str], count: int | None = None) -> LeftOut:
+    """What was left out for `reason`: `count` (default: every item), the first `MAX_LISTED` items kept."""
     return LeftOut(reason, len(items) if count is None else count, tuple(items[:MAX_LISTED]))
 
 
@@ -89,7 +91,8 @@ class ExportSummary:
         return "\n".join(self.lines())
 
 
-def _listed(items: list[str], separator: str) -> str:
+def list_text(items: list[str], separator: str) -> str:
+    """The first `MAX_LISTED` items joined by `separator`, then how many more there are."""
     shown = separator.join(items[:MAX_LISTED])
     return shown + (f"{separator}… and {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else "")
 
@@ -103,36 +106,37 @@ def _plain(value) -> str:
 # Writing helpers ------------------------------------------------------------------------------
 
 
-def _json(value) -> str:
+def json_text(value) -> str:
+    """One value as the exports write JSON: Chinese as is, no NaN."""
     return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
-def _encoded(values) -> np.ndarray:
+def json_texts(values) -> np.ndarray:
     """JSON text of each value, encoding each distinct value once."""
     codes, uniques = pd.factorize(np.asarray(values, dtype=object))
-    encoded = np.array([_json(value) for value in uniques] or [""], dtype=object)
+    encoded = np.array([json_text(value) for value in uniques] or [""], dtype=object)
     return encoded[codes]
 
 
-def _encoded_arrow(values: pd.Series) -> pa.Array:
-    """As `_encoded`, as an Arrow string array (for `_write_joined`)."""
+def json_texts_arrow(values: pd.Series) -> pa.Array:
+    """As `json_texts`, as an Arrow string array (for `write_joined`)."""
     codes, uniques = pd.factorize(values)
-    return _choose(codes, [_json(value) for value in uniques])
+    return chosen_texts(codes, [json_text(value) for value in uniques])
 
 
-def _choose(codes: np.ndarray, texts: list[str]) -> pa.Array:
+def chosen_texts(codes: np.ndarray, texts: list[str]) -> pa.Array:
     """texts[code] for each code, as an Arrow string array."""
     return pa.array(texts or [""], type=pa.large_string()).take(pa.array(codes, type=pa.int64()))
 
 
-def _nullable_codes(series: pd.Series) -> np.ndarray:
+def nullable_codes(series: pd.Series) -> np.ndarray:
     """A nullable boolean column as codes into ("false", "true", "null")."""
     codes = series.fillna(False).to_numpy(bool).astype(np.int64)
     codes[series.isna().to_numpy()] = 2
     return codes
 
 
-def _write_joined(path: Path, parts: list, rows: int) -> None:
+def write_joined(path: Path, parts: list, rows: int) -> None:
     """Write one line per row, each the concatenation of `parts` (Arrow string arrays or str constants).
 
     Arrow joins the pieces in C; the joined array's data buffer is the file's bytes, lines in order.
@@ -149,6 +153,7 @@ def _write_joined(path: Path, parts: list, rows: int) -> None:
 
 
 def sha256_file(path: Path) -> str:
+    """The sha256 of a file's bytes, read in blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -156,13 +161,13 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _write_lines(path: Path, lines: Iterable[str], total: int, progress: Progress, note: str) -> tuple[int, str]:
+def write_lines(path: Path, lines: Iterable[str], total: int, progress: Progress, note: str) -> tuple[int, str]:
     """Write JSON lines, reporting progress; returns (number of lines, sha256 of the file)."""
-    writer = _HashingWriter(path)
+    writer = HashingWriter(path)
     try:
         for line in lines:
             writer.add(line + "\n")
-            if writer.lines % _CHUNK == 0:
+            if writer.lines % PROGRESS_CHUNK == 0:
                 progress(writer.lines, total, note)
     finally:
         writer.close()
@@ -170,7 +175,7 @@ def _write_lines(path: Path, lines: Iterable[str], total: int, progress: Progres
     return writer.lines, writer.sha256
 
 
-class _HashingWriter:
+class HashingWriter:
     """Appends text lines to a UTF-8 file in large blocks, hashing the bytes on the way (no second read)."""
 
     def __init__(self, path: Path, block: int = 2000) -> None:
@@ -202,11 +207,12 @@ class _HashingWriter:
         return self.digest.hexdigest()
 
 
-def _write_json(path: Path, value, indent: int | None = 2) -> None:
+def write_json(path: Path, value, indent: int | None = 2) -> None:
+    """One JSON document (indented by default) and a newline, written where exports may write."""
     write_text(path, json.dumps(value, ensure_ascii=False, indent=indent, allow_nan=False) + "\n")
 
 
-def _prepare_dir(directory: Path, names: Iterable[str]) -> Path:
+def prepare_dir(directory: Path, names: Iterable[str]) -> Path:
     """Create the output directory and remove earlier outputs of ours, so no stale file survives."""
     directory = output_dir(directory)
     for name in names:
@@ -217,22 +223,26 @@ def _prepare_dir(directory: Path, names: Iterable[str]) -> Path:
 # Shared frames --------------------------------------------------------------------------------
 
 
-def _response_keys(engine: Engine) -> pd.DataFrame:
+def response_keys(engine: Engine) -> pd.DataFrame:
+    """response_id, case_pk, case_id and model of every response."""
     return load_responses(engine)[["response_id", "case_pk", "case_id", "model"]]
 
 
-def _current_criteria(engine: Engine, *, text: bool = False) -> pd.DataFrame:
+def current_criteria(engine: Engine, *, text: bool = False) -> pd.DataFrame:
+    """case_pk, criterion_id and position of each current approved rubric's criteria (with text and tags when
+    `text`)."""
     columns = ["case_pk", "criterion_id", "position"] + (["text", "tags"] if text else [])
     return load_criteria(engine, text=text)[columns]
 
 
-def _in_current_rubric(decisions: pd.DataFrame, responses: pd.DataFrame, criteria: pd.DataFrame) -> pd.DataFrame:
+def in_current_rubric(decisions: pd.DataFrame, responses: pd.DataFrame, criteria: pd.DataFrame) -> pd.DataFrame:
     """Decisions on a criterion of their case's current approved rubric, with case and position."""
     frame = decisions.merge(responses, on="response_id", how="inner")
     return frame.merge(criteria[["case_pk", "criterion_id", "position"]], on=["case_pk", "criterion_id"], how="inner")
 
 
-def _decision_order(frame: pd.DataFrame) -> pd.DataFrame:
+def in_decision_order(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows in export order: case (import order), model, criterion position, criterion id."""
     return frame.sort_values(
         ["case_pk", "model", "position", "criterion_id"], na_position="last", kind="stable", ignore_index=True
     )

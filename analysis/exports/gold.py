@@ -14,14 +14,14 @@ from sqlalchemy.engine import Engine
 from analysis.exports.common import (
     BOOLEAN_TEXTS,
     ExportSummary,
-    _choose,
-    _current_criteria,
-    _decision_order,
-    _encoded_arrow,
-    _nullable_codes,
-    _response_keys,
-    _write_joined,
+    chosen_texts,
+    current_criteria,
+    in_decision_order,
+    json_texts_arrow,
+    nullable_codes,
+    response_keys,
     sha256_file,
+    write_joined,
 )
 from analysis.exports.manifest import export_head, write_manifest
 from analysis.exports.paths import output_file
@@ -35,10 +35,10 @@ from db.rules.progress_report import Progress, no_progress
 def gold_frame(engine: Engine) -> pd.DataFrame:
     """Every decision with gold, in export order: case_id, model, criterion_id, met, source, group1, group2."""
     gold = gold_labels(load_label_decisions(engine))
-    frame = gold.merge(_response_keys(engine), on="response_id", how="inner")
+    frame = gold.merge(response_keys(engine), on="response_id", how="inner")
     # Left join: a gold decision on a criterion outside the current rubric is still gold; it sorts last.
-    frame = frame.merge(_current_criteria(engine), on=["case_pk", "criterion_id"], how="left")
-    return _decision_order(frame)
+    frame = frame.merge(current_criteria(engine), on=["case_pk", "criterion_id"], how="left")
+    return in_decision_order(frame)
 
 
 def export_gold(engine: Engine, path: Path, progress: Progress = no_progress) -> ExportSummary:
@@ -51,22 +51,22 @@ def export_gold(engine: Engine, path: Path, progress: Progress = no_progress) ->
     progress(0, rows, "gold rows")
     parts = [
         '{"case_id": ',
-        _encoded_arrow(frame["case_id"]),
+        json_texts_arrow(frame["case_id"]),
         ', "model": ',
-        _encoded_arrow(frame["model"]),
+        json_texts_arrow(frame["model"]),
         ', "criterion_id": ',
-        _encoded_arrow(frame["criterion_id"]),
+        json_texts_arrow(frame["criterion_id"]),
         ', "met": ',
-        _choose(frame["met"].to_numpy(bool).astype(np.int64), BOOLEAN_TEXTS),
+        chosen_texts(frame["met"].to_numpy(bool).astype(np.int64), BOOLEAN_TEXTS),
         ', "source": ',
-        _encoded_arrow(frame["source"]),
+        json_texts_arrow(frame["source"]),
         ', "group1": ',
-        _choose(_nullable_codes(frame["group1"]), BOOLEAN_TEXTS),
+        chosen_texts(nullable_codes(frame["group1"]), BOOLEAN_TEXTS),
         ', "group2": ',
-        _choose(_nullable_codes(frame["group2"]), BOOLEAN_TEXTS),
+        chosen_texts(nullable_codes(frame["group2"]), BOOLEAN_TEXTS),
         "}",
     ]
-    _write_joined(path, parts, rows)
+    write_joined(path, parts, rows)
     progress(rows, rows, "gold rows")
     by_source = frame["source"].value_counts().sort_index()
     files = {path.name: sha256_file(path)}

@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from analysis.exports.common import ExportSummary, _current_criteria, _json, _write_lines, user_message
+from analysis.exports.common import ExportSummary, current_criteria, json_text, user_message, write_lines
 from analysis.exports.manifest import export_head, write_manifest
 from analysis.exports.paths import output_file
 from analysis.loader import load_cases, load_label_decisions, load_responses
@@ -69,7 +69,7 @@ def export_healthbench_meta(engine: Engine, path: Path, progress: Progress = no_
         ids.append(pseudonym[int(user_id)])
         groups.append(int(group_no))
     cases = load_cases(engine, text=True)
-    criteria = _current_criteria(engine, text=True).sort_values(["case_pk", "position"])
+    criteria = current_criteria(engine, text=True).sort_values(["case_pk", "position"])
     responses = load_responses(engine, text=True)
     taxonomy = get_taxonomy()
     rubric_of: dict[int, list[tuple[str, str]]] = {}
@@ -100,12 +100,12 @@ def export_healthbench_meta(engine: Engine, path: Path, progress: Progress = no_
         ):
             if pk not in responses_of or pk not in rubric_of:
                 continue
-            prompt = _json([{"role": "user", "content": user_message(str(context), str(request))}])
-            category = _json(taxonomy.theme_or_raw(str(task)) if task else "")
-            case_id = _json(case_key)
+            prompt = json_text([{"role": "user", "content": user_message(str(context), str(request))}])
+            category = json_text(taxonomy.theme_or_raw(str(task)) if task else "")
+            case_id = json_text(case_key)
             for response_id, model_name, text in responses_of[pk]:
-                completion, model = _json(text), _json(model_name)
-                completion_id = _json(f"{case_key}:{model_name}")
+                completion, model = json_text(text), json_text(model_name)
+                completion_id = json_text(f"{case_key}:{model_name}")
                 for criterion_id, criterion in rubric_of[pk]:
                     decided = by_decision.get((response_id, criterion_id))
                     if decided is None:
@@ -114,14 +114,14 @@ def export_healthbench_meta(engine: Engine, path: Path, progress: Progress = no_
                     both_groups += len(mets) == 2
                     yield (
                         f'{{"prompt": {prompt}, "prompt_id": {case_id}, "completion": {completion}, '
-                        f'"completion_id": {completion_id}, "rubric": {_json(criterion)}, "category": {category}, '
-                        f'"binary_labels": {_json([bool(m) for m in mets])}, '
-                        f'"anonymized_physician_ids": {_json(ids)}, "case_id": {case_id}, "model": {model}, '
-                        f'"criterion_id": {_json(criterion_id)}, "groups": {_json([int(g) for g in groups])}}}'
+                        f'"completion_id": {completion_id}, "rubric": {json_text(criterion)}, "category": {category}, '
+                        f'"binary_labels": {json_text([bool(m) for m in mets])}, '
+                        f'"anonymized_physician_ids": {json_text(ids)}, "case_id": {case_id}, "model": {model}, '
+                        f'"criterion_id": {json_text(criterion_id)}, "groups": {json_text([int(g) for g in groups])}}}'
                     )
 
     path = output_file(path)
-    rows, digest = _write_lines(path, lines(), total, progress, "healthbench meta rows")
+    rows, digest = write_lines(path, lines(), total, progress, "healthbench meta rows")
     write_manifest(path, export="healthbench-meta", head=head, files={path.name: digest}, rows=rows)
     return ExportSummary(
         "healthbench-meta",

@@ -10,12 +10,12 @@ from sqlalchemy.engine import Engine
 
 from analysis.exports.common import (
     ExportSummary,
-    _current_criteria,
-    _encoded,
-    _json,
-    _write_lines,
+    current_criteria,
+    json_text,
+    json_texts,
     left_out,
     user_message,
+    write_lines,
 )
 from analysis.exports.manifest import export_head, write_manifest
 from analysis.exports.paths import output_file
@@ -23,7 +23,8 @@ from analysis.loader import load_cases, load_responses
 from db.rules.progress_report import Progress, no_progress
 
 
-def _cases_with_text(engine: Engine) -> pd.DataFrame:
+def cases_with_text(engine: Engine) -> pd.DataFrame:
+    """case_pk, case_id and the two texts a prompt is made of, for every case."""
     return load_cases(engine, text=True)[["case_pk", "case_id", "clinical_context", "user_request"]]
 
 
@@ -31,11 +32,11 @@ def export_judge_items(engine: Engine, path: Path, progress: Progress = no_progr
     """`export judge-items FILE`: one row per (response, criterion of the current approved rubric)."""
     progress(0, None, "reading cases and responses")
     head = export_head(engine)
-    cases = _cases_with_text(engine)
-    criteria = _current_criteria(engine, text=True)
+    cases = cases_with_text(engine)
+    criteria = current_criteria(engine, text=True)
     responses = load_responses(engine, text=True)
     rubric_of = {
-        pk: (_encoded(group["criterion_id"]), _encoded(group["text"]))
+        pk: (json_texts(group["criterion_id"]), json_texts(group["text"]))
         for pk, group in criteria.groupby("case_pk", sort=False)
     }
     responses = responses[responses["case_pk"].isin(rubric_of)]
@@ -46,11 +47,11 @@ def export_judge_items(engine: Engine, path: Path, progress: Progress = no_progr
         for case in cases.itertuples(index=False):
             if case.case_pk not in responses_of:
                 continue
-            message = _json(user_message(case.clinical_context, case.user_request))
-            case_id = _json(case.case_id)
+            message = json_text(user_message(case.clinical_context, case.user_request))
+            case_id = json_text(case.case_id)
             criterion_ids, texts = rubric_of[case.case_pk]
             for model, text in zip(responses_of[case.case_pk]["model"], responses_of[case.case_pk]["text"]):
-                response, model = _json(text), _json(model)
+                response, model = json_text(text), json_text(model)
                 for criterion_id, item in zip(criterion_ids, texts):
                     yield (
                         f'{{"user_message": {message}, "response": {response}, "rubric_item": {item}, '
@@ -58,7 +59,7 @@ def export_judge_items(engine: Engine, path: Path, progress: Progress = no_progr
                     )
 
     path = output_file(path)
-    rows, digest = _write_lines(path, lines(), total, progress, "judge items")
+    rows, digest = write_lines(path, lines(), total, progress, "judge items")
     write_manifest(path, export="judge-items", head=head, files={path.name: digest}, rows=rows)
     without_rubric = int((~load_responses(engine)["case_pk"].isin(rubric_of)).sum())
     summary = ExportSummary(

@@ -12,18 +12,18 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from analysis.exports.common import (
-    _CHUNK,
+    PROGRESS_CHUNK,
     ExportSummary,
     LeftOut,
-    _current_criteria,
-    _decision_order,
-    _in_current_rubric,
-    _json,
-    _prepare_dir,
-    _write_json,
-    _write_lines,
+    current_criteria,
+    in_current_rubric,
+    in_decision_order,
+    json_text,
     left_out,
+    prepare_dir,
     sha256_file,
+    write_json,
+    write_lines,
 )
 from analysis.exports.manifest import write_manifest
 from analysis.exports.paths import output_dir, output_file
@@ -144,9 +144,9 @@ def _read(engine: Engine, source: str, progress: Progress) -> _Read:
     progress(0, None, "reading decisions")
     decisions = source_decisions(engine, source)
     responses = load_responses(engine)[["response_id", "case_pk", "case_id", "model"]]
-    criteria = _current_criteria(engine)
+    criteria = current_criteria(engine)
     per_case = criteria.groupby("case_pk").size()
-    decisions = _decision_order(_in_current_rubric(decisions, responses, criteria))
+    decisions = in_decision_order(in_current_rubric(decisions, responses, criteria))
     needed = responses.set_index("response_id")["case_pk"].map(per_case)
     complete = set(complete_responses(decisions, needed.dropna()).tolist())
     labelled = decisions.groupby("response_id")["criterion_id"].nunique()
@@ -258,7 +258,7 @@ def _entries(plan: _Folder, progress: Progress) -> dict[str, list[dict]]:
             results: list[dict] = []
             entries_of[model].append({"case_id": case_id, "criteria_results": results})
         results.append({"criterion_id": criterion_id, "criteria_met": bool(met)})
-        if index % _CHUNK == 0:
+        if index % PROGRESS_CHUNK == 0:
             progress(index, len(decisions), "decisions")
     progress(len(decisions), len(decisions), "decisions")
     return entries_of
@@ -269,18 +269,18 @@ def _write_folder(
 ) -> ExportSummary:
     """Writes one judgements folder: judgements/<model>_judge.json, cases.jsonl, scores.json, manifest.json."""
     entries_of = _entries(plan, progress)
-    directory = _prepare_dir(Path(directory), JUDGEMENTS_FILES)
+    directory = prepare_dir(Path(directory), JUDGEMENTS_FILES)
     for stale in _stale_judgements(directory):
         stale.unlink()  # the layout before judgements/ had the files at the top
-    folder = _prepare_dir(directory / JUDGEMENTS_DIR, [])
+    folder = prepare_dir(directory / JUDGEMENTS_DIR, [])
     for stale in _stale_judgements(folder):
         stale.unlink()
     records = plan.records
     files = {}
-    _write_lines(directory / "cases.jsonl", (_json(record) for record in records), len(records), no_progress, "")
+    write_lines(directory / "cases.jsonl", (json_text(record) for record in records), len(records), no_progress, "")
     files["cases.jsonl"] = sha256_file(directory / "cases.jsonl")
     for model in plan.models:
-        _write_json(folder / plan.filenames[model], entries_of[model])
+        write_json(folder / plan.filenames[model], entries_of[model])
         files[f"{JUDGEMENTS_DIR}/{plan.filenames[model]}"] = sha256_file(folder / plan.filenames[model])
 
     kept, source = plan.kept, read.source
@@ -288,7 +288,7 @@ def _write_folder(
     frame = kept.assign(
         s=kept["response_id"].map(counted).astype(float), n=kept["case_pk"].map(read.per_case).astype(float)
     )
-    _write_json(
+    write_json(
         directory / "scores.json", {"source": source, "cases": len(records), **judgement_scores(frame, records, k)}
     )
     files["scores.json"] = sha256_file(directory / "scores.json")
@@ -308,7 +308,7 @@ def _write_folder(
         f"--threshold {k}",
         "audit_head": read.head,
     }
-    _write_json(directory / JUDGEMENTS_MANIFEST, manifest)
+    write_json(directory / JUDGEMENTS_MANIFEST, manifest)
     summary = ExportSummary(
         "judgements",
         directory,

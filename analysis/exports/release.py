@@ -16,15 +16,15 @@ from analysis.exports.common import (
     RELEASE_FIELDS,
     RELEASE_LICENSE,
     ExportSummary,
-    _current_criteria,
-    _json,
-    _listed,
-    _prepare_dir,
-    _write_json,
-    _write_lines,
+    current_criteria,
     is_forbidden_key,
+    json_text,
     left_out,
+    list_text,
+    prepare_dir,
     sha256_file,
+    write_json,
+    write_lines,
 )
 from analysis.exports.manifest import MANIFEST_NAME, export_head, write_manifest
 from analysis.exports.paths import write_text
@@ -83,7 +83,7 @@ def release_records(
         if unknown:
             raise ValidationFailed(f"--difficulty {unknown[0]!r}: expected {', '.join(DIFFICULTIES)}")
         cases = cases[cases["difficulty"].isin(tiers)]
-    criteria = _current_criteria(engine, text=True)
+    criteria = current_criteria(engine, text=True)
     by_case = dict(list(criteria.groupby("case_pk", sort=False)))
     records, no_rubric, removed, warnings = [], [], [], []
     for case in cases.itertuples(index=False):
@@ -123,7 +123,7 @@ def release_records(
             for kind, value in contact_matches(text):
                 found.append(value)
                 warnings.append(f"{case.case_id} {where}: {kind} {mask(value)}")
-        for kind, value in official_matches(_json(record)):
+        for kind, value in official_matches(json_text(record)):
             if not any(value in other for other in found):  # e.g. a number or a key, or across an escape
                 found.append(value)
                 warnings.append(f"{case.case_id} (JSON line): {kind} {mask(value)}")
@@ -151,11 +151,11 @@ def export_release(
     if problems:
         shown = "; ".join(problems[:10]) + (f"; and {len(problems) - 10} more" if len(problems) > 10 else "")
         raise ValidationFailed(f"release not written, {len(problems)} problem(s): {shown}")
-    directory = _prepare_dir(Path(directory), (*RELEASE_FILES, MANIFEST_NAME))
-    _write_lines(directory / "cases.jsonl", (_json(record) for record in records), len(records), progress, "cases")
-    _write_json(directory / "schema.json", release_schema(size))
+    directory = prepare_dir(Path(directory), (*RELEASE_FILES, MANIFEST_NAME))
+    write_lines(directory / "cases.jsonl", (json_text(record) for record in records), len(records), progress, "cases")
+    write_json(directory / "schema.json", release_schema(size))
     counts = release_counts(records, size)
-    _write_json(directory / "counts.json", counts)
+    write_json(directory / "counts.json", counts)
     write_text(directory / "README.md", _release_card(counts, size))
     sums = {name: sha256_file(directory / name) for name in sorted(RELEASE_FILES[:-1])}
     write_text(directory / "SHA256SUMS", "".join(f"{digest}  {name}\n" for name, digest in sums.items()))
@@ -179,9 +179,9 @@ def export_release(
         files=sums,
     )
     if left_out_cases:
-        summary.notes.append("left out, no approved rubric: " + _listed(left_out_cases, ", "))
+        summary.notes.append("left out, no approved rubric: " + list_text(left_out_cases, ", "))
     if removed:
-        summary.notes.append(f"removed {len(removed)} forbidden key(s): " + _listed(removed, "; "))
+        summary.notes.append(f"removed {len(removed)} forbidden key(s): " + list_text(removed, "; "))
     summary.warnings = [f"contact-like string, review by hand: {warning}" for warning in warnings]
     found = [left_out("cases_no_rubric", left_out_cases), left_out("forbidden_keys", removed)]
     summary.left_out = [item for item in found if item.count]

@@ -14,23 +14,23 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from analysis.exports.common import (
-    _CHUNK,
     DEFAULT_SEED,
     GENERIC_EXPLANATION,
+    PROGRESS_CHUNK,
     ExportSummary,
-    _current_criteria,
-    _decision_order,
-    _encoded,
-    _HashingWriter,
-    _in_current_rubric,
-    _json,
-    _prepare_dir,
-    _write_json,
+    HashingWriter,
+    current_criteria,
+    in_current_rubric,
+    in_decision_order,
+    json_text,
+    json_texts,
     left_out,
+    prepare_dir,
     sha256_file,
     user_message,
+    write_json,
 )
-from analysis.exports.judge_items import _cases_with_text
+from analysis.exports.judge_items import cases_with_text
 from analysis.loader import (
     audit_head,
     load_calibration_samples,
@@ -41,8 +41,8 @@ from analysis.loader import (
 )
 from analysis.prompt import (
     PromptTemplate,
-    _json_body,
     fill_template,  # noqa: F401  (re-exported by analysis.exports)
+    json_body,
     judge_answer,
     read_template,
     template_name,
@@ -131,9 +131,9 @@ def export_sft(
     unknown = [model for model in holdout if model not in set(responses["model"])]
     if unknown:
         raise ValidationFailed(f"held-out model(s) not in the database: {', '.join(unknown)}")
-    criteria = _current_criteria(engine, text=True)
+    criteria = current_criteria(engine, text=True)
     keys = responses[["response_id", "case_pk", "case_id", "model"]]
-    rows = _decision_order(_in_current_rubric(gold[[*DECISION, "met"]], keys, criteria))
+    rows = in_decision_order(in_current_rubric(gold[[*DECISION, "met"]], keys, criteria))
     outside_rubric = len(gold) - len(rows)
     calibration = rows["response_id"].isin(set(load_calibration_samples(engine)["response_id"]))
     calibration_rows = int(calibration.sum())
@@ -149,13 +149,13 @@ def export_sft(
         how="left",
     )
 
-    cases = _cases_with_text(engine).set_index("case_pk")
+    cases = cases_with_text(engine).set_index("case_pk")
     message_body = {
-        pk: _json_body(user_message(context, request))
+        pk: json_body(user_message(context, request))
         for pk, context, request in zip(cases.index, cases["clinical_context"], cases["user_request"])
     }
     response_body = {
-        response_id: _json_body(text) for response_id, text in zip(responses["response_id"], responses["text"])
+        response_id: json_body(text) for response_id, text in zip(responses["response_id"], responses["text"])
     }
     item_body: dict[str, str] = {}
     prompt = PromptTemplate(template)
@@ -165,14 +165,14 @@ def export_sft(
     dev_cases = split_cases(pool, seed, dev_fraction)
     part = np.where(in_holdout, "heldout", np.where(rows["case_id"].isin(dev_cases), "dev", "train"))
 
-    directory = _prepare_dir(Path(directory), SFT_FILES)
+    directory = prepare_dir(Path(directory), SFT_FILES)
     file_names = ["train.jsonl", "dev.jsonl"] + (["heldout.jsonl"] if holdout else [])
-    writers = {name: _HashingWriter(directory / name) for name in file_names}
-    generic = {met: _json(judge_answer(GENERIC_EXPLANATION[met], met)) for met in (True, False)}
+    writers = {name: HashingWriter(directory / name) for name in file_names}
+    generic = {met: json_text(judge_answer(GENERIC_EXPLANATION[met], met)) for met in (True, False)}
     metas = (
         f'"meta": {{"case_id": {case_id}, "model": {model}, "criterion_id": {criterion_id}}}}}'
         for case_id, model, criterion_id in zip(
-            _encoded(rows["case_id"]), _encoded(rows["model"]), _encoded(rows["criterion_id"])
+            json_texts(rows["case_id"]), json_texts(rows["model"]), json_texts(rows["criterion_id"])
         )
     )
     with_note = 0
@@ -192,13 +192,13 @@ def export_sft(
         for index, (case_pk, response_id, rubric_item, note, met, where, meta) in enumerate(columns):
             item = item_body.get(rubric_item)
             if item is None:
-                item = item_body[rubric_item] = _json_body(rubric_item)
+                item = item_body[rubric_item] = json_body(rubric_item)
             instruction = prompt.fill_json_body(
                 {"user_message": message_body[case_pk], "response": response_body[response_id], "rubric_item": item}
             )
             if isinstance(note, str) and note:
                 with_note += 1
-                answer = _json(judge_answer(note, met))
+                answer = json_text(judge_answer(note, met))
             else:
                 answer = generic[bool(met)]
             if fmt == "instruction":
@@ -209,7 +209,7 @@ def export_sft(
                     f'{{"role": "assistant", "content": {answer}}}], {meta}\n'
                 )
             writers[f"{where}.jsonl"].add(line)
-            if index % _CHUNK == 0:
+            if index % PROGRESS_CHUNK == 0:
                 progress(index, len(rows), "sft rows")
     finally:
         for writer in writers.values():
@@ -244,7 +244,7 @@ def export_sft(
         "files": files,
         "audit_head": audit_head(engine),
     }
-    _write_json(directory / "manifest.json", manifest)
+    write_json(directory / "manifest.json", manifest)
     summary = ExportSummary(
         "sft",
         directory,
