@@ -15,7 +15,8 @@ shown (the saved labels, with the lock versions they were read with), never the 
 A draft older than the saved labels opens the same way. Final labels are shown read-only.
 
 The queue (thousands of responses at full scale) is read once and kept for QUEUE_TTL_S seconds;
-the page's own saves update it in place, and a button reads it again at once.
+the page's own saves update it in place, and a button reads it again at once. What the three workbench
+pages share (opening, drafts, saves, messages) is ui/workbench_controller.py's; this page names its own.
 """
 
 from __future__ import annotations
@@ -24,24 +25,24 @@ import time
 from datetime import datetime
 
 import streamlit as st
+from sqlmodel import Session
 
 from db import labeling
 from db.labeling import drafts as label_drafts
-from db.labeling.annotation import LabelQueue, LabelsChanged, RubricChanged
+from db.labeling.annotation import LabelQueue, LabelsChanged, RubricChanged, SaveOutcome
 from db.labeling.drafts import Difference, UnjudgedCriteria, Workbench
 from db.labeling.freeze import LabelsFinal
-from db.rules.errors import ClinConsensusError, StaleEdit, ValidationFailed
+from db.rules.errors import ClinConsensusError, StaleEdit
 from db.rules.notes import MAX_NOTE_CHARS
 from db.rules.taxonomy import get_taxonomy
-from db.store.models import Role
+from db.store.models import Role, User
 from ui import shell, widgets, workbench as wb
 from ui.times import clock_time, local_time
+from ui.workbench_controller import Content, Loaded, Opened, Sent, WorkbenchController, workbench_texts
 
 t = shell.t
 CURRENT_KEY = "annotate_label_current"
-LOADED_KEY = "annotate_label_loaded"
 QUEUE_KEY = "annotate_label_queue"
-MESSAGE_KEY = "annotate_label_message"
 QUEUE_TTL_S = 120.0
 #: Queue entries offered in the picker: a few before the current one and the next ones.
 PICKER_BEFORE, PICKER_AFTER = 20, 300
@@ -49,22 +50,10 @@ PICKER_BEFORE, PICKER_AFTER = 20, 300
 PROGRESS_WIDTH_PX = 210
 
 
-def _message(kind: str, text: str, *, transient: bool = False) -> None:
-    # "fresh": set by this run's action; a restored-draft note does not cover it.
-    # "transient": a notice that has said what it had to once work resumes (the workbench drops it).
-    message = {"id": wb.new_token(), "kind": kind, "text": text, "fresh": True, "transient": transient}
-    st.session_state[MESSAGE_KEY] = message
-
-
-def _drop_transient_message() -> None:
-    if (st.session_state.get(MESSAGE_KEY) or {}).get("transient"):
-        st.session_state.pop(MESSAGE_KEY, None)
-
-
 # Queue ----------------------------------------------------------------------------------------
 
 
-def _load_queue(user, *, fresh: bool = False) -> LabelQueue:
+def _load_queue(user: User, *, fresh: bool = False) -> LabelQueue:
     """The user's queue, read again when older than QUEUE_TTL_S, when asked, or for another user."""
     cached = st.session_state.get(QUEUE_KEY)
     if fresh or cached is None or cached["user_id"] != user.id or time.monotonic() - cached["loaded_at"] > QUEUE_TTL_S:
@@ -93,105 +82,61 @@ def _go_next(current_id: int) -> bool:
     return True
 
 
-# Loading a response ------------------------------------------------------------------------------
+# The workbench's controller ------------------------------------------------------------------------
 
 
-def _reload() -> None:
-    """Read the current response again at the next run (a new token: the workbench takes it as loaded)."""
-    st.session_state.pop(LOADED_KEY, None)
+class _LabelingWorkbench(WorkbenchController[SaveOutcome]):
+    """The annotator's workbench: their labels of one response, kept as a draft, saved as a batch."""
 
+    name = "label"
+    prefix = "annotate_label"
+    waiting = "annotate.labeling.waiting"
 
-def _loaded(user, response_id: int) -> dict | None:
-    """The response on screen: opened once per token, not on every decision."""
-    loaded = st.session_state.get(LOADED_KEY)
-    if loaded is not None and loaded["response_id"] == response_id:
-        return loaded
-    with shell.db_session(read_only=True) as session:
-        bench = label_drafts.open_response(session, user, response_id)
-    loaded = {
-        "response_id": response_id,
-        "token": wb.new_token(),
-        "bench": bench,
-        "rubric_version_id": bench.view.rubric_version_id,
-        "expected": bench.view.expected_versions,
-        # When the draft shown was kept (None: what is shown is what was saved).
-        "draft_at": bench.draft_at if bench.unsaved else None,
-    }
-    st.session_state[LOADED_KEY] = loaded
-    if not (st.session_state.get(MESSAGE_KEY) or {}).get("fresh"):
+    def open(self, user: User, response_id: int) -> Opened:
+        with shell.db_session(read_only=True) as session:
+            bench = label_drafts.open_response(session, user, response_id)
+        state = {
+            "bench": bench,
+            "rubric_version_id": bench.view.rubric_version_id,
+            "expected": bench.view.expected_versions,
+        }
+        draft_at = bench.draft_at if bench.unsaved else None
         if bench.differences:
             who = "you" if bench.saved_by_self else "member"
             when = local_time(bench.draft_at)
-            _message("info", t(f"annotate.labeling.draft_older_{who}", when=when, n=len(bench.differences)))
-        elif bench.unsaved:
-            _message("info", t("workbench.draft_restored", when=clock_time(bench.draft_at)), transient=True)
-    return loaded
+            notice = t(f"annotate.labeling.draft_older_{who}", when=when, n=len(bench.differences))
+            return Opened(state, draft_at, notice)
+        if bench.unsaved:
+            return Opened(
+                state, draft_at, t("workbench.draft_restored", when=clock_time(bench.draft_at)), transient=True
+            )
+        return Opened(state, draft_at)
 
+    def keep(self, session: Session, user: User, loaded: Loaded, sent: Sent) -> datetime:
+        """Keep what the workbench sent as the draft of the response the page loaded, on the labels it showed."""
+        return label_drafts.keep_draft(
+            session,
+            user,
+            loaded["response_id"],
+            rubric_version_id=loaded["rubric_version_id"],
+            decisions=sent.get("decisions") or {},
+            notes=sent.get("notes") or {},
+            active_ms=sent.get("active_ms") or 0,
+            expected_versions=loaded["expected"],
+        )
 
-def _keep_sent(session, user, loaded: dict, sent: dict) -> datetime:
-    """Keep what the workbench sent as the draft of the response the page loaded, on the labels it showed."""
-    return label_drafts.keep_draft(
-        session,
-        user,
-        loaded["response_id"],
-        rubric_version_id=loaded["rubric_version_id"],
-        decisions=sent.get("decisions") or {},
-        notes=sent.get("notes") or {},
-        active_ms=sent.get("active_ms") or 0,
-        expected_versions=loaded["expected"],
-    )
+    def draft_refused(self, error: ClinConsensusError) -> None:
+        if isinstance(error, RubricChanged):
+            self._rubric_changed(error)
+        elif isinstance(error, LabelsFinal):
+            self.say("error", widgets.error_text(error, markdown=False))
+            self.reload()
+        else:
+            self.say("error", t("workbench.draft_failed", reason=widgets.reason_text(error, markdown=False)))
 
-
-def _keep_refused(user, loaded: dict, sent: dict) -> None:
-    """Keep a refused save's decisions as a draft of what this page showed, so the reload compares them."""
-    try:
+    def save(self, user: User, loaded: Loaded, sent: Sent) -> SaveOutcome:
         with shell.db_session() as session:
-            _keep_sent(session, user, loaded, sent)
-    except ClinConsensusError:
-        pass  # the comparison then starts from the draft kept before; the refusal is said either way
-
-
-def _conflict_text(by_self: bool, bench: Workbench) -> str:
-    who = t("annotate.labeling.conflict_you" if by_self else "annotate.labeling.conflict_member")
-    n = len(bench.differences)
-    return f"{who} {t('annotate.labeling.compare', n=n) if n else t('annotate.labeling.compare_none')}"
-
-
-# Actions (workbench callbacks) -----------------------------------------------------------------------
-
-
-def _keep_draft() -> None:
-    user = shell.current_user()
-    loaded = st.session_state.get(LOADED_KEY)
-    sent = wb.sent_for(loaded, "label", "work")
-    if user is None or loaded is None or sent is None:
-        return
-    try:
-        with shell.db_session() as session:
-            loaded["draft_at"] = _keep_sent(session, user, loaded, sent)
-    except RubricChanged as error:
-        _message("error", t("annotate.labeling.rubric_changed", version=error.current))
-        _reload()
-        _refresh_queue()
-    except LabelsFinal as error:
-        _message("error", widgets.error_text(error, markdown=False))
-        _reload()
-    except ClinConsensusError as error:
-        _message("error", t("workbench.draft_failed", reason=widgets.reason_text(error, markdown=False)))
-    else:
-        _drop_transient_message()
-
-
-def _save() -> None:
-    user = shell.current_user()
-    loaded = st.session_state.get(LOADED_KEY)
-    sent = wb.sent_for(loaded, "label", "save")
-    if user is None or loaded is None or sent is None:
-        return
-    code = widgets.plain(loaded["bench"].view.code)
-    try:
-        with shell.db_session() as session:
-            outcome = label_drafts.save(
+            return label_drafts.save(
                 session,
                 user,
                 loaded["response_id"],
@@ -201,43 +146,99 @@ def _save() -> None:
                 expected_versions=loaded["expected"],
                 active_ms=sent.get("active_ms") or 0,
             )
-    except UnjudgedCriteria as error:
-        _message("error", t("workbench.not_judged_yet", n=error.count))
-        return
-    except RubricChanged as error:
-        _message("error", t("annotate.labeling.rubric_changed", version=error.current))
-        _reload()
+
+    def refused(self, error: ClinConsensusError, user: User, loaded: Loaded, sent: Sent) -> None:
+        if isinstance(error, UnjudgedCriteria):
+            self.say("error", t("workbench.not_judged_yet", n=error.count))
+        elif isinstance(error, RubricChanged):
+            self._rubric_changed(error)
+        elif isinstance(error, LabelsChanged):
+            self._labels_changed(error, user, loaded, sent)
+        elif isinstance(error, (StaleEdit, LabelsFinal)):
+            self.say("error", widgets.error_text(error, markdown=False))
+            self.reload()
+        else:
+            self.say("error", widgets.error_text(error, markdown=False))
+
+    def saved(self, outcome: SaveOutcome, user: User, loaded: Loaded, sent: Sent) -> None:
+        code = widgets.plain(loaded["bench"].view.code)
+        cached = st.session_state.get(QUEUE_KEY)
+        if cached:
+            cached["queue"] = cached["queue"].with_saved(loaded["response_id"])
+        shell.forget_my_progress()
+        if outcome.changed:
+            self.say("success", t("workbench.saved_next", code=code, created=outcome.created, updated=outcome.updated))
+        else:
+            self.say("info", t("workbench.unchanged", code=code))
+        self.reload()
+        if sent.get("advance", True) and not _go_next(loaded["response_id"]):
+            self.say("success", t("annotate.labeling.all_done"))
+        # The sidebar's progress and the picker follow at once.
+        self.rerun_app()
+
+    def content(self, loaded: Loaded) -> Content:
+        bench: Workbench = loaded["bench"]
+        view = bench.view
+        differing = {difference.criterion_id: difference for difference in bench.differences}
+        items = [
+            wb.Item(
+                key=c.criterion_id,
+                title=str(c.position),
+                text=c.text,
+                state=bench.decisions.get(c.criterion_id),
+                note=bench.notes.get(c.criterion_id, ""),
+                lines=_compared_lines(differing[c.criterion_id]) if c.criterion_id in differing else [],
+                marked=c.criterion_id in differing,
+            )
+            for c in view.criteria
+        ]
+        return Content(
+            texts=_texts(),
+            request=view.case.user_request,
+            context=view.case.clinical_context,
+            meta=_case_meta(bench),
+            text_title=t("workbench.response", code=view.code),
+            text=view.text,
+            items_title=t("workbench.criteria", version=view.rubric_version, n=len(view.criteria)),
+            items=items,
+            unsaved=bench.unsaved,
+            active_ms=bench.active_ms,
+            note_max=MAX_NOTE_CHARS,
+            readonly=view.final,
+            notice=t("annotate.labeling.final") if view.final else None,
+        )
+
+    def _rubric_changed(self, error: RubricChanged) -> None:
+        self.say("error", t("annotate.labeling.rubric_changed", version=error.current))
+        self.reload()
         _refresh_queue()
-        return
-    except LabelsChanged as error:
-        # The saved labels are shown, with this page's differing decisions beside them (kept as the draft).
-        _keep_refused(user, loaded, sent)
-        _reload()
+
+    def _labels_changed(self, error: LabelsChanged, user: User, loaded: Loaded, sent: Sent) -> None:
+        """The saved labels are shown, with this page's differing decisions beside them (kept as the draft)."""
+        self._keep_refused(user, loaded, sent)
+        self.reload()
         _refresh_queue()  # the other tab's save finished the response: the picker and the sidebar say so
         shell.forget_my_progress()
-        st.session_state["annotate_label_rerun_app"] = True
-        _message("error", _conflict_text(error.by_self, _loaded(user, loaded["response_id"])["bench"]))
-        return
-    except (StaleEdit, LabelsFinal) as error:
-        _message("error", widgets.error_text(error, markdown=False))
-        _reload()
-        return
-    except ClinConsensusError as error:
-        _message("error", widgets.error_text(error, markdown=False))
-        return
-    cached = st.session_state.get(QUEUE_KEY)
-    if cached:
-        cached["queue"] = cached["queue"].with_saved(loaded["response_id"])
-    shell.forget_my_progress()
-    if outcome.changed:
-        _message("success", t("workbench.saved_next", code=code, created=outcome.created, updated=outcome.updated))
-    else:
-        _message("info", t("workbench.unchanged", code=code))
-    _reload()
-    if sent.get("advance", True) and not _go_next(loaded["response_id"]):
-        _message("success", t("annotate.labeling.all_done"))
-    # The sidebar's progress and the picker follow at once.
-    st.session_state["annotate_label_rerun_app"] = True
+        self.rerun_app()
+        self.say("error", _conflict_text(error.by_self, self.loaded(user, loaded["response_id"])["bench"]))
+
+    def _keep_refused(self, user: User, loaded: Loaded, sent: Sent) -> None:
+        """Keep a refused save's decisions as a draft of what this page showed, so the reload compares them."""
+        try:
+            with shell.db_session() as session:
+                self.keep(session, user, loaded, sent)
+        except ClinConsensusError:
+            pass  # the comparison then starts from the draft kept before; the refusal is said either way
+
+
+WORKBENCH = _LabelingWorkbench()
+LOADED_KEY = WORKBENCH.loaded_key
+
+
+def _conflict_text(by_self: bool, bench: Workbench) -> str:
+    who = t("annotate.labeling.conflict_you" if by_self else "annotate.labeling.conflict_member")
+    n = len(bench.differences)
+    return f"{who} {t('annotate.labeling.compare', n=n) if n else t('annotate.labeling.compare_none')}"
 
 
 def _skip() -> None:
@@ -318,25 +319,22 @@ def _case_meta(bench: Workbench) -> str:
 
 
 def _texts() -> dict[str, str]:
-    keys = (
+    return workbench_texts(
         "request",
         "met",
         "not_met",
         "unjudged",
         "legend",
-        "count",
         "mark_rest",
         "confirm_yes",
         "confirm_no",
         "note_label",
         "note_hint",
+        save=t("workbench.save_next"),
+        # Filled in by the browser: {n} unjudged, {judged}/{total}.
+        confirm_rest=t("workbench.confirm_rest", n="{n}"),
+        count=t("workbench.count", judged="{judged}", total="{total}"),
     )
-    texts = {key: t(f"workbench.{key}") for key in keys}
-    texts["save"] = t("workbench.save_next")
-    # Filled in by the browser: {n} unjudged, {judged}/{total}.
-    texts["confirm_rest"] = t("workbench.confirm_rest", n="{n}")
-    texts["count"] = t("workbench.count", judged="{judged}", total="{total}")
-    return texts
 
 
 def _decision_text(met: bool | None) -> str:
@@ -360,58 +358,9 @@ def _compared_lines(difference: Difference) -> list[dict[str, str]]:
 
 
 @st.fragment
-def _workbench(user, response_id: int) -> None:
+def _workbench(user: User, response_id: int) -> None:
     """The workbench alone reruns on each decision; a save reruns the whole page (picker, sidebar)."""
-    if st.session_state.pop("annotate_label_rerun_app", False):
-        st.rerun(scope="app")
-    try:
-        loaded = _loaded(user, response_id)
-    except ValidationFailed:
-        st.info(t("annotate.labeling.waiting"))
-        return
-    except ClinConsensusError as error:
-        widgets.show_error(error)
-        return
-    bench: Workbench = loaded["bench"]
-    view = bench.view
-    differing = {difference.criterion_id: difference for difference in bench.differences}
-    items = [
-        wb.Item(
-            key=c.criterion_id,
-            title=str(c.position),
-            text=c.text,
-            state=bench.decisions.get(c.criterion_id),
-            note=bench.notes.get(c.criterion_id, ""),
-            lines=_compared_lines(differing[c.criterion_id]) if c.criterion_id in differing else [],
-            marked=c.criterion_id in differing,
-        )
-        for c in view.criteria
-    ]
-    if view.final:
-        st.info(t("annotate.labeling.final"))
-    wb.workbench(
-        key=wb.session_key("label"),
-        token=loaded["token"],
-        texts=_texts(),
-        request=view.case.user_request,
-        context=view.case.clinical_context,
-        meta=_case_meta(bench),
-        text_title=t("workbench.response", code=view.code),
-        text=view.text,
-        items_title=t("workbench.criteria", version=view.rubric_version, n=len(view.criteria)),
-        items=items,
-        unsaved=bench.unsaved,
-        draft_state=wb.draft_state(loaded.get("draft_at")),
-        active_ms=bench.active_ms,
-        message=st.session_state.get(MESSAGE_KEY),
-        note_max=MAX_NOTE_CHARS,
-        readonly=view.final,
-        on_work=_keep_draft,
-        on_save=_save,
-    )
-    message = st.session_state.get(MESSAGE_KEY)
-    if message:
-        message["fresh"] = False
+    WORKBENCH.show(user, response_id)
 
 
 def render() -> None:
