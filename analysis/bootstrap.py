@@ -45,7 +45,7 @@ def confidence_intervals(
     n_cases = len(case_ids)
     if n_cases == 0 or n_models == 0:
         return frame
-    weights = _resample_weights(n_cases, resamples, seed)
+    weights = resample_weights(n_cases, resamples, seed)
     code_of_case = pd.Index(case_ids)
     scored_cases = code_of_case.get_indexer(pd.Index(scores.case_rows))
     count = _per_case(scored_cases, scores.model_codes, np.ones(len(scored_cases)), n_cases, n_models)
@@ -74,7 +74,7 @@ def confidence_intervals(
     return frame
 
 
-def _resample_weights(n_cases: int, resamples: int, seed: int) -> np.ndarray:
+def resample_weights(n_cases: int, resamples: int, seed: int) -> np.ndarray:
     """(resamples × cases) how often each case is drawn."""
     draws = np.random.default_rng(seed).integers(0, n_cases, size=(resamples, n_cases))
     offsets = (np.arange(resamples) * n_cases)[:, None]

@@ -21,14 +21,16 @@ FALSE_POSITIVE, FALSE_NEGATIVE = "false_positive", "false_negative"
 # Counting helpers --------------------------------------------------------------------------------
 
 
-def _counts_by(key: np.ndarray, truth: np.ndarray, predicted: np.ndarray, mask: np.ndarray, size: int) -> np.ndarray:
+def confusion_counts_by(
+    key: np.ndarray, truth: np.ndarray, predicted: np.ndarray, mask: np.ndarray, size: int
+) -> np.ndarray:
     """(size, 4) confusion counts (both met, truth only, predicted only, neither) of the masked cells by `key`."""
     # (met, met) → 0, (met, not) → 1, (not, met) → 2, (not, not) → 3
     code = (truth[mask] != metrics.MET).astype(np.int64) * 2 + (predicted[mask] != metrics.MET)
     return np.bincount(key[mask] * 4 + code, minlength=size * 4).reshape(size, 4).astype(np.int64)
 
 
-def _cell_keys(grid: metrics.DecisionGrid) -> np.ndarray:
+def cell_keys(grid: metrics.DecisionGrid) -> np.ndarray:
     """(R, W) index of each cell's (case row, criterion position): case_row × W + slot."""
     width = grid.width
     return grid.case_rows.astype(np.int64)[:, None] * width + np.arange(width)[None, :]
@@ -39,5 +41,6 @@ def aligned_rows(grid: metrics.DecisionGrid) -> np.ndarray:
     return metrics.complete_mask(grid, grid.group1) & metrics.complete_mask(grid, grid.group2)
 
 
-def _reference(grid: metrics.DecisionGrid, name: str) -> np.ndarray:
+def reference_labels(grid: metrics.DecisionGrid, name: str) -> np.ndarray:
+    """The labels a reference name stands for: group1, group2 or gold."""
     return {"group1": grid.group1, "group2": grid.group2, "gold": grid.gold}[name]

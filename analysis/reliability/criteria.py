@@ -14,9 +14,9 @@ from analysis.reliability.common import (
     MIN_DISAGREEMENTS,
     NEVER_MET,
     UNRELIABLE,
-    _cell_keys,
-    _counts_by,
     aligned_rows,
+    cell_keys,
+    confusion_counts_by,
 )
 
 # Criterion reliability ---------------------------------------------------------------------------
@@ -35,8 +35,8 @@ def criterion_reliability(
     width = grid.width
     size = len(grid.cases) * width
     aligned = aligned_rows(grid)[:, None] & grid.valid
-    keys = _cell_keys(grid)
-    counts = _counts_by(keys, grid.group1, grid.group2, aligned, size)
+    keys = cell_keys(grid)
+    counts = confusion_counts_by(keys, grid.group1, grid.group2, aligned, size)
     has_gold = aligned & (grid.gold >= 0)
     n_gold = np.bincount(keys[has_gold], minlength=size)
     gold_met = np.bincount(keys[has_gold & (grid.gold == metrics.MET)], minlength=size)
@@ -65,7 +65,7 @@ def criterion_reliability(
     for name in sorted(grid.judges):
         judge = grid.judges[name]
         judged = has_gold & (judge >= 0)
-        frame[f"judge_mf1:{name}"] = metrics.macro_f1(_counts_by(keys, grid.gold, judge, judged, size)[index])
+        frame[f"judge_mf1:{name}"] = metrics.macro_f1(confusion_counts_by(keys, grid.gold, judge, judged, size)[index])
     frame["flag"] = pd.Series(
         flags(frame, kappa_threshold=kappa_threshold, min_aligned=min_aligned, min_disagreements=min_disagreements),
         dtype=object,

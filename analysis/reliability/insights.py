@@ -12,12 +12,12 @@ from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from analysis.reliability.criteria import criterion_reliability
 from analysis.reliability.physicians import (
     ANNOTATOR_COLUMNS,
-    _annotator_table,
-    _intervals,
-    _slice_agreement_table,
+    annotator_table,
     human_ceiling,
+    pooled_mf1_intervals,
+    slice_agreement_table,
 )
-from analysis.reliability.slices_and_judges import _slice_members, judge_slices, judges_by_model
+from analysis.reliability.slices_and_judges import judge_slices, judges_by_model, slice_members
 
 # Everything at once ------------------------------------------------------------------------------
 
@@ -38,13 +38,13 @@ def build_insights(
     """Every figure of this module; the annotators' and slices' intervals share one resampling."""
     layers = grid.physicians
     annotators, annotator_counts = (
-        _annotator_table(grid, layers)
+        annotator_table(grid, layers)
         if layers is not None
         else (pd.DataFrame(columns=ANNOTATOR_COLUMNS), np.zeros((len(grid.cases), 0, 4)))
     )
-    members = _slice_members(grid)
-    slices, slice_counts = _slice_agreement_table(grid, members)
-    bounds = _intervals(grid, np.concatenate([annotator_counts, slice_counts], axis=1), resamples, seed)
+    members = slice_members(grid)
+    slices, slice_counts = slice_agreement_table(grid, members)
+    bounds = pooled_mf1_intervals(grid, np.concatenate([annotator_counts, slice_counts], axis=1), resamples, seed)
     split = len(annotators)
     annotators = annotators.assign(pooled_mf1_low=bounds[:split, 0], pooled_mf1_high=bounds[:split, 1])
     slices = slices.assign(pooled_mf1_low=bounds[split:, 0], pooled_mf1_high=bounds[split:, 1])

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 
 from analysis import metrics
-from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, LEVEL, _resample_weights as resample_weights
-from analysis.reliability.common import _counts_by, aligned_rows
-from analysis.reliability.slices_and_judges import _membership, _per_criterion_and_case, _slice_members
+from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, LEVEL, resample_weights
+from analysis.reliability.common import aligned_rows, confusion_counts_by
+from analysis.reliability.slices_and_judges import counts_per_criterion_and_case, slice_members, slice_membership
 
 # Physicians: ceiling, per annotator, agreement by slice ------------------------------------------------
 
@@ -45,7 +45,7 @@ class _CaseCounts:
     per_case: np.ndarray  # (cases, units, 4)
 
 
-def _intervals(grid: metrics.DecisionGrid, per_case: np.ndarray, resamples: int, seed: int) -> np.ndarray:
+def pooled_mf1_intervals(grid: metrics.DecisionGrid, per_case: np.ndarray, resamples: int, seed: int) -> np.ndarray:
     """(units, 2) percentile bounds of pooled macro-F1 under the report's case resampling (NaN if never defined)."""
     units = per_case.shape[1]
     bounds = np.full((units, 2), np.nan)
@@ -105,16 +105,16 @@ def annotator_agreement(
 ) -> pd.DataFrame:
     """Per annotator: group, pooled_mf1 against the other group's finals (with bootstrap bounds), n_decisions,
     and the within-group check: n_labels, n_checked, n_corrected, correction_rate."""
-    frame, per_case = _annotator_table(grid, layers)
+    frame, per_case = annotator_table(grid, layers)
     return _with_bounds(grid, frame, per_case, resamples, seed)
 
 
 def _with_bounds(grid, frame: pd.DataFrame, per_case: np.ndarray, resamples: int, seed: int) -> pd.DataFrame:
-    bounds = _intervals(grid, per_case, resamples, seed)
+    bounds = pooled_mf1_intervals(grid, per_case, resamples, seed)
     return frame.assign(pooled_mf1_low=bounds[:, 0], pooled_mf1_high=bounds[:, 1])
 
 
-def _annotator_table(grid: metrics.DecisionGrid, layers: metrics.PhysicianLayers) -> tuple[pd.DataFrame, np.ndarray]:
+def annotator_table(grid: metrics.DecisionGrid, layers: metrics.PhysicianLayers) -> tuple[pd.DataFrame, np.ndarray]:
     """The annotator frame (without bounds) and its confusion counts per (case row, annotator) in frame order."""
     parts, counts = [], []
     n_cases = len(grid.cases)
@@ -133,7 +133,7 @@ def _annotator_table(grid: metrics.DecisionGrid, layers: metrics.PhysicianLayers
         code_grid = np.full(who.shape, -1, dtype=np.int64)
         code_grid[labelled] = codes
         key = case_of_cell * len(users) + code_grid
-        per_case = _counts_by(key, other, own, both, n_cases * len(users)).reshape(n_cases, len(users), 4)
+        per_case = confusion_counts_by(key, other, own, both, n_cases * len(users)).reshape(n_cases, len(users), 4)
         checked = labelled & (layers.check[g] >= 0)
         corrected = checked & (layers.check[g] != own)
         frame = pd.DataFrame(
@@ -169,22 +169,23 @@ def agreement_slices(
 ) -> pd.DataFrame:
     """Long frame: dimension, value, pooled_mf1 (with bootstrap bounds), n_aligned, n_decisions — the two
     groups over the aligned pairs' decisions of each slice value."""
-    frame, per_case = _slice_agreement_table(grid)
+    frame, per_case = slice_agreement_table(grid)
     return _with_bounds(grid, frame, per_case, resamples, seed)
 
 
-def _slice_agreement_table(grid: metrics.DecisionGrid, members: dict | None = None) -> tuple[pd.DataFrame, np.ndarray]:
+def slice_agreement_table(grid: metrics.DecisionGrid, members: dict | None = None) -> tuple[pd.DataFrame, np.ndarray]:
+    """The groups' agreement per slice value (without bounds) and its confusion counts per (case row, value)."""
     aligned = aligned_rows(grid)
     mask = aligned[:, None] & grid.valid
-    by_key, by_case = _per_criterion_and_case(grid, grid.group1, grid.group2, mask)
+    by_key, by_case = counts_per_criterion_and_case(grid, grid.group1, grid.group2, mask)
     pairs_by_case = np.bincount(grid.case_rows[aligned], minlength=len(grid.cases)).astype(np.float64)
     rows, per_case_units = [], []
     width = grid.width
     n_cases = len(grid.cases)
-    for dimension, (member, unit) in (members or _slice_members(grid)).items():
+    for dimension, (member, unit) in (members or slice_members(grid)).items():
         if member.empty:
             continue
-        values, matrix = _membership(member, unit, len(by_key) if unit == "key" else n_cases)
+        values, matrix = slice_membership(member, unit, len(by_key) if unit == "key" else n_cases)
         units, codes = matrix.nonzero()[1], matrix.nonzero()[0]
         case_of_member = units // width if unit == "key" else units
         source = by_key[units] if unit == "key" else by_case[units]

@@ -7,7 +7,14 @@ import pandas as pd
 from scipy import sparse
 
 from analysis import metrics
-from analysis.reliability.common import CASE_DIMENSIONS, NO_TAG, REFERENCES, _cell_keys, _counts_by, _reference
+from analysis.reliability.common import (
+    CASE_DIMENSIONS,
+    NO_TAG,
+    REFERENCES,
+    cell_keys,
+    confusion_counts_by,
+    reference_labels,
+)
 
 # Judges by model and by slice ----------------------------------------------------------------------
 
@@ -20,7 +27,7 @@ def judges_by_model(grid: metrics.DecisionGrid) -> pd.DataFrame:
         judge = grid.judges[name]
         entry = {}
         for column, reference_name in REFERENCES:
-            reference = _reference(grid, reference_name)
+            reference = reference_labels(grid, reference_name)
             both = (judge >= 0) & (reference >= 0)
             per_row = metrics.confusion_counts(reference, judge, both)
             per_model = (
@@ -63,7 +70,7 @@ def criterion_tag_members(grid: metrics.DecisionGrid) -> pd.DataFrame:
     return pd.DataFrame({"key": np.asarray(rows, dtype=np.int64), "value": np.asarray(values, dtype=object)})
 
 
-def _membership(member: pd.DataFrame, unit: str, n_units: int) -> tuple[list, sparse.csr_matrix]:
+def slice_membership(member: pd.DataFrame, unit: str, n_units: int) -> tuple[list, sparse.csr_matrix]:
     """The slice values (sorted) and a (values × units) 0/1 matrix of which units belong to each."""
     codes, values = pd.factorize(member["value"], sort=True)
     units = member[unit].to_numpy(np.int64)
@@ -73,14 +80,15 @@ def _membership(member: pd.DataFrame, unit: str, n_units: int) -> tuple[list, sp
     return list(values), matrix
 
 
-def _per_criterion_and_case(grid, truth, predicted, mask) -> tuple[np.ndarray, np.ndarray]:
+def counts_per_criterion_and_case(grid, truth, predicted, mask) -> tuple[np.ndarray, np.ndarray]:
     """Confusion counts per (case row × W + slot) and per case row."""
     size = len(grid.cases) * grid.width
-    by_key = _counts_by(_cell_keys(grid), truth, predicted, mask, size)
+    by_key = confusion_counts_by(cell_keys(grid), truth, predicted, mask, size)
     return by_key, by_key.reshape(len(grid.cases), grid.width, 4).sum(axis=1)
 
 
-def _slice_members(grid: metrics.DecisionGrid) -> dict[str, tuple[pd.DataFrame, str]]:
+def slice_members(grid: metrics.DecisionGrid) -> dict[str, tuple[pd.DataFrame, str]]:
+    """Per slice dimension: which units belong to which value, and the unit (case row, or criterion key for tags)."""
     members = {dimension: (case_dimension_members(grid.cases, dimension), "case_row") for dimension in CASE_DIMENSIONS}
     members["criterion_tag"] = (criterion_tag_members(grid), "key")
     return members
@@ -91,7 +99,7 @@ def _judge_counts_by_key(grid: metrics.DecisionGrid, judge: np.ndarray) -> np.nd
     judge's decisions, per (case row, criterion position)."""
     size = len(grid.cases) * grid.width
     valid = grid.valid
-    keys = _cell_keys(grid)[valid] * 9
+    keys = cell_keys(grid)[valid] * 9
     said = judge[valid].astype(np.int64) + 1
     result = np.empty((size, 13), dtype=np.float64)
     for index, reference in enumerate((grid.group1, grid.group2, grid.gold)):
@@ -115,11 +123,11 @@ def judge_slices(grid: metrics.DecisionGrid, members: dict | None = None) -> pd.
     by_key = np.concatenate([_judge_counts_by_key(grid, grid.judges[name]) for name in names], axis=1)
     by_case = by_key.reshape(len(grid.cases), grid.width, -1).sum(axis=1)
     parts = []
-    for dimension, (member, unit) in (members or _slice_members(grid)).items():
+    for dimension, (member, unit) in (members or slice_members(grid)).items():
         if member.empty:
             continue
         per_unit = by_key if unit == "key" else by_case
-        values, matrix = _membership(member, unit, len(per_unit))
+        values, matrix = slice_membership(member, unit, len(per_unit))
         summed = np.asarray(matrix @ per_unit).reshape(len(values), len(names), 13)
         for index, name in enumerate(names):
             counts = summed[:, index]
