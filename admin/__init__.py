@@ -5,16 +5,37 @@ Each page module has a `render()` that starts with `shell.require_user(Role.admi
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 import streamlit as st
 
 from db.store.models import Role, User
 from ui import shell
 
 
+class AdminPage(NamedTuple):
+    """One entry of the admin area's menu."""
+
+    render: Callable[[], None]
+    title_key: str  # catalog key of the menu title
+    icon: str
+    url_path: str
+
+
 def pages(user: User) -> list[tuple[str, st.Page]]:
     """The admin area's navigation entries (none for other roles)."""
     if user.role != Role.admin:
         return []
+    t = shell.translator()
+    return [
+        ("nav.section.admin", st.Page(page.render, title=t(page.title_key), icon=page.icon, url_path=page.url_path))
+        for page in _admin_pages()
+    ]
+
+
+def _admin_pages() -> list[AdminPage]:
+    """The admin's pages in menu order."""
     from admin import (
         assignments,
         audit_log,
@@ -28,83 +49,15 @@ def pages(user: User) -> list[tuple[str, st.Page]]:
         users,
     )
 
-    t = shell.translator()
-    section = "nav.section.admin"
     return [
-        (
-            section,
-            st.Page(
-                progress.render,
-                title=t("admin.progress.title"),
-                icon=":material/monitoring:",
-                url_path="admin-progress",
-            ),
-        ),
-        (
-            section,
-            st.Page(
-                imports.render, title=t("admin.import.title"), icon=":material/upload_file:", url_path="admin-import"
-            ),
-        ),
-        (section, st.Page(users.render, title=t("admin.users.title"), icon=":material/group:", url_path="admin-users")),
-        (
-            section,
-            st.Page(
-                assignments.render,
-                title=t("admin.assign.title"),
-                icon=":material/assignment_ind:",
-                url_path="admin-assignments",
-            ),
-        ),
-        (
-            section,
-            st.Page(
-                feedback.render,
-                title=t("admin.feedback.title"),
-                icon=":material/rate_review:",
-                url_path="admin-feedback",
-            ),
-        ),
-        (
-            section,
-            st.Page(
-                exports.render, title=t("admin.export.title"), icon=":material/download:", url_path="admin-exports"
-            ),
-        ),
-        (
-            section,
-            st.Page(
-                judge_runs.render,
-                title=t("judge.nav"),
-                icon=":material/gavel:",
-                url_path="admin-judge-runs",
-            ),
-        ),
-        (
-            section,
-            st.Page(
-                leaderboard.render,
-                title=t("leaderboard.nav"),
-                icon=":material/leaderboard:",
-                url_path="admin-leaderboard",
-            ),
-        ),
-        (
-            section,
-            st.Page(
-                new_model.render,
-                title=t("new_model.nav"),
-                icon=":material/new_releases:",
-                url_path="admin-new-model",
-            ),
-        ),
-        (
-            section,
-            st.Page(
-                audit_log.render,
-                title=t("review.audit_log.title"),
-                icon=":material/history:",
-                url_path="admin-audit-log",
-            ),
-        ),
+        AdminPage(progress.render, "admin.progress.title", ":material/monitoring:", "admin-progress"),
+        AdminPage(imports.render, "admin.import.title", ":material/upload_file:", "admin-import"),
+        AdminPage(users.render, "admin.users.title", ":material/group:", "admin-users"),
+        AdminPage(assignments.render, "admin.assign.title", ":material/assignment_ind:", "admin-assignments"),
+        AdminPage(feedback.render, "admin.feedback.title", ":material/rate_review:", "admin-feedback"),
+        AdminPage(exports.render, "admin.export.title", ":material/download:", "admin-exports"),
+        AdminPage(judge_runs.render, "judge.nav", ":material/gavel:", "admin-judge-runs"),
+        AdminPage(leaderboard.render, "leaderboard.nav", ":material/leaderboard:", "admin-leaderboard"),
+        AdminPage(new_model.render, "new_model.nav", ":material/new_releases:", "admin-new-model"),
+        AdminPage(audit_log.render, "review.audit_log.title", ":material/history:", "admin-audit-log"),
     ]

@@ -7,6 +7,8 @@ live in `db.work.assignments`; this page only collects the choice and shows the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 from db.rules.errors import ClinConsensusError
@@ -17,7 +19,7 @@ from ui import shell, widgets
 TABLE_LIMIT = 500
 
 
-def _person_label(people: dict[str, User], t, *, with_group: bool = True):
+def _person_label(people: dict[str, User], t: shell.Translator, *, with_group: bool = True) -> Callable[[str], str]:
     def label(username: str) -> str:
         person = people[username]
         name = widgets.person_label(username, person.display_name)
@@ -99,75 +101,10 @@ def render() -> None:
     )
 
     with rubric_tab:
-        st.caption(t("admin.assign.rubric.intro"))
-        # Outside the form, so switching shows only the matching input at once.
-        by = st.radio(
-            t("admin.assign.rubric.by"),
-            ("specialty", "cases"),
-            horizontal=True,
-            key="rubric_by",
-            format_func=lambda v: t(f"admin.assign.rubric.by.{v}"),
-        )
-        with st.form("assign_rubric"):
-            specialty, case_text = None, ""
-            if by == "specialty":
-                specialty = st.selectbox(
-                    t("admin.assign.specialty"),
-                    subjects,
-                    index=None,
-                    key="rubric_specialty",
-                    placeholder=t("admin.assign.specialty.placeholder"),
-                )
-            else:
-                case_text = st.text_area(
-                    t("admin.assign.case_ids"), help=t("admin.assign.case_ids.help"), height=100, key="rubric_cases"
-                )
-            chosen = st.multiselect(
-                t("admin.assign.annotators"),
-                list(people),
-                format_func=label,
-                key="rubric_people",
-                placeholder=t("admin.assign.choose_people"),
-            )
-            if st.form_submit_button(t("admin.assign.rubric.submit"), type="primary"):
-                case_ids = [c for c in case_text.replace(",", " ").split() if c]
-                if by == "specialty" and not specialty:
-                    st.warning(t("admin.assign.need_specialty"))
-                elif by == "cases" and not case_ids:
-                    st.warning(t("admin.assign.need_cases"))
-                else:
-                    _run(
-                        lambda s: assignments.assign_rubric_authoring(
-                            s,
-                            actor=admin,
-                            annotators=chosen,
-                            specialty=specialty if by == "specialty" else None,
-                            case_ids=case_ids if by == "cases" else None,
-                        )
-                    )
+        _rubric_tab(admin, people, subjects, label)
 
     with label_tab:
-        st.caption(t("admin.assign.label.intro"))
-        with st.form("assign_label"):
-            left, right = st.columns(2)
-            group1 = [u for u, p in people.items() if p.group_no == 1]
-            group2 = [u for u, p in people.items() if p.group_no == 2]
-            chosen1 = left.multiselect(
-                t("group.name", group=1),
-                group1,
-                default=group1,
-                format_func=short_label,
-                placeholder=t("admin.assign.choose_people"),
-            )
-            chosen2 = right.multiselect(
-                t("group.name", group=2),
-                group2,
-                default=group2,
-                format_func=short_label,
-                placeholder=t("admin.assign.choose_people"),
-            )
-            if st.form_submit_button(t("admin.assign.label.submit"), type="primary"):
-                _run(lambda s: assignments.assign_labeling(s, actor=admin, annotators=[*chosen1, *chosen2]))
+        _label_tab(admin, people, short_label)
 
     with calibration_tab:
         _calibration_tab(admin)
@@ -179,42 +116,125 @@ def render() -> None:
         _reassign_tab(admin, people, label)
 
     with list_tab:
-        left, right = st.columns(2)
-        kind = left.radio(
-            t("admin.assign.kind"),
-            (AssignmentKind.label.value, AssignmentKind.rubric.value),
-            horizontal=True,
-            format_func=lambda k: t(f"admin.assign.kind.{k}"),
-        )
-        who = right.selectbox(
-            t("admin.assign.filter_user"),
-            list(people),
-            index=None,
-            format_func=label,
-            placeholder=t("admin.assign.everyone"),
-        )
-        with shell.db_session(read_only=True) as session:
-            rows = assignments.list_assignments(
-                session, actor=admin, kind=AssignmentKind(kind), username=who, limit=TABLE_LIMIT
+        _list_tab(admin, people, label)
+
+
+def _rubric_tab(admin: User, people: dict[str, User], subjects: list[str], label: Callable[[str], str]) -> None:
+    """Rubric authoring for the chosen annotators, by specialty or by a list of case ids."""
+    t = shell.translator()
+    st.caption(t("admin.assign.rubric.intro"))
+    # Outside the form, so switching shows only the matching input at once.
+    by = st.radio(
+        t("admin.assign.rubric.by"),
+        ("specialty", "cases"),
+        horizontal=True,
+        key="rubric_by",
+        format_func=lambda v: t(f"admin.assign.rubric.by.{v}"),
+    )
+    with st.form("assign_rubric"):
+        specialty, case_text = None, ""
+        if by == "specialty":
+            specialty = st.selectbox(
+                t("admin.assign.specialty"),
+                subjects,
+                index=None,
+                key="rubric_specialty",
+                placeholder=t("admin.assign.specialty.placeholder"),
             )
-        st.caption(t("admin.assign.list.caption", shown=len(rows), limit=TABLE_LIMIT))
-        st.dataframe(
-            [
-                {
-                    t("admin.assign.col.id"): r["id"],
-                    t("admin.assign.col.case"): r["case_id"],
-                    t("admin.assign.col.response"): r["response"] or "",
-                    t("admin.assign.col.model"): r["model"] or "",
-                    t("admin.assign.col.user"): widgets.person_label(
-                        r["user"], people[r["user"]].display_name if r["user"] in people else None
-                    ),
-                    t("admin.assign.col.group"): r["group"],
-                }
-                for r in rows
-            ],
-            hide_index=True,
-            width="stretch",
+        else:
+            case_text = st.text_area(
+                t("admin.assign.case_ids"), help=t("admin.assign.case_ids.help"), height=100, key="rubric_cases"
+            )
+        chosen = st.multiselect(
+            t("admin.assign.annotators"),
+            list(people),
+            format_func=label,
+            key="rubric_people",
+            placeholder=t("admin.assign.choose_people"),
         )
+        if st.form_submit_button(t("admin.assign.rubric.submit"), type="primary"):
+            case_ids = [c for c in case_text.replace(",", " ").split() if c]
+            if by == "specialty" and not specialty:
+                st.warning(t("admin.assign.need_specialty"))
+            elif by == "cases" and not case_ids:
+                st.warning(t("admin.assign.need_cases"))
+            else:
+                _run(
+                    lambda s: assignments.assign_rubric_authoring(
+                        s,
+                        actor=admin,
+                        annotators=chosen,
+                        specialty=specialty if by == "specialty" else None,
+                        case_ids=case_ids if by == "cases" else None,
+                    )
+                )
+
+
+def _label_tab(admin: User, people: dict[str, User], short_label: Callable[[str], str]) -> None:
+    """Hit labeling for the chosen members of each group (everyone, unless narrowed)."""
+    t = shell.translator()
+    st.caption(t("admin.assign.label.intro"))
+    with st.form("assign_label"):
+        left, right = st.columns(2)
+        group1 = [u for u, p in people.items() if p.group_no == 1]
+        group2 = [u for u, p in people.items() if p.group_no == 2]
+        chosen1 = left.multiselect(
+            t("group.name", group=1),
+            group1,
+            default=group1,
+            format_func=short_label,
+            placeholder=t("admin.assign.choose_people"),
+        )
+        chosen2 = right.multiselect(
+            t("group.name", group=2),
+            group2,
+            default=group2,
+            format_func=short_label,
+            placeholder=t("admin.assign.choose_people"),
+        )
+        if st.form_submit_button(t("admin.assign.label.submit"), type="primary"):
+            _run(lambda s: assignments.assign_labeling(s, actor=admin, annotators=[*chosen1, *chosen2]))
+
+
+def _list_tab(admin: User, people: dict[str, User], label: Callable[[str], str]) -> None:
+    """The assignments of one kind, of everyone or one annotator (the first TABLE_LIMIT)."""
+    t = shell.translator()
+    left, right = st.columns(2)
+    kind = left.radio(
+        t("admin.assign.kind"),
+        (AssignmentKind.label.value, AssignmentKind.rubric.value),
+        horizontal=True,
+        format_func=lambda k: t(f"admin.assign.kind.{k}"),
+    )
+    who = right.selectbox(
+        t("admin.assign.filter_user"),
+        list(people),
+        index=None,
+        format_func=label,
+        placeholder=t("admin.assign.everyone"),
+    )
+    with shell.db_session(read_only=True) as session:
+        rows = assignments.list_assignments(
+            session, actor=admin, kind=AssignmentKind(kind), username=who, limit=TABLE_LIMIT
+        )
+    st.caption(t("admin.assign.list.caption", shown=len(rows), limit=TABLE_LIMIT))
+    st.dataframe(
+        [
+            {
+                t("admin.assign.col.id"): r["id"],
+                t("admin.assign.col.case"): r["case_id"],
+                t("admin.assign.col.response"): r["response"] or "",
+                t("admin.assign.col.model"): r["model"] or "",
+                t("admin.assign.col.user"): widgets.person_label(
+                    r["user"], people[r["user"]].display_name if r["user"] in people else None
+                ),
+                t("admin.assign.col.group"): r["group"],
+            }
+            for r in rows
+        ],
+        hide_index=True,
+        width="stretch",
+    )
 
 
 def _task_text(t, row: dict, people: dict[str, User], kind: str) -> str:

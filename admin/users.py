@@ -9,7 +9,7 @@ import streamlit as st
 
 from db.access import users
 from db.rules.errors import ClinConsensusError
-from db.store.models import Role
+from db.store.models import Role, User
 from ui import shell, widgets
 
 ROLES = (Role.annotator.value, Role.checker.value, Role.admin.value)
@@ -62,7 +62,6 @@ def _table(accounts, locked_names: dict) -> list[dict]:
 def render() -> None:
     admin = shell.require_user(Role.admin)
     t = shell.translator()
-    _group_label = _group_labeler(t)
     st.title(t("admin.users.title"))
     flash = st.session_state.pop("users_flash", None)
     if flash:
@@ -71,8 +70,6 @@ def render() -> None:
     with shell.db_session(read_only=True) as session:
         accounts = users.list_users(session, actor=admin)
         locked_names = users.locked_names(session, actor=admin)
-    usernames = [a.username for a in accounts]
-    names = {a.username: widgets.person_label(a.username, a.display_name) for a in accounts}
     st.dataframe(_table(accounts, locked_names), hide_index=True, width="stretch")
 
     add_tab, edit_tab, active_tab, password_tab = st.tabs(
@@ -84,8 +81,23 @@ def render() -> None:
         ],
         key="users_tabs",
     )
+    names = {a.username: widgets.person_label(a.username, a.display_name) for a in accounts}
+    with add_tab:
+        _add_form(t, admin)
+    with edit_tab:
+        _edit_form(t, admin, accounts, names)
+    with active_tab:
+        _active_form(t, admin, names)
+    with edit_tab:
+        _identity_form(t, admin, names)
+    with password_tab:
+        _password_form(t, admin, names)
 
-    with add_tab, st.form("user_add"):
+
+def _add_form(t: shell.Translator, admin: User) -> None:
+    """A new account: name, role, group and first password."""
+    _group_label = _group_labeler(t)
+    with st.form("user_add"):
         left, right = st.columns(2)
         username = left.text_input(t("admin.users.username"), help=t("admin.users.username.help"), key="add_username")
         display_name = right.text_input(t("admin.users.display_name"), key="add_display_name")
@@ -110,39 +122,45 @@ def render() -> None:
                 name=widgets.plain(username.strip()),
             )
 
-    with edit_tab:
-        # Outside the form, so the role and group below start from the chosen account's current ones.
-        name = st.selectbox(t("admin.users.account"), usernames, key="edit_name", format_func=names.__getitem__)
-        account = next(a for a in accounts if a.username == name)
-        with st.form("user_edit"):
-            left, right = st.columns(2)
-            role = left.selectbox(
-                t("admin.users.role"),
-                ROLES,
-                format_func=lambda r: t(f"role.{r}"),
-                index=ROLES.index(account.role) if account.role in ROLES else 0,
-                key=f"edit_role_{name}",
-            )
-            group = right.selectbox(
-                t("admin.users.group"),
-                GROUP_CHOICES,
-                format_func=_group_label,
-                index=GROUP_CHOICES.index(account.group_no) if account.group_no in GROUP_CHOICES else 0,
-                key=f"edit_group_{name}",
-            )
-            submitted = st.form_submit_button(t("admin.users.edit.submit"), type="primary")
-        if submitted:
-            if name == admin.username and role != Role.admin:
-                st.error(t("admin.users.not_self"))
-            else:
-                _apply(
-                    lambda s: users.update_account(s, username=name, role=role, group_no=group, actor=admin),
-                    "admin.users.updated",
-                    name=widgets.plain(name),
-                )
 
-    with active_tab, st.form("user_active"):
-        name = st.selectbox(t("admin.users.account"), usernames, key="active_name", format_func=names.__getitem__)
+def _edit_form(t: shell.Translator, admin: User, accounts: list[User], names: dict[str, str]) -> None:
+    """An account's role and group; an admin never takes their own admin role away."""
+    _group_label = _group_labeler(t)
+    # Outside the form, so the role and group below start from the chosen account's current ones.
+    name = st.selectbox(t("admin.users.account"), list(names), key="edit_name", format_func=names.__getitem__)
+    account = next(a for a in accounts if a.username == name)
+    with st.form("user_edit"):
+        left, right = st.columns(2)
+        role = left.selectbox(
+            t("admin.users.role"),
+            ROLES,
+            format_func=lambda r: t(f"role.{r}"),
+            index=ROLES.index(account.role) if account.role in ROLES else 0,
+            key=f"edit_role_{name}",
+        )
+        group = right.selectbox(
+            t("admin.users.group"),
+            GROUP_CHOICES,
+            format_func=_group_label,
+            index=GROUP_CHOICES.index(account.group_no) if account.group_no in GROUP_CHOICES else 0,
+            key=f"edit_group_{name}",
+        )
+        submitted = st.form_submit_button(t("admin.users.edit.submit"), type="primary")
+    if submitted:
+        if name == admin.username and role != Role.admin:
+            st.error(t("admin.users.not_self"))
+        else:
+            _apply(
+                lambda s: users.update_account(s, username=name, role=role, group_no=group, actor=admin),
+                "admin.users.updated",
+                name=widgets.plain(name),
+            )
+
+
+def _active_form(t: shell.Translator, admin: User, names: dict[str, str]) -> None:
+    """Deactivate, activate or unlock an account; an admin never deactivates themselves."""
+    with st.form("user_active"):
+        name = st.selectbox(t("admin.users.account"), list(names), key="active_name", format_func=names.__getitem__)
         left, middle, right = st.columns(3)
         deactivate = left.form_submit_button(t("admin.users.deactivate"), icon=":material/person_off:")
         activate = middle.form_submit_button(t("admin.users.activate"), icon=":material/person_check:")
@@ -163,8 +181,11 @@ def render() -> None:
                     name=widgets.plain(name),
                 )
 
-    with edit_tab, st.form("user_identity", clear_on_submit=True):
-        name = st.selectbox(t("admin.users.account"), usernames, key="identity_name", format_func=names.__getitem__)
+
+def _identity_form(t: shell.Translator, admin: User, names: dict[str, str]) -> None:
+    """Links an account to a sign-in at the identity provider."""
+    with st.form("user_identity", clear_on_submit=True):
+        name = st.selectbox(t("admin.users.account"), list(names), key="identity_name", format_func=names.__getitem__)
         identity = st.text_input(t("security.users.identity"), key="identity_value")
         if st.form_submit_button(t("security.users.link"), icon=":material/badge:"):
             _apply(
@@ -173,8 +194,11 @@ def render() -> None:
                 name=widgets.plain(name),
             )
 
-    with password_tab, st.form("user_password", clear_on_submit=True):
-        name = st.selectbox(t("admin.users.account"), usernames, key="password_name", format_func=names.__getitem__)
+
+def _password_form(t: shell.Translator, admin: User, names: dict[str, str]) -> None:
+    """A new password for an account."""
+    with st.form("user_password", clear_on_submit=True):
+        name = st.selectbox(t("admin.users.account"), list(names), key="password_name", format_func=names.__getitem__)
         password = st.text_input(
             t("admin.users.new_password"), type="password", help=t("admin.users.password.help"), key="reset_password"
         )

@@ -27,7 +27,7 @@ from db.access.export_records import newest_sft_holdout
 from db.access.policies import require_may_see_group_statistics
 from db.review.criterion_return import send_back_criteria, send_back_target
 from db.rules.errors import ClinConsensusError
-from db.store.models import Role
+from db.store.models import Role, User
 from db.work.judge_errors import judge_error_detail
 from ui import shared_grid, shell, table_view
 from ui.text import plain
@@ -61,7 +61,7 @@ def _load(t) -> State | None:
     return None if snapshot is None else snapshot.value
 
 
-def _admin():
+def _admin() -> User:
     user = shell.require_user(Role.admin)
     require_may_see_group_statistics(user)
     return user
@@ -246,6 +246,18 @@ def render_judge_errors() -> None:
     if not grid.judges:
         st.info(t("analysis.no_judges"))
         return
+    _fidelity_sections(t, grid, insights, judges, order)
+    _errors_section(t, user, grid)
+
+
+def _fidelity_sections(
+    t: shell.Translator,
+    grid: metrics.DecisionGrid,
+    insights: reliability.Insights,
+    judges: pd.DataFrame,
+    order: list[str],
+) -> None:
+    """How close each judge comes to the physicians: overall, in ranking, by model and by slice."""
     ceiling = insights.human_ceiling
     st.caption(
         t(
@@ -280,6 +292,9 @@ def render_judge_errors() -> None:
     )
     _download(t, "judge_slices", insights.judge_slices)
 
+
+def _errors_section(t: shell.Translator, user: User, grid: metrics.DecisionGrid) -> None:
+    """One judge's false positives or negatives, filtered by model, and the chosen error in full."""
     st.subheader(t("insights.judges.errors"))
     judge = st.selectbox(t("insights.judges.judge"), sorted(grid.judges), key="insights_judge")
     kind = st.radio(
