@@ -7,43 +7,61 @@ order that does not tell the groups apart, decided in db/review). `1`/`0` decide
 `R` the rationale for every cell that has none of its own, and Ctrl+Enter saves: the decisions are
 gold. Every rule (who may adjudicate, a rationale is required, someone else decided since) is
 db/review's; a refusal is shown on the workbench and nothing is saved. Decisions and rationales are
-kept as a server-side draft (db/review/drafts.py) until saved: a refresh loses nothing.
+kept as a server-side draft (db/review/drafts.py) until saved: a refresh loses nothing. Opening, drafts,
+saves and messages are the workbench controller's (ui/workbench_controller.py).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import streamlit as st
+from sqlmodel import Session
 
 from db import review
 from db.access import users
 from db.review import drafts
 from db.rules.errors import ClinConsensusError, StaleEdit
-from db.store.models import Role
+from db.store.models import Role, User
 from ui import shell, workbench as wb
 from ui.checker import draft_note, met_text
 from ui.shell import t
-from ui.widgets import asker_text, error_text, plain, show_error
+from ui.widgets import asker_text, show_error
+from ui.workbench_controller import (
+    Content,
+    Loaded,
+    Opened,
+    Sent,
+    WorkbenchController,
+    person,
+    saved_since_text,
+    workbench_texts,
+)
 
 PICK_KEY = "review_adj_pick"
-LOADED_KEY = "review_adj_loaded"
-MESSAGE_KEY = "review_adj_message"
-RERUN_KEY = "review_adj_rerun_app"
 TAKEN_KEY = "review_adj_taken"
 TAKE_KEY = "review_adj_take"
+
+
+def _signed_in(session: Session, username: str) -> User:
+    """The signed-in checker as `session` reads them."""
+    user = users.get_user(session, username=username)
+    assert user is not None  # signed in this run, so the account exists
+    return user
 
 
 def _queue(username: str) -> list[review.AdjudicationQueueItem]:
     # Kept figures (db/counts/figures.py): cheap enough to read on every run, so the queue is never stale.
     with shell.db_session(read_only=True) as session:
-        return review.adjudication_queue(session, users.get_user(session, username=username))
+        return review.adjudication_queue(session, _signed_in(session, username))
 
 
 def _ready(username: str) -> list[int]:
     with shell.db_session(read_only=True) as session:
-        return review.ready_for_adjudication(session, users.get_user(session, username=username))
+        return review.ready_for_adjudication(session, _signed_in(session, username))
 
 
-def _take_in(user, ready: list[int]) -> None:
+def _take_in(user: User, ready: list[int]) -> None:
     """How many checked responses the checker takes into adjudication (closing their group's labels on them)."""
     if not ready:
         st.caption(t("review.adjudication.none_ready"))
@@ -63,25 +81,6 @@ def _take_in(user, ready: list[int]) -> None:
         st.rerun()
 
 
-def _message(kind: str, text: str, focus: str | None = None, *, transient: bool = False) -> None:
-    # "fresh": set by this run's action; a restored-draft note does not cover it. "focus": the criterion the
-    # workbench opens the rationale of (the one a refusal is about).
-    # "transient": a notice that has said what it had to once work resumes (the workbench drops it).
-    st.session_state[MESSAGE_KEY] = {
-        "id": wb.new_token(),
-        "kind": kind,
-        "text": text,
-        "fresh": True,
-        "focus": focus,
-        "transient": transient,
-    }
-
-
-def _drop_transient_message() -> None:
-    if (st.session_state.get(MESSAGE_KEY) or {}).get("transient"):
-        st.session_state.pop(MESSAGE_KEY, None)
-
-
 def _missing_rationale(view: review.AdjudicationView, missing: list[str]) -> None:
     """Names the first decision without a rationale and sends the cursor to its rationale field."""
     cell = next(cell for cell in view.cells if cell.criterion_id == missing[0])
@@ -92,36 +91,7 @@ def _missing_rationale(view: review.AdjudicationView, missing: list[str]) -> Non
         text=cell.text,
         n=len(missing),
     )
-    _message("error", text, focus=cell.criterion_id)
-
-
-def _loaded(user, response_id: int) -> dict:
-    """The response on screen, read once per token (not on every decision)."""
-    loaded = st.session_state.get(LOADED_KEY)
-    if loaded is not None and loaded["response_id"] == response_id:
-        return loaded
-    with shell.db_session(read_only=True) as session:
-        view = review.adjudication_view(session, user, response_id)
-        draft = drafts.adjudication_draft(session, user, view)
-    unsaved = draft is not None and draft.differs_from(*_saved_states(view))
-    loaded = {
-        "response_id": response_id,
-        "token": wb.new_token(),
-        "view": view,
-        "items": _items(view, draft),
-        "shared_note": draft.shared_note if draft is not None else "",
-        "unsaved": unsaved,
-        # When the draft shown was kept (None: what is shown is what was saved).
-        "draft_at": draft.at if unsaved and draft is not None else None,
-        # the revision of each decision as first seen: a save over someone else's newer one is refused
-        "seen": {cell.criterion_id: cell.decision.lock_version if cell.decision else None for cell in view.cells},
-    }
-    st.session_state[LOADED_KEY] = loaded
-    note = draft_note(draft, unsaved)
-    if note and not (st.session_state.get(MESSAGE_KEY) or {}).get("fresh"):
-        # Cells someone saved since stay worth reading; a plain restore is said once.
-        _message("info", note, transient=draft is not None and not draft.dropped)
-    return loaded
+    WORKBENCH.say("error", text, focus=cell.criterion_id)
 
 
 def _saved_states(view: review.AdjudicationView) -> tuple[dict[str, bool | None], dict[str, str]]:
@@ -131,7 +101,7 @@ def _saved_states(view: review.AdjudicationView) -> tuple[dict[str, bool | None]
     return states, notes
 
 
-def _changes(loaded: dict, sent: dict) -> list[review.AdjudicationInput]:
+def _changes(loaded: Loaded, sent: Sent) -> list[review.AdjudicationInput]:
     """The decisions made or changed on the workbench; a cell's own rationale, else the shared one."""
     view: review.AdjudicationView = loaded["view"]
     decisions = sent.get("decisions") or {}
@@ -151,70 +121,91 @@ def _changes(loaded: dict, sent: dict) -> list[review.AdjudicationInput]:
     return changes
 
 
-def _keep_draft() -> None:
-    user = shell.current_user()
-    loaded = st.session_state.get(LOADED_KEY)
-    sent = wb.sent_for(loaded, "adjudication", "work")
-    if user is None or loaded is None or sent is None:
-        return
-    try:
-        with shell.db_session() as session:
-            loaded["draft_at"] = drafts.keep_adjudication_draft(
-                session,
-                user,
-                loaded["response_id"],
-                decisions=sent.get("decisions") or {},
-                notes=sent.get("notes") or {},
-                shared_note=str(sent.get("shared_note") or ""),
-                seen=loaded["seen"],
-            )
-    except ClinConsensusError as error:
-        _message("error", t("workbench.draft_failed", reason=plain(error)))
-    else:
-        _drop_transient_message()
+class _AdjudicationWorkbench(WorkbenchController[int]):
+    """The adjudicator's workbench: the disputed cells of one response, each decided into gold with a rationale."""
 
+    name = "adjudication"
+    prefix = "review_adj"
 
-def _save() -> None:
-    user = shell.current_user()
-    loaded = st.session_state.get(LOADED_KEY)
-    sent = wb.sent_for(loaded, "adjudication", "save")
-    if user is None or loaded is None or sent is None:
-        return
-    changes = _changes(loaded, sent)
-    if not changes:
-        _message("error", t("review.adjudication.nothing"))
-        return
-    missing = [change.criterion_id for change in changes if not change.rationale]
-    if missing:
-        # db/review refuses these too; here the checker is told which one and taken to it.
-        _missing_rationale(loaded["view"], missing)
-        return
-    code = loaded["view"].code
-    try:
+    def open(self, user: User, response_id: int) -> Opened:
+        with shell.db_session(read_only=True) as session:
+            view = review.adjudication_view(session, user, response_id)
+            draft = drafts.adjudication_draft(session, user, view)
+        unsaved = draft is not None and draft.differs_from(*_saved_states(view))
+        state = {
+            "view": view,
+            "items": _items(view, draft),
+            "shared_note": draft.shared_note if draft is not None else "",
+            "unsaved": unsaved,
+            # the revision of each decision as first seen: a save over someone else's newer one is refused
+            "seen": {cell.criterion_id: cell.decision.lock_version if cell.decision else None for cell in view.cells},
+        }
+        draft_at = draft.at if unsaved and draft is not None else None
+        # Cells someone saved since stay worth reading; a plain restore is said once.
+        return Opened(state, draft_at, draft_note(draft, unsaved), transient=draft is not None and not draft.dropped)
+
+    def keep(self, session: Session, user: User, loaded: Loaded, sent: Sent) -> datetime:
+        return drafts.keep_adjudication_draft(
+            session,
+            user,
+            loaded["response_id"],
+            decisions=sent.get("decisions") or {},
+            notes=sent.get("notes") or {},
+            shared_note=str(sent.get("shared_note") or ""),
+            seen=loaded["seen"],
+        )
+
+    def save(self, user: User, loaded: Loaded, sent: Sent) -> int | None:
+        changes = _changes(loaded, sent)
+        if not changes:
+            self.say("error", t("review.adjudication.nothing"))
+            return None
+        missing = [change.criterion_id for change in changes if not change.rationale]
+        if missing:
+            # db/review refuses these too; here the checker is told which one and taken to it.
+            _missing_rationale(loaded["view"], missing)
+            return None
         with shell.db_session() as session:
             saved = review.adjudicate_many(session, user, response_id=loaded["response_id"], decisions=changes)
             drafts.discard_adjudication_draft(session, user, loaded["response_id"])
-    except StaleEdit as stale:
-        current = stale.current
-        if isinstance(stale, review.SavedSince) and isinstance(current, review.LabelView):
-            key = "review.adjudication.stale_you" if stale.by_self else "review.adjudication.stale_other"
-            _message("error", t(key, criterion=current.criterion_id, value=met_text(current.met)))
-        else:
-            _message("error", t("review.stale_generic"))
-        st.session_state.pop(LOADED_KEY, None)
-        return
-    except ClinConsensusError as error:
-        _message("error", error_text(error, markdown=False))
-        return
-    _message("success", t("review.adjudication.saved", n=saved, code=code))
-    st.session_state.pop(LOADED_KEY, None)
-    st.session_state[RERUN_KEY] = loaded["response_id"]
+        return saved
+
+    def stale_text(self, stale: StaleEdit) -> str:
+        return saved_since_text(stale, "review.adjudication.stale_you", "review.adjudication.stale_other")
+
+    def saved(self, outcome: int, user: User, loaded: Loaded, sent: Sent) -> None:
+        self.say("success", t("review.adjudication.saved", n=outcome, code=loaded["view"].code))
+        self.reload()
+        self.rerun_app()
+
+    def content(self, loaded: Loaded) -> Content:
+        view: review.AdjudicationView = loaded["view"]
+        return Content(
+            texts=_texts(),
+            request=view.case.user_request,
+            context=view.case.clinical_context,
+            meta=t("workbench.adj.meta", case_id=view.case.case_id, user_role=asker_text(view.case.user_role)),
+            text_title=t("workbench.response", code=view.code),
+            text=view.response_text,
+            items_title=t("review.adjudication.cells", n=view.n_open),
+            items=loaded["items"],
+            unsaved=loaded["unsaved"],
+            shared_note=loaded["shared_note"],
+        )
+
+
+WORKBENCH = _AdjudicationWorkbench()
 
 
 def _texts() -> dict[str, str]:
-    keys = ("request", "context_toggle", "met", "not_met", "unjudged", "confirm_yes", "confirm_no")
-    texts = {key: t(f"workbench.{key}") for key in keys}
-    texts.update(
+    return workbench_texts(
+        "request",
+        "context_toggle",
+        "met",
+        "not_met",
+        "unjudged",
+        "confirm_yes",
+        "confirm_no",
         legend=t("workbench.legend_adjudication"),
         count=t("workbench.count_decided", judged="{judged}", total="{total}"),
         save=t("workbench.adj.save"),
@@ -223,12 +214,6 @@ def _texts() -> dict[str, str]:
         shared_note=t("workbench.shared_rationale"),
         shared_hint=t("workbench.shared_rationale_hint"),
     )
-    return texts
-
-
-def _person(label: review.LabelView) -> str:
-    """Who decided, by name (the username when it is their only name)."""
-    return label.user_name or label.user or "—"
 
 
 def _items(view: review.AdjudicationView, draft: drafts.CheckerDraft | None = None) -> list[wb.Item]:
@@ -242,7 +227,7 @@ def _items(view: review.AdjudicationView, draft: drafts.CheckerDraft | None = No
             lines.append(
                 {
                     "label": t("workbench.adj.decided"),
-                    "value": f"{met_text(cell.decision.met)} · {_person(cell.decision)}",
+                    "value": f"{met_text(cell.decision.met)} · {person(cell.decision)}",
                     "note": "",
                 }
             )
@@ -259,36 +244,9 @@ def _items(view: review.AdjudicationView, draft: drafts.CheckerDraft | None = No
 
 
 @st.fragment
-def _workbench(user, response_id: int) -> None:
-    if st.session_state.pop(RERUN_KEY, None) is not None:
-        st.rerun(scope="app")
-    try:
-        loaded = _loaded(user, response_id)
-    except ClinConsensusError as error:
-        show_error(error)
-        return
-    view: review.AdjudicationView = loaded["view"]
-    wb.workbench(
-        key=wb.session_key("adjudication"),
-        token=loaded["token"],
-        texts=_texts(),
-        request=view.case.user_request,
-        context=view.case.clinical_context,
-        meta=t("workbench.adj.meta", case_id=view.case.case_id, user_role=asker_text(view.case.user_role)),
-        text_title=t("workbench.response", code=view.code),
-        text=view.response_text,
-        items_title=t("review.adjudication.cells", n=view.n_open),
-        items=loaded["items"],
-        unsaved=loaded["unsaved"],
-        draft_state=wb.draft_state(loaded["draft_at"]),
-        shared_note=loaded["shared_note"],
-        message=st.session_state.get(MESSAGE_KEY),
-        on_work=_keep_draft,
-        on_save=_save,
-    )
-    message = st.session_state.get(MESSAGE_KEY)
-    if message:
-        message["fresh"] = False
+def _workbench(user: User, response_id: int) -> None:
+    """The workbench alone reruns on each decision; a save reruns the whole page (picker, queue)."""
+    WORKBENCH.show(user, response_id)
 
 
 def render() -> None:
@@ -317,7 +275,7 @@ def render() -> None:
         st.session_state[PICK_KEY] = working  # set again: the browser shows the label's new count after a save
     if not names:
         st.subheader(t("review.adjudication.title"))
-        message = st.session_state.pop(MESSAGE_KEY, None)
+        message = st.session_state.pop(WORKBENCH.message_key, None)
         if message:
             st.success(message["text"])
         st.info(t("review.adjudication.empty"))
@@ -330,7 +288,7 @@ def render() -> None:
             t("review.adjudication.pick"),
             list(names),
             key=PICK_KEY,
-            format_func=names.get,
+            format_func=names.__getitem__,
             label_visibility="collapsed",
         )
         with st.popover(t("review.adjudication.take_panel", n=f"{len(ready):,}"), width="content"):
