@@ -2,12 +2,12 @@
 
 Every builder takes a `Report` and a translator `t(key) -> str` (the dashboard passes the page's
 catalog lookup; the HTML report reads the same catalog file) and returns a `plotly.graph_objects.Figure`.
+The figures of the analysis depth are built in `analysis.reliability_figures` and gathered here.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -15,27 +15,17 @@ import plotly.graph_objects as go
 
 from analysis import metrics, time_section
 from analysis.columns import cell_text, header_and_kind, value_names
-from analysis.reliability import KAPPA_THRESHOLD, MIN_ALIGNED, SLICE_DIMENSIONS
-from i18n import translate
-
-Translator = Callable[[str], str]
-PERCENT = ".1%"
-
-
-def translator(lang: str = "en") -> Translator:
-    """Catalog lookup for output made outside a page (the HTML report)."""
-    return lambda key, **values: translate(key, lang, **values)
-
-
-def _layout(figure: go.Figure, title: str, **axes) -> go.Figure:
-    figure.update_layout(
-        title=title,
-        template="plotly_white",
-        margin=dict(l=60, r=20, t=60, b=60),
-        legend=dict(orientation="h", y=-0.2),
-        **axes,
-    )
-    return figure
+from analysis.figure_style import PERCENT, Translator, layout, translator
+from analysis.reliability import SLICE_DIMENSIONS
+from analysis.reliability_figures import (
+    agreement_slice_bars,
+    annotator_agreement,
+    correction_rates,
+    judge_slice_bars,
+    judges_against_ceiling,
+    judges_by_model_heatmap,
+    kappa_distribution,
+)
 
 
 def ranked_models(cacs: pd.Series, models) -> list[str]:
@@ -66,7 +56,7 @@ def case_mf1_distribution(report, t: Translator) -> go.Figure:
         values = pairs.loc[pairs["model"] == model, "mf1"]
         figure.add_trace(go.Box(y=values, name=model, boxmean=True, showlegend=False))
     _ordered(figure, order)
-    return _layout(
+    return layout(
         figure,
         t("analysis.fig.case_mf1"),
         yaxis_title=t("analysis.axis.case_mf1"),
@@ -99,9 +89,7 @@ def pooled_mf1(report, t: Translator) -> go.Figure:
     if not np.isnan(overall):
         figure.add_hline(y=overall, line_dash="dash", annotation_text=t("analysis.fig.overall"))
     _ordered(figure, model_order(report))
-    return _layout(
-        figure, t("analysis.fig.pooled_mf1"), yaxis_title=t("analysis.axis.pooled_mf1"), yaxis_range=[0, 1.1]
-    )
+    return layout(figure, t("analysis.fig.pooled_mf1"), yaxis_title=t("analysis.axis.pooled_mf1"), yaxis_range=[0, 1.1])
 
 
 def accuracy_vs_cacs(report, t: Translator) -> go.Figure:
@@ -115,7 +103,7 @@ def accuracy_vs_cacs(report, t: Translator) -> go.Figure:
             textposition="top center",
         )
     )
-    return _layout(
+    return layout(
         figure,
         t("analysis.fig.accuracy_vs_cacs", k=report.k),
         xaxis_title=t("analysis.axis.rubric_accuracy"),
@@ -175,7 +163,7 @@ def case_accuracy_threshold(report, t: Translator) -> go.Figure:
         annotation_text=t("analysis.fig.below_threshold", k=report.k),
         annotation_position="bottom left",
     )
-    return _layout(
+    return layout(
         figure,
         t("analysis.fig.case_accuracy"),
         xaxis_title=t("analysis.axis.model"),
@@ -193,7 +181,7 @@ def slice_bars(report, t: Translator, dimension: str) -> go.Figure:
         figure.add_trace(go.Bar(x=part["model"], y=part["cacs_at_k"], name=name))
     figure.update_layout(barmode="group", legend_title_text=t(f"insights.dimension.{dimension}"))
     _ordered(figure, model_order(report))
-    return _layout(
+    return layout(
         figure,
         t(f"analysis.fig.slice.{dimension}", k=report.k),
         xaxis_title=t("analysis.axis.model"),
@@ -224,7 +212,7 @@ def family_heatmap(report, t: Translator) -> go.Figure:
             colorbar=dict(title=t("analysis.axis.deviation")),
         )
     )
-    return _layout(
+    return layout(
         figure,
         t("analysis.fig.family_heatmap", k=report.k),
         xaxis_title=t("analysis.axis.model"),
@@ -245,7 +233,7 @@ def judge_fidelity(report, t: Translator) -> go.Figure:
     if not np.isnan(overall):
         figure.add_hline(y=overall, line_dash="dash", annotation_text=t("analysis.fig.human_human"))
     figure.update_layout(barmode="group")
-    return _layout(
+    return layout(
         figure, t("analysis.fig.judge_fidelity"), yaxis_title=t("analysis.axis.pooled_mf1"), yaxis_range=[0, 1.05]
     )
 
@@ -268,7 +256,7 @@ def rank_shifts(report, t: Translator) -> go.Figure:
                 )
             )
     figure.update_yaxes(autorange="reversed")
-    return _layout(
+    return layout(
         figure, t("analysis.fig.rank_shifts"), xaxis_title=t("analysis.axis.judge"), yaxis_title=t("analysis.axis.rank")
     )
 
@@ -282,7 +270,7 @@ def threshold_sensitivity(report, t: Translator) -> go.Figure:
         row = report.models.loc[model]
         figure.add_trace(go.Scatter(x=thresholds, y=[row[f"cacs@{k}"] for k in thresholds], mode="lines", name=model))
     figure.add_vline(x=report.k, line_dash="dash", annotation_text=f"k = {report.k}")
-    return _layout(
+    return layout(
         figure,
         t("analysis.fig.threshold"),
         xaxis_title=t("analysis.axis.k"),
@@ -325,7 +313,7 @@ def length_diagnostics(report, t: Translator, max_points: int = 4000) -> go.Figu
     )
     pearson = report.length.get("pearson_cacs")
     subtitle = "" if pearson is None or np.isnan(pearson) else f" (r = {pearson:.3f})"
-    return _layout(
+    return layout(
         figure,
         t("analysis.fig.length", k=report.k) + subtitle,
         xaxis_title=t("analysis.axis.length"),
@@ -409,191 +397,6 @@ def html_report(report, frames: dict[str, pd.DataFrame], lang: str = "en") -> st
         f"<title>{html.escape(t('analysis.title'))}</title><style>{style}</style></head><body>"
         + "\n".join(parts)
         + "</body></html>"
-    )
-
-
-# Analysis depth: criteria, judges by model and slice, physicians (analysis.reliability) -----------
-
-
-def kappa_distribution(insights, t: Translator) -> go.Figure:
-    """Cohen's κ between the groups per criterion, with the flag threshold."""
-    frame = insights.criteria
-    evaluated = frame[frame["n_aligned"] >= MIN_ALIGNED]
-    figure = go.Figure(
-        go.Histogram(x=evaluated["kappa"].dropna(), xbins=dict(start=-1, end=1.0001, size=0.05), name="κ")
-    )
-    figure.add_vline(x=KAPPA_THRESHOLD, line_dash="dash", annotation_text=f"κ = {KAPPA_THRESHOLD:.2f}")
-    counts = frame["flag"].value_counts()
-    binned = np.histogram(evaluated["kappa"].dropna(), bins=np.arange(-1, 1.0501, 0.05))[0]
-    # A count axis has whole ticks: with few criteria plotly would mark 0.5 of one.
-    figure.update_yaxes(tick0=0, dtick=1 if binned.max(initial=0) <= 10 else None, tickformat=",d", rangemode="tozero")
-    return _layout(
-        figure,
-        t(
-            "insights.fig.kappa",
-            unreliable=int(counts.get("unreliable", 0)),
-            never=int(counts.get("never_met", 0)),
-            always=int(counts.get("always_met", 0)),
-            n=len(evaluated),
-        ),
-        xaxis_title=t("insights.axis.kappa"),
-        yaxis_title=t("insights.axis.criteria"),
-    )
-
-
-CEILING_COLOR = "#2a3f5f"
-
-
-def judges_against_ceiling(insights, judges: pd.DataFrame, t: Translator) -> go.Figure:
-    """Each judge's pooled macro-F1 against each group (`metrics.judge_fidelity`), beside what the physicians
-    reach against the other group."""
-    ceiling = insights.human_ceiling
-    figure = go.Figure()
-    for group in (1, 2):
-        figure.add_trace(
-            go.Bar(
-                x=list(judges.index), y=judges[f"mf1_group{group}"], name=t("insights.fig.judge_vs_group", group=group)
-            )
-        )
-    for group, dash in ((1, "dot"), (2, "dash")):
-        value = ceiling["by_group"].get(group, {}).get("pooled_mf1")
-        if value is not None and not np.isnan(value):
-            # The line across the plot, named in the legend (a label on the line would sit on the bars).
-            figure.add_hline(y=value, line_dash=dash, line_color=CEILING_COLOR)
-            figure.add_trace(
-                go.Scatter(
-                    x=[None],
-                    y=[None],
-                    mode="lines",
-                    line=dict(dash=dash, color=CEILING_COLOR),
-                    name=t("insights.fig.ceiling_group", group=group, value=f"{value:.3f}"),
-                )
-            )
-    figure.update_layout(barmode="group")
-    return _layout(
-        figure,
-        t("insights.fig.ceiling", value=f"{ceiling['pooled_mf1']:.3f}" if not np.isnan(ceiling["pooled_mf1"]) else "—"),
-        yaxis_title=t("analysis.axis.pooled_mf1"),
-        yaxis_range=[0, 1.05],
-        xaxis_title=t("analysis.axis.judge"),
-    )
-
-
-def judges_by_model_heatmap(insights, t: Translator, models: list[str] | None = None) -> go.Figure:
-    frame = insights.judges_by_model
-    table = frame.pivot(index="judge", columns="model", values="mf1_gold") if len(frame) else pd.DataFrame()
-    if models is not None:  # the model order of every other chart
-        table = table.reindex(columns=[model for model in models if model in table.columns])
-    values = table.to_numpy(dtype=float)
-    shown = [["—" if not np.isfinite(value) else f"{value:.3f}" for value in row] for row in values]
-    figure = go.Figure(
-        go.Heatmap(
-            z=values,
-            x=list(table.columns),
-            y=list(table.index),
-            colorscale="Viridis",
-            # Macro-F1 runs from 0 to 1; a scale fitted to the values would make small differences look large.
-            zmin=0,
-            zmax=1,
-            text=shown,
-            texttemplate="%{text}",
-            hovertemplate="%{y} · %{x}: %{text}<extra></extra>",
-            colorbar=dict(title=t("insights.axis.mf1_gold")),
-        )
-    )
-    return _layout(figure, t("insights.fig.judges_by_model"), xaxis_title=t("analysis.axis.model"))
-
-
-def judge_slice_bars(insights, t: Translator, dimension: str, max_values: int = 30) -> go.Figure:
-    frame = insights.judge_slices[insights.judge_slices["dimension"] == dimension]
-    figure = go.Figure()
-    values = sorted(frame["value"].astype(str).unique())[:max_values]
-    for judge, part in frame.groupby("judge", sort=True):
-        part = part.assign(value=part["value"].astype(str)).set_index("value").reindex(values)
-        figure.add_trace(
-            go.Bar(
-                x=value_names(dimension, values, t),
-                y=part["mf1_gold"],
-                name=str(judge),
-                customdata=part["n_decisions"],
-                hovertemplate="%{x}: %{y:.3f} (n = %{customdata})<extra></extra>",
-            )
-        )
-    figure.update_layout(barmode="group")
-    return _layout(
-        figure,
-        t("insights.fig.judge_slice", dimension=t(f"insights.dimension.{dimension}")),
-        yaxis_title=t("insights.axis.mf1_gold"),
-        yaxis_range=[0, 1.05],
-    )
-
-
-def _error_bars(frame: pd.DataFrame) -> dict:
-    return dict(
-        type="data",
-        symmetric=False,
-        array=(frame["pooled_mf1_high"] - frame["pooled_mf1"]).clip(lower=0).fillna(0),
-        arrayminus=(frame["pooled_mf1"] - frame["pooled_mf1_low"]).clip(lower=0).fillna(0),
-    )
-
-
-def agreement_slice_bars(insights, t: Translator, dimension: str, max_values: int = 30) -> go.Figure:
-    frame = insights.agreement_slices[insights.agreement_slices["dimension"] == dimension].head(max_values)
-    figure = go.Figure(
-        go.Bar(
-            x=value_names(dimension, frame["value"], t),
-            y=frame["pooled_mf1"],
-            error_y=_error_bars(frame),
-            customdata=frame["n_aligned"],
-            hovertemplate="%{x}: %{y:.3f} (%{customdata} pairs)<extra></extra>",
-        )
-    )
-    return _layout(
-        figure,
-        t("insights.fig.agreement_slice", dimension=t(f"insights.dimension.{dimension}")),
-        yaxis_title=t("analysis.axis.pooled_mf1"),
-        yaxis_range=[0, 1.05],
-    )
-
-
-def annotator_agreement(insights, t: Translator) -> go.Figure:
-    frame = insights.annotators
-    figure = go.Figure()
-    for group, part in frame.groupby("group", sort=True):
-        figure.add_trace(
-            go.Bar(
-                x=part["username"],
-                y=part["pooled_mf1"],
-                error_y=_error_bars(part),
-                name=t("insights.fig.group", group=int(group)),
-            )
-        )
-    value = insights.human_ceiling["pooled_mf1"]
-    if not np.isnan(value):
-        figure.add_hline(y=value, line_dash="dash", annotation_text=t("insights.fig.all_physicians"))
-    return _layout(
-        figure,
-        t("insights.fig.annotators"),
-        yaxis_title=t("insights.axis.mf1_other_group"),
-        yaxis_range=[0, 1.05],
-    )
-
-
-def correction_rates(insights, t: Translator) -> go.Figure:
-    frame = insights.annotators
-    figure = go.Figure()
-    for group, part in frame.groupby("group", sort=True):
-        figure.add_trace(
-            go.Bar(
-                x=part["username"],
-                y=part["correction_rate"],
-                customdata=np.stack([part["n_corrected"], part["n_checked"]], axis=-1),
-                hovertemplate="%{x}: %{y:.1%} (%{customdata[0]}/%{customdata[1]})<extra></extra>",
-                name=t("insights.fig.group", group=int(group)),
-            )
-        )
-    return _layout(
-        figure, t("insights.fig.corrections"), yaxis_title=t("insights.axis.correction_rate"), yaxis_tickformat=PERCENT
     )
 
 

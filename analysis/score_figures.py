@@ -6,16 +6,13 @@ Builders take a Report and a translator and return plotly figures, as those of a
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from analysis import calibrated as calibrated_scores
-from analysis.figures import _layout, model_order
-
-Translator = Callable[..., str]
+from analysis.figure_style import Translator, layout
+from analysis.figures import model_order
 
 
 def _points(value) -> float:
@@ -43,7 +40,7 @@ def leaderboard_intervals(report, t: Translator) -> go.Figure:
             )
         )
     figure.update_yaxes(autorange="reversed")
-    return _layout(figure, t("analysis.fig.leaderboard", k=report.k), xaxis_title=t("analysis.axis.cacs_points"))
+    return layout(figure, t("analysis.fig.leaderboard", k=report.k), xaxis_title=t("analysis.axis.cacs_points"))
 
 
 def pairwise_matrix(report, t: Translator) -> go.Figure:
@@ -89,14 +86,14 @@ def pairwise_matrix(report, t: Translator) -> go.Figure:
         )
     )
     figure.update_yaxes(autorange="reversed")
-    return _layout(figure, t("analysis.fig.pairwise", k=report.k))
+    return layout(figure, t("analysis.fig.pairwise", k=report.k))
 
 
 def calibrated_against_gold(report, t: Translator) -> go.Figure:
     section = report.scores_section
     figure = go.Figure()
     if section is None:
-        return _layout(figure, t("analysis.fig.calibrated", k=report.k))
+        return layout(figure, t("analysis.fig.calibrated", k=report.k))
     labels, estimate, low, high, judge_only, gold = [], [], [], [], [], []
     for judge, models in section.calibrated.items():
         for model, entry in models.items():
@@ -123,7 +120,7 @@ def calibrated_against_gold(report, t: Translator) -> go.Figure:
     figure.add_trace(go.Bar(x=labels, y=judge_only, name=t("analysis.fig.judge_only")))
     figure.add_trace(go.Bar(x=labels, y=gold, name=t("analysis.fig.gold_all")))
     figure.update_layout(barmode="group")
-    return _layout(figure, t("analysis.fig.calibrated", k=report.k), yaxis_title=t("analysis.axis.cacs_points"))
+    return layout(figure, t("analysis.fig.calibrated", k=report.k), yaxis_title=t("analysis.axis.cacs_points"))
 
 
 def calibrated_columns(scored: pd.DataFrame, calibrated: dict, judge: str) -> pd.DataFrame:
