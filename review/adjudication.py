@@ -81,19 +81,6 @@ def _take_in(user: User, ready: list[int]) -> None:
         st.rerun()
 
 
-def _missing_rationale(view: review.AdjudicationView, missing: list[str]) -> None:
-    """Names the first decision without a rationale and sends the cursor to its rationale field."""
-    cell = next(cell for cell in view.cells if cell.criterion_id == missing[0])
-    text = t(
-        "workbench.adj.rationale_missing",
-        position=cell.position,
-        criterion=cell.criterion_id,
-        text=cell.text,
-        n=len(missing),
-    )
-    WORKBENCH.say("error", text, focus=cell.criterion_id)
-
-
 def _saved_states(view: review.AdjudicationView) -> tuple[dict[str, bool | None], dict[str, str]]:
     """What the workbench shows without a draft: each cell's saved decision and rationale, if any."""
     states = {cell.criterion_id: cell.decision.met if cell.decision else None for cell in view.cells}
@@ -163,12 +150,24 @@ class _AdjudicationWorkbench(WorkbenchController[int]):
         missing = [change.criterion_id for change in changes if not change.rationale]
         if missing:
             # db/review refuses these too; here the checker is told which one and taken to it.
-            _missing_rationale(loaded["view"], missing)
+            self._missing_rationale(loaded["view"], missing)
             return None
         with shell.db_session() as session:
             saved = review.adjudicate_many(session, user, response_id=loaded["response_id"], decisions=changes)
             drafts.discard_adjudication_draft(session, user, loaded["response_id"])
         return saved
+
+    def _missing_rationale(self, view: review.AdjudicationView, missing: list[str]) -> None:
+        """Names the first decision without a rationale and sends the cursor to its rationale field."""
+        cell = next(cell for cell in view.cells if cell.criterion_id == missing[0])
+        text = t(
+            "workbench.adj.rationale_missing",
+            position=cell.position,
+            criterion=cell.criterion_id,
+            text=cell.text,
+            n=len(missing),
+        )
+        self.say("error", text, focus=cell.criterion_id)
 
     def stale_text(self, stale: StaleEdit) -> str:
         return saved_since_text(stale, "review.adjudication.stale_you", "review.adjudication.stale_other")
