@@ -24,22 +24,29 @@ the other group, per annotator and per time bucket, with Spearman's ρ and its n
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-import numpy as np
 import orjson
 import pandas as pd
 
-from analysis import agreement as agreement_extra, metrics, reliability, score_section, static_figures, time_section
+from analysis import (
+    agreement as agreement_extra,
+    insights_section,
+    metrics,
+    reliability,
+    score_section,
+    static_figures,
+    time_section,
+)
 from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, LEVEL, confidence_intervals
 from analysis.case_scores import case_scores
 from analysis.exports.csv_cells import write_csv
 from analysis.exports.paths import open_for_writing, output_dir, output_file, write_text
 from analysis.figures import figures as figure_builders, html_report, translator
+from analysis.json_values import count, number
 from analysis.loader import Frames, load_frames
 from analysis.score_figures import score_figures
 from analysis.time_agreement import TimeAgreement, time_agreement
@@ -150,99 +157,119 @@ def build_report(
 # report.json -----------------------------------------------------------------------------------
 
 
-def number(value):
-    """A JSON-safe number: NaN and ±inf become None; numpy scalars become Python ones."""
-    if value is None or value is pd.NA:
-        return None
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    value = float(value)
-    return None if math.isnan(value) or math.isinf(value) else value
-
-
-def count(value):
-    """A JSON integer (counts read back from a mixed-type row arrive as floats)."""
-    value = number(value)
-    return None if value is None else int(value)
-
-
 def report_json(report: Report) -> dict:
-    models = report.models
-    agreement = report.agreement.per_model
+    """report.json's document (docs/REFERENCE.md §3.6, and the keys beyond it): JSON-safe values, keys in order."""
     result = {
         "k": report.k,
         "n": report.n,
-        "models": {
-            model: {
-                "n_responses": count(row["n_responses"]),
-                "rubric_accuracy": number(row["rubric_accuracy"]),
-                "pass_at_k": number(row["pass_at_k"]),
-                "cacs_at_k": number(row["cacs_at_k"]),
-                "cacs_by_k": {str(t): number(row[f"cacs@{t}"]) for t in range(1, report.n + 1)},
-                "mean_length": number(row["mean_length"]),
-            }
-            for model, row in models.iterrows()
-        },
-        "agreement": {
-            model: {
-                "pooled_mf1": number(row["pooled_mf1"]),
-                "case_mf1_mean": number(row["case_mf1_mean"]),
-                "case_mf1_median": number(row["case_mf1_median"]),
-                "n_aligned": count(row["n_aligned"]),
-                "annotators": [count(row["annotators_g1"]), count(row["annotators_g2"])],
-                "checkers": [count(row["checkers_g1"]), count(row["checkers_g2"])],
-            }
-            for model, row in agreement.iterrows()
-        },
+        "models": _models_json(report),
+        "agreement": _agreement_json(report.agreement.per_model),
         "agreement_overall": {
             "pooled_mf1": number(report.agreement.overall_mf1),
             "n_aligned": report.agreement.n_aligned,
         },
-        "judges": {
-            judge: {
-                "mf1_group1": number(row["mf1_group1"]),
-                "mf1_group2": number(row["mf1_group2"]),
-                "mf1_mean": number(row["mf1_mean"]),
-                "mf1_gold": number(row["mf1_gold"]),
-                "n_decisions": count(row["n_decisions"]),
-            }
-            for judge, row in report.judges.iterrows()
-        },
+        "judges": _judges_json(report.judges),
         "threshold_sensitivity": {
             str(k2): {"spearman": number(row["spearman"]), "top3": number(row["top3"]), "top5": number(row["top5"])}
             for k2, row in report.sensitivity.iterrows()
         },
         "length": {key: number(value) for key, value in report.length.items()},
-        "cross_grader": [
-            {
-                "judges": [row["judge_a"], row["judge_b"]],
-                "spearman": number(row["spearman"]),
-                "kendall_tau_b": number(row["kendall_tau_b"]),
-                "mean_abs_diff_pp": number(row["mean_abs_diff_pp"]),
-                "top3": number(row["top3"]),
-                "top5": number(row["top5"]),
-            }
-            for _, row in report.cross_grader.iterrows()
-        ],
+        "cross_grader": _cross_grader_json(report.cross_grader),
         "slices": _slices_json(report.slices),
         "pending": {key: count(value) for key, value in report.pending.items()},
         "source": report.source,
     }
     if report.judge_scored is not None:
-        result["judge_scored_models"] = {
-            model: {
-                "scored_by": row["scored_by"],
-                "n_responses": count(row["n_responses"]),
-                "rubric_accuracy": number(row["rubric_accuracy"]),
-                "pass_at_k": number(row["pass_at_k"]),
-                "cacs_at_k": number(row["cacs_at_k"]),
-            }
-            for model, row in report.judge_scored.iterrows()
-        }
+        result["judge_scored_models"] = _judge_scored_json(report.judge_scored)
     result["confidence_intervals"] = _intervals_json(report)
-    result["agreement_extra"] = {
+    result["agreement_extra"] = _coefficients_json(report.coefficients)
+    result["criterion_agreement"] = _criterion_agreement_json(report.criterion_agreement)
+    result["low_agreement_cases"] = _low_agreement_cases_json(report.low_agreement_cases)
+    if report.insights is not None:
+        result.update(insights_section.section_json(report.insights))
+    if report.time is not None:
+        result["time_agreement"] = time_section.section_json(report.time)
+    if report.scores_section is not None:
+        result.update(report.scores_section.as_json())
+    return result
+
+
+def _models_json(report: Report) -> dict:
+    """model → its scores under the report's source, with CACS at every threshold."""
+    return {
+        model: {
+            "n_responses": count(row["n_responses"]),
+            "rubric_accuracy": number(row["rubric_accuracy"]),
+            "pass_at_k": number(row["pass_at_k"]),
+            "cacs_at_k": number(row["cacs_at_k"]),
+            "cacs_by_k": {str(t): number(row[f"cacs@{t}"]) for t in range(1, report.n + 1)},
+            "mean_length": number(row["mean_length"]),
+        }
+        for model, row in report.models.iterrows()
+    }
+
+
+def _agreement_json(per_model: pd.DataFrame) -> dict:
+    """model → agreement between the expert groups on its aligned pairs, and who labeled and checked."""
+    return {
+        model: {
+            "pooled_mf1": number(row["pooled_mf1"]),
+            "case_mf1_mean": number(row["case_mf1_mean"]),
+            "case_mf1_median": number(row["case_mf1_median"]),
+            "n_aligned": count(row["n_aligned"]),
+            "annotators": [count(row["annotators_g1"]), count(row["annotators_g2"])],
+            "checkers": [count(row["checkers_g1"]), count(row["checkers_g2"])],
+        }
+        for model, row in per_model.iterrows()
+    }
+
+
+def _judges_json(judges: pd.DataFrame) -> dict:
+    """judge → its macro-F1 against each group, their mean and gold."""
+    return {
+        judge: {
+            "mf1_group1": number(row["mf1_group1"]),
+            "mf1_group2": number(row["mf1_group2"]),
+            "mf1_mean": number(row["mf1_mean"]),
+            "mf1_gold": number(row["mf1_gold"]),
+            "n_decisions": count(row["n_decisions"]),
+        }
+        for judge, row in judges.iterrows()
+    }
+
+
+def _cross_grader_json(cross_grader: pd.DataFrame) -> list:
+    """How far each pair of judges ranks and scores the models alike."""
+    return [
+        {
+            "judges": [row["judge_a"], row["judge_b"]],
+            "spearman": number(row["spearman"]),
+            "kendall_tau_b": number(row["kendall_tau_b"]),
+            "mean_abs_diff_pp": number(row["mean_abs_diff_pp"]),
+            "top3": number(row["top3"]),
+            "top5": number(row["top5"]),
+        }
+        for _, row in cross_grader.iterrows()
+    ]
+
+
+def _judge_scored_json(judge_scored: pd.DataFrame) -> dict:
+    """model → its scores by the judge named for models the source does not score, marked `scored_by`."""
+    return {
+        model: {
+            "scored_by": row["scored_by"],
+            "n_responses": count(row["n_responses"]),
+            "rubric_accuracy": number(row["rubric_accuracy"]),
+            "pass_at_k": number(row["pass_at_k"]),
+            "cacs_at_k": number(row["cacs_at_k"]),
+        }
+        for model, row in judge_scored.iterrows()
+    }
+
+
+def _coefficients_json(coefficients: pd.DataFrame) -> dict:
+    """model → κ, PABAK and AC1 beside the groups' macro-F1 (`agreement_extra`)."""
+    return {
         model: {
             "pooled_mf1": number(row["pooled_mf1"]),
             "kappa": number(row["kappa"]),
@@ -251,10 +278,13 @@ def report_json(report: Report) -> dict:
             "observed_agreement": number(row["observed"]),
             "n_decisions": count(row["n_decisions"]),
         }
-        for model, row in report.coefficients.iterrows()
+        for model, row in coefficients.iterrows()
     }
-    criteria = report.criterion_agreement
-    result["criterion_agreement"] = {
+
+
+def _criterion_agreement_json(criteria: pd.DataFrame) -> dict:
+    """How many criteria were compared, and the lowest-agreement ones."""
+    return {
         "n_criteria": int(len(criteria)),
         "lowest": [
             {
@@ -268,7 +298,11 @@ def report_json(report: Report) -> dict:
             for _, row in criteria.head(TOP_CRITERIA_IN_JSON).iterrows()
         ],
     }
-    result["low_agreement_cases"] = {
+
+
+def _low_agreement_cases_json(cases: pd.DataFrame) -> dict:
+    """The tail of cases by mean case-level macro-F1, and the share of cases it is."""
+    return {
         "share": agreement_extra.TAIL_SHARE,
         "cases": [
             {
@@ -277,119 +311,8 @@ def report_json(report: Report) -> dict:
                 "mean_case_mf1": number(row["mean_case_mf1"]),
                 "min_case_mf1": number(row["min_case_mf1"]),
             }
-            for _, row in report.low_agreement_cases.iterrows()
+            for _, row in cases.iterrows()
         ],
-    }
-    if report.insights is not None:
-        result.update(insights_json(report.insights))
-    if report.time is not None:
-        result["time_agreement"] = time_section.section_json(report.time)
-    if report.scores_section is not None:
-        result.update(report.scores_section.as_json())
-    return result
-
-
-def _numbers(values) -> list:
-    """A column as JSON-safe numbers (NaN and ±inf → None), without a Python call per value."""
-    array = np.asarray(values, dtype=np.float64)
-    result = array.astype(object)
-    result[~np.isfinite(array)] = None
-    return result.tolist()
-
-
-def _counts(values) -> list:
-    return np.asarray(values, dtype=np.int64).tolist()
-
-
-def insights_json(insights: reliability.Insights) -> dict:
-    """`criteria` and `judges_by_model` (docs/REFERENCE.md §3.6), and beyond it: judge fidelity per slice, the human
-    ceiling, agreement per slice and per annotator, and the flag rule used."""
-    frame = insights.criteria
-    judges = [column for column in frame.columns if column.startswith("judge_mf1:")]
-    judge_names = [column.split(":", 1)[1] for column in judges]
-    judge_values = list(zip(*(_numbers(frame[column]) for column in judges))) if judges else [()] * len(frame)
-    criteria: dict = {}
-    for case_id, criterion_id, n, agree, kappa, p1, p2, gold, mf1s, flag in zip(
-        frame["case_id"].tolist(),
-        frame["criterion_id"].tolist(),
-        _counts(frame["n_aligned"]),
-        _numbers(frame["agreement"]),
-        _numbers(frame["kappa"]),
-        _numbers(frame["prevalence_g1"]),
-        _numbers(frame["prevalence_g2"]),
-        _numbers(frame["gold_met_rate"]),
-        judge_values,
-        frame["flag"].tolist(),
-    ):
-        criteria.setdefault(case_id, {})[criterion_id] = {
-            "n_aligned": n,
-            "agreement": agree,
-            "kappa": kappa,
-            "prevalence_g1": p1,
-            "prevalence_g2": p2,
-            "gold_met_rate": gold,
-            "judge_mf1": dict(zip(judge_names, mf1s)),
-            "flag": flag if isinstance(flag, str) else None,
-        }
-    by_model: dict = {}
-    for row in insights.judges_by_model.itertuples(index=False):
-        by_model.setdefault(row.judge, {})[row.model] = {
-            "mf1_group1": number(row.mf1_group1),
-            "mf1_group2": number(row.mf1_group2),
-            "mf1_gold": number(row.mf1_gold),
-            "n_decisions": count(row.n_decisions),
-        }
-    judge_slices: dict = {}
-    for row in insights.judge_slices.itertuples(index=False):
-        judge_slices.setdefault(row.judge, {}).setdefault(row.dimension, {})[str(row.value)] = {
-            "mf1_group1": number(row.mf1_group1),
-            "mf1_group2": number(row.mf1_group2),
-            "mf1_gold": number(row.mf1_gold),
-            "n_decisions": count(row.n_decisions),
-        }
-    agreement_slices: dict = {}
-    for row in insights.agreement_slices.itertuples(index=False):
-        agreement_slices.setdefault(row.dimension, {})[str(row.value)] = {
-            "pooled_mf1": number(row.pooled_mf1),
-            "interval": [number(row.pooled_mf1_low), number(row.pooled_mf1_high)],
-            "n_aligned": count(row.n_aligned),
-            "n_decisions": count(row.n_decisions),
-        }
-    annotators = {
-        row.username: {
-            "group": count(row.group),
-            "pooled_mf1": number(row.pooled_mf1),
-            "interval": [number(row.pooled_mf1_low), number(row.pooled_mf1_high)],
-            "n_decisions": count(row.n_decisions),
-            "n_labels": count(row.n_labels),
-            "n_checked": count(row.n_checked),
-            "n_corrected": count(row.n_corrected),
-            "correction_rate": number(row.correction_rate),
-        }
-        for row in insights.annotators.itertuples(index=False)
-    }
-    ceiling = insights.human_ceiling
-    flags = frame["flag"].value_counts()
-    return {
-        "criteria": criteria,
-        "criteria_flags": {
-            "kappa_threshold": reliability.KAPPA_THRESHOLD,
-            "min_aligned": reliability.MIN_ALIGNED,
-            "min_disagreements": reliability.MIN_DISAGREEMENTS,
-            "counts": {flag: int(flags.get(flag, 0)) for flag in reliability.FLAGS},
-        },
-        "judges_by_model": by_model,
-        "judge_slices": judge_slices,
-        "human_ceiling": {
-            "pooled_mf1": number(ceiling["pooled_mf1"]),
-            "n_decisions": count(ceiling["n_decisions"]),
-            "by_group": {
-                str(group): {"pooled_mf1": number(values["pooled_mf1"]), "n_decisions": count(values["n_decisions"])}
-                for group, values in ceiling["by_group"].items()
-            },
-        },
-        "agreement_slices": agreement_slices,
-        "annotators": annotators,
     }
 
 
@@ -456,22 +379,8 @@ def tables(report: Report) -> dict[str, pd.DataFrame]:
         "criterion_agreement": report.criterion_agreement,
         "low_agreement_cases": report.low_agreement_cases,
         "case_mf1": report.agreement.pairs.drop(columns=["case_row"]),
-        **(insights_tables(report.insights) if report.insights is not None else {}),
+        **(insights_section.section_tables(report.insights) if report.insights is not None else {}),
         **(time_section.section_tables(report.time) if report.time is not None else {}),
-    }
-
-
-def insights_tables(insights: reliability.Insights) -> dict[str, pd.DataFrame]:
-    ceiling = insights.human_ceiling
-    ceiling_rows = [{"group": "(all)", "pooled_mf1": ceiling["pooled_mf1"], "n_decisions": ceiling["n_decisions"]}]
-    ceiling_rows += [{"group": str(group), **values} for group, values in ceiling["by_group"].items()]
-    return {
-        "criteria": insights.criteria.drop(columns=["case_row", "slot"]),
-        "judges_by_model": insights.judges_by_model,
-        "judge_slices": insights.judge_slices,
-        "human_ceiling": pd.DataFrame(ceiling_rows),
-        "agreement_slices": insights.agreement_slices,
-        "annotators": insights.annotators.drop(columns=["user_id"]),
     }
 
 
