@@ -33,7 +33,6 @@ from db.labeling.annotation import LabelQueue, LabelsChanged, RubricChanged, Sav
 from db.labeling.drafts import Difference, UnjudgedCriteria, Workbench
 from db.labeling.freeze import LabelsFinal
 from db.rules.errors import ClinConsensusError, StaleEdit
-from db.rules.notes import MAX_NOTE_CHARS
 from db.rules.taxonomy import get_taxonomy
 from db.store.models import Role, User
 from ui import shell, widgets, workbench as wb
@@ -203,7 +202,6 @@ class _LabelingWorkbench(WorkbenchController[SaveOutcome]):
             items=items,
             unsaved=bench.unsaved,
             active_ms=bench.active_ms,
-            note_max=MAX_NOTE_CHARS,
             readonly=view.final,
             notice=t("annotate.labeling.final") if view.final else None,
         )

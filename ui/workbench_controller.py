@@ -26,6 +26,7 @@ from sqlmodel import Session
 from db.labeling.view import LabelView
 from db.review.locked_save import SavedSince
 from db.rules.errors import ClinConsensusError, StaleEdit, ValidationFailed
+from db.rules.notes import MAX_NOTE_CHARS
 from db.store.models import User
 from ui import shell, workbench as wb
 from ui.checker import met_text
@@ -64,7 +65,7 @@ class Content:
     unsaved: bool = False
     active_ms: int = 0
     shared_note: str = ""
-    note_max: int = 2000
+    note_max: int = MAX_NOTE_CHARS  # the longest note, comment or rationale anyone may save
     readonly: bool = False
     notice: str | None = None  # a line shown above the workbench
 
