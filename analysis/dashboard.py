@@ -25,9 +25,9 @@ from analysis import comparisons, figures as figure_builders, metrics, score_fig
 from analysis.background import BackgroundValue
 from analysis.exports.csv_cells import csv_bytes
 from analysis.report import Report, build_report, json_bytes, report_json, tables
-from db.access.policies import require_may_see_group_statistics
+from db.access.policies import StatisticsPolicy, authorize
 from db.rules.errors import ClinConsensusError
-from db.store.models import Role
+from db.store.models import Role, User
 from i18n import LANGUAGES
 from ui import shared_grid, shell, table_view
 from ui.text import plain
@@ -134,7 +134,7 @@ def _fidelity_text(fidelity: dict[str, float], judge: str) -> str:
     return "—" if not np.isfinite(value) else f"{value:.3f}"
 
 
-def _scoring_judge(judges: list[str], fidelity: dict[str, float], t) -> str | None:
+def _scoring_judge(judges: list[str], fidelity: dict[str, float], t: shell.Translator) -> str | None:
     """The judge the admin picks to score models without physician labels; none by default, since a
     judge's scores are only as good as its agreement with gold, shown beside each choice."""
     if not judges:
@@ -185,13 +185,13 @@ def _options(grid: metrics.DecisionGrid) -> dict[str, list[str]]:
     }
 
 
-def _source_label(t, source: str) -> str:
+def _source_label(t: shell.Translator, source: str) -> str:
     if source.startswith(metrics.JUDGE_PREFIX):
         return t("analysis.source.judge", name=source[len(metrics.JUDGE_PREFIX) :])
     return t(f"analysis.source.{source}")
 
 
-def _filters(grid: metrics.DecisionGrid, options: dict[str, list[str]], t) -> tuple[dict, int, str]:
+def _filters(grid: metrics.DecisionGrid, options: dict[str, list[str]], t: shell.Translator) -> tuple[dict, int, str]:
     with st.sidebar:
         st.header(t("analysis.filters"))
         st.caption(t("analysis.filter.all"))
@@ -248,7 +248,7 @@ def _filters(grid: metrics.DecisionGrid, options: dict[str, list[str]], t) -> tu
     return chosen, k, source
 
 
-def _table(t, name: str, frame: pd.DataFrame, key: str, **options) -> None:
+def _table(t: shell.Translator, name: str, frame: pd.DataFrame, key: str, **options) -> None:
     st.subheader(t(f"analysis.table.{name}"))
     table_view.show(t, frame.head(SHOWN_ROWS), key=f"table_{key}", **options)
     if len(frame) > SHOWN_ROWS:
@@ -263,7 +263,7 @@ def _table(t, name: str, frame: pd.DataFrame, key: str, **options) -> None:
     )
 
 
-def _figure(t, name: str, figure, key: str) -> None:
+def _figure(t: shell.Translator, name: str, figure, key: str) -> None:
     st.plotly_chart(figure, key=f"chart_{key}", width="stretch")
     st.download_button(
         t("analysis.download_html"),
@@ -276,7 +276,7 @@ def _figure(t, name: str, figure, key: str) -> None:
 
 
 def render() -> None:
-    require_may_see_group_statistics(shell.require_user(Role.admin))
+    authorize(shell.require_user(Role.admin), StatisticsPolicy.see_group_figures())
     t = shell.translator()
     language = shell.lang()
     st.title(t("analysis.nav"))
@@ -314,7 +314,7 @@ def render() -> None:
     _sections(t, report, figure_of, (judge_scored, kept.fidelity), language)
 
 
-def _summary(t, report: Report, source: str, language: str) -> None:
+def _summary(t: shell.Translator, report: Report, source: str, language: str) -> None:
     st.caption(t("analysis.summary", source=_source_label(t, source), k=report.k, n=report.n))
     columns = st.columns(5)
     overall = report.agreement.overall_mf1
@@ -344,7 +344,9 @@ def _summary(t, report: Report, source: str, language: str) -> None:
 
 
 @st.fragment
-def _sections(t, report: Report, figure_of: Callable[[str], go.Figure], judge: tuple, language: str) -> None:
+def _sections(
+    t: shell.Translator, report: Report, figure_of: Callable[[str], go.Figure], judge: tuple, language: str
+) -> None:
     """The chosen section only (a choice reruns this part alone); its figures come drawn already."""
     section = st.segmented_control(
         t("analysis.section"),
@@ -392,7 +394,7 @@ def _sections(t, report: Report, figure_of: Callable[[str], go.Figure], judge: t
 
 
 def _models_tables(
-    t,
+    t: shell.Translator,
     models: pd.DataFrame,
     judged: list[str],
     calibrated: dict,
@@ -422,7 +424,7 @@ def _models_tables(
     st.caption(t("analysis.calibrated_caption"))
 
 
-def _scores_section(t, report: Report, figure_of: Callable[[str], go.Figure]) -> None:
+def _scores_section(t: shell.Translator, report: Report, figure_of: Callable[[str], go.Figure]) -> None:
     _figure(t, "leaderboard", figure_of("leaderboard"), "leaderboard")
     _pairwise(t, report, figure_of("pairwise"))
     plan = score_figures.sample_size_table(report)
@@ -433,7 +435,7 @@ def _scores_section(t, report: Report, figure_of: Callable[[str], go.Figure]) ->
     _table(t, "sample_size", plan, "sample_size")
 
 
-def _pairwise(t, report: Report, figure: go.Figure) -> None:
+def _pairwise(t: shell.Translator, report: Report, figure: go.Figure) -> None:
     """The pairwise matrix; a click on a cell (or the two pickers below it) lists the cases whose paired
     differences make that comparison, largest first."""
     event = st.plotly_chart(figure, key="chart_pairwise", width="stretch", on_select="rerun", selection_mode="points")
@@ -463,7 +465,7 @@ def _pairwise(t, report: Report, figure: go.Figure) -> None:
     table_view.show(t, cases.rename(columns={"model_a": a, "model_b": b}), rates=[a, b], key="table_pair_cases")
 
 
-def _shown_tables(t, report: Report, language: str) -> dict[str, pd.DataFrame]:
+def _shown_tables(t: shell.Translator, report: Report, language: str) -> dict[str, pd.DataFrame]:
     """The report's tables with stored ids named in the reader's language (the numbers as they are)."""
     frames = tables(report)
     models = frames["models"]
@@ -481,7 +483,7 @@ def _shown_tables(t, report: Report, language: str) -> dict[str, pd.DataFrame]:
     return frames
 
 
-def pages(user) -> list[tuple[str, st.Page]]:
+def pages(user: User) -> list[tuple[str, st.Page]]:
     """Navigation contribution: the dashboard, for admins only."""
     if user.role != Role.admin:
         return []

@@ -24,7 +24,7 @@ from analysis.background import BackgroundValue
 from analysis.exports.csv_cells import csv_bytes
 from analysis.loader import load_criterion_texts
 from db.access.export_records import newest_sft_holdout
-from db.access.policies import require_may_see_group_statistics
+from db.access.policies import StatisticsPolicy, authorize
 from db.review.criterion_return import send_back_criteria, send_back_target
 from db.rules.errors import ClinConsensusError
 from db.store.models import Role, User
@@ -55,7 +55,7 @@ def _kept_state() -> BackgroundValue[State]:
     return shared_grid.derived(_build, name="insights-view")
 
 
-def _load(t) -> State | None:
+def _load(t: shell.Translator) -> State | None:
     """The newest state built so far; None (with a note on the page) while the first one is being built."""
     snapshot = shared_grid.newest(_kept_state(), t)
     return None if snapshot is None else snapshot.value
@@ -63,11 +63,11 @@ def _load(t) -> State | None:
 
 def _admin() -> User:
     user = shell.require_user(Role.admin)
-    require_may_see_group_statistics(user)
+    authorize(user, StatisticsPolicy.see_group_figures())
     return user
 
 
-def _download(t, name: str, frame: pd.DataFrame) -> None:
+def _download(t: shell.Translator, name: str, frame: pd.DataFrame) -> None:
     st.download_button(
         t("analysis.download_csv"),
         data=lambda: csv_bytes(frame),
@@ -78,14 +78,14 @@ def _download(t, name: str, frame: pd.DataFrame) -> None:
     )
 
 
-def _label(t, value) -> str:
+def _label(t: shell.Translator, value) -> str:
     return t(LABEL_TEXT[int(value)]) if int(value) in LABEL_TEXT else "—"
 
 
 # Criterion reliability ----------------------------------------------------------------------------
 
 
-def _reason(t, row) -> str:
+def _reason(t: shell.Translator, row) -> str:
     """A suggested comment for the author, from the numbers that flagged the criterion."""
     if row["flag"] == reliability.UNRELIABLE:
         return t(
@@ -172,7 +172,7 @@ def render_criteria() -> None:
     _send_back_form(t, user, flagged, cases)
 
 
-def _send_back_form(t, user, flagged: pd.DataFrame, cases: pd.DataFrame) -> None:
+def _send_back_form(t: shell.Translator, user: User, flagged: pd.DataFrame, cases: pd.DataFrame) -> None:
     st.subheader(t("insights.send_back.title"))
     st.caption(t("insights.send_back.help"))
     case_id = st.selectbox(t("insights.send_back.case"), cases["case_id"].tolist(), key="insights_send_case")
@@ -348,7 +348,7 @@ def ranking_table(grid: metrics.DecisionGrid, heldout: list[str], k: int) -> pd.
     return pd.DataFrame(rows, columns=columns)
 
 
-def _ranking_section(t, grid: metrics.DecisionGrid) -> None:
+def _ranking_section(t: shell.Translator, grid: metrics.DecisionGrid) -> None:
     """Does each judge rank models as physicians do, measured on the models it was not trained on."""
     st.subheader(t("insights.ranking.title"))
     with shell.db_session(read_only=True) as session:
@@ -368,7 +368,7 @@ def _ranking_section(t, grid: metrics.DecisionGrid) -> None:
     table_view.show(t, table)
 
 
-def _error_detail(t, detail, row) -> None:
+def _error_detail(t: shell.Translator, detail, row) -> None:
     with st.container(border=True):
         st.markdown(
             f"**{plain(t('insights.detail.case'))}** {plain(detail.case_id)} · "
@@ -466,7 +466,7 @@ def render_physicians() -> None:
     _download(t, "agreement_slices", frame)
 
 
-def pages(user) -> list[tuple[str, st.Page]]:
+def pages(user: User) -> list[tuple[str, st.Page]]:
     """Navigation contribution: the analysis-depth pages, for admins."""
     if user.role != Role.admin:
         return []

@@ -9,7 +9,7 @@ from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from sqlalchemy import func, select
 from sqlmodel import Session
 
-from db.access.policies import require_admin
+from db.access.policies import AuditLogPolicy, authorize
 from db.store.models import AuditLog, User
 
 #: Most entries a page shows at once (the download holds every match).
@@ -45,7 +45,7 @@ def _filtered(
 
 def audit_facets(session: Session, user: User) -> tuple[list[str], list[str]]:
     """The entity names and actors that occur in the log (for the page's filters)."""
-    require_admin(user)
+    authorize(user, AuditLogPolicy.manage())
     entities = list(session.execute(select(AuditLog.entity).distinct().order_by(AuditLog.entity)).scalars())
     actors = list(session.execute(select(AuditLog.actor).distinct().order_by(AuditLog.actor)).scalars())
     return entities, actors
@@ -55,7 +55,7 @@ def search_audit(
     session: Session, user: User, *, limit: int | None = PAGE_LIMIT, **filters
 ) -> tuple[list[AuditLog], int]:
     """Matching entries, newest first (at most `limit`), and how many match in all."""
-    require_admin(user)
+    authorize(user, AuditLogPolicy.manage())
     statement = _filtered(**filters)
     total = int(session.execute(select(func.count()).select_from(statement.subquery())).scalar_one())
     statement = statement.order_by(AuditLog.id.desc())
@@ -82,7 +82,7 @@ def entry_dict(entry: AuditLog) -> dict:
 
 def audit_jsonl(session: Session, user: User, **filters) -> bytes:
     """Every matching entry, oldest first, one JSON object a line (UTF-8, Chinese as is)."""
-    require_admin(user)
+    authorize(user, AuditLogPolicy.manage())
     rows = session.execute(_filtered(**filters).order_by(AuditLog.id)).scalars()
     lines = [json.dumps(entry_dict(entry), ensure_ascii=False, default=str) for entry in rows]
     return ("\n".join(lines) + ("\n" if lines else "")).encode("utf-8")

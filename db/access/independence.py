@@ -27,8 +27,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel, col
 
 from db import counts
-from db.access.policies import require_role
-from db.rules.errors import PermissionDenied
+from db.access.policies import LabelPolicy, authorize
 from db.store.current_rubric import (
     BATCH,
     counts_on_current_rubric,
@@ -36,26 +35,21 @@ from db.store.current_rubric import (
     current_rubric_sizes,
     current_version_ids,
 )
-from db.store.models import NO_RUBRIC_VERSION, AdjudicationOpening, Case, Label, Response, Role, Stage, User, utcnow
+from db.store.models import NO_RUBRIC_VERSION, AdjudicationOpening, Case, Label, Response, Stage, User, utcnow
 
 _TALLY = SQLModel.metadata.tables["label_tally"]
 
-#: The reasons a checker is refused, for pages to show (catalog keys end with the same words).
-CHECK_PENDING = "your group has not finished checking this response; check it before adjudicating"
-ANNOTATED_IT = "you annotated this response; another checker must adjudicate it"
-SEEN_OTHER_GROUP = (
-    "you have seen the other group's labels on this response in adjudication; "
-    "your group's labels on it are closed to you"
-)
 
-
-def annotated_by(session: Session, user_id: int | None, response_ids: Iterable[int] | None = None) -> set[int]:
+def annotated_by(
+    session: Session, user_id: int | None, response_ids: Iterable[int] | None = None, *, recount: bool = False
+) -> set[int]:
     """Responses on which the user made an annotation label.
 
     Checking one's own group's labels does not count: the checker role checks and then
     adjudicates (docs/REFERENCE.md §1), and once they open the adjudication their group's labels are closed.
+    `recount`: read from the labels instead of the kept tally (db.counts).
     """
-    if counts.recounting():
+    if recount:
         statement = select(col(Label.response_id)).where(
             col(Label.user_id) == user_id, col(Label.stage) == Stage.annotation
         )
@@ -69,13 +63,15 @@ def annotated_by(session: Session, user_id: int | None, response_ids: Iterable[i
     return _in_batches(session, statement, _TALLY.c.response_id, response_ids)
 
 
-def check_pending(session: Session, user: User, response_ids: Iterable[int] | None = None) -> set[int]:
+def check_pending(
+    session: Session, user: User, response_ids: Iterable[int] | None = None, *, recount: bool = False
+) -> set[int]:
     """Responses still waiting in the checker's own check queue.
 
     That is: their group has an annotation label on it, made by someone else (the checker may
-    check it), that has no check label of the group yet.
+    check it), that has no check label of the group yet. `recount`: read from the labels instead of the kept tally.
     """
-    if not counts.recounting():
+    if not recount:
         # Kept in the tally (db.counts): annotation labels of a person with no check label of their group yet.
         statement = select(_TALLY.c.response_id).where(
             _TALLY.c.stage == Stage.annotation.value,
@@ -141,11 +137,15 @@ def not_adjudicable(session: Session, user: User, response_ids: Iterable[int]) -
 
 
 def require_may_adjudicate(session: Session, user: User, response_id: int) -> None:
-    require_role(user, Role.checker)
-    if annotated_by(session, user.id, [response_id]):
-        raise PermissionDenied(ANNOTATED_IT, key="errors.adjudicate_own")
-    if check_pending(session, user, [response_id]):
-        raise PermissionDenied(CHECK_PENDING, key="errors.check_pending")
+    """The adjudication policy, with the facts it needs about this response read for this checker."""
+    authorize(user, LabelPolicy.adjudicate())  # the role, before anything about the response is read
+    authorize(
+        user,
+        LabelPolicy.adjudicate(
+            annotated_it=bool(annotated_by(session, user.id, [response_id])),
+            check_pending=bool(check_pending(session, user, [response_id])),
+        ),
+    )
 
 
 def open_adjudication(session: Session, user: User, response_id: int) -> None:
@@ -212,7 +212,7 @@ def ready_for_adjudication(session: Session, user: User) -> list[int]:
     annotated none of it, and has not taken it in (or opened it) yet. Only the checker's own group's labels
     are read: the list says nothing about the other group.
     """
-    require_role(user, Role.checker)
+    authorize(user, LabelPolicy.read_checks())
     if user.group_no not in (1, 2):
         return []  # a checker outside the two groups checks nothing, so nothing is ready
     complete = [row[2] for row in _complete_group_labels(session, user.group_no)]
@@ -240,7 +240,11 @@ def take_into_adjudication(session: Session, user: User, *, limit: int | None = 
     return len(chosen)
 
 
+def labels_closed_to(session: Session, user: User, response_id: int) -> bool:
+    """Whether the user opened the response's adjudication: then their own group's labels on it are closed to them."""
+    return bool(opened_by(session, user.id, [response_id]))
+
+
 def require_group_labels_open(session: Session, user: User, response_id: int) -> None:
     """Refuses a change of the user's own group's labels on a response whose adjudication they opened."""
-    if opened_by(session, user.id, [response_id]):
-        raise PermissionDenied(SEEN_OTHER_GROUP, key="errors.seen_other_group")
+    authorize(user, LabelPolicy.check(labels_closed=labels_closed_to(session, user, response_id)))

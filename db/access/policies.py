@@ -1,42 +1,291 @@
-"""Who may do what: role, expert group, blinding and separation of duties, in one place."""
+"""Who may do what: one policy per resource, and every workflow asks `authorize(actor, Policy.action(...))`.
+
+A policy's action returns a `Rule`: a function of the acting user that gives the refusal (a
+`PermissionDenied` naming its catalog entry) or None. The facts a rule needs from the database — who
+made the labels, whether a response is assigned to the actor, whether its adjudication is open —
+are read by the workflow and handed to the action, so the rules read like the protocol
+(docs/REFERENCE.md §1): roles, expert groups, blinding, separation of duties, independence.
+
+    authorize(user, LabelPolicy.check(annotator_id=annotation.user_id))
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from db.rules.errors import PermissionDenied, Said
 from db.store.models import Role, User
 
+#: A rule: the refusal for this actor, or None when they may.
+Rule = Callable[[User], PermissionDenied | None]
 
-def require_active(user: User) -> None:
-    if user is None or not user.is_active:
-        raise PermissionDenied("account is not active", key="errors.account_inactive")
+#: The two expert groups; annotators and checkers belong to one of them.
+EXPERT_GROUPS = (1, 2)
 
 
-def require_role(user: User, *roles: Role) -> None:
-    require_active(user)
-    if user.role not in {str(r) for r in roles}:
-        raise PermissionDenied(
-            f"role {user.role} may not do this", key="errors.role_may_not", params={"role": str(user.role)}
+def authorize(actor: User, rule: Rule) -> None:
+    """Raises the rule's refusal for `actor`; returns when they may."""
+    refusal = rule(actor)
+    if refusal is not None:
+        raise refusal
+
+
+def permits(actor: User, rule: Rule) -> bool:
+    """Whether `actor` may (a page deciding what to offer; the workflow still authorizes)."""
+    return rule(actor) is None
+
+
+# The building blocks every policy combines ------------------------------------------------------
+
+
+def _inactive(actor: User | None) -> PermissionDenied | None:
+    if actor is None or not actor.is_active:
+        return PermissionDenied("account is not active", key="errors.account_inactive")
+    return None
+
+
+def _role_refusal(actor: User, *roles: Role) -> PermissionDenied | None:
+    refusal = _inactive(actor)
+    if refusal is None and actor.role not in {str(role) for role in roles}:
+        refusal = PermissionDenied(
+            f"role {actor.role} may not do this", key="errors.role_may_not", params={"role": str(actor.role)}
+        )
+    return refusal
+
+
+def _all(*rules: Rule) -> Rule:
+    """The first refusal of `rules`, in order (a role is checked before what depends on it)."""
+
+    def rule(actor: User) -> PermissionDenied | None:
+        for each in rules:
+            refusal = each(actor)
+            if refusal is not None:
+                return refusal
+        return None
+
+    return rule
+
+
+def _has_role(*roles: Role) -> Rule:
+    return lambda actor: _role_refusal(actor, *roles)
+
+
+def _refuse_when(condition: bool, message: str, key: str) -> Rule:
+    return lambda actor: PermissionDenied(message, key=key) if condition else None
+
+
+def active() -> Rule:
+    """Any active account (its own drafts, its own progress)."""
+    return _inactive
+
+
+def admin() -> Rule:
+    return _has_role(Role.admin)
+
+
+class _AdminWork:
+    """A resource only admins manage."""
+
+    @staticmethod
+    def manage() -> Rule:
+        return admin()
+
+
+# Policies, one per resource ----------------------------------------------------------------------
+
+
+class AssignmentPolicy(_AdminWork):
+    """Labeling and rubric assignments: admins assign and reassign; an annotator reads their own."""
+
+    @staticmethod
+    def read_own() -> Rule:
+        return _has_role(Role.annotator)
+
+
+class FeedbackPolicy(_AdminWork):
+    """Rounds' feedback: admins open and close it; annotators of the two groups receive it."""
+
+    @staticmethod
+    def receive(*, group_no: int | None) -> Rule:
+        return _all(
+            _has_role(Role.annotator),
+            _refuse_when(
+                group_no not in EXPERT_GROUPS,
+                "feedback is for annotators of expert group 1 or 2",
+                "errors.feedback_annotators",
+            ),
         )
 
 
-def require_admin(user: User) -> None:
-    require_role(user, Role.admin)
+class JudgeRunPolicy(_AdminWork):
+    """Judge and generate runs, and the judge's errors against the physicians."""
 
 
-def require_group_member(user: User, group_no: int) -> None:
-    """Annotators and checkers act only within their own expert group."""
-    require_role(user, Role.annotator, Role.checker)
-    if user.group_no != group_no:
-        raise PermissionDenied("labels of another expert group are not visible to you", key="errors.other_group_hidden")
+class CalibrationPolicy(_AdminWork):
+    """A model's calibration sample, and the responses drawn where two judges disagree."""
 
 
-def require_may_see_group_statistics(user: User) -> None:
+class LeaderboardPolicy(_AdminWork):
+    """Leaderboard snapshots."""
+
+
+class AuditLogPolicy(_AdminWork):
+    """Reading and searching the audit log."""
+
+
+class CriterionReturnPolicy(_AdminWork):
+    """Sending criteria back to their authors after labels were made on them."""
+
+
+class ProgressPolicy(_AdminWork):
+    """Everyone's progress and the models' names (admins); an active user's own figures."""
+
+    @staticmethod
+    def read_own() -> Rule:
+        return active()
+
+
+class TimeOnTaskPolicy(_AdminWork):
+    """Everyone's time on task (the annotator sees only their own figures elsewhere)."""
+
+
+class AccountPolicy:
+    """Accounts: admins manage every account; an active user acts on their own (password, sessions)."""
+
+    @staticmethod
+    def manage(*, admin_now: bool) -> Rule:
+        """`admin_now`: the actor is an active admin as the database says now, not as the caller remembers."""
+        return _refuse_when(not admin_now, "only admins manage accounts", "errors.accounts_admin_only")
+
+
+class StatisticsPolicy:
     """Model names, per-group label sources and per-group statistics (the dashboard, reports): admins only.
 
-    A checker who saw the other group's agreement figures per model and case could steer their
-    own group's labels; annotators are blinded to models altogether.
+    A checker who saw the other group's agreement figures per model and case could steer their own
+    group's labels; annotators are blinded to models altogether.
     """
-    require_admin(user)
+
+    @staticmethod
+    def see_group_figures() -> Rule:
+        return admin()
+
+
+class DisagreementFiguresPolicy:
+    """Counts and lists of open disagreements: an admin sees every response's, a checker those taken into
+    adjudication (db.access.independence), an annotator none (they would learn the other group's labels)."""
+
+    @staticmethod
+    def read() -> Rule:
+        return _all(
+            _inactive,
+            lambda actor: (
+                PermissionDenied("annotators do not see the other group's labels", key="errors.other_group_hidden")
+                if actor.role == Role.annotator
+                else None
+            ),
+            _has_role(Role.checker, Role.admin),
+        )
+
+
+class RubricPolicy:
+    """A case's rubric: the annotator it is assigned to writes it; another checker audits it."""
+
+    @staticmethod
+    def author(*, assigned: bool = True) -> Rule:
+        return _all(
+            _has_role(Role.annotator),
+            _refuse_when(not assigned, "this case's rubric is not assigned to you", "errors.rubric_not_assigned"),
+        )
+
+    @staticmethod
+    def audit(*, author_id: int | None = None) -> Rule:
+        return _all(
+            _has_role(Role.checker),
+            lambda actor: (
+                PermissionDenied("you wrote this rubric; another checker must audit it", key="errors.audit_own")
+                if author_id is not None and author_id == actor.id
+                else None
+            ),
+        )
+
+
+class LabelPolicy:
+    """Labels of the two expert groups: who annotates, checks and adjudicates, and who may see what."""
+
+    @staticmethod
+    def annotate(*, group_no: int | None = None, assigned: bool = True) -> Rule:
+        """An annotator of group 1 or 2 labels what is assigned to them, within their own group."""
+
+        def in_group(actor: User) -> PermissionDenied | None:
+            if actor.group_no not in EXPERT_GROUPS:
+                return PermissionDenied("annotators label within expert group 1 or 2", key="errors.annotator_group")
+            if group_no is not None and actor.group_no != group_no:
+                return PermissionDenied(
+                    "labels of another expert group are not visible to you", key="errors.other_group_hidden"
+                )
+            return None
+
+        return _all(
+            _has_role(Role.annotator),
+            in_group,
+            _refuse_when(not assigned, "this response is not assigned to you", "errors.response_not_assigned"),
+        )
+
+    @staticmethod
+    def read_checks() -> Rule:
+        """The checker's queues and views (their own group's labels only, by what the workflow reads)."""
+        return _has_role(Role.checker)
+
+    @staticmethod
+    def read_annotator_queue(*, annotator_id: int) -> Rule:
+        """A checker reads an annotator's queue of their group, never their own."""
+        return _all(
+            _has_role(Role.checker),
+            lambda actor: (
+                PermissionDenied("you cannot check your own labels", key="errors.check_own")
+                if annotator_id == actor.id
+                else None
+            ),
+        )
+
+    @staticmethod
+    def check(*, annotator_id: int | None = None, labels_closed: bool = False) -> Rule:
+        """A checker of group 1 or 2 checks their own group's labels, never their own, and not after having
+        seen the other group's labels of the response (its adjudication opened to them)."""
+        return _all(
+            _has_role(Role.checker),
+            lambda actor: (
+                PermissionDenied("checkers act within their expert group", key="errors.checker_group")
+                if actor.group_no not in EXPERT_GROUPS
+                else None
+            ),
+            lambda actor: (
+                PermissionDenied("you cannot check your own labels", key="errors.check_own")
+                if annotator_id is not None and annotator_id == actor.id
+                else None
+            ),
+            _refuse_when(labels_closed, SEEN_OTHER_GROUP, "errors.seen_other_group"),
+        )
+
+    @staticmethod
+    def adjudicate(*, annotated_it: bool = False, check_pending: bool = False, opened: bool = True) -> Rule:
+        """A checker who annotated none of the response, once their group's check of it is done, and only
+        after opening its adjudication (recorded before any label of the other group is shown)."""
+        return _all(
+            _has_role(Role.checker),
+            _refuse_when(annotated_it, ANNOTATED_IT, "errors.adjudicate_own"),
+            _refuse_when(check_pending, CHECK_PENDING, "errors.check_pending"),
+            _refuse_when(not opened, "open the adjudication of this response first", "errors.adjudication_not_open"),
+        )
+
+
+#: The independence refusals (db.access.independence reads the facts).
+CHECK_PENDING = "your group has not finished checking this response; check it before adjudicating"
+ANNOTATED_IT = "you annotated this response; another checker must adjudicate it"
+SEEN_OTHER_GROUP = (
+    "you have seen the other group's labels on this response in adjudication; "
+    "your group's labels on it are closed to you"
+)
 
 
 #: Who makes a label of each stage: annotators annotate, checkers check and adjudicate.

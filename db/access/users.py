@@ -21,8 +21,9 @@ from sqlmodel import Session, select
 from db.access.audit import record
 from db.access.audit_digest import password_digest
 from db.access.audit_records import session_entry
+from db.access.policies import AccountPolicy, authorize
 from db.rules.config import IDLE_TIMEOUT_MINUTES, LOCKOUT_MINUTES, MAX_FAILED_LOGINS
-from db.rules.errors import ClinConsensusError, NotFound, PermissionDenied, ValidationFailed
+from db.rules.errors import ClinConsensusError, NotFound, ValidationFailed
 from db.rules.security import MIN_PASSWORD_LENGTH, hash_password, new_token, token_digest, verify_password
 from db.store.engine import session_scope
 from db.store.models import LoginSession, LoginThrottle, Role, User, utcnow
@@ -64,8 +65,8 @@ def _acting_admin(session: Session, actor: Actor) -> None:
     if isinstance(actor, SystemActor):
         return
     current = session.get(User, actor.id) if actor.id is not None else None
-    if current is None or not current.is_active or current.role != Role.admin:
-        raise PermissionDenied("only admins manage accounts", key="errors.accounts_admin_only")
+    admin_now = current is not None and current.is_active and current.role == Role.admin
+    authorize(actor, AccountPolicy.manage(admin_now=admin_now))
 
 
 def _acting_admin_or_self(session: Session, actor: Actor, user: User) -> None:

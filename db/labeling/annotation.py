@@ -23,12 +23,12 @@ from sqlalchemy import bindparam, func, insert, select as sa_select, update
 from sqlmodel import Session, SQLModel, select
 
 from db import counts
-from db.access import policies
 from db.access.audit import record
+from db.access.policies import LabelPolicy, authorize
 from db.labeling import freeze as feedback_freeze
 from db.labeling.view import LabelView
 from db.rubrics.authoring import CaseView, CriterionView, case_view, criteria_of
-from db.rules.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
+from db.rules.errors import NotFound, StaleEdit, ValidationFailed
 from db.rules.notes import clean_note
 from db.store.current_rubric import counts_on_current_rubric, current_approved_version, current_version_ids
 from db.store.models import (
@@ -38,14 +38,13 @@ from db.store.models import (
     Criterion,
     Label,
     Response,
-    Role,
     RubricVersion,
     Stage,
     User,
     utcnow,
 )
 
-# The states of a group's labels on a response, and the rule that picks one: written once, in db.counts.figures.
+# The states of a group's labels on a response, and the rule that picks one: written once, in db.counts.
 TODO, PARTIAL, DONE, STALE, WAITING = counts.TODO, counts.PARTIAL, counts.DONE, counts.STALE, counts.WAITING
 
 _LABEL = SQLModel.metadata.tables["label"]
@@ -173,9 +172,7 @@ class SaveOutcome:
 
 
 def _require_annotator(user: User) -> None:
-    policies.require_role(user, Role.annotator)
-    if user.group_no not in (1, 2):
-        raise PermissionDenied("annotators label within expert group 1 or 2", key="errors.annotator_group")
+    authorize(user, LabelPolicy.annotate())
 
 
 @dataclass(frozen=True)
@@ -212,8 +209,7 @@ def assigned_item(session: Session, user: User, response_id: int, *, lock: bool 
     if row is None:
         raise NotFound(f"no response #{response_id}", key="errors.response_unknown", params={"response": response_id})
     response, case, is_assigned, is_final = row
-    if not is_assigned:
-        raise PermissionDenied("this response is not assigned to you", key="errors.response_not_assigned")
+    authorize(user, LabelPolicy.annotate(assigned=bool(is_assigned)))
     return AssignedItem(response, case, bool(is_final))
 
 
@@ -242,8 +238,7 @@ def _label_view(label: Label, current_version_id: int | None) -> LabelView:
 
 def labels_for(session: Session, user: User, response_id: int, group_no: int) -> dict[str, LabelView]:
     """The annotation labels of `group_no` on a response; only the annotator's own group."""
-    _require_annotator(user)
-    policies.require_group_member(user, group_no)
+    authorize(user, LabelPolicy.annotate(group_no=group_no))
     response = assigned_response(session, user, response_id)
     current = current_approved_version(session, response.case_pk)
     return _label_views(session, response_id, group_no, current.id if current else None)
@@ -255,8 +250,7 @@ def _label_views(session: Session, response_id: int, group_no: int, current_id: 
 
 def response_for_labeling(session: Session, user: User, response_id: int) -> LabelingView:
     """The blinded view of one assigned response, with the current approved rubric."""
-    _require_annotator(user)
-    policies.require_group_member(user, user.group_no)
+    authorize(user, LabelPolicy.annotate(group_no=user.group_no))
     assigned = assigned_item(session, user, response_id)
     response, case = assigned.response, assigned.case
     rubric = current_approved_version(session, response.case_pk)
@@ -291,13 +285,14 @@ def _assigned_responses(session: Session, user: User) -> list[tuple[int, str, in
     return [tuple(row) for row in session.exec(statement).all()]
 
 
-def labeling_queue(session: Session, user: User) -> LabelQueue:
+def labeling_queue(session: Session, user: User, *, recount: bool = False) -> LabelQueue:
     """The user's assigned responses in case order, each with the state of their group's labels.
 
-    The state is the one kept on each assignment (db/counts/figures.py): one row per item, no label counted here.
+    The state is the one kept on each assignment (db.counts): one row per item, no label counted here.
+    `recount`: counted from the labels instead (`recounted_queue`).
     """
     _require_annotator(user)
-    if counts.recounting():
+    if recount:
         return recounted_queue(session, user)
     rows = session.exec(
         select(
@@ -337,8 +332,7 @@ def recounted_queue(session: Session, user: User) -> LabelQueue:
         ).all()
     )
 
-    # Kept per response, group and rubric version (db/counts/figures.py): one row where the label table has ~30.
-    per_version = counts.annotation_counts(session, response_ids, user.group_no)
+    per_version = counts.annotation_counts(session, response_ids, user.group_no, recount=True)
 
     items = []
     for response_id, code, case_pk, case_id in responses:
@@ -383,7 +377,6 @@ def save_target(session: Session, user: User, response_id: int, *, rubric_versio
     if assigned.final:
         raise feedback_freeze.LabelsFinal()
     response, case = assigned.response, assigned.case
-    counts.hold_row_locks(session, [response_id])
     rubric = rubric_as_opened(session, response.case_pk, rubric_version_id)
     return SaveTarget(response, case.case_id, rubric, criterion_ids_of(session, rubric.id))
 
@@ -526,7 +519,8 @@ def save_labels(
             before=before or None,
             after={"rubric_version_id": rubric.id, "labels": after},
         )
-        session.flush()
-        counts.hold_current_rubric(session, response_id, rubric.id, len(criterion_ids))
-        counts.touch(session, [response_id])
+        # The response's row is locked and its current rubric checked already (`save_target`): not asked again.
+        counts.refresh(
+            session, [response_id], locked=[response_id], known_rubrics={response_id: (rubric.id, len(criterion_ids))}
+        )
     return SaveOutcome(created, updated, len(criterion_ids) - created - updated, rubric.id)

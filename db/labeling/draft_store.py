@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import delete
 from sqlmodel import Session, select
 
-from db.access.policies import require_active
+from db.access.policies import active, authorize
 from db.rules.errors import ValidationFailed
 from db.rules.notes import clean_note
 from db.store.models import Draft, User, utcnow
@@ -35,7 +35,7 @@ def _find(session: Session, user: User, key: str) -> Draft | None:
 
 def save_draft(session: Session, user: User, key: str, payload: dict[str, Any]) -> Draft:
     """Create or replace `user`'s draft under `key`."""
-    require_active(user)
+    authorize(user, active())
     _check_key(key)
     if not isinstance(payload, dict):
         raise ValidationFailed("draft payload: must be a JSON object", key="errors.draft_payload")

@@ -27,7 +27,7 @@ from datetime import datetime
 
 from sqlmodel import Session, col, select
 
-from db.access import policies
+from db.access.policies import TimeOnTaskPolicy, authorize
 from db.labeling import annotation, freeze as feedback_freeze
 from db.labeling.annotation import LabelingView, LabelInput, SaveOutcome
 from db.labeling.draft_store import checked_decisions, discard_draft, kept_at, load_draft, save_draft
@@ -304,7 +304,7 @@ def is_fast(active_ms: int, n_criteria: int) -> bool:
 
 def time_on_task(session: Session, *, actor: User, stage: str = Stage.annotation) -> list[TimeOnTask]:
     """Per person: saves, median active time per response and per criterion, very fast saves (admins only)."""
-    policies.require_admin(actor)
+    authorize(actor, TimeOnTaskPolicy.manage())
     rows = session.exec(
         select(User.username, User.group_no, LabelTiming.active_ms, LabelTiming.n_criteria)
         .join(User, col(User.id) == col(LabelTiming.user_id))

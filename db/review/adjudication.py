@@ -11,12 +11,12 @@ from sqlmodel import Session
 
 from db import counts
 from db.access import independence
+from db.access.policies import LabelPolicy, authorize
 from db.review.locked_save import LabelView, _label_view, save_label
 from db.review.shared import (
     AB_ORDER_SALT,
     CaseText,
     _criteria,
-    _require_checker,
     _response_and_case,
     current_rubric_version_id,
 )
@@ -29,23 +29,24 @@ from db.store.models import NO_GROUP, AdjudicationOpening, Case, Label, Response
 # Adjudication --------------------------------------------------------------------------------
 
 
-def unresolved_count(session: Session) -> int:
+def unresolved_count(session: Session, *, recount: bool = False) -> int:
     """Decisions where both groups have a final label, they differ, and nobody adjudicated (docs/REFERENCE.md §4).
 
-    Every response's: the admins' figure. A checker's own is `my_unresolved_count`."""
-    return counts.unresolved_total(session)
+    Every response's: the admins' figure. A checker's own is `my_unresolved_count`. `recount`: counted from the
+    labels instead of the kept figures (db.counts), as every `recount` below."""
+    return counts.unresolved_total(session, recount=recount)
 
 
-def _my_unresolved_figures(session: Session, user: User) -> list[counts.ResponseFigures]:
+def _my_unresolved_figures(session: Session, user: User, *, recount: bool = False) -> list[counts.ResponseFigures]:
     """The kept figures of the responses with an unresolved disagreement that are closed to the checker (they
     took them into adjudication or opened them) and that they may adjudicate, in response order.
 
     Responses still open to them are left out whatever their figures: a count that moved when the checker
     flipped one of their own labels would tell them the other group's label (db.access.independence)."""
-    _require_checker(user)
-    if counts.recounting():
+    authorize(user, LabelPolicy.read_checks())
+    if recount:
         closed = independence.opened_by(session, user.id)
-        unresolved = [f for f in counts.responses_with_unresolved(session) if f.response_id in closed]
+        unresolved = [f for f in counts.responses_with_unresolved(session, recount=True) if f.response_id in closed]
     else:
         rows = session.execute(
             select(*(getattr(ResponseStatus, name) for name in counts.STATUS_COLUMNS))
@@ -58,9 +59,9 @@ def _my_unresolved_figures(session: Session, user: User) -> list[counts.Response
     return [f for f in unresolved if f.response_id not in refused]
 
 
-def my_unresolved_count(session: Session, user: User) -> int:
+def my_unresolved_count(session: Session, user: User, *, recount: bool = False) -> int:
     """The unresolved decisions of the checker's adjudication queue: on responses closed to them only."""
-    return sum(f.n_unresolved for f in _my_unresolved_figures(session, user))
+    return sum(f.n_unresolved for f in _my_unresolved_figures(session, user, recount=recount))
 
 
 @dataclass(frozen=True)
@@ -72,15 +73,17 @@ class OpenDisagreements:
     responses: int
 
 
-def my_open_disagreements(session: Session, user: User) -> OpenDisagreements:
+def my_open_disagreements(session: Session, user: User, *, recount: bool = False) -> OpenDisagreements:
     """The checker's: their adjudication queue's decisions and responses (closed to them only, as above)."""
-    figures = _my_unresolved_figures(session, user)
+    figures = _my_unresolved_figures(session, user, recount=recount)
     return OpenDisagreements(sum(f.n_unresolved for f in figures), len(figures))
 
 
-def all_open_disagreements(session: Session) -> OpenDisagreements:
+def all_open_disagreements(session: Session, *, recount: bool = False) -> OpenDisagreements:
     """Every response's: the admins' figure."""
-    return OpenDisagreements(unresolved_count(session), len(counts.responses_with_unresolved(session)))
+    return OpenDisagreements(
+        unresolved_count(session, recount=recount), len(counts.responses_with_unresolved(session, recount=recount))
+    )
 
 
 @dataclass(frozen=True)
@@ -93,14 +96,14 @@ class AdjudicationQueueItem:
     agreement: float  # share of those on which the groups' final labels agree
 
 
-def adjudication_queue(session: Session, user: User) -> list[AdjudicationQueueItem]:
+def adjudication_queue(session: Session, user: User, *, recount: bool = False) -> list[AdjudicationQueueItem]:
     """Responses with unresolved disagreements, lowest agreement between the groups first.
 
     Only responses closed to the checker are listed (taken into adjudication, db.access.independence), and of
     those not the ones they may not adjudicate: those they labeled, and those their group has not finished
-    checking. The figures are the kept ones of db.counts.figures, so the queue reads a few small rows, not every label.
+    checking. The figures are the kept ones of db.counts, so the queue reads a few small rows, not every label.
     """
-    figures = _my_unresolved_figures(session, user)
+    figures = _my_unresolved_figures(session, user, recount=recount)
     ids = [f.response_id for f in figures]
     info = {}
     for start in range(0, len(ids), 5000):
@@ -227,6 +230,30 @@ def adjudicate(
     seen_lock_version: int | None = None,
 ) -> LabelView:
     """Decides one disputed cell: the decision is the gold label (source "adjudicated")."""
+    label = _write_decision(
+        session,
+        user,
+        response_id=response_id,
+        criterion_id=criterion_id,
+        met=met,
+        rationale=rationale,
+        seen_lock_version=seen_lock_version,
+    )
+    counts.refresh(session, [response_id])
+    return _label_view(session, label)
+
+
+def _write_decision(
+    session: Session,
+    user: User,
+    *,
+    response_id: int,
+    criterion_id: str,
+    met: bool,
+    rationale: str,
+    seen_lock_version: int | None,
+) -> Label:
+    """`adjudicate` without refreshing the kept figures: its caller refreshes them, once for many decisions."""
     independence.open_adjudication(session, user, response_id)
     rationale = clean_note(rationale, "rationale", required=True, criterion=criterion_id)
     response, case = _response_and_case(session, response_id)
@@ -252,7 +279,7 @@ def adjudicate(
             key="errors.no_disagreement",
             params={"criterion": criterion_id},
         )
-    label = save_label(
+    return save_label(
         session,
         user,
         response=response,
@@ -264,7 +291,6 @@ def adjudicate(
         note=rationale,
         seen_lock_version=seen_lock_version,
     )
-    return _label_view(session, label)
 
 
 @dataclass(frozen=True)
@@ -278,7 +304,7 @@ class AdjudicationInput:
 def adjudicate_many(session: Session, user: User, *, response_id: int, decisions: list[AdjudicationInput]) -> int:
     """Saves several cells of one response in one transaction (all or nothing); returns how many."""
     for decision in decisions:
-        adjudicate(
+        _write_decision(
             session,
             user,
             response_id=response_id,
@@ -287,4 +313,6 @@ def adjudicate_many(session: Session, user: User, *, response_id: int, decisions
             rationale=decision.rationale,
             seen_lock_version=decision.seen_lock_version,
         )
+    if decisions:
+        counts.refresh(session, [response_id])
     return len(decisions)

@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from db.access.audit import record
-from db.access.policies import require_admin
+from db.access.policies import CriterionReturnPolicy, authorize
 from db.review.shared import _criteria, _username
 from db.rubrics.authoring import latest_version
 from db.rules.errors import NotFound, StaleEdit, ValidationFailed
@@ -75,7 +75,7 @@ def _assignee(session: Session, case_pk: int) -> User | None:
 
 
 def send_back_target(session: Session, actor: User, case_id: str) -> SendBackTarget:
-    require_admin(actor)
+    authorize(actor, CriterionReturnPolicy.manage())
     case = _case(session, case_id)
     current = current_approved_version(session, _pk(case))
     if current is None:
@@ -108,7 +108,7 @@ def send_back_criteria(
     `seen_version_id` is the approved version the admin looked at; `author` names the annotator to
     send it to when the rubric has no author (imported rubrics) or should go to someone else.
     """
-    require_admin(actor)
+    authorize(actor, CriterionReturnPolicy.manage())
     case = _case(session, case_id)
     current = current_approved_version(session, _pk(case))
     if current is None:

@@ -20,11 +20,12 @@ from datetime import datetime
 from sqlmodel import Session, select
 
 from db.access import independence
+from db.access.policies import LabelPolicy, authorize
 from db.labeling.draft_store import checked_decisions, discard_draft, kept_at, load_draft, save_draft
 from db.review.adjudication import AdjudicationView
 from db.review.label_check import CheckView
-from db.review.shared import _criteria, _require_checker, _response_and_case, current_rubric_version_id
-from db.rules.errors import NotFound, PermissionDenied, ValidationFailed
+from db.review.shared import _criteria, _response_and_case, current_rubric_version_id
+from db.rules.errors import NotFound, ValidationFailed
 from db.rules.notes import clean_note
 from db.store.models import Label, Stage, User, utcnow
 
@@ -57,9 +58,7 @@ def _key(kind: str, response_id: int) -> str:
 
 
 def _require_may_check(session: Session, user: User, response_id: int) -> None:
-    _require_checker(user)
-    if user.group_no not in (1, 2):
-        raise PermissionDenied("checkers act within their expert group", key="errors.checker_group")
+    authorize(user, LabelPolicy.check())
     response, _ = _response_and_case(session, response_id)
     annotated = session.exec(
         select(Label.id)
@@ -78,8 +77,7 @@ def _require_may_check(session: Session, user: User, response_id: int) -> None:
 def _require_may_adjudicate(session: Session, user: User, response_id: int) -> None:
     independence.require_may_adjudicate(session, user, response_id)
     _response_and_case(session, response_id)
-    if not independence.opened_by(session, user.id, [response_id]):
-        raise PermissionDenied("open the adjudication of this response first", key="errors.adjudication_not_open")
+    authorize(user, LabelPolicy.adjudicate(opened=bool(independence.opened_by(session, user.id, [response_id]))))
 
 
 def _criterion_ids(session: Session, response_id: int) -> set[str]:
@@ -195,7 +193,7 @@ def _restore(payload: dict | None, current: Mapping[str, int | None]) -> Checker
 def check_draft(session: Session, user: User, view: CheckView) -> CheckerDraft | None:
     """The checker's own draft of a response they are checking, over the labels of `view` (None: no draft,
     or the response's labels are closed to them since they opened its adjudication)."""
-    _require_checker(user)
+    authorize(user, LabelPolicy.read_checks())
     if view.closed or user.group_no != view.group_no:
         return None
     current = {
@@ -219,10 +217,10 @@ def adjudication_draft(session: Session, user: User, view: AdjudicationView) -> 
 
 def discard_check_draft(session: Session, user: User, response_id: int) -> bool:
     """Drop the checker's draft of a response (after its save); True when there was one."""
-    _require_checker(user)
+    authorize(user, LabelPolicy.read_checks())
     return discard_draft(session, user, _key(CHECK, response_id))
 
 
 def discard_adjudication_draft(session: Session, user: User, response_id: int) -> bool:
-    _require_checker(user)
+    authorize(user, LabelPolicy.read_checks())
     return discard_draft(session, user, _key(ADJUDICATION, response_id))

@@ -11,15 +11,15 @@ from sqlmodel import Session
 
 from db import counts
 from db.access import independence
+from db.access.policies import LabelPolicy, authorize
 from db.review.locked_save import LabelView, _find_label, _label_view, save_label
 from db.review.shared import (
     CaseText,
     _criteria,
-    _require_checker,
     _response_and_case,
     current_rubric_version_id,
 )
-from db.rules.errors import NotFound, PermissionDenied, ValidationFailed
+from db.rules.errors import NotFound, ValidationFailed
 from db.rules.notes import clean_note
 from db.store.current_rubric import counts_sql
 from db.store.models import Case, JudgeDecision, Label, Response, Stage, User
@@ -48,11 +48,13 @@ class CheckQueueItem:
     judge_disagreement: float | None = None  # share of criteria where annotator and judge differ
 
 
-def check_annotators(session: Session, user: User) -> list[AnnotatorSummary]:
-    """The annotators of the checker's group with annotation labels in that group (never the checker)."""
-    _require_checker(user)
+def check_annotators(session: Session, user: User, *, recount: bool = False) -> list[AnnotatorSummary]:
+    """The annotators of the checker's group with annotation labels in that group (never the checker).
+
+    `recount`: counted from the labels instead of the kept tally (db.counts), as every `recount` below."""
+    authorize(user, LabelPolicy.read_checks())
     group = user.group_no
-    tally = counts.tally(stage=Stage.annotation.value, group_no=group)
+    tally = counts.tally(stage=Stage.annotation.value, group_no=group, recount=recount)
     rows = session.execute(
         select(
             User.id,
@@ -73,14 +75,12 @@ def check_annotators(session: Session, user: User) -> list[AnnotatorSummary]:
 
 
 def _require_queue_reader(user: User, annotator_id: int) -> None:
-    _require_checker(user)
-    if annotator_id == user.id:
-        raise PermissionDenied("you cannot check your own labels", key="errors.check_own")
+    authorize(user, LabelPolicy.read_annotator_queue(annotator_id=annotator_id))
 
 
-def _own_responses(group: int, annotator_id: int):
+def _own_responses(group: int, annotator_id: int, recount: bool):
     """response_id, n: the annotator's annotation labels per response in `group`."""
-    own_tally = counts.tally(stage=Stage.annotation.value, group_no=group, user_id=annotator_id)
+    own_tally = counts.tally(stage=Stage.annotation.value, group_no=group, user_id=annotator_id, recount=recount)
     return (
         select(own_tally.c.response_id, func.sum(own_tally.c.n).label("n"))
         .group_by(own_tally.c.response_id)
@@ -88,9 +88,9 @@ def _own_responses(group: int, annotator_id: int):
     )
 
 
-def _checked_per_response(group: int):
+def _checked_per_response(group: int, recount: bool):
     """response_id, n: the group's check labels per response."""
-    check_tally = counts.tally(stage=Stage.check.value, group_no=group)
+    check_tally = counts.tally(stage=Stage.check.value, group_no=group, recount=recount)
     return (
         select(check_tally.c.response_id, func.sum(check_tally.c.n).label("n"))
         .group_by(check_tally.c.response_id)
@@ -102,10 +102,10 @@ def _checked_per_response(group: int):
 _QUEUE_ORDER = (Case.case_id, Response.code)
 
 
-def _queue_rows(group: int, annotator_id: int):
+def _queue_rows(group: int, annotator_id: int, recount: bool):
     """response_id, code, case_id, n_labels, n_checked of the annotator's whole queue, in queue order."""
-    own = _own_responses(group, annotator_id)
-    checked = _checked_per_response(group)
+    own = _own_responses(group, annotator_id, recount)
+    checked = _checked_per_response(group, recount)
     return (
         select(own.c.response_id, Response.code, Case.case_id, own.c.n, checked.c.n)
         .join(Response, Response.id == own.c.response_id)
@@ -115,9 +115,11 @@ def _queue_rows(group: int, annotator_id: int):
     )
 
 
-def _queue_page_rows(session: Session, group: int, annotator_id: int, offset: int, limit: int) -> list[tuple]:
+def _queue_page_rows(
+    session: Session, group: int, annotator_id: int, offset: int, limit: int, recount: bool
+) -> list[tuple]:
     """The rows of `_queue_rows` from `offset`, `limit` of them: the check labels summed for those only."""
-    own = _own_responses(group, annotator_id)
+    own = _own_responses(group, annotator_id, recount)
     page = session.execute(
         select(own.c.response_id, Response.code, Case.case_id, own.c.n)
         .join(Response, Response.id == own.c.response_id)
@@ -126,7 +128,7 @@ def _queue_page_rows(session: Session, group: int, annotator_id: int, offset: in
         .offset(offset)
         .limit(limit)
     ).all()
-    check_tally = counts.tally(stage=Stage.check.value, group_no=group)
+    check_tally = counts.tally(stage=Stage.check.value, group_no=group, recount=recount)
     checked = dict(
         session.execute(
             select(check_tally.c.response_id, func.sum(check_tally.c.n))
@@ -166,6 +168,7 @@ def check_queue(
     percent: float = 10.0,
     seed: int = 1,
     judge: str | None = None,
+    recount: bool = False,
 ) -> list[CheckQueueItem]:
     """The responses of one annotator (in the checker's group) to check.
 
@@ -174,7 +177,7 @@ def check_queue(
     """
     _require_queue_reader(user, annotator_id)
     group = user.group_no
-    items = _items(session.execute(_queue_rows(group, annotator_id)).all())
+    items = _items(session.execute(_queue_rows(group, annotator_id, recount)).all())
     if mode == CHECK_ALL:
         return items
     if mode == CHECK_SAMPLE:
@@ -227,6 +230,7 @@ def check_queue_page(
     mode: str = CHECK_ALL,
     offset: int = 0,
     limit: int = 100,
+    recount: bool = False,
     **options,
 ) -> list[CheckQueueItem]:
     """`check_queue(...)[offset : offset + limit]`, same rules, order and contents. In "all" mode only
@@ -235,22 +239,23 @@ def check_queue_page(
     if offset < 0 or limit < 0:
         raise ValidationFailed(f"offset and limit: 0 or more (got {offset}, {limit})", key="errors.check_page")
     if mode != CHECK_ALL:
-        return check_queue(session, user, annotator_id=annotator_id, mode=mode, **options)[offset : offset + limit]
-    return _items(_queue_page_rows(session, user.group_no, annotator_id, offset, limit))
+        queue = check_queue(session, user, annotator_id=annotator_id, mode=mode, recount=recount, **options)
+        return queue[offset : offset + limit]
+    return _items(_queue_page_rows(session, user.group_no, annotator_id, offset, limit, recount))
 
 
 def check_queue_counts(
-    session: Session, user: User, *, annotator_id: int, mode: str = CHECK_ALL, **options
+    session: Session, user: User, *, annotator_id: int, mode: str = CHECK_ALL, recount: bool = False, **options
 ) -> tuple[int, int]:
     """(responses in the queue, those with as many group check labels as the annotator's labels).
     In "all" mode one aggregate query, no rows read."""
     _require_queue_reader(user, annotator_id)
     if mode != CHECK_ALL:
-        items = check_queue(session, user, annotator_id=annotator_id, mode=mode, **options)
+        items = check_queue(session, user, annotator_id=annotator_id, mode=mode, recount=recount, **options)
         return len(items), sum(1 for item in items if _fully_checked(item))
     group = user.group_no
-    own = _own_responses(group, annotator_id)
-    checked = _checked_per_response(group)
+    own = _own_responses(group, annotator_id, recount)
+    checked = _checked_per_response(group, recount)
     done = sql_case((func.coalesce(checked.c.n, 0) >= own.c.n, 1), else_=0)
     # Every tally row's response exists with its case (foreign keys): no join needed to count them.
     total, n_done = session.execute(
@@ -261,11 +266,13 @@ def check_queue_counts(
     return int(total), int(n_done)
 
 
-def _queue_key(session: Session, group: int, annotator_id: int, response_id: int | None) -> tuple[str, str] | None:
+def _queue_key(
+    session: Session, group: int, annotator_id: int, response_id: int | None, recount: bool
+) -> tuple[str, str] | None:
     """(case_id, code) of `response_id` when it is in the annotator's queue, else None."""
     if response_id is None:
         return None
-    own_tally = counts.tally(stage=Stage.annotation.value, group_no=group, user_id=annotator_id)
+    own_tally = counts.tally(stage=Stage.annotation.value, group_no=group, user_id=annotator_id, recount=recount)
     row = session.execute(
         select(Case.case_id, Response.code)
         .join(Case, Case.id == Response.case_pk)
@@ -275,12 +282,12 @@ def _queue_key(session: Session, group: int, annotator_id: int, response_id: int
     return None if row is None else (row[0], row[1])
 
 
-def _position(session: Session, group: int, annotator_id: int, key: tuple[str, str] | None) -> int:
+def _position(session: Session, group: int, annotator_id: int, key: tuple[str, str] | None, recount: bool) -> int:
     """How many responses come before `key` in the annotator's "all" queue (0 without a key)."""
     if key is None:
         return 0
     case_id, code = key
-    own = _own_responses(group, annotator_id)
+    own = _own_responses(group, annotator_id, recount)
     before = or_(Case.case_id < case_id, and_(Case.case_id == case_id, Response.code < code))
     return int(
         session.execute(
@@ -313,6 +320,7 @@ def check_queue_window(
     before: int,
     after: int,
     mode: str = CHECK_ALL,
+    recount: bool = False,
     **options,
 ) -> CheckQueueWindow:
     """`before` responses of the queue before `around` and `after` from it on (from the start when
@@ -321,17 +329,20 @@ def check_queue_window(
     if before < 0 or after < 1:
         raise ValidationFailed(f"before, after: 0 or more, 1 or more (got {before}, {after})", key="errors.check_page")
     if mode != CHECK_ALL:
-        queue = check_queue(session, user, annotator_id=annotator_id, mode=mode, **options)
+        queue = check_queue(session, user, annotator_id=annotator_id, mode=mode, recount=recount, **options)
         ids = [item.response_id for item in queue]
         position = ids.index(around) if around in ids else 0
         start = max(0, position - before)
         return CheckQueueWindow(
             queue[start : position + after], start, len(queue), sum(1 for i in queue if _fully_checked(i)), position
         )
-    total, checked = check_queue_counts(session, user, annotator_id=annotator_id)
-    position = _position(session, user.group_no, annotator_id, _queue_key(session, user.group_no, annotator_id, around))
+    total, checked = check_queue_counts(session, user, annotator_id=annotator_id, recount=recount)
+    key = _queue_key(session, user.group_no, annotator_id, around, recount)
+    position = _position(session, user.group_no, annotator_id, key, recount)
     start = max(0, position - before)
-    items = check_queue_page(session, user, annotator_id=annotator_id, offset=start, limit=position + after - start)
+    items = check_queue_page(
+        session, user, annotator_id=annotator_id, offset=start, limit=position + after - start, recount=recount
+    )
     return CheckQueueWindow(items, start, total, checked, position)
 
 
@@ -360,7 +371,7 @@ class CheckView:
 
 def check_view(session: Session, user: User, response_id: int) -> CheckView:
     """One response with the checker's group's annotation and check labels, criterion by criterion."""
-    _require_checker(user)
+    authorize(user, LabelPolicy.read_checks())
     response, case = _response_and_case(session, response_id)
     group = user.group_no
     labels = list(
@@ -410,9 +421,31 @@ def save_check(
     seen_lock_version: int | None = None,
 ) -> LabelView:
     """Confirms (same value) or corrects (other value, note required) the group's label of one criterion."""
-    _require_checker(user)
-    if user.group_no not in (1, 2):
-        raise PermissionDenied("checkers act within their expert group", key="errors.checker_group")
+    label = _write_check(
+        session,
+        user,
+        response_id=response_id,
+        criterion_id=criterion_id,
+        met=met,
+        note=note,
+        seen_lock_version=seen_lock_version,
+    )
+    counts.refresh(session, [response_id])
+    return _label_view(session, label)
+
+
+def _write_check(
+    session: Session,
+    user: User,
+    *,
+    response_id: int,
+    criterion_id: str,
+    met: bool,
+    note: str | None,
+    seen_lock_version: int | None,
+) -> Label:
+    """`save_check` without refreshing the kept figures: its caller refreshes them, once for many checks."""
+    authorize(user, LabelPolicy.check())
     response, case = _response_and_case(session, response_id)
     group = user.group_no
     annotation = _find_label(session, response_id, criterion_id, Stage.annotation, group)
@@ -422,11 +455,14 @@ def save_check(
             key="errors.no_label_to_check",
             params={"criterion": criterion_id},
         )
-    if annotation.user_id == user.id:
-        raise PermissionDenied("you cannot check your own labels", key="errors.check_own")
-    independence.require_group_labels_open(session, user, response_id)
+    authorize(
+        user,
+        LabelPolicy.check(
+            annotator_id=annotation.user_id, labels_closed=independence.labels_closed_to(session, user, response_id)
+        ),
+    )
     note = clean_note(note, "note", required=bool(met) != bool(annotation.met), criterion=criterion_id)
-    label = save_label(
+    return save_label(
         session,
         user,
         response=response,
@@ -438,7 +474,6 @@ def save_check(
         note=note,
         seen_lock_version=seen_lock_version,
     )
-    return _label_view(session, label)
 
 
 @dataclass(frozen=True)
@@ -455,7 +490,7 @@ def save_checks(session: Session, user: User, *, response_id: int, decisions: li
     Returns the number of check labels written. Any refusal (StaleEdit, PermissionDenied, a
     missing note) leaves nothing saved, since the caller's transaction rolls back.
     """
-    _require_checker(user)
+    authorize(user, LabelPolicy.read_checks())
     existing = {
         label.criterion_id: label
         for label in session.execute(
@@ -474,7 +509,7 @@ def save_checks(session: Session, user: User, *, response_id: int, decisions: li
             and (bool(label.met), label.note) == (bool(decision.met), note)
         ):
             continue
-        save_check(
+        _write_check(
             session,
             user,
             response_id=response_id,
@@ -484,4 +519,6 @@ def save_checks(session: Session, user: User, *, response_id: int, decisions: li
             seen_lock_version=decision.seen_lock_version,
         )
         written += 1
+    if written:
+        counts.refresh(session, [response_id])
     return written

@@ -11,9 +11,10 @@ from sqlmodel import Session, col
 
 from db import counts
 from db.access.audit import record
-from db.review.shared import CaseText, _criteria, _current_versions_subquery, _require_checker, _username
+from db.access.policies import RubricPolicy, authorize
+from db.review.shared import CaseText, _criteria, _current_versions_subquery, _username
 from db.rubrics.authoring import CriterionView, criteria_of
-from db.rules.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
+from db.rules.errors import NotFound, StaleEdit, ValidationFailed
 from db.rules.notes import clean_note
 from db.store.current_rubric import stale_sql
 from db.store.models import Case, Criterion, Label, Response, RubricStatus, RubricVersion, User, utcnow
@@ -56,7 +57,7 @@ class RubricView:
 
 def rubric_queue(session: Session, user: User) -> list[RubricQueueItem]:
     """Submitted rubrics, oldest submission first; the checker's own are marked, not hidden."""
-    _require_checker(user)
+    authorize(user, RubricPolicy.audit())
     counts = (
         select(Criterion.rubric_version_id, func.count().label("n")).group_by(Criterion.rubric_version_id).subquery()
     )
@@ -77,7 +78,7 @@ def rubric_queue(session: Session, user: User) -> list[RubricQueueItem]:
 
 
 def rubric_for_review(session: Session, user: User, rubric_version_id: int) -> RubricView:
-    _require_checker(user)
+    authorize(user, RubricPolicy.audit())
     rubric = session.get(RubricVersion, rubric_version_id)
     if rubric is None:
         raise NotFound(
@@ -173,14 +174,13 @@ def _decide_rubric(
     comment: str | None,
     criterion_comments: dict[int, str | None],
 ) -> RubricView:
-    _require_checker(user)
+    authorize(user, RubricPolicy.audit())
     rubric = session.get(RubricVersion, rubric_version_id)
     if rubric is None:
         raise NotFound(
             f"no rubric version {rubric_version_id}", key="errors.rubric_unknown", params={"version": rubric_version_id}
         )
-    if rubric.author_id == user.id:
-        raise PermissionDenied("you wrote this rubric; another checker must audit it", key="errors.audit_own")
+    authorize(user, RubricPolicy.audit(author_id=rubric.author_id))
     session.refresh(rubric)
     if rubric.lock_version != seen_lock_version:
         raise StaleEdit(
@@ -229,7 +229,7 @@ def _decide_rubric(
             key="errors.rubric_changed_since",
         )
     if status == RubricStatus.approved:
-        counts.touch_cases(session, [rubric.case_pk])  # the case's current rubric changed
+        counts.refresh_cases(session, [rubric.case_pk])  # the case's current rubric changed
     for criterion in criteria.values():
         new_comment = criterion_comments.get(criterion.id)
         if criterion.review_comment != new_comment:

@@ -1,4 +1,4 @@
-"""What the checker's three workflows share: note limits, checker role check, the case text, current criteria."""
+"""What the checker's three workflows share: note limits, the case text, current criteria."""
 
 from __future__ import annotations
 
@@ -7,20 +7,15 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlmodel import Session
 
-from db.access.policies import require_role
 from db.rules.errors import NotFound
 from db.store.current_rubric import current_approved_version, current_versions
-from db.store.models import Case, Criterion, Response, Role, User
+from db.store.models import Case, Criterion, Response, User
 
 #: Salt of the A/B order in adjudication; changing it reshuffles every cell.
 AB_ORDER_SALT = "clinconsensus-ab-v1"
 
 
 # Shared helpers ------------------------------------------------------------------------------
-
-
-def _require_checker(user: User) -> None:
-    require_role(user, Role.checker)
 
 
 def _username(session: Session, user_id: int | None) -> str | None:

@@ -21,14 +21,14 @@ from datetime import datetime
 from sqlalchemy import delete, func
 from sqlmodel import Session, col, select
 
-from db.access import policies
 from db.access.audit import record
+from db.access.policies import RubricPolicy, authorize
 from db.rules.config import RUBRIC_SIZE
-from db.rules.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
+from db.rules.errors import NotFound, StaleEdit, ValidationFailed
 from db.rules.limits import TEXT_LIMITS
 from db.rules.lint import blocking_problems
 from db.rules.taxonomy import get_taxonomy
-from db.store.models import Assignment, AssignmentKind, Case, Criterion, Role, RubricStatus, RubricVersion, User, utcnow
+from db.store.models import Assignment, AssignmentKind, Case, Criterion, RubricStatus, RubricVersion, User, utcnow
 
 MAX_CRITERION_CHARS = TEXT_LIMITS["criterion"]
 
@@ -158,7 +158,7 @@ def _require_case(session: Session, case_pk: int) -> Case:
 
 def require_rubric_assignment(session: Session, user: User, case_pk: int) -> None:
     """Only an active annotator with a rubric assignment for the case may author its rubric."""
-    policies.require_role(user, Role.annotator)
+    authorize(user, RubricPolicy.author())  # the role, before reading the case's assignments
     assigned = session.exec(
         select(Assignment.id)
         .where(
@@ -168,8 +168,7 @@ def require_rubric_assignment(session: Session, user: User, case_pk: int) -> Non
         )
         .limit(1)
     ).first()
-    if assigned is None:
-        raise PermissionDenied("this case's rubric is not assigned to you", key="errors.rubric_not_assigned")
+    authorize(user, RubricPolicy.author(assigned=assigned is not None))
 
 
 def authoring_view(session: Session, user: User, case_pk: int) -> AuthoringView:
@@ -399,7 +398,7 @@ class ReturnedWork:
 
 def returned_to_author(session: Session, user: User) -> ReturnedWork:
     """What waits for the author after a return: "returned to you (N comments)"."""
-    policies.require_role(user, Role.annotator)
+    authorize(user, RubricPolicy.author())
     case_pks = session.exec(
         select(Assignment.case_pk).where(Assignment.user_id == user.id, Assignment.kind == AssignmentKind.rubric)
     ).all()

@@ -1,7 +1,7 @@
 """Who works on what: rubric authoring per case, hit labeling per response and expert group.
 
 Rules, enforced here for the page and the command line alike:
-- only an admin assigns or reassigns (`require_admin`);
+- only an admin assigns or reassigns (`AssignmentPolicy.manage`);
 - a case has one rubric author; a response has exactly one annotator in each expert group, so
   re-running an assignment adds only what is missing and never duplicates;
 - work goes to the eligible annotator with the fewest current assignments of that kind (ties by
@@ -23,7 +23,7 @@ from sqlmodel import Session, select
 
 from db import counts
 from db.access.audit import AuditWriter, record
-from db.access.policies import require_admin, require_role
+from db.access.policies import AssignmentPolicy, authorize
 from db.rules.errors import NotFound, ValidationFailed
 from db.store.current_rubric import counts_on_current_rubric, current_version_ids
 from db.store.models import (
@@ -103,11 +103,11 @@ def _people(users: Sequence[User]) -> list[_Person]:
     return [_Person(u.id, u.username, u.group_no) for u in users]
 
 
-def _pick(candidates: Sequence[_Person], counts: Counter, excluded: set[int]) -> _Person | None:
+def _pick(candidates: Sequence[_Person], workload: Counter, excluded: set[int]) -> _Person | None:
     eligible = [u for u in candidates if u.id not in excluded]
     if not eligible:
         return None
-    return min(eligible, key=lambda u: (counts[u.id], u.username))
+    return min(eligible, key=lambda u: (workload[u.id], u.username))
 
 
 def rubric_authors(session: Session, case_pks: Iterable[int]) -> dict[int, set[int]]:
@@ -138,7 +138,7 @@ def _cases_with_approved_rubric(session: Session) -> set[int]:
 def _insert(session: Session, actor: User, rows: list[dict], audit_rows: list[dict]) -> None:
     if rows:
         session.execute(Assignment.__table__.insert(), rows)
-        counts.touch_assignments(session, [row["response_id"] for row in rows if row["kind"] == AssignmentKind.label])
+        counts.refresh_assignments(session, [row["response_id"] for row in rows if row["kind"] == AssignmentKind.label])
         AuditWriter(session, actor.username).record_many(audit_rows)
 
 
@@ -174,7 +174,7 @@ def assign_rubric_authoring(
     Cases are `case_ids` (release ids) or every case of `specialty` (its subject or one of its
     subject labels); exactly one of the two must be given.
     """
-    require_admin(actor)
+    authorize(actor, AssignmentPolicy.manage())
     if (case_ids is None) == (specialty is None):
         raise ValidationFailed("cases: give either case ids or a specialty", key="errors.cases_how")
     people = _people(_active_annotators(session, annotators))
@@ -199,7 +199,7 @@ def assign_rubric_authoring(
     summary = AssignmentSummary()
     authored = set(session.exec(select(Assignment.case_pk).where(Assignment.kind == AssignmentKind.rubric)).all())
     approved = _cases_with_approved_rubric(session)
-    counts = _load_counts(session, AssignmentKind.rubric, people)
+    workload = _load_counts(session, AssignmentKind.rubric, people)
     rows, audit_rows, now = [], [], utcnow()
     for case in cases:
         if case.id in authored:
@@ -208,8 +208,8 @@ def assign_rubric_authoring(
         if case.id in approved:
             summary.unassignable.append(f"{case.case_id}: rubric already approved")
             continue
-        person = _pick(people, counts, set())
-        counts[person.id] += 1
+        person = _pick(people, workload, set())
+        workload[person.id] += 1
         summary.created += 1
         summary.per_user[person.username] += 1
         rows.append(
@@ -247,7 +247,7 @@ def assign_labeling(
     Responses are `response_ids`, or (None) every response of a case with an approved rubric.
     A named response whose case has no approved rubric is refused, and nothing is assigned.
     """
-    require_admin(actor)
+    authorize(actor, AssignmentPolicy.manage())
     people = _people(_active_annotators(session, annotators))
     by_group = {g: [u for u in people if u.group_no == g] for g in GROUPS}
     approved = _cases_with_approved_rubric(session)
@@ -286,7 +286,7 @@ def assign_labeling(
     )
     authors = rubric_authors(session, {r[1] for r in responses})
     case_ids = dict(session.exec(select(Case.id, Case.case_id)).all())
-    counts = _load_counts(session, AssignmentKind.label, people)
+    workload = _load_counts(session, AssignmentKind.label, people)
     summary = AssignmentSummary()
     rows, audit_rows, now = [], [], utcnow()
     for response_id, case_pk, code in responses:
@@ -294,13 +294,13 @@ def assign_labeling(
             if (response_id, group) in existing:
                 summary.already_assigned += 1
                 continue
-            person = _pick(by_group[group], counts, authors.get(case_pk, set()))
+            person = _pick(by_group[group], workload, authors.get(case_pk, set()))
             if person is None:
                 summary.unassignable.append(
                     f"{case_ids.get(case_pk, case_pk)}/{code}: no eligible annotator in group {group}"
                 )
                 continue
-            counts[person.id] += 1
+            workload[person.id] += 1
             summary.created += 1
             summary.per_user[person.username] += 1
             rows.append(
@@ -338,7 +338,7 @@ def assign_labeling(
 
 def reassign(session: Session, *, actor: User, assignment_id: int, to_username: str) -> Assignment:
     """Hand one assignment to another annotator (same expert group for labeling; never the author)."""
-    require_admin(actor)
+    authorize(actor, AssignmentPolicy.manage())
     assignment = session.get(Assignment, assignment_id)
     if assignment is None:
         raise NotFound(
@@ -386,7 +386,7 @@ def list_assignments(
     session: Session, *, actor: User, kind: AssignmentKind, username: str | None = None, limit: int = 500
 ) -> list[dict]:
     """Assignments for the admin's table (with model names: admins are not blinded)."""
-    require_admin(actor)
+    authorize(actor, AssignmentPolicy.manage())
     statement = (
         select(
             Assignment.id,
@@ -442,25 +442,25 @@ def current_label_counts(
     """response_id → annotation labels of `group_no` made on the current rubric (`current_version`:
     response_id → its case's current approved rubric version id). Labels on an older version do not
     count, as on the labeling page (`db.labeling.annotation`)."""
-    counts: dict[int, int] = {}
+    labeled: dict[int, int] = {}
     for response_id, by_version in counts.annotation_counts(session, response_ids, group_no).items():
         for version_id, n in by_version.items():
             if counts_on_current_rubric(version_id, current_version.get(response_id)):
-                counts[response_id] = counts.get(response_id, 0) + n
-    return counts
+                labeled[response_id] = labeled.get(response_id, 0) + n
+    return labeled
 
 
 RUBRIC_DONE_STATES = (RubricStatus.submitted, RubricStatus.approved)
 
 
-def my_queue(session: Session, user: User, kind: AssignmentKind | str) -> list[dict]:
+def my_queue(session: Session, user: User, kind: AssignmentKind | str, *, recount: bool = False) -> list[dict]:
     """The annotator's assigned work, oldest case first, each item with its state and `done` flag.
 
     rubric items: assignment_id, case_pk, case_id, subject, status (newest rubric version, or None), done.
     label items (from `db.labeling.annotation.labeling_queue`): case_pk, case_id, response_id, code, status, labeled,
-    criteria, done.
+    criteria, done. `recount`: the label items' states counted from the labels, not the kept ones.
     """
-    require_role(user, Role.annotator)
+    authorize(user, AssignmentPolicy.read_own())
     kind = AssignmentKind(kind)
     if kind == AssignmentKind.rubric:
         rows = session.exec(
@@ -494,5 +494,5 @@ def my_queue(session: Session, user: User, kind: AssignmentKind | str) -> list[d
             criteria=item.size,
             done=item.status == DONE,
         )
-        for item in labeling_queue(session, user).items
+        for item in labeling_queue(session, user, recount=recount).items
     ]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from sqlmodel import Session, select
 
 from db.access.audit import record
-from db.access.policies import require_admin
+from db.access.policies import CalibrationPolicy, authorize
 from db.rules.errors import NotFound, ValidationFailed
 from db.store.current_rubric import current_version_ids
 from db.store.models import CalibrationSample, Case, Response, User, utcnow
@@ -70,7 +70,7 @@ def draw_calibration_sample(
     session: Session, *, actor: User, model: str, n: int = DEFAULT_SAMPLE_SIZE, seed: int = DEFAULT_SEED
 ) -> CalibrationDraw:
     """Draw, assign and record `model`'s calibration sample of `n` responses (the caller commits)."""
-    require_admin(actor)
+    authorize(actor, CalibrationPolicy.manage())
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValidationFailed(f"--n must be a whole number of at least 1, got {n!r}", key="errors.sample_size")
     if session.exec(select(CalibrationSample.id).where(CalibrationSample.model == model).limit(1)).first():

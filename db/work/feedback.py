@@ -43,11 +43,11 @@ from sqlalchemy import (
 from sqlmodel import Session, col, select
 
 from db import counts
-from db.access import policies
 from db.access.audit import record
+from db.access.policies import FeedbackPolicy, authorize
 from db.rubrics.authoring import CaseView, case_view
 from db.rules import gold as gold_rule
-from db.rules.errors import NotFound, PermissionDenied, ValidationFailed
+from db.rules.errors import NotFound, ValidationFailed
 from db.store.current_rubric import counts_on_current_rubric, counts_sql, current_rubric_sizes, current_version_ids
 from db.store.models import (
     Assignment,
@@ -57,7 +57,6 @@ from db.store.models import (
     FeedbackRound,
     Label,
     Response,
-    Role,
     Stage,
     User,
     utcnow,
@@ -193,7 +192,7 @@ def _done_flags(session: Session, rows: list[tuple]) -> list[bool]:
 
 def round_states(session: Session, *, actor: User) -> list[RoundState]:
     """Every labeling round, oldest first, with how far its labeling is and whether feedback is open."""
-    policies.require_admin(actor)
+    authorize(actor, FeedbackPolicy.manage())
     rows = _round_rows(session)
     flags = _done_flags(session, rows)
     by_round: dict[datetime, list[int]] = defaultdict(list)
@@ -245,7 +244,7 @@ def set_feedback_open(session: Session, *, actor: User, round_at: datetime, is_o
 
     Opening an open round or closing a closed one changes nothing and writes no audit entry.
     """
-    policies.require_admin(actor)
+    authorize(actor, FeedbackPolicy.manage())
     rows = _round_rows(session, round_at)
     if not rows:
         raise NotFound("feedback: no labeling round was handed out at that time", key="errors.feedback_no_round")
@@ -282,9 +281,7 @@ def set_feedback_open(session: Session, *, actor: User, round_at: datetime, is_o
 
 
 def _require_annotator(user: User) -> None:
-    policies.require_role(user, Role.annotator)
-    if user.group_no not in (1, 2):
-        raise PermissionDenied("feedback is for annotators of expert group 1 or 2", key="errors.feedback_annotators")
+    authorize(user, FeedbackPolicy.receive(group_no=user.group_no))
 
 
 def open_round_count(session: Session, user: User) -> int:
@@ -327,7 +324,7 @@ def my_feedback(session: Session, user: User, *, page: int = 0, page_size: int |
 
     The figures count every such label; `responses` holds the responses with a differing decision in
     (case id, response code) order, all of them or, with `page_size`, page `page` (from 0) of them.
-    The figures and the list of responses come from the label tally (db.counts.figures keeps, per annotator and
+    The figures and the list of responses come from the label tally (db.counts keeps, per annotator and
     response, the labels that count on the current rubric, those where gold differs and those without
     gold); gold of the listed decisions is computed (db.rules.gold) from the labels of those responses only.
     """

@@ -16,7 +16,7 @@ from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlmodel import Session, SQLModel
 
-from db.access.policies import require_admin
+from db.access.policies import JudgeRunPolicy, authorize
 from db.importers.responses import write_responses
 from db.store.models import JudgeRun, User, utcnow
 from db.work.judge_runs import run_summary
@@ -141,7 +141,7 @@ def generated_models(session: Session) -> list[str]:
 
 def model_generation(session: Session, by: User, model: str) -> ModelGeneration:
     """The generation side of `model`'s pipeline, for an admin."""
-    require_admin(by)
+    authorize(by, JudgeRunPolicy.manage())
     connection = session.connection()
     runs = session.scalars(
         select(JudgeRun).where(JudgeRun.kind == "generate", JudgeRun.judge == model).order_by(JudgeRun.id.desc())

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 from sqlmodel import Session
 
-from db.access.policies import require_admin
+from db.access.policies import JudgeRunPolicy, authorize
 from db.rules.errors import NotFound
 from db.store.current_rubric import counts_sql, current_approved_version
 from db.store.models import Case, Criterion, JudgeDecision, Label, Response, User
@@ -56,7 +56,7 @@ def explanation_of(extra: dict | None) -> str | None:
 def judge_error_detail(
     session: Session, actor: User, *, response_id: int, criterion_id: str, judge: str
 ) -> JudgeErrorDetail:
-    require_admin(actor)
+    authorize(actor, JudgeRunPolicy.manage())
     response = session.get(Response, response_id)
     if response is None:
         raise NotFound(f"no response {response_id}", key="errors.response_unknown", params={"response": response_id})

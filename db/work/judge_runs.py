@@ -19,7 +19,7 @@ from sqlmodel import Session, SQLModel
 
 from db.access.audit import AuditWriter
 from db.access.audit_records import judge_digests_entry
-from db.access.policies import require_admin
+from db.access.policies import JudgeRunPolicy, authorize
 from db.rules.errors import NotFound, ValidationFailed, said_from_record, said_record
 from db.store.models import JudgeRun, JudgeRunStatus, User, utcnow
 
@@ -109,7 +109,7 @@ def _iso(moment: datetime | None) -> str | None:
 def _actor(by: User | str) -> str:
     """The name a record keeps; a User must be an admin (a plain name is the command line)."""
     if isinstance(by, User):
-        require_admin(by)
+        authorize(by, JudgeRunPolicy.manage())
         return by.username
     return str(by or "cli")[:64]
 

@@ -14,7 +14,7 @@ from typing import Any
 from sqlmodel import Session, select
 
 from db.access.audit import record
-from db.access.policies import require_admin
+from db.access.policies import LeaderboardPolicy, authorize
 from db.rules.errors import NotFound, ValidationFailed
 from db.store.models import LeaderboardSnapshot, User, utcnow
 
@@ -50,7 +50,7 @@ def require_new_name(session: Session, name: str) -> str:
 
 def freeze_snapshot(session: Session, *, actor: User, name: str, payload: dict[str, Any]) -> LeaderboardSnapshot:
     """Store `payload` as snapshot `name` (the caller commits); refused when the name is taken."""
-    require_admin(actor)
+    authorize(actor, LeaderboardPolicy.manage())
     name = require_new_name(session, name)
     snapshot = LeaderboardSnapshot(name=name, created_at=utcnow(), created_by=actor.username, payload=payload)
     session.add(snapshot)

@@ -2,7 +2,7 @@
 
 A labeling assignment is done when its group has an annotation label on every criterion of the
 case's current approved rubric and none on an older one (the state the annotator's queue shows, kept
-on the assignment by db/counts/figures.py); a rubric assignment is done when the case's newest rubric version
+on the assignment by db/counts); a rubric assignment is done when the case's newest rubric version
 is submitted or approved. Disagreements are counted by `db.review` (rules of `db.rules.gold`).
 """
 
@@ -15,9 +15,8 @@ from sqlalchemy import case as sql_case, func
 from sqlmodel import Session, select
 
 from db import counts, review
-from db.access.policies import require_active, require_admin
+from db.access.policies import DisagreementFiguresPolicy, ProgressPolicy, authorize
 from db.rubrics.authoring import returned_to_author
-from db.rules.errors import PermissionDenied
 from db.store.current_rubric import counts_on_current_rubric, current_rubric_sizes, current_version_ids
 from db.store.models import (
     Assignment,
@@ -46,42 +45,37 @@ class ProgressReport:
     overall: dict = field(default_factory=dict)
 
 
-def unresolved_disagreement_count(session: Session, user: User) -> int:
+def unresolved_disagreement_count(session: Session, user: User, *, recount: bool = False) -> int:
     """Decisions on which the two groups' final labels differ and nobody adjudicated yet (db.review counts).
 
     Admins see every response's. A checker sees those of their own adjudication queue only: responses closed
     to them (db.access.independence), since a count that moved with their own still-open label would tell them the
-    other group's. Annotators are blinded to the other group.
+    other group's. Annotators are blinded to the other group. `recount`: counted from the labels (db.counts).
     """
-    require_active(user)
-    if user.role == Role.annotator:
-        raise PermissionDenied("annotators do not see the other group's labels", key="errors.other_group_hidden")
+    authorize(user, DisagreementFiguresPolicy.read())
     if user.role == Role.checker:
-        return int(review.my_unresolved_count(session, user))
-    require_admin(user)
-    return int(review.unresolved_count(session))
+        return int(review.my_unresolved_count(session, user, recount=recount))
+    return int(review.unresolved_count(session, recount=recount))
 
 
-def open_disagreements(session: Session, user: User) -> review.OpenDisagreements:
+def open_disagreements(session: Session, user: User, *, recount: bool = False) -> review.OpenDisagreements:
     """`unresolved_disagreement_count` with the number of responses holding those decisions, under the same
     rules: a checker's on the responses closed to them, every response's for admins, none for annotators."""
-    require_active(user)
-    if user.role == Role.annotator:
-        raise PermissionDenied("annotators do not see the other group's labels", key="errors.other_group_hidden")
+    authorize(user, DisagreementFiguresPolicy.read())
     if user.role == Role.checker:
-        return review.my_open_disagreements(session, user)
-    require_admin(user)
-    return review.all_open_disagreements(session)
+        return review.my_open_disagreements(session, user, recount=recount)
+    return review.all_open_disagreements(session, recount=recount)
 
 
-def _assignment_counts(session: Session) -> list[tuple[str, int, int | None, int, int]]:
+def _assignment_counts(session: Session, *, recount: bool = False) -> list[tuple[str, int, int | None, int, int]]:
     """(kind, user_id, group_no, assigned, done) of every owner of assignments.
 
-    A labeling assignment is done when its kept state (db/counts/figures.py, the annotator's queue's own) is done; a
-    rubric assignment when the case's newest rubric version is submitted or approved.
+    A labeling assignment is done when its kept state (db/counts, the annotator's queue's own) is done; a
+    rubric assignment when the case's newest rubric version is submitted or approved. `recount`: labeling
+    assignments' states counted from the labels instead.
     """
     rows: list[tuple[str, int, int | None, int, int]] = []
-    if counts.recounting():
+    if recount:
         rows += _recounted_label_counts(session)
     else:
         for user_id, group_no, assigned, n_done in session.exec(
@@ -113,11 +107,13 @@ def _recounted_label_counts(session: Session) -> list[tuple[str, int, int | None
     ).all()
     versions = current_version_ids(session, {r[2] for r in label_rows})
     sizes = current_rubric_sizes(session, {r[2] for r in label_rows})
-    counts = {g: counts.annotation_counts(session, [r[3] for r in label_rows if r[1] == g], g) for g in (1, 2)}
+    labeled = {
+        g: counts.annotation_counts(session, [r[3] for r in label_rows if r[1] == g], g, recount=True) for g in (1, 2)
+    }
     per_owner: dict[tuple[int, int | None], list[int]] = defaultdict(lambda: [0, 0])
     for user_id, group_no, case_pk, response_id in label_rows:
         version_id = versions.get(case_pk)
-        by_version = counts.get(group_no, {}).get(response_id, {})
+        by_version = labeled.get(group_no, {}).get(response_id, {})
         fresh = sum(n for v, n in by_version.items() if counts_on_current_rubric(v, version_id))
         stale = sum(n for v, n in by_version.items() if not counts_on_current_rubric(v, version_id))
         status = counts.label_status(version_id, sizes.get(case_pk, 0), fresh, stale)
@@ -126,10 +122,13 @@ def _recounted_label_counts(session: Session) -> list[tuple[str, int, int | None
     return [(AssignmentKind.label, uid, g, n, d) for (uid, g), (n, d) in per_owner.items()]
 
 
-def progress(session: Session, *, actor: User, with_disagreements: bool = True) -> ProgressReport:
-    """Assigned and done work per annotator, per group, and the pipeline's overall state."""
-    require_admin(actor)
-    counted = _assignment_counts(session)
+def progress(
+    session: Session, *, actor: User, with_disagreements: bool = True, recount: bool = False
+) -> ProgressReport:
+    """Assigned and done work per annotator, per group, and the pipeline's overall state (`recount`: the kept
+    figures it reads counted from the labels instead, db.counts)."""
+    authorize(actor, ProgressPolicy.manage())
+    counted = _assignment_counts(session, recount=recount)
     users = {u.id: u for u in session.exec(select(User)).all()}
     per_user: dict[int, dict] = defaultdict(
         lambda: dict(rubric_assigned=0, rubric_done=0, label_assigned=0, label_done=0)
@@ -179,13 +178,14 @@ def progress(session: Session, *, actor: User, with_disagreements: bool = True) 
         rubric_done=total(AssignmentKind.rubric, 4),
     )
     if with_disagreements:
-        overall["unresolved_disagreements"] = unresolved_disagreement_count(session, actor)
+        overall["unresolved_disagreements"] = unresolved_disagreement_count(session, actor, recount=recount)
     return ProgressReport(people=people, groups=list(per_group.values()), overall=overall)
 
 
-def my_progress(session: Session, user: User) -> dict:
-    """The sidebar's figures for an annotator: done and assigned items of their own queue."""
-    require_active(user)
+def my_progress(session: Session, user: User, *, recount: bool = False) -> dict:
+    """The sidebar's figures for an annotator: done and assigned items of their own queue (`recount`: its
+    labeling states counted from the labels instead of the kept ones)."""
+    authorize(user, ProgressPolicy.read_own())
     if user.role != Role.annotator:
         return dict(
             assigned=0,
@@ -199,9 +199,9 @@ def my_progress(session: Session, user: User) -> dict:
         )
     rubrics = my_queue(session, user, AssignmentKind.rubric)
     rubric_done = sum(item["done"] for item in rubrics)
-    # The labeling page's own queue states (db/counts/figures.py, kept on each assignment): one definition.
-    if counts.recounting():
-        labels = my_queue(session, user, AssignmentKind.label)
+    # The labeling page's own queue states (db/counts, kept on each assignment): one definition.
+    if recount:
+        labels = my_queue(session, user, AssignmentKind.label, recount=True)
         label_assigned, label_done = len(labels), sum(item["done"] for item in labels)
     else:
         label_assigned, label_done = _my_label_counts(session, user)
@@ -233,5 +233,5 @@ def _my_label_counts(session: Session, user: User) -> tuple[int, int]:
 
 def model_names(session: Session, *, actor: User) -> list[str]:
     """Models that have responses (admins only: annotators and checkers are blinded to them)."""
-    require_admin(actor)
+    authorize(actor, ProgressPolicy.manage())
     return sorted(session.exec(select(Response.model).distinct()).all())
