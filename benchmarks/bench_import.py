@@ -126,6 +126,7 @@ def baseline_seconds_per_label(url: str, labels: Path, sample: int) -> float:
     """
     from sqlmodel import Session, select
 
+    from db import counts
     from db.store.engine import make_engine
     from db.store.models import NO_GROUP, Case, Label, Response, RubricStatus, RubricVersion, User
 
@@ -166,6 +167,7 @@ def baseline_seconds_per_label(url: str, labels: Path, sample: int) -> float:
                     rubric_version_id=version.id,
                 )
             )
+            counts.refresh(session, [response.id])  # as every writer of labels does
             session.commit()
     seconds = time.perf_counter() - started
     engine.dispose()

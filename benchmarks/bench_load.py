@@ -39,6 +39,7 @@ if str(ROOT) not in sys.path:
 import sqlalchemy as sa  # noqa: E402
 from sqlalchemy import func, select  # noqa: E402
 
+from db import counts  # noqa: E402
 from db.access import users  # noqa: E402
 from db.labeling import drafts as label_drafts  # noqa: E402
 from db.store.current_rubric import current_versions  # noqa: E402
@@ -120,6 +121,7 @@ def add_labelers(
                         group_no=group,
                     )
                 )
+            counts.refresh_assignments(s, [response_id for response_id, _ in mine])
             token = users.open_session(s, user=user)
             s.flush()
             s.expunge(user)

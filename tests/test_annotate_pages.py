@@ -10,7 +10,7 @@ import pytest
 from sqlmodel import select
 
 from annotate import pages as annotate_pages
-from db import rubrics
+from db import counts, rubrics
 from db.labeling import draft_store as drafts, drafts as label_drafts
 from db.rubrics.authoring import CriterionInput, default_criterion_ids
 from db.store.engine import session_scope
@@ -48,6 +48,7 @@ def studio(app_database):
             session.add(
                 Assignment(kind="label", case_pk=labeled.id, response_id=response.id, user_id=ann2.id, group_no=2)
             )
+        counts.refresh_assignments(session, [first.id, second.id])
     return app_database
 
 
@@ -378,6 +379,7 @@ def test_hostile_text_is_shown_as_plain_text_only(app_database, page):
         rubric.status = RubricStatus.returned
         rubric.review_comment = hostile
         session.add(Assignment(kind="rubric", case_pk=case.id, user_id=ann.id, group_no=1))
+        counts.refresh_cases(session, [case.id])  # a new labeling assignment, and no approved rubric any more
     if page == "annotate-labeling":
         with session_scope(app_database) as session:
             make_rubric(session, case, n=N, version=2)  # approved, the one labeled against

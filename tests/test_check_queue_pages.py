@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from contextlib import nullcontext
 
 import pytest
 from sqlalchemy import select
 
-from db import counts, review
+from db import review
 from db.rules.errors import PermissionDenied, ValidationFailed
 from db.store.engine import session_scope
 from db.store.models import Case, JudgeDecision, Label, Response, Stage, User
@@ -97,8 +96,11 @@ def test_pages_windows_and_counts_equal_the_whole_queue(engine, recount):
     annotator_id = ids["annotator"]
     expected_all = _recount_all(engine, annotator_id, 1)
     assert len(expected_all) == 13  # 15 responses, 2 of them another annotator's
-    with session_scope(engine, read_only=True) as s, counts.use_recount() if recount else nullcontext():
-        whole = {mode: review.check_queue(s, checker, annotator_id=annotator_id, mode=mode, **o) for mode, o in MODES}
+    with session_scope(engine, read_only=True) as s:
+        whole = {
+            mode: review.check_queue(s, checker, annotator_id=annotator_id, mode=mode, recount=recount, **o)
+            for mode, o in MODES
+        }
         assert [(i.response_id, i.code, i.case_id, i.n_labels, i.n_checked) for i in whole["all"]] == expected_all
         assert 0 < len(whole["sample"]) < len(whole["all"]) and 0 < len(whole["judge"]) < len(whole["all"])
         fully = sum(1 for row in expected_all if row[4] >= row[3])
@@ -108,14 +110,24 @@ def test_pages_windows_and_counts_equal_the_whole_queue(engine, recount):
             for limit in (1, 2, 5, 100):
                 pages, offset = [], 0
                 while page := review.check_queue_page(
-                    s, checker, annotator_id=annotator_id, mode=mode, offset=offset, limit=limit, **options
+                    s,
+                    checker,
+                    annotator_id=annotator_id,
+                    mode=mode,
+                    offset=offset,
+                    limit=limit,
+                    recount=recount,
+                    **options,
                 ):
                     assert len(page) <= limit
                     pages.extend(page)
                     offset += limit
                 assert pages == queue, (mode, limit)
             recounted = (len(queue), sum(1 for i in queue if i.n_checked >= i.n_labels))
-            assert review.check_queue_counts(s, checker, annotator_id=annotator_id, mode=mode, **options) == recounted
+            counted = review.check_queue_counts(
+                s, checker, annotator_id=annotator_id, mode=mode, recount=recount, **options
+            )
+            assert counted == recounted
             ids_in_queue = [i.response_id for i in queue]
             for around in [None, ids["not_queued"], *ids_in_queue]:
                 position = ids_in_queue.index(around) if around in ids_in_queue else 0
@@ -128,6 +140,7 @@ def test_pages_windows_and_counts_equal_the_whole_queue(engine, recount):
                         around=around,
                         before=before,
                         after=after,
+                        recount=recount,
                         **options,
                     )
                     start = max(0, position - before)

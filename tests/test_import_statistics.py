@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from sqlmodel import Session
 
-from db import importers
-from db.counts import figures as counts_figures
+from db import counts, importers
+from db.counts import write as counts_write
 from db.importers import import_file
 from db.store.engine import make_engine
 from tests.support.import_samples import MODELS, case_record, label_record, response_record, write_jsonl
@@ -36,7 +36,7 @@ def _rows_known(engine) -> dict[str, float]:
 def test_a_large_import_leaves_statistics_of_what_it_wrote(postgres_url, tmp_path, monkeypatch):
     monkeypatch.setattr(importers.common, "ROW_CHUNK", 40)
     monkeypatch.setattr(importers.common, "BULK_ROWS", 20)
-    monkeypatch.setattr(counts_figures, "REFRESH_CHUNK", 2)
+    monkeypatch.setattr(counts_write, "REFRESH_CHUNK", 2)
     engine = make_engine(postgres_url)
     import_file(engine, "cases", write_jsonl(tmp_path / "cases.jsonl", [case_record(case_id) for case_id in CASES]))
     responses = [response_record(case_id, model) for case_id in CASES for model in MODELS]
@@ -61,5 +61,5 @@ def test_a_large_import_leaves_statistics_of_what_it_wrote(postgres_url, tmp_pat
 
     assert all(_rows_known(engine)[table] > 0 for table in WRITTEN), _rows_known(engine)
     with Session(engine) as session:
-        assert counts_figures.kept_tally(session) == counts_figures.recount_tally(session)
+        assert counts.kept_tally(session) == counts.recount_tally(session)
     engine.dispose()

@@ -16,6 +16,7 @@ from sqlalchemy import event, func, select, update
 from sqlmodel import Session
 
 from cli.main import main
+from db import counts
 from db.importers import import_file
 from db.importers.labels import _check_label
 from db.labeling import drafts as label_drafts
@@ -543,6 +544,7 @@ def test_a_label_save_on_a_full_disk_says_so_and_saves_nothing(sqlite_engine, mo
         session.add(
             Assignment(kind="label", case_pk=case.id, user_id=annotator.id, group_no=1, response_id=response.id)
         )
+        counts.refresh_assignments(session, [response.id])
     with session_scope(engine) as session:
         bench = label_drafts.open_response(session, annotator, response.id)
     before = (_label_count(engine), table_counts(engine)["AuditLog"])

@@ -1,9 +1,10 @@
-"""Kept figures (db/counts/figures.py) stay equal to a recount from every label, whatever path changed the labels.
+"""Kept figures (db.counts) stay equal to a recount from every label, whatever path changed the labels.
 
 The expected figures are computed here in plain Python from the label rows, following docs/REFERENCE.md §4
 word by word (group final label = check else annotation; gold = adjudication, else agreement, else
 single), independently of db.rules.gold's vectorised code. Labels change through every real writer:
-the annotator's save, the checker's check, adjudication, label import and direct ORM rows.
+the annotator's save, the checker's check, adjudication, label import and the test factories' rows (each
+refreshing the figures as every writer must).
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def _world(s, n_responses=6, n_criteria=5):
                     group_no=g,
                 )
             )
-    s.flush()
+    counts.refresh_assignments(s, [r.id for r in responses])
     return people, case, [r.id for r in responses]
 
 
@@ -175,9 +176,8 @@ def test_every_writer_keeps_the_figures_equal_to_a_recount(engine, tmp_path):
         review.take_into_adjudication(s, adjudicator)
     with session_scope(engine, read_only=True) as s:
         queue = review.adjudication_queue(s, adjudicator)
-        with counts.use_recount():
-            assert review.adjudication_queue(s, adjudicator) == queue
-            assert review.my_unresolved_count(s, adjudicator) == sum(item.n_unresolved for item in queue)
+        assert review.adjudication_queue(s, adjudicator, recount=True) == queue
+        assert review.my_unresolved_count(s, adjudicator, recount=True) == sum(item.n_unresolved for item in queue)
     assert [item.response_id for item in queue] == [open_ids[0]], "the queue lists what the checker may adjudicate"
     target = queue[0]
     with session_scope(engine) as s:
@@ -225,7 +225,7 @@ def test_every_writer_keeps_the_figures_equal_to_a_recount(engine, tmp_path):
     import_file(engine, "labels", write_jsonl(tmp_path / "labels.jsonl", rows))
     assert_kept_matches_labels(engine)
 
-    # Labels written as ORM rows (any other path) mark themselves too.
+    # A label the test factory writes as an ORM row, refreshing the figures as any writer must.
     with session_scope(engine) as s:
         response = s.get(Response, response_ids[5])
         make_label(s, response, "c05", True, s.get(User, ids[("checker", 2)]), stage=Stage.check, group_no=2)
@@ -250,11 +250,10 @@ def test_the_check_queue_and_annotator_list_read_the_kept_tally_like_a_recount(e
     with session_scope(engine, read_only=True) as s:
         kept_people = review.check_annotators(s, checker)
         kept_queue = review.check_queue(s, checker, annotator_id=annotator_id)
-        with counts.use_recount():
-            assert review.check_annotators(s, checker) == kept_people
-            assert review.check_queue(s, checker, annotator_id=annotator_id) == kept_queue
-            recounted = review.adjudication_queue(s, checker)
-            recounted_total = review.unresolved_count(s)
+        assert review.check_annotators(s, checker, recount=True) == kept_people
+        assert review.check_queue(s, checker, annotator_id=annotator_id, recount=True) == kept_queue
+        recounted = review.adjudication_queue(s, checker, recount=True)
+        recounted_total = review.unresolved_count(s, recount=True)
         assert review.adjudication_queue(s, checker) == recounted
         assert review.unresolved_count(s) == recounted_total
     assert [(p.username, p.n_responses, p.n_labels) for p in kept_people] == [("annotator1", 8, 40)]

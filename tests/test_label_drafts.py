@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import update
 from sqlmodel import func, select
 
-from db import labeling
+from db import counts, labeling
 from db.labeling import drafts as label_drafts
 from db.labeling.annotation import LabelInput, RubricChanged
 from db.labeling.drafts import UnjudgedCriteria
@@ -25,7 +25,7 @@ def assign(session, user, case, response):
     session.add(
         Assignment(kind="label", case_pk=case.id, user_id=user.id, group_no=user.group_no, response_id=response.id)
     )
-    session.flush()
+    counts.refresh_assignments(session, [response.id])
 
 
 @pytest.fixture

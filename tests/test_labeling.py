@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
-from db import labeling
+from db import counts, labeling
 from db.access.audit import verify_chain
 from db.labeling.annotation import LabelInput
 from db.rules.errors import PermissionDenied, StaleEdit, ValidationFailed
@@ -25,7 +25,7 @@ def assign(session, user, case, response=None, kind="label"):
             response_id=response.id if response else None,
         )
     )
-    session.flush()
+    counts.refresh_assignments(session, [response.id] if response else [])
 
 
 def decisions(met_ids=(), notes=None, n=N):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
+from db import counts
 from db.labeling import drafts as label_drafts
 from db.store.engine import session_scope
 from db.store.models import Assignment, Response, User
@@ -24,6 +25,7 @@ def queue(app_database):
         for model in ("secret-model-alpha", "secret-model-beta", "secret-model-gamma"):
             response = make_response(session, case, model, f"{model} 的回答")
             session.add(Assignment(kind="label", case_pk=case.id, response_id=response.id, user_id=ann2.id, group_no=2))
+            counts.refresh_assignments(session, [response.id])
     return app_database
 
 

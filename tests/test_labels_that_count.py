@@ -24,7 +24,7 @@ from analysis.exports.judgements import export_judgements
 from analysis.exports.sft import export_sft
 from analysis.loader import load_frames
 from analysis.report import build_report, report_json
-from db import labeling, review
+from db import counts, labeling, review
 from db.importers import import_file
 from db.store.engine import make_engine, session_scope
 from db.store.migrate import alembic_config, upgrade
@@ -98,7 +98,7 @@ def build_world(engine) -> dict:
             label.met = relabeled[label.criterion_id]
             label.rubric_version_id = version_2.id
             label.updated_at = utcnow()
-        s.flush()
+        counts.refresh(s, [responses[("CC-0001", "model-a")].id])  # as every writer of labels does
         return {
             "people": {name: user.id for name, user in people.items()},
             "responses": {key: response.id for key, response in responses.items()},
@@ -401,8 +401,6 @@ def test_revision_0011_stamps_each_label_with_the_version_current_when_it_was_wr
 def test_approving_a_new_version_rewrites_every_kept_figure_of_the_case(engine):
     """An approval alone (no label touched) takes the old labels out of the response status, the unresolved
     count, the check queue and the assignment states, as a recount from the labels that count gives them."""
-    from db import counts
-
     with session_scope(engine) as s:
         admin, a1, a2 = make_user(s, "admin", "admin", None), make_user(s, "a1"), make_user(s, "a2", group_no=2)
         k1, k2 = make_user(s, "k1", "checker", 1), make_user(s, "k2", "checker", 2)
@@ -421,6 +419,5 @@ def test_approving_a_new_version_rewrites_every_kept_figure_of_the_case(engine):
         assert counts.kept_status(s).empty and counts.recount_status(s).empty
         assert [item.status for item in labeling.labeling_queue(s, s.get(User, a1.id)).items] == ["stale"]
         assert review.check_queue(s, s.get(User, k1.id), annotator_id=a1.id) == []
-        with counts.use_recount():
-            assert review.unresolved_count(s) == 0
-            assert review.check_queue(s, s.get(User, k1.id), annotator_id=a1.id) == []
+        assert review.unresolved_count(s, recount=True) == 0
+        assert review.check_queue(s, s.get(User, k1.id), annotator_id=a1.id, recount=True) == []

@@ -17,7 +17,7 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from db import labeling, review
+from db import counts, labeling, review
 from db.access import independence
 from db.labeling.annotation import LabelInput
 from db.rules.errors import PermissionDenied
@@ -51,6 +51,7 @@ def _assign(session, user: User, response, created_at) -> None:
             created_at=created_at,
         )
     )
+    counts.refresh_assignments(session, [response.id])
 
 
 def _check(session, checker: User, response, positions) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from db import labeling
+from db import counts, labeling
 from db.store.engine import session_scope
 from db.store.models import Assignment, AssignmentKind, User
 from i18n import translate
@@ -31,6 +31,7 @@ def annotated(app_database):
                     group_no=1,
                 )
             )
+            counts.refresh_assignments(s, [response.id])
     return app_database
 
 

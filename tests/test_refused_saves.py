@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
-from db import review
+from db import counts, review
 from db.labeling import drafts as label_drafts
 from db.labeling.annotation import LabelsChanged
 from db.review.locked_save import SavedSince
@@ -40,6 +40,7 @@ def world(engine):
                     kind="label", case_pk=case.id, user_id=user.id, group_no=user.group_no, response_id=response.id
                 )
             )
+        counts.refresh_assignments(s, [response.id])
         ids = {name: int(user.id) for name, user in people.items()} | {"R": int(response.id)}
     return ids
 

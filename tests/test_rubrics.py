@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
-from db import rubrics
+from db import counts, rubrics
 from db.access.audit import verify_chain
 from db.rubrics.authoring import CriterionInput, default_criterion_ids
 from db.rules.errors import PermissionDenied, StaleEdit, ValidationFailed
@@ -25,7 +25,7 @@ def assign(session, user, case, kind="rubric", response=None):
             response_id=response.id if response else None,
         )
     )
-    session.flush()
+    counts.refresh_assignments(session, [response.id] if response else [])
 
 
 def clean_criteria(n=N, prefix="标准"):

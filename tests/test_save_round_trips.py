@@ -35,6 +35,7 @@ def world(session):
                     kind="label", case_pk=case.id, user_id=user.id, group_no=user.group_no, response_id=response.id
                 )
             )
+    counts.refresh_assignments(session, [response.id for response in responses])
     session.commit()
     return dict(g1=g1, g2=g2, case=case, responses=responses)
 
@@ -119,7 +120,7 @@ def test_figures_chain_and_refusals_hold_after_the_shorter_save(session, engine,
     save(session, g2, first.id, all_met(True) | {"c03": False, "c07": False})
     save(session, g1, second.id, all_met(False))
     with engine.connect() as connection:
-        status = {row[0]: tuple(row[1:]) for row in connection.execute(select(*counts._STATUS.c)).all()}
+        status = {row[0]: tuple(row[1:]) for row in connection.execute(select(*ResponseStatus.__table__.c)).all()}
     # Both groups labeled the first response and differ on two criteria; only group 1 labeled the second.
     assert status[first.id] == (N, 2, 2, N - 2)
     assert status[second.id] == (0, 0, 0, N)
@@ -144,7 +145,7 @@ def test_a_response_whose_labels_are_all_gone_loses_its_kept_status(session, eng
     save(session, g1, response.id, all_met(True))
     assert session.get(ResponseStatus, response.id) is not None
     session.execute(delete(Label).where(Label.response_id == response.id))
-    counts.touch(session, [response.id])
+    counts.refresh(session, [response.id])
     session.commit()
     session.expire_all()
     assert session.get(ResponseStatus, response.id) is None

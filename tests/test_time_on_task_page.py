@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlmodel import select
 
-from db import labeling
+from db import counts, labeling
 from db.labeling import drafts as label_drafts
 from db.store.engine import session_scope
 from db.store.models import Assignment, Response, User
@@ -25,6 +25,7 @@ def test_progress_page_lists_median_active_time_and_fast_saves(app_database):  #
         for model in ("m1", "m2", "m3"):
             response = make_response(s, case, model=model, text="回答")
             s.add(Assignment(kind="label", case_pk=case.id, response_id=response.id, user_id=ann.id, group_no=1))
+            counts.refresh_assignments(s, [response.id])
     # 90 s, 12 s (under a second per criterion) and 40 s of active time
     with session_scope(app_database) as s:
         ann = s.exec(select(User).where(User.username == "g1a1")).one()

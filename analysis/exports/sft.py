@@ -6,6 +6,7 @@ import random
 import shutil
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +132,71 @@ def export_sft(
     unknown = [model for model in holdout if model not in set(responses["model"])]
     if unknown:
         raise ValidationFailed(f"held-out model(s) not in the database: {', '.join(unknown)}")
+    chosen = _training_rows(
+        engine, gold, responses, include_calibration=include_calibration, only_disagreements=only_disagreements
+    )
+    rows = chosen.rows
+    bodies, prompt = _prompt_bodies(engine, responses), PromptTemplate(template)
+    part = _parts(rows, holdout, seed, dev_fraction)
+
+    directory = prepare_dir(Path(directory), SFT_FILES)
+    file_names = ["train.jsonl", "dev.jsonl"] + (["heldout.jsonl"] if holdout else [])
+    writers = {name: HashingWriter(directory / name) for name in file_names}
+    try:
+        with_note = _write_rows(writers, rows, part, bodies, prompt, fmt, progress)
+    finally:
+        for writer in writers.values():
+            writer.close()
+    counts = Counter({name: writer.lines for name, writer in writers.items()})
+    progress(len(rows), len(rows), "sft rows")
+    shutil.copyfile(template_source, directory / "judge_prompt.txt")
+
+    files: dict[str, dict[str, Any]] = {
+        name: {"rows": counts[name], "sha256": writers[name].sha256} for name in file_names
+    }
+    files["judge_prompt.txt"] = {"sha256": sha256_file(directory / "judge_prompt.txt")}
+    written = _Written(
+        rows={name: counts[name] for name in file_names},
+        cases={name: int(rows.loc[part == name.split(".")[0], "case_id"].nunique()) for name in file_names},
+        with_note=with_note,
+        files=files,
+    )
+    options = {
+        "format": fmt,
+        "dev_fraction": dev_fraction,
+        "holdout_models": holdout,
+        "template": template_name(template_path),
+        "include_calibration": include_calibration,
+        "only_disagreements": only_disagreements,
+    }
+    write_json(directory / "manifest.json", _manifest(engine, seed, options, chosen, written))
+    return _summary(directory, chosen, written, include_calibration=include_calibration)
+
+
+@dataclass(frozen=True)
+class _TrainingRows:
+    """The gold decisions that become rows, in export order, and what was left out on the way."""
+
+    rows: pd.DataFrame
+    outside_rubric: int
+    calibration_rows: int
+
+
+@dataclass(frozen=True)
+class _Written:
+    """What the files hold: rows and cases per file, explanations from a physician's note, files' digests."""
+
+    rows: dict[str, int]
+    cases: dict[str, int]
+    with_note: int
+    files: dict[str, dict[str, Any]]
+
+
+def _training_rows(
+    engine: Engine, gold: pd.DataFrame, responses: pd.DataFrame, *, include_calibration: bool, only_disagreements: bool
+) -> _TrainingRows:
+    """Gold decisions on the current rubrics (without the calibration samples unless included; only the drawn
+    disagreements when asked), each with its supporting note and its rubric item's text."""
     criteria = current_criteria(engine, text=True)
     keys = responses[["response_id", "case_pk", "case_id", "model"]]
     rows = in_decision_order(in_current_rubric(gold[[*DECISION, "met"]], keys, criteria))
@@ -148,7 +214,19 @@ def export_sft(
         on=["case_pk", "criterion_id"],
         how="left",
     )
+    return _TrainingRows(rows, outside_rubric, calibration_rows)
 
+
+def _parts(rows: pd.DataFrame, holdout: list[str], seed: int, dev_fraction: float) -> np.ndarray:
+    """The file of each row: heldout for the held-out models' responses, else dev or train by its case."""
+    in_holdout = rows["model"].isin(holdout).to_numpy()
+    pool = rows.loc[~in_holdout, "case_id"].drop_duplicates().tolist()
+    dev_cases = split_cases(pool, seed, dev_fraction)
+    return np.where(in_holdout, "heldout", np.where(rows["case_id"].isin(dev_cases), "dev", "train"))
+
+
+def _prompt_bodies(engine: Engine, responses: pd.DataFrame) -> tuple[dict, dict]:
+    """The JSON bodies of each case's user message (by case_pk) and of each response (by response_id)."""
     cases = cases_with_text(engine).set_index("case_pk")
     message_body = {
         pk: json_body(user_message(context, request))
@@ -157,17 +235,21 @@ def export_sft(
     response_body = {
         response_id: json_body(text) for response_id, text in zip(responses["response_id"], responses["text"])
     }
+    return message_body, response_body
+
+
+def _write_rows(
+    writers: dict[str, HashingWriter],
+    rows: pd.DataFrame,
+    part: np.ndarray,
+    bodies: tuple[dict, dict],
+    prompt: PromptTemplate,
+    fmt: str,
+    progress: Progress,
+) -> int:
+    """Write each row to its part's file; returns how many rows explain with a physician's note."""
+    message_body, response_body = bodies
     item_body: dict[str, str] = {}
-    prompt = PromptTemplate(template)
-
-    in_holdout = rows["model"].isin(holdout).to_numpy()
-    pool = rows.loc[~in_holdout, "case_id"].drop_duplicates().tolist()
-    dev_cases = split_cases(pool, seed, dev_fraction)
-    part = np.where(in_holdout, "heldout", np.where(rows["case_id"].isin(dev_cases), "dev", "train"))
-
-    directory = prepare_dir(Path(directory), SFT_FILES)
-    file_names = ["train.jsonl", "dev.jsonl"] + (["heldout.jsonl"] if holdout else [])
-    writers = {name: HashingWriter(directory / name) for name in file_names}
     generic = {met: json_text(judge_answer(GENERIC_EXPLANATION[met], met)) for met in (True, False)}
     metas = (
         f'"meta": {{"case_id": {case_id}, "model": {model}, "criterion_id": {criterion_id}}}}}'
@@ -176,85 +258,70 @@ def export_sft(
         )
     )
     with_note = 0
-    try:
-        # Each line is exactly json.dumps(record, ensure_ascii=False) of the record below, built from
-        # pre-encoded pieces: {"instruction": prompt, "output": answer, "meta": {case_id, model, criterion_id}}
-        # or {"messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}], "meta": …}.
-        columns = zip(
-            rows["case_pk"].tolist(),
-            rows["response_id"].tolist(),
-            rows["rubric_item"].tolist(),
-            rows["note"].tolist(),
-            rows["met"].tolist(),
-            part.tolist(),
-            metas,
+    # Each line is exactly json.dumps(record, ensure_ascii=False) of the record below, built from
+    # pre-encoded pieces: {"instruction": prompt, "output": answer, "meta": {case_id, model, criterion_id}}
+    # or {"messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}], "meta": …}.
+    columns = zip(
+        rows["case_pk"].tolist(),
+        rows["response_id"].tolist(),
+        rows["rubric_item"].tolist(),
+        rows["note"].tolist(),
+        rows["met"].tolist(),
+        part.tolist(),
+        metas,
+    )
+    for index, (case_pk, response_id, rubric_item, note, met, where, meta) in enumerate(columns):
+        item = item_body.get(rubric_item)
+        if item is None:
+            item = item_body[rubric_item] = json_body(rubric_item)
+        instruction = prompt.fill_json_body(
+            {"user_message": message_body[case_pk], "response": response_body[response_id], "rubric_item": item}
         )
-        for index, (case_pk, response_id, rubric_item, note, met, where, meta) in enumerate(columns):
-            item = item_body.get(rubric_item)
-            if item is None:
-                item = item_body[rubric_item] = json_body(rubric_item)
-            instruction = prompt.fill_json_body(
-                {"user_message": message_body[case_pk], "response": response_body[response_id], "rubric_item": item}
+        if isinstance(note, str) and note:
+            with_note += 1
+            answer = json_text(judge_answer(note, met))
+        else:
+            answer = generic[bool(met)]
+        if fmt == "instruction":
+            line = f'{{"instruction": "{instruction}", "output": {answer}, {meta}\n'
+        else:
+            line = (
+                f'{{"messages": [{{"role": "user", "content": "{instruction}"}}, '
+                f'{{"role": "assistant", "content": {answer}}}], {meta}\n'
             )
-            if isinstance(note, str) and note:
-                with_note += 1
-                answer = json_text(judge_answer(note, met))
-            else:
-                answer = generic[bool(met)]
-            if fmt == "instruction":
-                line = f'{{"instruction": "{instruction}", "output": {answer}, {meta}\n'
-            else:
-                line = (
-                    f'{{"messages": [{{"role": "user", "content": "{instruction}"}}, '
-                    f'{{"role": "assistant", "content": {answer}}}], {meta}\n'
-                )
-            writers[f"{where}.jsonl"].add(line)
-            if index % PROGRESS_CHUNK == 0:
-                progress(index, len(rows), "sft rows")
-    finally:
-        for writer in writers.values():
-            writer.close()
-    counts = Counter({name: writer.lines for name, writer in writers.items()})
-    progress(len(rows), len(rows), "sft rows")
-    shutil.copyfile(template_source, directory / "judge_prompt.txt")
+        writers[f"{where}.jsonl"].add(line)
+        if index % PROGRESS_CHUNK == 0:
+            progress(index, len(rows), "sft rows")
+    return with_note
 
-    files: dict[str, dict[str, Any]] = {
-        name: {"rows": counts[name], "sha256": writers[name].sha256} for name in file_names
-    }
-    files["judge_prompt.txt"] = {"sha256": sha256_file(directory / "judge_prompt.txt")}
-    case_counts = {name: int(rows.loc[part == name.split(".")[0], "case_id"].nunique()) for name in file_names}
-    manifest = {
+
+def _manifest(engine: Engine, seed: int, options: dict, chosen: _TrainingRows, written: _Written) -> dict:
+    """manifest.json: the options, what each file holds, how explanations were chosen, the audit head."""
+    return {
         "seed": seed,
-        "options": {
-            "format": fmt,
-            "dev_fraction": dev_fraction,
-            "holdout_models": holdout,
-            "template": template_name(template_path),
-            "include_calibration": include_calibration,
-            "only_disagreements": only_disagreements,
-        },
+        "options": options,
         "counts": {
-            "rows": {name: counts[name] for name in file_names},
-            "cases": case_counts,
-            "explanations": {"physician_note": with_note, "generic": len(rows) - with_note},
-            "gold_outside_current_rubric": outside_rubric,
-            "calibration_sample_rows": {"found": calibration_rows, "included": include_calibration},
+            "rows": written.rows,
+            "cases": written.cases,
+            "explanations": {"physician_note": written.with_note, "generic": len(chosen.rows) - written.with_note},
+            "gold_outside_current_rubric": chosen.outside_rubric,
+            "calibration_sample_rows": {"found": chosen.calibration_rows, "included": options["include_calibration"]},
         },
         "explanation_rule": EXPLANATION_RULE,
-        "files": files,
+        "files": written.files,
         "audit_head": audit_head(engine),
     }
-    write_json(directory / "manifest.json", manifest)
+
+
+def _summary(directory: Path, chosen: _TrainingRows, written: _Written, *, include_calibration: bool) -> ExportSummary:
+    """What the command line prints and the export page shows, with what was left out and why."""
     summary = ExportSummary(
         "sft",
         directory,
-        counts={
-            "rows": {name: counts[name] for name in file_names},
-            "cases": case_counts,
-            "physician notes used": with_note,
-        },
-        files={name: item["sha256"] for name, item in files.items()},
+        counts={"rows": written.rows, "cases": written.cases, "physician notes used": written.with_note},
+        files={name: item["sha256"] for name, item in written.files.items()},
     )
+    calibration_rows, outside_rubric = chosen.calibration_rows, chosen.outside_rubric
     if calibration_rows and not include_calibration:
         summary.notes.append(f"{calibration_rows} gold decision(s) on calibration-sample responses left out")
     if outside_rubric:

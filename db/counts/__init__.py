@@ -1,62 +1,61 @@
 """Kept figures: the per-response and per-person tallies the queues and checker pages read, and the one
 rule for the state of a group's labels on a response. Writers call `refresh` inside their own transaction.
 
+Recounting 1.8 M labels on every page visit is what made the checker pages slow at full scale. Two small tables
+hold the figures instead, with the state of each labeling assignment:
+
+- `label_tally`: how many labels each person made on a response, per group, stage and rubric version, those of
+  them no check label of the group answers yet, and of the annotation labels that count on the current rubric,
+  those whose decision's gold differs and those whose decision has no gold yet;
+- `response_status`: per response, from the labels that count on the current rubric only, the decisions both
+  groups labeled, those where the groups' final labels differ, those still unresolved and those with gold;
+- on each labeling assignment, the state of its group's labels (`label_status`), how many count on the current
+  rubric and that rubric's size.
+
+What this room decides: those figures from the labels (`state`: the state rule; `status`: a response's status by
+db.rules.gold), how they are written (`write`: every writer that changes labels, labeling assignments or a
+case's current rubric calls `refresh`, `refresh_assignments` or `refresh_cases` inside its own transaction, in
+plain sight at its call site), how they are read (`read`: kept, or with `recount=True` counted from every label)
+and the straightforward recount they are compared with (`recount`).
+
 May import: db.store, db.rules.
 """
 
-from db.counts.figures import (
-    DONE,
-    PARTIAL,
-    REFRESH_CHUNK,
-    STALE,
-    STATUS_COLUMNS,
-    TODO,
-    WAITING,
+from db.counts.read import (
     ResponseFigures,
     annotation_counts,
     feedback_tally,
-    hold_current_rubric,
-    hold_row_locks,
-    kept_status,
-    kept_tally,
-    label_status,
+    responses_with_unresolved,
+    tally,
+    unresolved_total,
+)
+from db.counts.recount import kept_status, kept_tally, recount_status, recount_tally, recounted_tally
+from db.counts.state import DONE, PARTIAL, STALE, TODO, WAITING, label_status
+from db.counts.status import status_of_labels
+from db.counts.tables import STATUS_COLUMNS
+from db.counts.write import (
+    REFRESH_CHUNK,
     rebuild_all,
     rebuild_assignments,
     rebuild_status,
     rebuild_tally,
-    recount_status,
-    recount_tally,
-    recounting,
     refresh,
     refresh_assignments,
-    responses_with_unresolved,
-    status_of_labels,
-    tally,
-    touch,
-    touch_assignments,
-    touch_cases,
-    unresolved_total,
-    use_recount,
+    refresh_cases,
 )
 
 __all__ = [
     "REFRESH_CHUNK",
     "STATUS_COLUMNS",
-    "use_recount",
-    "recounting",
     "TODO",
     "PARTIAL",
     "DONE",
     "STALE",
     "WAITING",
     "label_status",
-    "touch",
-    "touch_assignments",
-    "touch_cases",
-    "hold_row_locks",
     "refresh",
     "refresh_assignments",
-    "hold_current_rubric",
+    "refresh_cases",
     "rebuild_all",
     "rebuild_status",
     "rebuild_tally",
@@ -68,8 +67,9 @@ __all__ = [
     "tally",
     "feedback_tally",
     "annotation_counts",
+    "recounted_tally",
     "recount_status",
+    "recount_tally",
     "kept_status",
     "kept_tally",
-    "recount_tally",
 ]

@@ -224,7 +224,6 @@ def _write_rubrics(run: _Run, cases: list[tuple[dict, int]]) -> set[str]:
     if not versions:
         return renewed
     connection.execute(insert(_RUBRIC_TABLE), versions)
-    counts.touch_cases(run.session, touched)  # their current rubric changed
     wanted = {(v["case_pk"], v["version"]) for v in versions}
     version_id = {}
     for batch in _batches(sorted({v["case_pk"] for v in versions})):
@@ -245,4 +244,5 @@ def _write_rubrics(run: _Run, cases: list[tuple[dict, int]]) -> set[str]:
     run.summary.rubric_versions += len(versions)
     run.summary.criteria += len(rows)
     run.audit(audit_rows)
+    counts.refresh_cases(run.session, touched)  # their current rubric changed, with its criteria written above
     return renewed

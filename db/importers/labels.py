@@ -157,6 +157,7 @@ def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
         if account.group_no is None and not account.is_active and not account.password_hash:
             groupless.add(account.username)
     had_labels = _table_has_rows(connection, _LABEL_TABLE)
+    labeled: set[int] = set()  # responses whose labels the file wrote: their kept figures are refreshed at the end
     inserter = _BulkInserter(run, _LABEL_TABLE, _LABEL_COLUMNS, copy_line=_label_copy_line)
     problems, errors_so_far, stamp = run.problems, run.problems.errors, run.stored_now
     rubric_version, stage_index = targets.rubric_version, _STAGE_INDEX
@@ -237,11 +238,13 @@ def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
         )
         names.append((case_id, model, annotator))
         if len(rows) >= common.ROW_CHUNK:
-            _write_labels(run, rows, names, inserter, had_labels)
+            labeled |= _write_labels(run, rows, names, inserter, had_labels)
             rows, names = [], []
             run.progress(line, None, "lines")
     run.summary.records += count
-    _write_labels(run, rows, names, inserter, had_labels)
+    labeled |= _write_labels(run, rows, names, inserter, had_labels)
+    if run.writing():
+        counts.refresh(run.session, labeled)
 
 
 def _author_refused(annotator: str, refusal: Said) -> Said:
@@ -250,16 +253,16 @@ def _author_refused(annotator: str, refusal: Said) -> Said:
 
 def _write_labels(
     run: _Run, rows: list[tuple], names: list[tuple[str, str, str]], inserter: _BulkInserter, had_labels: bool
-) -> None:
+) -> set[int]:
+    """Writes a chunk of label rows; returns the responses they are on (the caller refreshes their kept figures)."""
     if not rows or not run.writing():
-        return
-    counts.touch(run.session, {row[0] for row in rows})
+        return set()
     if not had_labels:
         # Nothing was stored before this import and the file has no repeats: every row is new.
         inserter.insert(rows)
         run.summary.inserted += len(rows)
         run.audit([_inserted_entry(run, rows, names)])
-        return
+        return {row[0] for row in rows}
     connection = run.connection
     existing: dict[tuple, Any] = {}
     for batch in _batches(sorted({row[0] for row in rows})):
@@ -338,6 +341,7 @@ def _write_labels(
     run.summary.inserted += len(new_rows)
     run.summary.replaced += len(changes)
     run.audit(audit_rows)
+    return {row[0] for row in rows}
 
 
 def _inserted_entry(run: _Run, rows: list[tuple], names: list[tuple[str, str, str]]) -> dict:

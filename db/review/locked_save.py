@@ -12,7 +12,6 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from db import counts
 from db.access.audit import record
 from db.labeling.view import LabelView
 from db.review.shared import _username, current_rubric_version_id
@@ -97,7 +96,8 @@ def save_label(
 
     seen_lock_version None means "I saw no label here": a row that exists (or is inserted by a
     racing writer) is a StaleEdit. Otherwise the UPDATE only lands on exactly that revision.
-    Rules (who may save what) are the caller's; this only persists, locks and audits.
+    Rules (who may save what) are the caller's; this only persists, locks and audits. The caller refreshes the
+    response's kept figures (db.counts.refresh) before its transaction ends, once for all the labels it saved.
     """
     rubric_version_id = current_rubric_version_id(session, case.id)
     entity_key = f"{case.case_id}/{response.model}/{criterion_id}/{stage}/{group_no}"
@@ -138,7 +138,6 @@ def save_label(
             entity_key=entity_key,
             after=_label_snapshot(session, label),
         )
-        counts.touch(session, [response.id])
         return label
     existing = _find_label(session, response.id, criterion_id, stage, group_no)
     if existing is None:
@@ -173,7 +172,6 @@ def save_label(
         before=before,
         after=_label_snapshot(session, label),
     )
-    counts.touch(session, [response.id])
     return label
 
 

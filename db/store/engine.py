@@ -11,7 +11,6 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, create_engine
 
-from db.counts import figures as _counts  # noqa: F401  (its session events keep the kept figures: any writer must have them)
 from db.rules.config import database_url
 from db.rules.errors import DatabaseBusy, DiskFull
 from db.rules.security import make_sqlite_files_private

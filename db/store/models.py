@@ -112,7 +112,7 @@ class Assignment(SQLModel, table=True):
     group_no: int | None = None
     created_at: datetime = Field(default_factory=utcnow)
     created_by: int | None = Field(default=None, foreign_key="user.id")
-    # Kept figures of a labeling assignment (db/counts/figures.py), rewritten with its response's labels and its
+    # Kept figures of a labeling assignment (db/counts), rewritten with its response's labels and its
     # case's current rubric: the state of the group's labels (db.labeling.annotation's todo/partial/done/stale/waiting),
     # labels on the current rubric, and that rubric's size. None on rubric assignments.
     label_status: str | None = Field(default=None, max_length=16)
@@ -341,7 +341,7 @@ NO_RUBRIC_VERSION = 0
 
 
 class LabelTally(SQLModel, table=True):
-    """Kept figure (db/counts/figures.py): labels one person made on a response, per group, stage and rubric version."""
+    """Kept figure (db/counts): labels one person made on a response, per group, stage and rubric version."""
 
     __tablename__ = "label_tally"
     __table_args__ = (
@@ -365,7 +365,7 @@ class LabelTally(SQLModel, table=True):
 
 
 class ResponseStatus(SQLModel, table=True):
-    """Kept figures (db/counts/figures.py) of one response: compared, differing, unresolved and gold decisions."""
+    """Kept figures (db/counts) of one response: compared, differing, unresolved and gold decisions."""
 
     __tablename__ = "response_status"
 

@@ -14,7 +14,7 @@ def counts(session: Session) -> dict:
     def count(statement) -> int:
         return int(session.execute(statement).scalar_one())
 
-    # Summed from the kept tally (db/counts/figures.py, ~30x fewer rows than the label table), exact all the same.
+    # Summed from the kept tally (db/counts, ~30x fewer rows than the label table), exact all the same.
     # `labels` counts the labels that count (made on their case's current rubric, db.store.current_rubric);
     # `labels.on_older_rubric` the rows kept from older versions, so nothing is hidden.
     counting = counts_sql(LabelTally.rubric_version_id)

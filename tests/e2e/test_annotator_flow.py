@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 from sqlmodel import select
 
 from annotate.authoring import ROW_HEIGHT  # the editor's row height: the tests click rows by it
+from db import counts
 from db.access import users
 from db.rules.config import RUBRIC_SIZE
 from db.store.engine import make_engine, session_scope
@@ -80,6 +81,7 @@ def world(app_server, accounts):
                 kind=AssignmentKind.label, case_pk=to_label.id, response_id=response.id, user_id=grader.id, group_no=2
             )
         )
+        counts.refresh_assignments(s, [response.id])
         ids = {
             "write_pk": to_write.id,
             "write_id": to_write.case_id,

@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from db import labeling, review, rubrics
+from db import counts, labeling, review, rubrics
 from db.access import independence, users
 from db.rules.config import RUBRIC_SIZE
 from db.rules.gold import LABEL_COLUMNS, gold_labels
@@ -130,6 +130,7 @@ def _label_both_groups(engine, case_pk, annotator1: str, annotator2: str) -> int
                     group_no=group,
                 )
             )
+        counts.refresh_assignments(s, [response.id])
         response_id = response.id
     for name, group in ((annotator1, 1), (annotator2, 2)):
         with session_scope(engine) as s:

@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
+from db import counts
 from db.access import users
 from db.rules.config import RUBRIC_SIZE
 from db.store.engine import make_engine, session_scope
@@ -47,6 +48,7 @@ def world(app_server, accounts):
                     kind=AssignmentKind.label, case_pk=case.id, response_id=response.id, user_id=grader.id, group_no=2
                 )
             )
+        counts.refresh_assignments(s, [response.id for response in responses])
         _lengthen_criteria(s, case.id)
         world = {
             "case_id": case.case_id,

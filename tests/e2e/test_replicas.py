@@ -20,7 +20,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from db import labeling, review
+from db import counts, labeling, review
 from db.access import independence, users
 from db.store.engine import make_engine, session_scope
 from db.store.models import Assignment, AssignmentKind, Label, Stage, User
@@ -104,6 +104,7 @@ def _disputed_response(database_url: str) -> tuple[int, str]:
                         group_no=group,
                     )
                 )
+            counts.refresh_assignments(s, [response.id])
             response_id, code = response.id, response.code
         for group, name in enumerate(annotators, start=1):
             with session_scope(engine) as s:

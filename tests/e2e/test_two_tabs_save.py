@@ -12,6 +12,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
+from db import counts
 from db.access import users
 from db.rules.config import RUBRIC_SIZE
 from db.store.engine import make_engine, session_scope
@@ -44,6 +45,7 @@ def world(app_server, accounts):
         s.add(
             Assignment(kind=AssignmentKind.label, case_pk=case.id, response_id=response.id, user_id=user.id, group_no=1)
         )
+        counts.refresh_assignments(s, [response.id])
         world = {"code": response.code, "response_id": response.id, "user_id": user.id}
     yield {"engine": engine, "labeler": labeler, **world}
     engine.dispose()

@@ -10,6 +10,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
+from db import counts
 from db.access import users
 from db.rules.config import RUBRIC_SIZE
 from db.store.engine import make_engine, session_scope
@@ -44,6 +45,7 @@ def world(app_server, accounts):
                 kind=AssignmentKind.label, case_pk=case.id, response_id=response.id, user_id=grader.id, group_no=2
             )
         )
+        counts.refresh_assignments(s, [response.id])
         version = s.exec(select(RubricVersion).where(RubricVersion.case_pk == case.id)).one()
         for criterion in s.exec(select(Criterion).where(Criterion.rubric_version_id == version.id)).all():
             if criterion.position in CRITERIA:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlmodel import Session
 
+from db import counts
 from db.rules.security import hash_password
 from db.store.current_rubric import current_approved_version
 from db.store.models import NO_GROUP, Case, Criterion, Label, Response, RubricStatus, RubricVersion, Stage, User
@@ -86,6 +87,8 @@ def make_rubric(
             )
         )
     session.flush()
+    if status == RubricStatus.approved:
+        counts.refresh_cases(session, [case.id])  # the case's current rubric changed
     return rubric
 
 
@@ -127,6 +130,7 @@ def make_label(
     )
     session.add(label)
     session.flush()
+    counts.refresh(session, [response.id])
     return label
 
 

@@ -4,7 +4,7 @@ Revision ID: 0007
 Revises: 0005
 
 The checker pages, the sidebar and the progress page read these small tables instead of recounting
-every label; db/counts/figures.py rewrites the rows of the responses each save or import touches. An existing
+every label; db/counts rewrites the rows of the responses each save or import touches. An existing
 database gets them computed from its labels here. An index on label.updated_at lets the data version
 read the newest label edit without a scan.
 """

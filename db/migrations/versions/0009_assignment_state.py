@@ -5,11 +5,11 @@ Revises: 0008
 
 The annotator's queue, the sidebar's progress and the progress page read the state of the group's
 labels on each assigned response (todo, partial, done, stale, waiting), the labels that count on the
-current rubric and that rubric's size from the assignment row; db/counts/figures.py rewrites them as labels,
+current rubric and that rubric's size from the assignment row; db/counts rewrites them as labels,
 assignments and current rubrics change. The label tally also counts the annotation labels whose group
 has no check label for them yet, so "check pending" (db.access.independence) reads the tally, not the labels.
 An existing database gets both computed by revision 0010, which adds the tally's last columns: the
-rebuild runs today's db/counts/figures.py, which writes every column of the tally, so it belongs to the newest
+rebuild runs today's db/counts, which writes every column of the tally, so it belongs to the newest
 revision that changes these tables.
 """
 

@@ -6,9 +6,9 @@ Revises: 0009
 The annotator's feedback page shows how many of their labels gold confirms and lists the responses where
 it differs, a page at a time; the label tally now keeps, of each annotation row's labels that count on
 the current rubric, those whose decision's gold differs from the label and those whose decision has no
-gold yet (db/counts/figures.py), so the page reads them instead of comparing every label with gold.
+gold yet (db/counts), so the page reads them instead of comparing every label with gold.
 An existing database gets the whole tally (with revision 0009's column) and every labeling assignment's state
-computed by revision 0011 (today's db/counts/figures.py, run by the newest revision that changes what it reads).
+computed by revision 0011 (today's db/counts, run by the newest revision that changes what it reads).
 """
 
 import sqlalchemy as sa

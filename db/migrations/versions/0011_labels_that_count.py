@@ -12,7 +12,7 @@ of cases and labels in one go can do) gets the case's first approved version, th
 been made on. A case without any approved version leaves its labels without a version: they count
 nowhere, like any label on an older version, and stay readable.
 Which labels count changes with the stamps, so every kept figure is rebuilt here by today's
-db/counts/figures.py (the rebuild revision 0010 did moves to this newest revision that changes what it reads).
+db/counts (the rebuild revision 0010 did moves to this newest revision that changes what it reads).
 Downgrading keeps the stamps: revision 0010's rule counts a stamped label as it counted an unstamped one
 as long as its version is current.
 """

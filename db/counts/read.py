@@ -1,0 +1,99 @@
+"""Reading the kept figures: what the checker pages, the sidebar and the queues count.
+
+Each reader reads the kept rows, or with `recount=True` counts the same figures from every label (db.counts.recount:
+the tests and benchmarks compare both ways; the pages never recount).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlmodel import Session
+
+from db.counts.recount import recount_status, recounted_tally
+from db.counts.tables import STATUS, STATUS_COLUMNS, TALLY
+from db.store.current_rubric import counts_sql
+from db.store.models import NO_RUBRIC_VERSION, Stage
+
+
+@dataclass(frozen=True)
+class ResponseFigures:
+    """One response's status figures (STATUS_COLUMNS)."""
+
+    response_id: int
+    n_compared: int
+    n_differing: int
+    n_unresolved: int
+    n_gold: int
+
+
+def unresolved_total(session: Session, *, recount: bool = False) -> int:
+    """Decisions where both groups have a final label, they differ, and nobody adjudicated (docs/REFERENCE.md §4)."""
+    if recount:
+        return int(recount_status(session)["n_unresolved"].sum())
+    total = session.execute(
+        select(func.coalesce(func.sum(STATUS.c.n_unresolved), 0)).where(STATUS.c.n_unresolved > 0)
+    ).scalar_one()
+    return int(total)
+
+
+def responses_with_unresolved(session: Session, *, recount: bool = False) -> list[ResponseFigures]:
+    """The figures of every response that has an unresolved disagreement, in response order."""
+    if recount:
+        frame = recount_status(session)
+        frame = frame[frame["n_unresolved"] > 0]
+        return [ResponseFigures(*map(int, row)) for row in frame[STATUS_COLUMNS].itertuples(index=False)]
+    rows = session.execute(
+        select(*(STATUS.c[name] for name in STATUS_COLUMNS))
+        .where(STATUS.c.n_unresolved > 0)
+        .order_by(STATUS.c.response_id)
+    ).all()
+    return [ResponseFigures(*map(int, row)) for row in rows]
+
+
+def tally(*, stage: str, group_no: int, user_id: int | None = None, counting: bool = True, recount: bool = False):
+    """Labels per (response, user, rubric version) of one stage and group (of one user, when given), as a
+    subquery with the columns response_id, user_id, rubric_version_id, n: kept, or recounted from the labels.
+
+    Only the labels that count on the current rubric (db.store.current_rubric), unless `counting=False` (the rows of
+    every version: what tells a stale response from one not yet labeled)."""
+    if recount:
+        return recounted_tally(stage=stage, group_no=group_no, user_id=user_id, counting=counting)
+    filters = [TALLY.c.stage == stage, TALLY.c.group_no == group_no]
+    if user_id is not None:
+        filters.append(TALLY.c.user_id == user_id)
+    if counting:
+        filters.append(counts_sql(TALLY.c.rubric_version_id))  # NO_RUBRIC_VERSION names no version
+    columns = (TALLY.c.response_id, TALLY.c.user_id, TALLY.c.rubric_version_id, TALLY.c.n)
+    return select(*columns).where(*filters).subquery("tally")
+
+
+def feedback_tally(*, user_id: int, group_no: int):
+    """One annotator's annotation labels per (response, rubric version), as a subquery with the columns
+    response_id, rubric_version_id, n, n_gold_differs, n_no_gold (the annotator's feedback figures)."""
+    return (
+        select(TALLY.c.response_id, TALLY.c.rubric_version_id, TALLY.c.n, TALLY.c.n_gold_differs, TALLY.c.n_no_gold)
+        .where(TALLY.c.stage == Stage.annotation.value, TALLY.c.group_no == group_no, TALLY.c.user_id == user_id)
+        .subquery("tally")
+    )
+
+
+def annotation_counts(
+    session: Session, response_ids: Iterable[int], group_no: int, *, recount: bool = False
+) -> dict[int, dict[int | None, int]]:
+    """response_id -> {rubric version id (None: none recorded) -> annotation labels of `group_no`}."""
+    ids = sorted(set(response_ids))
+    counts: dict[int, dict[int | None, int]] = {}
+    source = tally(stage=Stage.annotation.value, group_no=group_no, counting=False, recount=recount)
+    for start in range(0, len(ids), 5000):
+        rows = session.execute(
+            select(source.c.response_id, source.c.rubric_version_id, func.sum(source.c.n))
+            .where(source.c.response_id.in_(ids[start : start + 5000]))
+            .group_by(source.c.response_id, source.c.rubric_version_id)
+        ).all()
+        for response_id, version_id, n in rows:
+            version = None if version_id == NO_RUBRIC_VERSION else int(version_id)
+            counts.setdefault(int(response_id), {})[version] = int(n)
+    return counts

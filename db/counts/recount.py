@@ -1,0 +1,70 @@
+"""The straightforward way: the kept figures recounted from every label, every time. The readers take
+`recount=True` to use these (the tests and benchmarks set both side by side); the pages never do.
+`kept_*` read the kept rows in the same shape, for comparing."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlalchemy import func, select
+from sqlmodel import Session
+
+from db.counts.status import label_frame, status_of_labels
+from db.counts.tables import LABEL, STATUS, STATUS_COLUMNS, TALLY
+from db.store.current_rubric import counts_sql
+from db.store.models import NO_RUBRIC_VERSION
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def recounted_tally(*, stage: str, group_no: int, user_id: int | None = None, counting: bool = True):
+    """The subquery of `db.counts.tally` (response_id, user_id, rubric_version_id, n), counted from the labels."""
+    version = func.coalesce(LABEL.c.rubric_version_id, NO_RUBRIC_VERSION).label("rubric_version_id")
+    filters = [LABEL.c.stage == stage, LABEL.c.group_no == group_no]
+    if user_id is not None:
+        filters.append(LABEL.c.user_id == user_id)
+    if counting:
+        filters.append(counts_sql(LABEL.c.rubric_version_id))
+    return (
+        select(LABEL.c.response_id, LABEL.c.user_id, version, func.count().label("n"))
+        .where(*filters)
+        .group_by(LABEL.c.response_id, LABEL.c.user_id, version)
+        .subquery("tally")
+    )
+
+
+def recount_status(session: Session) -> pd.DataFrame:
+    """STATUS_COLUMNS of every response with labels that count, computed from all those labels."""
+    connection = session.connection()
+    rows = connection.execute(
+        select(LABEL.c.response_id, LABEL.c.criterion_id, LABEL.c.stage, LABEL.c.group_no, LABEL.c.met).where(
+            counts_sql(LABEL.c.rubric_version_id)
+        )
+    ).all()
+    return status_of_labels(label_frame(rows))
+
+
+def kept_status(session: Session) -> pd.DataFrame:
+    """STATUS_COLUMNS of every response as kept (for comparing with `recount_status`)."""
+    import pandas as pd
+
+    rows = session.execute(select(*(STATUS.c[name] for name in STATUS_COLUMNS)).order_by(STATUS.c.response_id)).all()
+    return pd.DataFrame(rows, columns=STATUS_COLUMNS).astype(object)
+
+
+#: The key and count columns `kept_tally` and `recount_tally` compare.
+_TALLY_KEYS = ("response_id", "group_no", "stage", "user_id", "rubric_version_id")
+
+
+def kept_tally(session: Session) -> list[tuple]:
+    """Every tally row as (response_id, group_no, stage, user_id, rubric_version_id, n), sorted."""
+    columns = [TALLY.c[name] for name in _TALLY_KEYS]
+    return sorted(tuple(row) for row in session.execute(select(*columns, TALLY.c.n)).all())
+
+
+def recount_tally(session: Session) -> list[tuple]:
+    """`kept_tally` counted from every label."""
+    version = func.coalesce(LABEL.c.rubric_version_id, NO_RUBRIC_VERSION)
+    keys = (LABEL.c.response_id, LABEL.c.group_no, LABEL.c.stage, LABEL.c.user_id, version)
+    return sorted(tuple(row) for row in session.execute(select(*keys, func.count()).group_by(*keys)).all())

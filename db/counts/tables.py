@@ -1,0 +1,25 @@
+"""The tables the kept figures are written to and counted from, as this room's statements name them."""
+
+from __future__ import annotations
+
+from sqlalchemy.engine import Connection
+from sqlmodel import Session, SQLModel
+
+from db.store.models import LabelTally, ResponseStatus
+
+LABEL = SQLModel.metadata.tables["label"]
+TALLY = SQLModel.metadata.tables[LabelTally.__tablename__]
+STATUS = SQLModel.metadata.tables[ResponseStatus.__tablename__]
+RESPONSE = SQLModel.metadata.tables["response"]
+ASSIGNMENT = SQLModel.metadata.tables["assignment"]
+CRITERION = SQLModel.metadata.tables["criterion"]
+
+#: The columns of a response's status row, in the order readers and `status_of_labels` give them.
+STATUS_COLUMNS = ["response_id", "n_compared", "n_differing", "n_unresolved", "n_gold"]
+
+
+def connection_of(session_or_connection: Session | Connection) -> Connection:
+    """The connection a statement of the caller's transaction runs on."""
+    if isinstance(session_or_connection, Session):
+        return session_or_connection.connection()
+    return session_or_connection

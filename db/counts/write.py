@@ -1,0 +1,373 @@
+"""Writing the kept figures: every writer that changes labels, labeling assignments or a case's current rubric
+calls one of these inside its own transaction, before it returns, so the figures are never ahead or behind.
+
+- `refresh(session, response_ids)`: the responses whose labels changed (a save, a check, an adjudication, an
+  import): their tally rows, their status and the state of their labeling assignments;
+- `refresh_assignments(session, response_ids)`: responses that got new labeling assignments: their state;
+- `refresh_cases(session, case_pks)`: cases whose current rubric changed (an approval, an imported rubric):
+  every figure of their responses, since which labels count changed with it;
+- `rebuild_*`: every figure at once (a migration, a repair).
+
+The rules (final label, gold) are db.rules.gold's, the labels that count db.store.current_rubric's; this module
+only applies them to the responses it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import and_, bindparam, case, delete, func, insert, select, update
+from sqlalchemy.engine import Connection
+from sqlmodel import Session
+
+from db.counts.state import label_status
+from db.counts.status import label_frame, status_rows
+from db.counts.tables import (
+    ASSIGNMENT,
+    CRITERION,
+    LABEL,
+    RESPONSE,
+    STATUS,
+    STATUS_COLUMNS,
+    TALLY,
+    connection_of,
+)
+from db.store.current_rubric import counts_on_current_rubric, current_version_ids
+from db.store.models import NO_RUBRIC_VERSION, AssignmentKind, Stage
+
+#: Responses read per statement when refreshing many (an import): bounds memory and the IN list.
+REFRESH_CHUNK = 2000
+
+#: response_id -> (its case's current rubric version id, or None without one; that rubric's number of criteria).
+Rubrics = dict[int, tuple[int | None, int]]
+
+
+def refresh(
+    session_or_connection: Session | Connection,
+    response_ids: Iterable[int],
+    *,
+    locked: Iterable[int] = (),
+    known_rubrics: Mapping[int, tuple[int, int]] | None = None,
+) -> None:
+    """Rewrites the kept figures of `response_ids` from their labels as this transaction sees them: their tally
+    rows, their status and the state of their labeling assignments.
+
+    On PostgreSQL the response rows are locked first (in id order; FOR NO KEY UPDATE, which the
+    foreign-key locks of new label rows do not conflict with), so two transactions touching the same
+    response take turns here and the later one counts the earlier one's committed labels; rows this
+    transaction has locked already (`locked`: a label save locks its response first) are not asked for again.
+    SQLite's writers are serialised by BEGIN IMMEDIATE already. `known_rubrics`: the current rubric of
+    responses as the caller checked it already in this transaction (a label save), not read again.
+    """
+    ids = sorted({int(rid) for rid in response_ids})
+    if not ids:
+        return
+    held = {int(rid) for rid in locked}
+    known: Rubrics = dict(known_rubrics or {})
+    if isinstance(session_or_connection, Session):
+        session_or_connection.flush()
+    connection = connection_of(session_or_connection)
+    for start in range(0, len(ids), REFRESH_CHUNK):
+        chunk = ids[start : start + REFRESH_CHUNK]
+        _lock_responses(connection, [rid for rid in chunk if rid not in held])
+        _refresh_tally_chunk(connection, chunk)
+        if start == 0 and len(ids) > REFRESH_CHUNK and connection.dialect.name == "postgresql":
+            # The gold figures below are written a tally row at a time. A tally PostgreSQL has no statistics of
+            # (filled in this transaction: an import, a build) looks to it as if (group, stage) picked out one
+            # row, so each update would read every row of its group and stage: an import grew with the square
+            # of the data. Statistics taken here tell it the key picks out the row; ANALYZE sees this
+            # transaction's rows and costs a sample of them, once per large refresh.
+            connection.exec_driver_sql(f"ANALYZE {TALLY.name}")
+        # One read of the chunk's labels that count serves both the gold figures and the response status.
+        rubrics = _current_rubrics(connection, chunk, known)
+        counted = _counted_labels(connection, chunk, rubrics)
+        _refresh_gold_figures(connection, chunk, rubrics, counted)
+        _refresh_status_chunk(connection, chunk, counted)
+        _refresh_assignment_chunk(connection, chunk, rubrics)
+
+
+def refresh_assignments(session_or_connection: Session | Connection, response_ids: Iterable[int | None]) -> None:
+    """Rewrites the state of the labeling assignments of `response_ids` (from the kept tally and the current
+    rubric): a writer that made labeling assignments calls it for their responses."""
+    ids = sorted({int(rid) for rid in response_ids if rid is not None})
+    if isinstance(session_or_connection, Session):
+        session_or_connection.flush()
+    connection = connection_of(session_or_connection)
+    for start in range(0, len(ids), REFRESH_CHUNK):
+        chunk = ids[start : start + REFRESH_CHUNK]
+        # The lock `refresh` takes: a save and a rubric approval touching one response take turns.
+        _lock_responses(connection, chunk)
+        _refresh_assignment_chunk(connection, chunk)
+
+
+def refresh_cases(session_or_connection: Session | Connection, case_pks: Iterable[int]) -> None:
+    """Rewrites every kept figure of the responses of `case_pks` and the state of their labeling assignments: a
+    writer that changed a case's current rubric (an approval, an imported rubric) calls it, since which labels
+    count changed with it."""
+    pks = sorted({int(pk) for pk in case_pks})
+    if isinstance(session_or_connection, Session):
+        session_or_connection.flush()
+    connection = connection_of(session_or_connection)
+    response_ids: set[int] = set()
+    for start in range(0, len(pks), REFRESH_CHUNK):
+        response_ids.update(
+            connection.execute(
+                select(RESPONSE.c.id).where(RESPONSE.c.case_pk.in_(pks[start : start + REFRESH_CHUNK]))
+            ).scalars()
+        )
+    refresh(session_or_connection, response_ids)
+
+
+def _lock_responses(connection: Connection, response_ids: list[int]) -> None:
+    if connection.dialect.name == "sqlite" or not response_ids:
+        return
+    connection.execute(
+        select(RESPONSE.c.id)
+        .where(RESPONSE.c.id.in_(response_ids))
+        .order_by(RESPONSE.c.id)
+        .with_for_update(key_share=True)
+    )
+
+
+def _refresh_tally_chunk(connection: Connection, chunk: list[int]) -> None:
+    # An annotation label is unchecked while its group has no check label on the same criterion made on the same
+    # rubric version (the label check's queue; db.access.independence's "check pending"): a check on an older version
+    # counts no more than the label it checked. (response, criterion, stage, group) is unique, so the outer join
+    # adds at most one row per label.
+    connection.execute(delete(TALLY).where(TALLY.c.response_id.in_(chunk)))
+    check = LABEL.alias("check_label")
+    version = func.coalesce(LABEL.c.rubric_version_id, NO_RUBRIC_VERSION)
+    unchecked = func.sum(case((check.c.id.is_(None) & (LABEL.c.stage == Stage.annotation.value), 1), else_=0))
+    keys = (LABEL.c.response_id, LABEL.c.group_no, LABEL.c.stage, LABEL.c.user_id, version)
+    connection.execute(
+        insert(TALLY).from_select(
+            ["response_id", "group_no", "stage", "user_id", "rubric_version_id", "n", "n_unchecked"],
+            select(*keys, func.count(), unchecked)
+            .select_from(
+                LABEL.outerjoin(
+                    check,
+                    and_(
+                        check.c.response_id == LABEL.c.response_id,
+                        check.c.criterion_id == LABEL.c.criterion_id,
+                        check.c.group_no == LABEL.c.group_no,
+                        check.c.stage == Stage.check.value,
+                        check.c.rubric_version_id == LABEL.c.rubric_version_id,
+                        LABEL.c.stage == Stage.annotation.value,
+                    ),
+                )
+            )
+            .where(LABEL.c.response_id.in_(chunk))
+            .group_by(*keys),
+        )
+    )
+
+
+def _counted_labels(connection: Connection, chunk: list[int], rubrics: Rubrics | None = None) -> list[Any]:
+    """The labels of `chunk` that count on their case's current rubric (db.store.current_rubric), as
+    (gold.LABEL_COLUMNS…, user_id, rubric_version_id) rows. `rubrics`: `_current_rubrics` of the chunk."""
+    if rubrics is None:
+        rubrics = _current_rubrics(connection, chunk, {})
+    return [
+        row
+        for row in _labels_with_authors(connection, chunk)
+        if counts_on_current_rubric(row[6], rubrics.get(int(row[0]), (None, 0))[0])
+    ]
+
+
+def _labels_with_authors(connection: Connection, chunk: list[int]) -> list[Any]:
+    """The labels of `chunk` as (gold.LABEL_COLUMNS…, user_id, rubric_version_id) rows."""
+    return list(
+        connection.execute(
+            select(
+                LABEL.c.response_id,
+                LABEL.c.criterion_id,
+                LABEL.c.stage,
+                LABEL.c.group_no,
+                LABEL.c.met,
+                LABEL.c.user_id,
+                LABEL.c.rubric_version_id,
+            ).where(LABEL.c.response_id.in_(chunk))
+        ).all()
+    )
+
+
+def _refresh_gold_figures(
+    connection: Connection,
+    chunk: list[int],
+    rubrics: Rubrics | None = None,
+    counted: list[Any] | None = None,
+) -> None:
+    """`n_gold_differs` and `n_no_gold` of the annotation rows of the tally of `chunk` (rows written already).
+
+    Only labels that count on the case's current rubric take part, on both sides: the annotator's label and
+    the labels gold is decided from (db.store.current_rubric, db.rules.gold), as the annotator's feedback compares them.
+    `counted` are the chunk's labels that count when the caller has read them already (`_counted_labels`).
+    """
+    from db.rules import gold
+
+    if counted is None:
+        counted = _counted_labels(connection, chunk, rubrics)
+    if not counted:
+        return
+    labels = label_frame([row[:5] for row in counted])
+    found = gold.gold_labels(labels)
+    gold_of = {
+        (int(r), str(c)): bool(m)
+        for r, c, m in zip(found["response_id"].tolist(), found["criterion_id"].tolist(), found["met"].tolist())
+    }
+    figures: dict[tuple[int, int, int, int], list[int]] = {}
+    for response_id, criterion_id, stage, group_no, met, user_id, version_id in counted:
+        if stage != Stage.annotation.value:
+            continue
+        key = (int(response_id), int(group_no), int(user_id), NO_RUBRIC_VERSION if version_id is None else version_id)
+        figure = figures.setdefault(key, [0, 0])
+        decided = gold_of.get((int(response_id), str(criterion_id)))
+        if decided is None:
+            figure[1] += 1
+        elif decided != bool(met):
+            figure[0] += 1
+    changes = [{"r": r, "g": g, "u": u, "v": v, "d": d, "w": w} for (r, g, u, v), (d, w) in figures.items() if d or w]
+    if changes:
+        connection.execute(
+            update(TALLY)
+            .where(
+                TALLY.c.response_id == bindparam("r"),
+                TALLY.c.group_no == bindparam("g"),
+                TALLY.c.stage == Stage.annotation.value,
+                TALLY.c.user_id == bindparam("u"),
+                TALLY.c.rubric_version_id == bindparam("v"),
+            )
+            .values(n_gold_differs=bindparam("d"), n_no_gold=bindparam("w")),
+            changes,
+        )
+
+
+def _refresh_status_chunk(connection: Connection, chunk: list[int], counted: list[Any] | None = None) -> None:
+    # From the labels that count only (`counted`, read here when not given): gold, finals and disagreements
+    # on an older rubric version are nobody's business any more.
+    if counted is None:
+        counted = _counted_labels(connection, chunk)
+    labels = label_frame([row[:5] for row in counted])
+    records = [dict(zip(STATUS_COLUMNS, row)) for row in status_rows(labels)]
+    unlabeled = sorted(set(chunk) - {record["response_id"] for record in records})
+    if unlabeled:
+        connection.execute(delete(STATUS).where(STATUS.c.response_id.in_(unlabeled)))
+    if records:
+        connection.execute(_upsert_status(connection.dialect.name), records)
+
+
+@lru_cache(maxsize=4)
+def _upsert_status(dialect: str):
+    """INSERT … ON CONFLICT (response_id) DO UPDATE: one statement where a delete and an insert were two."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        statement = postgresql.insert(STATUS)
+        set_ = {name: statement.excluded[name] for name in STATUS_COLUMNS if name != "response_id"}
+        return statement.on_conflict_do_update(index_elements=[STATUS.c.response_id], set_=set_)
+    if dialect == "sqlite":
+        from sqlalchemy.dialects import sqlite
+
+        lite = sqlite.insert(STATUS)
+        set_ = {name: lite.excluded[name] for name in STATUS_COLUMNS if name != "response_id"}
+        return lite.on_conflict_do_update(index_elements=[STATUS.c.response_id], set_=set_)
+    raise NotImplementedError(f"kept figures on {dialect}")
+
+
+def _current_rubrics(connection: Connection, ids: list[int], known: Rubrics) -> Rubrics:
+    """response_id -> (its case's current rubric version id or None, that rubric's size)."""
+    out = {rid: known[rid] for rid in ids if rid in known}
+    unknown = [rid for rid in ids if rid not in out]
+    if not unknown:
+        return out
+    case_of = dict(
+        connection.execute(select(RESPONSE.c.id, RESPONSE.c.case_pk).where(RESPONSE.c.id.in_(unknown))).all()
+    )
+    current = current_version_ids(connection, set(case_of.values()))
+    sizes: dict[int, int] = dict(
+        connection.execute(
+            select(CRITERION.c.rubric_version_id, func.count())
+            .where(CRITERION.c.rubric_version_id.in_(sorted(set(current.values()))))
+            .group_by(CRITERION.c.rubric_version_id)
+        ).all()
+    )
+    for rid in unknown:
+        version_id = current.get(case_of.get(rid, -1))
+        out[rid] = (version_id, sizes.get(version_id, 0) if version_id is not None else 0)
+    return out
+
+
+def _refresh_assignment_chunk(connection: Connection, ids: list[int], rubrics: Rubrics | None = None) -> None:
+    # The state of (response, group) depends on that group's annotation labels and the case's current rubric only;
+    # every labeling assignment of the pair is set to it (one UPDATE for the chunk, no read of the assignments).
+    if rubrics is None:
+        rubrics = _current_rubrics(connection, ids, {})
+    counts: dict[tuple[int, int], dict[int | None, int]] = {}
+    for response_id, group_no, version_id, n in connection.execute(
+        select(TALLY.c.response_id, TALLY.c.group_no, TALLY.c.rubric_version_id, func.sum(TALLY.c.n))
+        .where(TALLY.c.response_id.in_(ids), TALLY.c.stage == Stage.annotation.value)
+        .group_by(TALLY.c.response_id, TALLY.c.group_no, TALLY.c.rubric_version_id)
+    ).all():
+        version = None if version_id == NO_RUBRIC_VERSION else int(version_id)
+        counts.setdefault((int(response_id), int(group_no)), {})[version] = int(n)
+    changes = []
+    for rid in ids:
+        version_id, size = rubrics[rid]
+        for group_no in (1, 2):
+            by_version = counts.get((rid, group_no), {})
+            fresh = sum(n for v, n in by_version.items() if counts_on_current_rubric(v, version_id))
+            stale = sum(n for v, n in by_version.items() if not counts_on_current_rubric(v, version_id))
+            state = label_status(version_id, size, fresh, stale)
+            changes.append({"r": rid, "g": group_no, "s": state, "l": fresh, "z": size})
+    connection.execute(
+        update(ASSIGNMENT)
+        .where(
+            ASSIGNMENT.c.kind == AssignmentKind.label.value,
+            ASSIGNMENT.c.response_id == bindparam("r"),
+            ASSIGNMENT.c.group_no == bindparam("g"),
+        )
+        .values(label_status=bindparam("s"), labeled=bindparam("l"), rubric_size=bindparam("z")),
+        changes,
+    )
+
+
+def rebuild_all(session_or_connection: Session | Connection) -> None:
+    """Rewrites every kept figure (a repair)."""
+    connection = connection_of(session_or_connection)
+    connection.execute(delete(TALLY))
+    connection.execute(delete(STATUS))
+    refresh(session_or_connection, connection.execute(select(LABEL.c.response_id).distinct()).scalars())
+
+
+def _every_labeled_chunk(connection: Connection) -> Iterator[list[int]]:
+    ids = sorted(connection.execute(select(LABEL.c.response_id).distinct()).scalars())
+    for start in range(0, len(ids), REFRESH_CHUNK):
+        yield ids[start : start + REFRESH_CHUNK]
+
+
+def rebuild_status(connection: Connection) -> None:
+    """Rewrites every response's status (a migration)."""
+    connection.execute(delete(STATUS))
+    for chunk in _every_labeled_chunk(connection):
+        _refresh_status_chunk(connection, chunk)
+
+
+def rebuild_tally(connection: Connection) -> None:
+    """Rewrites the whole label tally (a migration)."""
+    connection.execute(delete(TALLY))
+    for chunk in _every_labeled_chunk(connection):
+        _refresh_tally_chunk(connection, chunk)
+        _refresh_gold_figures(connection, chunk)
+
+
+def rebuild_assignments(session_or_connection: Session | Connection) -> None:
+    """Rewrites the state of every labeling assignment."""
+    connection = connection_of(session_or_connection)
+    refresh_assignments(
+        session_or_connection,
+        connection.execute(
+            select(ASSIGNMENT.c.response_id).where(ASSIGNMENT.c.kind == AssignmentKind.label.value).distinct()
+        ).scalars(),
+    )
