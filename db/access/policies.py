@@ -70,8 +70,8 @@ def _has_role(*roles: Role) -> Rule:
     return lambda actor: _role_refusal(actor, *roles)
 
 
-def _refuse_when(condition: bool, message: str, key: str) -> Rule:
-    return lambda actor: PermissionDenied(message, key=key) if condition else None
+def _refuse_when(condition: bool, refusal: PermissionDenied) -> Rule:
+    return lambda actor: refusal if condition else None
 
 
 def active() -> Rule:
@@ -111,8 +111,7 @@ class FeedbackPolicy(_AdminWork):
             _has_role(Role.annotator),
             _refuse_when(
                 group_no not in EXPERT_GROUPS,
-                "feedback is for annotators of expert group 1 or 2",
-                "errors.feedback_annotators",
+                PermissionDenied("feedback is for annotators of expert group 1 or 2", key="errors.feedback_annotators"),
             ),
         )
 
@@ -155,7 +154,9 @@ class AccountPolicy:
     @staticmethod
     def manage(*, admin_now: bool) -> Rule:
         """`admin_now`: the actor is an active admin as the database says now, not as the caller remembers."""
-        return _refuse_when(not admin_now, "only admins manage accounts", "errors.accounts_admin_only")
+        return _refuse_when(
+            not admin_now, PermissionDenied("only admins manage accounts", key="errors.accounts_admin_only")
+        )
 
 
 class StatisticsPolicy:
@@ -194,7 +195,10 @@ class RubricPolicy:
     def author(*, assigned: bool = True) -> Rule:
         return _all(
             _has_role(Role.annotator),
-            _refuse_when(not assigned, "this case's rubric is not assigned to you", "errors.rubric_not_assigned"),
+            _refuse_when(
+                not assigned,
+                PermissionDenied("this case's rubric is not assigned to you", key="errors.rubric_not_assigned"),
+            ),
         )
 
     @staticmethod
@@ -228,7 +232,10 @@ class LabelPolicy:
         return _all(
             _has_role(Role.annotator),
             in_group,
-            _refuse_when(not assigned, "this response is not assigned to you", "errors.response_not_assigned"),
+            _refuse_when(
+                not assigned,
+                PermissionDenied("this response is not assigned to you", key="errors.response_not_assigned"),
+            ),
         )
 
     @staticmethod
@@ -264,7 +271,7 @@ class LabelPolicy:
                 if annotator_id is not None and annotator_id == actor.id
                 else None
             ),
-            _refuse_when(labels_closed, SEEN_OTHER_GROUP, "errors.seen_other_group"),
+            _refuse_when(labels_closed, PermissionDenied(SEEN_OTHER_GROUP, key="errors.seen_other_group")),
         )
 
     @staticmethod
@@ -273,9 +280,12 @@ class LabelPolicy:
         after opening its adjudication (recorded before any label of the other group is shown)."""
         return _all(
             _has_role(Role.checker),
-            _refuse_when(annotated_it, ANNOTATED_IT, "errors.adjudicate_own"),
-            _refuse_when(check_pending, CHECK_PENDING, "errors.check_pending"),
-            _refuse_when(not opened, "open the adjudication of this response first", "errors.adjudication_not_open"),
+            _refuse_when(annotated_it, PermissionDenied(ANNOTATED_IT, key="errors.adjudicate_own")),
+            _refuse_when(check_pending, PermissionDenied(CHECK_PENDING, key="errors.check_pending")),
+            _refuse_when(
+                not opened,
+                PermissionDenied("open the adjudication of this response first", key="errors.adjudication_not_open"),
+            ),
         )
 
 
