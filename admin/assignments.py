@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import streamlit as st
+from sqlmodel import Session
 
 from db.rules.errors import ClinConsensusError
 from db.store.models import AssignmentKind, Role, User
@@ -28,7 +29,7 @@ def _person_label(people: dict[str, User], t: shell.Translator, *, with_group: b
     return label
 
 
-def _run(action) -> None:
+def _run(action: Callable[[Session], object]) -> None:
     try:
         with st.spinner(shell.t("admin.assign.working")), shell.db_session() as session:
             summary = action(session)
@@ -237,7 +238,7 @@ def _list_tab(admin: User, people: dict[str, User], label: Callable[[str], str])
     )
 
 
-def _task_text(t, row: dict, people: dict[str, User], kind: str) -> str:
+def _task_text(t: shell.Translator, row: dict, people: dict[str, User], kind: str) -> str:
     """A task as the admin recognises it: case, kind, response code, group and who holds it (never the model)."""
     holder = people.get(row["user"])
     parts = [
@@ -299,7 +300,7 @@ def _reassign_tab(admin: User, people: dict[str, User], label) -> None:
                 _run(lambda s: _reassigned(s, admin, task, tasks[task], target, label(target)))
 
 
-def _reassigned(session, admin: User, assignment_id: int, task: str, target: str, target_name: str) -> str:
+def _reassigned(session: Session, admin: User, assignment_id: int, task: str, target: str, target_name: str) -> str:
     assignments.reassign(session, actor=admin, assignment_id=assignment_id, to_username=target)
     return shell.t("admin.assign.reassigned", task=widgets.plain(task), name=widgets.plain(target_name))
 

@@ -15,7 +15,7 @@ import streamlit as st
 from db.access.audit import verify_chain
 from db.access.audit_search import audit_facets, audit_jsonl, search_audit
 from db.store.engine import session_scope
-from db.store.models import AuditLog, Role
+from db.store.models import AuditLog, Role, User
 from i18n import catalog
 from ui import shell
 from ui.shell import t
@@ -115,7 +115,7 @@ def _date_range(column, zone) -> tuple[date | None, date | None]:
     return (None, None) if days is None else (today - timedelta(days=days), today)
 
 
-def _filters(user) -> dict:
+def _filters(user: User) -> dict:
     with shell.db_session(read_only=True) as session:
         entities, actors = audit_facets(session, user)
     zone = reader_zone()

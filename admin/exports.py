@@ -21,7 +21,7 @@ GROUP_SOURCES = ("gold", "group1", "group2")
 SFT_FORMATS = ("instruction", "messages")
 
 
-def _options(what: str, t, judges: list[str], models: list[str]) -> dict:
+def _options(what: str, t: shell.Translator, judges: list[str], models: list[str]) -> dict:
     """The export's own settings, as widgets inside its card."""
     if what == "judgements":
         sources = [*GROUP_SOURCES, *(f"judge:{name}" for name in judges)]
@@ -79,7 +79,7 @@ def _options(what: str, t, judges: list[str], models: list[str]) -> dict:
     return {}
 
 
-def _show_left_out(t, left: list[LeftOut]) -> None:
+def _show_left_out(t: shell.Translator, left: list[LeftOut]) -> None:
     """What an export left out, by reason, before its download (the zip's SUMMARY.txt says it in English)."""
     if not left:
         st.caption(t("admin.export.left_out.none"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from db.rules.errors import ClinConsensusError
-from db.store.models import Role
+from db.store.models import Role, User
 from db.work import feedback
 from ui import shell, widgets
 from ui.times import local_time
@@ -23,7 +23,7 @@ def _round_name(state: feedback.RoundState) -> str:
     return t("admin.feedback.round_name", number=state.number, time=local_time(state.round_at, seconds=True))
 
 
-def _switch(admin, state: feedback.RoundState, is_open: bool) -> None:
+def _switch(admin: User, state: feedback.RoundState, is_open: bool) -> None:
     try:
         with shell.db_session() as session:
             feedback.set_feedback_open(session, actor=admin, round_at=state.round_at, is_open=is_open)

@@ -11,7 +11,7 @@ import streamlit as st
 
 from db.importers import JUDGE_FORMATS, KINDS, ImportFailed, import_stream
 from db.rules.limits import MAX_UPLOAD_MB
-from db.store.models import Role
+from db.store.models import Role, User
 from db.work.status import counts
 from ui import shell, widgets
 
@@ -62,7 +62,7 @@ def accepted_name(name: str) -> bool:
     return name.lower().endswith(ACCEPTED_SUFFIXES)
 
 
-def _judge_options(t) -> tuple[str | None, str | None]:
+def _judge_options(t: shell.Translator) -> tuple[str | None, str | None]:
     """The judge file's format and judge name (asked only for judge decisions)."""
     left, right = st.columns(2)
     fmt = left.selectbox(
@@ -76,7 +76,7 @@ def _judge_options(t) -> tuple[str | None, str | None]:
     return (None if fmt == AUTO_FORMAT else fmt), (judge.strip() or None)
 
 
-def _show_result(t) -> None:
+def _show_result(t: shell.Translator) -> None:
     result = st.session_state.get(_RESULT)
     if not result:
         return
@@ -94,7 +94,7 @@ def _show_result(t) -> None:
                 st.error(widgets.said(line))
 
 
-def _import_upload(t, user, kind: str, upload, fmt: str | None, judge: str | None) -> None:
+def _import_upload(t: shell.Translator, user: User, kind: str, upload, fmt: str | None, judge: str | None) -> None:
     """Run the import with a progress bar, keep its result for the next run and empty the uploader."""
     bar = st.progress(0.0, text=t("admin.import.running"))
 

@@ -18,7 +18,7 @@ import streamlit as st
 from analysis.prompt import TEMPLATES
 from db.rules.config import database_url
 from db.rules.errors import ClinConsensusError
-from db.store.models import Role
+from db.store.models import Role, User
 from db.work import judge_runs, progress as progress_queries
 from judge.generate import CASE_SCOPES, GenerateOptions, create_generate_run
 from judge.runner import RunOptions, create_run, launch_run
@@ -50,7 +50,7 @@ HISTORY_COLUMNS = (
 )
 
 
-def _models(user) -> list[str]:
+def _models(user: User) -> list[str]:
     with shell.db_session(read_only=True) as session:
         return progress_queries.model_names(session, actor=user)
 
@@ -60,7 +60,7 @@ def _urls(text: str) -> list[str]:
     return [line.strip() for line in (text or "").splitlines() if line.strip()]
 
 
-def _endpoint_fields(form: str, t, model_help: str) -> tuple:
+def _endpoint_fields(form: str, t: shell.Translator, model_help: str) -> tuple:
     """The fields every run on endpoints asks for, in two columns: URLs, the served model, the API-key
     variable, concurrency; returns (left, right, base_url, model, key_env, concurrency), the columns for
     the form's own fields."""
@@ -84,14 +84,14 @@ def _endpoint_fields(form: str, t, model_help: str) -> tuple:
     return left, right, base_url, model, key_env, concurrency
 
 
-def _no_thinking_field(column, form: str, t) -> bool:
+def _no_thinking_field(column, form: str, t: shell.Translator) -> bool:
     """Qwen3's thinking switched off (the form's last field)."""
     return column.checkbox(
         t("judge.form.no_thinking"), help=t("judge.form.no_thinking.help"), key=f"{form}_no_thinking"
     )
 
 
-def _start(run_id_of, options, user, t) -> None:
+def _start(run_id_of, options, user: User, t: shell.Translator) -> None:
     """Records the run, starts its process and says so; a refusal is shown and nothing starts."""
     try:
         run_id = run_id_of(shell.engine(), options, by=user)
@@ -102,7 +102,7 @@ def _start(run_id_of, options, user, t) -> None:
     st.success(t("judge.started", id=run_id))
 
 
-def _start_form(user, t) -> None:
+def _start_form(user: User, t: shell.Translator) -> None:
     with st.form("judge_run_form", clear_on_submit=False):
         left, right, base_url, model, key_env, concurrency = _endpoint_fields("judge", t, "judge.form.model.help")
         judge = left.text_input(t("judge.form.judge"), help=t("judge.form.judge.help"), key="judge_name")
@@ -150,7 +150,7 @@ def _start_form(user, t) -> None:
     _start(create_run, options, user, t)
 
 
-def _generate_form(user, t) -> None:
+def _generate_form(user: User, t: shell.Translator) -> None:
     """A candidate model answers the cases; its complete answers become its responses."""
     with st.form("generate_run_form", clear_on_submit=False):
         left, right, base_url, model, key_env, concurrency = _endpoint_fields("generate", t, "generate.form.model.help")
@@ -195,7 +195,7 @@ def _eta(seconds) -> str:
 
 
 @st.fragment(run_every="2s")
-def _live(user) -> None:
+def _live(user: User) -> None:
     """Runs in progress: a bar with ETA and counts, and a cancel button each (refreshed every 2 s)."""
     t = shell.translator()
     with shell.db_session(read_only=True) as session:
@@ -247,7 +247,7 @@ def _live(user) -> None:
                 st.toast(t("judge.live.cancelled", id=run["id"]))
 
 
-def _shares(run: dict, t) -> None:
+def _shares(run: dict, t: shell.Translator) -> None:
     """Each endpoint's share of a run spread over several."""
     if len(run["endpoints"]) < 2:
         return
@@ -257,7 +257,7 @@ def _shares(run: dict, t) -> None:
         st.caption(t(key, url=widgets.plain(share["base_url"]), done=share["done"], reason=reason))
 
 
-def _history(user, t) -> None:
+def _history(user: User, t: shell.Translator) -> None:
     with shell.db_session(read_only=True) as session:
         runs = [judge_runs.run_summary(run) for run in judge_runs.list_runs(session, user)]
     if not runs:

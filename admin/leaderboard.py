@@ -17,7 +17,7 @@ import streamlit as st
 from analysis import leaderboard
 from analysis.metrics import DEFAULT_K
 from db.rules.errors import ClinConsensusError
-from db.store.models import Role
+from db.store.models import Role, User
 from db.work import leaderboard as store
 from ui import shell, table_view, widgets
 from ui.times import local_time
@@ -27,7 +27,7 @@ def _when(iso: str) -> str:
     return local_time(datetime.fromisoformat(iso))
 
 
-def _listing_frame(t, rows: list[dict]) -> pd.DataFrame:
+def _listing_frame(t: shell.Translator, rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(
         {
             t("leaderboard.col.name"): [row["name"] for row in rows],
@@ -74,7 +74,7 @@ def diff_frame(changes: dict) -> pd.DataFrame:
     )
 
 
-def _freeze(t, user) -> None:
+def _freeze(t: shell.Translator, user: User) -> None:
     with st.form("leaderboard_freeze", clear_on_submit=False):
         left, right = st.columns([3, 1])
         name = left.text_input(t("leaderboard.freeze.name"), max_chars=store.NAME_LIMIT, key="leaderboard_name")
@@ -95,7 +95,7 @@ def _freeze(t, user) -> None:
     st.success(t("leaderboard.freeze.done", name=name, n=len(payload["models"])))
 
 
-def _show(t, snapshot: dict) -> None:
+def _show(t: shell.Translator, snapshot: dict) -> None:
     payload = snapshot["payload"]
     st.caption(
         t(
@@ -123,7 +123,7 @@ def _show(t, snapshot: dict) -> None:
     )
 
 
-def _diff(t, before: dict, after: dict) -> None:
+def _diff(t: shell.Translator, before: dict, after: dict) -> None:
     changes = leaderboard.diff(before, after)
     frame = diff_frame(changes)
     moved = int(sum(row["moved"] for row in changes["models"]))

@@ -20,7 +20,7 @@ from analysis.background import BackgroundValue
 from analysis.calibrated import METRICS, VALUE_KEYS
 from analysis.metrics import DEFAULT_K
 from db.access.export_records import newest_sft_holdout
-from db.store.models import Role
+from db.store.models import Role, User
 from db.work import generation
 from db.work.calibration import response_models
 from ui import shared_grid, shell, table_view
@@ -38,13 +38,13 @@ def _figures() -> BackgroundValue[model_pipeline.PipelineFigures]:
     return shared_grid.derived(model_pipeline.PipelineFigures, name="new-model-pipeline")
 
 
-def _link_runs(t) -> None:
+def _link_runs(t: shell.Translator) -> None:
     """The judge runs page, where generate and judge runs start (the same url path as its navigation entry)."""
     page = st.Page(judge_runs.render, url_path=JUDGE_RUNS_PATH)
     st.page_link(page, label=t("new_model.link.runs"), icon=":material/gavel:")
 
 
-def _link_assign(t) -> None:
+def _link_assign(t: shell.Translator) -> None:
     page = st.Page(assignments.render, url_path=ASSIGNMENTS_PATH)
     st.page_link(page, label=t("new_model.link.assign"), icon=":material/assignment_ind:")
 
@@ -53,7 +53,7 @@ def _frame(t: Callable[..., str], rows: list[dict], columns) -> pd.DataFrame:
     return pd.DataFrame([[row[c] for c in columns] for row in rows], columns=[t(f"new_model.col.{c}") for c in columns])
 
 
-def _answers(t, user, model: str) -> None:
+def _answers(t: shell.Translator, user: User, model: str) -> None:
     st.subheader(t("new_model.answers.title"))
     with shell.db_session(read_only=True) as session:
         made = generation.model_generation(session, user, model)
@@ -78,7 +78,7 @@ def _answers(t, user, model: str) -> None:
     _link_runs(t)
 
 
-def _judges(t, figures: model_pipeline.PipelineFigures, found: model_pipeline.ModelFigures) -> None:
+def _judges(t: shell.Translator, figures: model_pipeline.PipelineFigures, found: model_pipeline.ModelFigures) -> None:
     st.subheader(t("new_model.judges.title"))
     with shell.db_session(read_only=True) as session:
         heldout = model_pipeline.heldout_in_grid(figures.grid, newest_sft_holdout(session))
@@ -104,7 +104,7 @@ def _judges(t, figures: model_pipeline.PipelineFigures, found: model_pipeline.Mo
     table_view.show(t, _frame(t, rows, columns))
 
 
-def _sample(t, sample: model_pipeline.SampleProgress) -> None:
+def _sample(t: shell.Translator, sample: model_pipeline.SampleProgress) -> None:
     st.subheader(t("new_model.sample.title"))
     if not sample.drawn:
         st.info(t("new_model.sample.none"))
@@ -127,12 +127,12 @@ def _rate(value: float) -> str:
     return f"{value:.1%}"
 
 
-def _values_frame(t, entry: dict) -> pd.DataFrame:
+def _values_frame(t: shell.Translator, entry: dict) -> pd.DataFrame:
     rows = [[t(f"new_model.metric.{metric}"), *(entry[metric][key] for key in VALUE_KEYS)] for metric in METRICS]
     return pd.DataFrame(rows, columns=[t("new_model.col.metric"), *(t(f"new_model.col.{key}") for key in VALUE_KEYS)])
 
 
-def _calibrated(t, found: model_pipeline.ModelFigures) -> None:
+def _calibrated(t: shell.Translator, found: model_pipeline.ModelFigures) -> None:
     st.subheader(t("new_model.score.title", k=DEFAULT_K))
     judges = list(found.calibrated)
     entry = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from db.labeling import drafts as label_drafts
-from db.store.models import Role
+from db.store.models import Role, User
 from db.work import progress as progress_queries
 from ui import shell, widgets
 
@@ -14,7 +14,7 @@ def _share(done: int, total: int) -> float:
     return done / total if total else 0.0
 
 
-def _time_on_task(admin, t) -> None:
+def _time_on_task(admin: User, t: shell.Translator) -> None:
     """Active time per saved response, per annotator; very fast saves stand out."""
     st.subheader(t("workbench.time.title"))
     with shell.db_session(read_only=True) as session:

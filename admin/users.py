@@ -5,7 +5,10 @@ Every change goes through `db.access.users`, which validates it and writes the a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
+from sqlmodel import Session
 
 from db.access import users
 from db.rules.errors import ClinConsensusError
@@ -19,11 +22,13 @@ GROUP_CHOICES = (1, 2, None)
 ADD_FIELDS = ("add_username", "add_display_name", "add_role", "add_group", "add_password")
 
 
-def _group_labeler(t):
+def _group_labeler(t: shell.Translator) -> Callable[[int | None], str]:
     return lambda group: t("group.name", group=group) if group else t("admin.users.no_group")
 
 
-def _apply(action, success_key: str, *, clear: tuple[str, ...] = (), **values) -> None:
+def _apply(
+    action: Callable[[Session], object], success_key: str, *, clear: tuple[str, ...] = (), **values: object
+) -> None:
     """Run one change in its own transaction; report success or the reason, in the user's language.
 
     The widgets named in `clear` start empty again after a success only.
@@ -40,7 +45,7 @@ def _apply(action, success_key: str, *, clear: tuple[str, ...] = (), **values) -
     st.rerun()
 
 
-def _table(accounts, locked_names: dict) -> list[dict]:
+def _table(accounts: list[User], locked_names: dict) -> list[dict]:
     t = shell.translator()
     _group_label = _group_labeler(t)
     rows = []

@@ -25,7 +25,7 @@ from db.rules.config import RUBRIC_SIZE
 from db.rules.errors import ClinConsensusError, StaleEdit, ValidationFailed
 from db.rules.lint import LintReport, lint_rubric
 from db.rules.taxonomy import get_taxonomy
-from db.store.models import AssignmentKind, Role, RubricStatus
+from db.store.models import AssignmentKind, Role, RubricStatus, User
 from db.work.assignments import my_queue
 from ui import shell, widgets, workbench as wb
 from ui.case_panel import case_panel
@@ -82,7 +82,7 @@ def _rows_of(view: AuthoringView) -> list[dict]:
     return rows
 
 
-def _new_state(user, view: AuthoringView) -> dict:
+def _new_state(user: User, view: AuthoringView) -> dict:
     saved_rows = _rows_of(view)
     state = {
         "base_version_id": view.latest.id if view.latest else None,
@@ -302,7 +302,7 @@ def _returned_notice(view: AuthoringView) -> None:
         widgets.show_text(view.returned.review_comment)
 
 
-def _history(user, view: AuthoringView) -> None:
+def _history(user: User, view: AuthoringView) -> None:
     if len(view.history) < 2 and not (view.latest and view.latest.status != RubricStatus.draft):
         return
     with st.expander(t("annotate.authoring.history")):
@@ -391,7 +391,7 @@ def _editor(view: AuthoringView, state: dict, rows: list[dict], report: LintRepo
     )
 
 
-def _persist_draft(user, case_pk: int, state: dict, rows: list[dict]) -> None:
+def _persist_draft(user: User, case_pk: int, state: dict, rows: list[dict]) -> None:
     """Keep edits that are not saved yet, once per change."""
     if rows == state["saved_rows"]:
         if state["persisted"] is not None:

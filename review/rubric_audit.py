@@ -16,7 +16,7 @@ from db import review
 from db.rules.config import RUBRIC_SIZE
 from db.rules.errors import ClinConsensusError, StaleEdit
 from db.rules.lint import LintReport, lint_rubric
-from db.store.models import Role
+from db.store.models import Role, User
 from ui import shell, workbench as wb
 from ui.checker import page_start
 from ui.keys import widget_key
@@ -220,7 +220,7 @@ def _form(view: review.RubricView, report: LintReport) -> tuple[str, dict[int, s
     return pending, commented, overall
 
 
-def _decide(user, view: review.RubricView, decision: str, commented: dict[int, str], overall: str) -> None:
+def _decide(user: User, view: review.RubricView, decision: str, commented: dict[int, str], overall: str) -> None:
     seen = st.session_state.get(_seen_key(view.rubric_version_id), view.lock_version)
     try:
         with shell.db_session() as session:

@@ -7,13 +7,16 @@ whose hash is stored server-side), so a refresh keeps the user signed in and no 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 
 import streamlit as st
+from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from db.access import users
+from db.review import OpenDisagreements
 from db.rules.errors import PermissionDenied
 from db.rules.security import keep_files_private
 from db.store.data_version import DataVersion, data_version
@@ -23,7 +26,7 @@ from db.store.models import Role, User
 from db.work import progress as progress_queries
 from i18n import DEFAULT_LANGUAGE, LANGUAGES, translate
 from ui import session_cookie, uploads
-from ui.text import plain
+from ui.text import Translator, plain
 
 uploads.install()  # before this process serves any page: only signed-in admins send files
 keep_files_private()  # exports and backups a page writes hold labels: 0600, as from the command line
@@ -35,7 +38,7 @@ MY_PROGRESS_CACHE_ENTRIES = 512
 
 
 @st.cache_resource(show_spinner=False)
-def engine():
+def engine() -> Engine:
     """The process's engine, migrated once."""
     current = get_engine()
     upgrade(current)
@@ -72,13 +75,9 @@ def _keep_language_in_url() -> None:
         del st.query_params[LANGUAGE_PARAM]
 
 
-def t(key: str, **values) -> str:
+def t(key: str, **values: object) -> str:
     """The catalog text of `key` in the user's language."""
     return translate(key, lang(), **values)
-
-
-#: `t` bound to a language: a catalog key and its values in, the text out.
-Translator = Callable[..., str]
 
 
 def translator() -> Translator:
@@ -221,14 +220,14 @@ def keep_sign_in_cookie() -> None:
         session_cookie.write_cookie(None, max_age_seconds=0)
 
 
-def local_time(moment) -> str:
+def local_time(moment: datetime | None) -> str:
     """HH:MM of a UTC moment in the reader's time zone (one rule: ui.times)."""
     from ui.times import local_time as reader_time
 
     return reader_time(moment)[-5:]
 
 
-def _picked_value(value) -> bool:
+def _picked_value(value: object) -> bool:
     """A value a picker, text or number field holds (never a button's, an upload's or an editor's)."""
     if isinstance(value, bool):
         return False
@@ -271,7 +270,7 @@ def language_switch() -> None:
     _keep_language_in_url()
 
 
-def _open_disagreements(user: User):
+def _open_disagreements(user: User) -> OpenDisagreements:
     # Kept figures (db/counts/figures.py): read on every run, so every server process shows the same current count.
     with db_session(read_only=True) as session:
         return progress_queries.open_disagreements(session, user)

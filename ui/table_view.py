@@ -28,6 +28,7 @@ from analysis.columns import (
     header_and_kind,
     value_names as named_values,
 )
+from ui.text import Translator
 
 
 def _config(header: str, kind: str):
@@ -42,7 +43,7 @@ def _config(header: str, kind: str):
     return st.column_config.Column(header)
 
 
-def column_config(t, columns: Iterable[str], rates: Iterable[str] = ()) -> dict:
+def column_config(t: Translator, columns: Iterable[str], rates: Iterable[str] = ()) -> dict:
     """Streamlit's configuration of `columns`: each header from the catalog; `rates` are columns named by
     data (a judge's name) that hold rates."""
     rates = set(rates)
@@ -69,7 +70,7 @@ def sent_frame(frame: pd.DataFrame, columns: Iterable[str], rates: Iterable[str]
 
 
 def show(
-    t,
+    t: Translator,
     frame: pd.DataFrame,
     *,
     rates: Iterable[str] = (),
@@ -101,16 +102,16 @@ def value_names(dimension: str, values: Iterable, language: str, t: Callable[...
     return named_values(dimension, values, t)
 
 
-def dimension_name(t, dimension: str) -> str:
+def dimension_name(t: Translator, dimension: str) -> str:
     return t(f"insights.dimension.{dimension}")
 
 
-def model_name(t, model: str) -> str:
+def model_name(t: Translator, model: str) -> str:
     """A model's name; the agreement table's pooled row reads "all models"."""
     return t("analysis.all_models") if model == ALL else model
 
 
-def titled(figure: go.Figure, t, x: str | None = None, y: str | None = None) -> go.Figure:
+def titled(figure: go.Figure, t: Translator, x: str | None = None, y: str | None = None) -> go.Figure:
     """Axis titles (catalog keys) where a figure builder leaves an axis unnamed."""
     if x and not figure.layout.xaxis.title.text:
         figure.update_layout(xaxis_title=t(x))

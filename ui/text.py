@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 # Every ASCII punctuation character may be backslash-escaped in CommonMark; escaping all of them
@@ -12,6 +13,9 @@ _MARKDOWN_SPECIAL = re.compile(r"([!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~])")
 # word joiner inside "://", "www." and before "@" keeps them plain text that reads the same.
 _AUTOLINK_PARTS = re.compile(r"(?<=\\:)(?=\\/\\/)|(?<=www)(?=\\\.)|(?=\\@)", re.IGNORECASE)
 WORD_JOINER = "\u2060"
+
+#: `t` bound to a language: a catalog key and its values in, the text out.
+Translator = Callable[..., str]
 
 
 def plain(text: Any) -> str:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from db.rules.config import get_settings
+from ui.text import Translator
 
 DEFAULT_TIMEZONE = "Asia/Shanghai"
 
@@ -69,7 +70,7 @@ def utc_offset(zone: ZoneInfo, at: datetime | None = None) -> str:
     return f"UTC{'+' if minutes > 0 else '−'}{hours}" + (f":{rest:02d}" if rest else "")
 
 
-def zone_label(zone: ZoneInfo, t) -> str:
+def zone_label(zone: ZoneInfo, t: Translator) -> str:
     """The zone as a reader names it, with its offset ("北京时间，UTC+8"), never the IANA id."""
     key = _NAMED_ZONES.get(zone.key)
     return t(key, offset=utc_offset(zone)) if key else utc_offset(zone)
