@@ -251,7 +251,7 @@ def _task_text(t: shell.Translator, row: dict, people: dict[str, User], kind: st
     return " · ".join(part for part in parts if part)
 
 
-def _reassign_tab(admin: User, people: dict[str, User], label) -> None:
+def _reassign_tab(admin: User, people: dict[str, User], label: Callable[[str], str]) -> None:
     """Pick a task (narrowed by kind and current holder), then the annotator it moves to."""
     t = shell.translator()
     st.caption(t("admin.assign.reassign.intro"))

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 from datetime import date, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from db.access.audit import verify_chain
 from db.access.audit_search import audit_facets, audit_jsonl, search_audit
@@ -40,7 +42,7 @@ def _field(name: str) -> str:
     return name
 
 
-def _value(name: str, value) -> str:
+def _value(name: str, value: object) -> str:
     """One stored value as a reader reads it: "—" for nothing, names for codes, a count for a list."""
     if value is None or value == "":
         return "—"
@@ -91,7 +93,7 @@ def _changes(entry: AuditLog) -> list[dict]:
 _PERIODS = {"all": None, "today": 0, "week": 6, "month": 29, "custom": None}
 
 
-def _date_range(column, zone) -> tuple[date | None, date | None]:
+def _date_range(column: DeltaGenerator, zone: ZoneInfo) -> tuple[date | None, date | None]:
     """A period by name; dates are picked only for "custom", and start filled in, so the picker never
     shows Streamlit's empty "yyyy-mm-dd" pattern."""
     today = datetime.now(zone).date()
@@ -147,7 +149,7 @@ def _filters(user: User) -> dict:
     )
 
 
-def _entries(entries: list[AuditLog], zone) -> None:
+def _entries(entries: list[AuditLog], zone: ZoneInfo) -> None:
     """The matching entries in a table, then the chosen one's changes field by field."""
     when = t("review.audit_log.col.at", zone=zone_label(zone, t))
     frame = pd.DataFrame(

@@ -183,11 +183,11 @@ def _generate_form(user: User, t: shell.Translator) -> None:
     _start(create_generate_run, options, user, t)
 
 
-def _one_decimal(value) -> str:
+def _one_decimal(value: float | None) -> str:
     return "—" if value is None or pd.isna(value) else f"{value:,.1f}"
 
 
-def _eta(seconds) -> str:
+def _eta(seconds: float | None) -> str:
     if seconds is None:
         return "—"
     minutes, rest = divmod(int(seconds), 60)

@@ -8,7 +8,7 @@ step of the pipeline is started on the pages that already do it (judge runs, ass
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 from datetime import datetime
 
 import pandas as pd
@@ -49,7 +49,7 @@ def _link_assign(t: shell.Translator) -> None:
     st.page_link(page, label=t("new_model.link.assign"), icon=":material/assignment_ind:")
 
 
-def _frame(t: Callable[..., str], rows: list[dict], columns) -> pd.DataFrame:
+def _frame(t: shell.Translator, rows: list[dict], columns: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame([[row[c] for c in columns] for row in rows], columns=[t(f"new_model.col.{c}") for c in columns])
 
 

@@ -263,7 +263,7 @@ def _table(t: shell.Translator, name: str, frame: pd.DataFrame, key: str, **opti
     )
 
 
-def _figure(t: shell.Translator, name: str, figure, key: str) -> None:
+def _figure(t: shell.Translator, name: str, figure: go.Figure, key: str) -> None:
     st.plotly_chart(figure, key=f"chart_{key}", width="stretch")
     st.download_button(
         t("analysis.download_html"),

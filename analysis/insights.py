@@ -28,7 +28,7 @@ from db.access.policies import StatisticsPolicy, authorize
 from db.review.criterion_return import send_back_criteria, send_back_target
 from db.rules.errors import ClinConsensusError
 from db.store.models import Role, User
-from db.work.judge_errors import judge_error_detail
+from db.work.judge_errors import JudgeErrorDetail, judge_error_detail
 from ui import shared_grid, shell, table_view
 from ui.text import plain
 from ui.widgets import show_error, show_text
@@ -368,7 +368,7 @@ def _ranking_section(t: shell.Translator, grid: metrics.DecisionGrid) -> None:
     table_view.show(t, table)
 
 
-def _error_detail(t: shell.Translator, detail, row) -> None:
+def _error_detail(t: shell.Translator, detail: JudgeErrorDetail, row: dict) -> None:
     with st.container(border=True):
         st.markdown(
             f"**{plain(t('insights.detail.case'))}** {plain(detail.case_id)} · "

@@ -10,7 +10,7 @@ tenth of a percent: the browser's number column cuts a value at its step instead
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Hashable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -97,7 +97,7 @@ def show(
     )
 
 
-def value_names(dimension: str, values: Iterable, language: str, t: Callable[..., str]) -> list[str]:
+def value_names(dimension: str, values: Iterable, language: str, t: Translator) -> list[str]:
     """Slice values by their names (`language` is the one `t` speaks; specialties and models as stored)."""
     return named_values(dimension, values, t)
 
