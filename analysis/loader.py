@@ -18,9 +18,12 @@ Frames (column names are the contract of the metric and export code):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import pandas as pd
-from sqlalchemy import Text, cast, literal_column, select
+from sqlalchemy import ColumnClause, SQLColumnExpression, Text, cast, literal_column, select
 from sqlalchemy.engine import Engine
 
 from analysis.frames import Frames as Frames
@@ -47,7 +50,7 @@ def _read(engine: Engine, statement) -> pd.DataFrame:
 
 
 def load_cases(engine: Engine, *, text: bool = False) -> pd.DataFrame:
-    columns = [
+    columns: list[SQLColumnExpression[Any]] = [
         Case.id.label("case_pk"),
         Case.case_id,
         Case.difficulty,
@@ -139,7 +142,7 @@ def load_labels(engine: Engine, *, notes: bool = False) -> pd.DataFrame:
 _STAGES = np.array([Stage.annotation.value, Stage.check.value, Stage.adjudication.value, "unknown"], dtype=object)
 # One integer per row (response, stage, group, met) plus the criterion id: two objects a row instead of
 # five keeps reading 1.8 M labels to about a second of CPU. Plain SQL, read through the driver's cursor.
-_PACKED_LABEL = literal_column(
+_PACKED_LABEL: ColumnClause[int] = literal_column(
     "label.response_id * 64 + (CASE label.stage WHEN 'annotation' THEN 0 WHEN 'check' THEN 1 "
     "WHEN 'adjudication' THEN 2 ELSE 3 END) * 16 + label.group_no * 2 + CAST(label.met AS INTEGER)"
 )
@@ -198,12 +201,14 @@ def _decoded(codes: np.ndarray, values: list[str]) -> np.ndarray | None:
 def _coded_read(engine: Engine, sql_of, kinds: str, lists: dict[int, list[str] | None]) -> list[np.ndarray]:
     """The columns of `sql_of(*lists)` with the columns at the lists' positions read as codes and decoded;
     the plain text read (`sql_of()` with those columns as strings) when a list is missing or a code is −1."""
-    if all(values is not None for values in lists.values()):
-        coded_kinds = "".join("i" if index in lists else kind for index, kind in enumerate(kinds))
-        columns = _read_columns(engine, sql_of(*lists.values()), coded_kinds)
-        decoded = {index: _decoded(columns[index], values) for index, values in lists.items() if columns}
-        if all(column is not None for column in decoded.values()):
-            for index, column in decoded.items():
+    known = {index: values for index, values in lists.items() if values is not None}
+    if len(known) == len(lists):
+        coded_kinds = "".join("i" if index in known else kind for index, kind in enumerate(kinds))
+        columns = _read_columns(engine, sql_of(*known.values()), coded_kinds)
+        decoded = {index: _decoded(columns[index], values) for index, values in known.items() if columns}
+        readable = {index: column for index, column in decoded.items() if column is not None}
+        if len(readable) == len(decoded):
+            for index, column in readable.items():
                 columns[index] = column
             return columns
     return _read_columns(engine, sql_of(*(None for _ in lists)), kinds)
@@ -216,10 +221,10 @@ _JUDGES_SQL = "SELECT DISTINCT judge FROM judge_decision"
 _UNIT_SEPARATOR = "\x1f"
 
 
-def _fetch_all(engine: Engine, sql: str) -> list:
+def _fetch_all(engine: Engine, sql: str) -> Sequence[Any]:
     """Every row of `sql`, through the driver's cursor (no per-row SQLAlchemy objects)."""
     with engine.connect().execution_options(sqlite_read_only=True) as connection:
-        cursor = connection.connection.dbapi_connection.cursor()
+        cursor = connection.connection.cursor()
         try:
             cursor.execute(sql)
             return cursor.fetchall()
@@ -282,7 +287,7 @@ def _shared_strings(text: str) -> np.ndarray:
     return np.asarray(uniques, dtype=object)[codes]
 
 
-def _columns_of_rows(rows: list) -> list[np.ndarray]:
+def _columns_of_rows(rows: Sequence[Any]) -> list[np.ndarray]:
     """The columns of fetched rows (integers as int64, strings as objects)."""
     if not rows:
         return []

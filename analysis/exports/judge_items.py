@@ -44,13 +44,14 @@ def export_judge_items(engine: Engine, path: Path, progress: Progress = no_progr
     total = int(sum(len(responses_of[pk]) * len(rubric_of[pk][0]) for pk in responses_of))
 
     def lines() -> Iterator[str]:
-        for case in cases.itertuples(index=False):
-            if case.case_pk not in responses_of:
+        for case in cases.to_dict("records"):
+            case_pk = case["case_pk"]
+            if case_pk not in responses_of:
                 continue
-            message = json_text(user_message(case.clinical_context, case.user_request))
-            case_id = json_text(case.case_id)
-            criterion_ids, texts = rubric_of[case.case_pk]
-            for model, text in zip(responses_of[case.case_pk]["model"], responses_of[case.case_pk]["text"]):
+            message = json_text(user_message(case["clinical_context"], case["user_request"]))
+            case_id = json_text(case["case_id"])
+            criterion_ids, texts = rubric_of[case_pk]
+            for model, text in zip(responses_of[case_pk]["model"], responses_of[case_pk]["text"]):
                 response, model = json_text(text), json_text(model)
                 for criterion_id, item in zip(criterion_ids, texts):
                     yield (

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import pandas as pd
 from sqlalchemy.engine import Engine
 
 from analysis.exports.common import (
@@ -85,50 +86,66 @@ def release_records(
         cases = cases[cases["difficulty"].isin(tiers)]
     criteria = current_criteria(engine, text=True)
     by_case = dict(list(criteria.groupby("case_pk", sort=False)))
-    records, no_rubric, removed, warnings = [], [], [], []
-    for case in cases.itertuples(index=False):
-        rubric = by_case.get(case.case_pk)
+    records: list[dict] = []
+    no_rubric: list[str] = []
+    removed: list[str] = []
+    warnings: list[str] = []
+    for case in cases.to_dict("records"):
+        rubric = by_case.get(case["case_pk"])
         if rubric is None:
-            no_rubric.append(case.case_id)
+            no_rubric.append(case["case_id"])
             continue
-        items = []
-        for criterion_id, text, tags in zip(rubric["criterion_id"], rubric["text"], rubric["tags"]):
-            item = {"criterion_id": criterion_id, "criterion": text}
-            if tags:
-                item["tags"] = list(tags)
-            items.append(item)
-        record = {
-            "case_id": case.case_id,
-            "difficulty": case.difficulty,
-            "task": case.task,
-            "task_labels": list(case.task_labels),
-            "subject": case.subject,
-            "subject_labels": list(case.subject_labels),
-            "user_role": case.user_role,
-            "clinical_context": case.clinical_context,
-            "user_request": case.user_request,
-            "rubrics": items,
-        }
-        if isinstance(case.register_override, str) and case.register_override:
-            record["register"] = case.register_override
-        case_removed: list[str] = []
-        extra = _strip_forbidden(dict(case.extra or {}), "", case_removed)
-        for key, value in extra.items():
-            if key in record or key in RELEASE_FIELDS or key in OPTIONAL_RELEASE_FIELDS:
-                continue  # the stored columns are the truth for the release's own fields
-            record[key] = value
-        removed += [f"{case.case_id}: {where}" for where in case_removed]
-        found = []
-        for where, text in _strings(record, ""):
-            for kind, value in contact_matches(text):
-                found.append(value)
-                warnings.append(f"{case.case_id} {where}: {kind} {mask(value)}")
-        for kind, value in official_matches(json_text(record)):
-            if not any(value in other for other in found):  # e.g. a number or a key, or across an escape
-                found.append(value)
-                warnings.append(f"{case.case_id} (JSON line): {kind} {mask(value)}")
+        record, case_removed = _release_record(case, rubric)
+        removed += [f"{case['case_id']}: {where}" for where in case_removed]
+        warnings += _contact_warnings(case["case_id"], record)
         records.append(record)
     return records, no_rubric, removed, warnings
+
+
+def _release_record(case: dict, rubric: pd.DataFrame) -> tuple[dict, list[str]]:
+    """One case's line of cases.jsonl from its stored row and rubric, and the paths of the keys removed from its
+    extra fields."""
+    items = []
+    for criterion_id, text, tags in zip(rubric["criterion_id"], rubric["text"], rubric["tags"]):
+        item = {"criterion_id": criterion_id, "criterion": text}
+        if tags:
+            item["tags"] = list(tags)
+        items.append(item)
+    record = {
+        "case_id": case["case_id"],
+        "difficulty": case["difficulty"],
+        "task": case["task"],
+        "task_labels": list(case["task_labels"]),
+        "subject": case["subject"],
+        "subject_labels": list(case["subject_labels"]),
+        "user_role": case["user_role"],
+        "clinical_context": case["clinical_context"],
+        "user_request": case["user_request"],
+        "rubrics": items,
+    }
+    if isinstance(case["register_override"], str) and case["register_override"]:
+        record["register"] = case["register_override"]
+    removed: list[str] = []
+    extra = _strip_forbidden(dict(case["extra"] or {}), "", removed)
+    for key, value in extra.items():
+        if key in record or key in RELEASE_FIELDS or key in OPTIONAL_RELEASE_FIELDS:
+            continue  # the stored columns are the truth for the release's own fields
+        record[key] = value
+    return record, removed
+
+
+def _contact_warnings(case_id: str, record: dict) -> list[str]:
+    """Contact-like strings in any field of a record, then those the official check finds in its JSON line."""
+    warnings, found = [], []
+    for where, text in _strings(record, ""):
+        for kind, value in contact_matches(text):
+            found.append(value)
+            warnings.append(f"{case_id} {where}: {kind} {mask(value)}")
+    for kind, value in official_matches(json_text(record)):
+        if not any(value in other for other in found):  # e.g. a number or a key, or across an escape
+            found.append(value)
+            warnings.append(f"{case_id} (JSON line): {kind} {mask(value)}")
+    return warnings
 
 
 RELEASE_FILES = ("cases.jsonl", "schema.json", "counts.json", "README.md", "SHA256SUMS")
