@@ -22,7 +22,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Select, and_, func, or_, select
 from sqlalchemy.engine import Connection
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.store.models import Criterion, RubricStatus, RubricVersion
 
@@ -35,14 +35,14 @@ def current_versions(case_pks: Iterable[int] | None = None) -> Select:
 
     A statement: run it, or join its `.subquery()`. Cases without an approved version are absent.
     """
-    newest = select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version")).where(
-        RubricVersion.status == RubricStatus.approved
+    newest = select(col(RubricVersion.case_pk), func.max(col(RubricVersion.version)).label("version")).where(
+        col(RubricVersion.status) == RubricStatus.approved
     )
     if case_pks is not None:
-        newest = newest.where(RubricVersion.case_pk.in_(list(case_pks)))
-    latest = newest.group_by(RubricVersion.case_pk).subquery()
-    return select(RubricVersion.case_pk, RubricVersion.id.label("rubric_version_id")).join(
-        latest, and_(RubricVersion.case_pk == latest.c.case_pk, RubricVersion.version == latest.c.version)
+        newest = newest.where(col(RubricVersion.case_pk).in_(list(case_pks)))
+    latest = newest.group_by(col(RubricVersion.case_pk)).subquery()
+    return select(col(RubricVersion.case_pk), col(RubricVersion.id).label("rubric_version_id")).join(
+        latest, and_(col(RubricVersion.case_pk) == latest.c.case_pk, col(RubricVersion.version) == latest.c.version)
     )
 
 
@@ -66,8 +66,8 @@ def current_approved_version(session: Session, case_pk: int) -> RubricVersion | 
     """
     return session.scalars(
         select(RubricVersion)
-        .where(RubricVersion.case_pk == case_pk, RubricVersion.status == RubricStatus.approved)
-        .order_by(RubricVersion.version.desc())
+        .where(col(RubricVersion.case_pk) == case_pk, col(RubricVersion.status) == RubricStatus.approved)
+        .order_by(col(RubricVersion.version).desc())
         .limit(1)
     ).first()
 
@@ -103,9 +103,9 @@ def current_rubric_sizes(session: Session, case_pks: Iterable[int]) -> dict[int,
     sizes: dict[int, int] = {}
     for start in range(0, len(ids), 5000):
         for version_id, count in session.execute(
-            select(Criterion.rubric_version_id, func.count())
-            .where(Criterion.rubric_version_id.in_(ids[start : start + 5000]))
-            .group_by(Criterion.rubric_version_id)
+            select(col(Criterion.rubric_version_id), func.count())
+            .where(col(Criterion.rubric_version_id).in_(ids[start : start + 5000]))
+            .group_by(col(Criterion.rubric_version_id))
         ).all():
             sizes[by_version[version_id]] = count
     return sizes

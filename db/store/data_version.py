@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
+from sqlmodel import col
 
 from db.store.models import AuditLog, Case, Criterion, JudgeDecision, Label, Response, RubricVersion
 
@@ -43,7 +44,7 @@ def data_version(engine: Engine) -> DataVersion:
         select(func.max(RubricVersion.id)).scalar_subquery(),
         select(func.max(Criterion.id)).scalar_subquery(),
         # Sign-ins, sign-outs and exports are audited too, but change nothing the analysis reads.
-        select(func.max(AuditLog.id)).where(AuditLog.entity.not_in(("session", "export"))).scalar_subquery(),
+        select(func.max(col(AuditLog.id))).where(col(AuditLog.entity).not_in(("session", "export"))).scalar_subquery(),
     )
     with engine.connect().execution_options(sqlite_read_only=True) as connection:
         return DataVersion(*(str(value) for value in connection.execute(statement).one()))

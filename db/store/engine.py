@@ -87,18 +87,24 @@ def _keep_sqlite_file_private(url: str) -> None:
         return
 
 
-def get_engine(url: str | None = None) -> Engine:
-    """The shared engine of `url` (default: `DATABASE_URL` as it is now), created once per process."""
-    return _shared_engine(url or database_url())
+class _SharedEngines:
+    """`get_engine(url)`: the shared engine of a URL; `get_engine.cache_clear()` forgets them all."""
+
+    def __call__(self, url: str | None = None) -> Engine:
+        """The shared engine of `url` (default: `DATABASE_URL` as it is now), created once per process."""
+        return _shared_engine(url or database_url())
+
+    def cache_clear(self) -> None:
+        """Tests and tools that switch databases clear the shared engines this way."""
+        _shared_engine.cache_clear()
+
+
+get_engine = _SharedEngines()
 
 
 @lru_cache(maxsize=8)
 def _shared_engine(url: str) -> Engine:
     return make_engine(url)
-
-
-# Tests and tools that switch databases clear the shared engines this way.
-get_engine.cache_clear = _shared_engine.cache_clear
 
 
 BUSY_MESSAGE = "the database is busy (a long import may be running); nothing was saved, try again in a moment"

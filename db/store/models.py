@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Column, Index, String, Table, Text, UniqueConstraint, inspect
 from sqlmodel import Field, SQLModel
 
 # The vocabulary lives in a module without SQL (the pure analysis code reads it); named here too.
@@ -27,8 +27,17 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def table_of(model: type[SQLModel]) -> Table:
+    """The table of a table model: `model.__table__`, which SQLModel leaves untyped."""
+    table = inspect(model).local_table
+    assert isinstance(table, Table)
+    return table
+
+
 class User(SQLModel, table=True):
-    id: int | None = Field(default=None, primary_key=True)
+    # A primary key is None only until its row is flushed; every row read from the database has one, so
+    # the tables declare `id: int` (the column is the same).
+    id: int = Field(default=None, primary_key=True)
     username: str = Field(max_length=64, unique=True, index=True)
     display_name: str = Field(default="", max_length=128)
     role: str = Field(max_length=16)
@@ -44,7 +53,7 @@ class User(SQLModel, table=True):
 
 
 class Case(SQLModel, table=True):
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     case_id: str = Field(max_length=64, unique=True, index=True)
     difficulty: str = Field(max_length=16)
     task: str = Field(default="", max_length=128)
@@ -64,7 +73,7 @@ class RubricVersion(SQLModel, table=True):
     __tablename__ = "rubric_version"
     __table_args__ = (UniqueConstraint("case_pk", "version"),)
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     case_pk: int = Field(foreign_key="case.id", index=True)
     version: int = Field(default=1)
     status: str = Field(default=RubricStatus.draft, max_length=16)
@@ -80,7 +89,7 @@ class RubricVersion(SQLModel, table=True):
 class Criterion(SQLModel, table=True):
     __table_args__ = (UniqueConstraint("rubric_version_id", "criterion_id"),)
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     rubric_version_id: int = Field(foreign_key="rubric_version.id", index=True)
     position: int
     criterion_id: str = Field(max_length=64)
@@ -92,7 +101,7 @@ class Criterion(SQLModel, table=True):
 class Response(SQLModel, table=True):
     __table_args__ = (UniqueConstraint("case_pk", "model"),)
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     case_pk: int = Field(foreign_key="case.id", index=True)
     model: str = Field(max_length=128, index=True)
     text: str = Field(sa_column=Column(Text, nullable=False))
@@ -104,7 +113,7 @@ class Response(SQLModel, table=True):
 class Assignment(SQLModel, table=True):
     __table_args__ = (Index("ix_assignment_user_kind", "user_id", "kind"),)
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     kind: str = Field(max_length=16)
     case_pk: int = Field(foreign_key="case.id", index=True)
     response_id: int | None = Field(default=None, foreign_key="response.id", index=True)
@@ -129,7 +138,7 @@ class Label(SQLModel, table=True):
         Index("ix_label_updated_at", "updated_at"),
     )
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     response_id: int = Field(foreign_key="response.id")
     criterion_id: str = Field(max_length=64)
     stage: str = Field(max_length=16)
@@ -153,7 +162,7 @@ class JudgeDecision(SQLModel, table=True):
     __tablename__ = "judge_decision"
     __table_args__ = (UniqueConstraint("judge", "response_id", "criterion_id"),)
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     judge: str = Field(max_length=128)
     response_id: int = Field(foreign_key="response.id", index=True)
     criterion_id: str = Field(max_length=64)
@@ -166,7 +175,7 @@ class Draft(SQLModel, table=True):
 
     __table_args__ = (UniqueConstraint("user_id", "key"),)
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     user_id: int = Field(foreign_key="user.id")
     key: str = Field(max_length=128)
     payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
@@ -179,7 +188,7 @@ class LabelTiming(SQLModel, table=True):
     __tablename__ = "label_timing"
     __table_args__ = (Index("ix_label_timing_user_saved", "user_id", "saved_at"),)
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     user_id: int = Field(foreign_key="user.id")
     response_id: int = Field(foreign_key="response.id", index=True)
     stage: str = Field(max_length=16)
@@ -194,7 +203,7 @@ class AuditLog(SQLModel, table=True):
 
     __tablename__ = "audit_log"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     at: datetime = Field(default_factory=utcnow)
     actor: str = Field(max_length=64)
     action: str = Field(max_length=32)
@@ -211,7 +220,7 @@ class LoginSession(SQLModel, table=True):
 
     __tablename__ = "login_session"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     token_hash: str = Field(max_length=64, unique=True, index=True)
     user_id: int = Field(foreign_key="user.id", index=True)
     created_at: datetime = Field(default_factory=utcnow)
@@ -240,7 +249,7 @@ class AdjudicationOpening(SQLModel, table=True):
     __tablename__ = "adjudication_opening"
     __table_args__ = (UniqueConstraint("user_id", "response_id"),)
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     user_id: int = Field(foreign_key="user.id")
     response_id: int = Field(foreign_key="response.id", index=True)
     opened_at: datetime = Field(default_factory=utcnow)
@@ -254,7 +263,7 @@ class JudgeRun(SQLModel, table=True):
 
     __tablename__ = "judge_run"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     judge: str = Field(max_length=128, index=True)
     base_url: str = Field(max_length=512)
     model: str = Field(max_length=256)
@@ -301,7 +310,7 @@ class GenerationResult(SQLModel, table=True):
 
     __tablename__ = "generation_result"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     cache_key: str = Field(max_length=64, unique=True, index=True)
     run_id: int = Field(foreign_key="judge_run.id", index=True)
     case_pk: int = Field(foreign_key="case.id", index=True)
@@ -321,7 +330,7 @@ class JudgeResult(SQLModel, table=True):
 
     __tablename__ = "judge_result"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     cache_key: str = Field(max_length=64, unique=True, index=True)
     run_id: int = Field(foreign_key="judge_run.id", index=True)
     response_id: int = Field(foreign_key="response.id", index=True)
@@ -384,7 +393,7 @@ class FeedbackRound(SQLModel, table=True):
 
     __tablename__ = "feedback_round"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     round_at: datetime = Field(unique=True, index=True, description="`assignment.created_at` of the round's run")
     is_open: bool = Field(default=False)
     changed_at: datetime = Field(default_factory=utcnow)
@@ -396,7 +405,7 @@ class CalibrationSample(SQLModel, table=True):
 
     __tablename__ = "calibration_sample"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     model: str = Field(max_length=128, index=True)
     response_id: int = Field(foreign_key="response.id", unique=True)
     seed: int
@@ -410,7 +419,7 @@ class DisagreementDraw(SQLModel, table=True):
 
     __tablename__ = "disagreement_draw"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     response_id: int = Field(foreign_key="response.id", unique=True)
     judge_a: str = Field(max_length=128)
     judge_b: str = Field(max_length=128)
@@ -424,7 +433,7 @@ class LeaderboardSnapshot(SQLModel, table=True):
 
     __tablename__ = "leaderboard_snapshot"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     name: str = Field(max_length=128, unique=True)
     created_at: datetime = Field(default_factory=utcnow)
     created_by: str = Field(max_length=64)
@@ -440,7 +449,7 @@ class AuditSeal(SQLModel, table=True):
 
     __tablename__ = "audit_seal"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     entries: int = Field(default=0, description="entries in the log")
     hash: str = Field(max_length=64, description="hash of the last entry")
     seal: str | None = Field(default=None, max_length=64, description="HMAC of entries and hash; none until sealed")
