@@ -324,9 +324,25 @@ def _positive_int(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The console script's parser: one subcommand each, handlers set as `handler`."""
     parser = argparse.ArgumentParser(prog="clinconsensus", description="ClinConsensus Studio command line")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_import(sub)
+    _add_status_and_users(sub)
+    _add_report(sub)
+    _add_export(sub)
+    _add_demo(sub)
+    _add_upkeep(sub)
 
+    from cli import runs, scores
+
+    runs.add_commands(sub, _engine, _progress)
+    scores.add_commands(sub, _engine)
+    return parser
+
+
+def _add_import(sub: argparse._SubParsersAction) -> None:
+    """`import KIND FILE`."""
     p = sub.add_parser("import", help="import cases, responses, labels or judge decisions (JSONL)")
     p.add_argument("kind", choices=["cases", "responses", "labels", "judge"])
     p.add_argument("file")
@@ -341,6 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--actor", default="cli", help="name recorded in the audit log")
     p.set_defaults(handler=cmd_import)
 
+
+def _add_status_and_users(sub: argparse._SubParsersAction) -> None:
+    """`status` (row counts) and `users ACTION [NAME]` (accounts)."""
     p = sub.add_parser("status", help="row counts")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_status)
@@ -359,6 +378,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(handler=cmd_users)
 
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    """`report`: report.json, the printed tables, CSV, HTML and figures."""
     p = sub.add_parser("report", help="compute every figure; print tables, write report.json")
     p.add_argument("--json", default=None, metavar="FILE")
     p.add_argument(
@@ -377,6 +399,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(handler=cmd_report)
 
+
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    """`export WHAT FILE_OR_DIR`, with the options of each export."""
     p = sub.add_parser(
         "export", help="gold | release | judgements | judge-items | sft | healthbench-meta | leaderboard"
     )
@@ -407,6 +432,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--per-model", action="store_true", help="judgements: DIR/<model>/ per model, its complete cases")
     p.set_defaults(handler=cmd_export)
 
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    """`demo`: the synthetic data set into an empty database."""
     p = sub.add_parser("demo", help="synthetic data: small for trying the app, full for benchmarks")
     p.add_argument("--scale", choices=["small", "full"], default="small")
     p.add_argument("--seed", type=int, default=7)
@@ -415,6 +443,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(handler=cmd_demo)
 
+
+def _add_upkeep(sub: argparse._SubParsersAction) -> None:
+    """Keeping the database and serving it: `audit verify`, `backup FILE`, `migrate`, `serve`."""
     p = sub.add_parser("audit", help="verify the audit log: keyed chain, replay against the tables, anchors")
     p.add_argument("action", choices=["verify"])
     p.add_argument("--anchor", default=None, metavar="MANIFEST", help="an export's manifest.json: detect a rollback")
@@ -431,12 +462,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8501)
     p.add_argument("--address", default="localhost")
     p.set_defaults(handler=cmd_serve)
-
-    from cli import runs, scores
-
-    runs.add_commands(sub, _engine, _progress)
-    scores.add_commands(sub, _engine)
-    return parser
 
 
 #: Options whose value is stored as a name (the audit log's actor, a judge's name), with the limit of each.
