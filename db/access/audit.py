@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 import orjson
 from sqlalchemy import Text, cast, func, select as core_select, text
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from db.access.audit_key import (
     KEY_ENV as KEY_ENV,
@@ -31,7 +31,7 @@ from db.access.audit_key import (
 )
 from db.access.audit_seal import GENESIS_HASH as GENESIS_HASH, sealed_entries, write_seal
 from db.rules.errors import Said
-from db.store.models import AuditLog, utcnow
+from db.store.models import AuditLog, table_of, utcnow
 
 #: Every entity and action name the log holds (readers name each in their language; a test checks the writers).
 AUDIT_ENTITIES = (
@@ -162,7 +162,7 @@ class AuditWriter:
             bind = self.session.get_bind()
             if bind.dialect.name == "postgresql":
                 self.session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": AUDIT_LOCK_KEY})
-            last = self.session.exec(select(AuditLog.hash).order_by(AuditLog.id.desc()).limit(1)).first()
+            last = self.session.exec(select(col(AuditLog.hash)).order_by(col(AuditLog.id).desc()).limit(1)).first()
             self._key = writer_key(chain_is_empty=last is None)
             sealed = sealed_entries(self.session)
             # The sealed count, not the entries present: a log cut short stays visibly short after this write.
@@ -214,7 +214,7 @@ class AuditWriter:
             digest = entry_hash(prev_hash=prev, at=at, actor=self.actor, key=self._key, **row)
             values.append({"at": at, "actor": self.actor, "prev_hash": prev, "hash": digest, **row})
             prev = digest
-        self.session.execute(AuditLog.__table__.insert(), values)
+        self.session.execute(table_of(AuditLog).insert(), values)
         self._advance(prev, len(values))
 
 
@@ -235,7 +235,7 @@ class ChainReport:
     reason: str = ""
 
 
-_LOG = AuditLog.__table__
+_LOG = table_of(AuditLog)
 
 
 class LogEntry(NamedTuple):
@@ -347,7 +347,7 @@ class AuditHead:
 
 def audit_head(session: Session) -> AuditHead:
     count = int(session.exec(select(func.count()).select_from(AuditLog)).one())
-    last = session.exec(select(AuditLog.hash).order_by(AuditLog.id.desc()).limit(1)).first()
+    last = session.exec(select(col(AuditLog.hash)).order_by(col(AuditLog.id).desc()).limit(1)).first()
     return AuditHead(count, last or GENESIS_HASH)
 
 
@@ -365,7 +365,7 @@ def check_anchor(session: Session, head: AuditHead) -> str | None:
             f"the log has {present} entries but an export recorded {head.count}: "
             "the database was rolled back or the log cut short"
         )
-    entry = session.exec(select(AuditLog.hash).order_by(AuditLog.id).offset(head.count - 1).limit(1)).first()
+    entry = session.exec(select(col(AuditLog.hash)).order_by(col(AuditLog.id)).offset(head.count - 1).limit(1)).first()
     if entry != head.hash:
         return f"entry {head.count} of the log is not the one an export recorded: the log was rewritten"
     return None

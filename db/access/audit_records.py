@@ -16,11 +16,11 @@ from sqlalchemy import and_, select
 from sqlalchemy.engine import Connection
 
 from db.access.audit_digest import case_digest, decisions_digest, response_digest
-from db.store.models import Case, JudgeDecision, LoginSession, Response
+from db.store.models import Case, JudgeDecision, LoginSession, Response, table_of
 
-_CASE = Case.__table__
-_RESPONSE = Response.__table__
-_DECISION = JudgeDecision.__table__
+_CASE = table_of(Case)
+_RESPONSE = table_of(Response)
+_DECISION = table_of(JudgeDecision)
 _BATCH = 500
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import select
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.store.models import NO_GROUP, Case, Response, User
 
@@ -93,12 +93,14 @@ class LabelReplay:
         self.response_of: dict[tuple[str, str], int] = {}
         self.response_of_code: dict[tuple[str, str], int] = {}
         for response_id, case_id, model, code in session.execute(
-            select(Response.id, Case.case_id, Response.model, Response.code).join(Case, Case.id == Response.case_pk)
+            select(col(Response.id), col(Case.case_id), col(Response.model), col(Response.code)).join(
+                Case, col(Case.id) == col(Response.case_pk)
+            )
         ):
             self.response_names[response_id] = (case_id, model)
             self.response_of[(case_id, model)] = response_id
             self.response_of_code[(case_id, code)] = response_id
-        self.user_of = {name: user_id for user_id, name in session.execute(select(User.id, User.username))}
+        self.user_of = {name: user_id for user_id, name in session.execute(select(col(User.id), col(User.username)))}
         self.user_names = {user_id: name for name, user_id in self.user_of.items()}
         self.logged = _Rows()
         self._synthetic = 0

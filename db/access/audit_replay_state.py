@@ -11,12 +11,12 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import select
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.access.audit_digest import CASE_COLUMNS, case_digest, joined_decisions_digest, password_digest, response_digest
 from db.access.audit_records import stored_time
 from db.access.audit_replay_labels import driver_blocks
-from db.store.models import Case, LoginSession, Response, User
+from db.store.models import Case, LoginSession, Response, User, table_of
 
 Difference = Callable[[str], None]
 #: What the log says of something it never named.
@@ -55,7 +55,14 @@ class UserReplay:
                 "identity": identity,
             }
             for name, role, group, active, hashed, identity in session.execute(
-                select(User.username, User.role, User.group_no, User.is_active, User.password_hash, User.oidc_identity)
+                select(
+                    col(User.username),
+                    col(User.role),
+                    col(User.group_no),
+                    col(User.is_active),
+                    col(User.password_hash),
+                    col(User.oidc_identity),
+                )
             )
         }
         for name in sorted(set(self.state) | set(stored)):
@@ -97,8 +104,11 @@ class SessionReplay:
             token_hash: (username or "?", stored_time(created), stored_time(expires))
             for token_hash, username, created, expires in session.execute(
                 select(
-                    LoginSession.token_hash, User.username, LoginSession.created_at, LoginSession.expires_at
-                ).outerjoin(User, User.id == LoginSession.user_id)
+                    col(LoginSession.token_hash),
+                    col(User.username),
+                    col(LoginSession.created_at),
+                    col(LoginSession.expires_at),
+                ).outerjoin(User, col(User.id) == col(LoginSession.user_id))
             )
         }
         for key in sorted(set(self.state) | set(stored)):
@@ -133,7 +143,7 @@ class TextReplay:
             self.responses[(case_id, model)] = response_digest(after["text"])
 
     def compare(self, session: Session, differ: Difference) -> int:
-        table = Case.__table__
+        table = table_of(Case)
         case_ids: dict[int, str] = {}
         for row in session.execute(select(table.c.id, table.c.case_id, *[table.c[c] for c in CASE_COLUMNS])):
             case_ids[row.id] = row.case_id
@@ -142,7 +152,7 @@ class TextReplay:
             differ(f"case {case_id}: in the audit log but not in the database")
         streamed = {"stream_results": True, "yield_per": 1000}  # on this statement only, not the connection
         texts = session.connection().execute(
-            select(Response.case_pk, Response.model, Response.text), execution_options=streamed
+            select(col(Response.case_pk), col(Response.model), col(Response.text)), execution_options=streamed
         )
         count = 0
         for part in texts.partitions(1000):
@@ -178,7 +188,9 @@ class JudgeReplay:
         names = {
             response_id: (case_id, model)
             for response_id, case_id, model in session.execute(
-                select(Response.id, Case.case_id, Response.model).join(Case, Case.id == Response.case_pk)
+                select(col(Response.id), col(Case.case_id), col(Response.model)).join(
+                    Case, col(Case.id) == col(Response.case_pk)
+                )
             )
         }
         postgres = session.get_bind().dialect.name == "postgresql"

@@ -19,13 +19,13 @@ from sqlalchemy.engine import Connection, CursorResult
 from sqlmodel import Session
 
 from db.access.audit_key import readable_audit_key
-from db.store.models import AuditLog, AuditSeal
+from db.store.models import AuditLog, AuditSeal, table_of
 
 SEAL_ID = 1
 #: The `prev_hash` of the first entry, and the head of an empty log.
 GENESIS_HASH = "0" * 64
-_SEAL = AuditSeal.__table__
-_LOG = AuditLog.__table__
+_SEAL = table_of(AuditSeal)
+_LOG = table_of(AuditLog)
 
 
 def seal_of(entries: int, last_hash: str, key: bytes) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 
 from sqlalchemy import func, select
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.access.policies import AuditLogPolicy, authorize
 from db.store.models import AuditLog, User
@@ -30,24 +30,26 @@ def _filtered(
     statement = select(AuditLog)
     entities = [e for e in entities if e]
     if entities:
-        statement = statement.where(AuditLog.entity.in_(entities))
+        statement = statement.where(col(AuditLog.entity).in_(entities))
     if actor:
-        statement = statement.where(AuditLog.actor == actor)
+        statement = statement.where(col(AuditLog.actor) == actor)
     if since is not None:
-        statement = statement.where(AuditLog.at >= datetime.combine(since, time.min, tzinfo=zone))
+        statement = statement.where(col(AuditLog.at) >= datetime.combine(since, time.min, tzinfo=zone))
     if until is not None:
         # `until` is a whole day: everything before the next midnight in `zone`.
-        statement = statement.where(AuditLog.at < datetime.combine(until + timedelta(days=1), time.min, tzinfo=zone))
+        statement = statement.where(
+            col(AuditLog.at) < datetime.combine(until + timedelta(days=1), time.min, tzinfo=zone)
+        )
     if key_contains:
-        statement = statement.where(AuditLog.entity_key.contains(key_contains.strip(), autoescape=True))
+        statement = statement.where(col(AuditLog.entity_key).contains(key_contains.strip(), autoescape=True))
     return statement
 
 
 def audit_facets(session: Session, user: User) -> tuple[list[str], list[str]]:
     """The entity names and actors that occur in the log (for the page's filters)."""
     authorize(user, AuditLogPolicy.manage())
-    entities = list(session.execute(select(AuditLog.entity).distinct().order_by(AuditLog.entity)).scalars())
-    actors = list(session.execute(select(AuditLog.actor).distinct().order_by(AuditLog.actor)).scalars())
+    entities = list(session.execute(select(col(AuditLog.entity)).distinct().order_by(col(AuditLog.entity))).scalars())
+    actors = list(session.execute(select(col(AuditLog.actor)).distinct().order_by(col(AuditLog.actor))).scalars())
     return entities, actors
 
 
@@ -58,7 +60,7 @@ def search_audit(
     authorize(user, AuditLogPolicy.manage())
     statement = _filtered(**filters)
     total = int(session.execute(select(func.count()).select_from(statement.subquery())).scalar_one())
-    statement = statement.order_by(AuditLog.id.desc())
+    statement = statement.order_by(col(AuditLog.id).desc())
     if limit is not None:
         statement = statement.limit(limit)
     return list(session.execute(statement).scalars()), total

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from db.access.audit import record
 from db.store.models import AuditLog
@@ -28,7 +28,7 @@ def newest_sft_holdout(session: Session) -> list[str]:
     statement = (
         select(AuditLog.after)
         .where(AuditLog.entity == EXPORT_ENTITY, AuditLog.entity_key == "sft")
-        .order_by(AuditLog.id.desc())
+        .order_by(col(AuditLog.id).desc())
         .limit(1)
     )
     after = session.exec(statement).first()

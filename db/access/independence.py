@@ -35,7 +35,7 @@ from db.store.current_rubric import (
     current_rubric_sizes,
     current_version_ids,
 )
-from db.store.models import NO_RUBRIC_VERSION, AdjudicationOpening, Case, Label, Response, Stage, User, utcnow
+from db.store.models import NO_RUBRIC_VERSION, AdjudicationOpening, Case, Label, Response, Stage, User, table_of, utcnow
 
 _TALLY = SQLModel.metadata.tables["label_tally"]
 
@@ -81,7 +81,7 @@ def check_pending(
             counts_sql(_TALLY.c.rubric_version_id),  # the check queue lists labels that count only
         )
         return _in_batches(session, statement, _TALLY.c.response_id, response_ids)
-    table = Label.__table__
+    table = table_of(Label)
     annotation, check = table.alias("annotation"), table.alias("check_label")
     statement = (
         select(annotation.c.response_id)
@@ -183,11 +183,23 @@ def _complete_group_labels(session: Session, group_no: int) -> list[tuple[str, s
     current rubric (and none lies on an older version: db.counts.label_status says done), in case and code order."""
     source = counts.tally(stage=Stage.annotation.value, group_no=group_no, counting=False)  # stale ones too
     rows = session.execute(
-        select(Case.case_id, Response.code, source.c.response_id, Response.case_pk, source.c.rubric_version_id)
+        select(
+            col(Case.case_id),
+            col(Response.code),
+            source.c.response_id,
+            col(Response.case_pk),
+            source.c.rubric_version_id,
+        )
         .add_columns(func.sum(source.c.n))
         .join(Response, Response.id == source.c.response_id)
-        .join(Case, Case.id == Response.case_pk)
-        .group_by(Case.case_id, Response.code, source.c.response_id, Response.case_pk, source.c.rubric_version_id)
+        .join(Case, col(Case.id) == col(Response.case_pk))
+        .group_by(
+            col(Case.case_id),
+            col(Response.code),
+            source.c.response_id,
+            col(Response.case_pk),
+            source.c.rubric_version_id,
+        )
     ).all()
     case_of = {(row[0], row[1], row[2]): row[3] for row in rows}
     versions = current_version_ids(session, set(case_of.values()))

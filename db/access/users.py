@@ -11,12 +11,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 from sqlalchemy import case as sql_case, delete, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Engine
-from sqlmodel import Session, select
+from sqlalchemy.engine import CursorResult, Engine
+from sqlmodel import Session, col, select
 
 from db.access.audit import record
 from db.access.audit_digest import password_digest
@@ -26,7 +27,7 @@ from db.rules.config import IDLE_TIMEOUT_MINUTES, LOCKOUT_MINUTES, MAX_FAILED_LO
 from db.rules.errors import ClinConsensusError, NotFound, ValidationFailed
 from db.rules.security import MIN_PASSWORD_LENGTH, hash_password, new_token, token_digest, verify_password
 from db.store.engine import session_scope
-from db.store.models import LoginSession, LoginThrottle, Role, User, utcnow
+from db.store.models import LoginSession, LoginThrottle, Role, User, table_of, utcnow
 
 USERNAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{2,64}$")
 SESSION_LIFETIME = timedelta(hours=12)
@@ -201,7 +202,7 @@ def reset_password(session: Session, *, username: str, password: str, actor: Act
     user.password_hash = hash_password(password)
     user.lock_version += 1
     session.add(user)
-    session.execute(delete(LoginThrottle).where(LoginThrottle.username_key == throttle_key(username)))
+    session.execute(delete(LoginThrottle).where(col(LoginThrottle.username_key) == throttle_key(username)))
     revoke_sessions(session, user_id=user.id, actor=actor_name(actor))
     record(
         session,
@@ -262,7 +263,7 @@ def _count_failure(session: Session, key: str, now: datetime) -> datetime | None
 
     Returns the end of the lock when this failure reached the limit, or the name was locked already.
     """
-    table = LoginThrottle.__table__
+    table = table_of(LoginThrottle)
     window_start = now - timedelta(minutes=LOCKOUT_MINUTES)
     statement = _upsert(session).values(username_key=key, failures=1, locked_until=None, updated_at=now)
     statement = statement.on_conflict_do_update(
@@ -279,10 +280,13 @@ def _count_failure(session: Session, key: str, now: datetime) -> datetime | None
     if failures < MAX_FAILED_LOGINS:
         return None
     until = now + timedelta(minutes=LOCKOUT_MINUTES)
-    locked = session.execute(
-        update(table)
-        .where(table.c.username_key == key, table.c.failures >= MAX_FAILED_LOGINS)
-        .values(failures=0, locked_until=until)
+    locked = cast(
+        CursorResult,
+        session.execute(
+            update(table)
+            .where(table.c.username_key == key, table.c.failures >= MAX_FAILED_LOGINS)
+            .values(failures=0, locked_until=until)
+        ),
     ).rowcount
     if locked:
         record(
@@ -322,7 +326,7 @@ def authenticate(engine: Engine, *, username: str, password: str) -> User | None
         until = _locked_until(session, key, utcnow())
         if until is not None:
             raise LoginThrottled(until)
-        session.execute(delete(LoginThrottle).where(LoginThrottle.username_key == key))
+        session.execute(delete(LoginThrottle).where(col(LoginThrottle.username_key) == key))
     return user
 
 
@@ -353,11 +357,12 @@ def locked_names(session: Session, *, actor: Actor) -> dict[str, datetime]:
     """Folded username → end of its current lock, for the users page (admins only)."""
     _acting_admin(session, actor)
     now = utcnow()
-    return dict(
-        session.exec(
-            select(LoginThrottle.username_key, LoginThrottle.locked_until).where(LoginThrottle.locked_until > now)
-        ).all()
-    )
+    rows = session.exec(
+        select(col(LoginThrottle.username_key), col(LoginThrottle.locked_until)).where(
+            col(LoginThrottle.locked_until) > now
+        )
+    ).all()
+    return {name: until for name, until in rows if until is not None}  # the filter keeps set locks only
 
 
 def oidc_identity(issuer: str, subject: str) -> str:
@@ -446,13 +451,16 @@ def open_provider_session(session: Session, *, identity: str | None, issued_at: 
     if user is None or issued_at is None or not now - PROVIDER_SIGN_IN_WINDOW <= issued_at <= now + PROVIDER_CLOCK_SKEW:
         return None
     # One statement claims the sign-in, so two runs racing with the same provider cookie open one session.
-    claimed = session.execute(
-        update(User)
-        .where(
-            User.id == user.id,
-            (User.provider_sign_in_at.is_(None)) | (User.provider_sign_in_at < issued_at),  # type: ignore[union-attr,operator]
-        )
-        .values(provider_sign_in_at=issued_at)
+    claimed = cast(
+        CursorResult,
+        session.execute(
+            update(User)
+            .where(
+                col(User.id) == user.id,
+                (col(User.provider_sign_in_at).is_(None)) | (col(User.provider_sign_in_at) < issued_at),
+            )
+            .values(provider_sign_in_at=issued_at)
+        ),
     ).rowcount
     return open_session(session, user=user) if claimed else None
 
@@ -502,7 +510,7 @@ def touch_session(session: Session, *, token: str) -> None:
     """Restarts the idle clock of a live session (a write; called at most once a minute per browser)."""
     session.execute(
         update(LoginSession)
-        .where(LoginSession.token_hash == token_digest(token), LoginSession.expires_at > utcnow())
+        .where(col(LoginSession.token_hash) == token_digest(token), col(LoginSession.expires_at) > utcnow())
         .values(last_seen_at=utcnow())
     )
 
@@ -531,7 +539,7 @@ def _username(session: Session, user_id: int) -> str:
 def list_users(session: Session, *, actor: Actor) -> list[User]:
     """Every account, for the users page and the command line (admins only)."""
     _acting_admin(session, actor)
-    return list(session.exec(select(User).order_by(User.role, User.group_no, User.username)).all())
+    return list(session.exec(select(User).order_by(col(User.role), col(User.group_no), col(User.username))).all())
 
 
 def may_role_upload(user: User) -> bool:

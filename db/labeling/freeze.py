@@ -29,9 +29,9 @@ class LabelsFinal(PermissionDenied):
 def _opened_round_response_ids(group_no: int):
     """SQL: responses with a label assignment of `group_no` in a round whose feedback was ever opened."""
     return (
-        sa_select(Assignment.response_id)
+        sa_select(col(Assignment.response_id))
         .join(FeedbackRound, col(FeedbackRound.round_at) == col(Assignment.created_at))
-        .where(Assignment.kind == AssignmentKind.label, Assignment.group_no == group_no)
+        .where(col(Assignment.kind) == AssignmentKind.label, col(Assignment.group_no) == group_no)
     )
 
 
