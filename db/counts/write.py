@@ -304,19 +304,19 @@ def _refresh_assignment_chunk(connection: Connection, ids: list[int], rubrics: R
     # every labeling assignment of the pair is set to it (one UPDATE for the chunk, no read of the assignments).
     if rubrics is None:
         rubrics = _current_rubrics(connection, ids, {})
-    counts: dict[tuple[int, int], dict[int | None, int]] = {}
+    labeled: dict[tuple[int, int], dict[int | None, int]] = {}
     for response_id, group_no, version_id, n in connection.execute(
         select(TALLY.c.response_id, TALLY.c.group_no, TALLY.c.rubric_version_id, func.sum(TALLY.c.n))
         .where(TALLY.c.response_id.in_(ids), TALLY.c.stage == Stage.annotation.value)
         .group_by(TALLY.c.response_id, TALLY.c.group_no, TALLY.c.rubric_version_id)
     ).all():
         version = None if version_id == NO_RUBRIC_VERSION else int(version_id)
-        counts.setdefault((int(response_id), int(group_no)), {})[version] = int(n)
+        labeled.setdefault((int(response_id), int(group_no)), {})[version] = int(n)
     changes = []
     for rid in ids:
         version_id, size = rubrics[rid]
         for group_no in (1, 2):
-            by_version = counts.get((rid, group_no), {})
+            by_version = labeled.get((rid, group_no), {})
             fresh = sum(n for v, n in by_version.items() if counts_on_current_rubric(v, version_id))
             stale = sum(n for v, n in by_version.items() if not counts_on_current_rubric(v, version_id))
             state = label_status(version_id, size, fresh, stale)
