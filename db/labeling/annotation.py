@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from sqlalchemy import bindparam, func, insert, select as sa_select, update
-from sqlmodel import Session, SQLModel, select
+from sqlmodel import Session, SQLModel, col, select
 
 from db import counts
 from db.access.audit import record
@@ -175,6 +175,12 @@ def _require_annotator(user: User) -> None:
     authorize(user, LabelPolicy.annotate())
 
 
+def _group_of(annotator: User) -> int:
+    """The expert group of an annotator the policy let through (LabelPolicy.annotate requires one)."""
+    assert annotator.group_no is not None
+    return annotator.group_no
+
+
 @dataclass(frozen=True)
 class AssignedItem:
     response: Response
@@ -197,11 +203,11 @@ def assigned_item(session: Session, user: User, response_id: int, *, lock: bool 
         )
         .exists()
     )
-    final = feedback_freeze.labels_final_clause(Response.id, user.group_no)
+    final = feedback_freeze.labels_final_clause(col(Response.id), _group_of(user))
     statement = (
         sa_select(Response, Case, assigned, final)
-        .join(Case, Case.id == Response.case_pk)
-        .where(Response.id == response_id)
+        .join(Case, col(Case.id) == col(Response.case_pk))
+        .where(col(Response.id) == response_id)
     )
     if lock:
         statement = statement.with_for_update(of=Response)
@@ -256,13 +262,13 @@ def response_for_labeling(session: Session, user: User, response_id: int) -> Lab
     rubric = current_approved_version(session, response.case_pk)
     if rubric is None:
         raise ValidationFailed("this case has no approved rubric yet", key="errors.no_approved_rubric")
-    own = _own_labels(session, response_id, user.group_no)
+    own = _own_labels(session, response_id, _group_of(user))
     return LabelingView(
         response_id=response.id,
         code=response.code,
         text=response.text,
         case=case_view(case),
-        group_no=user.group_no,
+        group_no=_group_of(user),
         rubric_version_id=rubric.id,
         rubric_version=rubric.version,
         criteria=criteria_of(session, rubric.id),
@@ -276,13 +282,15 @@ def _assigned_responses(session: Session, user: User) -> list[tuple[int, str, in
     """(response_id, code, case_pk, case_id) of the user's label assignments, in case and code order."""
     statement = (
         select(Response.id, Response.code, Case.id, Case.case_id)
-        .join(Assignment, Assignment.response_id == Response.id)
-        .join(Case, Case.id == Response.case_pk)
+        .join(Assignment, col(Assignment.response_id) == col(Response.id))
+        .join(Case, col(Case.id) == col(Response.case_pk))
         .where(Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label)
         .distinct()
         .order_by(Case.case_id, Response.code)
     )
-    return [tuple(row) for row in session.exec(statement).all()]
+    return [
+        (response_id, code, case_pk, case_id) for response_id, code, case_pk, case_id in session.exec(statement).all()
+    ]
 
 
 def labeling_queue(session: Session, user: User, *, recount: bool = False) -> LabelQueue:
@@ -294,19 +302,19 @@ def labeling_queue(session: Session, user: User, *, recount: bool = False) -> La
     _require_annotator(user)
     if recount:
         return recounted_queue(session, user)
-    rows = session.exec(
-        select(
-            Response.id,
-            Response.code,
-            Case.id,
-            Case.case_id,
-            Assignment.label_status,
-            Assignment.labeled,
-            Assignment.rubric_size,
+    rows = session.execute(
+        sa_select(
+            col(Response.id),
+            col(Response.code),
+            col(Case.id),
+            col(Case.case_id),
+            col(Assignment.label_status),
+            col(Assignment.labeled),
+            col(Assignment.rubric_size),
         )
-        .join(Assignment, Assignment.response_id == Response.id)
-        .join(Case, Case.id == Response.case_pk)
-        .where(Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label)
+        .join(Assignment, col(Assignment.response_id) == col(Response.id))
+        .join(Case, col(Case.id) == col(Response.case_pk))
+        .where(col(Assignment.user_id) == user.id, col(Assignment.kind) == AssignmentKind.label)
         .distinct()
         .order_by(Case.case_id, Response.code)
     ).all()
@@ -327,12 +335,12 @@ def recounted_queue(session: Session, user: User) -> LabelQueue:
     sizes = dict(
         session.exec(
             select(Criterion.rubric_version_id, func.count())
-            .where(Criterion.rubric_version_id.in_(list(current.values()) or [-1]))
-            .group_by(Criterion.rubric_version_id)
+            .where(col(Criterion.rubric_version_id).in_(list(current.values()) or [-1]))
+            .group_by(col(Criterion.rubric_version_id))
         ).all()
     )
 
-    per_version = counts.annotation_counts(session, response_ids, user.group_no, recount=True)
+    per_version = counts.annotation_counts(session, response_ids, _group_of(user), recount=True)
 
     items = []
     for response_id, code, case_pk, case_id in responses:
@@ -404,7 +412,7 @@ def criterion_ids_of(session: Session, rubric_version_id: int) -> list[str]:
     statement = (
         select(Criterion.criterion_id)
         .where(Criterion.rubric_version_id == rubric_version_id)
-        .order_by(Criterion.position)
+        .order_by(col(Criterion.position))
     )
     return list(session.exec(statement).all())
 
@@ -439,7 +447,7 @@ def save_labels(
             params={"missing": len(missing), "unknown": len(extra)},
         )
 
-    existing = {label.criterion_id: label for label in _own_labels(session, response_id, user.group_no)}
+    existing = {label.criterion_id: label for label in _own_labels(session, response_id, _group_of(user))}
     wanted = {d.criterion_id: (bool(d.met), clean_note(d.note, f"note of {d.criterion_id}")) for d in decisions}
 
     conflicts = []

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import delete
-from sqlmodel import Session, select
+from sqlalchemy.engine import CursorResult
+from sqlmodel import Session, col, select
 
 from db.access.policies import active, authorize
 from db.rules.errors import ValidationFailed
@@ -60,7 +61,9 @@ def load_draft(session: Session, user: User, key: str) -> dict[str, Any] | None:
 def discard_draft(session: Session, user: User, key: str) -> bool:
     """Drop the draft; True when there was one."""
     # One statement (a save drops its draft on every save-and-next); a loaded Draft leaves the session too.
-    result = session.execute(delete(Draft).where(Draft.user_id == user.id, Draft.key == key))
+    result = cast(
+        CursorResult, session.execute(delete(Draft).where(col(Draft.user_id) == user.id, col(Draft.key) == key))
+    )
     return bool(result.rowcount)
 
 

@@ -119,7 +119,7 @@ def case_view(case: Case) -> CaseView:
 
 def criteria_of(session: Session, rubric_version_id: int) -> list[CriterionView]:
     rows = session.exec(
-        select(Criterion).where(Criterion.rubric_version_id == rubric_version_id).order_by(Criterion.position)
+        select(Criterion).where(col(Criterion.rubric_version_id) == rubric_version_id).order_by(col(Criterion.position))
     ).all()
     return [
         CriterionView(c.position, c.criterion_id, c.text, list(c.tags or []), c.review_comment, id=c.id) for c in rows
@@ -127,7 +127,7 @@ def criteria_of(session: Session, rubric_version_id: int) -> list[CriterionView]
 
 
 def _version_view(session: Session, version: RubricVersion, *, with_criteria: bool = True) -> VersionView:
-    author = session.get(User, version.author_id).username if version.author_id else None
+    author = session.get_one(User, version.author_id).username if version.author_id else None
     return VersionView(
         id=version.id,
         case_pk=version.case_pk,
@@ -145,7 +145,10 @@ def _version_view(session: Session, version: RubricVersion, *, with_criteria: bo
 
 def latest_version(session: Session, case_pk: int) -> RubricVersion | None:
     return session.exec(
-        select(RubricVersion).where(RubricVersion.case_pk == case_pk).order_by(RubricVersion.version.desc()).limit(1)
+        select(RubricVersion)
+        .where(col(RubricVersion.case_pk) == case_pk)
+        .order_by(col(RubricVersion.version).desc())
+        .limit(1)
     ).first()
 
 
@@ -176,7 +179,7 @@ def authoring_view(session: Session, user: User, case_pk: int) -> AuthoringView:
     require_rubric_assignment(session, user, case_pk)
     case = _require_case(session, case_pk)
     versions = session.exec(
-        select(RubricVersion).where(RubricVersion.case_pk == case_pk).order_by(RubricVersion.version.desc())
+        select(RubricVersion).where(col(RubricVersion.case_pk) == case_pk).order_by(col(RubricVersion.version).desc())
     ).all()
     latest = _version_view(session, versions[0]) if versions else None
     returned = None
@@ -251,7 +254,7 @@ def validate_inputs(criteria: Sequence[CriterionInput], expected: int = RUBRIC_S
 def _write_criteria(session: Session, version: RubricVersion, criteria: Sequence[CriterionInput]) -> None:
     # An explicit DELETE runs before the inserts; the unit of work would insert first and trip the
     # (version, criterion_id) unique constraint.
-    session.execute(delete(Criterion).where(Criterion.rubric_version_id == version.id))
+    session.execute(delete(Criterion).where(col(Criterion.rubric_version_id) == version.id))
     session.add_all(
         [
             Criterion(
@@ -407,12 +410,14 @@ def returned_to_author(session: Session, user: User) -> ReturnedWork:
     newest = (
         select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
         .where(col(RubricVersion.case_pk).in_(list(case_pks)))
-        .group_by(RubricVersion.case_pk)
+        .group_by(col(RubricVersion.case_pk))
         .subquery()
     )
     returned = session.exec(
         select(RubricVersion.id, RubricVersion.review_comment)
-        .join(newest, (RubricVersion.case_pk == newest.c.case_pk) & (RubricVersion.version == newest.c.version))
+        .join(
+            newest, (col(RubricVersion.case_pk) == newest.c.case_pk) & (col(RubricVersion.version) == newest.c.version)
+        )
         .where(RubricVersion.status == RubricStatus.returned)
     ).all()
     if not returned:
