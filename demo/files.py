@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from db.rules.errors import ValidationFailed
 from db.rules.progress_report import Progress, no_progress
-from db.rules.taxonomy import get_taxonomy
+from db.rules.taxonomy import Taxonomy, get_taxonomy
 from demo.content import (
     ADJUDICATION_ERROR,
     ANNOTATION_ERROR,
@@ -88,7 +88,8 @@ class _Case:
     criteria: list[CriterionSpec]
 
 
-def _resolve_plan(scale: str, n_cases: int | None, n_models: int | None, n_judges: int | None) -> ScalePlan:
+def resolve_plan(scale: str, n_cases: int | None, n_models: int | None, n_judges: int | None) -> ScalePlan:
+    """The scale's plan with the sizes given instead of its own; refuses an unknown scale or a size out of range."""
     if scale not in PLANS:
         raise ValidationFailed(f"scale: must be small or full, found {scale!r}")
     plan = PLANS[scale]
@@ -105,6 +106,73 @@ def _resolve_plan(scale: str, n_cases: int | None, n_models: int | None, n_judge
     return ScalePlan(**values)
 
 
+@dataclass(frozen=True)
+class _World:
+    """What every case of the data set draws on: the case templates, the models with their strengths by kind of
+    criterion and by macro-category, and the judges."""
+
+    templates: tuple[dict, ...]
+    taxonomy: Taxonomy
+    models: tuple[ModelProfile, ...]
+    judges: tuple[JudgeProfile, ...]
+    macro_ids: list[str]
+    kind_bonus: np.ndarray
+    macro_bonus: np.ndarray
+
+
+def _world(plan: ScalePlan, rng: np.random.Generator) -> _World:
+    taxonomy = get_taxonomy()
+    models = MODELS[: plan.n_models]
+    macro_ids = [macro["id"] for macro in taxonomy.raw["macro_categories"]]
+    kind_bonus = rng.normal(0.0, KIND_BONUS_SD, (len(models), len(KINDS)))
+    macro_bonus = rng.normal(0.0, MACRO_BONUS_SD, (len(models), len(macro_ids) + 1))
+    return _World(case_templates(), taxonomy, models, JUDGES[: plan.n_judges], macro_ids, kind_bonus, macro_bonus)
+
+
+@dataclass(frozen=True)
+class _CasePlan:
+    """Which template each case takes, which cases wait for a rubric, and which are left for the admin."""
+
+    template_index: np.ndarray
+    waiting: set[int]
+    unassigned: set[int]
+
+
+def _case_plan(scale: str, plan: ScalePlan, n_templates: int, rng: np.random.Generator) -> _CasePlan:
+    n = plan.n_cases
+    small = scale == "small" and n <= n_templates
+    template_index = np.arange(n) if small else rng.integers(0, n_templates, n)
+    n_waiting = int(round(n * plan.waiting_share))
+    waiting = set(rng.permutation(n)[:n_waiting].tolist())
+    # The last few waiting cases and approved cases are left for the admin to hand out.
+    unassigned = set(sorted(waiting)[len(waiting) - min(plan.unassigned_waiting, len(waiting)) :])
+    approved = [i for i in range(n) if i not in waiting]
+    unassigned |= set(approved[len(approved) - min(plan.unassigned_labeling, len(approved)) :])
+    return _CasePlan(template_index, waiting, unassigned)
+
+
+@dataclass
+class _Work:
+    """Who is handed what: rubric authoring by author, labeling by annotator pair, the one submitted rubric."""
+
+    rubric_authoring: defaultdict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    labeling: defaultdict[tuple[str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+    submitted: dict | None = None
+    author_turn: int = 0
+
+    def hand_out_rubric(self, case: _Case) -> None:
+        """The next author in turn writes the case's rubric; the first such rubric is submitted for audit."""
+        author = AUTHOR_ROTATION[self.author_turn % len(AUTHOR_ROTATION)]
+        self.author_turn += 1
+        self.rubric_authoring[author.username].append(case.case_id)
+        if self.submitted is None:
+            self.submitted = {
+                "case_id": case.case_id,
+                "author": author.username,
+                "criteria": [spec.record() for spec in case.criteria],
+            }
+
+
 def write_demo_files(
     out_dir: str | Path,
     *,
@@ -117,37 +185,20 @@ def write_demo_files(
 ) -> dict[str, Path]:
     """Write the demo data set into `out_dir`; returns {"cases", "responses", "labels", "plan", judge
     file stems…} → path. Sizes default to the scale's (full: 2,500 cases, 11 models, 3 judges)."""
-    plan = _resolve_plan(scale, n_cases, n_models, n_judges)
+    plan = resolve_plan(scale, n_cases, n_models, n_judges)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    templates = case_templates()
-    taxonomy = get_taxonomy()
-    models = MODELS[: plan.n_models]
-    judges = JUDGES[: plan.n_judges]
-    abilities = np.array([m.ability for m in models])
-    spreads = np.array([m.spread for m in models])
-    macro_ids = [macro["id"] for macro in taxonomy.raw["macro_categories"]]
-    kind_bonus = rng.normal(0.0, KIND_BONUS_SD, (len(models), len(KINDS)))
-    macro_bonus = rng.normal(0.0, MACRO_BONUS_SD, (len(models), len(macro_ids) + 1))
-
+    world = _world(plan, rng)
     n = plan.n_cases
-    small = scale == "small" and n <= len(templates)
-    template_index = np.arange(n) if small else rng.integers(0, len(templates), n)
-    n_waiting = int(round(n * plan.waiting_share))
-    waiting = set(rng.permutation(n)[:n_waiting].tolist())
-    # The last few waiting cases and approved cases are left for the admin to hand out.
-    unassigned = set(sorted(waiting)[len(waiting) - min(plan.unassigned_waiting, len(waiting)) :])
-    approved = [i for i in range(n) if i not in waiting]
-    unassigned |= set(approved[len(approved) - min(plan.unassigned_labeling, len(approved)) :])
-
+    cases = _case_plan(scale, plan, len(world.templates), rng)
     paths = {
         "cases": out / "cases.jsonl",
         "responses": out / "responses.jsonl",
         "labels": out / "labels.jsonl",
         "plan": out / "plan.json",
     }
-    paths.update({judge.file_stem: out / f"{judge.file_stem}.jsonl" for judge in judges})
+    paths.update({judge.file_stem: out / f"{judge.file_stem}.jsonl" for judge in world.judges})
     buffer = 1 << 20
     # Closed in the `finally` below (several files open at once, written case by case).
     handles = {
@@ -155,91 +206,104 @@ def write_demo_files(
         for key, path in paths.items()
         if key != "plan"
     }
-    rubric_assignments: dict[str, list[str]] = defaultdict(list)
-    labeling: dict[tuple[str, str], list[str]] = defaultdict(list)
-    submitted: dict | None = None
-    author_turn = 0
+    work = _Work()
     try:
         for i in range(n):
-            template = templates[int(template_index[i])]
-            register = taxonomy.register(template["user_role"])
-            low, high = template["age"]
-            case = _Case(
-                index=i,
-                case_id=f"CC-{i + 1:04d}",
-                template=template,
-                register=register,
-                age=int(rng.integers(low, high + 1)),
-                approved=i not in waiting,
-                criteria=compose_rubric(template, register, rng),
-            )
-            kinds = np.array([KIND_INDEX[spec.kind] for spec in case.criteria])
-            macro = taxonomy.macro_category(template["subject_labels"])
-            macro_col = macro_ids.index(macro) if macro in macro_ids else len(macro_ids)
-
-            # Latent truth: model × criterion.
-            logit = (
-                abilities[:, None]
-                + DIFFICULTY_EFFECT[template["difficulty"]]
-                + rng.normal(0.0, CASE_EFFECT_SD)
-                + rng.normal(0.0, 1.0, len(models))[:, None] * spreads[:, None]
-                + rng.normal(0.0, CRITERION_EFFECT_SD, len(case.criteria))[None, :]
-                + kind_bonus[:, kinds]
-                + macro_bonus[:, macro_col][:, None]
-            )
-            truth = rng.random(logit.shape) < _sigmoid(logit)
-
-            handles["cases"].write(json.dumps(_case_record(case), ensure_ascii=False) + "\n")
-            lengths = np.zeros(len(models))
-            for m, model in enumerate(models):
-                text = compose_response(template, case.criteria, truth[m], model, register, rng)
-                lengths[m] = len(text)
-                handles["responses"].write(
-                    json.dumps({"case_id": case.case_id, "model": model.name, "response": text}, ensure_ascii=False)
-                    + "\n"
-                )
-
-            if not case.approved:
-                if i not in unassigned:
-                    author = AUTHOR_ROTATION[author_turn % len(AUTHOR_ROTATION)]
-                    author_turn += 1
-                    rubric_assignments[author.username].append(case.case_id)
-                    if submitted is None:
-                        submitted = {
-                            "case_id": case.case_id,
-                            "author": author.username,
-                            "criteria": [spec.record() for spec in case.criteria],
-                        }
-                continue
-
-            left_alone = i in unassigned
-            pair = (ANNOTATORS[1][i % 3].username, ANNOTATORS[2][(i + i // 3) % 3].username)
-            if not left_alone:
-                labeling[pair].append(case.case_id)
-            lines = _case_labels(case, models, truth, pair, plan, rng, unlabeled=left_alone)
-            handles["labels"].write("".join(lines))
-            if judges:
-                _write_judges(case, models, judges, truth, lengths, handles, rng)
-            progress(i + 1, n, "cases")
+            template = world.templates[int(cases.template_index[i])]
+            if _write_case(i, template, world, plan, cases, work, handles, rng):
+                progress(i + 1, n, "cases")
     finally:
         for handle in handles.values():
             handle.close()
+    _write_plan(paths["plan"], scale, seed, n, world, work)
+    progress(n, n, "files written")
+    return paths
 
+
+def _write_case(
+    i: int,
+    template: dict,
+    world: _World,
+    plan: ScalePlan,
+    cases: _CasePlan,
+    work: _Work,
+    handles: dict,
+    rng: np.random.Generator,
+) -> bool:
+    """Case `i`, its responses, and — with an approved rubric — its labels and judge decisions; or, waiting for
+    a rubric, its authoring handed out. True when the case has an approved rubric."""
+    register = world.taxonomy.register(template["user_role"])
+    low, high = template["age"]
+    case = _Case(
+        index=i,
+        case_id=f"CC-{i + 1:04d}",
+        template=template,
+        register=register,
+        age=int(rng.integers(low, high + 1)),
+        approved=i not in cases.waiting,
+        criteria=compose_rubric(template, register, rng),
+    )
+    truth = _latent_truth(case, world, rng)
+    handles["cases"].write(json.dumps(_case_record(case), ensure_ascii=False) + "\n")
+    lengths = np.zeros(len(world.models))
+    for m, model in enumerate(world.models):
+        text = compose_response(template, case.criteria, truth[m], model, register, rng)
+        lengths[m] = len(text)
+        handles["responses"].write(
+            json.dumps({"case_id": case.case_id, "model": model.name, "response": text}, ensure_ascii=False) + "\n"
+        )
+
+    if not case.approved:
+        if i not in cases.unassigned:
+            work.hand_out_rubric(case)
+        return False
+    left_alone = i in cases.unassigned
+    pair = (ANNOTATORS[1][i % 3].username, ANNOTATORS[2][(i + i // 3) % 3].username)
+    if not left_alone:
+        work.labeling[pair].append(case.case_id)
+    lines = _case_labels(case, world.models, truth, pair, plan, rng, unlabeled=left_alone)
+    handles["labels"].write("".join(lines))
+    if world.judges:
+        _write_judges(case, world.models, world.judges, truth, lengths, handles, rng)
+    return True
+
+
+def _latent_truth(case: _Case, world: _World, rng: np.random.Generator) -> np.ndarray:
+    """Whether each model's response meets each criterion: (models × criteria) booleans drawn from the model's
+    ability, consistency and strengths, the case's difficulty and effect, and the criterion's."""
+    template = case.template
+    kinds = np.array([KIND_INDEX[spec.kind] for spec in case.criteria])
+    macro = world.taxonomy.macro_category(template["subject_labels"])
+    macro_col = world.macro_ids.index(macro) if macro in world.macro_ids else len(world.macro_ids)
+    abilities = np.array([m.ability for m in world.models])
+    spreads = np.array([m.spread for m in world.models])
+    logit = (
+        abilities[:, None]
+        + DIFFICULTY_EFFECT[template["difficulty"]]
+        + rng.normal(0.0, CASE_EFFECT_SD)
+        + rng.normal(0.0, 1.0, len(world.models))[:, None] * spreads[:, None]
+        + rng.normal(0.0, CRITERION_EFFECT_SD, len(case.criteria))[None, :]
+        + world.kind_bonus[:, kinds]
+        + world.macro_bonus[:, macro_col][:, None]
+    )
+    return rng.random(logit.shape) < _sigmoid(logit)
+
+
+def _write_plan(path: Path, scale: str, seed: int, n: int, world: _World, work: _Work) -> None:
+    """plan.json: the sizes, and who is assigned what (the generator hands the work out from it)."""
     plan_record = {
         "scale": scale,
         "seed": seed,
         "n_cases": n,
-        "models": [m.name for m in models],
-        "judges": [j.name for j in judges],
-        "rubric_authoring": dict(sorted(rubric_assignments.items())),
-        "labeling": [{"annotators": list(pair), "case_ids": ids} for pair, ids in sorted(labeling.items())],
-        "submitted_rubric": submitted,
+        "models": [m.name for m in world.models],
+        "judges": [j.name for j in world.judges],
+        "rubric_authoring": dict(sorted(work.rubric_authoring.items())),
+        "labeling": [{"annotators": list(pair), "case_ids": ids} for pair, ids in sorted(work.labeling.items())],
+        "submitted_rubric": work.submitted,
     }
-    with open(paths["plan"], "w", encoding="utf-8", newline="\n") as handle:
+    with open(path, "w", encoding="utf-8", newline="\n") as handle:
         json.dump(plan_record, handle, ensure_ascii=False, indent=1)
         handle.write("\n")
-    progress(n, n, "files written")
-    return paths
 
 
 def _case_record(case: _Case) -> dict:

@@ -35,6 +35,7 @@ import json
 import secrets
 import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func
@@ -66,7 +67,7 @@ from demo.content import (
     JUDGES,
 )
 from demo.files import (
-    _resolve_plan,
+    resolve_plan,
     write_demo_files as write_demo_files,
 )
 
@@ -168,7 +169,7 @@ def build_demo(
     Refuses (ValidationFailed, nothing changed) on a database that already has cases or demo accounts.
     """
 
-    plan = _resolve_plan(scale, n_cases, n_models, n_judges)
+    plan = resolve_plan(scale, n_cases, n_models, n_judges)
     _refuse_if_not_empty(engine)
     passwords, from_env = demo_passwords()
     if from_env:
@@ -184,29 +185,59 @@ def build_demo(
             n_judges=plan.n_judges,
             progress=progress,
         )
-        with session_scope(engine) as session:
-            for person in DEMO_PEOPLE:
-                users.add_user(
-                    session,
-                    username=person.username,
-                    role=person.role,
-                    group_no=person.group_no,
-                    password=passwords[person.username],
-                    display_name=person.display_name,
-                    actor=DEMO_ACCOUNTS_ACTOR,
-                )
-        import_lines: list[str] = []
-        judge_stems = [judge.file_stem for judge in JUDGES[: plan.n_judges]]
-        for kind, key in [
-            ("cases", "cases"),
-            ("responses", "responses"),
-            ("labels", "labels"),
-            *[("judge", stem) for stem in judge_stems],
-        ]:
-            summary = import_file(engine, kind, paths[key], actor=DEMO_ACTOR, progress=progress)
-            import_lines.extend(summary.lines())
+        _add_accounts(engine, passwords)
+        import_lines = _import_files(engine, paths, plan.n_judges, progress)
         work = json.loads(paths["plan"].read_text(encoding="utf-8"))
 
+    pk_of = _hand_out_work(engine, work)
+    if work["submitted_rubric"]:
+        _submit_rubric(engine, work["submitted_rubric"], pk_of)
+    _take_half_into_adjudication(engine)
+    accounts = [DemoAccount(p.username, p.role, p.group_no, passwords[p.username]) for p in DEMO_PEOPLE]
+    return DemoResult(
+        scale=scale,
+        seed=seed,
+        accounts=accounts,
+        password_from_env=from_env,
+        counts=demo_counts(engine),
+        models=work["models"],
+        judges=work["judges"],
+        import_lines=import_lines,
+    )
+
+
+def _add_accounts(engine: Engine, passwords: dict[str, str]) -> None:
+    """Every demo person's account, with their password."""
+    with session_scope(engine) as session:
+        for person in DEMO_PEOPLE:
+            users.add_user(
+                session,
+                username=person.username,
+                role=person.role,
+                group_no=person.group_no,
+                password=passwords[person.username],
+                display_name=person.display_name,
+                actor=DEMO_ACCOUNTS_ACTOR,
+            )
+
+
+def _import_files(engine: Engine, paths: dict[str, Path], n_judges: int, progress: Progress) -> list[str]:
+    """Cases, responses, labels and each judge's decisions through the importers; their summary lines."""
+    import_lines: list[str] = []
+    judge_stems = [judge.file_stem for judge in JUDGES[:n_judges]]
+    for kind, key in [
+        ("cases", "cases"),
+        ("responses", "responses"),
+        ("labels", "labels"),
+        *[("judge", stem) for stem in judge_stems],
+    ]:
+        summary = import_file(engine, kind, paths[key], actor=DEMO_ACTOR, progress=progress)
+        import_lines.extend(summary.lines())
+    return import_lines
+
+
+def _hand_out_work(engine: Engine, work: dict) -> dict[str, int]:
+    """The admin assigns rubric authoring and labeling as plan.json says; returns each case's key by case id."""
     with session_scope(engine) as session:
         admin = users.get_user(session, username=ADMIN.username)
         for author, case_ids in work["rubric_authoring"].items():
@@ -220,38 +251,26 @@ def build_demo(
                     select(Response.id).where(Response.case_pk.in_(case_pks[start : start + 500]))
                 ).all()
             assign_labeling(session, actor=admin, annotators=item["annotators"], response_ids=response_ids)
+    return pk_of
 
-    submitted = work["submitted_rubric"]
-    if submitted:
-        with session_scope(engine) as session:
-            author = users.get_user(session, username=submitted["author"])
-            criteria = [
-                CriterionInput(c["criterion_id"], c["criterion"], tuple(c.get("tags", ())))
-                for c in submitted["criteria"]
-            ]
-            draft = save_rubric_draft(
-                session,
-                author,
-                pk_of[submitted["case_id"]],
-                criteria,
-                base_version_id=None,
-                expected_lock=None,
-                expected_size=len(criteria),
-            )
-            submit_rubric(session, author, draft.id, expected_lock=draft.lock_version, expected_size=len(criteria))
 
-    _take_half_into_adjudication(engine)
-    accounts = [DemoAccount(p.username, p.role, p.group_no, passwords[p.username]) for p in DEMO_PEOPLE]
-    return DemoResult(
-        scale=scale,
-        seed=seed,
-        accounts=accounts,
-        password_from_env=from_env,
-        counts=demo_counts(engine),
-        models=work["models"],
-        judges=work["judges"],
-        import_lines=import_lines,
-    )
+def _submit_rubric(engine: Engine, submitted: dict, pk_of: dict[str, int]) -> None:
+    """The one rubric plan.json names is drafted by its author and submitted for audit."""
+    with session_scope(engine) as session:
+        author = users.get_user(session, username=submitted["author"])
+        criteria = [
+            CriterionInput(c["criterion_id"], c["criterion"], tuple(c.get("tags", ()))) for c in submitted["criteria"]
+        ]
+        draft = save_rubric_draft(
+            session,
+            author,
+            pk_of[submitted["case_id"]],
+            criteria,
+            base_version_id=None,
+            expected_lock=None,
+            expected_size=len(criteria),
+        )
+        submit_rubric(session, author, draft.id, expected_lock=draft.lock_version, expected_size=len(criteria))
 
 
 def _take_half_into_adjudication(engine: Engine) -> None:
