@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 from sqlalchemy import select
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db import counts
 from db.access import independence
@@ -50,9 +50,9 @@ def _my_unresolved_figures(session: Session, user: User, *, recount: bool = Fals
     else:
         rows = session.execute(
             select(*(getattr(ResponseStatus, name) for name in counts.STATUS_COLUMNS))
-            .join(AdjudicationOpening, AdjudicationOpening.response_id == ResponseStatus.response_id)
-            .where(AdjudicationOpening.user_id == user.id, ResponseStatus.n_unresolved > 0)
-            .order_by(ResponseStatus.response_id)
+            .join(AdjudicationOpening, col(AdjudicationOpening.response_id) == col(ResponseStatus.response_id))
+            .where(col(AdjudicationOpening.user_id) == user.id, col(ResponseStatus.n_unresolved) > 0)
+            .order_by(col(ResponseStatus.response_id))
         ).all()
         unresolved = [counts.ResponseFigures(*map(int, row)) for row in rows]
     refused = independence.not_adjudicable(session, user, [f.response_id for f in unresolved])
@@ -111,9 +111,9 @@ def adjudication_queue(session: Session, user: User, *, recount: bool = False) -
             {
                 rid: (code, case_id)
                 for rid, code, case_id in session.execute(
-                    select(Response.id, Response.code, Case.case_id)
-                    .join(Case, Case.id == Response.case_pk)
-                    .where(Response.id.in_(ids[start : start + 5000]))
+                    select(col(Response.id), col(Response.code), col(Case.case_id))
+                    .join(Case, col(Case.id) == col(Response.case_pk))
+                    .where(col(Response.id).in_(ids[start : start + 5000]))
                 ).all()
             }
         )
@@ -178,7 +178,7 @@ def adjudication_view(session: Session, user: User, response_id: int) -> Adjudic
     # Finals and disagreements from the labels that count on the current rubric only (db.store.current_rubric).
     labels = list(
         session.execute(
-            select(Label).where(Label.response_id == response_id, counts_sql(Label.rubric_version_id))
+            select(Label).where(col(Label.response_id) == response_id, counts_sql(col(Label.rubric_version_id)))
         ).scalars()
     )
     frame = pd.DataFrame(
@@ -196,7 +196,8 @@ def adjudication_view(session: Session, user: User, response_id: int) -> Adjudic
         if cid not in finals.index:
             continue
         g1, g2 = finals.at[cid, "group1"], finals.at[cid, "group2"]
-        if pd.isna(g1) or pd.isna(g2) or bool(g1) == bool(g2):
+        # pandas-stubs: `.at` may give numpy.bool, Period or Interval, which isna takes but its stub does not list.
+        if pd.isna(g1) or pd.isna(g2) or bool(g1) == bool(g2):  # type: ignore[arg-type]
             continue
         sides = {}
         for group in (1, 2):
@@ -259,10 +260,12 @@ def _write_decision(
     response, case = _response_and_case(session, response_id)
     frame = pd.DataFrame(
         session.execute(
-            select(Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.met).where(
-                Label.response_id == response_id,
-                Label.criterion_id == criterion_id,
-                counts_sql(Label.rubric_version_id),
+            select(
+                col(Label.response_id), col(Label.criterion_id), col(Label.stage), col(Label.group_no), col(Label.met)
+            ).where(
+                col(Label.response_id) == response_id,
+                col(Label.criterion_id) == criterion_id,
+                counts_sql(col(Label.rubric_version_id)),
             )
         ).all(),
         columns=gold.LABEL_COLUMNS,

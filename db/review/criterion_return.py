@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqlalchemy import select
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.access.audit import record
 from db.access.policies import CriterionReturnPolicy, authorize
@@ -55,7 +55,7 @@ def _pk(row: Case | RubricVersion | User) -> int:
 
 
 def _case(session: Session, case_id: str) -> Case:
-    case = session.execute(select(Case).where(Case.case_id == case_id)).scalars().first()
+    case = session.execute(select(Case).where(col(Case.case_id) == case_id)).scalars().first()
     if case is None:
         raise NotFound(f"case_id: no case {case_id!r}", key="errors.case_unknown", params={"case_id": case_id})
     return case
@@ -65,9 +65,9 @@ def _assignee(session: Session, case_pk: int) -> User | None:
     return (
         session.execute(
             select(User)
-            .join(Assignment, Assignment.user_id == User.id)
-            .where(Assignment.kind == AssignmentKind.rubric, Assignment.case_pk == case_pk)
-            .order_by(Assignment.id)
+            .join(Assignment, col(Assignment.user_id) == col(User.id))
+            .where(col(Assignment.kind) == AssignmentKind.rubric, col(Assignment.case_pk) == case_pk)
+            .order_by(col(Assignment.id))
         )
         .scalars()
         .first()
@@ -149,8 +149,10 @@ def send_back_criteria(
     target = _target(session, case, current, author)
 
     if not session.execute(
-        select(Assignment.id).where(
-            Assignment.kind == AssignmentKind.rubric, Assignment.case_pk == _pk(case), Assignment.user_id == target.id
+        select(col(Assignment.id)).where(
+            col(Assignment.kind) == AssignmentKind.rubric,
+            col(Assignment.case_pk) == _pk(case),
+            col(Assignment.user_id) == target.id,
         )
     ).first():
         session.add(
@@ -221,7 +223,7 @@ def send_back_criteria(
 
 def _target(session: Session, case: Case, current: RubricVersion, author: str | None) -> User:
     if author:
-        user = session.execute(select(User).where(User.username == author)).scalars().first()
+        user = session.execute(select(User).where(col(User.username) == author)).scalars().first()
         if user is None:
             raise NotFound(f"author: no user {author!r}", key="errors.user_unknown", params={"username": author})
     else:

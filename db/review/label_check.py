@@ -7,7 +7,7 @@ import random
 from dataclasses import dataclass, field
 
 from sqlalchemy import and_, case as sql_case, func, or_, select
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db import counts
 from db.access import independence
@@ -53,19 +53,19 @@ def check_annotators(session: Session, user: User, *, recount: bool = False) -> 
 
     `recount`: counted from the labels instead of the kept tally (db.counts), as every `recount` below."""
     authorize(user, LabelPolicy.read_checks())
-    group = user.group_no
+    group = _group_of(user)
     tally = counts.tally(stage=Stage.annotation.value, group_no=group, recount=recount)
     rows = session.execute(
         select(
-            User.id,
-            User.username,
-            User.display_name,
+            col(User.id),
+            col(User.username),
+            col(User.display_name),
             func.count(func.distinct(tally.c.response_id)),
             func.sum(tally.c.n),
         )
         .join(tally, tally.c.user_id == User.id)
-        .where(User.id != user.id)
-        .group_by(User.id, User.username, User.display_name)
+        .where(col(User.id) != user.id)
+        .group_by(col(User.id), col(User.username), col(User.display_name))
         .order_by(User.username)
     ).all()
     return [
@@ -76,6 +76,12 @@ def check_annotators(session: Session, user: User, *, recount: bool = False) -> 
 
 def _require_queue_reader(user: User, annotator_id: int) -> None:
     authorize(user, LabelPolicy.read_annotator_queue(annotator_id=annotator_id))
+
+
+def _group_of(checker: User) -> int:
+    """The expert group of a checker (every account but an admin's has one: db.access.users.validate_account)."""
+    assert checker.group_no is not None
+    return checker.group_no
 
 
 def _own_responses(group: int, annotator_id: int, recount: bool):
@@ -107,9 +113,9 @@ def _queue_rows(group: int, annotator_id: int, recount: bool):
     own = _own_responses(group, annotator_id, recount)
     checked = _checked_per_response(group, recount)
     return (
-        select(own.c.response_id, Response.code, Case.case_id, own.c.n, checked.c.n)
+        select(own.c.response_id, col(Response.code), col(Case.case_id), own.c.n, checked.c.n)
         .join(Response, Response.id == own.c.response_id)
-        .join(Case, Case.id == Response.case_pk)
+        .join(Case, col(Case.id) == col(Response.case_pk))
         .outerjoin(checked, checked.c.response_id == own.c.response_id)
         .order_by(*_QUEUE_ORDER)
     )
@@ -121,9 +127,9 @@ def _queue_page_rows(
     """The rows of `_queue_rows` from `offset`, `limit` of them: the check labels summed for those only."""
     own = _own_responses(group, annotator_id, recount)
     page = session.execute(
-        select(own.c.response_id, Response.code, Case.case_id, own.c.n)
+        select(own.c.response_id, col(Response.code), col(Case.case_id), own.c.n)
         .join(Response, Response.id == own.c.response_id)
-        .join(Case, Case.id == Response.case_pk)
+        .join(Case, col(Case.id) == col(Response.case_pk))
         .order_by(*_QUEUE_ORDER)
         .offset(offset)
         .limit(limit)
@@ -176,7 +182,7 @@ def check_queue(
     "judge": every response, the ones where they disagree most with `judge` first.
     """
     _require_queue_reader(user, annotator_id)
-    group = user.group_no
+    group = _group_of(user)
     items = _items(session.execute(_queue_rows(group, annotator_id, recount)).all())
     if mode == CHECK_ALL:
         return items
@@ -186,25 +192,26 @@ def check_queue(
     if mode == CHECK_JUDGE:
         if not judge:
             raise ValidationFailed("judge: choose a judge whose decisions were imported", key="errors.judge_choose")
-        differs = sql_case((Label.met != JudgeDecision.met, 1), else_=0)
+        differs = sql_case((col(Label.met) != col(JudgeDecision.met), 1), else_=0)
         rates = {
             rid: float(diff) / float(n)
             for rid, diff, n in session.execute(
-                select(Label.response_id, func.sum(differs), func.count())
+                select(col(Label.response_id), func.sum(differs), func.count())
                 .join(
                     JudgeDecision,
                     and_(
-                        JudgeDecision.response_id == Label.response_id, JudgeDecision.criterion_id == Label.criterion_id
+                        col(JudgeDecision.response_id) == col(Label.response_id),
+                        col(JudgeDecision.criterion_id) == col(Label.criterion_id),
                     ),
                 )
                 .where(
-                    Label.stage == Stage.annotation,
-                    Label.group_no == group,
-                    Label.user_id == annotator_id,
-                    JudgeDecision.judge == judge,
+                    col(Label.stage) == Stage.annotation,
+                    col(Label.group_no) == group,
+                    col(Label.user_id) == annotator_id,
+                    col(JudgeDecision.judge) == judge,
                     counts_sql(Label.rubric_version_id),
                 )
-                .group_by(Label.response_id)
+                .group_by(col(Label.response_id))
             ).all()
         }
         ranked = [
@@ -212,7 +219,7 @@ def check_queue(
             for i in items
             if i.response_id in rates
         ]
-        return sorted(ranked, key=lambda i: (-i.judge_disagreement, i.case_id, i.code))
+        return sorted(ranked, key=lambda i: (-rates[i.response_id], i.case_id, i.code))
     raise ValidationFailed(
         f"mode: one of {CHECK_ALL}, {CHECK_SAMPLE}, {CHECK_JUDGE} (got {mode!r})", key="errors.check_mode"
     )
@@ -241,7 +248,7 @@ def check_queue_page(
     if mode != CHECK_ALL:
         queue = check_queue(session, user, annotator_id=annotator_id, mode=mode, recount=recount, **options)
         return queue[offset : offset + limit]
-    return _items(_queue_page_rows(session, user.group_no, annotator_id, offset, limit, recount))
+    return _items(_queue_page_rows(session, _group_of(user), annotator_id, offset, limit, recount))
 
 
 def check_queue_counts(
@@ -253,7 +260,7 @@ def check_queue_counts(
     if mode != CHECK_ALL:
         items = check_queue(session, user, annotator_id=annotator_id, mode=mode, recount=recount, **options)
         return len(items), sum(1 for item in items if _fully_checked(item))
-    group = user.group_no
+    group = _group_of(user)
     own = _own_responses(group, annotator_id, recount)
     checked = _checked_per_response(group, recount)
     done = sql_case((func.coalesce(checked.c.n, 0) >= own.c.n, 1), else_=0)
@@ -274,9 +281,9 @@ def _queue_key(
         return None
     own_tally = counts.tally(stage=Stage.annotation.value, group_no=group, user_id=annotator_id, recount=recount)
     row = session.execute(
-        select(Case.case_id, Response.code)
-        .join(Case, Case.id == Response.case_pk)
-        .where(Response.id == response_id)
+        select(col(Case.case_id), col(Response.code))
+        .join(Case, col(Case.id) == col(Response.case_pk))
+        .where(col(Response.id) == response_id)
         .where(select(own_tally.c.response_id).where(own_tally.c.response_id == response_id).exists())
     ).first()
     return None if row is None else (row[0], row[1])
@@ -288,13 +295,13 @@ def _position(session: Session, group: int, annotator_id: int, key: tuple[str, s
         return 0
     case_id, code = key
     own = _own_responses(group, annotator_id, recount)
-    before = or_(Case.case_id < case_id, and_(Case.case_id == case_id, Response.code < code))
+    before = or_(col(Case.case_id) < case_id, and_(col(Case.case_id) == case_id, col(Response.code) < code))
     return int(
         session.execute(
             select(func.count())
             .select_from(own)
             .join(Response, Response.id == own.c.response_id)
-            .join(Case, Case.id == Response.case_pk)
+            .join(Case, col(Case.id) == col(Response.case_pk))
             .where(before)
         ).scalar_one()
     )
@@ -337,8 +344,8 @@ def check_queue_window(
             queue[start : position + after], start, len(queue), sum(1 for i in queue if _fully_checked(i)), position
         )
     total, checked = check_queue_counts(session, user, annotator_id=annotator_id, recount=recount)
-    key = _queue_key(session, user.group_no, annotator_id, around, recount)
-    position = _position(session, user.group_no, annotator_id, key, recount)
+    key = _queue_key(session, _group_of(user), annotator_id, around, recount)
+    position = _position(session, _group_of(user), annotator_id, key, recount)
     start = max(0, position - before)
     items = check_queue_page(
         session, user, annotator_id=annotator_id, offset=start, limit=position + after - start, recount=recount
@@ -373,13 +380,13 @@ def check_view(session: Session, user: User, response_id: int) -> CheckView:
     """One response with the checker's group's annotation and check labels, criterion by criterion."""
     authorize(user, LabelPolicy.read_checks())
     response, case = _response_and_case(session, response_id)
-    group = user.group_no
+    group = _group_of(user)
     labels = list(
         session.execute(
             select(Label).where(
-                Label.response_id == response_id,
-                Label.group_no == group,
-                Label.stage.in_([Stage.annotation, Stage.check]),
+                col(Label.response_id) == response_id,
+                col(Label.group_no) == group,
+                col(Label.stage).in_([Stage.annotation, Stage.check]),
                 counts_sql(Label.rubric_version_id),  # the current rubric's labels only
             )
         ).scalars()
@@ -447,7 +454,7 @@ def _write_check(
     """`save_check` without refreshing the kept figures: its caller refreshes them, once for many checks."""
     authorize(user, LabelPolicy.check())
     response, case = _response_and_case(session, response_id)
-    group = user.group_no
+    group = _group_of(user)
     annotation = _find_label(session, response_id, criterion_id, Stage.annotation, group)
     if annotation is None:
         raise NotFound(
@@ -495,7 +502,9 @@ def save_checks(session: Session, user: User, *, response_id: int, decisions: li
         label.criterion_id: label
         for label in session.execute(
             select(Label).where(
-                Label.response_id == response_id, Label.stage == Stage.check, Label.group_no == user.group_no
+                col(Label.response_id) == response_id,
+                col(Label.stage) == Stage.check,
+                col(Label.group_no) == user.group_no,
             )
         ).scalars()
     }

@@ -6,11 +6,12 @@ The refusal (`SavedSince`) says who saved in between only as "you, in another ta
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import select, update
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.access.audit import record
 from db.labeling.view import LabelView
@@ -52,10 +53,10 @@ def _find_label(session: Session, response_id: int, criterion_id: str, stage: st
     return session.execute(
         select(Label)
         .where(
-            Label.response_id == response_id,
-            Label.criterion_id == criterion_id,
-            Label.stage == stage,
-            Label.group_no == group_no,
+            col(Label.response_id) == response_id,
+            col(Label.criterion_id) == criterion_id,
+            col(Label.stage) == stage,
+            col(Label.group_no) == group_no,
         )
         .execution_options(populate_existing=True)
     ).scalar_one_or_none()
@@ -102,7 +103,8 @@ def save_label(
     rubric_version_id = current_rubric_version_id(session, case.id)
     entity_key = f"{case.case_id}/{response.model}/{criterion_id}/{stage}/{group_no}"
     now = utcnow()
-    what = {Stage.check: "check", Stage.adjudication: "decision"}.get(stage, "label")
+    what_of: dict[str, str] = {Stage.check: "check", Stage.adjudication: "decision"}
+    what = what_of.get(stage, "label")
     if seen_lock_version is None:
         existing = _find_label(session, response.id, criterion_id, stage, group_no)
         if existing is not None:
@@ -147,20 +149,25 @@ def save_label(
             params={"criterion": criterion_id},
         )
     before = _label_snapshot(session, existing)
-    changed = session.execute(
-        update(Label)
-        .where(Label.id == existing.id, Label.lock_version == seen_lock_version)
-        .values(
-            met=met,
-            note=note,
-            user_id=actor.id,
-            rubric_version_id=rubric_version_id,
-            updated_at=now,
-            lock_version=Label.lock_version + 1,
-        )
-        .execution_options(synchronize_session=False)
+    changed = cast(
+        CursorResult,
+        session.execute(
+            update(Label)
+            .where(col(Label.id) == existing.id, col(Label.lock_version) == seen_lock_version)
+            .values(
+                met=met,
+                note=note,
+                user_id=actor.id,
+                rubric_version_id=rubric_version_id,
+                updated_at=now,
+                lock_version=col(Label.lock_version) + 1,
+            )
+            .execution_options(synchronize_session=False)
+        ),
     ).rowcount
-    label = _find_label(session, response.id, criterion_id, stage, group_no)
+    saved = _find_label(session, response.id, criterion_id, stage, group_no)
+    assert saved is not None  # `existing` was read in this transaction, and labels are never deleted
+    label = saved
     if changed != 1:
         raise _stale(session, label, what, actor)
     record(

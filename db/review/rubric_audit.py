@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import func, select, update
+from sqlalchemy.engine import CursorResult
 from sqlmodel import Session, col
 
 from db import counts
@@ -59,15 +60,17 @@ def rubric_queue(session: Session, user: User) -> list[RubricQueueItem]:
     """Submitted rubrics, oldest submission first; the checker's own are marked, not hidden."""
     authorize(user, RubricPolicy.audit())
     counts = (
-        select(Criterion.rubric_version_id, func.count().label("n")).group_by(Criterion.rubric_version_id).subquery()
+        select(col(Criterion.rubric_version_id), func.count().label("n"))
+        .group_by(col(Criterion.rubric_version_id))
+        .subquery()
     )
     rows = session.execute(
-        select(RubricVersion, Case.case_id, User.username, counts.c.n)
-        .join(Case, Case.id == RubricVersion.case_pk)
-        .outerjoin(User, User.id == RubricVersion.author_id)
+        select(RubricVersion, col(Case.case_id), col(User.username), counts.c.n)
+        .join(Case, col(Case.id) == col(RubricVersion.case_pk))
+        .outerjoin(User, col(User.id) == col(RubricVersion.author_id))
         .outerjoin(counts, counts.c.rubric_version_id == RubricVersion.id)
-        .where(RubricVersion.status == RubricStatus.submitted)
-        .order_by(RubricVersion.submitted_at, RubricVersion.id)
+        .where(col(RubricVersion.status) == RubricStatus.submitted)
+        .order_by(col(RubricVersion.submitted_at), col(RubricVersion.id))
     ).all()
     return [
         RubricQueueItem(
@@ -88,17 +91,17 @@ def rubric_for_review(session: Session, user: User, rubric_version_id: int) -> R
 
 
 def _rubric_view(session: Session, rubric: RubricVersion, user: User) -> RubricView:
-    case = session.get(Case, rubric.case_pk)
+    case = session.get_one(Case, rubric.case_pk)
     criteria = criteria_of(session, rubric.id)
     earlier = (
         session.execute(
             select(RubricVersion)
             .where(
-                RubricVersion.case_pk == rubric.case_pk,
-                RubricVersion.version < rubric.version,
-                RubricVersion.status == RubricStatus.returned,
+                col(RubricVersion.case_pk) == rubric.case_pk,
+                col(RubricVersion.version) < rubric.version,
+                col(RubricVersion.status) == RubricStatus.returned,
             )
-            .order_by(RubricVersion.version.desc())
+            .order_by(col(RubricVersion.version).desc())
             .limit(1)
         )
         .scalars()
@@ -137,11 +140,11 @@ def _previous_decided(session: Session, rubric: RubricVersion) -> RubricVersion 
         session.execute(
             select(RubricVersion)
             .where(
-                RubricVersion.case_pk == rubric.case_pk,
-                RubricVersion.version < rubric.version,
+                col(RubricVersion.case_pk) == rubric.case_pk,
+                col(RubricVersion.version) < rubric.version,
                 col(RubricVersion.status).in_([RubricStatus.returned, RubricStatus.approved]),
             )
-            .order_by(RubricVersion.version.desc())
+            .order_by(col(RubricVersion.version).desc())
             .limit(1)
         )
         .scalars()
@@ -205,21 +208,24 @@ def _decide_rubric(
     before = _rubric_snapshot(session, rubric)
     criteria_before = {c.criterion_id: c.review_comment for c in criteria.values()}
     now = utcnow()
-    changed = session.execute(
-        update(RubricVersion)
-        .where(
-            RubricVersion.id == rubric.id,
-            RubricVersion.lock_version == seen_lock_version,
-            RubricVersion.status == RubricStatus.submitted,
-        )
-        .values(
-            status=status,
-            reviewer_id=user.id,
-            review_comment=comment,
-            reviewed_at=now,
-            lock_version=RubricVersion.lock_version + 1,
-        )
-        .execution_options(synchronize_session=False)
+    changed = cast(
+        CursorResult,
+        session.execute(
+            update(RubricVersion)
+            .where(
+                col(RubricVersion.id) == rubric.id,
+                col(RubricVersion.lock_version) == seen_lock_version,
+                col(RubricVersion.status) == RubricStatus.submitted,
+            )
+            .values(
+                status=status,
+                reviewer_id=user.id,
+                review_comment=comment,
+                reviewed_at=now,
+                lock_version=col(RubricVersion.lock_version) + 1,
+            )
+            .execution_options(synchronize_session=False)
+        ),
     ).rowcount
     if changed != 1:
         session.refresh(rubric)
@@ -240,7 +246,7 @@ def _decide_rubric(
     after = _rubric_snapshot(session, rubric)
     after["criterion_comments"] = {c.criterion_id: c.review_comment for c in criteria.values() if c.review_comment}
     before["criterion_comments"] = {k: v for k, v in criteria_before.items() if v}
-    case = session.get(Case, rubric.case_pk)
+    case = session.get_one(Case, rubric.case_pk)
     record(
         session,
         user.username,
@@ -331,31 +337,33 @@ def labels_needing_relabel(
     current = _current_versions_subquery()
     statement = (
         select(
-            Label.id,
-            Label.response_id,
-            Response.code,
-            Case.case_id,
-            Label.criterion_id,
-            Label.stage,
-            Label.group_no,
-            Label.user_id,
-            Label.rubric_version_id,
+            col(Label.id),
+            col(Label.response_id),
+            col(Response.code),
+            col(Case.case_id),
+            col(Label.criterion_id),
+            col(Label.stage),
+            col(Label.group_no),
+            col(Label.user_id),
+            col(Label.rubric_version_id),
             current.c.rubric_version_id,
         )
-        .join(Response, Response.id == Label.response_id)
-        .join(Case, Case.id == Response.case_pk)
+        .join(Response, col(Response.id) == col(Label.response_id))
+        .join(Case, col(Case.id) == col(Response.case_pk))
         .join(current, current.c.case_pk == Response.case_pk)
         .where(stale_sql(Label.rubric_version_id))
     )
     if user_id is not None:
-        statement = statement.where(Label.user_id == user_id)
+        statement = statement.where(col(Label.user_id) == user_id)
     if group_no is not None:
-        statement = statement.where(Label.group_no == group_no)
+        statement = statement.where(col(Label.group_no) == group_no)
     if stage is not None:
-        statement = statement.where(Label.stage == stage)
+        statement = statement.where(col(Label.stage) == stage)
     if case_pk is not None:
-        statement = statement.where(Response.case_pk == case_pk)
+        statement = statement.where(col(Response.case_pk) == case_pk)
     if response_id is not None:
-        statement = statement.where(Label.response_id == response_id)
-    statement = statement.order_by(Case.case_id, Response.code, Label.criterion_id, Label.stage, Label.group_no)
+        statement = statement.where(col(Label.response_id) == response_id)
+    statement = statement.order_by(
+        col(Case.case_id), col(Response.code), col(Label.criterion_id), col(Label.stage), col(Label.group_no)
+    )
     return [RelabelItem(*row) for row in session.execute(statement).all()]

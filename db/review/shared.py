@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqlalchemy import select
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.rules.errors import NotFound
 from db.store.current_rubric import current_approved_version, current_versions
@@ -40,7 +40,9 @@ def _criteria(session: Session, rubric_version_id: int | None) -> list[Criterion
         return []
     return list(
         session.execute(
-            select(Criterion).where(Criterion.rubric_version_id == rubric_version_id).order_by(Criterion.position)
+            select(Criterion)
+            .where(col(Criterion.rubric_version_id) == rubric_version_id)
+            .order_by(col(Criterion.position))
         ).scalars()
     )
 

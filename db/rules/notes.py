@@ -3,6 +3,8 @@ rationale): one length limit and one cleaning rule for all of them."""
 
 from __future__ import annotations
 
+from typing import Literal, overload
+
 from db.rules.errors import ValidationFailed
 from db.rules.limits import TEXT_LIMITS
 
@@ -10,6 +12,10 @@ from db.rules.limits import TEXT_LIMITS
 MAX_NOTE_CHARS = TEXT_LIMITS["note"]
 
 
+@overload
+def clean_note(value: str | None, what: str, *, required: Literal[True], criterion: str | None = None) -> str: ...
+@overload
+def clean_note(value: str | None, what: str, *, required: bool = False, criterion: str | None = None) -> str | None: ...
 def clean_note(value: str | None, what: str, *, required: bool = False, criterion: str | None = None) -> str | None:
     """`value` without surrounding blanks, None when empty; refused when over the limit (or empty and required).
 
