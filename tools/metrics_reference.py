@@ -48,6 +48,41 @@ def synthetic_frames(
 ) -> Frames:
     """Frames shaped like `analysis.loader.load_frames`, with seeded labels of varying quality."""
     rng = np.random.default_rng(seed)
+    cases = _synthetic_cases(rng, n_cases, n)
+    case_pk = cases["case_pk"].to_numpy()
+    criteria = pd.DataFrame(
+        {
+            "case_pk": np.repeat(case_pk, n),
+            "rubric_version_id": np.repeat(case_pk, n),
+            "position": np.tile(np.arange(1, n + 1), n_cases),
+            "criterion_id": np.tile([f"c{i:02d}" for i in range(1, n + 1)], n_cases),
+        }
+    )
+    responses, truth = _synthetic_responses(rng, cases, n_models, n)
+    # One entry per (response, criterion), responses in order, criteria in position order.
+    decisions = (
+        np.repeat(responses["response_id"].to_numpy(), n),
+        np.tile(np.array([f"c{i:02d}" for i in range(1, n + 1)], dtype=object), len(responses)),
+    )
+    users = [{"user_id": 1, "username": "admin", "role": "admin", "group_no": None}]
+    parts = []
+    for group in (1, 2):
+        parts += _group_labels(
+            rng, truth, decisions, users, group, check_share, missing_share, annotators_per_group=annotators_per_group
+        )
+    labels = _with_adjudications(rng, pd.concat(parts, ignore_index=True), truth, decisions, adjudication_share)
+    return Frames(
+        cases=cases,
+        criteria=criteria,
+        responses=responses,
+        labels=labels,
+        judge=_judge_decisions(rng, judges, truth, decisions, missing_share),
+        users=pd.DataFrame(users),
+    )
+
+
+def _synthetic_cases(rng: np.random.Generator, n_cases: int, n: int) -> pd.DataFrame:
+    """Cases with seeded themes, subjects, roles and difficulties, and their register and macro-category."""
     taxonomy = get_taxonomy()
     case_pk = np.arange(1, n_cases + 1)
     task_labels = [list(rng.choice(THEMES, size=rng.integers(1, 3), replace=False)) for _ in case_pk]
@@ -68,14 +103,15 @@ def synthetic_frames(
     cases["register"] = [taxonomy.register(role) for role in roles]
     cases["macro_category"] = cases["subject_labels"].map(taxonomy.macro_category)
     cases["n_criteria"] = n
-    criteria = pd.DataFrame(
-        {
-            "case_pk": np.repeat(case_pk, n),
-            "rubric_version_id": np.repeat(case_pk, n),
-            "position": np.tile(np.arange(1, n + 1), n_cases),
-            "criterion_id": np.tile([f"c{i:02d}" for i in range(1, n + 1)], n_cases),
-        }
-    )
+    return cases
+
+
+def _synthetic_responses(
+    rng: np.random.Generator, cases: pd.DataFrame, n_models: int, n: int
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """Every model's response to every case, and the truth of each (response, criterion)."""
+    n_cases = len(cases)
+    case_pk = cases["case_pk"].to_numpy()
     models = [f"model-{chr(ord('a') + i)}" for i in range(n_models)]
     responses = pd.DataFrame({"case_pk": np.repeat(case_pk, n_models), "model": np.tile(models, n_cases)})
     responses.insert(0, "response_id", np.arange(1, len(responses) + 1))
@@ -86,76 +122,103 @@ def synthetic_frames(
     quality = np.clip(rng.normal(0.35 + 0.5 * (np.arange(n_responses) % n_models) / max(n_models, 1), 0.2), 0, 1)
     responses["length"] = (400 + 2000 * quality + rng.normal(0, 300, n_responses)).clip(10).astype(int)
     truth = rng.random((n_responses, n)) < quality[:, None]
-    response_ids = np.repeat(responses["response_id"].to_numpy(), n)
-    criterion_ids = np.tile(np.array([f"c{i:02d}" for i in range(1, n + 1)], dtype=object), n_responses)
-    users = [{"user_id": 1, "username": "admin", "role": "admin", "group_no": None}]
-    parts = []
-    for group in (1, 2):
-        flips = rng.random((n_responses, n)) < 0.08 + 0.04 * group
-        met = (truth ^ flips).ravel()
-        keep = rng.random(met.size) >= missing_share
-        first_user = len(users) + 1
-        users += [
-            {"user_id": first_user + i, "username": f"g{group}-annotator-{i}", "role": "annotator", "group_no": group}
-            for i in range(annotators_per_group)
-        ]
-        annotator = first_user + (np.repeat(np.arange(n_responses), n) * 7 + group) % annotators_per_group
-        parts.append(
-            pd.DataFrame(
-                {
-                    "response_id": response_ids[keep],
-                    "criterion_id": criterion_ids[keep],
-                    "stage": Stage.annotation,
-                    "group_no": group,
-                    "met": met[keep],
-                    "user_id": annotator[keep],
-                }
-            )
-        )
-        checker = len(users) + 1
-        users.append({"user_id": checker, "username": f"g{group}-checker", "role": "checker", "group_no": group})
-        checked = keep & (rng.random(met.size) < check_share)
-        parts.append(
-            pd.DataFrame(
-                {
-                    "response_id": response_ids[checked],
-                    "criterion_id": criterion_ids[checked],
-                    "stage": Stage.check,
-                    "group_no": group,
-                    "met": truth.ravel()[checked],
-                    "user_id": checker,
-                }
-            )
-        )
-    labels = pd.concat(parts, ignore_index=True)
+    return responses, truth
+
+
+def _group_labels(
+    rng: np.random.Generator,
+    truth: np.ndarray,
+    decisions: tuple[np.ndarray, np.ndarray],
+    users: list[dict],
+    group: int,
+    check_share: float,
+    missing_share: float,
+    *,
+    annotators_per_group: int,
+) -> list[pd.DataFrame]:
+    """One group's annotation labels (a few flipped, a few missing) and its checker's corrections; the group's
+    accounts are added to `users`."""
+    response_ids, criterion_ids = decisions
+    n_responses, n = truth.shape
+    flips = rng.random((n_responses, n)) < 0.08 + 0.04 * group
+    met = (truth ^ flips).ravel()
+    keep = rng.random(met.size) >= missing_share
+    first_user = len(users) + 1
+    users += [
+        {"user_id": first_user + i, "username": f"g{group}-annotator-{i}", "role": "annotator", "group_no": group}
+        for i in range(annotators_per_group)
+    ]
+    annotator = first_user + (np.repeat(np.arange(n_responses), n) * 7 + group) % annotators_per_group
+    annotation = pd.DataFrame(
+        {
+            "response_id": response_ids[keep],
+            "criterion_id": criterion_ids[keep],
+            "stage": Stage.annotation,
+            "group_no": group,
+            "met": met[keep],
+            "user_id": annotator[keep],
+        }
+    )
+    checker = len(users) + 1
+    users.append({"user_id": checker, "username": f"g{group}-checker", "role": "checker", "group_no": group})
+    checked = keep & (rng.random(met.size) < check_share)
+    check = pd.DataFrame(
+        {
+            "response_id": response_ids[checked],
+            "criterion_id": criterion_ids[checked],
+            "stage": Stage.check,
+            "group_no": group,
+            "met": truth.ravel()[checked],
+            "user_id": checker,
+        }
+    )
+    return [annotation, check]
+
+
+def _with_adjudications(
+    rng: np.random.Generator,
+    labels: pd.DataFrame,
+    truth: np.ndarray,
+    decisions: tuple[np.ndarray, np.ndarray],
+    adjudication_share: float,
+) -> pd.DataFrame:
+    """The labels, with a share of the groups' disagreements adjudicated to the truth."""
+    response_ids, criterion_ids = decisions
     finals = group_final_labels(labels)
     wide = finals.pivot_table(
         index=["response_id", "criterion_id"], columns="group_no", values="met", aggfunc="first"
     ).reindex(columns=[1, 2])
     disagree = wide[(wide[1].notna() & wide[2].notna() & (wide[1] != wide[2]))].index.to_frame(index=False)
     adjudicate = disagree[rng.random(len(disagree)) < adjudication_share]
-    if len(adjudicate):
-        lookup = pd.Series(truth.ravel(), index=pd.MultiIndex.from_arrays([response_ids, criterion_ids]))
-        met = lookup.reindex(pd.MultiIndex.from_frame(adjudicate[["response_id", "criterion_id"]])).to_numpy()
-        labels = pd.concat(
-            [
-                labels,
-                pd.DataFrame(
-                    {
-                        "response_id": adjudicate["response_id"].to_numpy(),
-                        "criterion_id": adjudicate["criterion_id"].to_numpy(),
-                        "stage": Stage.adjudication,
-                        "group_no": NO_GROUP,
-                        "met": met.astype(bool),
-                        "user_id": 1,
-                    }
-                ),
-            ],
-            ignore_index=True,
-        )
+    if not len(adjudicate):
+        return labels
+    lookup = pd.Series(truth.ravel(), index=pd.MultiIndex.from_arrays([response_ids, criterion_ids]))
+    met = lookup.reindex(pd.MultiIndex.from_frame(adjudicate[["response_id", "criterion_id"]])).to_numpy()
+    adjudications = pd.DataFrame(
+        {
+            "response_id": adjudicate["response_id"].to_numpy(),
+            "criterion_id": adjudicate["criterion_id"].to_numpy(),
+            "stage": Stage.adjudication,
+            "group_no": NO_GROUP,
+            "met": met.astype(bool),
+            "user_id": 1,
+        }
+    )
+    return pd.concat([labels, adjudications], ignore_index=True)
+
+
+def _judge_decisions(
+    rng: np.random.Generator,
+    judges: tuple[str, ...],
+    truth: np.ndarray,
+    decisions: tuple[np.ndarray, np.ndarray],
+    missing_share: float,
+) -> pd.DataFrame:
+    """Each judge's decisions: the truth with a few more flips the later the judge, a few missing."""
+    response_ids, criterion_ids = decisions
     judge_parts = []
     for index, judge in enumerate(judges):
-        flips = rng.random((n_responses, n)) < 0.1 + 0.03 * index
+        flips = rng.random(truth.shape) < 0.1 + 0.03 * index
         keep = rng.random(flips.size) >= missing_share
         judge_parts.append(
             pd.DataFrame(
@@ -167,14 +230,9 @@ def synthetic_frames(
                 }
             )
         )
-    judge_frame = (
-        pd.concat(judge_parts, ignore_index=True)
-        if judge_parts
-        else pd.DataFrame({"judge": [], "response_id": [], "criterion_id": [], "met": []})
-    )
-    return Frames(
-        cases=cases, criteria=criteria, responses=responses, labels=labels, judge=judge_frame, users=pd.DataFrame(users)
-    )
+    if not judge_parts:
+        return pd.DataFrame({"judge": [], "response_id": [], "criterion_id": [], "met": []})
+    return pd.concat(judge_parts, ignore_index=True)
 
 
 # The straightforward reference ---------------------------------------------------------------
