@@ -172,7 +172,7 @@ def _write_rubrics(run: _Run, cases: list[tuple[dict, int]]) -> set[str]:
                 latest[row.case_pk] = (row.id, row.version)
     stored_criteria: dict[int, list[tuple[str, str, list[str]]]] = {}
     for batch in _batches([version_id for version_id, _version in latest.values()]):
-        for row in connection.execute(
+        for criterion in connection.execute(
             select(
                 _CRITERION_TABLE.c.rubric_version_id,
                 _CRITERION_TABLE.c.criterion_id,
@@ -182,8 +182,8 @@ def _write_rubrics(run: _Run, cases: list[tuple[dict, int]]) -> set[str]:
             .where(_CRITERION_TABLE.c.rubric_version_id.in_(batch))
             .order_by(_CRITERION_TABLE.c.rubric_version_id, _CRITERION_TABLE.c.position)
         ):
-            stored_criteria.setdefault(row.rubric_version_id, []).append(
-                (row.criterion_id, row.text, list(row.tags or []))
+            stored_criteria.setdefault(criterion.rubric_version_id, []).append(
+                (criterion.criterion_id, criterion.text, list(criterion.tags or []))
             )
 
     versions, audit_rows, renewed = [], [], set()

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from db.rules.errors import ClinConsensusError, Said
-from db.store.models import Case, Criterion, JudgeDecision, Label, Response, RubricVersion
+from db.store.models import Case, Criterion, JudgeDecision, Label, Response, RubricVersion, table_of
 
 KINDS = ("cases", "responses", "labels", "judge")
 JUDGE_FORMATS = ("decisions", "local-judge", "official")
@@ -23,12 +23,12 @@ BULK_ROWS = ROW_CHUNK // 2
 #: Ids per `IN (...)` lookup, well under SQLite's limit on bound parameters.
 LOOKUP_BATCH = 500
 
-_CASE_TABLE = Case.__table__
-_RUBRIC_TABLE = RubricVersion.__table__
-_CRITERION_TABLE = Criterion.__table__
-_RESPONSE_TABLE = Response.__table__
-_LABEL_TABLE = Label.__table__
-_JUDGE_TABLE = JudgeDecision.__table__
+_CASE_TABLE = table_of(Case)
+_RUBRIC_TABLE = table_of(RubricVersion)
+_CRITERION_TABLE = table_of(Criterion)
+_RESPONSE_TABLE = table_of(Response)
+_LABEL_TABLE = table_of(Label)
+_JUDGE_TABLE = table_of(JudgeDecision)
 
 
 class ImportFailed(ClinConsensusError):

@@ -9,7 +9,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeGuard
 from urllib.parse import unquote
 
 from sqlalchemy import bindparam, select, update
@@ -132,7 +132,7 @@ class _JudgeWriter:
         if self.had_rows:
             response_ids = sorted({row[1] for row in chunk})
             for batch in _batches(response_ids):
-                for stored in connection.execute(
+                for decision_row in connection.execute(
                     select(
                         _JUDGE_TABLE.c.id,
                         _JUDGE_TABLE.c.judge,
@@ -142,8 +142,10 @@ class _JudgeWriter:
                         _JUDGE_TABLE.c.extra,
                     ).where(_JUDGE_TABLE.c.response_id.in_(batch))
                 ):
-                    existing[(stored.judge, stored.response_id, stored.criterion_id)] = stored
-        new_rows, changes, audit_rows = [], [], []
+                    existing[(decision_row.judge, decision_row.response_id, decision_row.criterion_id)] = decision_row
+        new_rows: list[tuple] = []
+        changes: list[dict[str, Any]] = []
+        audit_rows: list[dict[str, Any]] = []
         touched: set[tuple[str, int]] = set()  # (judge, response): its decisions' digest goes to the audit log
         for judge, response_id, criterion_id, met, extra, case_id, model in chunk:
             stored = existing.get((judge, response_id, criterion_id))
@@ -217,7 +219,7 @@ def _import_judge_rows(run: _Run, records: Iterator[tuple[int, dict]], fmt: str,
     writer.flush()
 
 
-def _plain(value: Any, max_length: int) -> bool:
+def _plain(value: Any, max_length: int) -> TypeGuard[str]:
     """A non-blank string of at most `max_length` printable characters (no control or invisible ones)."""
     return type(value) is str and 0 < len(value) <= max_length and not value.isspace() and value.isprintable()
 
@@ -234,7 +236,13 @@ def model_of_judgement_file(name: str) -> str | None:
 def _official_items(data: str, problems: _Problems) -> Iterator[tuple[int, Any]]:
     """(line, item) of each element of a top-level JSON list, without building the whole list twice."""
     whitespace = re.compile(r"[ \t\r\n]*")
-    position = whitespace.match(data, 0).end()
+
+    def after_blanks(position: int) -> int:
+        blanks = whitespace.match(data, position)
+        assert blanks is not None  # the pattern matches even no blank at all
+        return blanks.end()
+
+    position = after_blanks(0)
     if not data.startswith("[", position):
         found = "an object" if data.startswith("{", position) else "something else"
         problems.at(
@@ -245,7 +253,7 @@ def _official_items(data: str, problems: _Problems) -> Iterator[tuple[int, Any]]
             ),
         )
         return
-    position = whitespace.match(data, position + 1).end()
+    position = after_blanks(position + 1)
     if data.startswith("]", position):
         return
     while True:
@@ -259,12 +267,12 @@ def _official_items(data: str, problems: _Problems) -> Iterator[tuple[int, Any]]
             problems.at(line, Said(f"not accepted: {error}", "import.not_accepted", reason=_reason(error)))
             return
         yield line, item
-        position = whitespace.match(data, position).end()
+        position = after_blanks(position)
         if data.startswith(",", position):
-            position = whitespace.match(data, position + 1).end()
+            position = after_blanks(position + 1)
             continue
         if data.startswith("]", position):
-            if data[whitespace.match(data, position + 1).end() :]:
+            if data[after_blanks(position + 1) :]:
                 problems.at(
                     data.count("\n", 0, position) + 1,
                     Said("not valid JSON (extra data after the list)", "import.not_json_list"),
@@ -329,10 +337,11 @@ def _import_official(run: _Run, stream: BinaryIO, judge_option: str | None, dige
                 )
             )
         if checked is None or errors:
-            for error in errors:
-                run.problems.at(line, error)
+            for problem in errors:
+                run.problems.at(line, problem)
             continue
         case_id, model = checked.case_id, checked.model or file_model
+        assert model is not None  # refused above when neither the item nor the file names it
         if (case_id, model) in seen_cases:
             run.problems.at(
                 line,
@@ -358,17 +367,18 @@ def _import_official(run: _Run, stream: BinaryIO, judge_option: str | None, dige
                 errors = []
                 criterion_id = writer.targets.criterion_at(case_id, model, place, errors)
                 if criterion_id is None:
-                    for error in errors:
+                    for problem in errors:
                         run.problems.at(
-                            line, Said(prefix + error, getattr(error, "key", None), **getattr(error, "params", {}))
+                            line,
+                            Said(prefix + problem, getattr(problem, "key", None), **getattr(problem, "params", {})),
                         )
                     continue
             criterion, errors = check(
                 OfficialCriterionResult, {"criterion_id": criterion_id, "criteria_met": met}, prefix
             )
             if criterion is None:
-                for error in errors:
-                    run.problems.at(line, error)
+                for problem in errors:
+                    run.problems.at(line, problem)
                 continue
             extra = {key: value for key, value in result.items() if key not in {"criterion_id", "criteria_met"}}
             if case_extra:

@@ -19,7 +19,7 @@ from db.importers.writing import _COPY_ESCAPES, _batches, _BulkInserter, _Run
 from db.rules import limits
 from db.rules.errors import Said
 from db.rules.records import STAGES, LabelRecord, check
-from db.store.models import NO_GROUP, User
+from db.store.models import NO_GROUP, User, table_of
 
 # Labels --------------------------------------------------------------------------------------
 
@@ -137,7 +137,7 @@ def _diagnose_label(record: dict, targets: _Targets) -> tuple[tuple | None, list
 def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
     connection = run.connection
     targets = _Targets.load(connection)
-    accounts = User.__table__.c
+    accounts = table_of(User).c
     users: dict[str, int] = {}
     #: (role, group) of every account, and of the placeholder each unknown name will become.
     authors: dict[str, tuple[str, int | None]] = {}
@@ -266,7 +266,7 @@ def _write_labels(
     connection = run.connection
     existing: dict[tuple, Any] = {}
     for batch in _batches(sorted({row[0] for row in rows})):
-        for stored in connection.execute(
+        for label_row in connection.execute(
             select(
                 _LABEL_TABLE.c.id,
                 _LABEL_TABLE.c.response_id,
@@ -279,9 +279,12 @@ def _write_labels(
                 _LABEL_TABLE.c.rubric_version_id,
             ).where(_LABEL_TABLE.c.response_id.in_(batch))
         ):
-            existing[(stored.response_id, stored.criterion_id, stored.stage, stored.group_no)] = stored
+            existing[(label_row.response_id, label_row.criterion_id, label_row.stage, label_row.group_no)] = label_row
     username_of: dict[int, str] | None = None
-    new_rows, new_indexes, changes, audit_rows = [], [], [], []
+    new_rows: list[tuple] = []
+    new_indexes: list[int] = []
+    changes: list[dict[str, Any]] = []
+    audit_rows: list[dict[str, Any]] = []
     for index, (row, (case_id, model, annotator)) in enumerate(zip(rows, names)):
         response_id, criterion_id, stage, group, met, user_id, note, version_id = row[:8]
         stored = existing.get((response_id, criterion_id, stage, group))
@@ -295,7 +298,7 @@ def _write_labels(
             run.summary.unchanged += 1
             continue
         if username_of is None:
-            username_of = dict(connection.execute(select(User.__table__.c.id, User.__table__.c.username)).all())
+            username_of = dict(connection.execute(select(table_of(User).c.id, table_of(User).c.username)).all())
         changes.append(
             {
                 "label_id": stored.id,

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy.engine import Connection
+from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlmodel import Session
 
 from db.access.audit import AuditWriter
@@ -85,7 +86,7 @@ class _BulkInserter:
             return
         if len(rows) >= common.BULK_ROWS:
             self.run.bulk_mode(self)
-        cursor = self.run.connection.connection.dbapi_connection.cursor()
+        cursor = _driver_connection(self.run.connection).cursor()
         try:
             if self.dialect == "postgresql":
                 with cursor.copy(self.statement) as copy:
@@ -136,6 +137,13 @@ def db_time(connection: Connection, moment: datetime):
     return processor(moment) if processor else moment
 
 
+def _driver_connection(connection: Connection) -> DBAPIConnection:
+    """The driver's connection under `connection`: bulk loads and pragmas talk to it directly."""
+    driver = connection.connection.dbapi_connection
+    assert driver is not None  # None only once the pool has invalidated it; an import holds it open
+    return driver
+
+
 def _dump_json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, allow_nan=False)
 
@@ -167,7 +175,7 @@ class _Run:
             self.bulk_inserters.append(inserter)
             inserter.drop_foreign_keys()
         if self.connection.dialect.name == "sqlite" and self.sqlite_cache is None:
-            driver = self.connection.connection.dbapi_connection
+            driver = _driver_connection(self.connection)
             self.sqlite_cache = driver.execute("PRAGMA cache_size").fetchone()[0]
             driver.execute(f"PRAGMA cache_size=-{BULK_SQLITE_CACHE_KIB}")
 
@@ -178,7 +186,7 @@ class _Run:
     def release(self) -> None:
         # The connection goes back to the pool: leave it as it was found.
         if self.sqlite_cache is not None:
-            self.connection.connection.dbapi_connection.execute(f"PRAGMA cache_size={self.sqlite_cache}")
+            _driver_connection(self.connection).execute(f"PRAGMA cache_size={self.sqlite_cache}")
             self.sqlite_cache = None
 
     def audit(self, rows: list[dict]) -> None:
