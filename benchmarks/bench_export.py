@@ -96,7 +96,7 @@ def command_figures(url: str, folder: Path, kinds: list[str], repeat: int) -> No
         print(f"clinconsensus export {kind}: {best.against(raw)}", flush=True)
 
 
-def main(argv=None) -> int:
+def parse_arguments(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=2500)
     parser.add_argument("--models", type=int, default=11)
@@ -110,38 +110,90 @@ def main(argv=None) -> int:
         help="exports run as `clinconsensus export` beside the raw read of the label table ('' for none)",
     )
     parser.add_argument("--build-into", default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
+
+def build_in_child(folder: Path, args: argparse.Namespace) -> str:
+    """A fresh SQLite database of the run's size, built in a child process; its URL."""
+    url = f"sqlite:///{folder / 'bench.db'}"
+    # The database's audit chain and the exports that extend it (sft) share a key of the run's own.
+    os.environ["CLINCONSENSUS_AUDIT_KEY_FILE"] = str(folder / "audit.key")
+    print(f"building {args.cases:,} cases × {args.models} models in a child process …", flush=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.bench_export",
+            "--build-into",
+            url,
+            "--cases",
+            str(args.cases),
+            "--models",
+            str(args.models),
+            "--seed",
+            str(args.seed),
+        ],
+        check=True,
+    )
+    return url
+
+
+def gold_figures(engine, folder: Path, repeat: int) -> None:
+    """`export gold` `repeat` times, its file checked against its summary; the best time against the target."""
+    from analysis import exports
+
+    best = None
+    for attempt in range(max(repeat, 1)):
+        path = folder / "gold.jsonl"
+        summary, seconds = run(f"export gold (run {attempt + 1})", exports.export_gold, engine, path)
+        best = seconds if best is None else min(best, seconds)
+    rows = count_lines(path)
+    assert rows == summary.counts["rows"], "gold export: line count differs from the summary"
+    assert exports.sha256_file(path) == summary.files["gold.jsonl"], "gold export: sha256 differs from the summary"
+    size_mb = path.stat().st_size / 1e6
+    verdict = "meets" if best < TARGET_GOLD_SECONDS else "MISSES"
+    print(
+        f"gold: {rows:,} rows, {size_mb:.0f} MB; best {best:.2f} s — {verdict} the target of "
+        f"< {TARGET_GOLD_SECONDS:.0f} s",
+        flush=True,
+    )
+
+
+def other_export_figures(engine, folder: Path, also: str) -> bool:
+    """Each export of `also` timed once, its files checked against its manifest; False on an unknown one."""
+    from analysis import exports
+
+    for what in [w.strip() for w in also.split(",") if w.strip()]:
+        if what == "judgements":
+            result, _ = run("export judgements (gold)", exports.export_judgements, engine, folder / "judgements")
+            manifest = json.loads((folder / "judgements" / "manifest.json").read_text(encoding="utf-8"))
+            for name, digest in manifest["sha256"].items():
+                assert exports.sha256_file(folder / "judgements" / name) == digest, name
+        elif what == "judge-items":
+            result, _ = run("export judge-items", exports.export_judge_items, engine, folder / "items.jsonl")
+            assert count_lines(folder / "items.jsonl") == result.counts["rows"]
+        elif what == "sft":
+            result, _ = run("export sft", exports.export_sft, engine, folder / "sft", seed=1, holdout_models=[])
+            manifest = json.loads((folder / "sft" / "manifest.json").read_text(encoding="utf-8"))
+            for name in ("train.jsonl", "dev.jsonl"):
+                assert exports.sha256_file(folder / "sft" / name) == manifest["files"][name]["sha256"], name
+        else:
+            print(f"unknown export {what!r} (judgements, judge-items, sft)", file=sys.stderr)
+            return False
+        print("  " + "\n  ".join(line for line in str(result).splitlines()[1:4]), flush=True)
+    return True
+
+
+def main(argv=None) -> int:
+    args = parse_arguments(argv)
     if args.build_into:
         build_database(args.build_into, args.cases, args.models, args.seed)
         return 0
 
     with tempfile.TemporaryDirectory(prefix="bench-export-") as folder:
         folder = Path(folder)
-        url = args.database
-        if url is None:
-            url = f"sqlite:///{folder / 'bench.db'}"
-            # The database's audit chain and the exports that extend it (sft) share a key of the run's own.
-            os.environ["CLINCONSENSUS_AUDIT_KEY_FILE"] = str(folder / "audit.key")
-            print(f"building {args.cases:,} cases × {args.models} models in a child process …", flush=True)
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "benchmarks.bench_export",
-                    "--build-into",
-                    url,
-                    "--cases",
-                    str(args.cases),
-                    "--models",
-                    str(args.models),
-                    "--seed",
-                    str(args.seed),
-                ],
-                check=True,
-            )
+        url = args.database if args.database is not None else build_in_child(folder, args)
 
-        from analysis import exports
         from db.store.engine import make_engine, session_scope
         from db.store.migrate import upgrade
         from db.work.status import counts
@@ -156,41 +208,9 @@ def main(argv=None) -> int:
             flush=True,
         )
         print(f"baseline peak RSS {peak_rss_mb():.0f} MB", flush=True)
-
-        best = None
-        for attempt in range(max(args.repeat, 1)):
-            path = folder / "gold.jsonl"
-            summary, seconds = run(f"export gold (run {attempt + 1})", exports.export_gold, engine, path)
-            best = seconds if best is None else min(best, seconds)
-        rows = count_lines(path)
-        assert rows == summary.counts["rows"], "gold export: line count differs from the summary"
-        assert exports.sha256_file(path) == summary.files["gold.jsonl"], "gold export: sha256 differs from the summary"
-        size_mb = path.stat().st_size / 1e6
-        verdict = "meets" if best < TARGET_GOLD_SECONDS else "MISSES"
-        print(
-            f"gold: {rows:,} rows, {size_mb:.0f} MB; best {best:.2f} s — {verdict} the target of "
-            f"< {TARGET_GOLD_SECONDS:.0f} s",
-            flush=True,
-        )
-
-        for what in [w.strip() for w in args.also.split(",") if w.strip()]:
-            if what == "judgements":
-                result, _ = run("export judgements (gold)", exports.export_judgements, engine, folder / "judgements")
-                manifest = json.loads((folder / "judgements" / "manifest.json").read_text(encoding="utf-8"))
-                for name, digest in manifest["sha256"].items():
-                    assert exports.sha256_file(folder / "judgements" / name) == digest, name
-            elif what == "judge-items":
-                result, _ = run("export judge-items", exports.export_judge_items, engine, folder / "items.jsonl")
-                assert count_lines(folder / "items.jsonl") == result.counts["rows"]
-            elif what == "sft":
-                result, _ = run("export sft", exports.export_sft, engine, folder / "sft", seed=1, holdout_models=[])
-                manifest = json.loads((folder / "sft" / "manifest.json").read_text(encoding="utf-8"))
-                for name in ("train.jsonl", "dev.jsonl"):
-                    assert exports.sha256_file(folder / "sft" / name) == manifest["files"][name]["sha256"], name
-            else:
-                print(f"unknown export {what!r} (judgements, judge-items, sft)", file=sys.stderr)
-                return 2
-            print("  " + "\n  ".join(line for line in str(result).splitlines()[1:4]), flush=True)
+        gold_figures(engine, folder, args.repeat)
+        if not other_export_figures(engine, folder, args.also):
+            return 2
         engine.dispose()
         command_figures(url, folder, [kind.strip() for kind in args.commands.split(",") if kind.strip()], args.repeat)
     return 0

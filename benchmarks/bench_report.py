@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +35,7 @@ from sklearn.metrics import cohen_kappa_score, f1_score
 
 from analysis import metrics, score_section
 from analysis.loader import load_frames
-from analysis.report import build_report, json_bytes, report_json
+from analysis.report import Report, build_report, json_bytes, report_json
 from benchmarks import whole_data
 from db.rules.gold import gold_labels, group_final_labels
 from db.store.engine import make_engine
@@ -75,106 +76,130 @@ def write_frames(engine, frames) -> None:
     """Bulk-write synthetic frames into an empty migrated database (benchmark setup, not the importer)."""
     now = utcnow()
     with engine.begin() as connection:
-        users = [
-            (
-                int(u.user_id),
-                u.username,
-                u.username,
-                u.role,
-                None if u.group_no != u.group_no or u.group_no is None else int(u.group_no),
-                True,
-                now,
-                1,
+        _write_users(connection, frames.users, now)
+        _write_cases(connection, frames.cases, now)
+        _write_criteria(connection, frames.criteria)
+        _write_responses(connection, frames.responses, now)
+        _write_labels(connection, frames.labels, frames.responses, now)
+        _write_judge_decisions(connection, frames.judge)
+        _write_calibration(connection, frames.calibration, now)
+
+
+def _write_users(connection, frame: pd.DataFrame, now) -> None:
+    users = [
+        (
+            int(u.user_id),
+            u.username,
+            u.username,
+            u.role,
+            None if u.group_no != u.group_no or u.group_no is None else int(u.group_no),
+            True,
+            now,
+            1,
+        )
+        for u in frame.itertuples()
+    ]
+    connection.exec_driver_sql(
+        "INSERT INTO user (id, username, display_name, role, group_no, is_active, created_at, "
+        "lock_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        users,
+    )
+
+
+def _write_cases(connection, frame: pd.DataFrame, now) -> None:
+    """The cases, each with one approved rubric version whose id is the case's key."""
+    cases = [
+        (
+            int(c.case_pk),
+            c.case_id,
+            c.difficulty,
+            c.task,
+            json.dumps(c.task_labels, ensure_ascii=False),
+            c.subject,
+            json.dumps(c.subject_labels, ensure_ascii=False),
+            c.user_role,
+            "",
+            "",
+            "{}",
+            now,
+        )
+        for c in frame.itertuples()
+    ]
+    connection.exec_driver_sql(
+        'INSERT INTO "case" (id, case_id, difficulty, task, task_labels, subject, subject_labels, user_role, '
+        "clinical_context, user_request, extra, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        cases,
+    )
+    connection.exec_driver_sql(
+        "INSERT INTO rubric_version (id, case_pk, version, status, created_at, lock_version) "
+        "VALUES (?, ?, 1, 'approved', ?, 1)",
+        [(int(pk), int(pk), now) for pk in frame["case_pk"]],
+    )
+
+
+def _write_criteria(connection, c: pd.DataFrame) -> None:
+    connection.exec_driver_sql(
+        "INSERT INTO criterion (rubric_version_id, position, criterion_id, text, tags) VALUES (?, ?, ?, '', '[]')",
+        list(
+            zip(
+                c["rubric_version_id"].astype(int).tolist(),
+                c["position"].astype(int).tolist(),
+                c["criterion_id"].tolist(),
             )
-            for u in frames.users.itertuples()
-        ]
+        ),
+    )
+
+
+def _write_responses(connection, r: pd.DataFrame, now) -> None:
+    connection.exec_driver_sql(
+        "INSERT INTO response (id, case_pk, model, text, length, code, created_at) VALUES (?, ?, ?, '', ?, ?, ?)",
+        [
+            (int(i), int(pk), m, int(n), f"R{i:07d}", now)
+            for i, pk, m, n in zip(r["response_id"], r["case_pk"], r["model"], r["length"])
+        ],
+    )
+
+
+def _write_labels(connection, lab: pd.DataFrame, r: pd.DataFrame, now) -> None:
+    # Every label is made on its case's one approved rubric version (whose id is the case's key here).
+    case_of_response = dict(zip(r["response_id"].astype(int), r["case_pk"].astype(int)))
+    _insert(
+        connection,
+        "INSERT INTO label (response_id, criterion_id, stage, group_no, met, user_id, created_at, updated_at, "
+        "lock_version, rubric_version_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)",
+        [
+            lab["response_id"].astype(int).tolist(),
+            lab["criterion_id"].tolist(),
+            [str(stage) for stage in lab["stage"]],
+            lab["group_no"].astype(int).tolist(),
+            lab["met"].astype(bool).tolist(),
+            lab["user_id"].astype(int).tolist(),
+            [now] * len(lab),
+            [now] * len(lab),
+            [case_of_response[int(i)] for i in lab["response_id"]],
+        ],
+    )
+
+
+def _write_judge_decisions(connection, j: pd.DataFrame) -> None:
+    _insert(
+        connection,
+        "INSERT INTO judge_decision (judge, response_id, criterion_id, met) VALUES (?, ?, ?, ?)",
+        [
+            j["judge"].tolist(),
+            j["response_id"].astype(int).tolist(),
+            j["criterion_id"].tolist(),
+            j["met"].astype(bool).tolist(),
+        ],
+    )
+
+
+def _write_calibration(connection, samples: pd.DataFrame | None, now) -> None:
+    if samples is not None and len(samples):
         connection.exec_driver_sql(
-            "INSERT INTO user (id, username, display_name, role, group_no, is_active, created_at, "
-            "lock_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            users,
+            "INSERT INTO calibration_sample (model, response_id, seed, drawn_at, drawn_by) VALUES (?, ?, 1, ?, ?)",
+            [(m, int(i), now, "benchmark") for m, i in zip(samples["model"], samples["response_id"])],
         )
-        cases = [
-            (
-                int(c.case_pk),
-                c.case_id,
-                c.difficulty,
-                c.task,
-                json.dumps(c.task_labels, ensure_ascii=False),
-                c.subject,
-                json.dumps(c.subject_labels, ensure_ascii=False),
-                c.user_role,
-                "",
-                "",
-                "{}",
-                now,
-            )
-            for c in frames.cases.itertuples()
-        ]
-        connection.exec_driver_sql(
-            'INSERT INTO "case" (id, case_id, difficulty, task, task_labels, subject, subject_labels, user_role, '
-            "clinical_context, user_request, extra, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            cases,
-        )
-        connection.exec_driver_sql(
-            "INSERT INTO rubric_version (id, case_pk, version, status, created_at, lock_version) "
-            "VALUES (?, ?, 1, 'approved', ?, 1)",
-            [(int(pk), int(pk), now) for pk in frames.cases["case_pk"]],
-        )
-        c = frames.criteria
-        connection.exec_driver_sql(
-            "INSERT INTO criterion (rubric_version_id, position, criterion_id, text, tags) VALUES (?, ?, ?, '', '[]')",
-            list(
-                zip(
-                    c["rubric_version_id"].astype(int).tolist(),
-                    c["position"].astype(int).tolist(),
-                    c["criterion_id"].tolist(),
-                )
-            ),
-        )
-        r = frames.responses
-        connection.exec_driver_sql(
-            "INSERT INTO response (id, case_pk, model, text, length, code, created_at) VALUES (?, ?, ?, '', ?, ?, ?)",
-            [
-                (int(i), int(pk), m, int(n), f"R{i:07d}", now)
-                for i, pk, m, n in zip(r["response_id"], r["case_pk"], r["model"], r["length"])
-            ],
-        )
-        lab = frames.labels
-        # Every label is made on its case's one approved rubric version (whose id is the case's key here).
-        case_of_response = dict(zip(r["response_id"].astype(int), r["case_pk"].astype(int)))
-        _insert(
-            connection,
-            "INSERT INTO label (response_id, criterion_id, stage, group_no, met, user_id, created_at, updated_at, "
-            "lock_version, rubric_version_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)",
-            [
-                lab["response_id"].astype(int).tolist(),
-                lab["criterion_id"].tolist(),
-                [str(stage) for stage in lab["stage"]],
-                lab["group_no"].astype(int).tolist(),
-                lab["met"].astype(bool).tolist(),
-                lab["user_id"].astype(int).tolist(),
-                [now] * len(lab),
-                [now] * len(lab),
-                [case_of_response[int(i)] for i in lab["response_id"]],
-            ],
-        )
-        j = frames.judge
-        _insert(
-            connection,
-            "INSERT INTO judge_decision (judge, response_id, criterion_id, met) VALUES (?, ?, ?, ?)",
-            [
-                j["judge"].tolist(),
-                j["response_id"].astype(int).tolist(),
-                j["criterion_id"].tolist(),
-                j["met"].astype(bool).tolist(),
-            ],
-        )
-        samples = frames.calibration
-        if samples is not None and len(samples):
-            connection.exec_driver_sql(
-                "INSERT INTO calibration_sample (model, response_id, seed, drawn_at, drawn_by) VALUES (?, ?, 1, ?, ?)",
-                [(m, int(i), now, "benchmark") for m, i in zip(samples["model"], samples["response_id"])],
-            )
 
 
 def compare(vectorised: dict, frames, k: int) -> float:
@@ -309,7 +334,7 @@ def calibration_samples(frames, size: int, seed: int) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def main(argv=None) -> int:
+def parse_arguments(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=2500)
     parser.add_argument("--models", type=int, default=11)
@@ -320,8 +345,11 @@ def main(argv=None) -> int:
     parser.add_argument("--skip-reference", action="store_true")
     parser.add_argument("--skip-database", action="store_true")
     parser.add_argument("--criteria-sample", type=int, default=200, help="cases whose criteria the reference checks")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
+
+def build_frames(args: argparse.Namespace):
+    """The synthetic frames of the run's size, with empty save timings and a calibration sample of each model."""
     frames, wall, _ = timed(
         reference.synthetic_frames,
         args.cases,
@@ -340,10 +368,28 @@ def main(argv=None) -> int:
     )
     print(f"peak RSS after building frames: {peak_rss_mb():,.0f} MB")
     frames.calibration = calibration_samples(frames, size=60, seed=args.seed)
+    return frames
 
+
+@dataclass
+class Computed:
+    """The report built in memory (the last of the runs), its report.json document, its decision grid, and the
+    least times of the runs with and without the analysis depth."""
+
+    report: Report
+    document: dict
+    grid: metrics.DecisionGrid
+    best_wall: float
+    best_cpu: float
+    least_cpu: float
+    least_before_cpu: float
+
+
+def compute_figures(frames, k: int, repeat: int) -> Computed:
+    """`build_report` and report.json on the frames, with and without the analysis depth, `repeat` times each."""
     runs = []
-    for _ in range(max(1, args.repeat)):
-        (report, document), wall, cpu = timed(lambda: (lambda r: (r, report_json(r)))(build_report(frames, args.k)))
+    for _ in range(max(1, repeat)):
+        (report, document), wall, cpu = timed(lambda: (lambda r: (r, report_json(r)))(build_report(frames, k)))
         runs.append((wall, cpu))
     best_wall, best_cpu = min(runs)
     grid, prepare_wall, _ = timed(metrics.prepare, frames)
@@ -360,8 +406,8 @@ def main(argv=None) -> int:
         f"{document['agreement_overall']['pooled_mf1']:.4f}; pending {document['pending']}"
     )
     before = []
-    for _ in range(max(1, args.repeat)):
-        _, wall, cpu = timed(lambda: report_json(build_report(frames, args.k, insights=False)))
+    for _ in range(max(1, repeat)):
+        _, wall, cpu = timed(lambda: report_json(build_report(frames, k, insights=False)))
         before.append((wall, cpu))
     before_wall, before_cpu = min(before)
     # CPU time compares the two builds (wall time follows the machine's other work); least of each set of runs
@@ -373,6 +419,12 @@ def main(argv=None) -> int:
         f"{len(document['criteria']):,} cases' criteria, "
         f"{sum(document['criteria_flags']['counts'].values()):,} flagged)"
     )
+    return Computed(report, document, grid, best_wall, best_cpu, least_cpu, least_before_cpu)
+
+
+def section_figures(computed: Computed, frames, repeat: int) -> None:
+    """What the defensible scores (comparisons, tiers, calibrated scores, ranking fidelity) add to the report."""
+    report, document, least_cpu = computed.report, computed.document, computed.least_cpu
     section_cpu = min(
         timed(
             score_section.build_section,
@@ -383,7 +435,7 @@ def main(argv=None) -> int:
             report.k,
             samples=frames.calibration,
         )[2]
-        for _ in range(max(1, args.repeat))
+        for _ in range(max(1, repeat))
     )
     pairs = len(document["comparisons"]["cacs_at_k"])
     calibrated = sum(len(models) for models in document["calibrated"].values())
@@ -392,48 +444,72 @@ def main(argv=None) -> int:
         f"ranking fidelity: {section_cpu:.2f} s CPU; the report with them against without: "
         f"{least_cpu / max(least_cpu - section_cpu, 1e-9):.2f}×"
     )
-    print(f"peak RSS after compute: {peak_rss_mb():,.0f} MB")
 
+
+def reference_figures(computed: Computed, frames, args: argparse.Namespace) -> None:
+    """The straightforward implementations on the same frames: their time, and that they give the same numbers."""
+    document = computed.document
+    checked, worst, elapsed = compare_criteria(document, frames, args.criteria_sample)
+    insights_cpu = computed.least_cpu - computed.least_before_cpu
+    per_criterion = elapsed / max(checked, 1)
+    total_criteria = sum(len(criteria) for criteria in document["criteria"].values())
+    print(
+        f"criterion reliability, straightforward (sklearn cohen_kappa_score and f1_score per criterion) on "
+        f"{checked:,} criteria: {elapsed:.1f} s CPU, ≈ {per_criterion * total_criteria:.0f} s for all "
+        f"{total_criteria:,} (the whole analysis depth here: {insights_cpu:.2f} s CPU); same numbers "
+        f"(largest difference {worst:.1e})"
+    )
+    worst = compare(document, frames, args.k)
+    print(
+        f"straightforward implementation (loops, sklearn f1_score per case): {compare.elapsed:.1f} s wall, "
+        f"{compare.elapsed_cpu:.1f} s CPU; speed-up {compare.elapsed / computed.best_wall:.0f}× wall, "
+        f"{compare.elapsed_cpu / computed.best_cpu:.0f}× CPU; same numbers (largest difference {worst:.1e})"
+    )
+    print(f"peak RSS after reference: {peak_rss_mb():,.0f} MB")
+
+
+def open_database(url: str | None, folder: Path, frames):
+    """The engine of `url`, or of a fresh SQLite file in `folder` with the frames written to it."""
+    if url:
+        return make_engine(url)
+    engine = make_engine(f"sqlite:///{folder / 'bench.db'}")
+    upgrade(engine)
+    _, wall, _ = timed(write_frames, engine, frames)
+    print(f"(setup) wrote the frames to SQLite in {wall:.1f} s")
+    return engine
+
+
+def database_figures(engine, document: dict, args: argparse.Namespace, folder: Path) -> None:
+    """The frames read back from the database, the report built from them (the same as in memory), and the
+    command as an admin runs it."""
+    loaded, wall, cpu = timed(load_frames, engine)
+    print(f"database load (load_frames): {wall:.2f} s wall, {cpu:.2f} s CPU — {len(loaded.labels):,} labels")
+    loaded_document, wall, _ = timed(lambda: report_json(build_report(loaded, args.k)))
+    same = json.dumps(loaded_document, sort_keys=True) == json.dumps(document, sort_keys=True)
+    if not args.database:
+        print(f"report from the database: {wall:.2f} s; identical to the in-memory report: {same}")
+        if not same:
+            raise AssertionError("the report from the database differs from the in-memory one")
+    url = args.database or f"sqlite:///{folder / 'bench.db'}"
+    command_figures(url, folder, args.repeat, args.k, json_bytes(loaded_document), own=not args.database)
+
+
+def main(argv=None) -> int:
+    args = parse_arguments(argv)
+    frames = build_frames(args)
+    computed = compute_figures(frames, args.k, args.repeat)
+    section_figures(computed, frames, args.repeat)
+    print(f"peak RSS after compute: {peak_rss_mb():,.0f} MB")
     if not args.skip_reference:
-        checked, worst, elapsed = compare_criteria(document, frames, args.criteria_sample)
-        insights_cpu = least_cpu - least_before_cpu
-        per_criterion = elapsed / max(checked, 1)
-        total_criteria = sum(len(criteria) for criteria in document["criteria"].values())
-        print(
-            f"criterion reliability, straightforward (sklearn cohen_kappa_score and f1_score per criterion) on "
-            f"{checked:,} criteria: {elapsed:.1f} s CPU, ≈ {per_criterion * total_criteria:.0f} s for all "
-            f"{total_criteria:,} (the whole analysis depth here: {insights_cpu:.2f} s CPU); same numbers "
-            f"(largest difference {worst:.1e})"
-        )
-        worst = compare(document, frames, args.k)
-        print(
-            f"straightforward implementation (loops, sklearn f1_score per case): {compare.elapsed:.1f} s wall, "
-            f"{compare.elapsed_cpu:.1f} s CPU; speed-up {compare.elapsed / best_wall:.0f}× wall, "
-            f"{compare.elapsed_cpu / best_cpu:.0f}× CPU; same numbers (largest difference {worst:.1e})"
-        )
-        print(f"peak RSS after reference: {peak_rss_mb():,.0f} MB")
+        reference_figures(computed, frames, args)
 
     if not args.skip_database:
+        document = computed.document
         with tempfile.TemporaryDirectory() as folder:
-            if args.database:
-                engine = make_engine(args.database)
-            else:
-                engine = make_engine(f"sqlite:///{Path(folder) / 'bench.db'}")
-                upgrade(engine)
-                _, wall, _ = timed(write_frames, engine, frames)
-                print(f"(setup) wrote the frames to SQLite in {wall:.1f} s")
-            del frames, report, grid  # the database copy replaces them; the in-memory report.json stays for comparison
+            engine = open_database(args.database, Path(folder), frames)
+            del frames, computed  # the database copy replaces them; the in-memory report.json stays for comparison
             gc.collect()
-            loaded, wall, cpu = timed(load_frames, engine)
-            print(f"database load (load_frames): {wall:.2f} s wall, {cpu:.2f} s CPU — {len(loaded.labels):,} labels")
-            loaded_document, wall, _ = timed(lambda: report_json(build_report(loaded, args.k)))
-            same = json.dumps(loaded_document, sort_keys=True) == json.dumps(document, sort_keys=True)
-            if not args.database:
-                print(f"report from the database: {wall:.2f} s; identical to the in-memory report: {same}")
-                if not same:
-                    raise AssertionError("the report from the database differs from the in-memory one")
-            url = args.database or f"sqlite:///{Path(folder) / 'bench.db'}"
-            command_figures(url, Path(folder), args.repeat, args.k, json_bytes(loaded_document), own=not args.database)
+            database_figures(engine, document, args, Path(folder))
             engine.dispose()
         print(f"peak RSS at the end: {peak_rss_mb():,.0f} MB")
     return 0
