@@ -27,7 +27,7 @@ from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from analysis.prompt import user_message
 from db.rules.errors import ValidationFailed
@@ -113,7 +113,7 @@ def read_case_file(engine: Engine, path: str) -> list[str]:
     except UnicodeDecodeError as error:
         raise ValidationFailed(f"--cases {path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
     with session_scope(engine, read_only=True) as session:
-        known = set(session.execute(select(Case.case_id)).scalars().all())
+        known = set(session.execute(select(col(Case.case_id))).scalars().all())
     ids: list[str] = []
     for number, line in enumerate(lines, start=1):
         case_id = line.strip()
@@ -246,7 +246,9 @@ class GenerateJob:
 
 def _selected_cases(engine: Engine, options: GenerateOptions) -> list[tuple[Any, ...]]:
     """(case_pk, case_id, clinical_context, user_request) of the selected cases, in case order."""
-    query = select(Case.id, Case.case_id, Case.clinical_context, Case.user_request).order_by(Case.id)
+    query = select(col(Case.id), col(Case.case_id), col(Case.clinical_context), col(Case.user_request)).order_by(
+        col(Case.id)
+    )
     with session_scope(engine, read_only=True) as session:
         rows = [tuple(row) for row in session.execute(query)]
         released = set(current_version_ids(session)) if options.cases == "released" else None

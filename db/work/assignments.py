@@ -18,8 +18,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import func
-from sqlmodel import Session, select
+from sqlalchemy import func, select as sa_select
+from sqlmodel import Session, col, select
 
 from db import counts
 from db.access.audit import AuditWriter, record
@@ -35,6 +35,7 @@ from db.store.models import (
     RubricStatus,
     RubricVersion,
     User,
+    table_of,
     utcnow,
 )
 
@@ -64,7 +65,7 @@ def _active_annotators(session: Session, usernames: Iterable[str]) -> list[User]
     names = sorted(set(usernames))
     if not names:
         raise ValidationFailed("annotators: choose at least one annotator", key="errors.annotators_none")
-    found = {u.username: u for u in session.exec(select(User).where(User.username.in_(names))).all()}
+    found = {u.username: u for u in session.exec(select(User).where(col(User.username).in_(names))).all()}
     for name in names:
         user = found.get(name)
         if user is None:
@@ -84,8 +85,8 @@ def _load_counts(session: Session, kind: AssignmentKind, users: Sequence[_Person
     ids = [u.id for u in users]
     rows = session.exec(
         select(Assignment.user_id, func.count())
-        .where(Assignment.kind == kind, Assignment.user_id.in_(ids))
-        .group_by(Assignment.user_id)
+        .where(col(Assignment.kind) == kind, col(Assignment.user_id).in_(ids))
+        .group_by(col(Assignment.user_id))
     ).all()
     return Counter(dict(rows))
 
@@ -100,7 +101,8 @@ class _Person:
 
 
 def _people(users: Sequence[User]) -> list[_Person]:
-    return [_Person(u.id, u.username, u.group_no) for u in users]
+    # `_active_annotators` has refused anyone outside group 1 or 2, so the filter drops nobody.
+    return [_Person(u.id, u.username, u.group_no) for u in users if u.group_no is not None]
 
 
 def _pick(candidates: Sequence[_Person], workload: Counter, excluded: set[int]) -> _Person | None:
@@ -118,13 +120,14 @@ def rubric_authors(session: Session, case_pks: Iterable[int]) -> dict[int, set[i
         chunk = pks[start : start + 5000]
         for case_pk, author_id in session.exec(
             select(RubricVersion.case_pk, RubricVersion.author_id).where(
-                RubricVersion.case_pk.in_(chunk), RubricVersion.author_id.is_not(None)
+                col(RubricVersion.case_pk).in_(chunk), col(RubricVersion.author_id).is_not(None)
             )
         ).all():
-            authors[case_pk].add(author_id)
+            if author_id is not None:  # the query keeps versions with an author only
+                authors[case_pk].add(author_id)
         for case_pk, user_id in session.exec(
             select(Assignment.case_pk, Assignment.user_id).where(
-                Assignment.kind == AssignmentKind.rubric, Assignment.case_pk.in_(chunk)
+                col(Assignment.kind) == AssignmentKind.rubric, col(Assignment.case_pk).in_(chunk)
             )
         ).all():
             authors[case_pk].add(user_id)
@@ -137,7 +140,7 @@ def _cases_with_approved_rubric(session: Session) -> set[int]:
 
 def _insert(session: Session, actor: User, rows: list[dict], audit_rows: list[dict]) -> None:
     if rows:
-        session.execute(Assignment.__table__.insert(), rows)
+        session.execute(table_of(Assignment).insert(), rows)
         counts.refresh_assignments(session, [row["response_id"] for row in rows if row["kind"] == AssignmentKind.label])
         AuditWriter(session, actor.username).record_many(audit_rows)
 
@@ -148,7 +151,7 @@ def active_annotators(session: Session) -> list[User]:
         session.exec(
             select(User)
             .where(User.role == Role.annotator, User.is_active == True)  # noqa: E712
-            .order_by(User.group_no, User.username)
+            .order_by(col(User.group_no), col(User.username))
         ).all()
     )
 
@@ -180,7 +183,7 @@ def assign_rubric_authoring(
     people = _people(_active_annotators(session, annotators))
     if case_ids is not None:
         wanted = sorted(set(case_ids))
-        cases = list(session.exec(select(Case).where(Case.case_id.in_(wanted))).all()) if wanted else []
+        cases = list(session.exec(select(Case).where(col(Case.case_id).in_(wanted))).all()) if wanted else []
         missing = sorted(set(wanted) - {c.case_id for c in cases})
         if missing:
             raise ValidationFailed(
@@ -209,6 +212,7 @@ def assign_rubric_authoring(
             summary.unassignable.append(f"{case.case_id}: rubric already approved")
             continue
         person = _pick(people, workload, set())
+        assert person is not None  # nobody is excluded, and `_active_annotators` refuses an empty choice
         workload[person.id] += 1
         summary.created += 1
         summary.per_user[person.username] += 1
@@ -252,7 +256,9 @@ def assign_labeling(
     by_group = {g: [u for u in people if u.group_no == g] for g in GROUPS}
     approved = _cases_with_approved_rubric(session)
     if response_ids is None:
-        responses = session.exec(select(Response.id, Response.case_pk, Response.code).order_by(Response.id)).all()
+        responses = session.exec(
+            select(col(Response.id), col(Response.case_pk), col(Response.code)).order_by(col(Response.id))
+        ).all()
         responses = [r for r in responses if r[1] in approved]
     else:
         wanted = sorted(set(response_ids))
@@ -260,7 +266,7 @@ def assign_labeling(
         for start in range(0, len(wanted), 5000):
             responses += session.exec(
                 select(Response.id, Response.case_pk, Response.code).where(
-                    Response.id.in_(wanted[start : start + 5000])
+                    col(Response.id).in_(wanted[start : start + 5000])
                 )
             ).all()
         responses.sort()
@@ -348,7 +354,7 @@ def reassign(session: Session, *, actor: User, assignment_id: int, to_username: 
         )
     (person,) = _active_annotators(session, [to_username])
     previous = session.get(User, assignment.user_id)
-    case = session.get(Case, assignment.case_pk)
+    case = session.get_one(Case, assignment.case_pk)
     if assignment.kind == AssignmentKind.label:
         if person.group_no != assignment.group_no:
             raise ValidationFailed(
@@ -388,27 +394,27 @@ def list_assignments(
     """Assignments for the admin's table (with model names: admins are not blinded)."""
     authorize(actor, AssignmentPolicy.manage())
     statement = (
-        select(
-            Assignment.id,
-            Case.case_id,
-            Response.code,
-            Response.model,
-            User.username,
-            Assignment.group_no,
-            Assignment.created_at,
+        sa_select(
+            col(Assignment.id),
+            col(Case.case_id),
+            col(Response.code),
+            col(Response.model),
+            col(User.username),
+            col(Assignment.group_no),
+            col(Assignment.created_at),
         )
-        .join(Case, Case.id == Assignment.case_pk)
-        .join(User, User.id == Assignment.user_id)
-        .join(Response, Response.id == Assignment.response_id, isouter=True)
-        .where(Assignment.kind == kind)
-        .order_by(Case.case_id, Response.code, Assignment.group_no)
+        .join(Case, col(Case.id) == col(Assignment.case_pk))
+        .join(User, col(User.id) == col(Assignment.user_id))
+        .join(Response, col(Response.id) == col(Assignment.response_id), isouter=True)
+        .where(col(Assignment.kind) == kind)
+        .order_by(col(Case.case_id), col(Response.code), col(Assignment.group_no))
         .limit(limit)
     )
     if username:
-        statement = statement.where(User.username == username)
+        statement = statement.where(col(User.username) == username)
     return [
         dict(id=row[0], case_id=row[1], response=row[2], model=row[3], user=row[4], group=row[5], created_at=row[6])
-        for row in session.exec(statement).all()
+        for row in session.execute(statement).all()
     ]
 
 
@@ -423,13 +429,14 @@ def rubric_states(session: Session, case_pks: Iterable[int]) -> dict[int, str]:
         chunk = pks[start : start + 5000]
         newest = (
             select(RubricVersion.case_pk, func.max(RubricVersion.version).label("version"))
-            .where(RubricVersion.case_pk.in_(chunk))
-            .group_by(RubricVersion.case_pk)
+            .where(col(RubricVersion.case_pk).in_(chunk))
+            .group_by(col(RubricVersion.case_pk))
             .subquery()
         )
         rows = session.exec(
             select(RubricVersion.case_pk, RubricVersion.status).join(
-                newest, (RubricVersion.case_pk == newest.c.case_pk) & (RubricVersion.version == newest.c.version)
+                newest,
+                (col(RubricVersion.case_pk) == newest.c.case_pk) & (col(RubricVersion.version) == newest.c.version),
             )
         ).all()
         states.update(dict(rows))
@@ -465,7 +472,7 @@ def my_queue(session: Session, user: User, kind: AssignmentKind | str, *, recoun
     if kind == AssignmentKind.rubric:
         rows = session.exec(
             select(Assignment.id, Case.id, Case.case_id, Case.subject)
-            .join(Case, Case.id == Assignment.case_pk)
+            .join(Case, col(Case.id) == col(Assignment.case_pk))
             .where(Assignment.kind == kind, Assignment.user_id == user.id)
             .order_by(Case.case_id)
         ).all()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from db.access.audit import record
 from db.access.policies import CalibrationPolicy, authorize
@@ -58,7 +58,7 @@ def response_models(session: Session) -> list[str]:
 def _eligible_responses(session: Session, model: str) -> list[tuple[int, int]]:
     """(response id, case_pk) of the model's responses on cases with an approved rubric, by response id."""
     rows = session.exec(
-        select(Response.id, Response.case_pk).where(Response.model == model).order_by(Response.id)
+        select(col(Response.id), col(Response.case_pk)).where(col(Response.model) == model).order_by(col(Response.id))
     ).all()
     if not rows:
         raise NotFound(f"model {model!r}: no responses", key="errors.model_unknown", params={"model": model})
@@ -95,8 +95,12 @@ def draw_calibration_sample(
         CalibrationSample(model=model, response_id=response_id, seed=seed, drawn_at=now, drawn_by=actor.username)
         for response_id in response_ids
     )
-    case_of = dict(session.exec(select(Case.id, Case.case_id).where(Case.id.in_({pk for _, pk in chosen}))).all())
-    codes = dict(session.exec(select(Response.id, Response.code).where(Response.id.in_(response_ids))).all())
+    case_of = dict(
+        session.exec(select(col(Case.id), col(Case.case_id)).where(col(Case.id).in_({pk for _, pk in chosen}))).all()
+    )
+    codes = dict(
+        session.exec(select(col(Response.id), col(Response.code)).where(col(Response.id).in_(response_ids))).all()
+    )
     case_ids = [case_of[case_pk] for _, case_pk in sorted(chosen, key=lambda item: item[1])]
     record(
         session,

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import and_, case, func, select as select_columns
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from db.access.audit import record
 from db.access.policies import CalibrationPolicy, authorize
@@ -39,6 +39,7 @@ from db.store.models import (
     Response,
     ResponseStatus,
     User,
+    table_of,
     utcnow,
 )
 from db.work.assignments import AssignmentSummary, active_annotators, assign_labeling
@@ -101,22 +102,22 @@ def check_judges(session: Session, judges: Sequence[str]) -> tuple[str, str]:
 def ranked_candidates(session: Session, judge_a: str, judge_b: str) -> list[Candidate]:
     """Every response the two judges could be drawn on, in the order of the draw (the module's rules)."""
     current = current_versions().subquery()
-    a, b = JudgeDecision.__table__.alias("a"), JudgeDecision.__table__.alias("b")
+    a, b = table_of(JudgeDecision).alias("a"), table_of(JudgeDecision).alias("b")
     rows = session.execute(
         select_columns(
-            Response.id,
-            Response.case_pk,
-            Case.case_id,
-            Response.model,
+            col(Response.id),
+            col(Response.case_pk),
+            col(Case.case_id),
+            col(Response.model),
             func.count(),
             func.sum(case((a.c.met != b.c.met, 1), else_=0)),
         )
-        .join(Case, Case.id == Response.case_pk)
+        .join(Case, col(Case.id) == col(Response.case_pk))
         .join(current, current.c.case_pk == Response.case_pk)
-        .join(Criterion, Criterion.rubric_version_id == current.c.rubric_version_id)
+        .join(Criterion, col(Criterion.rubric_version_id) == current.c.rubric_version_id)
         .join(a, and_(a.c.response_id == Response.id, a.c.criterion_id == Criterion.criterion_id, a.c.judge == judge_a))
         .join(b, and_(b.c.response_id == Response.id, b.c.criterion_id == Criterion.criterion_id, b.c.judge == judge_b))
-        .group_by(Response.id, Response.case_pk, Case.case_id, Response.model)
+        .group_by(col(Response.id), col(Response.case_pk), col(Case.case_id), col(Response.model))
     ).all()
     sizes = current_rubric_sizes(session, {case_pk for _, case_pk, *_ in rows})
     gold = dict(session.exec(select(ResponseStatus.response_id, ResponseStatus.n_gold)).all())
@@ -160,7 +161,9 @@ def draw_disagreements(
         )
         for item in drawn
     )
-    codes = dict(session.exec(select(Response.id, Response.code).where(Response.id.in_(response_ids))).all())
+    codes = dict(
+        session.exec(select(col(Response.id), col(Response.code)).where(col(Response.id).in_(response_ids))).all()
+    )
     record(
         session,
         actor.username,

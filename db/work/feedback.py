@@ -162,15 +162,15 @@ class AnnotatorFeedback:
 def _round_rows(session: Session, round_at: datetime | None = None) -> list[tuple]:
     """(created_at, created_by, user_id, group_no, case_pk, response_id) of label assignments (of one round)."""
     statement = sa_select(
-        Assignment.created_at,
-        Assignment.created_by,
-        Assignment.user_id,
-        Assignment.group_no,
-        Assignment.case_pk,
-        Assignment.response_id,
-    ).where(Assignment.kind == AssignmentKind.label)
+        col(Assignment.created_at),
+        col(Assignment.created_by),
+        col(Assignment.user_id),
+        col(Assignment.group_no),
+        col(Assignment.case_pk),
+        col(Assignment.response_id),
+    ).where(col(Assignment.kind) == AssignmentKind.label)
     if round_at is not None:
-        statement = statement.where(Assignment.created_at == round_at)
+        statement = statement.where(col(Assignment.created_at) == round_at)
     return [tuple(row) for row in session.execute(statement).all()]
 
 
@@ -307,13 +307,13 @@ def _in_open_round(user: User, response_id):
     otherwise probes the label tally once per such response of the group and current rubric version
     (both lists grow with the data, so the feedback page grew with their product)."""
     return (
-        sa_select(Assignment.response_id)
+        sa_select(col(Assignment.response_id))
         .join(FeedbackRound, col(FeedbackRound.round_at) == col(Assignment.created_at))
         .where(
             col(Assignment.response_id) == response_id,
-            FeedbackRound.is_open == True,  # noqa: E712
-            Assignment.kind == AssignmentKind.label,
-            Assignment.group_no == user.group_no,
+            col(FeedbackRound.is_open) == True,  # noqa: E712
+            col(Assignment.kind) == AssignmentKind.label,
+            col(Assignment.group_no) == user.group_no,
         )
         .exists()
     )
@@ -337,8 +337,8 @@ def my_feedback(session: Session, user: User, *, page: int = 0, page_size: int |
     counted = (
         sa_select(
             tally.c.response_id,
-            Response.code,
-            Case.case_id,
+            col(Response.code),
+            col(Case.case_id),
             tally.c.n,
             tally.c.n_gold_differs,
             tally.c.n_no_gold,
@@ -372,7 +372,7 @@ def my_feedback(session: Session, user: User, *, page: int = 0, page_size: int |
             user,
             current_version_ids(
                 session,
-                set(session.execute(sa_select(Response.case_pk).where(col(Response.id).in_(order))).scalars()),
+                set(session.execute(sa_select(col(Response.case_pk)).where(col(Response.id).in_(order))).scalars()),
             )
             if order
             else {},
@@ -390,21 +390,23 @@ def _page_decisions(session: Session, user: User, response_ids: list[int]) -> tu
     if not response_ids:
         return [], []
     case_of = dict(
-        session.execute(sa_select(Response.id, Response.case_pk).where(col(Response.id).in_(response_ids))).all()
+        session.execute(
+            sa_select(col(Response.id), col(Response.case_pk)).where(col(Response.id).in_(response_ids))
+        ).all()
     )
     versions = current_version_ids(session, set(case_of.values()))
     rows = [
         row
         for row in session.execute(
             sa_select(
-                Label.response_id,
-                Label.criterion_id,
-                Label.stage,
-                Label.group_no,
-                Label.met,
-                Label.user_id,
-                Label.rubric_version_id,
-                Label.note,
+                col(Label.response_id),
+                col(Label.criterion_id),
+                col(Label.stage),
+                col(Label.group_no),
+                col(Label.met),
+                col(Label.user_id),
+                col(Label.rubric_version_id),
+                col(Label.note),
             ).where(col(Label.response_id).in_(response_ids))
         ).all()
         if counts_on_current_rubric(row[6], versions.get(case_of[row[0]]))
@@ -462,14 +464,18 @@ def _responses(
     responses = {
         row[0]: row
         for row in session.execute(
-            sa_select(Response.id, Response.case_pk, Response.code, Response.text).where(col(Response.id).in_(order))
+            sa_select(col(Response.id), col(Response.case_pk), col(Response.code), col(Response.text)).where(
+                col(Response.id).in_(order)
+            )
         ).all()
     }
     current = {rid: versions[row[1]] for rid, row in responses.items()}
     wanted = sorted({(current[rid], d.criterion_id) for rid, d in zip(decision_responses, decisions)})
     criteria: dict[tuple[int, str], tuple[int, str]] = {}  # (version, criterion_id) → (position, text)
     for version_id, criterion_id, position, text in session.execute(
-        sa_select(Criterion.rubric_version_id, Criterion.criterion_id, Criterion.position, Criterion.text).where(
+        sa_select(
+            col(Criterion.rubric_version_id), col(Criterion.criterion_id), col(Criterion.position), col(Criterion.text)
+        ).where(
             col(Criterion.rubric_version_id).in_(sorted(set(current.values()))),
             col(Criterion.criterion_id).in_(sorted({criterion for _, criterion in wanted})),
         )
@@ -477,12 +483,12 @@ def _responses(
         criteria[(version_id, criterion_id)] = (position, text)
     rounds_of = dict(
         session.execute(
-            sa_select(Assignment.response_id, Assignment.created_at)
+            sa_select(col(Assignment.response_id), col(Assignment.created_at))
             .join(FeedbackRound, col(FeedbackRound.round_at) == col(Assignment.created_at))
             .where(
-                FeedbackRound.is_open == True,  # noqa: E712
-                Assignment.kind == AssignmentKind.label,
-                Assignment.group_no == user.group_no,
+                col(FeedbackRound.is_open) == True,  # noqa: E712
+                col(Assignment.kind) == AssignmentKind.label,
+                col(Assignment.group_no) == user.group_no,
                 col(Assignment.response_id).in_(order),
             )
         ).all()

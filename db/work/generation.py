@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
-from sqlmodel import Session, SQLModel
+from sqlmodel import Session, SQLModel, col
 
 from db.access.policies import JudgeRunPolicy, authorize
 from db.importers.responses import write_responses
@@ -135,7 +135,7 @@ class ModelGeneration:
 
 def generated_models(session: Session) -> list[str]:
     """The models generate runs have stored answers as, by name (a model may have no response yet)."""
-    names = session.scalars(select(JudgeRun.judge).where(JudgeRun.kind == "generate").distinct())
+    names = session.scalars(select(col(JudgeRun.judge)).where(col(JudgeRun.kind) == "generate").distinct())
     return sorted(str(name) for name in names)
 
 
@@ -144,7 +144,9 @@ def model_generation(session: Session, by: User, model: str) -> ModelGeneration:
     authorize(by, JudgeRunPolicy.manage())
     connection = session.connection()
     runs = session.scalars(
-        select(JudgeRun).where(JudgeRun.kind == "generate", JudgeRun.judge == model).order_by(JudgeRun.id.desc())
+        select(JudgeRun)
+        .where(col(JudgeRun.kind) == "generate", col(JudgeRun.judge) == model)
+        .order_by(col(JudgeRun.id).desc())
     )
     result = ModelGeneration(model=model, runs=[run_summary(run) for run in runs])
     result.responses = int(connection.execute(select(func.count()).where(_RESPONSE.c.model == model)).scalar_one())

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sqlalchemy import select
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.access.policies import JudgeRunPolicy, authorize
 from db.rules.errors import NotFound
@@ -68,7 +68,9 @@ def judge_error_detail(
     rubric = current_approved_version(session, case.id)
     criterion = (
         session.execute(
-            select(Criterion).where(Criterion.rubric_version_id == rubric.id, Criterion.criterion_id == criterion_id)
+            select(Criterion).where(
+                col(Criterion.rubric_version_id) == rubric.id, col(Criterion.criterion_id) == criterion_id
+            )
         )
         .scalars()
         .first()
@@ -84,23 +86,23 @@ def judge_error_detail(
     decision = (
         session.execute(
             select(JudgeDecision).where(
-                JudgeDecision.judge == judge,
-                JudgeDecision.response_id == response_id,
-                JudgeDecision.criterion_id == criterion_id,
+                col(JudgeDecision.judge) == judge,
+                col(JudgeDecision.response_id) == response_id,
+                col(JudgeDecision.criterion_id) == criterion_id,
             )
         )
         .scalars()
         .first()
     )
     rows = session.execute(
-        select(Label.stage, Label.group_no, Label.met, Label.note, User.username)
-        .join(User, User.id == Label.user_id, isouter=True)
+        select(col(Label.stage), col(Label.group_no), col(Label.met), col(Label.note), col(User.username))
+        .join(User, col(User.id) == col(Label.user_id), isouter=True)
         .where(
-            Label.response_id == response_id,
-            Label.criterion_id == criterion_id,
+            col(Label.response_id) == response_id,
+            col(Label.criterion_id) == criterion_id,
             counts_sql(Label.rubric_version_id),  # the labels the judge was measured against
         )
-        .order_by(Label.group_no, Label.stage)
+        .order_by(col(Label.group_no), col(Label.stage))
     ).all()
     return JudgeErrorDetail(
         case_id=case.case_id,

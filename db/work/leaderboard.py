@@ -11,7 +11,7 @@ import hashlib
 import json
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from db.access.audit import record
 from db.access.policies import LeaderboardPolicy, authorize
@@ -69,7 +69,7 @@ def freeze_snapshot(session: Session, *, actor: User, name: str, payload: dict[s
 
 def list_snapshots(session: Session) -> list[LeaderboardSnapshot]:
     """Every snapshot, oldest first."""
-    return list(session.exec(select(LeaderboardSnapshot).order_by(LeaderboardSnapshot.id)).all())
+    return list(session.exec(select(LeaderboardSnapshot).order_by(col(LeaderboardSnapshot.id))).all())
 
 
 def get_snapshot(session: Session, name: str) -> LeaderboardSnapshot:
@@ -80,7 +80,7 @@ def get_snapshot(session: Session, name: str) -> LeaderboardSnapshot:
 
 
 def newest_snapshot(session: Session) -> LeaderboardSnapshot:
-    found = session.exec(select(LeaderboardSnapshot).order_by(LeaderboardSnapshot.id.desc()).limit(1)).first()
+    found = session.exec(select(LeaderboardSnapshot).order_by(col(LeaderboardSnapshot.id).desc()).limit(1)).first()
     if found is None:
         raise NotFound("no leaderboard snapshot yet: freeze one first", key="errors.snapshot_none")
     return found

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Literal
 
 from sqlalchemy import case as sql_case, func
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from db import counts, review
 from db.access.policies import DisagreementFiguresPolicy, ProgressPolicy, authorize
@@ -35,7 +36,7 @@ from db.work.assignments import (
 )
 
 #: 1 for a labeling assignment whose kept state is done.
-_DONE = sql_case((Assignment.label_status == counts.DONE, 1), else_=0)
+_DONE = sql_case((col(Assignment.label_status) == counts.DONE, 1), else_=0)
 
 
 @dataclass
@@ -81,7 +82,7 @@ def _assignment_counts(session: Session, *, recount: bool = False) -> list[tuple
         for user_id, group_no, assigned, n_done in session.exec(
             select(Assignment.user_id, Assignment.group_no, func.count(), func.sum(_DONE))
             .where(Assignment.kind == AssignmentKind.label)
-            .group_by(Assignment.user_id, Assignment.group_no)
+            .group_by(col(Assignment.user_id), col(Assignment.group_no))
         ).all():
             rows.append((AssignmentKind.label, user_id, group_no, int(assigned), int(n_done or 0)))
     rubric_rows = session.exec(
@@ -100,14 +101,18 @@ def _assignment_counts(session: Session, *, recount: bool = False) -> list[tuple
 
 def _recounted_label_counts(session: Session) -> list[tuple[str, int, int | None, int, int]]:
     """The labeling rows of `_assignment_counts` recounted from the label tally against each case's current rubric."""
-    label_rows = session.exec(
-        select(Assignment.user_id, Assignment.group_no, Assignment.case_pk, Assignment.response_id).where(
-            Assignment.kind == AssignmentKind.label
-        )
-    ).all()
+    label_rows = [
+        (user_id, group_no, case_pk, response_id)
+        for user_id, group_no, case_pk, response_id in session.exec(
+            select(Assignment.user_id, Assignment.group_no, Assignment.case_pk, Assignment.response_id).where(
+                Assignment.kind == AssignmentKind.label
+            )
+        ).all()
+        if response_id is not None  # a labeling assignment always names its response: the filter drops none
+    ]
     versions = current_version_ids(session, {r[2] for r in label_rows})
     sizes = current_rubric_sizes(session, {r[2] for r in label_rows})
-    labeled = {
+    labeled: dict[int | None, dict[int, dict[int | None, int]]] = {
         g: counts.annotation_counts(session, [r[3] for r in label_rows if r[1] == g], g, recount=True) for g in (1, 2)
     }
     per_owner: dict[tuple[int, int | None], list[int]] = defaultdict(lambda: [0, 0])
@@ -165,7 +170,7 @@ def progress(
         select(func.count(func.distinct(RubricVersion.case_pk))).where(RubricVersion.status == RubricStatus.approved)
     ).one()
 
-    def total(kind: str, column: int) -> int:
+    def total(kind: str, column: Literal[3, 4]) -> int:
         return sum(row[column] for row in counted if row[0] == kind)
 
     overall = dict(
@@ -224,7 +229,7 @@ def _my_label_counts(session: Session, user: User) -> tuple[int, int]:
     mine = (
         select(Assignment.response_id, func.max(_DONE).label("d"))
         .where(Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label)
-        .group_by(Assignment.response_id)
+        .group_by(col(Assignment.response_id))
         .subquery()
     )
     assigned, done = session.exec(select(func.count(), func.coalesce(func.sum(mine.c.d), 0))).one()

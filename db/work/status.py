@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sqlalchemy import func, select
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from db.store.current_rubric import counts_sql
 from db.store.judges import judge_names
@@ -21,7 +21,7 @@ def counts(session: Session) -> dict:
     labels_by_stage = {
         stage: int(n)
         for stage, n in session.execute(
-            select(LabelTally.stage, func.sum(LabelTally.n)).where(counting).group_by(LabelTally.stage)
+            select(col(LabelTally.stage), func.sum(col(LabelTally.n))).where(counting).group_by(col(LabelTally.stage))
         ).all()
     }
     on_older_rubric = count(select(func.coalesce(func.sum(LabelTally.n), 0)).where(~counting))
@@ -30,8 +30,8 @@ def counts(session: Session) -> dict:
         "criteria": count(
             select(func.count())
             .select_from(Criterion)
-            .join(RubricVersion, Criterion.rubric_version_id == RubricVersion.id)
-            .where(RubricVersion.status == RubricStatus.approved)
+            .join(RubricVersion, col(Criterion.rubric_version_id) == col(RubricVersion.id))
+            .where(col(RubricVersion.status) == RubricStatus.approved)
         ),
         "responses": count(select(func.count()).select_from(Response)),
         "labels": {
