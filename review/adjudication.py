@@ -51,7 +51,7 @@ def _signed_in(session: Session, username: str) -> User:
 
 
 def _queue(username: str) -> list[review.AdjudicationQueueItem]:
-    # Kept figures (db/counts/figures.py): cheap enough to read on every run, so the queue is never stale.
+    # Kept figures (db.counts): cheap enough to read on every run, so the queue is never stale.
     with shell.db_session(read_only=True) as session:
         return review.adjudication_queue(session, _signed_in(session, username))
 

@@ -271,7 +271,7 @@ def language_switch() -> None:
 
 
 def _open_disagreements(user: User) -> OpenDisagreements:
-    # Kept figures (db/counts/figures.py): read on every run, so every server process shows the same current count.
+    # Kept figures (db.counts): read on every run, so every server process shows the same current count.
     with db_session(read_only=True) as session:
         return progress_queries.open_disagreements(session, user)
 
