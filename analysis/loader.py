@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import ColumnClause, SQLColumnExpression, Text, cast, literal_column, select
 from sqlalchemy.engine import Engine
+from sqlmodel import col
 
 from analysis.frames import Frames as Frames
 from db.rules.taxonomy import get_taxonomy
@@ -51,19 +52,19 @@ def _read(engine: Engine, statement) -> pd.DataFrame:
 
 def load_cases(engine: Engine, *, text: bool = False) -> pd.DataFrame:
     columns: list[SQLColumnExpression[Any]] = [
-        Case.id.label("case_pk"),
-        Case.case_id,
-        Case.difficulty,
-        Case.task,
-        Case.task_labels,
-        Case.subject,
-        Case.subject_labels,
-        Case.user_role,
-        Case.register_override.label("register_override"),
+        col(Case.id).label("case_pk"),
+        col(Case.case_id),
+        col(Case.difficulty),
+        col(Case.task),
+        col(Case.task_labels),
+        col(Case.subject),
+        col(Case.subject_labels),
+        col(Case.user_role),
+        col(Case.register_override).label("register_override"),
     ]
     if text:
-        columns += [Case.clinical_context, Case.user_request, Case.extra]
-    cases = _read(engine, select(*columns).order_by(Case.id))
+        columns += [col(Case.clinical_context), col(Case.user_request), col(Case.extra)]
+    cases = _read(engine, select(*columns).order_by(col(Case.id)))
     taxonomy = get_taxonomy()
     cases["task_labels"] = cases["task_labels"].map(_as_list)
     cases["subject_labels"] = cases["subject_labels"].map(_as_list)
@@ -79,23 +80,26 @@ def load_cases(engine: Engine, *, text: bool = False) -> pd.DataFrame:
 def load_register_overrides(engine: Engine) -> pd.DataFrame:
     """case_pk, register_override: the optional `register` key as imported (None where absent)."""
     return _read(
-        engine, select(Case.id.label("case_pk"), Case.register_override.label("register_override")).order_by(Case.id)
+        engine,
+        select(col(Case.id).label("case_pk"), col(Case.register_override).label("register_override")).order_by(
+            col(Case.id)
+        ),
     )
 
 
 def load_criteria(engine: Engine, *, text: bool = False) -> pd.DataFrame:
     # Tags as stored text, parsed once per distinct value (most criteria share a handful of tag lists).
-    columns = [
-        Criterion.rubric_version_id,
-        Criterion.position,
-        Criterion.criterion_id,
-        cast(Criterion.tags, Text).label("tags"),
+    columns: list[SQLColumnExpression[Any]] = [
+        col(Criterion.rubric_version_id),
+        col(Criterion.position),
+        col(Criterion.criterion_id),
+        cast(col(Criterion.tags), Text).label("tags"),
     ]
     if text:
-        columns.append(Criterion.text)
+        columns.append(col(Criterion.text))
     current = current_versions().subquery()
     statement = select(*columns, current.c.case_pk).join(
-        current, Criterion.rubric_version_id == current.c.rubric_version_id
+        current, col(Criterion.rubric_version_id) == current.c.rubric_version_id
     )
     criteria = _read(engine, statement)
     codes, distinct = pd.factorize(criteria["tags"])
@@ -113,28 +117,45 @@ def load_criterion_texts(engine: Engine, case_ids) -> pd.DataFrame:
     parts = [pd.DataFrame(columns=["case_id", "criterion_id", "text"])]
     for start in range(0, len(wanted), 2000):
         statement = (
-            select(Case.case_id, Criterion.criterion_id, Criterion.text)
-            .join(current, Criterion.rubric_version_id == current.c.rubric_version_id)
-            .join(Case, Case.id == current.c.case_pk)
-            .where(Case.case_id.in_(wanted[start : start + 2000]))
+            select(col(Case.case_id), col(Criterion.criterion_id), col(Criterion.text))
+            .join(current, col(Criterion.rubric_version_id) == current.c.rubric_version_id)
+            .join(Case, col(Case.id) == current.c.case_pk)
+            .where(col(Case.case_id).in_(wanted[start : start + 2000]))
         )
         parts.append(_read(engine, statement))
     return pd.concat(parts, ignore_index=True)
 
 
 def load_responses(engine: Engine, *, text: bool = False) -> pd.DataFrame:
-    columns = [Response.id.label("response_id"), Response.case_pk, Case.case_id, Response.model, Response.length]
+    columns = [
+        col(Response.id).label("response_id"),
+        col(Response.case_pk),
+        col(Case.case_id),
+        col(Response.model),
+        col(Response.length),
+    ]
     if text:
-        columns.append(Response.text)
-    statement = select(*columns).join(Case, Response.case_pk == Case.id).order_by(Response.case_pk, Response.model)
+        columns.append(col(Response.text))
+    statement = (
+        select(*columns)
+        .join(Case, col(Response.case_pk) == col(Case.id))
+        .order_by(col(Response.case_pk), col(Response.model))
+    )
     return _read(engine, statement)
 
 
 def load_labels(engine: Engine, *, notes: bool = False) -> pd.DataFrame:
-    columns = [Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.met, Label.user_id]
+    columns: list[SQLColumnExpression[Any]] = [
+        col(Label.response_id),
+        col(Label.criterion_id),
+        col(Label.stage),
+        col(Label.group_no),
+        col(Label.met),
+        col(Label.user_id),
+    ]
     if notes:
-        columns.append(Label.note)
-    labels = _read(engine, select(*columns).where(counts_sql(Label.rubric_version_id)))
+        columns.append(col(Label.note))
+    labels = _read(engine, select(*columns).where(counts_sql(col(Label.rubric_version_id))))
     labels["met"] = labels["met"].astype(bool)
     return labels
 
@@ -156,8 +177,8 @@ def _packed_labels_sql(engine: Engine, *, users: bool, criteria: list[str] | Non
     measured at full scale it costs no more CPU than reading every label, where carrying each label's
     version into numpy and filtering there cost half as much again.
     """
-    criterion = Label.criterion_id if criteria is None else literal_column(_coded("label.criterion_id", criteria))
-    columns = [_PACKED_LABEL.label("c0"), criterion.label("c1"), *([Label.user_id.label("c2")] if users else [])]
+    criterion = col(Label.criterion_id) if criteria is None else literal_column(_coded("label.criterion_id", criteria))
+    columns = [_PACKED_LABEL.label("c0"), criterion.label("c1"), *([col(Label.user_id).label("c2")] if users else [])]
     statement = select(*columns).where(counts_sql(Label.rubric_version_id))
     return str(statement.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
 
@@ -350,9 +371,16 @@ def load_label_decisions(engine: Engine, *, users: bool = False) -> pd.DataFrame
 def load_label_notes(engine: Engine) -> pd.DataFrame:
     """response_id, criterion_id, stage, group_no, met, note of the labels that count and carry a note."""
     statement = (
-        select(Label.response_id, Label.criterion_id, Label.stage, Label.group_no, Label.met, Label.note)
-        .where(Label.note.is_not(None))
-        .where(Label.note != "")
+        select(
+            col(Label.response_id),
+            col(Label.criterion_id),
+            col(Label.stage),
+            col(Label.group_no),
+            col(Label.met),
+            col(Label.note),
+        )
+        .where(col(Label.note).is_not(None))
+        .where(col(Label.note) != "")
         .where(counts_sql(Label.rubric_version_id))
     )
     notes = _read(engine, statement)
@@ -388,19 +416,19 @@ def load_judge(engine: Engine) -> pd.DataFrame:
 
 
 def load_users(engine: Engine) -> pd.DataFrame:
-    return _read(engine, select(User.id.label("user_id"), User.username, User.role, User.group_no))
+    return _read(engine, select(col(User.id).label("user_id"), col(User.username), col(User.role), col(User.group_no)))
 
 
 def load_timings(engine: Engine) -> pd.DataFrame:
     """user_id, response_id, stage, active_ms, n_criteria: the active time stored with each save."""
-    columns = [
-        LabelTiming.user_id,
-        LabelTiming.response_id,
-        LabelTiming.stage,
-        LabelTiming.active_ms,
-        LabelTiming.n_criteria,
+    columns: list[SQLColumnExpression[Any]] = [
+        col(LabelTiming.user_id),
+        col(LabelTiming.response_id),
+        col(LabelTiming.stage),
+        col(LabelTiming.active_ms),
+        col(LabelTiming.n_criteria),
     ]
-    timings = _read(engine, select(*columns).order_by(LabelTiming.id))
+    timings = _read(engine, select(*columns).order_by(col(LabelTiming.id)))
     return timings.astype({"user_id": np.int64, "response_id": np.int64, "active_ms": np.int64, "n_criteria": np.int64})
 
 
@@ -422,14 +450,14 @@ def load_frames(engine: Engine, *, text: bool = False, notes: bool = False) -> F
 
 def load_calibration_samples(engine: Engine) -> pd.DataFrame:
     """model, response_id of every calibration sample."""
-    columns = [CalibrationSample.model, CalibrationSample.response_id]
-    samples = _read(engine, select(*columns).order_by(CalibrationSample.id))
+    columns: list[SQLColumnExpression[Any]] = [col(CalibrationSample.model), col(CalibrationSample.response_id)]
+    samples = _read(engine, select(*columns).order_by(col(CalibrationSample.id)))
     return samples.astype({"model": object, "response_id": np.int64})
 
 
 def load_disagreement_draws(engine: Engine) -> pd.DataFrame:
     """response_id of every response drawn where two judges disagree (`assign disagreements`)."""
-    drawn = _read(engine, select(DisagreementDraw.response_id).order_by(DisagreementDraw.id))
+    drawn = _read(engine, select(col(DisagreementDraw.response_id)).order_by(col(DisagreementDraw.id)))
     return drawn.astype({"response_id": np.int64})
 
 
