@@ -4,5 +4,4 @@
 - `metrics_reference`: seeded synthetic analysis frames and a straightforward implementation of
   the report metrics, the oracle of the metric tests and the baseline of the report benchmark.
 - `llm_server`: an OpenAI-compatible HTTP server on loopback standing in for an LLM endpoint.
-- `mypy_sqlmodel`: the mypy plugin that types SQLModel columns read on the class.
 """
