@@ -34,7 +34,8 @@ def room_summary(room: str) -> tuple[str, str]:
     source = (ROOT / "db" / room / "__init__.py").read_text(encoding="utf-8")
     docstring = ast.get_docstring(ast.parse(source)) or ""
     paragraphs = [" ".join(part.split()) for part in docstring.split("\n\n") if part.strip()]
-    may_import = next((p.removeprefix("May import:").strip().rstrip(".") for p in paragraphs if p.startswith("May import:")), "")
+    imports = [p.removeprefix("May import:").strip().rstrip(".") for p in paragraphs if p.startswith("May import:")]
+    may_import = imports[0] if imports else ""
     if not paragraphs or not may_import:
         raise ValueError(f"db/{room}/__init__.py: the docstring needs a summary and a 'May import:' line")
     return paragraphs[0], may_import

@@ -57,7 +57,7 @@ def _check_label(record: dict, targets: _Targets) -> tuple[tuple | None, list[st
     criterion position), or None and the errors.
 
     The first test accepts a plainly valid row in one expression (most of a 1.65 M-line file, five
-    times faster than the model); it accepts nothing `LabelRecord` refuses (tests/test_records.py
+    times faster than the model); it accepts nothing `LabelRecord` refuses (tests/db/rules/test_records.py
     checks that), and anything it does not accept goes to the model, which names the problem.
     """
     get = record.get

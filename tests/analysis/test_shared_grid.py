@@ -1,0 +1,60 @@
+"""The analysis pages share one decision grid per data version: the dashboard and the analysis-depth pages
+read the database once between them, hold the same grid object, and a label change builds one new grid."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlmodel import Session, select
+
+from analysis import dashboard, insights
+from analysis.loader import data_version
+from db.store.models import Label
+from tests.analysis.test_report import populate_small_database
+from tests.support.apptest_helpers import open_page, signed_in
+from tests.support.factories import make_user
+from ui import shared_grid
+
+
+def test_dashboard_and_insight_pages_share_one_grid(app_database, monkeypatch):
+    with Session(app_database, expire_on_commit=False) as session:
+        populate_small_database(session)
+        make_user(session, "boss", role="admin")
+        session.commit()
+    reads = []
+    load_frames = shared_grid.load_frames
+    monkeypatch.setattr(shared_grid, "load_frames", lambda engine: reads.append(1) or load_frames(engine))
+
+    for page in ("analysis-dashboard", "analysis-criteria", "analysis-judge-errors", "analysis-physicians"):
+        app = open_page(signed_in(app_database, "boss", lang="en"), page)
+        assert not app.exception, [e.value for e in app.exception]
+    assert len(reads) == 1  # four pages, one read of the database
+
+    version = data_version(app_database)
+    view = dashboard._kept_grid().get(version)
+    state = insights._kept_state().get(version)
+    assert view.current and state.current
+    grid = shared_grid.kept_grid().get(version).value
+    assert view.value.grid is grid and state.value[0] is grid
+    # the dashboard's default view comes with its figures drawn, in both languages
+    assert {language for language, _ in view.value.figures} == {"zh", "en"}
+    assert {name for _, name in view.value.figures} == set(dashboard.FIGURES)
+
+    # a label change: the next visit of either page builds one new grid, shared again
+    with Session(app_database) as session:
+        label = session.exec(select(Label).order_by(Label.id)).first()
+        label.met = not label.met
+        label.updated_at = datetime.now(UTC)  # what a save through db/ moves
+        session.add(label)
+        session.commit()
+    new_version = data_version(app_database)
+    assert new_version != version
+    for page in ("analysis-physicians", "analysis-dashboard"):
+        app = open_page(signed_in(app_database, "boss", lang="en"), page)
+        assert not app.exception
+    assert len(reads) == 2
+    assert (
+        dashboard._kept_grid().get(new_version).value.grid
+        is insights._kept_state().get(new_version).value[0]
+        is shared_grid.kept_grid().get(new_version).value
+    )
