@@ -48,7 +48,9 @@ def cited(text: str) -> list[str]:
 
 
 def cited_paths(text: str) -> set[str]:
-    return {word for word in cited(text) if "/" in word and word.split("/")[0] in FOLDERS} - WRITTEN_BY_USERS
+    """Repository paths a page cites; a pattern such as `tests/db/<room>/` stands for many and is not one."""
+    paths = {word for word in cited(text) if "/" in word and word.split("/")[0] in FOLDERS and "<" not in word}
+    return paths - WRITTEN_BY_USERS
 
 
 def cited_names(text: str) -> set[str]:
