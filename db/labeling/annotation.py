@@ -12,6 +12,11 @@ else changed one of the labels since the page read it (LabelsChanged says whethe
 annotator themselves, in another tab, or another member of their group). Saving the same decisions
 twice changes nothing the second time. Once the feedback of the response's round has been opened,
 the group's labels on it are final and every save is refused (db/work/feedback.py).
+
+This module decides the save itself: `save_target` (may this user save on the response against this
+rubric; locks its row) and `save_on_target` (the optimistic lock, the rows, the audit entry, the kept
+figures); `save_labels` is the two in turn. The labeling workbench (db/labeling/drafts.py) checks the
+page's decisions between the two and calls in here; nothing here reads drafts.
 """
 
 from __future__ import annotations
@@ -425,18 +430,51 @@ def save_labels(
     *,
     rubric_version_id: int,
     expected_versions: Mapping[str, int],
-    target: SaveTarget | None = None,
 ) -> SaveOutcome:
     """Save the user's decisions on every criterion of the response, for their group.
 
     `rubric_version_id` and `expected_versions` (criterion_id → lock_version, absent = no label)
     are what the page loaded. Refused with StaleEdit when the rubric changed since, or when another
     person changed a label to something else since; re-saving identical decisions is a no-op.
-    `target` is `save_target`'s answer when the caller has asked for it already in this transaction.
     """
-    if target is None or target.response.id != response_id or target.rubric.id != rubric_version_id:
-        target = save_target(session, user, response_id, rubric_version_id=rubric_version_id)
-    response, rubric, criterion_ids = target.response, target.rubric, target.criterion_ids
+    target = save_target(session, user, response_id, rubric_version_id=rubric_version_id)
+    return save_on_target(session, user, target, decisions, expected_versions=expected_versions)
+
+
+def save_on_target(
+    session: Session,
+    user: User,
+    target: SaveTarget,
+    decisions: Sequence[LabelInput],
+    *,
+    expected_versions: Mapping[str, int],
+) -> SaveOutcome:
+    """The save of `save_labels` on a response `save_target` has checked and locked in this transaction.
+
+    Checks one decision per criterion of the rubric and the lock versions the page loaded (LabelsChanged
+    when someone changed a label to something else since), then writes the new and changed labels, their
+    audit entry and the response's kept figures.
+    """
+    response_id, rubric_id, criterion_ids = target.response.id, target.rubric.id, target.criterion_ids
+    _check_one_per_criterion(decisions, criterion_ids)
+    existing = {label.criterion_id: label for label in _own_labels(session, response_id, _group_of(user))}
+    wanted = {d.criterion_id: (bool(d.met), clean_note(d.note, f"note of {d.criterion_id}")) for d in decisions}
+    _refuse_changed_since(existing, wanted, expected_versions, rubric_id, user)
+
+    changes = _label_changes(user, response_id, rubric_id, criterion_ids, existing, wanted)
+    _write_label_changes(session, changes, existing)
+    if changes.after:
+        _record_label_save(session, user, target, changes)
+        # The response's row is locked and its current rubric checked already (`save_target`): not asked again.
+        counts.refresh(
+            session, [response_id], locked=[response_id], known_rubrics={response_id: (rubric_id, len(criterion_ids))}
+        )
+    created, updated = len(changes.new_rows), len(changes.changed_rows)
+    return SaveOutcome(created, updated, len(criterion_ids) - created - updated, rubric_id)
+
+
+def _check_one_per_criterion(decisions: Sequence[LabelInput], criterion_ids: Sequence[str]) -> None:
+    """Refused (ValidationFailed) unless the decisions name every criterion of the rubric exactly once."""
     given = [d.criterion_id for d in decisions]
     if sorted(given) != sorted(criterion_ids) or len(set(given)) != len(given):
         missing = sorted(set(criterion_ids) - set(given))
@@ -447,34 +485,58 @@ def save_labels(
             params={"missing": len(missing), "unknown": len(extra)},
         )
 
-    existing = {label.criterion_id: label for label in _own_labels(session, response_id, _group_of(user))}
-    wanted = {d.criterion_id: (bool(d.met), clean_note(d.note, f"note of {d.criterion_id}")) for d in decisions}
 
+def _refuse_changed_since(
+    existing: Mapping[str, Label],
+    wanted: Mapping[str, tuple[bool, str | None]],
+    expected_versions: Mapping[str, int],
+    rubric_id: int,
+    user: User,
+) -> None:
+    """The optimistic lock: refused with LabelsChanged when a label the page read was saved since as something
+    other than what is being saved now."""
     conflicts = []
     for cid, (met, note) in wanted.items():
         label = existing.get(cid)
         seen = expected_versions.get(cid, 0)
         current_version = label.lock_version if label else 0
-        same = label is not None and (label.met, label.note, label.rubric_version_id) == (met, note, rubric.id)
+        same = label is not None and (label.met, label.note, label.rubric_version_id) == (met, note, rubric_id)
         if current_version != seen and not same:
             conflicts.append(cid)
     if conflicts:
         raise LabelsChanged(
             conflicts,
-            {cid: _label_view(label, rubric.id) for cid, label in existing.items()},
+            {cid: _label_view(label, rubric_id) for cid, label in existing.items()},
             by_self=saved_by(existing, conflicts, user),
         )
 
+
+@dataclass(frozen=True)
+class _LabelChanges:
+    """What a save writes: rows to insert and to update, and each changed label before and after (the audit)."""
+
+    new_rows: list[dict]
+    changed_rows: list[dict]
+    before: dict[str, dict]
+    after: dict[str, dict]
+
+
+def _label_changes(
+    user: User,
+    response_id: int,
+    rubric_id: int,
+    criterion_ids: Sequence[str],
+    existing: Mapping[str, Label],
+    wanted: Mapping[str, tuple[bool, str | None]],
+) -> _LabelChanges:
+    """The new labels and the labels that change, in rubric order; a label saved as it is wanted is left alone."""
     now = utcnow()
-    before: dict[str, dict] = {}
-    after: dict[str, dict] = {}
-    new_rows: list[dict] = []
-    changed_rows: list[dict] = []
+    changes = _LabelChanges([], [], {}, {})
     for cid in criterion_ids:
         met, note = wanted[cid]
         label = existing.get(cid)
         if label is None:
-            new_rows.append(
+            changes.new_rows.append(
                 {
                     "response_id": response_id,
                     "criterion_id": cid,
@@ -483,52 +545,53 @@ def save_labels(
                     "met": met,
                     "note": note,
                     "user_id": user.id,
-                    "rubric_version_id": rubric.id,
+                    "rubric_version_id": rubric_id,
                     "lock_version": 1,
                     "created_at": now,
                     "updated_at": now,
                 }
             )
-            after[cid] = {"met": met, "note": note}
-        elif (label.met, label.note, label.rubric_version_id) != (met, note, rubric.id):
-            before[cid] = {
+            changes.after[cid] = {"met": met, "note": note}
+        elif (label.met, label.note, label.rubric_version_id) != (met, note, rubric_id):
+            changes.before[cid] = {
                 "met": label.met,
                 "note": label.note,
                 "rubric_version_id": label.rubric_version_id,
                 "user_id": label.user_id,
             }
-            changed_rows.append(
+            changes.changed_rows.append(
                 {
                     "label_id": label.id,
                     "new_met": met,
                     "new_note": note,
-                    "new_rubric_version_id": rubric.id,
+                    "new_rubric_version_id": rubric_id,
                     "new_user_id": user.id,
                     "new_updated_at": now,
                     "new_lock_version": label.lock_version + 1,
                 }
             )
-            after[cid] = {"met": met, "note": note}
-    # One statement each for the new and the changed labels, whatever their number (executemany).
-    if new_rows:
-        session.execute(insert(_LABEL), new_rows)
-    if changed_rows:
-        session.execute(_UPDATE_LABEL, changed_rows)
-        for cid in before:
+            changes.after[cid] = {"met": met, "note": note}
+    return changes
+
+
+def _write_label_changes(session: Session, changes: _LabelChanges, existing: Mapping[str, Label]) -> None:
+    """One statement each for the new and the changed labels, whatever their number (executemany)."""
+    if changes.new_rows:
+        session.execute(insert(_LABEL), changes.new_rows)
+    if changes.changed_rows:
+        session.execute(_UPDATE_LABEL, changes.changed_rows)
+        for cid in changes.before:
             session.expire(existing[cid])  # the loaded rows are stale now
-    created, updated = len(new_rows), len(changed_rows)
-    if after:
-        record(
-            session,
-            user.username,
-            action="label",
-            entity="label",
-            entity_key=f"{target.case_id}/{response.code}/annotation/g{user.group_no}",
-            before=before or None,
-            after={"rubric_version_id": rubric.id, "labels": after},
-        )
-        # The response's row is locked and its current rubric checked already (`save_target`): not asked again.
-        counts.refresh(
-            session, [response_id], locked=[response_id], known_rubrics={response_id: (rubric.id, len(criterion_ids))}
-        )
-    return SaveOutcome(created, updated, len(criterion_ids) - created - updated, rubric.id)
+
+
+def _record_label_save(session: Session, user: User, target: SaveTarget, changes: _LabelChanges) -> None:
+    """The save's one audit entry: the group's labels on the response before and after."""
+    record(
+        session,
+        user.username,
+        action="label",
+        entity="label",
+        entity_key=f"{target.case_id}/{target.response.code}/annotation/g{user.group_no}",
+        before=changes.before or None,
+        after={"rubric_version_id": target.rubric.id, "labels": changes.after},
+    )

@@ -13,9 +13,11 @@ decided otherwise are listed with both values (`Workbench.differences`), so the 
 only those again. On a response whose labels are final (feedback of its round was opened) no
 draft is kept or restored.
 
-The rules of the save itself (assignment, blinding, rubric changes, someone else's newer labels,
-final labels) stay in db/labeling/annotation.py and db/work/feedback.py; this module only decides what is ready to
-be saved.
+The save runs one way, from here into db/labeling/annotation.py: `save` has annotation check and lock
+the response (`save_target`: assignment, blinding, final labels, rubric changes), decides here whether
+the page's decisions are ready (known criteria, clean notes, none unjudged), has annotation write them
+(`save_on_target`: someone else's newer labels, the rows, the audit entry, the kept figures), then keeps
+the time on task and drops the draft. Annotation never reads drafts.
 """
 
 from __future__ import annotations
@@ -233,6 +235,19 @@ def mark_remaining(decisions: Decisions, met: bool = False) -> dict[str, bool | 
     return {cid: (met if value is None else value) for cid, value in decisions.items()}
 
 
+def _ready_inputs(criterion_ids: list[str], decisions: Decisions, notes: Mapping[str, str] | None) -> list[LabelInput]:
+    """The page's decisions as one label per criterion of the rubric, in rubric order.
+
+    Refused like a draft when a criterion is unknown, a decision is not met, not met or undecided, or a note
+    is too long; refused with UnjudgedCriteria while any criterion is unjudged.
+    """
+    cleaned, cleaned_notes = _clean(criterion_ids, decisions, notes)
+    unjudged = sum(value is None for value in cleaned.values())
+    if unjudged:
+        raise UnjudgedCriteria(unjudged)
+    return [LabelInput(cid, bool(met), cleaned_notes.get(cid)) for cid, met in cleaned.items()]
+
+
 def save(
     session: Session,
     user: User,
@@ -250,20 +265,8 @@ def save(
     """
     # Refused here when the response is not the user's or the rubric changed; its row is locked from here on.
     target = annotation.save_target(session, user, response_id, rubric_version_id=rubric_version_id)
-    cleaned, cleaned_notes = _clean(target.criterion_ids, decisions, notes)
-    unjudged = sum(value is None for value in cleaned.values())
-    if unjudged:
-        raise UnjudgedCriteria(unjudged)
-    inputs = [LabelInput(cid, bool(met), cleaned_notes.get(cid)) for cid, met in cleaned.items()]
-    outcome = annotation.save_labels(
-        session,
-        user,
-        response_id,
-        inputs,
-        rubric_version_id=rubric_version_id,
-        expected_versions=expected_versions,
-        target=target,
-    )
+    inputs = _ready_inputs(target.criterion_ids, decisions, notes)
+    outcome = annotation.save_on_target(session, user, target, inputs, expected_versions=expected_versions)
     if outcome.changed and user.id is not None:
         # A re-save of identical decisions is not new work.
         session.add(
