@@ -4,3 +4,6 @@ the judges that have decisions, and backups.
 
 May import: db.rules.
 """
+
+#: The room's public modules: callers import these, never a private name inside them.
+__all__ = ["backup", "current_rubric", "data_version", "engine", "judges", "migrate", "models"]

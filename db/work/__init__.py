@@ -3,3 +3,17 @@ calibration samples, disagreements, the leaderboard, and row counts.
 
 May import: every other db room.
 """
+
+#: The room's public modules: callers import these, never a private name inside them.
+__all__ = [
+    "assignments",
+    "calibration",
+    "disagreements",
+    "feedback",
+    "generation",
+    "judge_errors",
+    "judge_runs",
+    "leaderboard",
+    "progress",
+    "status",
+]
