@@ -110,95 +110,14 @@ def send_back_criteria(
     """
     authorize(actor, CriterionReturnPolicy.manage())
     case = _case(session, case_id)
-    current = current_approved_version(session, _pk(case))
-    if current is None:
-        raise ValidationFailed(
-            f"case {case_id}: no approved rubric to send back",
-            key="errors.no_rubric_to_return",
-            params={"case_id": case_id},
-        )
-    if current.id != seen_version_id:
-        raise StaleEdit(
-            f"case {case_id}: its rubric changed since you opened it (now version {current.version})",
-            key="errors.case_rubric_changed",
-            params={"case_id": case_id, "version": current.version},
-        )
-    latest = latest_version(session, _pk(case))
-    if latest is not None and latest.id != current.id:
-        raise ValidationFailed(
-            f"case {case_id}: version {latest.version} is already {latest.status}; finish that revision first",
-            key="errors.revision_open",
-            params={"case_id": case_id, "version": latest.version, "status": str(latest.status)},
-        )
+    current = _approved_as_seen(session, case, case_id, seen_version_id)
     criteria = _criteria(session, current.id)
-    known = {criterion.criterion_id for criterion in criteria}
-    unknown = sorted(set(criterion_comments) - known)
-    if unknown:
-        raise ValidationFailed(
-            f"criterion_id: {unknown[0]!r} is not in case {case_id}'s rubric",
-            key="errors.criterion_not_in_rubric",
-            params={"criterion": unknown[0], "case_id": case_id},
-        )
-    comments = {cid: clean_note(text, f"criterion {cid} comment") for cid, text in criterion_comments.items()}
-    comments = {cid: text for cid, text in comments.items() if text}
-    if not comments:
-        raise ValidationFailed(
-            "comment: say for at least one criterion what the author should change", key="errors.return_comment_needed"
-        )
+    comments = _criterion_comments(case_id, criteria, criterion_comments)
     overall = clean_note(comment, "comment")
     target = _target(session, case, current, author)
 
-    if not session.execute(
-        select(col(Assignment.id)).where(
-            col(Assignment.kind) == AssignmentKind.rubric,
-            col(Assignment.case_pk) == _pk(case),
-            col(Assignment.user_id) == target.id,
-        )
-    ).first():
-        session.add(
-            Assignment(
-                kind=AssignmentKind.rubric,
-                case_pk=_pk(case),
-                user_id=_pk(target),
-                group_no=target.group_no,
-                created_by=actor.id,
-            )
-        )
-        record(
-            session,
-            actor.username,
-            action="assign",
-            entity="assignment",
-            entity_key=f"rubric:{case.case_id}",
-            before=None,
-            after={"kind": "rubric", "case": case.case_id, "user": target.username, "group": target.group_no},
-        )
-    now = utcnow()
-    version = RubricVersion(
-        case_pk=_pk(case),
-        version=current.version + 1,
-        status=RubricStatus.returned,
-        author_id=target.id,
-        reviewer_id=actor.id,
-        review_comment=overall,
-        reviewed_at=now,
-    )
-    session.add(version)
-    session.flush()
-    session.add_all(
-        [
-            Criterion(
-                rubric_version_id=_pk(version),
-                position=criterion.position,
-                criterion_id=criterion.criterion_id,
-                text=criterion.text,
-                tags=list(criterion.tags or []),
-                review_comment=comments.get(criterion.criterion_id),
-            )
-            for criterion in criteria
-        ]
-    )
-    session.flush()
+    _assign_rubric_work(session, actor, case, target)
+    version = _returned_version(session, actor, case, current, target, overall, criteria, comments)
     record(
         session,
         actor.username,
@@ -219,6 +138,119 @@ def send_back_criteria(
         },
     )
     return SendBackResult(case.case_id, _pk(version), version.version, target.username, sorted(comments))
+
+
+def _approved_as_seen(session: Session, case: Case, case_id: str, seen_version_id: int) -> RubricVersion:
+    """The case's approved rubric, when it is the version the admin looked at and no newer version is under way."""
+    current = current_approved_version(session, _pk(case))
+    if current is None:
+        raise ValidationFailed(
+            f"case {case_id}: no approved rubric to send back",
+            key="errors.no_rubric_to_return",
+            params={"case_id": case_id},
+        )
+    if current.id != seen_version_id:
+        raise StaleEdit(
+            f"case {case_id}: its rubric changed since you opened it (now version {current.version})",
+            key="errors.case_rubric_changed",
+            params={"case_id": case_id, "version": current.version},
+        )
+    latest = latest_version(session, _pk(case))
+    if latest is not None and latest.id != current.id:
+        raise ValidationFailed(
+            f"case {case_id}: version {latest.version} is already {latest.status}; finish that revision first",
+            key="errors.revision_open",
+            params={"case_id": case_id, "version": latest.version, "status": str(latest.status)},
+        )
+    return current
+
+
+def _criterion_comments(case_id: str, criteria: list[Criterion], criterion_comments: dict[str, str]) -> dict[str, str]:
+    """The cleaned, non-empty comments by criterion id; refused for a criterion not in the rubric or no comment."""
+    known = {criterion.criterion_id for criterion in criteria}
+    unknown = sorted(set(criterion_comments) - known)
+    if unknown:
+        raise ValidationFailed(
+            f"criterion_id: {unknown[0]!r} is not in case {case_id}'s rubric",
+            key="errors.criterion_not_in_rubric",
+            params={"criterion": unknown[0], "case_id": case_id},
+        )
+    cleaned = {cid: clean_note(text, f"criterion {cid} comment") for cid, text in criterion_comments.items()}
+    comments = {cid: text for cid, text in cleaned.items() if text}
+    if not comments:
+        raise ValidationFailed(
+            "comment: say for at least one criterion what the author should change", key="errors.return_comment_needed"
+        )
+    return comments
+
+
+def _assign_rubric_work(session: Session, actor: User, case: Case, target: User) -> None:
+    """Hands the case's rubric to `target` (audited) unless a rubric assignment names them already."""
+    if session.execute(
+        select(col(Assignment.id)).where(
+            col(Assignment.kind) == AssignmentKind.rubric,
+            col(Assignment.case_pk) == _pk(case),
+            col(Assignment.user_id) == target.id,
+        )
+    ).first():
+        return
+    session.add(
+        Assignment(
+            kind=AssignmentKind.rubric,
+            case_pk=_pk(case),
+            user_id=_pk(target),
+            group_no=target.group_no,
+            created_by=actor.id,
+        )
+    )
+    record(
+        session,
+        actor.username,
+        action="assign",
+        entity="assignment",
+        entity_key=f"rubric:{case.case_id}",
+        before=None,
+        after={"kind": "rubric", "case": case.case_id, "user": target.username, "group": target.group_no},
+    )
+
+
+def _returned_version(
+    session: Session,
+    actor: User,
+    case: Case,
+    current: RubricVersion,
+    target: User,
+    overall: str | None,
+    criteria: list[Criterion],
+    comments: dict[str, str],
+) -> RubricVersion:
+    """The new version with status `returned`: a copy of the current criteria, each with its comment."""
+    version = RubricVersion(
+        case_pk=_pk(case),
+        version=current.version + 1,
+        status=RubricStatus.returned,
+        author_id=target.id,
+        reviewer_id=actor.id,
+        review_comment=overall,
+        reviewed_at=utcnow(),
+    )
+    session.add(version)
+    session.flush()
+    session.add_all(
+        [
+            Criterion(
+                rubric_version_id=_pk(version),
+                position=criterion.position,
+                criterion_id=criterion.criterion_id,
+                text=criterion.text,
+                tags=list(criterion.tags or []),
+                review_comment=comments.get(criterion.criterion_id),
+            )
+            for criterion in criteria
+        ]
+    )
+    session.flush()
+    return version
 
 
 def _target(session: Session, case: Case, current: RubricVersion, author: str | None) -> User:

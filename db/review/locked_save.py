@@ -6,6 +6,8 @@ The refusal (`SavedSince`) says who saved in between only as "you, in another ta
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import select, update
@@ -102,36 +104,10 @@ def save_label(
     """
     rubric_version_id = current_rubric_version_id(session, case.id)
     entity_key = f"{case.case_id}/{response.model}/{criterion_id}/{stage}/{group_no}"
-    now = utcnow()
-    what_of: dict[str, str] = {Stage.check: "check", Stage.adjudication: "decision"}
-    what = what_of.get(stage, "label")
+    slot = _LabelSlot(response.id, criterion_id, stage, group_no, _WHAT_OF.get(stage, "label"))
+    saved = _SavedValues(met, note, rubric_version_id, utcnow())
     if seen_lock_version is None:
-        existing = _find_label(session, response.id, criterion_id, stage, group_no)
-        if existing is not None:
-            raise _stale(session, existing, what, actor)
-        label = Label(
-            response_id=response.id,
-            criterion_id=criterion_id,
-            stage=stage,
-            group_no=group_no,
-            met=met,
-            user_id=actor.id,
-            note=note,
-            rubric_version_id=rubric_version_id,
-            created_at=now,
-            updated_at=now,
-            lock_version=1,
-        )
-        try:
-            with session.begin_nested():
-                session.add(label)
-                session.flush()
-        except IntegrityError:
-            # Another writer inserted the same (response, criterion, stage, group) first.
-            existing = _find_label(session, response.id, criterion_id, stage, group_no)
-            if existing is None:
-                raise
-            raise _stale(session, existing, what, actor) from None
+        label = _insert_label(session, actor, slot, saved)
         record(
             session,
             actor.username,
@@ -141,35 +117,7 @@ def save_label(
             after=_label_snapshot(session, label),
         )
         return label
-    existing = _find_label(session, response.id, criterion_id, stage, group_no)
-    if existing is None:
-        raise NotFound(
-            f"no {what} for criterion {criterion_id} any more",
-            key="errors.label_gone",
-            params={"criterion": criterion_id},
-        )
-    before = _label_snapshot(session, existing)
-    changed = cast(
-        CursorResult,
-        session.execute(
-            update(Label)
-            .where(col(Label.id) == existing.id, col(Label.lock_version) == seen_lock_version)
-            .values(
-                met=met,
-                note=note,
-                user_id=actor.id,
-                rubric_version_id=rubric_version_id,
-                updated_at=now,
-                lock_version=col(Label.lock_version) + 1,
-            )
-            .execution_options(synchronize_session=False)
-        ),
-    ).rowcount
-    saved = _find_label(session, response.id, criterion_id, stage, group_no)
-    assert saved is not None  # `existing` was read in this transaction, and labels are never deleted
-    label = saved
-    if changed != 1:
-        raise _stale(session, label, what, actor)
+    before, label = _update_label(session, actor, slot, saved, seen_lock_version)
     record(
         session,
         actor.username,
@@ -180,6 +128,101 @@ def save_label(
         after=_label_snapshot(session, label),
     )
     return label
+
+
+#: What a refusal calls a label of each stage.
+_WHAT_OF: dict[str, str] = {Stage.check: "check", Stage.adjudication: "decision"}
+
+
+@dataclass(frozen=True)
+class _LabelSlot:
+    """Where one label lives (response, criterion, stage, group), and what a refusal calls it."""
+
+    response_id: int
+    criterion_id: str
+    stage: str
+    group_no: int
+    what: str
+
+    def find(self, session: Session) -> Label | None:
+        return _find_label(session, self.response_id, self.criterion_id, self.stage, self.group_no)
+
+
+@dataclass(frozen=True)
+class _SavedValues:
+    """What a save writes into the label besides its author and lock version."""
+
+    met: bool
+    note: str | None
+    rubric_version_id: int | None
+    at: datetime
+
+
+def _insert_label(session: Session, actor: User, slot: _LabelSlot, saved: _SavedValues) -> Label:
+    """The first label of its slot; refused with SavedSince when one exists or a racing writer inserts it first."""
+    existing = slot.find(session)
+    if existing is not None:
+        raise _stale(session, existing, slot.what, actor)
+    label = Label(
+        response_id=slot.response_id,
+        criterion_id=slot.criterion_id,
+        stage=slot.stage,
+        group_no=slot.group_no,
+        met=saved.met,
+        user_id=actor.id,
+        note=saved.note,
+        rubric_version_id=saved.rubric_version_id,
+        created_at=saved.at,
+        updated_at=saved.at,
+        lock_version=1,
+    )
+    try:
+        with session.begin_nested():
+            session.add(label)
+            session.flush()
+    except IntegrityError:
+        # Another writer inserted the same (response, criterion, stage, group) first.
+        existing = slot.find(session)
+        if existing is None:
+            raise
+        raise _stale(session, existing, slot.what, actor) from None
+    return label
+
+
+def _update_label(
+    session: Session, actor: User, slot: _LabelSlot, saved: _SavedValues, seen_lock_version: int
+) -> tuple[dict[str, Any], Label]:
+    """The label before (its audit snapshot) and after an UPDATE that lands only on revision `seen_lock_version`;
+    refused with NotFound when the label is gone and with SavedSince when another revision was saved since."""
+    existing = slot.find(session)
+    if existing is None:
+        raise NotFound(
+            f"no {slot.what} for criterion {slot.criterion_id} any more",
+            key="errors.label_gone",
+            params={"criterion": slot.criterion_id},
+        )
+    before = _label_snapshot(session, existing)
+    changed = cast(
+        CursorResult,
+        session.execute(
+            update(Label)
+            .where(col(Label.id) == existing.id, col(Label.lock_version) == seen_lock_version)
+            .values(
+                met=saved.met,
+                note=saved.note,
+                user_id=actor.id,
+                rubric_version_id=saved.rubric_version_id,
+                updated_at=saved.at,
+                lock_version=col(Label.lock_version) + 1,
+            )
+            .execution_options(synchronize_session=False)
+        ),
+    ).rowcount
+    label = slot.find(session)
+    assert label is not None  # `existing` was read in this transaction, and labels are never deleted
+    if changed != 1:
+        raise _stale(session, label, slot.what, actor)
+    return before, label
 
 
 def stage_entity(stage: str) -> str:

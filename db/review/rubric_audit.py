@@ -178,6 +178,32 @@ def _decide_rubric(
     criterion_comments: dict[int, str | None],
 ) -> RubricView:
     authorize(user, RubricPolicy.audit())
+    rubric = _submitted_as_seen(session, user, rubric_version_id, seen_lock_version)
+    criteria = _commented_criteria(session, rubric, criterion_comments)
+    before = _rubric_snapshot(session, rubric)
+    before["criterion_comments"] = {c.criterion_id: c.review_comment for c in criteria.values() if c.review_comment}
+    _set_decision(session, user, rubric, seen_lock_version=seen_lock_version, status=status, comment=comment)
+    if status == RubricStatus.approved:
+        counts.refresh_cases(session, [rubric.case_pk])  # the case's current rubric changed
+    _set_criterion_comments(session, criteria, criterion_comments)
+    session.refresh(rubric)
+    after = _rubric_snapshot(session, rubric)
+    after["criterion_comments"] = {c.criterion_id: c.review_comment for c in criteria.values() if c.review_comment}
+    case = session.get_one(Case, rubric.case_pk)
+    record(
+        session,
+        user.username,
+        action="approve" if status == RubricStatus.approved else "return",
+        entity="rubric",
+        entity_key=f"{case.case_id} v{rubric.version}",
+        before=before,
+        after=after,
+    )
+    return _rubric_view(session, rubric, user)
+
+
+def _submitted_as_seen(session: Session, user: User, rubric_version_id: int, seen_lock_version: int) -> RubricVersion:
+    """The rubric version, when `user` may audit it, it is the revision they opened and it is submitted."""
     rubric = session.get(RubricVersion, rubric_version_id)
     if rubric is None:
         raise NotFound(
@@ -197,6 +223,13 @@ def _decide_rubric(
             key="errors.audit_not_submitted",
             params={"status": str(rubric.status)},
         )
+    return rubric
+
+
+def _commented_criteria(
+    session: Session, rubric: RubricVersion, criterion_comments: dict[int, str | None]
+) -> dict[int, Criterion]:
+    """The rubric's criteria by row id; refused when a comment names a criterion of another rubric."""
     criteria = {c.id: c for c in _criteria(session, rubric.id)}
     unknown = set(criterion_comments) - set(criteria)
     if unknown:
@@ -205,9 +238,19 @@ def _decide_rubric(
             key="errors.audit_unknown_criteria",
             params={"criteria": ", ".join(map(str, sorted(unknown)))},
         )
-    before = _rubric_snapshot(session, rubric)
-    criteria_before = {c.criterion_id: c.review_comment for c in criteria.values()}
-    now = utcnow()
+    return criteria
+
+
+def _set_decision(
+    session: Session,
+    user: User,
+    rubric: RubricVersion,
+    *,
+    seen_lock_version: int,
+    status: RubricStatus,
+    comment: str | None,
+) -> None:
+    """The checker's decision on the version, landing only on the submitted revision they opened (else StaleEdit)."""
     changed = cast(
         CursorResult,
         session.execute(
@@ -221,7 +264,7 @@ def _decide_rubric(
                 status=status,
                 reviewer_id=user.id,
                 review_comment=comment,
-                reviewed_at=now,
+                reviewed_at=utcnow(),
                 lock_version=col(RubricVersion.lock_version) + 1,
             )
             .execution_options(synchronize_session=False)
@@ -234,29 +277,18 @@ def _decide_rubric(
             current=_rubric_snapshot(session, rubric),
             key="errors.rubric_changed_since",
         )
-    if status == RubricStatus.approved:
-        counts.refresh_cases(session, [rubric.case_pk])  # the case's current rubric changed
+
+
+def _set_criterion_comments(
+    session: Session, criteria: dict[int, Criterion], criterion_comments: dict[int, str | None]
+) -> None:
+    """Each criterion's comment as the checker left it (a criterion not named loses its comment)."""
     for criterion in criteria.values():
         new_comment = criterion_comments.get(criterion.id)
         if criterion.review_comment != new_comment:
             criterion.review_comment = new_comment
             session.add(criterion)
     session.flush()
-    session.refresh(rubric)
-    after = _rubric_snapshot(session, rubric)
-    after["criterion_comments"] = {c.criterion_id: c.review_comment for c in criteria.values() if c.review_comment}
-    before["criterion_comments"] = {k: v for k, v in criteria_before.items() if v}
-    case = session.get_one(Case, rubric.case_pk)
-    record(
-        session,
-        user.username,
-        action="approve" if status == RubricStatus.approved else "return",
-        entity="rubric",
-        entity_key=f"{case.case_id} v{rubric.version}",
-        before=before,
-        after=after,
-    )
-    return _rubric_view(session, rubric, user)
 
 
 def approve_rubric(
