@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from sqlalchemy import func, select as sa_select
 from sqlmodel import Session, col, select
@@ -253,90 +254,120 @@ def assign_labeling(
     """
     authorize(actor, AssignmentPolicy.manage())
     people = _people(_active_annotators(session, annotators))
-    by_group = {g: [u for u in people if u.group_no == g] for g in GROUPS}
-    approved = _cases_with_approved_rubric(session)
-    if response_ids is None:
-        responses = session.exec(
-            select(col(Response.id), col(Response.case_pk), col(Response.code)).order_by(col(Response.id))
-        ).all()
-        responses = [r for r in responses if r[1] in approved]
-    else:
-        wanted = sorted(set(response_ids))
-        responses = []
-        for start in range(0, len(wanted), 5000):
-            responses += session.exec(
-                select(Response.id, Response.case_pk, Response.code).where(
-                    col(Response.id).in_(wanted[start : start + 5000])
-                )
-            ).all()
-        responses.sort()
-        missing = sorted(set(wanted) - {r[0] for r in responses})
-        if missing:
-            raise NotFound(
-                f"response: no response with id {missing[0]}",
-                key="errors.response_unknown",
-                params={"response": missing[0]},
-            )
-        for _response_id, case_pk, code in responses:
-            if case_pk not in approved:
-                raise ValidationFailed(
-                    f"response {code}: its case has no approved rubric yet",
-                    key="errors.response_no_rubric",
-                    params={"response": code},
-                )
-
+    responses = _responses_to_label(session, response_ids, _cases_with_approved_rubric(session))
     existing = set(
         session.exec(
             select(Assignment.response_id, Assignment.group_no).where(Assignment.kind == AssignmentKind.label)
         ).all()
     )
-    authors = rubric_authors(session, {r[1] for r in responses})
-    case_ids = dict(session.exec(select(Case.id, Case.case_id)).all())
-    workload = _load_counts(session, AssignmentKind.label, people)
-    summary = AssignmentSummary()
-    rows, audit_rows, now = [], [], utcnow()
+    handout = _LabelingHandout(
+        by_group={g: [u for u in people if u.group_no == g] for g in GROUPS},
+        authors=rubric_authors(session, {r[1] for r in responses}),
+        case_ids=dict(session.exec(select(Case.id, Case.case_id)).all()),
+        workload=_load_counts(session, AssignmentKind.label, people),
+        actor=actor,
+    )
     for response_id, case_pk, code in responses:
         for group in GROUPS:
             if (response_id, group) in existing:
-                summary.already_assigned += 1
-                continue
-            person = _pick(by_group[group], workload, authors.get(case_pk, set()))
-            if person is None:
-                summary.unassignable.append(
-                    f"{case_ids.get(case_pk, case_pk)}/{code}: no eligible annotator in group {group}"
-                )
-                continue
-            workload[person.id] += 1
-            summary.created += 1
-            summary.per_user[person.username] += 1
-            rows.append(
-                dict(
-                    kind=AssignmentKind.label.value,
-                    case_pk=case_pk,
-                    response_id=response_id,
-                    user_id=person.id,
-                    group_no=group,
-                    created_at=now,
-                    created_by=actor.id,
-                )
+                handout.summary.already_assigned += 1
+            else:
+                handout.assign(response_id, case_pk, code, group)
+    if handout.rows:
+        session.execute(table_of(Assignment).insert(), handout.rows)
+        counts.refresh_assignments(session, [row["response_id"] for row in handout.rows])
+        AuditWriter(session, actor.username).record_many(handout.audit_rows)
+    return handout.summary
+
+
+def _responses_to_label(
+    session: Session, response_ids: Iterable[int] | None, approved: set[int]
+) -> list[tuple[int, int, str]]:
+    """(response id, case pk, code) of the responses to hand out, by id: `response_ids`, or (None) every response
+    of a case with an approved rubric. Refused when a named response is unknown or its case has no approved rubric.
+    """
+    if response_ids is None:
+        every = session.exec(
+            select(col(Response.id), col(Response.case_pk), col(Response.code)).order_by(col(Response.id))
+        ).all()
+        return [(response_id, case_pk, code) for response_id, case_pk, code in every if case_pk in approved]
+    wanted = sorted(set(response_ids))
+    responses: list[tuple[int, int, str]] = []
+    for start in range(0, len(wanted), 5000):
+        responses += session.exec(
+            select(Response.id, Response.case_pk, Response.code).where(
+                col(Response.id).in_(wanted[start : start + 5000])
             )
-            audit_rows.append(
-                dict(
-                    action="assign",
-                    entity="assignment",
-                    entity_key=f"label:{case_ids.get(case_pk, case_pk)}/{code}/group{group}",
-                    before=None,
-                    after={
-                        "kind": "label",
-                        "case": case_ids.get(case_pk),
-                        "response": code,
-                        "user": person.username,
-                        "group": group,
-                    },
-                )
+        ).all()
+    responses.sort()
+    missing = sorted(set(wanted) - {r[0] for r in responses})
+    if missing:
+        raise NotFound(
+            f"response: no response with id {missing[0]}",
+            key="errors.response_unknown",
+            params={"response": missing[0]},
+        )
+    for _response_id, case_pk, code in responses:
+        if case_pk not in approved:
+            raise ValidationFailed(
+                f"response {code}: its case has no approved rubric yet",
+                key="errors.response_no_rubric",
+                params={"response": code},
             )
-    _insert(session, actor, rows, audit_rows)
-    return summary
+    return responses
+
+
+@dataclass
+class _LabelingHandout:
+    """One labeling run's choices: who gets each response in each group, the rows to insert and their audit."""
+
+    by_group: dict[int, list[_Person]]
+    authors: dict[int, set[int]]  # case pk → who authored (or was assigned to author) its rubric
+    case_ids: dict[int, str]
+    workload: Counter
+    actor: User
+    summary: AssignmentSummary = field(default_factory=AssignmentSummary)
+    rows: list[dict] = field(default_factory=list)
+    audit_rows: list[dict] = field(default_factory=list)
+    now: datetime = field(default_factory=utcnow)
+
+    def assign(self, response_id: int, case_pk: int, code: str, group: int) -> None:
+        """The response goes to the least loaded eligible annotator of `group`, or is noted as unassignable."""
+        person = _pick(self.by_group[group], self.workload, self.authors.get(case_pk, set()))
+        if person is None:
+            self.summary.unassignable.append(
+                f"{self.case_ids.get(case_pk, case_pk)}/{code}: no eligible annotator in group {group}"
+            )
+            return
+        self.workload[person.id] += 1
+        self.summary.created += 1
+        self.summary.per_user[person.username] += 1
+        self.rows.append(
+            dict(
+                kind=AssignmentKind.label.value,
+                case_pk=case_pk,
+                response_id=response_id,
+                user_id=person.id,
+                group_no=group,
+                created_at=self.now,
+                created_by=self.actor.id,
+            )
+        )
+        self.audit_rows.append(
+            dict(
+                action="assign",
+                entity="assignment",
+                entity_key=f"label:{self.case_ids.get(case_pk, case_pk)}/{code}/group{group}",
+                before=None,
+                after={
+                    "kind": "label",
+                    "case": self.case_ids.get(case_pk),
+                    "response": code,
+                    "user": person.username,
+                    "group": group,
+                },
+            )
+        )
 
 
 # Reassignment -----------------------------------------------------------------------------
