@@ -336,7 +336,7 @@ def _case_labels(
     n_models, size = truth.shape
     error = ANNOTATION_ERROR[case.template["difficulty"]]
     annotation = {g: truth ^ (rng.random(truth.shape) < error) for g in (1, 2)}
-    state = rng.choice(len(plan.coverage), size=n_models, p=np.array(plan.coverage) / sum(plan.coverage))
+    state = np.asarray(rng.choice(len(plan.coverage), size=n_models, p=np.array(plan.coverage) / sum(plan.coverage)))
     if unlabeled:
         state[:] = len(plan.coverage) - 1
     partial = rng.integers(size // 4, size - size // 4, n_models)
@@ -385,7 +385,7 @@ def _case_labels(
                     lines.append(
                         _label_line(case.case_id, model.name, ids[j], bool(final[g][m, j]), "check", g, checker, note)
                     )
-        for j in np.flatnonzero(adjudicated[m]):
+        for j in map(int, np.flatnonzero(adjudicated[m])):
             met = bool(adjudication[m, j])
             note = ADJUDICATION_NOTES[met] if note_draw[m, j] > 0.6 else None
             lines.append(_label_line(case.case_id, model.name, ids[j], met, "adjudication", None, adjudicator, note))
@@ -408,7 +408,7 @@ def _write_judges(
         draw = rng.random(truth.shape)
         false_positive = judge.false_positive + judge.length_bias * np.clip(length_z, 0.0, 2.0)[:, None]
         verdict = np.where(truth, draw >= judge.false_negative, draw < false_positive)
-        parts = []
+        parts: list[str] = []
         for m, model in enumerate(models):
             prefix = (
                 f'{{"judge": "{judge.name}", "case_id": "{case.case_id}", "model": "{model.name}", "criterion_id": "'

@@ -40,7 +40,7 @@ from typing import Any
 
 from sqlalchemy import func
 from sqlalchemy.engine import Engine
-from sqlmodel import select
+from sqlmodel import Session, col, select
 
 from db.access import independence, users
 from db.importers import import_file
@@ -138,7 +138,7 @@ def demo_passwords() -> tuple[dict[str, str], bool]:
 def _refuse_if_not_empty(engine: Engine) -> None:
     with session_scope(engine, read_only=True) as session:
         names = [p.username for p in DEMO_PEOPLE]
-        present = sorted(session.exec(select(User.username).where(User.username.in_(names))).all())
+        present = sorted(session.exec(select(User.username).where(col(User.username).in_(names))).all())
         cases = session.exec(select(func.count()).select_from(Case)).one()
     if present:
         raise ValidationFailed(
@@ -236,10 +236,18 @@ def _import_files(engine: Engine, paths: dict[str, Path], n_judges: int, progres
     return import_lines
 
 
+def _demo_user(session: Session, username: str) -> User:
+    """A demo account the generator added a moment ago: it exists."""
+    user = users.get_user(session, username=username)
+    if user is None:
+        raise LookupError(f"the demo account {username} is missing")
+    return user
+
+
 def _hand_out_work(engine: Engine, work: dict) -> dict[str, int]:
     """The admin assigns rubric authoring and labeling as plan.json says; returns each case's key by case id."""
     with session_scope(engine) as session:
-        admin = users.get_user(session, username=ADMIN.username)
+        admin = _demo_user(session, ADMIN.username)
         for author, case_ids in work["rubric_authoring"].items():
             assign_rubric_authoring(session, actor=admin, annotators=[author], case_ids=case_ids)
         pk_of = dict(session.exec(select(Case.case_id, Case.id)).all())
@@ -248,7 +256,7 @@ def _hand_out_work(engine: Engine, work: dict) -> dict[str, int]:
             response_ids: list[int] = []
             for start in range(0, len(case_pks), 500):
                 response_ids += session.exec(
-                    select(Response.id).where(Response.case_pk.in_(case_pks[start : start + 500]))
+                    select(Response.id).where(col(Response.case_pk).in_(case_pks[start : start + 500]))
                 ).all()
             assign_labeling(session, actor=admin, annotators=item["annotators"], response_ids=response_ids)
     return pk_of
@@ -257,7 +265,7 @@ def _hand_out_work(engine: Engine, work: dict) -> dict[str, int]:
 def _submit_rubric(engine: Engine, submitted: dict, pk_of: dict[str, int]) -> None:
     """The one rubric plan.json names is drafted by its author and submitted for audit."""
     with session_scope(engine) as session:
-        author = users.get_user(session, username=submitted["author"])
+        author = _demo_user(session, submitted["author"])
         criteria = [
             CriterionInput(c["criterion_id"], c["criterion"], tuple(c.get("tags", ()))) for c in submitted["criteria"]
         ]
@@ -279,7 +287,7 @@ def _take_half_into_adjudication(engine: Engine) -> None:
     with session_scope(engine) as session:
         for person in DEMO_PEOPLE:
             if person.role == "checker":
-                checker = users.get_user(session, username=person.username)
+                checker = _demo_user(session, person.username)
                 ready = independence.ready_for_adjudication(session, checker)
                 independence.take_into_adjudication(session, checker, limit=(len(ready) + 1) // 2)
 
