@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from sqlalchemy import insert, select, update
+from sqlalchemy.engine import Connection
 
 from db import counts
 from db.access.audit_digest import CASE_COLUMNS
@@ -160,7 +162,29 @@ def _write_rubrics(run: _Run, cases: list[tuple[dict, int]]) -> set[str]:
     if not cases:
         return set()
     connection = run.connection
-    pks = [pk for _case, pk in cases]
+    latest = _newest_rubrics(connection, [pk for _case, pk in cases])
+    stored = _stored_criteria(connection, [version_id for version_id, _version in latest.values()])
+    plan = _plan_rubrics(run, cases, latest, stored)
+    if not plan.versions:
+        return plan.renewed
+    connection.execute(insert(_RUBRIC_TABLE), plan.versions)
+    version_id = _new_version_ids(connection, plan.versions)
+    rows = [
+        (version_id[pk], position, criterion_id, text, _dump_json(tags))
+        for case, pk in cases
+        if case["case_id"] in plan.renewed
+        for position, (criterion_id, text, tags) in enumerate(case["criteria"], 1)
+    ]
+    _BulkInserter(run, _CRITERION_TABLE, ["rubric_version_id", "position", "criterion_id", "text", "tags"]).insert(rows)
+    run.summary.rubric_versions += len(plan.versions)
+    run.summary.criteria += len(rows)
+    run.audit(plan.audit_rows)
+    counts.refresh_cases(run.session, plan.touched)  # their current rubric changed, with its criteria written above
+    return plan.renewed
+
+
+def _newest_rubrics(connection: Connection, pks: list[int]) -> dict[int, tuple[int, int]]:
+    """case pk → (id, version) of its newest rubric version, for the cases that have one."""
     latest: dict[int, tuple[int, int]] = {}
     for batch in _batches(pks):
         for row in connection.execute(
@@ -170,8 +194,13 @@ def _write_rubrics(run: _Run, cases: list[tuple[dict, int]]) -> set[str]:
         ):
             if row.case_pk not in latest or row.version > latest[row.case_pk][1]:
                 latest[row.case_pk] = (row.id, row.version)
-    stored_criteria: dict[int, list[tuple[str, str, list[str]]]] = {}
-    for batch in _batches([version_id for version_id, _version in latest.values()]):
+    return latest
+
+
+def _stored_criteria(connection: Connection, version_ids: list[int]) -> dict[int, list[tuple[str, str, list[str]]]]:
+    """rubric version id → its criteria (criterion id, text, tags), in rubric order."""
+    stored: dict[int, list[tuple[str, str, list[str]]]] = {}
+    for batch in _batches(version_ids):
         for criterion in connection.execute(
             select(
                 _CRITERION_TABLE.c.rubric_version_id,
@@ -182,22 +211,40 @@ def _write_rubrics(run: _Run, cases: list[tuple[dict, int]]) -> set[str]:
             .where(_CRITERION_TABLE.c.rubric_version_id.in_(batch))
             .order_by(_CRITERION_TABLE.c.rubric_version_id, _CRITERION_TABLE.c.position)
         ):
-            stored_criteria.setdefault(criterion.rubric_version_id, []).append(
+            stored.setdefault(criterion.rubric_version_id, []).append(
                 (criterion.criterion_id, criterion.text, list(criterion.tags or []))
             )
+    return stored
 
-    versions, audit_rows, renewed = [], [], set()
-    touched: set[int] = set()
+
+@dataclass
+class _RubricPlan:
+    """The rubric versions an import adds, their audit entries, and the cases (by case_id and pk) that get one."""
+
+    versions: list[dict] = field(default_factory=list)
+    audit_rows: list[dict] = field(default_factory=list)
+    renewed: set[str] = field(default_factory=set)
+    touched: set[int] = field(default_factory=set)
+
+
+def _plan_rubrics(
+    run: _Run,
+    cases: list[tuple[dict, int]],
+    latest: dict[int, tuple[int, int]],
+    stored: dict[int, list[tuple[str, str, list[str]]]],
+) -> _RubricPlan:
+    """A new approved version for each case whose criteria differ from its newest version's (or that has none)."""
+    plan = _RubricPlan()
     for case, pk in cases:
         current = latest.get(pk)
         before = None
         if current is not None:
-            old = stored_criteria.get(current[0], [])
+            old = stored.get(current[0], [])
             if old == case["criteria"]:
                 continue
             before = {"version": current[1], "criteria": _criteria_snapshot(old)}
         version = current[1] + 1 if current else 1
-        versions.append(
+        plan.versions.append(
             {
                 "case_pk": pk,
                 "version": version,
@@ -206,9 +253,9 @@ def _write_rubrics(run: _Run, cases: list[tuple[dict, int]]) -> set[str]:
                 "lock_version": 1,
             }
         )
-        renewed.add(case["case_id"])
-        touched.add(pk)
-        audit_rows.append(
+        plan.renewed.add(case["case_id"])
+        plan.touched.add(pk)
+        plan.audit_rows.append(
             {
                 "action": "import",
                 "entity": "rubric",
@@ -221,9 +268,11 @@ def _write_rubrics(run: _Run, cases: list[tuple[dict, int]]) -> set[str]:
                 },
             }
         )
-    if not versions:
-        return renewed
-    connection.execute(insert(_RUBRIC_TABLE), versions)
+    return plan
+
+
+def _new_version_ids(connection: Connection, versions: list[dict]) -> dict[int, int]:
+    """case pk → id of the rubric version just inserted for it."""
     wanted = {(v["case_pk"], v["version"]) for v in versions}
     version_id = {}
     for batch in _batches(sorted({v["case_pk"] for v in versions})):
@@ -234,15 +283,4 @@ def _write_rubrics(run: _Run, cases: list[tuple[dict, int]]) -> set[str]:
         ):
             if (row.case_pk, row.version) in wanted:
                 version_id[row.case_pk] = row.id
-    rows = [
-        (version_id[pk], position, criterion_id, text, _dump_json(tags))
-        for case, pk in cases
-        if case["case_id"] in renewed
-        for position, (criterion_id, text, tags) in enumerate(case["criteria"], 1)
-    ]
-    _BulkInserter(run, _CRITERION_TABLE, ["rubric_version_id", "position", "criterion_id", "text", "tags"]).insert(rows)
-    run.summary.rubric_versions += len(versions)
-    run.summary.criteria += len(rows)
-    run.audit(audit_rows)
-    counts.refresh_cases(run.session, touched)  # their current rubric changed, with its criteria written above
-    return renewed
+    return version_id

@@ -68,6 +68,10 @@ class ImportSummary:
 
     def lines(self) -> list[str]:
         """The summary, one sentence a line: English as `str`, each naming its catalog entry (db.rules.errors.Said)."""
+        return [self._read_line(), *self._found_lines(), *self._warning_lines()]
+
+    def _read_line(self) -> str:
+        """What was read and what became of it."""
         shape = f" ({self.fmt})" if self.fmt else ""
         counts = {
             "records": f"{self.records:,}",
@@ -75,16 +79,18 @@ class ImportSummary:
             "replaced": f"{self.replaced:,}",
             "unchanged": f"{self.unchanged:,}",
         }
-        out: list[str] = [
-            Said(
-                f"{self.source}{shape}: {self.records:,} {self.noun()} read — {self.inserted:,} inserted, "
-                f"{self.replaced:,} replaced, {self.unchanged:,} unchanged",
-                "import.summary.read",
-                file=self.source,
-                what=Said(self.noun(), f"import.summary.noun.{self.kind}"),
-                **counts,
-            )
-        ]
+        return Said(
+            f"{self.source}{shape}: {self.records:,} {self.noun()} read — {self.inserted:,} inserted, "
+            f"{self.replaced:,} replaced, {self.unchanged:,} unchanged",
+            "import.summary.read",
+            file=self.source,
+            what=Said(self.noun(), f"import.summary.noun.{self.kind}"),
+            **counts,
+        )
+
+    def _found_lines(self) -> list[str]:
+        """What the file brought besides its records: rubrics, unknown labels, placeholder accounts, skipped rows."""
+        out: list[str] = []
         if self.rubric_versions:
             out.append(
                 Said(
@@ -130,6 +136,11 @@ class ImportSummary:
                     n=f"{self.unparsed:,}",
                 )
             )
+        return out
+
+    def _warning_lines(self) -> list[str]:
+        """The warnings: relabeling needed, and contact-like strings (the first ones listed, the rest counted)."""
+        out: list[str] = []
         if self.relabel_needed:
             out.append(
                 Said(

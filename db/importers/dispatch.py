@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import io
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
+from sqlmodel import Session
 
 from db.importers.cases import _import_cases
 from db.importers.common import JUDGE_FORMATS, KINDS, ImportFailed, ImportSummary
@@ -62,6 +63,38 @@ def import_stream(
     """As `import_file`, for an open binary stream or bytes (an uploaded file) called `name`."""
     if isinstance(stream, (bytes, bytearray)):
         stream = io.BytesIO(stream)
+    fmt = _checked_format(kind, fmt, name, stream)
+    summary = ImportSummary(kind=kind, source=name, fmt=fmt if kind == "judge" else None)
+    problems = _Problems(name, summary)
+    digest = hashlib.sha256()
+    try:
+        with session_scope(engine) as session:
+            run = _new_run(session, name, actor, summary, problems, progress)
+            try:
+                _read_and_write(run, kind, fmt, stream, judge, digest)
+                if problems.errors:
+                    raise _Refused()
+                run.finish_bulk()
+            finally:
+                run.release()
+            summary.sha256 = digest.hexdigest()
+            if summary.inserted or summary.replaced or summary.placeholders:
+                _audit_import(run, kind, name, summary)
+    except _Refused:
+        problems.raise_if_any()
+    except (DBAPIError, DiskFull) as error:
+        raise _database_refusal(name, error) from error
+    progress(summary.records, summary.records, "done")
+    return summary
+
+
+class _Refused(Exception):
+    """The file had bad lines: the transaction is rolled back and the collected problems are raised."""
+
+
+def _checked_format(kind: str, fmt: str | None, name: str, stream: BinaryIO) -> str | None:
+    """The format to read the file in (a judge file's recognised from its head when not given); refused with
+    ImportFailed for an unknown kind, a format on a file other than judge decisions, or an unknown judge format."""
     if kind not in KINDS:
         raise ImportFailed(
             [
@@ -79,8 +112,8 @@ def import_stream(
     if kind == "judge":
         if fmt is None:
             head = stream.peek(4096)[:4096] if hasattr(stream, "peek") else _peek(stream)
-            fmt = _detect_judge_format(head, name)
-        elif fmt not in JUDGE_FORMATS:
+            return _detect_judge_format(head, name)
+        if fmt not in JUDGE_FORMATS:
             raise ImportFailed(
                 [
                     Said(
@@ -90,78 +123,73 @@ def import_stream(
                     )
                 ]
             )
-    summary = ImportSummary(kind=kind, source=name, fmt=fmt if kind == "judge" else None)
-    problems = _Problems(name, summary)
-    digest = hashlib.sha256()
+    return fmt
 
-    class _Refused(Exception):
-        pass
 
-    try:
-        with session_scope(engine) as session:
-            connection = session.connection()
-            now = utcnow()
-            run = _Run(
-                session=session,
-                connection=connection,
-                source=name,
-                actor=actor,
-                summary=summary,
-                problems=problems,
-                progress=progress,
-                now=now,
-                stored_now=db_time(connection, now),
-            )
-            try:
-                if kind == "judge" and fmt == "official":
-                    _import_official(run, stream, judge, digest)
-                else:
-                    records = _json_lines(stream, problems, digest)
-                    if kind == "cases":
-                        _import_cases(run, records)
-                    elif kind == "responses":
-                        _import_responses(run, records)
-                    elif kind == "labels":
-                        _import_labels(run, records)
-                    else:
-                        _import_judge_rows(run, records, fmt or "decisions", judge)
-                if problems.errors:
-                    raise _Refused()
-                run.finish_bulk()
-            finally:
-                run.release()
-            summary.sha256 = digest.hexdigest()
-            if summary.inserted or summary.replaced or summary.placeholders:
-                run.audit(
-                    [
-                        {
-                            "action": "import",
-                            "entity": kind,
-                            "entity_key": name[:255],
-                            "before": None,
-                            "after": {
-                                "inserted": summary.inserted,
-                                "replaced": summary.replaced,
-                                "unchanged": summary.unchanged,
-                                "records": summary.records,
-                                "sha256": summary.sha256,
-                            },
-                        }
-                    ]
-                )
-    except _Refused:
-        problems.raise_if_any()
-    except (DBAPIError, DiskFull) as error:
-        if isinstance(error, DiskFull) or is_disk_full(error):
-            raise ImportFailed(
-                [Said(f"{name}: the disk is full; nothing was imported", "import.disk_full", file=name)]
-            ) from error
-        reason = str(error.orig).strip().splitlines()[0] if error.orig is not None else str(error)
-        raise ImportFailed(
-            [Said(f"{name}: the database refused the import: {reason}", "import.db_refused", file=name, reason=reason)]
-        ) from error
-    progress(summary.records, summary.records, "done")
-    return summary
+def _new_run(
+    session: Session, name: str, actor: str, summary: ImportSummary, problems: _Problems, progress: Progress
+) -> _Run:
+    """One import's state in its transaction, stamped with one time (as the database stores it too)."""
+    connection = session.connection()
+    now = utcnow()
+    return _Run(
+        session=session,
+        connection=connection,
+        source=name,
+        actor=actor,
+        summary=summary,
+        problems=problems,
+        progress=progress,
+        now=now,
+        stored_now=db_time(connection, now),
+    )
+
+
+def _read_and_write(run: _Run, kind: str, fmt: str | None, stream: BinaryIO, judge: str | None, digest: Any) -> None:
+    """The file read by the importer of its kind (and judge format), which writes what it read."""
+    if kind == "judge" and fmt == "official":
+        _import_official(run, stream, judge, digest)
+        return
+    records = _json_lines(stream, run.problems, digest)
+    if kind == "cases":
+        _import_cases(run, records)
+    elif kind == "responses":
+        _import_responses(run, records)
+    elif kind == "labels":
+        _import_labels(run, records)
+    else:
+        _import_judge_rows(run, records, fmt or "decisions", judge)
+
+
+def _audit_import(run: _Run, kind: str, name: str, summary: ImportSummary) -> None:
+    """The import's one audit entry: what it inserted, replaced and left, and the file's sha256."""
+    run.audit(
+        [
+            {
+                "action": "import",
+                "entity": kind,
+                "entity_key": name[:255],
+                "before": None,
+                "after": {
+                    "inserted": summary.inserted,
+                    "replaced": summary.replaced,
+                    "unchanged": summary.unchanged,
+                    "records": summary.records,
+                    "sha256": summary.sha256,
+                },
+            }
+        ]
+    )
+
+
+def _database_refusal(name: str, error: DBAPIError | DiskFull) -> ImportFailed:
+    """The one-line reason when the database refused the import: a full disk, or the driver's first line."""
+    if isinstance(error, DiskFull) or is_disk_full(error):
+        return ImportFailed([Said(f"{name}: the disk is full; nothing was imported", "import.disk_full", file=name)])
+    reason = str(error.orig).strip().splitlines()[0] if error.orig is not None else str(error)
+    return ImportFailed(
+        [Said(f"{name}: the database refused the import: {reason}", "import.db_refused", file=name, reason=reason)]
+    )
 
 
 def _peek(stream: BinaryIO) -> bytes:

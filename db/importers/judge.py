@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TypeGuard
 from urllib.parse import unquote
@@ -285,18 +286,12 @@ def _official_items(data: str, problems: _Problems) -> Iterator[tuple[int, Any]]
 
 
 def _import_official(run: _Run, stream: BinaryIO, judge_option: str | None, digest) -> None:
+    """An official judgement file: a JSON list of cases, each with its criteria results, one decision a result."""
     raw = stream.read()
     digest.update(raw)
-    try:
-        data = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        line = raw.count(b"\n", 0, error.start) + 1
-        byte = f"0x{raw[error.start]:02x}"
-        run.problems.at(line, Said(f"not valid UTF-8 (byte {byte})", "import.not_utf8", byte=byte))
-        return
+    data = _official_text(run, raw)
     del raw
-    if not data.strip():
-        run.problems.at(None, EMPTY_FILE)
+    if data is None:
         return
     file_model = model_of_judgement_file(run.source)
     if not judge_option:
@@ -310,83 +305,134 @@ def _import_official(run: _Run, stream: BinaryIO, judge_option: str | None, dige
     writer = _JudgeWriter(run, _Targets.load(run.connection))
     seen_cases: dict[tuple[str, str], int] = {}
     for index, (line, item) in enumerate(_official_items(data, run.problems)):
-        if type(item) is not dict:
-            run.problems.at(
-                line,
-                Said(
-                    f"each item must be an object, found {kind_of(item)}", "import.item_not_object", found=kind_of(item)
-                ),
-            )
+        case = _official_case(run, line, index, item, file_model, seen_cases)
+        if case is None:
             continue
-        found = official.official_results(item)
-        results_key, results = found if found is not None else ("criteria_results", None)
-        # The scorer reads only the entries that are objects: they are the results, matched by their place among them.
-        objects = None if results is None else [(at, entry) for at, entry in enumerate(results) if type(entry) is dict]
-        canonical = {
-            "case_id": official.official_case_id(item, index),
-            "criteria_results": None if objects is None else [entry for _, entry in objects],
-        }
-        if "model" in item:
-            canonical["model"] = item["model"]
-        checked, errors = check(OfficialCaseResults, canonical)
-        if checked is not None and checked.model is None and file_model is None:
-            errors.append(
-                Said(
-                    "model is missing (name the file <model>_judge.json or give model in each item)",
-                    "import.judge_model_missing",
-                )
-            )
-        if checked is None or errors:
-            for problem in errors:
-                run.problems.at(line, problem)
-            continue
-        case_id, model = checked.case_id, checked.model or file_model
-        assert model is not None  # refused above when neither the item nor the file names it
-        if (case_id, model) in seen_cases:
-            run.problems.at(
-                line,
-                Said(
-                    f"case_id {case_id!r} repeats line {seen_cases[(case_id, model)]}",
-                    "import.case_repeats",
-                    case_id=case_id,
-                    first=seen_cases[(case_id, model)],
-                ),
-            )
-            continue
-        seen_cases[(case_id, model)] = line
-        consumed = official.consumed_case_keys(results_key)
-        case_extra = {key: value for key, value in item.items() if key not in consumed}
-        for place, (at, result) in enumerate(objects or []):
-            prefix = f"{results_key}[{at}]."
-            met = official.official_met(result.get("criteria_met"))
-            if met is None:
-                run.summary.unparsed += 1  # null: no decision (the official scorer would read it as not met)
-                continue
-            criterion_id = result.get("criterion_id")
-            if criterion_id is None:
-                errors = []
-                criterion_id = writer.targets.criterion_at(case_id, model, place, errors)
-                if criterion_id is None:
-                    for problem in errors:
-                        run.problems.at(
-                            line,
-                            Said(prefix + problem, getattr(problem, "key", None), **getattr(problem, "params", {})),
-                        )
-                    continue
-            criterion, errors = check(
-                OfficialCriterionResult, {"criterion_id": criterion_id, "criteria_met": met}, prefix
-            )
-            if criterion is None:
-                for problem in errors:
-                    run.problems.at(line, problem)
-                continue
-            extra = {key: value for key, value in result.items() if key not in {"criterion_id", "criteria_met"}}
-            if case_extra:
-                extra["case"] = case_extra
-            errors = []
-            _extra(extra, errors, name=f"{prefix}extra keys")
-            if errors:
-                run.problems.at(line, errors[0])
-                continue
-            writer.add(line, judge_option, case_id, model, criterion.criterion_id, met, extra, where=prefix)
+        for place, (at, result) in enumerate(case.results):
+            _add_official_result(run, writer, line, judge_option, case, place, at, result)
     writer.flush()
+
+
+def _official_text(run: _Run, raw: bytes) -> str | None:
+    """The file's text, or None when it is not UTF-8 or holds nothing (the problem is reported)."""
+    try:
+        data = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        byte = f"0x{raw[error.start]:02x}"
+        run.problems.at(line, Said(f"not valid UTF-8 (byte {byte})", "import.not_utf8", byte=byte))
+        return None
+    if not data.strip():
+        run.problems.at(None, EMPTY_FILE)
+        return None
+    return data
+
+
+@dataclass(frozen=True)
+class _OfficialCase:
+    """One checked item of an official file: its case and model, and its results that are objects (by place)."""
+
+    case_id: str
+    model: str
+    results_key: str
+    results: list[tuple[int, dict]]  # (index among all the item's results, the result)
+    case_extra: dict[str, Any]  # the item's keys the import does not read, kept with each decision
+
+
+def _official_case(
+    run: _Run,
+    line: int,
+    index: int,
+    item: Any,
+    file_model: str | None,
+    seen_cases: dict[tuple[str, str], int],
+) -> _OfficialCase | None:
+    """The item as a case of the file, or None when it is refused (reported) or repeats a case and model."""
+    if type(item) is not dict:
+        run.problems.at(
+            line,
+            Said(f"each item must be an object, found {kind_of(item)}", "import.item_not_object", found=kind_of(item)),
+        )
+        return None
+    found = official.official_results(item)
+    results_key, results = found if found is not None else ("criteria_results", None)
+    # The scorer reads only the entries that are objects: they are the results, matched by their place among them.
+    objects = None if results is None else [(at, entry) for at, entry in enumerate(results) if type(entry) is dict]
+    canonical = {
+        "case_id": official.official_case_id(item, index),
+        "criteria_results": None if objects is None else [entry for _, entry in objects],
+    }
+    if "model" in item:
+        canonical["model"] = item["model"]
+    checked, errors = check(OfficialCaseResults, canonical)
+    if checked is not None and checked.model is None and file_model is None:
+        errors.append(
+            Said(
+                "model is missing (name the file <model>_judge.json or give model in each item)",
+                "import.judge_model_missing",
+            )
+        )
+    if checked is None or errors:
+        for problem in errors:
+            run.problems.at(line, problem)
+        return None
+    case_id, model = checked.case_id, checked.model or file_model
+    assert model is not None  # refused above when neither the item nor the file names it
+    if (case_id, model) in seen_cases:
+        run.problems.at(
+            line,
+            Said(
+                f"case_id {case_id!r} repeats line {seen_cases[(case_id, model)]}",
+                "import.case_repeats",
+                case_id=case_id,
+                first=seen_cases[(case_id, model)],
+            ),
+        )
+        return None
+    seen_cases[(case_id, model)] = line
+    consumed = official.consumed_case_keys(results_key)
+    case_extra = {key: value for key, value in item.items() if key not in consumed}
+    return _OfficialCase(case_id, model, results_key, objects or [], case_extra)
+
+
+def _add_official_result(
+    run: _Run,
+    writer: _JudgeWriter,
+    line: int,
+    judge: str,
+    case: _OfficialCase,
+    place: int,
+    at: int,
+    result: dict,
+) -> None:
+    """One result of a case as a decision of `judge`; a null decision is counted as unparsed, a bad one reported."""
+    prefix = f"{case.results_key}[{at}]."
+    met = official.official_met(result.get("criteria_met"))
+    if met is None:
+        run.summary.unparsed += 1  # null: no decision (the official scorer would read it as not met)
+        return
+    criterion_id = result.get("criterion_id")
+    if criterion_id is None:
+        errors: list = []
+        criterion_id = writer.targets.criterion_at(case.case_id, case.model, place, errors)
+        if criterion_id is None:
+            for problem in errors:
+                run.problems.at(
+                    line,
+                    Said(prefix + problem, getattr(problem, "key", None), **getattr(problem, "params", {})),
+                )
+            return
+    criterion, errors = check(OfficialCriterionResult, {"criterion_id": criterion_id, "criteria_met": met}, prefix)
+    if criterion is None:
+        for problem in errors:
+            run.problems.at(line, problem)
+        return
+    extra = {key: value for key, value in result.items() if key not in {"criterion_id", "criteria_met"}}
+    if case.case_extra:
+        extra["case"] = case.case_extra
+    errors = []
+    _extra(extra, errors, name=f"{prefix}extra keys")
+    if errors:
+        run.problems.at(line, errors[0])
+        return
+    writer.add(line, judge, case.case_id, case.model, criterion.criterion_id, met, extra, where=prefix)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import bindparam, select, update
+from sqlalchemy.engine import Connection
 
 from db import counts
 from db.access.audit_replay import bulk_label_row
@@ -137,29 +139,11 @@ def _diagnose_label(record: dict, targets: _Targets) -> tuple[tuple | None, list
 def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
     connection = run.connection
     targets = _Targets.load(connection)
-    accounts = table_of(User).c
-    users: dict[str, int] = {}
-    #: (role, group) of every account, and of the placeholder each unknown name will become.
-    authors: dict[str, tuple[str, int | None]] = {}
-    #: Placeholders whose group no label has named yet (first seen as adjudicators): their first grouped label sets it.
-    groupless: set[str] = set()
-    columns = (
-        accounts.username,
-        accounts.id,
-        accounts.role,
-        accounts.group_no,
-        accounts.is_active,
-        accounts.password_hash,
-    )
-    for account in connection.execute(select(*columns)):
-        users[account.username] = account.id
-        authors[account.username] = (str(account.role), account.group_no)
-        if account.group_no is None and not account.is_active and not account.password_hash:
-            groupless.add(account.username)
+    people = _LabelAuthors.load(connection)
     had_labels = _table_has_rows(connection, _LABEL_TABLE)
     labeled: set[int] = set()  # responses whose labels the file wrote: their kept figures are refreshed at the end
     inserter = _BulkInserter(run, _LABEL_TABLE, _LABEL_COLUMNS, copy_line=_label_copy_line)
-    problems, errors_so_far, stamp = run.problems, run.problems.errors, run.stored_now
+    problems, stamp = run.problems, run.stored_now
     rubric_version, stage_index = targets.rubric_version, _STAGE_INDEX
     seen: set[int] = set()
     # Rows as the label table takes them; beside them, for replacements only, what the audit log names.
@@ -175,64 +159,15 @@ def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
         case_id, model, criterion_id, stage, group, met, annotator, note, response_id, case_pk, position = row
         key = (((response_id << 16) | position) << 4) | (stage_index[stage] << 2) | group
         if key in seen:
-            problems.at(
-                line,
-                Said(
-                    f"criterion_id {criterion_id!r}: a second {stage} label for case_id {case_id!r}, "
-                    f"model {model!r}{'' if group == NO_GROUP else f', group {group}'} (one per file)",
-                    "import.label_twice",
-                    criterion=criterion_id,
-                    case_id=case_id,
-                    model=model,
-                    stage=Said(stage, f"import.stage.{stage}"),
-                ),
-            )
+            problems.at(line, _label_twice(case_id, model, criterion_id, stage, group))
             continue
         seen.add(key)
         count += 1
         if note:
             problems.scan(line, "note", note)
-        user_id = users.get(annotator)
-        if user_id is None and not USERNAME_PATTERN.match(annotator):
-            # A new account would be made for this name: it must follow the rule of `users add`.
-            problems.at(
-                line,
-                Said(
-                    f"annotator {annotator!r} is not a valid username (2–64 letters, digits, '.', '_' or '-')",
-                    "import.bad_username",
-                    username=annotator,
-                ),
-            )
-            continue
-        group_no = None if group == NO_GROUP else group
-        author = authors.get(annotator)
-        if author is None:  # a placeholder account: the role of the stage, the group of the row
-            author = authors[annotator] = (str(LABEL_AUTHOR_ROLE[stage]), group_no)
-            if group_no is None:
-                groupless.add(annotator)
-        elif group_no is not None and annotator in groupless and author[0] == LABEL_AUTHOR_ROLE[stage]:
-            groupless.discard(annotator)
-            author = authors[annotator] = (author[0], group_no)
-            if annotator in users and not errors_so_far:
-                update_account(
-                    run.session, username=annotator, role=author[0], group_no=group_no, actor=SystemActor(run.actor)
-                )
-        refusal = label_author_refusal(author[0], author[1], stage, group_no)
-        if refusal is not None:
-            problems.at(line, _author_refused(annotator, refusal))
-            continue
-        if errors_so_far:
-            continue
+        user_id = people.accept(run, line, annotator, stage, group)
         if user_id is None:
-            user_id = users[annotator] = add_placeholder_user(
-                run.session,
-                username=annotator,
-                role=author[0],
-                group_no=author[1],
-                # the import makes them for whoever runs it (an admin's page or the command line), named so
-                actor=SystemActor(run.actor),
-            ).id
-            run.summary.placeholders.append(annotator)
+            continue
         rows.append(
             (response_id, criterion_id, stage, group, met, user_id, note, rubric_version[case_pk], stamp, stamp, 1)
         )
@@ -245,6 +180,105 @@ def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
     labeled |= _write_labels(run, rows, names, inserter, had_labels)
     if run.writing():
         counts.refresh(run.session, labeled)
+
+
+def _label_twice(case_id: str, model: str, criterion_id: str, stage: str, group: int) -> Said:
+    """The problem of a second label of one stage and group on a criterion of a response (one per file)."""
+    return Said(
+        f"criterion_id {criterion_id!r}: a second {stage} label for case_id {case_id!r}, "
+        f"model {model!r}{'' if group == NO_GROUP else f', group {group}'} (one per file)",
+        "import.label_twice",
+        criterion=criterion_id,
+        case_id=case_id,
+        model=model,
+        stage=Said(stage, f"import.stage.{stage}"),
+    )
+
+
+@dataclass
+class _LabelAuthors:
+    """Who the file's labels are credited to: every account's id and (role, group), and the placeholders to be."""
+
+    users: dict[str, int]
+    #: (role, group) of every account, and of the placeholder each unknown name will become.
+    authors: dict[str, tuple[str, int | None]]
+    #: Placeholders whose group no label has named yet (first seen as adjudicators): their first grouped label sets it.
+    groupless: set[str]
+
+    @classmethod
+    def load(cls, connection: Connection) -> _LabelAuthors:
+        accounts = table_of(User).c
+        people = cls({}, {}, set())
+        columns = (
+            accounts.username,
+            accounts.id,
+            accounts.role,
+            accounts.group_no,
+            accounts.is_active,
+            accounts.password_hash,
+        )
+        for account in connection.execute(select(*columns)):
+            people.users[account.username] = account.id
+            people.authors[account.username] = (str(account.role), account.group_no)
+            if account.group_no is None and not account.is_active and not account.password_hash:
+                people.groupless.add(account.username)
+        return people
+
+    def accept(self, run: _Run, line: int, annotator: str, stage: str, group: int) -> int | None:
+        """The id of the account a label of `annotator` is credited to, made as an inactive placeholder when new.
+
+        None when the name or the author is refused (reported on `line`) or, after any problem, nothing is written
+        any more.
+        """
+        errors_so_far = run.problems.errors
+        user_id = self.users.get(annotator)
+        if user_id is None and not USERNAME_PATTERN.match(annotator):
+            # A new account would be made for this name: it must follow the rule of `users add`.
+            run.problems.at(
+                line,
+                Said(
+                    f"annotator {annotator!r} is not a valid username (2–64 letters, digits, '.', '_' or '-')",
+                    "import.bad_username",
+                    username=annotator,
+                ),
+            )
+            return None
+        group_no = None if group == NO_GROUP else group
+        author = self._author(run, annotator, stage, group_no)
+        refusal = label_author_refusal(author[0], author[1], stage, group_no)
+        if refusal is not None:
+            run.problems.at(line, _author_refused(annotator, refusal))
+            return None
+        if errors_so_far:
+            return None
+        if user_id is None:
+            user_id = self.users[annotator] = add_placeholder_user(
+                run.session,
+                username=annotator,
+                role=author[0],
+                group_no=author[1],
+                # the import makes them for whoever runs it (an admin's page or the command line), named so
+                actor=SystemActor(run.actor),
+            ).id
+            run.summary.placeholders.append(annotator)
+        return user_id
+
+    def _author(self, run: _Run, annotator: str, stage: str, group_no: int | None) -> tuple[str, int | None]:
+        """(role, group) of the label's author: a new name becomes a placeholder with the stage's role and the row's
+        group; a groupless placeholder takes the group of its first grouped label."""
+        author = self.authors.get(annotator)
+        if author is None:  # a placeholder account: the role of the stage, the group of the row
+            author = self.authors[annotator] = (str(LABEL_AUTHOR_ROLE[stage]), group_no)
+            if group_no is None:
+                self.groupless.add(annotator)
+        elif group_no is not None and annotator in self.groupless and author[0] == LABEL_AUTHOR_ROLE[stage]:
+            self.groupless.discard(annotator)
+            author = self.authors[annotator] = (author[0], group_no)
+            if annotator in self.users and not run.problems.errors:
+                update_account(
+                    run.session, username=annotator, role=author[0], group_no=group_no, actor=SystemActor(run.actor)
+                )
+        return author
 
 
 def _author_refused(annotator: str, refusal: Said) -> Said:
@@ -263,7 +297,35 @@ def _write_labels(
         run.summary.inserted += len(rows)
         run.audit([_inserted_entry(run, rows, names)])
         return {row[0] for row in rows}
-    connection = run.connection
+    plan = _plan_labels(run, rows, names, _stored_labels(run.connection, rows))
+    inserter.insert(plan.new_rows)
+    if plan.new_rows:
+        plan.audit_rows.append(_inserted_entry(run, plan.new_rows, [names[i] for i in plan.new_indexes]))
+    if plan.changes:
+        run.connection.execute(_REPLACE_LABEL, plan.changes)
+    run.summary.inserted += len(plan.new_rows)
+    run.summary.replaced += len(plan.changes)
+    run.audit(plan.audit_rows)
+    return {row[0] for row in rows}
+
+
+#: A replaced label: its new decision, author, note and rubric stamp, one revision on.
+_REPLACE_LABEL = (
+    update(_LABEL_TABLE)
+    .where(_LABEL_TABLE.c.id == bindparam("label_id"))
+    .values(
+        met=bindparam("met"),
+        user_id=bindparam("user_id"),
+        note=bindparam("note"),
+        rubric_version_id=bindparam("rubric_version_id"),
+        updated_at=bindparam("updated_at"),
+        lock_version=_LABEL_TABLE.c.lock_version + 1,
+    )
+)
+
+
+def _stored_labels(connection: Connection, rows: list[tuple]) -> dict[tuple, Any]:
+    """The stored labels on the chunk's responses, by (response, criterion, stage, group)."""
     existing: dict[tuple, Any] = {}
     for batch in _batches(sorted({row[0] for row in rows})):
         for label_row in connection.execute(
@@ -280,17 +342,31 @@ def _write_labels(
             ).where(_LABEL_TABLE.c.response_id.in_(batch))
         ):
             existing[(label_row.response_id, label_row.criterion_id, label_row.stage, label_row.group_no)] = label_row
+    return existing
+
+
+@dataclass
+class _LabelPlan:
+    """What a chunk does to stored labels: rows to insert (and their places in the chunk), replacements, audit."""
+
+    new_rows: list[tuple] = field(default_factory=list)
+    new_indexes: list[int] = field(default_factory=list)
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    audit_rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _plan_labels(
+    run: _Run, rows: list[tuple], names: list[tuple[str, str, str]], existing: dict[tuple, Any]
+) -> _LabelPlan:
+    """Each row of the chunk as new, unchanged (counted) or replacing a stored label (with its audit entry)."""
+    plan = _LabelPlan()
     username_of: dict[int, str] | None = None
-    new_rows: list[tuple] = []
-    new_indexes: list[int] = []
-    changes: list[dict[str, Any]] = []
-    audit_rows: list[dict[str, Any]] = []
     for index, (row, (case_id, model, annotator)) in enumerate(zip(rows, names)):
         response_id, criterion_id, stage, group, met, user_id, note, version_id = row[:8]
         stored = existing.get((response_id, criterion_id, stage, group))
         if stored is None:
-            new_rows.append(row)
-            new_indexes.append(index)
+            plan.new_rows.append(row)
+            plan.new_indexes.append(index)
             continue
         same = stored.met == met and stored.user_id == user_id and (stored.note or None) == note
         # The same decision made again on a newer rubric is a new label: its stamp decides whether it counts.
@@ -298,8 +374,8 @@ def _write_labels(
             run.summary.unchanged += 1
             continue
         if username_of is None:
-            username_of = dict(connection.execute(select(table_of(User).c.id, table_of(User).c.username)).all())
-        changes.append(
+            username_of = dict(run.connection.execute(select(table_of(User).c.id, table_of(User).c.username)).all())
+        plan.changes.append(
             {
                 "label_id": stored.id,
                 "met": met,
@@ -310,7 +386,7 @@ def _write_labels(
             }
         )
         group_key = "-" if group == NO_GROUP else str(group)
-        audit_rows.append(
+        plan.audit_rows.append(
             {
                 "action": "replace",
                 "entity": "label",
@@ -324,27 +400,7 @@ def _write_labels(
                 "after": {"met": met, "note": note, "annotator": annotator, "rubric_version_id": version_id},
             }
         )
-    inserter.insert(new_rows)
-    if new_rows:
-        audit_rows.append(_inserted_entry(run, new_rows, [names[i] for i in new_indexes]))
-    if changes:
-        connection.execute(
-            update(_LABEL_TABLE)
-            .where(_LABEL_TABLE.c.id == bindparam("label_id"))
-            .values(
-                met=bindparam("met"),
-                user_id=bindparam("user_id"),
-                note=bindparam("note"),
-                rubric_version_id=bindparam("rubric_version_id"),
-                updated_at=bindparam("updated_at"),
-                lock_version=_LABEL_TABLE.c.lock_version + 1,
-            ),
-            changes,
-        )
-    run.summary.inserted += len(new_rows)
-    run.summary.replaced += len(changes)
-    run.audit(audit_rows)
-    return {row[0] for row in rows}
+    return plan
 
 
 def _inserted_entry(run: _Run, rows: list[tuple], names: list[tuple[str, str, str]]) -> dict:
