@@ -632,7 +632,7 @@ def test_audit_entries_are_untouched_by_refused_imports(prepared, tmp_path):
 
 def test_the_dashboard_caption_of_judge_scored_models_escapes_their_names(app_database, tmp_path, monkeypatch):
     from judge.runner import RunOptions, run_judge
-    from tests import test_judge_new_model as new_model
+    from tests.judge import test_judge_new_model as new_model
     from tests.support.apptest_helpers import open_page, signed_in
     from tools.llm_server import LLMServer
     from ui.text import plain
