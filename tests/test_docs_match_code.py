@@ -38,6 +38,8 @@ FOLDERS = (
 )
 #: Files a user writes on their own machine (the docs say how); the repository ships none of them.
 WRITTEN_BY_USERS = {".streamlit/secrets.toml"}
+#: What a run writes (screenshots, the browser tests' server log): absent from a fresh clone until the tests ran.
+RUN_OUTPUTS = ("tests/artifacts",)
 PACKAGES = ("db", "analysis", "ui", "annotate", "review", "admin", "cli", "demo", "judge", "i18n", "tools")
 CODE = re.compile(r"`([^`\s]+)`")
 
@@ -50,7 +52,7 @@ def cited(text: str) -> list[str]:
 def cited_paths(text: str) -> set[str]:
     """Repository paths a page cites; a pattern such as `tests/db/<room>/` stands for many and is not one."""
     paths = {word for word in cited(text) if "/" in word and word.split("/")[0] in FOLDERS and "<" not in word}
-    return paths - WRITTEN_BY_USERS
+    return {path for path in paths - WRITTEN_BY_USERS if not path.startswith(RUN_OUTPUTS)}
 
 
 def cited_names(text: str) -> set[str]:
