@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sqlmodel import Session
+from sqlalchemy import func
+from sqlmodel import Session, col, select
 
 from db import counts
 from db.rules.security import hash_password
@@ -93,9 +94,10 @@ def make_rubric(
 
 
 def make_response(session: Session, case: Case, model: str = "model-a", text: str = "回答内容") -> Response:
-    response = Response(
-        case_pk=case.id, model=model, text=text, length=len(text), code=f"R{case.id:05d}{abs(hash(model)) % 10000:04d}"
-    )
+    # The code numbers the case's responses in the order made: unique within the case, the same every run
+    # (a hash of the model name changed with the process and could collide).
+    made = session.exec(select(func.count()).select_from(Response).where(col(Response.case_pk) == case.id)).one()
+    response = Response(case_pk=case.id, model=model, text=text, length=len(text), code=f"R{case.id:05d}{made + 1:04d}")
     session.add(response)
     session.flush()
     return response
