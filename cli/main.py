@@ -439,7 +439,11 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scale", choices=["small", "full"], default="small")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument(
-        "--cases", type=_positive_int, default=None, help="number of cases (default: the scale's, full: 2,500)"
+        "--cases",
+        type=_positive_int,
+        default=None,
+        help="number of cases (default: the scale's, full: 2,500); a team of eight physicians comes with every "
+        "2,500 cases (anno1a-t2 to check2-t2 from case 2,501 on), so nobody's queue grows with the data",
     )
     p.set_defaults(handler=cmd_demo)
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from db.rules.config import RUBRIC_SIZE
+from db.rules.errors import ValidationFailed
 from db.rules.taxonomy import get_taxonomy
 from db.store.models import (
     Role,
@@ -59,6 +60,67 @@ AUTHOR_ROTATION = (
     ANNOTATORS[1][2],
     ANNOTATORS[2][2],
 )
+
+#: One team of eight physicians (three annotators and a checker per group) per started block of this many
+#: cases: a larger benchmark (several hospitals) has more physicians, so nobody's queue grows with the data.
+CASES_PER_TEAM = 2500
+
+
+@dataclass(frozen=True)
+class DemoTeam:
+    """One team's physicians: team 1 is the accounts above; team t ≥ 2 the same eight with a suffix."""
+
+    number: int
+    annotators: dict[int, tuple[DemoPerson, ...]]
+    checkers: dict[int, DemoPerson]
+
+    @property
+    def people(self) -> tuple[DemoPerson, ...]:
+        return (*self.annotators[1], *self.annotators[2], self.checkers[1], self.checkers[2])
+
+    @property
+    def author_rotation(self) -> tuple[DemoPerson, ...]:
+        """Rubric authoring of the team's waiting cases goes round these annotators in turn."""
+        return tuple(self.annotators[g][k] for k in range(3) for g in (1, 2))
+
+
+def _member(person: DemoPerson, number: int) -> DemoPerson:
+    """Team `number`'s counterpart of a team-1 person: "anno1a-t2", "王晓（第2队）"."""
+    if number == 1:
+        return person
+    return DemoPerson(
+        f"{person.username}-t{number}", person.role, person.group_no, f"{person.display_name}（第{number}队）"
+    )
+
+
+@cache
+def demo_team(number: int) -> DemoTeam:
+    """Team `number` (from 1)."""
+    if number < 1:
+        raise ValueError(f"team: from 1, found {number}")
+    return DemoTeam(
+        number,
+        {g: tuple(_member(p, number) for p in ANNOTATORS[g]) for g in (1, 2)},
+        {g: _member(CHECKERS[g], number) for g in (1, 2)},
+    )
+
+
+def team_count(n_cases: int, cases_per_team: int = CASES_PER_TEAM) -> int:
+    """One team per started block of `cases_per_team` cases, at least one."""
+    if cases_per_team < 1:
+        raise ValidationFailed(f"cases_per_team: at least 1, found {cases_per_team}")
+    return max(1, -(-n_cases // cases_per_team))
+
+
+def team_of_case(index: int, cases_per_team: int = CASES_PER_TEAM) -> DemoTeam:
+    """The team that labels, checks, adjudicates and authors case `index` (from 0)."""
+    return demo_team(index // cases_per_team + 1)
+
+
+def demo_people(n_cases: int, cases_per_team: int = CASES_PER_TEAM) -> tuple[DemoPerson, ...]:
+    """The admin and every team's physicians for a demo of `n_cases` cases (DEMO_PEOPLE for one team)."""
+    teams = team_count(n_cases, cases_per_team)
+    return (ADMIN, *(person for t in range(1, teams + 1) for person in demo_team(t).people))
 
 
 # Models and judges -----------------------------------------------------------------------------

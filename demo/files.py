@@ -15,11 +15,9 @@ from db.rules.taxonomy import Taxonomy, get_taxonomy
 from demo.content import (
     ADJUDICATION_ERROR,
     ANNOTATION_ERROR,
-    ANNOTATORS,
-    AUTHOR_ROTATION,
     CASE_EFFECT_SD,
+    CASES_PER_TEAM,
     CHECK_CORRECTS,
-    CHECKERS,
     CRITERION_EFFECT_SD,
     DIFFICULTY_EFFECT,
     JUDGES,
@@ -30,12 +28,15 @@ from demo.content import (
     MODELS,
     PLANS,
     CriterionSpec,
+    DemoTeam,
     JudgeProfile,
     ModelProfile,
     ScalePlan,
     case_templates,
     compose_response,
     compose_rubric,
+    team_count,
+    team_of_case,
 )
 
 # Writing the files -----------------------------------------------------------------------------
@@ -77,6 +78,11 @@ ADJUDICATION_NOTES = {
 }
 
 
+def demo_case_id(index: int) -> str:
+    """The case id of case `index` (from 0): CC-0001, CC-0002, …"""
+    return f"CC-{index + 1:04d}"
+
+
 @dataclass
 class _Case:
     index: int
@@ -86,6 +92,7 @@ class _Case:
     age: int
     approved: bool
     criteria: list[CriterionSpec]
+    team: DemoTeam
 
 
 def resolve_plan(scale: str, n_cases: int | None, n_models: int | None, n_judges: int | None) -> ScalePlan:
@@ -158,12 +165,15 @@ class _Work:
     rubric_authoring: defaultdict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     labeling: defaultdict[tuple[str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
     submitted: dict | None = None
-    author_turn: int = 0
+    author_turn: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))  # by team
 
     def hand_out_rubric(self, case: _Case) -> None:
-        """The next author in turn writes the case's rubric; the first such rubric is submitted for audit."""
-        author = AUTHOR_ROTATION[self.author_turn % len(AUTHOR_ROTATION)]
-        self.author_turn += 1
+        """The next author in turn of the case's team writes the case's rubric; the first such rubric is
+        submitted for audit."""
+        rotation = case.team.author_rotation
+        turn = self.author_turn[case.team.number]
+        author = rotation[turn % len(rotation)]
+        self.author_turn[case.team.number] = turn + 1
         self.rubric_authoring[author.username].append(case.case_id)
         if self.submitted is None:
             self.submitted = {
@@ -181,11 +191,16 @@ def write_demo_files(
     n_cases: int | None = None,
     n_models: int | None = None,
     n_judges: int | None = None,
+    cases_per_team: int = CASES_PER_TEAM,
     progress: Progress = no_progress,
 ) -> dict[str, Path]:
     """Write the demo data set into `out_dir`; returns {"cases", "responses", "labels", "plan", judge
-    file stems…} → path. Sizes default to the scale's (full: 2,500 cases, 11 models, 3 judges)."""
+    file stems…} → path. Sizes default to the scale's (full: 2,500 cases, 11 models, 3 judges).
+
+    Case `i` belongs to team `i // cases_per_team + 1` (content.demo_people), whose physicians label, check,
+    adjudicate and author it; up to `cases_per_team` cases the one team is DEMO_PEOPLE."""
     plan = resolve_plan(scale, n_cases, n_models, n_judges)
+    team_count(plan.n_cases, cases_per_team)  # refuses a team size below 1
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
@@ -210,7 +225,8 @@ def write_demo_files(
     try:
         for i in range(n):
             template = world.templates[int(cases.template_index[i])]
-            if _write_case(i, template, world, plan, cases, work, handles, rng):
+            team = team_of_case(i, cases_per_team)
+            if _write_case(i, template, team, world, plan, cases, work, handles, rng):
                 progress(i + 1, n, "cases")
     finally:
         for handle in handles.values():
@@ -223,6 +239,7 @@ def write_demo_files(
 def _write_case(
     i: int,
     template: dict,
+    team: DemoTeam,
     world: _World,
     plan: ScalePlan,
     cases: _CasePlan,
@@ -236,12 +253,13 @@ def _write_case(
     low, high = template["age"]
     case = _Case(
         index=i,
-        case_id=f"CC-{i + 1:04d}",
+        case_id=demo_case_id(i),
         template=template,
         register=register,
         age=int(rng.integers(low, high + 1)),
         approved=i not in cases.waiting,
         criteria=compose_rubric(template, register, rng),
+        team=team,
     )
     truth = _latent_truth(case, world, rng)
     handles["cases"].write(json.dumps(_case_record(case), ensure_ascii=False) + "\n")
@@ -258,7 +276,7 @@ def _write_case(
             work.hand_out_rubric(case)
         return False
     left_alone = i in cases.unassigned
-    pair = (ANNOTATORS[1][i % 3].username, ANNOTATORS[2][(i + i // 3) % 3].username)
+    pair = (team.annotators[1][i % 3].username, team.annotators[2][(i + i // 3) % 3].username)
     if not left_alone:
         work.labeling[pair].append(case.case_id)
     lines = _case_labels(case, world.models, truth, pair, plan, rng, unlabeled=left_alone)
@@ -352,7 +370,7 @@ def _case_labels(
     adjudicated = (final[1] != final[2]) & resolved[:, None]
     adjudication = truth ^ (rng.random(truth.shape) < ADJUDICATION_ERROR)
     note_draw = rng.random(truth.shape)
-    adjudicator = CHECKERS[1 + case.index % 2].username
+    adjudicator = case.team.checkers[1 + case.index % 2].username
 
     ids = [spec.criterion_id for spec in case.criteria]
     lines: list[str] = []
@@ -379,7 +397,7 @@ def _case_labels(
                 else:
                     lines.append(f'{prefix}{ids[j]}", "met": {"true" if values[j] else "false"}{tail}')
             if checked[g][m]:
-                checker = CHECKERS[g].username
+                checker = case.team.checkers[g].username
                 for j in range(size):
                     note = CHECK_NOTES[j % len(CHECK_NOTES)] if correction[g][m, j] else None
                     lines.append(

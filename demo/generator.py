@@ -1,10 +1,10 @@
 """Synthetic ClinConsensus data: a small believable demo for trying the app, and the full-scale set.
 
 `write_demo_files` writes the data as the JSON Lines files of docs/REFERENCE.md §3 (cases, responses, labels,
-judge decisions) plus `plan.json` (who is assigned what). `build_demo` creates the demo accounts,
-writes the files to a temporary folder and loads them through the importers — the one path into
-the database — then hands out work through the assignment and rubric functions, so every page
-has something to show.
+judge decisions) plus `plan.json` (who is assigned what). `build_demo` creates the demo accounts (the admin
+and one team of eight physicians per 2,500 cases), writes the files to a temporary folder and loads them
+through the importers — the one path into the database — then hands out work through the assignment and
+rubric functions, so every page has something to show.
 
 Scales:
 - ``small``: 30 Chinese cases over all 8 macro-categories, 3 difficulties and both registers;
@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import secrets
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,11 +63,18 @@ from db.work.status import counts
 from demo.content import (
     ADMIN,
     ANNOTATORS as ANNOTATORS,
+    CASES_PER_TEAM as CASES_PER_TEAM,
     CHECKERS as CHECKERS,
-    DEMO_PEOPLE,
+    DEMO_PEOPLE as DEMO_PEOPLE,
     JUDGES,
+    DemoPerson,
+    demo_people as demo_people,
+    demo_team,
+    team_count,
+    team_of_case,
 )
 from demo.files import (
+    demo_case_id,
     resolve_plan,
     write_demo_files as write_demo_files,
 )
@@ -120,24 +128,26 @@ class DemoResult:
             out.append(f"Demo logins (every account uses the password in {PASSWORD_ENV}):")
         else:
             out.append("Demo logins — the passwords are shown only this once; note them now:")
+        width = max([8, *(len(account.username) for account in self.accounts)])
         for account in self.accounts:
             who = account.role + (f", group {account.group_no}" if account.group_no else "")
             password = "(from " + PASSWORD_ENV + ")" if self.password_from_env else account.password
-            out.append(f"  {account.username:<8} {who:<20} {password}")
+            out.append(f"  {account.username:<{width}} {who:<20} {password}")
         return out
 
 
-def demo_passwords() -> tuple[dict[str, str], bool]:
-    """username → password: CLINCONSENSUS_DEMO_PASSWORD for all when set, else a fresh random one each."""
+def demo_passwords(people: Sequence[DemoPerson] = DEMO_PEOPLE) -> tuple[dict[str, str], bool]:
+    """username → password of `people` (demo_people of the demo's size): CLINCONSENSUS_DEMO_PASSWORD for all when
+    set, else a fresh random one each."""
     fixed = get_settings().demo_password
     if fixed:
-        return {person.username: fixed for person in DEMO_PEOPLE}, True
-    return {person.username: secrets.token_urlsafe(9) for person in DEMO_PEOPLE}, False
+        return {person.username: fixed for person in people}, True
+    return {person.username: secrets.token_urlsafe(9) for person in people}, False
 
 
-def _refuse_if_not_empty(engine: Engine) -> None:
+def _refuse_if_not_empty(engine: Engine, people: Sequence[DemoPerson] = DEMO_PEOPLE) -> None:
     with session_scope(engine, read_only=True) as session:
-        names = [p.username for p in DEMO_PEOPLE]
+        names = [p.username for p in people]
         present = sorted(session.exec(select(User.username).where(col(User.username).in_(names))).all())
         cases = session.exec(select(func.count()).select_from(Case)).one()
     if present:
@@ -161,8 +171,12 @@ def build_demo(
     n_cases: int | None = None,
     n_models: int | None = None,
     n_judges: int | None = None,
+    cases_per_team: int = CASES_PER_TEAM,
 ) -> DemoResult:
     """Create the demo accounts and load the demo data set of `scale` through the importers.
+
+    The accounts are the admin and one team of eight physicians per started block of `cases_per_team` cases
+    (content.demo_people); each team labels, checks, adjudicates and authors its own block of cases.
 
     Passwords are random per installation and appear only in `DemoResult.lines()`; set
     CLINCONSENSUS_DEMO_PASSWORD (at least 8 characters) to give every demo account that password.
@@ -170,8 +184,9 @@ def build_demo(
     """
 
     plan = resolve_plan(scale, n_cases, n_models, n_judges)
-    _refuse_if_not_empty(engine)
-    passwords, from_env = demo_passwords()
+    people = demo_people(plan.n_cases, cases_per_team)
+    _refuse_if_not_empty(engine, people)
+    passwords, from_env = demo_passwords(people)
     if from_env:
         users.validate_password(passwords[ADMIN.username])
 
@@ -183,17 +198,18 @@ def build_demo(
             n_cases=plan.n_cases,
             n_models=plan.n_models,
             n_judges=plan.n_judges,
+            cases_per_team=cases_per_team,
             progress=progress,
         )
-        _add_accounts(engine, passwords)
+        _add_accounts(engine, people, passwords)
         import_lines = _import_files(engine, paths, plan.n_judges, progress)
         work = json.loads(paths["plan"].read_text(encoding="utf-8"))
 
     pk_of = _hand_out_work(engine, work)
     if work["submitted_rubric"]:
         _submit_rubric(engine, work["submitted_rubric"], pk_of)
-    _take_half_into_adjudication(engine)
-    accounts = [DemoAccount(p.username, p.role, p.group_no, passwords[p.username]) for p in DEMO_PEOPLE]
+    _take_half_into_adjudication(engine, plan.n_cases, cases_per_team)
+    accounts = [DemoAccount(p.username, p.role, p.group_no, passwords[p.username]) for p in people]
     return DemoResult(
         scale=scale,
         seed=seed,
@@ -206,10 +222,10 @@ def build_demo(
     )
 
 
-def _add_accounts(engine: Engine, passwords: dict[str, str]) -> None:
+def _add_accounts(engine: Engine, people: Sequence[DemoPerson], passwords: dict[str, str]) -> None:
     """Every demo person's account, with their password."""
     with session_scope(engine) as session:
-        for person in DEMO_PEOPLE:
+        for person in people:
             users.add_user(
                 session,
                 username=person.username,
@@ -281,15 +297,34 @@ def _submit_rubric(engine: Engine, submitted: dict, pk_of: dict[str, int]) -> No
         submit_rubric(session, author, draft.id, expected_lock=draft.lock_version, expected_size=len(criteria))
 
 
-def _take_half_into_adjudication(engine: Engine) -> None:
-    """Each checker has taken the first half of their group's checked responses into adjudication (a queue to
-    work on at once), and the other half waits to be taken in."""
+def _take_half_into_adjudication(engine: Engine, n_cases: int, cases_per_team: int = CASES_PER_TEAM) -> None:
+    """Each checker has taken the first half of their team's checked responses into adjudication (a queue to
+    work on at once), and the other half waits to be taken in.
+
+    What a checker may take in (`ready_for_adjudication`) is group-wide: every checker of a group sees all of the
+    group's checked responses, whichever team's, and an opening is per checker. So each checker takes only
+    responses of their own team's cases — the first half of those ready to them — as the physicians of one
+    hospital would: every checker's queue is the size of one team's, and about half of each group's checked
+    responses are taken in, each by one checker. With one team this is the first half of the whole ready list,
+    as `take_into_adjudication` takes it."""
+    teams = team_count(n_cases, cases_per_team)
     with session_scope(engine) as session:
-        for person in DEMO_PEOPLE:
-            if person.role == "checker":
+        team_of_response: dict[int, int] = {}
+        if teams > 1:
+            team_of = {demo_case_id(i): team_of_case(i, cases_per_team).number for i in range(n_cases)}
+            rows = session.exec(select(Response.id, Case.case_id).join(Case, col(Case.id) == col(Response.case_pk)))
+            team_of_response = {response_id: team_of[case_id] for response_id, case_id in rows if response_id}
+        for number in range(1, teams + 1):
+            for person in demo_team(number).checkers.values():
                 checker = _demo_user(session, person.username)
                 ready = independence.ready_for_adjudication(session, checker)
-                independence.take_into_adjudication(session, checker, limit=(len(ready) + 1) // 2)
+                own = [r for r in ready if team_of_response.get(r, 1) == number]
+                chosen = own[: (len(own) + 1) // 2]
+                if chosen == ready[: len(chosen)]:
+                    independence.take_into_adjudication(session, checker, limit=len(chosen))
+                else:  # not at the head of the group-wide list: one opening each
+                    for response_id in chosen:
+                        independence.open_adjudication(session, checker, response_id)
 
 
 def demo_counts(engine: Engine) -> dict[str, Any]:
