@@ -27,7 +27,7 @@ as multiples of the raw read at each size. For commands the growth is of CPU tim
 machine's other work. It is printed beside, as on PostgreSQL only wall time holds the server's share.
 Nothing about speed is asserted: the exit status is 1 only when a run fails or an equality check fails.
 
-    .venv/bin/python -m benchmarks.bench_growth [--cases 2500] [--factor 4] [--no-postgres]
+    .venv/bin/python -m benchmarks.bench_growth [--cases 2500] [--factor 4] [--no-postgres | --no-sqlite]
                                                 [--visits 5] [--samples 20]
 """
 
@@ -306,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=2500, help="cases at 1× (default 2,500)")
     parser.add_argument("--factor", type=float, default=4.0, help="the larger size as a multiple of --cases")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
+    parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
     parser.add_argument("--visits", type=int, default=5, help="first visits per page")
     parser.add_argument("--samples", type=int, default=20, help="save-and-next and draft samples on the workbench")
     args = parser.parse_args(argv)
@@ -315,7 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Growth] = {}
     # One size at a time, both databases: the databases of one size are removed before the next is built.
     for cases in (small, large):
-        with built_databases(judges=None, postgres=not args.no_postgres, cases=cases) as urls:
+        with built_databases(
+            judges=None, postgres=not args.no_postgres, sqlite=not args.no_sqlite, cases=cases
+        ) as urls:
             for url in urls:
                 growth = results.setdefault(database_name(url), Growth(database_name(url)))
                 print(f"\n== {growth.database}, {cases:,} cases", flush=True)

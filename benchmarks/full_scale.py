@@ -52,17 +52,22 @@ def build_full(url: str, *, judges: int | None = 0, cases: int | None = None) ->
 
 
 @contextmanager
-def built_databases(*, judges: int | None = 0, postgres: bool = True, cases: int | None = None) -> Iterator[list[str]]:
-    """URLs of full-scale databases built for this run: SQLite, then PostgreSQL when a server can start."""
+def built_databases(
+    *, judges: int | None = 0, postgres: bool = True, cases: int | None = None, sqlite: bool = True
+) -> Iterator[list[str]]:
+    """URLs of full-scale databases built for this run: SQLite (unless `sqlite=False`), then PostgreSQL when a
+    server can start."""
     folder = Path(tempfile.mkdtemp(prefix="cc-bench-full-"))
     # One audit key for the builds here and the runs on them in child processes (which inherit it): the key
     # is otherwise looked for beside the database the settings name, not the one a benchmark was handed.
     os.environ["CLINCONSENSUS_AUDIT_KEY_FILE"] = str(folder / "audit.key")
     server = None
     try:
-        sqlite_url = f"sqlite:///{folder / 'full.db'}"
-        build_full(sqlite_url, judges=judges, cases=cases)
-        urls = [sqlite_url]
+        urls = []
+        if sqlite:
+            sqlite_url = f"sqlite:///{folder / 'full.db'}"
+            build_full(sqlite_url, judges=judges, cases=cases)
+            urls.append(sqlite_url)
         if postgres:
             from tools.pg_server import PostgresServer, PostgresUnavailable
 
