@@ -50,6 +50,15 @@ def _read(engine: Engine, statement) -> pd.DataFrame:
         return pd.read_sql(statement, connection)
 
 
+def _read_plain(engine: Engine, statement) -> pd.DataFrame:
+    """`_read` for a statement of integer and text columns only, through the driver's cursor: the values are
+    what the driver returns (no datetime or boolean to convert), without a SQLAlchemy row each (the 75,000
+    criteria of the full scale in about half the time)."""
+    sql = str(statement.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
+    names = [column.name for column in statement.selected_columns]
+    return pd.DataFrame.from_records(list(_fetch_all(engine, sql)), columns=names)
+
+
 def load_cases(engine: Engine, *, text: bool = False) -> pd.DataFrame:
     columns: list[SQLColumnExpression[Any]] = [
         col(Case.id).label("case_pk"),
@@ -101,7 +110,7 @@ def load_criteria(engine: Engine, *, text: bool = False) -> pd.DataFrame:
     statement = select(*columns, current.c.case_pk).join(
         current, col(Criterion.rubric_version_id) == current.c.rubric_version_id
     )
-    criteria = _read(engine, statement)
+    criteria = _read_plain(engine, statement)
     codes, distinct = pd.factorize(criteria["tags"])
     parsed = np.empty(len(distinct) + 1, dtype=object)
     for index, value in enumerate([*distinct, None]):
@@ -167,42 +176,72 @@ _PACKED_LABEL: ColumnClause[int] = literal_column(
     "label.response_id * 64 + (CASE label.stage WHEN 'annotation' THEN 0 WHEN 'check' THEN 1 "
     "WHEN 'adjudication' THEN 2 ELSE 3 END) * 16 + label.group_no * 2 + CAST(label.met AS INTEGER)"
 )
-
-
-def _packed_labels_sql(engine: Engine, *, users: bool, criteria: list[str] | None = None) -> str:
-    """The packed read of the labels that count, as plain SQL for the driver's cursor; with `criteria`,
-    the criterion id as its index in that list (`_coded`), else as text.
-
-    The rule is db.store.current_rubric's SQL form (a semi-join against the current versions, one per case):
-    measured at full scale it costs no more CPU than reading every label, where carrying each label's
-    version into numpy and filtering there cost half as much again.
-    """
-    criterion = col(Label.criterion_id) if criteria is None else literal_column(_coded("label.criterion_id", criteria))
-    columns = [_PACKED_LABEL.label("c0"), criterion.label("c1"), *([col(Label.user_id).label("c2")] if users else [])]
-    statement = select(*columns).where(counts_sql(Label.rubric_version_id))
-    return str(statement.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
-
-
-def _packed_judge_sql(judges: list[str] | None = None, criteria: list[str] | None = None) -> str:
-    """The packed read of the judge decisions; with the lists, judge and criterion id as their indexes."""
-    judge = "judge" if judges is None else _coded("judge", judges)
-    criterion = "criterion_id" if criteria is None else _coded("criterion_id", criteria)
-    return f"SELECT response_id * 2 + CAST(met AS INTEGER) AS c0, {judge} AS c1, {criterion} AS c2 FROM judge_decision"
-
+_PACKED_JUDGE = "response_id * 2 + CAST(met AS INTEGER)"
 
 #: Above this many distinct values a text column is read as text: a CASE of more branches costs more
 #: per row than the text (30 criterion ids and a few judges are the usual).
 MAX_CODED_VALUES = 256
+#: A code takes this many bits of the packed integer; the largest code says "a value not in the list".
+_CODE_BITS = 9
+_NOT_LISTED = (1 << _CODE_BITS) - 1
 
 
 def _coded(column: str, values: list[str]) -> str:
-    """SQL for `column` as the index of its value in `values`, −1 for any other value.
+    """SQL for `column` as the index of its value in `values`, `_NOT_LISTED` for any other value.
 
     The values come from the database itself (`_distinct`); quotes are doubled as SQL strings need."""
     branches = " ".join(
         "WHEN '{}' THEN {}".format(value.replace("'", "''"), index) for index, value in enumerate(values)
     )
-    return f"(CASE {column} {branches} ELSE -1 END)" if values else "-1"
+    return f"(CASE {column} {branches} ELSE {_NOT_LISTED} END)" if values else str(_NOT_LISTED)
+
+
+def _with_codes(packed: str, coded: list[tuple[str, list[str]]]) -> str:
+    """SQL for the integer `packed` with the codes of each (column, values) appended in turn, `_CODE_BITS`
+    each: one integer a row crosses from the database, where three columns cost three joins and parses."""
+    for column, values in coded:
+        packed = f"({packed}) * {1 << _CODE_BITS} + {_coded(column, values)}"
+    return packed
+
+
+def _split_codes(packed: np.ndarray, count: int) -> tuple[np.ndarray, list[np.ndarray]] | None:
+    """The packed integer before the codes and the `count` codes (in the order `_with_codes` appended them);
+    None when a value was not listed (written between reading the list and the rows)."""
+    codes = []
+    for _ in range(count):
+        codes.append(packed & _NOT_LISTED)
+        packed = packed >> _CODE_BITS
+    if any(len(code) and bool((code == _NOT_LISTED).any()) for code in codes):
+        return None
+    return packed, codes[::-1]
+
+
+def _packed_labels_sql(engine: Engine, *, users: bool, criteria: list[str] | None = None) -> str:
+    """The packed read of the labels that count, as plain SQL for the driver's cursor: c0 the packed integer
+    (with `criteria`, the criterion id's index in that list appended, `_with_codes`), then the criterion id as
+    text when no list is given, then with `users` the user id.
+
+    The rule is db.store.current_rubric's SQL form (a semi-join against the current versions, one per case):
+    measured at full scale it costs no more CPU than reading every label, where carrying each label's
+    version into numpy and filtering there cost half as much again.
+    """
+    if criteria is None:
+        columns = [_PACKED_LABEL.label("c0"), col(Label.criterion_id).label("c1")]
+    else:
+        columns = [literal_column(_with_codes(str(_PACKED_LABEL), [("label.criterion_id", criteria)])).label("c0")]
+    if users:
+        columns.append(col(Label.user_id).label(f"c{len(columns)}"))
+    statement = select(*columns).where(counts_sql(Label.rubric_version_id))
+    return str(statement.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
+
+
+def _packed_judge_sql(judges: list[str] | None = None, criteria: list[str] | None = None) -> str:
+    """The packed read of the judge decisions: with both lists one integer a row (judge and criterion id as
+    their indexes appended), else the integer, the judge and the criterion id as text."""
+    if judges is None or criteria is None:
+        return f"SELECT {_PACKED_JUDGE} AS c0, judge AS c1, criterion_id AS c2 FROM judge_decision"
+    packed = _with_codes(_PACKED_JUDGE, [("judge", judges), ("criterion_id", criteria)])
+    return f"SELECT {packed} AS c0 FROM judge_decision"
 
 
 def _distinct(engine: Engine, sql: str) -> list[str] | None:
@@ -211,28 +250,42 @@ def _distinct(engine: Engine, sql: str) -> list[str] | None:
     return values if len(values) <= MAX_CODED_VALUES else None
 
 
-def _decoded(codes: np.ndarray, values: list[str]) -> np.ndarray | None:
-    """The values of `codes` as an object array sharing one str object a value; None when a code is −1
-    (a value the lists did not hold: written between the two reads)."""
-    if len(codes) and int(codes.min()) < 0:
-        return None
+def _decoded(codes: np.ndarray, values: list[str], *, categorical: bool) -> np.ndarray | pd.Categorical[Any]:
+    """The values of `codes`: an object array sharing one str object a value, or with `categorical` a
+    Categorical of `values` (the codes kept, nothing to hash again)."""
+    if categorical:
+        return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(values))
     return np.asarray(values, dtype=object)[codes]
 
 
-def _coded_read(engine: Engine, sql_of, kinds: str, lists: dict[int, list[str] | None]) -> list[np.ndarray]:
-    """The columns of `sql_of(*lists)` with the columns at the lists' positions read as codes and decoded;
-    the plain text read (`sql_of()` with those columns as strings) when a list is missing or a code is −1."""
-    known = {index: values for index, values in lists.items() if values is not None}
-    if len(known) == len(lists):
-        coded_kinds = "".join("i" if index in known else kind for index, kind in enumerate(kinds))
-        columns = _read_columns(engine, sql_of(*known.values()), coded_kinds)
-        decoded = {index: _decoded(columns[index], values) for index, values in known.items() if columns}
-        readable = {index: column for index, column in decoded.items() if column is not None}
-        if len(readable) == len(decoded):
-            for index, column in readable.items():
-                columns[index] = column
-            return columns
-    return _read_columns(engine, sql_of(*(None for _ in lists)), kinds)
+def _coded_read(
+    engine: Engine,
+    coded_sql: str | None,
+    text_sql: str,
+    lists: list[list[str] | None],
+    *,
+    integers: int = 0,
+    categorical: bool,
+) -> tuple[np.ndarray, list[Any], list[np.ndarray]] | None:
+    """(packed integers, the listed columns decoded, `integers` more integer columns), or None without rows.
+
+    `coded_sql` selects c0 carrying the codes of `lists` (`_with_codes`) and the integers; it is read when
+    every list is known. When a list is missing (too many values) or a value was not listed, `text_sql` is
+    read instead: c0 the bare integer, then the listed columns as text, then the integers.
+    """
+    if coded_sql is not None and all(values is not None for values in lists):
+        columns = _read_columns(engine, coded_sql, "i" * (1 + integers))
+        if not columns:
+            return None
+        split = _split_codes(columns[0], len(lists))
+        if split is not None:
+            packed, codes = split
+            decoded = [_decoded(code, values or [], categorical=categorical) for code, values in zip(codes, lists)]
+            return packed, decoded, columns[1:]
+    columns = _read_columns(engine, text_sql, "i" + "s" * len(lists) + "i" * integers)
+    if not columns:
+        return None
+    return columns[0], columns[1 : 1 + len(lists)], columns[1 + len(lists) :]
 
 
 _CRITERION_IDS_SQL = "SELECT DISTINCT criterion_id FROM criterion"
@@ -316,34 +369,45 @@ def _columns_of_rows(rows: Sequence[Any]) -> list[np.ndarray]:
     return [column.astype(np.int64) if isinstance(column[0], int) else column for column in columns]
 
 
-def _objects(values: np.ndarray) -> pd.Series:
+def _objects(values: np.ndarray | pd.Categorical) -> pd.Series:
     # An object Series as is: a bare object array in a frame would become pandas' string dtype (a copy).
+    if isinstance(values, pd.Categorical):
+        return pd.Series(values, copy=False)
     return pd.Series(values, dtype=object, copy=False)
 
 
-def _frame_of(data: dict, columns: list[np.ndarray]) -> pd.DataFrame:
-    """The frame of `data` (new arrays: no copy); the read `columns` are let go at once."""
+def _stages(codes: np.ndarray, *, categorical: bool) -> pd.Series:
+    """The stage of each packed stage code (0 annotation, 1 check, 2 adjudication, 3 other)."""
+    if categorical:
+        return pd.Series(pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(_STAGES.tolist())), copy=False)
+    return _objects(_STAGES[codes])
+
+
+def _frame_of(data: dict) -> pd.DataFrame:
+    """The frame of `data` (new arrays: no copy)."""
     # copy=False: copying and consolidating the columns doubled the peak of the read.
-    frame = pd.DataFrame(data, copy=False)
-    columns.clear()
-    data.clear()
-    return frame
+    return pd.DataFrame(data, copy=False)
 
 
-def load_label_decisions(engine: Engine, *, users: bool = False) -> pd.DataFrame:
+def load_label_decisions(engine: Engine, *, users: bool = False, categorical: bool = False) -> pd.DataFrame:
     """The label frame without user_id and note (response_id, criterion_id, stage, group_no, met), read fast.
 
     Same rows and values as `load_labels(...)[those columns]` (strings as object columns); for the
     full-scale exports. With `users=True` also user_id: the frame of `load_labels()` (the report's).
+    With `categorical=True` criterion_id and stage are Categoricals of their few values (when read as
+    codes), which the grid factorizes by their codes instead of hashing millions of strings.
     """
     # The criterion ids as codes: the 30 ids of a rubric, not 1.8 M strings, cross from the database.
-    columns = _coded_read(
+    criteria = _distinct(engine, _CRITERION_IDS_SQL)
+    read = _coded_read(
         engine,
-        lambda criteria: _packed_labels_sql(engine, users=users, criteria=criteria),
-        "isi" if users else "is",
-        {1: _distinct(engine, _CRITERION_IDS_SQL)},
+        None if criteria is None else _packed_labels_sql(engine, users=users, criteria=criteria),
+        _packed_labels_sql(engine, users=users),
+        [criteria],
+        integers=int(users),
+        categorical=categorical,
     )
-    if not columns:
+    if read is None:
         empty = {
             "response_id": np.array([], dtype=np.int64),
             "criterion_id": np.array([], dtype=object),
@@ -354,18 +418,18 @@ def load_label_decisions(engine: Engine, *, users: bool = False) -> pd.DataFrame
         if users:
             empty["user_id"] = np.array([], dtype=np.int64)
         return pd.DataFrame(empty)
-    packed = columns[0]
+    packed, (criterion_ids,), integers = read
     # Object columns as read: converting 1.8 M strings to pandas' string dtype costs more than the read.
     data = {
         "response_id": packed >> 6,
-        "criterion_id": _objects(columns[1]),
-        "stage": _objects(_STAGES[(packed >> 4) & 3]),
+        "criterion_id": _objects(criterion_ids),
+        "stage": _stages((packed >> 4) & 3, categorical=categorical),
         "group_no": (packed >> 1) & 7,
         "met": (packed & 1).astype(bool),
     }
     if users:
-        data["user_id"] = columns[2]
-    return _frame_of(data, columns)
+        data["user_id"] = integers[0]
+    return _frame_of(data)
 
 
 def load_label_notes(engine: Engine) -> pd.DataFrame:
@@ -388,15 +452,18 @@ def load_label_notes(engine: Engine) -> pd.DataFrame:
     return notes
 
 
-def load_judge(engine: Engine) -> pd.DataFrame:
-    """judge, response_id, criterion_id, met (strings as object columns), read fast like the labels."""
-    columns = _coded_read(
+def load_judge(engine: Engine, *, categorical: bool = False) -> pd.DataFrame:
+    """judge, response_id, criterion_id, met (strings as object columns, or with `categorical` as
+    `load_label_decisions` reads them), read fast like the labels."""
+    judges, criteria = _distinct(engine, _JUDGES_SQL), _distinct(engine, _CRITERION_IDS_SQL)
+    read = _coded_read(
         engine,
-        _packed_judge_sql,
-        "iss",
-        {1: _distinct(engine, _JUDGES_SQL), 2: _distinct(engine, _CRITERION_IDS_SQL)},
+        None if judges is None or criteria is None else _packed_judge_sql(judges, criteria),
+        _packed_judge_sql(),
+        [judges, criteria],
+        categorical=categorical,
     )
-    if not columns:
+    if read is None:
         return pd.DataFrame(
             {
                 "judge": np.array([], dtype=object),
@@ -405,14 +472,14 @@ def load_judge(engine: Engine) -> pd.DataFrame:
                 "met": np.array([], dtype=bool),
             }
         )
-    packed = columns[0]
+    packed, (judge_names, criterion_ids), _ = read
     data = {
-        "judge": _objects(columns[1]),
+        "judge": _objects(judge_names),
         "response_id": packed >> 1,
-        "criterion_id": _objects(columns[2]),
+        "criterion_id": _objects(criterion_ids),
         "met": (packed & 1).astype(bool),
     }
-    return _frame_of(data, columns)
+    return _frame_of(data)
 
 
 def load_users(engine: Engine) -> pd.DataFrame:
@@ -440,8 +507,9 @@ def load_frames(engine: Engine, *, text: bool = False, notes: bool = False) -> F
         cases=cases,
         criteria=criteria,
         responses=load_responses(engine, text=text),
-        labels=load_labels(engine, notes=True) if notes else load_label_decisions(engine, users=True),
-        judge=load_judge(engine),
+        # Categoricals: the frames go to the grid (analysis.grid.prepare), which only factorizes these columns.
+        labels=load_labels(engine, notes=True) if notes else load_label_decisions(engine, users=True, categorical=True),
+        judge=load_judge(engine, categorical=True),
         users=load_users(engine),
         timings=load_timings(engine),
         calibration=load_calibration_samples(engine),

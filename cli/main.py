@@ -477,7 +477,6 @@ def _check_options(args: argparse.Namespace) -> None:
 
     Checked here, before any database sees them, so SQLite and PostgreSQL refuse them alike."""
     from db.rules.limits import InputRejected, refuse_invisible_text
-    from db.rules.records import check_name
 
     for name, value in vars(args).items():
         if not isinstance(value, str):
@@ -486,6 +485,9 @@ def _check_options(args: argparse.Namespace) -> None:
         try:
             refuse_invisible_text(value)
             if name in _NAME_OPTIONS:
+                # Imported only here: the record schemas cost a tenth of a second every command would pay.
+                from db.rules.records import check_name
+
                 check_name(option, value, _NAME_OPTIONS[name])
         except InputRejected as error:
             message = str(error).replace("value contains", f"{option} contains", 1)

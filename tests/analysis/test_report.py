@@ -189,6 +189,75 @@ def test_fast_readers_of_the_report_frames_match_plain_queries(engine, session):
     assert len(first_of) < len(ids)
 
 
+def test_categorical_reads_hold_the_same_values_as_the_object_reads(engine, session):
+    import pandas as pd
+
+    from analysis import loader
+
+    populate_small_database(session)
+    pairs = [
+        (
+            loader.load_label_decisions(engine, users=True),
+            loader.load_label_decisions(engine, users=True, categorical=True),
+        ),
+        (loader.load_judge(engine), loader.load_judge(engine, categorical=True)),
+    ]
+    for plain, coded in pairs:
+        assert len(plain) > 0 and list(coded.columns) == list(plain.columns)
+        for column in ("criterion_id", "stage", "judge"):
+            if column in coded:
+                assert isinstance(coded[column].dtype, pd.CategoricalDtype), column
+                assert coded[column].astype(object).tolist() == plain[column].tolist(), column
+        others = [column for column in plain.columns if not isinstance(coded[column].dtype, pd.CategoricalDtype)]
+        assert coded[others].equals(plain[others])
+    frames = loader.load_frames(engine)
+    assert isinstance(frames.labels["criterion_id"].dtype, pd.CategoricalDtype)
+    assert isinstance(frames.judge["judge"].dtype, pd.CategoricalDtype)
+
+
+@pytest.mark.parametrize("how", ["too many values to code", "a value missing from the list"])
+def test_the_fast_readers_fall_back_to_text_with_the_same_frames(engine, session, monkeypatch, how):
+    from analysis import loader
+
+    populate_small_database(session)
+    coded = [
+        loader.load_label_decisions(engine, users=True),
+        loader.load_judge(engine),
+        loader.load_label_decisions(engine, users=True, categorical=True),
+    ]
+    if how == "too many values to code":
+        monkeypatch.setattr(loader, "MAX_CODED_VALUES", 0)
+    else:
+        listed = loader._distinct
+        # The list read first misses a value that the rows then hold (written between the two reads).
+        monkeypatch.setattr(loader, "_distinct", lambda engine, sql: (listed(engine, sql) or [])[1:])
+    text = [
+        loader.load_label_decisions(engine, users=True),
+        loader.load_judge(engine),
+        loader.load_label_decisions(engine, users=True, categorical=True),
+    ]
+    for before, after in zip(coded, text, strict=True):
+        assert len(before) > 0
+        assert before.astype(object).equals(after.astype(object))
+
+
+def test_the_report_of_categorical_frames_is_the_report_of_object_frames():
+    from dataclasses import replace
+
+    from analysis.report import build_report, report_json
+    from tools import metrics_reference as reference
+
+    frames = reference.synthetic_frames(80, 5, n=30, seed=5, adjudication_share=0.5)
+    as_categories = {
+        "labels": frames.labels.astype({"criterion_id": "category", "stage": "category"}),
+        "judge": frames.judge.astype({"criterion_id": "category", "judge": "category"}),
+    }
+    assert len(frames.labels) and len(frames.judge)
+    plain = report_json(build_report(frames, 10, resamples=20))
+    coded = report_json(build_report(replace(frames, **as_categories), 10, resamples=20))
+    assert coded == plain
+
+
 def test_fast_judge_reader_of_an_empty_table(engine):
     from analysis import loader
 
