@@ -198,7 +198,11 @@ def _coded(column: str, values: list[str]) -> str:
 
 def _with_codes(packed: str, coded: list[tuple[str, list[str]]]) -> str:
     """SQL for the integer `packed` with the codes of each (column, values) appended in turn, `_CODE_BITS`
-    each: one integer a row crosses from the database, where three columns cost three joins and parses."""
+    each: one integer a row crosses from the database, where three columns cost three joins and parses.
+
+    64-bit arithmetic: PostgreSQL computes in the columns' 32-bit integers otherwise, and a response id of 70,000
+    (the paper's scale is 27,500) times 2 ** 15 is out of their range."""
+    packed = f"CAST({packed} AS BIGINT)"
     for column, values in coded:
         packed = f"({packed}) * {1 << _CODE_BITS} + {_coded(column, values)}"
     return packed

@@ -215,6 +215,20 @@ def test_categorical_reads_hold_the_same_values_as_the_object_reads(engine, sess
     assert isinstance(frames.judge["judge"].dtype, pd.CategoricalDtype)
 
 
+def test_packed_codes_hold_large_ids_on_both_databases(engine):
+    from analysis import loader
+
+    # 2 ** 31 / 2 ** 15: a response id past this overflowed PostgreSQL's 32-bit integers (4× the paper's scale).
+    for response_id in (1, 65_537, 70_000, 30_000_000):
+        packed = f"{response_id} * 64 + 2 * 16 + 1"
+        codes = [("'c07'", [f"c{i:02d}" for i in range(1, 31)]), ("'judge-b'", ["judge-a", "judge-b"])]
+        (column,) = loader._read_columns(engine, f"SELECT {loader._with_codes(packed, codes)} AS c0", "i")
+        split = loader._split_codes(column, 2)
+        assert split is not None
+        rest, (criterion, judge) = split
+        assert (int(rest[0]) >> 6, int(criterion[0]), int(judge[0])) == (response_id, 6, 1)
+
+
 @pytest.mark.parametrize("how", ["too many values to code", "a value missing from the list"])
 def test_the_fast_readers_fall_back_to_text_with_the_same_frames(engine, session, monkeypatch, how):
     from analysis import loader
