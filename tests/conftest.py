@@ -7,6 +7,7 @@ to make a PostgreSQL server that cannot start a failure instead of a skip.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import shutil
@@ -26,8 +27,11 @@ from tools.pg_server import PostgresServer, PostgresUnavailable
 _counter = itertools.count()
 # The audit chain's key (db.access.audit): fixed for the test session and the commands and servers it starts.
 os.environ.setdefault("CLINCONSENSUS_AUDIT_KEY", "test-audit-key-not-secret")
-# Reports of PostgreSQL databases kept per data version (analysis.report_cache): in a folder of the session's own.
-os.environ.setdefault("CLINCONSENSUS_CACHE_DIR", tempfile.mkdtemp(prefix="cc-test-kept-"))
+# Reports of PostgreSQL databases kept per data version (analysis.report_cache): in a folder of the session's own,
+# removed when the session ends.
+if "CLINCONSENSUS_CACHE_DIR" not in os.environ:
+    os.environ["CLINCONSENSUS_CACHE_DIR"] = tempfile.mkdtemp(prefix="cc-test-kept-")
+    atexit.register(shutil.rmtree, os.environ["CLINCONSENSUS_CACHE_DIR"], ignore_errors=True)
 TEMPLATE_DB = "cc_template"
 
 
