@@ -7,10 +7,19 @@ import hashlib
 import os
 import secrets
 import stat
+from typing import TYPE_CHECKING
 
-from passlib.context import CryptContext
+if TYPE_CHECKING:
+    from passlib.context import CryptContext
 
-password_context = CryptContext(schemes=["argon2"], deprecated="auto")
+
+@functools.cache
+def password_context() -> CryptContext:
+    """argon2 through passlib, made on first use: importing passlib and argon2 costs every command that
+    never hashes a password (`report`, `status`, `--help`) a twentieth of a second."""
+    from passlib.context import CryptContext
+
+    return CryptContext(schemes=["argon2"], deprecated="auto")
 
 
 @functools.cache
@@ -20,23 +29,23 @@ def _dummy_hash() -> str:
     Made on first use, not at import: one argon2 hash costs about a third of a second, which every
     command (`status`, `--help`) would otherwise pay.
     """
-    return password_context.hash(secrets.token_urlsafe(16))
+    return password_context().hash(secrets.token_urlsafe(16))
 
 
 MIN_PASSWORD_LENGTH = 8
 
 
 def hash_password(password: str) -> str:
-    return password_context.hash(password)
+    return password_context().hash(password)
 
 
 def verify_password(password: str, password_hash: str | None) -> bool:
     """True when `password` matches; an account without a hash matches nothing (same cost)."""
     if not password_hash:
-        password_context.verify(password, _dummy_hash())
+        password_context().verify(password, _dummy_hash())
         return False
     try:
-        return password_context.verify(password, password_hash)
+        return password_context().verify(password, password_hash)
     except (ValueError, TypeError):
         return False
 
