@@ -215,7 +215,7 @@ def _split_codes(packed: np.ndarray, count: int) -> tuple[np.ndarray, list[np.nd
     for _ in range(count):
         codes.append(packed & _NOT_LISTED)
         packed = packed >> _CODE_BITS
-    if any(len(code) and bool((code == _NOT_LISTED).any()) for code in codes):
+    if any(bool((code == _NOT_LISTED).any()) for code in codes):
         return None
     return packed, codes[::-1]
 
@@ -398,8 +398,8 @@ def load_label_decisions(engine: Engine, *, users: bool = False, categorical: bo
 
     Same rows and values as `load_labels(...)[those columns]` (strings as object columns); for the
     full-scale exports. With `users=True` also user_id: the frame of `load_labels()` (the report's).
-    With `categorical=True` criterion_id and stage are Categoricals of their few values (when read as
-    codes), which the grid factorizes by their codes instead of hashing millions of strings.
+    With `categorical=True` stage, and criterion_id when it was read as codes, are Categoricals of their few
+    values, which the grid factorizes by their codes instead of hashing millions of strings.
     """
     # The criterion ids as codes: the 30 ids of a rubric, not 1.8 M strings, cross from the database.
     criteria = _distinct(engine, _CRITERION_IDS_SQL)
