@@ -23,12 +23,13 @@ ADDRESS ?= localhost
 DEMO_LOGINS := data/demo-logins.txt
 PYTEST_ARGS ?=
 
-.PHONY: help run test bench bench-quick lint clean-venv
+.PHONY: help run test bench bench-growth bench-quick lint clean-venv
 
 help:
 	@echo "make run    start ClinConsensus Studio at http://$(ADDRESS):$(PORT) (seeds a small demo on first run)"
 	@echo "make test   run the whole test suite (PostgreSQL and browser tests included)"
-	@echo "make bench  run the benchmarks (benchmarks/bench_*.py)"
+	@echo "make bench  every benchmark at full scale but growth, on one shared build per database (hours)"
+	@echo "make bench-growth  the growth benchmark: 1x and 4x the full scale on both databases (about an hour)"
 	@echo "make bench-quick  every benchmark once at a small scale (a few minutes; checks, no timings)"
 	@echo "make lint   ruff check, ruff format --check, lint-imports, mypy"
 
@@ -99,16 +100,13 @@ test: $(TEST_STAMP)
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; \
 	exit $$status
 
+# Every benchmark at full scale on one shared build per database (several hours on two cores), all but
+# the growth benchmark, which has its own target.
 bench: $(APP_STAMP)
-	@shopt -s nullglob; scripts=(benchmarks/bench_*.py); \
-	if [ $${#scripts[@]} -eq 0 ]; then echo "no benchmarks/bench_*.py found" >&2; exit 1; fi; \
-	failed=(); \
-	for script in "$${scripts[@]}"; do \
-	  echo "== $$script"; \
-	  module=$${script%.py}; \
-	  $(BIN)/python -m "$${module//\//.}" || failed+=("$$script"); \
-	done; \
-	if [ $${#failed[@]} -gt 0 ]; then echo "failed: $${failed[*]}" >&2; exit 1; fi
+	@$(BIN)/python -m benchmarks.full
+
+bench-growth: $(APP_STAMP)
+	@$(BIN)/python -m benchmarks.bench_growth
 
 bench-quick: $(APP_STAMP)
 	@$(BIN)/python -m benchmarks.quick

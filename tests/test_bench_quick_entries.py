@@ -1,8 +1,11 @@
-"""Every benchmark has a quick run: CI runs `make bench-quick`, which refuses a benchmark it has no arguments for."""
+"""Every benchmark runs somewhere: CI runs `make bench-quick` and `make bench` runs the full scale, and each
+refuses a benchmark it has no arguments for."""
 
 from __future__ import annotations
 
-from benchmarks.quick import QUICK_ARGUMENTS, benchmark_names
+from benchmarks.full import APART, FULL_ARGUMENTS
+from benchmarks.quick import QUICK_ARGUMENTS
+from benchmarks.suite import benchmark_names
 
 
 def test_every_benchmark_file_has_quick_arguments() -> None:
@@ -10,3 +13,11 @@ def test_every_benchmark_file_has_quick_arguments() -> None:
     assert names, "no benchmarks/bench_*.py found"
     assert sorted(set(names) - set(QUICK_ARGUMENTS)) == []
     assert sorted(set(QUICK_ARGUMENTS) - set(names)) == [], "quick arguments for a benchmark that is gone"
+
+
+def test_every_benchmark_file_runs_at_full_scale_or_says_why_not() -> None:
+    names = set(benchmark_names())
+    assert sorted(names - set(FULL_ARGUMENTS) - set(APART)) == []
+    assert sorted(set(FULL_ARGUMENTS) | set(APART)) == sorted(names), "full-scale entries for a benchmark that is gone"
+    assert not set(FULL_ARGUMENTS) & set(APART), "a benchmark both in the full run and apart from it"
+    assert all(why.startswith("make ") for why in APART.values()), "a benchmark apart names the target that runs it"
