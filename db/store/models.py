@@ -111,7 +111,11 @@ class Response(SQLModel, table=True):
 
 
 class Assignment(SQLModel, table=True):
-    __table_args__ = (Index("ix_assignment_user_kind", "user_id", "kind"),)
+    __table_args__ = (
+        Index("ix_assignment_user_kind", "user_id", "kind"),
+        # a round's assignments (`created_at` of one run): whether a group has any, an index probe per round
+        Index("ix_assignment_round", "created_at", "kind", "group_no"),
+    )
 
     id: int = Field(default=None, primary_key=True)
     kind: str = Field(max_length=16)

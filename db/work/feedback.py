@@ -285,18 +285,25 @@ def _require_annotator(user: User) -> None:
 
 
 def open_round_count(session: Session, user: User) -> int:
-    """Open rounds in which the annotator's group has label assignments (0: nothing to show yet)."""
+    """Open rounds in which the annotator's group has label assignments (0: nothing to show yet).
+
+    Read from the few rounds, each asking the round index whether the group has an assignment in it: read
+    from the assignments, the count went through every label assignment of the group, which grows with the
+    data while the annotator's own work does not."""
     _require_annotator(user)
+    group_has_one = (
+        sa_select(col(Assignment.id))
+        .where(
+            col(Assignment.created_at) == col(FeedbackRound.round_at),
+            col(Assignment.kind) == AssignmentKind.label,
+            col(Assignment.group_no) == user.group_no,
+        )
+        .exists()
+    )
     return int(
-        session.exec(
-            select(func.count(func.distinct(Assignment.created_at)))
-            .join(FeedbackRound, col(FeedbackRound.round_at) == col(Assignment.created_at))
-            .where(
-                FeedbackRound.is_open == True,  # noqa: E712
-                Assignment.kind == AssignmentKind.label,
-                Assignment.group_no == user.group_no,
-            )
-        ).one()
+        session.execute(
+            sa_select(func.count()).select_from(FeedbackRound).where(col(FeedbackRound.is_open) == True, group_has_one)  # noqa: E712
+        ).scalar_one()
     )
 
 

@@ -36,3 +36,27 @@ def test_the_feedback_figures_read_the_annotators_own_tally_rows(sqlite_url):
     engine.dispose()
     reading_the_tally = [step for step in plan if "label_tally" in step]
     assert reading_the_tally and all("ix_label_tally_user" in step for step in reading_the_tally), plan
+
+
+def test_the_open_round_count_probes_the_round_index_not_every_assignment(sqlite_url):
+    """Whether the group has work in an open round: once read by going through all of the group's label
+    assignments (4× the data, 4× the time on every visit of the feedback page), now an index probe per round."""
+    engine = make_engine(sqlite_url)
+    ids = study(engine)
+    statements: list[tuple[str, tuple]] = []
+
+    def keep(connection, cursor, statement, parameters, context, executemany):
+        statements.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", keep)
+    with session_scope(engine, read_only=True) as session:
+        count = feedback.open_round_count(session, session.get(User, ids["ann1"]))
+    event.remove(engine, "before_cursor_execute", keep)
+    assert count == 1
+    (statement, parameters) = statements[-1]
+    with engine.connect() as connection:
+        plan = [row[3] for row in connection.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters)]
+    engine.dispose()
+    reading_assignments = [step for step in plan if "assignment" in step]
+    assert reading_assignments and all("ix_assignment_round" in step for step in reading_assignments), plan
+    assert not any(step.startswith("SCAN assignment") for step in plan), plan
