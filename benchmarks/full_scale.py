@@ -150,7 +150,11 @@ def shared_copies(*, postgres: bool = True, sqlite: bool = True) -> Iterator[lis
         shared_sqlite = os.environ.get(SHARED_SQLITE)
         if sqlite and shared_sqlite:
             copy = folder / "full.db"
-            shutil.copyfile(sa.engine.make_url(shared_sqlite).database or "", copy)
+            source = Path(sa.engine.make_url(shared_sqlite).database or "")
+            shutil.copyfile(source, copy)
+            # A write-ahead log left beside the file holds committed pages too (nothing writes the build now).
+            if source.with_name(source.name + "-wal").exists():
+                shutil.copyfile(source.with_name(source.name + "-wal"), copy.with_name(copy.name + "-wal"))
             copies.append(f"sqlite:///{copy}")
         shared_postgres = os.environ.get(SHARED_POSTGRES)
         if postgres and shared_postgres:
