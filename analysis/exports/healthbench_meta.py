@@ -24,16 +24,28 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from analysis.exports.common import ExportSummary, current_criteria, json_text, user_message, write_lines
+from analysis.exports.common import (
+    ExportSummary,
+    current_criteria,
+    in_current_rubric,
+    in_decision_order,
+    json_text,
+    user_message,
+    write_lines,
+)
 from analysis.exports.manifest import export_head, write_manifest
 from analysis.exports.paths import output_file
 from analysis.loader import load_cases, load_label_decisions, load_responses
 from db.rules.gold import group_final_labels
 from db.rules.progress_report import Progress, no_progress
 from db.rules.taxonomy import get_taxonomy
+
+#: Decisions turned into Python values at once while the lines are written.
+LINES_PER_BLOCK = 20_000
 
 
 def physician_ids(user_ids) -> dict[int, str]:
@@ -53,72 +65,80 @@ def final_labels_with_physicians(labels: pd.DataFrame) -> pd.DataFrame:
 def export_healthbench_meta(engine: Engine, path: Path, progress: Progress = no_progress) -> ExportSummary:
     progress(0, None, "reading labels")
     head = export_head(engine)
-    finals = final_labels_with_physicians(load_label_decisions(engine, users=True))
-    finals = finals[finals["group_no"].isin([1, 2])].sort_values(["response_id", "criterion_id", "group_no"])
+    finals = final_labels_with_physicians(load_label_decisions(engine, users=True, categorical=True))
+    finals = finals[finals["group_no"].isin([1, 2])]
     pseudonym = physician_ids(finals["user_id"])
-    by_decision: dict[tuple[int, str], tuple[list, list[str], list]] = {}
-    for response_id, criterion_id, met, user_id, group_no in zip(
-        finals["response_id"].tolist(),
-        finals["criterion_id"].tolist(),
-        finals["met"].tolist(),
-        finals["user_id"].tolist(),
-        finals["group_no"].tolist(),
-    ):
-        mets, ids, groups = by_decision.setdefault((int(response_id), str(criterion_id)), ([], [], []))
-        mets.append(bool(met))
-        ids.append(pseudonym[int(user_id)])
-        groups.append(int(group_no))
-    cases = load_cases(engine, text=True)
-    criteria = current_criteria(engine, text=True).sort_values(["case_pk", "position"])
+    criteria = current_criteria(engine, text=True)
+    # The final labels in line order (case, model, criterion position; group 1 before group 2), so each
+    # decision's labels are one run to walk: a dict of every decision's labels held ~0.4 GB at full scale.
+    # The texts are read after, once the frames the ordering needed are gone.
+    ordered = in_decision_order(
+        in_current_rubric(
+            finals.sort_values(["response_id", "criterion_id", "group_no"]),
+            load_responses(engine)[["response_id", "case_pk", "model"]],
+            criteria,
+        )
+    )
+    del finals
+    cases = load_cases(engine, text=True).set_index("case_pk")
+    ordered = ordered[ordered["case_pk"].isin(cases.index)]
+    response_ids = ordered["response_id"].to_numpy()
+    criterion_ids = ordered["criterion_id"].to_numpy()
+    starts = np.flatnonzero(
+        np.r_[True, (response_ids[1:] != response_ids[:-1]) | (criterion_ids[1:] != criterion_ids[:-1])]
+    )[: len(ordered)]  # no decision: no run (the leading True would name a first row that is not there)
+    bounds = np.r_[starts, len(ordered)].tolist()
+    del response_ids, criterion_ids, starts
+    # What the lines read, compactly: the texts come next and are the largest part of the peak.
+    ordered = ordered[["case_pk", "response_id", "model", "criterion_id", "met", "user_id", "group_no"]].astype(
+        {"model": "category", "criterion_id": "category", "case_pk": "int32", "response_id": "int32"}
+    )
     responses = load_responses(engine, text=True)
+    texts = dict(zip(responses["response_id"].tolist(), responses["text"].tolist()))
+    del responses
+    rubric_texts = dict(
+        zip(zip(criteria["case_pk"].tolist(), criteria["criterion_id"].tolist()), criteria["text"].tolist())
+    )
     taxonomy = get_taxonomy()
-    rubric_of: dict[int, list[tuple[str, str]]] = {}
-    for pk, criterion_id, text in zip(
-        criteria["case_pk"].tolist(), criteria["criterion_id"].tolist(), criteria["text"].tolist()
-    ):
-        rubric_of.setdefault(int(pk), []).append((str(criterion_id), str(text)))
-    responses_of: dict[int, list[tuple[int, str, str]]] = {}
-    ordered = responses.sort_values(["case_pk", "model"])
-    for pk, response_id, model, text in zip(
-        ordered["case_pk"].tolist(),
-        ordered["response_id"].tolist(),
-        ordered["model"].tolist(),
-        ordered["text"].tolist(),
-    ):
-        responses_of.setdefault(int(pk), []).append((int(response_id), str(model), str(text)))
-    total = len(by_decision)
+    total = len(bounds) - 1
     both_groups = 0
 
     def lines() -> Iterator[str]:
         nonlocal both_groups
-        for pk, case_key, context, request, task in zip(
-            cases["case_pk"].tolist(),
-            cases["case_id"].tolist(),
-            cases["clinical_context"].tolist(),
-            cases["user_request"].tolist(),
-            cases["task"].tolist(),
-        ):
-            if pk not in responses_of or pk not in rubric_of:
-                continue
-            prompt = json_text([{"role": "user", "content": user_message(str(context), str(request))}])
-            category = json_text(taxonomy.theme_or_raw(str(task)) if task else "")
-            case_id = json_text(case_key)
-            for response_id, model_name, text in responses_of[pk]:
-                completion, model = json_text(text), json_text(model_name)
-                completion_id = json_text(f"{case_key}:{model_name}")
-                for criterion_id, criterion in rubric_of[pk]:
-                    decided = by_decision.get((response_id, criterion_id))
-                    if decided is None:
-                        continue
-                    mets, ids, groups = decided
-                    both_groups += len(mets) == 2
-                    yield (
-                        f'{{"prompt": {prompt}, "prompt_id": {case_id}, "completion": {completion}, '
-                        f'"completion_id": {completion_id}, "rubric": {json_text(criterion)}, "category": {category}, '
-                        f'"binary_labels": {json_text([bool(m) for m in mets])}, '
-                        f'"anonymized_physician_ids": {json_text(ids)}, "case_id": {case_id}, "model": {model}, '
-                        f'"criterion_id": {json_text(criterion_id)}, "groups": {json_text([int(g) for g in groups])}}}'
+        columns = ("case_pk", "response_id", "model", "criterion_id", "met", "user_id", "group_no")
+        shown_case = shown_response = None
+        # A block of decisions at a time as Python values: the whole frame as lists would be ~0.2 GB more.
+        for block in range(0, total, LINES_PER_BLOCK):
+            block_bounds = bounds[block : min(block + LINES_PER_BLOCK, total) + 1]
+            low = block_bounds[0]
+            case_pk, response_id, model_name, criterion_id, met, user_id, group_no = (
+                ordered[column].iloc[low : block_bounds[-1]].tolist() for column in columns
+            )
+            for first, end in zip(block_bounds[:-1], block_bounds[1:]):
+                first, end = first - low, end - low
+                pk = case_pk[first]
+                if pk != shown_case:
+                    shown_case, case = pk, cases.loc[pk]
+                    prompt = json_text(
+                        [{"role": "user", "content": user_message(str(case.clinical_context), str(case.user_request))}]
                     )
+                    category = json_text(taxonomy.theme_or_raw(str(case.task)) if case.task else "")
+                    case_id = json_text(case.case_id)
+                if response_id[first] != shown_response:
+                    shown_response = response_id[first]
+                    completion, model = json_text(texts[shown_response]), json_text(model_name[first])
+                    completion_id = json_text(f"{case.case_id}:{model_name[first]}")
+                mets, groups = met[first:end], group_no[first:end]
+                both_groups += len(mets) == 2
+                rubric = json_text(str(rubric_texts[(pk, criterion_id[first])]))
+                yield (
+                    f'{{"prompt": {prompt}, "prompt_id": {case_id}, "completion": {completion}, '
+                    f'"completion_id": {completion_id}, "rubric": {rubric}, '
+                    f'"category": {category}, "binary_labels": {json_text([bool(m) for m in mets])}, '
+                    f'"anonymized_physician_ids": {json_text([pseudonym[int(u)] for u in user_id[first:end]])}, '
+                    f'"case_id": {case_id}, "model": {model}, "criterion_id": {json_text(str(criterion_id[first]))}, '
+                    f'"groups": {json_text([int(g) for g in groups])}}}'
+                )
 
     path = output_file(path)
     rows, digest = write_lines(path, lines(), total, progress, "healthbench meta rows")

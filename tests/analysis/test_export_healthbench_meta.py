@@ -53,3 +53,22 @@ def test_healthbench_meta_rows(small_database, tmp_path, capsys):  # noqa: F811
     assert checked[0]["anonymized_physician_ids"][0] == "physician-003"
     for name in ("ann-1", "ann-2", "chk-1", "chk-2"):
         assert name not in text
+
+
+def test_healthbench_meta_of_an_empty_database_is_an_empty_file(engine, tmp_path):
+    from analysis.exports.healthbench_meta import export_healthbench_meta
+
+    summary = export_healthbench_meta(engine, tmp_path / "meta.jsonl")
+    assert (tmp_path / "meta.jsonl").read_bytes() == b""
+    assert summary.counts == {"rows": 0, "rows with both groups' labels": 0, "physicians": 0}
+
+
+def test_healthbench_meta_writes_lines_in_blocks_without_changing_them(small_database, tmp_path, monkeypatch):  # noqa: F811
+    """Decisions are turned into lines a block at a time; a block boundary inside a case changes no byte."""
+    from analysis.exports import healthbench_meta
+
+    assert main(["export", "healthbench-meta", str(tmp_path / "whole.jsonl")]) == 0
+    monkeypatch.setattr(healthbench_meta, "LINES_PER_BLOCK", 5)
+    assert main(["export", "healthbench-meta", str(tmp_path / "blocks.jsonl")]) == 0
+    whole = (tmp_path / "whole.jsonl").read_bytes()
+    assert whole and (tmp_path / "blocks.jsonl").read_bytes() == whole
