@@ -885,6 +885,19 @@ def test_sft_is_byte_identical_for_the_same_seed_and_splits_by_seed(engine, sess
     assert len(dev_sets) > 1
 
 
+def test_sft_written_a_few_rows_at_a_time_is_the_same_bytes(engine, session, tmp_path, monkeypatch):
+    """Rows become lines a block at a time; blocks that split a case and a file change no byte."""
+    from analysis.exports import sft
+
+    build_sft_world(session)
+    exports.export_sft(engine, tmp_path / "whole", seed=42, holdout_models=["org/model-b"], dev_fraction=0.3)
+    monkeypatch.setattr(sft, "ROWS_PER_BLOCK", 3)
+    exports.export_sft(engine, tmp_path / "blocks", seed=42, holdout_models=["org/model-b"], dev_fraction=0.3)
+    for name in ("train.jsonl", "dev.jsonl", "heldout.jsonl", "manifest.json"):
+        whole = (tmp_path / "whole" / name).read_bytes()
+        assert whole and (tmp_path / "blocks" / name).read_bytes() == whole, name
+
+
 @pytest.mark.parametrize("fmt", ["instruction", "messages"])
 def test_sft_lines_are_canonical_json(sqlite_engine, tmp_path, fmt):
     with Session(sqlite_engine) as session:
