@@ -180,8 +180,9 @@ def _insert_opening(session: Session, user_id: int | None, response_id: int) -> 
 
 def _complete_group_labels(session: Session, group_no: int) -> list[tuple[str, str, int]]:
     """(case_id, code, response_id) of every response on which `group_no`'s annotation labels cover the case's
-    current rubric (and none lies on an older version: db.counts.label_status says done), in case and code order."""
-    source = counts.tally(stage=Stage.annotation.value, group_no=group_no, counting=False)  # stale ones too
+    current rubric (and none lies on an older version: db.counts.label_status says done), in case and code order.
+    Counted from every label (the straightforward way `ready_for_adjudication(recount=True)` compares with)."""
+    source = counts.tally(stage=Stage.annotation.value, group_no=group_no, counting=False, recount=True)
     rows = session.execute(
         select(
             col(Case.case_id),
@@ -217,20 +218,35 @@ def _complete_group_labels(session: Session, group_no: int) -> list[tuple[str, s
     )
 
 
-def ready_for_adjudication(session: Session, user: User) -> list[int]:
+def ready_for_adjudication(session: Session, user: User, *, recount: bool = False) -> list[int]:
     """Responses the checker may take into adjudication, in case and code order.
 
     Their group's labels on it are complete on the current rubric and every one is checked, the checker
     annotated none of it, and has not taken it in (or opened it) yet. Only the checker's own group's labels
-    are read: the list says nothing about the other group.
+    are read: the list says nothing about the other group. The group's part is kept (db.counts, one row per
+    ready response), so a visit reads the ready responses, not every label of the group; `recount`: counted
+    from every label instead.
     """
     authorize(user, LabelPolicy.read_checks())
     if user.group_no not in (1, 2):
         return []  # a checker outside the two groups checks nothing, so nothing is ready
-    complete = [row[2] for row in _complete_group_labels(session, user.group_no)]
-    # Read whole (a few small rows each) rather than for thousands of ids in IN lists.
-    refused = annotated_by(session, user.id) | check_pending(session, user) | opened_by(session, user.id)
-    return [response_id for response_id in complete if response_id not in refused]
+    if recount:
+        complete = [row[2] for row in _complete_group_labels(session, user.group_no)]
+        # Read whole (a few small rows each) rather than for thousands of ids in IN lists.
+        refused = annotated_by(session, user.id, recount=True) | check_pending(session, user, recount=True)
+        refused |= opened_by(session, user.id)
+        return [response_id for response_id in complete if response_id not in refused]
+    ready = counts.ready_for_adjudication(group_no=user.group_no)
+    rows = session.execute(
+        select(ready.c.response_id)
+        .join(Response, col(Response.id) == ready.c.response_id)
+        .join(Case, col(Case.id) == col(Response.case_pk))
+        .order_by(col(Case.case_id), col(Response.code), ready.c.response_id)
+    ).scalars()
+    # A check pending on a ready response is the checker's own label's (kept ready means all are checked), and
+    # a checker never takes in what they annotated: the per-person sets below are all that is left to refuse.
+    refused = annotated_by(session, user.id) | opened_by(session, user.id)
+    return [response_id for response_id in rows if response_id not in refused]
 
 
 def take_into_adjudication(session: Session, user: User, *, limit: int | None = None) -> int:

@@ -25,11 +25,20 @@ from db.counts.read import (
     ResponseFigures,
     annotation_counts,
     feedback_tally,
+    ready_for_adjudication,
     responses_with_unresolved,
     tally,
     unresolved_total,
 )
-from db.counts.recount import kept_status, kept_tally, recount_status, recount_tally, recounted_tally
+from db.counts.recount import (
+    kept_ready,
+    kept_status,
+    kept_tally,
+    recount_ready,
+    recount_status,
+    recount_tally,
+    recounted_tally,
+)
 from db.counts.state import DONE, PARTIAL, STALE, TODO, WAITING, label_status
 from db.counts.status import status_of_labels
 from db.counts.tables import STATUS_COLUMNS
@@ -72,4 +81,7 @@ __all__ = [
     "recount_tally",
     "kept_status",
     "kept_tally",
+    "ready_for_adjudication",
+    "kept_ready",
+    "recount_ready",
 ]

@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from sqlmodel import Session
 
 from db.counts.recount import recount_status, recounted_tally
-from db.counts.tables import STATUS, STATUS_COLUMNS, TALLY
+from db.counts.tables import READY, STATUS, STATUS_COLUMNS, TALLY
 from db.store.current_rubric import counts_sql
 from db.store.models import NO_RUBRIC_VERSION, Stage
 
@@ -97,3 +97,9 @@ def annotation_counts(
             version = None if version_id == NO_RUBRIC_VERSION else int(version_id)
             counts.setdefault(int(response_id), {})[version] = int(n)
     return counts
+
+
+def ready_for_adjudication(*, group_no: int):
+    """The responses whose group `group_no`'s labels are ready for adjudication (kept: done on the current rubric
+    and all checked), as a subquery with the column response_id."""
+    return select(READY.c.response_id).where(READY.c.group_no == group_no).subquery("ready")

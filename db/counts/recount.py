@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 from sqlalchemy import func, select
 from sqlmodel import Session
 
+from db.counts.state import DONE, label_status
 from db.counts.status import label_frame, status_of_labels
-from db.counts.tables import LABEL, STATUS, STATUS_COLUMNS, TALLY
-from db.store.current_rubric import counts_sql
-from db.store.models import NO_RUBRIC_VERSION
+from db.counts.tables import LABEL, READY, RESPONSE, STATUS, STATUS_COLUMNS, TALLY
+from db.store.current_rubric import counts_on_current_rubric, counts_sql, current_rubric_sizes, current_version_ids
+from db.store.models import NO_RUBRIC_VERSION, Stage
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -68,3 +69,46 @@ def recount_tally(session: Session) -> list[tuple]:
     version = func.coalesce(LABEL.c.rubric_version_id, NO_RUBRIC_VERSION)
     keys = (LABEL.c.response_id, LABEL.c.group_no, LABEL.c.stage, LABEL.c.user_id, version)
     return sorted(tuple(row) for row in session.execute(select(*keys, func.count()).group_by(*keys)).all())
+
+
+def kept_ready(session: Session) -> list[tuple[int, int]]:
+    """Every (response_id, group_no) kept as ready for adjudication, sorted."""
+    return sorted(tuple(row) for row in session.execute(select(READY.c.response_id, READY.c.group_no)).all())
+
+
+def recount_ready(session: Session) -> list[tuple[int, int]]:
+    """`kept_ready` counted from every label: the group's annotation labels are done on the current rubric (the
+    state rule of db.counts.state) and each of those that count has a check label of the group on the same
+    criterion and rubric version."""
+    annotation = session.execute(
+        select(
+            LABEL.c.response_id,
+            LABEL.c.group_no,
+            LABEL.c.criterion_id,
+            LABEL.c.rubric_version_id,
+            RESPONSE.c.case_pk,
+        )
+        .join(RESPONSE, RESPONSE.c.id == LABEL.c.response_id)
+        .where(LABEL.c.stage == Stage.annotation.value)
+    ).all()
+    checks = set(
+        session.execute(
+            select(LABEL.c.response_id, LABEL.c.group_no, LABEL.c.criterion_id, LABEL.c.rubric_version_id).where(
+                LABEL.c.stage == Stage.check.value
+            )
+        ).all()
+    )
+    case_pks = {row.case_pk for row in annotation}
+    versions, sizes = current_version_ids(session, case_pks), current_rubric_sizes(session, case_pks)
+    pairs: dict[tuple[int, int], list] = {}
+    for row in annotation:
+        pairs.setdefault((row.response_id, row.group_no), []).append(row)
+    ready = []
+    for (response_id, group_no), rows in pairs.items():
+        current = versions.get(rows[0].case_pk)
+        counting = [row for row in rows if counts_on_current_rubric(row.rubric_version_id, current)]
+        state = label_status(current, sizes.get(rows[0].case_pk, 0), len(counting), len(rows) - len(counting))
+        checked = all((r.response_id, r.group_no, r.criterion_id, r.rubric_version_id) in checks for r in counting)
+        if state == DONE and checked:
+            ready.append((int(response_id), int(group_no)))
+    return sorted(ready)

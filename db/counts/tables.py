@@ -5,11 +5,12 @@ from __future__ import annotations
 from sqlalchemy.engine import Connection
 from sqlmodel import Session, SQLModel
 
-from db.store.models import LabelTally, ResponseStatus
+from db.store.models import AdjudicationReady, LabelTally, ResponseStatus
 
 LABEL = SQLModel.metadata.tables["label"]
 TALLY = SQLModel.metadata.tables[LabelTally.__tablename__]
 STATUS = SQLModel.metadata.tables[ResponseStatus.__tablename__]
+READY = SQLModel.metadata.tables[AdjudicationReady.__tablename__]
 RESPONSE = SQLModel.metadata.tables["response"]
 ASSIGNMENT = SQLModel.metadata.tables["assignment"]
 CRITERION = SQLModel.metadata.tables["criterion"]

@@ -2,7 +2,8 @@
 calls one of these inside its own transaction, before it returns, so the figures are never ahead or behind.
 
 - `refresh(session, response_ids)`: the responses whose labels changed (a save, a check, an adjudication, an
-  import): their tally rows, their status and the state of their labeling assignments;
+  import): their tally rows, their status, the state of their labeling assignments and whether each group's
+  labels on them are ready for adjudication;
 - `refresh_assignments(session, response_ids)`: responses that got new labeling assignments: their state;
 - `refresh_cases(session, case_pks)`: cases whose current rubric changed (an approval, an imported rubric):
   every figure of their responses, since which labels count changed with it;
@@ -22,12 +23,13 @@ from sqlalchemy import and_, bindparam, case, delete, func, insert, select, upda
 from sqlalchemy.engine import Connection
 from sqlmodel import Session
 
-from db.counts.state import label_status
+from db.counts.state import DONE, label_status
 from db.counts.status import label_frame, status_rows
 from db.counts.tables import (
     ASSIGNMENT,
     CRITERION,
     LABEL,
+    READY,
     RESPONSE,
     STATUS,
     STATUS_COLUMNS,
@@ -302,25 +304,35 @@ def _current_rubrics(connection: Connection, ids: list[int], known: Rubrics) -> 
 def _refresh_assignment_chunk(connection: Connection, ids: list[int], rubrics: Rubrics | None = None) -> None:
     # The state of (response, group) depends on that group's annotation labels and the case's current rubric only;
     # every labeling assignment of the pair is set to it (one UPDATE for the chunk, no read of the assignments).
+    # The pair is ready for adjudication when that state is done and no label that counts waits for its check.
     if rubrics is None:
         rubrics = _current_rubrics(connection, ids, {})
-    labeled: dict[tuple[int, int], dict[int | None, int]] = {}
-    for response_id, group_no, version_id, n in connection.execute(
-        select(TALLY.c.response_id, TALLY.c.group_no, TALLY.c.rubric_version_id, func.sum(TALLY.c.n))
+    labeled: dict[tuple[int, int], dict[int | None, tuple[int, int]]] = {}
+    for response_id, group_no, version_id, n, unchecked in connection.execute(
+        select(
+            TALLY.c.response_id,
+            TALLY.c.group_no,
+            TALLY.c.rubric_version_id,
+            func.sum(TALLY.c.n),
+            func.sum(TALLY.c.n_unchecked),
+        )
         .where(TALLY.c.response_id.in_(ids), TALLY.c.stage == Stage.annotation.value)
         .group_by(TALLY.c.response_id, TALLY.c.group_no, TALLY.c.rubric_version_id)
     ).all():
         version = None if version_id == NO_RUBRIC_VERSION else int(version_id)
-        labeled.setdefault((int(response_id), int(group_no)), {})[version] = int(n)
-    changes = []
+        labeled.setdefault((int(response_id), int(group_no)), {})[version] = (int(n), int(unchecked))
+    changes, ready = [], []
     for rid in ids:
         version_id, size = rubrics[rid]
         for group_no in (1, 2):
             by_version = labeled.get((rid, group_no), {})
-            fresh = sum(n for v, n in by_version.items() if counts_on_current_rubric(v, version_id))
-            stale = sum(n for v, n in by_version.items() if not counts_on_current_rubric(v, version_id))
+            counting = [figures for v, figures in by_version.items() if counts_on_current_rubric(v, version_id)]
+            fresh = sum(n for n, _ in counting)
+            stale = sum(n for v, (n, _) in by_version.items() if not counts_on_current_rubric(v, version_id))
             state = label_status(version_id, size, fresh, stale)
             changes.append({"r": rid, "g": group_no, "s": state, "l": fresh, "z": size})
+            if state == DONE and not any(unchecked for _, unchecked in counting):
+                ready.append({"response_id": rid, "group_no": group_no})
     connection.execute(
         update(ASSIGNMENT)
         .where(
@@ -331,6 +343,9 @@ def _refresh_assignment_chunk(connection: Connection, ids: list[int], rubrics: R
         .values(label_status=bindparam("s"), labeled=bindparam("l"), rubric_size=bindparam("z")),
         changes,
     )
+    connection.execute(delete(READY).where(READY.c.response_id.in_(ids)))
+    if ready:
+        connection.execute(insert(READY), ready)
 
 
 def rebuild_all(session_or_connection: Session | Connection) -> None:
@@ -338,6 +353,7 @@ def rebuild_all(session_or_connection: Session | Connection) -> None:
     connection = connection_of(session_or_connection)
     connection.execute(delete(TALLY))
     connection.execute(delete(STATUS))
+    connection.execute(delete(READY))
     refresh(session_or_connection, connection.execute(select(LABEL.c.response_id).distinct()).scalars())
 
 
@@ -363,11 +379,11 @@ def rebuild_tally(connection: Connection) -> None:
 
 
 def rebuild_assignments(session_or_connection: Session | Connection) -> None:
-    """Rewrites the state of every labeling assignment."""
+    """Rewrites the state of every labeling assignment and which responses are ready for adjudication."""
     connection = connection_of(session_or_connection)
-    refresh_assignments(
-        session_or_connection,
-        connection.execute(
-            select(ASSIGNMENT.c.response_id).where(ASSIGNMENT.c.kind == AssignmentKind.label.value).distinct()
-        ).scalars(),
+    connection.execute(delete(READY))
+    assigned = select(ASSIGNMENT.c.response_id).where(
+        ASSIGNMENT.c.kind == AssignmentKind.label.value, ASSIGNMENT.c.response_id.is_not(None)
     )
+    annotated = select(TALLY.c.response_id).where(TALLY.c.stage == Stage.annotation.value)
+    refresh_assignments(session_or_connection, connection.execute(assigned.union(annotated)).scalars())

@@ -389,6 +389,17 @@ class ResponseStatus(SQLModel, table=True):
     n_gold: int = Field(description="decisions that have gold")
 
 
+class AdjudicationReady(SQLModel, table=True):
+    """Kept figure (db/counts): a response whose group's annotation labels cover its case's current rubric, none
+    on an older version, and are all checked; that group's checker may take it into adjudication."""
+
+    __tablename__ = "adjudication_ready"
+    __table_args__ = (Index("ix_adjudication_ready_group", "group_no", "response_id"),)
+
+    response_id: int = Field(foreign_key="response.id", primary_key=True)
+    group_no: int = Field(primary_key=True)
+
+
 class FeedbackRound(SQLModel, table=True):
     """A labeling round (the label assignments of one assignment run) whose feedback an admin opened or closed.
 

@@ -12,7 +12,9 @@ of cases and labels in one go can do) gets the case's first approved version, th
 been made on. A case without any approved version leaves its labels without a version: they count
 nowhere, like any label on an older version, and stay readable.
 Which labels count changes with the stamps, so every kept figure is rebuilt here by today's
-db/counts (the rebuild revision 0010 did moves to this newest revision that changes what it reads).
+db/counts (the rebuild revision 0010 did moves to this newest revision that changes what it reads);
+the assignments' states are rebuilt by revision 0021, since that rebuild now also writes the table
+0021 adds.
 Downgrading keeps the stamps: revision 0010's rule counts a stamped label as it counted an unstamped one
 as long as its version is current.
 """
@@ -46,7 +48,6 @@ def upgrade() -> None:
 
     counts.rebuild_tally(bind)  # with the gold figures
     counts.rebuild_status(bind)
-    counts.rebuild_assignments(bind)
 
 
 def downgrade() -> None:

@@ -9,7 +9,7 @@ from db import review
 from db.access import independence
 from db.rules.errors import PermissionDenied
 from db.store.engine import session_scope
-from db.store.models import AdjudicationOpening, Label, User
+from db.store.models import AdjudicationOpening, Label, Response, User
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 N = 3
@@ -219,3 +219,71 @@ def test_an_incomplete_group_is_not_ready(engine):
     with session_scope(engine) as s:
         assert independence.check_pending(s, chk1, [response_id]) == set()
         assert independence.ready_for_adjudication(s, chk1) == []
+
+
+def test_the_kept_ready_list_equals_a_count_from_every_label(engine):
+    """The adjudication page reads which responses are ready from db.counts; counted from every label instead, each
+    checker's list is the same at every step: labels done and checked, partly checked, incomplete, on an older
+    rubric, annotated by the checker, taken in."""
+    from db import counts
+    from tests.support.factories import make_rubric
+
+    with session_scope(engine) as s:
+        people = {
+            "ann1": make_user(s, "ann1", "annotator", 1),
+            "ann2": make_user(s, "ann2", "annotator", 2),
+            "chk1": make_user(s, "chk1", "checker", 1),
+            "chk1b": make_user(s, "chk1b", "checker", 1),
+            "chk2": make_user(s, "chk2", "checker", 2),
+        }
+        responses = {}
+        for case_no, models in ((1, ("m-a", "m-b", "m-c")), (2, ("m-a", "m-b"))):
+            case = make_case(s, f"CC-000{case_no}", n=N)
+            for model in models:
+                response = make_response(s, case, model, "回答")
+                responses[(case_no, model)] = response.id
+                for i in range(1, N + 1):
+                    cid = f"c{i:02d}"
+                    missing = (case_no, model, cid) in {(1, "m-c", "c03"), (2, "m-b", "c01")}
+                    if not missing:  # 1/m-c stays incomplete; chk1b makes the group-1 label on 2/m-b c01
+                        make_label(s, response, cid, True, people["ann1"])
+                    make_label(s, response, cid, i % 2 == 0, people["ann2"])
+        # chk1b annotated a response of group 1 too: never ready for them, ready for chk1 once checked.
+        make_label(s, s.get(Response, responses[(2, "m-b")]), "c01", True, people["chk1b"], group_no=1)
+        ids = {name: user.id for name, user in people.items()}
+
+    def assert_same() -> None:
+        with session_scope(engine, read_only=True) as s:
+            assert counts.kept_ready(s) == counts.recount_ready(s)
+            for name in ("chk1", "chk1b", "chk2"):
+                checker = s.get(User, ids[name])
+                kept = independence.ready_for_adjudication(s, checker)
+                assert kept == independence.ready_for_adjudication(s, checker, recount=True), name
+
+    assert_same()
+    for key in ((1, "m-a"), (1, "m-b"), (1, "m-c"), (2, "m-b")):
+        with session_scope(engine) as s:
+            chk1 = s.get(User, ids["chk1"])
+            view = review.check_view(s, chk1, responses[key])
+            decisions = [review.CheckInput(r.criterion_id, r.annotation.met, "核对") for r in view.rows if r.annotation]
+            review.save_checks(s, chk1, response_id=responses[key], decisions=decisions)
+        assert_same()
+    with session_scope(engine) as s:  # group 2 checks half a response
+        review.save_check(
+            s, person(engine, ids["chk2"]), response_id=responses[(2, "m-a")], criterion_id="c01", met=False
+        )
+    assert_same()
+    check_all(engine, person(engine, ids["chk2"]), responses[(1, "m-a")])
+    with session_scope(engine, read_only=True) as s:
+        ready_for_chk1 = independence.ready_for_adjudication(s, person(engine, ids["chk1"]))
+    assert ready_for_chk1 == [responses[(1, "m-a")], responses[(1, "m-b")], responses[(2, "m-b")]]
+    with session_scope(engine) as s:
+        assert independence.take_into_adjudication(s, person(engine, ids["chk1"]), limit=1) == 1
+    assert_same()
+    with session_scope(engine) as s:  # case 2 gets a new approved rubric: its labels no longer count
+        from db.store.models import Case
+
+        make_rubric(s, s.exec(select(Case).where(Case.case_id == "CC-0002")).one(), n=N, version=2)
+    assert_same()
+    with session_scope(engine, read_only=True) as s:
+        assert independence.ready_for_adjudication(s, person(engine, ids["chk1"])) == [responses[(1, "m-b")]]

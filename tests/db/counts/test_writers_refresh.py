@@ -62,8 +62,9 @@ def _recounted_states(s) -> dict[int, tuple[str, int, int]]:
     return out
 
 
-def _kept_rows(s) -> tuple[list, list, dict]:
-    """Every kept row: the tally, the response status and the labeling assignments' state."""
+def _kept_rows(s) -> tuple[list, list, dict, list]:
+    """Every kept row: the tally, the response status, the labeling assignments' state and the responses ready
+    for adjudication."""
     tally = sorted(tuple(row) for row in s.execute(select(*LabelTally.__table__.c)).all())
     status = sorted(tuple(row) for row in s.execute(select(*ResponseStatus.__table__.c)).all())
     states = {
@@ -74,7 +75,7 @@ def _kept_rows(s) -> tuple[list, list, dict]:
             )
         ).all()
     }
-    return tally, status, states
+    return tally, status, states, counts.kept_ready(s)
 
 
 def assert_kept_equals_recount(engine) -> None:
@@ -85,6 +86,7 @@ def assert_kept_equals_recount(engine) -> None:
         recounted = [tuple(map(int, row)) for row in counts.recount_status(s).itertuples(index=False)]
         assert kept == sorted(recounted)
         assert _kept_rows(s)[2] == _recounted_states(s)
+        assert counts.kept_ready(s) == counts.recount_ready(s)
     # The columns no reader recounts (unchecked labels, gold figures) against a rebuild, rolled back after.
     with Session(engine) as s:
         before = _kept_rows(s)
