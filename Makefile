@@ -28,7 +28,7 @@ PYTEST_ARGS ?=
 help:
 	@echo "make run    start ClinConsensus Studio at http://$(ADDRESS):$(PORT) (seeds a small demo on first run)"
 	@echo "make test   run the whole test suite (PostgreSQL and browser tests included)"
-	@echo "make bench  every benchmark at full scale but growth, on one shared build per database (hours)"
+	@echo "make bench  every benchmark at full scale but growth, on one shared build per database (~45 min)"
 	@echo "make bench-growth  the growth benchmark: 1x and 4x the full scale on both databases (about an hour)"
 	@echo "make bench-quick  every benchmark once at a small scale (a few minutes; checks, no timings)"
 	@echo "make lint   ruff check, ruff format --check, lint-imports, mypy"
@@ -100,15 +100,16 @@ test: $(TEST_STAMP)
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; \
 	exit $$status
 
-# Every benchmark at full scale on one shared build per database (several hours on two cores), all but
-# the growth benchmark, which has its own target.
-bench: $(APP_STAMP)
+# Every benchmark at full scale on one shared build per database (about 45 minutes on two cores), all but
+# the growth benchmark, which has its own target. The benchmarks use the test tools: a throw-away PostgreSQL
+# server (tools/), Chromium through Playwright (bench_sessions).
+bench: $(TEST_STAMP)
 	@$(BIN)/python -m benchmarks.full
 
-bench-growth: $(APP_STAMP)
+bench-growth: $(TEST_STAMP)
 	@$(BIN)/python -m benchmarks.bench_growth
 
-bench-quick: $(APP_STAMP)
+bench-quick: $(TEST_STAMP)
 	@$(BIN)/python -m benchmarks.quick
 
 # Each tool reads its settings from pyproject.toml; all four run even when one fails.
