@@ -2,7 +2,7 @@
 #
 #   make run     install into .venv, migrate, seed the small demo once, serve http://localhost:8501
 #   make test    install with test extras, run the whole suite (PostgreSQL and browser tests included)
-#   make bench   run every benchmarks/bench_*.py in turn
+#   make bench   every benchmarks/bench_*.py at full scale but growth (make bench-growth)
 #   make bench-quick   every benchmark once at a small scale: it completes and its equality checks hold
 #   make lint    ruff (lint and format check), import contracts (lint-imports), mypy
 #
