@@ -15,16 +15,21 @@ from tests.support.factories import make_case, make_label, make_response, make_u
 N = 3
 
 
+def people_of_both_groups(s) -> dict[str, User]:
+    """An annotator per group, two checkers of group 1 and one of group 2."""
+    return {
+        "ann1": make_user(s, "ann1", "annotator", 1),
+        "ann2": make_user(s, "ann2", "annotator", 2),
+        "chk1": make_user(s, "chk1", "checker", 1),
+        "chk1b": make_user(s, "chk1b", "checker", 1),
+        "chk2": make_user(s, "chk2", "checker", 2),
+    }
+
+
 def world(engine):
     """Group 1 says all met, group 2 says c01 not met, on one response; nobody has checked yet."""
     with session_scope(engine) as s:
-        people = {
-            "ann1": make_user(s, "ann1", "annotator", 1),
-            "ann2": make_user(s, "ann2", "annotator", 2),
-            "chk1": make_user(s, "chk1", "checker", 1),
-            "chk1b": make_user(s, "chk1b", "checker", 1),
-            "chk2": make_user(s, "chk2", "checker", 2),
-        }
+        people = people_of_both_groups(s)
         case = make_case(s, "CC-0001", n=N)
         response = make_response(s, case, "model-secret", "回答")
         for i in range(1, N + 1):
@@ -229,13 +234,7 @@ def test_the_kept_ready_list_equals_a_count_from_every_label(engine):
     from tests.support.factories import make_rubric
 
     with session_scope(engine) as s:
-        people = {
-            "ann1": make_user(s, "ann1", "annotator", 1),
-            "ann2": make_user(s, "ann2", "annotator", 2),
-            "chk1": make_user(s, "chk1", "checker", 1),
-            "chk1b": make_user(s, "chk1b", "checker", 1),
-            "chk2": make_user(s, "chk2", "checker", 2),
-        }
+        people = people_of_both_groups(s)
         responses = {}
         for case_no, models in ((1, ("m-a", "m-b", "m-c")), (2, ("m-a", "m-b"))):
             case = make_case(s, f"CC-000{case_no}", n=N)

@@ -17,9 +17,8 @@ from db.work import feedback
 from tests.db.work.test_feedback_paging import study
 
 
-def test_the_feedback_figures_read_the_annotators_own_tally_rows(sqlite_url):
-    engine = make_engine(sqlite_url)
-    ids = study(engine)
+def _plans_of(engine, read, wanted: str) -> tuple[object, list[list[str]]]:
+    """What `read(session)` returns, and SQLite's query plan of each statement it ran that names `wanted`."""
     statements: list[tuple[str, tuple]] = []
 
     def keep(connection, cursor, statement, parameters, context, executemany):
@@ -27,13 +26,28 @@ def test_the_feedback_figures_read_the_annotators_own_tally_rows(sqlite_url):
 
     event.listen(engine, "before_cursor_execute", keep)
     with session_scope(engine, read_only=True) as session:
-        view = feedback.my_feedback(session, session.get(User, ids["ann1"]), page=0, page_size=5)
+        result = read(session)
     event.remove(engine, "before_cursor_execute", keep)
-    assert view.open_rounds == 1 and view.compared > 0
-    (figures,) = [(sql, parameters) for sql, parameters in statements if "label_tally" in sql]
     with engine.connect() as connection:
-        plan = [row[3] for row in connection.exec_driver_sql("EXPLAIN QUERY PLAN " + figures[0], figures[1])]
+        plans = [
+            [row[3] for row in connection.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, parameters)]
+            for sql, parameters in statements
+            if wanted in sql
+        ]
     engine.dispose()
+    return result, plans
+
+
+def test_the_feedback_figures_read_the_annotators_own_tally_rows(sqlite_url):
+    engine = make_engine(sqlite_url)
+    ids = study(engine)
+    view, plans = _plans_of(
+        engine,
+        lambda session: feedback.my_feedback(session, session.get(User, ids["ann1"]), page=0, page_size=5),
+        "label_tally",
+    )
+    assert view.open_rounds == 1 and view.compared > 0
+    (plan,) = plans
     reading_the_tally = [step for step in plan if "label_tally" in step]
     assert reading_the_tally and all("ix_label_tally_user" in step for step in reading_the_tally), plan
 
@@ -43,20 +57,11 @@ def test_the_open_round_count_probes_the_round_index_not_every_assignment(sqlite
     assignments (4× the data, 4× the time on every visit of the feedback page), now an index probe per round."""
     engine = make_engine(sqlite_url)
     ids = study(engine)
-    statements: list[tuple[str, tuple]] = []
-
-    def keep(connection, cursor, statement, parameters, context, executemany):
-        statements.append((statement, parameters))
-
-    event.listen(engine, "before_cursor_execute", keep)
-    with session_scope(engine, read_only=True) as session:
-        count = feedback.open_round_count(session, session.get(User, ids["ann1"]))
-    event.remove(engine, "before_cursor_execute", keep)
+    count, plans = _plans_of(
+        engine, lambda session: feedback.open_round_count(session, session.get(User, ids["ann1"])), "feedback_round"
+    )
     assert count == 1
-    (statement, parameters) = statements[-1]
-    with engine.connect() as connection:
-        plan = [row[3] for row in connection.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters)]
-    engine.dispose()
+    (plan,) = plans
     reading_assignments = [step for step in plan if "assignment" in step]
     assert reading_assignments and all("ix_assignment_round" in step for step in reading_assignments), plan
     assert not any(step.startswith("SCAN assignment") for step in plan), plan
