@@ -12,7 +12,7 @@ import streamlit as st
 from db.importers import JUDGE_FORMATS, KINDS, ImportFailed, import_stream
 from db.rules.limits import MAX_UPLOAD_MB
 from db.store.models import Role, User
-from db.work.status import counts
+from db.work.status import judge_decision_count, overview
 from ui import shell, widgets
 
 AUTO_FORMAT = "auto"
@@ -20,14 +20,15 @@ AUTO_FORMAT = "auto"
 
 def _counts_table() -> dict:
     with shell.db_session(read_only=True) as session:
-        current = counts(session)
+        current = overview(session)
+        judged = judge_decision_count(session)
     t = shell.translator()
     return {
         t("admin.import.count.cases"): current["cases"],
         t("admin.import.count.responses"): current["responses"],
         t("admin.import.count.labels"): current["labels"]["total"],
         t("admin.import.count.labels_older"): current["labels"]["on_older_rubric"],
-        t("admin.import.count.judge"): current["judge_decisions"],
+        t("admin.import.count.judge"): judged,
     }
 
 

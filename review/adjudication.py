@@ -56,19 +56,20 @@ def _queue(username: str) -> list[review.AdjudicationQueueItem]:
         return review.adjudication_queue(session, _signed_in(session, username))
 
 
-def _ready(username: str) -> list[int]:
+def _ready(username: str) -> int:
+    # The number only: the list is read when responses are taken in (db.review.take_into_adjudication).
     with shell.db_session(read_only=True) as session:
-        return review.ready_for_adjudication(session, _signed_in(session, username))
+        return review.count_ready_for_adjudication(session, _signed_in(session, username))
 
 
-def _take_in(user: User, ready: list[int]) -> None:
+def _take_in(user: User, ready: int) -> None:
     """How many checked responses the checker takes into adjudication (closing their group's labels on them)."""
     if not ready:
         st.caption(t("review.adjudication.none_ready"))
         return
-    st.caption(t("review.adjudication.ready", n=f"{len(ready):,}"))
+    st.caption(t("review.adjudication.ready", n=f"{ready:,}"))
     how_many = st.number_input(
-        t("review.adjudication.take_how_many"), min_value=1, max_value=len(ready), value=len(ready), step=1
+        t("review.adjudication.take_how_many"), min_value=1, max_value=ready, value=ready, step=1
     )
     if st.button(t("review.adjudication.take"), key=TAKE_KEY, type="primary", icon=":material/move_to_inbox:"):
         try:
@@ -290,7 +291,7 @@ def render() -> None:
             format_func=names.__getitem__,
             label_visibility="collapsed",
         )
-        with st.popover(t("review.adjudication.take_panel", n=f"{len(ready):,}"), width="content"):
+        with st.popover(t("review.adjudication.take_panel", n=f"{ready:,}"), width="content"):
             _take_in(user, ready)
     # The sidebar's count on the same two bases (db.review.my_open_disagreements sums this queue's figures),
     # on a line of its own rather than squeezed into a column beside the picker.

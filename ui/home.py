@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from db.store.models import Role, User
-from db.work.status import counts
+from db.work.status import overview
 from ui import shell
 from ui.text import plain
 
@@ -27,7 +27,7 @@ def home() -> None:
 def _database_figures(t: shell.Translator) -> None:
     """The admin's view: how much the database holds."""
     with shell.db_session(read_only=True) as session:
-        figures = counts(session)
+        figures = overview(session)
     columns = st.columns(4)
     columns[0].metric(t("home.cases"), f"{figures['cases']:,}")
     columns[1].metric(t("home.responses"), f"{figures['responses']:,}")

@@ -78,7 +78,7 @@ def check_pending(
             _TALLY.c.group_no == user.group_no,
             _TALLY.c.user_id != user.id,
             _TALLY.c.n_unchecked > 0,
-            counts_sql(_TALLY.c.rubric_version_id),  # the check queue lists labels that count only
+            _TALLY.c.counting,  # the check queue lists labels that count only (kept on the tally row)
         )
         return _in_batches(session, statement, _TALLY.c.response_id, response_ids)
     table = table_of(Label)
@@ -247,6 +247,26 @@ def ready_for_adjudication(session: Session, user: User, *, recount: bool = Fals
     # a checker never takes in what they annotated: the per-person sets below are all that is left to refuse.
     refused = annotated_by(session, user.id) | opened_by(session, user.id)
     return [response_id for response_id in rows if response_id not in refused]
+
+
+def count_ready_for_adjudication(session: Session, user: User) -> int:
+    """How many responses `ready_for_adjudication` lists, without reading the list: a count of the group's kept
+    ready rows, less those the checker annotated or opened (their own few, looked up among the ready rows).
+
+    A page that shows the number runs this on every visit; the list is read only when responses are taken in.
+    """
+    authorize(user, LabelPolicy.read_checks())
+    if user.group_no not in (1, 2):
+        return 0
+    ready = counts.ready_for_adjudication(group_no=user.group_no)
+    total = int(session.execute(select(func.count()).select_from(ready)).scalar_one())
+    refused = sorted(annotated_by(session, user.id) | opened_by(session, user.id))
+    for start in range(0, len(refused), BATCH):
+        batch = refused[start : start + BATCH]
+        total -= int(
+            session.execute(select(func.count()).select_from(ready).where(ready.c.response_id.in_(batch))).scalar_one()
+        )
+    return total
 
 
 def take_into_adjudication(session: Session, user: User, *, limit: int | None = None) -> int:

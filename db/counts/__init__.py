@@ -1,14 +1,18 @@
 """Kept figures: the per-response and per-person tallies the queues and checker pages read, and the one
 rule for the state of a group's labels on a response. Writers call `refresh` inside their own transaction.
 
-Recounting 1.8 M labels on every page visit is what made the checker pages slow at full scale. Two small tables
+Recounting 1.8 M labels on every page visit is what made the checker pages slow at full scale. Small tables
 hold the figures instead, with the state of each labeling assignment:
 
-- `label_tally`: how many labels each person made on a response, per group, stage and rubric version, those of
+- `label_tally`: how many labels each person made on a response, per group, stage and rubric version, whether
+  they count on the case's current rubric (marked at each refresh, which every rubric change runs), those of
   them no check label of the group answers yet, and of the annotation labels that count on the current rubric,
   those whose decision's gold differs and those whose decision has no gold yet;
+- `label_totals`: those tallies summed per person, group and stage, apart for labels that count on the current
+  rubric and those that do not (the checker's annotator list and the admin's totals read a few rows);
 - `response_status`: per response, from the labels that count on the current rubric only, the decisions both
   groups labeled, those where the groups' final labels differ, those still unresolved and those with gold;
+- `adjudication_ready`: the responses each group's labels are ready on for adjudication (done and all checked);
 - on each labeling assignment, the state of its group's labels (`label_status`), how many count on the current
   rubric and that rubric's size.
 
@@ -25,18 +29,23 @@ from db.counts.read import (
     ResponseFigures,
     annotation_counts,
     feedback_tally,
+    labels_by_stage,
+    person_totals,
     ready_for_adjudication,
     responses_with_unresolved,
     tally,
+    unresolved_figures,
     unresolved_total,
 )
 from db.counts.recount import (
     kept_ready,
     kept_status,
     kept_tally,
+    kept_totals,
     recount_ready,
     recount_status,
     recount_tally,
+    recount_totals,
     recounted_tally,
 )
 from db.counts.state import DONE, PARTIAL, STALE, TODO, WAITING, label_status
@@ -72,6 +81,7 @@ __all__ = [
     "status_of_labels",
     "ResponseFigures",
     "unresolved_total",
+    "unresolved_figures",
     "responses_with_unresolved",
     "tally",
     "feedback_tally",
@@ -84,4 +94,8 @@ __all__ = [
     "ready_for_adjudication",
     "kept_ready",
     "recount_ready",
+    "person_totals",
+    "labels_by_stage",
+    "kept_totals",
+    "recount_totals",
 ]

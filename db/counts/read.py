@@ -13,8 +13,7 @@ from sqlalchemy import func, select
 from sqlmodel import Session
 
 from db.counts.recount import recount_status, recounted_tally
-from db.counts.tables import READY, STATUS, STATUS_COLUMNS, TALLY
-from db.store.current_rubric import counts_sql
+from db.counts.tables import READY, STATUS, STATUS_COLUMNS, TALLY, TOTALS
 from db.store.models import NO_RUBRIC_VERSION, Stage
 
 
@@ -37,6 +36,19 @@ def unresolved_total(session: Session, *, recount: bool = False) -> int:
         select(func.coalesce(func.sum(STATUS.c.n_unresolved), 0)).where(STATUS.c.n_unresolved > 0)
     ).scalar_one()
     return int(total)
+
+
+def unresolved_figures(session: Session, *, recount: bool = False) -> tuple[int, int]:
+    """(`unresolved_total`, the number of responses holding those decisions) in one aggregate of the kept status rows:
+    the admins' sidebar reads two numbers, not every response's figures."""
+    if recount:
+        frame = recount_status(session)
+        unresolved = frame["n_unresolved"][frame["n_unresolved"] > 0]
+        return int(unresolved.sum()), int(len(unresolved))
+    decisions, responses = session.execute(
+        select(func.coalesce(func.sum(STATUS.c.n_unresolved), 0), func.count()).where(STATUS.c.n_unresolved > 0)
+    ).one()
+    return int(decisions), int(responses)
 
 
 def responses_with_unresolved(session: Session, *, recount: bool = False) -> list[ResponseFigures]:
@@ -65,16 +77,26 @@ def tally(*, stage: str, group_no: int, user_id: int | None = None, counting: bo
     if user_id is not None:
         filters.append(TALLY.c.user_id == user_id)
     if counting:
-        filters.append(counts_sql(TALLY.c.rubric_version_id))  # NO_RUBRIC_VERSION names no version
+        # Kept on the row as of its last refresh (every change of a current rubric refreshes its responses): no
+        # read of every case's current rubric.
+        filters.append(TALLY.c.counting)
     columns = (TALLY.c.response_id, TALLY.c.user_id, TALLY.c.rubric_version_id, TALLY.c.n)
     return select(*columns).where(*filters).subquery("tally")
 
 
 def feedback_tally(*, user_id: int, group_no: int):
     """One annotator's annotation labels per (response, rubric version), as a subquery with the columns
-    response_id, rubric_version_id, n, n_gold_differs, n_no_gold (the annotator's feedback figures)."""
+    response_id, rubric_version_id, counting (whether they count on the current rubric), n, n_gold_differs,
+    n_no_gold (the annotator's feedback figures)."""
     return (
-        select(TALLY.c.response_id, TALLY.c.rubric_version_id, TALLY.c.n, TALLY.c.n_gold_differs, TALLY.c.n_no_gold)
+        select(
+            TALLY.c.response_id,
+            TALLY.c.rubric_version_id,
+            TALLY.c.counting,
+            TALLY.c.n,
+            TALLY.c.n_gold_differs,
+            TALLY.c.n_no_gold,
+        )
         .where(TALLY.c.stage == Stage.annotation.value, TALLY.c.group_no == group_no, TALLY.c.user_id == user_id)
         .subquery("tally")
     )
@@ -103,3 +125,29 @@ def ready_for_adjudication(*, group_no: int):
     """The responses whose group `group_no`'s labels are ready for adjudication (kept: done on the current rubric
     and all checked), as a subquery with the column response_id."""
     return select(READY.c.response_id).where(READY.c.group_no == group_no).subquery("ready")
+
+
+def person_totals(*, stage: str, group_no: int):
+    """Each person's labels of one stage and group that count on the current rubric, summed over their responses
+    (kept in `label_totals`), as a subquery with the columns user_id, n_responses, n_labels."""
+    return (
+        select(TOTALS.c.user_id, TOTALS.c.n_responses, TOTALS.c.n_labels)
+        .where(TOTALS.c.stage == stage, TOTALS.c.group_no == group_no, TOTALS.c.counting, TOTALS.c.n_labels > 0)
+        .subquery("totals")
+    )
+
+
+def labels_by_stage(session: Session) -> tuple[dict[str, int], int]:
+    """Labels that count on the current rubric per stage, and those made on an older version (kept totals)."""
+    by_stage: dict[str, int] = {}
+    older = 0
+    for stage, counting, n in session.execute(
+        select(TOTALS.c.stage, TOTALS.c.counting, func.sum(TOTALS.c.n_labels)).group_by(
+            TOTALS.c.stage, TOTALS.c.counting
+        )
+    ).all():
+        if counting:
+            by_stage[str(stage)] = by_stage.get(str(stage), 0) + int(n)
+        else:
+            older += int(n)
+    return by_stage, older

@@ -11,7 +11,7 @@ from sqlmodel import Session
 
 from db.counts.state import DONE, label_status
 from db.counts.status import label_frame, status_of_labels
-from db.counts.tables import LABEL, READY, RESPONSE, STATUS, STATUS_COLUMNS, TALLY
+from db.counts.tables import LABEL, READY, RESPONSE, STATUS, STATUS_COLUMNS, TALLY, TOTALS
 from db.store.current_rubric import counts_on_current_rubric, counts_sql, current_rubric_sizes, current_version_ids
 from db.store.models import NO_RUBRIC_VERSION, Stage
 
@@ -112,3 +112,31 @@ def recount_ready(session: Session) -> list[tuple[int, int]]:
         if state == DONE and checked:
             ready.append((int(response_id), int(group_no)))
     return sorted(ready)
+
+
+def kept_totals(session: Session) -> list[tuple]:
+    """Every `label_totals` row with labels as (group_no, stage, user_id, counting, n_responses, n_labels), sorted."""
+    columns = [TOTALS.c[name] for name in ("group_no", "stage", "user_id", "counting", "n_responses", "n_labels")]
+    rows = session.execute(select(*columns).where(TOTALS.c.n_labels != 0)).all()
+    return sorted((int(g), str(s), int(u), bool(c), int(r), int(n)) for g, s, u, c, r, n in rows)
+
+
+def recount_totals(session: Session) -> list[tuple]:
+    """`kept_totals` counted from every label, whether each counts read from the current rubrics."""
+    counting = counts_sql(LABEL.c.rubric_version_id)
+    rows = session.execute(
+        select(
+            LABEL.c.group_no,
+            LABEL.c.stage,
+            LABEL.c.user_id,
+            LABEL.c.rubric_version_id.is_not(None) & counting,
+            LABEL.c.response_id,
+        )
+    ).all()
+    responses: dict[tuple, set[int]] = {}
+    labels: dict[tuple, int] = {}
+    for group_no, stage, user_id, counts_now, response_id in rows:
+        key = (int(group_no), str(stage), int(user_id), bool(counts_now))
+        responses.setdefault(key, set()).add(int(response_id))
+        labels[key] = labels.get(key, 0) + 1
+    return sorted((*key, len(responses[key]), labels[key]) for key in labels)

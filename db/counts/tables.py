@@ -5,10 +5,11 @@ from __future__ import annotations
 from sqlalchemy.engine import Connection
 from sqlmodel import Session, SQLModel
 
-from db.store.models import AdjudicationReady, LabelTally, ResponseStatus
+from db.store.models import AdjudicationReady, LabelTally, LabelTotal, ResponseStatus
 
 LABEL = SQLModel.metadata.tables["label"]
 TALLY = SQLModel.metadata.tables[LabelTally.__tablename__]
+TOTALS = SQLModel.metadata.tables[LabelTotal.__tablename__]
 STATUS = SQLModel.metadata.tables[ResponseStatus.__tablename__]
 READY = SQLModel.metadata.tables[AdjudicationReady.__tablename__]
 RESPONSE = SQLModel.metadata.tables["response"]

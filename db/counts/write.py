@@ -2,7 +2,7 @@
 calls one of these inside its own transaction, before it returns, so the figures are never ahead or behind.
 
 - `refresh(session, response_ids)`: the responses whose labels changed (a save, a check, an adjudication, an
-  import): their tally rows, their status, the state of their labeling assignments and whether each group's
+  import): their tally rows and what they add to each person's totals, their status, the state of their labeling assignments and whether each group's
   labels on them are ready for adjudication;
 - `refresh_assignments(session, response_ids)`: responses that got new labeling assignments: their state;
 - `refresh_cases(session, case_pks)`: cases whose current rubric changed (an approval, an imported rubric):
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import and_, bindparam, case, delete, func, insert, select, update
+from sqlalchemy import and_, bindparam, case, delete, false, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlmodel import Session
 
@@ -34,6 +34,7 @@ from db.counts.tables import (
     STATUS,
     STATUS_COLUMNS,
     TALLY,
+    TOTALS,
     connection_of,
 )
 from db.store.current_rubric import counts_on_current_rubric, current_version_ids
@@ -71,10 +72,12 @@ def refresh(
     if isinstance(session_or_connection, Session):
         session_or_connection.flush()
     connection = connection_of(session_or_connection)
+    moved: TotalChanges = {}
     for start in range(0, len(ids), REFRESH_CHUNK):
         chunk = ids[start : start + REFRESH_CHUNK]
         _lock_responses(connection, [rid for rid in chunk if rid not in held])
-        _refresh_tally_chunk(connection, chunk)
+        rubrics = _current_rubrics(connection, chunk, known)
+        _add_changes(moved, _refresh_tally_chunk(connection, chunk, rubrics))
         if start == 0 and len(ids) > REFRESH_CHUNK and connection.dialect.name == "postgresql":
             # The gold figures below are written a tally row at a time. A tally PostgreSQL has no statistics of
             # (filled in this transaction: an import, a build) looks to it as if (group, stage) picked out one
@@ -83,11 +86,13 @@ def refresh(
             # transaction's rows and costs a sample of them, once per large refresh.
             connection.exec_driver_sql(f"ANALYZE {TALLY.name}")
         # One read of the chunk's labels that count serves both the gold figures and the response status.
-        rubrics = _current_rubrics(connection, chunk, known)
         counted = _counted_labels(connection, chunk, rubrics)
         _refresh_gold_figures(connection, chunk, rubrics, counted)
         _refresh_status_chunk(connection, chunk, counted)
         _refresh_assignment_chunk(connection, chunk, rubrics)
+    # The totals last, once: on PostgreSQL their rows are locked after every response row this refresh locks, so
+    # a writer holding a response never waits for a totals row held by one waiting for that response.
+    _move_totals(connection, moved)
 
 
 def refresh_assignments(session_or_connection: Session | Connection, response_ids: Iterable[int | None]) -> None:
@@ -133,20 +138,32 @@ def _lock_responses(connection: Connection, response_ids: list[int]) -> None:
     )
 
 
-def _refresh_tally_chunk(connection: Connection, chunk: list[int]) -> None:
+def _refresh_tally_chunk(connection: Connection, chunk: list[int], rubrics: Rubrics | None = None) -> TotalChanges:
+    """Rewrites the tally rows of `chunk`; returns how `label_totals` moves with them (`_move_totals` applies it).
+    `rubrics`: the chunk's `_current_rubrics` when the caller has read them already."""
     # An annotation label is unchecked while its group has no check label on the same criterion made on the same
     # rubric version (the label check's queue; db.access.independence's "check pending"): a check on an older version
     # counts no more than the label it checked. (response, criterion, stage, group) is unique, so the outer join
     # adds at most one row per label.
-    connection.execute(delete(TALLY).where(TALLY.c.response_id.in_(chunk)))
+    if rubrics is None:
+        rubrics = _current_rubrics(connection, chunk, {})
+    # The rows taken away say what they added to the totals, the rows written what they add (RETURNING: no
+    # statement of its own).
+    returned = (TALLY.c.response_id, TALLY.c.group_no, TALLY.c.stage, TALLY.c.user_id, TALLY.c.counting, TALLY.c.n)
+    before = connection.execute(delete(TALLY).where(TALLY.c.response_id.in_(chunk)).returning(*returned)).all()
     check = LABEL.alias("check_label")
     version = func.coalesce(LABEL.c.rubric_version_id, NO_RUBRIC_VERSION)
     unchecked = func.sum(case((check.c.id.is_(None) & (LABEL.c.stage == Stage.annotation.value), 1), else_=0))
+    # A label's version is always one of its own case's (db.store.current_rubric.counts_sql), so "one of the chunk's
+    # current versions" is "its case's current version".
+    current = sorted({version_id for version_id, _ in rubrics.values() if version_id is not None})
+    counting = case((version.in_(current), True), else_=False) if current else false()
     keys = (LABEL.c.response_id, LABEL.c.group_no, LABEL.c.stage, LABEL.c.user_id, version)
-    connection.execute(
-        insert(TALLY).from_select(
-            ["response_id", "group_no", "stage", "user_id", "rubric_version_id", "n", "n_unchecked"],
-            select(*keys, func.count(), unchecked)
+    after = connection.execute(
+        insert(TALLY)
+        .from_select(
+            ["response_id", "group_no", "stage", "user_id", "rubric_version_id", "counting", "n", "n_unchecked"],
+            select(*keys, counting, func.count(), unchecked)
             .select_from(
                 LABEL.outerjoin(
                     check,
@@ -163,6 +180,75 @@ def _refresh_tally_chunk(connection: Connection, chunk: list[int]) -> None:
             .where(LABEL.c.response_id.in_(chunk))
             .group_by(*keys),
         )
+        .returning(*returned)
+    ).all()
+    changes = _person_totals(after)
+    for key, (responses, n) in _person_totals(before).items():
+        _add_changes(changes, {key: (-responses, -n)})
+    return changes
+
+
+#: (group_no, stage, user_id, counting): a row of `label_totals`.
+TotalKey = tuple[int, str, int, bool]
+#: How `label_totals` rows move: key -> (responses, labels) to add (negative: to take away).
+TotalChanges = dict[TotalKey, tuple[int, int]]
+
+
+def _add_changes(into: TotalChanges, changes: Mapping[TotalKey, tuple[int, int]]) -> None:
+    for key, (responses, n) in changes.items():
+        had = into.get(key, (0, 0))
+        into[key] = (had[0] + responses, had[1] + n)
+
+
+def _person_totals(rows: Iterable[Any]) -> dict[TotalKey, tuple[int, int]]:
+    """(response_id, group_no, stage, user_id, counting, n) rows summed per `label_totals` key: (responses, labels)."""
+    responses: dict[TotalKey, set[int]] = {}
+    labels: dict[TotalKey, int] = {}
+    for response_id, group_no, stage, user_id, counting, n in rows:
+        key = (int(group_no), str(stage), int(user_id), bool(counting))
+        responses.setdefault(key, set()).add(int(response_id))
+        labels[key] = labels.get(key, 0) + int(n)
+    return {key: (len(responses[key]), labels[key]) for key in labels}
+
+
+def _move_totals(connection: Connection, changes: Mapping[TotalKey, tuple[int, int]]) -> None:
+    """Adds `changes` to `label_totals` (rows that change by nothing are not touched).
+
+    A chunk's `before` is what its rows added, since its responses are locked (or SQLite's writer is alone). The
+    rows move in key order: two writers moving the same rows take their locks in one order.
+    """
+    rows = [
+        {
+            "group_no": key[0],
+            "stage": key[1],
+            "user_id": key[2],
+            "counting": key[3],
+            "n_responses": responses,
+            "n_labels": n,
+        }
+        for key, (responses, n) in sorted(changes.items())
+        if responses or n
+    ]
+    if rows:
+        connection.execute(_add_to_totals(connection.dialect.name), rows)
+
+
+@lru_cache(maxsize=4)
+def _add_to_totals(dialect: str):
+    """INSERT … ON CONFLICT (key) DO UPDATE SET n = n + the change: a row is created or moved in one statement."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        statement: Any = postgresql.insert(TOTALS)
+    elif dialect == "sqlite":
+        from sqlalchemy.dialects import sqlite
+
+        statement = sqlite.insert(TOTALS)
+    else:
+        raise NotImplementedError(f"kept figures on {dialect}")
+    return statement.on_conflict_do_update(
+        index_elements=[TOTALS.c.group_no, TOTALS.c.stage, TOTALS.c.user_id, TOTALS.c.counting],
+        set_={name: TOTALS.c[name] + statement.excluded[name] for name in ("n_responses", "n_labels")},
     )
 
 
@@ -352,6 +438,7 @@ def rebuild_all(session_or_connection: Session | Connection) -> None:
     """Rewrites every kept figure (a repair)."""
     connection = connection_of(session_or_connection)
     connection.execute(delete(TALLY))
+    connection.execute(delete(TOTALS))
     connection.execute(delete(STATUS))
     connection.execute(delete(READY))
     refresh(session_or_connection, connection.execute(select(LABEL.c.response_id).distinct()).scalars())
@@ -371,11 +458,14 @@ def rebuild_status(connection: Connection) -> None:
 
 
 def rebuild_tally(connection: Connection) -> None:
-    """Rewrites the whole label tally (a migration)."""
+    """Rewrites the whole label tally and the totals kept from it (a migration)."""
     connection.execute(delete(TALLY))
+    connection.execute(delete(TOTALS))
+    moved: TotalChanges = {}
     for chunk in _every_labeled_chunk(connection):
-        _refresh_tally_chunk(connection, chunk)
+        _add_changes(moved, _refresh_tally_chunk(connection, chunk))
         _refresh_gold_figures(connection, chunk)
+    _move_totals(connection, moved)
 
 
 def rebuild_assignments(session_or_connection: Session | Connection) -> None:

@@ -15,7 +15,7 @@ Every rule of the checker's side lives here, so a page (or a crafted request) ca
 May import: db.labeling, db.rubrics, db.access, db.counts, db.store, db.rules.
 """
 
-from db.access.independence import ready_for_adjudication, take_into_adjudication
+from db.access.independence import count_ready_for_adjudication, ready_for_adjudication, take_into_adjudication
 from db.review.adjudication import (
     AdjudicationCell,
     AdjudicationInput,
@@ -102,6 +102,7 @@ __all__ = [
     "adjudication_view",
     "approve_rubric",
     "check_annotators",
+    "count_ready_for_adjudication",
     "check_queue",
     "check_queue_counts",
     "check_queue_page",

@@ -81,9 +81,7 @@ def my_open_disagreements(session: Session, user: User, *, recount: bool = False
 
 def all_open_disagreements(session: Session, *, recount: bool = False) -> OpenDisagreements:
     """Every response's: the admins' figure."""
-    return OpenDisagreements(
-        unresolved_count(session, recount=recount), len(counts.responses_with_unresolved(session, recount=recount))
-    )
+    return OpenDisagreements(*counts.unresolved_figures(session, recount=recount))
 
 
 @dataclass(frozen=True)

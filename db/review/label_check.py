@@ -54,20 +54,19 @@ def check_annotators(session: Session, user: User, *, recount: bool = False) -> 
     `recount`: counted from the labels instead of the kept tally (db.counts), as every `recount` below."""
     authorize(user, LabelPolicy.read_checks())
     group = _group_of(user)
-    tally = counts.tally(stage=Stage.annotation.value, group_no=group, recount=recount)
-    rows = session.execute(
-        select(
-            col(User.id),
-            col(User.username),
-            col(User.display_name),
-            func.count(func.distinct(tally.c.response_id)),
-            func.sum(tally.c.n),
+    people = (col(User.id), col(User.username), col(User.display_name))
+    if recount:
+        tally = counts.tally(stage=Stage.annotation.value, group_no=group, recount=True)
+        statement = (
+            select(*people, func.count(func.distinct(tally.c.response_id)), func.sum(tally.c.n))
+            .join(tally, tally.c.user_id == User.id)
+            .group_by(*people)
         )
-        .join(tally, tally.c.user_id == User.id)
-        .where(col(User.id) != user.id)
-        .group_by(col(User.id), col(User.username), col(User.display_name))
-        .order_by(User.username)
-    ).all()
+    else:
+        # Kept per person (db.counts' label totals): a few rows, however many labels the group has.
+        totals = counts.person_totals(stage=Stage.annotation.value, group_no=group)
+        statement = select(*people, totals.c.n_responses, totals.c.n_labels).join(totals, totals.c.user_id == User.id)
+    rows = session.execute(statement.where(col(User.id) != user.id).order_by(User.username)).all()
     return [
         AnnotatorSummary(uid, name, display or name, int(n_resp), int(n_lab))
         for uid, name, display, n_resp, n_lab in rows
@@ -94,11 +93,13 @@ def _own_responses(group: int, annotator_id: int, recount: bool):
     )
 
 
-def _checked_per_response(group: int, recount: bool):
-    """response_id, n: the group's check labels per response."""
+def _checked_per_response(group: int, recount: bool, own):
+    """response_id, n: the group's check labels per response, of the responses of `own` (`_own_responses`) only:
+    the annotator's queue looks up its own responses, not the whole group's checks."""
     check_tally = counts.tally(stage=Stage.check.value, group_no=group, recount=recount)
     return (
         select(check_tally.c.response_id, func.sum(check_tally.c.n).label("n"))
+        .where(check_tally.c.response_id.in_(select(own.c.response_id)))
         .group_by(check_tally.c.response_id)
         .subquery("checked")
     )
@@ -111,7 +112,7 @@ _QUEUE_ORDER = (Case.case_id, Response.code)
 def _queue_rows(group: int, annotator_id: int, recount: bool):
     """response_id, code, case_id, n_labels, n_checked of the annotator's whole queue, in queue order."""
     own = _own_responses(group, annotator_id, recount)
-    checked = _checked_per_response(group, recount)
+    checked = _checked_per_response(group, recount, own)
     return (
         select(own.c.response_id, col(Response.code), col(Case.case_id), own.c.n, checked.c.n)
         .join(Response, Response.id == own.c.response_id)
@@ -262,7 +263,7 @@ def check_queue_counts(
         return len(items), sum(1 for item in items if _fully_checked(item))
     group = _group_of(user)
     own = _own_responses(group, annotator_id, recount)
-    checked = _checked_per_response(group, recount)
+    checked = _checked_per_response(group, recount, own)
     done = sql_case((func.coalesce(checked.c.n, 0) >= own.c.n, 1), else_=0)
     # Every tally row's response exists with its case (foreign keys): no join needed to count them.
     total, n_done = session.execute(

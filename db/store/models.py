@@ -115,6 +115,10 @@ class Assignment(SQLModel, table=True):
         Index("ix_assignment_user_kind", "user_id", "kind"),
         # a round's assignments (`created_at` of one run): whether a group has any, an index probe per round
         Index("ix_assignment_round", "created_at", "kind", "group_no"),
+        # whether a case has assignments of a kind (the admin's list, a page of cases in case order): one probe
+        Index("ix_assignment_case_kind", "case_pk", "kind"),
+        # assigned and done per person (the progress page): counted from this index alone, not the table's rows
+        Index("ix_assignment_progress", "kind", "user_id", "group_no", "label_status"),
     )
 
     id: int = Field(default=None, primary_key=True)
@@ -209,7 +213,7 @@ class AuditLog(SQLModel, table=True):
 
     id: int = Field(default=None, primary_key=True)
     at: datetime = Field(default_factory=utcnow)
-    actor: str = Field(max_length=64)
+    actor: str = Field(max_length=64, index=True)
     action: str = Field(max_length=32)
     entity: str = Field(max_length=32, index=True)
     entity_key: str = Field(max_length=255)
@@ -369,12 +373,29 @@ class LabelTally(SQLModel, table=True):
     # the rubric version the labels were made against; NO_RUBRIC_VERSION for labels without one (old imports)
     rubric_version_id: int = Field(primary_key=True)
     n: int
+    # whether these labels count on the case's current rubric (db.store.current_rubric) as of the last refresh:
+    # what `label_totals` added them under, so a refresh after a new rubric takes away what was added
+    counting: bool = Field(default=True)
     # of the annotation labels, those their group has no check label for yet (the check is pending)
     n_unchecked: int = Field(default=0)
     # of the annotation labels that count on the case's current rubric, those whose decision's gold (db.rules.gold, from
     # the decision's counting labels) differs from the label, and those whose decision has no gold yet (feedback)
     n_gold_differs: int = Field(default=0)
     n_no_gold: int = Field(default=0)
+
+
+class LabelTotal(SQLModel, table=True):
+    """Kept figure (db/counts): one person's labels of a group and stage, summed over their responses, those that
+    count on the current rubric apart from those that do not (the admin's totals, the checker's annotator list)."""
+
+    __tablename__ = "label_totals"
+
+    group_no: int = Field(primary_key=True)
+    stage: str = Field(max_length=16, primary_key=True)
+    user_id: int = Field(foreign_key="user.id", primary_key=True)
+    counting: bool = Field(primary_key=True)
+    n_responses: int = Field(description="responses with such labels")
+    n_labels: int = Field(description="labels")
 
 
 class ResponseStatus(SQLModel, table=True):

@@ -442,7 +442,17 @@ def list_assignments(
         .limit(limit)
     )
     if username:
+        # One person's assignments, through the (user, kind) index: theirs are sorted, not everyone's.
         statement = statement.where(col(User.username) == username)
+    else:
+        # Everyone's: the first `limit` rows in (case, response, group) order lie in the first `limit` cases that
+        # have an assignment of this kind, found in case order through the case_id index, so the page sorts the
+        # assignments of a page of cases rather than every assignment of the round.
+        held = sa_select(col(Assignment.id)).where(
+            col(Assignment.case_pk) == col(Case.id), col(Assignment.kind) == kind
+        )
+        first_cases = sa_select(col(Case.id)).where(held.exists()).order_by(col(Case.case_id)).limit(limit)
+        statement = statement.where(col(Assignment.case_pk).in_(first_cases))
     return [
         dict(id=row[0], case_id=row[1], response=row[2], model=row[3], user=row[4], group=row[5], created_at=row[6])
         for row in session.execute(statement).all()

@@ -48,7 +48,7 @@ from db.access.policies import FeedbackPolicy, authorize
 from db.rubrics.authoring import CaseView, case_view
 from db.rules import gold as gold_rule
 from db.rules.errors import NotFound, ValidationFailed
-from db.store.current_rubric import counts_on_current_rubric, counts_sql, current_rubric_sizes, current_version_ids
+from db.store.current_rubric import counts_on_current_rubric, current_rubric_sizes, current_version_ids
 from db.store.models import (
     Assignment,
     AssignmentKind,
@@ -354,7 +354,7 @@ def my_feedback(session: Session, user: User, *, page: int = 0, page_size: int |
         .join(Case, col(Case.id) == col(Response.case_pk))
         .where(
             _in_open_round(user, tally.c.response_id),
-            counts_sql(tally.c.rubric_version_id),  # NO_RUBRIC_VERSION names no version: it never counts
+            tally.c.counting,  # kept on the tally row: whether its labels count on the current rubric
         )
         .subquery("counted")
     )

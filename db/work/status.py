@@ -5,35 +5,24 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlmodel import Session, col
 
-from db.store.current_rubric import counts_sql
+from db import counts as kept_counts
 from db.store.judges import judge_names
-from db.store.models import Case, Criterion, JudgeDecision, LabelTally, Response, RubricStatus, RubricVersion, User
+from db.store.models import Case, Criterion, JudgeDecision, Response, RubricStatus, RubricVersion, User
 
 
-def counts(session: Session) -> dict:
-    def count(statement) -> int:
-        return int(session.execute(statement).scalar_one())
+def _count(session: Session, statement) -> int:
+    return int(session.execute(statement).scalar_one())
 
-    # Summed from the kept tally (db/counts, ~30x fewer rows than the label table), exact all the same.
-    # `labels` counts the labels that count (made on their case's current rubric, db.store.current_rubric);
-    # `labels.on_older_rubric` the rows kept from older versions, so nothing is hidden.
-    counting = counts_sql(LabelTally.rubric_version_id)
-    labels_by_stage = {
-        stage: int(n)
-        for stage, n in session.execute(
-            select(col(LabelTally.stage), func.sum(col(LabelTally.n))).where(counting).group_by(col(LabelTally.stage))
-        ).all()
-    }
-    on_older_rubric = count(select(func.coalesce(func.sum(LabelTally.n), 0)).where(~counting))
+
+def overview(session: Session) -> dict:
+    """Cases, responses, labels and accounts: what the admin's pages show on every visit, a few rows read each."""
+    # Labels are summed from the kept per-person totals (db.counts, a few rows however many labels), exact all
+    # the same. `labels` counts the labels that count (made on their case's current rubric,
+    # db.store.current_rubric); `labels.on_older_rubric` the rows kept from older versions, so nothing is hidden.
+    labels_by_stage, on_older_rubric = kept_counts.labels_by_stage(session)
     return {
-        "cases": count(select(func.count()).select_from(Case)),
-        "criteria": count(
-            select(func.count())
-            .select_from(Criterion)
-            .join(RubricVersion, col(Criterion.rubric_version_id) == col(RubricVersion.id))
-            .where(col(RubricVersion.status) == RubricStatus.approved)
-        ),
-        "responses": count(select(func.count()).select_from(Response)),
+        "cases": _count(session, select(func.count()).select_from(Case)),
+        "responses": _count(session, select(func.count()).select_from(Response)),
         "labels": {
             "total": sum(labels_by_stage.values()),
             "annotation": labels_by_stage.get("annotation", 0),
@@ -41,9 +30,28 @@ def counts(session: Session) -> dict:
             "adjudication": labels_by_stage.get("adjudication", 0),
             "on_older_rubric": on_older_rubric,
         },
-        "judge_decisions": count(select(func.count()).select_from(JudgeDecision)),
-        "users": count(select(func.count()).select_from(User)),
+        "users": _count(session, select(func.count()).select_from(User)),
     }
 
 
-__all__ = ["counts", "judge_names"]
+def judge_decision_count(session: Session) -> int:
+    """Every judge decision in the database (a count of the whole table: millions of rows at full scale)."""
+    return _count(session, select(func.count()).select_from(JudgeDecision))
+
+
+def counts(session: Session) -> dict:
+    """Row counts of the main tables (`clinconsensus status`): `overview` with criteria and judge decisions."""
+    criteria = (
+        select(func.count())
+        .select_from(Criterion)
+        .join(RubricVersion, col(Criterion.rubric_version_id) == col(RubricVersion.id))
+        .where(col(RubricVersion.status) == RubricStatus.approved)
+    )
+    return {
+        **overview(session),
+        "criteria": _count(session, criteria),
+        "judge_decisions": judge_decision_count(session),
+    }
+
+
+__all__ = ["counts", "judge_decision_count", "judge_names", "overview"]

@@ -11,10 +11,10 @@ older than every approved version of its case (its rubric's times were recorded 
 of cases and labels in one go can do) gets the case's first approved version, the only one it can have
 been made on. A case without any approved version leaves its labels without a version: they count
 nowhere, like any label on an older version, and stay readable.
-Which labels count changes with the stamps, so every kept figure is rebuilt here by today's
-db/counts (the rebuild revision 0010 did moves to this newest revision that changes what it reads);
-the assignments' states are rebuilt by revision 0021, since that rebuild now also writes the table
-0021 adds.
+Which labels count changes with the stamps, so the responses' status is rebuilt here by today's
+db/counts; the label tally is rebuilt by revision 0022 and the assignments' states after it, since those
+rebuilds now also write the column and tables the later revisions add (a rebuild runs in the newest
+revision that changes what it writes).
 Downgrading keeps the stamps: revision 0010's rule counts a stamped label as it counted an unstamped one
 as long as its version is current.
 """
@@ -46,7 +46,6 @@ def upgrade() -> None:
 
     from db import counts
 
-    counts.rebuild_tally(bind)  # with the gold figures
     counts.rebuild_status(bind)
 
 

@@ -7,7 +7,8 @@ A checker takes into adjudication the responses on which their group's annotatio
 current rubric, none on an older version, and are all checked. The list was counted from the whole group's
 label tally on every visit of the adjudication page, which grew with the data; db/counts now keeps one row
 per ready (response, group) as labels, assignments and current rubrics change. The rows, and the states of
-the labeling assignments the same rebuild writes, are computed here by today's db/counts.
+the labeling assignments the same rebuild writes, are computed by revision 0022 (today's db/counts, after the
+tally they are read from is rebuilt there).
 """
 
 import sqlalchemy as sa
@@ -29,10 +30,6 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("adjudication_ready", schema=None) as batch_op:
         batch_op.create_index("ix_adjudication_ready_group", ["group_no", "response_id"], unique=False)
-
-    from db import counts
-
-    counts.rebuild_assignments(op.get_bind())
 
 
 def downgrade() -> None:

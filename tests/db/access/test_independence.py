@@ -161,6 +161,8 @@ def test_annotators_and_admins_never_reach_adjudication(engine):
                 review.adjudication_view(s, user, response_id)
             with pytest.raises(PermissionDenied):
                 review.adjudication_queue(s, user)
+            with pytest.raises(PermissionDenied):
+                review.count_ready_for_adjudication(s, user)
 
 
 def test_a_partly_checked_response_still_waits(engine):
@@ -258,6 +260,8 @@ def test_the_kept_ready_list_equals_a_count_from_every_label(engine):
                 checker = s.get(User, ids[name])
                 kept = independence.ready_for_adjudication(s, checker)
                 assert kept == independence.ready_for_adjudication(s, checker, recount=True), name
+                # The page's number, counted without the list, is the list's length.
+                assert independence.count_ready_for_adjudication(s, checker) == len(kept), name
 
     assert_same()
     for key in ((1, "m-a"), (1, "m-b"), (1, "m-c"), (2, "m-b")):

@@ -49,9 +49,8 @@ def expected_status(rows) -> dict[int, tuple[int, int, int, int]]:
     return {rid: tuple(v) for rid, v in out.items()}
 
 
-def counting_label_rows(s) -> list[tuple]:
-    """(response_id, criterion_id, stage, group_no, met) of the labels made on their case's newest approved
-    rubric version (docs/REFERENCE.md §4, "Labels that count"), read plainly from the rows."""
+def _newest_approved(s) -> dict[int, tuple[int, int]]:
+    """case_pk -> (version, id) of its newest approved rubric version."""
     newest: dict[int, tuple[int, int]] = {}
     for case_pk, version, version_id in s.execute(
         select(RubricVersion.case_pk, RubricVersion.version, RubricVersion.id).where(
@@ -60,6 +59,28 @@ def counting_label_rows(s) -> list[tuple]:
     ).all():
         if case_pk not in newest or version > newest[case_pk][0]:
             newest[case_pk] = (version, version_id)
+    return newest
+
+
+def expected_totals(s) -> list[tuple]:
+    """(group_no, stage, user_id, counts, responses, labels) per person, group, stage and whether the labels were
+    made on their case's newest approved rubric, read plainly from the rows."""
+    newest = _newest_approved(s)
+    responses: dict[tuple, set] = {}
+    for r in s.execute(
+        select(
+            Label.response_id, Label.group_no, Label.stage, Label.user_id, Label.rubric_version_id, Response.case_pk
+        ).join(Response, Response.id == Label.response_id)
+    ).all():
+        counting = r.rubric_version_id is not None and r.rubric_version_id == newest.get(r.case_pk, (0, None))[1]
+        responses.setdefault((r.group_no, str(r.stage), r.user_id, counting), []).append(r.response_id)
+    return sorted((*key, len(set(ids)), len(ids)) for key, ids in responses.items())
+
+
+def counting_label_rows(s) -> list[tuple]:
+    """(response_id, criterion_id, stage, group_no, met) of the labels made on their case's newest approved
+    rubric version (docs/REFERENCE.md §4, "Labels that count"), read plainly from the rows."""
+    newest = _newest_approved(s)
     rows = s.execute(
         select(
             Label.response_id,
@@ -85,9 +106,14 @@ def assert_kept_matches_labels(engine) -> dict:
         )
         status = {int(row[0]): tuple(int(v) for v in row[1:]) for row in counts.kept_status(s).itertuples(index=False)}
         assert counts.kept_tally(s) == sorted((*key, n) for key, n in tally.items())
+        assert counts.kept_totals(s) == expected_totals(s)
         expected = expected_status(rows)
         assert status == expected
         assert review.unresolved_count(s) == sum(v[2] for v in expected.values())
+        # The admins' sidebar: those decisions and the responses holding them, kept and recounted.
+        open_ones = (sum(v[2] for v in expected.values()), sum(1 for v in expected.values() if v[2]))
+        kept, recounted = review.all_open_disagreements(s), review.all_open_disagreements(s, recount=True)
+        assert (kept.decisions, kept.responses) == (recounted.decisions, recounted.responses) == open_ones
     return expected
 
 

@@ -62,9 +62,9 @@ def _recounted_states(s) -> dict[int, tuple[str, int, int]]:
     return out
 
 
-def _kept_rows(s) -> tuple[list, list, dict, list]:
-    """Every kept row: the tally, the response status, the labeling assignments' state and the responses ready
-    for adjudication."""
+def _kept_rows(s) -> tuple[list, list, dict, list, list]:
+    """Every kept row: the tally, the response status, the labeling assignments' state, the responses ready
+    for adjudication and the per-person totals."""
     tally = sorted(tuple(row) for row in s.execute(select(*LabelTally.__table__.c)).all())
     status = sorted(tuple(row) for row in s.execute(select(*ResponseStatus.__table__.c)).all())
     states = {
@@ -75,7 +75,7 @@ def _kept_rows(s) -> tuple[list, list, dict, list]:
             )
         ).all()
     }
-    return tally, status, states, counts.kept_ready(s)
+    return tally, status, states, counts.kept_ready(s), counts.kept_totals(s)
 
 
 def assert_kept_equals_recount(engine) -> None:
@@ -87,6 +87,7 @@ def assert_kept_equals_recount(engine) -> None:
         assert kept == sorted(recounted)
         assert _kept_rows(s)[2] == _recounted_states(s)
         assert counts.kept_ready(s) == counts.recount_ready(s)
+        assert counts.kept_totals(s) == counts.recount_totals(s)
     # The columns no reader recounts (unchecked labels, gold figures) against a rebuild, rolled back after.
     with Session(engine) as s:
         before = _kept_rows(s)

@@ -100,9 +100,12 @@ def test_a_save_sends_as_many_statements_for_one_changed_label_as_for_thirty(ses
     # 34 statements per save-and-next before; the save alone was at most 16, and the audit seal (which lets
     # `audit verify` notice entries cut from the log's end) reads and rewrites its one row in the same
     # transaction: 18 (a transaction's BEGIN/COMMIT are not statements the driver receives here); the kept
-    # responses ready for adjudication are rewritten with the assignment's state: 19.
-    assert len(first) <= 19, first
+    # responses ready for adjudication are rewritten with the assignment's state: 19. A save that adds labels
+    # moves its author's kept totals too (20); one that only changes labels leaves them as they are.
+    assert len(first) <= 20, first
+    assert sum("label_totals" in s for s in first) == 1, first
     assert len(changed_all) <= 19, changed_all
+    assert not any("label_totals" in s for s in changed_all), changed_all
     assert sum("FROM rubric_version" in s for s in changed_all) == 1, changed_all
     assert sum("FROM assignment" in s for s in changed_all) == 1, changed_all
     with engine.connect() as connection:

@@ -10,7 +10,7 @@ from sqlmodel import select
 from db.access.audit import verify_chain
 from db.labeling import draft_store as drafts
 from db.rules.errors import PermissionDenied, ValidationFailed
-from db.store.models import Assignment, AssignmentKind, AuditLog, RubricStatus, Stage
+from db.store.models import Assignment, AssignmentKind, AuditLog, Case, Response, RubricStatus, Stage
 from db.work import assignments, progress as progress_queries
 from tests.support.factories import make_case, make_label, make_response, make_user
 
@@ -286,3 +286,33 @@ def test_drafts_round_trip_per_user(session, team):
     assert drafts.load_draft(session, me, "label:R1") is None
     with pytest.raises(ValidationFailed):
         drafts.save_draft(session, me, "", {})
+
+
+def test_the_admin_list_is_the_first_assignments_in_case_response_group_order(session, team):
+    """The list reads a page of cases (db.work.assignments.list_assignments); whatever the limit, it is the first
+    rows of every assignment sorted plainly, for everyone and for one person, and cases without any are skipped."""
+    _cases_with_responses(session, n_cases=9, models=3)
+    # Cases created out of case-id order, and one case without assignments (no approved rubric) in the middle.
+    _cases_with_responses(session, n_cases=3, models=2, prefix="CA")
+    make_case(session, "CC-004x", n=0)  # no rubric: labeling skips it
+    assignments.assign_labeling(session, actor=team["admin"], annotators=_annotators(team))
+    session.commit()
+    rows = session.exec(select(Assignment).where(Assignment.kind == AssignmentKind.label)).all()
+    case_of = {case.id: case.case_id for case in session.exec(select(Case)).all()}
+    code_of = {response.id: response.code for response in session.exec(select(Response)).all()}
+    user_of = {user.id: user.username for user in team.values()}
+    everything = sorted(
+        (case_of[a.case_pk], code_of[a.response_id], a.group_no, a.id, user_of[a.user_id]) for a in rows
+    )
+    assert len(everything) == (9 * 3 + 3 * 2) * 2
+    for limit in (1, 5, 7, 13, 200):
+        for who in (None, "g1a2", "g2a1"):
+            listed = assignments.list_assignments(
+                session, actor=team["admin"], kind=AssignmentKind.label, username=who, limit=limit
+            )
+            expected = [row for row in everything if who is None or row[4] == who][:limit]
+            assert [(r["case_id"], r["response"], r["group"], r["id"], r["user"]) for r in listed] == expected
+    assert "CC-004x" not in {r["case_id"] for r in listed} and "CC-004x" in case_of.values()
+    assert assignments.list_assignments(session, actor=team["admin"], kind=AssignmentKind.rubric) == []
+    with pytest.raises(PermissionDenied):
+        assignments.list_assignments(session, actor=team["g1a1"], kind=AssignmentKind.label)
