@@ -30,6 +30,7 @@ def test_every_page_of_every_role(browser, app_server, accounts, role, group, wi
             page.get_by_text("English", exact=True).click()  # the sidebar's language switch
             wait_for_app_run(page)
         links = page.locator('[data-testid="stSidebarNav"] a')
+        links.first.wait_for()  # the language switch redraws the navigation: count its links once they are back
         paths = [urlparse(links.nth(i).get_attribute("href")).path.strip("/") for i in range(links.count())]
         assert paths, "no pages in the navigation"
         for i, path in enumerate(paths):
