@@ -2,8 +2,8 @@
 calls one of these inside its own transaction, before it returns, so the figures are never ahead or behind.
 
 - `refresh(session, response_ids)`: the responses whose labels changed (a save, a check, an adjudication, an
-  import): their tally rows and what they add to each person's totals, their status, the state of their labeling assignments and whether each group's
-  labels on them are ready for adjudication;
+  import): their tally rows and what they add to each person's totals, their status, the state of their
+  labeling assignments and whether each group's labels on them are ready for adjudication;
 - `refresh_assignments(session, response_ids)`: responses that got new labeling assignments: their state;
 - `refresh_cases(session, case_pks)`: cases whose current rubric changed (an approval, an imported rubric):
   every figure of their responses, since which labels count changed with it;
