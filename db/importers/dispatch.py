@@ -17,7 +17,7 @@ from db.importers.judge import _detect_judge_format, _import_judge_rows, _import
 from db.importers.labels import _import_labels
 from db.importers.reading import _json_lines, _Problems
 from db.importers.responses import _import_responses
-from db.importers.writing import _Run, db_time
+from db.importers.writing import _Run, collector_paused, db_time
 from db.rules.errors import DiskFull, Said
 from db.rules.progress_report import Progress, no_progress
 from db.store.engine import is_disk_full, session_scope
@@ -71,7 +71,8 @@ def import_stream(
         with session_scope(engine) as session:
             run = _new_run(session, name, actor, summary, problems, progress)
             try:
-                _read_and_write(run, kind, fmt, stream, judge, digest)
+                with collector_paused():
+                    _read_and_write(run, kind, fmt, stream, judge, digest)
                 if problems.errors:
                     raise _Refused()
                 run.finish_bulk()

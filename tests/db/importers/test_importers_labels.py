@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from sqlmodel import Session, select
 
 from db import importers
 from db.access.audit import verify_chain
 from db.importers import import_file
+from db.importers.writing import collector_paused
 from db.rules.config import RUBRIC_SIZE
 from db.store.models import NO_GROUP, AuditLog, Case, Label, Response, RubricVersion, User, utcnow
 from tests.support.factories import make_user
@@ -275,3 +278,45 @@ def test_contacts_in_notes_are_reported(prepared, tmp_path):
     summary = import_file(prepared, "labels", write_jsonl(tmp_path / "labels.jsonl", rows))
     assert summary.inserted == 1 and summary.warning_count == 1
     assert "labels.jsonl line 1: note contains a mobile phone number" in "\n".join(summary.lines())
+
+
+def test_the_collector_pauses_while_an_import_reads_and_is_restored_after(prepared, tmp_path, monkeypatch):
+    monkeypatch.setattr(importers.common, "ROW_CHUNK", 40)
+    rows = [
+        label_record(case_id, m, f"c{i:02d}", group=1, annotator="dr_a")
+        for case_id in ("CC-0001", "CC-0002")
+        for m in MODELS
+        for i in range(1, RUBRIC_SIZE + 1)
+    ]
+    collecting: list[bool] = []
+
+    def progress(done, total, unit):
+        if unit == "lines":
+            collecting.append(gc.isenabled())
+
+    assert gc.isenabled()
+    import_file(prepared, "labels", write_jsonl(tmp_path / "labels.jsonl", rows), progress=progress)
+    assert collecting and not any(collecting), "the collector runs while the lines are read"
+    assert gc.isenabled(), "the collector is back on after the import"
+
+    bad = [*rows, label_record("CC-0002", "model-b", "c31")]
+    refused(prepared, "labels", write_jsonl(tmp_path / "bad.jsonl", bad))
+    assert gc.isenabled(), "a refused import leaves the collector on"
+
+    gc.disable()
+    try:
+        import_file(prepared, "labels", write_jsonl(tmp_path / "labels.jsonl", rows))
+        assert not gc.isenabled(), "a collector the process had turned off stays off"
+    finally:
+        gc.enable()
+
+
+def test_overlapping_imports_restore_the_collector_when_the_last_ends():
+    first, second = collector_paused(), collector_paused()
+    first.__enter__()
+    second.__enter__()
+    assert not gc.isenabled()
+    first.__exit__(None, None, None)
+    assert not gc.isenabled(), "the second import is still running"
+    second.__exit__(None, None, None)
+    assert gc.isenabled()
