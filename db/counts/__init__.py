@@ -10,6 +10,8 @@ hold the figures instead, with the state of each labeling assignment:
   those whose decision's gold differs and those whose decision has no gold yet;
 - `label_totals`: those tallies summed per person, group and stage, apart for labels that count on the current
   rubric and those that do not (the checker's annotator list and the admin's totals read a few rows);
+- `judge_totals`: how many decisions each judge has (the import page's count), moved by the judge importer and
+  judge runs as they insert decisions (`add_judge_decisions`);
 - `response_status`: per response, from the labels that count on the current rubric only, the decisions both
   groups labeled, those where the groups' final labels differ, those still unresolved and those with gold;
 - `adjudication_ready`: the responses each group's labels are ready on for adjudication (done and all checked);
@@ -29,6 +31,7 @@ from db.counts.read import (
     ResponseFigures,
     annotation_counts,
     feedback_tally,
+    judge_decision_total,
     labels_by_stage,
     person_totals,
     ready_for_adjudication,
@@ -38,10 +41,12 @@ from db.counts.read import (
     unresolved_total,
 )
 from db.counts.recount import (
+    kept_judge_totals,
     kept_ready,
     kept_status,
     kept_tally,
     kept_totals,
+    recount_judge_totals,
     recount_ready,
     recount_status,
     recount_tally,
@@ -53,8 +58,10 @@ from db.counts.status import status_of_labels
 from db.counts.tables import STATUS_COLUMNS
 from db.counts.write import (
     REFRESH_CHUNK,
+    add_judge_decisions,
     rebuild_all,
     rebuild_assignments,
+    rebuild_judge_totals,
     rebuild_status,
     rebuild_tally,
     refresh,
@@ -98,4 +105,9 @@ __all__ = [
     "labels_by_stage",
     "kept_totals",
     "recount_totals",
+    "add_judge_decisions",
+    "rebuild_judge_totals",
+    "judge_decision_total",
+    "kept_judge_totals",
+    "recount_judge_totals",
 ]

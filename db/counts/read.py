@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from sqlmodel import Session
 
 from db.counts.recount import recount_status, recounted_tally
-from db.counts.tables import READY, STATUS, STATUS_COLUMNS, TALLY, TOTALS
+from db.counts.tables import JUDGE_TOTALS, READY, STATUS, STATUS_COLUMNS, TALLY, TOTALS
 from db.store.models import NO_RUBRIC_VERSION, Stage
 
 
@@ -151,3 +151,8 @@ def labels_by_stage(session: Session) -> tuple[dict[str, int], int]:
         else:
             older += int(n)
     return by_stage, older
+
+
+def judge_decision_total(session: Session) -> int:
+    """Every judge decision in the database, from the kept per-judge totals (a row per judge)."""
+    return int(session.execute(select(func.coalesce(func.sum(JUDGE_TOTALS.c.n_decisions), 0))).scalar_one())

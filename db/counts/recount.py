@@ -11,7 +11,17 @@ from sqlmodel import Session
 
 from db.counts.state import DONE, label_status
 from db.counts.status import label_frame, status_of_labels
-from db.counts.tables import LABEL, READY, RESPONSE, STATUS, STATUS_COLUMNS, TALLY, TOTALS
+from db.counts.tables import (
+    JUDGE_DECISION,
+    JUDGE_TOTALS,
+    LABEL,
+    READY,
+    RESPONSE,
+    STATUS,
+    STATUS_COLUMNS,
+    TALLY,
+    TOTALS,
+)
 from db.store.current_rubric import counts_on_current_rubric, counts_sql, current_rubric_sizes, current_version_ids
 from db.store.models import NO_RUBRIC_VERSION, Stage
 
@@ -140,3 +150,17 @@ def recount_totals(session: Session) -> list[tuple]:
         responses.setdefault(key, set()).add(int(response_id))
         labels[key] = labels.get(key, 0) + 1
     return sorted((*key, len(responses[key]), labels[key]) for key in labels)
+
+
+def kept_judge_totals(session: Session) -> list[tuple[str, int]]:
+    """Every `judge_totals` row with decisions as (judge, n_decisions), sorted."""
+    rows = session.execute(
+        select(JUDGE_TOTALS.c.judge, JUDGE_TOTALS.c.n_decisions).where(JUDGE_TOTALS.c.n_decisions != 0)
+    )
+    return sorted((str(judge), int(n)) for judge, n in rows)
+
+
+def recount_judge_totals(session: Session) -> list[tuple[str, int]]:
+    """`kept_judge_totals` counted from every judge decision."""
+    rows = session.execute(select(JUDGE_DECISION.c.judge, func.count()).group_by(JUDGE_DECISION.c.judge))
+    return sorted((str(judge), int(n)) for judge, n in rows)

@@ -28,6 +28,8 @@ from db.counts.status import label_frame, status_rows
 from db.counts.tables import (
     ASSIGNMENT,
     CRITERION,
+    JUDGE_DECISION,
+    JUDGE_TOTALS,
     LABEL,
     READY,
     RESPONSE,
@@ -102,6 +104,13 @@ def refresh_assignments(session_or_connection: Session | Connection, response_id
     if isinstance(session_or_connection, Session):
         session_or_connection.flush()
     connection = connection_of(session_or_connection)
+    if len(ids) > REFRESH_CHUNK and connection.dialect.name == "postgresql":
+        # The assignments were just written in this transaction (an admin's handout, the demo's): to a PostgreSQL
+        # with statistics of a smaller table they look like a handful of rows, it took the kind-led index for each
+        # update below and read every labeling assignment per row, so handing out work grew with the square of
+        # it (the demo's 4× build spent most of its 35 minutes here). Statistics taken here send each update
+        # through the response's index (as `refresh` does for the tally).
+        connection.exec_driver_sql(f"ANALYZE {ASSIGNMENT.name}")
     for start in range(0, len(ids), REFRESH_CHUNK):
         chunk = ids[start : start + REFRESH_CHUNK]
         # The lock `refresh` takes: a save and a rubric approval touching one response take turns.
@@ -230,25 +239,36 @@ def _move_totals(connection: Connection, changes: Mapping[TotalKey, tuple[int, i
         if responses or n
     ]
     if rows:
-        connection.execute(_add_to_totals(connection.dialect.name), rows)
+        connection.execute(_add_to(connection.dialect.name, TOTALS.name), rows)
 
 
-@lru_cache(maxsize=4)
-def _add_to_totals(dialect: str):
-    """INSERT … ON CONFLICT (key) DO UPDATE SET n = n + the change: a row is created or moved in one statement."""
+def add_judge_decisions(session_or_connection: Session | Connection, added: Mapping[str, int]) -> None:
+    """Adds the decisions a writer inserted (judge -> how many) to `judge_totals`. The judge importer and a judge
+    run call it in their own transaction after their insert; replacing a decision's answer changes no total."""
+    rows = [{"judge": judge, "n_decisions": n} for judge, n in sorted(added.items()) if n]
+    if rows:
+        connection = connection_of(session_or_connection)
+        connection.execute(_add_to(connection.dialect.name, JUDGE_TOTALS.name), rows)
+
+
+@lru_cache(maxsize=8)
+def _add_to(dialect: str, table_name: str):
+    """INSERT … ON CONFLICT (primary key) DO UPDATE SET n = n + the change, for every other column of a totals
+    table: a row is created or moved in one statement."""
+    table = TOTALS if table_name == TOTALS.name else JUDGE_TOTALS
     if dialect == "postgresql":
         from sqlalchemy.dialects import postgresql
 
-        statement: Any = postgresql.insert(TOTALS)
+        statement: Any = postgresql.insert(table)
     elif dialect == "sqlite":
         from sqlalchemy.dialects import sqlite
 
-        statement = sqlite.insert(TOTALS)
+        statement = sqlite.insert(table)
     else:
         raise NotImplementedError(f"kept figures on {dialect}")
     return statement.on_conflict_do_update(
-        index_elements=[TOTALS.c.group_no, TOTALS.c.stage, TOTALS.c.user_id, TOTALS.c.counting],
-        set_={name: TOTALS.c[name] + statement.excluded[name] for name in ("n_responses", "n_labels")},
+        index_elements=list(table.primary_key.columns),
+        set_={c.name: c + statement.excluded[c.name] for c in table.columns if not c.primary_key},
     )
 
 
@@ -442,6 +462,18 @@ def rebuild_all(session_or_connection: Session | Connection) -> None:
     connection.execute(delete(STATUS))
     connection.execute(delete(READY))
     refresh(session_or_connection, connection.execute(select(LABEL.c.response_id).distinct()).scalars())
+    rebuild_judge_totals(connection)
+
+
+def rebuild_judge_totals(connection: Connection) -> None:
+    """Rewrites `judge_totals` from every judge decision (a repair, a migration)."""
+    connection.execute(delete(JUDGE_TOTALS))
+    connection.execute(
+        insert(JUDGE_TOTALS).from_select(
+            ["judge", "n_decisions"],
+            select(JUDGE_DECISION.c.judge, func.count()).group_by(JUDGE_DECISION.c.judge),
+        )
+    )
 
 
 def _every_labeled_chunk(connection: Connection) -> Iterator[list[int]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from urllib.parse import unquote
 
 from sqlalchemy import bindparam, select, update
 
+from db import counts
 from db.access.audit_records import judge_digests_entry
 from db.importers import common, official_judgements as official
 from db.importers.common import _JUDGE_TABLE
@@ -168,6 +170,7 @@ class _JudgeWriter:
                     }
                 )
         self.inserter.insert(new_rows)
+        counts.add_judge_decisions(connection, Counter(row[0] for row in new_rows))
         if changes:
             connection.execute(
                 update(_JUDGE_TABLE)

@@ -398,6 +398,16 @@ class LabelTotal(SQLModel, table=True):
     n_labels: int = Field(description="labels")
 
 
+class JudgeTotal(SQLModel, table=True):
+    """Kept figure (db/counts): how many decisions each judge has (the import page's count reads a row per judge, not
+    millions of decisions)."""
+
+    __tablename__ = "judge_totals"
+
+    judge: str = Field(max_length=128, primary_key=True)
+    n_decisions: int = Field(description="decisions of this judge")
+
+
 class ResponseStatus(SQLModel, table=True):
     """Kept figures (db/counts) of one response: compared, differing, unresolved and gold decisions."""
 

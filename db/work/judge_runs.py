@@ -17,6 +17,7 @@ from sqlalchemy import and_, bindparam, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlmodel import Session, SQLModel
 
+from db import counts
 from db.access.audit import AuditWriter
 from db.access.audit_records import judge_digests_entry
 from db.access.policies import JudgeRunPolicy, authorize
@@ -415,6 +416,7 @@ def store_answers(session: Session, run_id: int, judge: str, actor: str, answers
                 )
         if new_rows:
             connection.execute(insert(_DECISION), new_rows)
+            counts.add_judge_decisions(connection, {judge: len(new_rows)})
         if changes:
             connection.execute(
                 update(_DECISION)

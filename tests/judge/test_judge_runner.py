@@ -23,6 +23,7 @@ from sqlmodel import Session, select
 
 from analysis.loader import load_frames
 from analysis.report import build_report
+from db import counts
 from db.rules.errors import PermissionDenied, ValidationFailed
 from db.store.models import Criterion, JudgeDecision, JudgeResult, JudgeRun, Response, RubricVersion
 from db.work import judge_runs
@@ -103,6 +104,10 @@ def test_run_grades_every_item_and_a_rerun_sends_nothing(engine, session, server
     assert server.requests == 30 and other["cached"] == 30
     session.expire_all()
     assert decisions(session, "another-name") == expected
+    # The import page's kept count moved with each run's decisions, as a count of the table says.
+    assert counts.kept_judge_totals(session) == counts.recount_judge_totals(session)
+    assert counts.kept_judge_totals(session) == [("another-name", 30), ("cc-judge", 30)]
+    session.commit()
 
 
 def test_requests_carry_the_official_prompt_temperature_seed_and_thinking_off(sqlite_engine, server):

@@ -8,7 +8,7 @@ import pytest
 from sqlmodel import select
 
 from db.store.engine import session_scope
-from db.store.models import Assignment, AssignmentKind, AuditLog, Case, User
+from db.store.models import Assignment, AssignmentKind, AuditLog, Case, JudgeDecision, User
 from db.work.status import counts
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in, texts
@@ -340,3 +340,22 @@ def test_exports_page_says_when_nothing_was_left_out(studio):
     app = [b for b in app.button if b.key == "build_judge-items"][0].click().run()
     assert not app.exception and not app.error
     assert not app.warning and translate("admin.export.left_out.none", "zh") in texts(app)
+
+
+def test_the_count_table_shows_the_judge_decisions_an_import_added(studio):
+    app = open_page(signed_in(studio, "boss"), "admin-import")
+    lines = [
+        {"judge": judge, "case_id": case_id, "model": model, "criterion_id": f"c{i:02d}", "met": i % 2 == 0}
+        for judge in ("judge-x", "judge-y")
+        for case_id in ("CC-0001", "CC-0002")
+        for model in ("model-a", "model-b")
+        for i in range(1, 4)
+    ]
+    content = ("\n".join(json.dumps(line) for line in lines) + "\n").encode("utf-8")
+    app = _import(app, "judge", "decisions.jsonl", content)
+    assert not app.exception and not app.error
+    shown = app.dataframe[-1].value
+    rows = dict(zip(shown[t("admin.import.count.what")], shown[t("admin.import.count.rows")], strict=True))
+    with session_scope(studio, read_only=True) as session:
+        stored = len(session.exec(select(JudgeDecision)).all())
+    assert rows[t("admin.import.count.judge")] == stored == len(lines) == 24

@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from sqlmodel import Session, select
+from sqlmodel import Session, func, select
 
+from db import counts
 from db.importers import ImportFailed, import_file, import_stream, model_of_judgement_file
 from db.rules.config import RUBRIC_SIZE
 from db.store.models import AuditLog, Case, JudgeDecision, Response
+from db.work.status import judge_decision_count
 from tests.support import official_rules
 from tests.support.import_samples import MODELS, case_record, refused, response_record, table_counts, write_jsonl
 
@@ -286,3 +288,53 @@ def test_lenient_official_files_import_with_the_official_scorers_meaning(prepare
 
 def _met_by_scorer(value) -> bool:
     return official_rules._truthy(value)
+
+
+def _decision_counts(engine) -> tuple[list, list, int, int]:
+    with Session(engine) as session:
+        by_judge = session.exec(
+            select(JudgeDecision.judge, func.count()).group_by(JudgeDecision.judge).order_by(JudgeDecision.judge)
+        ).all()
+        total = session.exec(select(func.count()).select_from(JudgeDecision)).one()
+        return counts.kept_judge_totals(session), [tuple(row) for row in by_judge], judge_decision_count(session), total
+
+
+def test_the_kept_judge_totals_follow_inserts_and_ignore_replacements_and_refusals(prepared, tmp_path):
+    def row(judge, case_id, model, criterion, met):
+        return {"judge": judge, "case_id": case_id, "model": model, "criterion_id": criterion, "met": met}
+
+    first = [row("gpt-judge", "CC-0001", m, f"c{i:02d}", i % 2 == 0) for m in MODELS for i in range(1, 6)]
+    first += [row("ds-judge", "CC-0002", "model-a", f"c{i:02d}", True) for i in range(1, 4)]
+    import_file(prepared, "judge", write_jsonl(tmp_path / "first.jsonl", first))
+    kept, recounted, shown, total = _decision_counts(prepared)
+    assert kept == recounted == [("ds-judge", 3), ("gpt-judge", 5 * len(MODELS))]
+    assert shown == total == 3 + 5 * len(MODELS)
+
+    # Two answers changed (replacements: no new decision), two new ones, the rest unchanged.
+    again = [dict(r) for r in first]
+    again[0]["met"] = not again[0]["met"]
+    again[-1]["met"] = False
+    again += [row("gpt-judge", "CC-0002", "model-b", "c07", True), row("new-judge", "CC-0001", "model-a", "c01", False)]
+    summary = import_file(prepared, "judge", write_jsonl(tmp_path / "again.jsonl", again))
+    assert (summary.inserted, summary.replaced) == (2, 2)
+    kept, recounted, shown, total = _decision_counts(prepared)
+    assert kept == recounted and shown == total == 5 + 5 * len(MODELS)
+
+    # An official file of another judge adds its decisions; a refused file adds nothing.
+    import_file(
+        prepared,
+        "judge",
+        _official(tmp_path, "model-b", [{"case_id": "CC-0001", "criteria_results": _results()}]),
+        judge="off-judge",
+    )
+    bad = [row("gpt-judge", "CC-0002", "model-a", "c09", True), row("gpt-judge", "CC-0002", "model-a", "c99", True)]
+    with pytest.raises(ImportFailed):
+        import_file(prepared, "judge", write_jsonl(tmp_path / "bad.jsonl", bad))
+    kept, recounted, shown, total = _decision_counts(prepared)
+    assert kept == recounted and ("off-judge", RUBRIC_SIZE) in kept
+    assert shown == total == 5 + 5 * len(MODELS) + RUBRIC_SIZE
+
+    with Session(prepared) as session:  # a repair rewrites the same totals
+        counts.rebuild_all(session)
+        session.commit()
+        assert counts.kept_judge_totals(session) == recounted

@@ -10,6 +10,7 @@ import pytest
 from alembic import command
 from sqlalchemy import text
 
+from db import counts
 from db.store.engine import make_engine
 from db.store.migrate import alembic_config, current_revision, head_revision, upgrade
 from tests.support.feedback_world import world
@@ -20,6 +21,7 @@ KEPT = {
     " n_no_gold FROM label_tally ORDER BY 1, 2, 3, 4, 5",
     "response_status": "SELECT * FROM response_status ORDER BY response_id",
     "assignment": "SELECT id, label_status, labeled, rubric_size FROM assignment ORDER BY id",
+    "judge_totals": "SELECT judge, n_decisions FROM judge_totals ORDER BY judge",
 }
 
 
@@ -39,12 +41,34 @@ def _kept(engine) -> dict[str, list[tuple]]:
         return {name: [tuple(row) for row in connection.execute(text(query)).all()] for name, query in KEPT.items()}
 
 
+def _judge_some(engine) -> None:
+    """Decisions of two judges, written as a writer writes them: the rows, then the kept totals."""
+    with engine.begin() as connection:
+        responses = connection.execute(text("SELECT id FROM response ORDER BY id LIMIT 2")).scalars().all()
+        rows = [
+            {"judge": judge, "response_id": response_id, "criterion_id": f"c{i:02d}", "met": i % 2 == 0}
+            for judge, n in (("judge-a", 3), ("judge-b", 3))
+            for response_id in (responses if judge == "judge-a" else responses[:1])
+            for i in range(1, n + 1)
+        ]
+        connection.execute(
+            text(
+                "INSERT INTO judge_decision (judge, response_id, criterion_id, met)"
+                " VALUES (:judge, :response_id, :criterion_id, :met)"
+            ),
+            rows,
+        )
+        counts.add_judge_decisions(connection, {"judge-a": 6, "judge-b": 3})
+
+
 def test_upgrading_from_0008_rebuilds_every_kept_figure(database_url_of_each_kind):
     engine = make_engine(database_url_of_each_kind)
     try:
         upgrade(engine)
         world(engine)
+        _judge_some(engine)
         written = _kept(engine)
+        assert written["judge_totals"] == [("judge-a", 6), ("judge-b", 3)]
         assert written["label_tally"] and written["assignment"]
         assert any(row[7] for row in written["label_tally"])  # some label differs from gold
         assert {row[1] for row in written["assignment"]} - {None}
