@@ -19,6 +19,7 @@ from db.access.audit import record
 from db.access.policies import CalibrationPolicy, authorize
 from db.rules.errors import NotFound, ValidationFailed
 from db.store.current_rubric import current_version_ids
+from db.store.judges import response_models as store_response_models
 from db.store.models import CalibrationSample, Case, Response, User, utcnow
 from db.work.assignments import AssignmentSummary, active_annotators, assign_labeling
 
@@ -52,7 +53,7 @@ def sampled_models(session: Session) -> dict[str, int]:
 
 def response_models(session: Session) -> list[str]:
     """Every model with responses, by name (what a sample can be drawn of)."""
-    return sorted(session.exec(select(Response.model).distinct()).all())
+    return store_response_models(session)
 
 
 def _eligible_responses(session: Session, model: str) -> list[tuple[int, int]]:

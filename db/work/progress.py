@@ -19,6 +19,7 @@ from db import counts, review
 from db.access.policies import DisagreementFiguresPolicy, ProgressPolicy, authorize
 from db.rubrics.authoring import returned_to_author
 from db.store.current_rubric import counts_on_current_rubric, current_rubric_sizes, current_version_ids
+from db.store.judges import response_models
 from db.store.models import (
     Assignment,
     AssignmentKind,
@@ -239,4 +240,4 @@ def _my_label_counts(session: Session, user: User) -> tuple[int, int]:
 def model_names(session: Session, *, actor: User) -> list[str]:
     """Models that have responses (admins only: annotators and checkers are blinded to them)."""
     authorize(actor, ProgressPolicy.manage())
-    return sorted(session.exec(select(Response.model).distinct()).all())
+    return response_models(session)

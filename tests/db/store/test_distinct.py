@@ -12,8 +12,8 @@ from db.access.audit_search import audit_facets
 from db.rules.errors import PermissionDenied
 from db.store.distinct import distinct_values
 from db.store.engine import session_scope
-from db.store.judges import judge_names
-from db.store.models import AuditLog, JudgeDecision, table_of
+from db.store.judges import judge_names, response_models
+from db.store.models import AuditLog, JudgeDecision, Response, table_of
 from tests.support.factories import make_case, make_response, make_user
 
 
@@ -62,3 +62,16 @@ def test_judge_names_hop_through_many_decisions(engine):
         s.execute(insert(table_of(JudgeDecision)), rows)
     with session_scope(engine, read_only=True) as s:
         assert judge_names(s) == sorted({row["judge"] for row in rows})
+
+
+def test_response_models_are_the_models_a_plain_distinct_finds(engine):
+    with session_scope(engine) as s:
+        assert response_models(s) == []
+        # Models interleaved over cases, one that sorts between others, one of another vendor's spelling.
+        for n in range(1, 6):
+            case = make_case(s, f"CC-{n:04d}", n=1)
+            for model in ("model-b", "model-a", "vendor/model:v2", "模型甲")[: 1 + n % 4]:
+                make_response(s, case, model, "回答")
+    with session_scope(engine, read_only=True) as s:
+        plain = sorted(s.execute(select(table_of(Response).c.model).distinct()).scalars())
+        assert response_models(s) == plain and len(plain) == 4
