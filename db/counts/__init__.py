@@ -10,6 +10,8 @@ hold the figures instead, with the state of each labeling assignment:
   those whose decision's gold differs and those whose decision has no gold yet;
 - `label_totals`: those tallies summed per person, group and stage, apart for labels that count on the current
   rubric and those that do not (the checker's annotator list and the admin's totals read a few rows);
+- `assignment_totals`: each person's labeling assignments per group and how many are done (the progress page),
+  moved as `refresh` rewrites the assignments' states and as an assignment changes hands (`move_assignment_owner`);
 - `judge_totals`: how many decisions each judge has (the import page's count), moved by the judge importer and
   judge runs as they insert decisions (`add_judge_decisions`);
 - `response_status`: per response, from the labels that count on the current rubric only, the decisions both
@@ -30,6 +32,7 @@ May import: db.store, db.rules.
 from db.counts.read import (
     ResponseFigures,
     annotation_counts,
+    assignment_totals,
     feedback_tally,
     judge_decision_total,
     labels_by_stage,
@@ -59,6 +62,7 @@ from db.counts.tables import STATUS_COLUMNS
 from db.counts.write import (
     REFRESH_CHUNK,
     add_judge_decisions,
+    move_assignment_owner,
     rebuild_all,
     rebuild_assignments,
     rebuild_judge_totals,
@@ -106,6 +110,8 @@ __all__ = [
     "kept_totals",
     "recount_totals",
     "add_judge_decisions",
+    "move_assignment_owner",
+    "assignment_totals",
     "rebuild_judge_totals",
     "judge_decision_total",
     "kept_judge_totals",

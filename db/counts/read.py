@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from sqlmodel import Session
 
 from db.counts.recount import recount_status, recounted_tally
-from db.counts.tables import JUDGE_TOTALS, READY, STATUS, STATUS_COLUMNS, TALLY, TOTALS
+from db.counts.tables import ASSIGNMENT_TOTALS, JUDGE_TOTALS, READY, STATUS, STATUS_COLUMNS, TALLY, TOTALS
 from db.store.models import NO_RUBRIC_VERSION, Stage
 
 
@@ -156,3 +156,10 @@ def labels_by_stage(session: Session) -> tuple[dict[str, int], int]:
 def judge_decision_total(session: Session) -> int:
     """Every judge decision in the database, from the kept per-judge totals (a row per judge)."""
     return int(session.execute(select(func.coalesce(func.sum(JUDGE_TOTALS.c.n_decisions), 0))).scalar_one())
+
+
+def assignment_totals(session: Session) -> list[tuple[int, int, int, int]]:
+    """(user_id, group_no, assigned, done) of every person with labeling assignments, from the kept totals."""
+    columns = (ASSIGNMENT_TOTALS.c.user_id, ASSIGNMENT_TOTALS.c.group_no, ASSIGNMENT_TOTALS.c.n_assigned)
+    rows = session.execute(select(*columns, ASSIGNMENT_TOTALS.c.n_done).where(ASSIGNMENT_TOTALS.c.n_assigned != 0))
+    return sorted((int(u), int(g), int(n), int(d)) for u, g, n, d in rows)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from sqlalchemy.engine import Connection
 from sqlmodel import Session, SQLModel
 
-from db.store.models import AdjudicationReady, JudgeTotal, LabelTally, LabelTotal, ResponseStatus
+from db.store.models import AdjudicationReady, AssignmentTotal, JudgeTotal, LabelTally, LabelTotal, ResponseStatus
 
 LABEL = SQLModel.metadata.tables["label"]
 TALLY = SQLModel.metadata.tables[LabelTally.__tablename__]
 TOTALS = SQLModel.metadata.tables[LabelTotal.__tablename__]
+ASSIGNMENT_TOTALS = SQLModel.metadata.tables[AssignmentTotal.__tablename__]
 JUDGE_TOTALS = SQLModel.metadata.tables[JudgeTotal.__tablename__]
 JUDGE_DECISION = SQLModel.metadata.tables["judge_decision"]
 STATUS = SQLModel.metadata.tables[ResponseStatus.__tablename__]

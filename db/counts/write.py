@@ -27,6 +27,7 @@ from db.counts.state import DONE, label_status
 from db.counts.status import label_frame, status_rows
 from db.counts.tables import (
     ASSIGNMENT,
+    ASSIGNMENT_TOTALS,
     CRITERION,
     JUDGE_DECISION,
     JUDGE_TOTALS,
@@ -75,6 +76,7 @@ def refresh(
         session_or_connection.flush()
     connection = connection_of(session_or_connection)
     moved: TotalChanges = {}
+    owners: OwnerChanges = {}
     for start in range(0, len(ids), REFRESH_CHUNK):
         chunk = ids[start : start + REFRESH_CHUNK]
         _lock_responses(connection, [rid for rid in chunk if rid not in held])
@@ -91,10 +93,11 @@ def refresh(
         counted = _counted_labels(connection, chunk, rubrics)
         _refresh_gold_figures(connection, chunk, rubrics, counted)
         _refresh_status_chunk(connection, chunk, counted)
-        _refresh_assignment_chunk(connection, chunk, rubrics)
+        _add_changes(owners, _refresh_assignment_chunk(connection, chunk, rubrics))
     # The totals last, once: on PostgreSQL their rows are locked after every response row this refresh locks, so
     # a writer holding a response never waits for a totals row held by one waiting for that response.
     _move_totals(connection, moved)
+    _move_owner_totals(connection, owners)
 
 
 def refresh_assignments(session_or_connection: Session | Connection, response_ids: Iterable[int | None]) -> None:
@@ -111,11 +114,13 @@ def refresh_assignments(session_or_connection: Session | Connection, response_id
         # it (the demo's 4× build spent most of its 35 minutes here). Statistics taken here send each update
         # through the response's index (as `refresh` does for the tally).
         connection.exec_driver_sql(f"ANALYZE {ASSIGNMENT.name}")
+    owners: OwnerChanges = {}
     for start in range(0, len(ids), REFRESH_CHUNK):
         chunk = ids[start : start + REFRESH_CHUNK]
         # The lock `refresh` takes: a save and a rubric approval touching one response take turns.
         _lock_responses(connection, chunk)
-        _refresh_assignment_chunk(connection, chunk)
+        _add_changes(owners, _refresh_assignment_chunk(connection, chunk))
+    _move_owner_totals(connection, owners)
 
 
 def refresh_cases(session_or_connection: Session | Connection, case_pks: Iterable[int]) -> None:
@@ -203,7 +208,11 @@ TotalKey = tuple[int, str, int, bool]
 TotalChanges = dict[TotalKey, tuple[int, int]]
 
 
-def _add_changes(into: TotalChanges, changes: Mapping[TotalKey, tuple[int, int]]) -> None:
+#: How `assignment_totals` rows move: (user_id, group_no) -> (assigned, done) to add (negative: to take away).
+OwnerChanges = dict[tuple[int, int], tuple[int, int]]
+
+
+def _add_changes(into: dict[Any, tuple[int, int]], changes: Mapping[Any, tuple[int, int]]) -> None:
     for key, (responses, n) in changes.items():
         had = into.get(key, (0, 0))
         into[key] = (had[0] + responses, had[1] + n)
@@ -242,6 +251,31 @@ def _move_totals(connection: Connection, changes: Mapping[TotalKey, tuple[int, i
         connection.execute(_add_to(connection.dialect.name, TOTALS.name), rows)
 
 
+def _move_owner_totals(connection: Connection, changes: Mapping[tuple[int, int], tuple[int, int]]) -> None:
+    """Adds `changes` to `assignment_totals`, in key order (rows that change by nothing are not touched)."""
+    rows = [
+        {"user_id": user_id, "group_no": group_no, "n_assigned": assigned, "n_done": done}
+        for (user_id, group_no), (assigned, done) in sorted(changes.items())
+        if assigned or done
+    ]
+    if rows:
+        connection.execute(_add_to(connection.dialect.name, ASSIGNMENT_TOTALS.name), rows)
+
+
+def move_assignment_owner(
+    session_or_connection: Session | Connection, *, status: str | None, group_no: int, from_user: int, to_user: int
+) -> None:
+    """A labeling assignment of `group_no` in state `status` changes hands (db.work.assignments.reassign, before
+    it writes the new owner): what it adds to `assignment_totals` moves with it. An assignment whose state is
+    not kept yet adds nothing."""
+    if status is None or from_user == to_user:
+        return
+    done = int(status == DONE)
+    _move_owner_totals(
+        connection_of(session_or_connection), {(from_user, group_no): (-1, -done), (to_user, group_no): (1, done)}
+    )
+
+
 def add_judge_decisions(session_or_connection: Session | Connection, added: Mapping[str, int]) -> None:
     """Adds the decisions a writer inserted (judge -> how many) to `judge_totals`. The judge importer and a judge
     run call it in their own transaction after their insert; replacing a decision's answer changes no total."""
@@ -255,7 +289,7 @@ def add_judge_decisions(session_or_connection: Session | Connection, added: Mapp
 def _add_to(dialect: str, table_name: str):
     """INSERT … ON CONFLICT (primary key) DO UPDATE SET n = n + the change, for every other column of a totals
     table: a row is created or moved in one statement."""
-    table = TOTALS if table_name == TOTALS.name else JUDGE_TOTALS
+    table = {t.name: t for t in (TOTALS, JUDGE_TOTALS, ASSIGNMENT_TOTALS)}[table_name]
     if dialect == "postgresql":
         from sqlalchemy.dialects import postgresql
 
@@ -407,9 +441,12 @@ def _current_rubrics(connection: Connection, ids: list[int], known: Rubrics) -> 
     return out
 
 
-def _refresh_assignment_chunk(connection: Connection, ids: list[int], rubrics: Rubrics | None = None) -> None:
+def _refresh_assignment_chunk(connection: Connection, ids: list[int], rubrics: Rubrics | None = None) -> OwnerChanges:
+    """Rewrites the state of the labeling assignments of `ids`; returns how `assignment_totals` moves with them
+    (the caller applies it once, after its last response lock)."""
     # The state of (response, group) depends on that group's annotation labels and the case's current rubric only;
-    # every labeling assignment of the pair is set to it (one UPDATE for the chunk, no read of the assignments).
+    # every labeling assignment of the pair is set to it (one UPDATE for the chunk). Each assignment's state as it
+    # was says what it added to its owner's totals (nothing while none was kept).
     # The pair is ready for adjudication when that state is done and no label that counts waits for its check.
     if rubrics is None:
         rubrics = _current_rubrics(connection, ids, {})
@@ -428,6 +465,7 @@ def _refresh_assignment_chunk(connection: Connection, ids: list[int], rubrics: R
         version = None if version_id == NO_RUBRIC_VERSION else int(version_id)
         labeled.setdefault((int(response_id), int(group_no)), {})[version] = (int(n), int(unchecked))
     changes, ready = [], []
+    states: dict[tuple[int, int], str] = {}
     for rid in ids:
         version_id, size = rubrics[rid]
         for group_no in (1, 2):
@@ -436,9 +474,23 @@ def _refresh_assignment_chunk(connection: Connection, ids: list[int], rubrics: R
             fresh = sum(n for n, _ in counting)
             stale = sum(n for v, (n, _) in by_version.items() if not counts_on_current_rubric(v, version_id))
             state = label_status(version_id, size, fresh, stale)
+            states[(rid, group_no)] = state
             changes.append({"r": rid, "g": group_no, "s": state, "l": fresh, "z": size})
             if state == DONE and not any(unchecked for _, unchecked in counting):
                 ready.append({"response_id": rid, "group_no": group_no})
+    owners: OwnerChanges = {}
+    for user_id, group_no, response_id, before in connection.execute(
+        select(ASSIGNMENT.c.user_id, ASSIGNMENT.c.group_no, ASSIGNMENT.c.response_id, ASSIGNMENT.c.label_status).where(
+            ASSIGNMENT.c.kind == AssignmentKind.label.value, ASSIGNMENT.c.response_id.in_(ids)
+        )
+    ):
+        after = states.get((int(response_id), int(group_no)))
+        if after is None:
+            continue
+        had = (0, 0) if before is None else (1, int(before == DONE))
+        change = (1 - had[0], int(after == DONE) - had[1])
+        if change != (0, 0):
+            _add_changes(owners, {(int(user_id), int(group_no)): change})
     connection.execute(
         update(ASSIGNMENT)
         .where(
@@ -452,6 +504,7 @@ def _refresh_assignment_chunk(connection: Connection, ids: list[int], rubrics: R
     connection.execute(delete(READY).where(READY.c.response_id.in_(ids)))
     if ready:
         connection.execute(insert(READY), ready)
+    return owners
 
 
 def rebuild_all(session_or_connection: Session | Connection) -> None:
@@ -462,6 +515,7 @@ def rebuild_all(session_or_connection: Session | Connection) -> None:
     connection.execute(delete(STATUS))
     connection.execute(delete(READY))
     refresh(session_or_connection, connection.execute(select(LABEL.c.response_id).distinct()).scalars())
+    rebuild_assignments(session_or_connection)
     rebuild_judge_totals(connection)
 
 
@@ -501,9 +555,15 @@ def rebuild_tally(connection: Connection) -> None:
 
 
 def rebuild_assignments(session_or_connection: Session | Connection) -> None:
-    """Rewrites the state of every labeling assignment and which responses are ready for adjudication."""
+    """Rewrites the state of every labeling assignment, each person's assigned and done totals, and which
+    responses are ready for adjudication."""
     connection = connection_of(session_or_connection)
     connection.execute(delete(READY))
+    # From nothing: no assignment's state is kept, so the refresh below adds every one to its owner's totals.
+    connection.execute(delete(ASSIGNMENT_TOTALS))
+    connection.execute(
+        update(ASSIGNMENT).where(ASSIGNMENT.c.kind == AssignmentKind.label.value).values(label_status=None)
+    )
     assigned = select(ASSIGNMENT.c.response_id).where(
         ASSIGNMENT.c.kind == AssignmentKind.label.value, ASSIGNMENT.c.response_id.is_not(None)
     )

@@ -398,6 +398,19 @@ class LabelTotal(SQLModel, table=True):
     n_labels: int = Field(description="labels")
 
 
+class AssignmentTotal(SQLModel, table=True):
+    """Kept figure (db/counts): one person's labeling assignments of a group, and how many of them are done (the
+    progress page reads a row per person, not every assignment). An assignment counts here once its state is
+    kept (`label_status` set by db/counts)."""
+
+    __tablename__ = "assignment_totals"
+
+    user_id: int = Field(foreign_key="user.id", primary_key=True)
+    group_no: int = Field(primary_key=True)
+    n_assigned: int = Field(description="labeling assignments")
+    n_done: int = Field(description="of those, done")
+
+
 class JudgeTotal(SQLModel, table=True):
     """Kept figure (db/counts): how many decisions each judge has (the import page's count reads a row per judge, not
     millions of decisions)."""

@@ -400,6 +400,14 @@ def reassign(session: Session, *, actor: User, assignment_id: int, to_username: 
                 params={"username": to_username, "case_id": case.case_id},
             )
     before = {"user": previous.username if previous else None, "group": assignment.group_no}
+    if assignment.kind == AssignmentKind.label and assignment.group_no is not None:
+        counts.move_assignment_owner(
+            session,
+            status=assignment.label_status,
+            group_no=assignment.group_no,
+            from_user=assignment.user_id,
+            to_user=person.id,
+        )
     assignment.user_id = person.id
     if assignment.kind == AssignmentKind.rubric:
         assignment.group_no = person.group_no

@@ -80,12 +80,9 @@ def _assignment_counts(session: Session, *, recount: bool = False) -> list[tuple
     if recount:
         rows += _recounted_label_counts(session)
     else:
-        for user_id, group_no, assigned, n_done in session.exec(
-            select(Assignment.user_id, Assignment.group_no, func.count(), func.sum(_DONE))
-            .where(Assignment.kind == AssignmentKind.label)
-            .group_by(col(Assignment.user_id), col(Assignment.group_no))
-        ).all():
-            rows.append((AssignmentKind.label, user_id, group_no, int(assigned), int(n_done or 0)))
+        # Kept per person (db/counts): a row each, where counting read every labeling assignment.
+        for owner, group, assigned, n_done in counts.assignment_totals(session):
+            rows.append((AssignmentKind.label, owner, group, assigned, n_done))
     rubric_rows = session.exec(
         select(Assignment.user_id, Assignment.group_no, Assignment.case_pk).where(
             Assignment.kind == AssignmentKind.rubric

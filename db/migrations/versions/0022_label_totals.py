@@ -7,8 +7,8 @@ The checker's annotator list and the admin's totals summed the whole label tally
 with the data; db/counts now keeps the sums per (group, stage, person, counts on the current rubric) as labels
 and current rubrics change, and marks each tally row with whether it counted when it was written, so a refresh
 takes away exactly what the row added. The tally with its marks and totals, then the labeling assignments'
-states and the responses ready for adjudication read from it, are rebuilt here by today's db/counts (the
-rebuilds of revisions 0011 and 0021 move to this newest revision that changes what they write).
+states and the responses ready for adjudication read from it, are rebuilt by today's db/counts (the
+rebuilds of revisions 0011 and 0021 moved here; the assignments' rebuild moved on to revision 0025).
 """
 
 import sqlalchemy as sa
@@ -39,7 +39,8 @@ def upgrade() -> None:
 
     bind = op.get_bind()
     counts.rebuild_tally(bind)  # with the gold figures, the marks and the totals
-    counts.rebuild_assignments(bind)
+    # The assignments' states and the responses ready for adjudication: rebuilt by revision 0025, which adds the
+    # per-person assignment totals that rebuild writes too.
 
 
 def downgrade() -> None:

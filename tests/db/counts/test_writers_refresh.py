@@ -62,9 +62,21 @@ def _recounted_states(s) -> dict[int, tuple[str, int, int]]:
     return out
 
 
-def _kept_rows(s) -> tuple[list, list, dict, list, list]:
+def _recounted_owner_totals(s) -> list[tuple[int, int, int, int]]:
+    """(user_id, group_no, assigned, done) per person, from every labeling assignment and the recounted states."""
+    states = _recounted_states(s)
+    per_owner: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0])
+    for assignment_id, user_id, group_no in s.execute(
+        select(Assignment.id, Assignment.user_id, Assignment.group_no).where(Assignment.kind == AssignmentKind.label)
+    ).all():
+        per_owner[(user_id, group_no)][0] += 1
+        per_owner[(user_id, group_no)][1] += states[assignment_id][0] == counts.DONE
+    return sorted((user_id, group_no, n, done) for (user_id, group_no), (n, done) in per_owner.items())
+
+
+def _kept_rows(s) -> tuple[list, list, dict, list, list, list]:
     """Every kept row: the tally, the response status, the labeling assignments' state, the responses ready
-    for adjudication and the per-person totals."""
+    for adjudication, the per-person label totals and the per-person assignment totals."""
     tally = sorted(tuple(row) for row in s.execute(select(*LabelTally.__table__.c)).all())
     status = sorted(tuple(row) for row in s.execute(select(*ResponseStatus.__table__.c)).all())
     states = {
@@ -75,7 +87,7 @@ def _kept_rows(s) -> tuple[list, list, dict, list, list]:
             )
         ).all()
     }
-    return tally, status, states, counts.kept_ready(s), counts.kept_totals(s)
+    return tally, status, states, counts.kept_ready(s), counts.kept_totals(s), counts.assignment_totals(s)
 
 
 def assert_kept_equals_recount(engine) -> None:
@@ -88,6 +100,8 @@ def assert_kept_equals_recount(engine) -> None:
         assert _kept_rows(s)[2] == _recounted_states(s)
         assert counts.kept_ready(s) == counts.recount_ready(s)
         assert counts.kept_totals(s) == counts.recount_totals(s)
+        assert counts.assignment_totals(s) == _recounted_owner_totals(s)
+        assert counts.kept_judge_totals(s) == counts.recount_judge_totals(s)
     # The columns no reader recounts (unchecked labels, gold figures) against a rebuild, rolled back after.
     with Session(engine) as s:
         before = _kept_rows(s)
@@ -247,6 +261,28 @@ def _draws(engine, tmp_path) -> None:
     assert_kept_equals_recount(engine)
 
 
+def _reassignments(engine) -> None:
+    """Labeling assignments handed to another annotator of the group, a done one and one not done."""
+    admin = _user(engine, "admin")
+    with session_scope(engine) as s:
+        make_user(s, "ann1b", "annotator", 1)
+    with session_scope(engine, read_only=True) as s:
+        mine = s.execute(
+            select(Assignment.id, Assignment.label_status)
+            .where(Assignment.kind == AssignmentKind.label, Assignment.group_no == 1)
+            .order_by(Assignment.id)
+        ).all()
+    done = next(a for a, state in mine if state == counts.DONE)
+    other = next(a for a, state in mine if state != counts.DONE)
+    for assignment_id in (done, other):
+        with session_scope(engine) as s:
+            assignments.reassign(s, actor=s.get(User, admin.id), assignment_id=assignment_id, to_username="ann1b")
+        assert_kept_equals_recount(engine)
+    with session_scope(engine, read_only=True) as s:
+        moved = [row for row in counts.assignment_totals(s) if row[0] == _user(engine, "ann1b").id]
+    assert moved == [(_user(engine, "ann1b").id, 1, 2, 1)]
+
+
 def test_the_kept_figures_equal_a_recount_after_every_writer(engine, tmp_path):
     with session_scope(engine) as s:
         make_user(s, "admin", "admin")
@@ -262,6 +298,7 @@ def test_the_kept_figures_equal_a_recount_after_every_writer(engine, tmp_path):
     _imports(engine, tmp_path)
     first = _response_id(engine, "CC-A", "model-a")
     _saves(engine, first)
+    _reassignments(engine)
     _rubric_changes(engine, tmp_path, first)
     _draws(engine, tmp_path)
 
