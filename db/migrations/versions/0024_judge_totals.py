@@ -5,7 +5,8 @@ Revises: 0023
 
 The import page showed the number of judge decisions by counting the whole table on every visit (9.9 M rows at
 4× the paper's scale, most of the page's time on PostgreSQL). db/counts now keeps the count per judge as the
-judge importer and judge runs insert decisions; it is filled here from the decisions already stored.
+judge importer and judge runs insert decisions; it is filled here from the decisions already stored, by
+today's db/counts.
 """
 
 import sqlalchemy as sa
@@ -24,9 +25,10 @@ def upgrade() -> None:
         sa.Column("n_decisions", sa.Integer(), nullable=False),
         sa.PrimaryKeyConstraint("judge"),
     )
-    op.execute(
-        "INSERT INTO judge_totals (judge, n_decisions) SELECT judge, count(*) FROM judge_decision GROUP BY judge"
-    )
+
+    from db import counts
+
+    counts.rebuild_judge_totals(op.get_bind())
 
 
 def downgrade() -> None:
