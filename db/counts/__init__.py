@@ -16,6 +16,8 @@ hold the figures instead, with the state of each labeling assignment:
   judge runs as they insert decisions (`add_judge_decisions`);
 - `response_status`: per response, from the labels that count on the current rubric only, the decisions both
   groups labeled, those where the groups' final labels differ, those still unresolved and those with gold;
+- `unresolved_totals`: the unresolved decisions and the responses holding them, per shard of responses (the
+  admins' sidebar), moved as `refresh` rewrites the status rows;
 - `adjudication_ready`: the responses each group's labels are ready on for adjudication (done and all checked);
 - on each labeling assignment, the state of its group's labels (`label_status`), how many count on the current
   rubric and that rubric's size.
@@ -68,6 +70,7 @@ from db.counts.write import (
     rebuild_judge_totals,
     rebuild_status,
     rebuild_tally,
+    rebuild_unresolved_totals,
     refresh,
     refresh_assignments,
     refresh_cases,
@@ -113,6 +116,7 @@ __all__ = [
     "move_assignment_owner",
     "assignment_totals",
     "rebuild_judge_totals",
+    "rebuild_unresolved_totals",
     "judge_decision_total",
     "kept_judge_totals",
     "recount_judge_totals",

@@ -13,7 +13,16 @@ from sqlalchemy import func, select
 from sqlmodel import Session
 
 from db.counts.recount import recount_status, recounted_tally
-from db.counts.tables import ASSIGNMENT_TOTALS, JUDGE_TOTALS, READY, STATUS, STATUS_COLUMNS, TALLY, TOTALS
+from db.counts.tables import (
+    ASSIGNMENT_TOTALS,
+    JUDGE_TOTALS,
+    READY,
+    STATUS,
+    STATUS_COLUMNS,
+    TALLY,
+    TOTALS,
+    UNRESOLVED_TOTALS,
+)
 from db.store.models import NO_RUBRIC_VERSION, Stage
 
 
@@ -30,23 +39,21 @@ class ResponseFigures:
 
 def unresolved_total(session: Session, *, recount: bool = False) -> int:
     """Decisions where both groups have a final label, they differ, and nobody adjudicated (docs/REFERENCE.md §4)."""
-    if recount:
-        return int(recount_status(session)["n_unresolved"].sum())
-    total = session.execute(
-        select(func.coalesce(func.sum(STATUS.c.n_unresolved), 0)).where(STATUS.c.n_unresolved > 0)
-    ).scalar_one()
-    return int(total)
+    return unresolved_figures(session, recount=recount)[0]
 
 
 def unresolved_figures(session: Session, *, recount: bool = False) -> tuple[int, int]:
-    """(`unresolved_total`, the number of responses holding those decisions) in one aggregate of the kept status rows:
-    the admins' sidebar reads two numbers, not every response's figures."""
+    """(`unresolved_total`, the number of responses holding those decisions) from the kept `unresolved_totals`: the
+    admins' sidebar reads a row per shard, where an aggregate of the status rows read every unresolved response."""
     if recount:
         frame = recount_status(session)
         unresolved = frame["n_unresolved"][frame["n_unresolved"] > 0]
         return int(unresolved.sum()), int(len(unresolved))
     decisions, responses = session.execute(
-        select(func.coalesce(func.sum(STATUS.c.n_unresolved), 0), func.count()).where(STATUS.c.n_unresolved > 0)
+        select(
+            func.coalesce(func.sum(UNRESOLVED_TOTALS.c.n_decisions), 0),
+            func.coalesce(func.sum(UNRESOLVED_TOTALS.c.n_responses), 0),
+        )
     ).one()
     return int(decisions), int(responses)
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 from sqlalchemy.engine import Connection
 from sqlmodel import Session, SQLModel
 
-from db.store.models import AdjudicationReady, AssignmentTotal, JudgeTotal, LabelTally, LabelTotal, ResponseStatus
+from db.store.models import (
+    AdjudicationReady,
+    AssignmentTotal,
+    JudgeTotal,
+    LabelTally,
+    LabelTotal,
+    ResponseStatus,
+    UnresolvedTotal,
+)
 
 LABEL = SQLModel.metadata.tables["label"]
 TALLY = SQLModel.metadata.tables[LabelTally.__tablename__]
@@ -14,6 +22,7 @@ ASSIGNMENT_TOTALS = SQLModel.metadata.tables[AssignmentTotal.__tablename__]
 JUDGE_TOTALS = SQLModel.metadata.tables[JudgeTotal.__tablename__]
 JUDGE_DECISION = SQLModel.metadata.tables["judge_decision"]
 STATUS = SQLModel.metadata.tables[ResponseStatus.__tablename__]
+UNRESOLVED_TOTALS = SQLModel.metadata.tables[UnresolvedTotal.__tablename__]
 READY = SQLModel.metadata.tables[AdjudicationReady.__tablename__]
 RESPONSE = SQLModel.metadata.tables["response"]
 ASSIGNMENT = SQLModel.metadata.tables["assignment"]

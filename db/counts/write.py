@@ -38,10 +38,11 @@ from db.counts.tables import (
     STATUS_COLUMNS,
     TALLY,
     TOTALS,
+    UNRESOLVED_TOTALS,
     connection_of,
 )
 from db.store.current_rubric import counts_on_current_rubric, current_version_ids
-from db.store.models import NO_RUBRIC_VERSION, AssignmentKind, Stage
+from db.store.models import NO_RUBRIC_VERSION, UNRESOLVED_SHARDS, AssignmentKind, Stage
 
 #: Responses read per statement when refreshing many (an import): bounds memory and the IN list.
 REFRESH_CHUNK = 2000
@@ -77,6 +78,7 @@ def refresh(
     connection = connection_of(session_or_connection)
     moved: TotalChanges = {}
     owners: OwnerChanges = {}
+    unresolved: ShardChanges = {}
     for start in range(0, len(ids), REFRESH_CHUNK):
         chunk = ids[start : start + REFRESH_CHUNK]
         _lock_responses(connection, [rid for rid in chunk if rid not in held])
@@ -92,12 +94,13 @@ def refresh(
         # One read of the chunk's labels that count serves both the gold figures and the response status.
         counted = _counted_labels(connection, chunk, rubrics)
         _refresh_gold_figures(connection, chunk, rubrics, counted)
-        _refresh_status_chunk(connection, chunk, counted)
+        _add_changes(unresolved, _refresh_status_chunk(connection, chunk, counted))
         _add_changes(owners, _refresh_assignment_chunk(connection, chunk, rubrics))
     # The totals last, once: on PostgreSQL their rows are locked after every response row this refresh locks, so
     # a writer holding a response never waits for a totals row held by one waiting for that response.
     _move_totals(connection, moved)
     _move_owner_totals(connection, owners)
+    _move_unresolved_totals(connection, unresolved)
 
 
 def refresh_assignments(session_or_connection: Session | Connection, response_ids: Iterable[int | None]) -> None:
@@ -210,6 +213,8 @@ TotalChanges = dict[TotalKey, tuple[int, int]]
 
 #: How `assignment_totals` rows move: (user_id, group_no) -> (assigned, done) to add (negative: to take away).
 OwnerChanges = dict[tuple[int, int], tuple[int, int]]
+#: How `unresolved_totals` rows move: shard -> (unresolved decisions, responses holding some) to add.
+ShardChanges = dict[int, tuple[int, int]]
 
 
 def _add_changes(into: dict[Any, tuple[int, int]], changes: Mapping[Any, tuple[int, int]]) -> None:
@@ -276,6 +281,17 @@ def move_assignment_owner(
     )
 
 
+def _move_unresolved_totals(connection: Connection, changes: Mapping[int, tuple[int, int]]) -> None:
+    """Adds `changes` (shard -> (decisions, responses)) to `unresolved_totals`, in shard order."""
+    rows = [
+        {"shard": shard, "n_decisions": decisions, "n_responses": responses}
+        for shard, (decisions, responses) in sorted(changes.items())
+        if decisions or responses
+    ]
+    if rows:
+        connection.execute(_add_to(connection.dialect.name, UNRESOLVED_TOTALS.name), rows)
+
+
 def add_judge_decisions(session_or_connection: Session | Connection, added: Mapping[str, int]) -> None:
     """Adds the decisions a writer inserted (judge -> how many) to `judge_totals`. The judge importer and a judge
     run call it in their own transaction after their insert; replacing a decision's answer changes no total."""
@@ -289,7 +305,7 @@ def add_judge_decisions(session_or_connection: Session | Connection, added: Mapp
 def _add_to(dialect: str, table_name: str):
     """INSERT … ON CONFLICT (primary key) DO UPDATE SET n = n + the change, for every other column of a totals
     table: a row is created or moved in one statement."""
-    table = {t.name: t for t in (TOTALS, JUDGE_TOTALS, ASSIGNMENT_TOTALS)}[table_name]
+    table = {t.name: t for t in (TOTALS, JUDGE_TOTALS, ASSIGNMENT_TOTALS, UNRESOLVED_TOTALS)}[table_name]
     if dialect == "postgresql":
         from sqlalchemy.dialects import postgresql
 
@@ -386,11 +402,18 @@ def _refresh_gold_figures(
         )
 
 
-def _refresh_status_chunk(connection: Connection, chunk: list[int], counted: list[Any] | None = None) -> None:
+def _refresh_status_chunk(connection: Connection, chunk: list[int], counted: list[Any] | None = None) -> ShardChanges:
+    """Rewrites the status rows of `chunk`; returns how `unresolved_totals` moves with them (shard -> (unresolved
+    decisions, responses holding some)), from the rows as they were (their responses are locked) and as written."""
     # From the labels that count only (`counted`, read here when not given): gold, finals and disagreements
     # on an older rubric version are nobody's business any more.
     if counted is None:
         counted = _counted_labels(connection, chunk)
+    were = connection.execute(
+        select(STATUS.c.response_id, STATUS.c.n_unresolved).where(
+            STATUS.c.response_id.in_(chunk), STATUS.c.n_unresolved > 0
+        )
+    ).all()
     labels = label_frame([row[:5] for row in counted])
     records = [dict(zip(STATUS_COLUMNS, row)) for row in status_rows(labels)]
     unlabeled = sorted(set(chunk) - {record["response_id"] for record in records})
@@ -398,6 +421,14 @@ def _refresh_status_chunk(connection: Connection, chunk: list[int], counted: lis
         connection.execute(delete(STATUS).where(STATUS.c.response_id.in_(unlabeled)))
     if records:
         connection.execute(_upsert_status(connection.dialect.name), records)
+    changes: dict[int, tuple[int, int]] = {}
+    moves = [(int(rid), -int(n)) for rid, n in were]
+    moves += [(int(r["response_id"]), int(r["n_unresolved"])) for r in records if r["n_unresolved"] > 0]
+    for response_id, n in moves:
+        shard = response_id % UNRESOLVED_SHARDS
+        decisions, responses = changes.get(shard, (0, 0))
+        changes[shard] = (decisions + n, responses + (1 if n > 0 else -1))
+    return changes
 
 
 @lru_cache(maxsize=4)
@@ -513,6 +544,7 @@ def rebuild_all(session_or_connection: Session | Connection) -> None:
     connection.execute(delete(TALLY))
     connection.execute(delete(TOTALS))
     connection.execute(delete(STATUS))
+    connection.execute(delete(UNRESOLVED_TOTALS))
     connection.execute(delete(READY))
     refresh(session_or_connection, connection.execute(select(LABEL.c.response_id).distinct()).scalars())
     rebuild_assignments(session_or_connection)
@@ -537,10 +569,25 @@ def _every_labeled_chunk(connection: Connection) -> Iterator[list[int]]:
 
 
 def rebuild_status(connection: Connection) -> None:
-    """Rewrites every response's status (a migration)."""
+    """Rewrites every response's status (a migration); `unresolved_totals` are the caller's to rebuild after
+    (`rebuild_unresolved_totals`: the revisions that rebuild the status came before that table)."""
     connection.execute(delete(STATUS))
     for chunk in _every_labeled_chunk(connection):
         _refresh_status_chunk(connection, chunk)
+
+
+def rebuild_unresolved_totals(connection: Connection) -> None:
+    """Rewrites `unresolved_totals` from every response's status (a repair, a migration)."""
+    connection.execute(delete(UNRESOLVED_TOTALS))
+    shard = STATUS.c.response_id % UNRESOLVED_SHARDS
+    connection.execute(
+        insert(UNRESOLVED_TOTALS).from_select(
+            ["shard", "n_decisions", "n_responses"],
+            select(shard, func.sum(STATUS.c.n_unresolved), func.count())
+            .where(STATUS.c.n_unresolved > 0)
+            .group_by(shard),
+        )
+    )
 
 
 def rebuild_tally(connection: Connection) -> None:

@@ -176,7 +176,10 @@ def adjudication_view(session: Session, user: User, response_id: int) -> Adjudic
     # Finals and disagreements from the labels that count on the current rubric only (db.store.current_rubric).
     labels = list(
         session.execute(
-            select(Label).where(col(Label.response_id) == response_id, counts_sql(col(Label.rubric_version_id)))
+            select(Label).where(
+                col(Label.response_id) == response_id,
+                counts_sql(col(Label.rubric_version_id), case_pks=[case.id]),
+            )
         ).scalars()
     )
     frame = pd.DataFrame(
@@ -263,7 +266,7 @@ def _write_decision(
             ).where(
                 col(Label.response_id) == response_id,
                 col(Label.criterion_id) == criterion_id,
-                counts_sql(col(Label.rubric_version_id)),
+                counts_sql(col(Label.rubric_version_id), case_pks=[case.id]),
             )
         ).all(),
         columns=gold.LABEL_COLUMNS,

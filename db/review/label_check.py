@@ -388,7 +388,7 @@ def check_view(session: Session, user: User, response_id: int) -> CheckView:
                 col(Label.response_id) == response_id,
                 col(Label.group_no) == group,
                 col(Label.stage).in_([Stage.annotation, Stage.check]),
-                counts_sql(Label.rubric_version_id),  # the current rubric's labels only
+                counts_sql(Label.rubric_version_id, case_pks=[case.id]),  # the current rubric's labels only
             )
         ).scalars()
     )

@@ -80,14 +80,16 @@ def counts_on_current_rubric(label_version_id: int | None, current_version_id: i
     return label_version_id is not None and label_version_id == current_version_id
 
 
-def counts_sql(label_version: Any) -> ColumnElement[bool]:
+def counts_sql(label_version: Any, *, case_pks: Iterable[int] | None = None) -> ColumnElement[bool]:
     """SQL form of `counts_on_current_rubric` for a label's version-id column: it names a current rubric version.
 
     A label's version is always a version of its own response's case (saves, imports and revision 0011
     stamp it from that case), so naming *a* current version is naming its case's: no join with the
-    response is needed, and the current versions are a small set (one per case).
+    response is needed, and the current versions are a small set (one per case). A reader of one response's
+    labels names its case (`case_pks`): the set is then that case's version, where the set of every case is
+    read in full on PostgreSQL and grows with the benchmark.
     """
-    return label_version.in_(select(current_versions().subquery().c.rubric_version_id))
+    return label_version.in_(select(current_versions(case_pks).subquery().c.rubric_version_id))
 
 
 def stale_sql(label_version: Any) -> ColumnElement[bool]:

@@ -421,6 +421,22 @@ class JudgeTotal(SQLModel, table=True):
     n_decisions: int = Field(description="decisions of this judge")
 
 
+#: `unresolved_totals` keeps a row per this many shards of responses (response id modulo it).
+UNRESOLVED_SHARDS = 16
+
+
+class UnresolvedTotal(SQLModel, table=True):
+    """Kept figure (db/counts): the decisions nobody adjudicated yet and the responses holding them (the admins'
+    sidebar reads a few rows, not every response's status), per shard of responses (response id modulo
+    UNRESOLVED_SHARDS): saves on different responses seldom wait for one another's row."""
+
+    __tablename__ = "unresolved_totals"
+
+    shard: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    n_decisions: int = Field(description="unresolved decisions of the shard's responses")
+    n_responses: int = Field(description="the shard's responses with an unresolved decision")
+
+
 class ResponseStatus(SQLModel, table=True):
     """Kept figures (db/counts) of one response: compared, differing, unresolved and gold decisions."""
 

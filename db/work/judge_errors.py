@@ -100,7 +100,7 @@ def judge_error_detail(
         .where(
             col(Label.response_id) == response_id,
             col(Label.criterion_id) == criterion_id,
-            counts_sql(Label.rubric_version_id),  # the labels the judge was measured against
+            counts_sql(Label.rubric_version_id, case_pks=[case.id]),  # the labels the judge was measured against
         )
         .order_by(col(Label.group_no), col(Label.stage))
     ).all()

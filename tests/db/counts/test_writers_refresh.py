@@ -16,7 +16,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlmodel import Session
 
 from db import counts, labeling, review, rubrics
@@ -87,7 +87,21 @@ def _kept_rows(s) -> tuple[list, list, dict, list, list, list]:
             )
         ).all()
     }
-    return tally, status, states, counts.kept_ready(s), counts.kept_totals(s), counts.assignment_totals(s)
+    unresolved = s.execute(
+        text(
+            "SELECT shard, n_decisions, n_responses FROM unresolved_totals"
+            " WHERE n_decisions != 0 OR n_responses != 0 ORDER BY shard"
+        )
+    ).all()
+    return (
+        tally,
+        status,
+        states,
+        counts.kept_ready(s),
+        counts.kept_totals(s),
+        counts.assignment_totals(s),
+        [tuple(row) for row in unresolved],
+    )
 
 
 def assert_kept_equals_recount(engine) -> None:
@@ -102,6 +116,7 @@ def assert_kept_equals_recount(engine) -> None:
         assert counts.kept_totals(s) == counts.recount_totals(s)
         assert counts.assignment_totals(s) == _recounted_owner_totals(s)
         assert counts.kept_judge_totals(s) == counts.recount_judge_totals(s)
+        assert counts.unresolved_figures(s) == counts.unresolved_figures(s, recount=True)
     # The columns no reader recounts (unchecked labels, gold figures) against a rebuild, rolled back after.
     with Session(engine) as s:
         before = _kept_rows(s)
@@ -185,6 +200,9 @@ def _saves(engine, first: int) -> None:
     with session_scope(engine) as s:
         open_cells = [c.criterion_id for c in review.adjudication_view(s, adjudicator, first).cells if c.unresolved]
     assert len(open_cells) >= 2
+    with session_scope(engine, read_only=True) as s:
+        decisions_before, responses_before = counts.unresolved_figures(s)
+    assert decisions_before >= len(open_cells) and responses_before >= 1  # the checks below follow real moves
     with session_scope(engine) as s:
         review.adjudicate(s, adjudicator, response_id=first, criterion_id=open_cells[0], met=True, rationale="依据指南")
     assert_kept_equals_recount(engine)
@@ -192,6 +210,8 @@ def _saves(engine, first: int) -> None:
         decisions = [review.AdjudicationInput(c, False, "依据指南") for c in open_cells[1:]]
         review.adjudicate_many(s, adjudicator, response_id=first, decisions=decisions)
     assert_kept_equals_recount(engine)
+    with session_scope(engine, read_only=True) as s:
+        assert counts.unresolved_figures(s) == (decisions_before - len(open_cells), responses_before - 1)
 
 
 def _rubric_changes(engine, tmp_path, first: int) -> None:

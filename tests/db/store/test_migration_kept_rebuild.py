@@ -22,6 +22,9 @@ KEPT = {
     "response_status": "SELECT * FROM response_status ORDER BY response_id",
     "assignment": "SELECT id, label_status, labeled, rubric_size FROM assignment ORDER BY id",
     "judge_totals": "SELECT judge, n_decisions FROM judge_totals ORDER BY judge",
+    # A shard moved back to nothing keeps its row of zeros: those say nothing.
+    "unresolved_totals": "SELECT shard, n_decisions, n_responses FROM unresolved_totals"
+    " WHERE n_decisions != 0 OR n_responses != 0 ORDER BY shard",
 }
 
 
@@ -70,6 +73,7 @@ def test_upgrading_from_0008_rebuilds_every_kept_figure(database_url_of_each_kin
         written = _kept(engine)
         assert written["judge_totals"] == [("judge-a", 6), ("judge-b", 3)]
         assert written["label_tally"] and written["assignment"]
+        assert written["unresolved_totals"]  # the world leaves disagreements nobody adjudicated
         assert any(row[7] for row in written["label_tally"])  # some label differs from gold
         assert {row[1] for row in written["assignment"]} - {None}
 
