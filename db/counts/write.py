@@ -28,12 +28,14 @@ from db.counts.status import label_frame, status_rows
 from db.counts.tables import (
     ASSIGNMENT,
     ASSIGNMENT_TOTALS,
+    COUNTED_TABLES,
     CRITERION,
     JUDGE_DECISION,
     JUDGE_TOTALS,
     LABEL,
     READY,
     RESPONSE,
+    ROW_TOTALS,
     STATUS,
     STATUS_COLUMNS,
     TALLY,
@@ -301,11 +303,20 @@ def add_judge_decisions(session_or_connection: Session | Connection, added: Mapp
         connection.execute(_add_to(connection.dialect.name, JUDGE_TOTALS.name), rows)
 
 
+def add_rows(session_or_connection: Session | Connection, added: Mapping[str, int]) -> None:
+    """Adds the rows a writer inserted (table name -> how many) to `row_totals`: the case and response importers
+    call it in their own transaction after their insert."""
+    rows = [{"table_name": name, "n_rows": n} for name, n in sorted(added.items()) if n]
+    if rows:
+        connection = connection_of(session_or_connection)
+        connection.execute(_add_to(connection.dialect.name, ROW_TOTALS.name), rows)
+
+
 @lru_cache(maxsize=8)
 def _add_to(dialect: str, table_name: str):
     """INSERT … ON CONFLICT (primary key) DO UPDATE SET n = n + the change, for every other column of a totals
     table: a row is created or moved in one statement."""
-    table = {t.name: t for t in (TOTALS, JUDGE_TOTALS, ASSIGNMENT_TOTALS, UNRESOLVED_TOTALS)}[table_name]
+    table = {t.name: t for t in (TOTALS, JUDGE_TOTALS, ASSIGNMENT_TOTALS, UNRESOLVED_TOTALS, ROW_TOTALS)}[table_name]
     if dialect == "postgresql":
         from sqlalchemy.dialects import postgresql
 
@@ -549,6 +560,7 @@ def rebuild_all(session_or_connection: Session | Connection) -> None:
     refresh(session_or_connection, connection.execute(select(LABEL.c.response_id).distinct()).scalars())
     rebuild_assignments(session_or_connection)
     rebuild_judge_totals(connection)
+    rebuild_row_totals(connection)
 
 
 def rebuild_judge_totals(connection: Connection) -> None:
@@ -560,6 +572,14 @@ def rebuild_judge_totals(connection: Connection) -> None:
             select(JUDGE_DECISION.c.judge, func.count()).group_by(JUDGE_DECISION.c.judge),
         )
     )
+
+
+def rebuild_row_totals(connection: Connection) -> None:
+    """Rewrites `row_totals` from the tables they count (a repair, a migration)."""
+    connection.execute(delete(ROW_TOTALS))
+    for table in COUNTED_TABLES:
+        n = connection.execute(select(func.count()).select_from(table)).scalar_one()
+        connection.execute(insert(ROW_TOTALS).values(table_name=table.name, n_rows=n))
 
 
 def _every_labeled_chunk(connection: Connection) -> Iterator[list[int]]:

@@ -7,7 +7,7 @@ from sqlmodel import Session, col
 
 from db import counts as kept_counts
 from db.store.judges import judge_names
-from db.store.models import Case, Criterion, Response, RubricStatus, RubricVersion, User
+from db.store.models import Case, Criterion, Response, RubricStatus, RubricVersion, User, table_of
 
 
 def _count(session: Session, statement) -> int:
@@ -19,10 +19,12 @@ def overview(session: Session) -> dict:
     # Labels are summed from the kept per-person totals (db.counts, a few rows however many labels), exact all
     # the same. `labels` counts the labels that count (made on their case's current rubric,
     # db.store.current_rubric); `labels.on_older_rubric` the rows kept from older versions, so nothing is hidden.
+    # Cases and responses likewise, from the kept row totals (a count of the response table read every row).
     labels_by_stage, on_older_rubric = kept_counts.labels_by_stage(session)
+    rows = kept_counts.row_totals(session)
     return {
-        "cases": _count(session, select(func.count()).select_from(Case)),
-        "responses": _count(session, select(func.count()).select_from(Response)),
+        "cases": rows.get(table_of(Case).name, 0),
+        "responses": rows.get(table_of(Response).name, 0),
         "labels": {
             "total": sum(labels_by_stage.values()),
             "annotation": labels_by_stage.get("annotation", 0),

@@ -117,6 +117,7 @@ def assert_kept_equals_recount(engine) -> None:
         assert counts.assignment_totals(s) == _recounted_owner_totals(s)
         assert counts.kept_judge_totals(s) == counts.recount_judge_totals(s)
         assert counts.unresolved_figures(s) == counts.unresolved_figures(s, recount=True)
+        assert counts.row_totals(s) == counts.recount_row_totals(s)
     # The columns no reader recounts (unchecked labels, gold figures) against a rebuild, rolled back after.
     with Session(engine) as s:
         before = _kept_rows(s)

@@ -7,6 +7,7 @@ import re
 import pytest
 from sqlmodel import Session, select
 
+from db import counts
 from db.importers import import_file
 from db.store.models import AuditLog, Response
 from tests.support.import_samples import (
@@ -114,3 +115,33 @@ def test_contacts_in_responses_are_reported(with_cases, tmp_path):
     assert "responses.jsonl line 1: response contains a landline number" in text
     assert "responses.jsonl line 1: response contains an e-mail address (h***@clinic.cn)" in text
     assert "62345678" not in text
+
+
+def _row_totals(engine) -> tuple[dict[str, int], dict[str, int]]:
+    with Session(engine) as session:
+        return counts.row_totals(session), counts.recount_row_totals(session)
+
+
+def test_the_kept_case_and_response_rows_follow_inserts_and_ignore_replacements_and_refusals(with_cases, tmp_path):
+    assert _row_totals(with_cases) == ({"case": 2, "response": 0},) * 2
+    path = write_jsonl(
+        tmp_path / "responses.jsonl", [response_record(c, m) for c in ("CC-0001", "CC-0002") for m in MODELS]
+    )
+    import_file(with_cases, "responses", path)
+    import_file(with_cases, "responses", path)  # unchanged: nothing inserted
+    replaced = [response_record("CC-0001", "model-a", "改过的回答")]
+    assert import_file(with_cases, "responses", write_jsonl(tmp_path / "r2.jsonl", replaced)).replaced == 1
+    bad = [response_record("CC-0002", "model-c"), response_record("CC-9999", "model-a")]
+    refused(with_cases, "responses", write_jsonl(tmp_path / "bad.jsonl", bad))
+    kept, recounted = _row_totals(with_cases)
+    assert kept == recounted == {"case": 2, "response": 4}
+
+    more_cases = [case_record("CC-0001"), case_record("CC-0003"), case_record("CC-0004")]
+    import_file(with_cases, "cases", write_jsonl(tmp_path / "cases2.jsonl", more_cases))
+    kept, recounted = _row_totals(with_cases)
+    assert kept == recounted == {"case": 4, "response": 4}
+
+    with Session(with_cases) as session:  # a repair rewrites the same totals
+        counts.rebuild_all(session)
+        session.commit()
+    assert _row_totals(with_cases)[0] == {"case": 4, "response": 4}
