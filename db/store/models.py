@@ -58,7 +58,7 @@ class Case(SQLModel, table=True):
     difficulty: str = Field(max_length=16)
     task: str = Field(default="", max_length=128)
     task_labels: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
-    subject: str = Field(default="", max_length=128)
+    subject: str = Field(default="", max_length=128, index=True)
     subject_labels: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     user_role: str = Field(default="", max_length=128)
     clinical_context: str = Field(default="", sa_column=Column(Text, nullable=False))

@@ -27,6 +27,7 @@ from db.access.audit import AuditWriter, record
 from db.access.policies import AssignmentPolicy, authorize
 from db.rules.errors import NotFound, ValidationFailed
 from db.store.current_rubric import counts_on_current_rubric, current_version_ids
+from db.store.distinct import distinct_values
 from db.store.models import (
     Assignment,
     AssignmentKind,
@@ -158,8 +159,9 @@ def active_annotators(session: Session) -> list[User]:
 
 
 def specialties(session: Session) -> list[str]:
-    """Every case subject (specialty), for choosing which cases to hand out."""
-    return sorted(s for s in session.exec(select(Case.subject).distinct()).all() if s)
+    """Every case subject (specialty), for choosing which cases to hand out: a few dozen values hopped through the
+    subject's index (db.store.distinct), where DISTINCT read every case on each visit of the assignments page."""
+    return sorted(s for s in distinct_values(session, table_of(Case).c.subject) if s)
 
 
 # Rubric authoring -------------------------------------------------------------------------

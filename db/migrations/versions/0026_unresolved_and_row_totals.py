@@ -6,7 +6,8 @@ Revises: 0025
 Every admin page's sidebar summed the status rows of every response with an unresolved decision (8.5 k at 4× the
 paper's scale), and the admins' overview counted every response on each visit. db/counts now keeps the two
 unresolved numbers per shard of responses as it rewrites the status rows, and the case and response rows as the
-importers insert them. The tables are added and filled by today's db/counts.
+importers insert them. The tables are added and filled by today's db/counts. The assignments page listed the
+cases' subjects with DISTINCT over every case; an index on the subject lets it hop from one value to the next.
 """
 
 import sqlalchemy as sa
@@ -33,6 +34,8 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("table_name"),
     )
 
+    op.create_index("ix_case_subject", "case", ["subject"])
+
     from db import counts
 
     bind = op.get_bind()
@@ -41,5 +44,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index("ix_case_subject", table_name="case")
     op.drop_table("row_totals")
     op.drop_table("unresolved_totals")
