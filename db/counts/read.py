@@ -15,8 +15,10 @@ from sqlmodel import Session
 from db.counts.recount import recount_status, recounted_tally
 from db.counts.tables import (
     ASSIGNMENT_TOTALS,
+    CASE,
     JUDGE_TOTALS,
     READY,
+    RESPONSE,
     ROW_TOTALS,
     STATUS,
     STATUS_COLUMNS,
@@ -170,6 +172,12 @@ def row_totals(session: Session) -> dict[str, int]:
     """Rows of the case and response tables (table name -> rows), from the kept `row_totals`."""
     rows = session.execute(select(ROW_TOTALS.c.table_name, ROW_TOTALS.c.n_rows))
     return {str(name): int(n) for name, n in rows}
+
+
+def case_and_response_rows(session: Session) -> tuple[int, int]:
+    """(cases, responses) from the kept `row_totals`."""
+    kept = row_totals(session)
+    return kept.get(CASE.name, 0), kept.get(RESPONSE.name, 0)
 
 
 def assignment_totals(session: Session) -> list[tuple[int, int, int, int]]:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import and_, bindparam, case, delete, false, func, insert, select, update
+from sqlalchemy import Table, and_, bindparam, case, delete, false, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlmodel import Session
 
@@ -242,31 +242,26 @@ def _move_totals(connection: Connection, changes: Mapping[TotalKey, tuple[int, i
     A chunk's `before` is what its rows added, since its responses are locked (or SQLite's writer is alone). The
     rows move in key order: two writers moving the same rows take their locks in one order.
     """
-    rows = [
-        {
-            "group_no": key[0],
-            "stage": key[1],
-            "user_id": key[2],
-            "counting": key[3],
-            "n_responses": responses,
-            "n_labels": n,
-        }
-        for key, (responses, n) in sorted(changes.items())
-        if responses or n
-    ]
+    _move(connection, TOTALS, ("group_no", "stage", "user_id", "counting"), ("n_responses", "n_labels"), changes)
+
+
+def _move(
+    connection: Connection, table: Table, keys: tuple[str, ...], values: tuple[str, ...], changes: Mapping[Any, Any]
+) -> None:
+    """Adds `changes` (a key, or a tuple of the `keys` columns -> the change of the `values` columns, likewise) to a
+    totals table, in key order; rows that change by nothing are not touched. Every kept total moves here."""
+    rows = []
+    for key, change in sorted(changes.items()):
+        moved = change if isinstance(change, tuple) else (change,)
+        if any(moved):
+            rows.append(dict(zip(keys, key if isinstance(key, tuple) else (key,))) | dict(zip(values, moved)))
     if rows:
-        connection.execute(_add_to(connection.dialect.name, TOTALS.name), rows)
+        connection.execute(_add_to(connection.dialect.name, table.name), rows)
 
 
 def _move_owner_totals(connection: Connection, changes: Mapping[tuple[int, int], tuple[int, int]]) -> None:
     """Adds `changes` to `assignment_totals`, in key order (rows that change by nothing are not touched)."""
-    rows = [
-        {"user_id": user_id, "group_no": group_no, "n_assigned": assigned, "n_done": done}
-        for (user_id, group_no), (assigned, done) in sorted(changes.items())
-        if assigned or done
-    ]
-    if rows:
-        connection.execute(_add_to(connection.dialect.name, ASSIGNMENT_TOTALS.name), rows)
+    _move(connection, ASSIGNMENT_TOTALS, ("user_id", "group_no"), ("n_assigned", "n_done"), changes)
 
 
 def move_assignment_owner(
@@ -285,31 +280,19 @@ def move_assignment_owner(
 
 def _move_unresolved_totals(connection: Connection, changes: Mapping[int, tuple[int, int]]) -> None:
     """Adds `changes` (shard -> (decisions, responses)) to `unresolved_totals`, in shard order."""
-    rows = [
-        {"shard": shard, "n_decisions": decisions, "n_responses": responses}
-        for shard, (decisions, responses) in sorted(changes.items())
-        if decisions or responses
-    ]
-    if rows:
-        connection.execute(_add_to(connection.dialect.name, UNRESOLVED_TOTALS.name), rows)
+    _move(connection, UNRESOLVED_TOTALS, ("shard",), ("n_decisions", "n_responses"), changes)
 
 
 def add_judge_decisions(session_or_connection: Session | Connection, added: Mapping[str, int]) -> None:
     """Adds the decisions a writer inserted (judge -> how many) to `judge_totals`. The judge importer and a judge
     run call it in their own transaction after their insert; replacing a decision's answer changes no total."""
-    rows = [{"judge": judge, "n_decisions": n} for judge, n in sorted(added.items()) if n]
-    if rows:
-        connection = connection_of(session_or_connection)
-        connection.execute(_add_to(connection.dialect.name, JUDGE_TOTALS.name), rows)
+    _move(connection_of(session_or_connection), JUDGE_TOTALS, ("judge",), ("n_decisions",), added)
 
 
 def add_rows(session_or_connection: Session | Connection, added: Mapping[str, int]) -> None:
     """Adds the rows a writer inserted (table name -> how many) to `row_totals`: the case and response importers
     call it in their own transaction after their insert."""
-    rows = [{"table_name": name, "n_rows": n} for name, n in sorted(added.items()) if n]
-    if rows:
-        connection = connection_of(session_or_connection)
-        connection.execute(_add_to(connection.dialect.name, ROW_TOTALS.name), rows)
+    _move(connection_of(session_or_connection), ROW_TOTALS, ("table_name",), ("n_rows",), added)
 
 
 @lru_cache(maxsize=8)

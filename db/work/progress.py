@@ -23,13 +23,10 @@ from db.store.judges import response_models
 from db.store.models import (
     Assignment,
     AssignmentKind,
-    Case,
-    Response,
     Role,
     RubricStatus,
     RubricVersion,
     User,
-    table_of,
 )
 from db.work.assignments import (
     RUBRIC_DONE_STATES,
@@ -163,8 +160,7 @@ def progress(
             )
         )
 
-    rows = counts.row_totals(session)  # kept: a count of the response table read every row on each visit
-    responses, cases = rows.get(table_of(Response).name, 0), rows.get(table_of(Case).name, 0)
+    cases, responses = counts.case_and_response_rows(session)  # kept: a count read every response on each visit
     approved_cases = session.exec(
         select(func.count(func.distinct(RubricVersion.case_pk))).where(RubricVersion.status == RubricStatus.approved)
     ).one()

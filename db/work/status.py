@@ -7,7 +7,7 @@ from sqlmodel import Session, col
 
 from db import counts as kept_counts
 from db.store.judges import judge_names
-from db.store.models import Case, Criterion, Response, RubricStatus, RubricVersion, User, table_of
+from db.store.models import Criterion, RubricStatus, RubricVersion, User
 
 
 def _count(session: Session, statement) -> int:
@@ -21,10 +21,10 @@ def overview(session: Session) -> dict:
     # db.store.current_rubric); `labels.on_older_rubric` the rows kept from older versions, so nothing is hidden.
     # Cases and responses likewise, from the kept row totals (a count of the response table read every row).
     labels_by_stage, on_older_rubric = kept_counts.labels_by_stage(session)
-    rows = kept_counts.row_totals(session)
+    cases, responses = kept_counts.case_and_response_rows(session)
     return {
-        "cases": rows.get(table_of(Case).name, 0),
-        "responses": rows.get(table_of(Response).name, 0),
+        "cases": cases,
+        "responses": responses,
         "labels": {
             "total": sum(labels_by_stage.values()),
             "annotation": labels_by_stage.get("annotation", 0),
