@@ -2,9 +2,12 @@
 
 The demo is built at N cases (default 2,500: 1.65 M annotation labels) and at F × N (default 4×: 10,000
 cases, 6.6 M), the way `clinconsensus demo --scale full --cases N` builds it, judges included
-(benchmarks/full_scale.py), on a SQLite file and on a throw-away PostgreSQL server (tools/pg_server.py;
-when none can start, the reason is printed and SQLite alone is measured). At each size, in this order
-(the page runs save labels, so they come last):
+(benchmarks/full_scale.py), on a SQLite file and on a throw-away PostgreSQL server of its own
+(tools/pg_server.py; when none can start, the reason is printed and SQLite alone is measured). Both sizes are
+built before anything is measured (a PostgreSQL database is then vacuumed and analyzed, so no figure holds
+autovacuum's pass over the freshly loaded tables), and each figure is taken at 1× and then at F× right after
+it: the machine's drift over the hour (other work, a warmer or colder cache) falls on both sizes alike
+instead of on one of them. In this order (the page runs save labels, so they come last):
 
 - whole-data work, each `clinconsensus …` as an admin runs it, in its own process (benchmarks/whole_data:
   the process's CPU seconds, wall seconds and peak memory):
@@ -15,20 +18,25 @@ when none can start, the reason is printed and SQLite alone is measured). At eac
   - `audit verify`;
   - `import` of the demo's files of that size (cases, responses, labels of every stage, one judge's
     decisions) into an empty database beside the built one; the label table then holds the file's lines;
-- per-page work, server milliseconds (median), each benchmark in its own process with `--database URL`:
+- per-page work, server milliseconds (median), each benchmark in its own process with `--database URL`,
+  repeated in `--rounds` rounds (default 3), each round at 1× and then at F× (the workbench's rounds, then
+  the pages'):
   - on the labeling workbench (benchmarks/bench_labeling): save-and-next, the page's save-and-next run,
     and a decision kept as a draft;
   - the first visit of every page right after a label changed (benchmarks/bench_pages), and the
     dashboard's background grid rebuild, which reads everything and so counts as whole-data work.
 
-Printed per database: each figure at 1× and F×, its growth and its limit (1.1 · F for whole-data work,
-4.4× at 4×: linear with a tenth for noise; 1.3× for per-page work), and `report --json` and `audit verify`
-as multiples of the raw read at each size. For commands the growth is of CPU time: wall time follows the
-machine's other work. It is printed beside, as on PostgreSQL only wall time holds the server's share.
-Nothing about speed is asserted: the exit status is 1 only when a run fails or an equality check fails.
+Printed per database: each figure at 1× and F× (the median over the rounds), its growth and its limit
+(1.1 · F for whole-data work, 4.4× at 4×: linear with a tenth for noise; 1.3× for per-page work), and
+`report --json` and `audit verify` as multiples of the raw read at each size. A repeated figure's growth is
+the median of its rounds' growths (each round's F× over the same round's 1×), printed with their range: a
+range that spans the limit says the run cannot tell. For commands the growth is of CPU time: wall time
+follows the machine's other work. It is printed beside, as on PostgreSQL only wall time holds the server's
+share. Nothing about speed is asserted: the exit status is 1 only when a run fails or an equality check
+fails.
 
     .venv/bin/python -m benchmarks.bench_growth [--cases 2500] [--factor 4] [--no-postgres | --no-sqlite]
-                                                [--visits 5] [--samples 20]
+                                                [--visits 5] [--samples 20] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -36,10 +44,11 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
+import statistics
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -105,17 +114,18 @@ class Figure:
 
 @dataclass
 class Growth:
-    """One database's figures at each size (in cases), in the order they were first measured."""
+    """One database's figures at each size (in cases), in the order they were first measured; a figure taken
+    in several rounds keeps one value per round."""
 
     database: str
-    figures: dict[str, dict[int, Figure]] = field(default_factory=dict)
+    figures: dict[str, dict[int, list[Figure]]] = field(default_factory=dict)
     kinds: dict[str, str] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
 
     def add(self, name: str, kind: str, cases: int, figure: Figure) -> None:
-        self.figures.setdefault(name, {})[cases] = figure
+        self.figures.setdefault(name, {}).setdefault(cases, []).append(figure)
         self.kinds[name] = kind
-        print(f"  {name}: {figure}", flush=True)
+        print(f"  {name} ({cases:,} cases): {figure}", flush=True)
 
     def attempt(self, what: str, work: Callable[[], T]) -> T | None:
         """`work()`, or None with the failure kept for the exit status (the other figures still get measured)."""
@@ -131,46 +141,84 @@ class Growth:
         print(f"  FAILED: {what}", flush=True)
 
 
+@dataclass(frozen=True)
+class Sized:
+    """One database at one size: where it is and a folder of its own for the files a run writes."""
+
+    cases: int
+    url: str
+    folder: Path
+
+
 def database_name(url: str) -> str:
     return "PostgreSQL" if make_url(url).get_backend_name() == "postgresql" else "SQLite"
 
 
-# Whole-data work -----------------------------------------------------------------------------
+def settle(url: str) -> None:
+    """PostgreSQL: vacuum and analyze the freshly built database, which autovacuum would otherwise do in the
+    minutes the first figures are taken. SQLite does nothing in the background."""
+    if make_url(url).get_backend_name() != "postgresql":
+        return
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.exec_driver_sql("VACUUM (ANALYZE)")
+    engine.dispose()
 
 
-def measure_commands(url: str, cases: int, folder: Path, growth: Growth) -> None:
-    """The raw read, `report --json` twice, the exports and `audit verify`, each in its own process."""
-    raw = growth.attempt(RAW_READ, lambda: whole_data.raw_label_read(url))
+# Whole-data work: each figure at every size in turn --------------------------------------------
+
+
+def measure_raw_read(sized: Sized, growth: Growth) -> None:
+    raw = growth.attempt(RAW_READ, lambda: whole_data.raw_label_read(sized.url))
     if raw is not None:
-        growth.add(RAW_READ, WHOLE_DATA, cases, Figure.of_command(raw))
+        growth.add(RAW_READ, WHOLE_DATA, sized.cases, Figure.of_command(raw))
 
+
+def measure_report(sized: Sized, growth: Growth) -> None:
+    """`report --json` the first time after a change, then again on unchanged data (the same bytes)."""
     # The first run after a change computes; kept reports (SQLite) from an earlier run would answer instead.
-    whole_data.forget_kept_reports(url)
-    report_file = folder / "report.json"
-    first = growth.attempt(REPORT_FIRST, lambda: whole_data.clinconsensus(url, "report", "--json", str(report_file)))
-    if first is not None:
-        growth.add(REPORT_FIRST, WHOLE_DATA, cases, Figure.of_command(first))
-        first_bytes = report_file.read_bytes()
-        again = growth.attempt(
-            REPORT_AGAIN, lambda: whole_data.clinconsensus(url, "report", "--json", str(report_file))
-        )
-        if again is not None:
-            growth.add(REPORT_AGAIN, WHOLE_DATA, cases, Figure.of_command(again))
-            if report_file.read_bytes() != first_bytes:
-                growth.fail(f"report --json on unchanged data wrote other bytes than the first run ({cases:,} cases)")
+    whole_data.forget_kept_reports(sized.url)
+    report_file = sized.folder / "report.json"
+    command = partial(whole_data.clinconsensus, sized.url, "report", "--json", str(report_file))
+    first = growth.attempt(REPORT_FIRST, command)
+    if first is None:
+        return
+    growth.add(REPORT_FIRST, WHOLE_DATA, sized.cases, Figure.of_command(first))
+    first_bytes = report_file.read_bytes()
+    again = growth.attempt(REPORT_AGAIN, command)
+    if again is None:
+        return
+    growth.add(REPORT_AGAIN, WHOLE_DATA, sized.cases, Figure.of_command(again))
+    if report_file.read_bytes() != first_bytes:
+        growth.fail(f"report --json on unchanged data wrote other bytes than the first run ({sized.cases:,} cases)")
 
-    for kind in EXPORTS:
-        target = folder / (f"{kind}.jsonl" if kind in FILE_EXPORTS else kind)
+
+def export_measurer(kind: str) -> Callable[[Sized, Growth], None]:
+    def measure_export(sized: Sized, growth: Growth) -> None:
+        target = sized.folder / (f"{kind}.jsonl" if kind in FILE_EXPORTS else kind)
         if kind not in FILE_EXPORTS:
-            target.mkdir()
+            target.mkdir(exist_ok=True)
         name = f"export {kind}"
-        measured = growth.attempt(name, partial(whole_data.clinconsensus, url, "export", kind, str(target)))
+        measured = growth.attempt(name, partial(whole_data.clinconsensus, sized.url, "export", kind, str(target)))
         if measured is not None:
-            growth.add(name, WHOLE_DATA, cases, Figure.of_command(measured))
+            growth.add(name, WHOLE_DATA, sized.cases, Figure.of_command(measured))
 
-    verified = growth.attempt(AUDIT_VERIFY, lambda: whole_data.clinconsensus(url, "audit", "verify"))
+    return measure_export
+
+
+def measure_audit(sized: Sized, growth: Growth) -> None:
+    verified = growth.attempt(AUDIT_VERIFY, lambda: whole_data.clinconsensus(sized.url, "audit", "verify"))
     if verified is not None:
-        growth.add(AUDIT_VERIFY, WHOLE_DATA, cases, Figure.of_command(verified))
+        growth.add(AUDIT_VERIFY, WHOLE_DATA, sized.cases, Figure.of_command(verified))
+
+
+#: The whole-data figures of the built databases, in order; each is taken at every size before the next.
+COMMANDS: tuple[Callable[[Sized, Growth], None], ...] = (
+    measure_raw_read,
+    measure_report,
+    *(export_measurer(kind) for kind in EXPORTS),
+    measure_audit,
+)
 
 
 @contextmanager
@@ -192,36 +240,48 @@ def empty_database(url: str, folder: Path) -> Iterator[str]:
         server.dispose()
 
 
-def measure_import(url: str, cases: int, folder: Path, growth: Growth) -> None:
-    """`clinconsensus import` of the demo's files of this size into an empty database, file by file."""
+def measure_imports(sizes: list[Sized], growth: Growth) -> None:
+    """`clinconsensus import` of the demo's files of each size into an empty database beside the built one,
+    file by file: each file at every size before the next."""
     from demo.generator import write_demo_files
 
-    paths = write_demo_files(folder / "files", scale="full", n_cases=cases, n_judges=1)
-    judge_file = next(path for key, path in paths.items() if key not in ("cases", "responses", "labels", "plan"))
-    files = {**paths, "judge": judge_file}
-    with empty_database(url, folder) as target:
+    written: dict[int, dict[str, Path]] = {}
+    for sized in sizes:
+        paths = write_demo_files(sized.folder / "files", scale="full", n_cases=sized.cases, n_judges=1)
+        judge_file = next(path for key, path in paths.items() if key not in ("cases", "responses", "labels", "plan"))
+        written[sized.cases] = {**paths, "judge": judge_file}
+    with ExitStack() as stack:
+        targets = {sized.cases: stack.enter_context(empty_database(sized.url, sized.folder)) for sized in sizes}
+        importing = list(sizes)
         for kind in IMPORTS:
-            name = f"import {kind}"
-            measured = growth.attempt(name, partial(whole_data.clinconsensus, target, "import", kind, str(files[kind])))
-            if measured is None:
-                return
-            growth.add(name, WHOLE_DATA, cases, Figure.of_command(measured))
-        engine = create_engine(target)
-        with engine.connect() as connection:
-            stored = connection.execute(text("SELECT count(*) FROM label")).scalar_one()
-        engine.dispose()
-    written = count_lines(paths["labels"])
-    if stored != written:
-        growth.fail(f"the import of {written:,} label lines left {stored:,} labels ({cases:,} cases)")
-    shutil.rmtree(folder / "files", ignore_errors=True)
+            for sized in list(importing):
+                name = f"import {kind}"
+                command = partial(
+                    whole_data.clinconsensus, targets[sized.cases], "import", kind, str(written[sized.cases][kind])
+                )
+                measured = growth.attempt(name, command)
+                if measured is None:
+                    importing.remove(sized)  # the later files need this one
+                    continue
+                growth.add(name, WHOLE_DATA, sized.cases, Figure.of_command(measured))
+        for sized in importing:
+            engine = create_engine(targets[sized.cases])
+            with engine.connect() as connection:
+                stored = connection.execute(text("SELECT count(*) FROM label")).scalar_one()
+            engine.dispose()
+            lines = count_lines(written[sized.cases]["labels"])
+            if stored != lines:
+                growth.fail(f"the import of {lines:,} label lines left {stored:,} labels ({sized.cases:,} cases)")
+    for sized in sizes:
+        shutil.rmtree(sized.folder / "files", ignore_errors=True)
 
 
-# Per-page work -------------------------------------------------------------------------------
+# Per-page work: a round at every size, repeated -------------------------------------------------
 
 
-def measure_pages(url: str, cases: int, visits: int, growth: Growth) -> None:
+def measure_pages(sized: Sized, visits: int, growth: Growth) -> None:
     """Every page's first visit (bench_pages in its own process), and the dashboard's background rebuild."""
-    command = [sys.executable, "-m", "benchmarks.bench_pages", "--database", url]
+    command = [sys.executable, "-m", "benchmarks.bench_pages", "--database", sized.url]
     command += ["--visits", str(visits), "--recount-visits", "0"]
     measured = growth.attempt("page visits (bench_pages)", lambda: whole_data.measure(command))
     if measured is None:
@@ -229,18 +289,19 @@ def measure_pages(url: str, cases: int, visits: int, growth: Growth) -> None:
     pages = 0
     for line in measured.output.splitlines():
         if page := PAGE_LINE.match(line):
-            growth.add(f"first visit {page['page']}", PER_PAGE, cases, Figure(float(page["p50"]), "ms"))
+            growth.add(f"first visit {page['page']}", PER_PAGE, sized.cases, Figure(float(page["p50"]), "ms"))
             pages += 1
         elif rebuild := REBUILD_LINE.match(line):
-            growth.add("dashboard background rebuild", WHOLE_DATA, cases, Figure(float(rebuild["ms"]), "ms"))
+            figure = Figure(float(rebuild["ms"]), "ms")
+            growth.add("dashboard background rebuild", WHOLE_DATA, sized.cases, figure)
     if not pages:
-        growth.fail(f"bench_pages printed no page figures ({cases:,} cases)")
+        growth.fail(f"bench_pages printed no page figures ({sized.cases:,} cases)")
     print(f"  (bench_pages ran {measured.wall:,.0f} s)", flush=True)
 
 
-def measure_labeling(url: str, cases: int, samples: int, growth: Growth) -> None:
+def measure_labeling(sized: Sized, samples: int, growth: Growth) -> None:
     """The labeling workbench's save-and-next and draft save (bench_labeling in its own process)."""
-    command = [sys.executable, "-m", "benchmarks.bench_labeling", "--database", url]
+    command = [sys.executable, "-m", "benchmarks.bench_labeling", "--database", sized.url]
     command += ["--samples", str(samples), "--page-runs", str(max(2, samples // 4))]
     measured = growth.attempt("labeling workbench (bench_labeling)", lambda: whole_data.measure(command))
     if measured is None:
@@ -249,10 +310,11 @@ def measure_labeling(url: str, cases: int, samples: int, growth: Growth) -> None
     for line in measured.output.splitlines():
         figure = LABELING_LINE.match(line)
         if figure and figure["label"] in LABELING_FIGURES:
-            growth.add(LABELING_FIGURES[figure["label"]], PER_PAGE, cases, Figure(float(figure["p50"]), "ms"))
+            name = LABELING_FIGURES[figure["label"]]
+            growth.add(name, PER_PAGE, sized.cases, Figure(float(figure["p50"]), "ms"))
             found.add(figure["label"])
     if "save-and-next (save, next opened)" not in found:
-        growth.fail(f"bench_labeling printed no save-and-next figure ({cases:,} cases)")
+        growth.fail(f"bench_labeling printed no save-and-next figure ({sized.cases:,} cases)")
     print(f"  (bench_labeling ran {measured.wall:,.0f} s)", flush=True)
 
 
@@ -263,23 +325,38 @@ def limit_of(kind: str, factor: float) -> float:
     return LINEAR_ALLOWANCE * factor if kind == WHOLE_DATA else PER_PAGE_LIMIT
 
 
+def median_of(figures: list[Figure]) -> Figure | None:
+    """The round whose value is the median (the lower middle one of an even number)."""
+    if not figures:
+        return None
+    return sorted(figures, key=lambda figure: figure.value)[(len(figures) - 1) // 2]
+
+
+def growths(before: list[Figure], after: list[Figure]) -> list[float]:
+    """Each round's growth: its F× value over the same round's 1× value."""
+    return [large.value / small.value for small, large in zip(before, after, strict=False) if small.value > 0]
+
+
 def print_table(growth: Growth, small: int, large: int, factor: float) -> list[str]:
     """The figure → 1× → F× → growth table; returns the figures that grew faster than their limit."""
     print(f"\n{growth.database}: {small:,} → {large:,} cases ({factor:g}×)")
     print(
-        f"{'figure':<46} {'unit':<6} {'1×':>10} {f'{factor:g}×':>10} {'growth':>8} {'limit':>7}  {'within':<6}"
-        f" {'wall growth':>11}  {'peak MB 1× → ' + f'{factor:g}×':>18}"
+        f"{'figure':<46} {'unit':<6} {'1×':>10} {f'{factor:g}×':>10} {'growth':>8} {'rounds':>15} {'limit':>7}"
+        f"  {'within':<6} {'wall growth':>11}  {'peak MB 1× → ' + f'{factor:g}×':>18}"
     )
     exceeded = []
     for name, by_size in growth.figures.items():
         kind = growth.kinds[name]
-        before, after = by_size.get(small), by_size.get(large)
+        rounds_before, rounds_after = by_size.get(small, []), by_size.get(large, [])
+        before, after = median_of(rounds_before), median_of(rounds_after)
         unit = (before or after or Figure(0.0, "")).unit
         cells = [f"{f.value:>10,.2f}" if f else f"{'—':>10}" for f in (before, after)]
         limit = limit_of(kind, factor)
-        ratio = after.value / before.value if before and after and before.value > 0 else None
+        paired = growths(rounds_before, rounds_after)
+        ratio = statistics.median(paired) if paired else None
+        spread = f"{len(paired)}: {min(paired):.2f}–{max(paired):.2f}×" if len(paired) > 1 else ""
         within = "—" if ratio is None else ("yes" if ratio <= limit else "NO")
-        if within == "NO":
+        if ratio is not None and within == "NO":
             exceeded.append(f"{growth.database}: {name} grew {ratio:.2f}× (limit {limit:.2f}×)")
         wall_ratio, peaks = "", ""
         if before and after and before.wall and after.wall:
@@ -288,17 +365,40 @@ def print_table(growth: Growth, small: int, large: int, factor: float) -> list[s
             peaks = f"{before.peak_mb:,.0f} → {after.peak_mb:,.0f}"
         print(
             f"{name:<46} {unit:<6} {cells[0]} {cells[1]} {'—' if ratio is None else f'{ratio:.2f}×':>8} "
-            f"{limit:>6.2f}×  {within:<6} {wall_ratio:>11}  {peaks:>18}"
+            f"{spread:>15} {limit:>6.2f}×  {within:<6} {wall_ratio:>11}  {peaks:>18}"
         )
     for name in (REPORT_FIRST, REPORT_AGAIN, AUDIT_VERIFY):
         multiples = []
         for cases in (small, large):
-            figure, raw = growth.figures.get(name, {}).get(cases), growth.figures.get(RAW_READ, {}).get(cases)
+            figure = median_of(growth.figures.get(name, {}).get(cases, []))
+            raw = median_of(growth.figures.get(RAW_READ, {}).get(cases, []))
             if figure and raw and raw.value > 0:
                 multiples.append(f"{figure.value / raw.value:.2f}× at {cases:,} cases")
         if multiples:
             print(f"{name}: CPU time {' and '.join(multiples)}, against the raw read of the label table")
     return exceeded
+
+
+@contextmanager
+def built_sizes(sizes: tuple[int, ...], *, postgres: bool, sqlite: bool) -> Iterator[dict[str, list[Sized]]]:
+    """Every size built at once on each database (each size's PostgreSQL on a server of its own), one audit
+    key for all; yields each database's builds in the order of `sizes`, settled."""
+    by_database: dict[str, list[Sized]] = {}
+    with ExitStack() as stack:
+        keys = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cc-bench-growth-key-")))
+        for cases in sizes:
+            urls = stack.enter_context(
+                built_databases(
+                    judges=None, postgres=postgres, sqlite=sqlite, cases=cases, audit_key_file=keys / "audit.key"
+                )
+            )
+            for url in urls:
+                folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cc-bench-growth-")))
+                by_database.setdefault(database_name(url), []).append(Sized(cases, url, folder))
+        for builds in by_database.values():
+            for sized in builds:
+                settle(sized.url)
+        yield by_database
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -310,26 +410,30 @@ def main(argv: list[str] | None = None) -> int:
     only.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
     parser.add_argument("--visits", type=int, default=5, help="first visits per page")
     parser.add_argument("--samples", type=int, default=20, help="save-and-next and draft samples on the workbench")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the per-page figures at every size")
     args = parser.parse_args(argv)
     small, large = args.cases, round(args.cases * args.factor)
     factor = large / small
 
     results: dict[str, Growth] = {}
-    # One size at a time, both databases: the databases of one size are removed before the next is built.
-    for cases in (small, large):
-        with built_databases(
-            judges=None, postgres=not args.no_postgres, sqlite=not args.no_sqlite, cases=cases
-        ) as urls:
-            for url in urls:
-                growth = results.setdefault(database_name(url), Growth(database_name(url)))
-                print(f"\n== {growth.database}, {cases:,} cases", flush=True)
-                with tempfile.TemporaryDirectory(prefix="cc-bench-growth-") as folder:
-                    measure_commands(url, cases, Path(folder), growth)
-                    measure_import(url, cases, Path(folder), growth)
-                # The workbench first: the page visits open every finished round's feedback, which makes
-                # those rounds' labels final.
-                measure_labeling(url, cases, args.samples, growth)
-                measure_pages(url, cases, args.visits, growth)
+    with built_sizes((small, large), postgres=not args.no_postgres, sqlite=not args.no_sqlite) as by_database:
+        for database, sizes in by_database.items():
+            growth = results.setdefault(database, Growth(database))
+            print(f"\n== {database}: whole-data work, {' and '.join(f'{s.cases:,}' for s in sizes)} cases", flush=True)
+            for measure_command in COMMANDS:
+                for sized in sizes:
+                    measure_command(sized, growth)
+            measure_imports(sizes, growth)
+            # The workbench's rounds first: the page visits open every finished round's feedback, which makes
+            # those rounds' labels final.
+            for round_no in range(1, args.rounds + 1):
+                print(f"\n== {database}: the labeling workbench, round {round_no} of {args.rounds}", flush=True)
+                for sized in sizes:
+                    measure_labeling(sized, args.samples, growth)
+            for round_no in range(1, args.rounds + 1):
+                print(f"\n== {database}: first visits of the pages, round {round_no} of {args.rounds}", flush=True)
+                for sized in sizes:
+                    measure_pages(sized, args.visits, growth)
 
     print(f"\n{whole_data.load_note()}")
     exceeded = []

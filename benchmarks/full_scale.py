@@ -69,11 +69,17 @@ def build_full(url: str, *, judges: int | None = 0, cases: int | None = None) ->
 
 @contextmanager
 def built_databases(
-    *, judges: int | None = 0, postgres: bool = True, cases: int | None = None, sqlite: bool = True
+    *,
+    judges: int | None = 0,
+    postgres: bool = True,
+    cases: int | None = None,
+    sqlite: bool = True,
+    audit_key_file: Path | None = None,
 ) -> Iterator[list[str]]:
     """URLs of full-scale databases for this run: SQLite (unless `sqlite=False`), then PostgreSQL when a
     server can start. Copies of the shared builds when `shared_databases` made them for this many cases
-    (`judges` is then what the shared build holds); otherwise built here."""
+    (`judges` is then what the shared build holds); otherwise built here. `audit_key_file`: the audit key
+    of these builds, for a run that holds builds of several sizes at once (one key for all of them)."""
     if _shared_cases() == (cases or FULL_CASES):
         with shared_copies(postgres=postgres, sqlite=sqlite) as urls:
             yield urls
@@ -81,7 +87,7 @@ def built_databases(
     folder = Path(tempfile.mkdtemp(prefix="cc-bench-full-"))
     # One audit key for the builds here and the runs on them in child processes (which inherit it): the key
     # is otherwise looked for beside the database the settings name, not the one a benchmark was handed.
-    os.environ["CLINCONSENSUS_AUDIT_KEY_FILE"] = str(folder / "audit.key")
+    os.environ["CLINCONSENSUS_AUDIT_KEY_FILE"] = str(audit_key_file or folder / "audit.key")
     server = None
     try:
         urls = []

@@ -32,7 +32,7 @@ QUICK_ARGUMENTS: dict[str, list[str]] = {
     "bench_audit": ["--database", ON_EACH_DATABASE],
     "bench_cold_start": ["--installers", "uv"],
     "bench_export": ["--database", ON_EACH_DATABASE, "--repeat", "1", "--also", "judgements,judge-items,sft"],
-    "bench_growth": ["--cases", "20", "--factor", "4", "--visits", "1", "--samples", "4"],
+    "bench_growth": ["--cases", "20", "--factor", "4", "--visits", "1", "--samples", "4", "--rounds", "2"],
     "bench_import": ["--cases", QUICK_CASES, "--baseline-sample", "200"],
     "bench_judge": [
         "--cases",
