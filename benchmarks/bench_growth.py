@@ -7,7 +7,9 @@ cases, 6.6 M), the way `clinconsensus demo --scale full --cases N` builds it, ju
 built before anything is measured (a PostgreSQL database is then vacuumed and analyzed, so no figure holds
 autovacuum's pass over the freshly loaded tables), and each figure is taken at 1× and then at F× right after
 it: the machine's drift over the hour (other work, a warmer or colder cache) falls on both sizes alike
-instead of on one of them. In this order (the page runs save labels, so they come last):
+instead of on one of them. What a command writes is removed once measured, and every measured process
+starts after the earlier writes are on disk (benchmarks/whole_data.measure). In this order (the page runs
+save labels, so they come last):
 
 - whole-data work, each `clinconsensus …` as an admin runs it, in its own process (benchmarks/whole_data:
   the process's CPU seconds, wall seconds and peak memory):
@@ -162,6 +164,7 @@ def settle(url: str) -> None:
     engine = create_engine(url, isolation_level="AUTOCOMMIT")
     with engine.connect() as connection:
         connection.exec_driver_sql("VACUUM (ANALYZE)")
+        connection.exec_driver_sql("CHECKPOINT")  # the pages vacuum marked, written now rather than measured
     engine.dispose()
 
 
@@ -191,6 +194,18 @@ def measure_report(sized: Sized, growth: Growth) -> None:
     growth.add(REPORT_AGAIN, WHOLE_DATA, sized.cases, Figure.of_command(again))
     if report_file.read_bytes() != first_bytes:
         growth.fail(f"report --json on unchanged data wrote other bytes than the first run ({sized.cases:,} cases)")
+    report_file.unlink()
+
+
+def remove(*paths: Path) -> None:
+    """Remove what a measured command wrote (sft writes 13 GB at 4×): left on disk, it filled the page cache
+    the next commands allocate from."""
+    for path in paths:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            for written in path.parent.glob(path.name + "*"):  # with its manifest, or a SQLite file's journals
+                written.unlink(missing_ok=True)
 
 
 def export_measurer(kind: str) -> Callable[[Sized, Growth], None]:
@@ -202,6 +217,7 @@ def export_measurer(kind: str) -> Callable[[Sized, Growth], None]:
         measured = growth.attempt(name, partial(whole_data.clinconsensus, sized.url, "export", kind, str(target)))
         if measured is not None:
             growth.add(name, WHOLE_DATA, sized.cases, Figure.of_command(measured))
+        remove(target)
 
     return measure_export
 
@@ -273,7 +289,7 @@ def measure_imports(sizes: list[Sized], growth: Growth) -> None:
             if stored != lines:
                 growth.fail(f"the import of {lines:,} label lines left {stored:,} labels ({sized.cases:,} cases)")
     for sized in sizes:
-        shutil.rmtree(sized.folder / "files", ignore_errors=True)
+        remove(sized.folder / "files", sized.folder / "import.db")
 
 
 # Per-page work: a round at every size, repeated -------------------------------------------------

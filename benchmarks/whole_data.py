@@ -68,7 +68,11 @@ sys.exit(os.waitstatus_to_exitcode(status))
 
 
 def measure(command: list[str], env: dict[str, str] | None = None) -> Measured:
-    """Run `command` as a child process; its own CPU time, wall time and peak memory. Fails on a non-zero exit."""
+    """Run `command` as a child process; its own CPU time, wall time and peak memory. Fails on a non-zero exit.
+
+    The writes of earlier work are flushed to disk first, so no measured command shares the machine with the
+    writeback of an earlier one (gigabytes after a build's vacuum, or after an export)."""
+    os.sync()
     with tempfile.TemporaryDirectory() as folder:
         usage_file, out_file, err_file = (Path(folder) / name for name in ("usage", "out", "err"))
         started = time.perf_counter()
