@@ -54,12 +54,14 @@ PIP_PROGRESS := { grep --line-buffered -E '^(Collecting|Installing collected)' |
 
 # The installer: uv (from PyPI, into the virtualenv) resolves and installs the dependencies in seconds where
 # pip takes minutes, and says what it does as it goes; where uv cannot be had (or with INSTALLER=pip), pip
-# does the same install.
+# does the same install. Both leave the libraries compiled to bytecode (pip does by default, uv when told): where
+# a process cannot write bytecode (PYTHONDONTWRITEBYTECODE, as container images often set, or a virtualenv the
+# server's user cannot write), each command otherwise compiled pandas, scipy and SQLAlchemy from source again.
 INSTALLER ?= uv
 # install_into SPEC: install the project (SPEC: . or '.[test]') into the virtualenv.
 define install_into
 	if [ "$(INSTALLER)" = uv ] && $(BIN)/python -m pip install -q --disable-pip-version-check uv >/dev/null 2>&1; then \
-	  $(BIN)/uv pip install --python $(BIN)/python -e $(1); \
+	  $(BIN)/uv pip install --compile-bytecode --python $(BIN)/python -e $(1); \
 	else \
 	  echo "installing with pip (the first time takes a few minutes)"; \
 	  $(BIN)/python -m pip install --progress-bar off --disable-pip-version-check -e $(1) | $(PIP_PROGRESS); \
