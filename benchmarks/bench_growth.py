@@ -158,8 +158,18 @@ def database_name(url: str) -> str:
 
 def settle(url: str) -> None:
     """PostgreSQL: vacuum and analyze the freshly built database, which autovacuum would otherwise do in the
-    minutes the first figures are taken. SQLite does nothing in the background."""
-    if make_url(url).get_backend_name() != "postgresql":
+    minutes the first figures are taken. SQLite: read the file once, so the first command measured finds it
+    in memory as the later ones do (a 4× file just built: the first raw read of its label table took 16.4 s,
+    6.1 s of it the kernel's, and the next one 11.2 s)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        database = Path(str(parsed.database))
+        for path in (database, database.with_name(database.name + "-wal")):
+            if not path.is_file():
+                continue
+            with open(path, "rb") as handle:
+                while handle.read(1 << 24):
+                    pass
         return
     engine = create_engine(url, isolation_level="AUTOCOMMIT")
     with engine.connect() as connection:
