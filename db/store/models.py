@@ -53,6 +53,9 @@ class User(SQLModel, table=True):
 
 
 class Case(SQLModel, table=True):
+    # an annotator's queue reads each item's case id by key from this index alone (db.labeling.annotation)
+    __table_args__ = (Index("ix_case_id_case_id", "id", "case_id"),)
+
     id: int = Field(default=None, primary_key=True)
     case_id: str = Field(max_length=64, unique=True, index=True)
     difficulty: str = Field(max_length=16)
@@ -99,7 +102,11 @@ class Criterion(SQLModel, table=True):
 
 
 class Response(SQLModel, table=True):
-    __table_args__ = (UniqueConstraint("case_pk", "model"),)
+    __table_args__ = (
+        UniqueConstraint("case_pk", "model"),
+        # an annotator's queue reads each item's code by key from this index alone, not from the row with its text
+        Index("ix_response_id_code", "id", "code"),
+    )
 
     id: int = Field(default=None, primary_key=True)
     case_pk: int = Field(foreign_key="case.id", index=True)
