@@ -103,15 +103,19 @@ class Figure:
     unit: str
     wall: float | None = None
     peak_mb: float | None = None
+    system: float | None = None  # of a command's CPU seconds, the kernel's
 
     @classmethod
     def of_command(cls, measured: whole_data.Measured) -> Figure:
-        return cls(measured.cpu, "s CPU", measured.wall, measured.peak_mb)
+        return cls(measured.cpu, "s CPU", measured.wall, measured.peak_mb, measured.system)
 
     def __str__(self) -> str:
         if self.wall is None:
             return f"{self.value:,.1f} {self.unit}"
-        return f"{self.value:,.2f} {self.unit}, {self.wall:,.2f} s wall, {self.peak_mb or 0:,.0f} MB peak"
+        return (
+            f"{self.value:,.2f} {self.unit} ({self.system or 0:,.2f} s of it the kernel's), {self.wall:,.2f} s wall, "
+            f"{self.peak_mb or 0:,.0f} MB peak"
+        )
 
 
 @dataclass

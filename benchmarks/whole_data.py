@@ -40,10 +40,11 @@ print(len(rows))
 
 @dataclass(frozen=True)
 class Measured:
-    cpu: float
+    cpu: float  # user + system
     wall: float
     peak_mb: float
     output: str
+    system: float = 0.0  # of `cpu`, the kernel's (page faults of a large allocation, reads, writes)
 
     def against(self, raw: Measured) -> str:
         """`x.xx s CPU (r.r× the raw read), w.w s wall, m MB peak`."""
@@ -62,7 +63,7 @@ if pid == 0:
     os.execv(sys.argv[2], sys.argv[2:])
 _, status, usage = os.wait4(pid, 0)
 with open(sys.argv[1], "w") as handle:
-    json.dump([usage.ru_utime + usage.ru_stime, usage.ru_maxrss], handle)
+    json.dump([usage.ru_utime + usage.ru_stime, usage.ru_maxrss, usage.ru_stime], handle)
 sys.exit(os.waitstatus_to_exitcode(status))
 """
 
@@ -89,8 +90,8 @@ def measure(command: list[str], env: dict[str, str] | None = None) -> Measured:
         if result.returncode != 0:
             error = err_file.read_text(errors="replace")[-2000:]
             raise RuntimeError(f"{' '.join(command)} exited with {result.returncode}: {error}")
-        cpu, peak_kb = json.loads(usage_file.read_text())
-        return Measured(cpu, wall, peak_kb / 1024, out_file.read_text())
+        cpu, peak_kb, system = json.loads(usage_file.read_text())
+        return Measured(cpu, wall, peak_kb / 1024, out_file.read_text(), system)
 
 
 def python_url(url: str) -> str:

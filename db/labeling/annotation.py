@@ -36,6 +36,7 @@ from db.rubrics.authoring import CaseView, CriterionView, case_view, criteria_of
 from db.rules.errors import NotFound, StaleEdit, ValidationFailed
 from db.rules.notes import clean_note
 from db.store.current_rubric import counts_on_current_rubric, current_approved_version, current_version_ids
+from db.store.lookups import case_id_of_case, code_of_response
 from db.store.models import (
     Assignment,
     AssignmentKind,
@@ -307,12 +308,9 @@ def labeling_queue(session: Session, user: User, *, recount: bool = False) -> La
     _require_annotator(user)
     if recount:
         return recounted_queue(session, user)
-    # Each item's response code and case id are looked up by key, one index probe per item, so the queue costs
-    # what it holds: as joins, PostgreSQL hashed every response and case once a queue was a few per cent of the
-    # responses (9,174 of 110,000 at 4× the paper's scale). PostgreSQL answers the probes from the indexes on
-    # (id, code) and (id, case_id) alone; SQLite reads the rows by rowid, as it did for the joins.
-    code = sa_select(col(Response.code)).where(col(Response.id) == col(Assignment.response_id)).label("code")
-    case_id = sa_select(col(Case.case_id)).where(col(Case.id) == col(Assignment.case_pk)).label("case_id")
+    # looked up item by item, so the queue costs what it holds (db.store.lookups)
+    code = code_of_response(col(Assignment.response_id))
+    case_id = case_id_of_case(col(Assignment.case_pk))
     items = (
         sa_select(
             col(Assignment.response_id),

@@ -53,7 +53,7 @@ class User(SQLModel, table=True):
 
 
 class Case(SQLModel, table=True):
-    # an annotator's queue reads each item's case id by key from this index alone (db.labeling.annotation)
+    # a queue reads each item's case id by key from this index alone (db.store.lookups)
     __table_args__ = (Index("ix_case_id_case_id", "id", "case_id"),)
 
     id: int = Field(default=None, primary_key=True)
@@ -104,7 +104,7 @@ class Criterion(SQLModel, table=True):
 class Response(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("case_pk", "model"),
-        # an annotator's queue reads each item's code by key from this index alone, not from the row with its text
+        # a queue reads each item's code by key from this index alone, not from the row with its text
         Index("ix_response_id_code", "id", "code"),
     )
 
