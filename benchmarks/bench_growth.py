@@ -369,12 +369,22 @@ def growths(before: list[Figure], after: list[Figure]) -> list[float]:
     return [large.value / small.value for small, large in zip(before, after, strict=False) if small.value > 0]
 
 
+def user_growth(before: Figure | None, after: Figure | None) -> str:
+    """The growth of a command's CPU time outside the kernel. The kernel's part also follows what the machine
+    holds at the time: the 4× SQLite raw read of one run spent 9.27 s in the kernel against 0.34 s at 1×, where
+    touching as much fresh memory (3.8 GB) costs 1.4 s, at any moment."""
+    if before is None or after is None or before.system is None or after.system is None:
+        return ""
+    user_before, user_after = before.value - before.system, after.value - after.system
+    return f"{user_after / user_before:.2f}×" if user_before > 0 else ""
+
+
 def print_table(growth: Growth, small: int, large: int, factor: float) -> list[str]:
     """The figure → 1× → F× → growth table; returns the figures that grew faster than their limit."""
     print(f"\n{growth.database}: {small:,} → {large:,} cases ({factor:g}×)")
     print(
         f"{'figure':<46} {'unit':<6} {'1×':>10} {f'{factor:g}×':>10} {'growth':>8} {'rounds':>15} {'limit':>7}"
-        f"  {'within':<6} {'wall growth':>11}  {'peak MB 1× → ' + f'{factor:g}×':>18}"
+        f"  {'within':<6} {'user growth':>11} {'wall growth':>11}  {'peak MB 1× → ' + f'{factor:g}×':>18}"
     )
     exceeded = []
     for name, by_size in growth.figures.items():
@@ -391,13 +401,14 @@ def print_table(growth: Growth, small: int, large: int, factor: float) -> list[s
         if ratio is not None and within == "NO":
             exceeded.append(f"{growth.database}: {name} grew {ratio:.2f}× (limit {limit:.2f}×)")
         wall_ratio, peaks = "", ""
+        user_ratio = user_growth(before, after)
         if before and after and before.wall and after.wall:
             wall_ratio = f"{after.wall / before.wall:.2f}×"
         if before and after and before.peak_mb and after.peak_mb:
             peaks = f"{before.peak_mb:,.0f} → {after.peak_mb:,.0f}"
         print(
             f"{name:<46} {unit:<6} {cells[0]} {cells[1]} {'—' if ratio is None else f'{ratio:.2f}×':>8} "
-            f"{spread:>15} {limit:>6.2f}×  {within:<6} {wall_ratio:>11}  {peaks:>18}"
+            f"{spread:>15} {limit:>6.2f}×  {within:<6} {user_ratio:>11} {wall_ratio:>11}  {peaks:>18}"
         )
     for name in (REPORT_FIRST, REPORT_AGAIN, AUDIT_VERIFY):
         multiples = []
