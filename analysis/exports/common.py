@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlalchemy.engine import Engine
 
-from analysis.exports.paths import open_for_writing, output_dir, write_text
+from analysis.exports.paths import StreamedFile, output_dir, write_text
 from analysis.loader import load_criteria, load_responses
 from analysis.prompt import DEFAULT_TEMPLATE, TEMPLATE_FIELDS, user_message  # noqa: F401  (shared names)
 from db.rules.progress_report import Progress
@@ -136,12 +136,16 @@ def nullable_codes(series: pd.Series) -> np.ndarray:
     return codes
 
 
+#: The slices a joined buffer is written in, so a large file is written through as it goes (`StreamedFile`).
+WRITE_BLOCK_BYTES = 8 << 20
+
+
 def write_joined(path: Path, parts: list, rows: int) -> None:
     """Write one line per row, each the concatenation of `parts` (Arrow string arrays or str constants).
 
     Arrow joins the pieces in C; the joined array's data buffer is the file's bytes, lines in order.
     """
-    with open_for_writing(path) as handle:
+    with StreamedFile(path) as handle:
         if rows == 0:
             return
         pieces = [part if isinstance(part, pa.Array) else pa.scalar(part, type=pa.large_string()) for part in parts]
@@ -149,7 +153,9 @@ def write_joined(path: Path, parts: list, rows: int) -> None:
             *pieces, pa.scalar("\n", type=pa.large_string()), pa.scalar("", type=pa.large_string())
         )
         offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset : lines.offset + rows + 1]
-        handle.write(memoryview(lines.buffers()[2])[int(offsets[0]) : int(offsets[-1])])
+        data = memoryview(lines.buffers()[2])[int(offsets[0]) : int(offsets[-1])]
+        for start in range(0, len(data), WRITE_BLOCK_BYTES):
+            handle.write(data[start : start + WRITE_BLOCK_BYTES])
 
 
 def sha256_file(path: Path) -> str:
@@ -179,7 +185,7 @@ class HashingWriter:
     """Appends text lines to a UTF-8 file in large blocks, hashing the bytes on the way (no second read)."""
 
     def __init__(self, path: Path, block: int = 2000) -> None:
-        self.handle = open_for_writing(path)  # closed by close(), which the callers call in finally
+        self.handle = StreamedFile(path)  # closed by close(), which the callers call in finally
         self.digest = hashlib.sha256()
         self.pending: list[str] = []
         self.block = block

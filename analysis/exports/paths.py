@@ -87,6 +87,50 @@ def open_for_writing(path: str | Path, mode: str = "wb", **options):
     return os.fdopen(descriptor, mode, **options)
 
 
+#: Bytes a streamed export file takes before they are written through to the disk and left out of the page cache.
+STREAM_SYNC_BYTES = 64 << 20
+
+
+class StreamedFile:
+    """A large file written front to back once (`open_for_writing`'s rules): every `STREAM_SYNC_BYTES`
+    the bytes so far are written through to the disk (`fdatasync`) and dropped from the page cache.
+
+    Why: left dirty in the page cache, gigabytes cost their writer kernel time more than in proportion
+    to their size. On a 2-core, 24 GiB machine, 8 GB written in 6 MB blocks took 3.2-17.1 s of kernel
+    time (median 11.9 s, 9 runs) where 2 GB took 0.4-5.5 s; written through every 96 MB, 2.20-2.22 s
+    against 0.53-0.57 s (5 and 4 runs). The 8.6 GB `export healthbench-meta` of 10,000 cases on
+    PostgreSQL: 22.4 s of kernel time before, 8.4-9.4 s written through. The writer never reads its
+    bytes again (it hashes them on the way), so the cache would hold them for nothing.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.handle = open_for_writing(path)
+        self.unsynced = 0
+
+    def write(self, data: bytes | memoryview) -> None:
+        self.handle.write(data)
+        self.unsynced += len(data)
+        if self.unsynced >= STREAM_SYNC_BYTES:
+            self.sync()
+
+    def sync(self) -> None:
+        self.handle.flush()
+        descriptor = self.handle.fileno()
+        getattr(os, "fdatasync", os.fsync)(descriptor)
+        if hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
+        self.unsynced = 0
+
+    def close(self) -> None:
+        self.handle.close()
+
+    def __enter__(self) -> StreamedFile:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
 def write_text(path: str | Path, text: str) -> None:
     """`Path.write_text` (UTF-8, `\\n` line ends) without following a symbolic link at `path`."""
     with open_for_writing(path, "w", encoding="utf-8", newline="\n") as handle:
