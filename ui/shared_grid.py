@@ -15,9 +15,9 @@ from typing import Generic, TypeVar
 
 import streamlit as st
 
-from analysis import metrics
+from analysis import grid_worker, metrics
 from analysis.background import BackgroundValue
-from analysis.loader import data_version, load_frames
+from analysis.loader import data_version
 from ui import shell
 from ui.text import plain
 
@@ -43,9 +43,10 @@ class Newest(Generic[T]):
 
 @st.cache_resource(show_spinner=False)
 def kept_grid() -> BackgroundValue[metrics.DecisionGrid]:
-    """The decision grid of the database, built per data version in the background (one per process)."""
+    """The decision grid of the database, built per data version in the background (one per process),
+    in a worker process (`analysis.grid_worker`) so the pages of this one are not slowed by it."""
     engine = shell.engine()
-    return BackgroundValue(lambda _version: metrics.prepare(load_frames(engine)), name="analysis-grid")
+    return BackgroundValue(lambda _version: grid_worker.grid_of(engine), name="analysis-grid")
 
 
 def derived(build: Callable[[metrics.DecisionGrid], T], *, name: str) -> BackgroundValue[T]:

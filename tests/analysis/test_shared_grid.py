@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from sqlmodel import Session, select
 
-from analysis import dashboard, insights
+from analysis import dashboard, grid_worker, insights
 from analysis.loader import data_version
 from db.store.models import Label
 from tests.analysis.test_report import populate_small_database
@@ -22,8 +22,8 @@ def test_dashboard_and_insight_pages_share_one_grid(app_database, monkeypatch):
         make_user(session, "boss", role="admin")
         session.commit()
     reads = []
-    load_frames = shared_grid.load_frames
-    monkeypatch.setattr(shared_grid, "load_frames", lambda engine: reads.append(1) or load_frames(engine))
+    grid_of = grid_worker.grid_of
+    monkeypatch.setattr(grid_worker, "grid_of", lambda engine: reads.append(1) or grid_of(engine))
 
     for page in ("analysis-dashboard", "analysis-criteria", "analysis-judge-errors", "analysis-physicians"):
         app = open_page(signed_in(app_database, "boss", lang="en"), page)
