@@ -104,10 +104,11 @@ class Figure:
     wall: float | None = None
     peak_mb: float | None = None
     system: float | None = None  # of a command's CPU seconds, the kernel's
+    memory_events: str = ""  # the kernel's memory management meanwhile (whole_data.memory_events)
 
     @classmethod
     def of_command(cls, measured: whole_data.Measured) -> Figure:
-        return cls(measured.cpu, "s CPU", measured.wall, measured.peak_mb, measured.system)
+        return cls(measured.cpu, "s CPU", measured.wall, measured.peak_mb, measured.system, measured.memory_events)
 
     def __str__(self) -> str:
         if self.wall is None:
@@ -115,6 +116,7 @@ class Figure:
         return (
             f"{self.value:,.2f} {self.unit} ({self.system or 0:,.2f} s of it the kernel's), {self.wall:,.2f} s wall, "
             f"{self.peak_mb or 0:,.0f} MB peak"
+            + (f"; machine-wide meanwhile: {self.memory_events}" if self.memory_events else "")
         )
 
 

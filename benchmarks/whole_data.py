@@ -45,6 +45,7 @@ class Measured:
     peak_mb: float
     output: str
     system: float = 0.0  # of `cpu`, the kernel's (page faults of a large allocation, reads, writes)
+    memory_events: str = ""  # what the kernel's memory management did meanwhile (`memory_events`)
 
     def against(self, raw: Measured) -> str:
         """`x.xx s CPU (r.r× the raw read), w.w s wall, m MB peak`."""
@@ -68,6 +69,37 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
+#: Counters of /proc/vmstat (the whole machine's, since boot) that put a command's kernel time in its place:
+#: pages scanned to reclaim memory for an allocation that found none free, allocations that stalled on it,
+#: stalls compacting memory into huge pages, and huge pages faulted in.
+VMSTAT_EVENTS = {
+    "pgscan_direct": "direct reclaim scans",
+    "allocstall": "allocation stalls",
+    "compact_stall": "compaction stalls",
+    "thp_fault_alloc": "huge page faults",
+}
+
+
+def vmstat_counts() -> dict[str, int]:
+    """The `VMSTAT_EVENTS` counters now (the `allocstall_*` zones summed); empty where there is no /proc/vmstat."""
+    counts = dict.fromkeys(VMSTAT_EVENTS, 0)
+    try:
+        lines = Path("/proc/vmstat").read_text().splitlines()
+    except OSError:
+        return {}
+    for line in lines:
+        name, _, value = line.partition(" ")
+        key = "allocstall" if name.startswith("allocstall") else name
+        if key in counts:
+            counts[key] += int(value)
+    return counts
+
+
+def memory_events(before: dict[str, int], after: dict[str, int]) -> str:
+    """`direct reclaim scans 0, allocation stalls 0, …` between two `vmstat_counts` (machine-wide)."""
+    return ", ".join(f"{VMSTAT_EVENTS[key]} {after[key] - before[key]:,}" for key in VMSTAT_EVENTS if key in after)
+
+
 def measure(command: list[str], env: dict[str, str] | None = None) -> Measured:
     """Run `command` as a child process; its own CPU time, wall time and peak memory. Fails on a non-zero exit.
 
@@ -76,6 +108,7 @@ def measure(command: list[str], env: dict[str, str] | None = None) -> Measured:
     os.sync()
     with tempfile.TemporaryDirectory() as folder:
         usage_file, out_file, err_file = (Path(folder) / name for name in ("usage", "out", "err"))
+        counts = vmstat_counts()
         started = time.perf_counter()
         with open(out_file, "wb") as out, open(err_file, "wb") as err:
             result = subprocess.run(
@@ -87,11 +120,12 @@ def measure(command: list[str], env: dict[str, str] | None = None) -> Measured:
                 check=False,
             )
         wall = time.perf_counter() - started
+        events = memory_events(counts, vmstat_counts()) if counts else ""
         if result.returncode != 0:
             error = err_file.read_text(errors="replace")[-2000:]
             raise RuntimeError(f"{' '.join(command)} exited with {result.returncode}: {error}")
         cpu, peak_kb, system = json.loads(usage_file.read_text())
-        return Measured(cpu, wall, peak_kb / 1024, out_file.read_text(), system)
+        return Measured(cpu, wall, peak_kb / 1024, out_file.read_text(), system, events)
 
 
 def python_url(url: str) -> str:

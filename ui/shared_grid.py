@@ -43,10 +43,17 @@ class Newest(Generic[T]):
 
 @st.cache_resource(show_spinner=False)
 def kept_grid() -> BackgroundValue[metrics.DecisionGrid]:
-    """The decision grid of the database, built per data version in the background (one per process),
-    in a worker process (`analysis.grid_worker`) so the pages of this one are not slowed by it."""
+    """The decision grid of the database, built per data version in the background (one per process).
+
+    A grid a page does not wait for (`QUICK_BUILD_LABELS` labels or more) is built by a worker process
+    (`analysis.grid_worker`), so the pages of this one are not slowed by it; a small one here."""
     engine = shell.engine()
-    return BackgroundValue(lambda _version: grid_worker.grid_of(engine), name="analysis-grid")
+
+    def build(version: Hashable) -> metrics.DecisionGrid:
+        large = getattr(version, "approximate_labels", 0) >= QUICK_BUILD_LABELS
+        return grid_worker.grid_of(engine, in_worker=large)
+
+    return BackgroundValue(build, name="analysis-grid")
 
 
 def derived(build: Callable[[metrics.DecisionGrid], T], *, name: str) -> BackgroundValue[T]:

@@ -23,7 +23,7 @@ def test_dashboard_and_insight_pages_share_one_grid(app_database, monkeypatch):
         session.commit()
     reads = []
     grid_of = grid_worker.grid_of
-    monkeypatch.setattr(grid_worker, "grid_of", lambda engine: reads.append(1) or grid_of(engine))
+    monkeypatch.setattr(grid_worker, "grid_of", lambda engine, **options: reads.append(1) or grid_of(engine, **options))
 
     for page in ("analysis-dashboard", "analysis-criteria", "analysis-judge-errors", "analysis-physicians"):
         app = open_page(signed_in(app_database, "boss", lang="en"), page)
@@ -58,3 +58,25 @@ def test_dashboard_and_insight_pages_share_one_grid(app_database, monkeypatch):
         is insights._kept_state().get(new_version).value[0]
         is shared_grid.kept_grid().get(new_version).value
     )
+
+
+def test_a_grid_the_pages_do_not_wait_for_is_built_by_a_worker(app_database, monkeypatch):
+    with Session(app_database, expire_on_commit=False) as session:
+        populate_small_database(session)
+        make_user(session, "boss", role="admin")
+        session.commit()
+    sent = []
+    built_in_worker = grid_worker.built_in_worker
+    monkeypatch.setattr(grid_worker, "built_in_worker", lambda url: sent.append(url) or built_in_worker(url))
+    version = data_version(app_database)
+    assert version.approximate_labels > 0
+    snapshot = shared_grid.kept_grid().wait(version, 120)  # a small database: built here
+    assert snapshot.current and sent == []
+
+    shared_grid.kept_grid.clear()
+    monkeypatch.setattr(shared_grid, "QUICK_BUILD_LABELS", 1)  # every database counts as large
+    app = open_page(signed_in(app_database, "boss", lang="en"), "analysis-dashboard")
+    assert not app.exception
+    snapshot = shared_grid.kept_grid().wait(version, 120)
+    assert snapshot.current and len(sent) == 1 and sent[0].startswith("sqlite")
+    assert snapshot.value.n.sum() == grid_worker.grid_of(app_database, in_worker=False).n.sum() > 0
