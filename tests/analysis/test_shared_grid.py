@@ -16,11 +16,16 @@ from tests.support.factories import make_user
 from ui import shared_grid
 
 
-def test_dashboard_and_insight_pages_share_one_grid(app_database, monkeypatch):
-    with Session(app_database, expire_on_commit=False) as session:
+def small_database_with_admin(engine) -> None:
+    """The small database of the report tests, and an admin "boss" to open the analysis pages."""
+    with Session(engine, expire_on_commit=False) as session:
         populate_small_database(session)
         make_user(session, "boss", role="admin")
         session.commit()
+
+
+def test_dashboard_and_insight_pages_share_one_grid(app_database, monkeypatch):
+    small_database_with_admin(app_database)
     reads = []
     grid_of = grid_worker.grid_of
     monkeypatch.setattr(grid_worker, "grid_of", lambda engine, **options: reads.append(1) or grid_of(engine, **options))
@@ -61,10 +66,7 @@ def test_dashboard_and_insight_pages_share_one_grid(app_database, monkeypatch):
 
 
 def test_a_grid_the_pages_do_not_wait_for_is_built_by_a_worker(app_database, monkeypatch):
-    with Session(app_database, expire_on_commit=False) as session:
-        populate_small_database(session)
-        make_user(session, "boss", role="admin")
-        session.commit()
+    small_database_with_admin(app_database)
     sent = []
     built_in_worker = grid_worker.built_in_worker
     monkeypatch.setattr(grid_worker, "built_in_worker", lambda url: sent.append(url) or built_in_worker(url))
