@@ -12,9 +12,9 @@ A worker is `python -m analysis.grid_worker`: it imports what a build needs, wai
 database URL on its standard input, writes the pickled grid (or the error it met) to its standard
 output and exits, so the gigabyte a build reads goes back to the system. The next worker is started
 when a build is done, so the next build does not wait for imports and no build shares the machine
-with them. A database only this process can
-open (in-memory SQLite) is built in the calling thread, and so is a small one a page waits for
-(`ui.shared_grid`): handing it to a worker cost 170-300 ms more than its build at 20 cases.
+with them. A database only this process can open (in-memory SQLite) is built in the calling thread,
+and so is a small one a page waits for (`ui.shared_grid`): handing it to a worker cost 170-300 ms
+more than its build at 20 cases.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import cast
 from sqlalchemy.engine import Engine
 
 from analysis import metrics
-from analysis.loader import engine_for_url, load_frames
+from analysis.loader import load_frames, make_engine
 
 #: The folder that holds the `analysis` package, so a worker imports this code whatever its working folder.
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -45,7 +45,7 @@ class WorkerStopped(RuntimeError):
 
 def build_grid(url: str) -> metrics.DecisionGrid:
     """The decision grid of the database at `url`, on an engine of the calling process's own."""
-    engine = engine_for_url(url)
+    engine = make_engine(url)
     try:
         return metrics.prepare(load_frames(engine))
     finally:

@@ -31,7 +31,7 @@ from analysis.frames import Frames as Frames
 from db.rules.taxonomy import get_taxonomy
 from db.store.current_rubric import counts_sql, current_versions
 from db.store.data_version import DataVersion as DataVersion, data_version as data_version
-from db.store.engine import make_engine
+from db.store.engine import make_engine as make_engine  # a worker process makes its own engine
 from db.store.models import (
     CalibrationSample,
     Case,
@@ -559,8 +559,3 @@ def audit_head(engine: Engine) -> dict:
 
     with session_scope(engine, read_only=True) as session:
         return head_of(session).as_dict()
-
-
-def engine_for_url(url: str) -> Engine:
-    """A new engine for `url`, made as the app makes its own (for a process that cannot share the app's)."""
-    return make_engine(url)

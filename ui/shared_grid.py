@@ -41,6 +41,11 @@ class Newest(Generic[T]):
     version: Hashable
 
 
+def pages_wait_for(version: Hashable) -> bool:
+    """Whether a page waits for the build of `version` (a small database: under `QUICK_BUILD_LABELS` labels)."""
+    return getattr(version, "approximate_labels", 0) < QUICK_BUILD_LABELS
+
+
 @st.cache_resource(show_spinner=False)
 def kept_grid() -> BackgroundValue[metrics.DecisionGrid]:
     """The decision grid of the database, built per data version in the background (one per process).
@@ -50,8 +55,7 @@ def kept_grid() -> BackgroundValue[metrics.DecisionGrid]:
     engine = shell.engine()
 
     def build(version: Hashable) -> metrics.DecisionGrid:
-        large = getattr(version, "approximate_labels", 0) >= QUICK_BUILD_LABELS
-        return grid_worker.grid_of(engine, in_worker=large)
+        return grid_worker.grid_of(engine, in_worker=not pages_wait_for(version))
 
     return BackgroundValue(build, name="analysis-grid")
 
@@ -90,7 +94,7 @@ def newest(keeper: BackgroundValue[T], t: shell.Translator) -> Newest[T] | None:
     A large one never blocks the page: it shows the previous value, says so, and refreshes itself.
     """
     version = data_version(shell.engine())
-    wait = QUICK_BUILD_WAIT_SECONDS if version.approximate_labels < QUICK_BUILD_LABELS else 0.0
+    wait = QUICK_BUILD_WAIT_SECONDS if pages_wait_for(version) else 0.0
     snapshot = keeper.wait(version, wait)
     if snapshot.error is not None:
         st.error(t("analysis.error", reason=plain(str(snapshot.error))))

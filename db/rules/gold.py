@@ -118,7 +118,7 @@ def gold_values(frame: pd.DataFrame) -> tuple[np.ndarray, pd.Categorical[str]]:
     there is no gold).
 
     The source is a categorical of one byte a decision: as strings it was an array of 44 bytes a
-    decision, 320 MB at 4× the paper's scale, filled while no other thread of the process could run."""
+    decision, and filling it at 10,000 cases held the interpreter lock for 378 ms in one step."""
     g1, g2, adj = frame["group1"], frame["group2"], frame["adjudicated"]
     has1, has2, has_adj = g1.notna().to_numpy(), g2.notna().to_numpy(), adj.notna().to_numpy()
     met1, met2 = g1.to_numpy(dtype=bool, na_value=False), g2.to_numpy(dtype=bool, na_value=False)
