@@ -36,9 +36,13 @@ def empty_samples() -> pd.DataFrame:
 
 def sampled_rows(grid: DecisionGrid, samples: pd.DataFrame) -> np.ndarray:
     """(R,) bool: grid rows whose response is in a calibration sample of its own model."""
-    drawn = set(zip(samples["model"].astype(str), samples["response_id"].astype(np.int64)))
-    rows = zip(grid.responses["model"].astype(str), grid.responses["response_id"].astype(np.int64))
-    return np.fromiter((pair in drawn for pair in rows), dtype=bool, count=len(grid.responses))
+    drawn = pd.MultiIndex.from_arrays(
+        [samples["model"].astype(str).to_numpy(object), samples["response_id"].to_numpy(np.int64)]
+    )
+    rows = pd.MultiIndex.from_arrays(
+        [grid.responses["model"].astype(str).to_numpy(object), grid.responses["response_id"].to_numpy(np.int64)]
+    )
+    return np.asarray(rows.isin(drawn), dtype=bool)
 
 
 def calibration_samples(grid: DecisionGrid, samples: pd.DataFrame) -> dict[str, list[str]]:

@@ -124,15 +124,17 @@ class RowLookup:
         self.index = pd.Index(response_ids)
         self.table = None
         if len(response_ids) and response_ids.min() >= 0 and response_ids.max() <= 4 * len(response_ids) + 1024:
-            self.table = np.full(int(response_ids.max()) + 2, -1, dtype=np.int64)
-            self.table[response_ids] = np.arange(len(response_ids))
+            # Entry id + 1 holds the row of id; the first and the last entry say -1, so a clipped lookup of an id
+            # below 0 or past the largest answers -1 in one pass over the ids.
+            self.table = np.full(int(response_ids.max()) + 3, -1, dtype=np.int64)
+            self.table[response_ids + 1] = np.arange(len(response_ids))
 
     def __call__(self, response_ids) -> np.ndarray:
         response_ids = np.asarray(response_ids)
         if self.table is None or response_ids.dtype.kind not in "iu":
             return self.index.get_indexer(response_ids)
-        inside = (response_ids >= 0) & (response_ids < len(self.table) - 1)
-        return self.table[np.where(inside, response_ids, len(self.table) - 1)]
+        shifted = response_ids.astype(np.int64) + 1
+        return np.take(self.table, shifted, mode="clip")
 
 
 class _Placer:

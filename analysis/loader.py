@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import ColumnClause, SQLColumnExpression, Text, cast, literal_column, select
+from sqlalchemy import SQLColumnExpression, Text, cast, literal_column, select
 from sqlalchemy.engine import Engine
 from sqlmodel import col
 
@@ -171,13 +171,26 @@ def load_labels(engine: Engine, *, notes: bool = False) -> pd.DataFrame:
 
 
 _STAGES = np.array([Stage.annotation.value, Stage.check.value, Stage.adjudication.value, "unknown"], dtype=object)
-# One integer per row (response, stage, group, met) plus the criterion id: two objects a row instead of
-# five keeps reading 1.8 M labels to about a second of CPU. Plain SQL, read through the driver's cursor.
-_PACKED_LABEL: ColumnClause[int] = literal_column(
-    "label.response_id * 64 + (CASE label.stage WHEN 'annotation' THEN 0 WHEN 'check' THEN 1 "
-    "WHEN 'adjudication' THEN 2 ELSE 3 END) * 16 + label.group_no * 2 + CAST(label.met AS INTEGER)"
-)
-_PACKED_JUDGE = "response_id * 2 + CAST(met AS INTEGER)"
+
+
+def _met(column: str, dialect: str) -> str:
+    """SQL for a boolean column as 0 or 1: SQLite stores booleans as those integers (a cast there costs
+    0.05 s a million rows), PostgreSQL needs the cast."""
+    return column if dialect == "sqlite" else f"CAST({column} AS INTEGER)"
+
+
+def _packed_label(dialect: str) -> str:
+    """One integer per label row (response, stage, group, met): with the criterion id, two values a row instead
+    of five keep reading 1.8 M labels to about a second of CPU. Plain SQL, read through the driver's cursor."""
+    return (
+        "label.response_id * 64 + (CASE label.stage WHEN 'annotation' THEN 0 WHEN 'check' THEN 1 "
+        f"WHEN 'adjudication' THEN 2 ELSE 3 END) * 16 + label.group_no * 2 + {_met('label.met', dialect)}"
+    )
+
+
+def _packed_judge(dialect: str) -> str:
+    return f"response_id * 2 + {_met('met', dialect)}"
+
 
 #: Above this many distinct values a text column is read as text: a CASE of more branches costs more
 #: per row than the text (30 criterion ids and a few judges are the usual).
@@ -197,13 +210,14 @@ def _coded(column: str, values: list[str]) -> str:
     return f"(CASE {column} {branches} ELSE {_NOT_LISTED} END)" if values else str(_NOT_LISTED)
 
 
-def _with_codes(packed: str, coded: list[tuple[str, list[str]]]) -> str:
+def _with_codes(packed: str, coded: list[tuple[str, list[str]]], dialect: str) -> str:
     """SQL for the integer `packed` with the codes of each (column, values) appended in turn, `_CODE_BITS`
     each: one integer a row crosses from the database, where three columns cost three joins and parses.
 
     64-bit arithmetic: PostgreSQL computes in the columns' 32-bit integers otherwise, and a response id of 70,000
-    (the paper's scale is 27,500) times 2 ** 15 is out of their range."""
-    packed = f"CAST({packed} AS BIGINT)"
+    (the paper's scale is 27,500) times 2 ** 15 is out of their range. SQLite's integers are 64-bit."""
+    if dialect != "sqlite":
+        packed = f"CAST({packed} AS BIGINT)"
     for column, values in coded:
         packed = f"({packed}) * {1 << _CODE_BITS} + {_coded(column, values)}"
     return packed
@@ -230,22 +244,25 @@ def _packed_labels_sql(engine: Engine, *, users: bool, criteria: list[str] | Non
     measured at full scale it costs no more CPU than reading every label, where carrying each label's
     version into numpy and filtering there cost half as much again.
     """
+    dialect = engine.dialect.name
+    columns: list[Any]
     if criteria is None:
-        columns = [_PACKED_LABEL.label("c0"), col(Label.criterion_id).label("c1")]
+        columns = [literal_column(_packed_label(dialect)).label("c0"), col(Label.criterion_id).label("c1")]
     else:
-        columns = [literal_column(_with_codes(str(_PACKED_LABEL), [("label.criterion_id", criteria)])).label("c0")]
+        packed = _with_codes(_packed_label(dialect), [("label.criterion_id", criteria)], dialect)
+        columns = [literal_column(packed).label("c0")]
     if users:
         columns.append(col(Label.user_id).label(f"c{len(columns)}"))
     statement = select(*columns).where(counts_sql(Label.rubric_version_id))
     return str(statement.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
 
 
-def _packed_judge_sql(judges: list[str] | None = None, criteria: list[str] | None = None) -> str:
+def _packed_judge_sql(dialect: str, judges: list[str] | None = None, criteria: list[str] | None = None) -> str:
     """The packed read of the judge decisions: with both lists one integer a row (judge and criterion id as
     their indexes appended), else the integer, the judge and the criterion id as text."""
     if judges is None or criteria is None:
-        return f"SELECT {_PACKED_JUDGE} AS c0, judge AS c1, criterion_id AS c2 FROM judge_decision"
-    packed = _with_codes(_PACKED_JUDGE, [("judge", judges), ("criterion_id", criteria)])
+        return f"SELECT {_packed_judge(dialect)} AS c0, judge AS c1, criterion_id AS c2 FROM judge_decision"
+    packed = _with_codes(_packed_judge(dialect), [("judge", judges), ("criterion_id", criteria)], dialect)
     return f"SELECT {packed} AS c0 FROM judge_decision"
 
 
@@ -294,7 +311,15 @@ def _coded_read(
 
 
 _CRITERION_IDS_SQL = "SELECT DISTINCT criterion_id FROM criterion"
-_JUDGES_SQL = "SELECT DISTINCT judge FROM judge_decision"
+#: The judges' names, each found by one step down the index that starts with the judge (the unique
+#: (judge, response_id, criterion_id)): a handful of index lookups where `SELECT DISTINCT judge` reads all
+#: 2.5 M decisions of the paper's scale (0.09 s of CPU on SQLite).
+_JUDGES_SQL = (
+    "WITH RECURSIVE judges(name) AS ("
+    "SELECT min(judge) FROM judge_decision UNION ALL "
+    "SELECT (SELECT min(judge) FROM judge_decision WHERE judge > judges.name) FROM judges WHERE judges.name IS NOT NULL"
+    ") SELECT name FROM judges WHERE name IS NOT NULL"
+)
 #: Strings of a column are joined with this separator in the database: ids and names never hold a
 #: control character (db.rules.records refuses them), so it cannot stand inside a value.
 _UNIT_SEPARATOR = "\x1f"
@@ -463,8 +488,8 @@ def load_judge(engine: Engine, *, categorical: bool = False) -> pd.DataFrame:
     judges, criteria = _distinct(engine, _JUDGES_SQL), _distinct(engine, _CRITERION_IDS_SQL)
     read = _coded_read(
         engine,
-        None if judges is None or criteria is None else _packed_judge_sql(judges, criteria),
-        _packed_judge_sql(),
+        None if judges is None or criteria is None else _packed_judge_sql(engine.dialect.name, judges, criteria),
+        _packed_judge_sql(engine.dialect.name),
         [judges, criteria],
         categorical=categorical,
     )

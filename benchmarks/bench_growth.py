@@ -13,11 +13,11 @@ save labels, so they come last):
 
 - whole-data work, each `clinconsensus …` as an admin runs it, in its own process (benchmarks/whole_data:
   the process's CPU seconds, wall seconds and peak memory):
-  - the raw read of the label table (`SELECT * FROM label`, every row through the driver): the yardstick;
-  - `report --json` the first time after the data changed (kept reports forgotten first) and again on
-    unchanged data, which must write the same bytes;
+  - in `--command-rounds` rounds (default 3), the three in turn each round: the raw read of the label table
+    (`SELECT * FROM label`, every row through the driver), the yardstick; `report --json` the first time after
+    the data changed (kept reports forgotten first) and again on unchanged data, which must write the same
+    bytes; `audit verify`;
   - `export gold`, `judgements`, `sft` and `healthbench-meta`;
-  - `audit verify`;
   - `import` of the demo's files of that size (cases, responses, labels of every stage, one judge's
     decisions) into an empty database beside the built one; the label table then holds the file's lines;
 - per-page work, server milliseconds (median), each benchmark in its own process with `--database URL`,
@@ -38,7 +38,7 @@ share. Nothing about speed is asserted: the exit status is 1 only when a run fai
 fails.
 
     .venv/bin/python -m benchmarks.bench_growth [--cases 2500] [--factor 4] [--no-postgres | --no-sqlite]
-                                                [--visits 5] [--samples 20] [--rounds 3]
+                                                [--visits 5] [--samples 20] [--rounds 3] [--command-rounds 3]
 """
 
 from __future__ import annotations
@@ -244,13 +244,13 @@ def measure_audit(sized: Sized, growth: Growth) -> None:
         growth.add(AUDIT_VERIFY, WHOLE_DATA, sized.cases, Figure.of_command(verified))
 
 
-#: The whole-data figures of the built databases, in order; each is taken at every size before the next.
-COMMANDS: tuple[Callable[[Sized, Growth], None], ...] = (
-    measure_raw_read,
-    measure_report,
-    *(export_measurer(kind) for kind in EXPORTS),
-    measure_audit,
-)
+#: The figures read against each other (`report --json` and `audit verify` as multiples of the raw read):
+#: taken in `--command-rounds` rounds, the three in turn at every size each round, and read as their medians.
+#: One run of each varies by a tenth or more: the raw read at 2,500 cases took 2.72 s of CPU in one growth run
+#: and 2.95–3.68 s in eight runs of a later day on the same machine.
+COMPARED: tuple[Callable[[Sized, Growth], None], ...] = (measure_raw_read, measure_report, measure_audit)
+#: The other whole-data figures, once each, in order; each is taken at every size before the next.
+COMMANDS: tuple[Callable[[Sized, Growth], None], ...] = tuple(export_measurer(kind) for kind in EXPORTS)
 
 
 @contextmanager
@@ -456,6 +456,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--visits", type=int, default=5, help="first visits per page")
     parser.add_argument("--samples", type=int, default=20, help="save-and-next and draft samples on the workbench")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the per-page figures at every size")
+    parser.add_argument(
+        "--command-rounds",
+        type=int,
+        default=3,
+        help="rounds of the raw read, report --json and audit verify at every size (figures read against each other)",
+    )
     args = parser.parse_args(argv)
     small, large = args.cases, round(args.cases * args.factor)
     factor = large / small
@@ -465,6 +471,11 @@ def main(argv: list[str] | None = None) -> int:
         for database, sizes in by_database.items():
             growth = results.setdefault(database, Growth(database))
             print(f"\n== {database}: whole-data work, {' and '.join(f'{s.cases:,}' for s in sizes)} cases", flush=True)
+            for round_no in range(1, args.command_rounds + 1):
+                print(f"  round {round_no} of {args.command_rounds} of the compared figures", flush=True)
+                for measure_command in COMPARED:
+                    for sized in sizes:
+                        measure_command(sized, growth)
             for measure_command in COMMANDS:
                 for sized in sizes:
                     measure_command(sized, growth)

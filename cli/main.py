@@ -7,6 +7,7 @@ non-zero with a one-line reason on bad input.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -28,6 +29,35 @@ def _engine():
     engine = get_engine()
     upgrade(engine)
     return engine
+
+
+#: Commands that read the whole database once and end: tuned for one pass (`_one_pass`, `_imports_done`).
+_WHOLE_DATA_COMMANDS = frozenset({"report", "export", "audit"})
+
+
+def _one_pass() -> None:
+    """Before numpy is imported: no 2 MB pages for its large arrays (NUMPY_MADVISE_HUGEPAGE, numpy's own switch,
+    on by default on Linux; a value already in the environment is kept).
+
+    A command that reads everything once touches each large array a few times, and a 2 MB page is zeroed
+    whole at its first touch. Measured at the paper's scale (SQLite), against the default, in alternate runs:
+    `report --json` 5.12–5.34 → 5.04–5.16 s of CPU (5 runs each; the kernel's share 0.62–0.78 → 0.47–0.56 s,
+    the machine's huge page faults 202–207 → 21), `export gold` 3.53–3.91 → 3.40–3.64 s and `audit verify`
+    7.51–8.01 → 7.46–7.61 s (3 runs each). The server keeps numpy's default.
+    """
+    os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
+
+
+def _imports_done() -> None:
+    """Keep the objects the imports made out of the garbage collector's full passes from here on.
+
+    A command that reads everything makes millions of objects (rows, the report's 75,000 criteria entries, the
+    audit's replayed state), and each full collection they trigger walked every module's objects as well.
+    Those live as long as the process anyway. Measured at the paper's scale (SQLite, 3 runs each): the
+    collector's time in `report --json` 0.19 → 0.07 s; `export gold` 4.03–4.19 → 3.69–4.00 s of CPU;
+    `audit verify` 8.37–8.48 → 7.29–7.74 s.
+    """
+    gc.freeze()
 
 
 def _progress(label: str):
@@ -134,6 +164,7 @@ def cmd_report(args) -> int:
         # Imported only when computing: a report kept for an unchanged database needs none of it.
         from analysis.report import run_report
 
+        _imports_done()
         run_report(
             engine,
             **options,
@@ -172,6 +203,7 @@ def cmd_export(args) -> int:
     else:
         output_dir(args.target, create=False)
     engine = _engine()
+    _imports_done()
     progress = _progress(f"export {args.what}")
     if args.what == "gold":
         summary = exports.export_gold(engine, Path(args.target), progress=progress)
@@ -248,7 +280,9 @@ def cmd_audit(args) -> int:
             anchor = anchor_from_manifest(loads(path.read_text(encoding="utf-8")))
         except (ValueError, InputRejected, OSError) as error:
             raise CommandFailed(f"{path}: {error.strerror if isinstance(error, OSError) else error}") from None
-    with session_scope(_engine(), read_only=True) as session:
+    engine = _engine()
+    _imports_done()
+    with session_scope(engine, read_only=True) as session:
         result = verify_audit(session, anchor=anchor)
     if not result.ok:
         for line in result.problems:
@@ -509,6 +543,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("users: a NAME is required")
     if args.command == "users" and args.action == "add" and not args.role:
         parser.error("users add: --role is required")
+    if args.command in _WHOLE_DATA_COMMANDS:
+        _one_pass()
     try:
         _check_options(args)
         return args.handler(args)

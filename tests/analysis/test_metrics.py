@@ -634,3 +634,22 @@ def test_the_per_response_figures_send_compact_values_and_no_name_per_response()
     # Plotly sends float32 arrays as typed arrays: 4 bytes a value, where a list of numbers took about 20.
     payload = built["case_accuracy"].to_plotly_json()["data"][0]["y"]
     assert payload["dtype"] == "f4"
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_the_row_lookup_answers_as_a_pandas_index(dense):
+    rng = np.random.default_rng(7)
+    # Dense ids (as a database numbers rows) get a direct table; ids spread far apart are searched.
+    ids = rng.permutation(np.arange(1, 5_000))[:3_000] if dense else rng.choice(10**9, 3_000, replace=False)
+    lookup = metrics.RowLookup(ids)
+    assert (lookup.table is not None) == dense
+    extremes = np.array(
+        [0, -1, -7, ids.max() + 1, ids.max() + 2, 10**12, np.iinfo(np.int64).max, np.iinfo(np.int64).min]
+    )
+    asked = np.concatenate([ids, extremes, rng.integers(-10, int(ids.max()) + 10, 2_000)])
+    expected = pd.Index(ids).get_indexer(asked)
+    assert (expected >= 0).sum() >= len(ids) and (expected == -1).sum() >= len(extremes)
+    assert lookup(asked).tolist() == expected.tolist()
+    unsigned = asked[asked >= 0].astype(np.uint64)
+    assert lookup(unsigned).tolist() == pd.Index(ids).get_indexer(asked[asked >= 0]).tolist()
+    assert lookup(np.array([], dtype=np.int64)).tolist() == []

@@ -222,11 +222,33 @@ def test_packed_codes_hold_large_ids_on_both_databases(engine):
     for response_id in (1, 65_537, 70_000, 30_000_000):
         packed = f"{response_id} * 64 + 2 * 16 + 1"
         codes = [("'c07'", [f"c{i:02d}" for i in range(1, 31)]), ("'judge-b'", ["judge-a", "judge-b"])]
-        (column,) = loader._read_columns(engine, f"SELECT {loader._with_codes(packed, codes)} AS c0", "i")
+        (column,) = loader._read_columns(
+            engine, f"SELECT {loader._with_codes(packed, codes, engine.dialect.name)} AS c0", "i"
+        )
         split = loader._split_codes(column, 2)
         assert split is not None
         rest, (criterion, judge) = split
         assert (int(rest[0]) >> 6, int(criterion[0]), int(judge[0])) == (response_id, 6, 1)
+
+
+def test_the_judges_list_is_every_distinct_judge_on_both_databases(engine, session):
+    from sqlalchemy import text
+
+    from analysis import loader
+
+    assert loader._distinct(engine, loader._JUDGES_SQL) == []  # no decision yet
+    populate_small_database(session)
+    response_ids = [row[0] for row in session.execute(text("SELECT id FROM response ORDER BY id")).all()]
+    # Names whose order differs between byte order and a locale's, with a quote, in Chinese, and a prefix of another.
+    names = ["judge-b", "Judge-B", "judge", "o'brien", "评审-1", "评审", "z judge", "judge-a"]
+    for index, name in enumerate(names):
+        for response_id in response_ids[: index % 3 + 1]:
+            session.add(JudgeDecision(judge=name, response_id=response_id, criterion_id="c01", met=bool(index % 2)))
+    session.commit()
+    listed = loader._distinct(engine, loader._JUDGES_SQL)
+    every = [row[0] for row in session.execute(text("SELECT DISTINCT judge FROM judge_decision")).all()]
+    assert listed is not None and len(listed) == len(set(listed))
+    assert sorted(listed) == sorted(every) and set(names) <= set(listed)
 
 
 @pytest.mark.parametrize("how", ["too many values to code", "a value missing from the list"])
