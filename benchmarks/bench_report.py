@@ -305,7 +305,7 @@ def command_figures(url: str, folder: Path, repeat: int, k: int, expected: bytes
     raws, firsts, agains = [], [], []
     for _ in range(max(1, repeat)):
         raws.append(whole_data.raw_label_read(url))
-        whole_data.forget_kept_reports(url)
+        whole_data.forget_kept_reports(url, key_file=key_file)
         firsts.append(whole_data.clinconsensus(url, "report", "--k", str(k), "--json", str(out), key_file=key_file))
         first_bytes = out.read_bytes()
         agains.append(whole_data.clinconsensus(url, "report", "--k", str(k), "--json", str(out), key_file=key_file))

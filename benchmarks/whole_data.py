@@ -140,20 +140,41 @@ def raw_label_read(url: str) -> Measured:
     return measure([sys.executable, "-c", _RAW_READ, python_url(url)])
 
 
+def _command_environment(url: str, key_file: Path | None) -> dict[str, str]:
+    """What `clinconsensus` gets beyond the benchmark's environment: the database, and the audit key when given."""
+    return {"DATABASE_URL": url, **({"CLINCONSENSUS_AUDIT_KEY_FILE": str(key_file)} if key_file else {})}
+
+
 def clinconsensus(url: str, *arguments: str, key_file: Path | None = None) -> Measured:
     """`clinconsensus ARGUMENTS` against the database at `url` (with the audit key in `key_file`, when given)."""
-    env = {"DATABASE_URL": url, **({"CLINCONSENSUS_AUDIT_KEY_FILE": str(key_file)} if key_file else {})}
-    return measure([sys.executable, "-m", "cli.main", *arguments], env)
+    return measure([sys.executable, "-m", "cli.main", *arguments], _command_environment(url, key_file))
 
 
-def forget_kept_reports(url: str) -> int:
-    """Remove the reports kept beside a SQLite file (`analysis.report_cache`), so the next run computes."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite" or not parsed.database:
+_KEPT_REPORTS_FOLDER = """
+import sys
+from sqlalchemy.engine import make_url
+from analysis.report_cache import cache_folder
+print(cache_folder(make_url(sys.argv[1])) or "")
+"""
+
+
+def forget_kept_reports(url: str, *, key_file: Path | None = None) -> int:
+    """Remove the reports kept for the database at `url` (`analysis.report_cache`), so the next run computes.
+
+    They are beside a SQLite file, and for a server database in a folder the commands' settings name: the
+    folder is asked of a child process with the commands' environment, where `clinconsensus` itself looks."""
+    found = subprocess.run(
+        [sys.executable, "-c", _KEPT_REPORTS_FOLDER, url],
+        cwd=ROOT,
+        env={**os.environ, **_command_environment(url, key_file)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    if not found:
         return 0
-    folder = Path(parsed.database).resolve().with_name(Path(parsed.database).name + ".cache")
     removed = 0
-    for path in folder.glob("report-*"):
+    for path in Path(found).glob("report-*"):
         path.unlink(missing_ok=True)
         removed += 1
     return removed
