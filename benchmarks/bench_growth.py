@@ -247,7 +247,7 @@ def measure_audit(sized: Sized, growth: Growth) -> None:
 #: The figures read against each other (`report --json` and `audit verify` as multiples of the raw read):
 #: taken in `--command-rounds` rounds, the three in turn at every size each round, and read as their medians.
 #: One run of each varies by a tenth or more: the raw read at 2,500 cases took 2.72 s of CPU in one growth run
-#: and 2.95–3.68 s in eight runs of a later day on the same machine.
+#: and 2.95–3.68 s in 23 runs on a later day on the same machine.
 COMPARED: tuple[Callable[[Sized, Growth], None], ...] = (measure_raw_read, measure_report, measure_audit)
 #: The other whole-data figures, once each, in order; each is taken at every size before the next.
 COMMANDS: tuple[Callable[[Sized, Growth], None], ...] = tuple(export_measurer(kind) for kind in EXPORTS)
