@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlalchemy.engine import Engine
 
-from analysis.exports.paths import StreamedFile, output_dir, write_text
+from analysis.exports.paths import StreamedFile, open_for_writing, output_dir, write_text
 from analysis.loader import load_criteria, load_responses
 from analysis.prompt import DEFAULT_TEMPLATE, TEMPLATE_FIELDS, user_message  # noqa: F401  (shared names)
 from db.rules.progress_report import Progress
@@ -216,6 +217,15 @@ class HashingWriter:
 def write_json(path: Path, value, indent: int | None = 2) -> None:
     """One JSON document (indented by default) and a newline, written where exports may write."""
     write_text(path, json.dumps(value, ensure_ascii=False, indent=indent, allow_nan=False) + "\n")
+
+
+def write_json_without_floats(path: Path, value) -> None:
+    """`write_json(path, value)` for a document of strings, booleans, integers, None, lists and dicts only (a
+    judgements file): the same bytes, by orjson, whose 2-space layout is `json.dumps`'s for these values (a
+    float could be spelled otherwise, and NaN would not be refused). The pure-Python encoder `indent` calls for
+    took 0.80 s of CPU for the 11 judgements files of the paper's scale (75,000 entries each), orjson 0.02 s."""
+    with open_for_writing(path, "wb") as handle:
+        handle.write(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
 
 
 def prepare_dir(directory: Path, names: Iterable[str]) -> Path:

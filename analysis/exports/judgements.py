@@ -23,6 +23,7 @@ from analysis.exports.common import (
     prepare_dir,
     sha256_file,
     write_json,
+    write_json_without_floats,
     write_lines,
 )
 from analysis.exports.manifest import write_manifest
@@ -150,7 +151,7 @@ def _read(engine: Engine, source: str, progress: Progress) -> _Read:
     needed = responses.set_index("response_id")["case_pk"].map(per_case)
     complete = set(complete_responses(decisions, needed.dropna()).tolist())
     labelled = decisions.groupby("response_id")["criterion_id"].nunique()
-    records = release_records(engine)[0]
+    records = release_records(engine, contact_warnings=False)[0]  # the release export is where they are said
     return _Read(source, head, decisions, responses, per_case, complete, labelled, records)
 
 
@@ -280,7 +281,7 @@ def _write_folder(
     write_lines(directory / "cases.jsonl", (json_text(record) for record in records), len(records), no_progress, "")
     files["cases.jsonl"] = sha256_file(directory / "cases.jsonl")
     for model in plan.models:
-        write_json(folder / plan.filenames[model], entries_of[model])
+        write_json_without_floats(folder / plan.filenames[model], entries_of[model])
         files[f"{JUDGEMENTS_DIR}/{plan.filenames[model]}"] = sha256_file(folder / plan.filenames[model])
 
     kept, source = plan.kept, read.source

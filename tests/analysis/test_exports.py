@@ -753,6 +753,17 @@ def test_release_files_validate_and_verify(engine, session, tmp_path):
     assert "13812345678" not in text
 
 
+def test_release_records_without_the_contact_scan_are_the_same_records(engine, session):
+    from analysis.exports.release import release_records
+
+    build_release_world(session)
+    scanned = release_records(engine)
+    unscanned = release_records(engine, contact_warnings=False)
+    assert any("mobile_phone" in warning for warning in scanned[3])
+    assert unscanned[3] == []
+    assert unscanned[:3] == scanned[:3] and len(scanned[0]) == 3
+
+
 def test_release_is_byte_identical_when_run_twice(engine, session, tmp_path):
     build_release_world(session)
     exports.export_release(engine, tmp_path / "one")
