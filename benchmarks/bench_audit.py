@@ -120,10 +120,10 @@ def report(url: str, *, rounds: int = 3) -> None:
         print(
             f"round {number}: raw read {raw_read.cpu:.2f} s CPU; clinconsensus audit verify {command.against(raw_read)}"
         )
-    taken = f"median of {rounds} rounds" if rounds > 1 else "1 round"
+    taken = f"median of {rounds} rounds, {min(ratios):.2f}–{max(ratios):.2f}×" if rounds > 1 else "1 round"
     print(
         f"clinconsensus audit verify: {statistics.median(ratios):.2f}× the raw read of the label table in CPU time "
-        f"({taken}, {min(ratios):.2f}–{max(ratios):.2f}×), peak {max(peaks):,.0f} MB "
+        f"({taken}), peak {max(peaks):,.0f} MB "
         f"(the bar at full scale: within {TARGET_RATIO:.0f}× and under {TARGET_MB:.0f} MB)"
     )
 
