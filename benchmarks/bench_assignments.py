@@ -22,9 +22,9 @@ from pathlib import Path
 from sqlalchemy import func, insert
 from sqlmodel import select
 
+from db.migrations.upgrade import upgrade
 from db.rules.security import hash_password
 from db.store.engine import make_engine, session_scope
-from db.store.migrate import upgrade
 from db.store.models import (
     Assignment,
     AssignmentKind,

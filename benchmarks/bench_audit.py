@@ -38,8 +38,8 @@ TARGET_SECONDS, TARGET_MB, TARGET_RATIO = 15.0, 500.0, 2.0
 
 
 def build(url: str, cases: int) -> None:
+    from db.migrations.upgrade import upgrade
     from db.store.engine import make_engine
-    from db.store.migrate import upgrade
     from demo.generator import build_demo
 
     os.environ.setdefault("CLINCONSENSUS_DEMO_PASSWORD", "bench-audit-password")

@@ -40,8 +40,8 @@ def peak_rss_mb() -> float:
 def build_database(url: str, cases: int, models: int, seed: int) -> None:
     """Write the demo files and import them (runs in its own process; see --build-into)."""
     from db.importers import import_file
+    from db.migrations.upgrade import upgrade
     from db.store.engine import make_engine
-    from db.store.migrate import upgrade
     from demo.generator import write_demo_files
 
     engine = make_engine(url)
@@ -194,8 +194,8 @@ def main(argv=None) -> int:
         folder = Path(folder)
         url = args.database if args.database is not None else build_in_child(folder, args)
 
+        from db.migrations.upgrade import upgrade
         from db.store.engine import make_engine, session_scope
-        from db.store.migrate import upgrade
         from db.work.status import counts
 
         engine = make_engine(url)

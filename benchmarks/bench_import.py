@@ -178,8 +178,8 @@ def baseline_seconds_per_label(url: str, labels: Path, sample: int) -> float:
 
 
 def measure(backend: str, url: str, paths: dict[str, Path], before_labels=None) -> dict:
+    from db.migrations.upgrade import upgrade
     from db.store.engine import make_engine
-    from db.store.migrate import upgrade
 
     engine = make_engine(url)
     upgrade(engine)

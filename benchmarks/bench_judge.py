@@ -39,8 +39,8 @@ CONCURRENCY = (1, 8, 32)
 
 def build_database(url: str, cases: int, models: int, seed: int) -> None:
     from db.importers import import_file
+    from db.migrations.upgrade import upgrade
     from db.store.engine import make_engine
-    from db.store.migrate import upgrade
     from demo.generator import write_demo_files
 
     engine = make_engine(url)

@@ -47,8 +47,8 @@ from db import labeling  # noqa: E402
 from db.access import users  # noqa: E402
 from db.labeling import drafts as label_drafts  # noqa: E402
 from db.labeling.annotation import LabelInput  # noqa: E402
+from db.migrations.upgrade import upgrade  # noqa: E402
 from db.store.engine import make_engine, session_scope  # noqa: E402
-from db.store.migrate import upgrade  # noqa: E402
 from db.store.models import Role, User  # noqa: E402
 
 PAGE_TARGET_MS = 300.0

@@ -42,9 +42,9 @@ from sqlalchemy import func, select  # noqa: E402
 from db import counts  # noqa: E402
 from db.access import users  # noqa: E402
 from db.labeling import drafts as label_drafts  # noqa: E402
+from db.migrations.upgrade import upgrade  # noqa: E402
 from db.store.current_rubric import current_versions  # noqa: E402
 from db.store.engine import get_engine, make_engine, session_scope  # noqa: E402
-from db.store.migrate import upgrade  # noqa: E402
 from db.store.models import Assignment, AssignmentKind, Label, Response, Role, Stage, User  # noqa: E402
 
 SESSIONS = (1, 5, 10, 20)

@@ -37,9 +37,9 @@ from analysis import metrics, score_section
 from analysis.loader import load_frames
 from analysis.report import Report, build_report, json_bytes, report_json
 from benchmarks import whole_data
+from db.migrations.upgrade import upgrade
 from db.rules.gold import gold_labels, group_final_labels
 from db.store.engine import make_engine
-from db.store.migrate import upgrade
 from db.store.models import utcnow
 from tools import metrics_reference as reference
 

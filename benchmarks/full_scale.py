@@ -47,9 +47,9 @@ SHARED_CASES = "CLINCONSENSUS_BENCH_SHARED_CASES"
 def build_full(url: str, *, judges: int | None = 0, cases: int | None = None) -> None:
     """The demo's full scale at `url` (2,500 cases × 11 models, 1.83 M labels); `judges=None`: the demo's judges;
     `cases`: another number of cases at the same density (a quick run, or growth beyond the paper's size)."""
+    from db.migrations.upgrade import upgrade
     from db.rules.progress_report import TerminalProgress
     from db.store.engine import make_engine
-    from db.store.migrate import upgrade
     from demo.generator import build_demo
 
     os.environ.setdefault("CLINCONSENSUS_DEMO_PASSWORD", PASSWORD)

@@ -23,8 +23,8 @@ class CommandFailed(Exception):
 
 
 def _engine():
+    from db.migrations.upgrade import upgrade
     from db.store.engine import get_engine
-    from db.store.migrate import upgrade
 
     engine = get_engine()
     upgrade(engine)

@@ -18,9 +18,9 @@ import pytest
 import sqlalchemy as sa
 from sqlmodel import Session
 
+from db.migrations.upgrade import upgrade
 from db.rules.config import get_settings
 from db.store.engine import make_engine
-from db.store.migrate import upgrade
 from tests.support.apptest_helpers import app_database  # noqa: F401  (a fixture the page tests share)
 from tools.pg_server import PostgresServer, PostgresUnavailable
 

@@ -26,8 +26,9 @@ from analysis.loader import load_frames
 from analysis.report import build_report, report_json
 from db import counts, labeling, review
 from db.importers import import_file
+from db.migrations.upgrade import upgrade
 from db.store.engine import make_engine, session_scope
-from db.store.migrate import alembic_config, upgrade
+from db.store.migrate import alembic_config
 from db.store.models import Case, Criterion, Label, Response, RubricStatus, RubricVersion, User, utcnow
 from db.work import progress as progress_queries, status
 from db.work.assignments import assign_labeling
@@ -371,7 +372,7 @@ def test_revision_0011_stamps_each_label_with_the_version_current_when_it_was_wr
         with engine.connect() as connection:
             config = alembic_config()
             config.attributes["connection"] = connection
-            command.downgrade(config, "0010")
+            command.downgrade(config, "0010_feedback_figures")
             connection.commit()
         upgrade(engine)
         with session_scope(engine, read_only=True) as s:

@@ -47,8 +47,8 @@ def provider():
 def oidc_app(provider, chromium_path, tmp_path_factory):
     """The app configured for the provider, on a database with one linked account."""
     from db.access import users
+    from db.migrations.upgrade import upgrade
     from db.store.engine import make_engine, session_scope
-    from db.store.migrate import upgrade
     from tests.support.factories import make_user
 
     base, issuer = provider

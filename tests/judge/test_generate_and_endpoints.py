@@ -205,8 +205,8 @@ def test_bad_inputs_are_one_line_refusals_that_store_nothing(
     sqlite_url, tmp_path, monkeypatch, capsys, arguments, message
 ):
     from cli.main import main
+    from db.migrations.upgrade import upgrade
     from db.store.engine import make_engine
-    from db.store.migrate import upgrade
 
     engine = make_engine(sqlite_url)
     upgrade(engine)

@@ -1,6 +1,6 @@
 """initial schema
 
-Revision ID: 0001
+Revision ID: 0001_initial_schema
 Revises:
 Create Date: 2026-12-02 13:48:29.955127
 """
@@ -9,7 +9,7 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision = "0001"
+revision = "0001_initial_schema"
 down_revision = None
 branch_labels = None
 depends_on = None

@@ -1,7 +1,7 @@
 """label queue index: a response's labels by stage and group, with their rubric version
 
-Revision ID: 0002
-Revises: 0001
+Revision ID: 0002_label_queue_index
+Revises: 0001_initial_schema
 
 The annotator's queue and progress count, per response, the labels of one stage and group and
 the rubric version they were made against; this index answers that without reading the table.
@@ -9,8 +9,8 @@ the rubric version they were made against; this index answers that without readi
 
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
+revision = "0002_label_queue_index"
+down_revision = "0001_initial_schema"
 branch_labels = None
 depends_on = None
 

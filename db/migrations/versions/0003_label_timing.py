@@ -1,7 +1,7 @@
 """label timing: active time per saved response, for time-on-task figures
 
-Revision ID: 0004
-Revises: 0002
+Revision ID: 0003_label_timing
+Revises: 0002_label_queue_index
 
 A save of a response's labels records how long its author actively worked on it (idle stretches
 over a minute are not counted), so admins can see per-annotator medians and very fast decisions.
@@ -11,8 +11,8 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision = "0004"
-down_revision = "0002"
+revision = "0003_label_timing"
+down_revision = "0002_label_queue_index"
 branch_labels = None
 depends_on = None
 

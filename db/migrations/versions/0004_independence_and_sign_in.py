@@ -1,25 +1,28 @@
 """independence and sign-in: adjudication openings, login throttle per username, idle timeout, keyed audit chain
 
-Revision ID: 0003
-Revises: 0004
+Revision ID: 0004_independence_and_sign_in
+Revises: 0003_label_timing
 
 - `adjudication_opening`: which checker has seen both groups' labels of which response.
 - `login_throttle`: failed sign-ins per username tried (known or not); replaces the per-account
   counters of `user`, which could not be counted atomically.
 - `login_session.last_seen_at`: the idle timeout.
 - The audit chain becomes keyed (HMAC-SHA-256): an existing chain is first verified with the old
-  unkeyed hash, then every entry is re-linked with the key (`db.access.audit.audit_key`).
+  unkeyed hash, then every entry is re-linked with the key. Both hashes are frozen here as they were
+  at this revision; the key is the one the upgrade is handed (`audit_key` in the migration context's
+  attributes, given by db.migrations.upgrade), so the revision imports nothing of the product.
 """
 
 import hashlib
+import hmac
 import json
 
 import sqlalchemy as sa
 import sqlmodel
-from alembic import op
+from alembic import context, op
 
-revision = "0003"
-down_revision = "0004"
+revision = "0004_independence_and_sign_in"
+down_revision = "0003_label_timing"
 branch_labels = None
 depends_on = None
 
@@ -91,9 +94,36 @@ def _unkeyed_hash(prev_hash, at, actor, action, entity, entity_key, before, afte
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def _key_the_audit_chain() -> None:
-    from db.access.audit import GENESIS_HASH, audit_key, entry_hash
+GENESIS_HASH = "0" * 64
 
+
+def _keyed_hash(prev_hash, at, actor, action, entity, entity_key, before, after, *, key: bytes) -> str:
+    # The keyed hash of this revision, frozen here: HMAC-SHA-256 of the same sorted, compact JSON.
+    payload = json.dumps(
+        [
+            prev_hash,
+            at.replace(tzinfo=None).isoformat(timespec="microseconds"),
+            actor,
+            action,
+            entity,
+            entity_key,
+            before,
+            after,
+        ],
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
+        default=str,
+    )
+    return hmac.new(key, payload.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def _handed_key() -> bytes | None:
+    read_key = context.config.attributes.get("audit_key")
+    return read_key() if read_key is not None else None
+
+
+def _key_the_audit_chain() -> None:
     connection = op.get_bind()
     log = sa.table(
         "audit_log",
@@ -110,7 +140,9 @@ def _key_the_audit_chain() -> None:
     )
     if connection.execute(sa.select(sa.func.count()).select_from(log)).scalar_one() == 0:
         return
-    key = audit_key()
+    key = _handed_key()
+    if key is None:
+        raise RuntimeError("the audit log has entries and no audit key was given: the chain cannot be re-keyed")
     old_prev, new_prev = GENESIS_HASH, GENESIS_HASH
     last_id = 0
     while True:
@@ -123,17 +155,7 @@ def _key_the_audit_chain() -> None:
             if row.prev_hash != old_prev or _unkeyed_hash(row.prev_hash, *fields) != row.hash:
                 raise RuntimeError(f"audit log entry {row.id} does not match its hash; the chain is not re-keyed")
             old_prev = row.hash
-            new_hash = entry_hash(
-                prev_hash=new_prev,
-                at=row.at,
-                actor=row.actor,
-                action=row.action,
-                entity=row.entity,
-                entity_key=row.entity_key,
-                before=row.before,
-                after=row.after,
-                key=key,
-            )
+            new_hash = _keyed_hash(new_prev, *fields, key=key)
             updates.append({"row_id": row.id, "new_prev": new_prev, "new_hash": new_hash})
             new_prev = new_hash
             last_id = row.id

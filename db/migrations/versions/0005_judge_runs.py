@@ -1,7 +1,7 @@
 """judge runs: a record per run of an LLM judge and a result cache per item
 
-Revision ID: 0005
-Revises: 0003
+Revision ID: 0005_judge_runs
+Revises: 0004_independence_and_sign_in
 
 `judge_run` records what was asked of which endpoint (never the API key) and how it went;
 `judge_result` keeps each answer (raw output, parse outcome, tokens, latency) under a hash of
@@ -12,8 +12,8 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision = "0005"
-down_revision = "0003"
+revision = "0005_judge_runs"
+down_revision = "0004_independence_and_sign_in"
 branch_labels = None
 depends_on = None
 

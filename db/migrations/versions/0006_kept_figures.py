@@ -1,19 +1,20 @@
 """kept figures: label counts per response, group, stage, person and rubric version; per-response disagreement status
 
-Revision ID: 0007
-Revises: 0005
+Revision ID: 0006_kept_figures
+Revises: 0005_judge_runs
 
 The checker pages, the sidebar and the progress page read these small tables instead of recounting
-every label; db/counts rewrites the rows of the responses each save or import touches. An existing
-database gets them computed from its labels here. An index on label.updated_at lets the data version
-read the newest label edit without a scan.
+every label; db/counts rewrites the rows of the responses each save or import touches. An index on
+label.updated_at lets the data version read the newest label edit without a scan.
+Kept figures are derived from the rows: this revision creates the tables empty, and the upgrade
+fills every kept figure from the rows once the newest revision is applied (db.migrations.upgrade).
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0007"
-down_revision = "0005"
+revision = "0006_kept_figures"
+down_revision = "0005_judge_runs"
 branch_labels = None
 depends_on = None
 
@@ -42,11 +43,6 @@ def upgrade() -> None:
 
     # The data version (analysis/loader.py) reads the newest label edit through this index.
     op.create_index("ix_label_updated_at", "label", ["updated_at"])
-
-    from db import counts
-
-    # The status here; the tally is written by revision 0009, which adds its last column.
-    counts.rebuild_status(op.get_bind())
 
 
 def downgrade() -> None:

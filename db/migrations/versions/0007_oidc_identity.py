@@ -1,15 +1,15 @@
 """oidc identity: the identity-provider account an admin linked to a local account
 
-Revision ID: 0003a
-Revises: 0007
+Revision ID: 0007_oidc_identity
+Revises: 0006_kept_figures
 """
 
 import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision = "0003a"
-down_revision = "0007"
+revision = "0007_oidc_identity"
+down_revision = "0006_kept_figures"
 branch_labels = None
 depends_on = None
 

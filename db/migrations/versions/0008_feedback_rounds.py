@@ -1,7 +1,7 @@
 """feedback rounds: which labeling rounds an admin opened for feedback to annotators
 
-Revision ID: 0008
-Revises: 0003a
+Revision ID: 0008_feedback_rounds
+Revises: 0007_oidc_identity
 
 A round is the label assignments one assignment run made (they share `assignment.created_at`).
 Feedback is off until an admin opens a round; a row here records its current state.
@@ -11,8 +11,8 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision = "0008"
-down_revision = "0003a"
+revision = "0008_feedback_rounds"
+down_revision = "0007_oidc_identity"
 branch_labels = None
 depends_on = None
 

@@ -1,24 +1,23 @@
 """assignment state: the kept state of each labeling assignment's labels; unchecked labels in the tally
 
-Revision ID: 0009
-Revises: 0008
+Revision ID: 0009_assignment_state
+Revises: 0008_feedback_rounds
 
 The annotator's queue, the sidebar's progress and the progress page read the state of the group's
 labels on each assigned response (todo, partial, done, stale, waiting), the labels that count on the
 current rubric and that rubric's size from the assignment row; db/counts rewrites them as labels,
 assignments and current rubrics change. The label tally also counts the annotation labels whose group
 has no check label for them yet, so "check pending" (db.access.independence) reads the tally, not the labels.
-An existing database gets both computed by revision 0010, which adds the tally's last columns: the
-rebuild runs today's db/counts, which writes every column of the tally, so it belongs to the newest
-revision that changes these tables.
+Kept figures are derived from the rows: this revision creates the tables empty, and the upgrade
+fills every kept figure from the rows once the newest revision is applied (db.migrations.upgrade).
 """
 
 import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision = "0009"
-down_revision = "0008"
+revision = "0009_assignment_state"
+down_revision = "0008_feedback_rounds"
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,7 @@
 """labels that count: every label names the rubric version it was made on
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0011_labels_that_count
+Revises: 0010_feedback_figures
 
 A label counts only when it was made on its case's current rubric (db.store.current_rubric). Labels written
 before imports stamped their version have none; each gets the version that was current when it was
@@ -11,18 +11,16 @@ older than every approved version of its case (its rubric's times were recorded 
 of cases and labels in one go can do) gets the case's first approved version, the only one it can have
 been made on. A case without any approved version leaves its labels without a version: they count
 nowhere, like any label on an older version, and stay readable.
-Which labels count changes with the stamps, so the responses' status is rebuilt here by today's
-db/counts; the label tally is rebuilt by revision 0022 and the assignments' states after it, since those
-rebuilds now also write the column and tables the later revisions add (a rebuild runs in the newest
-revision that changes what it writes).
-Downgrading keeps the stamps: revision 0010's rule counts a stamped label as it counted an unstamped one
-as long as its version is current.
+Which labels count changes with the stamps; the kept figures that read them are derived and filled by the
+upgrade once the newest revision is applied (db.migrations.upgrade).
+Downgrading keeps the stamps: the rule of revision 0010_feedback_figures counts a stamped label as it counted
+an unstamped one as long as its version is current.
 """
 
 from alembic import op
 
-revision = "0011"
-down_revision = "0010"
+revision = "0011_labels_that_count"
+down_revision = "0010_feedback_figures"
 branch_labels = None
 depends_on = None
 
@@ -43,10 +41,6 @@ STAMP_UNSTAMPED = (
 def upgrade() -> None:
     bind = op.get_bind()
     bind.exec_driver_sql(STAMP_UNSTAMPED)
-
-    from db import counts
-
-    counts.rebuild_status(bind)
 
 
 def downgrade() -> None:

@@ -1,7 +1,7 @@
 """calibration samples and leaderboard snapshots
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0012_scores_you_can_defend
+Revises: 0011_labels_that_count
 
 `calibration_sample`: the responses of each model drawn (once per model) for physicians to label, the
 labeled set of the model's prediction-powered score. `leaderboard_snapshot`: frozen, dated leaderboards
@@ -12,8 +12,8 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision = "0012"
-down_revision = "0011"
+revision = "0012_scores_you_can_defend"
+down_revision = "0011_labels_that_count"
 branch_labels = None
 depends_on = None
 

@@ -3,16 +3,16 @@
 Each sign-in at the identity provider opens at most one local browser session; once that session
 ends (idle, lifetime, sign-out, revocation) the provider's cookie signs nobody in again.
 
-Revision ID: 0015
-Revises: 0012
+Revision ID: 0013_provider_sign_in
+Revises: 0012_scores_you_can_defend
 """
 
 import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision = "0015"
-down_revision = "0012"
+revision = "0013_provider_sign_in"
+down_revision = "0012_scores_you_can_defend"
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,7 @@
 """disagreement draws: the responses drawn where two judges disagree
 
-Revision ID: 0017
-Revises: 0016
+Revision ID: 0015_disagreement_draws
+Revises: 0014_audit_seal
 
 `disagreement_draw`: each response drawn by `assign disagreements` (once), with the two judges and how
 many criteria they differed on, so the SFT export can be limited to them.
@@ -11,8 +11,8 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision = "0017"
-down_revision = "0016"
+revision = "0015_disagreement_draws"
+down_revision = "0014_audit_seal"
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,7 @@
 """generate runs and endpoint shares: a candidate model's answers through the runner the judge uses
 
-Revision ID: 0018
-Revises: 0017
+Revision ID: 0016_generate_runs
+Revises: 0015_disagreement_draws
 
 `judge_run` gains `kind` (judge | generate), `endpoints` (each endpoint's share of a run spread over
 several servers) and the counts of truncated and empty answers; `generation_result` caches each
@@ -12,8 +12,8 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision = "0018"
-down_revision = "0017"
+revision = "0016_generate_runs"
+down_revision = "0015_disagreement_draws"
 branch_labels = None
 depends_on = None
 

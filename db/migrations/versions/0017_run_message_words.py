@@ -1,7 +1,7 @@
 """a run's note in the reader's language
 
-Revision ID: 0019
-Revises: 0018
+Revision ID: 0017_run_message_words
+Revises: 0016_generate_runs
 
 `judge_run.message` keeps the English note the command line prints; `message_said` keeps the same
 note as a catalog entry with its parameters (db.rules.errors.said_record), so the Judge runs page can say
@@ -11,8 +11,8 @@ why a run ended in the reader's language. Runs ended before this revision keep t
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0019"
-down_revision = "0018"
+revision = "0017_run_message_words"
+down_revision = "0016_generate_runs"
 branch_labels = None
 depends_on = None
 

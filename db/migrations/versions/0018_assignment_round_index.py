@@ -1,7 +1,7 @@
 """an index of each round's assignments
 
-Revision ID: 0020
-Revises: 0019
+Revision ID: 0018_assignment_round_index
+Revises: 0017_run_message_words
 
 A round is the label assignments of one run, named by their `created_at`. Whether the annotator's group has
 an assignment in an open round (the feedback page asks on every visit) was answered by going through every
@@ -11,8 +11,8 @@ per round, whatever the size of the data.
 
 from alembic import op
 
-revision = "0020"
-down_revision = "0019"
+revision = "0018_assignment_round_index"
+down_revision = "0017_run_message_words"
 branch_labels = None
 depends_on = None
 

@@ -1,21 +1,21 @@
 """adjudication ready: the responses each group's checker may take into adjudication, kept
 
-Revision ID: 0021
-Revises: 0020
+Revision ID: 0019_adjudication_ready
+Revises: 0018_assignment_round_index
 
 A checker takes into adjudication the responses on which their group's annotation labels cover the case's
 current rubric, none on an older version, and are all checked. The list was counted from the whole group's
 label tally on every visit of the adjudication page, which grew with the data; db/counts now keeps one row
-per ready (response, group) as labels, assignments and current rubrics change. The rows, and the states of
-the labeling assignments the same rebuild writes, are computed by revision 0022 (today's db/counts, after the
-tally they are read from is rebuilt there).
+per ready (response, group) as labels, assignments and current rubrics change.
+Kept figures are derived from the rows: this revision creates the table empty, and the upgrade
+fills every kept figure from the rows once the newest revision is applied (db.migrations.upgrade).
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0021"
-down_revision = "0020"
+revision = "0019_adjudication_ready"
+down_revision = "0018_assignment_round_index"
 branch_labels = None
 depends_on = None
 

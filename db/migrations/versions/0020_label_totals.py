@@ -1,21 +1,21 @@
 """label totals: each person's labels per group and stage, kept, apart for those that count on the current rubric
 
-Revision ID: 0022
-Revises: 0021
+Revision ID: 0020_label_totals
+Revises: 0019_adjudication_ready
 
 The checker's annotator list and the admin's totals summed the whole label tally on every visit, which grew
 with the data; db/counts now keeps the sums per (group, stage, person, counts on the current rubric) as labels
 and current rubrics change, and marks each tally row with whether it counted when it was written, so a refresh
-takes away exactly what the row added. The tally with its marks and totals, then the labeling assignments'
-states and the responses ready for adjudication read from it, are rebuilt by today's db/counts (the
-rebuilds of revisions 0011 and 0021 moved here; the assignments' rebuild moved on to revision 0025).
+takes away exactly what the row added.
+Kept figures are derived from the rows: this revision creates the table empty, and the upgrade
+fills every kept figure from the rows once the newest revision is applied (db.migrations.upgrade).
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0022"
-down_revision = "0021"
+revision = "0020_label_totals"
+down_revision = "0019_adjudication_ready"
 branch_labels = None
 depends_on = None
 
@@ -34,13 +34,6 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["user_id"], ["user.id"]),
         sa.PrimaryKeyConstraint("group_no", "stage", "user_id", "counting"),
     )
-
-    from db import counts
-
-    bind = op.get_bind()
-    counts.rebuild_tally(bind)  # with the gold figures, the marks and the totals
-    # The assignments' states and the responses ready for adjudication: rebuilt by revision 0025, which adds the
-    # per-person assignment totals that rebuild writes too.
 
 
 def downgrade() -> None:

@@ -1,7 +1,7 @@
 """admin page indexes: the audit log's actors, the assignment list's cases and the progress counts, through indexes
 
-Revision ID: 0023
-Revises: 0022
+Revision ID: 0021_admin_page_indexes
+Revises: 0020_label_totals
 
 - The audit log page offers every actor and entity that occurs in the log as filters. Both are read by hopping
   from one value to the next through the column's index (db.store.distinct), where DISTINCT read every entry:
@@ -13,8 +13,8 @@ Revises: 0022
 
 from alembic import op
 
-revision = "0023"
-down_revision = "0022"
+revision = "0021_admin_page_indexes"
+down_revision = "0020_label_totals"
 branch_labels = None
 depends_on = None
 

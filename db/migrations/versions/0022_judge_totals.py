@@ -1,19 +1,20 @@
 """judge totals: how many decisions each judge has, kept
 
-Revision ID: 0024
-Revises: 0023
+Revision ID: 0022_judge_totals
+Revises: 0021_admin_page_indexes
 
 The import page showed the number of judge decisions by counting the whole table on every visit (9.9 M rows at
 4× the paper's scale, most of the page's time on PostgreSQL). db/counts now keeps the count per judge as the
-judge importer and judge runs insert decisions; it is filled here from the decisions already stored, by
-today's db/counts.
+judge importer and judge runs insert decisions.
+Kept figures are derived from the rows: this revision creates the table empty, and the upgrade
+fills every kept figure from the rows once the newest revision is applied (db.migrations.upgrade).
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0024"
-down_revision = "0023"
+revision = "0022_judge_totals"
+down_revision = "0021_admin_page_indexes"
 branch_labels = None
 depends_on = None
 
@@ -25,10 +26,6 @@ def upgrade() -> None:
         sa.Column("n_decisions", sa.Integer(), nullable=False),
         sa.PrimaryKeyConstraint("judge"),
     )
-
-    from db import counts
-
-    counts.rebuild_judge_totals(op.get_bind())
 
 
 def downgrade() -> None:

@@ -1,19 +1,19 @@
 """assignment totals: each person's labeling assignments per group and how many are done, kept
 
-Revision ID: 0025
-Revises: 0024
+Revision ID: 0023_assignment_totals
+Revises: 0022_judge_totals
 
 The progress page counted every labeling assignment per person on each visit (220 k at 4× the paper's scale);
-db/counts now keeps the counts as it rewrites the assignments' states and as an assignment changes hands. The
-table is added, then the assignments' states, these totals and the responses ready for adjudication are rebuilt
-by today's db/counts (the rebuild of revision 0022 moves to this newest revision that changes what it writes).
+db/counts now keeps the counts as it rewrites the assignments' states and as an assignment changes hands.
+Kept figures are derived from the rows: this revision creates the table empty, and the upgrade
+fills every kept figure from the rows once the newest revision is applied (db.migrations.upgrade).
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0025"
-down_revision = "0024"
+revision = "0023_assignment_totals"
+down_revision = "0022_judge_totals"
 branch_labels = None
 depends_on = None
 
@@ -28,10 +28,6 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["user_id"], ["user.id"]),
         sa.PrimaryKeyConstraint("user_id", "group_no"),
     )
-
-    from db import counts
-
-    counts.rebuild_assignments(op.get_bind())
 
 
 def downgrade() -> None:

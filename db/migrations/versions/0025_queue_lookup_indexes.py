@@ -1,7 +1,7 @@
 """queue lookup indexes: an annotator's queue reads each item's response code and case id by key
 
-Revision ID: 0027
-Revises: 0026
+Revision ID: 0025_queue_lookup_indexes
+Revises: 0024_unresolved_and_row_totals
 
 The labeling queue joined the annotator's assignments to the responses and cases. Once a queue was a few per cent
 of the responses, PostgreSQL hashed every response and case to answer it: the busiest annotator's queue (9,174
@@ -13,8 +13,8 @@ rows by rowid either way.
 
 from alembic import op
 
-revision = "0027"
-down_revision = "0026"
+revision = "0025_queue_lookup_indexes"
+down_revision = "0024_unresolved_and_row_totals"
 branch_labels = None
 depends_on = None
 

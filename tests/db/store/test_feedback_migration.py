@@ -10,8 +10,9 @@ import pytest
 from alembic import command
 from sqlalchemy import inspect, text
 
+from db.migrations.upgrade import upgrade
 from db.store.engine import make_engine
-from db.store.migrate import alembic_config, current_revision, head_revision, upgrade
+from db.store.migrate import alembic_config, current_revision, head_revision
 
 _names = count()
 
@@ -38,7 +39,7 @@ def _migrate(engine, revision: str, *, down: bool = False) -> None:
 def test_the_feedback_revision_upgrades_in_place_and_downgrades(empty_database_url):
     engine = make_engine(empty_database_url)
     try:
-        _migrate(engine, "0003a")
+        _migrate(engine, "0007_oidc_identity")
         assert "feedback_round" not in inspect(engine).get_table_names()
         with engine.begin() as connection:
             connection.execute(
@@ -53,8 +54,8 @@ def test_the_feedback_revision_upgrades_in_place_and_downgrades(empty_database_u
         with engine.connect() as connection:
             assert connection.execute(text('SELECT username FROM "user"')).scalars().all() == ["boss"]
             assert connection.execute(text("SELECT count(*) FROM feedback_round")).scalar() == 0  # off by default
-        _migrate(engine, "0003a", down=True)
+        _migrate(engine, "0007_oidc_identity", down=True)
         assert "feedback_round" not in inspect(engine).get_table_names()
-        assert current_revision(engine) == "0003a"
+        assert current_revision(engine) == "0007_oidc_identity"
     finally:
         engine.dispose()

@@ -8,10 +8,11 @@ from sqlmodel import Session
 
 from db.access import users
 from db.access.audit import record, verify_chain
+from db.migrations.upgrade import upgrade
 from db.rules.config import MAX_FAILED_LOGINS
 from db.rules.errors import ValidationFailed
 from db.store.engine import make_engine, session_scope
-from db.store.migrate import current_revision, head_revision, upgrade
+from db.store.migrate import current_revision, head_revision
 from db.store.models import LoginThrottle, utcnow
 from tests.support.factories import DEFAULT_PASSWORD, make_user
 
@@ -39,7 +40,7 @@ def test_a_database_at_head_is_opened_without_loading_alembic(tmp_path):
     upgrade(engine)
     engine.dispose()
     probe = (
-        "import sys; from db.store.engine import make_engine; from db.store.migrate import upgrade; "
+        "import sys; from db.store.engine import make_engine; from db.migrations.upgrade import upgrade; "
         f"upgrade(make_engine({url!r})); print('alembic' in sys.modules)"
     )
     from pathlib import Path

@@ -11,8 +11,9 @@ from alembic import command
 from sqlalchemy import text
 
 from db import counts
+from db.migrations.upgrade import upgrade
 from db.store.engine import make_engine
-from db.store.migrate import alembic_config, current_revision, head_revision, upgrade
+from db.store.migrate import alembic_config, current_revision, head_revision
 from tests.support.feedback_world import world
 
 _names = count()
@@ -81,9 +82,9 @@ def test_upgrading_from_0008_rebuilds_every_kept_figure(database_url_of_each_kin
         with engine.connect() as connection:
             config = alembic_config()
             config.attributes["connection"] = connection
-            command.downgrade(config, "0008")
+            command.downgrade(config, "0008_feedback_rounds")
             connection.commit()
-        assert current_revision(engine) == "0008"
+        assert current_revision(engine) == "0008_feedback_rounds"
 
         upgrade(engine)
         assert current_revision(engine) == head_revision()

@@ -9,8 +9,9 @@ import pytest
 from alembic import command
 from sqlalchemy import text
 
+from db.migrations.upgrade import upgrade
 from db.store.engine import make_engine
-from db.store.migrate import alembic_config, current_revision, head_revision, upgrade
+from db.store.migrate import alembic_config, current_revision, head_revision
 
 _names = count()
 
@@ -33,7 +34,7 @@ def test_a_database_from_revision_0002_with_rows_upgrades_and_keeps_them(empty_d
         with engine.connect() as connection:
             config = alembic_config()
             config.attributes["connection"] = connection
-            command.upgrade(config, "0002")
+            command.upgrade(config, "0002_label_queue_index")
             connection.commit()
         with engine.begin() as connection:
             connection.execute(
