@@ -132,8 +132,7 @@ def case_accuracy_threshold(report, t: Translator) -> go.Figure:
         figure.add_trace(
             go.Violin(
                 # The trace stands at its name's category: no model name per response, and the values as float32
-                # (a typed array in the page's JSON). A list of names grew the figure with every response (2.7 MB
-                # and a third of the dashboard's first visit at 4× the paper's scale).
+                # (a typed array in the page's JSON). A list of names would grow the figure with every response.
                 y=accuracy[mine].astype(np.float32),
                 name=model,
                 box_visible=True,

@@ -2,19 +2,16 @@
 
 Why a process: built in a thread of the server, the grid holds Python's interpreter lock through
 each of its whole-table steps (a fetch of every label, a factorize of every decision), and a page
-rendered meanwhile waits out each step, so page time grew with the data. On PostgreSQL, the
-dashboard's first visit after a change took 56.6 ms at 2,500 cases and 97.2 ms at 10,000 (p50 of
-5) while its grid was built in a thread; single steps held the lock for up to 165 ms at 10,000
-cases. In a worker the build has a core of its own, and the grid comes back pickled (122 MB at
-10,000 cases, 0.03 s to unpickle).
+rendered meanwhile waits out each step, so page time grew with the data. In a worker the build has a
+core of its own, and the grid comes back pickled (figures in docs/performance.md).
 
 A worker is `python -m analysis.grid_worker`: it imports what a build needs, waits for one
 database URL on its standard input, writes the pickled grid (or the error it met) to its standard
 output and exits, so the gigabyte a build reads goes back to the system. The next worker is started
 when a build is done, so the next build does not wait for imports and no build shares the machine
 with them. A database only this process can open (in-memory SQLite) is built in the calling thread,
-and so is a small one a page waits for (`ui.shared_grid`): handing it to a worker cost 170-300 ms
-more than its build at 20 cases.
+and so is a small one a page waits for (`ui.shared_grid`): handing it to a worker costs more than
+building it.
 """
 
 from __future__ import annotations

@@ -174,8 +174,7 @@ _STAGES = np.array([Stage.annotation.value, Stage.check.value, Stage.adjudicatio
 
 
 def _met(column: str, dialect: str) -> str:
-    """SQL for a boolean column as 0 or 1: SQLite stores booleans as those integers, PostgreSQL needs the cast.
-    (On SQLite this cast and `_with_codes`' BIGINT cast took 0.08 s of the 0.92 s read of 1.83 M labels.)"""
+    """SQL for a boolean column as 0 or 1: SQLite stores booleans as those integers, PostgreSQL needs the cast."""
     return column if dialect == "sqlite" else f"CAST({column} AS INTEGER)"
 
 
@@ -312,8 +311,8 @@ def _coded_read(
 
 _CRITERION_IDS_SQL = "SELECT DISTINCT criterion_id FROM criterion"
 #: The judges' names, each found by one step down the index that starts with the judge (the unique
-#: (judge, response_id, criterion_id)): a handful of index lookups where `SELECT DISTINCT judge` reads all
-#: 2.5 M decisions of the paper's scale (0.09 s of CPU on SQLite).
+#: (judge, response_id, criterion_id)): a handful of index lookups where `SELECT DISTINCT judge` reads every
+#: decision.
 _JUDGES_SQL = (
     "WITH RECURSIVE judges(name) AS ("
     "SELECT min(judge) FROM judge_decision UNION ALL "
@@ -342,9 +341,8 @@ def _read_columns(engine: Engine, sql: str, kinds: str) -> list[np.ndarray]:
 
     The database joins each column into one text in a single pass (`group_concat` in SQLite, `string_agg`
     in PostgreSQL: every aggregate of one statement sees the rows in the same order), and numpy parses
-    the integers in C: no Python tuple a row. Measured on the full demo's 2.5 M judge decisions (SQLite):
-    0.84 s of CPU against 1.95 s for fetching the rows and building the arrays from them. A text longer
-    than the database allows (about 1 GB, some forty times the paper's scale) falls back to the rows.
+    the integers in C: no Python tuple a row (docs/performance.md). A text longer than the database allows
+    (about 1 GB) falls back to the rows.
 
     Not through a columnar driver with a SQLite library of its own (ADBC): two copies of SQLite in one
     process do not share their POSIX locks, so closing one's file released the other's locks under the

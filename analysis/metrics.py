@@ -344,7 +344,7 @@ def _kendall_tau_b(x: np.ndarray, y: np.ndarray) -> float:
 
 def correlation(kind: str, x, y) -> float:
     """Pearson r, Spearman ρ (Pearson of the average ranks) or Kendall τ-b; NaN for fewer than two points
-    or constant input. Computed with numpy: loading scipy.stats cost a report 0.5–0.8 s of CPU."""
+    or constant input. Computed with numpy, so a report does not load scipy.stats (tests compare with scipy)."""
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if len(x) < 2 or _constant(x) or _constant(y):

@@ -428,9 +428,9 @@ def print_tables(report: Report, stream: TextIO) -> None:
 
 def json_bytes(document: dict) -> bytes:
     """report.json (UTF-8): the layout of `json.dumps(indent=2, ensure_ascii=False)` (same lines, keys, order
-    and float values), written by orjson about a hundred times faster, as bytes (decoded, 31 MB of Chinese
-    text took twice its size again). A small number may be spelled differently (`0.000078` for `7.8e-05`);
-    both read back as the same float. `report_json` has already turned every NaN and infinity into null."""
+    and float values), written by orjson, as bytes (decoding them to text would hold a second copy). A small
+    number may be spelled differently (`0.000078` for `7.8e-05`); both read back as the same float.
+    `report_json` has already turned every NaN and infinity into null."""
     return orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE)
 
 
@@ -488,7 +488,7 @@ def run_report(
     frames = load_frames(engine)
     progress(1, steps, "computing")
     report = build_report(frames, k=k, source=source, judge_scored=judge_scored, heldout_models=heldout_models)
-    del frames  # the report holds its grid: the decision rows (140 MB at full scale) go before writing
+    del frames  # the report holds its grid: the decision rows go before writing
     done = 2
     print_tables(report, stream)
     if json_path:

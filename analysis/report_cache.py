@@ -6,13 +6,10 @@ report's options, the settings it reads (rubric size, taxonomy file), the source
 `db` and the versions of the libraries that compute and write it. Any change of one of them is
 another key, so a kept report is never one the same command would not write again byte for byte.
 
-Measured at full scale (1.83 M labels, 2.47 M judge decisions, SQLite, CPU time):
-- a columnar snapshot of the decision frames (labels and judge decisions as Parquet, 1.8 MB) reads
-  back in 0.6 s where the database read takes 1.1–1.8 s: it saves at most a second of a 5 s run,
-  since imports (1.3 s), the computation and report.json (1.8 s) remain;
-- the finished report: a rerun reads the data version and copies 31 MB, 0.5–0.7 s in all.
-So the finished report is kept: beside the SQLite file, or for PostgreSQL in the folder of the audit key
-(`cache_folder`), where a rerun on unchanged data likewise only reads the data version.
+The finished report is kept rather than the decision frames: a rerun on unchanged data then only reads the
+data version and copies a file, where kept frames would still leave the imports, the computation and the
+writing of report.json to do (docs/performance.md). It is kept beside the SQLite file, or for PostgreSQL in
+the folder of the audit key (`cache_folder`), where a rerun on unchanged data likewise only reads the data version.
 """
 
 from __future__ import annotations

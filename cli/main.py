@@ -39,11 +39,8 @@ def _one_pass() -> None:
     """Before numpy is imported: no 2 MB pages for its large arrays (NUMPY_MADVISE_HUGEPAGE, numpy's own switch,
     on by default on Linux; a value already in the environment is kept).
 
-    A command that reads everything once touches each large array a few times, and a 2 MB page is zeroed
-    whole at its first touch. Measured at the paper's scale (SQLite), against the default, in alternate runs:
-    `report --json` 5.12–5.34 → 5.04–5.16 s of CPU (5 runs each; the kernel's share 0.62–0.78 → 0.47–0.56 s,
-    the machine's huge page faults 202–207 → 21), `export gold` 3.53–3.91 → 3.40–3.64 s and `audit verify`
-    7.51–8.01 → 7.46–7.61 s (3 runs each). The server keeps numpy's default.
+    A command that reads everything once touches each large array a few times, and a huge page is zeroed
+    whole at its first touch (docs/performance.md). The server keeps numpy's default.
     """
     os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
 
@@ -53,9 +50,7 @@ def _imports_done() -> None:
 
     A command that reads everything makes millions of objects (rows, the report's 75,000 criteria entries, the
     audit's replayed state), and each full collection they trigger walked every module's objects as well.
-    Those live as long as the process anyway. Measured at the paper's scale (SQLite, 3 runs each): the
-    collector's time in `report --json` 0.19 → 0.07 s; `export gold` 4.03–4.19 → 3.69–4.00 s of CPU;
-    `audit verify` 8.37–8.48 → 7.29–7.74 s.
+    Those live as long as the process anyway (docs/performance.md).
     """
     gc.freeze()
 

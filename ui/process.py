@@ -2,8 +2,8 @@
 
 The app imports Streamlit, pandas, SQLAlchemy, Plotly and every page module: some 300,000 objects
 the garbage collector would otherwise walk at each full (generation 2) collection, for as long as
-the process lives, and never free. Walking them cost ~180 ms in the middle of some page run at
-full scale (benchmarks/bench_pages.py). `gc.freeze()` moves them to the collector's permanent
+the process lives, and never free; walking them landed in the middle of some page runs
+(benchmarks/bench_pages.py). `gc.freeze()` moves them to the collector's permanent
 generation once the imports are done; objects made later are collected as before.
 """
 

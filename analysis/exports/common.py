@@ -222,8 +222,8 @@ def write_json(path: Path, value, indent: int | None = 2) -> None:
 def write_json_without_floats(path: Path, value) -> None:
     """`write_json(path, value)` for a document of strings, booleans, integers, None, lists and dicts only (a
     judgements file): the same bytes, by orjson, whose 2-space layout is `json.dumps`'s for these values (a
-    float could be spelled otherwise, and NaN would not be refused). The pure-Python encoder `indent` calls for
-    took 0.80 s of CPU for the 11 judgements files of the paper's scale (75,000 entries each), orjson 0.02 s."""
+    float could be spelled otherwise, and NaN would not be refused), where `indent` calls for the pure-Python
+    encoder."""
     with open_for_writing(path, "wb") as handle:
         handle.write(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
 

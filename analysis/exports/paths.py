@@ -96,11 +96,8 @@ class StreamedFile:
     the bytes so far are written through to the disk (`fdatasync`) and dropped from the page cache.
 
     Why: left dirty in the page cache, gigabytes cost their writer kernel time more than in proportion
-    to their size. On a 2-core, 24 GiB machine, 8 GB written in 6 MB blocks took 3.2-17.1 s of kernel
-    time (median 11.9 s, 9 runs) where 2 GB took 0.4-5.5 s; written through every 96 MB, 2.20-2.22 s
-    against 0.53-0.57 s (5 and 4 runs). The 8.6 GB `export healthbench-meta` of 10,000 cases on
-    PostgreSQL: 22.4 s of kernel time before, 8.4-9.4 s written through. The writer never reads its
-    bytes again (it hashes them on the way), so the cache would hold them for nothing.
+    to their size (docs/performance.md). The writer never reads its bytes again (it hashes them on the
+    way), so the cache would hold them for nothing.
     """
 
     def __init__(self, path: str | Path) -> None:

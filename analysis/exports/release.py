@@ -80,8 +80,8 @@ def release_records(
 
     `difficulties` keeps only cases of those tiers (None: every tier). Contact-like strings are
     looked for in every field and, with the official check's patterns, in the JSON line as written; with
-    `contact_warnings=False` they are not looked for and none is returned (1.4 s of CPU at the paper's scale, for
-    a caller that only writes the records).
+    `contact_warnings=False` they are not looked for and none is returned (for a caller that only writes the
+    records).
     """
     cases = load_cases(engine, text=True).merge(load_register_overrides(engine), on="case_pk", how="left")
     if difficulties:

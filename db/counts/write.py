@@ -116,7 +116,7 @@ def refresh_assignments(session_or_connection: Session | Connection, response_id
         # The assignments were just written in this transaction (an admin's handout, the demo's): to a PostgreSQL
         # with statistics of a smaller table they look like a handful of rows, it took the kind-led index for each
         # update below and read every labeling assignment per row, so handing out work grew with the square of
-        # it (the demo's 4× build spent most of its 35 minutes here). Statistics taken here send each update
+        # it. Statistics taken here send each update
         # through the response's index (as `refresh` does for the tally).
         connection.exec_driver_sql(f"ANALYZE {ASSIGNMENT.name}")
     owners: OwnerChanges = {}

@@ -136,9 +136,8 @@ class _CollectorPause:
     """Python's cyclic garbage collector off while any import runs in this process, back on after the last.
 
     An import of millions of lines allocates a row, an audit row and a driver row per line while a large heap
-    (the file's keys, the targets) stays alive; each full collection walks that heap again, and at 4× the paper's
-    scale the collections cost as much as the import itself and grew faster than the data (a labels import: 199 s
-    of CPU against 118 s with the collector off, 36 s against 28 s at 1×). The import's objects hold no cycles
+    (the file's keys, the targets) stays alive; each full collection walks that heap again, so the collections
+    grew faster than the data (docs/performance.md). The import's objects hold no cycles
     worth collecting before it ends. The collector is process-wide and imports may run at once (two admins on
     one server), so a count of running imports decides: the first pauses it, the last restores it as it was.
     """

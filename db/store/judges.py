@@ -16,6 +16,6 @@ def judge_names(session: Session) -> list[str]:
 
 
 def response_models(session: Session) -> list[str]:
-    """Models that have responses, by name (hopping through the model index: 110 k responses at 4× the paper's
-    scale name eleven models, and DISTINCT read them all on every visit of the export and judge pages)."""
+    """Models that have responses, by name (hopping through the model index: a handful of models name every
+    response, and DISTINCT would read them all on every visit of the export and judge pages)."""
     return sorted(distinct_values(session, table_of(Response).c.model))
