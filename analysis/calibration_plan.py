@@ -134,8 +134,6 @@ def plan(
             k=k,
             n=n_basis,
         )
-    sigma2 = float(np.var(y))
-    rho = float(np.corrcoef(y, yhat)[0, 1])
     n_judged = int((own & judged).sum())
     if n_judged < 2:
         raise PlanRefused(
@@ -143,24 +141,35 @@ def plan(
             "plan.too_few_judged",
             n=n_judged,
         )
+    found = sample_size(y, yhat, n_judged, half_width, alpha)
+    return CalibrationPlan(
+        judge=judge,
+        model=model,
+        target=half_width,
+        alpha=alpha,
+        n_judged=n_judged,
+        n_basis=n_basis,
+        rubric_size=int(grid.rubric_size),
+        **found,
+    )
+
+
+def sample_size(y: np.ndarray, yhat: np.ndarray, n_judged: int, half_width: float, alpha: float) -> dict:
+    """n, half_width, classical_half_width, sigma_y, rho and reached from the basis's per-response values."""
+    y, yhat = np.asarray(y, dtype=np.float64), np.asarray(yhat, dtype=np.float64)
+    sigma2 = float(np.var(y))
+    rho = float(np.corrcoef(y, yhat)[0, 1])
     sizes = np.arange(1, n_judged, dtype=np.int64)
     widths = half_widths(sizes, sigma2, rho, n_judged, alpha)
     met = np.flatnonzero(widths <= half_width)
     index = int(met[0]) if len(met) else len(sizes) - 1
     n = int(sizes[index])
     z = NormalDist().inv_cdf(1 - alpha / 2)
-    return CalibrationPlan(
-        judge=judge,
-        model=model,
-        target=half_width,
-        alpha=alpha,
-        n=n,
-        half_width=float(widths[index]),
-        classical_half_width=z * math.sqrt(sigma2 / n),
-        sigma_y=math.sqrt(sigma2),
-        rho=rho,
-        n_judged=n_judged,
-        n_basis=n_basis,
-        rubric_size=int(grid.rubric_size),
-        reached=bool(len(met)),
-    )
+    return {
+        "n": n,
+        "half_width": float(widths[index]),
+        "classical_half_width": z * math.sqrt(sigma2 / n),
+        "sigma_y": math.sqrt(sigma2),
+        "rho": rho,
+        "reached": bool(len(met)),
+    }
