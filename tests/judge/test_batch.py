@@ -244,3 +244,21 @@ def test_bad_input_is_one_line_and_stores_nothing(engine, session, tmp_path, cas
     assert table_counts(session) == before
     assert session.exec(select(JudgeRun.status, JudgeRun.done)).all() == run_before
     session.commit()
+
+
+def test_answers_are_read_as_leniently_as_online(engine, session, tmp_path):
+    """A server's unusual fields (no usage, a null finish reason, extra keys) do not refuse an answer."""
+    build_world(session, n_cases=1, n=2, models=("model-a",))
+    export_judge_batch(engine, tmp_path / "b", batch_options())
+    lines = []
+    for line in requests_of(tmp_path / "b"):
+        body = {
+            "choices": [{"message": {"role": "assistant", "content": '```json\n{"criteria_met": false}\n```'}, "x": 1}],
+            "vendor_field": {"anything": True},
+        }
+        output = {"custom_id": line["custom_id"], "response": {"status_code": 200, "body": body}, "error": None}
+        lines.append(json.dumps(output))
+    (tmp_path / "r.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    imported = import_batch(engine, "judge", tmp_path / "r.jsonl", tmp_path / "b")
+    assert imported.decisions == 2 and imported.parse_failures == 0
+    assert set(decisions(session, "cc-judge").values()) == {False}
