@@ -69,6 +69,8 @@ def _export_form(user: User, models: list[str], t: shell.Translator) -> None:
         return
     if exported.run is None:
         st.info(t("batch.page.nothing"))
+    elif exported.requests == 0:
+        st.success(t("batch.page.exported_cached", n=exported.from_cache, id=exported.run))
     else:
         st.success(t("batch.page.exported", id=exported.run, n=exported.requests, reasks=exported.reasks))
 
@@ -98,6 +100,9 @@ def _results(user: User, t: shell.Translator) -> None:
         return
     run = st.selectbox(t("batch.page.pick"), runs, format_func=lambda r: _run_label(t, r), key="batch_pick")
     if run is None:
+        return
+    if not run["params"]["batch"].get("dir"):
+        st.caption(t("batch.page.from_cache"))
         return
     directory = Path(run["params"]["batch"]["dir"])
     requests = directory / REQUESTS_NAME

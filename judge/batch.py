@@ -69,6 +69,8 @@ class BatchKind(Protocol):
 
     def new_decisions(self, answers: list[Any]) -> int: ...
 
+    def from_cache(self, engine: Engine, found: list[tuple[Any, Any]]) -> list[Any]: ...
+
 
 class JudgeBatch:
     """Grading items: round 0 is the prompt; rounds 1 and 2 re-ask after an unreadable answer."""
@@ -124,6 +126,21 @@ class JudgeBatch:
     def new_decisions(self, answers: list[judge_runs.Answer]) -> int:
         return sum(answer.parse_ok for answer in answers)
 
+    def from_cache(self, engine: Engine, found: list[tuple[Any, batches.CachedJudgement]]) -> list[judge_runs.Answer]:
+        """Readable answers of the cache that this judge's decisions lack (as an online run writes its cache hits)."""
+        answered = [(item, state) for item, state in found if state.parse_ok and state.met is not None]
+        if not answered:
+            return []
+        with engine.connect() as connection:
+            have = batches.decided(connection, self.job.judge, [item.response_id for item, _ in answered])
+        return [
+            judge_runs.Answer(
+                item.cache_key, item.response_id, item.criterion_id, parse_ok=True, met=state.met, from_cache=True
+            )
+            for item, state in answered
+            if have.get((item.response_id, item.criterion_id)) != state.met
+        ]
+
 
 class GenerateBatch:
     """Answering cases: one request each, no re-ask (as online)."""
@@ -159,6 +176,9 @@ class GenerateBatch:
     def new_decisions(self, answers: list[generation.Generated]) -> int:
         return sum(answer.status == generation.COMPLETE for answer in answers)
 
+    def from_cache(self, engine: Engine, found: list[tuple[Any, Any]]) -> list[generation.Generated]:
+        return []  # a cached answer becomes a response when a run under that name asks (`generate`)
+
 
 # Export -----------------------------------------------------------------------------------------
 
@@ -173,18 +193,42 @@ class Exported:
     reasks: int = 0
     bytes: int = 0
     items: int = 0
+    from_cache: int = 0  # decisions written from answers already in the cache (as an online run's cache hits)
 
     def line(self, kind: str) -> str:
-        if self.run is None:
-            return f"nothing to export: every {'item' if kind == 'judge' else 'case'} is answered (the cache)"
+        known = f"; {self.from_cache:,} decisions written from answers already cached" if self.from_cache else ""
+        if self.requests == 0:
+            what = "item" if kind == "judge" else "case"
+            run = f" (run {self.run})" if self.run is not None else ""
+            return f"nothing to export: every {what} is answered (the cache){known}{run}"
         return (
             f"{kind} batch run {self.run}: {self.requests:,} requests ({self.reasks:,} re-asks) of "
-            f"{self.items:,} items in {self.directory / batch_files.REQUESTS_NAME} ({self.bytes / 1e6:.1f} MB)"
+            f"{self.items:,} items in {self.directory / batch_files.REQUESTS_NAME} ({self.bytes / 1e6:.1f} MB)" + known
         )
 
 
-def _pending(engine: Engine, batch: BatchKind) -> Iterable[tuple[str, dict[str, Any], int]]:
-    """(custom id, body, round) of every item the cache has not answered for good, in item order."""
+def _store_known(engine: Engine, batch: BatchKind, run_id: int, known: list[Any], exported: Exported) -> None:
+    """Nothing to send, but cached answers this judge lacks: written as decisions of a run that ends at once."""
+    exported.run, exported.from_cache = run_id, len(known)
+    with session_scope(engine) as session:
+        judge_runs.begin_run(session, run_id, items=len(known), pid=os.getpid(), base_urls=[judge_runs.BATCH_BASE_URL])
+    with session_scope(engine) as session:
+        batch.store(session, known)
+        counts = judge_runs.RunCounts(done=len(known), cached=len(known))
+        judge_runs.record_progress(session.connection(), run_id, counts, 0.0)
+        said = Said(
+            f"{len(known):,} decisions from answers already cached; nothing to export",
+            "batch.from_cache",
+            n=len(known),
+        )
+        judge_runs.end_run(session, run_id, JudgeRunStatus.finished, said)
+
+
+def _pending(
+    engine: Engine, batch: BatchKind, cached: list[tuple[Any, Any]]
+) -> Iterable[tuple[str, dict[str, Any], int]]:
+    """(custom id, body, round) of every item the cache has not answered for good, in item order; the items it
+    has answered go to `cached` with what the cache holds."""
     written: set[str] = set()
     for chunk in batch.chunks():
         with engine.connect() as connection:
@@ -192,8 +236,10 @@ def _pending(engine: Engine, batch: BatchKind) -> Iterable[tuple[str, dict[str, 
         for item in chunk:
             if item.cache_key in written:
                 continue  # two items asking the very same request share one line (and one answer)
-            wanted = batch.request(item, states.get(item.cache_key))
+            state = states.get(item.cache_key)
+            wanted = batch.request(item, state)
             if wanted is None:
+                cached.append((item, state))
                 continue
             written.add(item.cache_key)
             round_no, body = wanted
@@ -213,8 +259,9 @@ def _export(
     head = export_head(engine)
     writer = batch_files.RequestsWriter(directory)
     exported = Exported(directory, None, items=total)
+    cached: list[tuple[Any, Any]] = []
     try:
-        for number, (identifier, body, round_no) in enumerate(_pending(engine, batch), start=1):
+        for number, (identifier, body, round_no) in enumerate(_pending(engine, batch, cached), start=1):
             writer.write(identifier, body)
             exported.reasks += int(round_no > 0)
             if number % 5000 == 0:
@@ -222,13 +269,20 @@ def _export(
     except BaseException:
         writer.discard()
         raise
+    known = batch.from_cache(engine, cached)
     if writer.count == 0:
         writer.discard()
+        if known:
+            _store_known(engine, batch, record({"dir": None, "requests": 0, "reasks": 0}), known, exported)
         return exported
     sha = writer.digest.hexdigest()
     exported.requests, exported.bytes = writer.count, writer.bytes
     described = {"requests": writer.count, "reasks": exported.reasks, "requests_sha256": sha}
     exported.run = record({"dir": str(directory.resolve()), **described})
+    if known:
+        with session_scope(engine) as session:
+            batch.store(session, known)
+        exported.from_cache = len(known)
     writer.finish()
     batch_files.write_manifest(
         directory,

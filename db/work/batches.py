@@ -21,6 +21,7 @@ from db.work.judge_runs import Answer
 MAX_REASKS = 2
 LOOKUP_BATCH = 500
 _RESULT = SQLModel.metadata.tables["judge_result"]
+_DECISION = SQLModel.metadata.tables["judge_decision"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,9 @@ class CachedJudgement:
     parse_ok: bool
     attempts: int
     raw_output: str
+    response_id: int = 0
+    criterion_id: str = ""
+    met: bool | None = None
 
     def next_round(self) -> int | None:
         """The round a batch asks next (1 or 2: a re-ask), None when the item is answered for good."""
@@ -43,11 +47,37 @@ def judge_states(connection: Connection, keys: list[str]) -> dict[str, CachedJud
     found: dict[str, CachedJudgement] = {}
     for start in range(0, len(keys), LOOKUP_BATCH):
         batch = keys[start : start + LOOKUP_BATCH]
-        query = select(_RESULT.c.cache_key, _RESULT.c.parse_ok, _RESULT.c.attempts, _RESULT.c.raw_output).where(
-            _RESULT.c.cache_key.in_(batch)
+        query = select(
+            _RESULT.c.cache_key,
+            _RESULT.c.parse_ok,
+            _RESULT.c.attempts,
+            _RESULT.c.raw_output,
+            _RESULT.c.response_id,
+            _RESULT.c.criterion_id,
+            _RESULT.c.met,
+        ).where(_RESULT.c.cache_key.in_(batch))
+        for row in connection.execute(query):
+            found[row.cache_key] = CachedJudgement(
+                bool(row.parse_ok),
+                int(row.attempts or 1),
+                row.raw_output or "",
+                row.response_id,
+                row.criterion_id,
+                None if row.met is None else bool(row.met),
+            )
+    return found
+
+
+def decided(connection: Connection, judge: str, response_ids: list[int]) -> dict[tuple[int, str], bool]:
+    """(response, criterion) → met of `judge`'s decisions on those responses."""
+    found: dict[tuple[int, str], bool] = {}
+    ids = sorted(set(response_ids))
+    for start in range(0, len(ids), LOOKUP_BATCH):
+        query = select(_DECISION.c.response_id, _DECISION.c.criterion_id, _DECISION.c.met).where(
+            and_(_DECISION.c.judge == judge, _DECISION.c.response_id.in_(ids[start : start + LOOKUP_BATCH]))
         )
         for row in connection.execute(query):
-            found[row.cache_key] = CachedJudgement(bool(row.parse_ok), int(row.attempts or 1), row.raw_output or "")
+            found[(row.response_id, row.criterion_id)] = bool(row.met)
     return found
 
 

@@ -70,6 +70,14 @@ def test_judge_batch_round_trip_on_the_command_line(cli, tmp_path):
     assert code == 0 and json.loads(out)["new_decisions"] == 0 and json.loads(out)["already"] == 12
     code, out, _err = cli("judge", "batch", "export", str(tmp_path / "again"), "--model", "judge-8b", "--judge", "x")
     assert code == 0 and "nothing to export" in out, "answered items are in the shared cache, whatever the judge name"
+    assert "12 decisions written from answers already cached" in out, "as an online run writes its cache hits"
+    engine = make_engine(cli.url)
+    with Session(engine) as session:
+        named = session.exec(select(func.count()).select_from(JudgeDecision).where(JudgeDecision.judge == "x")).one()
+    engine.dispose()
+    assert named == 12
+    code, out, _err = cli("judge", "batch", "export", str(tmp_path / "third"), "--model", "judge-8b", "--judge", "x")
+    assert code == 0 and out.strip() == "nothing to export: every item is answered (the cache)"
     # The same folder imported as a generate batch: one line, exit 1, nothing stored.
     code, out, err = cli("generate", "batch", "import", str(tmp_path / "results.jsonl"), "--batch", str(batch))
     assert code == 1 and "a judge batch, not a generate batch" in err and len(err.strip().splitlines()) == 1
@@ -77,7 +85,7 @@ def test_judge_batch_round_trip_on_the_command_line(cli, tmp_path):
     bad.write_text('{"custom_id": "j-nope", "response": null, "error": {"message": "x"}}\n', encoding="utf-8")
     code, out, err = cli("judge", "batch", "import", str(bad), "--batch", str(batch))
     assert code == 1 and "bad.jsonl line 1: custom_id 'j-nope' is not a request of this batch" in err
-    assert _count(cli.url, JudgeDecision) == 12
+    assert _count(cli.url, JudgeDecision) == 24
     code, _out, err = cli("judge", "batch", "export", str(tmp_path / "x"), "--model", "j", "--max-tokens", "0")
     assert code == 1 and "--max-tokens 0" in err
     code, _out, err = cli("judge", "resume", "1")
