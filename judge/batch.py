@@ -291,8 +291,13 @@ def _export(
             "kind": batch.kind,
             "run": exported.run,
             **manifest,
-            **described,
-            "items": total,
+            "counts": {
+                "requests": writer.count,
+                "reasks": exported.reasks,
+                "items": total,
+                "answered_before": len(cached),
+            },
+            "sha256": {batch_files.REQUESTS_NAME: sha},
             "url": batch_files.CHAT_URL,
             "audit_head": head,
         },
@@ -435,7 +440,7 @@ def _check_run(run: dict[str, Any], manifest: dict[str, Any], kind: str, directo
     batch = (run["params"] or {}).get("batch") or {}
     if (
         run["kind"] != kind
-        or batch.get("requests_sha256") != manifest["requests_sha256"]
+        or batch.get("requests_sha256") != batch_files.requests_sha256(manifest)
         or run["template_sha256"] != manifest.get("template_sha256")
     ):
         raise ValidationFailed(

@@ -2,7 +2,8 @@
 
 `DIR/requests.jsonl` holds one line per request, `{"custom_id", "method": "POST", "url":
 "/v1/chat/completions", "body"}`, compact JSON with Chinese as is; `DIR/manifest.json` says what the
-batch is (kind, run, options, template sha256, counts, sha256 of requests.jsonl, audit head). A results
+batch is: format, kind, run, options, template sha256, counts (requests, re-asks, items, answered before),
+`sha256` of requests.jsonl (as every export's manifest names its files), audit head. A results
 file is what `vllm run-batch` or a hosted batch API writes back: one line per request, `{"id",
 "custom_id", "response": {"status_code", "body"} | null, "error": … | null}`.
 
@@ -133,12 +134,22 @@ def read_manifest(directory: Path, kind: str) -> dict[str, Any]:
             kind=str(other),
             expected=kind,
         )
-    for name, wanted in (("run", int), ("requests", int), ("requests_sha256", str)):
-        if not isinstance(manifest.get(name), wanted):
+    counts, sums = manifest.get("counts"), manifest.get("sha256")
+    for name, value, wanted in (
+        ("run", manifest.get("run"), int),
+        ("counts.requests", counts.get("requests") if isinstance(counts, dict) else None, int),
+        (f"sha256.{REQUESTS_NAME}", sums.get(REQUESTS_NAME) if isinstance(sums, dict) else None, str),
+    ):
+        if not isinstance(value, wanted) or isinstance(value, bool):
             raise _refuse(
                 f"{path}: field {name}: missing or not valid", "batch.manifest_field", path=str(path), field=name
             )
     return manifest
+
+
+def requests_sha256(manifest: dict[str, Any]) -> str:
+    """The sha256 of requests.jsonl a checked manifest records."""
+    return str(manifest["sha256"][REQUESTS_NAME])
 
 
 def request_ids(directory: Path, manifest: dict[str, Any]) -> set[str]:
@@ -155,7 +166,7 @@ def request_ids(directory: Path, manifest: dict[str, Any]) -> set[str]:
                     ids.add(line[len(_LINE_START) : end].decode("utf-8", "replace"))
     except (FileNotFoundError, IsADirectoryError):
         raise _refuse(f"{path}: no such file", "batch.no_requests", path=str(path)) from None
-    if digest.hexdigest() != manifest["requests_sha256"] or len(ids) != manifest["requests"]:
+    if digest.hexdigest() != requests_sha256(manifest) or len(ids) != manifest["counts"]["requests"]:
         raise _refuse(
             f"{path}: does not match its manifest (sha256 or request count differs)",
             "batch.requests_changed",

@@ -66,8 +66,10 @@ def test_export_writes_the_format_and_keeps_names_out(engine, session, tmp_path)
     changes = sum(1 for before, after in zip(shown, shown[1:]) if before != after)
     assert changes == 2 * 2 - 1
     manifest = json.loads((tmp_path / "b1" / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["kind"] == "judge" and manifest["requests"] == 12 and manifest["run"] == exported.run
-    assert manifest["requests_sha256"] == hashlib.sha256((tmp_path / "b1" / "requests.jsonl").read_bytes()).hexdigest()
+    assert manifest["kind"] == "judge" and manifest["run"] == exported.run
+    assert manifest["counts"] == {"requests": 12, "reasks": 0, "items": 12, "answered_before": 0}
+    digest = hashlib.sha256((tmp_path / "b1" / "requests.jsonl").read_bytes()).hexdigest()
+    assert manifest["sha256"] == {"requests.jsonl": digest}
     assert {"count", "hash"} <= set(manifest["audit_head"]) or manifest["audit_head"]
     assert len(manifest["template_sha256"]) == 64 and manifest["options"]["template"]
     run = session.get(JudgeRun, exported.run)
