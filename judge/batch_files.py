@@ -19,9 +19,8 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
-
-from openai.types.chat import ChatCompletion
 
 from db.rules.errors import ValidationFailed
 from db.rules.limits import InputRejected, loads
@@ -179,7 +178,7 @@ def request_ids(directory: Path, manifest: dict[str, Any]) -> set[str]:
 class Results:
     """A results file read and checked: each answered request's chat completion, and the lines that failed."""
 
-    completions: dict[str, ChatCompletion] = field(default_factory=dict)
+    completions: dict[str, Any] = field(default_factory=dict)
     failed: list[str] = field(default_factory=list)  # custom ids of error or non-200 lines
     lines: int = 0
 
@@ -233,7 +232,7 @@ def read_results(path: Path, known: set[str]) -> Results:
     return results
 
 
-def _completion(record: dict[str, Any], where: str) -> ChatCompletion | None:
+def _completion(record: dict[str, Any], where: str) -> Any | None:
     """The line's chat completion; None for an error line or a status other than 200."""
     response = record.get("response")
     if record.get("error") is not None or response is None:
@@ -246,8 +245,28 @@ def _completion(record: dict[str, Any], where: str) -> ChatCompletion | None:
     problem = _body_problem(body)
     if problem or not isinstance(body, dict):
         raise _refuse(f"{where}: response.body is not a chat completion ({problem})", "batch.bad_body", where=where)
-    # Built leniently, as the SDK builds an online answer: a server's extra or unusual fields are no refusal.
-    return ChatCompletion.construct(**body)
+    return _completion_view(body)
+
+
+def _completion_view(body: dict[str, Any]) -> Any:
+    """The parts of a checked chat completion the readers take (`judge.endpoints.read_completion`), as attributes.
+
+    Read leniently, as the SDK reads an online answer: a server's extra or unusual fields are no refusal. (The
+    SDK's own lenient model construction costs 1.8 ms a line, 14 of 22 s for 7,500 lines; this, microseconds.)"""
+    choices = [
+        SimpleNamespace(
+            message=SimpleNamespace(content=choice["message"].get("content")),
+            finish_reason=choice.get("finish_reason"),
+        )
+        for choice in body["choices"]
+    ]
+    usage = body.get("usage")
+    tokens = (
+        None
+        if usage is None
+        else SimpleNamespace(prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"))
+    )
+    return SimpleNamespace(choices=choices, usage=tokens)
 
 
 def _body_problem(body: Any) -> str:
@@ -263,6 +282,8 @@ def _body_problem(body: Any) -> str:
             return f"choices.{number}.message: not an object"
         if not isinstance(message.get("content"), str | None):
             return f"choices.{number}.message.content: not text"
+        if not isinstance(choice.get("finish_reason"), str | None):
+            return f"choices.{number}.finish_reason: not text"
     usage = body.get("usage")
     if usage is not None and not isinstance(usage, dict):
         return "usage: not an object"
