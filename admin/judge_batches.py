@@ -125,7 +125,7 @@ def _results(user: User, t: shell.Translator) -> None:
         results = Path(folder) / "results.jsonl"
         results.write_bytes(upload.getvalue())
         try:
-            imported = import_batch(shell.engine(), run["kind"], results, directory)
+            imported = import_batch(shell.engine(), run["kind"], results, directory, by=user)
         except ClinConsensusError as error:
             widgets.show_error(error)
             return

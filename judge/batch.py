@@ -29,6 +29,7 @@ from sqlmodel import Session
 
 from analysis.exports.manifest import export_head
 from analysis.prompt import parse_judge_output, read_template, template_sha256
+from db.access.policies import JudgeRunPolicy, authorize
 from db.rules.errors import NotFound, Said, ValidationFailed
 from db.rules.progress_report import Progress, no_progress
 from db.store.engine import session_scope
@@ -306,10 +307,18 @@ def _export(
     return exported
 
 
+def _admin_only(by: User | str) -> None:
+    """A person must be an admin (the command line, a plain name, holds the database anyway): asked first,
+    before a file is read or written."""
+    if isinstance(by, User):
+        authorize(by, JudgeRunPolicy.manage())
+
+
 def export_judge_batch(
     engine: Engine, directory: Path, options: RunOptions, by: User | str = "cli", progress: Progress = no_progress
 ) -> Exported:
     """`judge batch export DIR`: the requests of a judge run on `options`, as a file and a recorded run."""
+    _admin_only(by)
     options.check_request()
     options.check_selection()
     sha = template_sha256(read_template(options.template))
@@ -332,6 +341,7 @@ def export_generate_batch(
     engine: Engine, directory: Path, options: GenerateOptions, by: User | str = "cli", progress: Progress = no_progress
 ) -> Exported:
     """`generate batch export DIR`: the requests of a generate run on `options`, as a file and a recorded run."""
+    _admin_only(by)
     options.check_request()
     options.check_name()
     if options.cases not in CASE_SCOPES:
@@ -451,9 +461,15 @@ def _check_run(run: dict[str, Any], manifest: dict[str, Any], kind: str, directo
 
 
 def import_batch(
-    engine: Engine, kind: str, results_path: Path, directory: Path, progress: Progress = no_progress
+    engine: Engine,
+    kind: str,
+    results_path: Path,
+    directory: Path,
+    progress: Progress = no_progress,
+    by: User | str = "cli",
 ) -> Imported:
     """`judge|generate batch import RESULTS --batch DIR`: checks everything, then stores the new answers."""
+    _admin_only(by)
     manifest = batch_files.read_manifest(directory, kind)
     known = batch_files.request_ids(directory, manifest)
     try:

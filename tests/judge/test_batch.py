@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session, func, select
 
-from db.rules.errors import ValidationFailed
+from db.rules.errors import PermissionDenied, ValidationFailed
 from db.store.models import JudgeDecision, JudgeResult, JudgeRun
 from judge import batch as batch_module
 from judge.batch import export_judge_batch, import_batch
 from judge.runner import REASK_TEXT, RunOptions, execute_run, run_judge
 from tests.judge.test_judge_runner import build_world, decisions, world_items
+from tests.support.factories import make_user
 from tools.batch_runner import run_batch
 from tools.llm_server import LLMServer
 
@@ -264,3 +265,22 @@ def test_answers_are_read_as_leniently_as_online(engine, session, tmp_path):
     imported = import_batch(engine, "judge", tmp_path / "r.jsonl", tmp_path / "b")
     assert imported.decisions == 2 and imported.parse_failures == 0
     assert set(decisions(session, "cc-judge").values()) == {False}
+
+
+def test_only_admins_export_or_import(engine, session, tmp_path, server):
+    build_world(session, n_cases=1, n=2, models=("model-a",))
+    admin = make_user(session, "boss", "admin")
+    checker = make_user(session, "chk", "checker", 1)
+    session.commit()
+    with pytest.raises(PermissionDenied):
+        export_judge_batch(engine, tmp_path / "refused", batch_options(), by=checker)
+    assert not (tmp_path / "refused").exists(), "refused before anything is written"
+    exported = export_judge_batch(engine, tmp_path / "b", batch_options(), by=admin)
+    run_batch(tmp_path / "b" / "requests.jsonl", tmp_path / "r.jsonl", server.url)
+    before = table_counts(session)
+    with pytest.raises(PermissionDenied):
+        import_batch(engine, "judge", tmp_path / "r.jsonl", tmp_path / "b", by=checker)
+    assert table_counts(session) == before
+    assert import_batch(engine, "judge", tmp_path / "r.jsonl", tmp_path / "b", by=admin).decisions == 2
+    assert session.get(JudgeRun, exported.run).created_by == "boss"
+    session.commit()
