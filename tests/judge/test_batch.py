@@ -284,3 +284,29 @@ def test_only_admins_export_or_import(engine, session, tmp_path, server):
     assert import_batch(engine, "judge", tmp_path / "r.jsonl", tmp_path / "b", by=admin).decisions == 2
     assert session.get(JudgeRun, exported.run).created_by == "boss"
     session.commit()
+
+
+def test_generate_batch_counts_truncated_and_empty_answers_as_online(engine, session, tmp_path, server):
+    from db.store.models import GenerationResult, Response
+    from judge.batch import export_generate_batch
+    from judge.generate import GenerateOptions
+    from tests.support.factories import make_case
+
+    for number, marker in ((1, ""), (2, "[length]"), (3, "[empty]")):
+        make_case(session, f"CC-{number:04d}", n=2, clinical_context=f"病例 {number}：头痛三天。{marker}")
+    session.commit()
+    options = dict(base_url=[], model="cand-7b", stored_as="cand-v1")
+    exported = export_generate_batch(engine, tmp_path / "g", GenerateOptions(**options))
+    assert exported.requests == 3
+    run_batch(tmp_path / "g" / "requests.jsonl", tmp_path / "g.jsonl", server.url)
+    imported = import_batch(engine, "generate", tmp_path / "g.jsonl", tmp_path / "g")
+    assert imported.new == 3 and imported.decisions == 1
+    statuses = sorted(session.exec(select(GenerationResult.status)).all())
+    assert statuses == ["complete", "empty", "truncated"]
+    assert len(session.exec(select(Response).where(Response.model == "cand-v1")).all()) == 1
+    run = session.get(JudgeRun, exported.run)
+    assert (run.truncated, run.empty, run.done, run.kind) == (1, 1, 3, "generate")
+    session.commit()
+    assert import_batch(engine, "generate", tmp_path / "g.jsonl", tmp_path / "g").new == 0
+    # The truncated and empty answers are answered for good with these parameters: nothing to export again.
+    assert export_generate_batch(engine, tmp_path / "g2", GenerateOptions(**options)).run is None
