@@ -256,6 +256,7 @@ def _export(
     manifest: dict[str, Any],
     progress: Progress,
 ) -> Exported:
+    created = not Path(directory).exists()
     directory = batch_files.prepare_directory(directory)
     head = export_head(engine)
     writer = batch_files.RequestsWriter(directory)
@@ -273,6 +274,8 @@ def _export(
     known = batch.from_cache(engine, cached)
     if writer.count == 0:
         writer.discard()
+        if created:
+            directory.rmdir()  # nothing to send: no empty batch folder left behind
         if known:
             _store_known(engine, batch, record({"dir": None, "requests": 0, "reasks": 0}), known, exported)
         return exported

@@ -100,7 +100,7 @@ def test_generated_answers_online_and_by_batch_are_identical(demo_copies, tmp_pa
     assert again.new == 0
     # Answered by the batch: neither another export nor an online run asks again (one cache).
     nothing = export_generate_batch(batch_engine, tmp_path / "gen2", GenerateOptions(base_url=[], **options))
-    assert nothing.run is None and not (tmp_path / "gen2" / "requests.jsonl").exists()
+    assert nothing.run is None and not (tmp_path / "gen2").exists()
     with LLMServer() as server:
         rerun = run_generate(batch_engine, GenerateOptions(base_url=server.url, **options))
         assert server.requests == 0 and rerun["cached"] == 20
