@@ -93,7 +93,13 @@ def _run_label(t: shell.Translator, run: dict) -> str:
     )
 
 
+_IMPORTED = "batch_imported_said"
+
+
 def _results(user: User, t: shell.Translator) -> None:
+    said = st.session_state.pop(_IMPORTED, None)
+    if said is not None:
+        st.success(widgets.said(said))
     runs = _batch_runs(user)
     if not runs:
         st.caption(t("batch.page.none"))
@@ -129,7 +135,9 @@ def _results(user: User, t: shell.Translator) -> None:
         except ClinConsensusError as error:
             widgets.show_error(error)
             return
-    st.success(widgets.said(imported.said()))
+    # Shown after the rerun, so the batch's status above and the history below already tell the import.
+    st.session_state[_IMPORTED] = imported.said()
+    st.rerun()
 
 
 def section(user: User, models: list[str], t: shell.Translator) -> None:
