@@ -15,6 +15,7 @@ from datetime import datetime
 import pandas as pd
 import streamlit as st
 
+from admin import judge_batches
 from analysis.prompt import TEMPLATES
 from db.rules.config import database_url
 from db.rules.errors import ClinConsensusError
@@ -200,7 +201,8 @@ def _live(user: User) -> None:
     t = shell.translator()
     with shell.db_session(read_only=True) as session:
         runs = [judge_runs.run_summary(run) for run in judge_runs.list_runs(session, user, limit=50)]
-    active = [run for run in runs if run["status"] in ACTIVE]
+    # A batch's run is answered by an upload (the batch section), never resumed or followed here.
+    active = [run for run in runs if run["status"] in ACTIVE and not (run["params"] or {}).get("batch")]
     following = {run["id"] for run in active}
     ended = st.session_state.get("judge_live_following", set()) - following
     st.session_state["judge_live_following"] = following
@@ -291,6 +293,7 @@ def render() -> None:
     st.subheader(t("generate.heading"))
     st.caption(t("generate.intro"))
     _generate_form(user, t)
+    judge_batches.section(user, _models(user), t)
     st.subheader(t("judge.live.heading"))
     _live(user)
     st.subheader(t("judge.history.heading"))

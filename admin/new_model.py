@@ -15,11 +15,12 @@ import pandas as pd
 import streamlit as st
 
 from admin import assignments, judge_runs
-from analysis import model_pipeline
+from analysis import calibration_plan, model_pipeline
 from analysis.background import BackgroundValue
 from analysis.calibrated import METRICS, VALUE_KEYS
 from analysis.metrics import DEFAULT_K
 from db.access.export_records import newest_sft_holdout
+from db.rules.errors import ValidationFailed
 from db.store.models import Role, User
 from db.work import generation
 from db.work.calibration import response_models
@@ -119,6 +120,49 @@ def _sample(t: shell.Translator, sample: model_pipeline.SampleProgress) -> None:
     )
 
 
+def _plan(t: shell.Translator, figures: model_pipeline.PipelineFigures, found: model_pipeline.ModelFigures) -> None:
+    """How large a calibration sample this judge's quality asks for (docs/REFERENCE.md §4.4), beside the draw."""
+    st.markdown(f"**{t('plan.page.title')}**")
+    judges = found.judges["judge"].tolist() if not found.judges.empty else []
+    if not judges:
+        st.caption(t("plan.page.no_judge"))
+        return
+    left, right = st.columns(2)
+    judge = left.selectbox(t("plan.page.judge"), judges, key="new_model_plan_judge") or judges[0]
+    target = right.number_input(
+        t("plan.page.half_width"),
+        min_value=0.005,
+        max_value=0.5,
+        value=0.03,
+        step=0.005,
+        format="%.3f",
+        key="new_model_plan_half_width",
+    )
+    try:
+        plan = calibration_plan.plan(figures.grid, judge, found.model, DEFAULT_K, float(target))
+    except ValidationFailed as error:
+        st.info(t(error.key or "plan.page.none", **error.params))
+        return
+    first, second, third, fourth = st.columns(4)
+    first.metric(t("plan.page.n"), plan.n)
+    second.metric(t("plan.page.ppi"), f"±{plan.half_width:.1%}")
+    third.metric(t("plan.page.classical"), f"±{plan.classical_half_width:.1%}")
+    fourth.metric(t("plan.page.decisions"), f"{plan.decisions:,}")
+    key = "plan.page.caption" if plan.reached else "plan.page.unreached"
+    st.caption(
+        t(
+            key,
+            target=f"{plan.target:.1%}",
+            n=plan.n,
+            criteria=plan.rubric_size,
+            sigma=f"{plan.sigma_y:.3f}",
+            rho=f"{plan.rho:.3f}",
+            basis=plan.n_basis,
+            unlabeled=plan.n_unlabeled,
+        )
+    )
+
+
 def _score(value: float | None) -> str:
     return "—" if value is None or pd.isna(value) else f"{value:.3f}"
 
@@ -192,4 +236,5 @@ def render() -> None:
     found = figures.model(model, DEFAULT_K)
     _judges(t, figures, found)
     _sample(t, found.sample)
+    _plan(t, figures, found)
     _calibrated(t, found)

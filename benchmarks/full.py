@@ -29,6 +29,7 @@ APART = {"bench_growth": "make bench-growth: 1× and 4× on both databases, abou
 
 #: The arguments of each benchmark's full-scale run (none: its defaults are the full scale).
 FULL_ARGUMENTS: dict[str, list[str]] = {
+    "bench_batch": ["--database", ON_EACH_DATABASE],
     "bench_assignments": [],
     "bench_audit": ["--database", ON_EACH_DATABASE],
     "bench_cold_start": [],

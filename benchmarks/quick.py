@@ -28,6 +28,7 @@ QUICK_CASES = "40"
 
 #: The arguments of each benchmark's quick run.
 QUICK_ARGUMENTS: dict[str, list[str]] = {
+    "bench_batch": ["--database", ON_EACH_DATABASE],
     "bench_assignments": ["--cases", QUICK_CASES, "--models", "3"],
     "bench_audit": ["--database", ON_EACH_DATABASE, "--rounds", "1"],
     "bench_cold_start": ["--installers", "uv"],

@@ -363,10 +363,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo(sub)
     _add_upkeep(sub)
 
-    from cli import runs, scores
+    from cli import plans, runs, scores
 
     runs.add_commands(sub, _engine, _progress)
     scores.add_commands(sub, _engine)
+    plans.add_commands(sub, _engine)
     return parser
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from cli import batches
 from db.rules.errors import ValidationFailed
 from db.rules.limits import InputRejected, refuse_invisible_text
 
@@ -154,7 +155,7 @@ def cmd_judge_cancel(args, engine_of: Callable) -> int:
     return 0
 
 
-def _endpoint_arguments(q) -> None:
+def _endpoint_arguments(q, model_required: bool = True) -> None:
     """The options every run against endpoints takes."""
     q.add_argument(
         "--base-url",
@@ -163,7 +164,7 @@ def _endpoint_arguments(q) -> None:
         metavar="URL",
         help="an endpoint, e.g. http://localhost:8000/v1 (vLLM); repeat to share the run among several",
     )
-    q.add_argument("--model", required=True, help="the model name the endpoint serves")
+    q.add_argument("--model", required=model_required, help="the model name the endpoint serves")
     q.add_argument("--api-key-env", default=None, metavar="VAR", help="environment variable holding the API key")
     q.add_argument("--concurrency", type=int, default=8, help="items in flight at once per endpoint (default 8)")
     q.add_argument("--seed", type=int, default=20260101)
@@ -213,9 +214,12 @@ def add_commands(sub, engine_of: Callable, progress_of: Callable) -> None:
     q = judge.add_parser("cancel", help="ask a running run to stop")
     q.add_argument("run_id", type=int)
     q.set_defaults(handler=lambda args: cmd_judge_cancel(args, engine_of))
+    batches.add_judge_batch(judge, engine_of, progress_of)
 
     q = sub.add_parser("generate", help="a candidate model's answers to the cases, stored as its responses")
-    _endpoint_arguments(q)
+    # `generate batch export|import` stand beside the online run, whose --model is then checked by the run.
+    batches.add_generate_batch(q.add_subparsers(dest="generate_command"), engine_of, progress_of)
+    _endpoint_arguments(q, model_required=False)
     q.add_argument(
         "--as", dest="stored_as", default=None, metavar="MODEL", help="the model name of the stored responses"
     )

@@ -70,6 +70,10 @@ class EndpointOptions:
                 )
         if len(set(urls)) < len(urls):
             raise ValidationFailed("--base-url: each endpoint once", key="judge.message.endpoint_twice")
+        self.check_request()
+
+    def check_request(self) -> None:
+        """The checks of a run's request parameters and key variable, endpoints aside (a batch has none)."""
         if not (self.model or "").strip():
             raise ValidationFailed("--model: give the model name the endpoint serves", key="judge.message.no_model")
         if not 1 <= int(self.concurrency) <= 512:
@@ -93,6 +97,43 @@ class EndpointOptions:
         if not self.thinking:
             request["extra_body"] = {"chat_template_kwargs": {"enable_thinking": False}}
         return request
+
+
+#: The body fields the SDK's `create` takes by name; any other field travels in its `extra_body`.
+SDK_FIELDS = frozenset({"model", "messages", "temperature", "seed", "max_tokens", "response_format"})
+
+
+def chat_body(request: dict[str, Any], messages: list[dict], response_format: dict | None = None) -> dict[str, Any]:
+    """The JSON body of one chat completion request: what an online run sends and what a batch file holds.
+
+    `request` is `EndpointOptions.request()` (its `extra_body` fields stand at the top of the body, as
+    the SDK sends them)."""
+    body = {name: value for name, value in request.items() if name != "extra_body"}
+    body["messages"] = messages
+    if response_format is not None:
+        body["response_format"] = response_format
+    body.update(request.get("extra_body") or {})
+    return body
+
+
+def sdk_arguments(body: dict[str, Any]) -> dict[str, Any]:
+    """`chat.completions.create` keyword arguments that send exactly `body`."""
+    arguments = {name: value for name, value in body.items() if name in SDK_FIELDS}
+    extra = {name: value for name, value in body.items() if name not in SDK_FIELDS}
+    if extra:
+        arguments["extra_body"] = extra
+    return arguments
+
+
+def read_completion(completion: Any) -> tuple[str, str | None, int, int]:
+    """(text, finish reason, prompt tokens, completion tokens) of a chat completion, online or from a batch."""
+    choice = completion.choices[0] if completion.choices else None
+    text = (choice.message.content or "") if choice is not None else ""
+    finish_reason = choice.finish_reason if choice is not None else None
+    usage = completion.usage
+    prompt_tokens = (usage.prompt_tokens or 0) if usage is not None else 0
+    completion_tokens = (usage.completion_tokens or 0) if usage is not None else 0
+    return text, finish_reason, prompt_tokens, completion_tokens
 
 
 @dataclass
@@ -146,11 +187,9 @@ class Endpoint:
         while True:
             if self.left_out is not None:
                 raise EndpointLost(self.url)
-            kwargs: dict[str, Any] = dict(request, messages=messages)
-            if self.structured and schema is not None:
-                kwargs["response_format"] = schema
+            body = chat_body(request, messages, schema if self.structured else None)
             try:
-                raw = await self.client.chat.completions.with_raw_response.create(**kwargs)
+                raw = await self.client.chat.completions.with_raw_response.create(**sdk_arguments(body))
             except openai.BadRequestError as error:
                 spent += 1
                 self._count(1, 0)

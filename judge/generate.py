@@ -39,7 +39,7 @@ from db.store.engine import session_scope
 from db.store.models import Case, User
 from db.work import generation, judge_runs
 from judge.core import Prepared, execute_prepared, recorded_run
-from judge.endpoints import Endpoint, EndpointOptions
+from judge.endpoints import Endpoint, EndpointOptions, chat_body, read_completion
 
 CASE_SCOPES = ("all", "released")
 NO_SYSTEM = "none"
@@ -64,6 +64,10 @@ class GenerateOptions(EndpointOptions):
 
     def check(self) -> None:
         self.check_endpoints()
+        self.check_name()
+
+    def check_name(self) -> None:
+        """The name the answers are stored as (`--as`)."""
         try:
             check_name("--as", self.model_name(), "model")
         except InputRejected as error:
@@ -128,23 +132,32 @@ def read_case_file(engine: Engine, path: str) -> list[str]:
     return ids
 
 
-def create_generate_run(engine: Engine, options: GenerateOptions, by: User | str = "cli") -> int:
-    """Check the options and record a new generate run (status pending); returns its id."""
-    options.check()
+def create_generate_run(
+    engine: Engine, options: GenerateOptions, by: User | str = "cli", batch: dict | None = None
+) -> int:
+    """Check the options and record a new generate run (status pending); returns its id.
+
+    `batch` (what a batch export records of itself) makes the run a batch's: no endpoint, answered by an import."""
+    if batch is None:
+        options.check()
+    else:
+        options.check_request()
+        options.check_name()
     if options.cases not in CASE_SCOPES:
         options.case_ids = read_case_file(engine, options.cases)
         options.cases = str(Path(options.cases).resolve())
     system = options.system_text()
+    params = options.params() if batch is None else {**options.params(), "base_urls": [], "batch": batch}
     with session_scope(engine) as session:
         run = judge_runs.create_run(
             session,
             by,
             judge=options.model_name(),
-            base_url=options.urls()[0],
+            base_url=options.urls()[0] if batch is None else judge_runs.BATCH_BASE_URL,
             model=options.model,
             template=Path(options.system).name if options.system else NO_SYSTEM,
             template_sha256=hashlib.sha256(system.encode("utf-8")).hexdigest(),
-            params=options.params(),
+            params=params,
             kind="generate",
         )
         assert run.id is not None  # flushed
@@ -209,19 +222,13 @@ class GenerateJob:
     def store(self, session: Session, answers: list[generation.Generated]) -> None:
         generation.store_generated(session, self.run_id, self.stored_as, self.actor, answers)
 
-    async def answer(self, item: CaseItem, endpoint: Endpoint) -> generation.Generated | None:
-        started = time.perf_counter()
-        completion, spent = await endpoint.complete(self.request, item.messages)
-        if completion is None:
-            return None
-        choice = completion.choices[0] if completion.choices else None
-        text = (choice.message.content or "") if choice is not None else ""
-        finish_reason = choice.finish_reason if choice is not None else None
-        usage = completion.usage
-        prompt_tokens = (usage.prompt_tokens or 0) if usage is not None else 0
-        completion_tokens = (usage.completion_tokens or 0) if usage is not None else 0
-        endpoint.counts.prompt_tokens += prompt_tokens
-        endpoint.counts.completion_tokens += completion_tokens
+    def batch_body(self, item: CaseItem) -> dict[str, Any]:
+        """The body an online run sends for this case."""
+        return chat_body(self.request, item.messages)
+
+    def read(self, item: CaseItem, completion: Any, attempts: int, latency_ms: float = 0.0) -> generation.Generated:
+        """A case's answer out of a chat completion, online or from a batch's results."""
+        text, finish_reason, prompt_tokens, completion_tokens = read_completion(completion)
         return generation.Generated(
             cache_key=item.cache_key,
             case_pk=item.case_pk,
@@ -231,9 +238,19 @@ class GenerateJob:
             finish_reason=finish_reason,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
-            latency_ms=(time.perf_counter() - started) * 1000,
-            attempts=spent,
+            latency_ms=latency_ms,
+            attempts=attempts,
         )
+
+    async def answer(self, item: CaseItem, endpoint: Endpoint) -> generation.Generated | None:
+        started = time.perf_counter()
+        completion, spent = await endpoint.complete(self.request, item.messages)
+        if completion is None:
+            return None
+        answer = self.read(item, completion, spent, (time.perf_counter() - started) * 1000)
+        endpoint.counts.prompt_tokens += answer.prompt_tokens
+        endpoint.counts.completion_tokens += answer.completion_tokens
+        return answer
 
     def _status(self, item: CaseItem, text: str, finish_reason: str | None) -> str:
         if finish_reason == "length":
@@ -262,8 +279,19 @@ def _selected_cases(engine: Engine, options: GenerateOptions) -> list[tuple[Any,
 
 def prepare(engine: Engine, run: dict) -> Prepared:
     """A recorded generate run made ready (its system file must not have changed since)."""
+    if (run["params"] or {}).get("batch"):
+        raise ValidationFailed(
+            f"run {run['id']} is a batch: import its results with `generate batch import`",
+            key="batch.not_online",
+            params={"run": run["id"], "kind": run["kind"]},
+        )
     options = GenerateOptions.from_record(run)
     options.check()
+    return Prepared(options, generate_job(engine, run, options))
+
+
+def generate_job(engine: Engine, run: dict, options: GenerateOptions) -> GenerateJob:
+    """The job of a recorded generate run (online or batch); its system file must not have changed since."""
     system = options.system_text()
     if hashlib.sha256(system.encode("utf-8")).hexdigest() != run["template_sha256"]:
         raise ValidationFailed(
@@ -271,7 +299,7 @@ def prepare(engine: Engine, run: dict) -> Prepared:
             key="judge.message.system_changed",
             params={"run": run["id"]},
         )
-    return Prepared(options, GenerateJob(engine, options, run["id"], run["created_by"], system))
+    return GenerateJob(engine, options, run["id"], run["created_by"], system)
 
 
 def run_generate(

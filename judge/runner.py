@@ -38,14 +38,14 @@ from db.rules.progress_report import Progress, no_progress
 from db.store.engine import session_scope
 from db.store.models import User
 from db.work import judge_runs
+from db.work.batches import MAX_REASKS
 from judge import generate
 from judge.core import Prepared, execute_prepared, launch_run, recorded_run
-from judge.endpoints import DEFAULT_SEED, Endpoint, EndpointOptions, RunFailed
+from judge.endpoints import DEFAULT_SEED, Endpoint, EndpointOptions, RunFailed, chat_body, read_completion
 from judge.items import RESPONSE_SCOPES, Item, ItemSource
 
 __all__ = ["DEFAULT_SEED", "RunFailed", "RunOptions", "create_run", "execute_run", "launch_run", "run_judge"]
 
-MAX_REASKS = 2
 STRUCTURED_MODES = ("auto", "on", "off")
 REASK_TEXT = (
     "Your answer could not be read. Reply again with ONLY the JSON object in a markdown code block: "
@@ -85,6 +85,10 @@ class RunOptions(EndpointOptions):
 
     def check(self) -> None:
         self.check_endpoints()
+        self.check_selection()
+
+    def check_selection(self) -> None:
+        """The checks of what is graded and how, endpoints aside (a batch export has none)."""
         if self.responses not in RESPONSE_SCOPES:
             raise ValidationFailed(f"--responses {self.responses!r}: expected all or missing")
         if self.structured not in STRUCTURED_MODES:
@@ -125,20 +129,27 @@ class RunOptions(EndpointOptions):
         return cls(base_url=run["base_urls"], model=run["model"], judge=run["judge"], **params)
 
 
-def create_run(engine: Engine, options: RunOptions, by: User | str = "cli") -> int:
-    """Check the options and record a new run (status pending); returns its id."""
-    options.check()
+def create_run(engine: Engine, options: RunOptions, by: User | str = "cli", batch: dict | None = None) -> int:
+    """Check the options and record a new run (status pending); returns its id.
+
+    `batch` (what a batch export records of itself) makes the run a batch's: no endpoint, answered by an import."""
+    if batch is None:
+        options.check()
+    else:
+        options.check_request()
+        options.check_selection()
     template = read_template(options.template)
+    params = options.params() if batch is None else {**options.params(), "base_urls": [], "batch": batch}
     with session_scope(engine) as session:
         run = judge_runs.create_run(
             session,
             by,
             judge=options.judge_name(),
-            base_url=options.urls()[0],
+            base_url=options.urls()[0] if batch is None else judge_runs.BATCH_BASE_URL,
             model=options.model,
             template=template_name(options.template),
             template_sha256=template_sha256(template),
-            params=options.params(),
+            params=params,
         )
         assert run.id is not None  # flushed
         return run.id
@@ -174,8 +185,20 @@ class JudgeJob:
     def store(self, session: Session, answers: list[judge_runs.Answer]) -> None:
         judge_runs.store_answers(session, self.run_id, self.judge, self.actor, answers)
 
+    def messages(self, item: Item, unreadable: str | None = None) -> list[dict[str, Any]]:
+        """An item's conversation: its prompt, or (after an unreadable answer) the prompt, that answer, the re-ask."""
+        prompt: dict[str, Any] = {"role": "user", "content": self.source.prompt(item)}
+        if unreadable is None:
+            return [prompt]
+        return [prompt, {"role": "assistant", "content": unreadable}, {"role": "user", "content": REASK_TEXT}]
+
+    def batch_body(self, item: Item, unreadable: str | None = None) -> dict[str, Any]:
+        """The body an online run sends for this item (structured output asked for unless the run says off)."""
+        schema = JUDGEMENT_SCHEMA if self.options.structured in ("auto", "on") else None
+        return chat_body(self.request, self.messages(item, unreadable), schema)
+
     async def answer(self, item: Item, endpoint: Endpoint) -> judge_runs.Answer | None:
-        messages: list[dict[str, Any]] = [{"role": "user", "content": self.source.prompt(item)}]
+        messages = self.messages(item)
         started = time.perf_counter()
         attempts = prompt_tokens = completion_tokens = 0
         output, met = "", None
@@ -184,16 +207,14 @@ class JudgeJob:
             attempts += spent
             if completion is None:
                 return None  # not answered: counted as an error, not cached, sent again by the next run
-            usage = completion.usage
-            if usage is not None:
-                prompt_tokens += usage.prompt_tokens or 0
-                completion_tokens += usage.completion_tokens or 0
-            output = (completion.choices[0].message.content or "") if completion.choices else ""
+            output, _finish, prompt_spent, completion_spent = read_completion(completion)
+            prompt_tokens += prompt_spent
+            completion_tokens += completion_spent
             met = parse_judge_output(output)
             if met is not None or round_no == MAX_REASKS:
                 break
             endpoint.counts.reasks += 1
-            messages = [messages[0], {"role": "assistant", "content": output}, {"role": "user", "content": REASK_TEXT}]
+            messages = self.messages(item, output)
         endpoint.counts.prompt_tokens += prompt_tokens
         endpoint.counts.completion_tokens += completion_tokens
         return judge_runs.Answer(
@@ -219,8 +240,24 @@ def execute_run(engine: Engine, run_id: int, progress: Progress = no_progress) -
 
 
 def _prepare(engine: Engine, run: dict) -> Prepared:
+    refuse_batch_resume(run)
     options = RunOptions.from_record(run)
     options.check()
+    return Prepared(options, judge_job(engine, run, options), options.structured)
+
+
+def refuse_batch_resume(run: dict) -> None:
+    """A batch's run is answered by importing its results file, never sent online."""
+    if (run["params"] or {}).get("batch"):
+        raise ValidationFailed(
+            f"run {run['id']} is a batch: import its results with `{run['kind']} batch import`",
+            key="batch.not_online",
+            params={"run": run["id"], "kind": run["kind"]},
+        )
+
+
+def judge_job(engine: Engine, run: dict, options: RunOptions) -> JudgeJob:
+    """The job of a recorded judge run (online or batch); its template must not have changed since."""
     template = read_template(options.template)
     if template_sha256(template) != run["template_sha256"]:
         raise ValidationFailed(
@@ -238,7 +275,7 @@ def _prepare(engine: Engine, run: dict) -> Prepared:
         models=options.models or None,
         limit=options.limit,
     )
-    return Prepared(options, JudgeJob(options, source, run["id"], run["created_by"]), options.structured)
+    return JudgeJob(options, source, run["id"], run["created_by"])
 
 
 def run_judge(engine: Engine, options: RunOptions, by: User | str = "cli", progress: Progress = no_progress) -> dict:

@@ -7,6 +7,7 @@ May import: every other db room.
 #: The room's public modules: callers import these, never a private name inside them.
 __all__ = [
     "assignments",
+    "batches",
     "calibration",
     "disagreements",
     "feedback",

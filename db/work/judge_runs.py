@@ -27,6 +27,8 @@ from db.store.models import JudgeRun, JudgeRunStatus, User, utcnow
 #: A running run whose process has not written for this long was stopped without saying so (killed).
 STALE_AFTER = timedelta(seconds=30)
 INTERRUPTED = "interrupted"
+#: The base URL a batch's run records: its requests go out in a file, not to an endpoint.
+BATCH_BASE_URL = "batch"
 LOOKUP_BATCH = 500
 _RESULT = SQLModel.metadata.tables["judge_result"]
 _DECISION = SQLModel.metadata.tables["judge_decision"]
