@@ -30,11 +30,6 @@ def authorize(actor: User, rule: Rule) -> None:
         raise refusal
 
 
-def permits(actor: User, rule: Rule) -> bool:
-    """Whether `actor` may (a page deciding what to offer; the workflow still authorizes)."""
-    return rule(actor) is None
-
-
 # The building blocks every policy combines ------------------------------------------------------
 
 

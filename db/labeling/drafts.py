@@ -36,8 +36,6 @@ from db.labeling.draft_store import checked_decisions, discard_draft, kept_at, l
 from db.rules.errors import ValidationFailed
 from db.store.models import LabelTiming, Stage, User, utcnow
 
-#: Gaps between two decisions longer than this are idle time, not work.
-IDLE_AFTER_MS = 60_000
 #: A save whose active time is below this per criterion counts as very fast.
 FAST_MS_PER_CRITERION = 1_000
 #: What a draft may claim as active time, at most (a whole day; anything above is a broken clock).
@@ -228,11 +226,6 @@ def discard(session: Session, user: User, response_id: int) -> bool:
     """Throw the user's draft of a response away (back to the saved labels)."""
     annotation.assigned_response(session, user, response_id)
     return discard_draft(session, user, _draft_key(response_id))
-
-
-def mark_remaining(decisions: Decisions, met: bool = False) -> dict[str, bool | None]:
-    """Every unjudged criterion set to `met`; the judged ones untouched (the page asks first)."""
-    return {cid: (met if value is None else value) for cid, value in decisions.items()}
 
 
 def _ready_inputs(criterion_ids: list[str], decisions: Decisions, notes: Mapping[str, str] | None) -> list[LabelInput]:

@@ -83,12 +83,6 @@ def test_saving_with_unjudged_criteria_is_refused_and_names_how_many(session, wo
     assert label_count(session, first.id) == 0
 
 
-def test_mark_remaining_touches_only_the_unjudged():
-    decisions = {"c01": True, "c02": None, "c03": False, "c04": None}
-    assert label_drafts.mark_remaining(decisions) == {"c01": True, "c02": False, "c03": False, "c04": False}
-    assert decisions["c02"] is None  # a new dict; the page's state changes only on confirmation
-
-
 def test_each_decision_is_kept_and_a_reopened_response_shows_its_draft_as_unsaved(session, world):
     g1, first = world["g1"], world["first"]
     bench = label_drafts.open_response(session, g1, first.id)
