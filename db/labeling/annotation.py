@@ -387,11 +387,10 @@ def save_target(session: Session, user: User, response_id: int, *, rubric_versio
     second reads what the first wrote and is refused by `save_labels` instead of silently overwriting
     it. SQLite's writers are serialised by BEGIN IMMEDIATE already; PostgreSQL needs the row lock.
     Refused with RubricChanged when the case's current rubric is another version, and with
-    feedback_freeze.LabelsFinal when the feedback of the response's round was opened.
+    LabelsFinal when the feedback of the response's round was opened.
     """
     assigned = assigned_item(session, user, response_id, lock=True)
-    if assigned.final:
-        raise feedback_freeze.LabelsFinal()
+    authorize(user, LabelPolicy.change_annotation(final=assigned.final))
     response, case = assigned.response, assigned.case
     rubric = rubric_as_opened(session, response.case_pk, rubric_version_id)
     return SaveTarget(response, case.case_id, rubric, criterion_ids_of(session, rubric.id))

@@ -29,8 +29,8 @@ from datetime import datetime
 
 from sqlmodel import Session, col, select
 
-from db.access.policies import TimeOnTaskPolicy, authorize
-from db.labeling import annotation, freeze as feedback_freeze
+from db.access.policies import LabelPolicy, TimeOnTaskPolicy, authorize
+from db.labeling import annotation
 from db.labeling.annotation import LabelingView, LabelInput, SaveOutcome
 from db.labeling.draft_store import checked_decisions, discard_draft, kept_at, load_draft, save_draft
 from db.rules.errors import ValidationFailed
@@ -201,11 +201,10 @@ def keep_draft(
     `expected_versions` are the lock versions of the labels the page showed (criterion_id →
     lock_version; None: it showed none). Refused like a save when the response is not the user's,
     the rubric changed since the page loaded it (RubricChanged: the page reloads the response) or
-    the labels are final (feedback_freeze.LabelsFinal).
+    the labels are final (LabelsFinal, db/access/policies.py).
     """
     assigned = annotation.assigned_item(session, user, response_id)  # one statement: the assignment and the freeze
-    if assigned.final:
-        raise feedback_freeze.LabelsFinal()
+    authorize(user, LabelPolicy.change_annotation(final=assigned.final))
     response = assigned.response
     annotation.rubric_as_opened(session, response.case_pk, rubric_version_id)
     criterion_ids = annotation.criterion_ids_of(session, rubric_version_id)

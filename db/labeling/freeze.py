@@ -1,7 +1,8 @@
 """Feedback freezes the round (docs/REFERENCE.md §1): the rule db/work/feedback.py describes, in SQL.
 
 Once an admin has opened the feedback of a labeling round, the annotation labels of that round's
-responses are final for the groups it assigned them to: the annotator's save and draft are refused.
+responses are final for the groups it assigned them to: the annotator's save and draft are refused
+(`LabelPolicy.change_annotation` in db/access/policies.py, with the fact read here).
 A round counts as opened from its first opening on (a `feedback_round` row exists only from then
 on, and closing keeps it), so closing the feedback again does not reopen the labels. Kept apart
 from db/work/feedback.py so the labeling save can read it without importing the rounds' bookkeeping.
@@ -16,18 +17,7 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Connection
 from sqlmodel import Session, col
 
-from db.rules.errors import PermissionDenied
 from db.store.models import Assignment, AssignmentKind, FeedbackRound
-
-
-class LabelsFinal(PermissionDenied):
-    """A save or draft of annotation labels on a response whose round's feedback was opened (they are final)."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            "labels: final since the feedback of this response's round was opened; nothing was saved",
-            key="errors.labels_final",
-        )
 
 
 def _opened_round_response_ids(group_no: int):
