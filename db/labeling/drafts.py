@@ -33,6 +33,7 @@ from db.access.policies import LabelPolicy, TimeOnTaskPolicy, authorize
 from db.labeling import annotation
 from db.labeling.annotation import LabelingView, LabelInput, SaveOutcome
 from db.labeling.draft_store import checked_decisions, discard_draft, kept_at, load_draft, save_draft
+from db.labeling.refusals import UnjudgedCriteria
 from db.rules.errors import ValidationFailed
 from db.store.models import LabelTiming, Stage, User, utcnow
 
@@ -42,14 +43,6 @@ FAST_MS_PER_CRITERION = 1_000
 MAX_ACTIVE_MS = 24 * 3600 * 1000
 
 Decisions = Mapping[str, bool | None]
-
-
-class UnjudgedCriteria(ValidationFailed):
-    """A save with criteria still unjudged; `count` says how many."""
-
-    def __init__(self, count: int) -> None:
-        super().__init__(f"{count} criteria are not judged yet; nothing was saved")
-        self.count = count
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from sqlmodel import func, select
 
 from db import counts, labeling
 from db.labeling import drafts as label_drafts
-from db.labeling.annotation import LabelInput, RubricChanged
-from db.labeling.drafts import UnjudgedCriteria
+from db.labeling.annotation import LabelInput
+from db.labeling.refusals import RubricChanged, UnjudgedCriteria
 from db.rules.errors import PermissionDenied, ValidationFailed
 from db.rules.notes import MAX_NOTE_CHARS
 from db.store.models import Assignment, Draft, Label, LabelTiming, RubricStatus
