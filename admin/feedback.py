@@ -1,16 +1,20 @@
 """Feedback after a round (admin): each labeling round's state, and opening or closing its feedback.
 
 A round is the label assignments of one assignment run (db/work/feedback.py). The rules (admin only,
-only a finished round opens, every change audit-logged) are db.work.feedback's; this page shows them.
+only a finished round opens, every change audit-logged) are db.work.feedback's; this page shows them, and the
+label imports that overrode a round's freeze (db.work.freeze_overrides).
 """
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 import streamlit as st
 
 from db.rules.errors import ClinConsensusError
 from db.store.models import Role, User
 from db.work import feedback
+from db.work.freeze_overrides import freeze_overrides
 from ui import shell, widgets
 from ui.times import local_time
 
@@ -44,6 +48,36 @@ def _switch(admin: User, state: feedback.RoundState, is_open: bool) -> None:
     key = "admin.feedback.opened" if is_open else "admin.feedback.closed"
     st.session_state[FLASH_KEY] = t(key, number=state.number)
     st.rerun()
+
+
+def _utc_key(at: datetime) -> datetime:
+    return (at.astimezone(UTC) if at.tzinfo else at).replace(tzinfo=None)
+
+
+def _freeze_overrides(admin: User, states: list[feedback.RoundState]) -> None:
+    """Label imports that changed labels of a round whose feedback was opened (audited, `--override-freeze`)."""
+    with shell.db_session(read_only=True) as session:
+        overrides = freeze_overrides(session, actor=admin)
+    if not overrides:
+        return
+    numbers = {_utc_key(state.round_at): state.number for state in states}
+    st.warning(t("admin.feedback.overrides", n=len(overrides)))
+    st.dataframe(
+        [
+            {
+                t("admin.feedback.override.at"): local_time(override.at),
+                t("admin.feedback.col.by"): override.actor,
+                t("admin.feedback.override.file"): override.source,
+                t("admin.feedback.override.rounds"): " · ".join(
+                    t("admin.feedback.override.round", number=numbers.get(_utc_key(at), "?"), n=f"{n:,}")
+                    for at, n in override.rounds.items()
+                ),
+            }
+            for override in overrides
+        ],
+        hide_index=True,
+        width="stretch",
+    )
 
 
 def render() -> None:
@@ -80,6 +114,7 @@ def render() -> None:
         hide_index=True,
         width="stretch",
     )
+    _freeze_overrides(admin, states)
     by_number = {state.number: state for state in states}
     with st.container(border=True):
         number = st.selectbox(

@@ -33,12 +33,28 @@ def _counts_table() -> dict:
 
 
 def run_import(
-    kind: str, name: str, upload, *, fmt: str | None, judge: str | None, actor: str, progress
+    kind: str,
+    name: str,
+    upload,
+    *,
+    fmt: str | None,
+    judge: str | None,
+    actor: str,
+    progress,
+    override_freeze: bool = False,
 ) -> tuple[bool, list[str]]:
     """Import one uploaded file; (ok, message lines). On failure nothing is changed."""
     try:
         summary = import_stream(
-            shell.engine(), kind, name, upload, fmt=fmt, judge=judge, actor=actor, progress=progress
+            shell.engine(),
+            kind,
+            name,
+            upload,
+            fmt=fmt,
+            judge=judge,
+            actor=actor,
+            progress=progress,
+            override_freeze=override_freeze,
         )
     except ImportFailed as failure:
         return False, failure.errors
@@ -57,6 +73,8 @@ ACCEPTED_SUFFIXES = (".jsonl", ".json", ".ndjson")
 _UPLOAD_ROUND = "import_upload_round"
 _RESULT = "import_result"
 _REFUSED = "import_refused_name"
+#: Labels: change annotation labels made final by an opened feedback round (audited).
+_OVERRIDE_FREEZE = "import_override_freeze"
 
 
 def accepted_name(name: str) -> bool:
@@ -103,7 +121,17 @@ def _import_upload(t: shell.Translator, user: User, kind: str, upload, fmt: str 
         share = min(done / total, 1.0) if total else 0.0
         bar.progress(share, text=t("admin.import.progress", done=f"{done:,}", total=f"{total:,}" if total else "?"))
 
-    ok, lines = run_import(kind, upload.name, upload, fmt=fmt, judge=judge, actor=user.username, progress=progress)
+    override = kind == "labels" and bool(st.session_state.get(_OVERRIDE_FREEZE))
+    ok, lines = run_import(
+        kind,
+        upload.name,
+        upload,
+        fmt=fmt,
+        judge=judge,
+        actor=user.username,
+        progress=progress,
+        override_freeze=override,
+    )
     bar.empty()
     st.session_state[_RESULT] = (ok, upload.name, lines)
     st.session_state[_UPLOAD_ROUND] = st.session_state.get(_UPLOAD_ROUND, 0) + 1
@@ -122,6 +150,8 @@ def render() -> None:
             t("admin.import.kind"), KINDS, format_func=lambda k: t(f"admin.import.kind.{k}"), key="import_kind"
         )
         fmt, judge = _judge_options(t) if kind == "judge" else (None, None)
+        if kind == "labels":
+            st.checkbox(t("admin.import.override_freeze"), key=_OVERRIDE_FREEZE)
         upload = st.file_uploader(
             t("admin.import.file"),
             key=f"import_file_{st.session_state.get(_UPLOAD_ROUND, 0)}",

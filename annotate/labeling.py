@@ -28,10 +28,11 @@ import streamlit as st
 from sqlmodel import Session
 
 from db import labeling
+from db.access.policies import LabelsFinal
 from db.labeling import drafts as label_drafts
-from db.labeling.annotation import LabelQueue, LabelsChanged, RubricChanged, SaveOutcome
-from db.labeling.drafts import Difference, UnjudgedCriteria, Workbench
-from db.labeling.freeze import LabelsFinal
+from db.labeling.annotation import LabelQueue, SaveOutcome
+from db.labeling.drafts import Difference, Workbench
+from db.labeling.refusals import LabelsChanged, RubricChanged, UnjudgedCriteria
 from db.rules.errors import ClinConsensusError, StaleEdit
 from db.rules.taxonomy import get_taxonomy
 from db.store.models import Role, User

@@ -78,6 +78,7 @@ def cmd_import(args) -> int:
             actor=args.actor,
             judge=args.judge,
             progress=_progress(f"import {args.kind}"),
+            override_freeze=args.override_freeze,
         )
     except ImportFailed as failure:
         for line in failure.errors[1:]:
@@ -385,6 +386,11 @@ def _add_import(sub: argparse._SubParsersAction) -> None:
         "--judge", default=None, metavar="NAME", help="judge files: the judge's name where the file does not give it"
     )
     p.add_argument("--actor", default="cli", help="name recorded in the audit log")
+    p.add_argument(
+        "--override-freeze",
+        action="store_true",
+        help="labels: change annotation labels made final by an opened feedback round (audited)",
+    )
     p.set_defaults(handler=cmd_import)
 
 

@@ -14,7 +14,6 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import pandas as pd
 from sqlalchemy.engine import Engine
 
 from analysis.loader import load_cases, load_criteria, load_judge, load_responses
@@ -153,9 +152,3 @@ class ItemSource:
                 item_bodies.clear()
         if chunk:
             yield chunk
-
-
-def items_frame(source: ItemSource) -> pd.DataFrame:
-    """Every selected item as a frame (tests and the benchmark)."""
-    rows = [(item.response_id, item.criterion_id, item.cache_key) for chunk in source.chunks() for item in chunk]
-    return pd.DataFrame(rows, columns=["response_id", "criterion_id", "cache_key"])

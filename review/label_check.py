@@ -34,6 +34,8 @@ from ui.workbench_controller import (
 
 MODES = (review.CHECK_ALL, review.CHECK_SAMPLE, review.CHECK_JUDGE)
 PICK_KEY = "review_check_pick"
+#: The response ids of the queue's window the picker shows, in queue order (save-and-next and J/K move in it).
+WINDOW_KEY = "review_check_window"
 PICKER_BEFORE, PICKER_AFTER = 20, 300
 
 
@@ -108,6 +110,7 @@ class _CheckWorkbench(WorkbenchController[int]):
 
     name = "check"
     prefix = "review_check"
+    response_keys = True
 
     def open(self, user: User, response_id: int) -> Opened:
         with shell.db_session(read_only=True) as session:
@@ -173,11 +176,25 @@ class _CheckWorkbench(WorkbenchController[int]):
         return saved_since_text(stale, "review.check.stale_you", "review.check.stale_member")
 
     def saved(self, outcome: int, user: User, loaded: Loaded, sent: Sent) -> None:
+        """Say what was saved (a re-save with nothing changed since the last save: "unchanged"), open the next."""
         view: review.CheckView = loaded["view"]
-        self.say("success", t("review.check.saved", n=outcome, code=view.code))
-        # Set again so the browser shows the picker's new label ("已审核 30/30"), not the one it last drew.
-        st.session_state[PICK_KEY] = view.response_id
+        code = plain(view.code)
+        said = t("review.check.saved", n=outcome, code=code) if outcome else t("review.check.unchanged", code=code)
+        following = _neighbour(view.response_id, 1)
+        if following is None:
+            said = f"{said} {t('review.check.queue_end')}"
+        self.say("success" if outcome else "info", said)
+        # Set even when it stays, so the browser shows the picker's new label ("已审核 30/30").
+        st.session_state[PICK_KEY] = following if following is not None else view.response_id
         self.reload()
+        self.rerun_app()
+
+    def go(self, user: User, loaded: Loaded, direction: int) -> None:
+        target = _neighbour(loaded["response_id"], direction)
+        if target is None:
+            self.say("info", t("review.check.queue_end" if direction > 0 else "review.check.queue_start"))
+            return
+        st.session_state[PICK_KEY] = target
         self.rerun_app()
 
     def content(self, loaded: Loaded) -> Content:
@@ -257,6 +274,15 @@ def _items(view: review.CheckView, draft: drafts.CheckerDraft | None = None) -> 
     return items
 
 
+def _neighbour(response_id: int, step: int) -> int | None:
+    """The response `step` places from `response_id` in the queue's window the picker shows, or None."""
+    ids: list[int] = st.session_state.get(WINDOW_KEY) or []
+    if response_id not in ids:
+        return None
+    at = ids.index(response_id) + step
+    return ids[at] if 0 <= at < len(ids) else None
+
+
 @st.fragment
 def _workbench(user: User, response_id: int) -> None:
     """The workbench alone reruns on each decision; a save reruns the whole page (picker, progress)."""
@@ -272,6 +298,7 @@ def render() -> None:
     if not window.items:
         st.info(t("review.check.empty"))
         return
+    st.session_state[WINDOW_KEY] = [item.response_id for item in window.items]
     pick, progress = st.columns([6, 3], vertical_alignment="center")
     with pick:
         response_id = _pick(window)

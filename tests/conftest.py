@@ -22,6 +22,13 @@ from db.migrations.upgrade import upgrade
 from db.rules.config import get_settings
 from db.store.engine import make_engine
 from tests.support.apptest_helpers import app_database  # noqa: F401  (a fixture the page tests share)
+
+# Which suites ran and which were skipped, and why, said before and after every run (tests/support/suites.py).
+from tests.support.suites import (  # noqa: F401  (pytest finds hooks by name in this module)
+    pytest_report_header,
+    pytest_runtest_logreport,
+    pytest_terminal_summary,
+)
 from tools.pg_server import PostgresServer, PostgresUnavailable
 
 _counter = itertools.count()

@@ -5,6 +5,8 @@
 // names this load of this item). The component answers with
 //   state "work"   {token, decisions, notes, active_ms}      after every decision (kept as a draft)
 //   trigger "save" {token, decisions, notes, active_ms, advance}   on Ctrl+Enter or the save button
+//   trigger "go"   {token, direction}   on J (1) / K (-1) when `response_keys` is set: J/K then move between
+//                  responses of the page's queue, ↑/↓ between items
 // Every rule (who may see what, what may be saved) is decided on the server; this only collects keys.
 // The case (its context) stays in view above the response: C folds it away and back, never in its place.
 // Space / PageDown and Shift+Space / PageUp scroll the response; the focused item stays where it is.
@@ -381,6 +383,12 @@ export default function (component) {
     setTriggerValue("save", { ...payload(), advance });
   }
 
+  // The next (1) or previous (-1) response of the page's queue; what was decided is kept as a draft already.
+  function go(direction) {
+    commitNote();
+    setTriggerValue("go", { token: s.token, direction });
+  }
+
   function editNote(index) {
     if (s.readonly) return;
     const item = s.items[index];
@@ -498,6 +506,8 @@ export default function (component) {
     }
     if (key === "1" || key === "y" || key === "Y") decide(s.focus, true, true);
     else if (key === "0" || key === "n" || key === "N") decide(s.focus, false, true);
+    else if (data.response_keys && (key === "j" || key === "J")) { tick(); go(1); }
+    else if (data.response_keys && (key === "k" || key === "K")) { tick(); go(-1); }
     else if (key === "ArrowDown" || key === "j" || key === "J") { tick(); focusItem(s.focus + 1, true); }
     else if (key === "ArrowUp" || key === "k" || key === "K") { tick(); focusItem(s.focus - 1, true); }
     else if (key === "c" || key === "C") { tick(); toggleContext(); }

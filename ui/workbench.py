@@ -1,7 +1,8 @@
 """The decision workbench both the annotator's and the checker's pages stand on (a components v2 element).
 
 One text (the response) under its case, beside a list of items (criteria, or disputed cells), one key
-per decision: 1/Y met, 0/N not met (each moving to the next), ↑/↓ or J/K move, E a note, Space /
+per decision: 1/Y met, 0/N not met (each moving to the next), ↑/↓ or J/K move (on the check page J/K
+move between responses), E a note, Space /
 PageDown and Shift+Space / PageUp scroll the response, C folds the case strip away and back,
 Ctrl+Enter saves. The focused criterion's key terms (ui/key_terms.py) are marked in the response.
 The JavaScript and CSS live next to this file and are sent as they are.
@@ -92,15 +93,18 @@ def workbench(
     shared_note: str = "",
     note_max: int = 2000,
     readonly: bool = False,
+    response_keys: bool = False,
     on_work: Callable[[], None] | None = None,
     on_save: Callable[[], None] | None = None,
+    on_go: Callable[[], None] | None = None,
 ) -> Any:
     """Mount the workbench; `on_work` runs after each decision, `on_save` on Ctrl+Enter (read `value(key)`).
 
     `readonly` shows the decisions without taking any (no keys decide, nothing is saved): final labels.
     `draft_state` is what the page says of the kept draft ("" for nothing); without it the workbench
     shows `texts["unsaved"]` while its decisions differ from what was saved. A `message` with
-    `transient` set goes at the first key or decision.
+    `transient` set goes at the first key or decision. `response_keys`: J/K move to the next and the
+    previous response (`on_go` runs, read `value(key, "go")["direction"]`), ↑/↓ between items.
     """
     data = {
         "token": token,
@@ -120,9 +124,15 @@ def workbench(
         "note_max": note_max,
         "shared_note": shared_note,
         "readonly": bool(readonly),
+        "response_keys": bool(response_keys),
     }
     return _component()(
-        key=key, data=data, on_work_change=on_work or _nothing, on_save_change=on_save or _nothing, height="content"
+        key=key,
+        data=data,
+        on_work_change=on_work or _nothing,
+        on_save_change=on_save or _nothing,
+        on_go_change=on_go or _nothing,
+        height="content",
     )
 
 
@@ -149,7 +159,7 @@ def compact_page() -> None:
 
 
 def value(key: str, name: str) -> dict[str, Any] | None:
-    """What the workbench under `key` last sent as `name` ("work" or "save"), or None."""
+    """What the workbench under `key` last sent as `name` ("work", "save" or "go"), or None."""
     state = st.session_state.get(key)
     if not state:
         return None

@@ -23,8 +23,8 @@ from typing import Any, Generic, TypeVar
 import streamlit as st
 from sqlmodel import Session
 
+from db.labeling.refusals import SavedSince
 from db.labeling.view import LabelView
-from db.review.locked_save import SavedSince
 from db.rules.errors import ClinConsensusError, StaleEdit, ValidationFailed
 from db.rules.notes import MAX_NOTE_CHARS
 from db.store.models import User
@@ -99,6 +99,8 @@ class WorkbenchController(ABC, Generic[Outcome]):
     prefix: str
     #: A catalog entry said (as info) instead of the refusal when the response cannot be opened yet.
     waiting: str | None = None
+    #: J/K move between the responses of the page's queue (the page names `go`), ↑/↓ between items.
+    response_keys: bool = False
 
     @property
     def loaded_key(self) -> str:
@@ -133,6 +135,9 @@ class WorkbenchController(ABC, Generic[Outcome]):
     @abstractmethod
     def content(self, loaded: Loaded) -> Content:
         """What the workbench shows of the loaded response."""
+
+    def go(self, user: User, loaded: Loaded, direction: int) -> None:
+        """J (1) or K (-1): open the next or the previous response of the queue (pages with `response_keys`)."""
 
     def refused(self, error: ClinConsensusError, user: User, loaded: Loaded, sent: Sent) -> None:
         """A refused save: its reason; a stale edit also reads the saved labels again (the next save starts there)."""
@@ -231,6 +236,16 @@ class WorkbenchController(ABC, Generic[Outcome]):
         if outcome is not None:
             self.saved(outcome, user, loaded, sent)
 
+    def go_sent(self) -> None:
+        """On J or K: move to the next or the previous response (what was decided is kept as a draft already)."""
+        taken = self._callback_input("go")
+        if taken is None:
+            return
+        user, loaded, sent = taken
+        direction = sent.get("direction")
+        if direction in (1, -1):
+            self.go(user, loaded, direction)
+
     def show(self, user: User, response_id: int) -> None:
         """The workbench on response `response_id`; call it from the page's fragment, which reruns alone on
         each decision (a save reruns the whole page)."""
@@ -265,8 +280,10 @@ class WorkbenchController(ABC, Generic[Outcome]):
             shared_note=content.shared_note,
             note_max=content.note_max,
             readonly=content.readonly,
+            response_keys=self.response_keys,
             on_work=self.keep_draft,
             on_save=self.save_sent,
+            on_go=self.go_sent,
         )
         message = st.session_state.get(self.message_key)
         if message:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
@@ -35,14 +33,6 @@ def human_ceiling(grid: metrics.DecisionGrid, layers: metrics.PhysicianLayers) -
     result["pooled_mf1"] = float(metrics.macro_f1(total))
     result["n_decisions"] = int(total.sum())
     return result
-
-
-@dataclass
-class _CaseCounts:
-    """Confusion counts per case row of named units (annotators or slice values), for bootstrapping."""
-
-    names: list
-    per_case: np.ndarray  # (cases, units, 4)
 
 
 def pooled_mf1_intervals(grid: metrics.DecisionGrid, per_case: np.ndarray, resamples: int, seed: int) -> np.ndarray:

@@ -77,6 +77,7 @@ AUDIT_ACTIONS = (
     "link_identity",
     "lock",
     "open",
+    "override_freeze",
     "reassign",
     "replace",
     "reset_password",

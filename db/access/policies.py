@@ -30,11 +30,6 @@ def authorize(actor: User, rule: Rule) -> None:
         raise refusal
 
 
-def permits(actor: User, rule: Rule) -> bool:
-    """Whether `actor` may (a page deciding what to offer; the workflow still authorizes)."""
-    return rule(actor) is None
-
-
 # The building blocks every policy combines ------------------------------------------------------
 
 
@@ -213,6 +208,16 @@ class RubricPolicy:
         )
 
 
+class LabelsFinal(PermissionDenied):
+    """A save or draft of annotation labels on a response whose round's feedback was opened (they are final)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "labels: final since the feedback of this response's round was opened; nothing was saved",
+            key="errors.labels_final",
+        )
+
+
 class LabelPolicy:
     """Labels of the two expert groups: who annotates, checks and adjudicates, and who may see what."""
 
@@ -237,6 +242,12 @@ class LabelPolicy:
                 PermissionDenied("this response is not assigned to you", key="errors.response_not_assigned"),
             ),
         )
+
+    @staticmethod
+    def change_annotation(*, final: bool) -> Rule:
+        """Annotation labels (a save, a kept draft) change only while their round's feedback was never opened
+        (`final`: db/labeling/freeze.py read it)."""
+        return _refuse_when(final, LabelsFinal())
 
     @staticmethod
     def read_checks() -> Rule:

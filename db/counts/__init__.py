@@ -49,6 +49,15 @@ from db.counts.read import (
     unresolved_figures,
     unresolved_total,
 )
+from db.counts.rebuild import (
+    rebuild_all,
+    rebuild_assignments,
+    rebuild_judge_totals,
+    rebuild_row_totals,
+    rebuild_status,
+    rebuild_tally,
+    rebuild_unresolved_totals,
+)
 from db.counts.recount import (
     kept_judge_totals,
     kept_ready,
@@ -71,13 +80,6 @@ from db.counts.write import (
     add_judge_decisions,
     add_rows,
     move_assignment_owner,
-    rebuild_all,
-    rebuild_assignments,
-    rebuild_judge_totals,
-    rebuild_row_totals,
-    rebuild_status,
-    rebuild_tally,
-    rebuild_unresolved_totals,
     refresh,
     refresh_assignments,
     refresh_cases,

@@ -35,18 +35,31 @@ def import_file(
     actor: str = "cli",
     progress: Progress = no_progress,
     judge: str | None = None,
+    override_freeze: bool = False,
 ) -> ImportSummary:
     """Import one file of `kind` (cases | responses | labels | judge) in one transaction.
 
     Raises ImportFailed (nothing written) on any bad line; returns what changed otherwise.
     `fmt` applies to judge files (decisions | local-judge | official; None: recognised from the
-    content); `judge` names the judge where the file does not.
+    content); `judge` names the judge where the file does not. A label file that would change annotation
+    labels made final by an opened feedback round is refused, naming the round, unless `override_freeze`
+    (then it lands and the audit log says which rounds it changed: db/importers/freeze_check.py).
     """
     path = Path(path)
     if not path.is_file():
         raise ImportFailed([Said(f"{path.name}: no such file", "import.no_file", file=path.name)])
     with open(path, "rb") as stream:
-        return import_stream(engine, kind, path.name, stream, fmt=fmt, actor=actor, progress=progress, judge=judge)
+        return import_stream(
+            engine,
+            kind,
+            path.name,
+            stream,
+            fmt=fmt,
+            actor=actor,
+            progress=progress,
+            judge=judge,
+            override_freeze=override_freeze,
+        )
 
 
 def import_stream(
@@ -59,6 +72,7 @@ def import_stream(
     actor: str = "cli",
     progress: Progress = no_progress,
     judge: str | None = None,
+    override_freeze: bool = False,
 ) -> ImportSummary:
     """As `import_file`, for an open binary stream or bytes (an uploaded file) called `name`."""
     if isinstance(stream, (bytes, bytearray)):
@@ -70,6 +84,7 @@ def import_stream(
     try:
         with session_scope(engine) as session:
             run = _new_run(session, name, actor, summary, problems, progress)
+            run.override_freeze = override_freeze
             try:
                 with collector_paused():
                     _read_and_write(run, kind, fmt, stream, judge, digest)

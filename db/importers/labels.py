@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import bindparam, select, update
@@ -18,6 +19,7 @@ from db.importers import common
 from db.importers.common import _LABEL_TABLE
 from db.importers.targets import _table_has_rows, _Targets
 from db.importers.writing import _COPY_ESCAPES, _batches, _BulkInserter, _Run
+from db.labeling.freeze import final_rounds
 from db.rules import limits
 from db.rules.errors import Said
 from db.rules.records import STAGES, LabelRecord, check
@@ -149,6 +151,8 @@ def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
     # Rows as the label table takes them; beside them, for replacements only, what the audit log names.
     rows: list[tuple] = []
     names: list[tuple[str, str, str]] = []
+    lines: list[int] = []
+    frozen = _FrozenRounds()
     count = 0
     for line, record in records:
         row, errors = _check_label(record, targets)
@@ -172,14 +176,81 @@ def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
             (response_id, criterion_id, stage, group, met, user_id, note, rubric_version[case_pk], stamp, stamp, 1)
         )
         names.append((case_id, model, annotator))
+        lines.append(line)
         if len(rows) >= common.ROW_CHUNK:
-            labeled |= _write_labels(run, rows, names, inserter, had_labels)
-            rows, names = [], []
+            labeled |= _write_labels(run, _Chunk(rows, names, lines), inserter, had_labels, frozen)
+            rows, names, lines = [], [], []
             run.progress(line, None, "lines")
     run.summary.records += count
-    labeled |= _write_labels(run, rows, names, inserter, had_labels)
+    labeled |= _write_labels(run, _Chunk(rows, names, lines), inserter, had_labels, frozen)
     if run.writing():
+        frozen.audit(run)
         counts.refresh(run.session, labeled)
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """Label rows as the table takes them, what the audit log names them by, and their lines in the file."""
+
+    rows: list[tuple]
+    names: list[tuple[str, str, str]]
+    lines: list[int]
+
+
+@dataclass
+class _FrozenRounds:
+    """The feedback freeze (db/labeling/freeze.py) over an admin's import: an annotation label a row would create
+    or change on a response whose round's feedback was opened is refused, once per round with the first line,
+    unless the import overrides the freeze; then the labels it changed per round go into one audit entry."""
+
+    changed: dict[datetime, int] = field(default_factory=dict)
+
+    def allows(self, run: _Run, chunk: _Chunk, indexes: list[int]) -> bool:
+        """Whether the chunk's rows at `indexes` (those it would write) may be written."""
+        annotation = [i for i in indexes if chunk.rows[i][2] == "annotation"]
+        if not annotation:
+            return True
+        final = final_rounds(run.connection, {chunk.rows[i][0] for i in annotation})
+        allowed = True
+        for i in annotation:
+            round_at = final.get((chunk.rows[i][0], chunk.rows[i][3]))
+            if round_at is None:
+                continue
+            if round_at not in self.changed and not run.override_freeze:
+                run.problems.at(chunk.lines[i], _frozen_said(round_at, *chunk.names[i][:2], chunk.rows[i][3]))
+            self.changed[round_at] = self.changed.get(round_at, 0) + 1
+            allowed = allowed and run.override_freeze
+        return allowed
+
+    def audit(self, run: _Run) -> None:
+        if not self.changed or not run.override_freeze:
+            return
+        rounds = {round_at.isoformat(): n for round_at, n in sorted(self.changed.items())}
+        entry = {"rounds": rounds, "labels": sum(rounds.values())}
+        run.audit(
+            [
+                {
+                    "action": "override_freeze",
+                    "entity": "labels",
+                    "entity_key": run.source[:255],
+                    "before": None,
+                    "after": entry,
+                }
+            ]
+        )
+
+
+def _frozen_said(round_at: datetime, case_id: str, model: str, group: int) -> Said:
+    when = round_at.strftime("%Y-%m-%d %H:%M:%S")
+    return Said(
+        f"group {group}'s labels on case_id {case_id!r}, model {model!r} are final since the feedback of the round "
+        f"assigned {when} was opened; nothing was imported (--override-freeze imports them anyway, audited)",
+        "import.labels_frozen",
+        group=group,
+        case_id=case_id,
+        model=model,
+        round=when,
+    )
 
 
 def _label_twice(case_id: str, model: str, criterion_id: str, stage: str, group: int) -> Said:
@@ -286,18 +357,23 @@ def _author_refused(annotator: str, refusal: Said) -> Said:
 
 
 def _write_labels(
-    run: _Run, rows: list[tuple], names: list[tuple[str, str, str]], inserter: _BulkInserter, had_labels: bool
+    run: _Run, chunk: _Chunk, inserter: _BulkInserter, had_labels: bool, frozen: _FrozenRounds
 ) -> set[int]:
     """Writes a chunk of label rows; returns the responses they are on (the caller refreshes their kept figures)."""
+    rows, names = chunk.rows, chunk.names
     if not rows or not run.writing():
         return set()
     if not had_labels:
         # Nothing was stored before this import and the file has no repeats: every row is new.
+        if not frozen.allows(run, chunk, list(range(len(rows)))):
+            return set()
         inserter.insert(rows)
         run.summary.inserted += len(rows)
         run.audit([_inserted_entry(run, rows, names)])
         return {row[0] for row in rows}
     plan = _plan_labels(run, rows, names, _stored_labels(run.connection, rows))
+    if not frozen.allows(run, chunk, sorted(plan.new_indexes + plan.changed_indexes)):
+        return set()
     inserter.insert(plan.new_rows)
     if plan.new_rows:
         plan.audit_rows.append(_inserted_entry(run, plan.new_rows, [names[i] for i in plan.new_indexes]))
@@ -351,6 +427,7 @@ class _LabelPlan:
 
     new_rows: list[tuple] = field(default_factory=list)
     new_indexes: list[int] = field(default_factory=list)
+    changed_indexes: list[int] = field(default_factory=list)
     changes: list[dict[str, Any]] = field(default_factory=list)
     audit_rows: list[dict[str, Any]] = field(default_factory=list)
 
@@ -373,6 +450,7 @@ def _plan_labels(
         if same and stored.rubric_version_id == version_id:
             run.summary.unchanged += 1
             continue
+        plan.changed_indexes.append(index)
         if username_of is None:
             username_of = dict(run.connection.execute(select(table_of(User).c.id, table_of(User).c.username)).all())
         plan.changes.append(

@@ -206,6 +206,8 @@ class _Run:
     stored_now: Any
     bulk_inserters: list = field(default_factory=list)
     sqlite_cache: int | None = None
+    #: Annotation labels of a round whose feedback was opened may be changed (audited): `--override-freeze`.
+    override_freeze: bool = False
 
     def bulk_mode(self, inserter: _BulkInserter) -> None:
         """A large load is under way: relax per-row checks that a final pass does faster."""

@@ -13,9 +13,7 @@ from db.labeling.annotation import (
     LabelingView,
     LabelInput,
     LabelQueue,
-    LabelsChanged,
     QueueItem,
-    RubricChanged,
     SaveOutcome,
     SaveTarget,
     criterion_ids_of,
@@ -28,6 +26,7 @@ from db.labeling.annotation import (
     save_target,
     saved_by,
 )
+from db.labeling.refusals import LabelsChanged, RubricChanged
 
 __all__ = [
     "TODO",

@@ -31,9 +31,10 @@ from db import counts
 from db.access.audit import record
 from db.access.policies import LabelPolicy, authorize
 from db.labeling import freeze as feedback_freeze
+from db.labeling.refusals import LabelsChanged, RubricChanged
 from db.labeling.view import LabelView
 from db.rubrics.authoring import CaseView, CriterionView, case_view, criteria_of
-from db.rules.errors import NotFound, StaleEdit, ValidationFailed
+from db.rules.errors import NotFound, ValidationFailed
 from db.rules.notes import clean_note
 from db.store.current_rubric import counts_on_current_rubric, current_approved_version, current_version_ids
 from db.store.lookups import case_id_of_case, code_of_response
@@ -66,27 +67,6 @@ _UPDATE_LABEL = (
         lock_version=bindparam("new_lock_version"),
     )
 )
-
-
-class RubricChanged(StaleEdit):
-    """The case's approved rubric is not the one the page labeled against; `current` is its version number."""
-
-
-class LabelsChanged(StaleEdit):
-    """Labels the page had shown were saved since by someone: `by_self` when every one was the annotator's own
-    save (another tab), else another member of their group. `current` holds the saved labels."""
-
-    def __init__(self, conflicts: list[str], current: dict[str, LabelView], *, by_self: bool) -> None:
-        who = "you, in another tab," if by_self else "another member of your group"
-        super().__init__(
-            f"{who} changed {len(conflicts)} of these labels since this page opened them "
-            f"({', '.join(sorted(conflicts)[:5])}); nothing was saved",
-            current=current,
-            key="errors.labels_changed_by_you" if by_self else "errors.labels_changed_by_member",
-            params={"n": len(conflicts)},
-        )
-        self.by_self = by_self
-        self.conflicts = sorted(conflicts)
 
 
 @dataclass(frozen=True)
@@ -387,11 +367,10 @@ def save_target(session: Session, user: User, response_id: int, *, rubric_versio
     second reads what the first wrote and is refused by `save_labels` instead of silently overwriting
     it. SQLite's writers are serialised by BEGIN IMMEDIATE already; PostgreSQL needs the row lock.
     Refused with RubricChanged when the case's current rubric is another version, and with
-    feedback_freeze.LabelsFinal when the feedback of the response's round was opened.
+    LabelsFinal when the feedback of the response's round was opened.
     """
     assigned = assigned_item(session, user, response_id, lock=True)
-    if assigned.final:
-        raise feedback_freeze.LabelsFinal()
+    authorize(user, LabelPolicy.change_annotation(final=assigned.final))
     response, case = assigned.response, assigned.case
     rubric = rubric_as_opened(session, response.case_pk, rubric_version_id)
     return SaveTarget(response, case.case_id, rubric, criterion_ids_of(session, rubric.id))

@@ -36,7 +36,7 @@ def _find(session: Session, user: User, key: str) -> Draft | None:
 
 def save_draft(session: Session, user: User, key: str, payload: dict[str, Any]) -> Draft:
     """Create or replace `user`'s draft under `key`."""
-    authorize(user, active())
+    _require_active(session, user)
     _check_key(key)
     if not isinstance(payload, dict):
         raise ValidationFailed("draft payload: must be a JSON object", key="errors.draft_payload")
@@ -52,8 +52,15 @@ def save_draft(session: Session, user: User, key: str, payload: dict[str, Any]) 
     return draft
 
 
+def _require_active(session: Session, user: User) -> None:
+    """An active account, as the database says now (an account deactivated since the caller read it is refused)."""
+    fresh = session.get(User, user.id, populate_existing=True) if user.id is not None else None
+    authorize(fresh if fresh is not None else user, active())
+
+
 def load_draft(session: Session, user: User, key: str) -> dict[str, Any] | None:
-    """`user`'s draft payload under `key`, or None."""
+    """`user`'s draft payload under `key`, or None; refused for an account no longer active."""
+    _require_active(session, user)
     draft = _find(session, user, key)
     return dict(draft.payload) if draft is not None else None
 

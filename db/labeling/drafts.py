@@ -29,29 +29,20 @@ from datetime import datetime
 
 from sqlmodel import Session, col, select
 
-from db.access.policies import TimeOnTaskPolicy, authorize
-from db.labeling import annotation, freeze as feedback_freeze
+from db.access.policies import LabelPolicy, TimeOnTaskPolicy, authorize
+from db.labeling import annotation
 from db.labeling.annotation import LabelingView, LabelInput, SaveOutcome
 from db.labeling.draft_store import checked_decisions, discard_draft, kept_at, load_draft, save_draft
+from db.labeling.refusals import UnjudgedCriteria
 from db.rules.errors import ValidationFailed
 from db.store.models import LabelTiming, Stage, User, utcnow
 
-#: Gaps between two decisions longer than this are idle time, not work.
-IDLE_AFTER_MS = 60_000
 #: A save whose active time is below this per criterion counts as very fast.
 FAST_MS_PER_CRITERION = 1_000
 #: What a draft may claim as active time, at most (a whole day; anything above is a broken clock).
 MAX_ACTIVE_MS = 24 * 3600 * 1000
 
 Decisions = Mapping[str, bool | None]
-
-
-class UnjudgedCriteria(ValidationFailed):
-    """A save with criteria still unjudged; `count` says how many."""
-
-    def __init__(self, count: int) -> None:
-        super().__init__(f"{count} criteria are not judged yet; nothing was saved")
-        self.count = count
 
 
 @dataclass(frozen=True)
@@ -203,11 +194,10 @@ def keep_draft(
     `expected_versions` are the lock versions of the labels the page showed (criterion_id →
     lock_version; None: it showed none). Refused like a save when the response is not the user's,
     the rubric changed since the page loaded it (RubricChanged: the page reloads the response) or
-    the labels are final (feedback_freeze.LabelsFinal).
+    the labels are final (LabelsFinal, db/access/policies.py).
     """
     assigned = annotation.assigned_item(session, user, response_id)  # one statement: the assignment and the freeze
-    if assigned.final:
-        raise feedback_freeze.LabelsFinal()
+    authorize(user, LabelPolicy.change_annotation(final=assigned.final))
     response = assigned.response
     annotation.rubric_as_opened(session, response.case_pk, rubric_version_id)
     criterion_ids = annotation.criterion_ids_of(session, rubric_version_id)
@@ -228,11 +218,6 @@ def discard(session: Session, user: User, response_id: int) -> bool:
     """Throw the user's draft of a response away (back to the saved labels)."""
     annotation.assigned_response(session, user, response_id)
     return discard_draft(session, user, _draft_key(response_id))
-
-
-def mark_remaining(decisions: Decisions, met: bool = False) -> dict[str, bool | None]:
-    """Every unjudged criterion set to `met`; the judged ones untouched (the page asks first)."""
-    return {cid: (met if value is None else value) for cid, value in decisions.items()}
 
 
 def _ready_inputs(criterion_ids: list[str], decisions: Decisions, notes: Mapping[str, str] | None) -> list[LabelInput]:

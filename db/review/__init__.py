@@ -53,7 +53,7 @@ from db.review.label_check import (
     save_check,
     save_checks,
 )
-from db.review.locked_save import LabelView, SavedSince, save_label, stage_entity
+from db.review.locked_save import LabelView, save_label, stage_entity
 from db.review.rubric_audit import (
     CriterionView,
     RelabelItem,
@@ -90,7 +90,6 @@ __all__ = [
     "CheckView",
     "CriterionView",
     "LabelView",
-    "SavedSince",
     "RelabelItem",
     "RubricQueueItem",
     "RubricView",

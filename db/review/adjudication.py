@@ -166,12 +166,30 @@ class AdjudicationView:
         return sum(cell.unresolved for cell in self.cells)
 
 
+def _open_for_good(session: Session, user: User, response_id: int) -> None:
+    """Record that the checker opens the response's adjudication, committed before anything of it is read.
+
+    The opening is what closes the checker's own group's labels on the response to them, so it must outlive
+    whatever follows in the caller's transaction: a refused adjudication (a made-up lock version, a cell the
+    groups agree on) or a caller that reads the view and then rolls back. A new opening in a write transaction
+    is therefore committed at once, with whatever the caller wrote before it (a read-only SQLite session has
+    it committed in a short transaction of its own by `open_adjudication`).
+    """
+    if independence.opened_by(session, user.id, [response_id]):
+        independence.require_may_adjudicate(session, user, response_id)
+        return
+    independence.open_adjudication(session, user, response_id)
+    if not session.connection().get_execution_options().get("sqlite_read_only"):
+        session.commit()
+
+
 def adjudication_view(session: Session, user: User, response_id: int) -> AdjudicationView:
     """Every cell of a response on which the groups' final labels differ, with the two labels as A and B.
 
-    Opening it is recorded first: from now on the checker's own group's labels on it are closed to them.
+    Opening it is recorded and committed first: from now on the checker's own group's labels on it are closed
+    to them, whatever the caller's transaction does next.
     """
-    independence.open_adjudication(session, user, response_id)
+    _open_for_good(session, user, response_id)
     response, case = _response_and_case(session, response_id)
     # Finals and disagreements from the labels that count on the current rubric only (db.store.current_rubric).
     labels = list(
@@ -255,8 +273,11 @@ def _write_decision(
     rationale: str,
     seen_lock_version: int | None,
 ) -> Label:
-    """`adjudicate` without refreshing the kept figures: its caller refreshes them, once for many decisions."""
-    independence.open_adjudication(session, user, response_id)
+    """`adjudicate` without refreshing the kept figures: its caller refreshes them, once for many decisions.
+
+    The opening is committed before any label is read (`_open_for_good`): a refusal below, which may tell
+    whether the groups agree on the cell, leaves the checker's own labels on the response closed to them."""
+    _open_for_good(session, user, response_id)
     rationale = clean_note(rationale, "rationale", required=True, criterion=criterion_id)
     response, case = _response_and_case(session, response_id)
     frame = pd.DataFrame(

@@ -16,9 +16,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col
 
 from db.access.audit import record
+from db.labeling.refusals import SavedSince
 from db.labeling.view import LabelView
 from db.review.shared import _username, current_rubric_version_id
-from db.rules.errors import NotFound, StaleEdit
+from db.rules.errors import NotFound
 from db.store.models import Case, Label, Response, Stage, User, utcnow
 
 # Saving a label with optimistic locking -----------------------------------------------------
@@ -62,20 +63,6 @@ def _find_label(session: Session, response_id: int, criterion_id: str, stage: st
         )
         .execution_options(populate_existing=True)
     ).scalar_one_or_none()
-
-
-class SavedSince(StaleEdit):
-    """A label was saved since the page opened it; `current` is the newer one, `by_self` when the same user saved it."""
-
-    def __init__(self, current: LabelView, *, what: str, by_self: bool) -> None:
-        who = "you, in another tab," if by_self else "someone else"
-        super().__init__(
-            f"{who} saved this {what} ({current.criterion_id}) since you opened it; nothing was saved",
-            current=current,
-            key="errors.saved_since_by_you" if by_self else "errors.saved_since_by_other",
-            params={"criterion": current.criterion_id},
-        )
-        self.by_self = by_self
 
 
 def _stale(session: Session, label: Label, what: str, actor: User) -> SavedSince:

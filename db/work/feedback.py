@@ -20,8 +20,8 @@ stamps every assignment it creates with the same `created_at`, so that timestamp
   rubric version do not count (`db.store.current_rubric`);
 - feedback freezes the round (docs/REFERENCE.md §1): once a round's feedback has been opened, the
   annotation labels of its responses are final for the groups it assigned them to. The annotator's
-  save and the keeping of a draft are refused (`LabelsFinal`; the rule's SQL is in db/labeling/freeze.py,
-  which db/labeling/annotation.py reads without importing this module's work), so gold never
+  save and the keeping of a draft are refused (`db.access.policies.LabelsFinal`; the rule's SQL is in
+  db/labeling/freeze.py, which db/labeling/annotation.py reads without importing this module's work), so gold never
   flows back into a physician's own labels. Closing the feedback again does not reopen them: gold
   has been seen, and a round counts as opened from its first opening on (a `feedback_round` row
   exists only from then on). A later rubric change does not reopen them either: the labels made on

@@ -617,7 +617,8 @@ def test_judge_items_rows(engine, session, tmp_path):
 
 
 def test_judge_items_round_trip_through_the_judge_importer(engine, session, tmp_path):
-    importers = pytest.importorskip("db.importers")
+    from db import importers
+
     build_world(session)
     exports.export_judge_items(engine, tmp_path / "items.jsonl")
     fabricated = {}

@@ -75,14 +75,14 @@ def test_label_check_decisions_survive_a_reload_and_ctrl_enter_saves_them(browse
         expect(page.locator('.wb-item[data-state="not"]')).to_have_count(1)  # prefilled: c01 not met
         expect(page.locator(".wb-unsaved")).to_be_hidden()
         # c02 and c03 corrected to not met with keys, each with its note (E)
-        page.keyboard.press("j")
+        page.keyboard.press("ArrowDown")
         page.keyboard.press("0")
         page.keyboard.press("0")
-        page.keyboard.press("k")
+        page.keyboard.press("ArrowUp")
         page.keyboard.press("e")
         page.keyboard.type("第三条未提及")
         page.keyboard.press("Enter")
-        page.keyboard.press("k")
+        page.keyboard.press("ArrowUp")
         page.keyboard.press("e")
         page.keyboard.type("第二条未提及")
         page.keyboard.press("Enter")
@@ -110,16 +110,20 @@ def test_label_check_decisions_survive_a_reload_and_ctrl_enter_saves_them(browse
         expect(page.locator(".wb-message")).to_contain_text(text("workbench.draft_restored", when="")[:6])
         screenshot(page, "checker-label-check-1440x900-draft-restored")
         # work resumes: the notice has said its piece; the draft state stays
-        page.keyboard.press("j")
+        page.keyboard.press("ArrowDown")
         expect(page.locator(".wb-message")).to_have_text("")
         expect(page.locator(".wb-unsaved")).to_have_text(_draft_kept_state())
 
         page.keyboard.press("Control+Enter")
         expect(page.locator(".wb-message")).to_have_attribute("data-kind", "success", timeout=WAIT_MS)
+        expect(page.locator(".wb-message")).to_contain_text(
+            text("review.check.saved", n=RUBRIC_SIZE, code=to_check["code"]), timeout=WAIT_MS
+        )
         wait_for_app_run(page)
+        # saved, the next response of the queue opens (or, at the queue's end, the saved one stays, checked)
+        if page.locator(".wb-pane-title").text_content() == text("workbench.response", code=to_check["code"]):
+            _picked(page, "review.check.pick", to_check["code"], f"{RUBRIC_SIZE}/{RUBRIC_SIZE}")
         expect(page.locator(".wb-unsaved")).to_be_hidden(timeout=WAIT_MS)
-        done = f"{RUBRIC_SIZE}/{RUBRIC_SIZE}"
-        _picked(page, "review.check.pick", to_check["code"], done)
         checks = _labels(engine, response_id, Stage.check)
         assert len(checks) == RUBRIC_SIZE
         assert checks["c02"] == (False, "第二条未提及") and checks["c03"] == (False, "第三条未提及")

@@ -175,7 +175,7 @@ def test_a_checker_confirms_and_corrects_labels_with_keys(browser, app_server, a
         expect(page.locator('.wb-item[data-state="not"]')).to_have_count(1)
         screenshot(page, "checker-label-check-1440x900-open")
         # correct c02 (met) to not met without a note: refused, nothing saved
-        page.keyboard.press("j")
+        page.keyboard.press("ArrowDown")
         page.keyboard.press("0")
         page.keyboard.press("Control+Enter")
         expect(page.locator(".wb-message")).to_have_attribute("data-kind", "error", timeout=WAIT_MS)

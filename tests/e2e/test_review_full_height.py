@@ -95,8 +95,8 @@ def test_a_refused_correction_names_its_criterion_and_opens_its_note(browser, ap
         choose_in_picker(page, text("review.check.pick"), to_check["code"])
         expect(page.locator(".wb-item")).to_have_count(RUBRIC_SIZE, timeout=WAIT_MS)
         # correct c03 without a note: refused, naming c03, with the cursor in c03's note field
-        page.keyboard.press("j")
-        page.keyboard.press("j")
+        page.keyboard.press("ArrowDown")
+        page.keyboard.press("ArrowDown")
         page.keyboard.press("0")
         page.keyboard.press("Control+Enter")
         message = page.locator(".wb-message")

@@ -265,8 +265,10 @@ def test_labeling_page_sends_the_workbench_only_what_the_annotator_may_see(studi
         "note_max",
         "shared_note",
         "readonly",
+        "response_keys",
     }
     assert data["readonly"] is False  # final labels only (feedback of the round opened)
+    assert data["response_keys"] is False  # J/K move between criteria here (between responses on the check page)
     # every criterion opens unjudged: no decision is made by default
     assert len(data["items"]) == N and {item["state"] for item in data["items"]} == {None}
     assert [item["key"] for item in data["items"]] == [f"c{i:02d}" for i in range(1, N + 1)]

@@ -17,7 +17,7 @@ from db.store.models import Label, Response, Stage, User
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in
 from tests.support.factories import make_case, make_label, make_response, make_user
-from tests.support.workbench_events import send_save, send_work, workbench_data
+from tests.support.workbench_events import send_go, send_save, send_work, workbench_data
 
 N = 3
 
@@ -147,7 +147,8 @@ def test_label_check_picker_says_checked_after_a_save(studio):
     [picker] = [s for s in app.selectbox if s.key == "review_check_pick"]
     after = t("review.check.queue_item", code=ids["code"], case="CC-0001", checked=N, n=N)
     assert list(picker.options) == [after] and picker.index == 0
-    assert workbench_data(app)["message"]["text"] == t("review.check.saved", n=N, code=ids["code"])
+    saved = t("review.check.saved", n=N, code=ids["code"])
+    assert workbench_data(app)["message"]["text"] == f"{saved} {t('review.check.queue_end')}"
 
 
 def test_adjudication_picker_counts_the_open_decisions_after_a_save(studio):
@@ -191,3 +192,78 @@ def test_label_check_and_adjudication_name_people_as_the_pickers_do(studio):
     [cell] = [item for item in workbench_data(app)["items"] if item["key"] == "c01"]
     decided = {line["label"]: line["value"] for line in cell["lines"]}[t("workbench.adj.decided")]
     assert decided == f"{t('review.met')} · 李主任"
+
+
+# Save and next, J/K ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def queue_of_three(app_database):
+    """Three responses of one group-1 annotator, each with N annotation labels, and a checker of group 1."""
+    with session_scope(app_database) as s:
+        annotator = make_user(s, "ann1", "annotator", 1)
+        make_user(s, "chk1", "checker", 1)
+        codes = []
+        for number in (1, 2, 3):
+            case = make_case(s, f"CC-000{number}", n=N)
+            response = make_response(s, case, "secret-model", f"回答 {number}")
+            for i in range(1, N + 1):
+                make_label(s, response, f"c{i:02d}", i != 2, annotator)
+            codes.append(response.code)
+    return app_database, codes
+
+
+def _on_screen(app) -> str:
+    return workbench_data(app)["text_title"]
+
+
+def _checks(engine) -> dict[str, int]:
+    with session_scope(engine, read_only=True) as s:
+        rows = s.exec(select(Response.code, Label.id).join(Label).where(Label.stage == Stage.check)).all()
+    counted: dict[str, int] = {}
+    for code, _ in rows:
+        counted[code] = counted.get(code, 0) + 1
+    return counted
+
+
+def test_ctrl_enter_confirms_every_criterion_then_opens_the_next_response(queue_of_three):
+    engine, codes = queue_of_three
+    app = open_page(signed_in(engine, "chk1"), "review-labels")
+    assert _on_screen(app) == t("workbench.response", code=codes[0])
+    # the workbench sends the prefilled annotation: every criterion confirmed, none changed
+    app = send_save(app, {"c01": True, "c02": False, "c03": True})
+    assert not app.exception
+    assert _checks(engine) == {codes[0]: N}  # a confirmation is a check label
+    assert workbench_data(app)["message"]["text"] == t("review.check.saved", n=N, code=codes[0])
+    assert _on_screen(app) == t("workbench.response", code=codes[1])
+    # back with K, a save with nothing changed since the last one: "no changes", nothing written, on to the next
+    app = send_go(app, -1)
+    assert _on_screen(app) == t("workbench.response", code=codes[0])
+    app = send_save(app, {"c01": True, "c02": False, "c03": True})
+    assert workbench_data(app)["message"]["kind"] == "info"
+    assert workbench_data(app)["message"]["text"] == t("review.check.unchanged", code=codes[0])
+    assert _checks(engine) == {codes[0]: N}
+    assert _on_screen(app) == t("workbench.response", code=codes[1])
+    # J on to the third; J again at the end says so and stays
+    app = send_go(app, 1)
+    assert _on_screen(app) == t("workbench.response", code=codes[2])
+    app = send_go(app, 1)
+    assert _on_screen(app) == t("workbench.response", code=codes[2])
+    assert workbench_data(app)["message"]["text"] == t("review.check.queue_end")
+    # the last one saved: said, and the page stays on it
+    app = send_save(app, {"c01": True, "c02": True, "c03": True}, {"c02": "回答已写明"})
+    assert not app.exception
+    assert _checks(engine) == {codes[0]: N, codes[2]: N}
+    saved = t("review.check.saved", n=N, code=codes[2])
+    assert workbench_data(app)["message"]["text"] == f"{saved} {t('review.check.queue_end')}"
+    assert _on_screen(app) == t("workbench.response", code=codes[2])
+
+
+def test_the_check_page_key_help_lists_every_key_the_workbench_takes():
+    """Every key the workbench answers to on the check page is in its legend, in both languages."""
+    keys = ("1/Y", "0/N", "↑↓", "J/K", "PgDn", "PgUp", "Shift+", "E ", "C ", "Ctrl+Enter")
+    for lang in ("zh", "en"):
+        legend = translate("workbench.legend_check", lang)
+        missing = [key for key in keys if key not in legend]
+        assert not missing, (lang, missing)
+    assert "空格" in translate("workbench.legend_check", "zh") and "Space" in translate("workbench.legend_check", "en")

@@ -1,7 +1,7 @@
 """What the decision workbench (ui/workbench.py) sends, sent from AppTest as the browser would.
 
 AppTest has no driver for components v2 elements: these helpers add the component's widget states
-(its "work" state, or a "save" trigger) to the next run, so the page's callbacks run as they do when
+(its "work" state, a "save" or a "go" trigger) to the next run, so the page's callbacks run as they do when
 a physician decides or presses Ctrl+Enter. The keys and clicks themselves are driven in tests/e2e/.
 """
 
@@ -55,4 +55,13 @@ def send_save(app: AppTest, decisions: dict[str, bool | None], notes: dict[str, 
     }
     trigger = _make_trigger_id(workbench_element(app).proto.id, "events")
     state = WidgetState(id=trigger, json_trigger_value=json.dumps([{"event": "save", "value": value}]))
+    return _run_with(app, [state])
+
+
+def send_go(app: AppTest, direction: int) -> AppTest:
+    """The workbench's "go" trigger (J: 1, K: -1) on a page whose J/K move between responses."""
+    data = workbench_data(app)
+    trigger = _make_trigger_id(workbench_element(app).proto.id, "events")
+    value = {"token": data["token"], "direction": direction}
+    state = WidgetState(id=trigger, json_trigger_value=json.dumps([{"event": "go", "value": value}]))
     return _run_with(app, [state])

@@ -17,7 +17,6 @@ from db.access.policies import (
     RubricPolicy,
     StatisticsPolicy,
     authorize,
-    permits,
 )
 from db.rules.errors import PermissionDenied
 from db.store.models import Role, User
@@ -56,7 +55,7 @@ ADMIN, CHECKER, ANNOTATOR = person(Role.admin, None), person(Role.checker), pers
 )
 def test_each_rule_admits_its_roles_only(rule, admitted):
     for actor in (ADMIN, CHECKER, ANNOTATOR):
-        assert permits(actor, rule) == (str(actor.role) in admitted), actor.role
+        assert (refusal_key(actor, rule) is None) == (str(actor.role) in admitted), actor.role
 
 
 def test_an_inactive_account_is_refused_by_every_rule():
@@ -82,6 +81,9 @@ def test_separation_of_duties_and_groups():
     assert refusal_key(ANNOTATOR, RubricPolicy.author(assigned=False)) == "errors.rubric_not_assigned"
     assert refusal_key(ANNOTATOR, DisagreementFiguresPolicy.read()) == "errors.other_group_hidden"
     assert refusal_key(person(Role.annotator, 3), FeedbackPolicy.receive(group_no=3)) == "errors.feedback_annotators"
+    # Feedback freezes the round: annotation labels of an opened round change no more.
+    assert refusal_key(ANNOTATOR, LabelPolicy.change_annotation(final=True)) == "errors.labels_final"
+    assert refusal_key(ANNOTATOR, LabelPolicy.change_annotation(final=False)) is None
     # The role comes first: a checker asking to annotate hears about the role, not the group.
     assert refusal_key(CHECKER, LabelPolicy.annotate(group_no=2)) == "errors.role_may_not"
 
@@ -98,5 +100,31 @@ def refusals_decided_outside_policies() -> list[str]:
     return found
 
 
+def refusal_classes_outside_policies() -> list[str]:
+    """Classes in db/ but the policies module that derive from PermissionDenied (directly or through another such
+    class): a refusal of its own class is a refusal decided outside the policies, however it is built."""
+    refusal_names = {"PermissionDenied"}
+    classes: list[tuple[Path, ast.ClassDef]] = []
+    for path in sorted((ROOT / "db").rglob("*.py")):
+        if "migrations" not in path.parts:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            classes += [(path, node) for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    grown = True
+    while grown:  # subclasses of subclasses, wherever they are defined
+        before = len(refusal_names)
+        for _, node in classes:
+            bases = {getattr(base, "id", getattr(base, "attr", None)) for base in node.bases}
+            if bases & refusal_names:
+                refusal_names.add(node.name)
+        grown = len(refusal_names) > before
+    policies_path = ROOT / "db" / "access" / "policies.py"
+    return [
+        f"{path.relative_to(ROOT)}:{node.lineno} {node.name}"
+        for path, node in classes
+        if node.name in refusal_names - {"PermissionDenied"} and path != policies_path
+    ]
+
+
 def test_every_refusal_in_db_is_a_policys():
     assert refusals_decided_outside_policies() == []
+    assert refusal_classes_outside_policies() == []

@@ -9,8 +9,8 @@ import pytest
 from sqlmodel import select
 
 from db import labeling, review
+from db.access.policies import LabelsFinal
 from db.labeling import drafts as label_drafts, freeze as feedback_freeze
-from db.labeling.freeze import LabelsFinal
 from db.store.engine import session_scope
 from db.store.models import Draft, Label, Stage, User
 from db.work import feedback

@@ -10,8 +10,8 @@ from sqlmodel import func, select
 
 from db import counts, labeling
 from db.labeling import drafts as label_drafts
-from db.labeling.annotation import LabelInput, RubricChanged
-from db.labeling.drafts import UnjudgedCriteria
+from db.labeling.annotation import LabelInput
+from db.labeling.refusals import RubricChanged, UnjudgedCriteria
 from db.rules.errors import PermissionDenied, ValidationFailed
 from db.rules.notes import MAX_NOTE_CHARS
 from db.store.models import Assignment, Draft, Label, LabelTiming, RubricStatus
@@ -81,12 +81,6 @@ def test_saving_with_unjudged_criteria_is_refused_and_names_how_many(session, wo
     assert refused.value.count == N - 3
     session.rollback()
     assert label_count(session, first.id) == 0
-
-
-def test_mark_remaining_touches_only_the_unjudged():
-    decisions = {"c01": True, "c02": None, "c03": False, "c04": None}
-    assert label_drafts.mark_remaining(decisions) == {"c01": True, "c02": False, "c03": False, "c04": False}
-    assert decisions["c02"] is None  # a new dict; the page's state changes only on confirmation
 
 
 def test_each_decision_is_kept_and_a_reopened_response_shows_its_draft_as_unsaved(session, world):

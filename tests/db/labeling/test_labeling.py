@@ -276,18 +276,26 @@ def test_queue_after_a_save_marks_only_that_response_done(session, world):
 def test_two_simultaneous_saves_of_one_response_never_overwrite_each_other(engine, world):
     """Two tabs of one annotator save different decisions at once: the first lands, the second is refused.
 
-    The first save stays uncommitted while the second starts, so the second must wait for it and
-    then see its labels; without that it would overwrite them or fail on the unique constraint.
+    The first save stays uncommitted until the second has sent the statement that takes the response's lock
+    (SQLite's BEGIN IMMEDIATE, PostgreSQL's SELECT … FOR UPDATE: an event, not a timed wait), so the second
+    must wait for it and then see its labels; without that it would overwrite them or fail on the unique
+    constraint.
     """
     import threading
-    import time
 
+    from sqlalchemy import event
     from sqlmodel import Session
 
     g1, _, _, first, _ = world
     with Session(engine) as reader:
         view = labeling.response_for_labeling(reader, g1, first.id)
     outcome: list[object] = []
+    locking = threading.Event()  # the second tab sends the statement that waits for the first tab's lock
+
+    def on_statement(conn, cursor, statement, parameters, context, executemany):
+        taking_lock = "BEGIN IMMEDIATE" in statement or "FOR UPDATE" in statement
+        if taking_lock and threading.current_thread().name == "second-tab":
+            locking.set()
 
     def second_tab():
         with Session(engine) as session:
@@ -315,10 +323,14 @@ def test_two_simultaneous_saves_of_one_response_never_overwrite_each_other(engin
             rubric_version_id=view.rubric_version_id,
             expected_versions=view.expected_versions,
         )
-        thread = threading.Thread(target=second_tab)
-        thread.start()
-        time.sleep(1.0)  # let the second save reach the database while the first is uncommitted
-        first_tab.commit()
+        event.listen(engine, "before_cursor_execute", on_statement)
+        try:
+            thread = threading.Thread(target=second_tab, name="second-tab")
+            thread.start()
+            assert locking.wait(timeout=60), "the second tab never asked for the response's lock"
+            first_tab.commit()
+        finally:
+            event.remove(engine, "before_cursor_execute", on_statement)
     thread.join(timeout=60)
     assert len(outcome) == 1 and isinstance(outcome[0], StaleEdit), outcome
     with Session(engine) as session:

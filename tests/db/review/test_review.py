@@ -439,3 +439,37 @@ def test_a_resubmitted_version_shows_what_the_last_return_asked(engine):
     assert view.earlier_criterion_comments == {"c02": "请补充剂量"}
     assert set(view.earlier_criterion_texts) == {"c02"}
     assert all(c.review_comment is None for c in view.criteria)
+
+
+def test_a_check_save_that_confirms_all_30_criteria_writes_30_check_labels(engine):
+    """DESIGN §4.1: a confirmation is a check label even when it equals the annotation; a second save of the
+    same decisions, read back with their lock versions, writes nothing."""
+    with session_scope(engine) as s:
+        annotator = make_user(s, "ann30", "annotator", 1)
+        checker = make_user(s, "chk30", "checker", 1)
+        case = make_case(s, "CC-0030", n=30)
+        response = make_response(s, case, "model-a", "回答")
+        for i in range(1, 31):
+            make_label(s, response, f"c{i:02d}", i % 3 != 0, annotator)
+        response_id, checker_id = response.id, checker.id
+    checker = user(engine, checker_id)
+    with session_scope(engine) as s:
+        rows = review.check_view(s, checker, response_id).rows
+        written = review.save_checks(
+            s,
+            checker,
+            response_id=response_id,
+            decisions=[review.CheckInput(r.criterion_id, r.annotation.met) for r in rows],
+        )
+    assert written == 30
+    with session_scope(engine, read_only=True) as s:
+        checks = s.exec(select(Label).where(Label.response_id == response_id, Label.stage == Stage.check)).all()
+        annotations = {
+            label.criterion_id: label.met
+            for label in s.exec(select(Label).where(Label.response_id == response_id, Label.stage == Stage.annotation))
+        }
+        assert len(checks) == 30 and {c.criterion_id: c.met for c in checks} == annotations
+        rows = review.check_view(s, checker, response_id).rows
+    again = [review.CheckInput(r.criterion_id, r.check.met, None, r.check.lock_version) for r in rows]
+    with session_scope(engine) as s:
+        assert review.save_checks(s, checker, response_id=response_id, decisions=again) == 0
