@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlalchemy.engine import Engine
 
 from db.access.audit_key import readable_audit_key
-from db.counts.write import rebuild_all
+from db.counts.rebuild import rebuild_all
 from db.store.engine import get_engine
 from db.store.migrate import upgrade as apply_revisions
 
