@@ -44,6 +44,7 @@ from sqlmodel import Session, col, select
 
 from db import counts
 from db.access.audit import record
+from db.access.audit_records import round_key
 from db.access.policies import FeedbackPolicy, authorize
 from db.rubrics.authoring import CaseView, case_view
 from db.rules import gold as gold_rule
@@ -222,10 +223,6 @@ def round_states(session: Session, *, actor: User) -> list[RoundState]:
     return states
 
 
-def _round_key(round_at: datetime) -> str:
-    return f"round {round_at.isoformat()}"
-
-
 def _refuse_shared_unfinished(session: Session, round_at: datetime, case_pks: set[int]) -> None:
     """Refuses (`RoundSharesCase`) when another round with a response of one of `case_pks` is unfinished."""
     others = [row for row in _round_rows(session) if row[0] != round_at]
@@ -269,7 +266,7 @@ def set_feedback_open(session: Session, *, actor: User, round_at: datetime, is_o
             actor.username,
             action="open" if is_open else "close",
             entity=AUDIT_ENTITY,
-            entity_key=_round_key(key),
+            entity_key=round_key(key),
             before={"open": was_open},
             after={"open": is_open, "assignments": len(rows)},
         )
