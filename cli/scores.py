@@ -132,7 +132,12 @@ def add_commands(sub, engine_of: Callable) -> None:
     p.add_argument("--model", default=None, help="calibration: the model whose responses are sampled")
     p.add_argument("--judges", default=None, metavar="A,B", help="disagreements: the two judges compared")
     p.add_argument("--n", type=int, default=None, help="responses drawn (default: calibration 60, disagreements 100)")
-    p.add_argument("--seed", type=int, default=1, help="calibration: seed of the draw (default 1)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="calibration: seed of the draw, for replays and tests (default: the server draws one; audited either way)",
+    )
     p.add_argument("--actor", default="cli", help="name recorded in the audit log")
     p.set_defaults(handler=lambda args: cmd_assign(args, engine_of))
 
