@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from sqlmodel import Session, col, select
 
 from db.access.audit import record
-from db.access.policies import CalibrationPolicy, authorize
+from db.access.policies import CalibrationPolicy, authorize, current_user
 from db.rules.errors import NotFound, ValidationFailed
 from db.store.current_rubric import current_version_ids
 from db.store.judges import response_models as store_response_models
@@ -79,6 +79,7 @@ def draw_calibration_sample(
 
     `seed` None: the server draws one at random and the audit entry records it (`seed_source` "server");
     a seed given is recorded as given (`seed_source` "given")."""
+    actor = current_user(session, actor)
     authorize(actor, CalibrationPolicy.manage())
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValidationFailed(f"--n must be a whole number of at least 1, got {n!r}", key="errors.sample_size")

@@ -45,7 +45,7 @@ from sqlmodel import Session, col, select
 from db import counts
 from db.access.audit import record
 from db.access.audit_records import round_key
-from db.access.policies import FeedbackPolicy, authorize
+from db.access.policies import FeedbackPolicy, authorize, current_user
 from db.rubrics.authoring import CaseView, case_view
 from db.rules import gold as gold_rule
 from db.rules.errors import NotFound, ValidationFailed
@@ -193,6 +193,7 @@ def _done_flags(session: Session, rows: list[tuple]) -> list[bool]:
 
 def round_states(session: Session, *, actor: User) -> list[RoundState]:
     """Every labeling round, oldest first, with how far its labeling is and whether feedback is open."""
+    actor = current_user(session, actor)
     authorize(actor, FeedbackPolicy.manage())
     rows = _round_rows(session)
     flags = _done_flags(session, rows)
@@ -241,6 +242,7 @@ def set_feedback_open(session: Session, *, actor: User, round_at: datetime, is_o
 
     Opening an open round or closing a closed one changes nothing and writes no audit entry.
     """
+    actor = current_user(session, actor)
     authorize(actor, FeedbackPolicy.manage())
     rows = _round_rows(session, round_at)
     if not rows:

@@ -16,7 +16,7 @@ from sqlmodel import Session, col, select
 
 from db.access.audit import record
 from db.access.audit_digest import canonical_json, payload_hash
-from db.access.policies import LeaderboardPolicy, authorize
+from db.access.policies import LeaderboardPolicy, authorize, current_user
 from db.rules.errors import NotFound, ValidationFailed
 from db.store.models import AuditLog, LeaderboardSnapshot, User, utcnow
 
@@ -48,6 +48,7 @@ def require_new_name(session: Session, name: str) -> str:
 
 def freeze_snapshot(session: Session, *, actor: User, name: str, payload: dict[str, Any]) -> LeaderboardSnapshot:
     """Store `payload` as snapshot `name` (the caller commits); refused when the name is taken."""
+    actor = current_user(session, actor)
     authorize(actor, LeaderboardPolicy.manage())
     name = require_new_name(session, name)
     # Stored as its canonical JSON reads back, so the hash logged is the hash of what every read finds.
@@ -112,6 +113,7 @@ def _verified(session: Session, snapshot: LeaderboardSnapshot) -> LeaderboardSna
 
 def list_snapshots(session: Session, *, actor: User) -> tuple[list[LeaderboardSnapshot], list[ValidationFailed]]:
     """Every snapshot that matches its audit entry, oldest first, and a refusal for each that does not."""
+    actor = current_user(session, actor)
     authorize(actor, LeaderboardPolicy.manage())
     logged = audited_snapshots(session)
     good, problems = [], []
@@ -126,6 +128,7 @@ def list_snapshots(session: Session, *, actor: User) -> tuple[list[LeaderboardSn
 
 def get_snapshot(session: Session, name: str, *, actor: User) -> LeaderboardSnapshot:
     """Snapshot `name`, refused unless its payload is the one the audit log recorded."""
+    actor = current_user(session, actor)
     authorize(actor, LeaderboardPolicy.manage())
     found = session.exec(select(LeaderboardSnapshot).where(LeaderboardSnapshot.name == name)).first()
     if found is None:
@@ -135,6 +138,7 @@ def get_snapshot(session: Session, name: str, *, actor: User) -> LeaderboardSnap
 
 def newest_snapshot(session: Session, *, actor: User) -> LeaderboardSnapshot:
     """The newest snapshot, refused unless its payload is the one the audit log recorded."""
+    actor = current_user(session, actor)
     authorize(actor, LeaderboardPolicy.manage())
     found = session.exec(select(LeaderboardSnapshot).order_by(col(LeaderboardSnapshot.id).desc()).limit(1)).first()
     if found is None:
