@@ -310,8 +310,8 @@ def _calibration_tab(admin: User) -> None:
     t = shell.translator()
     st.caption(t("admin.assign.calibration.intro"))
     with shell.db_session(read_only=True) as session:
-        models = calibration.response_models(session)
-        sampled = calibration.sampled_models(session)
+        models = calibration.response_models(session, actor=admin)
+        sampled = calibration.sampled_models(session, actor=admin)
     if sampled:
         st.dataframe(
             [
@@ -345,7 +345,7 @@ def _disagreement_tab(admin: User) -> None:
     st.caption(t("admin.assign.disagreements.intro"))
     with shell.db_session(read_only=True) as session:
         judges = status.judge_names(session)
-        drawn = disagreements.drawn_counts(session)
+        drawn = disagreements.drawn_counts(session, actor=admin)
     if drawn:
         st.dataframe(
             [

@@ -47,8 +47,9 @@ class CalibrationDraw:
         ]
 
 
-def sampled_models(session: Session) -> dict[str, int]:
-    """model → size of its calibration sample, for every model that has one."""
+def sampled_models(session: Session, *, actor: User) -> dict[str, int]:
+    """model → size of its calibration sample, for every model that has one (admins: it names models)."""
+    authorize(current_user(session, actor), CalibrationPolicy.manage())
     rows = session.exec(select(CalibrationSample.model, CalibrationSample.response_id)).all()
     sizes: dict[str, int] = {}
     for model, _ in rows:
@@ -56,8 +57,9 @@ def sampled_models(session: Session) -> dict[str, int]:
     return dict(sorted(sizes.items()))
 
 
-def response_models(session: Session) -> list[str]:
-    """Every model with responses, by name (what a sample can be drawn of)."""
+def response_models(session: Session, *, actor: User) -> list[str]:
+    """Every model with responses, by name (what a sample can be drawn of; admins only)."""
+    authorize(current_user(session, actor), CalibrationPolicy.manage())
     return store_response_models(session)
 
 

@@ -183,8 +183,9 @@ def draw_disagreements(
     return Disagreements(judges=(judge_a, judge_b), drawn=drawn, assignments=summary)
 
 
-def drawn_counts(session: Session) -> dict[tuple[str, str], int]:
-    """(judge A, judge B) → responses drawn where they disagree, for every pair drawn so far."""
+def drawn_counts(session: Session, *, actor: User) -> dict[tuple[str, str], int]:
+    """(judge A, judge B) → responses drawn where they disagree, for every pair drawn so far (admins only)."""
+    authorize(current_user(session, actor), CalibrationPolicy.manage())
     rows = session.exec(
         select(DisagreementDraw.judge_a, DisagreementDraw.judge_b, func.count())
         .group_by(DisagreementDraw.judge_a, DisagreementDraw.judge_b)

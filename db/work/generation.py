@@ -18,7 +18,7 @@ from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlmodel import Session, SQLModel, col
 
-from db.access.policies import JudgeRunPolicy, authorize
+from db.access.policies import JudgeRunPolicy, authorize, current_user
 from db.importers.responses import write_responses
 from db.store.models import JudgeRun, User, utcnow
 from db.work.judge_runs import run_summary
@@ -138,8 +138,9 @@ class ModelGeneration:
     runs: list[dict[str, Any]] = field(default_factory=list)
 
 
-def generated_models(session: Session) -> list[str]:
-    """The models generate runs have stored answers as, by name (a model may have no response yet)."""
+def generated_models(session: Session, *, actor: User) -> list[str]:
+    """The models generate runs have stored answers as, by name (a model may have no response yet; admins only)."""
+    authorize(current_user(session, actor), JudgeRunPolicy.manage())
     names = session.scalars(select(col(JudgeRun.judge)).where(col(JudgeRun.kind) == "generate").distinct())
     return sorted(str(name) for name in names)
 

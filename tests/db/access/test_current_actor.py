@@ -76,3 +76,21 @@ def test_an_object_naming_another_account_by_id_is_refused(people):
 def test_the_command_line_admin_is_taken_as_it_is(people):
     assert list_snapshots(people, actor=command_line_admin("cli")) == ([], [])
     assert list_assignments(people, actor=command_line_admin("cli"), kind=AssignmentKind.label) == []
+
+
+def test_readers_that_name_models_take_an_actor_and_are_for_admins(people):
+    from db.work.calibration import response_models, sampled_models
+    from db.work.disagreements import drawn_counts
+    from db.work.generation import generated_models
+
+    admin, annotator = _detached(people, "boss"), _detached(people, "ann1")
+    readers = (
+        lambda actor: response_models(people, actor=actor),
+        lambda actor: sampled_models(people, actor=actor),
+        lambda actor: drawn_counts(people, actor=actor),
+        lambda actor: generated_models(people, actor=actor),
+    )
+    assert [reader(admin) for reader in readers] == [["model-a"], {}, {}, []]
+    for reader in readers:
+        with pytest.raises(PermissionDenied):
+            reader(annotator)
