@@ -310,8 +310,8 @@ def _calibration_tab(admin: User) -> None:
     t = shell.translator()
     st.caption(t("admin.assign.calibration.intro"))
     with shell.db_session(read_only=True) as session:
-        models = calibration.response_models(session)
-        sampled = calibration.sampled_models(session)
+        models = calibration.response_models(session, actor=admin)
+        sampled = calibration.sampled_models(session, actor=admin)
     if sampled:
         st.dataframe(
             [
@@ -328,22 +328,15 @@ def _calibration_tab(admin: User) -> None:
             index=None,
             placeholder=t("admin.assign.calibration.choose_model"),
         )
-        left, right = st.columns(2)
-        size = left.number_input(
+        # No seed here: the server draws one and the audit log records it (a chosen seed could be shopped).
+        size = st.number_input(
             t("admin.assign.calibration.size"), min_value=1, step=1, value=calibration.DEFAULT_SAMPLE_SIZE
-        )
-        seed = right.number_input(
-            t("admin.assign.calibration.seed"), min_value=0, step=1, value=calibration.DEFAULT_SEED
         )
         if st.form_submit_button(t("admin.assign.calibration.submit"), type="primary"):
             if model is None:
                 st.warning(t("admin.assign.calibration.need_model"))
             else:
-                _run(
-                    lambda s: calibration.draw_calibration_sample(
-                        s, actor=admin, model=model, n=int(size), seed=int(seed)
-                    )
-                )
+                _run(lambda s: calibration.draw_calibration_sample(s, actor=admin, model=model, n=int(size)))
 
 
 def _disagreement_tab(admin: User) -> None:
@@ -352,7 +345,7 @@ def _disagreement_tab(admin: User) -> None:
     st.caption(t("admin.assign.disagreements.intro"))
     with shell.db_session(read_only=True) as session:
         judges = status.judge_names(session)
-        drawn = disagreements.drawn_counts(session)
+        drawn = disagreements.drawn_counts(session, actor=admin)
     if drawn:
         st.dataframe(
             [

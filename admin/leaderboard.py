@@ -144,7 +144,10 @@ def render() -> None:
     st.caption(t("leaderboard.intro"))
     _freeze(t, user)
     with shell.db_session(read_only=True) as session:
-        snapshots = [leaderboard.snapshot_dict(row) for row in store.list_snapshots(session)]
+        stored, problems = store.list_snapshots(session, actor=user)
+        snapshots = [leaderboard.snapshot_dict(row) for row in stored]
+    for problem in problems:
+        widgets.show_error(problem)
     if not snapshots:
         st.info(t("leaderboard.none"))
         return

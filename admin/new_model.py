@@ -222,7 +222,9 @@ def render() -> None:
     st.title(t("new_model.title"))
     st.caption(t("new_model.intro"))
     with shell.db_session(read_only=True) as session:
-        models = sorted(set(response_models(session)) | set(generation.generated_models(session)))
+        models = sorted(
+            set(response_models(session, actor=user)) | set(generation.generated_models(session, actor=user))
+        )
     if not models:
         st.info(t("new_model.no_models"))
         _link_runs(t)

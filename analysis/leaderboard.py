@@ -15,20 +15,19 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-import os
 from pathlib import Path
 
 import pandas as pd
 from sqlalchemy.engine import Engine
 
 from analysis.exports.common import ExportSummary, sha256_file
+from analysis.exports.manifest import MANIFEST_NAME, write_manifest
+from analysis.exports.paths import output_dir, output_file, write_text
 from analysis.loader import audit_head, data_version, load_frames
 from analysis.metrics import DEFAULT_K
 from analysis.report import build_report, report_json
-from db.rules.errors import ValidationFailed
+from db.access.audit_digest import payload_hash
 from db.store.models import LeaderboardSnapshot
-
-PRIVATE = 0o600
 
 
 def rubric_versions_sha256(criteria: pd.DataFrame, cases: pd.DataFrame) -> str:
@@ -172,25 +171,27 @@ def leaderboard_html(snapshot: dict) -> str:
     )
 
 
-def _write_private(path: Path, text: str) -> None:
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE)
-    with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as handle:
-        handle.write(text)
-    os.chmod(path, PRIVATE)
+LEADERBOARD_FILES = ("leaderboard.json", "index.html")
 
 
-def export_leaderboard(newest: dict, directory: Path) -> ExportSummary:
-    """`export leaderboard DIR`: a snapshot (the newest) as leaderboard.json and index.html."""
-    directory = Path(directory)
-    if directory.exists() and not directory.is_dir():
-        raise ValidationFailed(f"{directory}: exists and is not a directory")
-    directory.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(newest, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
-    _write_private(directory / "leaderboard.json", text)
-    _write_private(directory / "index.html", leaderboard_html(newest))
+def export_leaderboard(newest: dict, directory: Path, *, head: dict) -> ExportSummary:
+    """`export leaderboard DIR`: a snapshot (the newest, verified against its audit entry by the caller) as
+    leaderboard.json and index.html, and manifest.json with their sha256 and the audit head `head`.
+
+    Written under every export's rules (analysis/exports/paths.py): no symbolic link at DIR or at a
+    file's name in it, no missing parent folders, files 0600; every name is checked before one is written.
+    """
+    directory = output_dir(directory)
+    targets = [output_file(directory / name) for name in (*LEADERBOARD_FILES, MANIFEST_NAME)]
+    texts = [json.dumps(newest, ensure_ascii=False, indent=2, allow_nan=False) + "\n", leaderboard_html(newest)]
+    for path, text in zip(targets, texts):
+        write_text(path, text)
+    files = {path.name: sha256_file(path) for path in targets[: len(texts)]}
+    extra = {"snapshot": newest["name"], "payload_sha256": payload_hash(newest["payload"])}
+    write_manifest(directory, export="leaderboard", head=head, files=files, **extra)
     return ExportSummary(
         "leaderboard",
         directory,
         counts={"snapshot": newest["name"], "models": len(newest["payload"]["models"])},
-        files={name: sha256_file(directory / name) for name in ("leaderboard.json", "index.html")},
+        files=files,
     )

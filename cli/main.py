@@ -290,7 +290,12 @@ def cmd_audit(args) -> int:
         f"{replayed.labels} labels, {replayed.rubric_versions} rubric versions, {replayed.assignments} assignments, "
         f"{replayed.counts.get('users', 0)} users, {replayed.counts.get('sessions', 0)} sessions, "
         f"{replayed.counts.get('texts', 0)} case and response texts, "
-        f"{replayed.counts.get('judge_decisions', 0)} judge decisions; head sealed"
+        f"{replayed.counts.get('judge_decisions', 0)} judge decisions, "
+        f"{replayed.counts.get('feedback_rounds', 0)} feedback rounds, "
+        f"{replayed.counts.get('adjudication_openings', 0)} adjudication openings, "
+        f"{replayed.counts.get('calibration_samples', 0)} calibration sample rows, "
+        f"{replayed.counts.get('disagreement_draws', 0)} disagreement draws, "
+        f"{replayed.counts.get('leaderboard_snapshots', 0)} leaderboard snapshots; head sealed"
         + (f"; anchor of {args.anchor} present" if anchor else "")
     )
     return 0

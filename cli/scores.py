@@ -9,6 +9,7 @@ The command line acts as an admin named by `--actor` (default `cli`), as the oth
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -63,17 +64,26 @@ def cmd_leaderboard(args, engine_of: Callable) -> int:
             store.freeze_snapshot(session, actor=command_line_admin(args.actor), name=name, payload=payload)
         print(f"froze leaderboard {name} ({len(payload['models'])} models)")
         return 0
+    actor = command_line_admin(args.actor)
+    problems: list = []
     with session_scope(engine, read_only=True) as session:
         if args.action == "list":
-            rows = [leaderboard.listing(row) for row in store.list_snapshots(session)]
+            snapshots, problems = store.list_snapshots(session, actor=actor)
+            rows = [leaderboard.listing(row) for row in snapshots]
         elif args.action == "show":
-            shown = leaderboard.snapshot_dict(store.get_snapshot(session, _one(args.names, "show NAME")))
+            found = store.get_snapshot(session, _one(args.names, "show NAME"), actor=actor)
+            shown = leaderboard.snapshot_dict(found)
         else:
             if len(args.names) != 2:
                 raise ValidationFailed("leaderboard diff: give two snapshot names, A B")
-            before, after = (leaderboard.snapshot_dict(store.get_snapshot(session, name)) for name in args.names)
+            before, after = (
+                leaderboard.snapshot_dict(store.get_snapshot(session, name, actor=actor)) for name in args.names
+            )
     if args.action == "list":
         _print_listing(rows, args.json)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        return 1 if problems else 0
     elif args.action == "show":
         print(json.dumps(shown, ensure_ascii=False, indent=2) if args.json else leaderboard.show_text(shown))
     else:
@@ -95,12 +105,14 @@ def _print_listing(rows: list[dict], as_json: bool) -> None:
 def export_newest(engine, directory):
     """`export leaderboard DIR`: the newest snapshot as JSON and a static HTML page."""
     from analysis import leaderboard
+    from analysis.exports.manifest import export_head
     from db.store.engine import session_scope
     from db.work import leaderboard as store
 
+    head = export_head(engine)
     with session_scope(engine, read_only=True) as session:
-        newest = leaderboard.snapshot_dict(store.newest_snapshot(session))
-    return leaderboard.export_leaderboard(newest, directory)
+        newest = leaderboard.snapshot_dict(store.newest_snapshot(session, actor=command_line_admin("cli")))
+    return leaderboard.export_leaderboard(newest, directory, head=head)
 
 
 def _one(names: list[str], usage: str) -> str:
@@ -120,7 +132,12 @@ def add_commands(sub, engine_of: Callable) -> None:
     p.add_argument("--model", default=None, help="calibration: the model whose responses are sampled")
     p.add_argument("--judges", default=None, metavar="A,B", help="disagreements: the two judges compared")
     p.add_argument("--n", type=int, default=None, help="responses drawn (default: calibration 60, disagreements 100)")
-    p.add_argument("--seed", type=int, default=1, help="calibration: seed of the draw (default 1)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="calibration: seed of the draw, for replays and tests (default: the server draws one; audited either way)",
+    )
     p.add_argument("--actor", default="cli", help="name recorded in the audit log")
     p.set_defaults(handler=lambda args: cmd_assign(args, engine_of))
 

@@ -6,6 +6,13 @@ reached before it ever answered, when it refuses the run as a whole (401, 403, 4
 `LEAVE_OUT_AFTER` requests in a row failed after the SDK's retries (connection refused, 5xx,
 timeouts); the items it was serving go to the others. One failing request between answers is the
 item's own trouble: counted as an error, sent again by the next run.
+
+An answer is read only when it is a chat completion: JSON (by its content type and its text, read as
+untrusted JSON: no number literal beyond 4,300 digits, no NaN), at most `MAX_ANSWER_BYTES`, with a
+list of choices. Anything else (an HTML page from a proxy, plain text, a huge body) is a failed
+request named in one line, counted like a 5xx. What an endpoint said when it refused is kept to its
+status and the first `ERROR_BODY_CHARS` characters of its body: a run's message is for admins, and an
+admin pointing a run at another loopback service reads no more of it than that.
 """
 
 from __future__ import annotations
@@ -15,8 +22,10 @@ from typing import Any
 from urllib.parse import urlparse
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from db.rules.errors import ClinConsensusError, Said, ValidationFailed
+from db.rules.limits import loads
 from db.work.judge_runs import RunCounts
 from judge.api_keys import api_key
 
@@ -25,6 +34,10 @@ DEFAULT_SEED = 20260101
 FATAL_STATUSES = (401, 403, 404)
 #: Requests failing in a row (each after the SDK's retries) that leave an endpoint out.
 LEAVE_OUT_AFTER = 3
+#: The largest answer read from an endpoint (a chat completion of a long answer is a few hundred kB).
+MAX_ANSWER_BYTES = 8 << 20
+#: Characters of an endpoint's error body kept in a run's message (with its status).
+ERROR_BODY_CHARS = 200
 
 
 class RunFailed(ClinConsensusError):
@@ -219,13 +232,25 @@ class Endpoint:
             except (openai.APIConnectionError, openai.APITimeoutError) as error:
                 return None, spent + self._failed(error)
             self._count(1 + raw.retries_taken, raw.retries_taken)
+            spent += 1 + raw.retries_taken
+            completion, problem = readable_completion(raw)
+            if completion is None:
+                self._unreadable(problem)
+                return None, spent
             self.reached, self.failing = True, 0
-            return raw.parse(), spent + 1 + raw.retries_taken
+            return completion, spent
 
     def _count(self, requests: int, retries: int) -> None:
         self.counts.requests += requests
         self.counts.retries += retries
         self.share.requests += requests
+
+    def _unreadable(self, problem: str) -> None:
+        """An answer that is not a chat completion: this item failed here, like a 5xx after its retries."""
+        self.share.errors += 1
+        self.failing += 1
+        self.last_error = problem
+        self._leave_out_when_failing(self.options.max_retries)
 
     def _failed(self, error: Exception) -> int:
         retries = self.options.max_retries
@@ -245,6 +270,10 @@ class Endpoint:
                         reason=self.last_error,
                     )
                 )
+        self._leave_out_when_failing(retries)
+        return 1 + retries
+
+    def _leave_out_when_failing(self, retries: int) -> None:
         if self.failing >= LEAVE_OUT_AFTER:
             self.leave_out(
                 Said(
@@ -258,12 +287,38 @@ class Endpoint:
             )
         if self.left_out is not None:
             raise EndpointLost(self.url)
-        return 1 + retries
 
     async def close(self) -> None:
         await self.client.close()
 
 
+def readable_completion(raw: Any) -> tuple[ChatCompletion | None, str]:
+    """(the chat completion, "") of an endpoint's answer, or (None, why it is not one) in one line."""
+    response = raw.http_response
+    content_type = (response.headers.get("content-type") or "").split(";")[0].strip().lower()
+    if not (content_type == "application/json" or content_type.endswith("+json")):
+        shown = content_type[:60] or "no content type"
+        return None, f"the endpoint answered {shown}, not JSON (HTTP {response.status_code})"
+    body = response.content
+    if len(body) > MAX_ANSWER_BYTES:
+        return None, f"the endpoint's answer has {len(body):,} bytes, more than {MAX_ANSWER_BYTES:,}"
+    try:
+        document = loads(body)
+    except ValueError as error:  # malformed JSON, or InputRejected: too long a number, NaN, too deep
+        return None, "the endpoint's answer is not readable JSON: " + " ".join(str(error).split())[:ERROR_BODY_CHARS]
+    if not isinstance(document, dict) or not isinstance(document.get("choices"), list):
+        return None, "the endpoint's answer is not a chat completion (no list of choices)"
+    completion = raw.parse()
+    if not isinstance(completion, ChatCompletion):
+        return None, "the endpoint's answer is not a chat completion"
+    return completion, ""
+
+
 def reason_of(error: Exception) -> str:
+    """One line of what went wrong; an endpoint's refusal as its status and the start of its body."""
+    if isinstance(error, openai.APIStatusError):
+        body = " ".join(error.response.text.split())
+        shown = body[:ERROR_BODY_CHARS] + ("…" if len(body) > ERROR_BODY_CHARS else "")
+        return f"HTTP {error.status_code}: {shown}" if shown else f"HTTP {error.status_code}"
     text = getattr(error, "message", None) or str(error) or type(error).__name__
-    return " ".join(str(text).split())[:300]
+    return " ".join(str(text).split())[:ERROR_BODY_CHARS]

@@ -17,8 +17,10 @@ with `expected_answer(prompt)`; markers in the prompt choose its fault:
     [length]    the answer is cut: half of it, finish_reason "length"
     [empty]     the answer is empty (finish_reason "stop")
 
-`broken = True` answers every request 500; `stop()` also closes the connections in use, as a server
-that dies mid-run does (the client sees its requests fail and new connections refused).
+`raw_answer = (status, content type, body)` answers every chat completion with those bytes (an HTML
+page from a proxy, plain text, a huge or malformed body); `broken = True` answers every request 500;
+`stop()` also closes the connections in use, as a server that dies mid-run does (the client sees its
+requests fail and new connections refused).
 Every request is counted; the most requests in flight at once is kept (`max_in_flight`).
 Run as a script (`python -m tools.llm_server --latency 0.03`) it prints its base URL and serves
 until killed — what the benchmark and the README's trial run use.
@@ -85,6 +87,7 @@ class LLMServer:
         self.authorizations: set[str] = set()
         self.keep_bodies = True
         self.broken = False
+        self.raw_answer: tuple[int, str, bytes] | None = None
         self._url = ""
         self.connections: set[socket.socket] = set()
         self.httpd: ThreadingHTTPServer | None = None
@@ -133,13 +136,22 @@ class LLMServer:
                         server.statuses[401] += 1
                     self._send(401, {"error": {"message": "invalid api key", "type": "invalid_request_error"}})
                     return
+                if server.raw_answer is not None:
+                    status, content_type, data = server.raw_answer
+                    with server.lock:
+                        server.requests += 1
+                        server.statuses[status] += 1
+                    self._send(status, data, content_type=content_type)
+                    return
                 status, payload, headers = server.handle(body, self.path)
                 self._send(status, payload, headers)
 
-            def _send(self, status: int, payload, headers: dict | None = None) -> None:
+            def _send(
+                self, status: int, payload, headers: dict | None = None, content_type: str = "application/json"
+            ) -> None:
                 data = payload if isinstance(payload, bytes) else json.dumps(payload, ensure_ascii=False).encode()
                 self.send_response(status)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type", content_type)
                 self.send_header("content-length", str(len(data)))
                 for key, value in (headers or {}).items():
                     self.send_header(key, value)

@@ -2,8 +2,10 @@
 
 A spreadsheet reads a cell that starts with `=`, `+`, `-` or `@` (or a tab or carriage return
 before one) as a formula, so a model name like `=HYPERLINK(...)` would run when the file is opened.
-Such text cells (and column headers) are written with a leading apostrophe, which spreadsheets
-show as text; numeric columns are written as numbers, untouched.
+Spreadsheets also skip leading spaces (ASCII, NBSP, the ideographic U+3000) before such a start, and
+some read the fullwidth forms ＝＋－＠ as their ASCII twins (an input method types them). Such text
+cells (and column headers) are written with a leading apostrophe, which spreadsheets show as text;
+numeric columns are written as numbers, untouched.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ import pandas as pd
 from analysis.exports.paths import open_for_writing
 
 #: First characters that make a spreadsheet read a cell as a formula (OWASP "CSV injection").
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+#: Spaces a spreadsheet skips before it looks at the first character: ASCII, no-break and ideographic.
+LEADING_SPACES = " \u00a0\u3000"
 
 
 def neutral_text(value: object) -> object:
     """`value` with an apostrophe in front when it is text a spreadsheet would read as a formula."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+    if isinstance(value, str) and value.lstrip(LEADING_SPACES).startswith(FORMULA_STARTS):
         return "'" + value
     return value
 

@@ -36,6 +36,7 @@ from db.store.models import AuditLog, table_of, utcnow
 #: Every entity and action name the log holds (readers name each in their language; a test checks the writers).
 AUDIT_ENTITIES = (
     "adjudication",
+    "adjudication_opening",
     "assignment",
     "calibration_sample",
     "case",

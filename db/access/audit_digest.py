@@ -59,3 +59,13 @@ def joined_decisions_digest(joined: str) -> str:
     """The same from `criterion_id:0|1` items joined by DECISION_SEPARATOR in any order (as the database aggregates)."""
     items = sorted(joined.split(DECISION_SEPARATOR)) if joined else []
     return hashlib.sha256(DECISION_SEPARATOR.join(items).encode("utf-8")).hexdigest()[:DIGEST_HEX]
+
+
+def canonical_json(payload: Any) -> str:
+    """A document's canonical JSON: sorted keys, no spaces, no NaN (a leaderboard snapshot's payload)."""
+    return json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def payload_hash(payload: Any) -> str:
+    """sha256 of a document's canonical JSON, whole (the hash a snapshot's freeze logs)."""
+    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()

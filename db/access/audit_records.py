@@ -18,10 +18,18 @@ from sqlalchemy.engine import Connection
 from db.access.audit_digest import case_digest, decisions_digest, response_digest
 from db.store.models import Case, JudgeDecision, LoginSession, Response, table_of
 
+#: A checker opened the adjudication of responses: after {"user", "responses": [[case_id, code], ...]}.
+OPENING_ENTITY = "adjudication_opening"
+
 _CASE = table_of(Case)
 _RESPONSE = table_of(Response)
 _DECISION = table_of(JudgeDecision)
 _BATCH = 500
+
+
+def round_key(round_at: datetime) -> str:
+    """The audit key of a labeling round's feedback switch (its time as the database returns it)."""
+    return f"round {round_at.isoformat()}"
 
 
 def stored_time(at: datetime) -> str:

@@ -4,10 +4,12 @@ The keyed chain (db.access.audit) proves the log was not rewritten by someone wi
 head (db.access.audit_seal) that no entry was cut from its end; an export's anchor that the database was not
 restored from before that export; and the replay that the tables agree with the log. Every entry is
 read once, in order, in bounded memory, and fed to the replayers: labels (db.access.audit_replay_labels),
-rubric versions and criteria, assignments (here), accounts, sign-in sessions, case and response texts
-and judge decisions (db.access.audit_replay_state). The result must equal the current rows exactly, so a row
-edited, inserted or deleted directly, a deleted tail, a log emptied or rebuilt each shows up as a
-named difference: entity, key, what the log says and what the database has.
+rubric versions and criteria, assignments (here), accounts (with the names pages show), sign-in sessions,
+case and response texts and judge decisions (db.access.audit_replay_state), and the round's bookkeeping the
+rules read: feedback rounds, adjudication openings, calibration samples, disagreement draws and leaderboard
+snapshots (db.access.audit_replay_work). Labels are compared with their rubric version too. The result must
+equal the current rows exactly, so a row edited, inserted or deleted directly, a deleted tail, a log emptied
+or rebuilt each shows up as a named difference: entity, key, what the log says and what the database has.
 
 Rubric entries: `rubric`, key `CASE vN` (authoring, audit) or `CASE` with after.version (imports):
 status and criteria; `rubrics`, after {"rows": [{case, version, status, criteria}]} (bulk inserts).
@@ -24,8 +26,15 @@ from sqlalchemy import select
 from sqlmodel import Session, col
 
 from db.access.audit import AuditHead, ChainCheck, audit_key, check_anchor, log_entries
-from db.access.audit_replay_labels import LABEL_ENTITIES, LabelReplay
+from db.access.audit_replay_labels import LABEL_ENTITIES, LabelReplay, RubricVersions
 from db.access.audit_replay_state import JudgeReplay, SessionReplay, TextReplay, UserReplay
+from db.access.audit_replay_work import (
+    CalibrationReplay,
+    DisagreementReplay,
+    FeedbackReplay,
+    OpeningReplay,
+    SnapshotReplay,
+)
 from db.access.audit_seal import seal_problem
 from db.store.models import NO_GROUP, Assignment, Case, Criterion, Response, RubricVersion, User
 
@@ -40,7 +49,7 @@ class ReplayReport:
     labels: int = 0
     rubric_versions: int = 0
     assignments: int = 0
-    #: rows compared of users, sessions, texts (cases and responses) and judge_decisions
+    #: rows compared of users, sessions, texts (cases and responses), judge_decisions and the bookkeeping
     counts: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -84,8 +93,10 @@ def _criteria_tuple(criteria: list[dict]) -> tuple:
 class RubricReplay:
     entities = ("rubric", "rubrics")
 
-    def __init__(self) -> None:
+    def __init__(self, versions: RubricVersions) -> None:
         self.state: dict[tuple[str, int], dict[str, Any]] = {}
+        #: each case's current version as the log has it so far (read by the label replay)
+        self.versions = versions
 
     def feed(self, entity: str, action: str, key: str, after: dict | None) -> None:
         after = after or {}
@@ -95,6 +106,7 @@ class RubricReplay:
                     "status": row["status"],
                     "criteria": _criteria_tuple(row["criteria"]),
                 }
+                self.versions.set_status(row["case"], int(row["version"]), row["status"])
             return
         if " v" in key:
             case_id, version = key.rsplit(" v", 1)
@@ -104,6 +116,7 @@ class RubricReplay:
         current = self.state.setdefault(rubric_key, {"status": None, "criteria": None})
         if "status" in after:
             current["status"] = after["status"]
+            self.versions.set_status(rubric_key[0], rubric_key[1], after["status"])
         if "criteria" in after:
             current["criteria"] = _criteria_tuple(after["criteria"])
 
@@ -172,15 +185,35 @@ def _stored_assignments(session: Session) -> dict[str, str | None]:
 # The replay ---------------------------------------------------------------------------------
 
 
+#: The replayers compared by `compare(session, differ)`, with what they count in `ReplayReport.counts`.
+_STATE_REPLAYS = (
+    "users",
+    "sessions",
+    "texts",
+    "judge_decisions",
+    "feedback_rounds",
+    "adjudication_openings",
+    "calibration_samples",
+    "disagreement_draws",
+    "leaderboard_snapshots",
+)
+
+
 def _replayers(session: Session) -> dict[str, Any]:
+    versions = RubricVersions()
     return {
-        "labels": LabelReplay(session),
-        "rubrics": RubricReplay(),
+        "labels": LabelReplay(session, versions),
+        "rubrics": RubricReplay(versions),
         "assignments": AssignmentReplay(),
         "users": UserReplay(),
         "sessions": SessionReplay(),
         "texts": TextReplay(),
         "judge_decisions": JudgeReplay(),
+        "feedback_rounds": FeedbackReplay(),
+        "adjudication_openings": OpeningReplay(),
+        "calibration_samples": CalibrationReplay(),
+        "disagreement_draws": DisagreementReplay(),
+        "leaderboard_snapshots": SnapshotReplay(),
     }
 
 
@@ -197,6 +230,9 @@ def _feed(replayers: dict[str, Any]) -> Callable[[Any], None]:
             return
         if replayer is labels:
             labels.feed(row.entity, row.entity_key, row.actor, row.after)
+        elif isinstance(replayer, SnapshotReplay):
+            if row.action == "create":
+                replayer.feed_entry(row.entity_key, row.actor, row.after)
         else:
             replayer.feed(row.entity, row.action, row.entity_key, row.after)
 
@@ -207,7 +243,7 @@ def _compare(session: Session, replayers: dict[str, Any], report: ReplayReport) 
     report.labels = replayers["labels"].compare(report.add)
     report.rubric_versions = _compare_rubrics(session, replayers["rubrics"].state, report)
     report.assignments = _compare_assignments(session, replayers["assignments"].state, report)
-    for name in ("users", "sessions", "texts", "judge_decisions"):
+    for name in _STATE_REPLAYS:
         report.counts[name] = replayers[name].compare(session, report.add)
 
 

@@ -11,6 +11,12 @@ Entries understood (their writers):
 - `label`, key `CASE/CODE/annotation/gN`, after {"labels": {criterion: {met, note}}} (the annotator's
   save of a response; the user is the entry's actor);
 - `labels`, after {"rows": [[case, model, criterion, stage, group, met, user, note], ...]} (bulk inserts).
+
+The rubric version a label is stamped with is not in these entries: every writer stamps the version
+current when it writes (a save against another is refused, an import stamps the current one, none
+when the case has no approved version), so the replay reads it from the log's own order: the case's
+newest approved version at the label's last entry, as the rubric entries fed before it say
+(`RubricVersions`). A label whose stamp was changed or cleared by hand differs from that.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlmodel import Session, col
 
-from db.store.models import NO_GROUP, Case, Response, User
+from db.store.models import NO_GROUP, Case, Response, RubricVersion, User
 
 LABEL_ENTITIES = ("label", "check", "adjudication", "labels")
 STAGES = ("annotation", "check", "adjudication")
@@ -32,7 +38,7 @@ _STREAM_ROWS = 20_000
 # Packed in SQL as `_Rows` packs them, read through the driver's cursor: few Python objects per row.
 _PACKED_LABELS_SQL = (
     "SELECT response_id * 16 + (CASE stage WHEN 'annotation' THEN 0 WHEN 'check' THEN 1 ELSE 2 END) * 4 + group_no, "
-    "criterion_id, user_id * 2 + CAST(met AS INTEGER), note FROM label"
+    "criterion_id, user_id * 2 + CAST(met AS INTEGER), note, COALESCE(rubric_version_id, 0) FROM label"
 )
 
 
@@ -65,19 +71,39 @@ class _Interned:
         return found
 
 
+class RubricVersions:
+    """Each case's current rubric version as the log has it so far (its newest approved version number),
+    kept by the rubric replay as it is fed, and read by the label replay for each label entry."""
+
+    def __init__(self) -> None:
+        self.statuses: dict[str, dict[int, str]] = {}
+        self.current: dict[str, int] = {}
+
+    def set_status(self, case_id: str, version: int, status: str) -> None:
+        statuses = self.statuses.setdefault(case_id, {})
+        statuses[version] = status
+        approved = [number for number, said in statuses.items() if said == "approved"]
+        if approved:
+            self.current[case_id] = max(approved)
+        else:
+            self.current.pop(case_id, None)
+
+
 class _Rows:
-    """Label rows as three integer columns: place (response, stage, group), criterion, value (note, user, met).
+    """Label rows as four integer columns: place (response, stage, group), criterion, value (note, user, met),
+    and the rubric version's id (0: none).
 
     place = response·16 + stage·4 + group; value = note·2³³ + user·2 + met (the SQL below packs the same).
     """
 
     def __init__(self) -> None:
-        self.columns = [array("q") for _ in range(3)]
+        self.columns = [array("q") for _ in range(4)]
 
-    def add(self, response: int, criterion: int, stage: int, group: int, value: int) -> None:
+    def add(self, response: int, criterion: int, stage: int, group: int, value: int, version: int) -> None:
         self.columns[0].append((response << 4) | (stage << 2) | group)
         self.columns[1].append(criterion)
         self.columns[2].append(value)
+        self.columns[3].append(version)
 
     def arrays(self) -> list[np.ndarray]:
         return [
@@ -86,8 +112,19 @@ class _Rows:
 
 
 class LabelReplay:
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, versions: RubricVersions) -> None:
         self.session = session
+        self.versions = versions
+        #: (case_id, version number) -> rubric_version.id; versions the table lacks get negative ids
+        self.version_ids: dict[tuple[str, int], int] = {}
+        self.version_names: dict[int, str] = {0: "none"}
+        for version_id, case_id, number in session.execute(
+            select(col(RubricVersion.id), col(Case.case_id), col(RubricVersion.version)).join(
+                Case, col(Case.id) == col(RubricVersion.case_pk)
+            )
+        ):
+            self.version_ids[(case_id, number)] = version_id
+            self.version_names[version_id] = f"{case_id} v{number}"
         self.criteria, self.notes = _Interned(), _Interned()
         self.response_names: dict[int, tuple[str, str]] = {}
         self.response_of: dict[tuple[str, str], int] = {}
@@ -121,6 +158,17 @@ class LabelReplay:
             self.user_names[found] = username or "?"
         return found
 
+    def _version(self, case_id: str) -> int:
+        """The id of the case's current rubric version at this point of the log (0: none)."""
+        number = self.versions.current.get(case_id)
+        if number is None:
+            return 0
+        found = self.version_ids.get((case_id, number))
+        if found is None:
+            found = self.version_ids[(case_id, number)] = -len(self.version_names)
+            self.version_names[found] = f"{case_id} v{number}"
+        return found
+
     def _value(self, met: object, username: str | None, note: str | None) -> int:
         return (self.notes(note or None) << 33) | (self._user(username) << 1) | int(bool(met))
 
@@ -134,6 +182,7 @@ class LabelReplay:
             response_id = self.response_of_code.get((case_id, code))
             if response_id is None:
                 response_id = self._response(case_id, f"?{code}")
+            version = self._version(case_id)
             for cid, value in after["labels"].items():
                 add(
                     response_id,
@@ -141,6 +190,7 @@ class LabelReplay:
                     _STAGE[stage],
                     int(group.lstrip("g")),
                     self._value(value["met"], actor, value.get("note")),
+                    version,
                 )
         else:
             head, cid, stage, group = entity_key.rsplit("/", 3)
@@ -153,13 +203,18 @@ class LabelReplay:
                 _STAGE[stage],
                 group_no,
                 self._value(after["met"], user, after.get("note")),
+                self._version(case_id),
             )
 
     def _feed_bulk(self, rows: list) -> None:
         # The hot loop of a full-scale replay (one pass per logged label): names looked up locally.
         responses, criteria, notes, users = self.response_of, self.criteria.index, self.notes.index, self.user_of
-        p_add, c_add, v_add = (column.append for column in self.logged.columns)
+        p_add, c_add, v_add, r_add = (column.append for column in self.logged.columns)
+        current_of: dict[str, int] = {}
         for case_id, model, cid, stage, group, met, user, note in rows:
+            version = current_of.get(case_id)
+            if version is None:
+                version = current_of[case_id] = self._version(case_id)
             response = responses.get((case_id, model))
             if response is None:
                 response = self._response(case_id, model)
@@ -175,13 +230,14 @@ class LabelReplay:
             p_add((response << 4) | (_STAGE[stage] << 2) | group)
             c_add(criterion)
             v_add((note_id << 33) | (user_id << 1) | (1 if met else 0))
+            r_add(version)
 
     def _stored_rows(self) -> _Rows:
         rows = _Rows()
         criteria, notes = self.criteria, self.notes
-        p_add, c_add, v_add = (column.append for column in rows.columns)
+        p_add, c_add, v_add, r_add = (column.append for column in rows.columns)
         for block in driver_blocks(self.session, _PACKED_LABELS_SQL, _STREAM_ROWS):
-            for place, cid, value, note in block:
+            for place, cid, value, note, version in block:
                 criterion = criteria.index.get(cid)
                 if criterion is None:
                     criterion = criteria(cid)
@@ -191,32 +247,36 @@ class LabelReplay:
                 p_add(place)
                 c_add(criterion)
                 v_add(value)
+                r_add(version)
         return rows
 
     def compare(self, add_difference: Callable[[str], None]) -> int:
         """Names every label whose logged state differs from the table; returns the labels stored."""
-        stored_keys, stored_values = self._keyed(self._stored_rows())
-        logged_keys, logged_values = self._keyed(self.logged, keep_last=True)
+        stored_keys, stored_values, stored_versions = self._keyed(self._stored_rows())
+        logged_keys, logged_values, logged_versions = self._keyed(self.logged, keep_last=True)
         self.logged = _Rows()
         both, in_log, in_db = np.intersect1d(logged_keys, stored_keys, assume_unique=True, return_indices=True)
-        differing = both[logged_values[in_log] != stored_values[in_db]]
+        differing = both[
+            (logged_values[in_log] != stored_values[in_db]) | (logged_versions[in_log] != stored_versions[in_db])
+        ]
+        self._logged_versions, self._stored_versions = logged_versions, stored_versions
         only_log = np.setdiff1d(logged_keys, stored_keys, assume_unique=True)
         only_db = np.setdiff1d(stored_keys, logged_keys, assume_unique=True)
         for key in np.sort(np.concatenate([differing, only_log, only_db])).tolist():
             add_difference(self._describe(key, logged_keys, logged_values, stored_keys, stored_values))
         return len(stored_keys)
 
-    def _keyed(self, rows: _Rows, *, keep_last: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        place, criterion, value = rows.arrays()
+    def _keyed(self, rows: _Rows, *, keep_last: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        place, criterion, value, version = rows.arrays()
         self._offset = (self._synthetic + 1) << 4  # synthetic responses have negative ids
         self._criteria = len(self.criteria.names)
         keys = (place + self._offset) * self._criteria + criterion
         order = np.argsort(keys, kind="stable")
-        keys, value = keys[order], value[order]
+        keys, value, version = keys[order], value[order], version[order]
         if keep_last and len(keys):
             last = np.append(keys[1:] != keys[:-1], True)
-            keys, value = keys[last], value[last]
-        return keys, value
+            keys, value, version = keys[last], value[last], version[last]
+        return keys, value, version
 
     def _describe(self, key: int, logged_keys, logged_values, stored_keys, stored_values) -> str:
         criterion, place = key % self._criteria, key // self._criteria - self._offset
@@ -224,7 +284,17 @@ class LabelReplay:
         case_id, model = self.response_names.get(response, ("?", f"#{response}"))
         where = f"label {case_id}/{model}/{self.criteria.names[criterion]}/{STAGES[stage]}/{group or '-'}"
         logged, stored = _lookup(key, logged_keys, logged_values), _lookup(key, stored_keys, stored_values)
+        if logged is not None and logged == stored:
+            logged_version = _lookup(key, logged_keys, self._logged_versions)
+            stored_version = _lookup(key, stored_keys, self._stored_versions)
+            return (
+                f"{where}: rubric version: audit log says {self._version_said(logged_version)}, "
+                f"database has {self._version_said(stored_version)}"
+            )
         return f"{where}: audit log says {self._said(logged)}, database has {self._said(stored)}"
+
+    def _version_said(self, version_id: int | None) -> str:
+        return self.version_names.get(version_id or 0, f"#{version_id}")
 
     def _said(self, value: int | None) -> str:
         if value is None:

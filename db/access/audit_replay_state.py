@@ -30,10 +30,11 @@ def _said(value: Any) -> str:
 
 
 class UserReplay:
-    """Role, group, active flag, password (as a digest of its hash) and linked identity of every account."""
+    """Role, group, active flag, password (as a digest of its hash), linked identity and the name pages show
+    of every account."""
 
     entities = ("user",)
-    fields = ("role", "group", "active", "password", "identity")
+    fields = ("role", "group", "active", "password", "identity", "display_name")
 
     def __init__(self) -> None:
         self.state: dict[str, dict[str, Any]] = {}
@@ -53,8 +54,9 @@ class UserReplay:
                 "active": bool(active),
                 "password": password_digest(hashed),
                 "identity": identity,
+                "display_name": display_name,
             }
-            for name, role, group, active, hashed, identity in session.execute(
+            for name, role, group, active, hashed, identity, display_name in session.execute(
                 select(
                     col(User.username),
                     col(User.role),
@@ -62,6 +64,7 @@ class UserReplay:
                     col(User.is_active),
                     col(User.password_hash),
                     col(User.oidc_identity),
+                    col(User.display_name),
                 )
             )
         }

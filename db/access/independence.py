@@ -7,7 +7,8 @@ other group's labels. A checker sees the other group's labels only in adjudicati
 - nobody adjudicates a response they annotated;
 - once a checker has opened a response's adjudication, their own group's labels on it are closed
   to them (they could otherwise copy the other group's answer into their group's check).
-Opening is recorded in `adjudication_opening` by `open_adjudication`, before any label is shown.
+Opening is recorded in `adjudication_opening` by `open_adjudication`, before any label is shown, and
+in the audit log (`audit verify` replays the table from it: a deleted opening would reopen the labels).
 
 No figure leaks a label either: whether a response has a disagreement, and how many, reaches a checker
 only for responses closed to them. A checker takes responses their group has finished checking into
@@ -27,6 +28,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel, col
 
 from db import counts
+from db.access.audit import record
+from db.access.audit_records import OPENING_ENTITY
 from db.access.policies import LabelPolicy, authorize
 from db.store.current_rubric import (
     BATCH,
@@ -174,8 +177,31 @@ def _insert_opening(session: Session, user_id: int | None, response_id: int) -> 
             session.execute(
                 insert(AdjudicationOpening).values(user_id=user_id, response_id=response_id, opened_at=utcnow())
             )
+            _record_openings(session, user_id, [response_id])
     except IntegrityError:
         pass  # opened at the same moment in another tab: recorded either way
+
+
+def _record_openings(session: Session, user_id: int | None, response_ids: list[int]) -> None:
+    """One audit entry naming the responses whose adjudication the checker opened (`audit verify` replays it)."""
+    username = session.execute(select(col(User.username)).where(col(User.id) == user_id)).scalar_one()
+    named = {
+        response_id: [case_id, code]
+        for start in range(0, len(response_ids), BATCH)
+        for response_id, case_id, code in session.execute(
+            select(col(Response.id), col(Case.case_id), col(Response.code))
+            .join(Case, col(Case.id) == col(Response.case_pk))
+            .where(col(Response.id).in_(response_ids[start : start + BATCH]))
+        )
+    }
+    record(
+        session,
+        username,
+        action="open",
+        entity=OPENING_ENTITY,
+        entity_key=username,
+        after={"user": username, "responses": [named[response_id] for response_id in response_ids]},
+    )
 
 
 def _complete_group_labels(session: Session, group_no: int) -> list[tuple[str, str, int]]:
@@ -282,6 +308,7 @@ def take_into_adjudication(session: Session, user: User, *, limit: int | None = 
         with session.begin_nested():
             for start in range(0, len(rows), BATCH):
                 session.execute(insert(AdjudicationOpening), rows[start : start + BATCH])
+            _record_openings(session, user.id, chosen)
     except IntegrityError:  # another tab took some of them at the same moment: record the rest one by one
         for response_id in chosen:
             _insert_opening(session, user.id, response_id)

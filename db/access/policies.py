@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sqlalchemy import select
+from sqlmodel import Session, col
+
 from db.rules.errors import PermissionDenied, Said
 from db.store.models import Role, User
 
@@ -21,6 +24,20 @@ Rule = Callable[[User], PermissionDenied | None]
 
 #: The two expert groups; annotators and checkers belong to one of them.
 EXPERT_GROUPS = (1, 2)
+
+
+def current_user(session: Session, actor: User) -> User:
+    """The acting user as the database says now, not as the caller's object remembers it (a page's `User`
+    may be stale or edited): re-read by id, an account gone reads as inactive. The command line's admin is
+    not stored (no id): it stands for whoever holds the database, and is taken as it is."""
+    if actor.id is None:
+        return actor
+    fresh = session.execute(
+        select(User).where(col(User.id) == actor.id).execution_options(populate_existing=True)
+    ).scalar_one_or_none()
+    if fresh is None or fresh.username != actor.username:
+        return User(username=actor.username, role=actor.role, is_active=False)
+    return fresh
 
 
 def authorize(actor: User, rule: Rule) -> None:

@@ -88,6 +88,7 @@ def _user_snapshot(user: User) -> dict:
         "active": user.is_active,
         "password": password_digest(user.password_hash),
         "identity": user.oidc_identity,
+        "display_name": user.display_name,
     }
 
 

@@ -21,7 +21,7 @@ from db.importers.common import (
 from db.importers.reading import _extra
 from db.importers.writing import _batches, _BulkInserter, _dump_json, _Run
 from db.rules.errors import Said
-from db.rules.records import CaseRecord, check
+from db.rules.records import CaseRecord, LookAlikes, check
 from db.rules.taxonomy import get_taxonomy
 from db.store.models import RubricStatus
 
@@ -72,12 +72,17 @@ def _import_cases(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
     taxonomy = get_taxonomy()
     first_line: dict[str, int] = {}
     chunk: list[tuple[int, dict]] = []
+    known = LookAlikes(run.connection.execute(select(_CASE_TABLE.c.case_id)).scalars())
     for line, record in records:
         case, errors = _check_case(record, taxonomy, run.summary)
+        if case is not None and (other := known.clash(case["case_id"])) is not None:
+            errors.append(known.said("case_id", case["case_id"], other))
+            case = None
         for error in errors:
             run.problems.at(line, error)
         if case is None:
             continue
+        known.add(case["case_id"])
         if case["case_id"] in first_line:
             run.problems.at(
                 line,

@@ -224,8 +224,16 @@ def _import_judge_rows(run: _Run, records: Iterator[tuple[int, dict]], fmt: str,
 
 
 def _plain(value: Any, max_length: int) -> TypeGuard[str]:
-    """A non-blank string of at most `max_length` printable characters (no control or invisible ones)."""
-    return type(value) is str and 0 < len(value) <= max_length and not value.isspace() and value.isprintable()
+    """A non-blank ASCII string of at most `max_length` printable characters, no space at either end (anything
+    else is checked by the record model, which knows look-alike spaces and fillers)."""
+    return (
+        type(value) is str
+        and 0 < len(value) <= max_length
+        and value.isascii()
+        and value.isprintable()
+        and value[0] != " "
+        and value[-1] != " "
+    )
 
 
 _OFFICIAL_NAME = re.compile(r"^(?P<model>.+)_judge\.json$")

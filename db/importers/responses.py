@@ -16,7 +16,7 @@ from db.importers.reading import _Problems
 from db.importers.writing import _Run, db_time, new_response_code
 from db.rules.errors import Said, ValidationFailed
 from db.rules.progress_report import no_progress
-from db.rules.records import ResponseRecord, check
+from db.rules.records import LookAlikes, ResponseRecord, check
 from db.store.models import utcnow
 
 # Responses -----------------------------------------------------------------------------------
@@ -29,10 +29,13 @@ def _case_pks(connection: Connection) -> dict[str, int]:
 def _import_responses(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
     case_pk = _case_pks(run.connection)
     codes = set(run.connection.execute(select(_RESPONSE_TABLE.c.code)).scalars())
+    models = LookAlikes(run.connection.execute(select(_RESPONSE_TABLE.c.model).distinct()).scalars())
     first_line: dict[tuple[str, str], int] = {}
     chunk: list[tuple[int, int, str, str]] = []
     for line, record in records:
         checked, errors = check(ResponseRecord, record)
+        if checked is not None and (other := models.clash(checked.model)) is not None:
+            errors.append(models.said("model", checked.model, other))
         if checked is not None and checked.case_id not in case_pk:
             errors.append(
                 Said(
@@ -60,6 +63,7 @@ def _import_responses(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
             )
             continue
         first_line[key] = line
+        models.add(model)
         run.summary.records += 1
         run.problems.scan(line, "response", text)
         chunk.append((line, case_pk[case_id], model, text))

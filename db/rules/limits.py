@@ -57,7 +57,24 @@ def _reject_constant(name: str) -> Any:
     raise InputRejected(f"{name} is not valid JSON (numbers must be finite)", key="import.not_finite", value=name)
 
 
+#: The longest number literal read (Python's own limit for converting digits to an integer).
+MAX_NUMBER_DIGITS = 4300
+
+
+def _refuse_long_number(text: str) -> None:
+    if len(text) > MAX_NUMBER_DIGITS:
+        raise InputRejected(
+            f"a number longer than {MAX_NUMBER_DIGITS:,} digits", key="import.number_too_long", limit=MAX_NUMBER_DIGITS
+        )
+
+
+def _bounded_int(text: str) -> int:
+    _refuse_long_number(text.lstrip("-"))
+    return int(text)
+
+
 def _finite_float(text: str) -> float:
+    _refuse_long_number(text.lstrip("-"))
     value = float(text)
     if not math.isfinite(value):
         raise InputRejected(f"{text} is out of range (numbers must be finite)", key="import.not_finite", value=text)
@@ -75,10 +92,13 @@ def _refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return value
 
 
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_bounded_int)
 #: The same decoder, slower, seeing every key of every object: a repeated key is refused, never "last wins".
 _PAIRS_DECODER = json.JSONDecoder(
-    parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_refuse_repeated_keys
+    parse_constant=_reject_constant,
+    parse_float=_finite_float,
+    parse_int=_bounded_int,
+    object_pairs_hook=_refuse_repeated_keys,
 )
 #: A NUL or a UTF-16 surrogate can only come from an escape (`\u0000`, `\ud800`); text without one is skipped.
 _SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
@@ -114,10 +134,19 @@ def refuse_invisible_text(value: Any) -> None:
             stack.extend((child, f"{where}[{index}]") for index, child in enumerate(item))
 
 
+def _printable(where: str) -> str:
+    """A key path as a message may print it: control characters and surrogates as `\\uXXXX` escapes."""
+    return "".join(
+        f"\\u{ord(char):04x}" if ord(char) < 32 or ord(char) == 127 or 0xD800 <= ord(char) <= 0xDFFF else char
+        for char in where
+    )
+
+
 def _refuse_in_string(text: str, where: str) -> None:
     found = _NUL_OR_SURROGATE.search(text)
     if found is None:
         return
+    where = _printable(where)
     if found.group() == "\x00":
         raise InputRejected(f"{where} contains a NUL character (\\u0000)", where, key="import.nul_char")
     code = f"U+{ord(found.group()):04X}"
@@ -148,7 +177,7 @@ def loads(text: str | bytes) -> Any:
     Raises InputRejected (or json.JSONDecodeError for malformed text); never RecursionError.
     """
     try:
-        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_bounded_int)
         if isinstance(text, bytes):
             text = text.decode("utf-8", "surrogatepass")
         _check_decoded(text, 0, len(text), value)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 from functools import cache
 from typing import Annotated, Any, Literal, get_args, get_origin
 
@@ -104,7 +105,42 @@ LIMIT = limits.TEXT_LIMITS
 #: Characters no id or name may hold: controls (Cc), invisible format characters (Cf: zero-width,
 #: bidi overrides), surrogates, line and paragraph separators. `CC-0001\u200b` is not `CC-0001`.
 INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+#: Letters and symbols that show as nothing (Hangul fillers, the blank Braille pattern, the combining
+#: grapheme joiner): `CC-0001\u3164` looks like `CC-0001`. Other fullwidth characters stay allowed.
+INVISIBLE_FILLERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u034f\u17b4\u17b5")
 _NUL_OR_SURROGATE = re.compile("[\x00\ud800-\udfff]")
+
+
+def folded_name(value: str) -> str:
+    """An id or a name as compared for look-alikes: NFKC-normalised and case-folded (`ＣＣ-0001` is `cc-0001`)."""
+    return unicodedata.normalize("NFKC", value).casefold()
+
+
+class LookAlikes:
+    """The ids or names of one kind already known, by folded form: a new one whose folded form is that of a
+    different known one is a look-alike (`ＣＣ-0001` or `cc-0001` beside `CC-0001`)."""
+
+    def __init__(self, known: Iterable[str] = ()) -> None:
+        self.by_fold: dict[str, str] = {}
+        for name in known:
+            self.by_fold.setdefault(folded_name(name), name)
+
+    def clash(self, name: str) -> str | None:
+        """The known name `name` would be taken for (None: it is new, or that very name)."""
+        found = self.by_fold.get(folded_name(name))
+        return found if found is not None and found != name else None
+
+    def add(self, name: str) -> None:
+        self.by_fold.setdefault(folded_name(name), name)
+
+    def said(self, field: str, name: str, other: str) -> Said:
+        return Said(
+            f"{field} {name!r} looks like the existing {other!r} (the same after NFKC and case folding)",
+            "import.field.lookalike",
+            field=field,
+            name=name,
+            other=other,
+        )
 
 
 def _visible_name(value: str) -> str:
@@ -130,14 +166,38 @@ def _storable_text(value: str) -> str:
     return value
 
 
+def _plain_name(value: str) -> str:
+    """An id or a name: visible, no space at either end, no space but the ASCII one, no invisible filler."""
+    _visible_name(value)
+    if value.isascii():
+        if value[:1] == " " or value[-1:] == " ":
+            raise PydanticCustomError("edge_space", "starts or ends with a space", {})
+        return value
+    if value != value.strip():
+        raise PydanticCustomError("edge_space", "starts or ends with a space", {})
+    for character in value:
+        if character in INVISIBLE_FILLERS:
+            raise PydanticCustomError(
+                "invisible_filler", "contains an invisible filler ({code})", {"code": f"U+{ord(character):04X}"}
+            )
+        if character != " " and unicodedata.category(character) == "Zs":
+            raise PydanticCustomError(
+                "unicode_space",
+                "contains a space other than the ASCII one ({code})",
+                {"code": f"U+{ord(character):04X}"},
+            )
+    return value
+
+
 _NAME = AfterValidator(_visible_name)
+_ID = AfterValidator(_plain_name)
 _TEXT = AfterValidator(_storable_text)
 
-CaseId = Annotated[StrictStr, Field(max_length=LIMIT["case_id"], pattern=NOT_BLANK), _NAME]
-CriterionId = Annotated[StrictStr, Field(max_length=LIMIT["criterion_id"], pattern=NOT_BLANK), _NAME]
-Username = Annotated[StrictStr, Field(max_length=LIMIT["username"], pattern=NOT_BLANK), _NAME]
-ModelName = Annotated[StrictStr, Field(max_length=LIMIT["model"], pattern=NOT_BLANK), _NAME]
-JudgeName = Annotated[StrictStr, Field(max_length=LIMIT["judge"], pattern=NOT_BLANK), _NAME]
+CaseId = Annotated[StrictStr, Field(max_length=LIMIT["case_id"], pattern=NOT_BLANK), _ID]
+CriterionId = Annotated[StrictStr, Field(max_length=LIMIT["criterion_id"], pattern=NOT_BLANK), _ID]
+Username = Annotated[StrictStr, Field(max_length=LIMIT["username"], pattern=NOT_BLANK), _ID]
+ModelName = Annotated[StrictStr, Field(max_length=LIMIT["model"], pattern=NOT_BLANK), _ID]
+JudgeName = Annotated[StrictStr, Field(max_length=LIMIT["judge"], pattern=NOT_BLANK), _ID]
 CriterionText = Annotated[StrictStr, Field(max_length=LIMIT["criterion"], pattern=NOT_BLANK), _TEXT]
 ClinicalContext = Annotated[StrictStr, Field(max_length=LIMIT["clinical_context"], pattern=NOT_BLANK), _TEXT]
 UserRequest = Annotated[StrictStr, Field(max_length=LIMIT["user_request"], pattern=NOT_BLANK), _TEXT]
@@ -459,7 +519,16 @@ def describe(error: ValidationError, model: type[BaseModel] | None = None, prefi
             }
         elif kind == "extra_forbidden":
             text = "is not a field of this record"
-        elif kind in ("rubric_size", "adjudication_group", "forbidden_key", "invisible_char", "unstorable_char"):
+        elif kind in (
+            "rubric_size",
+            "adjudication_group",
+            "forbidden_key",
+            "invisible_char",
+            "unstorable_char",
+            "edge_space",
+            "invisible_filler",
+            "unicode_space",
+        ):
             text, params = problem["msg"], {name: str(value) for name, value in context.items()}
         elif kind == "one_of":
             text, params = problem["msg"], {"choices": context.get("options"), "found": context.get("found")}
@@ -480,12 +549,13 @@ def check(model: type[BaseModel], record: dict[str, Any], prefix: str = "") -> t
 
 def check_name(field: str, value: str, limit_key: str) -> None:
     """The rule of an id or a name given outside any file (a command-line option): not blank, within
-    its length, no invisible or control character. Raises `limits.InputRejected` naming `field`."""
+    its length, no invisible or control character, no space at either end or other than the ASCII one, no
+    invisible filler. Raises `limits.InputRejected` naming `field`."""
     limits.check_length(field, value, limit_key=limit_key)
     if not value.strip():
         raise InputRejected(f"{field} is blank", field, key="import.field.string_pattern_mismatch")
     try:
-        _visible_name(_storable_text(value))
+        _plain_name(_storable_text(value))
     except PydanticCustomError as error:
         code = (error.context or {}).get("code", "")
         raise InputRejected(f"{field} {error.message()}", field, key=f"import.field.{error.type}", code=code) from None

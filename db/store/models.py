@@ -331,6 +331,9 @@ class GenerationResult(SQLModel, table=True):
     case_pk: int = Field(foreign_key="case.id", index=True)
     response_id: int | None = Field(default=None, foreign_key="response.id")
     text: str = Field(default="", sa_column=Column(Text, nullable=False))
+    # Characters of the answer as the endpoint sent it; an answer that is not a response keeps only the first
+    # KEPT_ANSWER_CHARS of them in `text` (db/work/generation.py).
+    text_length: int | None = Field(default=None, description="characters of the answer as sent")
     finish_reason: str | None = Field(default=None, max_length=32)
     status: str = Field(max_length=16)
     prompt_tokens: int = Field(default=0)

@@ -24,7 +24,7 @@ from sqlmodel import Session, col, select
 
 from db import counts
 from db.access.audit import AuditWriter, record
-from db.access.policies import AssignmentPolicy, authorize
+from db.access.policies import AssignmentPolicy, authorize, current_user
 from db.rules.errors import NotFound, ValidationFailed
 from db.store.current_rubric import counts_on_current_rubric, current_version_ids
 from db.store.distinct import distinct_values
@@ -180,6 +180,7 @@ def assign_rubric_authoring(
     Cases are `case_ids` (release ids) or every case of `specialty` (its subject or one of its
     subject labels); exactly one of the two must be given.
     """
+    actor = current_user(session, actor)
     authorize(actor, AssignmentPolicy.manage())
     if (case_ids is None) == (specialty is None):
         raise ValidationFailed("cases: give either case ids or a specialty", key="errors.cases_how")
@@ -254,6 +255,7 @@ def assign_labeling(
     Responses are `response_ids`, or (None) every response of a case with an approved rubric.
     A named response whose case has no approved rubric is refused, and nothing is assigned.
     """
+    actor = current_user(session, actor)
     authorize(actor, AssignmentPolicy.manage())
     people = _people(_active_annotators(session, annotators))
     responses = _responses_to_label(session, response_ids, _cases_with_approved_rubric(session))
@@ -377,6 +379,7 @@ class _LabelingHandout:
 
 def reassign(session: Session, *, actor: User, assignment_id: int, to_username: str) -> Assignment:
     """Hand one assignment to another annotator (same expert group for labeling; never the author)."""
+    actor = current_user(session, actor)
     authorize(actor, AssignmentPolicy.manage())
     assignment = session.get(Assignment, assignment_id)
     if assignment is None:
@@ -433,6 +436,7 @@ def list_assignments(
     session: Session, *, actor: User, kind: AssignmentKind, username: str | None = None, limit: int = 500
 ) -> list[dict]:
     """Assignments for the admin's table (with model names: admins are not blinded)."""
+    actor = current_user(session, actor)
     authorize(actor, AssignmentPolicy.manage())
     statement = (
         sa_select(
@@ -518,6 +522,7 @@ def my_queue(session: Session, user: User, kind: AssignmentKind | str, *, recoun
     label items (from `db.labeling.annotation.labeling_queue`): case_pk, case_id, response_id, code, status, labeled,
     criteria, done. `recount`: the label items' states counted from the labels, not the kept ones.
     """
+    user = current_user(session, user)
     authorize(user, AssignmentPolicy.read_own())
     kind = AssignmentKind(kind)
     if kind == AssignmentKind.rubric:

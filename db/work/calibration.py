@@ -1,22 +1,26 @@
 """Calibration samples: the physician-labeled responses behind a judge-scored model's calibrated score.
 
 `draw_calibration_sample` draws a uniform random sample (seeded, without replacement) of a model's
-responses on cases with an approved rubric, gives each one annotator of each expert group like any
-labeling work (`db.work.assignments.assign_labeling`) and records it as the model's calibration sample —
-once per model: the calibrated score is unbiased only for a sample drawn before anyone knew its
-labels, so a second draw (which could be chosen for a better score) is refused. One audit entry
-names the model, the seed and the responses drawn; the assignments are audit entries of their own.
+responses on cases with an approved rubric. The seed is the server's own, drawn from the operating
+system's randomness when none is given, so an admin cannot preview seeds and keep the best sample; a
+seed given (`--seed N`, for replays and tests) is recorded as given. The draw gives each response one
+annotator of each expert group like any labeling work (`db.work.assignments.assign_labeling`) and
+records it as the model's calibration sample — once per model: the calibrated score is unbiased only
+for a sample drawn before anyone knew its labels, so a second draw (which could be chosen for a better
+score) is refused. One audit entry names the model, the seed (and whether the server drew it) and the
+responses drawn; the assignments are audit entries of their own.
 """
 
 from __future__ import annotations
 
 import random
+import secrets
 from dataclasses import dataclass, field
 
 from sqlmodel import Session, col, select
 
 from db.access.audit import record
-from db.access.policies import CalibrationPolicy, authorize
+from db.access.policies import CalibrationPolicy, authorize, current_user
 from db.rules.errors import NotFound, ValidationFailed
 from db.store.current_rubric import current_version_ids
 from db.store.judges import response_models as store_response_models
@@ -24,7 +28,8 @@ from db.store.models import CalibrationSample, Case, Response, User, utcnow
 from db.work.assignments import AssignmentSummary, active_annotators, assign_labeling
 
 DEFAULT_SAMPLE_SIZE = 60
-DEFAULT_SEED = 1
+#: A server-drawn seed is below this (it fits the seed column on both databases).
+SEED_LIMIT = 2**31
 
 
 @dataclass
@@ -42,8 +47,9 @@ class CalibrationDraw:
         ]
 
 
-def sampled_models(session: Session) -> dict[str, int]:
-    """model → size of its calibration sample, for every model that has one."""
+def sampled_models(session: Session, *, actor: User) -> dict[str, int]:
+    """model → size of its calibration sample, for every model that has one (admins: it names models)."""
+    authorize(current_user(session, actor), CalibrationPolicy.manage())
     rows = session.exec(select(CalibrationSample.model, CalibrationSample.response_id)).all()
     sizes: dict[str, int] = {}
     for model, _ in rows:
@@ -51,8 +57,9 @@ def sampled_models(session: Session) -> dict[str, int]:
     return dict(sorted(sizes.items()))
 
 
-def response_models(session: Session) -> list[str]:
-    """Every model with responses, by name (what a sample can be drawn of)."""
+def response_models(session: Session, *, actor: User) -> list[str]:
+    """Every model with responses, by name (what a sample can be drawn of; admins only)."""
+    authorize(current_user(session, actor), CalibrationPolicy.manage())
     return store_response_models(session)
 
 
@@ -68,12 +75,23 @@ def _eligible_responses(session: Session, model: str) -> list[tuple[int, int]]:
 
 
 def draw_calibration_sample(
-    session: Session, *, actor: User, model: str, n: int = DEFAULT_SAMPLE_SIZE, seed: int = DEFAULT_SEED
+    session: Session, *, actor: User, model: str, n: int = DEFAULT_SAMPLE_SIZE, seed: int | None = None
 ) -> CalibrationDraw:
-    """Draw, assign and record `model`'s calibration sample of `n` responses (the caller commits)."""
+    """Draw, assign and record `model`'s calibration sample of `n` responses (the caller commits).
+
+    `seed` None: the server draws one at random and the audit entry records it (`seed_source` "server");
+    a seed given is recorded as given (`seed_source` "given")."""
+    actor = current_user(session, actor)
     authorize(actor, CalibrationPolicy.manage())
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValidationFailed(f"--n must be a whole number of at least 1, got {n!r}", key="errors.sample_size")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT):
+        raise ValidationFailed(
+            f"--seed must be a whole number from 0 to {SEED_LIMIT - 1}, got {seed!r}",
+            key="errors.calibration_seed",
+            params={"limit": SEED_LIMIT - 1},
+        )
+    seed_source = "server" if seed is None else "given"
     if session.exec(select(CalibrationSample.id).where(CalibrationSample.model == model).limit(1)).first():
         raise ValidationFailed(
             f"model {model!r} already has a calibration sample; a model is sampled once",
@@ -87,6 +105,8 @@ def draw_calibration_sample(
             key="errors.calibration_too_few",
             params={"model": model, "available": len(eligible), "n": n},
         )
+    if seed is None:
+        seed = secrets.randbelow(SEED_LIMIT)
     chosen = sorted(random.Random(seed).sample(eligible, n))
     response_ids = [response_id for response_id, _ in chosen]
     annotators = [user.username for user in active_annotators(session)]
@@ -110,7 +130,13 @@ def draw_calibration_sample(
         entity="calibration_sample",
         entity_key=model,
         before=None,
-        after={"model": model, "seed": seed, "n": n, "responses": [codes[r] for r in response_ids]},
+        after={
+            "model": model,
+            "seed": seed,
+            "seed_source": seed_source,
+            "n": n,
+            "responses": [codes[r] for r in response_ids],
+        },
     )
     session.flush()
     return CalibrationDraw(model=model, seed=seed, response_ids=response_ids, case_ids=case_ids, assignments=summary)

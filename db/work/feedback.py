@@ -44,7 +44,8 @@ from sqlmodel import Session, col, select
 
 from db import counts
 from db.access.audit import record
-from db.access.policies import FeedbackPolicy, authorize
+from db.access.audit_records import round_key
+from db.access.policies import FeedbackPolicy, authorize, current_user
 from db.rubrics.authoring import CaseView, case_view
 from db.rules import gold as gold_rule
 from db.rules.errors import NotFound, ValidationFailed
@@ -192,6 +193,7 @@ def _done_flags(session: Session, rows: list[tuple]) -> list[bool]:
 
 def round_states(session: Session, *, actor: User) -> list[RoundState]:
     """Every labeling round, oldest first, with how far its labeling is and whether feedback is open."""
+    actor = current_user(session, actor)
     authorize(actor, FeedbackPolicy.manage())
     rows = _round_rows(session)
     flags = _done_flags(session, rows)
@@ -222,10 +224,6 @@ def round_states(session: Session, *, actor: User) -> list[RoundState]:
     return states
 
 
-def _round_key(round_at: datetime) -> str:
-    return f"round {round_at.isoformat()}"
-
-
 def _refuse_shared_unfinished(session: Session, round_at: datetime, case_pks: set[int]) -> None:
     """Refuses (`RoundSharesCase`) when another round with a response of one of `case_pks` is unfinished."""
     others = [row for row in _round_rows(session) if row[0] != round_at]
@@ -244,6 +242,7 @@ def set_feedback_open(session: Session, *, actor: User, round_at: datetime, is_o
 
     Opening an open round or closing a closed one changes nothing and writes no audit entry.
     """
+    actor = current_user(session, actor)
     authorize(actor, FeedbackPolicy.manage())
     rows = _round_rows(session, round_at)
     if not rows:
@@ -269,7 +268,7 @@ def set_feedback_open(session: Session, *, actor: User, round_at: datetime, is_o
             actor.username,
             action="open" if is_open else "close",
             entity=AUDIT_ENTITY,
-            entity_key=_round_key(key),
+            entity_key=round_key(key),
             before={"open": was_open},
             after={"open": is_open, "assignments": len(rows)},
         )

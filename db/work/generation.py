@@ -5,6 +5,8 @@ An answer is a response only when it is complete: the endpoint finished it (fini
 truncated, empty or refused answer is kept in `generation_result` with its status and counted in its
 run, never written as a response: neither a physician's queue nor a judge run can then take a
 fragment for a model's answer. A later run with a larger max_tokens asks again (another cache key).
+Such an answer keeps only its first `KEPT_ANSWER_CHARS` characters, and its length (`text_length`):
+an endpoint may send any size, and what is kept is for reading, not for use.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlmodel import Session, SQLModel, col
 
-from db.access.policies import JudgeRunPolicy, authorize
+from db.access.policies import JudgeRunPolicy, authorize, current_user
 from db.importers.responses import write_responses
 from db.store.models import JudgeRun, User, utcnow
 from db.work.judge_runs import run_summary
@@ -24,6 +26,8 @@ from db.work.judge_runs import run_summary
 COMPLETE, TRUNCATED, EMPTY, REFUSED = "complete", "truncated", "empty", "refused"
 STATUSES = (COMPLETE, TRUNCATED, EMPTY, REFUSED)
 LOOKUP_BATCH = 500
+#: Characters kept of an answer that is not a response (truncated, empty, refused).
+KEPT_ANSWER_CHARS = 4000
 _RESULT = SQLModel.metadata.tables["generation_result"]
 _RESPONSE = SQLModel.metadata.tables["response"]
 
@@ -74,7 +78,8 @@ def store_generated(session: Session, run_id: int, model: str, actor: str, answe
                 "run_id": run_id,
                 "case_pk": a.case_pk,
                 "response_id": None,
-                "text": a.text,
+                "text": a.text if a.status == COMPLETE else a.text[:KEPT_ANSWER_CHARS],
+                "text_length": len(a.text),
                 "finish_reason": a.finish_reason,
                 "status": a.status,
                 "prompt_tokens": a.prompt_tokens,
@@ -133,8 +138,9 @@ class ModelGeneration:
     runs: list[dict[str, Any]] = field(default_factory=list)
 
 
-def generated_models(session: Session) -> list[str]:
-    """The models generate runs have stored answers as, by name (a model may have no response yet)."""
+def generated_models(session: Session, *, actor: User) -> list[str]:
+    """The models generate runs have stored answers as, by name (a model may have no response yet; admins only)."""
+    authorize(current_user(session, actor), JudgeRunPolicy.manage())
     names = session.scalars(select(col(JudgeRun.judge)).where(col(JudgeRun.kind) == "generate").distinct())
     return sorted(str(name) for name in names)
 

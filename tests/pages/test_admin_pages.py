@@ -290,11 +290,13 @@ def test_assignments_page_draws_a_calibration_sample_once(studio):
     [model] = [w for w in app.selectbox if w.form_id == "assign_calibration"]
     assert model.options == ["model-a", "model-b"]
     model.set_value("model-b")
-    size, _seed = [w for w in app.number_input if w.form_id == "assign_calibration"]
+    [size] = [w for w in app.number_input if w.form_id == "assign_calibration"]  # no seed: the server draws it
     size.set_value(2)
     app = button(app, t("admin.assign.calibration.submit")).click().run()
     assert not app.exception and not app.error
-    assert t("admin.assign.calibration.drawn", model=plain("model-b"), n=2, seed=1) in texts(app)
+    with session_scope(studio, read_only=True) as session:
+        (seed,) = set(session.exec(select(CalibrationSample.seed)).all())
+    assert t("admin.assign.calibration.drawn", model=plain("model-b"), n=2, seed=seed) in texts(app)
     assert t("admin.assign.result", created=4, existing=0) in texts(app)
     with session_scope(studio, read_only=True) as session:
         rows = session.exec(select(CalibrationSample)).all()
@@ -302,7 +304,7 @@ def test_assignments_page_draws_a_calibration_sample_once(studio):
     assert len(rows) == 2 and {row.model for row in rows} == {"model-b"} and len(assigned) == 4
     [model] = [w for w in app.selectbox if w.form_id == "assign_calibration"]
     assert model.options == ["model-a"]  # a model is sampled once
-    size, _seed = [w for w in app.number_input if w.form_id == "assign_calibration"]
+    [size] = [w for w in app.number_input if w.form_id == "assign_calibration"]
     model.set_value("model-a")
     size.set_value(5)  # more than its two responses: refused with the reason, nothing drawn
     app = button(app, t("admin.assign.calibration.submit")).click().run()

@@ -177,10 +177,12 @@ def log_factory_rows(session: Session, actor: str = "factory") -> None:
             }
         )
     writer = AuditWriter(session, actor)
+    # Rubrics first: a label is stamped with the rubric version current when it is written, and the replay
+    # reads that version from the log's order.
+    writer.record(action="import", entity="rubrics", entity_key="factory", after={"rows": rubrics})
     writer.record(
         action="import", entity="labels", entity_key="factory", after={"rows": [bulk_label_row(*row) for row in labels]}
     )
-    writer.record(action="import", entity="rubrics", entity_key="factory", after={"rows": rubrics})
     _log_factory_accounts_and_texts(session, writer)
 
 

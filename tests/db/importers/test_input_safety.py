@@ -178,7 +178,7 @@ NUL = [
     ("responses", lambda: response_record(text="回答\x00"), "response"),
     ("labels", lambda: label_record(note="未提及\x00随访"), "note"),
     ("judge", lambda: {"judge": "jx", **label_record(), "explanation": "理由\x00"}, "explanation"),
-    ("judge", lambda: {"judge": "jx", **label_record(), "meta": {"k\x00": 1}}, "key meta.k\x00"),
+    ("judge", lambda: {"judge": "jx", **label_record(), "meta": {"k\x00": 1}}, "key meta.k\\u0000"),
 ]
 
 

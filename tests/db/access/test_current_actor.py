@@ -1,0 +1,96 @@
+"""Policies read the acting user from the database, not from the object a caller hands in: a page's `User`
+that is stale (deactivated, demoted since) or edited (a role or a name written into it) is refused as the
+database says; the command line's admin, which is not stored, stands for whoever holds the database."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import update
+from sqlmodel import Session
+
+from cli.scores import command_line_admin
+from db.rules.errors import PermissionDenied
+from db.store.models import AssignmentKind, User
+from db.work.assignments import list_assignments, my_queue
+from db.work.calibration import draw_calibration_sample
+from db.work.feedback import round_states
+from db.work.leaderboard import freeze_snapshot, list_snapshots
+from tests.support.factories import make_case, make_response, make_user
+
+
+@pytest.fixture
+def people(session: Session):
+    make_user(session, "boss", "admin")
+    make_user(session, "ann1", "annotator", 1)
+    case = make_case(session, "CC-0001", n=2)
+    make_response(session, case, "model-a", "回答")
+    session.commit()
+    return session
+
+
+def _detached(session: Session, username: str) -> User:
+    """The user as a page holds it: a copy read earlier, no longer tied to any session."""
+    user = session.query(User).filter_by(username=username).one()
+    copy = User(**user.model_dump())
+    session.expunge_all()
+    return copy
+
+
+def test_an_annotator_object_edited_to_admin_is_refused_every_admin_reader(people):
+    forged = _detached(people, "ann1")
+    forged.role = "admin"
+    forged.group_no = None
+    for call in (
+        lambda: list_assignments(people, actor=forged, kind=AssignmentKind.label),
+        lambda: list_snapshots(people, actor=forged),
+        lambda: freeze_snapshot(people, actor=forged, name="q1", payload={"models": []}),
+        lambda: draw_calibration_sample(people, actor=forged, model="model-a", n=1, seed=1),
+        lambda: round_states(people, actor=forged),
+    ):
+        with pytest.raises(PermissionDenied):
+            call()
+        people.rollback()
+
+
+def test_a_deactivated_or_demoted_account_is_refused_with_its_old_object(people):
+    stale_admin, stale_annotator = _detached(people, "boss"), _detached(people, "ann1")
+    assert list_snapshots(people, actor=stale_admin) == ([], [])
+    assert my_queue(people, stale_annotator, AssignmentKind.label) == []
+    people.execute(update(User).where(User.username == "boss").values(role="annotator", group_no=1))
+    people.execute(update(User).where(User.username == "ann1").values(is_active=False))
+    people.commit()
+    with pytest.raises(PermissionDenied):
+        list_snapshots(people, actor=stale_admin)
+    with pytest.raises(PermissionDenied):
+        my_queue(people, stale_annotator, AssignmentKind.label)
+
+
+def test_an_object_naming_another_account_by_id_is_refused(people):
+    forged = _detached(people, "ann1")
+    boss_id = people.query(User).filter_by(username="boss").one().id
+    forged.id, forged.role = boss_id, "admin"  # the admin's id with the annotator's name
+    with pytest.raises(PermissionDenied):
+        list_assignments(people, actor=forged, kind=AssignmentKind.label)
+
+
+def test_the_command_line_admin_is_taken_as_it_is(people):
+    assert list_snapshots(people, actor=command_line_admin("cli")) == ([], [])
+    assert list_assignments(people, actor=command_line_admin("cli"), kind=AssignmentKind.label) == []
+
+
+def test_readers_that_name_models_take_an_actor_and_are_for_admins(people):
+    from db.work.calibration import response_models, sampled_models
+    from db.work.disagreements import drawn_counts
+    from db.work.generation import generated_models
+
+    admin, annotator = _detached(people, "boss"), _detached(people, "ann1")
+    readers = (
+        lambda actor: response_models(people, actor=actor),
+        lambda actor: sampled_models(people, actor=actor),
+        lambda actor: drawn_counts(people, actor=actor),
+        lambda actor: generated_models(people, actor=actor),
+    )
+    assert [reader(admin) for reader in readers] == [["model-a"], {}, {}, []]
+    for reader in readers:
+        with pytest.raises(PermissionDenied):
+            reader(annotator)
