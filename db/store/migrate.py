@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 MIGRATIONS_DIR = Path(__file__).parent.parent / "migrations"
 #: The newest revision in db/migrations/versions; tests/db/store/test_foundation_basics.py checks that it is the
 #: head Alembic finds, so a new revision cannot be added without it.
-HEAD_REVISION = "0027"
+HEAD_REVISION = "0031"
 
 
 def alembic_config(url: str | None = None) -> Config:
