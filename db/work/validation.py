@@ -18,14 +18,28 @@ from sqlalchemy import and_, bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlmodel import Session
 
+from db.access.policies import ReferencePolicy, authorize
+from db.rubrics.references import is_rubric_author
 from db.rules.anchors import ANCHORS
-from db.store.models import AnchorDecision, AnchorResult, JudgeRun, RubricVersion, table_of, utcnow
+from db.store.current_rubric import current_version_ids
+from db.store.models import (
+    AnchorDecision,
+    AnchorResult,
+    Criterion,
+    JudgeRun,
+    Role,
+    RubricVersion,
+    User,
+    table_of,
+    utcnow,
+)
 
 LOOKUP_BATCH = 500
 _RESULT = table_of(AnchorResult)
 _DECISION = table_of(AnchorDecision)
 _RUN = table_of(JudgeRun)
 _VERSION = table_of(RubricVersion)
+_CRITERION = table_of(Criterion)
 
 
 def cached_anchor_results(connection: Connection, keys: list[str]) -> dict[str, tuple[bool, bool | None]]:
@@ -213,3 +227,36 @@ def newest_anchor_decisions(connection: Connection, version_ids: list[int] | Non
         }
         for row in connection.execute(query)
     ]
+
+
+@dataclass(frozen=True)
+class VersionValidation:
+    """What a page shows of a rubric version's validation: the newest run's anchor decisions (rows as
+    `newest_anchor_decisions`), the version's case, and the criterion texts of the case's current approved
+    version (item–rest and redundancy were computed on those)."""
+
+    rows: list[dict[str, Any]]
+    case_pk: int | None
+    current_texts: dict[str, str]
+
+
+def validation_of_version(session: Session, user: User, rubric_version_id: int) -> VersionValidation:
+    """The validation of one rubric version, for the people who may see its case's reference answer (the case's
+    rubric author, rubric auditors, admins). The role and authorship are checked before anything else is read."""
+    version = session.get(RubricVersion, rubric_version_id)
+    if user.role == Role.annotator and user.is_active:
+        is_author = version is not None and is_rubric_author(session, user, version.case_pk)
+        authorize(user, ReferencePolicy.read(is_author=is_author))
+    else:
+        authorize(user, ReferencePolicy.read())
+    if version is None:
+        return VersionValidation([], None, {})
+    current = current_version_ids(session, [version.case_pk]).get(version.case_pk)
+    texts: dict[str, str] = {}
+    if current is not None:
+        texts = dict(
+            session.execute(
+                select(_CRITERION.c.criterion_id, _CRITERION.c.text).where(_CRITERION.c.rubric_version_id == current)
+            )
+        )
+    return VersionValidation(newest_anchor_decisions(session.connection(), [rubric_version_id]), version.case_pk, texts)
