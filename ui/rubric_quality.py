@@ -125,3 +125,16 @@ def show_reference(text: str | None) -> None:
             st.text(text)
         else:
             st.caption(t("rubric_quality.no_reference"))
+
+
+def show_own_validation(user: User, rubric_version_id: int, version: int, case_id: str, criteria: Sequence) -> None:
+    """The authoring page: the validation of the author's own version, one line per flagged criterion."""
+    listed = [(c.criterion_id, c.text, c.position) for c in criteria]
+    quality, judge, _case = version_quality(user, rubric_version_id, case_id, listed)
+    flagged = [(c.position, quality[c.criterion_id]) for c in criteria if quality[c.criterion_id].reasons]
+    with st.expander(t("rubric_quality.own_validation", version=version), expanded=bool(flagged)):
+        show_validation_line(judge, len(flagged))
+        for position, found in flagged:
+            st.markdown(
+                f":orange[{plain(t('rubric_quality.flag_line', position=position, reasons='；'.join(found.lines())))}]"
+            )

@@ -165,3 +165,11 @@ def texts_for_run(connection: Connection, case_pks: list[int]) -> dict[int, str]
         rows = connection.execute(select(_TABLE.c.case_pk, _TABLE.c.text).where(_TABLE.c.case_pk.in_(batch)))
         texts.update((int(pk), text) for pk, text in rows)
     return texts
+
+
+def reference_cases(session: Session, user: User) -> list[tuple[int, str, bool]]:
+    """(case pk, case_id, whether it has a reference answer) of every case, in case order (admins)."""
+    authorize(user, ReferencePolicy.write())
+    having = set(session.execute(select(_TABLE.c.case_pk)).scalars())
+    rows = session.execute(select(col(Case.id), col(Case.case_id)).order_by(col(Case.id))).all()
+    return [(int(pk), case_id, pk in having) for pk, case_id in rows]

@@ -257,6 +257,6 @@ def validation_of_version(session: Session, user: User, rubric_version_id: int) 
         texts = dict(
             session.execute(
                 select(_CRITERION.c.criterion_id, _CRITERION.c.text).where(_CRITERION.c.rubric_version_id == current)
-            )
+            ).all()
         )
     return VersionValidation(newest_anchor_decisions(session.connection(), [rubric_version_id]), version.case_pk, texts)
