@@ -6,7 +6,7 @@ in-process judge then grades the anchors of every case with a rubric (the curren
 the one waiting for audit) the way `validate rubrics` records a run: a criterion is met by the reference
 when the reference states it; the refusal meets the criteria that only ask not to invent findings (a
 refusal invents nothing), and the generic answer those that ask to send the patient to a face-to-face
-visit. The runs are recorded as validation runs of the judge `demo-anchor-judge`.
+visit. The runs are recorded as validation runs of the judge `anchor-judge`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from db.store.engine import session_scope
 from db.store.models import Case, Criterion, JudgeRunStatus, RubricStatus, RubricVersion
 from db.work import judge_runs, validation
 
-JUDGE = "demo-anchor-judge"
+JUDGE = "anchor-judge"
 ACTOR = "demo"
 #: What a weak anchor says that some criteria ask for (the in-process judge's reading of it).
 WEAK_MEETS = {REFUSAL: ("没有编造",), GENERIC: ("替代面诊",)}

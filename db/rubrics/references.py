@@ -107,7 +107,7 @@ def set_reference(session: Session, user: User, case_pk: int, text: str) -> Writ
     authorize(user, ReferencePolicy.write())
     problem = reference_problem(text)
     if problem is not None:
-        raise ValidationFailed(str(problem), key=problem.key, params=problem.params)
+        raise ValidationFailed(str(problem), key="references.refused", params={"reason": problem})
     case = session.get(Case, case_pk)
     if case is None:
         raise NotFound(f"no case #{case_pk}", key="errors.case_unknown", params={"case_id": case_pk})

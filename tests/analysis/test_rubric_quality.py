@@ -96,7 +96,7 @@ def test_the_demo_shows_every_flag(demo_engine):
         n_references = session.exec(select(func.count()).select_from(ReferenceAnswer)).one()
         n_anchor = session.exec(select(func.count()).select_from(AnchorDecision)).one()
         n_judge_demo = session.exec(
-            select(func.count()).select_from(JudgeDecision).where(JudgeDecision.judge == "demo-anchor-judge")
+            select(func.count()).select_from(JudgeDecision).where(JudgeDecision.judge == "anchor-judge")
         ).one()
     n_cases = len(frames.cases)
     assert 0.6 * n_cases < n_references < n_cases  # most cases, not all
