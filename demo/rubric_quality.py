@@ -1,12 +1,12 @@
 """The demo's reference answers and rubric validation runs (docs/REFERENCE.md §4.2), so every flag shows in the demo.
 
-Most cases get a reference answer that states their criteria one by one; some leave a criterion or two
+Most cases get a reference answer that states their criteria one by one; a few leave a criterion or two
 out, and a few are brief (they state eight criteria, so the reference does not reach k). A deterministic
 in-process judge then grades the anchors of every case with a rubric (the current approved version, and
 the one waiting for audit) the way `validate rubrics` records a run: a criterion is met by the reference
-when the reference states it; the refusal meets the criteria that only ask not to invent findings (a
-refusal invents nothing), and the generic answer those that ask to send the patient to a face-to-face
-visit. The runs are recorded as validation runs of the judge `anchor-judge`.
+when the reference states it; in a few loosely written rubrics, the refusal meets the criteria that only
+ask not to invent findings (a refusal invents nothing) and the generic answer those that ask to send the
+patient to a face-to-face visit. The runs are recorded as validation runs of the judge `anchor-judge`.
 """
 
 from __future__ import annotations
@@ -38,13 +38,13 @@ BRIEF = 8
 def reference_text(case_id: str, criteria: list[tuple[str, str]], index: int, rubric_index: int) -> str | None:
     """The demo reference answer of a case: its criteria stated as points. None for one case in eight (by
     `index`, the case's place); of the cases with a rubric (`rubric_index`, their place among those given a
-    reference), one in nine is brief (only the first eight criteria) and one in four leaves one or two out."""
+    reference), one in forty is brief (only the first eight criteria) and one in ten leaves one or two out."""
     if index % 8 == 3:
         return None
     stated = list(criteria)
-    if rubric_index % 9 == 4:
+    if rubric_index % 40 == 4:
         stated = stated[:BRIEF]
-    elif rubric_index % 4 == 1 and len(stated) > 2:
+    elif rubric_index % 10 == 1 and len(stated) > 2:
         digest = hashlib.sha256(case_id.encode()).digest()
         drop = {digest[0] % len(stated), digest[1] % len(stated)}
         stated = [item for position, item in enumerate(stated) if position not in drop]
@@ -52,11 +52,18 @@ def reference_text(case_id: str, criteria: list[tuple[str, str]], index: int, ru
     return f"参考答案（专家审定）：\n{points}"
 
 
-def judge_verdict(anchor: str, answer: str, criterion: str) -> bool:
-    """The demo's in-process judge: the reference meets what it states; a weak anchor what it plainly covers."""
+def loose(case_id: str) -> bool:
+    """About one rubric in twelve: its criteria that a weak answer plainly covers are written loosely enough
+    for the in-process judge to let a weak anchor meet them."""
+    return hashlib.sha256(f"loose:{case_id}".encode()).digest()[0] % 12 in (2, 7)
+
+
+def judge_verdict(anchor: str, answer: str, criterion: str, loosely_written: bool) -> bool:
+    """The demo's in-process judge: the reference meets what it states; a weak anchor what it plainly covers,
+    in a loosely written rubric."""
     if anchor == REFERENCE:
         return f"{criterion}。" in answer
-    return any(phrase in criterion for phrase in WEAK_MEETS.get(anchor, ()))
+    return loosely_written and any(phrase in criterion for phrase in WEAK_MEETS.get(anchor, ()))
 
 
 def add_rubric_quality(engine: Engine) -> dict[str, int]:
@@ -122,6 +129,7 @@ def _record_run(
         )
         assert run.id is not None
         references = texts_for_run(session.connection(), sorted(versions))
+        case_ids = dict(session.execute(select(col(Case.id), col(Case.case_id))).all())
         answers: list[validation.AnchorAnswer] = []
         for case_pk, version_id in sorted(versions.items()):
             said = {REFERENCE: references.get(case_pk), **WEAK_TEXTS}
@@ -131,7 +139,7 @@ def _record_run(
                     continue
                 for criterion_id, text in criteria.get(version_id, []):
                     key = hashlib.sha256(f"{JUDGE}\x00{answer}\x00{text}".encode()).hexdigest()
-                    met = judge_verdict(anchor, answer, text)
+                    met = judge_verdict(anchor, answer, text, loose(case_ids[case_pk]))
                     answers.append(
                         validation.AnchorAnswer(key, case_pk, version_id, anchor, criterion_id, True, met, "demo", 0, 0)
                     )
