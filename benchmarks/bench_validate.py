@@ -65,12 +65,16 @@ def main(argv=None) -> int:
                 seed = 1000 + round_no
                 validated = run_validation(engine, ValidateOptions(judge=f"anchors-{seed}", seed=seed, **common))
                 items = validated["done"] - validated["cached"]
+                if not items or validated["errors"]:
+                    print(f"round {round_no + 1}: validation sent nothing new ({validated['message']})", flush=True)
+                    break
                 judged = run_judge(engine, RunOptions(judge=f"plain-{seed}", seed=seed, limit=items, **common))
-                v_rate, j_rate = validated["items_per_second"], judged["items_per_second"]
+                v_rate, j_rate = validated["items_per_second"] or 0.0, judged["items_per_second"] or 0.0
                 print(
                     f"round {round_no + 1}: validate rubrics {items:,} items at {v_rate:.1f} items/s; "
                     f"judge run {judged['done']:,} items at {j_rate:.1f} items/s; "
-                    f"ratio {v_rate / j_rate:.2f} (ideal {args.concurrency / args.latency:.0f} items/s)",
+                    f"ratio {v_rate / j_rate if j_rate else float('nan'):.2f} "
+                    f"(ideal {args.concurrency / args.latency:.0f} items/s)",
                     flush=True,
                 )
             again = run_validation(engine, ValidateOptions(judge=f"anchors-{seed}", seed=seed, **common))
