@@ -219,3 +219,21 @@ def test_case_lines_carry_reference_answers(cli, session, tmp_path):
     bad = case_record("CC-0101") | {"reference_answer": ""}
     code, _out, err = cli("import", "cases", write_lines(tmp_path / "bad.jsonl", [bad]))
     assert code == 1 and "bad.jsonl line 1: reference_answer: must not be empty" in err
+
+
+def test_bad_validate_options_are_one_line_and_record_nothing(cli, session, server, tmp_path):
+    build(session)
+    session.commit()
+    unknown = tmp_path / "cases.txt"
+    unknown.write_text("CC-0001\nCC-4040\n", encoding="utf-8")
+    code, _out, err = validate(cli, server, "--cases", str(unknown))
+    assert code == 1 and err.strip() == "clinconsensus: cases.txt line 2: unknown case id 'CC-4040'"
+    code, _out, err = cli("validate", "rubrics", "--model", "judge-8b", "--judge", "j")
+    assert code == 1 and "--base-url" in err and len(err.strip().splitlines()) == 1
+    code, _out, err = cli("validate", "rubrics", "--base-url", "localhost:1", "--model", "m", "--judge", "j")
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert server.requests == 0
+    from db.store.models import JudgeRun
+
+    assert session.exec(select(func.count()).select_from(JudgeRun)).one() == 0
+    session.commit()
