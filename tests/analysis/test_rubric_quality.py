@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-import pandas as pd
 import pytest
 from sqlmodel import func, select
 
 from analysis.grid import prepare
 from analysis.loader import load_frames
-from analysis.rubric_quality import case_matrix_quality, cases_below_k, criteria_quality, flag_counts
+from analysis.rubric_quality import cases_below_k, criteria_quality, flag_counts
 from analysis.validity_section import load_validity
 from db.rules.gold import gold_labels
 from db.store.engine import make_engine, session_scope
@@ -74,18 +72,6 @@ def test_item_rest_and_redundancy_equal_an_independent_pandas_computation(demo_e
             assert got == pytest.approx(want_value, abs=1e-12), (case_id, criterion_id)
         assert set(redundant) == want_same, (case_id, criterion_id)
     assert valued > 50  # the demo has cases with enough complete responses
-
-
-def test_small_matrices_follow_the_definition():
-    # Fewer than five responses: nothing; a constant column: no value, no redundancy.
-    values, redundant = case_matrix_quality(np.ones((4, 3), dtype=np.int8))
-    assert values == [None, None, None] and redundant == [[], [], []]
-    met = np.array([[1, 1, 0, 1], [0, 0, 1, 1], [1, 1, 1, 1], [0, 0, 0, 1], [1, 1, 0, 1], [0, 0, 1, 1]])
-    values, redundant = case_matrix_quality(met)
-    frame = pd.DataFrame(met)
-    assert values[0] == pytest.approx(frame[0].corr(frame[[1, 2, 3]].sum(axis=1)))
-    assert values[3] is None  # always met
-    assert redundant[0] == [1] and redundant[1] == [0] and redundant[2] == [] and redundant[3] == []
 
 
 def test_the_demo_shows_every_flag(demo_engine):
