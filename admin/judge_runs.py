@@ -23,6 +23,7 @@ from db.store.models import Role, User
 from db.work import judge_runs, progress as progress_queries
 from judge.generate import CASE_SCOPES, GenerateOptions, create_generate_run
 from judge.runner import RunOptions, create_run, launch_run
+from judge.validate import RUBRIC_CHOICES, ValidateOptions, create_validation_run
 from ui import shell, widgets
 from ui.times import local_time
 
@@ -284,6 +285,32 @@ def _history(user: User, t: shell.Translator) -> None:
         widgets.show_text(widgets.said(run["message"], markdown=False))
 
 
+def _validate_form(user: User, t: shell.Translator) -> None:
+    """A rubric validation run (docs/REFERENCE.md §4.2): the judge grades each case's anchor answers."""
+    with st.form("validate_run_form", clear_on_submit=False):
+        left, right, base_url, model, key_env, concurrency = _endpoint_fields("validate", t, "judge.form.model.help")
+        judge = left.text_input(t("judge.form.judge"), help=t("judge.form.judge.help"), key="validate_judge")
+        rubric = right.selectbox(
+            t("rubric_quality.form.rubric"),
+            RUBRIC_CHOICES,
+            format_func=lambda value: t(f"rubric_quality.form.rubric.{value}"),
+            key="validate_rubric",
+        )
+        no_thinking = _no_thinking_field(right, "validate", t)
+        submitted = st.form_submit_button(t("rubric_quality.form.start"), type="primary", icon=":material/play_arrow:")
+    if submitted:
+        options = ValidateOptions(
+            base_url=_urls(base_url),
+            model=model.strip(),
+            judge=judge.strip() or None,
+            api_key_env=key_env.strip() or None,
+            concurrency=concurrency,
+            rubric=rubric,
+            thinking=not no_thinking,
+        )
+        _start(create_validation_run, options, user, t)
+
+
 def render() -> None:
     user = shell.require_user(Role.admin)
     t = shell.translator()
@@ -294,6 +321,9 @@ def render() -> None:
     st.caption(t("generate.intro"))
     _generate_form(user, t)
     judge_batches.section(user, _models(user), t)
+    st.subheader(t("rubric_quality.form.heading"))
+    st.caption(t("rubric_quality.form.intro"))
+    _validate_form(user, t)
     st.subheader(t("judge.live.heading"))
     _live(user)
     st.subheader(t("judge.history.heading"))

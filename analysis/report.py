@@ -37,9 +37,11 @@ from analysis import (
     insights_section,
     metrics,
     reliability,
+    rubric_quality,
     score_section,
     static_figures,
     time_section,
+    validity_section,
 )
 from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, LEVEL, confidence_intervals
 from analysis.case_scores import case_scores
@@ -84,6 +86,10 @@ class Report:
     time: TimeAgreement | None = None
     # Comparisons, tiers, calibrated scores, ranking fidelity (analysis.score_section).
     scores_section: score_section.ScoreSection | None = None
+    # Rubric quality (docs/REFERENCE.md §4.2): item–rest and redundancy per criterion; anchor validity per case
+    # (None when the report was built without the database's validation runs).
+    rubric_quality: pd.DataFrame | None = None
+    rubric_validity: dict | None = None
 
 
 def build_report(
@@ -147,6 +153,7 @@ def build_report(
         report.insights = reliability.build_insights(grid, resamples=resamples, seed=seed)
         if heldout_models:
             report.insights.judges_by_model = reliability.judges_by_model(judged)
+    report.rubric_quality = rubric_quality.criteria_quality(grid)
     samples = frames.calibration if frames is not None else grid.calibration
     report.scores_section = score_section.build_section(
         grid, scores, models, report.intervals, k, samples=samples, heldout_models=heldout_models
@@ -191,6 +198,11 @@ def report_json(report: Report) -> dict:
         result["time_agreement"] = time_section.section_json(report.time)
     if report.scores_section is not None:
         result.update(report.scores_section.as_json())
+    criteria = result.get("criteria")
+    if report.rubric_quality is not None and isinstance(criteria, dict):
+        validity_section.add_quality(criteria, report.rubric_quality)
+    if report.rubric_validity is not None:
+        result["rubric_validity"] = report.rubric_validity
     return result
 
 
@@ -488,6 +500,7 @@ def run_report(
     frames = load_frames(engine)
     progress(1, steps, "computing")
     report = build_report(frames, k=k, source=source, judge_scored=judge_scored, heldout_models=heldout_models)
+    report.rubric_validity = validity_section.load_validity(engine, report.grid, report.k)
     del frames  # the report holds its grid: the decision rows go before writing
     done = 2
     print_tables(report, stream)

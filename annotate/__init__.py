@@ -10,6 +10,20 @@ from ui import shell
 
 def pages(user: User) -> list[tuple[str, st.Page]]:
     """The annotator's navigation entries (none for other roles)."""
+    if user.role == Role.admin:
+        from annotate import references
+
+        return [
+            (
+                "nav.section.work",
+                st.Page(
+                    references.render,
+                    title=shell.t("rubric_quality.admin_title"),
+                    icon=":material/menu_book:",
+                    url_path="annotate-rubrics",
+                ),
+            )
+        ]
     if user.role != Role.annotator:
         return []
     from annotate import authoring, feedback, labeling

@@ -21,6 +21,7 @@ import streamlit as st
 from db import rubrics
 from db.labeling import draft_store as drafts
 from db.rubrics.authoring import AuthoringView, CriterionInput
+from db.rubrics.references import reference_for
 from db.rules.config import RUBRIC_SIZE
 from db.rules.errors import ClinConsensusError, StaleEdit, ValidationFailed
 from db.rules.lint import LintReport, lint_rubric
@@ -31,6 +32,7 @@ from ui import shell, widgets, workbench as wb
 from ui.case_panel import case_panel
 from ui.keys import widget_key
 from ui.rubric_lint import cell_text, finding_text, row_text
+from ui.rubric_quality import show_own_validation, show_reference
 
 t = shell.t
 CASE_KEY = "annotate_rubric_case"
@@ -450,6 +452,8 @@ def render() -> None:
     case_col, work_col = st.columns([1, 2], gap="medium")
     with case_col:
         case_panel(view.case, height=CASE_HEIGHT, sticky=True)
+        with shell.db_session(read_only=True) as session:
+            show_reference(reference_for(session, user, case_pk))
     st.html(_NARROW_STYLE)
     with work_col, st.container(key="authoring_work"):
         if view.latest:
@@ -457,6 +461,9 @@ def render() -> None:
         else:
             st.caption(t("annotate.authoring.new_rubric"))
         _returned_notice(view)
+        if view.latest and status in (RubricStatus.submitted, RubricStatus.returned, RubricStatus.approved):
+            latest = view.latest
+            show_own_validation(user, latest.id, latest.version, view.case.case_id, latest.criteria)
         if status == RubricStatus.submitted:
             st.info(t("annotate.authoring.is_submitted"))
         elif status == RubricStatus.approved and not state.get("revising"):

@@ -42,6 +42,7 @@ FULL_ARGUMENTS: dict[str, list[str]] = {
     "bench_report": [],
     "bench_review": [],
     "bench_sessions": [],
+    "bench_validate": ["--cases", "250"],
 }
 
 

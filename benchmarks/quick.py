@@ -81,6 +81,7 @@ QUICK_ARGUMENTS: dict[str, list[str]] = {
     ],
     "bench_report": ["--cases", QUICK_CASES, "--models", "3", "--repeat", "1", "--criteria-sample", "5"],
     "bench_review": ["--cases", QUICK_CASES, "--repeat", "1"],
+    "bench_validate": ["--cases", "4", "--rounds", "1", "--latency", "0.005"],
 }
 
 

@@ -369,18 +369,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo(sub)
     _add_upkeep(sub)
 
-    from cli import plans, runs, scores
+    from cli import plans, runs, scores, validate
 
     runs.add_commands(sub, _engine, _progress)
     scores.add_commands(sub, _engine)
     plans.add_commands(sub, _engine)
+    validate.add_commands(sub, _engine, _progress)
     return parser
 
 
 def _add_import(sub: argparse._SubParsersAction) -> None:
     """`import KIND FILE`."""
     p = sub.add_parser("import", help="import cases, responses, labels or judge decisions (JSONL)")
-    p.add_argument("kind", choices=["cases", "responses", "labels", "judge"])
+    p.add_argument("kind", choices=["cases", "responses", "labels", "judge", "references"])
     p.add_argument("file")
     p.add_argument(
         "--format",
@@ -536,7 +537,7 @@ def _check_options(args: argparse.Namespace) -> None:
 
 
 #: Positional arguments, named in messages by their metavar.
-_POSITIONALS = {"kind", "file", "name", "action", "what", "target", "command", "judge_command"}
+_POSITIONALS = {"kind", "file", "name", "action", "what", "target", "command", "judge_command", "validate_command"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -115,9 +115,16 @@ def cmd_generate(args, engine_of: Callable, progress_of: Callable) -> int:
 
 
 def cmd_judge_resume(args, engine_of: Callable, progress_of: Callable) -> int:
+    from judge import validate
+    from judge.core import recorded_run
     from judge.runner import execute_run
 
-    summary = execute_run(engine_of(), args.run_id, progress=progress_of(f"run {args.run_id}"))
+    engine = engine_of()
+    if recorded_run(engine, args.run_id)["kind"] == validate.KIND:
+        summary = validate.execute_validation(engine, args.run_id, progress=progress_of(f"run {args.run_id}"))
+        print_run(summary, args.json)
+        return _run_finished(summary)
+    summary = execute_run(engine, args.run_id, progress=progress_of(f"run {args.run_id}"))
     print_run(summary, args.json)
     return _run_finished(summary)
 

@@ -78,6 +78,7 @@ from demo.files import (
     resolve_plan,
     write_demo_files as write_demo_files,
 )
+from demo.rubric_quality import add_rubric_quality
 
 PASSWORD_ENV = "CLINCONSENSUS_DEMO_PASSWORD"
 DEMO_ACTOR = "demo"
@@ -209,6 +210,7 @@ def build_demo(
     if work["submitted_rubric"]:
         _submit_rubric(engine, work["submitted_rubric"], pk_of)
     _take_half_into_adjudication(engine, plan.n_cases, cases_per_team)
+    add_rubric_quality(engine)
     accounts = [DemoAccount(p.username, p.role, p.group_no, passwords[p.username]) for p in people]
     return DemoResult(
         scale=scale,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import streamlit as st
 
 from db import review
+from db.rubrics.references import reference_for
 from db.rules.config import RUBRIC_SIZE
 from db.rules.errors import ClinConsensusError, StaleEdit
 from db.rules.lint import LintReport, lint_rubric
@@ -21,6 +22,14 @@ from ui import shell, workbench as wb
 from ui.checker import page_start
 from ui.keys import widget_key
 from ui.rubric_lint import finding_text
+from ui.rubric_quality import (
+    CriterionQuality,
+    cited,
+    show_quality,
+    show_reference,
+    show_validation_line,
+    version_quality,
+)
 from ui.shell import t
 from ui.widgets import case_card, plain, show_error, show_text
 
@@ -65,13 +74,22 @@ _LAYOUT_STYLE = (
 )
 
 
-def _criterion(view: review.RubricView, criterion: review.CriterionView, report: LintReport, row: int) -> str:
-    """One compact row: number (and a mark when changed), the text and its lint findings, the comment field."""
+def _criterion(
+    view: review.RubricView, criterion: review.CriterionView, report: LintReport, row: int, quality: dict
+) -> str:
+    """One compact row: number (and a mark when changed), the text, its lint findings and quality reasons, the
+    comment field (with a box that cites the reasons in the comment)."""
     with st.container(key=f"audit_row_{criterion.position}"):
-        return _criterion_row(view, criterion, report, row)
+        return _criterion_row(view, criterion, report, row, quality.get(criterion.criterion_id))
 
 
-def _criterion_row(view: review.RubricView, criterion: review.CriterionView, report: LintReport, row: int) -> str:
+def _criterion_row(
+    view: review.RubricView,
+    criterion: review.CriterionView,
+    report: LintReport,
+    row: int,
+    quality: CriterionQuality | None,
+) -> str:
     head, body, comment = st.columns([0.6, 3.4, 2.0], vertical_alignment="top")
     with head:
         st.markdown(f"**{criterion.position}**")
@@ -81,6 +99,7 @@ def _criterion_row(view: review.RubricView, criterion: review.CriterionView, rep
         show_text(criterion.text)
         for finding in report.for_row(row):
             st.caption(t("review.audit.finding", finding=plain(finding_text(finding))))
+        show_quality(quality)
         if criterion.review_comment:
             st.caption(t("review.audit.previous_comment", comment=plain(criterion.review_comment)))
         earlier = view.earlier_criterion_comments.get(criterion.criterion_id)
@@ -93,12 +112,21 @@ def _criterion_row(view: review.RubricView, criterion: review.CriterionView, rep
                 )
             )
     with comment:
-        return st.text_input(
+        text = st.text_input(
             t("review.audit.criterion_comment"),
             key=widget_key("review_audit_c", view.rubric_version_id, criterion.id),
             placeholder=t("review.audit.criterion_comment_hint"),
             label_visibility="collapsed",
         )
+        if (
+            quality is not None
+            and quality.reasons
+            and st.checkbox(
+                t("rubric_quality.cite"), key=widget_key("review_audit_cite", view.rubric_version_id, criterion.id)
+            )
+        ):
+            return cited(quality, text)
+        return text
 
 
 def _stale(stale: StaleEdit, rubric_id: int) -> None:
@@ -137,13 +165,19 @@ def render() -> None:
         view = review.rubric_for_review(session, user, chosen)
     st.session_state.setdefault(_seen_key(view.rubric_version_id), view.lock_version)
     report = lint_rubric([c.text for c in view.criteria], RUBRIC_SIZE)
+    listed = [(c.criterion_id, c.text, c.position) for c in view.criteria]
+    quality, judge, case_pk = version_quality(user, view.rubric_version_id, view.case.case_id, listed)
 
     case_pane, criteria_pane = st.columns([2, 3], gap="medium")
     with case_pane, st.container(key="audit_case_pane"), st.container(height=CASE_HEIGHT, border=True):
         case_card(view.case)
+        if case_pk is not None:
+            with shell.db_session(read_only=True) as session:
+                show_reference(reference_for(session, user, case_pk))
     with criteria_pane:
         _criteria_header(view, report)
-        asked = _form(view, report)
+        show_validation_line(judge, sum(bool(q.reasons) for q in quality.values()))
+        asked = _form(view, report, quality)
     if asked is not None:
         _decide(user, view, *asked)
 
@@ -169,7 +203,7 @@ def _criteria_header(view: review.RubricView, report: LintReport) -> None:
     st.caption(" ".join(status_line) + " " + t("review.audit.how"))
 
 
-def _form(view: review.RubricView, report: LintReport) -> tuple[str, dict[int, str], str] | None:
+def _form(view: review.RubricView, report: LintReport, quality: dict) -> tuple[str, dict[int, str], str] | None:
     """The criteria with their comment fields and the decision bar. A click or Ctrl+Enter proposes a
     decision (asked on the next run); returns (decision, comments, overall comment) once confirmed."""
     pending_key = _pending_key(view.rubric_version_id)
@@ -177,7 +211,8 @@ def _form(view: review.RubricView, report: LintReport) -> tuple[str, dict[int, s
     with st.form(widget_key("review_audit_form", view.rubric_version_id), enter_to_submit=False, border=False):
         with st.container(key="audit_criteria"):
             drawn = [
-                (criterion.id, _criterion(view, criterion, report, row)) for row, criterion in enumerate(view.criteria)
+                (criterion.id, _criterion(view, criterion, report, row, quality))
+                for row, criterion in enumerate(view.criteria)
             ]
             comments = {pk: text for pk, text in drawn if pk is not None}  # every criterion under audit is stored
         with st.container(key="audit_decide_bar"):

@@ -53,6 +53,8 @@ AUDIT_ENTITIES = (
     "label",
     "labels",
     "leaderboard_snapshot",
+    "reference_answer",
+    "references",
     "login",
     "response",
     "response_digests",

@@ -235,6 +235,28 @@ class LabelsFinal(PermissionDenied):
         )
 
 
+class ReferencePolicy:
+    """A case's reference answer (docs/REFERENCE.md §1): read by the case's rubric author, rubric auditors and
+    admins only; written by admins (an import or the authoring page)."""
+
+    @staticmethod
+    def read(*, is_author: bool = False) -> Rule:
+        return _all(
+            _has_role(Role.admin, Role.checker, Role.annotator),
+            lambda actor: (
+                PermissionDenied(
+                    "the reference answer is shown to the case's rubric author only", key="errors.reference_not_author"
+                )
+                if actor.role == Role.annotator and not is_author
+                else None
+            ),
+        )
+
+    @staticmethod
+    def write() -> Rule:
+        return admin()
+
+
 class LabelPolicy:
     """Labels of the two expert groups: who annotates, checks and adjudicates, and who may see what."""
 

@@ -20,6 +20,8 @@ from db.importers.common import (
 )
 from db.importers.reading import _extra
 from db.importers.writing import _batches, _BulkInserter, _dump_json, _Run
+from db.rubrics.references import write_references
+from db.rules.anchors import REFERENCE_FIELD, reference_problem
 from db.rules.errors import Said
 from db.rules.records import CaseRecord, LookAlikes, check
 from db.rules.taxonomy import get_taxonomy
@@ -35,7 +37,13 @@ _CASE_COLUMNS = CASE_COLUMNS
 def _check_case(record: dict, taxonomy, summary: ImportSummary) -> tuple[dict | None, list[str]]:
     """The case as the importer stores it, or None and the problems (rules: `db.rules.records.CaseRecord`)."""
     checked, errors = check(CaseRecord, record)
-    extra = _extra(dict(checked.model_extra or {}), errors) if checked is not None else {}
+    extra = dict(checked.model_extra or {}) if checked is not None else {}
+    reference = extra.pop(REFERENCE_FIELD, None)  # kept apart from the case's extras (db.rubrics.references)
+    if reference is not None:
+        problem = reference_problem(reference)
+        if problem is not None:
+            errors.append(problem)
+    extra = _extra(extra, errors) if checked is not None else {}
     if checked is None or errors:
         return None, errors
     canonical_labels: list[str] = []
@@ -60,6 +68,7 @@ def _check_case(record: dict, taxonomy, summary: ImportSummary) -> tuple[dict | 
         "user_request": checked.user_request,
         "register": checked.register_,
         "extra": extra,
+        "reference": reference,
         "criteria": [(item.criterion_id, item.criterion, list(item.tags or [])) for item in checked.rubrics],
     }, errors
 
@@ -149,6 +158,12 @@ def _write_cases(run: _Run, chunk: list[tuple[int, dict]]) -> None:
     case_pk: dict[str, int] = dict(
         connection.execute(select(_CASE_TABLE.c.case_id, _CASE_TABLE.c.id).where(_CASE_TABLE.c.case_id.in_(ids))).all()
     )
+    references = {
+        case_pk[case["case_id"]]: (case["case_id"], case["reference"]) for _l, case in chunk if case["reference"]
+    }
+    if references:
+        _written, reference_audit = write_references(connection, run.actor, references)
+        run.audit(reference_audit)
     changed_ids |= _write_rubrics(run, [(case, case_pk[case["case_id"]]) for _line, case in chunk if case["criteria"]])
     run.summary.inserted += len(new_rows)
     existing_ids = set(existing)

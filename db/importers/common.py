@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from db.rules.errors import ClinConsensusError, Said
 from db.store.models import Case, Criterion, JudgeDecision, Label, Response, RubricVersion, table_of
 
-KINDS = ("cases", "responses", "labels", "judge")
+KINDS = ("cases", "responses", "labels", "judge", "references")
 JUDGE_FORMATS = ("decisions", "local-judge", "official")
 
 #: Errors collected before reading stops; the first is the one-line reason.
@@ -64,7 +64,9 @@ class ImportSummary:
     sha256: str = ""
 
     def noun(self) -> str:
-        return {"cases": "cases", "responses": "responses", "labels": "labels"}.get(self.kind, "judge decisions")
+        return {"cases": "cases", "responses": "responses", "labels": "labels", "references": "reference answers"}.get(
+            self.kind, "judge decisions"
+        )
 
     def lines(self) -> list[str]:
         """The summary, one sentence a line: English as `str`, each naming its catalog entry (db.rules.errors.Said)."""

@@ -16,6 +16,7 @@ from db.importers.common import JUDGE_FORMATS, KINDS, ImportFailed, ImportSummar
 from db.importers.judge import _detect_judge_format, _import_judge_rows, _import_official
 from db.importers.labels import _import_labels
 from db.importers.reading import _json_lines, _Problems
+from db.importers.references import _import_references
 from db.importers.responses import _import_responses
 from db.importers.writing import _Run, collector_paused, db_time
 from db.rules.errors import DiskFull, Said
@@ -173,6 +174,8 @@ def _read_and_write(run: _Run, kind: str, fmt: str | None, stream: BinaryIO, jud
         _import_responses(run, records)
     elif kind == "labels":
         _import_labels(run, records)
+    elif kind == "references":
+        _import_references(run, records)
     else:
         _import_judge_rows(run, records, fmt or "decisions", judge)
 

@@ -340,6 +340,17 @@ class LabelRecord(_Record):
         return None if absent else handler(value)
 
 
+class ReferenceRecord(_Record):
+    """A line of a references file (docs/REFERENCE.md §3.1): a case's reference answer; other keys are ignored.
+
+    The answer's own rules (not empty, no NUL, its length) are `db.rules.anchors.reference_problem`."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    case_id: CaseId
+    reference_answer: StrictStr
+
+
 class JudgeDecisionRecord(_Record):
     """A plain judge decision row."""
 

@@ -548,3 +548,58 @@ class AuditSeal(SQLModel, table=True):
     entries: int = Field(default=0, description="entries in the log")
     hash: str = Field(max_length=64, description="hash of the last entry")
     seal: str | None = Field(default=None, max_length=64, description="HMAC of entries and hash; none until sealed")
+
+
+class ReferenceAnswer(SQLModel, table=True):
+    """A case's reference answer (docs/REFERENCE.md §3.1): an expert-reviewed answer to its user message.
+
+    Shown to the case's rubric author, rubric auditors and admins only (db.rubrics.references), never in
+    the release; sent to an endpoint only by a rubric validation run (§4.2). A later import or an admin's
+    edit replaces it; the audit log keeps the sha256 of the text before and after."""
+
+    __tablename__ = "reference_answer"
+
+    case_pk: int = Field(foreign_key="case.id", primary_key=True, sa_column_kwargs={"autoincrement": False})
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    sha256: str = Field(max_length=64)
+    updated_at: datetime = Field(default_factory=utcnow)
+    updated_by: str = Field(max_length=64)
+
+
+class AnchorResult(SQLModel, table=True):
+    """A judge endpoint's answer on one anchor answer (§4.2) and criterion, cached by a hash of the request."""
+
+    __tablename__ = "anchor_result"
+
+    id: int = Field(default=None, primary_key=True)
+    cache_key: str = Field(max_length=64, unique=True, index=True)
+    run_id: int = Field(foreign_key="judge_run.id", index=True)
+    raw_output: str = Field(default="", sa_column=Column(Text, nullable=False))
+    parse_ok: bool = Field(default=False)
+    met: bool | None = Field(default=None, description="None when the output did not parse")
+    prompt_tokens: int = Field(default=0)
+    completion_tokens: int = Field(default=0)
+    latency_ms: float = Field(default=0.0)
+    attempts: int = Field(default=1, description="HTTP requests spent, retries and re-asks included")
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class AnchorDecision(SQLModel, table=True):
+    """What a rubric validation run (§4.2) read of one anchor answer on one criterion of a rubric version.
+
+    Kept apart from judge decisions: no model's figure reads them. `met` is None when the judge's answer
+    did not parse (counted, never met or not met); an item the judge never answered has no row."""
+
+    __tablename__ = "anchor_decision"
+    __table_args__ = (
+        UniqueConstraint("run_id", "rubric_version_id", "anchor", "criterion_id", name="uq_anchor_decision_item"),
+        Index("ix_anchor_decision_version", "rubric_version_id", "run_id"),
+    )
+
+    id: int = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="judge_run.id")
+    case_pk: int = Field(foreign_key="case.id", index=True)
+    rubric_version_id: int = Field(foreign_key="rubric_version.id")
+    anchor: str = Field(max_length=16, description="reference | refusal | generic")
+    criterion_id: str = Field(max_length=64)
+    met: bool | None = Field(default=None)
