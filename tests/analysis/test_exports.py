@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import io
-import re
 import json
+import re
 import subprocess
 import zipfile
 from collections import defaultdict
