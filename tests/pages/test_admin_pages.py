@@ -385,3 +385,21 @@ def test_the_count_table_shows_the_judge_decisions_an_import_added(studio):
     with session_scope(studio, read_only=True) as session:
         stored = len(session.exec(select(JudgeDecision)).all())
     assert rows[t("admin.import.count.judge")] == stored == len(lines) == 24
+
+
+def test_users_page_switches_language_without_a_streamlit_warning(studio, monkeypatch):
+    """A language switch sets every picker's state; the role and group pickers then must not also carry a
+    default (Streamlit logs a warning with a stack for a widget given both)."""
+    from streamlit.elements.lib import policies
+
+    logged: list[str] = []
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)
+    monkeypatch.setattr(policies._LOGGER, "warning", lambda message, *args, **_: logged.append(message % args))
+    app = open_page(signed_in(studio, "boss"), "admin-users")
+    # An admin without a group: neither picker starts on its first choice.
+    app = app.selectbox(key="edit_name").set_value("boss").run()
+    assert app.selectbox(key="edit_role_boss").value == "admin"
+    app = app.radio(key="lang_choice").set_value("en").run()
+    assert not app.exception and app.title[0].value == translate("admin.users.title", "en")
+    assert app.selectbox(key="edit_role_boss").value == "admin" and app.selectbox(key="edit_group_boss").value is None
+    assert logged == []
