@@ -23,6 +23,7 @@ import streamlit as st
 
 from analysis import comparisons, figures as figure_builders, metrics, score_figures
 from analysis.background import BackgroundValue
+from analysis.columns import CACS_AT
 from analysis.exports.csv_cells import csv_bytes
 from analysis.report import Report, build_report, json_bytes, report_json, tables
 from db.access.policies import StatisticsPolicy, authorize
@@ -405,7 +406,14 @@ def _models_tables(
     that judge's fidelity, with the calibrated score first where a calibration sample allows one and the
     judge's raw score greyed beside it."""
     by_judge = models["model"].isin(judged).to_numpy()
-    _table(t, "models", models[~by_judge].reset_index(drop=True), "models", hidden=["scored_by"])
+    # The first screen holds what models are compared by; CACS at every threshold (30 columns) is one click away,
+    # so the table fits the page at 1024 px without scrolling sideways (the CSV keeps every column).
+    every_threshold = [column for column in models.columns if CACS_AT.match(str(column))]
+    shown = models[~by_judge].reset_index(drop=True)
+    _table(t, "models", shown, "models", hidden=["scored_by", *every_threshold])
+    if every_threshold:
+        with st.expander(t("daily.dashboard.every_threshold")):
+            table_view.show(t, shown[["model", *every_threshold]], key="table_models_every_threshold")
     if judge_scored is None or not by_judge.any():
         return
     scored = models[by_judge].dropna(axis="columns", how="all").reset_index(drop=True)
