@@ -23,7 +23,6 @@ import streamlit as st
 
 from analysis import comparisons, figures as figure_builders, metrics, score_figures
 from analysis.background import BackgroundValue
-from analysis.columns import CACS_AT
 from analysis.exports.csv_cells import csv_bytes
 from analysis.report import Report, build_report, json_bytes, report_json, tables
 from db.access.policies import StatisticsPolicy, authorize
@@ -394,6 +393,10 @@ def _sections(
         _table(t, "pending", frames["pending"], "pending")
 
 
+#: The model table's columns on the dashboard's first screen.
+FIRST_SCREEN_MODEL_COLUMNS = ("model", "n_responses", "rubric_accuracy", "pass_at_k", "cacs_at_k", "mean_length")
+
+
 def _models_tables(
     t: shell.Translator,
     models: pd.DataFrame,
@@ -406,14 +409,14 @@ def _models_tables(
     that judge's fidelity, with the calibrated score first where a calibration sample allows one and the
     judge's raw score greyed beside it."""
     by_judge = models["model"].isin(judged).to_numpy()
-    # The first screen holds what models are compared by; CACS at every threshold (30 columns) is one click away,
-    # so the table fits the page at 1024 px without scrolling sideways (the CSV keeps every column).
-    every_threshold = [column for column in models.columns if CACS_AT.match(str(column))]
+    # The first screen holds what models are compared by, so it fits the page at 1024 px beside the sidebar; the
+    # intervals, the source and CACS at every threshold (30 columns) are one click away (the CSV keeps them all).
     shown = models[~by_judge].reset_index(drop=True)
-    _table(t, "models", shown, "models", hidden=["scored_by", *every_threshold])
-    if every_threshold:
+    rest = [column for column in shown.columns if column not in FIRST_SCREEN_MODEL_COLUMNS and column != "scored_by"]
+    _table(t, "models", shown, "models", hidden=["scored_by", *rest])
+    if rest:
         with st.expander(t("daily.dashboard.every_threshold")):
-            table_view.show(t, shown[["model", *every_threshold]], key="table_models_every_threshold")
+            table_view.show(t, shown[["model", *rest]], key="table_models_every_threshold")
     if judge_scored is None or not by_judge.any():
         return
     scored = models[by_judge].dropna(axis="columns", how="all").reset_index(drop=True)
