@@ -94,7 +94,8 @@ def _confirm(tab: str) -> None:
         confirmed = summary.created > 0 and left.button(
             t("daily.assign.confirm", created=f"{summary.created:,}"), type="primary", key=f"assign_confirm_{tab}"
         )
-        if right.button(t("daily.assign.cancel"), key=f"assign_cancel_{tab}"):
+        # Nothing to confirm: the one button closes the preview, where the confirm button would stand.
+        if (right if summary.created else left).button(t("daily.assign.cancel"), key=f"assign_cancel_{tab}"):
             st.session_state.pop(PREVIEW_KEY, None)
             st.rerun()
     if confirmed:
