@@ -36,6 +36,7 @@ def page_start(title_key: str, flash_key: str) -> None:
     message = st.session_state.pop(flash_key, None)
     if message:
         st.success(message)
+        st.toast(message, icon=":material/check_circle:")  # also where the reader is looking (the save button)
 
 
 #: A response longer than this scrolls in a box of RESPONSE_BOX_HEIGHT pixels, keeping the criteria close.
