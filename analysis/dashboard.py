@@ -28,7 +28,7 @@ from analysis.report import Report, build_report, json_bytes, report_json, table
 from db.access.policies import StatisticsPolicy, authorize
 from db.rules.errors import ClinConsensusError
 from db.store.models import Role, User
-from i18n import LANGUAGES
+from i18n import DEFAULT_LANGUAGE
 from ui import shared_grid, shell, table_view
 from ui.text import plain
 from ui.widgets import reason_text
@@ -65,6 +65,10 @@ FIGURES: dict[str, Callable[[Report, Callable[..., str]], go.Figure]] = {
 }
 
 
+#: The figures of the section a visit opens on (models), drawn with the default view in the background build.
+FIRST_SCREEN_FIGURES = ("accuracy_vs_cacs", "case_accuracy", "threshold")
+
+
 @dataclass(frozen=True)
 class Kept:
     """What the page needs of one data version, built in the background: nothing of it is drawn per visit."""
@@ -92,9 +96,11 @@ def _build(grid: metrics.DecisionGrid) -> Kept:
         default = None
     figures = {}
     if default is not None and len(default.grid.responses):
-        for language in LANGUAGES:
-            t = figure_builders.translator(language)
-            figures.update({(language, name): build(default, t) for name, build in FIGURES.items()})
+        # Only what the first screen shows, in the default language: drawing all 34 figures (every section, both
+        # languages) took 3 of the 4.5 s a small database's first visit after new data waited for. The others
+        # are drawn when their section is opened, once per data version (`_view_figure`).
+        t = figure_builders.translator(DEFAULT_LANGUAGE)
+        figures.update({(DEFAULT_LANGUAGE, name): FIGURES[name](default, t) for name in FIRST_SCREEN_FIGURES})
     pooled = metrics.judge_fidelity(grid)["mf1_gold"].astype(float) if judges else pd.Series(dtype=float)
     fidelity = {str(judge): float(mf1) for judge, mf1 in pooled.items()}
     return Kept(grid, default, judges, fidelity, _options(grid), figures)
