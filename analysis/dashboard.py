@@ -13,6 +13,7 @@ and checkers never reach this page.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
@@ -21,8 +22,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from analysis import comparisons, figures as figure_builders, metrics, score_figures
+from analysis import comparisons, figures as figure_builders, metrics, reliability, score_figures
 from analysis.background import BackgroundValue
+from analysis.bootstrap import DEFAULT_SEED
 from analysis.exports.csv_cells import csv_bytes
 from analysis.report import Report, build_report, json_bytes, report_json, tables
 from db.access.policies import StatisticsPolicy, authorize
@@ -91,6 +93,7 @@ def _build(grid: metrics.DecisionGrid) -> Kept:
             metrics.GOLD,
             grid=grid,
             resamples=DASHBOARD_RESAMPLES,
+            insights=False,  # the page shows none of it; a download adds it (`_complete`)
         )
     except ClinConsensusError:
         default = None
@@ -104,6 +107,16 @@ def _build(grid: metrics.DecisionGrid) -> Kept:
     pooled = metrics.judge_fidelity(grid)["mf1_gold"].astype(float) if judges else pd.Series(dtype=float)
     fidelity = {str(judge): float(mf1) for judge, mf1 in pooled.items()}
     return Kept(grid, default, judges, fidelity, _options(grid), figures)
+
+
+def _complete(report: Report) -> Report:
+    """The report as `clinconsensus report` writes it, its analysis depth included: built when a download is
+    clicked, since the page shows none of it (building it with the default view cost a first visit 0.6 s)."""
+    if report.insights is not None:
+        return report
+    return dataclasses.replace(
+        report, insights=reliability.build_insights(report.grid, resamples=DASHBOARD_RESAMPLES, seed=DEFAULT_SEED)
+    )
 
 
 @st.cache_resource(show_spinner=False)
@@ -337,7 +350,7 @@ def _summary(t: shell.Translator, report: Report, source: str, language: str) ->
         mime="text/html",
         file_name="report.html",
         on_click="ignore",
-        data=lambda: figure_builders.html_report(report, tables(report), lang=language).encode("utf-8"),
+        data=lambda: figure_builders.html_report(_complete(report), tables(report), lang=language).encode("utf-8"),
     )
     downloads[1].download_button(
         t("analysis.download_json"),
@@ -345,7 +358,7 @@ def _summary(t: shell.Translator, report: Report, source: str, language: str) ->
         mime="application/json",
         file_name="report.json",
         on_click="ignore",
-        data=lambda: json_bytes(report_json(report)),
+        data=lambda: json_bytes(report_json(_complete(report))),
     )
 
 
