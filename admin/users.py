@@ -141,8 +141,13 @@ def _edit_form(t: shell.Translator, admin: User, accounts: list[User], names: di
     st.session_state.setdefault(group_key, account.group_no if account.group_no in GROUP_CHOICES else GROUP_CHOICES[0])
     with st.form("user_edit"):
         left, right = st.columns(2)
-        role = left.selectbox(t("admin.users.role"), ROLES, format_func=lambda r: t(f"role.{r}"), key=role_key)
-        group = right.selectbox(t("admin.users.group"), GROUP_CHOICES, format_func=_group_label, key=group_key)
+        choose = t("chrome.text.choose_option")  # the page's own words, should a picker ever be empty
+        role = left.selectbox(
+            t("admin.users.role"), ROLES, format_func=lambda r: t(f"role.{r}"), key=role_key, placeholder=choose
+        )
+        group = right.selectbox(
+            t("admin.users.group"), GROUP_CHOICES, format_func=_group_label, key=group_key, placeholder=choose
+        )
         submitted = st.form_submit_button(t("admin.users.edit.submit"), type="primary")
     if submitted:
         if name == admin.username and role != Role.admin:
