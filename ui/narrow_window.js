@@ -6,6 +6,8 @@ export default function (component) {
   if (!data) return;
   document.documentElement.dataset.ccNarrowWindow = String(data.max_width);
   if (window.innerWidth >= data.max_width) return;
+  const page = window.location.pathname.replace(/\/+$/, "").split("/").pop();
+  if (!(data.pages || []).includes(page)) return;
   const done = "ccSidebarFolded:" + window.location.pathname;
   try {
     if (window.sessionStorage.getItem(done)) return;

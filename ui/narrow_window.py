@@ -12,11 +12,14 @@ import streamlit as st
 
 #: Windows narrower than this fold the sidebar on the work pages (labeling, check, adjudication).
 FOLD_BELOW_PX = 1280
+#: The pages that fold it (url paths; DESIGN's stable names). Rubric authoring and audit keep their sidebar: their
+#: grid is laid out for the width beside it.
+FOLDING_PAGES = ("annotate-labeling", "review-labels", "review-adjudication")
 
 _JS = (Path(__file__).with_name("narrow_window.js")).read_text(encoding="utf-8")
 _component = st.components.v2.component("clinconsensus_narrow_window", js=_JS)
 
 
 def fold_sidebar_when_narrow() -> None:
-    """Mounts the component (renders nothing); call once per run of a work page."""
-    _component(data={"max_width": FOLD_BELOW_PX}, key="narrow_window")
+    """Mounts the component (renders nothing; it folds only on `FOLDING_PAGES`); call once per run of a work page."""
+    _component(data={"max_width": FOLD_BELOW_PX, "pages": list(FOLDING_PAGES)}, key="narrow_window")
