@@ -54,19 +54,25 @@ PIP_PROGRESS := { grep --line-buffered -E '^(Collecting|Installing collected)' |
 
 # The installer: uv (from PyPI, into the virtualenv) resolves and installs the dependencies in seconds where
 # pip takes minutes, and says what it does as it goes; where uv cannot be had (or with INSTALLER=pip), pip
-# does the same install. Both leave the libraries compiled to bytecode (pip does by default, uv when told): where
-# a process cannot write bytecode (PYTHONDONTWRITEBYTECODE, as container images often set, or a virtualenv the
-# server's user cannot write), each command otherwise compiled pandas, scipy and SQLAlchemy from source again.
+# does the same install. Neither compiles bytecode at install time (on a busy two-core machine that was 40 s
+# of 9,955 files before the server could start): the commands `make run` calls compile what they import as
+# they import it, and once the server answers, `make run` compiles the rest of the virtualenv in the background
+# at low priority (COMPILED_STAMP), so where a later process cannot write bytecode (PYTHONDONTWRITEBYTECODE, as
+# container images often set, or a virtualenv the server's user cannot write) nothing is compiled again.
 INSTALLER ?= uv
 # install_into SPEC: install the project (SPEC: . or '.[test]') into the virtualenv.
 define install_into
-	if [ "$(INSTALLER)" = uv ] && $(BIN)/python -m pip install -q --disable-pip-version-check uv >/dev/null 2>&1; then \
-	  $(BIN)/uv pip install --compile-bytecode --python $(BIN)/python -e $(1); \
+	if [ "$(INSTALLER)" = uv ] && $(BIN)/python -m pip install -q --no-compile --disable-pip-version-check uv >/dev/null 2>&1; then \
+	  $(BIN)/uv pip install --python $(BIN)/python -e $(1); \
 	else \
 	  echo "installing with pip (the first time takes a few minutes)"; \
-	  $(BIN)/python -m pip install --progress-bar off --disable-pip-version-check -e $(1) | $(PIP_PROGRESS); \
-	fi
+	  $(BIN)/python -m pip install --no-compile --progress-bar off --disable-pip-version-check -e $(1) | $(PIP_PROGRESS); \
+	fi; \
+	rm -f $(COMPILED_STAMP)
 endef
+
+# After the server answers: the virtualenv's bytecode, once per install, at low priority (cli/compile_later.py).
+COMPILED_STAMP := $(VENV)/.compiled
 
 $(APP_STAMP): pyproject.toml | $(BIN)/python
 	@echo "installing ClinConsensus Studio and its dependencies into $(VENV)"
@@ -93,6 +99,10 @@ run: $(APP_STAMP)
 	  echo "database has $$cases cases; log in with your own account (add one: clinconsensus users add NAME --role admin --password-stdin)"; \
 	fi
 	@echo "ClinConsensus Studio: http://$(ADDRESS):$(PORT)   (Ctrl-C stops it)"
+	@if [ ! -f $(COMPILED_STAMP) ]; then \
+	  nice -n 19 $(BIN)/python -m cli.compile_later --url http://$(ADDRESS):$(PORT) --stamp $(COMPILED_STAMP) $(VENV)/lib \
+	    >/dev/null 2>&1 </dev/null & \
+	fi
 	@exec $(BIN)/clinconsensus serve --port $(PORT) --address $(ADDRESS)
 
 # pytest exits 5 when it collected nothing; that is a failure, never a pass.

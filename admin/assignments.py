@@ -15,9 +15,13 @@ from sqlmodel import Session
 from db.rules.errors import ClinConsensusError
 from db.store.models import AssignmentKind, Role, User
 from db.work import assignments, calibration, disagreements, status
+from db.work.assignments import AssignmentSummary
 from ui import shell, widgets
 
 TABLE_LIMIT = 500
+#: Session keys: the result of the last action (with its tab), and an assignment previewed, not yet confirmed.
+FLASH_KEY = "assign_flash"
+PREVIEW_KEY = "assign_preview"
 
 
 def _person_label(people: dict[str, User], t: shell.Translator, *, with_group: bool = True) -> Callable[[str], str]:
@@ -29,15 +33,85 @@ def _person_label(people: dict[str, User], t: shell.Translator, *, with_group: b
     return label
 
 
-def _run(action: Callable[[Session], object]) -> None:
+def _run(action: Callable[[Session], object], tab: str) -> None:
+    """Does `action` in one transaction; its summary is shown next to the control that asked (`tab`)."""
     try:
         with st.spinner(shell.t("admin.assign.working")), shell.db_session() as session:
             summary = action(session)
     except ClinConsensusError as error:
         widgets.show_error(error)
         return
-    st.session_state["assign_flash"] = summary
+    st.session_state.pop(PREVIEW_KEY, None)
+    st.session_state[FLASH_KEY] = (tab, summary)
     st.rerun()
+
+
+def _flash(tab: str) -> None:
+    """The result of the action just done in `tab`, in that tab only: read once, so it is gone after the next
+    click anywhere (switching tabs shows no old banner)."""
+    flash = st.session_state.get(FLASH_KEY)
+    if flash is None or flash[0] != tab:
+        return
+    del st.session_state[FLASH_KEY]
+    st.toast(shell.t("daily.assign.done"), icon=":material/check_circle:")
+    _show_summary(flash[1])
+
+
+def _preview(tab: str, action: Callable[[Session, bool], AssignmentSummary]) -> None:
+    """Computes what `action` would create (writing nothing) and keeps it for `_confirm` to show."""
+    try:
+        with shell.db_session(read_only=True) as session:
+            summary = action(session, True)
+    except ClinConsensusError as error:
+        widgets.show_error(error)
+        return
+    st.session_state.pop(FLASH_KEY, None)
+    st.session_state[PREVIEW_KEY] = (tab, summary, action)
+
+
+def _confirm(tab: str) -> None:
+    """The preview of `tab`'s assignment beside its button: what it will create, then confirm or cancel."""
+    kept = st.session_state.get(PREVIEW_KEY)
+    if kept is None or kept[0] != tab:
+        return
+    t = shell.translator()
+    _, summary, action = kept
+    with st.container(border=True):
+        if not summary.created:
+            st.info(t("daily.assign.preview.nothing", existing=f"{summary.already_assigned:,}"))
+        else:
+            st.markdown(
+                t(
+                    "daily.assign.preview.title",
+                    created=f"{summary.created:,}",
+                    existing=f"{summary.already_assigned:,}",
+                )
+            )
+            _per_user(t, summary)
+        if summary.unassignable:
+            st.warning(t("admin.assign.unassignable", count=len(summary.unassignable)))
+        left, right, _ = st.columns([1, 1, 3])
+        confirmed = summary.created > 0 and left.button(
+            t("daily.assign.confirm", created=f"{summary.created:,}"), type="primary", key=f"assign_confirm_{tab}"
+        )
+        # Nothing to confirm: the one button closes the preview, where the confirm button would stand.
+        if (right if summary.created else left).button(t("daily.assign.cancel"), key=f"assign_cancel_{tab}"):
+            st.session_state.pop(PREVIEW_KEY, None)
+            st.rerun()
+    if confirmed:
+        _run(lambda session: action(session, False), tab)
+
+
+def _per_user(t: shell.Translator, summary: AssignmentSummary) -> None:
+    if summary.per_user:
+        st.dataframe(
+            [
+                {t("admin.assign.col.user"): name, t("admin.assign.col.new"): count}
+                for name, count in sorted(summary.per_user.items())
+            ],
+            hide_index=True,
+            width="content",
+        )
 
 
 def _show_summary(summary) -> None:
@@ -60,15 +134,7 @@ def _show_summary(summary) -> None:
         st.success(summary)
         return
     st.success(t("admin.assign.result", created=summary.created, existing=summary.already_assigned))
-    if summary.per_user:
-        st.dataframe(
-            [
-                {t("admin.assign.col.user"): name, t("admin.assign.col.new"): count}
-                for name, count in sorted(summary.per_user.items())
-            ],
-            hide_index=True,
-            width="content",
-        )
+    _per_user(t, summary)
     if summary.unassignable:
         st.warning(t("admin.assign.unassignable", count=len(summary.unassignable)))
         with st.expander(t("admin.assign.unassignable.details")):
@@ -79,9 +145,6 @@ def render() -> None:
     admin = shell.require_user(Role.admin)
     t = shell.translator()
     st.title(t("admin.assign.title"))
-    flash = st.session_state.pop("assign_flash", None)
-    if flash is not None:
-        _show_summary(flash)
 
     with shell.db_session(read_only=True) as session:
         people = {p.username: p for p in assignments.active_annotators(session)}
@@ -160,15 +223,19 @@ def _rubric_tab(admin: User, people: dict[str, User], subjects: list[str], label
             elif by == "cases" and not case_ids:
                 st.warning(t("admin.assign.need_cases"))
             else:
-                _run(
-                    lambda s: assignments.assign_rubric_authoring(
+                _preview(
+                    "rubric",
+                    lambda s, preview: assignments.assign_rubric_authoring(
                         s,
                         actor=admin,
                         annotators=chosen,
                         specialty=specialty if by == "specialty" else None,
                         case_ids=case_ids if by == "cases" else None,
-                    )
+                        preview=preview,
+                    ),
                 )
+    _confirm("rubric")
+    _flash("rubric")
 
 
 def _label_tab(admin: User, people: dict[str, User], short_label: Callable[[str], str]) -> None:
@@ -194,7 +261,13 @@ def _label_tab(admin: User, people: dict[str, User], short_label: Callable[[str]
             placeholder=t("admin.assign.choose_people"),
         )
         if st.form_submit_button(t("admin.assign.label.submit"), type="primary"):
-            _run(lambda s: assignments.assign_labeling(s, actor=admin, annotators=[*chosen1, *chosen2]))
+            annotators = [*chosen1, *chosen2]
+            _preview(
+                "label",
+                lambda s, preview: assignments.assign_labeling(s, actor=admin, annotators=annotators, preview=preview),
+            )
+    _confirm("label")
+    _flash("label")
 
 
 def _list_tab(admin: User, people: dict[str, User], label: Callable[[str], str]) -> None:
@@ -276,28 +349,34 @@ def _reassign_tab(admin: User, people: dict[str, User], label: Callable[[str], s
             session, actor=admin, kind=AssignmentKind(kind), username=holder, limit=TABLE_LIMIT
         )
     tasks = {row["id"]: _task_text(t, row, people, kind) for row in rows}
-    with st.form("assign_move"):
-        task = st.selectbox(
-            t("admin.assign.task"),
-            list(tasks),
-            format_func=tasks.__getitem__,
-            index=None,
-            placeholder=t("admin.assign.task.choose", shown=f"{len(tasks):,}"),
-            key="reassign_task",
-        )
-        target = st.selectbox(
-            t("admin.assign.to"),
-            list(people),
-            format_func=label,
-            index=None,
-            placeholder=t("admin.assign.choose_person"),
-            key="reassign_to",
-        )
-        if st.form_submit_button(t("admin.assign.reassign.submit"), type="primary"):
-            if task is None or target is None:
-                st.warning(t("admin.assign.need_both"))
-            else:
-                _run(lambda s: _reassigned(s, admin, task, tasks[task], target, label(target)))
+    # Outside a form: the people offered follow the task chosen (its group, never its holder; db's rule).
+    task = st.selectbox(
+        t("admin.assign.task"),
+        list(tasks),
+        format_func=tasks.__getitem__,
+        index=None,
+        placeholder=t("admin.assign.task.choose", shown=f"{len(tasks):,}"),
+        key="reassign_task",
+    )
+    candidates: list[str] = []
+    if task is not None:
+        with shell.db_session(read_only=True) as session:
+            candidates = assignments.reassign_candidates(session, actor=admin, assignment_id=task)
+    target = st.selectbox(
+        t("admin.assign.to"),
+        [name for name in candidates if name in people],
+        format_func=label,
+        index=None,
+        placeholder=t("admin.assign.choose_person" if task is None or candidates else "daily.assign.reassign.nobody"),
+        disabled=task is not None and not candidates,
+        key="reassign_to",
+    )
+    if st.button(t("admin.assign.reassign.submit"), type="primary", key="reassign_submit"):
+        if task is None or target is None:
+            st.warning(t("admin.assign.need_both"))
+        else:
+            _run(lambda s: _reassigned(s, admin, task, tasks[task], target, label(target)), "reassign")
+    _flash("reassign")
 
 
 def _reassigned(session: Session, admin: User, assignment_id: int, task: str, target: str, target_name: str) -> str:
@@ -336,7 +415,11 @@ def _calibration_tab(admin: User) -> None:
             if model is None:
                 st.warning(t("admin.assign.calibration.need_model"))
             else:
-                _run(lambda s: calibration.draw_calibration_sample(s, actor=admin, model=model, n=int(size)))
+                _run(
+                    lambda s: calibration.draw_calibration_sample(s, actor=admin, model=model, n=int(size)),
+                    "calibration",
+                )
+    _flash("calibration")
 
 
 def _disagreement_tab(admin: User) -> None:
@@ -371,4 +454,8 @@ def _disagreement_tab(admin: User) -> None:
             if judge_a is None or judge_b is None:
                 st.warning(t("admin.assign.disagreements.need_judges"))
             else:
-                _run(lambda s: disagreements.draw_disagreements(s, actor=admin, judges=[judge_a, judge_b], n=int(size)))
+                _run(
+                    lambda s: disagreements.draw_disagreements(s, actor=admin, judges=[judge_a, judge_b], n=int(size)),
+                    "disagreements",
+                )
+    _flash("disagreements")

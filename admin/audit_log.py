@@ -169,7 +169,18 @@ def _entries(entries: list[AuditLog], zone: ZoneInfo) -> None:
             ],
         }
     )
-    st.dataframe(frame, hide_index=True, width="stretch")
+    # The changed fields get the room (the id and the time need little), so their names are not cut off.
+    fields, key = t("review.audit_log.col.fields"), t("review.audit_log.col.key")
+    st.dataframe(
+        frame,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            t("review.audit_log.col.id"): st.column_config.NumberColumn(width="small", format="%d"),
+            key: st.column_config.TextColumn(width="medium"),
+            fields: st.column_config.TextColumn(width="large"),
+        },
+    )
     by_id = {e.id: e for e in entries}
     chosen = st.selectbox(
         t("review.audit_log.entry"),
@@ -187,7 +198,12 @@ def _entries(entries: list[AuditLog], zone: ZoneInfo) -> None:
     entry = by_id[chosen]
     changes = _changes(entry)
     if changes:
-        st.dataframe(changes, hide_index=True, width="stretch")
+        st.dataframe(
+            changes,
+            hide_index=True,
+            width="stretch",
+            column_config={t("review.audit_log.col.field"): st.column_config.TextColumn(width="medium")},
+        )
     else:
         st.caption(t("review.audit_log.no_fields"))
     with st.expander(t("review.audit_log.raw")):

@@ -50,6 +50,21 @@ HISTORY_COLUMNS = (
     "created_by",
     "created_at",
 )
+#: The history's columns in view (the rest in its "all columns" table), and the narrow ones among them.
+HISTORY_SHOWN = (
+    "id",
+    "kind",
+    "status",
+    "judge",
+    "model",
+    "judged_models",
+    "items",
+    "done",
+    "errors",
+    "wall_seconds",
+    "created_at",
+)
+HISTORY_NARROW = ("id", "kind", "status", "items", "done", "errors", "wall_seconds")
 
 
 def _models(user: User) -> list[str]:
@@ -93,7 +108,7 @@ def _no_thinking_field(column, form: str, t: shell.Translator) -> bool:
     )
 
 
-def _start(run_id_of, options, user: User, t: shell.Translator) -> None:
+def _start(run_id_of, options, user: User, t: shell.Translator, form: str = "judge") -> None:
     """Records the run, starts its process and says so; a refusal is shown and nothing starts."""
     try:
         run_id = run_id_of(shell.engine(), options, by=user)
@@ -101,7 +116,41 @@ def _start(run_id_of, options, user: User, t: shell.Translator) -> None:
         widgets.show_error(error)
         return
     launch_run(run_id, database_url())
-    st.success(t("judge.started", id=run_id))
+    st.toast(t("judge.started", id=run_id), icon=":material/play_arrow:")
+    st.session_state[f"judge_started_{form}"] = run_id
+
+
+@st.fragment(run_every="2s")
+def _started_here(user: User, form: str) -> None:
+    """The run this form started, right under its button: started, its progress and ETA, then how it ended
+    (the live section further down follows every run)."""
+    run_id = st.session_state.get(f"judge_started_{form}")
+    if run_id is None:
+        return
+    t = shell.translator()
+    with shell.db_session(read_only=True) as session:
+        found = [run for run in judge_runs.list_runs(session, user, limit=50) if run.id == run_id]
+    if not found:
+        return
+    run = judge_runs.run_summary(found[0])
+    with st.container(border=True):
+        if run["status"] in ACTIVE:
+            st.success(t("judge.started", id=run_id))
+            widgets.progress_bar(run["done"], run["items"], label_key="judge.live.progress")
+            st.caption(
+                t("daily.judge.started_eta", status=t(f"judge.status.{run['status']}"), eta=_eta(run["eta_seconds"]))
+            )
+        else:
+            show = st.success if run["status"] == "finished" else st.warning
+            show(
+                t(
+                    "daily.judge.ended",
+                    id=run_id,
+                    status=t(f"judge.status.{run['status']}"),
+                    done=f"{run['done']:,}",
+                    items=f"{run['items']:,}",
+                )
+            )
 
 
 def _start_form(user: User, t: shell.Translator) -> None:
@@ -136,6 +185,7 @@ def _start_form(user: User, t: shell.Translator) -> None:
         no_thinking = _no_thinking_field(right, "judge", t)
         submitted = st.form_submit_button(t("judge.form.start"), type="primary", icon=":material/play_arrow:")
     if not submitted:
+        _started_here(user, "judge")
         return
     options = RunOptions(
         base_url=_urls(base_url),
@@ -150,6 +200,7 @@ def _start_form(user: User, t: shell.Translator) -> None:
         thinking=not no_thinking,
     )
     _start(create_run, options, user, t)
+    _started_here(user, "judge")
 
 
 def _generate_form(user: User, t: shell.Translator) -> None:
@@ -171,6 +222,7 @@ def _generate_form(user: User, t: shell.Translator) -> None:
         no_thinking = _no_thinking_field(left, "generate", t)
         submitted = st.form_submit_button(t("generate.form.start"), type="primary", icon=":material/play_arrow:")
     if not submitted:
+        _started_here(user, "generate")
         return
     options = GenerateOptions(
         base_url=_urls(base_url),
@@ -182,7 +234,8 @@ def _generate_form(user: User, t: shell.Translator) -> None:
         max_tokens=max_tokens,
         thinking=not no_thinking,
     )
-    _start(create_generate_run, options, user, t)
+    _start(create_generate_run, options, user, t, "generate")
+    _started_here(user, "generate")
 
 
 def _one_decimal(value: float | None) -> str:
@@ -260,6 +313,14 @@ def _shares(run: dict, t: shell.Translator) -> None:
         st.caption(t(key, url=widgets.plain(share["base_url"]), done=share["done"], reason=reason))
 
 
+def _judged_models(run: dict, t: shell.Translator) -> str:
+    """Which models' responses a judge run graded: those it was given, or all; a generate run grades none."""
+    if run["kind"] == "generate":
+        return "—"
+    models = run["params"].get("models") or []
+    return t("admin.export.left_out.list_sep").join(models) if models else t("daily.judge.all_models")
+
+
 def _history(user: User, t: shell.Translator) -> None:
     with shell.db_session(read_only=True) as session:
         runs = [judge_runs.run_summary(run) for run in judge_runs.list_runs(session, user)]
@@ -274,11 +335,17 @@ def _history(user: User, t: shell.Translator) -> None:
     for name in ("wall_seconds", "items_per_second"):
         frame[name] = [_one_decimal(value) for value in frame[name]]
     frame["created_by"] = [name or "—" for name in frame["created_by"]]
+    frame.insert(5, "judged_models", [_judged_models(run, t) for run in runs])
+    headers = {name: t(f"judge.column.{name}") for name in (*HISTORY_COLUMNS, "judged_models")}
+    # The page's width holds the columns a reader compares runs by; every figure is one click away.
     st.dataframe(
-        frame.rename(columns={name: t(f"judge.column.{name}") for name in HISTORY_COLUMNS}),
+        frame[list(HISTORY_SHOWN)].rename(columns=headers),
         hide_index=True,
         width="stretch",
+        column_config={headers[name]: st.column_config.Column(width="small") for name in HISTORY_NARROW},
     )
+    with st.expander(t("daily.judge.history.all_columns")):
+        st.dataframe(frame.rename(columns=headers), hide_index=True, width="stretch")
     failed = [run for run in runs if run["message"]]
     for run in failed[:5]:
         st.caption(t("judge.history.message", id=run["id"]))

@@ -131,7 +131,15 @@ def _diff(t: shell.Translator, before: dict, after: dict) -> None:
     beyond = {True: t("leaderboard.diff.beyond"), False: t("leaderboard.diff.within"), None: "—"}
     shown = frame.assign(beyond_intervals=[beyond[value] for value in frame["beyond_intervals"]])
     headers = {column: t(f"leaderboard.col.{column}") for column in shown.columns if column != "model"}
-    table_view.show(t, shown.rename(columns=headers))
+    # One format on the page: scores as percentages with one decimal (as in the snapshot's table), their
+    # change in percentage points with one decimal.
+    points = headers["change_points"]
+    table_view.show(
+        t,
+        shown.rename(columns=headers),
+        rates=(headers["cacs_before"], headers["cacs_after"]),
+        column_config={points: st.column_config.NumberColumn(points, format="%+.1f")},
+    )
     for kind in ("added", "removed"):
         if changes[kind]:
             st.caption(t(f"leaderboard.diff.{kind}", models=", ".join(changes[kind])))
@@ -157,11 +165,14 @@ def render() -> None:
     names = [row["name"] for row in listing]
     by_name = {row["name"]: row for row in snapshots}
     st.subheader(t("leaderboard.show"))
-    chosen = st.selectbox(t("leaderboard.pick"), names, key="leaderboard_pick")
+    # Keyed by how many snapshots there are (never deleted): after a new freeze the pickers start again from
+    # the newest snapshot and the newest pair.
+    newest = len(names)
+    chosen = st.selectbox(t("leaderboard.pick"), names, key=f"leaderboard_pick_{newest}")
     _show(t, by_name[chosen])
     if len(names) >= 2:
         st.subheader(t("leaderboard.diff"))
         left, right = st.columns(2)
-        before = left.selectbox(t("leaderboard.diff.from"), names, index=1, key="leaderboard_from")
-        after = right.selectbox(t("leaderboard.diff.to"), names, index=0, key="leaderboard_to")
+        before = left.selectbox(t("leaderboard.diff.from"), names, index=1, key=f"leaderboard_from_{newest}")
+        after = right.selectbox(t("leaderboard.diff.to"), names, index=0, key=f"leaderboard_to_{newest}")
         _diff(t, by_name[before], by_name[after])

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -23,7 +24,6 @@ from db.access.export_records import newest_sft_holdout
 from db.rules.errors import ValidationFailed
 from db.store.models import Role, User
 from db.work import generation
-from db.work.calibration import response_models
 from ui import shared_grid, shell, table_view
 from ui.text import plain
 from ui.times import local_time
@@ -176,12 +176,32 @@ def _values_frame(t: shell.Translator, entry: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[t("new_model.col.metric"), *(t(f"new_model.col.{key}") for key in VALUE_KEYS)])
 
 
-def _calibrated(t: shell.Translator, found: model_pipeline.ModelFigures) -> None:
+def fidelity_warning(t: shell.Translator, judge: str, fidelity: pd.DataFrame, ceiling: float | None) -> str | None:
+    """Why the chosen judge's score may not be trusted: its agreement with gold is unknown (nothing compared),
+    or below what the physicians reach against each other; None when neither."""
+    compared = fidelity["n_gold"].get(judge, 0) if "n_gold" in fidelity else 0
+    known = judge in fidelity.index and bool(compared) and not pd.isna(compared)
+    value = float(fidelity["mf1_gold"].get(judge, np.nan)) if known else float("nan")
+    if not known or np.isnan(value):
+        return t("daily.new_model.fidelity_unknown", judge=plain(judge))
+    if ceiling is not None and value < ceiling:
+        return t("daily.new_model.fidelity_below", judge=plain(judge), value=_score(value), ceiling=_score(ceiling))
+    return None
+
+
+def _calibrated(
+    t: shell.Translator, found: model_pipeline.ModelFigures, figures: model_pipeline.PipelineFigures
+) -> None:
     st.subheader(t("new_model.score.title", k=DEFAULT_K))
     judges = list(found.calibrated)
     entry = None
     if judges:
         judge = st.selectbox(t("new_model.score.judge"), judges, key="new_model_judge")
+        with shell.db_session(read_only=True) as session:
+            heldout = model_pipeline.heldout_in_grid(figures.grid, newest_sft_holdout(session))
+        warning = fidelity_warning(t, judge or judges[0], figures.fidelity(heldout), figures.physicians_ceiling())
+        if warning:
+            st.warning(warning, icon=":material/warning:")
         entry = found.calibrated[judge or judges[0]]
         st.caption(
             t(
@@ -222,9 +242,8 @@ def render() -> None:
     st.title(t("new_model.title"))
     st.caption(t("new_model.intro"))
     with shell.db_session(read_only=True) as session:
-        models = sorted(
-            set(response_models(session, actor=user)) | set(generation.generated_models(session, actor=user))
-        )
+        # The newest first (the page opens on the model that just arrived); the picker's search finds any other.
+        models = generation.models_newest_first(session, actor=user)
     if not models:
         st.info(t("new_model.no_models"))
         _link_runs(t)
@@ -239,4 +258,4 @@ def render() -> None:
     _judges(t, figures, found)
     _sample(t, found.sample)
     _plan(t, figures, found)
-    _calibrated(t, found)
+    _calibrated(t, found, figures)

@@ -134,21 +134,19 @@ def _edit_form(t: shell.Translator, admin: User, accounts: list[User], names: di
     # Outside the form, so the role and group below start from the chosen account's current ones.
     name = st.selectbox(t("admin.users.account"), list(names), key="edit_name", format_func=names.__getitem__)
     account = next(a for a in accounts if a.username == name)
+    # The account's current role and group as the pickers' first values, through session state only: a widget
+    # given both a default and a state value (a language switch sets every picker's state) makes Streamlit warn.
+    role_key, group_key = f"edit_role_{name}", f"edit_group_{name}"
+    st.session_state.setdefault(role_key, ROLES[ROLES.index(account.role)] if account.role in ROLES else ROLES[0])
+    st.session_state.setdefault(group_key, account.group_no if account.group_no in GROUP_CHOICES else GROUP_CHOICES[0])
     with st.form("user_edit"):
         left, right = st.columns(2)
+        choose = t("chrome.text.choose_option")  # the page's own words, should a picker ever be empty
         role = left.selectbox(
-            t("admin.users.role"),
-            ROLES,
-            format_func=lambda r: t(f"role.{r}"),
-            index=ROLES.index(account.role) if account.role in ROLES else 0,
-            key=f"edit_role_{name}",
+            t("admin.users.role"), ROLES, format_func=lambda r: t(f"role.{r}"), key=role_key, placeholder=choose
         )
         group = right.selectbox(
-            t("admin.users.group"),
-            GROUP_CHOICES,
-            format_func=_group_label,
-            index=GROUP_CHOICES.index(account.group_no) if account.group_no in GROUP_CHOICES else 0,
-            key=f"edit_group_{name}",
+            t("admin.users.group"), GROUP_CHOICES, format_func=_group_label, key=group_key, placeholder=choose
         )
         submitted = st.form_submit_button(t("admin.users.edit.submit"), type="primary")
     if submitted:

@@ -13,6 +13,7 @@ and checkers never reach this page.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
@@ -21,14 +22,15 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from analysis import comparisons, figures as figure_builders, metrics, score_figures, validity_page
+from analysis import comparisons, figures as figure_builders, metrics, reliability, score_figures, validity_page
 from analysis.background import BackgroundValue
+from analysis.bootstrap import DEFAULT_SEED
 from analysis.exports.csv_cells import csv_bytes
 from analysis.report import Report, build_report, json_bytes, report_json, tables
 from db.access.policies import StatisticsPolicy, authorize
 from db.rules.errors import ClinConsensusError
 from db.store.models import Role, User
-from i18n import LANGUAGES
+from i18n import DEFAULT_LANGUAGE
 from ui import shared_grid, shell, table_view
 from ui.text import plain
 from ui.widgets import reason_text
@@ -65,6 +67,10 @@ FIGURES: dict[str, Callable[[Report, Callable[..., str]], go.Figure]] = {
 }
 
 
+#: The figures of the section a visit opens on (models), drawn with the default view in the background build.
+FIRST_SCREEN_FIGURES = ("accuracy_vs_cacs", "case_accuracy", "threshold")
+
+
 @dataclass(frozen=True)
 class Kept:
     """What the page needs of one data version, built in the background: nothing of it is drawn per visit."""
@@ -87,17 +93,30 @@ def _build(grid: metrics.DecisionGrid) -> Kept:
             metrics.GOLD,
             grid=grid,
             resamples=DASHBOARD_RESAMPLES,
+            insights=False,  # the page shows none of it; a download adds it (`_complete`)
         )
     except ClinConsensusError:
         default = None
     figures = {}
     if default is not None and len(default.grid.responses):
-        for language in LANGUAGES:
-            t = figure_builders.translator(language)
-            figures.update({(language, name): build(default, t) for name, build in FIGURES.items()})
+        # Only what the first screen shows, in the default language: drawing all 34 figures (every section, both
+        # languages) took 3 of the 4.5 s a small database's first visit after new data waited for. The others
+        # are drawn when their section is opened, once per data version (`_view_figure`).
+        t = figure_builders.translator(DEFAULT_LANGUAGE)
+        figures.update({(DEFAULT_LANGUAGE, name): FIGURES[name](default, t) for name in FIRST_SCREEN_FIGURES})
     pooled = metrics.judge_fidelity(grid)["mf1_gold"].astype(float) if judges else pd.Series(dtype=float)
     fidelity = {str(judge): float(mf1) for judge, mf1 in pooled.items()}
     return Kept(grid, default, judges, fidelity, _options(grid), figures)
+
+
+def _complete(report: Report) -> Report:
+    """The report as `clinconsensus report` writes it, its analysis depth included: built when a download is
+    clicked, since the page shows none of it (building it with the default view cost a first visit 0.6 s)."""
+    if report.insights is not None:
+        return report
+    return dataclasses.replace(
+        report, insights=reliability.build_insights(report.grid, resamples=DASHBOARD_RESAMPLES, seed=DEFAULT_SEED)
+    )
 
 
 @st.cache_resource(show_spinner=False)
@@ -331,7 +350,7 @@ def _summary(t: shell.Translator, report: Report, source: str, language: str) ->
         mime="text/html",
         file_name="report.html",
         on_click="ignore",
-        data=lambda: figure_builders.html_report(report, tables(report), lang=language).encode("utf-8"),
+        data=lambda: figure_builders.html_report(_complete(report), tables(report), lang=language).encode("utf-8"),
     )
     downloads[1].download_button(
         t("analysis.download_json"),
@@ -339,7 +358,7 @@ def _summary(t: shell.Translator, report: Report, source: str, language: str) ->
         mime="application/json",
         file_name="report.json",
         on_click="ignore",
-        data=lambda: json_bytes(report_json(report)),
+        data=lambda: json_bytes(report_json(_complete(report))),
     )
 
 
@@ -395,6 +414,10 @@ def _sections(
         _table(t, "pending", frames["pending"], "pending")
 
 
+#: The model table's columns on the dashboard's first screen.
+FIRST_SCREEN_MODEL_COLUMNS = ("model", "n_responses", "rubric_accuracy", "pass_at_k", "cacs_at_k", "mean_length")
+
+
 def _models_tables(
     t: shell.Translator,
     models: pd.DataFrame,
@@ -407,7 +430,14 @@ def _models_tables(
     that judge's fidelity, with the calibrated score first where a calibration sample allows one and the
     judge's raw score greyed beside it."""
     by_judge = models["model"].isin(judged).to_numpy()
-    _table(t, "models", models[~by_judge].reset_index(drop=True), "models", hidden=["scored_by"])
+    # The first screen holds what models are compared by, so it fits the page at 1024 px beside the sidebar; the
+    # intervals, the source and CACS at every threshold (30 columns) are one click away (the CSV keeps them all).
+    shown = models[~by_judge].reset_index(drop=True)
+    rest = [column for column in shown.columns if column not in FIRST_SCREEN_MODEL_COLUMNS and column != "scored_by"]
+    _table(t, "models", shown, "models", hidden=["scored_by", *rest])
+    if rest:
+        with st.expander(t("daily.dashboard.every_threshold")):
+            table_view.show(t, shown[["model", *rest]], key="table_models_every_threshold")
     if judge_scored is None or not by_judge.any():
         return
     scored = models[by_judge].dropna(axis="columns", how="all").reset_index(drop=True)

@@ -281,6 +281,11 @@ def threshold_sensitivity(report, t: Translator) -> go.Figure:
     )
 
 
+#: The length chart: every response a grey dot, each model's mean a marker of its own colour and shape.
+RESPONSE_DOT_COLOR = "#9aa0a6"
+MODEL_SYMBOLS = ("diamond", "square", "circle", "triangle-up", "cross", "star", "triangle-down", "pentagon", "x")
+
+
 def length_diagnostics(report, t: Translator, max_points: int = 4000) -> go.Figure:
     scores = report.scores
     value = metrics.cacs(scores.s, scores.n, report.k)
@@ -296,23 +301,30 @@ def length_diagnostics(report, t: Translator, max_points: int = 4000) -> go.Figu
             y=value[shown],
             mode="markers",
             opacity=0.35,
-            name=t("analysis.axis.responses"),
+            marker=dict(color=RESPONSE_DOT_COLOR),
+            name=t("daily.fig.length.each_response"),
             text=np.asarray(report.grid.models, dtype=object)[scores.model_codes[shown]]
             if len(report.grid.models)
             else None,
         )
     )
-    figure.add_trace(
-        go.Scatter(
-            x=report.models["mean_length"],
-            y=report.models["cacs_at_k"],
-            mode="markers+text",
-            text=list(report.models.index),
-            textposition="top center",
-            marker=dict(size=12, symbol="diamond"),
-            name=t("analysis.axis.model"),
+    # Each model's mean as its own legend entry (in the leaderboard's order), never a label beside its marker:
+    # models of about the same length and score would print their names over each other.
+    means = report.models
+    for index, model in enumerate(model for model in model_order(report) if model in means.index):
+        figure.add_trace(
+            go.Scatter(
+                x=[means.loc[model, "mean_length"]],
+                y=[means.loc[model, "cacs_at_k"]],
+                mode="markers",
+                marker=dict(
+                    size=13, symbol=MODEL_SYMBOLS[index % len(MODEL_SYMBOLS)], line=dict(width=1, color="white")
+                ),
+                name=str(model),
+                legendgroup="models",
+                legendgrouptitle_text=t("daily.fig.length.model_mean") if index == 0 else None,
+            )
         )
-    )
     pearson = report.length.get("pearson_cacs")
     subtitle = "" if pearson is None or np.isnan(pearson) else f" (r = {pearson:.3f})"
     return layout(

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import calibrated as calibrated_scores, metrics, score_section
+from analysis.reliability.physicians import human_ceiling
 
 MIN_LABELED = calibrated_scores.MIN_LABELED
 JUDGE_COLUMNS = ["judge", "n_decisions", "n_graded", "n_responses"]
@@ -109,6 +110,7 @@ class PipelineFigures:
     grid: metrics.DecisionGrid
     _fidelity: dict[tuple[str, ...], pd.DataFrame] = field(default_factory=dict)
     _models: dict[tuple[str, int], ModelFigures] = field(default_factory=dict)
+    _ceiling: dict[str, float | None] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def fidelity(self, heldout: list[str]) -> pd.DataFrame:
@@ -118,6 +120,16 @@ class PipelineFigures:
             if key not in self._fidelity:
                 self._fidelity[key] = metrics.judge_fidelity(score_section.heldout_grid(self.grid, heldout or None))
             return self._fidelity[key]
+
+    def physicians_ceiling(self) -> float | None:
+        """What the physicians reach against the other group's finals (pooled macro-F1, the reliability page's
+        human ceiling): the bar a judge's macro-F1 against gold is read beside. None without physician layers."""
+        with self._lock:
+            if "ceiling" not in self._ceiling:
+                layers = self.grid.physicians
+                value = human_ceiling(self.grid, layers)["pooled_mf1"] if layers is not None else None
+                self._ceiling["ceiling"] = None if value is None or np.isnan(value) else float(value)
+            return self._ceiling["ceiling"]
 
     def model(self, model: str, k: int) -> ModelFigures:
         with self._lock:

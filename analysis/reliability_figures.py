@@ -43,7 +43,8 @@ def kappa_distribution(insights, t: Translator) -> go.Figure:
     )
 
 
-CEILING_COLOR = "#2a3f5f"
+#: The physicians' ceiling of each group: (group, dash, colour), told apart by both.
+CEILING_LINES = ((1, "dot", "#1f4e99"), (2, "dash", "#b3541e"))
 
 
 def judges_against_ceiling(insights, judges: pd.DataFrame, t: Translator) -> go.Figure:
@@ -57,17 +58,26 @@ def judges_against_ceiling(insights, judges: pd.DataFrame, t: Translator) -> go.
                 x=list(judges.index), y=judges[f"mf1_group{group}"], name=t("insights.fig.judge_vs_group", group=group)
             )
         )
-    for group, dash in ((1, "dot"), (2, "dash")):
+    # Two lines that may lie 0.003 apart: each in its group's own colour and dash, with its value written at
+    # its end (the first above its line, the second below), so neither hides the other.
+    for (group, dash, color), position in zip(CEILING_LINES, ("top right", "bottom right"), strict=True):
         value = ceiling["by_group"].get(group, {}).get("pooled_mf1")
         if value is not None and not np.isnan(value):
-            # The line across the plot, named in the legend (a label on the line would sit on the bars).
-            figure.add_hline(y=value, line_dash=dash, line_color=CEILING_COLOR)
+            figure.add_hline(
+                y=value,
+                line_dash=dash,
+                line_color=color,
+                line_width=2,
+                annotation_text=f"{value:.3f}",
+                annotation_position=position,
+                annotation_font_color=color,
+            )
             figure.add_trace(
                 go.Scatter(
                     x=[None],
                     y=[None],
                     mode="lines",
-                    line=dict(dash=dash, color=CEILING_COLOR),
+                    line=dict(dash=dash, color=color, width=2),
                     name=t("insights.fig.ceiling_group", group=group, value=f"{value:.3f}"),
                 )
             )

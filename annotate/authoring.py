@@ -445,6 +445,8 @@ def render() -> None:
     flash = st.session_state.pop(FLASH_KEY, None)
     if flash:
         getattr(st, flash[0])(flash[1])
+        if flash[0] == "success":  # the buttons stand below thirty criteria: say it where the reader is looking
+            st.toast(flash[1], icon=":material/check_circle:")
     if state.get("restored"):
         st.info(t("annotate.authoring.draft_restored"))
 

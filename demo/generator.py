@@ -249,9 +249,23 @@ def _import_files(engine: Engine, paths: dict[str, Path], n_judges: int, progres
         ("labels", "labels"),
         *[("judge", stem) for stem in judge_stems],
     ]:
-        summary = import_file(engine, kind, paths[key], actor=DEMO_ACTOR, progress=progress)
+        summary = import_file(engine, kind, paths[key], actor=DEMO_ACTOR, progress=counting(progress, paths[key].name))
         import_lines.extend(summary.lines())
     return import_lines
+
+
+#: What an importer's progress counts, by the note it gives ("lines" as it reads, "done" at the end).
+COUNTED = {"lines": "lines read", "done": "records imported"}
+
+
+def counting(progress: Progress, file_name: str) -> Progress:
+    """`progress` with the file and what its figures count in each line ("labels.jsonl: records imported"),
+    so "4,912/4,912" says of what."""
+
+    def report(done: int, total: int | None = None, note: str = "") -> None:
+        progress(done, total, f"{file_name}: {COUNTED.get(note, note)}".rstrip(": "))
+
+    return report
 
 
 def _demo_user(session: Session, username: str) -> User:

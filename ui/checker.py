@@ -30,3 +30,4 @@ def page_start(title_key: str, flash_key: str) -> None:
     message = st.session_state.pop(flash_key, None)
     if message:
         st.success(message)
+        st.toast(message, icon=":material/check_circle:")  # also where the reader is looking (the save button)

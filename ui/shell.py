@@ -25,7 +25,7 @@ from db.store.engine import get_engine, session_scope
 from db.store.models import Role, User
 from db.work import progress as progress_queries
 from i18n import DEFAULT_LANGUAGE, LANGUAGES, translate
-from ui import session_cookie, uploads
+from ui import chrome_language, session_cookie, uploads
 from ui.text import Translator, plain
 
 uploads.install()  # before this process serves any page: only signed-in admins send files
@@ -262,6 +262,8 @@ def language_switch() -> None:
         horizontal=True,
         key="lang_choice",
     )
+    with st.sidebar:
+        chrome_language.speak_the_page_language(lang())
     if choice != lang():
         st.session_state["lang"] = choice
         _keep_language_in_url()

@@ -25,6 +25,7 @@ import streamlit as st
 
 from ui.key_terms import key_terms
 from ui.keys import widget_key
+from ui.narrow_window import fold_sidebar_when_narrow
 from ui.shell import t
 from ui.times import clock_time
 
@@ -154,8 +155,10 @@ _COMPACT_STYLE = (
 
 
 def compact_page() -> None:
-    """Less blank space above the page's content (call once per run of a workbench page)."""
+    """Less blank space above the page's content, and the sidebar folded away on a narrow window (call once per
+    run of a workbench page)."""
     st.html(_COMPACT_STYLE)
+    fold_sidebar_when_narrow()
 
 
 def value(key: str, name: str) -> dict[str, Any] | None:

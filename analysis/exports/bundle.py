@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import tempfile
 import zipfile
 from collections.abc import Callable
@@ -70,6 +71,7 @@ def build_bundle(engine: Engine, what: str, progress: Progress = no_progress, **
                     info.compress_type = zipfile.ZIP_DEFLATED
                     with open(path, "rb") as handle:
                         archive.writestr(info, handle.read())
-            summary_text = str(summary).replace(temporary, "").replace("\\", "/")
+            # Paths as the zip names its entries ("gold.jsonl", "sft/train.jsonl"), never "/gold.jsonl".
+            summary_text = str(summary).replace(temporary + os.sep, "").replace(temporary, ".").replace("\\", "/")
             archive.writestr(zipfile.ZipInfo("SUMMARY.txt", date_time=_ZIP_DATE), summary_text + "\n")
     return Bundle(f"clinconsensus-{what}.zip", buffer.getvalue(), summary.left_out)

@@ -174,11 +174,13 @@ def assign_rubric_authoring(
     annotators: Iterable[str],
     case_ids: Iterable[str] | None = None,
     specialty: str | None = None,
+    preview: bool = False,
 ) -> AssignmentSummary:
     """Give each chosen case that has no author yet and no approved rubric one author.
 
     Cases are `case_ids` (release ids) or every case of `specialty` (its subject or one of its
-    subject labels); exactly one of the two must be given.
+    subject labels); exactly one of the two must be given. With `preview`, says what it would create and
+    writes nothing.
     """
     actor = current_user(session, actor)
     authorize(actor, AssignmentPolicy.manage())
@@ -240,7 +242,8 @@ def assign_rubric_authoring(
                 after={"kind": "rubric", "case": case.case_id, "user": person.username, "group": person.group_no},
             )
         )
-    _insert(session, actor, rows, audit_rows)
+    if not preview:
+        _insert(session, actor, rows, audit_rows)
     return summary
 
 
@@ -248,12 +251,18 @@ def assign_rubric_authoring(
 
 
 def assign_labeling(
-    session: Session, *, actor: User, annotators: Iterable[str], response_ids: Iterable[int] | None = None
+    session: Session,
+    *,
+    actor: User,
+    annotators: Iterable[str],
+    response_ids: Iterable[int] | None = None,
+    preview: bool = False,
 ) -> AssignmentSummary:
     """Give each response one annotator of group 1 and one of group 2, where it lacks them.
 
     Responses are `response_ids`, or (None) every response of a case with an approved rubric.
     A named response whose case has no approved rubric is refused, and nothing is assigned.
+    With `preview`, says what it would create and writes nothing.
     """
     actor = current_user(session, actor)
     authorize(actor, AssignmentPolicy.manage())
@@ -277,7 +286,7 @@ def assign_labeling(
                 handout.summary.already_assigned += 1
             else:
                 handout.assign(response_id, case_pk, code, group)
-    if handout.rows:
+    if handout.rows and not preview:
         session.execute(table_of(Assignment).insert(), handout.rows)
         counts.refresh_assignments(session, [row["response_id"] for row in handout.rows])
         AuditWriter(session, actor.username).record_many(handout.audit_rows)
@@ -430,6 +439,25 @@ def reassign(session: Session, *, actor: User, assignment_id: int, to_username: 
         after={"user": person.username, "group": assignment.group_no},
     )
     return assignment
+
+
+def reassign_candidates(session: Session, *, actor: User, assignment_id: int) -> list[str]:
+    """The annotators `reassign` would accept for the assignment, by username: active, not its current holder;
+    for labeling, of the same expert group and not the author of the case's rubric."""
+    authorize(actor, AssignmentPolicy.manage())
+    assignment = session.get(Assignment, assignment_id)
+    if assignment is None:
+        raise NotFound(
+            f"assignment: no assignment {assignment_id}",
+            key="errors.assignment_unknown",
+            params={"assignment": assignment_id},
+        )
+    excluded = {assignment.user_id}
+    people = active_annotators(session)
+    if assignment.kind == AssignmentKind.label:
+        excluded |= rubric_authors(session, [assignment.case_pk])[assignment.case_pk]
+        people = [person for person in people if person.group_no == assignment.group_no]
+    return [person.username for person in people if person.id not in excluded]
 
 
 def list_assignments(

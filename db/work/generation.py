@@ -20,7 +20,7 @@ from sqlmodel import Session, SQLModel, col
 
 from db.access.policies import JudgeRunPolicy, authorize, current_user
 from db.importers.responses import write_responses
-from db.store.models import JudgeRun, User, utcnow
+from db.store.models import JudgeRun, Response, User, utcnow
 from db.work.judge_runs import run_summary
 
 COMPLETE, TRUNCATED, EMPTY, REFUSED = "complete", "truncated", "empty", "refused"
@@ -143,6 +143,25 @@ def generated_models(session: Session, *, actor: User) -> list[str]:
     authorize(current_user(session, actor), JudgeRunPolicy.manage())
     names = session.scalars(select(col(JudgeRun.judge)).where(col(JudgeRun.kind) == "generate").distinct())
     return sorted(str(name) for name in names)
+
+
+def models_newest_first(session: Session, *, actor: User) -> list[str]:
+    """Every model with responses or with generate runs, the newest first: by when its latest response arrived
+    (imported or generated), a model with generate runs only by when its latest run was created; ties by name
+    (admins only)."""
+    authorize(current_user(session, actor), JudgeRunPolicy.manage())
+    newest: dict[str, Any] = {}
+    latest_response = select(col(Response.model), func.max(col(Response.created_at))).group_by(col(Response.model))
+    latest_run = (
+        select(col(JudgeRun.judge), func.max(col(JudgeRun.created_at)))
+        .where(col(JudgeRun.kind) == "generate")
+        .group_by(col(JudgeRun.judge))
+    )
+    for statement in (latest_response, latest_run):
+        for model, moment in session.execute(statement).all():
+            if model is not None and moment is not None:
+                newest[str(model)] = max(newest.get(str(model), moment), moment)
+    return sorted(newest, key=lambda model: (-newest[model].timestamp(), model))
 
 
 def model_generation(session: Session, by: User, model: str) -> ModelGeneration:

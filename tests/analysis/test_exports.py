@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import subprocess
 import zipfile
 from collections import defaultdict
@@ -994,6 +995,10 @@ def test_export_bundle_zips_each_export(sqlite_engine, tmp_path, what):
     assert archive.testzip() is None
     summary = archive.read("SUMMARY.txt").decode("utf-8")
     assert f"export {what}" in summary and "/tmp" not in summary
+    # The files it names are named as the zip names them: no leading "/" (the temporary folder cut away).
+    assert not re.search(r"(^|[\s(:])/\w", summary), summary
+    named = [name for name in names if name != "SUMMARY.txt" and name.rsplit("/", 1)[-1] in summary]
+    assert named, summary
     assert exports.export_bundle(sqlite_engine, what, **options)[1] == data  # deterministic
     with pytest.raises(ValidationFailed):
         exports.export_bundle(sqlite_engine, "everything")

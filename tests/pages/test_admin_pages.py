@@ -153,16 +153,42 @@ def test_users_page_shows_the_reason_of_a_refused_change(studio):
         assert session.exec(select(User).where(User.username == "boss")).one().is_active
 
 
-def test_assignments_page_assigns_labeling_once_per_group(studio):
+def _assign_labeling(app):
+    """The labeling tab's preview, then its confirmation."""
+    app = button(app, t("admin.assign.label.submit")).click().run()
+    return app.button(key="assign_confirm_label").click().run()
+
+
+def _label_assignments(engine) -> list[Assignment]:
+    with session_scope(engine, read_only=True) as session:
+        return list(session.exec(select(Assignment).where(Assignment.kind == AssignmentKind.label)).all())
+
+
+def test_assignments_page_previews_then_assigns_labeling_once_per_group(studio):
     app = open_page(signed_in(studio, "boss"), "admin-assignments")
     app = button(app, t("admin.assign.label.submit")).click().run()
+    # The preview says what it will create, for whom, and writes nothing until confirmed.
+    assert not app.exception and not app.error
+    assert t("daily.assign.preview.title", created="8", existing="0") in [m.value for m in app.markdown]
+    [per_user] = [frame.value for frame in app.dataframe if t("admin.assign.col.new") in frame.value.columns]
+    assert sorted(per_user[t("admin.assign.col.user")]) == ["g1a1", "g1a2", "g2a1", "g2a2"]
+    assert sum(per_user[t("admin.assign.col.new")]) == 8
+    assert _label_assignments(studio) == []
+    # Cancel keeps it so; confirm creates what the preview said.
+    app = app.button(key="assign_cancel_label").click().run()
+    assert _label_assignments(studio) == [] and not [b for b in app.button if b.key == "assign_confirm_label"]
+    app = _assign_labeling(app)
     assert not app.exception and not app.error
     assert t("admin.assign.result", created=8, existing=0) in texts(app)
-    with session_scope(studio, read_only=True) as session:
-        rows = session.exec(select(Assignment).where(Assignment.kind == AssignmentKind.label)).all()
+    assert [toast.value for toast in app.toast] == [t("daily.assign.done")]
+    rows = _label_assignments(studio)
     assert len(rows) == 8 and len({(a.response_id, a.group_no) for a in rows}) == 8
+    # The result banner is read once: the next click (any tab) no longer shows it.
+    app = app.selectbox(key="reassign_from").set_value("g1a1").run()
+    assert t("admin.assign.result", created=8, existing=0) not in texts(app)
     app = button(app, t("admin.assign.label.submit")).click().run()
-    assert t("admin.assign.result", created=0, existing=8) in texts(app)
+    assert t("daily.assign.preview.nothing", existing="8") in texts(app)
+    assert not [b for b in app.button if b.key == "assign_confirm_label"]
 
 
 def test_assignments_page_rubric_authoring_by_specialty(studio):
@@ -172,6 +198,8 @@ def test_assignments_page_rubric_authoring_by_specialty(studio):
     app.selectbox(key="rubric_specialty").set_value("神经内科")
     app.multiselect(key="rubric_people").set_value(["g2a1"])
     app = button(app, t("admin.assign.rubric.submit")).click().run()
+    assert t("daily.assign.preview.title", created="1", existing="0") in [m.value for m in app.markdown]
+    app = app.button(key="assign_confirm_rubric").click().run()
     assert t("admin.assign.result", created=1, existing=0) in texts(app)
     with session_scope(studio, read_only=True) as session:
         (row,) = session.exec(select(Assignment).where(Assignment.kind == AssignmentKind.rubric)).all()
@@ -180,7 +208,7 @@ def test_assignments_page_rubric_authoring_by_specialty(studio):
 
 def test_progress_page_shows_people_groups_and_disagreements(studio):
     app = open_page(signed_in(studio, "boss"), "admin-assignments")
-    button(app, t("admin.assign.label.submit")).click().run()
+    _assign_labeling(app)
     app = open_page(app, "admin-progress")
     metrics = {m.label: m.value for m in app.metric}
     assert metrics[t("admin.progress.cases")] == "2"
@@ -251,7 +279,7 @@ def test_users_page_resets_a_password_and_changes_role_and_group(studio):
 
 def test_assignments_page_reassigns_within_the_group(studio):
     app = open_page(signed_in(studio, "boss"), "admin-assignments")
-    app = button(app, t("admin.assign.label.submit")).click().run()
+    app = _assign_labeling(app)
     with session_scope(studio, read_only=True) as session:
         g1a1 = session.exec(select(User).where(User.username == "g1a1")).one()
         row = session.exec(select(Assignment).where(Assignment.user_id == g1a1.id)).first()
@@ -260,11 +288,9 @@ def test_assignments_page_reassigns_within_the_group(studio):
     task = app.selectbox(key="reassign_task")
     assert len(task.options) == 2 and not any("model-" in option for option in task.options)
     assert all(option.startswith("CC-000") and t("admin.assign.kind.label") in option for option in task.options)
-    app.selectbox(key="reassign_task").set_value(row.id)
-    app.selectbox(key="reassign_to").set_value("g2a1")  # the other group: refused
-    app = button(app, t("admin.assign.reassign.submit")).click().run()
-    assert app.error and t("errors.reassign_other_group", username="g2a1", group=1) in app.error[0].value
-    app.selectbox(key="reassign_task").set_value(row.id)
+    app = app.selectbox(key="reassign_task").set_value(row.id).run()
+    # Offered: the same group's other members only (not the other group, not the task's holder).
+    assert app.selectbox(key="reassign_to").options == [f"g1a2 · {t('group.name', group=1)}"]
     app.selectbox(key="reassign_to").set_value("g1a2")
     app = button(app, t("admin.assign.reassign.submit")).click().run()
     [moved_text] = [s.value.replace("\\", "") for s in app.success]
@@ -276,7 +302,7 @@ def test_assignments_page_reassigns_within_the_group(studio):
 
 def test_annotator_sidebar_shows_their_queue_progress(studio):
     app = open_page(signed_in(studio, "boss"), "admin-assignments")
-    button(app, t("admin.assign.label.submit")).click().run()
+    _assign_labeling(app)
     annotator = signed_in(studio, "g1a1")
     bars = [p.proto.text for p in annotator.get("progress")]
     assert any(text == t("workbench.progress.label", done="0", total="2", share="0.0%") for text in bars), bars
@@ -361,3 +387,21 @@ def test_the_count_table_shows_the_judge_decisions_an_import_added(studio):
     with session_scope(studio, read_only=True) as session:
         stored = len(session.exec(select(JudgeDecision)).all())
     assert rows[t("admin.import.count.judge")] == stored == len(lines) == 24
+
+
+def test_users_page_switches_language_without_a_streamlit_warning(studio, monkeypatch):
+    """A language switch sets every picker's state; the role and group pickers then must not also carry a
+    default (Streamlit logs a warning with a stack for a widget given both)."""
+    from streamlit.elements.lib import policies
+
+    logged: list[str] = []
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)
+    monkeypatch.setattr(policies._LOGGER, "warning", lambda message, *args, **_: logged.append(message % args))
+    app = open_page(signed_in(studio, "boss"), "admin-users")
+    # An admin without a group: neither picker starts on its first choice.
+    app = app.selectbox(key="edit_name").set_value("boss").run()
+    assert app.selectbox(key="edit_role_boss").value == "admin"
+    app = app.radio(key="lang_choice").set_value("en").run()
+    assert not app.exception and app.title[0].value == translate("admin.users.title", "en")
+    assert app.selectbox(key="edit_role_boss").value == "admin" and app.selectbox(key="edit_group_boss").value is None
+    assert logged == []

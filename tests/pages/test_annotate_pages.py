@@ -125,6 +125,7 @@ def test_lint_warnings_show_beside_each_criterion_and_do_not_block(studio):
     app = submit.click().run()
     assert not app.exception
     assert zh("annotate.authoring.submitted", version=1) in [s.value for s in app.success]
+    assert zh("annotate.authoring.submitted", version=1) in [toast.value for toast in app.toast]  # seen anywhere
     with session_scope(studio, read_only=True) as session:
         assert session.get(RubricVersion, draft.id).status == RubricStatus.submitted
     # a submitted rubric is read-only on the page, and the queue says so

@@ -72,15 +72,23 @@ def test_a_run_started_on_the_page_grades_every_item_and_shows_in_the_history(st
         with session_scope(studio, read_only=True) as session:
             run_id = session.exec(select(JudgeRun.id)).one()
         assert t("judge.started", id=run_id) in texts(app)
+        assert t("judge.started", id=run_id) in [toast.value for toast in app.toast]
         run = wait_for(studio, run_id, ("finished", "failed"))
         assert run.status == "finished" and run.items == run.done == 24 and run.created_by == "boss"
         assert server.requests == 24
     with session_scope(studio, read_only=True) as session:
         assert len(session.exec(select(JudgeDecision).where(JudgeDecision.judge == "page-judge")).all()) == 24
+    # Under the button, in place: how the started run ended.
+    app = app.run()
+    assert t("daily.judge.ended", id=run_id, status=t("judge.status.finished"), done="24", items="24") in texts(app)
     app = open_page(signed_in(studio, "boss"), PAGE)
     table = app.dataframe[0].value
     assert list(table[t("judge.column.done")]) == [24]
     assert list(table[t("judge.column.status")]) == [t("judge.status.finished")]
+    # The history says which models the run judged (all, as none was chosen) in few enough columns to fit.
+    assert list(table[t("judge.column.judged_models")]) == [t("daily.judge.all_models")]
+    assert t("judge.column.prompt_tokens") not in table.columns and len(table.columns) <= 11
+    assert t("judge.column.prompt_tokens") in app.dataframe[1].value.columns  # every figure, one click away
     assert t("judge.live.none") in texts(app)
 
 

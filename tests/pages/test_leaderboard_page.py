@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from sqlmodel import func, select
 
@@ -91,3 +93,20 @@ def _row(model: str, cacs: float, tier: int, low: float | None = None) -> dict:
         "ci_high": cacs + 0.1 if low > cacs - 0.05 else cacs + 0.05,
         "tier": tier,
     }
+
+
+def test_after_a_new_freeze_the_page_compares_the_newest_pair_in_one_format(scored):
+    app = open_page(signed_in(scored, "boss", lang="zh"), "admin-leaderboard")
+    for name in ("2026-q1", "2026-q2"):
+        app = _freeze(app, name, "zh")
+    assert [box.value for box in app.selectbox][-2:] == ["2026-q1", "2026-q2"]
+    app = _freeze(app, "2026-q3", "zh")
+    assert not app.exception
+    # The snapshot shown and the comparison follow the newest freeze, not the pair picked before it.
+    assert [box.value for box in app.selectbox] == ["2026-q3", "2026-q2", "2026-q3"]
+    # Both tables show CACS as percentages with one decimal; the change is in points with one decimal.
+    shown, compared = (json.loads(table.proto.columns) for table in app.dataframe[-2:])
+    assert shown["cacs_at_k"]["type_config"]["format"] == "percent"
+    for column in ("cacs_before", "cacs_after"):
+        assert compared[translate(f"leaderboard.col.{column}", "zh")]["type_config"]["format"] == "percent"
+    assert compared[translate("leaderboard.col.change_points", "zh")]["type_config"]["format"] == "%+.1f"

@@ -316,3 +316,48 @@ def test_the_admin_list_is_the_first_assignments_in_case_response_group_order(se
     assert assignments.list_assignments(session, actor=team["admin"], kind=AssignmentKind.rubric) == []
     with pytest.raises(PermissionDenied):
         assignments.list_assignments(session, actor=team["g1a1"], kind=AssignmentKind.label)
+
+
+def test_reassign_candidates_are_exactly_those_reassign_accepts(session, team):
+    _cases_with_responses(session, n_cases=1, models=1, author=team["g1a3"])
+    assignments.assign_labeling(session, actor=team["admin"], annotators=["g1a1", "g2a1"])
+    session.commit()
+    (g1_row,) = [a for a in _label_assignments(session) if a.group_no == 1]
+    offered = assignments.reassign_candidates(session, actor=team["admin"], assignment_id=g1_row.id)
+    # Same group, not the holder (g1a1), not the rubric's author (g1a3).
+    assert offered == ["g1a2"]
+    accepted = []
+    for username in _annotators(team):
+        try:
+            with session.begin_nested():
+                assignments.reassign(session, actor=team["admin"], assignment_id=g1_row.id, to_username=username)
+                accepted.append(username)
+                raise _Undo
+        except (ValidationFailed, _Undo):
+            pass
+    assert sorted(set(accepted) - {"g1a1"}) == offered
+    with pytest.raises(PermissionDenied):
+        assignments.reassign_candidates(session, actor=team["g1a1"], assignment_id=g1_row.id)
+
+
+class _Undo(Exception):
+    """Rolls a trial reassignment back."""
+
+
+def test_a_preview_says_what_the_assignment_creates_and_writes_nothing(session, team):
+    _cases_with_responses(session, n_cases=3, models=2)
+    audit_before = len(session.exec(select(AuditLog)).all())
+    preview = assignments.assign_labeling(session, actor=team["admin"], annotators=_annotators(team), preview=True)
+    session.commit()
+    assert _label_assignments(session) == [] and len(session.exec(select(AuditLog)).all()) == audit_before
+    done = assignments.assign_labeling(session, actor=team["admin"], annotators=_annotators(team))
+    assert (preview.created, preview.per_user) == (done.created, done.per_user) and done.created == 12
+    make_case(session, "NEW-1", n=0)
+    session.commit()
+    rubric = assignments.assign_rubric_authoring(
+        session, actor=team["admin"], annotators=["g1a1"], case_ids=["NEW-1"], preview=True
+    )
+    assert (
+        rubric.created == 1
+        and not session.exec(select(Assignment).where(Assignment.kind == AssignmentKind.rubric)).all()
+    )
