@@ -152,12 +152,18 @@ def _read_password(args) -> str:
 
 
 def cmd_report(args) -> int:
+    from cli import basis
+
+    # Checked before the engine: a bad option changes nothing, not even the schema.
+    gold, minimum = basis.gold_basis(args), basis.min_responses(args)
     engine, progress = _engine(), _progress("report")
     options = {
         "k": args.k,
         "source": args.source,
         "judge_scored": args.judge_scored,
         "heldout_models": _names(args.heldout_models) or None,
+        "gold_basis": gold,
+        "min_responses": minimum,
     }
 
     def run(stream) -> None:
@@ -431,6 +437,10 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--heldout-models", default="", metavar="A,B", help="judge figures over these models' responses only"
     )
+    from cli import basis
+
+    basis.add_gold_option(p)
+    basis.add_min_responses_option(p)
     p.set_defaults(handler=cmd_report)
 
 
