@@ -226,20 +226,23 @@ def response_states(
     return ResponseStates(checked=checked, complete=complete, final=final)
 
 
-def gold_states(labels: pd.DataFrame, n_of_response: pd.Series) -> pd.DataFrame:
+def gold_states(labels: pd.DataFrame, n_of_response: pd.Series, finals: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per response of `n_of_response` (response_id → N): checked1, checked2, complete, final and `state`
     (OPEN, PROVISIONAL_STATE or FINAL_STATE), from its counting label rows (LABEL_COLUMNS; labels of the
-    current rubric only). The per-response reading of `response_states`, for pages and commands."""
+    current rubric only). The per-response reading of `response_states`, for pages and commands;
+    `finals`: `decisions_with_finals(labels)` when the caller has it already (the same `labels`)."""
     response_ids = pd.Index(n_of_response.index.to_numpy(np.int64))
     n = n_of_response.to_numpy(np.int64)
-    labels = labels.loc[labels["response_id"].isin(response_ids)]
+    if finals is None or not labels["response_id"].isin(response_ids).all():
+        labels = labels.loc[labels["response_id"].isin(response_ids)]
+        finals = None
     if len(labels):
         codes, decision_responses, _ = _decision_codes(labels)
         n_decisions = len(decision_responses)
         stages = _stage_masks(labels)
         group = labels["group_no"].to_numpy()
         checks = [_labels_by_decision(labels, codes, n_decisions, (group == g) & stages[Stage.check]) for g in (1, 2)]
-        finals = decisions_with_finals(labels)
+        finals = decisions_with_finals(labels) if finals is None else finals
         arrays = [
             np.where(finals[column].notna(), finals[column].to_numpy(dtype=bool, na_value=False), -1)
             for column in ("group1", "group2", "adjudicated")
