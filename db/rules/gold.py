@@ -166,6 +166,20 @@ def check_basis(basis: object, option: str = "--gold") -> str:
     return str(basis)
 
 
+def default_basis() -> str:
+    """The gold basis of figures nobody chose one for: `CLINCONSENSUS_GOLD_BASIS`, else final."""
+    from db.rules.config import get_settings
+
+    return check_basis(get_settings().gold_basis, "CLINCONSENSUS_GOLD_BASIS")
+
+
+def default_min_responses() -> int:
+    """The ranking minimum nobody chose: `CLINCONSENSUS_MIN_RESPONSES`, else 20."""
+    from db.rules.config import get_settings
+
+    return check_min_responses(get_settings().min_responses, "CLINCONSENSUS_MIN_RESPONSES")
+
+
 def check_min_responses(value: object, option: str = "--min-responses") -> int:
     """The ranking minimum named by `value` (a whole number ≥ 1); a one-line `ValidationFailed` otherwise."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
