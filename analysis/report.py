@@ -40,6 +40,7 @@ from analysis import (
     metrics,
     reliability,
     score_section,
+    score_tables,
     static_figures,
     time_section,
 )
@@ -484,6 +485,11 @@ def write_tables(report: Report, out_dir: Path) -> list[Path]:
     out_dir = output_dir(out_dir)
     written = []
     for name, frame in tables(report).items():
+        path = out_dir / f"{name}.csv"
+        write_csv(frame, path)
+        written.append(path)
+    # The published scores, as report.json holds them (analysis.score_tables; sections of report.html too).
+    for name, frame in score_tables.score_tables(report.scores_section).items():
         path = out_dir / f"{name}.csv"
         write_csv(frame, path)
         written.append(path)
