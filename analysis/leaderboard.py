@@ -32,7 +32,6 @@ from analysis.loader import audit_head, data_version, load_frames
 from analysis.metrics import DEFAULT_K
 from analysis.report import Report, build_report, report_json
 from db.rules.errors import ValidationFailed
-from db.rules.gold import DEFAULT_MIN_RESPONSES, FINAL
 from db.store.models import LeaderboardSnapshot
 
 PRIVATE = 0o600
@@ -63,7 +62,7 @@ def ids_sha256(ids: list[int]) -> str:
 
 
 def build_payload(
-    engine: Engine, k: int = DEFAULT_K, *, gold_basis: str = FINAL, min_responses: int = DEFAULT_MIN_RESPONSES
+    engine: Engine, k: int = DEFAULT_K, *, gold_basis: str | None = None, min_responses: int | None = None
 ) -> dict:
     """The payload of a snapshot of the database as it is now (gold scores on `gold_basis`, ranked with at
     least `min_responses` complete responses)."""

@@ -104,8 +104,8 @@ def build_report(
     judge_scored: str | None = None,
     insights: bool = True,
     heldout_models: list[str] | None = None,
-    gold_basis: str = FINAL,
-    min_responses: int = DEFAULT_MIN_RESPONSES,
+    gold_basis: str | None = None,
+    min_responses: int | None = None,
 ) -> Report:
     """Every metric over `frames` (or an already prepared `grid` of them, `frames` then None).
 
@@ -114,7 +114,8 @@ def build_report(
     `insights=False` leaves out the analysis depth of `analysis.reliability` (criteria, judges by
     model and slice, physicians). `heldout_models`: judge figures (`judges`, `judges_by_model`,
     `judge_ranking`, `calibrated`) over those models' responses only. `gold_basis` (final or provisional)
-    and `min_responses` (the ranking minimum): docs/REFERENCE.md §4.1.
+    and `min_responses` (the ranking minimum): docs/REFERENCE.md §4.1; None reads the settings
+    (`CLINCONSENSUS_GOLD_BASIS`, `CLINCONSENSUS_MIN_RESPONSES`; else final and 20).
     """
     gold_basis = check_basis(gold_basis)
     min_responses = check_min_responses(min_responses)
@@ -516,15 +517,14 @@ def run_report(
     progress: Progress = no_progress,
     judge_scored: str | None = None,
     heldout_models: list[str] | None = None,
-    gold_basis: str = FINAL,
-    min_responses: int = DEFAULT_MIN_RESPONSES,
+    gold_basis: str | None = None,
+    min_responses: int | None = None,
 ) -> Report:
     """Load the database, compute, print the model and agreement tables, write what was asked for.
 
     With `figures`, every figure of the HTML report is also written to `out_dir/figures/` as PNG and SVG.
     """
-    check_basis(gold_basis)
-    check_min_responses(min_responses)
+    gold_basis, min_responses = check_basis(gold_basis), check_min_responses(min_responses)
     if figures and not out_dir:
         raise ValidationFailed("--figures: give --out DIR for the image files")
     if figures:

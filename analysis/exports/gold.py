@@ -31,13 +31,13 @@ from analysis.exports.common import (
 from analysis.exports.manifest import export_head, write_manifest
 from analysis.exports.paths import output_file
 from analysis.loader import load_label_decisions
-from db.rules.gold import FINAL, check_basis, decisions_with_finals, gold_from_decisions
+from db.rules.gold import check_basis, decisions_with_finals, gold_from_decisions
 from db.rules.progress_report import Progress, no_progress
 
 # gold -----------------------------------------------------------------------------------------
 
 
-def gold_frame(engine: Engine, basis: str = FINAL) -> pd.DataFrame:
+def gold_frame(engine: Engine, basis: str | None = None) -> pd.DataFrame:
     """Every decision with gold on gold basis `basis`, in export order: case_id, model, criterion_id, met,
     source, group1, group2, final."""
     labels = load_label_decisions(engine)
@@ -52,7 +52,9 @@ def gold_frame(engine: Engine, basis: str = FINAL) -> pd.DataFrame:
     return in_decision_order(frame)
 
 
-def export_gold(engine: Engine, path: Path, progress: Progress = no_progress, *, basis: str = FINAL) -> ExportSummary:
+def export_gold(
+    engine: Engine, path: Path, progress: Progress = no_progress, *, basis: str | None = None
+) -> ExportSummary:
     """`export gold FILE`: one JSON line per decision that has gold on gold basis `basis` (docs/REFERENCE.md §3.5)."""
     basis = check_basis(basis)
     path = output_file(path)

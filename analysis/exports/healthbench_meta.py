@@ -65,7 +65,7 @@ def final_labels_with_physicians(labels: pd.DataFrame) -> pd.DataFrame:
 
 
 def export_healthbench_meta(
-    engine: Engine, path: Path, progress: Progress = no_progress, *, basis: str = FINAL
+    engine: Engine, path: Path, progress: Progress = no_progress, *, basis: str | None = None
 ) -> ExportSummary:
     """`export healthbench-meta FILE`; under gold basis `final` (docs/REFERENCE.md §4.1) a group's labels are
     written only on responses where that group's labels are checked."""

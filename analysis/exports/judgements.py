@@ -46,7 +46,7 @@ from db.rules.gold import (
 from db.rules.progress_report import Progress, no_progress
 
 
-def source_decisions(engine: Engine, source: str, basis: str = FINAL) -> pd.DataFrame:
+def source_decisions(engine: Engine, source: str, basis: str | None = None) -> pd.DataFrame:
     """response_id, criterion_id, met of every decision the source has on gold basis `basis` (docs/REFERENCE.md
     §4.1): under `final`, gold of final responses only, and a group's labels only where they are checked."""
     kind, judge = parse_source(source)
@@ -163,9 +163,10 @@ class _Read:
     basis: str = FINAL  # the gold basis of a gold or group source (docs/REFERENCE.md §4.1)
 
 
-def _read(engine: Engine, source: str, progress: Progress, basis: str = FINAL) -> _Read:
+def _read(engine: Engine, source: str, progress: Progress, basis: str | None = None) -> _Read:
     head = audit_head(engine)
     progress(0, None, "reading decisions")
+    basis = check_basis(basis)
     decisions = source_decisions(engine, source, basis)
     responses = load_responses(engine)[["response_id", "case_pk", "case_id", "model"]]
     criteria = current_criteria(engine)
@@ -396,7 +397,7 @@ def export_judgements(
     k: int = DEFAULT_K,
     progress: Progress = no_progress,
     per_model: bool = False,
-    basis: str = FINAL,
+    basis: str | None = None,
 ) -> ExportSummary:
     """`export judgements DIR --source … [--models A,B] [--per-model]`: the official scorer's inputs (§3.5).
 

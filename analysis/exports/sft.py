@@ -115,7 +115,7 @@ def export_sft(
     progress: Progress = no_progress,
     include_calibration: bool = False,
     only_disagreements: bool = False,
-    basis: str = FINAL,
+    basis: str | None = None,
 ) -> ExportSummary:
     """`export sft DIR`: judge training rows from gold, split by case, held-out models apart.
 

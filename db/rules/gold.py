@@ -160,7 +160,9 @@ OPEN, PROVISIONAL_STATE, FINAL_STATE = "open", "provisional", "final"
 
 
 def check_basis(basis: object, option: str = "--gold") -> str:
-    """The gold basis named by `basis`; a one-line `ValidationFailed` for anything else."""
+    """The gold basis named by `basis` (None: `default_basis()`); a one-line `ValidationFailed` for anything else."""
+    if basis is None:
+        return default_basis()
     if basis not in GOLD_BASES:
         raise ValidationFailed(f"{option} must be final or provisional, got {basis!r}")
     return str(basis)
@@ -181,7 +183,10 @@ def default_min_responses() -> int:
 
 
 def check_min_responses(value: object, option: str = "--min-responses") -> int:
-    """The ranking minimum named by `value` (a whole number ≥ 1); a one-line `ValidationFailed` otherwise."""
+    """The ranking minimum named by `value` (a whole number ≥ 1; None: `default_min_responses()`); a one-line
+    `ValidationFailed` otherwise."""
+    if value is None:
+        return default_min_responses()
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValidationFailed(f"{option} must be a whole number of at least 1, got {value!r}")
     return int(value)
