@@ -19,8 +19,12 @@ from db.store.models import Criterion, Response
 from i18n import translate
 from judge.runner import RunOptions, run_judge
 from tests.support.apptest_helpers import open_page, signed_in, texts
+from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tests.support.factories import make_case, make_label, make_response, make_user
 from tools.llm_server import LLMServer, expected_met
+
+# These tests read §4 as written (their labels are mostly unchecked): the provisional basis, every model ranked.
+pytestmark = pytest.mark.usefixtures("provisional_basis")
 
 NEW = "新模型-v1"
 N, K = 5, 2
