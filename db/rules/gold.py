@@ -164,7 +164,11 @@ def check_basis(basis: object, option: str = "--gold") -> str:
     if basis is None:
         return default_basis()
     if basis not in GOLD_BASES:
-        raise ValidationFailed(f"{option} must be final or provisional, got {basis!r}")
+        raise ValidationFailed(
+            f"{option} must be final or provisional, got {basis!r}",
+            key="gold_basis.error.basis",
+            params={"option": option, "value": repr(basis)},
+        )
     return str(basis)
 
 
@@ -188,7 +192,11 @@ def check_min_responses(value: object, option: str = "--min-responses") -> int:
     if value is None:
         return default_min_responses()
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValidationFailed(f"{option} must be a whole number of at least 1, got {value!r}")
+        raise ValidationFailed(
+            f"{option} must be a whole number of at least 1, got {value!r}",
+            key="gold_basis.error.min_responses",
+            params={"option": option, "value": repr(value)},
+        )
     return int(value)
 
 
