@@ -8,6 +8,7 @@ import pytest
 from analysis import figures, score_figures
 from analysis.figures import translator
 from analysis.report import build_report
+from db.rules.gold import PROVISIONAL
 from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tests.support.demo_frames import build_demo_frames
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("provisional_basis")
 @pytest.fixture(scope="module")
 def report(sqlite_template, tmp_path_factory):
     frames = build_demo_frames(sqlite_template, tmp_path_factory)
-    return build_report(frames, k=10, resamples=50, insights=True)
+    return build_report(frames, k=10, resamples=50, insights=True, gold_basis=PROVISIONAL, min_responses=1)
 
 
 def _leaderboard(report) -> list[str]:

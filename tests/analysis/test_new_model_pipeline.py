@@ -32,6 +32,7 @@ from db.store.models import (
     User,
 )
 from demo import generator as demo
+from i18n import translate
 from judge.generate import GenerateOptions, run_generate
 from judge.runner import RunOptions, run_judge
 from tests.judge.test_generate_and_endpoints import stop_after
@@ -203,7 +204,7 @@ def test_a_new_model_from_generate_to_a_calibrated_score(demo_database, tmp_path
     metrics = {m.label: m.value for m in app.metric}
     assert metrics["校准估计（PPI++）"] == f"{entry['cacs_at_k']['estimate']:.1%}"
     assert metrics["已有回答的病例"] == str(len(responses))
-    assert metrics["已有完整金标准"] == str(SAMPLE)
+    assert metrics[translate("gold_basis.sample.final", "zh")] == str(SAMPLE)  # the whole sample is final
     judges = app.dataframe[1].value.set_index("评审模型")
     assert judges.loc[JUDGE, "对此模型的判定"] == judged["items"]
     mf1 = judges.loc[JUDGE, "与金标准的宏 F1"]

@@ -9,7 +9,8 @@ import re
 import pytest
 
 from analysis import figures
-from analysis.report import build_report, tables as report_tables
+from analysis.report import build_report
+from db.rules.gold import PROVISIONAL, tables as report_tables
 from db.rules.taxonomy import DEFAULT_TAXONOMY_FILE
 from i18n import translate
 from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
@@ -37,7 +38,7 @@ def _names(kind: str, lang: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def report():
     frames = reference.synthetic_frames(20, 3, n=10, seed=4, adjudication_share=1.0)
-    return build_report(frames, 4, resamples=50)
+    return build_report(frames, 4, resamples=50, gold_basis=PROVISIONAL, min_responses=1)
 
 
 @pytest.mark.parametrize("lang", ["zh", "en"])
