@@ -9,8 +9,8 @@ import re
 import pytest
 
 from analysis import figures
-from analysis.report import build_report
-from db.rules.gold import PROVISIONAL, tables as report_tables
+from analysis.report import build_report, tables as report_tables
+from db.rules.gold import PROVISIONAL
 from db.rules.taxonomy import DEFAULT_TAXONOMY_FILE
 from i18n import translate
 from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
