@@ -17,6 +17,7 @@ import streamlit as st
 from analysis import leaderboard
 from analysis.metrics import DEFAULT_K
 from db.rules.errors import ClinConsensusError
+from db.rules.gold import default_basis, default_min_responses
 from db.store.models import Role, User
 from db.work import leaderboard as store
 from ui import shell, table_view, widgets
@@ -39,12 +40,15 @@ def _listing_frame(t: shell.Translator, rows: list[dict]) -> pd.DataFrame:
 
 
 def snapshot_frame(payload: dict) -> pd.DataFrame:
-    """One row per model in the snapshot's order: rank, tier, scores and the interval (fractions)."""
+    """One row per model in the snapshot's order: rank (None when not ranked), tier, ranked, scores and the
+    interval (fractions)."""
     rows = payload.get("models", [])
+    ranks = {model: rank for model, (rank, _) in leaderboard.ranks(rows).items()}
     return pd.DataFrame(
         {
-            "rank": list(range(1, len(rows) + 1)),
+            "rank": [ranks[row["model"]] for row in rows],
             "tier": [row["tier"] for row in rows],
+            "ranked": [leaderboard.is_ranked(row) for row in rows],
             "model": [row["model"] for row in rows],
             "cacs_at_k": [row["cacs_at_k"] for row in rows],
             "cacs_at_k_low": [row["ci_low"] for row in rows],
@@ -69,9 +73,49 @@ def diff_frame(changes: dict) -> pd.DataFrame:
             "change_points": [100 * row["change"] for row in rows],
             "tier_before": [row["tier"][0] for row in rows],
             "tier_after": [row["tier"][1] for row in rows],
+            "ranked_before": [row.get("ranked", [True, True])[0] for row in rows],
+            "ranked_after": [row.get("ranked", [True, True])[1] for row in rows],
+            "responses_joined": [row.get("responses_joined") for row in rows],
+            "responses_left": [row.get("responses_left") for row in rows],
             "beyond_intervals": [row["beyond_intervals"] for row in rows],
+            "below_minimum": [bool(row.get("below_minimum")) for row in rows],
         }
     )
+
+
+def calibrated_frame(payload: dict) -> pd.DataFrame:
+    """One row per (judge, model) the snapshot holds a calibrated score for: counts and CACS@k values."""
+    rows = []
+    for judge, models in sorted(payload.get("calibrated", {}).items()):
+        for model, entry in sorted(models.items()):
+            values = entry.get("cacs_at_k") or {}
+            rows.append(
+                {
+                    "judge": judge,
+                    "model": model,
+                    "n_labeled": entry.get("n_labeled"),
+                    "n_unlabeled": entry.get("n_unlabeled"),
+                    "n_pending": entry.get("n_pending"),
+                    "estimate": values.get("estimate"),
+                    "ci_low": values.get("ci_low"),
+                    "ci_high": values.get("ci_high"),
+                    "classical_low": values.get("classical_low"),
+                    "classical_high": values.get("classical_high"),
+                    "judge_only": values.get("judge_only"),
+                }
+            )
+    columns = ["judge", "model", "n_labeled", "n_unlabeled", "n_pending", "estimate", "ci_low", "ci_high"]
+    columns += ["classical_low", "classical_high", "judge_only"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def basis_caption(t: shell.Translator, payload: dict) -> str:
+    """What a snapshot's figures stand on: its gold basis (provisional marked) and its ranking minimum."""
+    basis = payload.get("gold_basis")
+    minimum = leaderboard.minimum_of(payload)
+    if basis is None:
+        return t("gold_basis.snapshot.unrecorded", m=minimum)
+    return t(f"gold_basis.snapshot.{basis}", m=minimum)
 
 
 def _freeze(t: shell.Translator, user: User) -> None:
@@ -86,7 +130,9 @@ def _freeze(t: shell.Translator, user: User) -> None:
         with shell.db_session(read_only=True) as session:
             name = store.require_new_name(session, name)
         with st.spinner(t("leaderboard.freeze.running")):
-            payload = leaderboard.build_payload(shell.engine(), k=int(k))
+            payload = leaderboard.build_payload(
+                shell.engine(), k=int(k), gold_basis=default_basis(), min_responses=default_min_responses()
+            )
         with shell.db_session() as session:
             store.freeze_snapshot(session, actor=user, name=name, payload=payload)
     except ClinConsensusError as error:
@@ -107,8 +153,26 @@ def _show(t: shell.Translator, snapshot: dict) -> None:
             head=payload["audit_head"]["count"],
         )
     )
+    st.caption(basis_caption(t, payload))
     frame = snapshot_frame(payload)
-    table_view.show(t, frame.rename(columns={"rank": t("leaderboard.col.rank"), "tier": t("leaderboard.col.tier")}))
+    minimum = leaderboard.minimum_of(payload)
+    frame["tier"] = [
+        tier if ranked else t("gold_basis.not_ranked", m=minimum)
+        for tier, ranked in zip(frame["tier"], frame["ranked"])
+    ]
+    table_view.show(
+        t,
+        frame.drop(columns=["ranked"]).rename(
+            columns={"rank": t("leaderboard.col.rank"), "tier": t("leaderboard.col.tier")}
+        ),
+    )
+    st.markdown(f"**{t('gold_basis.snapshot.calibrated')}**")
+    calibrated = calibrated_frame(payload)
+    if calibrated.empty:
+        st.caption(t("gold_basis.snapshot.calibrated_none"))
+    else:
+        st.caption(t("gold_basis.snapshot.calibrated_caption"))
+        table_view.show(t, calibrated)
     left, right = st.columns(2)
     text = json.dumps(snapshot, ensure_ascii=False, indent=2, sort_keys=True)
     left.download_button(
@@ -128,8 +192,15 @@ def _diff(t: shell.Translator, before: dict, after: dict) -> None:
     frame = diff_frame(changes)
     moved = int(sum(row["moved"] for row in changes["models"]))
     st.caption(t("leaderboard.diff.caption", moved=moved, total=len(frame)))
+    bases = changes.get("gold_basis", [None, None])
+    if bases[0] != bases[1]:
+        st.warning(t("gold_basis.diff.bases_differ", before=bases[0] or "—", after=bases[1] or "—"))
     beyond = {True: t("leaderboard.diff.beyond"), False: t("leaderboard.diff.within"), None: "—"}
-    shown = frame.assign(beyond_intervals=[beyond[value] for value in frame["beyond_intervals"]])
+    judged = [
+        t("gold_basis.diff.below_minimum") if thin else beyond[value]
+        for value, thin in zip(frame["beyond_intervals"], frame["below_minimum"])
+    ]
+    shown = frame.drop(columns=["below_minimum"]).assign(beyond_intervals=judged)
     headers = {column: t(f"leaderboard.col.{column}") for column in shown.columns if column != "model"}
     # One format on the page: scores as percentages with one decimal (as in the snapshot's table), their
     # change in percentage points with one decimal.

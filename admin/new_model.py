@@ -111,13 +111,17 @@ def _sample(t: shell.Translator, sample: model_pipeline.SampleProgress) -> None:
         st.info(t("new_model.sample.none"))
         _link_assign(t)
         return
-    left, middle, right = st.columns(3)
-    left.metric(t("new_model.sample.drawn"), sample.drawn)
-    middle.metric(t("new_model.sample.complete"), sample.complete)
-    right.metric(t("new_model.sample.pending"), sample.pending)
+    columns = st.columns(4)
+    columns[0].metric(t("new_model.sample.drawn"), sample.drawn)
+    columns[1].metric(t("gold_basis.sample.final"), sample.complete)
+    columns[2].metric(t("gold_basis.sample.provisional"), sample.provisional)
+    columns[3].metric(t("gold_basis.sample.open"), sample.open)
     st.progress(
-        sample.complete / sample.drawn, text=t("new_model.sample.progress", done=sample.complete, n=sample.drawn)
+        sample.complete / sample.drawn, text=t("gold_basis.sample.progress", done=sample.complete, n=sample.drawn)
     )
+    st.caption(t("gold_basis.sample.stages", **sample.stages))
+    if sample.provisional:
+        st.caption(t("gold_basis.sample.provisional_note", n=sample.provisional))
 
 
 def _plan(t: shell.Translator, figures: model_pipeline.PipelineFigures, found: model_pipeline.ModelFigures) -> None:

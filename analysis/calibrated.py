@@ -2,9 +2,11 @@
 
 A model's calibration sample is a uniform random sample of its responses (drawn by `assign
 calibration`) that physicians label like any other work. Under judge j:
-- L: the sampled responses that are complete (gold on all N) and that j graded on all N criteria;
+- L: the sampled responses that are final (docs/REFERENCE.md §4.1: whatever the basis of the other
+  figures) and that j graded on all N criteria;
 - U: the model's responses outside the sample that j graded on all N (their gold, if any, unused);
-- sampled responses still incomplete are left out and counted as `n_pending`.
+- sampled responses not yet final are left out and counted as `n_pending`.
+A judge is listed beside a model only when it graded at least one of the model's responses.
 Y is the per-response metric from gold on L, Ŷ_L from j's decisions on L, Ŷ_U from j on U;
 `estimate` and its interval are the PPI++ mean (`analysis.ppi`, power tuning on), `classical`
 the interval from gold alone (λ = 0), `judge_only` the mean of Ŷ over L ∪ U. All values are
@@ -22,6 +24,7 @@ import pandas as pd
 
 from analysis import ppi
 from analysis.metrics import DecisionGrid, cacs, complete_mask, met_counts
+from db.rules.gold import FINAL
 
 MIN_LABELED = 10
 ALPHA = 0.05
@@ -88,6 +91,7 @@ def estimate_values(y: np.ndarray, yhat: np.ndarray, yhat_unlabeled: np.ndarray)
 
 def calibration_sets(grid: DecisionGrid, samples: pd.DataFrame, k: int):
     """(judge, model, n_pending, {metric: (Y, Ŷ_L, Ŷ_U)}) per judge by name and sampled model by name."""
+    grid = grid.on_basis(FINAL)  # L holds final responses only, whatever the basis of the rest
     sampled = sampled_rows(grid, samples)
     gold_complete = complete_mask(grid, grid.gold)
     models = [model for model in sorted(set(samples["model"].astype(str))) if model in grid.models]
@@ -96,8 +100,11 @@ def calibration_sets(grid: DecisionGrid, samples: pd.DataFrame, k: int):
     for judge in sorted(grid.judges):
         graded = complete_mask(grid, grid.judges[judge])
         predicted = _metric(grid.judges[judge], grid.n, k)
+        any_decision = grid.judge_rows[judge][0] > 0 if judge in grid.judge_rows else graded
         for model in models:
             own = model_of_row == model
+            if not (own & any_decision).any():
+                continue  # the judge never graded this model: nothing to calibrate, nothing to list
             labeled = own & sampled & gold_complete & graded
             unlabeled = own & ~sampled & graded
             arrays = {

@@ -80,8 +80,9 @@ class CalibrationPlan:
 
 
 def final_rows(grid: DecisionGrid) -> np.ndarray:
-    """(R,) bool: responses whose gold is final — the one place the plan reads the gold basis (§4.1)."""
-    return complete_mask(grid, grid.gold)
+    """(R,) bool: responses whose gold is final (§4.1), whatever the grid's basis — the one place the plan
+    reads it."""
+    return complete_mask(grid, grid.gold) & grid.final
 
 
 def half_widths(n: np.ndarray, sigma2: float, rho: float, n_judged: int, alpha: float) -> np.ndarray:

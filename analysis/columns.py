@@ -110,6 +110,26 @@ COLUMNS: dict[str, str] = {
     "needed_ppi_2": COUNT,
     "needed_classical_5": COUNT,
     "needed_ppi_5": COUNT,
+    # final and provisional gold, the published scores' tables (analysis.score_tables, judge pairs)
+    "provisional_responses": COUNT,
+    "ranked": TEXT,
+    "tier": TEXT,
+    "ci_low": RATE,
+    "ci_high": RATE,
+    "metric": TEXT,
+    "model_a": TEXT,
+    "model_b": TEXT,
+    "n_cases": COUNT,
+    "p_value": SCORE,
+    "p_holm": SCORE,
+    "n_unlabeled": COUNT,
+    "n_pending": COUNT,
+    "estimate": RATE,
+    "classical_low": RATE,
+    "classical_high": RATE,
+    "judge_only": RATE,
+    "n_graded": COUNT,
+    "coverage": RATE,
 }
 CACS_AT = re.compile(r"^cacs@(\d+)$")
 JUDGE_MF1 = re.compile(r"^judge_mf1:(.+)$")

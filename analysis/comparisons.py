@@ -12,13 +12,17 @@ undefined: the interval is [diff, diff] and p = 1 if diff = 0 else 0. With n < 2
 `n_cases` is undefined (None).
 
 **Holm's step-down adjustment** (Holm 1979, "A simple sequentially rejective multiple test
-procedure") over the M pairs of one metric that have a p-value: with p sorted ascending,
+procedure") over the M pairs of one metric that have a p-value and whose two models are both ranked
+(at least `min_responses` complete responses, docs/REFERENCE.md §4.1): with p sorted ascending,
 p_holm(i) = max_{j ≤ i} min(1, (M − j + 1) · p(j)); it controls the family-wise error over the
 55 pairs of 11 models without assuming the tests independent.
 
-**Leaderboard tiers**: models with a complete response, by CACS@k best first (ties by name); the
-first opens tier 1; each next model stays in the current tier unless its comparison with the
-tier's first model has p_holm < 0.05 (a null p_holm stays), in which case it opens the next tier.
+**Leaderboard tiers**: the ranked models by CACS@k best first (ties by name); the first opens tier 1;
+each next model stays in the current tier unless its comparison with the tier's first model has
+p_holm < 0.05, in which case it opens the next tier; a null p_holm there means "not comparable": the
+model gets no tier and neither opens nor joins one. Models with at least one but fewer than
+`min_responses` complete responses follow the ranked ones, `ranked: false`, without a tier, so an
+unranked model never moves a ranked one.
 """
 
 from __future__ import annotations
@@ -110,8 +114,9 @@ def holm(p_values: list[float | None]) -> list[float | None]:
     return adjusted
 
 
-def compare_models(values: pd.DataFrame) -> list[dict]:
-    """One entry per pair a < b by name over the columns of `values` (cases × models), Holm-adjusted."""
+def compare_models(values: pd.DataFrame, ranked: set[str] | None = None) -> list[dict]:
+    """One entry per pair a < b by name over the columns of `values` (cases × models), Holm-adjusted over the
+    pairs of `ranked` models (every model when None); p_holm is None for a pair with an unranked model."""
     models = sorted(values.columns)
     table = values[models].to_numpy(np.float64) if models else np.zeros((0, 0))
     rows = []
@@ -119,39 +124,60 @@ def compare_models(values: pd.DataFrame) -> list[dict]:
         both = ~np.isnan(table[:, i]) & ~np.isnan(table[:, j])
         entry = {"models": [models[i], models[j]], **paired_difference(table[both, i] - table[both, j])}
         rows.append(entry)
-    for entry, adjusted in zip(rows, holm([entry["p_value"] for entry in rows])):
+    in_family = [ranked is None or set(entry["models"]) <= ranked for entry in rows]
+    p_values = [entry["p_value"] if member else None for entry, member in zip(rows, in_family)]
+    for entry, adjusted in zip(rows, holm(p_values)):
         entry["p_holm"] = adjusted
     return [{key: entry[key] for key in COMPARISON_KEYS} for entry in rows]
 
 
-def comparisons(grid: DecisionGrid, scores: Scores, k: int) -> dict[str, list[dict]]:
-    """`comparisons` of report.json: every pair of models on CACS@k and rubric accuracy."""
-    return {metric: compare_models(per_case_values(grid, scores, k, metric)) for metric in METRICS}
+def comparisons(grid: DecisionGrid, scores: Scores, k: int, ranked: set[str] | None = None) -> dict[str, list[dict]]:
+    """`comparisons` of report.json: every pair of models on CACS@k and rubric accuracy (Holm over `ranked`)."""
+    return {metric: compare_models(per_case_values(grid, scores, k, metric), ranked) for metric in METRICS}
 
 
-def tiers(ranked: list[str], pairs: list[dict]) -> dict[str, int]:
-    """Tier of each model of `ranked` (best first), from the Holm-adjusted comparisons of one metric."""
+def ranked_models(models: pd.DataFrame, min_responses: int) -> set[str]:
+    """The models with at least `min_responses` complete responses (`models`: model_scores' frame)."""
+    return {str(model) for model, n in models["n_responses"].items() if n >= min_responses}
+
+
+def tiers(ranked: list[str], pairs: list[dict]) -> dict[str, int | None]:
+    """Tier of each model of `ranked` (best first), from the Holm-adjusted comparisons of one metric; None
+    where the comparison with the tier's first model has no p_holm (not comparable)."""
     p_holm: dict[tuple[str, str], float | None] = {
         (a, b): entry["p_holm"] for entry in pairs for a, b in [entry["models"]]
     }
-    result: dict[str, int] = {}
+    result: dict[str, int | None] = {}
     tier, head = 0, ""
     for model in ranked:
-        p = p_holm.get((min(head, model), max(head, model))) if tier else None
-        if not tier or (p is not None and p < TIER_ALPHA):
+        if not tier:
+            tier, head = 1, model
+            result[model] = tier
+            continue
+        p = p_holm.get((min(head, model), max(head, model)))
+        if p is None:
+            result[model] = None
+        elif p < TIER_ALPHA:
             tier, head = tier + 1, model
-        result[model] = tier
+            result[model] = tier
+        else:
+            result[model] = tier
     return result
 
 
-def leaderboard(models: pd.DataFrame, intervals: pd.DataFrame | None, cacs_pairs: list[dict]) -> list[dict]:
-    """`leaderboard` of report.json: scored models best first with the bootstrap interval and their tier."""
+def leaderboard(
+    models: pd.DataFrame, intervals: pd.DataFrame | None, cacs_pairs: list[dict], min_responses: int = 1
+) -> list[dict]:
+    """`leaderboard` of report.json: the ranked models best first with the bootstrap interval and their tier,
+    then the models with fewer than `min_responses` complete responses (`ranked: false`, no tier)."""
     scored = models[models["n_responses"] > 0]
     score_of = {str(model): float(value) for model, value in scored["cacs_at_k"].items()}
-    ranked = sorted(score_of, key=lambda model: (-score_of[model], model))
+    n_of = {str(model): int(n) for model, n in scored["n_responses"].items()}
+    order = sorted(score_of, key=lambda model: (-score_of[model], model))
+    ranked = [model for model in order if n_of[model] >= min_responses]
     tier_of = tiers(ranked, cacs_pairs)
     rows = []
-    for model in ranked:
+    for model in ranked + [model for model in order if n_of[model] < min_responses]:
         low = high = None
         if intervals is not None and model in intervals.index:
             low, high = _finite(intervals.loc[model, "cacs_at_k_low"]), _finite(intervals.loc[model, "cacs_at_k_high"])
@@ -161,7 +187,9 @@ def leaderboard(models: pd.DataFrame, intervals: pd.DataFrame | None, cacs_pairs
                 "cacs_at_k": score_of[model],
                 "ci_low": low,
                 "ci_high": high,
-                "tier": tier_of[model],
+                "tier": tier_of.get(model),
+                "ranked": model in tier_of,
+                "n_responses": n_of[model],
             }
         )
     return rows

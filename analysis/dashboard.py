@@ -22,13 +22,22 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from analysis import comparisons, figures as figure_builders, metrics, reliability, score_figures, validity_page
+from analysis import (
+    comparisons,
+    figures as figure_builders,
+    metrics,
+    reliability,
+    score_figures,
+    score_tables,
+    validity_page,
+)
 from analysis.background import BackgroundValue
 from analysis.bootstrap import DEFAULT_SEED
 from analysis.exports.csv_cells import csv_bytes
 from analysis.report import Report, build_report, json_bytes, report_json, tables
 from db.access.policies import StatisticsPolicy, authorize
 from db.rules.errors import ClinConsensusError
+from db.rules.gold import PROVISIONAL, default_basis
 from db.store.models import Role, User
 from i18n import DEFAULT_LANGUAGE
 from ui import shared_grid, shell, table_view
@@ -128,13 +137,26 @@ def _kept_grid() -> BackgroundValue[Kept]:
 
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _report(
-    version: Hashable, filters: tuple, k: int, source: str, judge_scored: str | None, _grid: metrics.DecisionGrid
+    version: Hashable,
+    filters: tuple,
+    k: int,
+    source: str,
+    judge_scored: str | None,
+    gold_basis: str,
+    _grid: metrics.DecisionGrid,
 ) -> Report:
     selected = _grid.subset(_selection(_grid, dict(filters)))
     # The analysis depth (criteria, judges by model and slice, physicians) has pages of its own
     # (analysis.insights); leaving it out here keeps a filter change within the dashboard's time.
     return build_report(
-        None, k, source, grid=selected, resamples=DASHBOARD_RESAMPLES, judge_scored=judge_scored, insights=False
+        None,
+        k,
+        source,
+        grid=selected,
+        resamples=DASHBOARD_RESAMPLES,
+        judge_scored=judge_scored,
+        insights=False,
+        gold_basis=gold_basis,
     )
 
 
@@ -210,7 +232,9 @@ def _source_label(t: shell.Translator, source: str) -> str:
     return t(f"analysis.source.{source}")
 
 
-def _filters(grid: metrics.DecisionGrid, options: dict[str, list[str]], t: shell.Translator) -> tuple[dict, int, str]:
+def _filters(
+    grid: metrics.DecisionGrid, options: dict[str, list[str]], t: shell.Translator
+) -> tuple[dict, int, str, bool]:
     with st.sidebar:
         st.header(t("analysis.filters"))
         st.caption(t("analysis.filter.all"))
@@ -264,7 +288,10 @@ def _filters(grid: metrics.DecisionGrid, options: dict[str, list[str]], t: shell
                 key="analysis_k",
             )
         )
-    return chosen, k, source
+        provisional = st.toggle(
+            t("gold_basis.show_provisional"), key="analysis_provisional", help=t("gold_basis.show_provisional_help")
+        )
+    return chosen, k, source, provisional
 
 
 def _table(t: shell.Translator, name: str, frame: pd.DataFrame, key: str, **options) -> None:
@@ -304,20 +331,23 @@ def render() -> None:
         return
     kept = snapshot.value
     grid = kept.grid
-    chosen, k, source = _filters(grid, kept.options, t)
+    chosen, k, source, provisional = _filters(grid, kept.options, t)
     judge_scored = _scoring_judge(kept.judges, kept.fidelity, t)
     filters = tuple((name, tuple(values)) for name, values in chosen.items())
-    view = (filters, k, source, judge_scored)
+    # Provisional figures only when asked for; the default is the setting (final unless an admin changed it).
+    basis = PROVISIONAL if provisional else default_basis()
+    view = (filters, k, source, judge_scored, basis)
     default_view = not any(values for _, values in filters) and (k, source, judge_scored) == (
         min(metrics.DEFAULT_K, grid.rubric_size),
         metrics.GOLD,
         None,
     )
+    default_view = default_view and kept.default is not None and kept.default.gold_basis == basis
     try:
         if default_view and kept.default is not None:
             report = kept.default
         else:
-            report = _report(snapshot.version, filters, k, source, judge_scored, grid)
+            report = _report(snapshot.version, filters, k, source, judge_scored, basis, grid)
     except ClinConsensusError as error:
         st.error(t("analysis.error", reason=reason_text(error)))
         return
@@ -335,6 +365,7 @@ def render() -> None:
 
 def _summary(t: shell.Translator, report: Report, source: str, language: str) -> None:
     st.caption(t("analysis.summary", source=_source_label(t, source), k=report.k, n=report.n))
+    st.caption(score_tables.basis_caption(t, report.gold_basis, report.min_responses))
     columns = st.columns(5)
     overall = report.agreement.overall_mf1
     columns[0].metric(t("analysis.metric.responses"), f"{int(report.scores.complete.sum()):,}")
@@ -381,6 +412,8 @@ def _sections(
         judged = [] if report.judge_scored is None else list(report.judge_scored.index)
         calibrated = report.scores_section.calibrated if report.scores_section is not None else {}
         _models_tables(t, frames["models"], judged, calibrated, *judge)
+        _table(t, "judge_pairs", metrics.judge_pair_scores(report.grid, report.k), "judge_pairs")
+        st.caption(t("gold_basis.judge_pairs_caption"))
         for name in ("accuracy_vs_cacs", "case_accuracy", "threshold"):
             _figure(t, name, figure_of(name), name)
     elif section == "scores":

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from analysis import metrics, time_section
+from analysis import metrics, score_tables, time_section
 from analysis.columns import cell_text, header_and_kind, value_names
 from analysis.figure_style import PERCENT, Translator, layout, translator
 from analysis.reliability import SLICE_DIMENSIONS
@@ -371,10 +371,11 @@ def _table_html(frame: pd.DataFrame, t: Translator) -> str:
     return shown.to_html(index=False, escape=True, border=0, classes="table")
 
 
-def html_report(report, frames: dict[str, pd.DataFrame], lang: str = "en") -> str:
+def html_report(report, frames: dict[str, pd.DataFrame], lang: str = "en", *, scores: bool = True) -> str:
     """The whole report in one offline HTML file.
 
-    Summary tables first (`frames`, as `report.tables` gives them), then every figure.
+    Summary tables first (`frames`, as `report.tables` gives them), then with `scores` the sections of
+    `analysis.score_tables` (leaderboard, comparisons, calibrated, judge ranking), then every figure.
     """
     t = translator(lang)
     parts = [
@@ -397,6 +398,9 @@ def html_report(report, frames: dict[str, pd.DataFrame], lang: str = "en") -> st
     ):
         parts.append(f"<h2>{html.escape(t(f'analysis.table.{name}'))}</h2>")
         parts.append(_table_html(frames[name], t))
+    if scores and getattr(report, "scores_section", None) is not None:
+        tables = score_tables.score_tables(report.scores_section)
+        parts.append(score_tables.sections_html(tables, t, report.gold_basis, report.min_responses, _table_html))
     if getattr(report, "time", None) is not None:
         parts.append(time_section.section_html(report.time, t))
     for index, (_, figure) in enumerate(figures(report, t)):

@@ -8,7 +8,7 @@ are array arithmetic over this grid.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -16,7 +16,7 @@ import pandas as pd
 from analysis.frames import Frames
 from db.rules.config import RUBRIC_SIZE
 from db.rules.enums import Stage
-from db.rules.gold import decisions_with_finals, gold_values
+from db.rules.gold import FINAL, PROVISIONAL, check_basis, decisions_with_finals, gold_values, response_states
 
 MISSING, NOT_MET, MET = -1, 0, 1
 RATER_COLUMNS = ("annotators_g1", "annotators_g2", "checkers_g1", "checkers_g2")
@@ -62,6 +62,11 @@ class DecisionGrid:
     physicians: PhysicianLayers | None = None
     # model, response_id of the calibration samples (frames.calibration), for the calibrated scores.
     calibration: pd.DataFrame | None = None
+    # Per response (db.rules.gold.response_states): each group's labels checked (R, 2), final (R,).
+    checked: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=bool))
+    final: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    # The gold basis of `gold`, `group1` and `group2` (see `on_basis`).
+    basis: str = PROVISIONAL
 
     @property
     def width(self) -> int:
@@ -81,6 +86,21 @@ class DecisionGrid:
             for index, name in enumerate(RATER_COLUMNS):
                 result[name] = np.bincount(distinct[distinct[:, 1] == index, 0], minlength=len(self.models))
         return result
+
+    def on_basis(self, basis: str) -> DecisionGrid:
+        """This grid on gold basis `basis` (docs/REFERENCE.md §4.1). Under `final`, gold stays only on final
+        responses (so "complete" means final) and a group's final labels only on responses where that group's
+        labels are checked; the other layers (judges, physicians' own labels) are shared, not copied."""
+        check_basis(basis)
+        if basis == self.basis or basis == PROVISIONAL:
+            return self
+        return replace(
+            self,
+            gold=np.where(self.final[:, None], self.gold, np.int8(MISSING)),
+            group1=np.where(self.checked[:, :1], self.group1, np.int8(MISSING)),
+            group2=np.where(self.checked[:, 1:], self.group2, np.int8(MISSING)),
+            basis=FINAL,
+        )
 
     def subset(self, rows: np.ndarray) -> DecisionGrid:
         """The grid of the responses selected by the boolean mask `rows` (filters of the dashboard)."""
@@ -110,6 +130,9 @@ class DecisionGrid:
             rubric_size=self.rubric_size,
             physicians=self.physicians.take(index) if self.physicians is not None else None,
             calibration=self.calibration,
+            checked=self.checked[index],
+            final=self.final[index],
+            basis=self.basis,
         )
 
 
@@ -250,7 +273,9 @@ def prepare(frames: Frames) -> DecisionGrid:
         finals.append(_fill(shape, np.where(present, cells, -1), met))
     gold_met, gold_source = gold_values(decisions)
     gold = _fill(shape, np.where(gold_source != "", cells, -1), gold_met)
-    del decisions, cells, gold_met, gold_source  # a row each per decision: freed before the rater layers
+    adjudicated_met, adjudicated_present = _booleans(decisions["adjudicated"])
+    adjudicated = _fill(shape, np.where(adjudicated_present, cells, -1), adjudicated_met)
+    del decisions, cells, gold_met, gold_source, adjudicated_met, adjudicated_present  # freed before the rater layers
 
     criteria = criteria.assign(case_row=case_row_of_pk.get_indexer(criteria["case_pk"].to_numpy()))
     criteria = criteria[criteria["case_row"] >= 0]
@@ -272,8 +297,25 @@ def prepare(frames: Frames) -> DecisionGrid:
     grid.rater_keys = _rater_keys(frames.labels, responses)
     label_cells = placer.cells(frames.labels["response_id"].to_numpy(), frames.labels["criterion_id"])
     grid.physicians = physician_layers(label_cells, frames.labels, shape, frames.users)
+    grid.checked, grid.final = grid_states(grid, adjudicated)
     _add_judges(grid, frames.judge, placer, shape)
     return grid
+
+
+def grid_states(grid: DecisionGrid, adjudicated: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per response: (checked (R, 2), final (R,)) by `db.rules.gold.response_states`, over the grid's cells."""
+    rows, slots = np.nonzero(grid.valid)
+    check = grid.physicians.check if grid.physicians is not None else np.full((2, *grid.valid.shape), MISSING)
+    states = response_states(
+        rows,
+        grid.n,
+        grid.group1[rows, slots],
+        grid.group2[rows, slots],
+        adjudicated[rows, slots],
+        check[0][rows, slots],
+        check[1][rows, slots],
+    )
+    return states.checked, states.final
 
 
 def physician_layers(

@@ -161,6 +161,53 @@ def judge_scored_models(grid: DecisionGrid, source: str, judge: str, k: int) -> 
     return frame
 
 
+JUDGE_PAIR_COLUMNS = [
+    "judge",
+    "model",
+    "n_graded",
+    "n_responses",
+    "coverage",
+    "rubric_accuracy",
+    "pass_at_k",
+    "cacs_at_k",
+]
+
+
+def judge_pair_scores(grid: DecisionGrid, k: int) -> pd.DataFrame:
+    """One row per (judge, model) where the judge graded at least one of the model's responses, whether or not
+    physicians labeled the model (docs/REFERENCE.md §4): the judge-only scores over the responses it graded on
+    all N (`n_graded`), and `coverage` = n_graded / the model's responses. A judge that never graded a model
+    has no row beside it."""
+    rows = []
+    n_of_model = np.bincount(grid.model_codes, minlength=len(grid.models))
+    for judge in sorted(grid.judges):
+        labels = grid.judges[judge]
+        any_decision = grid.judge_rows[judge][0] > 0 if judge in grid.judge_rows else (labels >= 0).any(axis=1)
+        graded = complete_mask(grid, labels)
+        s = met_counts(labels)
+        touched = np.bincount(grid.model_codes[any_decision], minlength=len(grid.models))
+        for code, model in enumerate(grid.models):
+            if not touched[code]:
+                continue
+            chosen = graded & (grid.model_codes == code)
+            values = (
+                score_summary(s[chosen], grid.n[chosen], k)
+                if chosen.any()
+                else {"n_responses": 0, "rubric_accuracy": np.nan, "pass_at_k": np.nan, "cacs_at_k": np.nan}
+            )
+            rows.append(
+                {
+                    "judge": judge,
+                    "model": model,
+                    "n_graded": int(chosen.sum()),
+                    "n_responses": int(n_of_model[code]),
+                    "coverage": float(chosen.sum() / n_of_model[code]),
+                    **{key: values[key] for key in ("rubric_accuracy", "pass_at_k", "cacs_at_k")},
+                }
+            )
+    return pd.DataFrame(rows, columns=JUDGE_PAIR_COLUMNS)
+
+
 # Agreement between the two groups --------------------------------------------------------------
 
 

@@ -22,13 +22,25 @@ MIN_LABELED = calibrated_scores.MIN_LABELED
 JUDGE_COLUMNS = ["judge", "n_decisions", "n_graded", "n_responses"]
 
 
+#: Where a sampled response is on its way to final gold (docs/REFERENCE.md §4), in the order the work is done.
+STAGES = ("waiting_labels", "waiting_checks", "waiting_adjudication", "final")
+
+
 @dataclass(frozen=True)
 class SampleProgress:
-    """A model's calibration sample: responses drawn, complete with gold, and still waiting for labels."""
+    """A model's calibration sample: responses drawn, final (they alone calibrate), provisional (complete
+    but not final), still open, and how many wait at each stage (`STAGES`)."""
 
     drawn: int
-    complete: int
-    pending: int
+    complete: int  # final: the responses the calibrated score's L may hold
+    pending: int  # drawn − final
+    provisional: int = 0
+    stages: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def open(self) -> int:
+        """Sampled responses without gold on every decision yet."""
+        return self.drawn - self.complete - self.provisional
 
 
 @dataclass(frozen=True)
@@ -57,13 +69,27 @@ def judges_of(grid: metrics.DecisionGrid, model: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=JUDGE_COLUMNS)
 
 
+def response_stages(grid: metrics.DecisionGrid) -> np.ndarray:
+    """Per response, the index in `STAGES` of where it waits: for labels (a group without its label on every
+    decision), for checks (both labeled, a group unchecked), for adjudication (both checked, a disagreement or
+    an unchecked agreement left), or final (docs/REFERENCE.md §4: `grid.final`). Read on the provisional grid."""
+    labeled = metrics.complete_mask(grid, grid.group1) & metrics.complete_mask(grid, grid.group2)
+    both_checked = grid.checked[:, 0] & grid.checked[:, 1]
+    stage = np.where(labeled, np.where(both_checked, 2, 1), 0)
+    return np.where(grid.final, 3, stage)
+
+
 def sample_progress(grid: metrics.DecisionGrid, model: str) -> SampleProgress:
-    """How much of `model`'s calibration sample physicians have completed (gold on all N criteria)."""
+    """How far `model`'s calibration sample is on its way to final gold, by stage."""
     samples = grid.calibration if grid.calibration is not None else calibrated_scores.empty_samples()
     sampled = calibrated_scores.sampled_rows(grid, samples) & _rows_of(grid, model)
-    complete = int((sampled & metrics.complete_mask(grid, grid.gold)).sum())
+    final = int((sampled & grid.final).sum())
+    provisional = int((sampled & metrics.complete_mask(grid, grid.gold) & ~grid.final).sum())
+    stage_counts = np.bincount(response_stages(grid)[sampled], minlength=len(STAGES))
     drawn = int((samples["model"].astype(str) == model).sum())
-    return SampleProgress(drawn=drawn, complete=complete, pending=drawn - complete)
+    stages = {name: int(count) for name, count in zip(STAGES, stage_counts)}
+    stages["waiting_labels"] += drawn - int(sampled.sum())  # drawn responses no longer on the grid: not labeled
+    return SampleProgress(drawn=drawn, complete=final, pending=drawn - final, provisional=provisional, stages=stages)
 
 
 def model_figures(grid: metrics.DecisionGrid, model: str, k: int) -> ModelFigures:

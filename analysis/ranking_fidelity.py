@@ -4,7 +4,9 @@ Judge j: over the models with at least one complete (gold) response that j grade
 criteria, model-level CACS@k from gold against CACS@k from j on exactly those responses:
 Spearman ρ, Kendall τ-b, top-3 and top-5 overlap, `n_models`. The human ceiling beside it: the
 same statistics between group 1's and group 2's model-level CACS@k (their final labels) over each
-model's aligned pairs — how well one physician group ranks models like the other. With fewer than
+model's aligned pairs — how well one physician group ranks models like the other. Only ranked models
+count (docs/REFERENCE.md §4.1): for a judge, the models with at least `min_responses` complete
+responses; for the ceiling, the models with at least `min_responses` aligned pairs. With fewer than
 two models, or a statistic that is not finite, that value is None.
 """
 
@@ -42,9 +44,19 @@ def ranking_agreement(x: pd.Series, y: pd.Series) -> dict:
     return result
 
 
-def judge_ranking(grid: DecisionGrid, k: int) -> dict[str, dict]:
-    """`judge_ranking` of report.json, one entry per judge by name."""
+def _with_minimum(grid: DecisionGrid, rows: np.ndarray, min_responses: int) -> np.ndarray:
+    """`rows` of the models that have at least `min_responses` of them."""
+    if not len(grid.models):
+        return rows
+    counts = np.bincount(grid.model_codes[rows], minlength=len(grid.models))
+    return rows & (counts >= min_responses)[grid.model_codes]
+
+
+def judge_ranking(grid: DecisionGrid, k: int, ranked: set[str] | None = None) -> dict[str, dict]:
+    """`judge_ranking` of report.json, one entry per judge by name, over the `ranked` models (all when None)."""
     gold_complete = complete_mask(grid, grid.gold)
+    if ranked is not None:
+        gold_complete &= np.isin(grid.responses["model"].to_numpy(), sorted(ranked))
     result = {}
     for judge in sorted(grid.judges):
         rows = gold_complete & complete_mask(grid, grid.judges[judge])
@@ -54,7 +66,8 @@ def judge_ranking(grid: DecisionGrid, k: int) -> dict[str, dict]:
     return result
 
 
-def human_ceiling_ranking(grid: DecisionGrid, k: int) -> dict:
-    """`human_ceiling_ranking` of report.json: group 1's model ranking against group 2's, over aligned pairs."""
-    aligned = complete_mask(grid, grid.group1) & complete_mask(grid, grid.group2)
+def human_ceiling_ranking(grid: DecisionGrid, k: int, min_responses: int = 1) -> dict:
+    """`human_ceiling_ranking` of report.json: group 1's model ranking against group 2's, over aligned pairs,
+    among the models with at least `min_responses` of them."""
+    aligned = _with_minimum(grid, complete_mask(grid, grid.group1) & complete_mask(grid, grid.group2), min_responses)
     return ranking_agreement(_model_means(grid, grid.group1, aligned, k), _model_means(grid, grid.group2, aligned, k))

@@ -29,16 +29,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+import numpy as np
 import orjson
 import pandas as pd
 
 from analysis import (
     agreement as agreement_extra,
+    comparisons,
     insights_section,
     metrics,
     reliability,
     rubric_quality,
     score_section,
+    score_tables,
     static_figures,
     time_section,
     validity_section,
@@ -53,6 +56,7 @@ from analysis.loader import Frames, load_frames
 from analysis.score_figures import score_figures
 from analysis.time_agreement import TimeAgreement, time_agreement
 from db.rules.errors import ValidationFailed
+from db.rules.gold import DEFAULT_MIN_RESPONSES, FINAL, check_basis, check_min_responses
 from db.rules.progress_report import Progress, no_progress
 
 TOP_CRITERIA_IN_JSON = agreement_extra.LOWEST_CRITERIA
@@ -86,6 +90,9 @@ class Report:
     time: TimeAgreement | None = None
     # Comparisons, tiers, calibrated scores, ranking fidelity (analysis.score_section).
     scores_section: score_section.ScoreSection | None = None
+    # The gold basis every gold figure stands on, and the ranking minimum (docs/REFERENCE.md §4.1).
+    gold_basis: str = FINAL
+    min_responses: int = DEFAULT_MIN_RESPONSES
     # Rubric quality (docs/REFERENCE.md §4.2): item–rest and redundancy per criterion; anchor validity per case
     # (None when the report was built without the database's validation runs).
     rubric_quality: pd.DataFrame | None = None
@@ -103,6 +110,8 @@ def build_report(
     judge_scored: str | None = None,
     insights: bool = True,
     heldout_models: list[str] | None = None,
+    gold_basis: str | None = None,
+    min_responses: int | None = None,
 ) -> Report:
     """Every metric over `frames` (or an already prepared `grid` of them, `frames` then None).
 
@@ -110,16 +119,23 @@ def build_report(
     new model with responses only) are scored by that judge and listed apart, marked.
     `insights=False` leaves out the analysis depth of `analysis.reliability` (criteria, judges by
     model and slice, physicians). `heldout_models`: judge figures (`judges`, `judges_by_model`,
-    `judge_ranking`, `calibrated`) over those models' responses only.
+    `judge_ranking`, `calibrated`) over those models' responses only. `gold_basis` (final or provisional)
+    and `min_responses` (the ranking minimum): docs/REFERENCE.md §4.1; None reads the settings
+    (`CLINCONSENSUS_GOLD_BASIS`, `CLINCONSENSUS_MIN_RESPONSES`; else final and 20).
     """
+    gold_basis = check_basis(gold_basis)
+    min_responses = check_min_responses(min_responses)
     if grid is None:
         if frames is None:
             raise ValueError("build_report needs the frames or their grid")
         grid = metrics.prepare(frames)
     n = grid.rubric_size
     k = metrics.validate_k(k, n)
+    every = grid
+    grid = grid.on_basis(gold_basis)
     scores = metrics.response_scores(grid, source)
     models = metrics.model_scores(grid, scores, k)
+    ranked = models.loc[sorted(comparisons.ranked_models(models, min_responses))]
     agreement = metrics.agreement(grid)
     judged = score_section.heldout_grid(grid, heldout_models)
     report = Report(
@@ -131,15 +147,17 @@ def build_report(
         models=models,
         agreement=agreement,
         judges=metrics.judge_fidelity(judged),
-        sensitivity=metrics.threshold_sensitivity(models, k, n=n),
+        sensitivity=metrics.threshold_sensitivity(ranked, k, n=n),
         length=metrics.length_diagnostics(scores, k),
         cross_grader=metrics.cross_grader(grid),
         positive_rates=metrics.positive_rates(grid),
         slices=metrics.slices(grid, scores, k),
-        pending=metrics.pending(grid, scores),
+        pending=basis_pending(every, grid, source),
         coefficients=agreement_extra.agreement_coefficients(agreement),
         criterion_agreement=agreement_extra.criterion_agreement(grid),
         low_agreement_cases=agreement_extra.low_agreement_cases(agreement),
+        gold_basis=gold_basis,
+        min_responses=min_responses,
     )
     if frames is not None and frames.timings is not None:
         report.time = time_agreement(grid, frames.timings, frames.users)
@@ -156,9 +174,27 @@ def build_report(
     report.rubric_quality = rubric_quality.criteria_quality(grid)
     samples = frames.calibration if frames is not None else grid.calibration
     report.scores_section = score_section.build_section(
-        grid, scores, models, report.intervals, k, samples=samples, heldout_models=heldout_models
+        grid,
+        scores,
+        models,
+        report.intervals,
+        k,
+        samples=samples,
+        heldout_models=heldout_models,
+        min_responses=min_responses,
     )
     return report
+
+
+def basis_pending(every: metrics.DecisionGrid, grid: metrics.DecisionGrid, source: str) -> dict[str, int]:
+    """`pending` of report.json: unresolved disagreements and incomplete responses as §4 defines them (on
+    `every`, the grid of the provisional basis), and `provisional_responses`: complete but not final under
+    the final basis (`grid`), 0 under the provisional one."""
+    result = metrics.pending(every, metrics.response_scores(every, source))
+    complete = metrics.complete_mask(every, every.gold)
+    provisional = complete & ~every.final if grid.basis == FINAL else np.zeros(len(complete), dtype=bool)
+    result["provisional_responses"] = int(provisional.sum())
+    return result
 
 
 # report.json -----------------------------------------------------------------------------------
@@ -185,6 +221,8 @@ def report_json(report: Report) -> dict:
         "slices": _slices_json(report.slices),
         "pending": {key: count(value) for key, value in report.pending.items()},
         "source": report.source,
+        "gold_basis": report.gold_basis,
+        "min_responses": report.min_responses,
     }
     if report.judge_scored is not None:
         result["judge_scored_models"] = _judge_scored_json(report.judge_scored)
@@ -411,7 +449,11 @@ AGREEMENT_COLUMNS = [
 
 def print_tables(report: Report, stream: TextIO) -> None:
     with pd.option_context("display.width", 160, "display.max_columns", 20, "display.float_format", "{:.4f}".format):
-        print(f"Models (source {report.source}, k = {report.k}, N = {report.n}; complete responses only)", file=stream)
+        print(
+            f"Models (source {report.source}, gold basis {report.gold_basis}, k = {report.k}, N = {report.n}; "
+            f"complete responses only; ranked with at least {report.min_responses})",
+            file=stream,
+        )
         print(report.models[MODEL_COLUMNS].to_string(), file=stream)
         print(file=stream)
         if report.judge_scored is not None and len(report.judge_scored):
@@ -433,7 +475,8 @@ def print_tables(report: Report, stream: TextIO) -> None:
         )
         print(
             f"pending: {report.pending['unresolved_disagreements']} unresolved disagreements, "
-            f"{report.pending['incomplete_responses']} incomplete responses",
+            f"{report.pending['incomplete_responses']} incomplete responses, "
+            f"{report.pending.get('provisional_responses', 0)} provisional responses",
             file=stream,
         )
 
@@ -455,6 +498,11 @@ def write_tables(report: Report, out_dir: Path) -> list[Path]:
     out_dir = output_dir(out_dir)
     written = []
     for name, frame in tables(report).items():
+        path = out_dir / f"{name}.csv"
+        write_csv(frame, path)
+        written.append(path)
+    # The published scores, as report.json holds them (analysis.score_tables; sections of report.html too).
+    for name, frame in score_tables.score_tables(report.scores_section).items():
         path = out_dir / f"{name}.csv"
         write_csv(frame, path)
         written.append(path)
@@ -481,11 +529,14 @@ def run_report(
     progress: Progress = no_progress,
     judge_scored: str | None = None,
     heldout_models: list[str] | None = None,
+    gold_basis: str | None = None,
+    min_responses: int | None = None,
 ) -> Report:
     """Load the database, compute, print the model and agreement tables, write what was asked for.
 
     With `figures`, every figure of the HTML report is also written to `out_dir/figures/` as PNG and SVG.
     """
+    gold_basis, min_responses = check_basis(gold_basis), check_min_responses(min_responses)
     if figures and not out_dir:
         raise ValidationFailed("--figures: give --out DIR for the image files")
     if figures:
@@ -499,7 +550,15 @@ def run_report(
     progress(0, steps, "loading the database")
     frames = load_frames(engine)
     progress(1, steps, "computing")
-    report = build_report(frames, k=k, source=source, judge_scored=judge_scored, heldout_models=heldout_models)
+    report = build_report(
+        frames,
+        k=k,
+        source=source,
+        judge_scored=judge_scored,
+        heldout_models=heldout_models,
+        gold_basis=gold_basis,
+        min_responses=min_responses,
+    )
     report.rubric_validity = validity_section.load_validity(engine, report.grid, report.k)
     del frames  # the report holds its grid: the decision rows go before writing
     done = 2

@@ -22,15 +22,17 @@ def _points(value) -> float:
 def leaderboard_intervals(report, t: Translator) -> go.Figure:
     rows = report.scores_section.leaderboard if report.scores_section is not None else []
     figure = go.Figure()
-    for tier in sorted({row["tier"] for row in rows}):
+    # Tiers best first; models without a tier (not ranked: n < M, or not comparable) last, named as such.
+    for tier in sorted({row["tier"] for row in rows}, key=lambda value: (value is None, value or 0)):
         chosen = [row for row in rows if row["tier"] == tier]
         scores = [_points(row["cacs_at_k"]) for row in chosen]
+        name = t("analysis.fig.tier", tier=tier) if tier is not None else t("gold_basis.fig.no_tier")
         figure.add_trace(
             go.Scatter(
                 x=scores,
                 y=[row["model"] for row in chosen],
                 mode="markers",
-                name=t("analysis.fig.tier", tier=tier),
+                name=name,
                 error_x=dict(
                     type="data",
                     symmetric=False,

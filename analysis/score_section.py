@@ -61,17 +61,23 @@ def build_section(
     *,
     samples: pd.DataFrame | None = None,
     heldout_models: list[str] | None = None,
+    min_responses: int = 1,
 ) -> ScoreSection:
-    """Every value of the section; judge figures over the held-out models' responses when they are named."""
+    """Every value of the section; judge figures over the held-out models' responses when they are named.
+
+    `min_responses`: the ranking minimum (docs/REFERENCE.md §4.1): Holm's family, the tiers and the judge
+    ranking read the models with at least that many complete responses, the human ceiling the models with
+    at least that many aligned pairs."""
     samples = samples if samples is not None else calibrated_scores.empty_samples()
     judged = heldout_grid(grid, heldout_models)
-    pairs = paired.comparisons(grid, scores, k)
+    ranked = paired.ranked_models(models, min_responses)
+    pairs = paired.comparisons(grid, scores, k, ranked)
     return ScoreSection(
         comparisons=pairs,
-        leaderboard=paired.leaderboard(models, intervals, pairs["cacs_at_k"]),
+        leaderboard=paired.leaderboard(models, intervals, pairs["cacs_at_k"], min_responses),
         calibrated=calibrated_scores.calibrated(judged, samples, k),
         calibration_samples=calibrated_scores.calibration_samples(grid, samples),
-        judge_ranking=ranking_fidelity.judge_ranking(judged, k),
-        human_ceiling_ranking=ranking_fidelity.human_ceiling_ranking(grid, k),
+        judge_ranking=ranking_fidelity.judge_ranking(judged, k, ranked),
+        human_ceiling_ranking=ranking_fidelity.human_ceiling_ranking(grid, k, min_responses),
         heldout_models=list(dict.fromkeys(heldout_models)) if heldout_models else None,
     )

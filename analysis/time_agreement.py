@@ -1,4 +1,4 @@
-"""Time on task against agreement (docs/REFERENCE.md §4.1): does labeling faster go with agreeing less?
+"""Time on task against agreement (docs/REFERENCE.md §4.5): does labeling faster go with agreeing less?
 
 A *timed response* is one annotator's annotation of one response with at least one saved timing
 (`label_timing`, stage annotation). Its active time is the sum of `active_ms` over those saves

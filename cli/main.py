@@ -148,12 +148,18 @@ def _read_password(args) -> str:
 
 
 def cmd_report(args) -> int:
+    from cli import basis
+
+    # Checked before the engine: a bad option changes nothing, not even the schema.
+    gold, minimum = basis.gold_basis(args), basis.min_responses(args)
     engine, progress = _engine(), _progress("report")
     options = {
         "k": args.k,
         "source": args.source,
         "judge_scored": args.judge_scored,
         "heldout_models": _names(args.heldout_models) or None,
+        "gold_basis": gold,
+        "min_responses": minimum,
     }
 
     def run(stream) -> None:
@@ -191,6 +197,10 @@ _FILE_EXPORTS = ("gold", "judge-items", "healthbench-meta")
 
 def cmd_export(args) -> int:
     from analysis import exports
+    from cli import basis as gold_basis
+
+    # Checked before anything else: a bad option changes nothing, not even the schema.
+    basis = gold_basis.gold_basis(args)
     from analysis.exports.paths import output_dir, output_file
 
     # A target that cannot be written is said before the database is read (and again as each file is written).
@@ -202,13 +212,19 @@ def cmd_export(args) -> int:
     _imports_done()
     progress = _progress(f"export {args.what}")
     if args.what == "gold":
-        summary = exports.export_gold(engine, Path(args.target), progress=progress)
+        summary = exports.export_gold(engine, Path(args.target), progress=progress, basis=basis)
     elif args.what == "release":
         summary = exports.export_release(
             engine, Path(args.target), difficulties=args.difficulty or None, progress=progress
         )
     elif args.what == "judgements":
-        options = {"source": args.source, "models": _names(args.models), "k": args.k, "per_model": args.per_model}
+        options = {
+            "source": args.source,
+            "models": _names(args.models),
+            "k": args.k,
+            "per_model": args.per_model,
+            "basis": basis,
+        }
         summary = exports.export_judgements(engine, Path(args.target), progress=progress, **options)
     elif args.what == "judge-items":
         summary = exports.export_judge_items(engine, Path(args.target), progress=progress)
@@ -217,7 +233,7 @@ def cmd_export(args) -> int:
 
         summary = export_newest(engine, Path(args.target))
     elif args.what == "healthbench-meta":
-        summary = exports.export_healthbench_meta(engine, Path(args.target), progress=progress)
+        summary = exports.export_healthbench_meta(engine, Path(args.target), progress=progress, basis=basis)
     else:
         holdout = [m for m in (args.holdout_models or "").split(",") if m]
         summary = exports.export_sft(
@@ -231,6 +247,7 @@ def cmd_export(args) -> int:
             progress=progress,
             include_calibration=args.include_calibration,
             only_disagreements=args.only_disagreements,
+            basis=basis,
         )
         _record_sft(engine, holdout, args.seed)
     print(summary)
@@ -439,6 +456,10 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--heldout-models", default="", metavar="A,B", help="judge figures over these models' responses only"
     )
+    from cli import basis
+
+    basis.add_gold_option(p)
+    basis.add_min_responses_option(p)
     p.set_defaults(handler=cmd_report)
 
 
@@ -472,6 +493,9 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--models", default="", help="judgements: comma-separated models (default: every scored model)")
     p.add_argument("--k", type=int, default=10, help="judgements: the threshold of scores.json")
     p.add_argument("--per-model", action="store_true", help="judgements: DIR/<model>/ per model, its complete cases")
+    from cli import basis
+
+    basis.add_gold_option(p)
     p.set_defaults(handler=cmd_export)
 
 

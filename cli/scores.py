@@ -52,17 +52,24 @@ def cmd_assign(args, engine_of: Callable) -> int:
 
 def cmd_leaderboard(args, engine_of: Callable) -> int:
     from analysis import leaderboard
+    from cli import basis
     from db.store.engine import session_scope
     from db.work import leaderboard as store
 
+    # Checked before the engine: a bad option changes nothing, not even the schema.
+    gold, minimum = (basis.gold_basis(args), basis.min_responses(args)) if args.action == "freeze" else (None, None)
     engine = engine_of()
     if args.action == "freeze":
         with session_scope(engine, read_only=True) as session:
             name = store.require_new_name(session, _one(args.names, "freeze NAME"))
-        payload = leaderboard.build_payload(engine, k=args.k)
+        payload = leaderboard.build_payload(engine, k=args.k, gold_basis=str(gold), min_responses=int(minimum or 1))
         with session_scope(engine) as session:
             store.freeze_snapshot(session, actor=command_line_admin(args.actor), name=name, payload=payload)
-        print(f"froze leaderboard {name} ({len(payload['models'])} models)")
+        ranked = sum(1 for row in payload["models"] if row["ranked"])
+        print(
+            f"froze leaderboard {name} ({len(payload['models'])} models, {ranked} ranked; "
+            f"{leaderboard.basis_text(payload)})"
+        )
         return 0
     actor = command_line_admin(args.actor)
     problems: list = []
@@ -147,4 +154,8 @@ def add_commands(sub, engine_of: Callable) -> None:
     p.add_argument("--k", type=int, default=10, help="freeze: the CACS threshold")
     p.add_argument("--json", action="store_true", help="list, show, diff: print JSON")
     p.add_argument("--actor", default="cli", help="name recorded in the audit log")
+    from cli import basis
+
+    basis.add_gold_option(p)
+    basis.add_min_responses_option(p)
     p.set_defaults(handler=lambda args: cmd_leaderboard(args, engine_of))

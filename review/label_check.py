@@ -62,6 +62,8 @@ def _choose_queue(user: User) -> review.CheckQueueWindow | None:
             t("review.check.percent"), min_value=1, max_value=100, value=10, step=1, key="review_check_percent"
         )
         options["seed"] = b.number_input(t("review.check.seed"), min_value=0, value=1, step=1, key="review_check_seed")
+        # Unchecked work is provisional gold: it counts in no published figure until checked (docs/REFERENCE.md §4).
+        st.caption(t("gold_basis.check.sample_note"))
     elif mode == review.CHECK_JUDGE:
         options["judge"] = st.selectbox(t("review.check.judge"), judges, key="review_check_judge", format_func=plain)
     if not judges:

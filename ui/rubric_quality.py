@@ -19,6 +19,7 @@ import streamlit as st
 from analysis.background import BackgroundValue
 from analysis.rubric_quality import criteria_quality
 from db.rules.anchors import GENERIC, REFERENCE, REFUSAL
+from db.rules.gold import default_basis
 from db.store.models import User
 from db.work.validation import validation_of_version
 from ui import shared_grid, shell
@@ -39,7 +40,8 @@ class CriterionQuality:
 
 @st.cache_resource(show_spinner=False)
 def _kept_quality() -> BackgroundValue[pd.DataFrame]:
-    return shared_grid.derived(criteria_quality, name="criteria-quality")
+    # On the default gold basis (final unless configured), as the report computes them.
+    return shared_grid.derived(lambda grid: criteria_quality(grid.on_basis(default_basis())), name="criteria-quality")
 
 
 def anchor_reasons(rows: Sequence[dict]) -> tuple[dict[str, list[tuple[str, dict]]], str | None]:

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Engine
 from analysis.exports.paths import StreamedFile, open_for_writing, output_dir, write_text
 from analysis.loader import load_criteria, load_responses
 from analysis.prompt import DEFAULT_TEMPLATE, TEMPLATE_FIELDS, user_message  # noqa: F401  (shared names)
+from db.rules.gold import FINAL, gold_states
 from db.rules.progress_report import Progress
 from db.rules.records import (
     DIFFICULTIES as DIFFICULTIES,
@@ -262,3 +263,27 @@ def in_decision_order(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(
         ["case_pk", "model", "position", "criterion_id"], na_position="last", kind="stable", ignore_index=True
     )
+
+
+def response_gold_states(
+    labels: pd.DataFrame, responses: pd.DataFrame, criteria: pd.DataFrame, finals: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Per response of `responses` (response_id, case_pk): checked1, checked2, complete, final and state by
+    `db.rules.gold.gold_states`, N being its case's current criteria (`criteria`: case_pk, criterion_id)."""
+    n_of_case = criteria.groupby("case_pk").size()
+    n = responses["case_pk"].map(n_of_case).fillna(0).to_numpy(np.int64)
+    return gold_states(labels, pd.Series(n, index=responses["response_id"].to_numpy(np.int64)), finals)
+
+
+def on_basis(frame: pd.DataFrame, states: pd.DataFrame, basis: str) -> pd.DataFrame:
+    """Decision rows (with response_id, group1, group2) on gold basis `basis` (docs/REFERENCE.md §4.1), with a
+    `final` column: under `final`, only rows of final responses, and a group's labels only where that group
+    is checked (null elsewhere); under `provisional`, every row as it is."""
+    merged = frame.merge(states[["response_id", "final", "checked1", "checked2"]], on="response_id", how="left")
+    merged["final"] = merged["final"].fillna(False).astype(bool)
+    if basis == FINAL:
+        merged = merged.loc[merged["final"].to_numpy()].reset_index(drop=True)
+        for group in ("group1", "group2"):
+            checked = merged[f"checked{group[-1]}"].fillna(False).to_numpy(bool)
+            merged[group] = merged[group].where(checked, pd.NA).astype("boolean")
+    return merged.drop(columns=["checked1", "checked2"])

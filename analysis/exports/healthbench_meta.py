@@ -34,13 +34,15 @@ from analysis.exports.common import (
     in_current_rubric,
     in_decision_order,
     json_text,
+    response_gold_states,
+    response_keys,
     user_message,
     write_lines,
 )
 from analysis.exports.manifest import export_head, write_manifest
 from analysis.exports.paths import output_file
 from analysis.loader import load_cases, load_label_decisions, load_responses
-from db.rules.gold import group_final_labels
+from db.rules.gold import FINAL, check_basis, group_final_labels
 from db.rules.progress_report import Progress, no_progress
 from db.rules.taxonomy import get_taxonomy
 
@@ -62,11 +64,24 @@ def final_labels_with_physicians(labels: pd.DataFrame) -> pd.DataFrame:
     ]
 
 
-def export_healthbench_meta(engine: Engine, path: Path, progress: Progress = no_progress) -> ExportSummary:
+def export_healthbench_meta(
+    engine: Engine, path: Path, progress: Progress = no_progress, *, basis: str | None = None
+) -> ExportSummary:
+    """`export healthbench-meta FILE`; under gold basis `final` (docs/REFERENCE.md §4.1) a group's labels are
+    written only on responses where that group's labels are checked."""
+    basis = check_basis(basis)
     progress(0, None, "reading labels")
     head = export_head(engine)
-    finals = final_labels_with_physicians(load_label_decisions(engine, users=True, categorical=True))
+    labels = load_label_decisions(engine, users=True, categorical=True)
+    finals = final_labels_with_physicians(labels)
     finals = finals[finals["group_no"].isin([1, 2])]
+    if basis == FINAL:
+        states = response_gold_states(labels, response_keys(engine), current_criteria(engine))
+        checked = pd.concat(
+            [states.loc[states[f"checked{g}"], ["response_id"]].assign(group_no=g) for g in (1, 2)], ignore_index=True
+        )
+        finals = finals.merge(checked.astype({"group_no": finals["group_no"].dtype}), on=["response_id", "group_no"])
+    del labels
     pseudonym = physician_ids(finals["user_id"])
     criteria = current_criteria(engine, text=True)
     # The final labels in line order (case, model, criterion position; group 1 before group 2), so each
@@ -142,7 +157,7 @@ def export_healthbench_meta(engine: Engine, path: Path, progress: Progress = no_
 
     path = output_file(path)
     rows, digest = write_lines(path, lines(), total, progress, "healthbench meta rows")
-    write_manifest(path, export="healthbench-meta", head=head, files={path.name: digest}, rows=rows)
+    write_manifest(path, export="healthbench-meta", head=head, files={path.name: digest}, rows=rows, gold_basis=basis)
     return ExportSummary(
         "healthbench-meta",
         path,

@@ -21,6 +21,8 @@ from analysis.exports.common import (
     json_text,
     left_out,
     prepare_dir,
+    response_gold_states,
+    response_keys,
     sha256_file,
     write_json,
     write_json_without_floats,
@@ -33,13 +35,22 @@ from analysis.frames import parse_source
 from analysis.loader import audit_head, load_judge, load_label_decisions, load_responses
 from analysis.metrics import DEFAULT_K, score_summary
 from db.rules.errors import ValidationFailed
-from db.rules.gold import complete_responses, gold_labels, group_final_labels
+from db.rules.gold import (
+    FINAL,
+    check_basis,
+    complete_responses,
+    decisions_with_finals,
+    gold_from_decisions,
+    group_final_labels,
+)
 from db.rules.progress_report import Progress, no_progress
 
 
-def source_decisions(engine: Engine, source: str) -> pd.DataFrame:
-    """response_id, criterion_id, met of every decision the source has."""
+def source_decisions(engine: Engine, source: str, basis: str | None = None) -> pd.DataFrame:
+    """response_id, criterion_id, met of every decision the source has on gold basis `basis` (docs/REFERENCE.md
+    §4.1): under `final`, gold of final responses only, and a group's labels only where they are checked."""
     kind, judge = parse_source(source)
+    basis = check_basis(basis)
     if kind == "judge":
         decisions = load_judge(engine)
         decisions = decisions[decisions["judge"] == judge]
@@ -47,10 +58,21 @@ def source_decisions(engine: Engine, source: str) -> pd.DataFrame:
             raise ValidationFailed(f"source {source!r}: no decisions of judge {judge!r}")
         return decisions[["response_id", "criterion_id", "met"]].reset_index(drop=True)
     labels = load_label_decisions(engine)
+    decisions = decisions_with_finals(labels)
+    states = None
+    if basis == FINAL:
+        states = response_gold_states(labels, response_keys(engine), current_criteria(engine), decisions)
     if kind == "gold":
-        return gold_labels(labels)[["response_id", "criterion_id", "met"]]
+        gold = gold_from_decisions(decisions)
+        if states is not None:
+            gold = gold[gold["response_id"].isin(states.loc[states["final"], "response_id"])]
+        return gold[["response_id", "criterion_id", "met"]].reset_index(drop=True)
+    del decisions
+    group_no = 1 if kind == "group1" else 2
     final = group_final_labels(labels)
-    final = final[final["group_no"] == (1 if kind == "group1" else 2)]
+    final = final[final["group_no"] == group_no]
+    if states is not None:
+        final = final[final["response_id"].isin(states.loc[states[f"checked{group_no}"], "response_id"])]
     return final[["response_id", "criterion_id", "met"]].reset_index(drop=True)
 
 
@@ -138,12 +160,14 @@ class _Read:
     complete: set  # response ids complete by the source
     labelled: pd.Series  # response_id → criteria the source decided
     records: list[dict]  # cases.jsonl lines of every case with an approved rubric
+    basis: str = FINAL  # the gold basis of a gold or group source (docs/REFERENCE.md §4.1)
 
 
-def _read(engine: Engine, source: str, progress: Progress) -> _Read:
+def _read(engine: Engine, source: str, progress: Progress, basis: str | None = None) -> _Read:
     head = audit_head(engine)
     progress(0, None, "reading decisions")
-    decisions = source_decisions(engine, source)
+    basis = check_basis(basis)
+    decisions = source_decisions(engine, source, basis)
     responses = load_responses(engine)[["response_id", "case_pk", "case_id", "model"]]
     criteria = current_criteria(engine)
     per_case = criteria.groupby("case_pk").size()
@@ -152,7 +176,7 @@ def _read(engine: Engine, source: str, progress: Progress) -> _Read:
     complete = set(complete_responses(decisions, needed.dropna()).tolist())
     labelled = decisions.groupby("response_id")["criterion_id"].nunique()
     records = release_records(engine, contact_warnings=False)[0]  # the release export is where they are said
-    return _Read(source, head, decisions, responses, per_case, complete, labelled, records)
+    return _Read(source, head, decisions, responses, per_case, complete, labelled, records, basis)
 
 
 def _choose_models(read: _Read, models: list[str] | None) -> tuple[list[str], dict[str, str]]:
@@ -296,6 +320,7 @@ def _write_folder(
 
     manifest = {
         "source": source,
+        "gold_basis": read.basis,
         "k": k,
         "models": {model: plan.filenames[model] for model in plan.models},
         # the exact model of each file, whatever its name had to encode
@@ -372,6 +397,7 @@ def export_judgements(
     k: int = DEFAULT_K,
     progress: Progress = no_progress,
     per_model: bool = False,
+    basis: str | None = None,
 ) -> ExportSummary:
     """`export judgements DIR --source … [--models A,B] [--per-model]`: the official scorer's inputs (§3.5).
 
@@ -382,9 +408,10 @@ def export_judgements(
     folder for each model alone, over all of that model's complete responses (`export_per_model`).
     """
     parse_source(source)  # a bad source fails before any work
+    basis = check_basis(basis)
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValidationFailed(f"--k {k!r}: expected a whole number of at least 1")
-    read = _read(engine, source, progress)
+    read = _read(engine, source, progress, basis)
     chosen, models_left_out = _choose_models(read, models)
     if per_model:
         return _export_per_model(Path(directory), read, chosen, models_left_out, k, progress)
@@ -424,6 +451,7 @@ def _export_per_model(
         files=files,
         per_model=True,
         source=read.source,
+        gold_basis=read.basis,
         k=k,
         models={model: {"folder": folders[model], "cases": cases[model]} for model in chosen},
         models_left_out=models_left_out,

@@ -27,6 +27,8 @@ from analysis.exports.common import (
     json_texts,
     left_out,
     prepare_dir,
+    response_gold_states,
+    response_keys,
     sha256_file,
     user_message,
     write_json,
@@ -50,7 +52,7 @@ from analysis.prompt import (
     template_path as resolve_template,
 )
 from db.rules.errors import ValidationFailed
-from db.rules.gold import DECISION, gold_labels
+from db.rules.gold import DECISION, FINAL, check_basis, decisions_with_finals, gold_from_decisions
 from db.rules.progress_report import Progress, no_progress
 from db.store.models import Stage
 
@@ -113,14 +115,18 @@ def export_sft(
     progress: Progress = no_progress,
     include_calibration: bool = False,
     only_disagreements: bool = False,
+    basis: str | None = None,
 ) -> ExportSummary:
     """`export sft DIR`: judge training rows from gold, split by case, held-out models apart.
+
+    `basis`: the gold basis (docs/REFERENCE.md §4.1); under `final` only gold of final responses trains.
 
     `template_path`: official (the default: the official judge's inference prompt), zh, or a file.
     Responses of a calibration sample are left out unless `include_calibration` (a judge must not
     train on the responses that calibrate it, docs/REFERENCE.md §4). `only_disagreements` keeps only the
     responses drawn where two judges disagree (`assign disagreements`, db.work.disagreements).
     """
+    basis = check_basis(basis)
     if fmt not in ("instruction", "messages"):
         raise ValidationFailed(f"format {fmt!r}: expected instruction or messages")
     if not 0 <= dev_fraction < 1:
@@ -130,7 +136,13 @@ def export_sft(
     holdout = sorted({model.strip() for model in holdout_models if model and model.strip()})
 
     progress(0, None, "reading labels")
-    gold = gold_labels(load_label_decisions(engine))
+    labels = load_label_decisions(engine)
+    decisions = decisions_with_finals(labels)
+    gold = gold_from_decisions(decisions)
+    if basis == FINAL:
+        states = response_gold_states(labels, response_keys(engine), current_criteria(engine), decisions)
+        gold = gold[gold["response_id"].isin(states.loc[states["final"], "response_id"])].reset_index(drop=True)
+    del labels, decisions
     responses = load_responses(engine, text=True)
     unknown = [model for model in holdout if model not in set(responses["model"])]
     if unknown:
@@ -166,6 +178,7 @@ def export_sft(
         files=files,
     )
     options = {
+        "gold_basis": basis,
         "format": fmt,
         "dev_fraction": dev_fraction,
         "holdout_models": holdout,
@@ -312,6 +325,7 @@ def _manifest(engine: Engine, seed: int, options: dict, chosen: _TrainingRows, w
     """manifest.json: the options, what each file holds, how explanations were chosen, the audit head."""
     return {
         "seed": seed,
+        "gold_basis": options["gold_basis"],
         "options": options,
         "counts": {
             "rows": written.rows,

@@ -48,6 +48,13 @@ class Settings(BaseSettings):
     #: Environment variables an admin allows a judge's API key to come from, besides names ending in
     #: `_API_KEY` (comma-separated names; DATABASE_URL, CLINCONSENSUS_* and STREAMLIT_* never: judge.api_keys).
     api_key_vars: str = ""
+    #: The gold basis of every figure, export and snapshot unless a command says otherwise (`--gold`):
+    #: `final` (checked and adjudicated gold only) or `provisional` (every decision that has gold;
+    #: docs/REFERENCE.md §4.1). Checked where it is read (`db.rules.gold.check_basis`: one line, not a traceback).
+    gold_basis: str = "final"
+    #: The ranking minimum: complete responses a model needs to be ranked (`--min-responses`; at least 1,
+    #: checked where it is read: `db.rules.gold.check_min_responses`).
+    min_responses: int = 20
     #: One password for every demo account (else each gets a fresh random one, shown once).
     demo_password: str = ""
     #: Test suite: fail (rather than skip) when no PostgreSQL server or no browser can be started.
@@ -63,7 +70,7 @@ class Settings(BaseSettings):
     def _strip(cls, value: object) -> object:
         return value.strip() if isinstance(value, str) else value
 
-    @field_validator("audit_key", "timezone", "api_key_vars", mode="before")
+    @field_validator("audit_key", "timezone", "api_key_vars", "gold_basis", mode="before")
     @classmethod
     def _strip_text(cls, value: object) -> object:
         return value.strip() if isinstance(value, str) else value

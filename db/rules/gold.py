@@ -11,10 +11,13 @@ vectorised, so the same rules serve a page's single response and the 1.65 M-deci
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
 from db.rules.enums import Stage
+from db.rules.errors import ValidationFailed
 
 DECISION = ["response_id", "criterion_id"]
 LABEL_COLUMNS = [*DECISION, "stage", "group_no", "met"]
@@ -143,3 +146,146 @@ def complete_responses(gold: pd.DataFrame, criteria_per_response: pd.Series) -> 
     have = gold.groupby("response_id")["criterion_id"].nunique()
     need = criteria_per_response.reindex(have.index)
     return have.index[(have == need).to_numpy()]
+
+
+# Final and provisional gold (docs/REFERENCE.md §4.1) ---------------------------------------------
+
+FINAL, PROVISIONAL = "final", "provisional"
+#: The gold bases a figure, an export or a snapshot may stand on; the first is the default.
+GOLD_BASES = (FINAL, PROVISIONAL)
+#: The ranking minimum: complete responses a model needs to be ranked (docs/REFERENCE.md §4.1).
+DEFAULT_MIN_RESPONSES = 20
+#: A response's state on the way to final gold, as pages count them.
+OPEN, PROVISIONAL_STATE, FINAL_STATE = "open", "provisional", "final"
+
+
+def check_basis(basis: object, option: str = "--gold") -> str:
+    """The gold basis named by `basis` (None: `default_basis()`); a one-line `ValidationFailed` for anything else."""
+    if basis is None:
+        return default_basis()
+    if basis not in GOLD_BASES:
+        raise ValidationFailed(
+            f"{option} must be final or provisional, got {basis!r}",
+            key="gold_basis.error.basis",
+            params={"option": option, "value": repr(basis)},
+        )
+    return str(basis)
+
+
+def default_basis() -> str:
+    """The gold basis of figures nobody chose one for: `CLINCONSENSUS_GOLD_BASIS`, else final."""
+    from db.rules.config import get_settings
+
+    return check_basis(get_settings().gold_basis, "CLINCONSENSUS_GOLD_BASIS")
+
+
+def default_min_responses() -> int:
+    """The ranking minimum nobody chose: `CLINCONSENSUS_MIN_RESPONSES`, else 20."""
+    from db.rules.config import get_settings
+
+    return check_min_responses(get_settings().min_responses, "CLINCONSENSUS_MIN_RESPONSES")
+
+
+def check_min_responses(value: object, option: str = "--min-responses") -> int:
+    """The ranking minimum named by `value` (a whole number ≥ 1; None: `default_min_responses()`); a one-line
+    `ValidationFailed` otherwise."""
+    if value is None:
+        return default_min_responses()
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValidationFailed(
+            f"{option} must be a whole number of at least 1, got {value!r}",
+            key="gold_basis.error.min_responses",
+            params={"option": option, "value": repr(value)},
+        )
+    return int(value)
+
+
+@dataclass(frozen=True)
+class ResponseStates:
+    """Per response: whether each group's labels are checked (column 0 → group 1), whether it is complete
+    (every decision has gold) and whether it is final."""
+
+    checked: np.ndarray  # (R, 2) bool
+    complete: np.ndarray  # (R,) bool
+    final: np.ndarray  # (R,) bool
+
+    @property
+    def provisional(self) -> np.ndarray:
+        """Complete but not final: one group only, an unchecked group, or agreement not yet checked."""
+        return self.complete & ~self.final
+
+
+def response_states(
+    rows: np.ndarray,
+    n: np.ndarray,
+    group1: np.ndarray,
+    group2: np.ndarray,
+    adjudicated: np.ndarray,
+    check1: np.ndarray,
+    check2: np.ndarray,
+) -> ResponseStates:
+    """The one definition of checked, complete and final (docs/REFERENCE.md §4.1), vectorised.
+
+    One entry per decision of the current rubrics (each decision once): `rows` its response's number
+    (0 ≤ row < len(n)); `group1`, `group2` the groups' final labels, `adjudicated` the adjudication and
+    `check1`, `check2` each group's check label, each 1 met, 0 not met, -1 none. `n` is N per response.
+
+    - A group's labels on a response are checked when the group has a check label on each of its N decisions.
+    - Complete: every decision has gold (adjudicated; else both groups agree; else exactly one group has a label).
+    - Final: each decision is adjudicated, or both groups' final labels agree while both groups are checked.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    n = np.asarray(n, dtype=np.int64)
+    size = len(n)
+
+    def per_response(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(rows[mask], minlength=size)
+
+    has1, has2, has_adjudication = group1 >= 0, group2 >= 0, adjudicated >= 0
+    agree = has1 & has2 & (group1 == group2)
+    has_gold = has_adjudication | agree | (has1 ^ has2)
+    some = n > 0
+    checked = np.stack([some & (per_response(check1 >= 0) == n), some & (per_response(check2 >= 0) == n)], axis=1)
+    complete = some & (per_response(has_gold) == n)
+    all_adjudicated = per_response(has_adjudication) == n
+    settled = per_response(has_adjudication | agree) == n
+    final = some & (all_adjudicated | (settled & checked[:, 0] & checked[:, 1]))
+    return ResponseStates(checked=checked, complete=complete, final=final)
+
+
+def gold_states(labels: pd.DataFrame, n_of_response: pd.Series, finals: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per response of `n_of_response` (response_id → N): checked1, checked2, complete, final and `state`
+    (OPEN, PROVISIONAL_STATE or FINAL_STATE), from its counting label rows (LABEL_COLUMNS; labels of the
+    current rubric only). The per-response reading of `response_states`, for pages and commands;
+    `finals`: `decisions_with_finals(labels)` when the caller has it already (the same `labels`)."""
+    response_ids = pd.Index(n_of_response.index.to_numpy(np.int64))
+    n = n_of_response.to_numpy(np.int64)
+    if finals is None or not labels["response_id"].isin(response_ids).all():
+        labels = labels.loc[labels["response_id"].isin(response_ids)]
+        finals = None
+    if len(labels):
+        codes, decision_responses, _ = _decision_codes(labels)
+        n_decisions = len(decision_responses)
+        stages = _stage_masks(labels)
+        group = labels["group_no"].to_numpy()
+        checks = [_labels_by_decision(labels, codes, n_decisions, (group == g) & stages[Stage.check]) for g in (1, 2)]
+        finals = decisions_with_finals(labels) if finals is None else finals
+        arrays = [
+            np.where(finals[column].notna(), finals[column].to_numpy(dtype=bool, na_value=False), -1)
+            for column in ("group1", "group2", "adjudicated")
+        ]
+        rows = response_ids.get_indexer(decision_responses)
+    else:
+        rows, arrays, checks = np.zeros(0, np.int64), [np.zeros(0, np.int8)] * 3, [np.zeros(0, np.int8)] * 2
+    states = response_states(rows, n, *arrays, *checks)
+    state = np.where(states.final, FINAL_STATE, np.where(states.complete, PROVISIONAL_STATE, OPEN))
+    return pd.DataFrame(
+        {
+            "response_id": response_ids,
+            "checked1": states.checked[:, 0],
+            "checked2": states.checked[:, 1],
+            "complete": states.complete,
+            "final": states.final,
+            "state": state,
+        }
+    )

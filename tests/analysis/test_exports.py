@@ -25,8 +25,12 @@ from db.importers import model_of_judgement_file
 from db.rules.errors import ValidationFailed
 from db.store.current_rubric import current_approved_version
 from db.store.models import Case, Criterion, JudgeDecision, Label, Response, RubricStatus, RubricVersion, Stage
+from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 from tests.support.official_rules import CASE_SCORE_COLUMNS, eval_cacs
+
+# These tests read §4 as written (most responses carry no checks): the provisional basis, every model ranked.
+pytestmark = pytest.mark.usefixtures("provisional_basis")
 
 N = 6
 MODELS = ["model-a", "org/model-b", "模型C"]
@@ -333,7 +337,9 @@ def test_export_gold_rows_order_and_values(engine, session, tmp_path):
     text = (tmp_path / "gold.jsonl").read_text(encoding="utf-8")
     assert "模型C" in text  # Chinese written as is
     rows = read_jsonl(tmp_path / "gold.jsonl")
-    assert all(list(row) == ["case_id", "model", "criterion_id", "met", "source", "group1", "group2"] for row in rows)
+    keys = ["case_id", "model", "criterion_id", "met", "source", "group1", "group2", "final"]
+    assert all(list(row) == keys for row in rows)
+    assert not any(row["final"] for row in rows)  # nothing here is checked by both groups or wholly adjudicated
     got = {
         (r["case_id"], r["model"], r["criterion_id"]): {k: r[k] for k in ("met", "source", "group1", "group2")}
         for r in rows

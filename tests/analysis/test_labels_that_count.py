@@ -32,8 +32,12 @@ from db.store.migrate import alembic_config
 from db.store.models import Case, Criterion, Label, Response, RubricStatus, RubricVersion, User, utcnow
 from db.work import progress as progress_queries, status
 from db.work.assignments import assign_labeling
+from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 from tests.support.import_samples import write_jsonl
+
+# These tests read §4 as written (their labels carry no checks): the provisional basis, every model ranked.
+pytestmark = pytest.mark.usefixtures("provisional_basis")
 
 N = 4
 CRITERIA = [f"c{i:02d}" for i in range(1, N + 1)]

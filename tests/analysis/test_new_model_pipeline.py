@@ -28,14 +28,21 @@ from db.store.models import (
     GenerationResult,
     JudgeDecision,
     Response,
+    Stage,
     User,
 )
 from demo import generator as demo
+from i18n import translate
 from judge.generate import GenerateOptions, run_generate
 from judge.runner import RunOptions, run_judge
 from tests.judge.test_generate_and_endpoints import stop_after
 from tests.support.apptest_helpers import open_page, signed_in, texts
+from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
+from tests.support.factories import make_label
 from tools.llm_server import LLMServer, expected_met
+
+# These tests read §4 as written (their labels are mostly unchecked): the provisional basis, every model ranked.
+pytestmark = pytest.mark.usefixtures("provisional_basis")
 
 NEW = "候选模型/v3:新"
 JUDGE = "loopback-judge"
@@ -79,6 +86,7 @@ def _label_sample(engine) -> dict[int, list[bool]]:
         ).all()
     assert len(pairs) == 2 * len(sampled)
     saved: dict[int, list[bool]] = {}
+    view_criteria: dict[int, list[str]] = {}
     for response_id, user_id in pairs:
         with session_scope(engine) as session:
             user = session.get(User, user_id)
@@ -96,6 +104,17 @@ def _label_sample(engine) -> dict[int, list[bool]]:
                 expected_versions=view.expected_versions,
             )
         saved[response_id] = [d.met for d in decisions]
+        view_criteria[response_id] = [d.criterion_id for d in decisions]
+    # Each group's checker confirms its group's labels on every criterion: the sample's gold becomes final,
+    # the only gold a calibrated score reads (docs/REFERENCE.md §4).
+    with session_scope(engine) as session:
+        checkers = [session.exec(select(User).where(User.username == f"check{g}")).one() for g in (1, 2)]
+        for response_id, mets in saved.items():
+            response = session.get(Response, response_id)
+            for checker in checkers:
+                for position, met in enumerate(mets, start=1):
+                    criterion_id = view_criteria[response_id][position - 1]
+                    make_label(session, response, criterion_id, met, checker, stage=Stage.check)
     return saved
 
 
@@ -188,7 +207,7 @@ def test_a_new_model_from_generate_to_a_calibrated_score(demo_database, tmp_path
     metrics = {m.label: m.value for m in app.metric}
     assert metrics["校准估计（PPI++）"] == f"{entry['cacs_at_k']['estimate']:.1%}"
     assert metrics["已有回答的病例"] == str(len(responses))
-    assert metrics["已有完整金标准"] == str(SAMPLE)
+    assert metrics[translate("gold_basis.sample.final", "zh")] == str(SAMPLE)  # the whole sample is final
     judges = app.dataframe[1].value.set_index("评审模型")
     assert judges.loc[JUDGE, "对此模型的判定"] == judged["items"]
     mf1 = judges.loc[JUDGE, "与金标准的宏 F1"]

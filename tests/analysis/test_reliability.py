@@ -15,7 +15,11 @@ from analysis import metrics, reliability
 from db.rules.gold import gold_labels, group_final_labels
 from db.store.models import Stage
 from tests.analysis.test_metrics import J, both_groups, make_frames
+from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tools import metrics_reference
+
+# These tests read §4 as written (their labels are mostly unchecked): the provisional basis, every model ranked.
+pytestmark = pytest.mark.usefixtures("provisional_basis")
 
 
 def prepared(frames) -> metrics.DecisionGrid:

@@ -10,7 +10,11 @@ from sklearn.metrics import f1_score
 from cli.main import main
 from db.store.engine import get_engine
 from db.store.models import JudgeDecision, Stage
+from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tests.support.factories import make_case, make_label, make_response, make_user
+
+# These tests read §4 as written (their labels carry no checks): the provisional basis, every model ranked.
+pytestmark = pytest.mark.usefixtures("provisional_basis")
 
 
 def populate_small_database(session) -> None:
@@ -100,7 +104,8 @@ def test_report_command_writes_json_tables_and_html(small_database, tmp_path, ca
         report["agreement_overall"]["n_aligned"],
     ]
     assert all(type(value) is int for value in counts)
-    assert report["pending"] == {"unresolved_disagreements": 1, "incomplete_responses": 1}
+    assert report["pending"] == {"unresolved_disagreements": 1, "incomplete_responses": 1, "provisional_responses": 0}
+    assert report["gold_basis"] == "provisional" and report["min_responses"] == 1
     assert list(report["threshold_sensitivity"]) == []  # every default k2 exceeds N = 3
     assert report["slices"]["difficulty"] == {"high": {"model-b": 0.0}, "medium": {"model-a": 1.0, "model-b": 0.0}}
     assert report["length"]["pearson_cacs"] is not None

@@ -12,6 +12,10 @@ from sklearn.metrics import cohen_kappa_score, f1_score
 
 from cli.main import main
 from tests.analysis.test_report import small_database  # noqa: F401  (fixture)
+from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
+
+# These tests read §4 as written (their labels are mostly unchecked): the provisional basis, every model ranked.
+pytestmark = pytest.mark.usefixtures("provisional_basis")
 
 # The small database's final labels per response (criteria c01..c03), as populate_small_database writes them.
 GROUP1 = {"1a": [1, 1, 1], "1b": [1, 0, 0], "2a": [1, 1, 1], "2b": [0, 0, 0]}  # 2a c03: the check says met

@@ -20,6 +20,10 @@ from analysis.time_agreement import spearman, time_agreement
 from db.store.models import Label, LabelTiming, Stage, User
 from tests.analysis.test_metrics import make_frames
 from tests.analysis.test_report import populate_small_database
+from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
+
+# These tests read §4 as written (their labels are mostly unchecked): the provisional basis, every model ranked.
+pytestmark = pytest.mark.usefixtures("provisional_basis")
 
 A, C = Stage.annotation, Stage.check
 USERS = pd.DataFrame(

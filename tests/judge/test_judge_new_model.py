@@ -19,8 +19,12 @@ from db.store.models import Criterion, Response
 from i18n import translate
 from judge.runner import RunOptions, run_judge
 from tests.support.apptest_helpers import open_page, signed_in, texts
+from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tests.support.factories import make_case, make_label, make_response, make_user
 from tools.llm_server import LLMServer, expected_met
+
+# These tests read §4 as written (their labels are mostly unchecked): the provisional basis, every model ranked.
+pytestmark = pytest.mark.usefixtures("provisional_basis")
 
 NEW = "新模型-v1"
 N, K = 5, 2
@@ -123,7 +127,10 @@ def test_the_dashboard_shows_the_new_model_marked_as_judge_scored(app_database, 
     assert app.selectbox(key="analysis_judge_scored").value is None
     unscored = app.dataframe[0].value.set_index("model")
     assert set(unscored["scored_by"]) == {"gold"} and unscored.loc[NEW, "n_responses"] == 0
-    assert len(app.dataframe) == 1
+    # Beside it, every (judge, model) pair that exists: the judge graded the new model, so it is listed there.
+    assert len(app.dataframe) == 2
+    pairs = app.dataframe[1].value
+    assert NEW in set(pairs[pairs.columns[1]]) and set(pairs[pairs.columns[0]]) == {"loopback"}
     choice = app.selectbox(key="analysis_judge_scored")
     assert any("loopback" in option and "金标准的宏 F1" in option for option in choice.options)
     choice.set_value("loopback").run()

@@ -32,6 +32,7 @@ from db.importers import ImportFailed, import_file
 from db.rules.errors import ValidationFailed
 from db.store.models import Case, JudgeDecision, Response
 from judge.runner import RunOptions, run_judge
+from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tests.support.factories import make_case, make_label, make_response, make_user
 from tests.support.official_rules import (
     CASE_SCORE_COLUMNS,
@@ -41,6 +42,9 @@ from tests.support.official_rules import (
     validate_release,
 )
 from tools.llm_server import LLMServer, expected_met
+
+# These tests read §4 as written (their labels are mostly unchecked): the provisional basis, every model ranked.
+pytestmark = pytest.mark.usefixtures("provisional_basis")
 
 #: sha256 of the PROMPT string of scripts/run_local_judge.py (the text between its triple quotes).
 OFFICIAL_PROMPT_SHA256 = "2adcd5b6d2b8bf9a978170383ec7c5fc65430509e9eb69851755c0a7a21a762e"

@@ -28,8 +28,12 @@ from db.rules.errors import PermissionDenied, ValidationFailed
 from db.store.models import Criterion, JudgeDecision, JudgeResult, JudgeRun, Response, RubricVersion
 from db.work import judge_runs
 from judge.runner import RunOptions, run_judge
+from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tests.support.factories import make_case, make_label, make_response, make_user
 from tools.llm_server import LLMServer, expected_met
+
+# These tests read §4 as written (their labels are mostly unchecked): the provisional basis, every model ranked.
+pytestmark = pytest.mark.usefixtures("provisional_basis")
 
 ROOT = Path(__file__).resolve().parents[2]
 OFFICIAL_TEMPLATE = ROOT / "analysis" / "templates" / "judge_prompt.txt"

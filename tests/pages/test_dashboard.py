@@ -9,7 +9,11 @@ from streamlit.testing.v1 import AppTest
 from i18n import translate
 from tests.analysis.test_report import populate_small_database
 from tests.support.apptest_helpers import open_page, sign_in_token, signed_in, texts
+from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tests.support.factories import make_user
+
+# These tests read §4 as written (their labels are mostly unchecked): the provisional basis, every model ranked.
+pytestmark = pytest.mark.usefixtures("provisional_basis")
 
 PAGE = "analysis-dashboard"
 

@@ -18,11 +18,13 @@ from tests.support.factories import make_case, make_label, make_response, make_u
 
 @pytest.fixture
 def scored(app_database):  # noqa: F811
-    """Four cases (N = 3) with two models labeled by both groups; the first model meets more criteria."""
+    """Four cases (N = 3) with two models labeled and checked by both groups alike (final gold); the first
+    model meets more criteria."""
     with session_scope(app_database) as session:
         make_user(session, "boss", "admin")
         make_user(session, "anno", "annotator", 1)
         g1, g2 = make_user(session, "g1", "annotator", 1), make_user(session, "g2", "annotator", 2)
+        c1, c2 = make_user(session, "c1", "checker", 1), make_user(session, "c2", "checker", 2)
         for number in range(1, 5):
             case = make_case(session, f"CC-{number:04d}", n=3)
             for model, met in (("model-strong", [1, 1, number % 2]), ("model-weak", [number % 3 == 0, 0, 0])):
@@ -30,6 +32,8 @@ def scored(app_database):  # noqa: F811
                 for position, value in enumerate(met, start=1):
                     for user in (g1, g2):
                         make_label(session, response, f"c{position:02d}", bool(value), user)
+                    for checker in (c1, c2):
+                        make_label(session, response, f"c{position:02d}", bool(value), checker, stage="check")
     return app_database
 
 
@@ -54,8 +58,11 @@ def test_an_admin_freezes_reads_and_compares_snapshots(scored, lang):
     assert not app.exception and not app.error, [e.value for e in app.error]
     assert translate("leaderboard.freeze.done", lang, name="2026-q1", n=2) in texts(app)
     assert _count(scored) == 1
-    shown = app.dataframe[-1].value
+    shown = app.dataframe[-1].value  # no calibrated scores here: the snapshot table is the last
     assert list(shown["model"]) == ["model-strong", "model-weak"]
+    # Final gold, four responses each: listed, best first, but not ranked below the minimum of 20.
+    assert translate("gold_basis.snapshot.final", lang, m=20) in texts(app)
+    assert list(shown[translate("leaderboard.col.tier", lang)]) == [translate("gold_basis.not_ranked", lang, m=20)] * 2
 
     # A taken name is refused on the page and nothing is stored.
     app = _freeze(app, "2026-q1", lang)

@@ -299,3 +299,13 @@ def test_a_correction_without_its_note_is_refused_naming_the_criterion(studio):
         with pytest.raises(ValidationFailed) as refused:
             review.save_checks(s, checker, response_id=ids["response"], decisions=[review.CheckInput("c02", False, "")])
     assert refused.value.key == "errors.note_required_criterion" and refused.value.params["criterion"] == "c02"
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_check_page_in_sample_mode_says_unchecked_responses_stay_provisional(studio, lang):
+    engine, _ = studio
+    app = open_page(signed_in(engine, "chk2", lang=lang), "review-labels")
+    assert translate("gold_basis.check.sample_note", lang) not in texts(app)  # checking all work: no such note
+    app.radio(key="review_check_mode").set_value(review.CHECK_SAMPLE).run()
+    assert not app.exception
+    assert translate("gold_basis.check.sample_note", lang) in texts(app)

@@ -16,7 +16,8 @@ def world(engine):
 
     On A: ann1 says met on c01 and c03, not met on c02 (their checker corrected c02 to met);
     ann2 says not met on c01, met on c02 and c03; the adjudicator decided c01 not met.
-    Gold of A is therefore c01 not met (adjudicated), c02 met (agreement), c03 met (agreement).
+    Gold of A is therefore c01 not met (adjudicated), c02 met (agreement), c03 met (agreement); both checkers
+    confirmed the rest of their group's labels on A, so its gold is final (feedback compares with final gold).
     """
     with session_scope(engine) as s:
         people = {
@@ -39,13 +40,17 @@ def world(engine):
         admin = s.get(User, ids["admin"])
         assign_labeling(s, actor=admin, annotators=["ann1", "ann2"], response_ids=[ids["B"]])
     with session_scope(engine) as s:
-        p = {name: s.get(User, ids[name]) for name in ("ann1", "ann2", "chk1")}
+        p = {name: s.get(User, ids[name]) for name in ("ann1", "ann2", "chk1", "chk2")}
         a, b = (s.get(Response, ids[k]) for k in "AB")
         for cid, met in (("c01", True), ("c02", False), ("c03", True)):
             make_label(s, a, cid, met, p["ann1"])
         for cid, met in (("c01", False), ("c02", True), ("c03", True)):
             make_label(s, a, cid, met, p["ann2"])
         make_label(s, a, "c02", True, p["chk1"], stage=Stage.check, group_no=1)
+        for cid, met in (("c01", True), ("c03", True)):  # the check confirms the rest of group 1's labels
+            make_label(s, a, cid, met, p["chk1"], stage=Stage.check, group_no=1)
+        for cid, met in (("c01", False), ("c02", True), ("c03", True)):
+            make_label(s, a, cid, met, p["chk2"], stage=Stage.check, group_no=2)
         make_label(s, a, "c01", False, p["chk1"], stage=Stage.adjudication, note=RATIONALE)
         for cid in ("c01", "c02", "c03"):
             make_label(s, b, cid, False, p["ann1"])

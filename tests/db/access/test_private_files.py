@@ -19,7 +19,11 @@ from cli.main import main
 from db.access import audit
 from db.store.backup import backup
 from db.store.engine import make_engine, session_scope
+from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tests.support.factories import make_case, make_label, make_response, make_user
+
+# These tests read §4 as written (their labels are mostly unchecked): the provisional basis, every model ranked.
+pytestmark = pytest.mark.usefixtures("provisional_basis")
 
 
 def mode(path: Path | str) -> int:

@@ -24,9 +24,14 @@ from db.store.models import (
     JudgeDecision,
     Response,
     RubricStatus,
+    Stage,
 )
 from db.work.calibration import draw_calibration_sample
+from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tests.support.factories import make_case, make_label, make_response, make_user
+
+# These tests read §4 as written (their labels are mostly unchecked): the provisional basis, every model ranked.
+pytestmark = pytest.mark.usefixtures("provisional_basis")
 
 N, K = 3, 2
 MODEL = "new-model"
@@ -108,17 +113,25 @@ def test_only_an_admin_draws_and_bad_sizes_are_refused(calibration_db):
 
 
 def _label_sample(engine, response_ids: list[int], leave_pending: int) -> None:
-    """Both groups label the sampled responses as the plan's gold, except the last `leave_pending`."""
+    """Both groups label the sampled responses as the plan's gold and both groups' checkers confirm them (final
+    gold: the only gold a calibrated score reads), except the last `leave_pending`."""
     with session_scope(engine) as session:
         from db.access.users import get_user
 
         g1, g2 = get_user(session, username="g1a1"), get_user(session, username="g2a1")
+        checkers = [
+            get_user(session, username=f"chk{g}") or make_user(session, f"chk{g}", "checker", g) for g in (1, 2)
+        ]
         responses = {r.id: r for r in session.exec(select(Response).where(Response.id.in_(response_ids))).all()}
         case_number = {r.id: int(r.text.removeprefix("回答")) for r in responses.values()}
         for response_id in response_ids[: len(response_ids) - leave_pending]:
             for position, met in enumerate(_plan(case_number[response_id])[0], start=1):
                 for user in (g1, g2):
                     make_label(session, responses[response_id], f"c{position:02d}", bool(met), user)
+                for checker in checkers:
+                    make_label(
+                        session, responses[response_id], f"c{position:02d}", bool(met), checker, stage=Stage.check
+                    )
 
 
 def _cacs(mets: list[int]) -> float:
