@@ -368,10 +368,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo(sub)
     _add_upkeep(sub)
 
-    from cli import runs, scores
+    from cli import drafts, runs, scores
 
     runs.add_commands(sub, _engine, _progress)
     scores.add_commands(sub, _engine)
+    drafts.add_commands(sub, _engine, _progress)
     return parser
 
 

@@ -17,6 +17,15 @@ with `expected_answer(prompt)`; markers in the prompt choose its fault:
     [length]    the answer is cut: half of it, finish_reason "length"
     [empty]     the answer is empty (finish_reason "stop")
 
+A drafting prompt (one asking for "恰好 N 条" criteria, judge/draft.py) is answered with
+`expected_draft(prompt, n)` as a JSON list; markers in the prompt choose its fault:
+
+    [draft-bad]       never a JSON list (unreadable after every re-ask)
+    [draft-bad-once]  the first answer is not JSON, the re-ask is answered properly
+    [draft-dup]       two duplicates and three items beyond N
+    [draft-short]     five fewer than N
+    [draft-dirty]     one over-long item and one with control characters
+
 `broken = True` answers every request 500; `stop()` also closes the connections in use, as a server
 that dies mid-run does (the client sees its requests fail and new connections refused).
 Every request is counted; the most requests in flight at once is kept (`max_in_flight`).
@@ -51,6 +60,31 @@ def expected_met(rubric_item: str, response: str) -> bool:
 def expected_answer(prompt: str) -> str:
     """The server's answer to a user message that is not a judge prompt: a fixed function of its text."""
     return f"建议：{hashlib.sha256(prompt.encode()).hexdigest()[:16]}。完整回答到此结束。"
+
+
+_DRAFT_COUNT = re.compile(r"恰好\s*(\d+)\s*条")
+
+
+def expected_draft(prompt: str, n: int) -> list[str]:
+    """The server's drafted criteria for a drafting prompt: n distinct texts, a fixed function of the prompt."""
+    seed = hashlib.sha256(prompt.encode()).hexdigest()[:6]
+    return [f"回答应明确说明第{i}项要点（{seed}-{i:02d}），并给出可核查的依据" for i in range(1, n + 1)]
+
+
+def _draft_content(prompt: str, n: int, reask: bool) -> str:
+    texts = expected_draft(prompt, n)
+    if "[draft-bad]" in prompt or ("[draft-bad-once]" in prompt and not reask):
+        return "好的，以下是评分标准：第一条……（没有 JSON）"
+    if "[draft-short]" in prompt:
+        texts = texts[: max(n - 5, 1)]
+    items: list[dict] = [{"criterion": text, "tags": []} for text in texts]
+    if "[draft-dup]" in prompt:
+        items = items[:2] + [dict(items[0]), dict(items[1])] + items[2:]
+        items += [{"criterion": f"多出的第{i}条标准，应被丢弃不用", "tags": []} for i in range(3)]
+    if "[draft-dirty]" in prompt:
+        items[0] = {"criterion": "过长" * 1500, "tags": ["no_such_tag"]}
+        items[1] = {"criterion": items[1]["criterion"] + "\x07\n", "tags": []}
+    return "```json\n" + json.dumps(items, ensure_ascii=False) + "\n```"
 
 
 def read_item(prompt: str) -> tuple[str, str] | None:
@@ -228,6 +262,10 @@ class LLMServer:
                 },
                 {},
             )
+        drafting = _DRAFT_COUNT.search(prompt)
+        if drafting is not None and read_item(prompt) is None:
+            content = _draft_content(prompt, int(drafting.group(1)), reask=len(messages) > 1)
+            return self._completion(key, attempt, messages, body, content, "stop")
         item = read_item(prompt)
         if item is None and messages and messages[-1].get("role") == "user":
             return self._candidate_answer(key, str(messages[-1].get("content", "")), messages, body)

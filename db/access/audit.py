@@ -57,6 +57,7 @@ AUDIT_ENTITIES = (
     "response_digests",
     "responses",
     "rubric",
+    "rubric_draft",
     "session",
     "user",
 )
