@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-from functools import lru_cache
+from functools import cache
 
 from db.rules.drafting import DELETED, DRAFTED, EDITED, MAX_CRITERION_CHARS, WRITTEN, edit_distance, origins, read_draft
 
@@ -14,7 +14,7 @@ TAGS = ("missing_emergency_trigger", "follow_up_incompleteness")
 def literal_distance(a: str, b: str) -> int:
     """Levenshtein distance by its recursive definition."""
 
-    @lru_cache(maxsize=None)
+    @cache
     def d(i: int, j: int) -> int:
         if i == 0 or j == 0:
             return i + j
