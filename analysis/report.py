@@ -36,6 +36,7 @@ from analysis import (
     agreement as agreement_extra,
     insights_section,
     metrics,
+    provenance,
     reliability,
     score_section,
     static_figures,
@@ -84,6 +85,8 @@ class Report:
     time: TimeAgreement | None = None
     # Comparisons, tiers, calibrated scores, ranking fidelity (analysis.score_section).
     scores_section: score_section.ScoreSection | None = None
+    # What authors did with LLM drafts (analysis.provenance), read beside the frames by run_report.
+    rubric_provenance: dict | None = None
 
 
 def build_report(
@@ -191,6 +194,8 @@ def report_json(report: Report) -> dict:
         result["time_agreement"] = time_section.section_json(report.time)
     if report.scores_section is not None:
         result.update(report.scores_section.as_json())
+    if report.rubric_provenance is not None:
+        result["rubric_provenance"] = report.rubric_provenance
     return result
 
 
@@ -488,6 +493,7 @@ def run_report(
     frames = load_frames(engine)
     progress(1, steps, "computing")
     report = build_report(frames, k=k, source=source, judge_scored=judge_scored, heldout_models=heldout_models)
+    report.rubric_provenance = provenance.section_json(provenance.load_provenance(engine))
     del frames  # the report holds its grid: the decision rows (140 MB at full scale) go before writing
     done = 2
     print_tables(report, stream)
