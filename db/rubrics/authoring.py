@@ -88,6 +88,7 @@ class VersionView:
     submitted_at: datetime | None
     reviewed_at: datetime | None
     criteria: list[CriterionView] = field(default_factory=list)
+    draft_id: int | None = None  # the LLM draft the version started from (docs/REFERENCE.md §4.3)
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,7 @@ def _version_view(session: Session, version: RubricVersion, *, with_criteria: bo
         submitted_at=version.submitted_at,
         reviewed_at=version.reviewed_at,
         criteria=criteria_of(session, version.id) if with_criteria else [],
+        draft_id=version.draft_id,
     )
 
 
