@@ -56,6 +56,10 @@ _LAYOUT_STYLE = (
     '.st-key-audit_criteria [data-testid="stHorizontalBlock"] { gap: 0.6rem; }'
     '.st-key-audit_criteria [data-testid="stMarkdownContainer"] p { margin-bottom: 0; }'
     '[class*="st-key-audit_row_"] { border-bottom: 1px solid rgba(49, 51, 63, 0.1); padding-bottom: 0.2rem; }'
+    # a comment field one line of text high, a criterion's caption tight under its text: 12+ rows in view
+    '.st-key-audit_criteria [data-baseweb="input"] { min-height: 0; height: 2rem; }'
+    ".st-key-audit_criteria input { padding-top: 0.2rem; padding-bottom: 0.2rem; }"
+    '.st-key-audit_criteria [data-testid="stCaptionContainer"] { margin-top: -0.2rem; }'
     # Sticky on the wrapper Streamlit puts around a keyed container: the container alone has no room to move.
     "div:has(> .st-key-audit_decide_bar), div:has(> .st-key-audit_confirm_bar) { position: sticky; bottom: 0;"
     " z-index: 3; background: var(--background-color, #fff); }"
@@ -79,6 +83,7 @@ def _criterion_row(view: review.RubricView, criterion: review.CriterionView, rep
             st.badge(t("workbench.audit.changed"), color="orange")
     with body:
         show_text(criterion.text)
+        _origin(view, criterion.criterion_id)
         for finding in report.for_row(row):
             st.caption(t("review.audit.finding", finding=plain(finding_text(finding))))
         if criterion.review_comment:
@@ -99,6 +104,31 @@ def _criterion_row(view: review.RubricView, criterion: review.CriterionView, rep
             placeholder=t("review.audit.criterion_comment_hint"),
             label_visibility="collapsed",
         )
+
+
+def _origin(view: review.RubricView, criterion_id: str) -> None:
+    """Where the criterion came from (docs/REFERENCE.md §4.3), for rubrics started from an LLM draft."""
+    found = view.origins.get(criterion_id)
+    if found is None:
+        return
+    generator = plain(found.generator or "")
+    if found.origin == "drafted":
+        st.caption(t("drafts.origin.drafted", generator=generator))
+    elif found.origin == "edited":
+        st.caption(
+            t("drafts.origin.edited", generator=generator, distance=found.edit_distance),
+            help=t("drafts.audit.drafted_text", text=plain(found.drafted_text or "")),
+        )
+    else:
+        st.caption(t("drafts.origin.written"))
+
+
+def _deleted_drafts(view: review.RubricView) -> None:
+    if not view.deleted_drafts:
+        return
+    with st.expander(t("drafts.deleted", n=len(view.deleted_drafts))):
+        for row in view.deleted_drafts:
+            st.text(row.drafted_text or "")
 
 
 def _stale(stale: StaleEdit, rubric_id: int) -> None:
@@ -166,7 +196,20 @@ def _criteria_header(view: review.RubricView, report: LintReport) -> None:
         status_line.insert(
             0, t("review.audit.changed_since", n=len(view.changed_since_return), version=view.previous_version)
         )
+    if view.origins:
+        counts = {origin: sum(o.origin == origin for o in view.origins.values()) for origin in ("drafted", "edited")}
+        status_line.insert(
+            0,
+            t(
+                "drafts.audit.summary",
+                drafted=counts["drafted"],
+                edited=counts["edited"],
+                written=len(view.origins) - counts["drafted"] - counts["edited"],
+                deleted=len(view.deleted_drafts),
+            ),
+        )
     st.caption(" ".join(status_line) + " " + t("review.audit.how"))
+    _deleted_drafts(view)
 
 
 def _form(view: review.RubricView, report: LintReport) -> tuple[str, dict[int, str], str] | None:
