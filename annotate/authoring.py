@@ -42,11 +42,11 @@ EDITABLE = (None, RubricStatus.draft, RubricStatus.returned)
 CASE_HEIGHT = 600
 #: The tallest row: three wrapped lines show a whole long criterion and its comment (authoring_drafts.row_height).
 ROW_HEIGHT = 76
-ORDER_WIDTH, ORIGIN_WIDTH = 40, 118
+ORDER_WIDTH, ORIGIN_WIDTH = 40, 110
 #: Column widths (px). With the case pane narrowed below 1280 px (_NARROW_STYLE), id, text, comment and lint
 #: fit the editor pane at 1024 px; at 1440 px the tags fit beside them, so nothing needs sideways scrolling.
-ID_WIDTH, LINT_WIDTH, TAGS_WIDTH, REVIEW_WIDTH = 44, 116, 150, 120
-TEXT_WIDTH, TEXT_WIDTH_BESIDE_REVIEW = 250, 184
+ID_WIDTH, LINT_WIDTH, TAGS_WIDTH, REVIEW_WIDTH = 44, 100, 150, 120
+TEXT_WIDTH, TEXT_WIDTH_BESIDE_REVIEW = 340, 184
 #: Below 1280 px the case pane takes a quarter of the width, not a third (the case text wraps, still beside it).
 _NARROW_STYLE = (
     "<style>@media (max-width: 1280px) {"
@@ -58,8 +58,8 @@ _NARROW_STYLE = (
 )
 #: The sticky case box takes the window's height below the app's header, whole beside the grid at any size.
 _CASE_STYLE = (
-    "<style>.st-key-case_pane_sticky .st-key-case_box"
-    " { height: calc(100vh - 5.5rem) !important; max-height: calc(100vh - 5.5rem) !important; }</style>"
+    "<style>.st-key-case_box, div:has(> .st-key-case_box)"
+    " { height: auto !important; max-height: calc(100vh - 5.5rem) !important; }</style>"
 )
 
 
@@ -434,11 +434,12 @@ def _editor(
         )
     if origin is not None:
         # Where each criterion came from (the LLM draft, edited, written), beside its text.
-        frame.insert(3, "origin", origin)
+        frame.insert(2, "origin", origin)
         config["origin"] = st.column_config.TextColumn(t("drafts.col.origin"), width=ORIGIN_WIDTH, disabled=True)
     text_width = TEXT_WIDTH_BESIDE_REVIEW if reviewed else TEXT_WIDTH
     height = ad.row_height([row["text"] or "" for row in rows] + list(comments.values()), text_width)
-    order = ("order", "criterion_id", "text", "review", "origin", "lint", "tags")
+    # The origin before the text, as a mark: in view on a laptop screen, where the far columns are a scroll away.
+    order = ("order", "criterion_id", "origin", "text", "review", "lint", "tags")
     st.data_editor(
         frame,
         key=_editor_key(view.case.case_pk, state),
@@ -511,7 +512,7 @@ def render() -> None:
         st.info(t("annotate.authoring.draft_restored"))
 
     status = view.latest.status if view.latest else None
-    case_col, work_col = st.columns([1, 2], gap="medium")
+    case_col, work_col = st.columns([1, 3], gap="medium")
     with case_col:
         case_panel(view.case, height=CASE_HEIGHT, sticky=True, box_key="case_box")
     st.html(_NARROW_STYLE + _CASE_STYLE)

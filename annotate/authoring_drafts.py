@@ -6,7 +6,8 @@
   written. Drafted criteria no longer in the rubric are listed under the grid (deleted).
 - Reordering by keyboard: the № column is editable; typing another number moves the row there.
 - The row height follows the longest criterion: one line when every criterion fits the text column,
-  up to three wrapped lines when one needs them (a one-line rubric of 30 shows 15+ rows in view).
+  else three wrapped lines (the grid wraps a cell's text only in rows taller than 64 px), so a rubric of
+  30 one-line criteria shows 15+ rows in view.
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ def text_px(text: str) -> float:
 
 
 def row_height(texts: list[str], column_px: int) -> int:
-    """The grid's row height: as many lines (1–3) as the longest text needs in a column `column_px` wide."""
+    """The grid's row height: one line when every text fits a column `column_px` wide, else three."""
     usable = max(column_px - 16, 40)
     lines = max((math.ceil(text_px(text) / usable) for text in texts if text), default=1)
-    return ROW_PADDING_PX + LINE_PX * min(max(lines, 1), MAX_LINES)
+    return ROW_PADDING_PX + LINE_PX * (1 if lines <= 1 else MAX_LINES)
 
 
 def rows_from_draft(draft: OfferedDraft, ids: list[str]) -> list[dict]:

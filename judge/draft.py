@@ -195,7 +195,9 @@ class DraftJob:
             for case in cases:
                 prompt = fill(template, case, options.n, self.tags)
                 messages = [{"role": "user", "content": prompt}]
-                key = hashlib.sha256(canonical_request(options.model, messages, parameters).encode("utf-8"))
+                # The case is part of the key: a draft belongs to its case, even where two cases read alike.
+                keyed = {**parameters, "case_id": case.case_id}
+                key = hashlib.sha256(canonical_request(options.model, messages, keyed).encode("utf-8"))
                 self.items.append(DraftItem(case.id, case.case_id, key.hexdigest(), prompt))
         self.total = len(self.items)
 

@@ -68,7 +68,7 @@ _DRAFT_COUNT = re.compile(r"恰好\s*(\d+)\s*条")
 def expected_draft(prompt: str, n: int) -> list[str]:
     """The server's drafted criteria for a drafting prompt: n distinct texts, a fixed function of the prompt."""
     seed = hashlib.sha256(prompt.encode()).hexdigest()[:6]
-    return [f"回答应明确说明第{i}项要点（{seed}-{i:02d}），并给出可核查的依据" for i in range(1, n + 1)]
+    return [f"说明第{i}项要点的依据（{seed}）" for i in range(1, n + 1)]
 
 
 def _draft_content(prompt: str, n: int, reask: bool) -> str:

@@ -97,6 +97,15 @@ def test_faulty_answers_are_reasked_at_most_twice_then_what_is_valid_is_kept_and
     assert dirty.criteria[0]["tags"] == []
 
 
+def test_two_cases_that_read_alike_get_a_draft_each(sqlite_engine):
+    world(sqlite_engine, {"CC-0001": "同样的病例", "CC-0002": "同样的病例"})
+    with LLMServer() as server:
+        run_draft(sqlite_engine, DraftOptions(base_url=server.url, model="m"))
+        assert server.requests == 2
+    stored = drafts(sqlite_engine)
+    assert set(stored) == {"CC-0001", "CC-0002"} and stored["CC-0001"].criteria == stored["CC-0002"].criteria
+
+
 def test_a_case_file_and_the_all_scope(sqlite_engine, tmp_path):
     world(sqlite_engine, {"CC-0001": "甲", "CC-0002": "乙"})
     listing = tmp_path / "cases.txt"
