@@ -574,6 +574,8 @@ def _work(view: AuthoringView) -> None:
     flash = st.session_state.pop(FLASH_KEY, None)
     if flash:
         getattr(st, flash[0])(flash[1])
+        # and in a corner of the window, in sight wherever the page is scrolled after it is drawn again
+        st.toast(flash[1], icon=":material/check_circle:" if flash[0] == "success" else ":material/info:")
     if editable:
         _buttons(case_pk, state, rows, report)
 

@@ -24,9 +24,8 @@ from analysis.report import run_report
 from annotate.authoring import ORDER_WIDTH, ORIGIN_WIDTH
 from db.access import users
 from db.store.engine import make_engine, session_scope
-from db.store.models import Assignment, AssignmentKind, CriterionProvenance, RubricVersion
+from db.store.models import Assignment, AssignmentKind, Criterion, CriterionProvenance, RubricVersion
 from tests.e2e.conftest import ACTION_TIMEOUT_MS, choose_in_picker, login, screenshot, text, wait_for_app_run
-from tests.e2e.grid_helpers import open_row_editor, select_cell
 from tools.llm_server import LLMServer
 
 pytestmark = pytest.mark.browser
@@ -98,28 +97,81 @@ def open_authoring(page, app_server, account, case_id):
     return grid
 
 
+def grid_row_height(grid) -> float:
+    """The grid is drawn at every row's height plus 40 px (header and border): the row height follows."""
+    return (grid.bounding_box()["height"] - 40) / 30
+
+
 def rows_in_view(page, grid) -> int:
-    """Grid rows wholly inside the window once the grid's top is scrolled to the top of the window."""
+    """Grid rows wholly inside the window once the grid's top is scrolled to just below the app's header."""
     grid.evaluate(
-        "g => { g.scrollIntoView({block: 'start'}); const m = document.querySelector('[data-testid=stMain]');"
-        " if (m) m.scrollBy(0, -64); }"
+        "g => { g.scrollIntoView({block: 'start'}); let m = g.parentElement;"
+        " while (m && !(m.scrollTop > 0)) m = m.parentElement; if (m) m.scrollTop -= 64; }"
     )
     page.wait_for_timeout(300)
     box = grid.bounding_box()
-    height = page.viewport_size["height"]
-    header = 36
-    row_height = grid.evaluate(
-        "g => { const r = g.querySelectorAll('table tr'); return r.length > 2 ? "
-        "r[2].getBoundingClientRect().top - r[1].getBoundingClientRect().top : 0; }"
-    )
-    return int((height - (box["y"] + header)) // row_height) if row_height else 0
+    row_height = grid_row_height(grid)
+    return min(int((page.viewport_size["height"] - (box["y"] + 36)) // row_height), 30)
 
 
-def grid_row_height(grid) -> float:
-    return grid.evaluate(
-        "g => { const r = g.querySelectorAll('table tr'); return r[2].getBoundingClientRect().top"
-        " - r[1].getBoundingClientRect().top; }"
+def pick(page, grid, *, x_offset: float, row: int, row_height: float) -> None:
+    """Clicks a cell with the page scrolled to its top: the grid's first ten rows are then in view, below the
+    app's header (a grid scrolled into view would put its first rows under the header)."""
+    page.evaluate("() => document.querySelectorAll('*').forEach(e => { if (e.scrollTop > 0) e.scrollTop = 0; })")
+    page.wait_for_timeout(200)
+    box = grid.bounding_box()
+    page.mouse.click(box["x"] + x_offset, box["y"] + 36 + row_height * (row + 0.5))
+
+
+def drafted_text(page, number: int) -> str | None:
+    """The drafted text of criterion `number` still in the grid, if it is."""
+    found = page.evaluate(
+        "n => Array.from(document.querySelectorAll('[data-testid=stDataFrame] td'), e => e.textContent)"
+        ".find(x => x.startsWith('说明第' + n + '项要点'))",
+        number,
     )
+    return found or None
+
+
+def has_cell(page, body: str) -> bool:
+    return page.evaluate(
+        "t => Array.from(document.querySelectorAll('[data-testid=stDataFrame] td'), e => e.textContent)"
+        ".some(x => x === t)",
+        body,
+    )
+
+
+def edit_cell(page, grid, x_offset, row, row_height, *, append: str = "", replace: str | None = None) -> None:
+    """Opens a cell's editor from the keyboard (Enter), appends to or replaces its text, commits (Enter);
+    tried again when a rerun redrew the grid in between, until the grid holds the new text."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for _attempt in range(6):
+        wait_for_app_run(page)
+        page.wait_for_timeout(400)
+        pick(page, grid, x_offset=x_offset, row=row, row_height=row_height)
+        page.keyboard.press("Enter")
+        cell = page.locator("textarea.gdg-input")
+        try:
+            cell.wait_for(timeout=4_000)
+        except PlaywrightTimeout:
+            continue
+        try:
+            before = cell.input_value(timeout=2_000)
+            if replace is not None:
+                cell.fill(replace, timeout=2_000)
+            else:
+                cell.press("End", timeout=2_000)
+                cell.type(append, timeout=2_000)
+            cell.press("Enter", timeout=2_000)
+        except PlaywrightTimeout:
+            continue  # a rerun closed the editor: select and open it again
+        wait_for_app_run(page)
+        wanted = replace if replace is not None else before + append
+        page.wait_for_timeout(300)
+        if has_cell(page, wanted):
+            return
+    raise AssertionError(f"row {row}: the edit did not land")
 
 
 def test_draft_edit_delete_add_submit_audit_and_report(browser, app_server, accounts, drafted_case):
@@ -140,40 +192,37 @@ def test_draft_edit_delete_add_submit_audit_and_report(browser, app_server, acco
         edits = 0
         started = time.perf_counter()
         for row in range(3):  # edit: Enter opens the cell with its text, End, type, Enter
-            editor = open_row_editor(page, grid, "", x_offset=x_text, row=row, row_height=row_height)
+            edit_cell(page, grid, x_text, row, row_height, append="，并注明剂量")
             edits += 1
-            editor.press("Escape")
-            wait_for_app_run(page)
-            select_cell(page, grid, x_offset=x_text, row=row, row_height=row_height)
-            page.keyboard.press("Enter")
-            cell = page.locator("textarea.gdg-input")
-            cell.wait_for()
-            cell.press("End")
-            cell.type("，并注明剂量")
-            cell.press("Enter")
-            wait_for_app_run(page)
         for row in (3, 4):  # delete: select the cell, Delete
-            select_cell(page, grid, x_offset=x_text, row=row, row_height=row_height)
-            page.keyboard.press("Delete")
-            wait_for_app_run(page)
+            for _attempt in range(4):
+                wait_for_app_run(page)
+                original = drafted_text(page, row + 1)
+                pick(page, grid, x_offset=x_text, row=row, row_height=row_height)
+                page.keyboard.press("Delete")
+                wait_for_app_run(page)
+                page.wait_for_timeout(300)
+                if original is None or not has_cell(page, original):
+                    break
+            edits += 1
         for row, body in zip((3, 4), ADDED, strict=True):  # add into the emptied rows
-            select_cell(page, grid, x_offset=x_text, row=row, row_height=row_height)
-            page.keyboard.type(body)
-            page.keyboard.press("Enter")
-            wait_for_app_run(page)
+            edit_cell(page, grid, x_text, row, row_height, replace=body)
+            edits += 1
         # move the 10th criterion to the top by typing 1 in its № cell
-        select_cell(page, grid, x_offset=x_order, row=9, row_height=row_height)
+        pick(page, grid, x_offset=x_order, row=9, row_height=row_height)
         page.keyboard.type("1")
         page.keyboard.press("Enter")
         wait_for_app_run(page)
         page.wait_for_timeout(500)
+        edits += 1
         keyboard_seconds = time.perf_counter() - started
         screenshot(page, "drafted-authoring-edited-1440x900")
         submit = page.get_by_role("button", name=text("annotate.authoring.submit"), exact=True)
         expect(submit).to_be_enabled(timeout=WAIT_MS)
         submit.click()
         wait_for_app_run(page)
-        done = page.get_by_text(text("annotate.authoring.submitted", version=1))
+        expect(page.get_by_text(text("annotate.authoring.submitted", version=1)).first).to_be_attached(timeout=WAIT_MS)
+        done = page.get_by_test_id("stToast").filter(has_text=text("annotate.authoring.submitted", version=1))
         expect(done).to_be_visible(timeout=WAIT_MS)
         box = done.bounding_box()
         assert box is not None and 0 <= box["y"] <= 900 - box["height"], "the confirmation is in view"
@@ -187,6 +236,10 @@ def test_draft_edit_delete_add_submit_audit_and_report(browser, app_server, acco
         version = s.exec(select(RubricVersion).where(RubricVersion.case_pk == drafted_case["case_pk"])).one()
         rows = s.exec(select(CriterionProvenance).where(CriterionProvenance.rubric_version_id == version.id)).all()
         origins = [row.origin for row in rows]
+        top = s.exec(
+            select(Criterion).where(Criterion.rubric_version_id == version.id).order_by(Criterion.position)
+        ).first()
+        assert top is not None and top.text.startswith("说明第10项要点"), "moved to the top by its number"
         first = s.exec(
             select(CriterionProvenance).where(
                 CriterionProvenance.rubric_version_id == version.id, CriterionProvenance.origin == "edited"
