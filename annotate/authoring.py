@@ -558,8 +558,7 @@ def _work(view: AuthoringView) -> None:
     # is drawn with new values (the quality-check column changes with every edit).
     state["rows"] = rows
     if moved:
-        state["generation"] += 1  # edits are kept by row number: after a move the editor starts afresh
-        st.rerun(scope="fragment")
+        state["generation"] += 1  # edits are kept by row number: after a move the editor is drawn afresh
     report = lint_rubric([row["text"] for row in rows], RUBRIC_SIZE)
     offered = state.get("offered")
     labels, deleted = ad.origin_column(offered, rows)
