@@ -120,6 +120,7 @@ def pick(page, grid, *, x_offset: float, row: int, row_height: float) -> None:
     page.evaluate("() => document.querySelectorAll('*').forEach(e => { if (e.scrollTop > 0) e.scrollTop = 0; })")
     page.wait_for_timeout(200)
     box = grid.bounding_box()
+    row_height = grid_row_height(grid)  # measured again: a longer criterion makes every row three lines high
     page.mouse.click(box["x"] + x_offset, box["y"] + 36 + row_height * (row + 0.5))
 
 
