@@ -21,7 +21,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from analysis import comparisons, figures as figure_builders, metrics, score_figures
+from analysis import comparisons, figures as figure_builders, metrics, provenance_view, score_figures
 from analysis.background import BackgroundValue
 from analysis.exports.csv_cells import csv_bytes
 from analysis.report import Report, build_report, json_bytes, report_json, tables
@@ -37,7 +37,7 @@ DASHBOARD_RESAMPLES = 300
 SHOWN_ROWS = 500  # long tables (per criterion, per case) show their head; the download has every row
 
 #: The page's sections, in order; only the chosen one is drawn. Each names its figures.
-SECTIONS = ("models", "scores", "agreement", "judges", "slices", "diagnostics")
+SECTIONS = ("models", "scores", "agreement", "judges", "slices", "diagnostics", "drafts")
 
 
 def _slice_bars(dimension: str) -> Callable[[Report, Callable[..., str]], go.Figure]:
@@ -386,6 +386,8 @@ def _sections(
         for name in ("slice_difficulty", "slice_macro_category", "slice_register", "family_heatmap"):
             _figure(t, name, figure_of(name), name)
         _table(t, "slices", frames["slices"], "slices", hidden=["value"])
+    elif section == "drafts":
+        provenance_view.render(t)  # what authors did with LLM drafts (docs/REFERENCE.md §4.3)
     else:
         _table(t, "threshold_sensitivity", frames["threshold_sensitivity"], "threshold_sensitivity")
         _table(t, "length", frames["length"], "length")

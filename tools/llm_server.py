@@ -65,10 +65,46 @@ def expected_answer(prompt: str) -> str:
 _DRAFT_COUNT = re.compile(r"恰好\s*(\d+)\s*条")
 
 
+DRAFT_TEXTS = (
+    "指出胸闷可能为心绞痛",
+    "建议尽快完善心电图",
+    "建议检测心肌肌钙蛋白",
+    "询问胸痛持续的时间",
+    "询问是否放射至左臂",
+    "说明静息时胸痛应急诊",
+    "提醒随身携带硝酸甘油",
+    "说明舌下含服的用法",
+    "询问高血压病史",
+    "询问血脂与血糖情况",
+    "询问吸烟史与饮酒量",
+    "建议戒烟并限酒",
+    "建议低盐低脂饮食",
+    "说明运动应循序渐进",
+    "提示冠脉造影的指征",
+    "说明阿司匹林的剂量",
+    "提醒出血风险的表现",
+    "建议监测家庭血压",
+    "给出复诊的具体时间",
+    "说明他汀类药物作用",
+    "提醒避免剧烈运动",
+    "询问家族心脏病史",
+    "说明呼吸困难需就医",
+    "建议做心脏超声检查",
+    "询问夜间能否平卧",
+    "说明下肢水肿的意义",
+    "提示与胃食管反流鉴别",
+    "建议记录发作诱因",
+    "说明情绪激动可诱发",
+    "提醒按时规律服药",
+)
+
+
 def expected_draft(prompt: str, n: int) -> list[str]:
-    """The server's drafted criteria for a drafting prompt: n distinct texts, a fixed function of the prompt."""
-    seed = hashlib.sha256(prompt.encode()).hexdigest()[:6]
-    return [f"说明第{i}项要点的依据（{seed}）" for i in range(1, n + 1)]
+    """The server's drafted criteria for a drafting prompt: n distinct one-line texts, a fixed function of the
+    prompt (its hash picks where in DRAFT_TEXTS the list starts)."""
+    start = hashlib.sha256(prompt.encode()).digest()[0] % len(DRAFT_TEXTS)
+    texts = [DRAFT_TEXTS[(start + i) % len(DRAFT_TEXTS)] for i in range(min(n, len(DRAFT_TEXTS)))]
+    return texts + [f"第{i}条补充标准" for i in range(len(texts) + 1, n + 1)]
 
 
 def _draft_content(prompt: str, n: int, reask: bool) -> str:
