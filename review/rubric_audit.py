@@ -76,14 +76,14 @@ def _criterion(view: review.RubricView, criterion: review.CriterionView, report:
 
 
 def _criterion_row(view: review.RubricView, criterion: review.CriterionView, report: LintReport, row: int) -> str:
-    head, body, comment = st.columns([0.6, 3.4, 2.0], vertical_alignment="top")
+    head, body, comment = st.columns([1.0, 3.2, 1.8], vertical_alignment="top")
     with head:
-        st.markdown(f"**{criterion.position}**")
+        # the number and, for a rubric started from an LLM draft, the criterion's origin on the same line
+        st.markdown(f"**{criterion.position}**" + _origin(view, criterion.criterion_id))
         if criterion.criterion_id in view.changed_since_return:
             st.badge(t("workbench.audit.changed"), color="orange")
     with body:
         show_text(criterion.text)
-        _origin(view, criterion.criterion_id)
         for finding in report.for_row(row):
             st.caption(t("review.audit.finding", finding=plain(finding_text(finding))))
         if criterion.review_comment:
@@ -106,21 +106,16 @@ def _criterion_row(view: review.RubricView, criterion: review.CriterionView, rep
         )
 
 
-def _origin(view: review.RubricView, criterion_id: str) -> None:
-    """Where the criterion came from (docs/REFERENCE.md §4.3), for rubrics started from an LLM draft."""
+def _origin(view: review.RubricView, criterion_id: str) -> str:
+    """Where the criterion came from (docs/REFERENCE.md §4.3) as a badge after its number; "" without a draft."""
     found = view.origins.get(criterion_id)
     if found is None:
-        return
-    generator = plain(found.generator or "")
+        return ""
     if found.origin == "drafted":
-        st.caption(t("drafts.origin.drafted", generator=generator))
-    elif found.origin == "edited":
-        st.caption(
-            t("drafts.origin.edited", generator=generator, distance=found.edit_distance),
-            help=t("drafts.audit.drafted_text", text=plain(found.drafted_text or "")),
-        )
-    else:
-        st.caption(t("drafts.origin.written"))
+        return " :blue-badge[" + t("drafts.short.drafted") + "]"
+    if found.origin == "edited":
+        return " :orange-badge[" + t("drafts.short.edited", distance=found.edit_distance) + "]"
+    return " :gray-badge[" + t("drafts.short.written") + "]"
 
 
 def _deleted_drafts(view: review.RubricView) -> None:
@@ -201,6 +196,10 @@ def _criteria_header(view: review.RubricView, report: LintReport) -> None:
         status_line.insert(
             0,
             t(
+                "drafts.audit.generator",
+                generator=plain(next((o.generator for o in view.origins.values() if o.generator), "") or "—"),
+            )
+            + t(
                 "drafts.audit.summary",
                 drafted=counts["drafted"],
                 edited=counts["edited"],
