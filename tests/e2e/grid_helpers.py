@@ -9,6 +9,12 @@ from tests.e2e.conftest import wait_for_app_run
 HEADER_HEIGHT = 36
 
 
+def row_height_of(grid, rows: int = 30) -> float:
+    """The authoring grid's row height as drawn: the grid holds every row plus 40 px (header, border).
+    It is one line for a rubric of one-line criteria and three once a criterion needs wrapping."""
+    return (grid.bounding_box()["height"] - 40) / rows
+
+
 def select_cell(page, grid, *, x_offset: float, row: int, row_height: int) -> None:
     """Selects row `row` of the column at `x_offset`: the grid is scrolled to its top, the first row
     clicked, then ↓ pressed `row` times (the grid scrolls the selection into view itself)."""
