@@ -522,7 +522,8 @@ def render() -> None:
         else:
             st.caption(t("annotate.authoring.new_rubric"))
         _returned_notice(view)
-        ad.draft_notice(state["offered"], state.get("draft_id") is not None)
+        # How to work on the draft only while it can be worked on (a submitted rubric is read-only).
+        ad.draft_notice(state["offered"], state.get("draft_id") is not None and status in EDITABLE)
         if status == RubricStatus.submitted:
             st.info(t("annotate.authoring.is_submitted"))
         elif status == RubricStatus.approved and not state.get("revising"):
