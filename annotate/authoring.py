@@ -45,8 +45,8 @@ ROW_HEIGHT = 76
 ORDER_WIDTH, ORIGIN_WIDTH = 40, 110
 #: Column widths (px). With the case pane narrowed below 1280 px (_NARROW_STYLE), id, text, comment and lint
 #: fit the editor pane at 1024 px; at 1440 px the tags fit beside them, so nothing needs sideways scrolling.
-ID_WIDTH, LINT_WIDTH, TAGS_WIDTH, REVIEW_WIDTH = 44, 100, 150, 120
-TEXT_WIDTH, TEXT_WIDTH_BESIDE_REVIEW = 340, 184
+ID_WIDTH, LINT_WIDTH, TAGS_WIDTH, REVIEW_WIDTH = 44, 116, 150, 120
+TEXT_WIDTH, TEXT_WIDTH_BESIDE_REVIEW = 330, 184
 #: Below 1280 px the case pane takes a quarter of the width, not a third (the case text wraps, still beside it).
 _NARROW_STYLE = (
     "<style>@media (max-width: 1280px) {"

@@ -16,9 +16,9 @@ def test_a_row_moves_to_the_number_typed_and_out_of_range_numbers_are_clamped():
 
 def test_one_line_rows_only_when_every_text_fits():
     one, three = ROW_PADDING_PX + LINE_PX, ROW_PADDING_PX + LINE_PX * MAX_LINES
-    assert row_height(["说明随访时间", "", "ok"], 340) == one
-    assert row_height(["说明" * 30], 340) == three
-    assert row_height([], 340) == one
+    assert row_height(["说明随访时间", "", "ok"], 330) == one
+    assert row_height(["说明" * 30], 330) == three
+    assert row_height([], 330) == one
 
 
 def test_a_short_draft_leaves_empty_rows():
