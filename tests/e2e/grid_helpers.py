@@ -23,6 +23,12 @@ def select_cell(page, grid, *, x_offset: float, row: int, row_height: int) -> No
     page.mouse.move(box["x"] + x_offset, box["y"] + HEADER_HEIGHT + row_height / 2)
     page.mouse.wheel(0, -100 * row_height)
     page.wait_for_timeout(200)
+    # The app's header covers the top 60 px of the window: the first row must stand below it.
+    grid.evaluate(
+        "g => { const top = g.getBoundingClientRect().top; if (top >= 80) return; let m = g.parentElement;"
+        " while (m && !(m.scrollTop > 0)) m = m.parentElement; if (m) m.scrollTop -= 80 - top; }"
+    )
+    page.wait_for_timeout(100)
     box = grid.bounding_box()
     page.mouse.click(box["x"] + x_offset, box["y"] + HEADER_HEIGHT + row_height / 2)
     for _ in range(row):
