@@ -136,7 +136,7 @@ def test_author_a_rubric_then_label_a_response(page, context, browser, app_serve
     screenshot(page, "annotator-authoring-lint")
     page.get_by_role("button", name=text("annotate.authoring.submit")).click()
     wait_for_app_run(page)
-    expect(page.get_by_text(text("annotate.authoring.submitted", version=1))).to_be_visible(timeout=WAIT_MS)
+    expect(page.get_by_text(text("annotate.authoring.submitted", version=1)).first).to_be_visible(timeout=WAIT_MS)
     screenshot(page, "annotator-authoring-submitted")
     with session_scope(engine, read_only=True) as s:
         version = s.exec(select(RubricVersion).where(RubricVersion.case_pk == world["write_pk"])).one()

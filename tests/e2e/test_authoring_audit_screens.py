@@ -213,7 +213,7 @@ def test_authoring_then_audit_at_1440x900(browser, app_server, returned_case):
 
         page.get_by_role("button", name=text("annotate.authoring.submit")).click()
         wait_for_app_run(page)
-        expect(page.get_by_text(text("annotate.authoring.submitted", version=2))).to_be_visible(timeout=WAIT_MS)
+        expect(page.get_by_text(text("annotate.authoring.submitted", version=2)).first).to_be_visible(timeout=WAIT_MS)
         expect(page.get_by_text(text("annotate.authoring.is_submitted"))).to_be_visible(timeout=WAIT_MS)
     finally:
         context.close()
