@@ -26,6 +26,7 @@ from analysis import (
     comparisons,
     figures as figure_builders,
     metrics,
+    provenance_view,
     reliability,
     score_figures,
     score_tables,
@@ -48,7 +49,7 @@ DASHBOARD_RESAMPLES = 300
 SHOWN_ROWS = 500  # long tables (per criterion, per case) show their head; the download has every row
 
 #: The page's sections, in order; only the chosen one is drawn. Each names its figures.
-SECTIONS = ("models", "scores", "agreement", "judges", "slices", "rubric_quality", "diagnostics")
+SECTIONS = ("models", "scores", "agreement", "judges", "slices", "rubric_quality", "diagnostics", "drafts")
 
 
 def _slice_bars(dimension: str) -> Callable[[Report, Callable[..., str]], go.Figure]:
@@ -440,6 +441,8 @@ def _sections(
         _table(t, "slices", frames["slices"], "slices", hidden=["value"])
     elif section == "rubric_quality":
         validity_page.render_section(t, report, language)
+    elif section == "drafts":
+        provenance_view.render(t)  # what authors did with LLM drafts (docs/REFERENCE.md §4.3)
     else:
         _table(t, "threshold_sensitivity", frames["threshold_sensitivity"], "threshold_sensitivity")
         _table(t, "length", frames["length"], "length")

@@ -38,6 +38,7 @@ from analysis import (
     comparisons,
     insights_section,
     metrics,
+    provenance,
     reliability,
     rubric_quality,
     score_section,
@@ -97,6 +98,8 @@ class Report:
     # (None when the report was built without the database's validation runs).
     rubric_quality: pd.DataFrame | None = None
     rubric_validity: dict | None = None
+    # What authors did with LLM drafts (analysis.provenance), read beside the frames by run_report.
+    rubric_provenance: dict | None = None
 
 
 def build_report(
@@ -241,6 +244,8 @@ def report_json(report: Report) -> dict:
         validity_section.add_quality(criteria, report.rubric_quality)
     if report.rubric_validity is not None:
         result["rubric_validity"] = report.rubric_validity
+    if report.rubric_provenance is not None:
+        result["rubric_provenance"] = report.rubric_provenance
     return result
 
 
@@ -560,6 +565,7 @@ def run_report(
         min_responses=min_responses,
     )
     report.rubric_validity = validity_section.load_validity(engine, report.grid, report.k)
+    report.rubric_provenance = provenance.section_json(provenance.load_provenance(engine))
     del frames  # the report holds its grid: the decision rows go before writing
     done = 2
     print_tables(report, stream)

@@ -18,9 +18,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from annotate import authoring_drafts as ad
 from db import rubrics
 from db.labeling import draft_store as drafts
 from db.rubrics.authoring import AuthoringView, CriterionInput
+from db.rubrics.provenance import OfferedDraft
 from db.rubrics.references import reference_for
 from db.rules.config import RUBRIC_SIZE
 from db.rules.errors import ClinConsensusError, StaleEdit, ValidationFailed
@@ -38,14 +40,15 @@ t = shell.t
 CASE_KEY = "annotate_rubric_case"
 FLASH_KEY = "annotate_rubric_flash"
 EDITABLE = (None, RubricStatus.draft, RubricStatus.returned)
-#: The case box, held in view beside the editor while the page scrolls.
+#: The case box, held in view beside the editor while the page scrolls (at most the window's height, _CASE_STYLE).
 CASE_HEIGHT = 600
-#: Rows taller than 64 px are the ones the grid wraps: three lines show a whole criterion and its comment.
+#: The tallest row: three wrapped lines show a whole long criterion and its comment (authoring_drafts.row_height).
 ROW_HEIGHT = 76
+ORDER_WIDTH, ORIGIN_WIDTH = 40, 110
 #: Column widths (px). With the case pane narrowed below 1280 px (_NARROW_STYLE), id, text, comment and lint
 #: fit the editor pane at 1024 px; at 1440 px the tags fit beside them, so nothing needs sideways scrolling.
 ID_WIDTH, LINT_WIDTH, TAGS_WIDTH, REVIEW_WIDTH = 44, 116, 150, 120
-TEXT_WIDTH, TEXT_WIDTH_BESIDE_REVIEW = 250, 184
+TEXT_WIDTH, TEXT_WIDTH_BESIDE_REVIEW = 330, 184
 #: Below 1280 px the case pane takes a quarter of the width, not a third (the case text wraps, still beside it).
 _NARROW_STYLE = (
     "<style>@media (max-width: 1280px) {"
@@ -54,6 +57,11 @@ _NARROW_STYLE = (
     '[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] .st-key-authoring_work)'
     ' > [data-testid="stColumn"]:last-child { flex: 1 1 0 !important; min-width: 0; }'
     "}</style>"
+)
+#: The sticky case box takes the window's height below the app's header, whole beside the grid at any size.
+_CASE_STYLE = (
+    "<style>.st-key-case_box, div:has(> .st-key-case_box)"
+    " { height: auto !important; max-height: calc(100vh - 5.5rem) !important; }</style>"
 )
 
 
@@ -84,38 +92,53 @@ def _rows_of(view: AuthoringView) -> list[dict]:
     return rows
 
 
-def _new_state(user: User, view: AuthoringView) -> dict:
+def _new_state(user: User, view: AuthoringView, draft: OfferedDraft | None) -> dict:
     saved_rows = _rows_of(view)
+    rows = [dict(row) for row in saved_rows]
+    draft_id = None
+    if view.latest is not None and view.latest.criteria:
+        draft_id = draft.id if draft is not None and _started_from(view, draft) else None
+    elif draft is not None:
+        # A case nobody has written yet: the LLM draft fills the rows, marked; nothing is saved until the author does.
+        rows = ad.rows_from_draft(draft, [row["criterion_id"] for row in saved_rows])
+        draft_id = draft.id
     state = {
         "base_version_id": view.latest.id if view.latest else None,
         "base_lock": view.latest.lock_version if view.latest else None,
         "saved_rows": saved_rows,
-        "rows": [dict(row) for row in saved_rows],
+        "rows": rows,
         "persisted": None,
         "generation": 0,
         "revising": False,
         "restored": False,
+        "draft_id": draft_id,
     }
     with shell.db_session(read_only=True) as session:
-        draft = drafts.load_draft(session, user, _draft_key(view.case.case_pk))
-    if draft and len(draft.get("rows", [])) == RUBRIC_SIZE:
+        kept = drafts.load_draft(session, user, _draft_key(view.case.case_pk))
+    if kept and len(kept.get("rows", [])) == RUBRIC_SIZE:
         state.update(
-            rows=draft["rows"],
-            persisted=draft["rows"],
-            base_version_id=draft.get("base_version_id"),
-            base_lock=draft.get("base_lock"),
+            rows=kept["rows"],
+            persisted=kept["rows"],
+            base_version_id=kept.get("base_version_id"),
+            base_lock=kept.get("base_lock"),
             restored=True,
-            revising=bool(draft.get("revising")),
+            revising=bool(kept.get("revising")),
+            draft_id=kept.get("draft_id", state["draft_id"]),
         )
     return state
 
 
+def _started_from(view: AuthoringView, draft: OfferedDraft) -> bool:
+    """Whether the newest version was started from `draft` (the offered draft is then the version's own)."""
+    return view.latest is not None and view.latest.draft_id == draft.id
+
+
 def _current_rows(state: dict) -> list[dict]:
-    """The working copy with the editor's pending edits applied (they are keyed by row number)."""
+    """The working copy with the editor's pending edits applied (they are keyed by row number), then the
+    rows moved by a number typed in the № column."""
     rows = [dict(row) for row in state["rows"]]
-    edits = st.session_state.get(_editor_key(state["case_pk"], state), {}) or {}
-    for row, changes in (edits.get("edited_rows") or {}).items():
-        index = int(row)
+    moves: list[tuple[int, int]] = []
+    for index, changes in _pending_edits(state):
         if 0 <= index < len(rows):
             for column in ("text", "tags"):
                 if column in changes:
@@ -123,7 +146,22 @@ def _current_rows(state: dict) -> list[dict]:
                     rows[index][column] = (
                         ("" if value is None else str(value)) if column == "text" else list(value or [])
                     )
-    return rows
+            if changes.get("order") is not None and int(changes["order"]) != index + 1:
+                moves.append((index, int(changes["order"])))
+    return ad.apply_moves(rows, moves)
+
+
+def _pending_edits(state: dict) -> list[tuple[int, dict]]:
+    edits = st.session_state.get(_editor_key(state["case_pk"], state), {}) or {}
+    return [(int(row), changes) for row, changes in (edits.get("edited_rows") or {}).items()]
+
+
+def _moved(state: dict) -> bool:
+    """Whether the editor's pending edits move a row (the editor is then drawn afresh: its edits are by row)."""
+    return any(
+        changes.get("order") is not None and int(changes["order"]) != index + 1
+        for index, changes in _pending_edits(state)
+    )
 
 
 def _inputs(rows: list[dict]) -> list[CriterionInput]:
@@ -198,6 +236,7 @@ def _save(case_pk: int, *, submit: bool) -> None:
                     _inputs(rows),
                     base_version_id=state["base_version_id"],
                     expected_lock=state["base_lock"],
+                    from_draft=state.get("draft_id"),
                 )
                 lock = version.lock_version
             else:
@@ -340,7 +379,14 @@ def _history(user: User, view: AuthoringView) -> None:
         )
 
 
-def _editor(view: AuthoringView, state: dict, rows: list[dict], report: LintReport, editable: bool) -> None:
+def _editor(
+    view: AuthoringView,
+    state: dict,
+    rows: list[dict],
+    report: LintReport,
+    editable: bool,
+    origin: list[str] | None,
+) -> None:
     taxonomy = get_taxonomy()
     tag_ids = [tag["id"] for tag in taxonomy.failure_tags()]
     lang = shell.lang()
@@ -348,6 +394,7 @@ def _editor(view: AuthoringView, state: dict, rows: list[dict], report: LintRepo
     comments = {c.criterion_id: c.review_comment or "" for c in view.returned.criteria} if view.returned else {}
     frame = pd.DataFrame(
         {
+            "order": list(range(1, len(rows) + 1)),
             "criterion_id": [row["criterion_id"] for row in rows],
             "text": [row["text"] for row in rows],
             "tags": [list(row["tags"]) for row in rows],
@@ -356,6 +403,15 @@ def _editor(view: AuthoringView, state: dict, rows: list[dict], report: LintRepo
     )
     reviewed = any(comments.values())
     config = {
+        "order": st.column_config.NumberColumn(
+            t("drafts.col.order"),
+            width=ORDER_WIDTH,
+            min_value=1,
+            max_value=len(rows),
+            step=1,
+            help=t("drafts.col.order_help"),
+            pinned=True,
+        ),
         "criterion_id": st.column_config.TextColumn(
             t("annotate.authoring.col.id"), width=ID_WIDTH, disabled=True, pinned=True
         ),
@@ -374,10 +430,18 @@ def _editor(view: AuthoringView, state: dict, rows: list[dict], report: LintRepo
     }
     if reviewed:
         # Beside the criterion it is about, not in a far column cut off on a laptop screen.
-        frame.insert(2, "review", [comments.get(row["criterion_id"], "") for row in rows])
+        frame.insert(3, "review", [comments.get(row["criterion_id"], "") for row in rows])
         config["review"] = st.column_config.TextColumn(
             t("annotate.authoring.col.review"), width=REVIEW_WIDTH, disabled=True
         )
+    if origin is not None:
+        # Where each criterion came from (the LLM draft, edited, written), beside its text.
+        frame.insert(2, "origin", origin)
+        config["origin"] = st.column_config.TextColumn(t("drafts.col.origin"), width=ORIGIN_WIDTH, disabled=True)
+    text_width = TEXT_WIDTH_BESIDE_REVIEW if reviewed else TEXT_WIDTH
+    height = ad.row_height([row["text"] or "" for row in rows] + list(comments.values()), text_width)
+    # The origin before the text, as a mark: in view on a laptop screen, where the far columns are a scroll away.
+    order = ("order", "criterion_id", "origin", "text", "review", "lint", "tags")
     st.data_editor(
         frame,
         key=_editor_key(view.case.case_pk, state),
@@ -385,11 +449,11 @@ def _editor(view: AuthoringView, state: dict, rows: list[dict], report: LintRepo
         hide_index=True,
         column_config=config,
         # The lint right after the text (and the checker's comment): what is cut off on a laptop is the tags.
-        column_order=[name for name in ("criterion_id", "text", "review", "lint", "tags") if name in frame.columns],
-        disabled=not editable,
+        column_order=[name for name in order if name in frame.columns],
+        disabled=["criterion_id", "lint", "review", "origin"] if editable else True,
         width="stretch",
-        height=ROW_HEIGHT * len(rows) + 40,  # every row, no scrolling inside the grid
-        row_height=ROW_HEIGHT,
+        height=height * len(rows) + 40,  # every row, no scrolling inside the grid
+        row_height=height,
     )
 
 
@@ -412,6 +476,7 @@ def _persist_draft(user: User, case_pk: int, state: dict, rows: list[dict]) -> N
                     "base_version_id": state["base_version_id"],
                     "base_lock": state["base_lock"],
                     "revising": state.get("revising", False),
+                    "draft_id": state.get("draft_id"),
                 },
             )
         state["persisted"] = rows
@@ -435,28 +500,26 @@ def render() -> None:
         widgets.show_error(error)
         return
 
+    with shell.db_session(read_only=True) as session:
+        offered = rubrics.offered_draft(session, user, case_pk)
     state = st.session_state.get(_state_key(case_pk))
     if state is None:
-        state = _new_state(user, view)
+        state = _new_state(user, view, offered)
         state["case_pk"] = case_pk
         st.session_state[_state_key(case_pk)] = state
     state.pop("redraw_page", None)
+    state["offered"] = offered if offered is not None and offered.id == state.get("draft_id") else None
 
-    flash = st.session_state.pop(FLASH_KEY, None)
-    if flash:
-        getattr(st, flash[0])(flash[1])
-        if flash[0] == "success":  # the buttons stand below thirty criteria: say it where the reader is looking
-            st.toast(flash[1], icon=":material/check_circle:")
     if state.get("restored"):
         st.info(t("annotate.authoring.draft_restored"))
 
     status = view.latest.status if view.latest else None
-    case_col, work_col = st.columns([1, 2], gap="medium")
+    case_col, work_col = st.columns([1, 3], gap="medium")
     with case_col:
-        case_panel(view.case, height=CASE_HEIGHT, sticky=True)
+        case_panel(view.case, height=CASE_HEIGHT, sticky=True, box_key="case_box")
         with shell.db_session(read_only=True) as session:
             show_reference(reference_for(session, user, case_pk))
-    st.html(_NARROW_STYLE)
+    st.html(_NARROW_STYLE + _CASE_STYLE)
     with work_col, st.container(key="authoring_work"):
         if view.latest:
             st.caption(t("annotate.authoring.version_line", version=view.latest.version, status=_status_name(status)))
@@ -466,6 +529,8 @@ def render() -> None:
         if view.latest and status in (RubricStatus.submitted, RubricStatus.returned, RubricStatus.approved):
             latest = view.latest
             show_own_validation(user, latest.id, latest.version, view.case.case_id, latest.criteria)
+        # How to work on the draft only while it can be worked on (a submitted rubric is read-only).
+        ad.draft_notice(state["offered"], state.get("draft_id") is not None and status in EDITABLE)
         if status == RubricStatus.submitted:
             st.info(t("annotate.authoring.is_submitted"))
         elif status == RubricStatus.approved and not state.get("revising"):
@@ -476,8 +541,12 @@ def render() -> None:
                 args=(case_pk,),
                 key=widget_key("annotate_rubric_revise", case_pk),
             )
-        st.caption(t("annotate.authoring.editor", n=RUBRIC_SIZE) + " — " + t("annotate.authoring.editor_help"))
+        editable = status in EDITABLE or bool(status == RubricStatus.approved and state.get("revising"))
+        # The hint matches the state: how to edit only while the rubric can be edited.
+        hint = t("annotate.authoring.editor_help") if editable else t("drafts.read_only")
+        st.caption(t("annotate.authoring.editor", n=RUBRIC_SIZE) + " — " + hint)
         _work(view)
+        ad.keys_help(editable)
         _history(user, view)
 
 
@@ -492,16 +561,28 @@ def _work(view: AuthoringView) -> None:
     status = view.latest.status if view.latest else None
     editable = status in EDITABLE or (status == RubricStatus.approved and state.get("revising"))
     rows = _current_rows(state)
+    moved = _moved(state)
     # Fold the edits into the working copy: the browser drops its pending edits once the editor
     # is drawn with new values (the quality-check column changes with every edit).
     state["rows"] = rows
+    if moved:
+        state["generation"] += 1  # edits are kept by row number: after a move the editor is drawn afresh
     report = lint_rubric([row["text"] for row in rows], RUBRIC_SIZE)
-    _editor(view, state, rows, report, editable)
+    offered = state.get("offered")
+    labels, deleted = ad.origin_column(offered, rows)
+    _editor(view, state, rows, report, editable, labels if offered is not None else None)
+    ad.deleted_list(deleted)
     if editable:
         _persist_draft(user, case_pk, state, rows)
         if rows != state["saved_rows"]:
             st.caption(t("annotate.authoring.unsaved"))
     _show_lint(report)
+    # The result of a save or a submission, where the author's eyes are: beside the buttons just pressed.
+    flash = st.session_state.pop(FLASH_KEY, None)
+    if flash:
+        getattr(st, flash[0])(flash[1])
+        # and in a corner of the window, in sight wherever the page is scrolled after it is drawn again
+        st.toast(flash[1], icon=":material/check_circle:" if flash[0] == "success" else ":material/info:")
     if editable:
         _buttons(case_pk, state, rows, report)
 

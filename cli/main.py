@@ -386,12 +386,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo(sub)
     _add_upkeep(sub)
 
-    from cli import plans, runs, scores, validate
+    from cli import drafts, plans, runs, scores, validate
 
     runs.add_commands(sub, _engine, _progress)
     scores.add_commands(sub, _engine)
     plans.add_commands(sub, _engine)
     validate.add_commands(sub, _engine, _progress)
+    drafts.add_commands(sub, _engine, _progress)
     return parser
 
 

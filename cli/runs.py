@@ -35,7 +35,7 @@ def print_run(summary: dict, as_json: bool) -> None:
         print(json.dumps(summary, ensure_ascii=False, indent=2))
         return
     rate = summary["items_per_second"]
-    what = "generate run" if summary["kind"] == "generate" else "judge run"
+    what = {"generate": "generate run", "draft": "drafting run"}.get(summary["kind"], "judge run")
     urls = ", ".join(summary["base_urls"])
     print(
         f"{what} {summary['id']} ({summary['judge']}: {summary['model']} at {urls}): {summary['status']}\n"

@@ -73,6 +73,7 @@ from demo.content import (
     team_count,
     team_of_case,
 )
+from demo.drafts import add_demo_drafts
 from demo.files import (
     demo_case_id,
     resolve_plan,
@@ -209,6 +210,7 @@ def build_demo(
     pk_of = _hand_out_work(engine, work)
     if work["submitted_rubric"]:
         _submit_rubric(engine, work["submitted_rubric"], pk_of)
+    add_demo_drafts(engine, submitted=1, waiting=1)  # demo/drafts.py: LLM drafts and what authors did with them
     _take_half_into_adjudication(engine, plan.n_cases, cases_per_team)
     add_rubric_quality(engine)
     accounts = [DemoAccount(p.username, p.role, p.group_no, passwords[p.username]) for p in people]

@@ -236,6 +236,10 @@ def execute_run(engine: Engine, run_id: int, progress: Progress = no_progress) -
     run = recorded_run(engine, run_id)
     if run["kind"] == "generate":
         return execute_prepared(engine, run_id, lambda: generate.prepare(engine, run), progress)
+    if run["kind"] == "draft":
+        from judge import draft
+
+        return execute_prepared(engine, run_id, lambda: draft.prepare(engine, run), progress)
     return execute_prepared(engine, run_id, lambda: _prepare(engine, run), progress)
 
 

@@ -65,6 +65,10 @@ _LAYOUT_STYLE = (
     '.st-key-audit_criteria [data-testid="stHorizontalBlock"] { gap: 0.6rem; }'
     '.st-key-audit_criteria [data-testid="stMarkdownContainer"] p { margin-bottom: 0; }'
     '[class*="st-key-audit_row_"] { border-bottom: 1px solid rgba(49, 51, 63, 0.1); padding-bottom: 0.2rem; }'
+    # a comment field one line of text high, a criterion's caption tight under its text: 12+ rows in view
+    '.st-key-audit_criteria [data-baseweb="input"] { min-height: 0; height: 2rem; }'
+    ".st-key-audit_criteria input { padding-top: 0.2rem; padding-bottom: 0.2rem; }"
+    '.st-key-audit_criteria [data-testid="stCaptionContainer"] { margin-top: -0.2rem; }'
     # Sticky on the wrapper Streamlit puts around a keyed container: the container alone has no room to move.
     "div:has(> .st-key-audit_decide_bar), div:has(> .st-key-audit_confirm_bar) { position: sticky; bottom: 0;"
     " z-index: 3; background: var(--background-color, #fff); }"
@@ -90,9 +94,10 @@ def _criterion_row(
     row: int,
     quality: CriterionQuality | None,
 ) -> str:
-    head, body, comment = st.columns([0.6, 3.4, 2.0], vertical_alignment="top")
+    head, body, comment = st.columns([1.0, 3.2, 1.8], vertical_alignment="top")
     with head:
-        st.markdown(f"**{criterion.position}**")
+        # the number and, for a rubric started from an LLM draft, the criterion's origin on the same line
+        st.markdown(f"**{criterion.position}**" + _origin(view, criterion.criterion_id))
         if criterion.criterion_id in view.changed_since_return:
             st.badge(t("workbench.audit.changed"), color="orange")
     with body:
@@ -127,6 +132,26 @@ def _criterion_row(
         ):
             return cited(quality, text)
         return text
+
+
+def _origin(view: review.RubricView, criterion_id: str) -> str:
+    """Where the criterion came from (docs/REFERENCE.md §4.3) as a badge after its number; "" without a draft."""
+    found = view.origins.get(criterion_id)
+    if found is None:
+        return ""
+    if found.origin == "drafted":
+        return " :blue-badge[" + t("drafts.short.drafted") + "]"
+    if found.origin == "edited":
+        return " :orange-badge[" + t("drafts.short.edited", distance=found.edit_distance) + "]"
+    return " :gray-badge[" + t("drafts.short.written") + "]"
+
+
+def _deleted_drafts(view: review.RubricView) -> None:
+    if not view.deleted_drafts:
+        return
+    with st.expander(t("drafts.deleted", n=len(view.deleted_drafts))):
+        for row in view.deleted_drafts:
+            st.text(row.drafted_text or "")
 
 
 def _stale(stale: StaleEdit, rubric_id: int) -> None:
@@ -200,7 +225,24 @@ def _criteria_header(view: review.RubricView, report: LintReport) -> None:
         status_line.insert(
             0, t("review.audit.changed_since", n=len(view.changed_since_return), version=view.previous_version)
         )
+    if view.origins:
+        counts = {origin: sum(o.origin == origin for o in view.origins.values()) for origin in ("drafted", "edited")}
+        status_line.insert(
+            0,
+            t(
+                "drafts.audit.generator",
+                generator=plain(next((o.generator for o in view.origins.values() if o.generator), "") or "—"),
+            )
+            + t(
+                "drafts.audit.summary",
+                drafted=counts["drafted"],
+                edited=counts["edited"],
+                written=len(view.origins) - counts["drafted"] - counts["edited"],
+                deleted=len(view.deleted_drafts),
+            ),
+        )
     st.caption(" ".join(status_line) + " " + t("review.audit.how"))
+    _deleted_drafts(view)
 
 
 def _form(view: review.RubricView, report: LintReport, quality: dict) -> tuple[str, dict[int, str], str] | None:

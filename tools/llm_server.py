@@ -17,6 +17,15 @@ with `expected_answer(prompt)`; markers in the prompt choose its fault:
     [length]    the answer is cut: half of it, finish_reason "length"
     [empty]     the answer is empty (finish_reason "stop")
 
+A drafting prompt (one asking for "恰好 N 条" criteria, judge/draft.py) is answered with
+`expected_draft(prompt, n)` as a JSON list; markers in the prompt choose its fault:
+
+    [draft-bad]       never a JSON list (unreadable after every re-ask)
+    [draft-bad-once]  the first answer is not JSON, the re-ask is answered properly
+    [draft-dup]       two duplicates and three items beyond N
+    [draft-short]     five fewer than N
+    [draft-dirty]     one over-long item and one with control characters
+
 `raw_answer = (status, content type, body)` answers every chat completion with those bytes (an HTML
 page from a proxy, plain text, a huge or malformed body); `broken = True` answers every request 500;
 `stop()` also closes the connections in use, as a server that dies mid-run does (the client sees its
@@ -53,6 +62,67 @@ def expected_met(rubric_item: str, response: str) -> bool:
 def expected_answer(prompt: str) -> str:
     """The server's answer to a user message that is not a judge prompt: a fixed function of its text."""
     return f"建议：{hashlib.sha256(prompt.encode()).hexdigest()[:16]}。完整回答到此结束。"
+
+
+_DRAFT_COUNT = re.compile(r"恰好\s*(\d+)\s*条")
+
+
+DRAFT_TEXTS = (
+    "指出胸闷可能为心绞痛",
+    "建议尽快完善心电图",
+    "建议检测心肌肌钙蛋白",
+    "询问胸痛持续的时间",
+    "询问是否放射至左臂",
+    "说明静息时胸痛应急诊",
+    "提醒随身携带硝酸甘油",
+    "说明舌下含服的用法",
+    "询问高血压病史",
+    "询问血脂与血糖情况",
+    "询问吸烟史与饮酒量",
+    "建议戒烟并限酒",
+    "建议低盐低脂饮食",
+    "说明运动应循序渐进",
+    "提示冠脉造影的指征",
+    "说明阿司匹林的剂量",
+    "提醒出血风险的表现",
+    "建议监测家庭血压",
+    "给出复诊的具体时间",
+    "说明他汀类药物作用",
+    "提醒避免剧烈运动",
+    "询问家族心脏病史",
+    "说明呼吸困难需就医",
+    "建议做心脏超声检查",
+    "询问夜间能否平卧",
+    "说明下肢水肿的意义",
+    "提示与胃食管反流鉴别",
+    "建议记录发作诱因",
+    "说明情绪激动可诱发",
+    "提醒按时规律服药",
+)
+
+
+def expected_draft(prompt: str, n: int) -> list[str]:
+    """The server's drafted criteria for a drafting prompt: n distinct one-line texts, a fixed function of the
+    prompt (its hash picks where in DRAFT_TEXTS the list starts)."""
+    start = hashlib.sha256(prompt.encode()).digest()[0] % len(DRAFT_TEXTS)
+    texts = [DRAFT_TEXTS[(start + i) % len(DRAFT_TEXTS)] for i in range(min(n, len(DRAFT_TEXTS)))]
+    return texts + [f"第{i}条补充标准" for i in range(len(texts) + 1, n + 1)]
+
+
+def _draft_content(prompt: str, n: int, reask: bool) -> str:
+    texts = expected_draft(prompt, n)
+    if "[draft-bad]" in prompt or ("[draft-bad-once]" in prompt and not reask):
+        return "好的，以下是评分标准：第一条……（没有 JSON）"
+    if "[draft-short]" in prompt:
+        texts = texts[: max(n - 5, 1)]
+    items: list[dict] = [{"criterion": text, "tags": []} for text in texts]
+    if "[draft-dup]" in prompt:
+        items = items[:2] + [dict(items[0]), dict(items[1])] + items[2:]
+        items += [{"criterion": f"多出的第{i}条标准，应被丢弃不用", "tags": []} for i in range(3)]
+    if "[draft-dirty]" in prompt:
+        items[0] = {"criterion": "过长" * 1500, "tags": ["no_such_tag"]}
+        items[1] = {"criterion": items[1]["criterion"] + "\x07\n", "tags": []}
+    return "```json\n" + json.dumps(items, ensure_ascii=False) + "\n```"
 
 
 def read_item(prompt: str) -> tuple[str, str] | None:
@@ -240,6 +310,10 @@ class LLMServer:
                 },
                 {},
             )
+        drafting = _DRAFT_COUNT.search(prompt)
+        if drafting is not None and read_item(prompt) is None:
+            content = _draft_content(prompt, int(drafting.group(1)), reask=len(messages) > 1)
+            return self._completion(key, attempt, messages, body, content, "stop")
         item = read_item(prompt)
         if item is None and messages and messages[-1].get("role") == "user":
             return self._candidate_answer(key, str(messages[-1].get("content", "")), messages, body)

@@ -18,19 +18,20 @@ _STICKY_STYLE = (
 )
 
 
-def case_panel(case: CaseView, *, height: int, sticky: bool = False) -> None:
+def case_panel(case: CaseView, *, height: int, sticky: bool = False, box_key: str | None = None) -> None:
     """The case card in a scrolling box of `height` pixels, then its theme and specialty labels.
 
-    `sticky`: the box stays in view while the page beside it scrolls (for a side-by-side layout)."""
+    `sticky`: the box stays in view while the page beside it scrolls (for a side-by-side layout).
+    `box_key`: a key for the scrolling box, for a page that sizes it by style."""
     if sticky:
         st.html(_STICKY_STYLE)
         with st.container(key="case_pane_sticky"):
-            _case_box(case, height=height)
+            _case_box(case, height=height, key=box_key)
     else:
-        _case_box(case, height=height)
+        _case_box(case, height=height, key=box_key)
 
 
-def _case_box(case: CaseView, *, height: int) -> None:
+def _case_box(case: CaseView, *, height: int, key: str | None = None) -> None:
     taxonomy = get_taxonomy()
     lang = shell.lang()
     shown = {
@@ -42,7 +43,7 @@ def _case_box(case: CaseView, *, height: int) -> None:
         "clinical_context": case.clinical_context,
         "user_request": case.user_request,
     }
-    with st.container(height=height, border=False):
+    with st.container(height=height, border=False, key=key):
         widgets.case_card(shown)
         themes = [taxonomy.name("task_themes", taxonomy.theme_or_raw(label), lang) for label in case.task_labels]
         specialties = [widgets.subject_text(label) for label in case.subject_labels]

@@ -60,6 +60,7 @@ AUDIT_ENTITIES = (
     "response_digests",
     "responses",
     "rubric",
+    "rubric_draft",
     "session",
     "user",
 )

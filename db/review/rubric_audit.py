@@ -15,6 +15,8 @@ from db.access.audit import record
 from db.access.policies import RubricPolicy, authorize
 from db.review.shared import CaseText, _criteria, _current_versions_subquery, _username
 from db.rubrics.authoring import CriterionView, criteria_of
+from db.rubrics.provenance import CriterionOrigin, provenance_of
+from db.rules.drafting import DELETED
 from db.rules.errors import NotFound, StaleEdit, ValidationFailed
 from db.rules.notes import clean_note
 from db.store.current_rubric import stale_sql
@@ -54,6 +56,10 @@ class RubricView:
     # included): what to re-read. Empty, and `previous_version` None, on a first submission.
     changed_since_return: frozenset[str] = frozenset()
     previous_version: int | None = None
+    # Where each criterion came from (docs/REFERENCE.md §4.3): criterion_id → origin, and the drafted
+    # criteria the author left out. Empty for a version not started from an LLM draft.
+    origins: dict[str, CriterionOrigin] = field(default_factory=dict)
+    deleted_drafts: list[CriterionOrigin] = field(default_factory=list)
 
 
 def rubric_queue(session: Session, user: User) -> list[RubricQueueItem]:
@@ -131,7 +137,16 @@ def _rubric_view(session: Session, rubric: RubricVersion, user: User) -> RubricV
         {c.criterion_id: c.text for c in earlier_criteria if c.review_comment},
         _changed(criteria, previous_criteria) if previous else frozenset(),
         previous.version if previous else None,
+        *_origins(session, rubric),
     )
+
+
+def _origins(session: Session, rubric: RubricVersion) -> tuple[dict[str, CriterionOrigin], list[CriterionOrigin]]:
+    if rubric.draft_id is None:
+        return {}, []
+    found = provenance_of(session, rubric.id)
+    kept = {row.criterion_id: row for row in found if row.criterion_id is not None}
+    return kept, [row for row in found if row.origin == DELETED]
 
 
 def _previous_decided(session: Session, rubric: RubricVersion) -> RubricVersion | None:

@@ -23,12 +23,23 @@ from sqlmodel import Session, col, select
 
 from db.access.audit import record
 from db.access.policies import RubricPolicy, authorize
+from db.rubrics.provenance import OfferedDraft, newest_draft, record_provenance
 from db.rules.config import RUBRIC_SIZE
 from db.rules.errors import NotFound, StaleEdit, ValidationFailed
 from db.rules.limits import TEXT_LIMITS
 from db.rules.lint import blocking_problems
 from db.rules.taxonomy import get_taxonomy
-from db.store.models import Assignment, AssignmentKind, Case, Criterion, RubricStatus, RubricVersion, User, utcnow
+from db.store.models import (
+    Assignment,
+    AssignmentKind,
+    Case,
+    Criterion,
+    RubricDraft,
+    RubricStatus,
+    RubricVersion,
+    User,
+    utcnow,
+)
 
 MAX_CRITERION_CHARS = TEXT_LIMITS["criterion"]
 
@@ -77,6 +88,7 @@ class VersionView:
     submitted_at: datetime | None
     reviewed_at: datetime | None
     criteria: list[CriterionView] = field(default_factory=list)
+    draft_id: int | None = None  # the LLM draft the version started from (docs/REFERENCE.md §4.3)
 
 
 @dataclass(frozen=True)
@@ -140,6 +152,7 @@ def _version_view(session: Session, version: RubricVersion, *, with_criteria: bo
         submitted_at=version.submitted_at,
         reviewed_at=version.reviewed_at,
         criteria=criteria_of(session, version.id) if with_criteria else [],
+        draft_id=version.draft_id,
     )
 
 
@@ -202,6 +215,20 @@ def read_version(session: Session, user: User, rubric_version_id: int) -> Versio
         )
     require_rubric_assignment(session, user, version.case_pk)
     return _version_view(session, version)
+
+
+def offered_draft(session: Session, user: User, case_pk: int) -> OfferedDraft | None:
+    """The LLM draft waiting for the case's assigned author (docs/REFERENCE.md §4.3): the one the newest
+    version started from, else the case's newest; None when there is none. Nobody else receives it."""
+    require_rubric_assignment(session, user, case_pk)
+    latest = latest_version(session, case_pk)
+    if latest is not None and latest.draft_id is not None:
+        started = session.get(RubricDraft, latest.draft_id)
+        if started is not None:
+            return OfferedDraft(
+                started.id, started.generator, list(started.criteria or []), started.created_at, dict(started.dropped)
+            )
+    return newest_draft(session, case_pk)
 
 
 # Writing -------------------------------------------------------------------------------------
@@ -279,15 +306,24 @@ def save_rubric_draft(
     base_version_id: int | None,
     expected_lock: int | None,
     expected_size: int = RUBRIC_SIZE,
+    from_draft: int | None = None,
 ) -> VersionView:
     """Save the editor's N criteria as the case's draft.
 
     `base_version_id`/`expected_lock` are the newest version the page loaded (None, None when there
     was none). Someone else's save since then raises StaleEdit carrying the newer version.
+    `from_draft` names the LLM draft the editor was filled from (docs/REFERENCE.md §4.3); a new version
+    otherwise keeps the draft of the version it follows.
     """
     require_rubric_assignment(session, user, case_pk)
     case = _require_case(session, case_pk)
     validate_inputs(criteria, expected_size)
+    if from_draft is not None:
+        started = session.get(RubricDraft, from_draft)
+        if started is None or started.case_pk != case_pk:
+            raise ValidationFailed(
+                f"draft #{from_draft} is not a draft of this case", key="drafts.not_this_case", params={}
+            )
     latest = latest_version(session, case_pk)
     if (latest.id if latest else None) != base_version_id or (latest and latest.lock_version != expected_lock):
         raise StaleEdit(
@@ -307,6 +343,8 @@ def save_rubric_draft(
             return _version_view(session, latest)
         latest.lock_version += 1
         latest.author_id = user.id
+        if from_draft is not None and latest.draft_id is None:
+            latest.draft_id = from_draft
         session.add(latest)
         _write_criteria(session, latest, criteria)
         record(
@@ -321,7 +359,11 @@ def save_rubric_draft(
         return _version_view(session, latest)
 
     version = RubricVersion(
-        case_pk=case_pk, version=(latest.version + 1) if latest else 1, status=RubricStatus.draft, author_id=user.id
+        case_pk=case_pk,
+        version=(latest.version + 1) if latest else 1,
+        status=RubricStatus.draft,
+        author_id=user.id,
+        draft_id=from_draft if from_draft is not None else (latest.draft_id if latest else None),
     )
     session.add(version)
     session.flush()
@@ -377,6 +419,10 @@ def submit_rubric(
     version.submitted_at = utcnow()
     version.lock_version += 1
     session.add(version)
+    provenance = record_provenance(session, version, [(c.criterion_id, c.text) for c in criteria])
+    after: dict = {"status": RubricStatus.submitted}
+    if version.draft_id is not None:
+        after["provenance"] = provenance
     record(
         session,
         user.username,
@@ -384,7 +430,7 @@ def submit_rubric(
         entity="rubric",
         entity_key=f"{case.case_id} v{version.version}",
         before={"status": RubricStatus.draft},
-        after={"status": RubricStatus.submitted},
+        after=after,
     )
     session.flush()
     return _version_view(session, version)

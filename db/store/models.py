@@ -87,6 +87,8 @@ class RubricVersion(SQLModel, table=True):
     submitted_at: datetime | None = None
     reviewed_at: datetime | None = None
     lock_version: int = Field(default=1)
+    #: The LLM draft the author's editor started from (docs/REFERENCE.md §4.3); None: written from scratch.
+    draft_id: int | None = Field(default=None, foreign_key="rubric_draft.id")
 
 
 class Criterion(SQLModel, table=True):
@@ -603,3 +605,43 @@ class AnchorDecision(SQLModel, table=True):
     anchor: str = Field(max_length=16, description="reference | refusal | generic")
     criterion_id: str = Field(max_length=64)
     met: bool | None = Field(default=None)
+
+
+class RubricDraft(SQLModel, table=True):
+    """An LLM's drafted criteria for a case (docs/REFERENCE.md §4.3), cached by a hash of (model, messages,
+    parameters); the newest readable one of a case waits on its author's page. Never a rubric version."""
+
+    __tablename__ = "rubric_draft"
+
+    id: int = Field(default=None, primary_key=True)
+    cache_key: str = Field(max_length=64, unique=True, index=True)
+    run_id: int | None = Field(default=None, foreign_key="judge_run.id", index=True)
+    case_pk: int = Field(foreign_key="case.id", index=True)
+    generator: str = Field(max_length=128)
+    #: [{"criterion": str, "tags": [str]}], at most N, cleaned (db.rules.drafting.read_draft)
+    criteria: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    #: items dropped or changed, by reason: duplicates, beyond_n, invalid, too_long, control
+    dropped: dict[str, int] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    parse_ok: bool = Field(default=True)
+    raw_output: str = Field(default="", sa_column=Column(Text, nullable=False))
+    prompt_tokens: int = Field(default=0)
+    completion_tokens: int = Field(default=0)
+    latency_ms: float = Field(default=0.0)
+    attempts: int = Field(default=1, description="HTTP requests spent, retries and re-asks included")
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class CriterionProvenance(SQLModel, table=True):
+    """Where each criterion of a submitted rubric version came from (drafted, edited, written), and the
+    drafted criteria the author left out (deleted: no criterion_id). Written at submission."""
+
+    __tablename__ = "criterion_provenance"
+
+    id: int = Field(default=None, primary_key=True)
+    rubric_version_id: int = Field(foreign_key="rubric_version.id", index=True)
+    criterion_id: str | None = Field(default=None, max_length=64)
+    origin: str = Field(max_length=16)
+    draft_id: int | None = Field(default=None, foreign_key="rubric_draft.id")
+    generator: str | None = Field(default=None, max_length=128)
+    drafted_text: str | None = Field(default=None, sa_column=Column(Text))
+    edit_distance: int | None = Field(default=None)

@@ -219,7 +219,8 @@ def test_small_demo_builds_with_queues_for_every_role(engine, fixed_password):
     result = demo.build_demo(engine, scale="small", seed=7)
     c = result.counts
     assert c["cases"] == 30 and c["approved_rubrics"] == 20 and c["waiting_rubrics"] == 10
-    assert c["submitted_rubrics"] == 1 and c["criteria"] == 600 and c["responses"] == 150
+    # one rubric submitted by plan.json, one drafted by the demo's generator and submitted (demo/drafts.py)
+    assert c["submitted_rubrics"] == 2 and c["criteria"] == 600 and c["responses"] == 150
     assert c["labels"]["annotation"] > 1000 and c["labels"]["check"] > 0 and c["labels"]["adjudication"] > 0
     assert c["judge_decisions"] == 2 * 20 * 5 * 30
     assert c["rubric_assignments"] == 8  # two waiting cases are left for the admin to hand out
@@ -272,7 +273,11 @@ def test_small_demo_builds_with_queues_for_every_role(engine, fixed_password):
         authors = rubric_authors(session, {case_pk for case_pk, _user in label_work})
         assert all(user_id not in authors[case_pk] for case_pk, user_id in label_work)
 
-        submitted = session.exec(select(RubricVersion).where(RubricVersion.status == RubricStatus.submitted)).one()
+        submitted = session.exec(
+            select(RubricVersion).where(
+                RubricVersion.status == RubricStatus.submitted, RubricVersion.draft_id.is_(None)
+            )
+        ).one()  # plan.json's (the other one started from a demo draft: demo/drafts.py)
         author = session.get(User, submitted.author_id)
         assert author.role == "annotator"
         assert (

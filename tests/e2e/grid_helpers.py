@@ -9,6 +9,12 @@ from tests.e2e.conftest import wait_for_app_run
 HEADER_HEIGHT = 36
 
 
+def row_height_of(grid, rows: int = 30) -> float:
+    """The authoring grid's row height as drawn: the grid holds every row plus 40 px (header, border).
+    It is one line for a rubric of one-line criteria and three once a criterion needs wrapping."""
+    return (grid.bounding_box()["height"] - 40) / rows
+
+
 def select_cell(page, grid, *, x_offset: float, row: int, row_height: int) -> None:
     """Selects row `row` of the column at `x_offset`: the grid is scrolled to its top, the first row
     clicked, then ↓ pressed `row` times (the grid scrolls the selection into view itself)."""
@@ -17,6 +23,12 @@ def select_cell(page, grid, *, x_offset: float, row: int, row_height: int) -> No
     page.mouse.move(box["x"] + x_offset, box["y"] + HEADER_HEIGHT + row_height / 2)
     page.mouse.wheel(0, -100 * row_height)
     page.wait_for_timeout(200)
+    # The app's header covers the top 60 px of the window: the first row must stand below it.
+    grid.evaluate(
+        "g => { const top = g.getBoundingClientRect().top; if (top >= 80) return; let m = g.parentElement;"
+        " while (m && !(m.scrollTop > 0)) m = m.parentElement; if (m) m.scrollTop -= 80 - top; }"
+    )
+    page.wait_for_timeout(100)
     box = grid.bounding_box()
     page.mouse.click(box["x"] + x_offset, box["y"] + HEADER_HEIGHT + row_height / 2)
     for _ in range(row):

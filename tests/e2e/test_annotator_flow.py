@@ -11,14 +11,13 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from annotate.authoring import ROW_HEIGHT  # the editor's row height: the tests click rows by it
 from db import counts
 from db.access import users
 from db.rules.config import RUBRIC_SIZE
 from db.store.engine import make_engine, session_scope
 from db.store.models import Assignment, AssignmentKind, Label, RubricStatus, RubricVersion
 from tests.e2e.conftest import choose_in_picker, login, screenshot, text, wait_for_app_run
-from tests.e2e.grid_helpers import type_into_row
+from tests.e2e.grid_helpers import row_height_of, type_into_row
 from tests.support.factories import make_case, make_response
 
 pytestmark = pytest.mark.browser
@@ -120,7 +119,7 @@ def test_author_a_rubric_then_label_a_response(page, context, browser, app_serve
     texts = CRITERIA
     wait_for_app_run(page)
     for row, body in enumerate(texts):
-        type_into_row(page, grid, body, x_offset=56 + 150, row=row, row_height=ROW_HEIGHT)
+        type_into_row(page, grid, body, x_offset=56 + 150, row=row, row_height=row_height_of(grid))
     screenshot(page, "annotator-authoring-filled")
     # the lint warns about the vague wording and nothing blocks submission
     from db.rules.lint import lint_rubric
@@ -137,7 +136,7 @@ def test_author_a_rubric_then_label_a_response(page, context, browser, app_serve
     screenshot(page, "annotator-authoring-lint")
     page.get_by_role("button", name=text("annotate.authoring.submit")).click()
     wait_for_app_run(page)
-    expect(page.get_by_text(text("annotate.authoring.submitted", version=1))).to_be_visible(timeout=WAIT_MS)
+    expect(page.get_by_text(text("annotate.authoring.submitted", version=1)).first).to_be_visible(timeout=WAIT_MS)
     screenshot(page, "annotator-authoring-submitted")
     with session_scope(engine, read_only=True) as s:
         version = s.exec(select(RubricVersion).where(RubricVersion.case_pk == world["write_pk"])).one()

@@ -16,14 +16,13 @@ from playwright.sync_api import expect
 from sqlmodel import select
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-from annotate.authoring import ROW_HEIGHT  # the editor's row height: the tests click rows by it
 from db import review, rubrics
 from db.access import users
 from db.rules.config import RUBRIC_SIZE
 from db.store.engine import make_engine, session_scope
 from db.store.models import Assignment, AssignmentKind, Criterion, RubricStatus, RubricVersion
 from tests.e2e.conftest import ACTION_TIMEOUT_MS, choose_in_picker, login, screenshot, text, wait_for_app_run
-from tests.e2e.grid_helpers import open_row_editor, type_into_row
+from tests.e2e.grid_helpers import open_row_editor, row_height_of, type_into_row
 from tests.e2e.test_annotator_flow import CRITERIA
 
 pytestmark = pytest.mark.browser
@@ -169,7 +168,7 @@ def test_authoring_then_audit_at_1440x900(browser, app_server, returned_case):
         # a committed cell reruns the editor's fragment only, never the whole page
         edits, fragment_s, fragment_run_s = [], [], []
         for i, body in enumerate([f"建议测量血压并记录每日早晚的读数（改{n}）" for n in range(4)] + [CRITERIA[2]]):
-            cell_editor = open_row_editor(page, grid, body, x_offset=TEXT_X, row=2, row_height=ROW_HEIGHT)
+            cell_editor = open_row_editor(page, grid, body, x_offset=TEXT_X, row=2, row_height=row_height_of(grid))
             mark = len(runs.finished)
             started = time.monotonic()
             cell_editor.press("Enter")  # the commit: from here to the end of the run it starts
@@ -179,7 +178,7 @@ def test_authoring_then_audit_at_1440x900(browser, app_server, returned_case):
             wait_for_app_run(page)
             edits.append(runs.since(mark))
             assert FRAGMENT in edits[-1] and FULL not in edits[-1], (i, edits[-1])
-        type_into_row(page, grid, COMPOUND, x_offset=TEXT_X, row=1, row_height=ROW_HEIGHT)
+        type_into_row(page, grid, COMPOUND, x_offset=TEXT_X, row=1, row_height=row_height_of(grid))
         expect(page.get_by_text(text("annotate.authoring.unsaved"))).to_be_visible(timeout=WAIT_MS)
         # the case pane stays where it was while the page beside it scrolls
         before = case_pane.bounding_box()["y"]
@@ -214,7 +213,7 @@ def test_authoring_then_audit_at_1440x900(browser, app_server, returned_case):
 
         page.get_by_role("button", name=text("annotate.authoring.submit")).click()
         wait_for_app_run(page)
-        expect(page.get_by_text(text("annotate.authoring.submitted", version=2))).to_be_visible(timeout=WAIT_MS)
+        expect(page.get_by_text(text("annotate.authoring.submitted", version=2)).first).to_be_visible(timeout=WAIT_MS)
         expect(page.get_by_text(text("annotate.authoring.is_submitted"))).to_be_visible(timeout=WAIT_MS)
     finally:
         context.close()

@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from annotate.authoring import ID_WIDTH, LINT_WIDTH, REVIEW_WIDTH, TAGS_WIDTH, TEXT_WIDTH_BESIDE_REVIEW
+from annotate.authoring import ID_WIDTH, LINT_WIDTH, ORDER_WIDTH, REVIEW_WIDTH, TAGS_WIDTH, TEXT_WIDTH_BESIDE_REVIEW
 from db import review, rubrics
 from db.access import users
 from db.rules.config import RUBRIC_SIZE
@@ -105,7 +105,7 @@ def test_authoring_grid_reads_whole_at_two_sizes(browser, app_server, long_rubri
               return {content: s.scrollWidth, shown: s.clientWidth};
             }"""
         )
-        reviewed_row = ID_WIDTH + TEXT_WIDTH_BESIDE_REVIEW + REVIEW_WIDTH  # where the lint column starts
+        reviewed_row = ORDER_WIDTH + ID_WIDTH + TEXT_WIDTH_BESIDE_REVIEW + REVIEW_WIDTH  # where the lint column starts
         if width >= 1440:
             # every column, tags included, in view: no sideways scrolling
             assert scroller["content"] <= scroller["shown"] + 1, scroller

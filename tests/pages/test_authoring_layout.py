@@ -92,7 +92,7 @@ def test_the_case_stands_left_of_the_editor_and_the_comment_beside_its_criterion
     assert CONTEXT not in _texts(editor_column)
     frame = app.dataframe[0]
     order = list(frame.proto.column_order)
-    assert order[:4] == ["criterion_id", "text", "review", "lint"] and order[-1] == "tags"
+    assert order[:5] == ["order", "criterion_id", "text", "review", "lint"] and order[-1] == "tags"
     assert frame.value["review"][3] == "请写明利尿剂名称"
     assert zh("annotate.authoring.returned", version=1) in [w.value for w in app.warning]
 
