@@ -176,7 +176,7 @@ class ScalePlan:
     n_judges: int
     waiting_share: float  # cases without a rubric (to be authored in the app)
     unassigned_waiting: int  # waiting cases nobody was asked to author yet
-    unassigned_labeling: int  # approved cases whose responses are neither labeled nor assigned
+    unassigned_labeling: int  # approved cases whose responses are neither labeled nor assigned (but a sampled one)
     # The work plan (demo/plan.py). Small: cases by case; full: each state's share of all responses.
     finished_cases: int = 0  # approved cases on which every model but the last is final
     all_final_cases: int = 0  # of those, cases on which every model is final (one round, its feedback open)

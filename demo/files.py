@@ -188,6 +188,8 @@ class _Work:
 
     rubric_authoring: defaultdict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     labeling: defaultdict[tuple[bool, str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+    # calibration-sample responses of cases otherwise left unassigned: handed to the case's team, one by one
+    sampled_alone: list[dict] = field(default_factory=list)
     submitted: dict | None = None
     author_turn: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))  # by team
 
@@ -302,6 +304,11 @@ def _write_case(
     pair = (team.annotators[1][i % 3].username, team.annotators[2][(i + i // 3) % 3].username)
     if i not in cases.unassigned:
         work.labeling[(i not in cases.work.feedback_cases, *pair)].append(case.case_id)
+    elif (calibration := cases.work.calibration) and i in calibration.case_indices:
+        # The draw would hand this response to any team's annotator: it goes to the case's own team first.
+        work.sampled_alone.append(
+            {"annotators": list(pair), "case_ids": [case.case_id], "models": [calibration.model], "finished": False}
+        )
     states = [cases.work.shape(i, m) for m in range(len(world.models))]
     lines = _case_labels(case, world.models, truth, pair, states, rng)
     handles["labels"].write("".join(lines))
@@ -337,7 +344,7 @@ def _write_plan(path: Path, scale: str, seed: int, n: int, world: _World, work: 
     rounds = [
         {"annotators": [first, second], "case_ids": ids, "finished": not in_progress}
         for (in_progress, first, second), ids in sorted(work.labeling.items())
-    ]
+    ] + work.sampled_alone
     finished = [k for k, item in enumerate(rounds) if item["finished"]]
     plan = cases.work
     plan_record = {

@@ -270,15 +270,18 @@ def _demo_user(session: Session, username: str) -> User:
 
 
 def _hand_out_work(engine: Engine, work: dict) -> dict[str, int]:
-    """The admin assigns rubric authoring and labeling as plan.json says, one labeling round per entry; returns each
-    case's key by case id."""
+    """The admin assigns rubric authoring and labeling as plan.json says, one labeling round per entry (all responses
+    of its cases, or of its `models` only); returns each case's key by case id."""
     with session_scope(engine) as session:
         admin = _demo_user(session, ADMIN.username)
         for author, case_ids in work["rubric_authoring"].items():
             assign_rubric_authoring(session, actor=admin, annotators=[author], case_ids=case_ids)
         pk_of = dict(session.exec(select(Case.case_id, Case.id)).all())
         for item in work["labeling"]:
-            response_ids = _responses_of(session, [pk_of[case_id] for case_id in item["case_ids"]])
+            case_pks = [pk_of[case_id] for case_id in item["case_ids"]]
+            response_ids: list[int] = []
+            for model in item.get("models") or [None]:
+                response_ids += _responses_of(session, case_pks, model)
             assign_labeling(session, actor=admin, annotators=item["annotators"], response_ids=response_ids)
     return pk_of
 
