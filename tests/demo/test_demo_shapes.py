@@ -251,3 +251,36 @@ def test_final_and_provisional_response_counts(small):
     # Complete but not final: one group only, unchecked groups, or agreement not yet checked.
     assert provisional > 0 and final > 100
     assert (responses["final"] <= responses["complete"]).all()
+
+
+def test_the_full_scale_is_mostly_final_with_95_percent_of_groups_checked(tmp_path):
+    """The full scale's files at 100 cases: both groups label every decision, a check label on every decision of
+    95 % of the (response, group) pairs, adjudications only on the final part and there on every disagreement."""
+    paths = demo.write_demo_files(tmp_path, scale="full", seed=7, n_cases=100, n_judges=0)
+    labels = pd.read_json(paths["labels"], lines=True)
+    key = ["case_id", "model"]
+    per_group = labels[labels["stage"] != "adjudication"].groupby([*key, "stage", "group"]).size().unstack([2, 3])
+    per_group = per_group.fillna(0).astype(int)
+    n_responses = 100 * 11
+    assert len(per_group) == n_responses
+    assert (per_group["annotation"] == N).all().all()
+    checks = per_group["check"]
+    assert set(checks.stack()) <= {0, N}  # a group is checked on every decision or on none
+    assert int((checks == N).sum().sum()) == round(0.95 * 2 * n_responses)
+
+    finals = labels[labels["stage"] != "adjudication"].sort_values("stage")  # check after annotation: it wins
+    finals = finals.drop_duplicates([*key, "criterion_id", "group"], keep="last")
+    wide = finals.pivot_table(index=[*key, "criterion_id"], columns="group", values="met", aggfunc="first")
+    adjudicated = labels[labels["stage"] == "adjudication"].set_index([*key, "criterion_id"])
+    wide["differ"] = wide[1] != wide[2]
+    wide["adjudicated"] = wide.index.isin(adjudicated.index)
+    assert not (wide["adjudicated"] & ~wide["differ"]).any()  # adjudication only where the groups differ
+    response = wide.groupby(level=[0, 1]).agg(differ=("differ", "sum"), adjudicated=("adjudicated", "sum"))
+    both_checked = (checks == N).all(axis=1)
+    resolved = response["differ"] == response["adjudicated"]
+    final = both_checked & resolved.reindex(both_checked.index)
+    assert int(final.sum()) == round(0.91 * n_responses)
+    # Responses with some adjudication are final ones: nothing is adjudicated outside the finished part.
+    assert (final | (response["adjudicated"].reindex(final.index) == 0)).all()
+    # Checked with disagreements open: 2 % of responses, each with at least one open disagreement.
+    assert int((both_checked & ~resolved.reindex(both_checked.index)).sum()) == round(0.02 * n_responses)
