@@ -458,31 +458,30 @@ def _case_labels(
                 else:
                     lines.append(f'{prefix}{ids[j]}", "met": {"true" if values[j] else "false"}{tail}')
             if checked[g][m]:
-                checker = case.team.checkers[g].username
-                check_tail = f', "stage": "check", "group": {g}, "annotator": "{checker}"}}\n'
-                values = final[g][m]
-                for j in range(size):
-                    if correction[g][m, j]:
-                        lines.append(
-                            _label_line(
-                                case.case_id,
-                                model.name,
-                                ids[j],
-                                bool(values[j]),
-                                "check",
-                                g,
-                                checker,
-                                CHECK_NOTES[j % len(CHECK_NOTES)],
-                            )
-                        )
-                    else:
-                        lines.append(f'{prefix}{ids[j]}", "met": {"true" if values[j] else "false"}{check_tail}')
+                lines += _check_lines(case, model.name, ids, g, final[g][m], correction[g][m])
         for j in map(int, np.flatnonzero(adjudicated[m])):
             met = bool(adjudication[m, j])
             rationale = ADJUDICATION_NOTES[met] if note_draw[m, j] > 0.6 else None
             lines.append(
                 _label_line(case.case_id, model.name, ids[j], met, "adjudication", None, adjudicator, rationale)
             )
+    return lines
+
+
+def _check_lines(
+    case: _Case, model: str, ids: list[str], group: int, values: np.ndarray, corrected: np.ndarray
+) -> list[str]:
+    """The group checker's check label on every criterion of one response: confirming, or correcting with a note."""
+    checker = case.team.checkers[group].username
+    prefix = f'{{"case_id": "{case.case_id}", "model": "{model}", "criterion_id": "'
+    tail = f', "stage": "check", "group": {group}, "annotator": "{checker}"}}\n'
+    lines: list[str] = []
+    for j, criterion_id in enumerate(ids):
+        if corrected[j]:
+            note = CHECK_NOTES[j % len(CHECK_NOTES)]
+            lines.append(_label_line(case.case_id, model, criterion_id, bool(values[j]), "check", group, checker, note))
+        else:
+            lines.append(f'{prefix}{criterion_id}", "met": {"true" if values[j] else "false"}{tail}')
     return lines
 
 
