@@ -76,6 +76,21 @@ def _short_key(key: str | None) -> str:
     return f"{key[:12]}…" if len(key) > 32 and set(key) <= _HEX else key
 
 
+#: How db.work.feedback keys a labeling round in the log: "round " and the round's UTC time.
+_ROUND_KEY = "round "
+
+
+def _key_text(key: str | None, zone: ZoneInfo) -> str:
+    """An entry's key as `_short_key` shows it, but a labeling round's by its time in the reader's zone."""
+    if key and key.startswith(_ROUND_KEY):
+        try:
+            at = datetime.fromisoformat(key.removeprefix(_ROUND_KEY))
+        except ValueError:
+            return _short_key(key)
+        return t("review.audit_log.round_key", time=local_time(at, zone=zone, seconds=True))
+    return _short_key(key)
+
+
 def _changes(entry: AuditLog) -> list[dict]:
     before, after = entry.before or {}, entry.after or {}
     names = [*before, *(name for name in after if name not in before)]
@@ -159,7 +174,7 @@ def _entries(entries: list[AuditLog], zone: ZoneInfo) -> None:
             t("review.audit_log.col.actor"): [e.actor for e in entries],
             t("review.audit_log.col.action"): [_named("action", e.action) for e in entries],
             t("review.audit_log.col.entity"): [_named("entity", e.entity) for e in entries],
-            t("review.audit_log.col.key"): [_short_key(e.entity_key) for e in entries],
+            t("review.audit_log.col.key"): [_key_text(e.entity_key, zone) for e in entries],
             t("review.audit_log.col.fields"): [
                 t("admin.export.left_out.list_sep").join(
                     dict.fromkeys(_field(n) for n in [*(e.before or {}), *(e.after or {})])
@@ -192,7 +207,7 @@ def _entries(entries: list[AuditLog], zone: ZoneInfo) -> None:
             at=local_time(by_id[i].at, zone=zone, seconds=True),
             action=_named("action", by_id[i].action),
             entity=_named("entity", by_id[i].entity),
-            name=_short_key(by_id[i].entity_key),
+            name=_key_text(by_id[i].entity_key, zone),
         ),
     )
     entry = by_id[chosen]

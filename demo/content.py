@@ -175,35 +175,43 @@ class ScalePlan:
     n_models: int
     n_judges: int
     waiting_share: float  # cases without a rubric (to be authored in the app)
-    coverage: tuple[float, ...]  # both full, group 1 only, group 2 only, 1 full + 2 partial, 2 full + 1 partial, none
-    check_share: float  # (response, group) pairs a checker went through
-    adjudicated_share: float  # responses with disagreements whose disagreements were all resolved
     unassigned_waiting: int  # waiting cases nobody was asked to author yet
-    unassigned_labeling: int  # approved cases whose responses are neither labeled nor assigned
+    unassigned_labeling: int  # approved cases whose responses are neither labeled nor assigned (but a sampled one)
+    # The work plan (demo/plan.py). Small: cases by case; full: each state's share of all responses.
+    finished_cases: int = 0  # approved cases on which every model but the last is final
+    all_final_cases: int = 0  # of those, cases on which every model is final (one round, its feedback open)
+    calibration_size: int = 0  # the last model's calibration sample (0: none drawn)
+    full_shares: tuple[tuple[str, float], ...] = ()
 
 
 PLANS = {
     "small": ScalePlan(
-        n_cases=30,
+        n_cases=40,
         n_models=5,
         n_judges=2,
-        waiting_share=1 / 3,
-        coverage=(0.55, 0.10, 0.10, 0.04, 0.04, 0.17),
-        check_share=0.25,
-        adjudicated_share=0.6,
+        waiting_share=1 / 4,
         unassigned_waiting=2,
         unassigned_labeling=1,
+        finished_cases=24,
+        all_final_cases=6,
+        calibration_size=16,
     ),
     "full": ScalePlan(
         n_cases=2500,
         n_models=len(MODELS),
         n_judges=3,
         waiting_share=0.0,
-        coverage=(1.0, 0.0, 0.0, 0.0, 0.0, 0.0),
-        check_share=0.06,
-        adjudicated_share=0.92,
         unassigned_waiting=0,
         unassigned_labeling=0,
+        # Both groups label every response; 91 % are final, and (2 · 0.93 + 0.02 + 0.02) / 2 = 95 % of the
+        # (response, group) pairs are checked.
+        full_shares=(
+            ("final", 0.91),
+            ("checked_open", 0.02),
+            ("group1_checked", 0.02),
+            ("group2_checked", 0.02),
+            ("unchecked", 0.03),
+        ),
     ),
 }
 

@@ -38,6 +38,7 @@ from demo.content import (
     team_count,
     team_of_case,
 )
+from demo.plan import Shape, WorkPlan, full_plan, small_plan
 
 # Writing the files -----------------------------------------------------------------------------
 
@@ -138,32 +139,57 @@ def _world(plan: ScalePlan, rng: np.random.Generator) -> _World:
 
 @dataclass(frozen=True)
 class _CasePlan:
-    """Which template each case takes, which cases wait for a rubric, and which are left for the admin."""
+    """Which template each case takes, which cases wait for a rubric, which are left for the admin, and the work
+    plan: the state of every (case, model) response (demo/plan.py)."""
 
     template_index: np.ndarray
     waiting: set[int]
     unassigned: set[int]
+    work: WorkPlan
 
 
-def _case_plan(scale: str, plan: ScalePlan, n_templates: int, rng: np.random.Generator) -> _CasePlan:
+#: The seed of the small demo's calibration draw (recorded in the draw's audit entry like any given seed).
+CALIBRATION_SEED = 11
+
+
+def _case_plan(scale: str, plan: ScalePlan, world: _World, rng: np.random.Generator) -> _CasePlan:
     n = plan.n_cases
-    small = scale == "small" and n <= n_templates
-    template_index = np.arange(n) if small else rng.integers(0, n_templates, n)
+    n_templates = len(world.templates)
+    # The small demo shows every template, in order (and again from the first when it has more cases).
+    template_index = np.arange(n) % n_templates if scale == "small" else rng.integers(0, n_templates, n)
     n_waiting = int(round(n * plan.waiting_share))
     waiting = set(rng.permutation(n)[:n_waiting].tolist())
     # The last few waiting cases and approved cases are left for the admin to hand out.
     unassigned = set(sorted(waiting)[len(waiting) - min(plan.unassigned_waiting, len(waiting)) :])
     approved = [i for i in range(n) if i not in waiting]
     unassigned |= set(approved[len(approved) - min(plan.unassigned_labeling, len(approved)) :])
-    return _CasePlan(template_index, waiting, unassigned)
+    models = tuple(m.name for m in world.models)
+    if plan.full_shares:
+        work = full_plan(models, n, plan.full_shares, rng)
+    else:
+        work = small_plan(
+            models,
+            n,
+            approved,
+            unassigned,
+            finished_cases=plan.finished_cases,
+            all_final_cases=plan.all_final_cases,
+            calibration_size=plan.calibration_size,
+            calibration_seed=CALIBRATION_SEED,
+            rng=rng,
+        )
+    return _CasePlan(template_index, waiting, unassigned, work)
 
 
 @dataclass
 class _Work:
-    """Who is handed what: rubric authoring by author, labeling by annotator pair, the one submitted rubric."""
+    """Who is handed what: rubric authoring by author, labeling by annotator pair and round (the cases where every
+    model is final are a round of their own: a finished round), the one submitted rubric."""
 
     rubric_authoring: defaultdict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
-    labeling: defaultdict[tuple[str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+    labeling: defaultdict[tuple[bool, str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+    # calibration-sample responses of cases otherwise left unassigned: handed to the case's team, one by one
+    sampled_alone: list[dict] = field(default_factory=list)
     submitted: dict | None = None
     author_turn: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))  # by team
 
@@ -206,7 +232,7 @@ def write_demo_files(
     rng = np.random.default_rng(seed)
     world = _world(plan, rng)
     n = plan.n_cases
-    cases = _case_plan(scale, plan, len(world.templates), rng)
+    cases = _case_plan(scale, plan, world, rng)
     paths = {
         "cases": out / "cases.jsonl",
         "responses": out / "responses.jsonl",
@@ -231,7 +257,7 @@ def write_demo_files(
     finally:
         for handle in handles.values():
             handle.close()
-    _write_plan(paths["plan"], scale, seed, n, world, work)
+    _write_plan(paths["plan"], scale, seed, n, world, work, cases)
     progress(n, n, "files written")
     return paths
 
@@ -275,11 +301,16 @@ def _write_case(
         if i not in cases.unassigned:
             work.hand_out_rubric(case)
         return False
-    left_alone = i in cases.unassigned
     pair = (team.annotators[1][i % 3].username, team.annotators[2][(i + i // 3) % 3].username)
-    if not left_alone:
-        work.labeling[pair].append(case.case_id)
-    lines = _case_labels(case, world.models, truth, pair, plan, rng, unlabeled=left_alone)
+    if i not in cases.unassigned:
+        work.labeling[(i not in cases.work.feedback_cases, *pair)].append(case.case_id)
+    elif (calibration := cases.work.calibration) and i in calibration.case_indices:
+        # The draw would hand this response to any team's annotator: it goes to the case's own team first.
+        work.sampled_alone.append(
+            {"annotators": list(pair), "case_ids": [case.case_id], "models": [calibration.model], "finished": False}
+        )
+    states = [cases.work.shape(i, m) for m in range(len(world.models))]
+    lines = _case_labels(case, world.models, truth, pair, states, rng)
     handles["labels"].write("".join(lines))
     if world.judges:
         _write_judges(case, world.models, world.judges, truth, lengths, handles, rng)
@@ -307,8 +338,15 @@ def _latent_truth(case: _Case, world: _World, rng: np.random.Generator) -> np.nd
     return rng.random(logit.shape) < _sigmoid(logit)
 
 
-def _write_plan(path: Path, scale: str, seed: int, n: int, world: _World, work: _Work) -> None:
-    """plan.json: the sizes, and who is assigned what (the generator hands the work out from it)."""
+def _write_plan(path: Path, scale: str, seed: int, n: int, world: _World, work: _Work, cases: _CasePlan) -> None:
+    """plan.json: the sizes, who is assigned what (the generator hands the work out from it), the state of every
+    response, the round whose feedback opens and the calibration draw."""
+    rounds = [
+        {"annotators": [first, second], "case_ids": ids, "finished": not in_progress}
+        for (in_progress, first, second), ids in sorted(work.labeling.items())
+    ] + work.sampled_alone
+    finished = [k for k, item in enumerate(rounds) if item["finished"]]
+    plan = cases.work
     plan_record = {
         "scale": scale,
         "seed": seed,
@@ -316,8 +354,15 @@ def _write_plan(path: Path, scale: str, seed: int, n: int, world: _World, work: 
         "models": [m.name for m in world.models],
         "judges": [j.name for j in world.judges],
         "rubric_authoring": dict(sorted(work.rubric_authoring.items())),
-        "labeling": [{"annotators": list(pair), "case_ids": ids} for pair, ids in sorted(work.labeling.items())],
+        "labeling": rounds,
+        "feedback_round": finished[0] if finished else None,
+        "calibration": plan.calibration.record(demo_case_id) if plan.calibration else None,
         "submitted_rubric": work.submitted,
+        "states": {
+            demo_case_id(i): [plan.state(i, m) for m in range(len(world.models))]
+            for i in range(n)
+            if i not in cases.waiting
+        },
     }
     with open(path, "w", encoding="utf-8", newline="\n") as handle:
         json.dump(plan_record, handle, ensure_ascii=False, indent=1)
@@ -340,33 +385,49 @@ def _case_record(case: _Case) -> dict:
     }
 
 
+def _coverage(shapes: list[Shape], group: int, size: int, partial: np.ndarray) -> np.ndarray:
+    """How many criteria (the first ones) each response's group has labeled."""
+    return np.array(
+        [
+            size if s.labeled[group - 1] == "all" else int(p) if s.labeled[group - 1] == "part" else 0
+            for s, p in zip(shapes, partial, strict=True)
+        ]
+    )
+
+
 def _case_labels(
     case: _Case,
     models: tuple[ModelProfile, ...],
     truth: np.ndarray,
     pair: tuple[str, str],
-    plan: ScalePlan,
+    shapes: list[Shape],
     rng: np.random.Generator,
-    *,
-    unlabeled: bool,
 ) -> list[str]:
-    """Annotation, check and adjudication lines of one case's responses (all draws vectorised)."""
+    """Annotation, check and adjudication lines of one case's responses, each as its planned state says (all
+    draws vectorised). A checked group has a check label on every criterion (confirming or correcting); a response
+    both groups checked and planned to stay open keeps at least one disagreement."""
     n_models, size = truth.shape
     error = ANNOTATION_ERROR[case.template["difficulty"]]
-    annotation = {g: truth ^ (rng.random(truth.shape) < error) for g in (1, 2)}
-    state = np.asarray(rng.choice(len(plan.coverage), size=n_models, p=np.array(plan.coverage) / sum(plan.coverage)))
-    if unlabeled:
-        state[:] = len(plan.coverage) - 1
+    annotation: dict[int, np.ndarray] = {g: truth ^ (rng.random(truth.shape) < error) for g in (1, 2)}
     partial = rng.integers(size // 4, size - size // 4, n_models)
-    covered = {
-        1: np.where(np.isin(state, (0, 1, 3)), size, np.where(state == 4, partial, 0)),
-        2: np.where(np.isin(state, (0, 2, 4)), size, np.where(state == 3, partial, 0)),
+    covered = {g: _coverage(shapes, g, size, partial) for g in (1, 2)}
+    checked = {g: np.array([s.checked[g - 1] for s in shapes], dtype=bool) for g in (1, 2)}
+    correction: dict[int, np.ndarray] = {
+        g: (annotation[g] != truth) & (rng.random(truth.shape) < CHECK_CORRECTS) for g in (1, 2)
     }
-    checked = {g: (covered[g] == size) & (rng.random(n_models) < plan.check_share) for g in (1, 2)}
-    correction = {g: (annotation[g] != truth) & (rng.random(truth.shape) < CHECK_CORRECTS) for g in (1, 2)}
-    final = {g: np.where(checked[g][:, None], annotation[g] ^ correction[g], annotation[g]) for g in (1, 2)}
-    both = (covered[1] == size) & (covered[2] == size)
-    resolved = both & (rng.random(n_models) < plan.adjudicated_share)
+    final: dict[int, np.ndarray] = {
+        g: np.where(checked[g][:, None], annotation[g] ^ correction[g], annotation[g]) for g in (1, 2)
+    }
+    kept_open = checked[1] & checked[2] & np.array([not s.adjudicated for s in shapes])
+    forced = rng.integers(0, size, (n_models,))
+    for m in map(int, np.flatnonzero(kept_open & (final[1] == final[2]).all(axis=1))):
+        # group 2's annotator missed criterion `f` and its checker confirmed it: one disagreement stays open
+        f = int(forced[m])
+        other = np.logical_not(final[1][m])
+        annotation[2][m, f] = other[f]
+        correction[2][m, f] = False
+        final[2][m, f] = other[f]
+    resolved = np.array([s.adjudicated for s in shapes], dtype=bool)
     adjudicated = (final[1] != final[2]) & resolved[:, None]
     adjudication = truth ^ (rng.random(truth.shape) < ADJUDICATION_ERROR)
     note_draw = rng.random(truth.shape)
@@ -397,16 +458,30 @@ def _case_labels(
                 else:
                     lines.append(f'{prefix}{ids[j]}", "met": {"true" if values[j] else "false"}{tail}')
             if checked[g][m]:
-                checker = case.team.checkers[g].username
-                for j in range(size):
-                    note = CHECK_NOTES[j % len(CHECK_NOTES)] if correction[g][m, j] else None
-                    lines.append(
-                        _label_line(case.case_id, model.name, ids[j], bool(final[g][m, j]), "check", g, checker, note)
-                    )
+                lines += _check_lines(case, model.name, ids, g, final[g][m], correction[g][m])
         for j in map(int, np.flatnonzero(adjudicated[m])):
             met = bool(adjudication[m, j])
-            note = ADJUDICATION_NOTES[met] if note_draw[m, j] > 0.6 else None
-            lines.append(_label_line(case.case_id, model.name, ids[j], met, "adjudication", None, adjudicator, note))
+            rationale = ADJUDICATION_NOTES[met] if note_draw[m, j] > 0.6 else None
+            lines.append(
+                _label_line(case.case_id, model.name, ids[j], met, "adjudication", None, adjudicator, rationale)
+            )
+    return lines
+
+
+def _check_lines(
+    case: _Case, model: str, ids: list[str], group: int, values: np.ndarray, corrected: np.ndarray
+) -> list[str]:
+    """The group checker's check label on every criterion of one response: confirming, or correcting with a note."""
+    checker = case.team.checkers[group].username
+    prefix = f'{{"case_id": "{case.case_id}", "model": "{model}", "criterion_id": "'
+    tail = f', "stage": "check", "group": {group}, "annotator": "{checker}"}}\n'
+    lines: list[str] = []
+    for j, criterion_id in enumerate(ids):
+        if corrected[j]:
+            note = CHECK_NOTES[j % len(CHECK_NOTES)]
+            lines.append(_label_line(case.case_id, model, criterion_id, bool(values[j]), "check", group, checker, note))
+        else:
+            lines.append(f'{prefix}{criterion_id}", "met": {"true" if values[j] else "false"}{tail}')
     return lines
 
 

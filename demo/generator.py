@@ -6,13 +6,18 @@ and one team of eight physicians per 2,500 cases), writes the files to a tempora
 through the importers — the one path into the database — then hands out work through the assignment and
 rubric functions, so every page has something to show.
 
-Scales:
-- ``small``: 30 Chinese cases over all 8 macro-categories, 3 difficulties and both registers;
-  about two thirds with an approved rubric of 30 criteria, the rest waiting for one (one of them
-  submitted for audit); 5 models; partial labels from both groups, some checks, a few
-  adjudications, some disagreements left open, some responses unlabeled; 2 judges.
-- ``full``: 2,500 cases × 30 criteria × 11 models, both groups labeling every decision
-  (1.65 M annotation labels), checks and adjudications on a share, 3 judges on every decision.
+Scales (the work plan, one state per (case, model) response, is demo/plan.py):
+- ``small``: 40 Chinese cases over all 8 macro-categories, 3 difficulties and both registers; 30 with an
+  approved rubric of 30 criteria, the rest waiting for one (one of them submitted for audit, two not yet handed
+  out); 5 models; a finished benchmark beside work in progress: four models final on 24 approved cases (both
+  groups labeled and checked all 30 criteria, every disagreement adjudicated), all five on 6 of them (one
+  labeling round whose feedback is open); the fifth model's calibration sample, mostly final; every other
+  response in progress (one group only, partly labeled, unchecked, checked with disagreements open, unlabeled);
+  2 judges on every response of an approved case.
+- ``full``: 2,500 cases × 30 criteria × 11 models, both groups labeling every decision (1.65 M annotation
+  labels), mostly final: 91 % of responses final, ≈ 95 % of (response, group) pairs checked with a check label
+  on every decision (≈ 3.2 M label rows in all), the rest checked with disagreements open or unchecked in one or
+  both groups; 3 judges on every decision.
 
 Labels follow a latent "truth": each (response, criterion) is met with a probability that depends
 on the model (ability, consistency, strengths by kind of criterion and by macro-category) and on
@@ -59,6 +64,8 @@ from db.store.models import (
     User,
 )
 from db.work.assignments import assign_labeling, assign_rubric_authoring, rubric_states
+from db.work.calibration import draw_calibration_sample
+from db.work.feedback import set_feedback_open
 from db.work.status import counts
 from demo.content import (
     ADMIN,
@@ -204,13 +211,19 @@ def build_demo(
             progress=progress,
         )
         _add_accounts(engine, people, passwords)
-        import_lines = _import_files(engine, paths, plan.n_judges, progress)
+        import_lines = _import_files(engine, paths, ["cases", "responses"], progress)
         work = json.loads(paths["plan"].read_text(encoding="utf-8"))
+        # The work is handed out and the calibration sample drawn before the physicians' labels come in, as
+        # in a real round; then the labels, judged by the judges.
+        pk_of = _hand_out_work(engine, work)
+        _draw_calibration_sample(engine, work.get("calibration"))
+        judge_stems = [judge.file_stem for judge in JUDGES[: plan.n_judges]]
+        import_lines += _import_files(engine, paths, ["labels", *judge_stems], progress)
 
-    pk_of = _hand_out_work(engine, work)
     if work["submitted_rubric"]:
         _submit_rubric(engine, work["submitted_rubric"], pk_of)
     add_demo_drafts(engine, submitted=1, waiting=1)  # demo/drafts.py: LLM drafts and what authors did with them
+    _open_feedback(engine, work)
     _take_half_into_adjudication(engine, plan.n_cases, cases_per_team)
     add_rubric_quality(engine)
     accounts = [DemoAccount(p.username, p.role, p.group_no, passwords[p.username]) for p in people]
@@ -241,16 +254,12 @@ def _add_accounts(engine: Engine, people: Sequence[DemoPerson], passwords: dict[
             )
 
 
-def _import_files(engine: Engine, paths: dict[str, Path], n_judges: int, progress: Progress) -> list[str]:
-    """Cases, responses, labels and each judge's decisions through the importers; their summary lines."""
+def _import_files(engine: Engine, paths: dict[str, Path], keys: list[str], progress: Progress) -> list[str]:
+    """The files of `keys` (cases, responses, labels, a judge's file stem) through the importers, in that order;
+    their summary lines."""
     import_lines: list[str] = []
-    judge_stems = [judge.file_stem for judge in JUDGES[:n_judges]]
-    for kind, key in [
-        ("cases", "cases"),
-        ("responses", "responses"),
-        ("labels", "labels"),
-        *[("judge", stem) for stem in judge_stems],
-    ]:
+    for key in keys:
+        kind = key if key in ("cases", "responses", "labels") else "judge"
         summary = import_file(engine, kind, paths[key], actor=DEMO_ACTOR, progress=counting(progress, paths[key].name))
         import_lines.extend(summary.lines())
     return import_lines
@@ -279,7 +288,8 @@ def _demo_user(session: Session, username: str) -> User:
 
 
 def _hand_out_work(engine: Engine, work: dict) -> dict[str, int]:
-    """The admin assigns rubric authoring and labeling as plan.json says; returns each case's key by case id."""
+    """The admin assigns rubric authoring and labeling as plan.json says, one labeling round per entry (all responses
+    of its cases, or of its `models` only); returns each case's key by case id."""
     with session_scope(engine) as session:
         admin = _demo_user(session, ADMIN.username)
         for author, case_ids in work["rubric_authoring"].items():
@@ -288,12 +298,58 @@ def _hand_out_work(engine: Engine, work: dict) -> dict[str, int]:
         for item in work["labeling"]:
             case_pks = [pk_of[case_id] for case_id in item["case_ids"]]
             response_ids: list[int] = []
-            for start in range(0, len(case_pks), 500):
-                response_ids += session.exec(
-                    select(Response.id).where(col(Response.case_pk).in_(case_pks[start : start + 500]))
-                ).all()
+            for model in item.get("models") or [None]:
+                response_ids += _responses_of(session, case_pks, model)
             assign_labeling(session, actor=admin, annotators=item["annotators"], response_ids=response_ids)
     return pk_of
+
+
+def _responses_of(session: Session, case_pks: list[int], model: str | None = None) -> list[int]:
+    """The responses of the cases `case_pks` (of `model` only, when given)."""
+    response_ids: list[int] = []
+    for start in range(0, len(case_pks), 500):
+        query = select(Response.id).where(col(Response.case_pk).in_(case_pks[start : start + 500]))
+        if model is not None:
+            query = query.where(col(Response.model) == model)
+        response_ids += [r for r in session.exec(query).all() if r is not None]
+    return response_ids
+
+
+def _draw_calibration_sample(engine: Engine, planned: dict | None) -> None:
+    """The admin draws the planned model's calibration sample with the plan's seed and size (the draw of
+    `clinconsensus assign calibration`); the plan laid its labels on the responses that draw picks."""
+    if not planned:
+        return
+    with session_scope(engine) as session:
+        admin = _demo_user(session, ADMIN.username)
+        draw = draw_calibration_sample(
+            session, actor=admin, model=planned["model"], n=planned["size"], seed=planned["seed"]
+        )
+        if sorted(draw.case_ids) != sorted(planned["case_ids"]):
+            raise RuntimeError(
+                f"demo: the calibration draw of {planned['model']} picked other cases than planned "
+                f"({', '.join(draw.case_ids)})"
+            )
+
+
+def _open_feedback(engine: Engine, work: dict) -> None:
+    """The admin opens the feedback of the finished round plan.json names (its annotators see where gold differed
+    from their labels, and those labels are final)."""
+    index = work.get("feedback_round")
+    if index is None:
+        return
+    with session_scope(engine) as session:
+        admin = _demo_user(session, ADMIN.username)
+        first_case = work["labeling"][index]["case_ids"][0]
+        case_pk = session.exec(select(Case.id).where(col(Case.case_id) == first_case)).one()
+        round_at = session.exec(
+            select(Assignment.created_at).where(
+                col(Assignment.kind) == AssignmentKind.label, col(Assignment.case_pk) == case_pk
+            )
+        ).first()
+        if round_at is None:
+            raise LookupError(f"demo: no labeling round holds {first_case}")
+        set_feedback_open(session, actor=admin, round_at=round_at, is_open=True)
 
 
 def _submit_rubric(engine: Engine, submitted: dict, pk_of: dict[str, int]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -23,13 +25,16 @@ def _top(values: dict, size: int) -> set:
 
 
 def _cacs_means(grid, labels: np.ndarray, rows: np.ndarray, k: int) -> dict:
-    """A literal per-response reading: (s − k + 1)/(N − k + 1) when s ≥ k, averaged per model."""
-    per_model: dict[str, list[float]] = {}
+    """A literal per-response reading: (s − k + 1)/(N − k + 1) when s ≥ k, averaged per model — in exact
+    fractions, so two models whose means are equal tie here as they do in exact arithmetic, whatever the order
+    of a floating-point sum."""
+    per_model: dict[str, list[Fraction]] = {}
     for row in np.flatnonzero(rows):
         s = int((labels[row] == 1).sum())
         n = int(grid.n[row])
-        per_model.setdefault(grid.responses["model"].iloc[row], []).append((s - k + 1) / (n - k + 1) if s >= k else 0.0)
-    return {model: float(np.mean(values)) for model, values in per_model.items()}
+        value = Fraction(s - k + 1, n - k + 1) if s >= k else Fraction(0)
+        per_model.setdefault(grid.responses["model"].iloc[row], []).append(value)
+    return {model: float(sum(values) / len(values)) for model, values in per_model.items()}
 
 
 def _expected(x: dict, y: dict) -> dict:

@@ -66,8 +66,8 @@ def small_files(tmp_path_factory):
 def test_small_cases_cover_specialties_difficulties_registers_and_themes(small_files):
     cases = _lines(small_files["cases"])
     taxonomy = get_taxonomy()
-    assert len(cases) == 30
-    assert len({c["case_id"] for c in cases}) == 30
+    assert len(cases) == 40
+    assert len({c["case_id"] for c in cases}) == 40
     assert {c["difficulty"] for c in cases} == {"low", "medium", "high"}
     macros = {taxonomy.macro_category(c["subject_labels"]) for c in cases}
     assert len(macros) == 8 and "other" not in macros
@@ -94,7 +94,7 @@ def test_small_cases_cover_specialties_difficulties_registers_and_themes(small_f
         assert "{age}" not in c["clinical_context"]
         assert len(c["rubrics"]) in (0, 30)
     with_rubric = [c for c in cases if c["rubrics"]]
-    assert len(with_rubric) == 20
+    assert len(with_rubric) == 30
     for c in with_rubric:
         texts = [item["criterion"] for item in c["rubrics"]]
         assert blocking_problems(texts, 30) == [], c["case_id"]
@@ -105,7 +105,7 @@ def test_small_cases_cover_specialties_difficulties_registers_and_themes(small_f
 def test_small_responses_labels_and_judges_have_the_promised_shape(small_files):
     cases = {c["case_id"]: c for c in _lines(small_files["cases"])}
     responses = _lines(small_files["responses"])
-    assert len(responses) == 150
+    assert len(responses) == 200
     models = {r["model"] for r in responses}
     assert len(models) == 5
     assert Counter(r["case_id"] for r in responses) == dict.fromkeys(cases, 5)
@@ -218,18 +218,18 @@ def test_writer_rejects_bad_sizes_and_scales(tmp_path):
 def test_small_demo_builds_with_queues_for_every_role(engine, fixed_password):
     result = demo.build_demo(engine, scale="small", seed=7)
     c = result.counts
-    assert c["cases"] == 30 and c["approved_rubrics"] == 20 and c["waiting_rubrics"] == 10
+    assert c["cases"] == 40 and c["approved_rubrics"] == 30 and c["waiting_rubrics"] == 10
     # one rubric submitted by plan.json, one drafted by the demo's generator and submitted (demo/drafts.py)
-    assert c["submitted_rubrics"] == 2 and c["criteria"] == 600 and c["responses"] == 150
+    assert c["submitted_rubrics"] == 2 and c["criteria"] == 900 and c["responses"] == 200
     assert c["labels"]["annotation"] > 1000 and c["labels"]["check"] > 0 and c["labels"]["adjudication"] > 0
-    assert c["judge_decisions"] == 2 * 20 * 5 * 30
+    assert c["judge_decisions"] == 2 * 30 * 5 * 30
     assert c["rubric_assignments"] == 8  # two waiting cases are left for the admin to hand out
     assert c["users"] == len(demo.DEMO_PEOPLE)
     with session_scope(engine, read_only=True) as session:
         per_judge = dict(session.exec(select(JudgeDecision.judge, func.count()).group_by(JudgeDecision.judge)).all())
-    assert per_judge == {"judge-a": 3000, "judge-b": 3000}
+    assert per_judge == {"judge-a": 4500, "judge-b": 4500}
     text = "\n".join(result.lines())
-    assert "30" in text and all(p.username in text for p in demo.DEMO_PEOPLE)
+    assert "40" in text and all(p.username in text for p in demo.DEMO_PEOPLE)
     # Chinese theme names were canonicalised; no label or account was unknown to the importers.
     imported = "\n".join(result.import_lines)
     assert "does not know" not in imported and "inactive accounts" not in imported

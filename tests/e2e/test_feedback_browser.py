@@ -1,6 +1,7 @@
-"""Feedback after a round in the browser at 1440×900, on its own copy of the demo: the annotator first
-sees "not open yet"; the admin finds an unfinished round refused, then opens a finished one; the
-annotator's feedback page is kept as a screenshot and carries no model name anywhere in the DOM."""
+"""Feedback after a round in the browser at 1440×900, on its own copy of the demo (which opened one finished round
+of its own): an annotator of another finished round first finds none of their labels in it; the admin finds an
+unfinished round refused, then opens that finished one; the annotator's feedback page is kept as a screenshot and
+carries no model name anywhere in the DOM."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from db import labeling
 from db.store.engine import make_engine, session_scope
 from db.store.models import Assignment, AssignmentKind, JudgeDecision, Response, User
 from db.work import feedback
@@ -31,45 +31,22 @@ from tests.e2e.conftest import (
 pytestmark = pytest.mark.browser
 
 
-def _finish_round(database_url: str, number: int) -> str:
-    """Label what is missing in round `number` through db.labeling.annotation as each assignee (met on every open
-    criterion); returns the round's group-1 annotator."""
+def _annotators(database_url: str, round_at) -> dict[int, set[str]]:
+    """The annotators of each group in the round handed out at `round_at`."""
     engine = make_engine(database_url)
     try:
         with session_scope(engine, read_only=True) as s:
-            admin = s.exec(select(User).where(User.role == "admin")).first()
-            state = feedback.round_states(s, actor=admin)[number - 1]
             rows = s.exec(
-                select(Assignment.user_id, Assignment.response_id, Assignment.group_no).where(
-                    Assignment.kind == AssignmentKind.label, Assignment.created_at == state.round_at
-                )
+                select(User.username, Assignment.group_no)
+                .join(User, User.id == Assignment.user_id)
+                .where(Assignment.kind == AssignmentKind.label, Assignment.created_at == round_at)
             ).all()
-        for user_id, response_id, _group in rows:
-            with session_scope(engine) as s:
-                user = s.get(User, user_id)
-                view = labeling.response_for_labeling(s, user, response_id)
-                decisions = [
-                    labeling.LabelInput(
-                        c.criterion_id, view.labels[c.criterion_id].met if c.criterion_id in view.labels else True
-                    )
-                    for c in view.criteria
-                ]
-                labeling.save_labels(
-                    s,
-                    user,
-                    response_id,
-                    decisions,
-                    rubric_version_id=view.rubric_version_id,
-                    expected_versions=view.expected_versions,
-                )
-        with session_scope(engine, read_only=True) as s:
-            admin = s.exec(select(User).where(User.role == "admin")).first()
-            assert feedback.round_states(s, actor=admin)[number - 1].finished
-            group1 = {s.get(User, user_id).username for user_id, _, group in rows if group == 1}
-        (annotator,) = group1
-        return annotator
     finally:
         engine.dispose()
+    found: dict[int, set[str]] = {1: set(), 2: set()}
+    for username, group in rows:
+        found[group].add(username)
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -104,14 +81,22 @@ def test_admin_opens_a_finished_round_and_the_annotator_reads_its_feedback(brows
     with session_scope(engine, read_only=True) as s:
         admin_user = s.exec(select(User).where(User.role == "admin")).first()
         states = feedback.round_states(s, actor=admin_user)
-    # The demo hands labeling out in rounds, none of them finished yet.
-    assert len(states) >= 2 and not any(state.finished for state in states)
-    unfinished, finished = states[0], max(states[1:], key=lambda state: state.done_share)
-    annotator_name = _finish_round(server.database_url, finished.number)
+    # The demo hands labeling out in rounds: one finished round has its feedback open, other finished rounds wait
+    # for the admin, the rest still label.
+    (demo_open,) = [state for state in states if state.is_open]
+    assert demo_open.finished
+    unfinished = next(state for state in states if not state.finished)
+    open_to = set().union(*_annotators(server.database_url, demo_open.round_at).values())
+    # A finished round whose group-1 annotator has no open round yet: they first read "not open yet".
+    finished, annotator_name = next(
+        (state, name)
+        for state in states
+        if state.finished and not state.is_open
+        for name in sorted(_annotators(server.database_url, state.round_at)[1] - open_to)
+    )
     with session_scope(engine, read_only=True) as s:
         display_name = s.exec(select(User.display_name).where(User.username == annotator_name)).one()
     annotator = Account(annotator_name, "annotator", 1, display_name or annotator_name)
-
     context = browser.new_context(viewport={"width": 1440, "height": 900}, locale="zh-CN", timezone_id="Asia/Shanghai")
     context.set_default_timeout(ACTION_TIMEOUT_MS)
     admin_context = browser.new_context(viewport={"width": 1440, "height": 900}, locale="zh-CN")
@@ -119,8 +104,12 @@ def test_admin_opens_a_finished_round_and_the_annotator_reads_its_feedback(brows
     try:
         page = context.new_page()
         login(page, server, annotator)
+        # Feedback is open for the group (the demo's round), but none of this annotator's own labels is in it yet.
+        with session_scope(engine, read_only=True) as s:
+            user = s.exec(select(User).where(User.username == annotator_name)).one()
+            assert not feedback.my_feedback(s, user).responses
         open_app(page, server, "annotate-feedback")
-        expect(page.get_by_text(text("annotate.feedback.not_open"))).to_be_visible()
+        expect(page.get_by_role("heading", name=text("annotate.feedback.title"))).to_be_visible()
 
         admin_page = admin_context.new_page()
         login(admin_page, server, find_account(server.database_url, "admin"))
@@ -145,7 +134,7 @@ def test_admin_opens_a_finished_round_and_the_annotator_reads_its_feedback(brows
             user = s.exec(select(User).where(User.username == annotator_name)).one()
             view = feedback.my_feedback(s, user)
             opened = [state.number for state in feedback.round_states(s, actor=admin_user) if state.is_open]
-        assert opened == [finished.number]  # the unfinished round stayed closed
+        assert sorted(opened) == sorted([demo_open.number, finished.number])  # the unfinished round stayed closed
         assert view.responses, "the finished round has no decision where gold differs from this annotator"
 
         open_app(page, server, "annotate-feedback")
