@@ -24,8 +24,41 @@ from tests.support.demo_frames import build_demo_frames
 
 
 @pytest.fixture(scope="module")
-def grid(sqlite_template, tmp_path_factory):
-    return prepare(build_demo_frames(sqlite_template, tmp_path_factory))
+def demo(sqlite_template, tmp_path_factory):
+    frames = build_demo_frames(sqlite_template, tmp_path_factory)
+    return prepare(frames), _final_responses(frames.labels)
+
+
+@pytest.fixture(scope="module")
+def grid(demo):
+    return demo[0]
+
+
+def _final_responses(labels: pd.DataFrame) -> set[int]:
+    """Final responses by a literal reading of §4.1 over the raw labels: each decision adjudicated, or both
+    groups' final labels agreeing while both groups have a check label on every criterion of the response."""
+    labels = labels.assign(met=labels["met"].astype(bool))
+    key = ["response_id", "criterion_id"]
+
+    def column(stage: str, group: int) -> pd.Series:
+        chosen = labels[(labels["stage"] == stage) & (labels["group_no"] == group)]
+        return chosen.drop_duplicates(key).set_index(key)["met"].astype(float)
+
+    decisions = pd.DataFrame(
+        {"check1": column("check", 1), "check2": column("check", 2), "adj": column("adjudication", 0)}
+    )
+    decisions = decisions.join(
+        pd.DataFrame({"ann1": column("annotation", 1), "ann2": column("annotation", 2)}), how="outer"
+    )
+    decisions["g1"] = decisions["check1"].combine_first(decisions["ann1"])
+    decisions["g2"] = decisions["check2"].combine_first(decisions["ann2"])
+    per_response = decisions.groupby(level="response_id")
+    n = per_response.size()
+    checked = (per_response["check1"].count() == n) & (per_response["check2"].count() == n)
+    both = checked.reindex(decisions.index, level="response_id")
+    settled = decisions["adj"].notna() | ((decisions["g1"] == decisions["g2"]) & both)
+    final = settled.groupby(level="response_id").sum() == n
+    return set(final[final].index)
 
 
 def _per_response(grid, labels: np.ndarray) -> pd.DataFrame:
@@ -40,10 +73,11 @@ def _per_response(grid, labels: np.ndarray) -> pd.DataFrame:
     return frame
 
 
-def _independent_plan(grid, judge: str, model: str, target: float, alpha: float) -> dict:
+def _independent_plan(grid, final_ids: set[int], judge: str, model: str, target: float, alpha: float) -> dict:
     gold = _per_response(grid, grid.gold)
     judged = _per_response(grid, grid.judges[judge])
-    final = (gold["decided"] == gold["n"]) & (gold["n"] > 0)
+    complete = (gold["decided"] == gold["n"]) & (gold["n"] > 0)
+    final = complete & gold["response_id"].isin(final_ids)
     graded = (judged["decided"] == judged["n"]) & (judged["n"] > 0)
     basis = final & graded & (gold["model"] == model)
     if basis.sum() < 10:
@@ -76,26 +110,44 @@ def _independent_plan(grid, judge: str, model: str, target: float, alpha: float)
     ("model", "target", "alpha"),
     [("model-gamma", 0.2, 0.05), ("model-gamma", 0.03, 0.05), ("model-alpha", 0.25, 0.1), ("model-alpha", 0.5, 0.05)],
 )
-def test_plan_equals_the_formula_on_the_small_demo(grid, model, target, alpha):
+def test_plan_equals_the_formula_on_the_small_demo(demo, model, target, alpha):
+    grid, final_ids = demo
     found = calibration_plan.plan(grid, "judge-a", model, DEFAULT_K, target, alpha)
-    expected = _independent_plan(grid, "judge-a", model, target, alpha)
+    expected = _independent_plan(grid, final_ids, "judge-a", model, target, alpha)
     assert found.as_json() == pytest.approx(expected, rel=1e-9)
     assert list(found.as_json()) == list(calibration_plan.JSON_KEYS)
     assert found.decisions == expected["n"] * grid.rubric_size * 2
     assert found.reached == (expected["half_width"] <= target)
 
 
-def test_the_two_bases(grid):
+def _final_judged(grid, final_ids: set[int], judge: str) -> pd.DataFrame:
+    judged = _per_response(grid, grid.judges[judge])
+    judged["graded"] = (judged["decided"] == judged["n"]) & (judged["n"] > 0)
+    judged["final"] = judged["response_id"].isin(final_ids)
+    return judged
+
+
+def test_the_two_bases(demo):
+    grid, final_ids = demo
+    judged = _final_judged(grid, final_ids, "judge-a")
     own = calibration_plan.plan(grid, "judge-a", "model-gamma", DEFAULT_K, 0.2)
-    fallback = calibration_plan.plan(grid, "judge-a", "model-alpha", DEFAULT_K, 0.2)
-    assert own.n_basis == 14, "model-gamma has 14 final judged responses: its own basis"
-    assert fallback.n_basis == 58, "model-alpha has 9: every final response the judge graded"
-    assert own.n_judged == fallback.n_judged == 20
+    gamma = judged["model"] == "model-gamma"
+    assert own.n_basis == int((gamma & judged["graded"] & judged["final"]).sum()) >= 10, "its own basis"
+    assert own.n_judged == int((gamma & judged["graded"]).sum())
+    # With all but five of model-gamma's final responses left out, the plan reads every final response graded.
+    drop = judged.index[gamma & judged["final"]][5:]
+    keep = np.ones(len(judged), dtype=bool)
+    keep[drop] = False
+    fallback = calibration_plan.plan(grid.subset(keep), "judge-a", "model-gamma", DEFAULT_K, 0.2)
+    assert fallback.n_basis == int((judged["graded"] & judged["final"] & keep).sum())
 
 
-def test_an_unreachable_target_says_so_at_n_judged_minus_one(grid):
+def test_an_unreachable_target_says_so_at_n_judged_minus_one(demo):
+    grid, final_ids = demo
+    judged = _final_judged(grid, final_ids, "judge-a")
+    n_judged = int(((judged["model"] == "model-gamma") & judged["graded"]).sum())
     found = calibration_plan.plan(grid, "judge-a", "model-gamma", DEFAULT_K, 0.001)
-    assert not found.reached and found.n == found.n_judged - 1 == 19 and found.half_width > 0.001
+    assert not found.reached and found.n == found.n_judged - 1 == n_judged - 1 and found.half_width > 0.001
 
 
 @pytest.mark.parametrize(
