@@ -19,7 +19,7 @@ from db.work.validation import newest_anchor_decisions
 
 def load_validity(engine: Engine, grid: DecisionGrid, k: int) -> dict:
     """`rubric_validity` of every case whose current rubric version has a validation run."""
-    with engine.connect() as connection:
+    with engine.connect().execution_options(sqlite_read_only=True) as connection:  # a reader never queues
         current = current_version_ids(connection)
         rows = newest_anchor_decisions(connection)
     return validity_of(grid, rows, current, k)

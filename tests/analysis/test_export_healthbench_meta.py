@@ -24,7 +24,7 @@ META_KEYS = {
 
 def test_healthbench_meta_rows(small_database, tmp_path, capsys):  # noqa: F811
     path = tmp_path / "meta.jsonl"
-    assert main(["export", "healthbench-meta", str(path)]) == 0
+    assert main(["export", "healthbench-meta", str(path), "--gold", "provisional"]) == 0
     assert "rows" in capsys.readouterr().out
     text = path.read_text(encoding="utf-8")
     rows = [json.loads(line) for line in text.splitlines()]
@@ -67,8 +67,8 @@ def test_healthbench_meta_writes_lines_in_blocks_without_changing_them(small_dat
     """Decisions are turned into lines a block at a time; a block boundary inside a case changes no byte."""
     from analysis.exports import healthbench_meta
 
-    assert main(["export", "healthbench-meta", str(tmp_path / "whole.jsonl")]) == 0
+    assert main(["export", "healthbench-meta", str(tmp_path / "whole.jsonl"), "--gold", "provisional"]) == 0
     monkeypatch.setattr(healthbench_meta, "LINES_PER_BLOCK", 5)
-    assert main(["export", "healthbench-meta", str(tmp_path / "blocks.jsonl")]) == 0
+    assert main(["export", "healthbench-meta", str(tmp_path / "blocks.jsonl"), "--gold", "provisional"]) == 0
     whole = (tmp_path / "whole.jsonl").read_bytes()
     assert whole and (tmp_path / "blocks.jsonl").read_bytes() == whole

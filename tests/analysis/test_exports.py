@@ -1133,5 +1133,7 @@ def test_release_of_imported_cases_strips_forbidden_keys(engine, tmp_path):
         assert key not in case
     assert case["license_note"] == "ok" and case["nested"] == {"keep": "yes"}
     text = str(summary)
-    assert "CC-9002" in text and "reference_answer" in text and "nested.qc_flag" in text
+    assert "CC-9002" in text and "source_file" in text and "nested.qc_flag" in text
+    # The reference answer is stored apart as the case's reference (never among its extra keys): nothing to strip.
+    assert "reference_answer" not in text
     assert any("email" in warning for warning in summary.warnings)

@@ -27,7 +27,7 @@ from analysis.report import build_report, report_json
 from db import counts, labeling, review
 from db.importers import import_file
 from db.migrations.upgrade import upgrade
-from db.store.engine import make_engine, session_scope
+from db.store.engine import make_engine, session_scope, sqlite_foreign_keys_off
 from db.store.migrate import alembic_config
 from db.store.models import Case, Criterion, Label, Response, RubricStatus, RubricVersion, User, utcnow
 from db.work import progress as progress_queries, status
@@ -373,7 +373,7 @@ def test_revision_0011_stamps_each_label_with_the_version_current_when_it_was_wr
             ids = (version_1.id, version_2.id)
         with engine.begin() as connection:
             connection.execute(text("UPDATE label SET rubric_version_id = NULL"))  # as labels were before 0011
-        with engine.connect() as connection:
+        with engine.connect() as connection, sqlite_foreign_keys_off(connection):  # as every migration runs
             config = alembic_config()
             config.attributes["connection"] = connection
             command.downgrade(config, "0010_feedback_figures")
