@@ -1,4 +1,5 @@
-"""Rubric quality (docs/REFERENCE.md §4.2) on the small demo: item–rest and redundancy against pandas, every flag shown.
+"""Rubric quality (docs/REFERENCE.md §4.2) on both demos: item–rest and redundancy against pandas on both gold
+bases, every flag shown.
 
 The independent computation reads gold with the definition's own rule (db.rules.gold.gold_labels) from the
 label rows, pivots each case's complete responses with pandas and correlates with `Series.corr`; nothing of
@@ -16,24 +17,33 @@ from analysis.grid import prepare
 from analysis.loader import load_frames
 from analysis.rubric_quality import cases_below_k, criteria_quality, flag_counts
 from analysis.validity_section import load_validity
-from db.rules.gold import gold_labels
+from db.rules.gold import FINAL, PROVISIONAL, gold_labels
 from db.store.engine import make_engine, session_scope
 from db.store.models import AnchorDecision, JudgeDecision, ReferenceAnswer
 from demo import generator as demo
 from tests.conftest import new_sqlite_url
+from tests.support.final_reading import final_responses
+
+#: The full demo's shape (every model, mostly final) on few cases, so a test builds it in seconds.
+FULL_SHAPE_CASES = 40
 
 
-@pytest.fixture(scope="module")
-def demo_engine(sqlite_template, tmp_path_factory):
+@pytest.fixture(scope="module", params=["small", "full"])
+def demo_engine(request, sqlite_template, tmp_path_factory):
     engine = make_engine(new_sqlite_url(sqlite_template, tmp_path_factory.mktemp("quality")))
-    demo.build_demo(engine, scale="small", seed=7)
+    if request.param == "small":
+        demo.build_demo(engine, scale="small", seed=7)
+    else:
+        demo.build_demo(engine, scale="full", seed=7, n_cases=FULL_SHAPE_CASES)
     yield engine
     engine.dispose()
 
 
-def independent_quality(frames) -> dict[tuple[str, str], tuple[float | None, set[str]]]:
+def independent_quality(frames, basis: str = PROVISIONAL) -> dict[tuple[str, str], tuple[float | None, set[str]]]:
     gold = gold_labels(frames.labels)
     gold = gold[["response_id", "criterion_id", "met"]]
+    if basis == FINAL:  # "complete" means final (§4.1), read literally from the label rows
+        gold = gold[gold["response_id"].isin(final_responses(frames.labels))]
     responses = frames.responses[["response_id", "case_pk"]]
     cases = dict(zip(frames.cases["case_pk"], frames.cases["case_id"]))
     expected = {}
@@ -56,10 +66,11 @@ def independent_quality(frames) -> dict[tuple[str, str], tuple[float | None, set
     return expected
 
 
-def test_item_rest_and_redundancy_equal_an_independent_pandas_computation(demo_engine):
+@pytest.mark.parametrize("basis", [FINAL, PROVISIONAL])
+def test_item_rest_and_redundancy_equal_an_independent_pandas_computation(demo_engine, basis):
     frames = load_frames(demo_engine)
-    quality = criteria_quality(prepare(frames))
-    expected = independent_quality(frames)
+    quality = criteria_quality(prepare(frames).on_basis(basis))
+    expected = independent_quality(frames, basis)
     assert len(quality) == len(expected) > 0
     valued = 0
     for case_id, criterion_id, item_rest, redundant in quality.itertuples(index=False):
