@@ -43,7 +43,8 @@ def _add(engine, rows) -> None:
         session.commit()
 
 
-def _world(engine):
+def _world(engine, n: int = N):
+    """Two established models final on every case and a new model with an unlabeled sample; rubrics of `n`."""
     rng = np.random.default_rng(3)
     with Session(engine, expire_on_commit=False) as session:
         users = {
@@ -58,7 +59,7 @@ def _world(engine):
         }
         responses, versions, judged = {}, {}, []
         for number in range(1, CASES + 1):
-            case = make_case(session, f"CC-{number:04d}", n=N)
+            case = make_case(session, f"CC-{number:04d}", n=n)
             versions[number] = current_approved_version(session, case.id).id
             for model in (*OLD, NEW):
                 response = make_response(session, case, model, f"{model}-{number}")
@@ -67,7 +68,7 @@ def _world(engine):
                     JudgeDecision(
                         judge="j", response_id=response.id, criterion_id=f"c{i:02d}", met=bool(rng.random() < 0.6)
                     )
-                    for i in range(1, N + 1)
+                    for i in range(1, n + 1)
                 ]
         session.add_all(judged)
         sample = [responses[NEW, number] for number in range(1, SAMPLE + 1)]
@@ -79,7 +80,7 @@ def _world(engine):
     rows = []
     for model in OLD:
         for number in range(1, CASES + 1):
-            for i in range(1, N + 1):
+            for i in range(1, n + 1):
                 met = bool(rng.random() < (0.7 if model == OLD[0] else 0.4))
                 for stage, group, user in ((Stage.annotation, 1, "a1"), (Stage.annotation, 2, "a2")):
                     rows.append(
