@@ -62,7 +62,8 @@ def test_home_and_sidebar_say_returned_to_you_and_resubmitting_unchanged_asks_fi
 
     app = open_page(app, "annotate-rubrics")
     frame = editor_frame(app)
-    assert list(frame.columns[:3]) == ["criterion_id", "text", "review"]  # the comment beside its criterion
+    # the number column first (a criterion moves by its number), then the comment beside its criterion
+    assert list(frame.columns[:4]) == ["order", "criterion_id", "text", "review"]
     state = app.session_state[f"annotate_rubric_state_{draft.case_pk}"]
     state["rows"][2]["text"] = "说明应使用阿莫西林每次500毫克"  # c03 changed, c05 left as it was
     app = button(app, zh("annotate.authoring.submit")).click().run()

@@ -14,6 +14,7 @@ from analysis.exports import export_sft
 from cli.main import main
 from db.access.users import get_user
 from db.rules.errors import NotFound, PermissionDenied, ValidationFailed
+from db.rules.gold import PROVISIONAL
 from db.store.engine import get_engine, session_scope
 from db.store.models import (
     Assignment,
@@ -233,14 +234,15 @@ def test_sft_export_can_be_limited_to_the_drawn_responses(judged_db, tmp_path):
             for position in range(first, N + 1):
                 for name in ("g1a1", "g2a1"):
                     make_label(s, response, f"c{position:02d}", True, get_user(s, username=name))
-    export_sft(judged_db, tmp_path / "only", dev_fraction=0.0, only_disagreements=True)
+    # The drawn responses' labels are unchecked: the export reads them on the provisional basis.
+    export_sft(judged_db, tmp_path / "only", dev_fraction=0.0, only_disagreements=True, basis=PROVISIONAL)
     manifest = json.loads((tmp_path / "only" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["options"]["only_disagreements"] is True
     lines = (tmp_path / "only" / "train.jsonl").read_text(encoding="utf-8").splitlines()
     drawn = {(c.case_id, c.model) for c in draw.drawn}
     assert {(json.loads(line)["meta"]["case_id"], json.loads(line)["meta"]["model"]) for line in lines} == drawn
     assert len(lines) == 3 * N
-    export_sft(judged_db, tmp_path / "all", dev_fraction=0.0)
+    export_sft(judged_db, tmp_path / "all", dev_fraction=0.0, basis=PROVISIONAL)
     manifest = json.loads((tmp_path / "all" / "manifest.json").read_text(encoding="utf-8"))
     # every gold decision: the drawn, the complete and the partly labeled responses'
     assert manifest["options"]["only_disagreements"] is False
