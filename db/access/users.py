@@ -9,7 +9,6 @@ the audit log names the actor either way.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
@@ -22,7 +21,7 @@ from sqlmodel import Session, col, select
 from db.access.audit import record
 from db.access.audit_digest import password_digest
 from db.access.audit_records import session_entry
-from db.access.policies import AccountPolicy, authorize
+from db.access.policies import AccountPolicy, SystemActor, authorize
 from db.rules.config import IDLE_TIMEOUT_MINUTES, LOCKOUT_MINUTES, MAX_FAILED_LOGINS
 from db.rules.errors import ClinConsensusError, NotFound, ValidationFailed
 from db.rules.security import MIN_PASSWORD_LENGTH, hash_password, new_token, token_digest, verify_password
@@ -37,19 +36,8 @@ TOUCH_INTERVAL = timedelta(minutes=1)
 LOGIN_FAILED = "login failed"
 
 
-@dataclass(frozen=True)
-class SystemActor:
-    """The command line, the demo generator or an import acting without a browser user; `name` goes in the audit log.
-
-    Whoever runs these holds the database itself, so they manage accounts like an admin. Pages pass
-    the signed-in `User` and never make one of these.
-    """
-
-    name: str
-
-
 #: The command line (`clinconsensus users …`).
-CLI_ACTOR = SystemActor("cli")
+CLI_ACTOR = SystemActor.command_line()
 #: Work of the system itself (tools, tests that set up accounts).
 SYSTEM_ACTOR = SystemActor("system")
 

@@ -13,8 +13,8 @@ from sqlalchemy.engine import Connection
 
 from db import counts
 from db.access.audit_replay import bulk_label_row
-from db.access.policies import LABEL_AUTHOR_ROLE, label_author_refusal
-from db.access.users import USERNAME_PATTERN, SystemActor, add_placeholder_user, update_account
+from db.access.policies import LABEL_AUTHOR_ROLE, SystemActor, label_author_refusal
+from db.access.users import USERNAME_PATTERN, add_placeholder_user, update_account
 from db.importers import common
 from db.importers.common import _LABEL_TABLE
 from db.importers.targets import _table_has_rows, _Targets
