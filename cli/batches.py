@@ -10,6 +10,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from cli.acting import ACTOR_HELP, command_line_name
+
 
 def _names(text: str | None) -> list[str]:
     return [name.strip() for name in (text or "").split(",") if name.strip()]
@@ -34,7 +36,9 @@ def cmd_judge_export(args, engine_of: Callable, progress_of: Callable) -> int:
     )
     options.check_request()  # before the database is touched
     options.check_selection()
-    exported = export_judge_batch(engine_of(), Path(args.dir), options, by=args.actor, progress=progress_of("batch"))
+    exported = export_judge_batch(
+        engine_of(), Path(args.dir), options, by=command_line_name(args), progress=progress_of("batch")
+    )
     print(exported.line("judge"))
     return 0
 
@@ -57,7 +61,9 @@ def cmd_generate_export(args, engine_of: Callable, progress_of: Callable) -> int
     options.check_request()  # before the database is touched
     options.check_name()
     options.system_text()
-    exported = export_generate_batch(engine_of(), Path(args.dir), options, by=args.actor, progress=progress_of("batch"))
+    exported = export_generate_batch(
+        engine_of(), Path(args.dir), options, by=command_line_name(args), progress=progress_of("batch")
+    )
     print(exported.line("generate"))
     return 0
 
@@ -93,7 +99,7 @@ def _request_arguments(q, max_tokens: int) -> None:
         action="store_true",
         help="Qwen3-family models: turn thinking off (chat_template_kwargs enable_thinking false)",
     )
-    q.add_argument("--actor", default="cli", help="name recorded in the run record")
+    q.add_argument("--actor", default=None, help=ACTOR_HELP)
 
 
 def _import_arguments(q) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from cli.acting import command_line_name
 from cli.runs import _endpoint_arguments, _run_finished, _urls, print_run
 
 
@@ -32,7 +33,7 @@ def cmd_draft_rubrics(args, engine_of: Callable, progress_of: Callable) -> int:
     )
     options.check()  # before the database is touched
     read_draft_template(options.template)
-    summary = run_draft(engine_of(), options, by=args.actor, progress=progress_of("draft rubrics"))
+    summary = run_draft(engine_of(), options, by=command_line_name(args), progress=progress_of("draft rubrics"))
     print_run(summary, args.json)
     if not args.json:
         totals = dropped_totals(engine_of(), summary["id"])

@@ -13,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+from cli.acting import ACTOR_HELP, command_line_name
 from db.rules.errors import ClinConsensusError
 
 ENTRY_FILE = Path(__file__).resolve().parent.parent / "streamlit_app.py"
@@ -75,7 +76,7 @@ def cmd_import(args) -> int:
             args.kind,
             Path(args.file),
             fmt=args.format,
-            actor=args.actor,
+            actor=command_line_name(args),
             judge=args.judge,
             progress=_progress(f"import {args.kind}"),
             override_freeze=args.override_freeze,
@@ -409,7 +410,7 @@ def _add_import(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--judge", default=None, metavar="NAME", help="judge files: the judge's name where the file does not give it"
     )
-    p.add_argument("--actor", default="cli", help="name recorded in the audit log")
+    p.add_argument("--actor", default=None, help=ACTOR_HELP)
     p.add_argument(
         "--override-freeze",
         action="store_true",

@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 
 from cli import batches
+from cli.acting import ACTOR_HELP, command_line_name
 from db.rules.errors import ValidationFailed
 from db.rules.limits import InputRejected, refuse_invisible_text
 
@@ -84,7 +85,7 @@ def cmd_judge_run(args, engine_of: Callable, progress_of: Callable) -> int:
         max_retries=args.max_retries,
     )
     options.check()  # before the database is touched
-    summary = run_judge(engine_of(), options, by=args.actor, progress=progress_of("judge run"))
+    summary = run_judge(engine_of(), options, by=command_line_name(args), progress=progress_of("judge run"))
     print_run(summary, args.json)
     return _run_finished(summary)
 
@@ -109,7 +110,7 @@ def cmd_generate(args, engine_of: Callable, progress_of: Callable) -> int:
     )
     options.check()  # before the database is touched
     options.system_text()
-    summary = run_generate(engine_of(), options, by=args.actor, progress=progress_of("generate"))
+    summary = run_generate(engine_of(), options, by=command_line_name(args), progress=progress_of("generate"))
     print_run(summary, args.json)
     return _run_finished(summary)
 
@@ -134,7 +135,7 @@ def cmd_judge_runs(args, engine_of: Callable) -> int:
     from db.work import judge_runs
 
     with session_scope(engine_of(), read_only=True) as session:
-        runs = [judge_runs.run_summary(run) for run in judge_runs.list_runs(session, "cli")]
+        runs = [judge_runs.run_summary(run) for run in judge_runs.list_runs(session, command_line_name())]
     if args.json:
         print(json.dumps(runs, ensure_ascii=False, indent=2))
         return 0
@@ -157,7 +158,7 @@ def cmd_judge_cancel(args, engine_of: Callable) -> int:
     from db.work import judge_runs
 
     with session_scope(engine_of()) as session:
-        run = judge_runs.request_cancel(session, "cli", args.run_id)
+        run = judge_runs.request_cancel(session, command_line_name(), args.run_id)
         print(f"run {run.id}: {judge_runs.shown_status(run)}, asked to stop")
     return 0
 
@@ -182,7 +183,7 @@ def _endpoint_arguments(q, model_required: bool = True) -> None:
     )
     q.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
     q.add_argument("--max-retries", type=int, default=2, help="SDK retries of 429/5xx answers per request")
-    q.add_argument("--actor", default="cli", help="name recorded in the run record")
+    q.add_argument("--actor", default=None, help=ACTOR_HELP)
     q.add_argument("--json", action="store_true", help="print the run's summary as JSON")
 
 

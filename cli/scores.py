@@ -3,7 +3,7 @@
 The rules (once per model, unique snapshot names, admin only, audit entries) live in `db.work.calibration`,
 `db.work.disagreements` and `db.work.leaderboard`;
 the payload of a snapshot and the comparison of two are `analysis.leaderboard`.
-The command line acts as an admin named by `--actor` (default `cli`), as the other commands do.
+The command line acts as the system actor `@cli` (`cli.acting`), as the other commands do.
 """
 
 from __future__ import annotations
@@ -11,20 +11,9 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from cli.acting import ACTOR_HELP, command_line
 from db.rules.errors import ValidationFailed
-
-if TYPE_CHECKING:
-    from db.store.models import User
-
-
-def command_line_admin(name: str) -> User:
-    """The account the command line acts as: an admin that is not stored (whoever runs it holds the database)."""
-    # Imported here: building the parser (`--help`) should not load every table's model.
-    from db.store.models import Role, User
-
-    return User(username=name[:64] or "cli", role=Role.admin, is_active=True)
 
 
 def cmd_assign(args, engine_of: Callable) -> int:
@@ -38,7 +27,7 @@ def cmd_assign(args, engine_of: Callable) -> int:
     if args.kind == "disagreements" and (args.judges is None or args.model is not None):
         raise ValidationFailed("assign disagreements: give --judges A,B (and no --model)")
     with session_scope(engine_of()) as session:
-        actor = command_line_admin(args.actor)
+        actor = command_line(args)
         if args.kind == "calibration":
             n = DEFAULT_SAMPLE_SIZE if args.n is None else args.n
             lines = draw_calibration_sample(session, actor=actor, model=args.model, n=n, seed=args.seed).lines()
@@ -64,14 +53,14 @@ def cmd_leaderboard(args, engine_of: Callable) -> int:
             name = store.require_new_name(session, _one(args.names, "freeze NAME"))
         payload = leaderboard.build_payload(engine, k=args.k, gold_basis=str(gold), min_responses=int(minimum or 1))
         with session_scope(engine) as session:
-            store.freeze_snapshot(session, actor=command_line_admin(args.actor), name=name, payload=payload)
+            store.freeze_snapshot(session, actor=command_line(args), name=name, payload=payload)
         ranked = sum(1 for row in payload["models"] if row["ranked"])
         print(
             f"froze leaderboard {name} ({len(payload['models'])} models, {ranked} ranked; "
             f"{leaderboard.basis_text(payload)})"
         )
         return 0
-    actor = command_line_admin(args.actor)
+    actor = command_line(args)
     problems: list = []
     with session_scope(engine, read_only=True) as session:
         if args.action == "list":
@@ -118,7 +107,7 @@ def export_newest(engine, directory):
 
     head = export_head(engine)
     with session_scope(engine, read_only=True) as session:
-        newest = leaderboard.snapshot_dict(store.newest_snapshot(session, actor=command_line_admin("cli")))
+        newest = leaderboard.snapshot_dict(store.newest_snapshot(session, actor=command_line()))
     return leaderboard.export_leaderboard(newest, directory, head=head)
 
 
@@ -145,7 +134,7 @@ def add_commands(sub, engine_of: Callable) -> None:
         default=None,
         help="calibration: seed of the draw, for replays and tests (default: the server draws one; audited either way)",
     )
-    p.add_argument("--actor", default="cli", help="name recorded in the audit log")
+    p.add_argument("--actor", default=None, help=ACTOR_HELP)
     p.set_defaults(handler=lambda args: cmd_assign(args, engine_of))
 
     p = sub.add_parser("leaderboard", help="dated leaderboard snapshots: freeze NAME | list | show NAME | diff A B")
@@ -153,7 +142,7 @@ def add_commands(sub, engine_of: Callable) -> None:
     p.add_argument("names", nargs="*", metavar="NAME")
     p.add_argument("--k", type=int, default=10, help="freeze: the CACS threshold")
     p.add_argument("--json", action="store_true", help="list, show, diff: print JSON")
-    p.add_argument("--actor", default="cli", help="name recorded in the audit log")
+    p.add_argument("--actor", default=None, help=ACTOR_HELP)
     from cli import basis
 
     basis.add_gold_option(p)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from cli.acting import command_line_name
 from cli.runs import _endpoint_arguments, _run_finished, _urls, print_run
 
 
@@ -41,7 +42,7 @@ def cmd_validate_rubrics(args, engine_of: Callable, progress_of: Callable) -> in
         max_retries=args.max_retries,
     )
     options.check()  # before the database is touched
-    summary = run_validation(engine_of(), options, by=args.actor, progress=progress_of("validate rubrics"))
+    summary = run_validation(engine_of(), options, by=command_line_name(args), progress=progress_of("validate rubrics"))
     if args.json:
         print(json.dumps(summary, ensure_ascii=False, indent=2))
     else:

@@ -49,6 +49,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from db.access import independence, users
+from db.access.policies import SystemActor
 from db.importers import import_file
 from db.rubrics.authoring import CriterionInput, save_rubric_draft, submit_rubric
 from db.rules.config import get_settings
@@ -91,7 +92,7 @@ from demo.rubric_quality import add_rubric_quality
 PASSWORD_ENV = "CLINCONSENSUS_DEMO_PASSWORD"
 DEMO_ACTOR = "demo"
 #: The demo's accounts are made by the generator itself, not by a signed-in admin.
-DEMO_ACCOUNTS_ACTOR = users.SystemActor(DEMO_ACTOR)
+DEMO_ACCOUNTS_ACTOR = SystemActor(DEMO_ACTOR)
 
 
 # Building the demo in a database ---------------------------------------------------------------

@@ -3,12 +3,17 @@
 Streamlit accepts `PUT /_stcore/upload_file/<session_id>/<file_id>` for any connected session, and
 asks `Runtime.is_active_session(session_id)` before it reads a byte of the body (its only use of
 that question). The gate wraps it: the session must also be one the shell saw signed in as an
-admin on its last run, and that sign-in must still be live in the database (`db.access.users.may_upload`),
-so a signed-out visitor's upload is refused before it costs the server any memory.
+admin on its last run, the request must carry that same sign-in in its cookie (a Streamlit session id
+alone, read off a websocket, opens nothing), and that sign-in must still be live in the database
+(`db.access.users.may_upload`), so a signed-out visitor's upload is refused before it costs the server
+any memory. Streamlit hands the question no request: the gate reads the cookie from the upload handler's
+own `request` (its caller's frame), and refuses when it finds none.
 """
 
 from __future__ import annotations
 
+import secrets
+import sys
 import threading
 
 from db.access import users
@@ -32,7 +37,8 @@ def install() -> bool:
         streamlits_own = Runtime.is_active_session
 
         def is_active_session(runtime: Runtime, session_id: str) -> bool:
-            return streamlits_own(runtime, session_id) and session_may_upload(session_id)
+            cookie = _request_cookie(sys._getframe(1).f_locals.get("request"))
+            return streamlits_own(runtime, session_id) and session_may_upload(session_id, cookie)
 
         # The gate replaces Streamlit's method on purpose, which mypy refuses for any method.
         Runtime.is_active_session = is_active_session  # type: ignore[method-assign, assignment]
@@ -40,11 +46,21 @@ def install() -> bool:
         return True
 
 
-def session_may_upload(session_id: str) -> bool:
-    """True when this Streamlit session belongs to a signed-in admin whose sign-in is still live."""
+def _request_cookie(request: object) -> str | None:
+    """The sign-in cookie of the upload's HTTP request (None: no request, or no such cookie)."""
+    from ui.session_cookie import COOKIE_NAME
+
+    cookies = getattr(request, "cookies", None)
+    value = cookies.get(COOKIE_NAME) if isinstance(cookies, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def session_may_upload(session_id: str, cookie: str | None) -> bool:
+    """True when this Streamlit session belongs to a signed-in admin whose sign-in is still live, and the
+    request's cookie carries that very sign-in."""
     with _lock:
         token = _admin_sessions.get(session_id)
-    if token is None:
+    if token is None or cookie is None or not secrets.compare_digest(token, cookie):
         return False
     try:
         with session_scope(get_engine(), read_only=True) as session:

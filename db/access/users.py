@@ -9,7 +9,6 @@ the audit log names the actor either way.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
@@ -22,9 +21,10 @@ from sqlmodel import Session, col, select
 from db.access.audit import record
 from db.access.audit_digest import password_digest
 from db.access.audit_records import session_entry
-from db.access.policies import AccountPolicy, authorize
+from db.access.policies import AccountPolicy, SystemActor, authorize
 from db.rules.config import IDLE_TIMEOUT_MINUTES, LOCKOUT_MINUTES, MAX_FAILED_LOGINS
 from db.rules.errors import ClinConsensusError, NotFound, ValidationFailed
+from db.rules.records import LookAlikes
 from db.rules.security import MIN_PASSWORD_LENGTH, hash_password, new_token, token_digest, verify_password
 from db.store.engine import session_scope
 from db.store.models import LoginSession, LoginThrottle, Role, User, table_of, utcnow
@@ -37,19 +37,8 @@ TOUCH_INTERVAL = timedelta(minutes=1)
 LOGIN_FAILED = "login failed"
 
 
-@dataclass(frozen=True)
-class SystemActor:
-    """The command line, the demo generator or an import acting without a browser user; `name` goes in the audit log.
-
-    Whoever runs these holds the database itself, so they manage accounts like an admin. Pages pass
-    the signed-in `User` and never make one of these.
-    """
-
-    name: str
-
-
 #: The command line (`clinconsensus users …`).
-CLI_ACTOR = SystemActor("cli")
+CLI_ACTOR = SystemActor.command_line()
 #: Work of the system itself (tools, tests that set up accounts).
 SYSTEM_ACTOR = SystemActor("system")
 
@@ -138,6 +127,7 @@ def add_user(
     validate_password(password)
     if get_user(session, username=username) is not None:
         raise ValidationFailed(f"username: {username!r} exists already", key="admin.users.error.exists")
+    _refuse_lookalike(session, username)
     user = User(
         username=username,
         display_name=display_name or username,
@@ -149,6 +139,15 @@ def add_user(
     session.flush()
     record(session, actor_name(actor), action="create", entity="user", entity_key=username, after=_user_snapshot(user))
     return user
+
+
+def _refuse_lookalike(session: Session, username: str) -> None:
+    """A new name that differs from an account's only in case (the same after NFKC and case folding) is refused."""
+    names = LookAlikes(session.exec(select(col(User.username))))
+    other = names.clash(username)
+    if other is not None:
+        said = names.said("username", username, other)
+        raise ValidationFailed(str(said), key=said.key, params=said.params)
 
 
 def add_placeholder_user(session: Session, *, username: str, role: str, group_no: int | None, actor: Actor) -> User:

@@ -28,11 +28,13 @@ from db.rules.errors import Said
 from db.rules.records import (
     JudgeDecisionRecord,
     LocalJudgeRecord,
+    LookAlikes,
     OfficialCaseResults,
     OfficialCriterionResult,
     check,
     kind_of,
 )
+from db.store.distinct import distinct_values
 
 # Judge decisions -----------------------------------------------------------------------------
 
@@ -79,6 +81,9 @@ class _JudgeWriter:
         self.inserter = _BulkInserter(run, _JUDGE_TABLE, _JUDGE_COLUMNS)
         self.seen: set[tuple[str, int]] = set()
         self.chunk: list[tuple] = []
+        # Judges already known, by folded name: a new one that looks like a different one is refused.
+        self.judges = LookAlikes(distinct_values(run.connection, _JUDGE_TABLE.c.judge))
+        self.judges_taken: set[str] = set()
 
     def add(
         self,
@@ -91,6 +96,13 @@ class _JudgeWriter:
         extra: dict | None,
         where: str = "",
     ) -> None:
+        if judge not in self.judges_taken:
+            other = self.judges.clash(judge)
+            if other is not None:
+                self.run.problems.at(line, self.judges.said(where + "judge", judge, other))
+                return
+            self.judges.add(judge)
+            self.judges_taken.add(judge)
         errors: list[str] = []
         located = self.targets.locate(case_id, model, criterion_id, errors)
         if located is None:

@@ -13,8 +13,8 @@ from sqlalchemy.engine import Connection
 
 from db import counts
 from db.access.audit_replay import bulk_label_row
-from db.access.policies import LABEL_AUTHOR_ROLE, label_author_refusal
-from db.access.users import USERNAME_PATTERN, SystemActor, add_placeholder_user, update_account
+from db.access.policies import LABEL_AUTHOR_ROLE, SystemActor, label_author_refusal
+from db.access.users import USERNAME_PATTERN, add_placeholder_user, update_account
 from db.importers import common
 from db.importers.common import _LABEL_TABLE
 from db.importers.targets import _table_has_rows, _Targets
@@ -22,7 +22,7 @@ from db.importers.writing import _COPY_ESCAPES, _batches, _BulkInserter, _Run
 from db.labeling.freeze import final_rounds
 from db.rules import limits
 from db.rules.errors import Said
-from db.rules.records import STAGES, LabelRecord, check
+from db.rules.records import STAGES, LabelRecord, LookAlikes, check
 from db.store.models import NO_GROUP, User, table_of
 
 # Labels --------------------------------------------------------------------------------------
@@ -275,6 +275,8 @@ class _LabelAuthors:
     authors: dict[str, tuple[str, int | None]]
     #: Placeholders whose group no label has named yet (first seen as adjudicators): their first grouped label sets it.
     groupless: set[str]
+    #: Every account name and every new name accepted so far, folded: a new name that looks like another is refused.
+    folded: LookAlikes = field(default_factory=LookAlikes)
 
     @classmethod
     def load(cls, connection: Connection) -> _LabelAuthors:
@@ -293,6 +295,7 @@ class _LabelAuthors:
             people.authors[account.username] = (str(account.role), account.group_no)
             if account.group_no is None and not account.is_active and not account.password_hash:
                 people.groupless.add(account.username)
+        people.folded = LookAlikes(people.users)
         return people
 
     def accept(self, run: _Run, line: int, annotator: str, stage: str, group: int) -> int | None:
@@ -314,6 +317,10 @@ class _LabelAuthors:
                 ),
             )
             return None
+        if user_id is None and (other := self.folded.clash(annotator)) is not None:
+            run.problems.at(line, self.folded.said("annotator", annotator, other))
+            return None
+        self.folded.add(annotator)
         group_no = None if group == NO_GROUP else group
         author = self._author(run, annotator, stage, group_no)
         refusal = label_author_refusal(author[0], author[1], stage, group_no)

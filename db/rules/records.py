@@ -246,18 +246,20 @@ def _rubric_size_on_import(value: Any) -> Any:
 
 
 def _distinct_criterion_ids(items: list[CriterionRecord]) -> list[CriterionRecord]:
+    """Criterion ids of one rubric are distinct, also after NFKC and case folding (`C01` beside `c01` is refused)."""
     first: dict[str, int] = {}
     for index, item in enumerate(items):
-        if item.criterion_id in first:
-            raise PydanticCustomError(
-                "repeats",
-                "{detail}",
-                {
-                    "at": f"[{index}].criterion_id",
-                    "detail": f"{item.criterion_id!r} repeats rubrics[{first[item.criterion_id]}]",
-                },
+        earlier = first.get(folded_name(item.criterion_id))
+        if earlier is not None:
+            other = items[earlier].criterion_id
+            detail = (
+                f"{item.criterion_id!r} repeats rubrics[{earlier}]"
+                if other == item.criterion_id
+                else f"{item.criterion_id!r} looks like {other!r} of rubrics[{earlier}] (the same after NFKC and case "
+                "folding)"
             )
-        first[item.criterion_id] = index
+            raise PydanticCustomError("repeats", "{detail}", {"at": f"[{index}].criterion_id", "detail": detail})
+        first[folded_name(item.criterion_id)] = index
     return items
 
 

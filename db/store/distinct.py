@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import Column, func, select
+from sqlalchemy.engine import Connection
 from sqlmodel import Session
 
 
-def distinct_values(session: Session, column: Column[Any]) -> list[Any]:
+def distinct_values(session: Session | Connection, column: Column[Any]) -> list[Any]:
     """The column's distinct non-null values, in order.
 
     Millions of rows may hold a handful of values (judges, audit entities, actors): a recursive query asks the

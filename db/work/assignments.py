@@ -24,7 +24,7 @@ from sqlmodel import Session, col, select
 
 from db import counts
 from db.access.audit import AuditWriter, record
-from db.access.policies import AssignmentPolicy, authorize, current_user
+from db.access.policies import AssignmentPolicy, SystemActor, authorize, current_user
 from db.rules.errors import NotFound, ValidationFailed
 from db.store.current_rubric import counts_on_current_rubric, current_version_ids
 from db.store.distinct import distinct_values
@@ -170,7 +170,7 @@ def specialties(session: Session) -> list[str]:
 def assign_rubric_authoring(
     session: Session,
     *,
-    actor: User,
+    actor: User | SystemActor,
     annotators: Iterable[str],
     case_ids: Iterable[str] | None = None,
     specialty: str | None = None,
@@ -253,7 +253,7 @@ def assign_rubric_authoring(
 def assign_labeling(
     session: Session,
     *,
-    actor: User,
+    actor: User | SystemActor,
     annotators: Iterable[str],
     response_ids: Iterable[int] | None = None,
     preview: bool = False,
@@ -386,7 +386,7 @@ class _LabelingHandout:
 # Reassignment -----------------------------------------------------------------------------
 
 
-def reassign(session: Session, *, actor: User, assignment_id: int, to_username: str) -> Assignment:
+def reassign(session: Session, *, actor: User | SystemActor, assignment_id: int, to_username: str) -> Assignment:
     """Hand one assignment to another annotator (same expert group for labeling; never the author)."""
     actor = current_user(session, actor)
     authorize(actor, AssignmentPolicy.manage())
@@ -461,7 +461,7 @@ def reassign_candidates(session: Session, *, actor: User, assignment_id: int) ->
 
 
 def list_assignments(
-    session: Session, *, actor: User, kind: AssignmentKind, username: str | None = None, limit: int = 500
+    session: Session, *, actor: User | SystemActor, kind: AssignmentKind, username: str | None = None, limit: int = 500
 ) -> list[dict]:
     """Assignments for the admin's table (with model names: admins are not blinded)."""
     actor = current_user(session, actor)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from sqlmodel import Session, col, select
 
 from db.access.audit import record
-from db.access.policies import CalibrationPolicy, authorize, current_user
+from db.access.policies import CalibrationPolicy, SystemActor, authorize, current_user
 from db.rules.errors import NotFound, ValidationFailed
 from db.store.current_rubric import current_version_ids
 from db.store.judges import response_models as store_response_models
@@ -47,7 +47,7 @@ class CalibrationDraw:
         ]
 
 
-def sampled_models(session: Session, *, actor: User) -> dict[str, int]:
+def sampled_models(session: Session, *, actor: User | SystemActor) -> dict[str, int]:
     """model → size of its calibration sample, for every model that has one (admins: it names models)."""
     authorize(current_user(session, actor), CalibrationPolicy.manage())
     rows = session.exec(select(CalibrationSample.model, CalibrationSample.response_id)).all()
@@ -57,7 +57,7 @@ def sampled_models(session: Session, *, actor: User) -> dict[str, int]:
     return dict(sorted(sizes.items()))
 
 
-def response_models(session: Session, *, actor: User) -> list[str]:
+def response_models(session: Session, *, actor: User | SystemActor) -> list[str]:
     """Every model with responses, by name (what a sample can be drawn of; admins only)."""
     authorize(current_user(session, actor), CalibrationPolicy.manage())
     return store_response_models(session)
@@ -75,7 +75,7 @@ def _eligible_responses(session: Session, model: str) -> list[tuple[int, int]]:
 
 
 def draw_calibration_sample(
-    session: Session, *, actor: User, model: str, n: int = DEFAULT_SAMPLE_SIZE, seed: int | None = None
+    session: Session, *, actor: User | SystemActor, model: str, n: int = DEFAULT_SAMPLE_SIZE, seed: int | None = None
 ) -> CalibrationDraw:
     """Draw, assign and record `model`'s calibration sample of `n` responses (the caller commits).
 

@@ -27,7 +27,7 @@ from sqlalchemy import and_, case, func, select as select_columns
 from sqlmodel import Session, col, select
 
 from db.access.audit import record
-from db.access.policies import CalibrationPolicy, authorize, current_user
+from db.access.policies import CalibrationPolicy, SystemActor, authorize, current_user
 from db.rules.errors import NotFound, ValidationFailed
 from db.store.current_rubric import current_rubric_sizes, current_versions
 from db.store.models import (
@@ -132,7 +132,7 @@ def ranked_candidates(session: Session, judge_a: str, judge_b: str) -> list[Cand
 
 
 def draw_disagreements(
-    session: Session, *, actor: User, judges: Sequence[str], n: int = DEFAULT_DRAW_SIZE
+    session: Session, *, actor: User | SystemActor, judges: Sequence[str], n: int = DEFAULT_DRAW_SIZE
 ) -> Disagreements:
     """Draw, assign and record the `n` responses where `judges` disagree most (the caller commits)."""
     actor = current_user(session, actor)
@@ -183,7 +183,7 @@ def draw_disagreements(
     return Disagreements(judges=(judge_a, judge_b), drawn=drawn, assignments=summary)
 
 
-def drawn_counts(session: Session, *, actor: User) -> dict[tuple[str, str], int]:
+def drawn_counts(session: Session, *, actor: User | SystemActor) -> dict[tuple[str, str], int]:
     """(judge A, judge B) → responses drawn where they disagree, for every pair drawn so far (admins only)."""
     authorize(current_user(session, actor), CalibrationPolicy.manage())
     rows = session.exec(

@@ -45,7 +45,7 @@ from sqlmodel import Session, col, select
 from db import counts
 from db.access.audit import record
 from db.access.audit_records import round_key
-from db.access.policies import FeedbackPolicy, authorize, current_user
+from db.access.policies import FeedbackPolicy, SystemActor, authorize, current_user
 from db.rubrics.authoring import CaseView, case_view
 from db.rules import gold as gold_rule
 from db.rules.errors import NotFound, ValidationFailed
@@ -191,7 +191,7 @@ def _done_flags(session: Session, rows: list[tuple]) -> list[bool]:
     return flags
 
 
-def round_states(session: Session, *, actor: User) -> list[RoundState]:
+def round_states(session: Session, *, actor: User | SystemActor) -> list[RoundState]:
     """Every labeling round, oldest first, with how far its labeling is and whether feedback is open."""
     actor = current_user(session, actor)
     authorize(actor, FeedbackPolicy.manage())
@@ -237,7 +237,7 @@ def _refuse_shared_unfinished(session: Session, round_at: datetime, case_pks: se
         raise RoundSharesCase(len(shared), len(unfinished))
 
 
-def set_feedback_open(session: Session, *, actor: User, round_at: datetime, is_open: bool) -> RoundState:
+def set_feedback_open(session: Session, *, actor: User | SystemActor, round_at: datetime, is_open: bool) -> RoundState:
     """Open (or close) the feedback of the round `round_at`; opening an unfinished round is refused.
 
     Opening an open round or closing a closed one changes nothing and writes no audit entry.

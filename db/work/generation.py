@@ -18,7 +18,7 @@ from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlmodel import Session, SQLModel, col
 
-from db.access.policies import JudgeRunPolicy, authorize, current_user
+from db.access.policies import JudgeRunPolicy, SystemActor, authorize, current_user
 from db.importers.responses import write_responses
 from db.store.models import JudgeRun, Response, User, utcnow
 from db.work.judge_runs import run_summary
@@ -138,14 +138,14 @@ class ModelGeneration:
     runs: list[dict[str, Any]] = field(default_factory=list)
 
 
-def generated_models(session: Session, *, actor: User) -> list[str]:
+def generated_models(session: Session, *, actor: User | SystemActor) -> list[str]:
     """The models generate runs have stored answers as, by name (a model may have no response yet; admins only)."""
     authorize(current_user(session, actor), JudgeRunPolicy.manage())
     names = session.scalars(select(col(JudgeRun.judge)).where(col(JudgeRun.kind) == "generate").distinct())
     return sorted(str(name) for name in names)
 
 
-def models_newest_first(session: Session, *, actor: User) -> list[str]:
+def models_newest_first(session: Session, *, actor: User | SystemActor) -> list[str]:
     """Every model with responses or with generate runs, the newest first: by when its latest response arrived
     (imported or generated), a model with generate runs only by when its latest run was created; ties by name
     (admins only)."""

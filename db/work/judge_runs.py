@@ -22,6 +22,8 @@ from db.access.audit import AuditWriter
 from db.access.audit_records import judge_digests_entry
 from db.access.policies import JudgeRunPolicy, authorize
 from db.rules.errors import NotFound, ValidationFailed, said_from_record, said_record
+from db.rules.records import LookAlikes
+from db.store.judges import judge_names, response_models
 from db.store.models import JudgeRun, JudgeRunStatus, User, utcnow
 
 #: A running run whose process has not written for this long was stopped without saying so (killed).
@@ -117,6 +119,24 @@ def _actor(by: User | str) -> str:
     return str(by or "cli")[:64]
 
 
+#: The option that names what a run of each kind stores its work under (a judge's decisions, a model's answers).
+_STORED_AS = {"judge": "--judge", "generate": "--as"}
+
+
+def _refuse_lookalike(session: Session, name: str, kind: str) -> None:
+    """Refuses a judge or model name that looks like a different existing one (NFKC, case folded), naming the option."""
+    option = _STORED_AS.get(kind)
+    if option is None:
+        return
+    known = judge_names(session) if kind == "judge" else response_models(session)
+    earlier = select(_RUN.c.judge).where(_RUN.c.kind == kind).distinct()
+    names = LookAlikes([*known, *session.execute(earlier).scalars()])
+    other = names.clash(name)
+    if other is not None:
+        said = names.said(option, name, other)
+        raise ValidationFailed(str(said), key=said.key, params=said.params)
+
+
 def create_run(
     session: Session,
     by: User | str,
@@ -139,6 +159,7 @@ def create_run(
                 key="errors.field_too_long",
                 params={"field": name, "limit": limit},
             )
+    _refuse_lookalike(session, judge.strip(), kind)
     run = JudgeRun(
         judge=judge.strip(),
         base_url=base_url.strip(),

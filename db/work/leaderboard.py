@@ -16,7 +16,7 @@ from sqlmodel import Session, col, select
 
 from db.access.audit import record
 from db.access.audit_digest import canonical_json, payload_hash
-from db.access.policies import LeaderboardPolicy, authorize, current_user
+from db.access.policies import LeaderboardPolicy, SystemActor, authorize, current_user
 from db.rules.errors import NotFound, ValidationFailed
 from db.store.models import AuditLog, LeaderboardSnapshot, User, utcnow
 
@@ -46,7 +46,9 @@ def require_new_name(session: Session, name: str) -> str:
     return name
 
 
-def freeze_snapshot(session: Session, *, actor: User, name: str, payload: dict[str, Any]) -> LeaderboardSnapshot:
+def freeze_snapshot(
+    session: Session, *, actor: User | SystemActor, name: str, payload: dict[str, Any]
+) -> LeaderboardSnapshot:
     """Store `payload` as snapshot `name` (the caller commits); refused when the name is taken."""
     actor = current_user(session, actor)
     authorize(actor, LeaderboardPolicy.manage())
@@ -111,7 +113,9 @@ def _verified(session: Session, snapshot: LeaderboardSnapshot) -> LeaderboardSna
     return snapshot
 
 
-def list_snapshots(session: Session, *, actor: User) -> tuple[list[LeaderboardSnapshot], list[ValidationFailed]]:
+def list_snapshots(
+    session: Session, *, actor: User | SystemActor
+) -> tuple[list[LeaderboardSnapshot], list[ValidationFailed]]:
     """Every snapshot that matches its audit entry, oldest first, and a refusal for each that does not."""
     actor = current_user(session, actor)
     authorize(actor, LeaderboardPolicy.manage())
@@ -126,7 +130,7 @@ def list_snapshots(session: Session, *, actor: User) -> tuple[list[LeaderboardSn
     return good, problems
 
 
-def get_snapshot(session: Session, name: str, *, actor: User) -> LeaderboardSnapshot:
+def get_snapshot(session: Session, name: str, *, actor: User | SystemActor) -> LeaderboardSnapshot:
     """Snapshot `name`, refused unless its payload is the one the audit log recorded."""
     actor = current_user(session, actor)
     authorize(actor, LeaderboardPolicy.manage())
@@ -136,7 +140,7 @@ def get_snapshot(session: Session, name: str, *, actor: User) -> LeaderboardSnap
     return _verified(session, found)
 
 
-def newest_snapshot(session: Session, *, actor: User) -> LeaderboardSnapshot:
+def newest_snapshot(session: Session, *, actor: User | SystemActor) -> LeaderboardSnapshot:
     """The newest snapshot, refused unless its payload is the one the audit log recorded."""
     actor = current_user(session, actor)
     authorize(actor, LeaderboardPolicy.manage())

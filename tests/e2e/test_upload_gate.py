@@ -65,10 +65,10 @@ def watch_session_id(page) -> dict:
     return seen
 
 
-def put_file(page, base_url: str, session_id: str, data: bytes) -> int | None:
-    """The uploader's request, with this tab's cookies; the status, or None when the server closed the
-    connection instead of answering."""
-    cookies = {cookie["name"]: cookie["value"] for cookie in page.context.cookies()}
+def put_file(page, base_url: str, session_id: str, data: bytes, *, without: str = "") -> int | None:
+    """The uploader's request, with this tab's cookies (but the one named `without`); the status, or None when
+    the server closed the connection instead of answering."""
+    cookies = {cookie["name"]: cookie["value"] for cookie in page.context.cookies() if cookie["name"] != without}
     boundary = secrets.token_hex(16)
     body = b"".join(
         (
@@ -138,3 +138,17 @@ def test_an_annotator_cannot_upload(page, app_server, accounts):
     login(page, app_server, accounts("annotator", 1))
     assert seen.get("id")
     assert put_file(page, app_server.base_url, seen["id"], b'{"case_id": "CC-0001"}\n') == 400
+
+
+def test_an_admins_session_id_without_the_sign_in_cookie_cannot_upload(page, app_server, accounts):
+    """The gate is keyed on the sign-in cookie too: the admin's Streamlit session id, sent without the cookie
+    or with another sign-in's, opens nothing; with it, the same request lands."""
+    from ui.session_cookie import COOKIE_NAME
+
+    seen = watch_session_id(page)
+    login(page, app_server, accounts("admin"))
+    assert seen.get("id")
+    page.wait_for_function(f"document.cookie.includes('{COOKIE_NAME}=')")
+    assert put_file(page, app_server.base_url, seen["id"], b"{}\n", without=COOKIE_NAME) == 400
+    page.context.add_cookies([{"name": COOKIE_NAME, "value": secrets.token_urlsafe(32), "url": app_server.base_url}])
+    assert put_file(page, app_server.base_url, seen["id"], b"{}\n") == 400

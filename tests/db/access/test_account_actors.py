@@ -119,7 +119,7 @@ def test_admins_and_the_system_manage_accounts_and_the_audit_log_names_them(engi
         assert users.get_user(session, username="target").is_active is False
         assert users.get_user(session, username="cli_made").role == "admin"
     assert actors[("deactivate", "target")] == "boss"
-    assert actors[("create", "cli_made")] == "cli"
+    assert actors[("create", "cli_made")] == "@cli"
     assert actors[("unlock", "locked")] == "boss"
 
 

@@ -1,6 +1,7 @@
 """Policies read the acting user from the database, not from the object a caller hands in: a page's `User`
 that is stale (deactivated, demoted since) or edited (a role or a name written into it) is refused as the
-database says; the command line's admin, which is not stored, stands for whoever holds the database."""
+database says; the command line is a `SystemActor` (whoever holds the database), taken explicitly; a `User` that is not
+stored stands for no one."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from sqlalchemy import update
 from sqlmodel import Session
 
-from cli.scores import command_line_admin
+from db.access.policies import SystemActor
 from db.rules.errors import PermissionDenied
 from db.store.models import AssignmentKind, User
 from db.work.assignments import list_assignments, my_queue
@@ -73,9 +74,23 @@ def test_an_object_naming_another_account_by_id_is_refused(people):
         list_assignments(people, actor=forged, kind=AssignmentKind.label)
 
 
-def test_the_command_line_admin_is_taken_as_it_is(people):
-    assert list_snapshots(people, actor=command_line_admin("cli")) == ([], [])
-    assert list_assignments(people, actor=command_line_admin("cli"), kind=AssignmentKind.label) == []
+def test_the_command_line_is_taken_as_a_system_actor_explicitly(people):
+    assert list_snapshots(people, actor=SystemActor.command_line()) == ([], [])
+    assert list_assignments(people, actor=SystemActor.command_line(), kind=AssignmentKind.label) == []
+
+
+def test_an_admin_object_that_is_not_stored_stands_for_no_one(people):
+    """Only a `SystemActor` is taken without an account: a made-up admin `User` (no id) is refused."""
+    made_up = User(username="cli", role="admin", is_active=True)
+    for call in (
+        lambda: list_snapshots(people, actor=made_up),
+        lambda: list_assignments(people, actor=made_up, kind=AssignmentKind.label),
+        lambda: freeze_snapshot(people, actor=made_up, name="q1", payload={"models": []}),
+        lambda: draw_calibration_sample(people, actor=made_up, model="model-a", n=1, seed=1),
+    ):
+        with pytest.raises(PermissionDenied):
+            call()
+        people.rollback()
 
 
 def test_readers_that_name_models_take_an_actor_and_are_for_admins(people):

@@ -205,4 +205,4 @@ def test_command_line_draws_once_and_refuses_a_second_draw_in_one_line(
         get_engine.cache_clear()
     with session_scope(calibration_db, read_only=True) as session:
         assert session.exec(select(func.count()).select_from(CalibrationSample)).one() == 6
-        assert session.exec(select(AuditLog.actor).where(AuditLog.entity == "calibration_sample")).all() == ["cli"]
+        assert session.exec(select(AuditLog.actor).where(AuditLog.entity == "calibration_sample")).all() == ["@cli"]

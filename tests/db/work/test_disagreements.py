@@ -221,7 +221,7 @@ def test_command_line_draws_and_refuses_bad_input_in_one_line(judged_db, databas
         get_engine.cache_clear()
     with session_scope(judged_db, read_only=True) as s:
         assert s.exec(select(func.count()).select_from(DisagreementDraw)).one() == 4
-        assert s.exec(select(AuditLog.actor).where(AuditLog.entity == "disagreement_draw")).all() == ["cli"]
+        assert s.exec(select(AuditLog.actor).where(AuditLog.entity == "disagreement_draw")).all() == ["@cli"]
 
 
 def test_sft_export_can_be_limited_to_the_drawn_responses(judged_db, tmp_path):
