@@ -118,6 +118,28 @@ def test_a_number_typed_in_the_order_column_moves_the_row(browser, app_server, s
         assert sorted(texts) == sorted(_body(i) for i in range(1, RUBRIC_SIZE + 1)), "nothing lost or doubled"
         # The № column reads 1..30 again, and a second move works on the redrawn grid.
         assert grid_column(page, text("drafts.col.order"))[:6] == ["1", "2", "3", "4", "5", "6"]
+        # A second move on the redrawn grid: row 6's № cell, Enter opens it, 2, Enter.
+        page.evaluate("() => document.querySelectorAll('*').forEach(e => { if (e.scrollTop > 0) e.scrollTop = 0; })")
+        page.wait_for_timeout(200)
+        box = grid.bounding_box()
+        page.mouse.click(box["x"] + ORDER_WIDTH / 2, box["y"] + 36 + row_height * 5.5)
+        page.keyboard.press("Enter")
+        editor = page.locator("input.gdg-input, textarea.gdg-input").first
+        editor.wait_for(timeout=WAIT_MS)
+        editor.fill("2")
+        editor.press("Enter")
+        wait_for_app_run(page)
+        wanted = [_body(i) for i in (2, 6, 3, 4, 5, 1)]
+        page.wait_for_function(
+            """wanted => {
+              const rows = Array.from(document.querySelectorAll('[data-testid=stDataFrame] tbody tr'));
+              const texts = rows.map(tr => Array.from(tr.children, td => td.textContent));
+              return wanted.every((w, i) => texts[i] && texts[i].includes(w));
+            }""",
+            arg=wanted,
+            timeout=WAIT_MS,
+        )
+        assert criterion_texts(page)[:6] == wanted
         page.get_by_role("button", name=text("annotate.authoring.save")).first.click()
         wait_for_app_run(page)
         page.wait_for_timeout(1000)
