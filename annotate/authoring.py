@@ -46,7 +46,7 @@ CASE_HEIGHT = 600
 ROW_HEIGHT = 76
 ORDER_WIDTH, ORIGIN_WIDTH = 40, 110
 #: Column widths (px). With the case pane narrowed below 1280 px (_NARROW_STYLE), №, id, text, comment and lint
-#: fit the editor pane at 1024 px (about 473 px beside the sidebar); at 1440 px the tags fit beside them, so
+#: fit the editor pane at 1024 px (496 px of columns in a pane about 500 px wide); at 1440 px the tags fit beside them, so
 #: nothing needs sideways scrolling.
 ID_WIDTH, LINT_WIDTH, TAGS_WIDTH, REVIEW_WIDTH = 44, 116, 150, 120
 TEXT_WIDTH, TEXT_WIDTH_BESIDE_REVIEW = 330, 176
