@@ -46,8 +46,8 @@ CASE_HEIGHT = 600
 ROW_HEIGHT = 76
 ORDER_WIDTH, ORIGIN_WIDTH = 40, 110
 #: Column widths (px). With the case pane narrowed below 1280 px (_NARROW_STYLE), №, id, text, comment and lint
-#: fit the editor pane at 1024 px (496 px of columns in a pane about 500 px wide); at 1440 px the tags fit beside them, so
-#: nothing needs sideways scrolling.
+#: fit the editor pane at 1024 px (496 px of columns in a pane about 500 px wide); at 1440 px the tags fit
+#: beside them, so nothing needs sideways scrolling.
 ID_WIDTH, LINT_WIDTH, TAGS_WIDTH, REVIEW_WIDTH = 44, 116, 150, 120
 TEXT_WIDTH, TEXT_WIDTH_BESIDE_REVIEW = 330, 176
 #: Below 1280 px the case pane takes 23 % of the width, not a third, and the gap beside it is 1 rem, not 2 (the
