@@ -21,6 +21,7 @@ from db.rules.config import database_url
 from db.rules.errors import ClinConsensusError
 from db.store.models import Role, User
 from db.work import judge_runs, progress as progress_queries
+from judge.draft import CASE_SCOPES as DRAFT_CASE_SCOPES, DraftOptions, create_draft_run
 from judge.generate import CASE_SCOPES, GenerateOptions, create_generate_run
 from judge.runner import RunOptions, create_run, launch_run
 from judge.validate import RUBRIC_CHOICES, ValidateOptions, create_validation_run
@@ -378,6 +379,43 @@ def _validate_form(user: User, t: shell.Translator) -> None:
         _start(create_validation_run, options, user, t)
 
 
+def _draft_form(user: User, t: shell.Translator) -> None:
+    """A drafting run (docs/REFERENCE.md §4.3): an LLM drafts each selected case's criteria for its author.
+
+    The same run `draft rubrics` records; its process (`judge resume ID`) drafts, nothing is submitted."""
+    with st.form("draft_run_form", clear_on_submit=False):
+        left, right, base_url, model, key_env, concurrency = _endpoint_fields("draft", t, "judge.form.model.help")
+        generator = right.text_input(t("drafts.form.as"), help=t("drafts.form.as.help"), key="draft_as")
+        cases = left.selectbox(
+            t("drafts.form.cases"),
+            DRAFT_CASE_SCOPES,
+            format_func=lambda value: t(f"drafts.form.cases.{value}"),
+            key="draft_cases",
+        )
+        template = right.text_input(
+            t("drafts.form.template"), help=t("drafts.form.template.help"), key="draft_template"
+        )
+        max_tokens = int(
+            left.number_input(t("generate.form.max_tokens"), min_value=1, value=4096, step=256, key="draft_max_tokens")
+        )
+        no_thinking = _no_thinking_field(right, "draft", t)
+        submitted = st.form_submit_button(t("drafts.form.start"), type="primary", icon=":material/play_arrow:")
+    if submitted:
+        options = DraftOptions(
+            base_url=_urls(base_url),
+            model=model.strip(),
+            generator=generator.strip() or None,
+            cases=cases,
+            template=template.strip() or None,
+            api_key_env=key_env.strip() or None,
+            concurrency=concurrency,
+            max_tokens=max_tokens,
+            thinking=not no_thinking,
+        )
+        _start(create_draft_run, options, user, t, "draft")
+    _started_here(user, "draft")
+
+
 def render() -> None:
     user = shell.require_user(Role.admin)
     t = shell.translator()
@@ -391,6 +429,9 @@ def render() -> None:
     st.subheader(t("rubric_quality.form.heading"))
     st.caption(t("rubric_quality.form.intro"))
     _validate_form(user, t)
+    st.subheader(t("drafts.form.heading"))
+    st.caption(t("drafts.form.intro"))
+    _draft_form(user, t)
     st.subheader(t("judge.live.heading"))
     _live(user)
     st.subheader(t("judge.history.heading"))

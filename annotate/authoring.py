@@ -45,15 +45,19 @@ CASE_HEIGHT = 600
 #: The tallest row: three wrapped lines show a whole long criterion and its comment (authoring_drafts.row_height).
 ROW_HEIGHT = 76
 ORDER_WIDTH, ORIGIN_WIDTH = 40, 110
-#: Column widths (px). With the case pane narrowed below 1280 px (_NARROW_STYLE), id, text, comment and lint
-#: fit the editor pane at 1024 px; at 1440 px the tags fit beside them, so nothing needs sideways scrolling.
+#: Column widths (px). With the case pane narrowed below 1280 px (_NARROW_STYLE), №, id, text, comment and lint
+#: fit the editor pane at 1024 px (496 px of columns in a pane about 500 px wide); at 1440 px the tags fit
+#: beside them, so nothing needs sideways scrolling.
 ID_WIDTH, LINT_WIDTH, TAGS_WIDTH, REVIEW_WIDTH = 44, 116, 150, 120
-TEXT_WIDTH, TEXT_WIDTH_BESIDE_REVIEW = 330, 184
-#: Below 1280 px the case pane takes a quarter of the width, not a third (the case text wraps, still beside it).
+TEXT_WIDTH, TEXT_WIDTH_BESIDE_REVIEW = 330, 176
+#: Below 1280 px the case pane takes 23 % of the width, not a third, and the gap beside it is 1 rem, not 2 (the
+#: case text wraps, still beside it): the № column and the lint column both stay in view on a returned rubric.
 _NARROW_STYLE = (
     "<style>@media (max-width: 1280px) {"
     '[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] .st-key-authoring_work)'
-    ' > [data-testid="stColumn"]:first-child { flex: 0 0 25% !important; min-width: 0; }'
+    " { gap: 1rem !important; }"
+    '[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] .st-key-authoring_work)'
+    ' > [data-testid="stColumn"]:first-child { flex: 0 0 23% !important; min-width: 0; }'
     '[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] .st-key-authoring_work)'
     ' > [data-testid="stColumn"]:last-child { flex: 1 1 0 !important; min-width: 0; }'
     "}</style>"

@@ -1,0 +1,158 @@
+"""Reordering criteria from the keyboard on the authoring page (the page's key help): a number typed into a
+row's № cell moves that row there, in the browser; the moved order is what a save stores."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+from playwright.sync_api import expect
+from sqlmodel import select
+
+from annotate.authoring import ORDER_WIDTH
+from db import rubrics
+from db.access import users
+from db.rules.config import RUBRIC_SIZE
+from db.store.engine import make_engine, session_scope
+from db.store.models import Assignment, AssignmentKind, Criterion, RubricVersion
+from tests.e2e.conftest import ACTION_TIMEOUT_MS, choose_in_picker, login, screenshot, text, wait_for_app_run
+
+pytestmark = pytest.mark.browser
+
+WAIT_MS = 30_000
+
+
+def _body(i: int) -> str:
+    return f"询问第{i}项既往病史与用药情况并记录具体剂量"
+
+
+@pytest.fixture
+def saved_rubric(app_server, accounts):
+    """A case whose author saved 30 criteria (not submitted)."""
+    engine = make_engine(app_server.database_url)
+    tag = secrets.token_hex(3).upper()
+    author = accounts("annotator", 1)
+    from tests.support.factories import make_case
+
+    with session_scope(engine) as s:
+        writer = users.get_user(s, username=author.username)
+        case = make_case(s, f"E2E-MOVE{tag}", n=0, clinical_context="患者女，45 岁，反复心悸一月。")
+        s.add(Assignment(kind=AssignmentKind.rubric, case_pk=case.id, user_id=writer.id, group_no=1))
+        case_pk, case_id = case.id, case.case_id
+    ids = rubrics.default_criterion_ids(RUBRIC_SIZE)
+    with session_scope(engine) as s:
+        writer = users.get_user(s, username=author.username)
+        rubrics.save_rubric_draft(
+            s,
+            writer,
+            case_pk,
+            [rubrics.CriterionInput(cid, _body(i), ()) for i, cid in enumerate(ids, start=1)],
+            base_version_id=None,
+            expected_lock=None,
+        )
+    yield {"case_id": case_id, "case_pk": case_pk, "author": author, "engine": engine}
+    engine.dispose()
+
+
+def grid_column(page, name: str) -> list[str]:
+    """The texts of one column of the grid's accessible table, row by row (named by its header)."""
+    return page.evaluate(
+        """name => {
+          const table = document.querySelector('[data-testid=stDataFrame] table');
+          const heads = Array.from(table.querySelectorAll('thead th'), th => th.textContent.trim());
+          const at = heads.findIndex(h => h.includes(name));
+          return Array.from(table.querySelectorAll('tbody tr'), tr => (tr.children[at] || {}).textContent || '');
+        }""",
+        name,
+    )
+
+
+def criterion_texts(page) -> list[str]:
+    return grid_column(page, text("annotate.authoring.col.text"))
+
+
+def test_a_number_typed_in_the_order_column_moves_the_row(browser, app_server, saved_rubric):
+    context = browser.new_context(viewport={"width": 1440, "height": 900}, locale="zh-CN")
+    context.set_default_timeout(ACTION_TIMEOUT_MS)
+    page = context.new_page()
+    try:
+        login(page, app_server, saved_rubric["author"])
+        page.get_by_role("link", name=text("annotate.authoring.title")).first.click()
+        wait_for_app_run(page)
+        choose_in_picker(page, text("annotate.authoring.pick_case"), saved_rubric["case_id"])
+        grid = page.get_by_test_id("stDataFrame").first
+        expect(grid).to_be_visible(timeout=WAIT_MS)
+        page.wait_for_function(
+            "t => Array.from(document.querySelectorAll('[data-testid=stDataFrame] td'), e => e.textContent)"
+            ".some(x => x === t)",
+            arg=_body(1),
+            timeout=WAIT_MS,
+        )
+        page.wait_for_timeout(500)
+        assert criterion_texts(page)[:6] == [_body(i) for i in range(1, 7)]
+        # Row 1's № cell: select it, type 5 (typing opens the cell's editor), Enter.
+        page.evaluate("() => document.querySelectorAll('*').forEach(e => { if (e.scrollTop > 0) e.scrollTop = 0; })")
+        page.wait_for_timeout(200)
+        box = grid.bounding_box()
+        row_height = (box["height"] - 40) / RUBRIC_SIZE
+        page.mouse.click(box["x"] + ORDER_WIDTH / 2, box["y"] + 36 + row_height * 0.5)
+        page.keyboard.press("Enter")
+        editor = page.locator("input.gdg-input, textarea.gdg-input").first
+        editor.wait_for(timeout=WAIT_MS)
+        editor.fill("5")
+        editor.press("Enter")
+        wait_for_app_run(page)
+        wanted = [_body(i) for i in (2, 3, 4, 5, 1, 6)]
+        page.wait_for_function(
+            """wanted => {
+              const rows = Array.from(document.querySelectorAll('[data-testid=stDataFrame] tbody tr'));
+              const texts = rows.map(tr => Array.from(tr.children, td => td.textContent));
+              return wanted.every((w, i) => texts[i] && texts[i].includes(w));
+            }""",
+            arg=wanted,
+            timeout=WAIT_MS,
+        )
+        screenshot(page, "authoring-reordered-1440x900")
+        texts = criterion_texts(page)
+        assert texts[:6] == wanted, texts[:6]
+        assert sorted(texts) == sorted(_body(i) for i in range(1, RUBRIC_SIZE + 1)), "nothing lost or doubled"
+        # The № column reads 1..30 again, and a second move works on the redrawn grid.
+        assert grid_column(page, text("drafts.col.order"))[:6] == ["1", "2", "3", "4", "5", "6"]
+        # A second move on the redrawn grid: row 6's № cell, Enter opens it, 2, Enter.
+        page.evaluate("() => document.querySelectorAll('*').forEach(e => { if (e.scrollTop > 0) e.scrollTop = 0; })")
+        page.wait_for_timeout(200)
+        box = grid.bounding_box()
+        page.mouse.click(box["x"] + ORDER_WIDTH / 2, box["y"] + 36 + row_height * 5.5)
+        page.keyboard.press("Enter")
+        editor = page.locator("input.gdg-input, textarea.gdg-input").first
+        editor.wait_for(timeout=WAIT_MS)
+        editor.fill("2")
+        editor.press("Enter")
+        wait_for_app_run(page)
+        wanted = [_body(i) for i in (2, 6, 3, 4, 5, 1)]
+        page.wait_for_function(
+            """wanted => {
+              const rows = Array.from(document.querySelectorAll('[data-testid=stDataFrame] tbody tr'));
+              const texts = rows.map(tr => Array.from(tr.children, td => td.textContent));
+              return wanted.every((w, i) => texts[i] && texts[i].includes(w));
+            }""",
+            arg=wanted,
+            timeout=WAIT_MS,
+        )
+        assert criterion_texts(page)[:6] == wanted
+        page.get_by_role("button", name=text("annotate.authoring.save")).first.click()
+        wait_for_app_run(page)
+        page.wait_for_timeout(1000)
+    finally:
+        context.close()
+    with session_scope(saved_rubric["engine"], read_only=True) as s:
+        newest = s.exec(
+            select(RubricVersion)
+            .where(RubricVersion.case_pk == saved_rubric["case_pk"])
+            .order_by(RubricVersion.version.desc())  # type: ignore[attr-defined]
+        ).first()
+        assert newest is not None
+        stored = s.exec(
+            select(Criterion).where(Criterion.rubric_version_id == newest.id).order_by(Criterion.position)  # type: ignore[arg-type]
+        ).all()
+        assert [c.text for c in stored][:6] == wanted
