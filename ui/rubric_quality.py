@@ -96,12 +96,17 @@ def _case_figures(case_id: str) -> dict[str, tuple[float | None, list[str]]] | N
     }
 
 
+def _in_warning_colour(text: str) -> str:
+    """Markdown of `text` (already shown as text) in the page's warning colour."""
+    return ":orange[" + text + "]"
+
+
 def show_quality(quality: CriterionQuality | None) -> None:
     """The criterion's reasons (one line each, in the page's warning colour) and its item–rest value."""
     if quality is None:
         return
     for line in quality.lines():
-        st.markdown(f":orange[{plain(line)}]")
+        st.markdown(_in_warning_colour(plain(line)))
     if quality.item_rest is not None:
         st.caption(t("rubric_quality.item_rest", value=f"{quality.item_rest:.2f}"))
 
@@ -137,6 +142,5 @@ def show_own_validation(user: User, rubric_version_id: int, version: int, case_i
     with st.expander(t("rubric_quality.own_validation", version=version), expanded=bool(flagged)):
         show_validation_line(judge, len(flagged))
         for position, found in flagged:
-            st.markdown(
-                f":orange[{plain(t('rubric_quality.flag_line', position=position, reasons='；'.join(found.lines())))}]"
-            )
+            line = t("rubric_quality.flag_line", position=position, reasons="；".join(found.lines()))
+            st.markdown(_in_warning_colour(plain(line)))

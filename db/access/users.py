@@ -147,7 +147,9 @@ def _refuse_lookalike(session: Session, username: str) -> None:
     other = names.clash(username)
     if other is not None:
         said = names.said("username", username, other)
-        raise ValidationFailed(str(said), key=said.key, params=said.params)
+        raise ValidationFailed(
+            str(said), key="import.field.lookalike", params={"field": "username", "name": username, "other": other}
+        )
 
 
 def add_placeholder_user(session: Session, *, username: str, role: str, group_no: int | None, actor: Actor) -> User:

@@ -134,7 +134,9 @@ def _refuse_lookalike(session: Session, name: str, kind: str) -> None:
     other = names.clash(name)
     if other is not None:
         said = names.said(option, name, other)
-        raise ValidationFailed(str(said), key=said.key, params=said.params)
+        raise ValidationFailed(
+            str(said), key="import.field.lookalike", params={"field": option, "name": name, "other": other}
+        )
 
 
 def create_run(
