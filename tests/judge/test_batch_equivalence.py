@@ -39,6 +39,17 @@ def demo_copies(sqlite_template, tmp_path_factory):
     return f"sqlite:///{source}", f"sqlite:///{copy}"
 
 
+def _released_counts(engine) -> tuple[int, int]:
+    """(responses of MODEL, cases) on cases with an approved rubric: what a run judges or answers."""
+    approved = "SELECT case_pk FROM rubric_version WHERE status = 'approved'"
+    with engine.connect() as connection:
+        responses = connection.execute(
+            text(f"SELECT count(*) FROM response WHERE model = :m AND case_pk IN ({approved})"), {"m": MODEL}
+        ).scalar_one()
+        cases = connection.execute(text(f'SELECT count(*) FROM "case" WHERE id IN ({approved})')).scalar_one()
+    return int(responses), int(cases)
+
+
 def _decisions(engine, judge: str) -> dict[tuple[int, str], bool]:
     with engine.connect() as connection:
         rows = connection.execute(
@@ -51,24 +62,25 @@ def _decisions(engine, judge: str) -> dict[tuple[int, str], bool]:
 def test_online_and_batch_decisions_and_bodies_are_identical(demo_copies, tmp_path, structured):
     online_engine, batch_engine = (make_engine(url) for url in demo_copies)
     judge = f"equivalence-{structured}"
+    n_items = _released_counts(online_engine)[0] * 30
     options = dict(model="judge-8b", judge=judge, models=[MODEL], structured=structured, thinking=False, seed=5)
     with LLMServer() as server:
         summary = run_judge(online_engine, RunOptions(base_url=server.url, concurrency=4, **options))
         online_bodies = list(server.bodies)
-    assert summary["status"] == "finished" and summary["done"] == summary["items"] == 20 * 30
+    assert summary["status"] == "finished" and summary["done"] == summary["items"] == n_items > 0
     exported = export_judge_batch(batch_engine, tmp_path / "batch", RunOptions(base_url=[], **options))
-    assert exported.requests == 600
+    assert exported.requests == n_items
     with LLMServer() as server:
         run_batch(tmp_path / "batch" / "requests.jsonl", tmp_path / "results.jsonl", server.url)
     imported = import_batch(batch_engine, "judge", tmp_path / "results.jsonl", tmp_path / "batch")
-    assert imported.decisions == 600 and imported.errors == 0 and imported.parse_failures == 0
+    assert imported.decisions == n_items and imported.errors == 0 and imported.parse_failures == 0
 
     online, batch = _decisions(online_engine, judge), _decisions(batch_engine, judge)
-    assert len(online) == 600 and online == batch
+    assert len(online) == n_items and online == batch
     assert {True, False} == set(online.values())
     requests = [json.loads(line) for line in (tmp_path / "batch" / "requests.jsonl").read_text("utf-8").splitlines()]
     by_prompt = {body["messages"][0]["content"]: body for body in online_bodies}
-    assert len(by_prompt) == len(online_bodies) == 600
+    assert len(by_prompt) == len(online_bodies) == n_items
     for line in requests:
         assert line["body"] == by_prompt[line["body"]["messages"][0]["content"]]
     assert ("response_format" in requests[0]["body"]) == (structured == "on")
@@ -80,16 +92,17 @@ def test_online_and_batch_decisions_and_bodies_are_identical(demo_copies, tmp_pa
 def test_generated_answers_online_and_by_batch_are_identical(demo_copies, tmp_path):
     online_engine, batch_engine = (make_engine(url) for url in demo_copies)
     options = dict(model="cand-7b", stored_as="candidate-x", cases="released", max_tokens=300)
+    n_cases = _released_counts(online_engine)[1]
     with LLMServer() as server:
         summary = run_generate(online_engine, GenerateOptions(base_url=server.url, **options))
         online_bodies = list(server.bodies)
-    assert summary["done"] == 20
+    assert summary["done"] == n_cases > 0
     exported = export_generate_batch(batch_engine, tmp_path / "gen", GenerateOptions(base_url=[], **options))
-    assert exported.requests == 20
+    assert exported.requests == n_cases
     with LLMServer() as server:
         run_batch(tmp_path / "gen" / "requests.jsonl", tmp_path / "gen.jsonl", server.url)
     imported = import_batch(batch_engine, "generate", tmp_path / "gen.jsonl", tmp_path / "gen")
-    assert imported.decisions == 20
+    assert imported.decisions == n_cases
     query = text('SELECT c.case_id, r.text FROM response r JOIN "case" c ON c.id = r.case_pk WHERE r.model = :m')
     with online_engine.connect() as a, batch_engine.connect() as b:
         assert dict(a.execute(query, {"m": "candidate-x"}).all()) == dict(b.execute(query, {"m": "candidate-x"}).all())
@@ -103,6 +116,6 @@ def test_generated_answers_online_and_by_batch_are_identical(demo_copies, tmp_pa
     assert nothing.run is None and not (tmp_path / "gen2").exists()
     with LLMServer() as server:
         rerun = run_generate(batch_engine, GenerateOptions(base_url=server.url, **options))
-        assert server.requests == 0 and rerun["cached"] == 20
+        assert server.requests == 0 and rerun["cached"] == n_cases
     online_engine.dispose()
     batch_engine.dispose()

@@ -12,6 +12,7 @@ from db.store.models import Assignment, AssignmentKind, AuditLog, Case, JudgeDec
 from db.work.status import counts
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in, texts
+from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tests.support.factories import make_case, make_response, make_user
 
 ADMIN_PAGES = {
@@ -219,6 +220,7 @@ def test_progress_page_shows_people_groups_and_disagreements(studio):
     assert set(people[t("admin.progress.col.label")]) == {"0 / 2"}
 
 
+@pytest.mark.usefixtures("provisional_basis")  # the labels here are unchecked: the old reading
 def test_exports_page_builds_a_gold_download(studio):
     import io
     import zipfile
@@ -339,6 +341,7 @@ def test_assignments_page_draws_a_calibration_sample_once(studio):
         assert len(session.exec(select(CalibrationSample)).all()) == 2
 
 
+@pytest.mark.usefixtures("provisional_basis")  # the labels here are unchecked: the old reading
 def test_exports_page_says_what_a_judgements_export_left_out_in_the_readers_language(studio):
     from db.store.models import Response
     from tests.support.factories import make_label
