@@ -26,11 +26,9 @@ from analysis import (
     comparisons,
     figures as figure_builders,
     metrics,
-    provenance_view,
     reliability,
     score_figures,
     score_tables,
-    validity_page,
 )
 from analysis.background import BackgroundValue
 from analysis.bootstrap import DEFAULT_SEED
@@ -41,7 +39,7 @@ from db.rules.errors import ClinConsensusError
 from db.rules.gold import PROVISIONAL, default_basis
 from db.store.models import Role, User
 from i18n import DEFAULT_LANGUAGE
-from ui import shared_grid, shell, table_view
+from ui import provenance_view, shared_grid, shell, table_view, validity_page
 from ui.text import plain
 from ui.widgets import reason_text
 

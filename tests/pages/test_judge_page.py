@@ -15,6 +15,7 @@ from db.store.engine import session_scope
 from db.store.models import JudgeDecision, JudgeRun
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in, texts
+from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tests.support.factories import make_case, make_response, make_user
 from tools.llm_server import LLMServer
 
@@ -127,6 +128,7 @@ def test_cancel_on_the_page_stops_a_running_run(studio):
         assert server.requests < 24
 
 
+@pytest.mark.usefixtures("provisional_basis")  # the labels here are unchecked: the old reading
 def test_the_exports_page_exports_judgements_of_chosen_models_and_a_release_tier(studio):
     import io
     import json

@@ -14,7 +14,7 @@ from db.store.engine import session_scope
 from db.store.models import AnchorDecision, JudgeDecision, JudgeRun
 from i18n import translate
 from tests.pages.test_judge_page import studio, wait_for  # noqa: F401  (the fixture is used by name)
-from tests.support.apptest_helpers import button, open_page, signed_in, texts
+from tests.support.apptest_helpers import button, open_page, signed_in
 from tools.llm_server import LLMServer
 
 PAGE = "admin-judge-runs"
@@ -34,7 +34,7 @@ def test_a_validation_started_on_the_page_grades_the_weak_anchors(studio):  # no
         assert not app.exception and not app.error, [e.value for e in app.error]
         with session_scope(studio, read_only=True) as session:
             run_id = session.exec(select(JudgeRun.id)).one()
-        assert t("judge.started", id=run_id) in texts(app)
+        assert t("judge.started", id=run_id) in [toast.value for toast in app.toast]  # where the admin looks
         run = wait_for(studio, run_id, ("finished", "failed"))
         # 3 cases × 4 criteria × the two weak anchors (no case has a reference answer).
         assert run.status == "finished" and run.kind == "validate" and run.items == run.done == 24
