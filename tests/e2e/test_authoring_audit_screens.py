@@ -271,7 +271,7 @@ def test_authoring_then_audit_at_1440x900(browser, app_server, returned_case):
             assert s.get(RubricVersion, newest.id).status == RubricStatus.submitted  # asked, not yet done
         page.keyboard.press("Control+Enter")
         wait_for_app_run(page)
-        expect(page.get_by_text(text("review.audit.returned", case=case_id))).to_be_visible(timeout=WAIT_MS)
+        expect(page.get_by_text(text("review.audit.returned", case=case_id)).first).to_be_visible(timeout=WAIT_MS)
     finally:
         context.close()
     with session_scope(engine, read_only=True) as s:

@@ -188,7 +188,7 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
     # a click asks first, like Ctrl+Enter; nothing is decided yet
     assert _rubric(engine, case_pk).status == RubricStatus.submitted
     _confirm(page)
-    expect(page.get_by_text(text("review.audit.returned", case=case_id))).to_be_visible(timeout=WAIT_MS)
+    expect(page.get_by_text(text("review.audit.returned", case=case_id)).first).to_be_visible(timeout=WAIT_MS)
     returned = _rubric(engine, case_pk)
     assert returned.status == RubricStatus.returned
 
@@ -218,7 +218,7 @@ def test_checker_returns_approves_checks_and_adjudicates(page, app_server, accou
     page.get_by_role("button", name=text("review.audit.approve")).click()
     wait_for_app_run(page)
     _confirm(page)
-    expect(page.get_by_text(text("review.audit.approved", case=case_id))).to_be_visible(timeout=WAIT_MS)
+    expect(page.get_by_text(text("review.audit.approved", case=case_id)).first).to_be_visible(timeout=WAIT_MS)
     approved = _rubric(engine, case_pk)
     assert approved.status == RubricStatus.approved and approved.version == returned.version + 1
 
