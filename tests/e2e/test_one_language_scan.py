@@ -24,7 +24,8 @@ DATA_WORDS = frozenset(
         "ClinConsensus Studio",
         "CACS Pass MF1 F1 SFT PPI AC1 Gwet kappa Cohen Holm Spearman Kendall Wilson",
         "JSONL JSON Lines CSV HTML PNG SHA sha256 ZIP UTF-8",
-        "OpenAI API URL LLM ID vLLM SGLang Ollama Qwen3 Plotly",
+        "OpenAI Batch API URL LLM ID vLLM SGLang Ollama Qwen3 Plotly",  # "OpenAI Batch": a file format's name
+        "AI",  # the mark of a drafted criterion, AI 草稿
         "ms MB GB KB min h s k n token UTC",
         "Ctrl Shift Alt Enter Esc Tab Space",  # the keys' names as printed on them
         "A B",  # two things of a kind side by side (judge A and judge B)
@@ -63,8 +64,11 @@ NOT_WORDS = re.compile(
 
 
 def data_words(database_url: str) -> frozenset[str]:
-    """Every Latin word of the demo's data a page may show: model and judge names, usernames, display names,
-    case ids, and the words of the cases', responses' and criteria's own texts (a drug's name, a unit)."""
+    """Every Latin word of the demo's data a page may show: model and judge names (runs' too), usernames, display
+    names, case ids, response codes, the words of the cases', responses' and criteria's own texts (a drug's name,
+    a unit), and the reason an endpoint gave for a failed run (quoted as it came)."""
+    import json
+
     from sqlalchemy import text
 
     from db.store.engine import make_engine
@@ -76,6 +80,8 @@ def data_words(database_url: str) -> frozenset[str]:
             for query in (
                 "SELECT DISTINCT model FROM response",
                 "SELECT DISTINCT judge FROM judge_decision",
+                "SELECT DISTINCT judge FROM judge_run",
+                "SELECT code FROM response",
                 'SELECT username FROM "user"',
                 'SELECT display_name FROM "user" WHERE display_name IS NOT NULL',
                 'SELECT case_id, clinical_context, user_request FROM "case"',
@@ -85,6 +91,12 @@ def data_words(database_url: str) -> frozenset[str]:
                 for row in connection.execute(text(query)):
                     for value in row:
                         words.update(word.lower() for word in LATIN_WORD.findall(NOT_WORDS.sub(" ", str(value))))
+            for (said,) in connection.execute(
+                text("SELECT message_said FROM judge_run WHERE message_said IS NOT NULL")
+            ):
+                said = json.loads(said) if isinstance(said, str) else said
+                reason = (said or {}).get("params", {}).get("reason") if isinstance(said, dict) else None
+                words.update(word.lower() for word in LATIN_WORD.findall(NOT_WORDS.sub(" ", str(reason or ""))))
     finally:
         engine.dispose()
     return frozenset(words)
