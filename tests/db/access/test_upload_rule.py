@@ -4,6 +4,7 @@ The browser test tests/e2e/test_upload_gate.py drives the same rule through Stre
 from __future__ import annotations
 
 from datetime import timedelta
+from types import SimpleNamespace
 
 from sqlmodel import select
 
@@ -51,6 +52,7 @@ def test_the_gate_stands_in_front_of_streamlits_session_check(sqlite_url, monkey
     from streamlit.runtime.runtime import Runtime
 
     from ui import uploads
+    from ui.session_cookie import COOKIE_NAME
 
     monkeypatch.setenv("DATABASE_URL", sqlite_url)
     uploads.install()
@@ -68,6 +70,14 @@ def test_the_gate_stands_in_front_of_streamlits_session_check(sqlite_url, monkey
     monkeypatch.setattr(uploads, "_admin_sessions", {"admin-tab": opened["boss"], "annotator-tab": opened["ann"]})
     runtime = object.__new__(Runtime)
     monkeypatch.setattr(runtime, "_session_mgr", Connected(), raising=False)
-    assert Runtime.is_active_session(runtime, "admin-tab") is True
-    assert Runtime.is_active_session(runtime, "annotator-tab") is False
-    assert Runtime.is_active_session(runtime, "signed-out-tab") is False
+
+    def upload_handler(session_id: str, cookie: str | None) -> bool:
+        """Asks as Streamlit's upload handler does, with its own HTTP request in a local named `request`."""
+        request = SimpleNamespace(cookies={} if cookie is None else {COOKIE_NAME: cookie})  # noqa: F841
+        return Runtime.is_active_session(runtime, session_id)
+
+    assert upload_handler("admin-tab", opened["boss"]) is True
+    assert upload_handler("admin-tab", None) is False  # the admin's tab id without the sign-in cookie
+    assert upload_handler("admin-tab", opened["ann"]) is False  # another sign-in's cookie
+    assert upload_handler("annotator-tab", opened["ann"]) is False
+    assert upload_handler("signed-out-tab", None) is False
