@@ -33,12 +33,16 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import cohen_kappa_score, f1_score
 
-from analysis import metrics, score_section
+from analysis import metrics, provenance, score_section, validity_section
 from analysis.loader import load_frames
 from analysis.report import Report, build_report, json_bytes, report_json
 from benchmarks import whole_data
 from db.migrations.upgrade import upgrade
-from db.rules.gold import gold_labels, group_final_labels
+from db.rules.gold import (
+    PROVISIONAL,  # the synthetic frames carry no check labels; §4 as written
+    gold_labels,
+    group_final_labels,
+)
 from db.store.engine import make_engine
 from db.store.models import utcnow
 from tools import metrics_reference as reference
@@ -306,9 +310,17 @@ def command_figures(url: str, folder: Path, repeat: int, k: int, expected: bytes
     for _ in range(max(1, repeat)):
         raws.append(whole_data.raw_label_read(url))
         whole_data.forget_kept_reports(url, key_file=key_file)
-        firsts.append(whole_data.clinconsensus(url, "report", "--k", str(k), "--json", str(out), key_file=key_file))
+        firsts.append(
+            whole_data.clinconsensus(
+                url, "report", "--k", str(k), "--gold", "provisional", "--json", str(out), key_file=key_file
+            )
+        )
         first_bytes = out.read_bytes()
-        agains.append(whole_data.clinconsensus(url, "report", "--k", str(k), "--json", str(out), key_file=key_file))
+        agains.append(
+            whole_data.clinconsensus(
+                url, "report", "--k", str(k), "--gold", "provisional", "--json", str(out), key_file=key_file
+            )
+        )
         if out.read_bytes() != first_bytes:
             raise AssertionError("report --json on unchanged data wrote other bytes than the first run")
     if first_bytes != expected:
@@ -389,7 +401,9 @@ def compute_figures(frames, k: int, repeat: int) -> Computed:
     """`build_report` and report.json on the frames, with and without the analysis depth, `repeat` times each."""
     runs = []
     for _ in range(max(1, repeat)):
-        (report, document), wall, cpu = timed(lambda: (lambda r: (r, report_json(r)))(build_report(frames, k)))
+        (report, document), wall, cpu = timed(
+            lambda: (lambda r: (r, report_json(r)))(build_report(frames, k, gold_basis=PROVISIONAL))
+        )
         runs.append((wall, cpu))
     best_wall, best_cpu = min(runs)
     grid, prepare_wall, _ = timed(metrics.prepare, frames)
@@ -407,7 +421,7 @@ def compute_figures(frames, k: int, repeat: int) -> Computed:
     )
     before = []
     for _ in range(max(1, repeat)):
-        _, wall, cpu = timed(lambda: report_json(build_report(frames, k, insights=False)))
+        _, wall, cpu = timed(lambda: report_json(build_report(frames, k, insights=False, gold_basis=PROVISIONAL)))
         before.append((wall, cpu))
     before_wall, before_cpu = min(before)
     # CPU time compares the two builds (wall time follows the machine's other work); least of each set of runs
@@ -484,14 +498,18 @@ def database_figures(engine, document: dict, args: argparse.Namespace, folder: P
     command as an admin runs it."""
     loaded, wall, cpu = timed(load_frames, engine)
     print(f"database load (load_frames): {wall:.2f} s wall, {cpu:.2f} s CPU — {len(loaded.labels):,} labels")
-    loaded_document, wall, _ = timed(lambda: report_json(build_report(loaded, args.k)))
+    built, wall, _ = timed(lambda: build_report(loaded, args.k, gold_basis=PROVISIONAL))
+    loaded_document = report_json(built)
     same = json.dumps(loaded_document, sort_keys=True) == json.dumps(document, sort_keys=True)
     if not args.database:
         print(f"report from the database: {wall:.2f} s; identical to the in-memory report: {same}")
         if not same:
             raise AssertionError("the report from the database differs from the in-memory one")
     url = args.database or f"sqlite:///{folder / 'bench.db'}"
-    command_figures(url, folder, args.repeat, args.k, json_bytes(loaded_document), own=not args.database)
+    # What the command adds from the database beside the frames (run_report): validation runs, provenance.
+    built.rubric_validity = validity_section.load_validity(engine, built.grid, built.k)
+    built.rubric_provenance = provenance.section_json(provenance.load_provenance(engine))
+    command_figures(url, folder, args.repeat, args.k, json_bytes(report_json(built)), own=not args.database)
 
 
 def main(argv=None) -> int:
