@@ -10,14 +10,14 @@ import streamlit as st
 
 import admin
 import annotate
+import dashboards
 import review
-from analysis import dashboard, insights
 from db.rules.errors import DiskFull
 from ui import home, process, shell
 
 process.freeze_imports_once()  # every module above is in: the collector stops walking them
 
-PAGE_ROOMS = (home.pages, annotate.pages, review.pages, dashboard.pages, insights.pages, admin.pages)
+PAGE_ROOMS = (home.pages, annotate.pages, review.pages, dashboards.pages, admin.pages)
 
 
 def pages_for(user) -> dict[str, list[st.Page]]:

@@ -271,9 +271,12 @@ def bench_page(visitor: Visitor, role: Role, url_path: str, visits: int, recount
 
 def bench_dashboard_build(visitor: Visitor) -> None:
     """The grid and default report: the background build, and the straightforward synchronous build."""
-    from analysis import dashboard, metrics
-    from analysis.loader import data_version, load_frames
+    from analysis import metrics
+    from analysis.grid import prepare
+    from analysis.loader import load_frames
     from analysis.report import build_report
+    from dashboards import dashboard
+    from db.store.data_version import data_version
 
     keeper = dashboard._kept_grid()
     # The last page visit's change may still be building: it is let finish first, or this figure would time two
@@ -284,7 +287,7 @@ def bench_dashboard_build(visitor: Visitor) -> None:
     ms, snapshot = timed_ms(lambda: keeper.wait(version, 600))
     print(f"{'dashboard background rebuild after a change':<44} {ms:8.1f} ms (the page meanwhile shows the last grid)")
     start = time.perf_counter()
-    grid = metrics.prepare(load_frames(visitor.engine))
+    grid = prepare(load_frames(visitor.engine))
     build_report(None, metrics.DEFAULT_K, metrics.GOLD, grid=grid, resamples=dashboard.DASHBOARD_RESAMPLES)
     straight = (time.perf_counter() - start) * 1000.0
     print(f"{'straightforward first visit: build grid+report':<44} {straight:8.1f} ms (blocks the page)")
@@ -324,8 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     # The process's first run imports the app and starts the dashboard's first build: not a visit.
     warmup = visitor.new_session(Role.admin, DASHBOARD)
     warmup.run()
-    from analysis import dashboard
-    from analysis.loader import data_version
+    from dashboards import dashboard
+    from db.store.data_version import data_version
 
     dashboard._kept_grid().wait(data_version(get_engine()), 600)
 

@@ -24,6 +24,7 @@ FOLDERS = (
     "ui",
     "annotate",
     "review",
+    "dashboards",
     "admin",
     "cli",
     "demo",
@@ -40,7 +41,20 @@ FOLDERS = (
 WRITTEN_BY_USERS = {".streamlit/secrets.toml"}
 #: What a run writes (screenshots, the browser tests' server log): absent from a fresh clone until the tests ran.
 RUN_OUTPUTS = ("tests/artifacts",)
-PACKAGES = ("db", "analysis", "ui", "annotate", "review", "admin", "cli", "demo", "judge", "i18n", "tools")
+PACKAGES = (
+    "db",
+    "analysis",
+    "ui",
+    "annotate",
+    "review",
+    "dashboards",
+    "admin",
+    "cli",
+    "demo",
+    "judge",
+    "i18n",
+    "tools",
+)
 CODE = re.compile(r"`([^`\s]+)`")
 
 

@@ -3,15 +3,17 @@ data under 1 s); its downloads still carry the whole report, analysis depth incl
 
 from __future__ import annotations
 
-from analysis import dashboard, metrics
+from analysis import metrics
+from analysis.grid import prepare
 from analysis.loader import load_frames
 from analysis.report import build_report, report_json
+from dashboards import dashboard
 from db.store.engine import get_engine
 from tests.analysis.test_report import small_database  # noqa: F401  (fixture)
 
 
 def test_the_build_draws_the_first_screen_and_a_download_has_the_whole_report(small_database):  # noqa: F811
-    grid = metrics.prepare(load_frames(get_engine()))
+    grid = prepare(load_frames(get_engine()))
     kept = dashboard._build(grid)
     assert sorted(kept.figures) == sorted(("zh", name) for name in dashboard.FIRST_SCREEN_FIGURES)
     assert kept.default is not None and kept.default.insights is None

@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 
 from sqlmodel import Session, select
 
-from analysis import dashboard, grid_worker, insights
-from analysis.loader import data_version
+from analysis import grid_worker
+from dashboards import dashboard, insight_pages
+from db.store.data_version import data_version
 from db.store.models import Label
 from i18n import DEFAULT_LANGUAGE
 from tests.analysis.test_report import populate_small_database
@@ -38,7 +39,7 @@ def test_dashboard_and_insight_pages_share_one_grid(app_database, monkeypatch):
 
     version = data_version(app_database)
     view = dashboard._kept_grid().get(version)
-    state = insights._kept_state().get(version)
+    state = insight_pages._kept_state().get(version)
     assert view.current and state.current
     grid = shared_grid.kept_grid().get(version).value
     assert view.value.grid is grid and state.value[0] is grid
@@ -61,7 +62,7 @@ def test_dashboard_and_insight_pages_share_one_grid(app_database, monkeypatch):
     assert len(reads) == 2
     assert (
         dashboard._kept_grid().get(new_version).value.grid
-        is insights._kept_state().get(new_version).value[0]
+        is insight_pages._kept_state().get(new_version).value[0]
         is shared_grid.kept_grid().get(new_version).value
     )
 

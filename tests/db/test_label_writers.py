@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("db", "analysis", "ui", "annotate", "review", "admin", "cli", "judge", "demo", "i18n")
+PRODUCT = ("db", "analysis", "ui", "annotate", "review", "dashboards", "admin", "cli", "judge", "demo", "i18n")
 
 #: The modules that write label rows now; the list only shrinks.
 LABEL_WRITERS = {

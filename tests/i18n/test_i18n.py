@@ -12,7 +12,7 @@ import i18n
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Where user-visible pages live (docs/REFERENCE.md §2).
-PAGE_SOURCES = ["annotate", "review", "admin", "ui", "analysis/dashboard.py"]
+PAGE_SOURCES = ["annotate", "review", "admin", "ui", "dashboards"]
 #: Streamlit calls (as `st.x`, `st.sidebar.x` or on a column/tab/form) whose text arguments a user reads.
 DISPLAY_CALLS = {
     "title",

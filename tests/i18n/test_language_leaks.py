@@ -21,7 +21,7 @@ from tests.conftest import new_sqlite_url
 from tests.support.apptest_helpers import _clear_caches, open_page, signed_in
 from tests.support.language_leaks import Shown, leaks, shown_texts
 
-#: The analysis pages (analysis/dashboard.py, analysis/insights.py) are checked by their own tests.
+#: The analysis pages (dashboards/) are checked by their own tests.
 ANALYSIS_PAGES = {"analysis-dashboard", "analysis-criteria", "analysis-judge-errors", "analysis-physicians"}
 DEMO_READERS = ("admin", "anno1a", "anno2b", "check1", "check2")
 

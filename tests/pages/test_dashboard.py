@@ -70,7 +70,7 @@ def test_dashboard_filters_and_label_source(dashboard_data):
 def test_dashboard_refuses_checkers_annotators_and_strangers(dashboard_data):
     # Model names, per-group sources and per-group statistics are for admins only (docs/REFERENCE.md §1).
     for username in ("chk-1", "ann-9", None):
-        app = AppTest.from_string("from analysis.dashboard import render\nrender()\n", default_timeout=60)
+        app = AppTest.from_string("from dashboards.dashboard import render\nrender()\n", default_timeout=60)
         if username:
             app.session_state["token"] = sign_in_token(dashboard_data, username)
         app.run()
@@ -79,7 +79,7 @@ def test_dashboard_refuses_checkers_annotators_and_strangers(dashboard_data):
 
 
 def test_dashboard_is_in_the_navigation_of_admins_only(dashboard_data):
-    from analysis.dashboard import pages
+    from dashboards.dashboard import pages
     from db.access import users
 
     with Session(dashboard_data) as session:

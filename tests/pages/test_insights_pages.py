@@ -145,7 +145,9 @@ PAGES = {
 def test_pages_refuse_everyone_but_admins(insight_data, page):
     function = PAGES[page]
     for username in ("chk-1", "ann-1", None):
-        app = AppTest.from_string(f"from analysis.insights import {function}\n{function}()\n", default_timeout=60)
+        app = AppTest.from_string(
+            f"from dashboards.insight_pages import {function}\n{function}()\n", default_timeout=60
+        )
         if username:
             app.session_state["token"] = sign_in_token(insight_data, username)
         app.run()
@@ -154,7 +156,7 @@ def test_pages_refuse_everyone_but_admins(insight_data, page):
 
 
 def test_pages_are_in_the_navigation_of_admins_only(insight_data):
-    from analysis.insights import pages
+    from dashboards.insight_pages import pages
     from db.access import users
 
     with Session(insight_data) as session:

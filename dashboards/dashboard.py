@@ -33,6 +33,8 @@ from analysis import (
 from analysis.background import BackgroundValue
 from analysis.bootstrap import DEFAULT_SEED
 from analysis.exports.csv_cells import csv_bytes
+from analysis.frames import JUDGE_PREFIX
+from analysis.grid import DecisionGrid
 from analysis.report import Report, build_report, json_bytes, report_json, tables
 from db.access.policies import StatisticsPolicy, authorize
 from db.rules.errors import ClinConsensusError
@@ -83,7 +85,7 @@ FIRST_SCREEN_FIGURES = ("accuracy_vs_cacs", "case_accuracy", "threshold")
 class Kept:
     """What the page needs of one data version, built in the background: nothing of it is drawn per visit."""
 
-    grid: metrics.DecisionGrid
+    grid: DecisionGrid
     default: Report | None  # the default view's report (None: the page shows why when it builds it)
     judges: list[str]  # judges by number of decisions, most first
     fidelity: dict[str, float]  # each judge's pooled macro-F1 against gold (NaN: no decision has gold)
@@ -91,7 +93,7 @@ class Kept:
     figures: dict[tuple[str, str], go.Figure]  # the default view's figures, by (language, name)
 
 
-def _build(grid: metrics.DecisionGrid) -> Kept:
+def _build(grid: DecisionGrid) -> Kept:
     judges = _judges_by_decisions(grid)
     k = min(metrics.DEFAULT_K, grid.rubric_size) if grid.rubric_size else metrics.DEFAULT_K
     try:
@@ -142,11 +144,11 @@ def _report(
     source: str,
     judge_scored: str | None,
     gold_basis: str,
-    _grid: metrics.DecisionGrid,
+    _grid: DecisionGrid,
 ) -> Report:
     selected = _grid.subset(_selection(_grid, dict(filters)))
     # The analysis depth (criteria, judges by model and slice, physicians) has pages of its own
-    # (analysis.insights); leaving it out here keeps a filter change within the dashboard's time.
+    # (dashboards.insight_pages); leaving it out here keeps a filter change within the dashboard's time.
     return build_report(
         None,
         k,
@@ -165,7 +167,7 @@ def _view_figure(version: Hashable, view: tuple, language: str, name: str, _repo
     return FIGURES[name](_report, figure_builders.translator(language))
 
 
-def _judges_by_decisions(grid: metrics.DecisionGrid) -> list[str]:
+def _judges_by_decisions(grid: DecisionGrid) -> list[str]:
     return sorted(grid.judge_rows, key=lambda name: (-int(grid.judge_rows[name][0].sum()), name))
 
 
@@ -193,7 +195,7 @@ def _scoring_judge(judges: list[str], fidelity: dict[str, float], t: shell.Trans
         )
 
 
-def _selection(grid: metrics.DecisionGrid, filters: dict) -> np.ndarray:
+def _selection(grid: DecisionGrid, filters: dict) -> np.ndarray:
     """Boolean mask of the grid's responses that pass every filter (an empty filter passes everything)."""
     cases = grid.cases
     keep_case = np.ones(len(cases), dtype=bool)
@@ -214,7 +216,7 @@ def _selection(grid: metrics.DecisionGrid, filters: dict) -> np.ndarray:
     return keep
 
 
-def _options(grid: metrics.DecisionGrid) -> dict[str, list[str]]:
+def _options(grid: DecisionGrid) -> dict[str, list[str]]:
     cases = grid.cases
     return {
         "models": list(grid.models),
@@ -226,14 +228,12 @@ def _options(grid: metrics.DecisionGrid) -> dict[str, list[str]]:
 
 
 def _source_label(t: shell.Translator, source: str) -> str:
-    if source.startswith(metrics.JUDGE_PREFIX):
-        return t("analysis.source.judge", name=source[len(metrics.JUDGE_PREFIX) :])
+    if source.startswith(JUDGE_PREFIX):
+        return t("analysis.source.judge", name=source[len(JUDGE_PREFIX) :])
     return t(f"analysis.source.{source}")
 
 
-def _filters(
-    grid: metrics.DecisionGrid, options: dict[str, list[str]], t: shell.Translator
-) -> tuple[dict, int, str, bool]:
+def _filters(grid: DecisionGrid, options: dict[str, list[str]], t: shell.Translator) -> tuple[dict, int, str, bool]:
     with st.sidebar:
         st.header(t("analysis.filters"))
         st.caption(t("analysis.filter.all"))
@@ -268,7 +268,7 @@ def _filters(
             metrics.GOLD,
             metrics.GROUP1,
             metrics.GROUP2,
-            *(metrics.JUDGE_PREFIX + name for name in sorted(grid.judges)),
+            *(JUDGE_PREFIX + name for name in sorted(grid.judges)),
         ]
         source = st.selectbox(
             t("analysis.filter.source"),

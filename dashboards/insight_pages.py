@@ -22,26 +22,27 @@ from analysis import (
 )
 from analysis.background import BackgroundValue
 from analysis.exports.csv_cells import csv_bytes
+from analysis.grid import MET, NOT_MET, DecisionGrid
 from analysis.loader import load_criterion_texts
 from db.access.export_records import newest_sft_holdout
 from db.access.policies import StatisticsPolicy, authorize
 from db.review.criterion_return import send_back_criteria, send_back_target
 from db.rules.errors import ClinConsensusError
 from db.store.models import Role, User
-from db.work.judge_errors import JudgeErrorDetail, judge_error_detail
+from db.work.judge_error_detail import JudgeErrorDetail, judge_error_detail
 from ui import shared_grid, shell, table_view
 from ui.text import plain
 from ui.widgets import show_error, show_text
 
 PAGE_RESAMPLES = 300
 SHOWN_ROWS = 500
-LABEL_TEXT = {metrics.MET: "insights.label.met", metrics.NOT_MET: "insights.label.not_met"}
+LABEL_TEXT = {MET: "insights.label.met", NOT_MET: "insights.label.not_met"}
 
 
-State = tuple[metrics.DecisionGrid, reliability.Insights, pd.DataFrame, list[str]]
+State = tuple[DecisionGrid, reliability.Insights, pd.DataFrame, list[str]]
 
 
-def _build(grid: metrics.DecisionGrid) -> State:
+def _build(grid: DecisionGrid) -> State:
     # The models in the dashboard's order (its default view ranks them by CACS@k on gold).
     cacs = metrics.model_scores(grid, metrics.response_scores(grid), metrics.DEFAULT_K)["cacs_at_k"]
     order = figure_builders.ranked_models(cacs, grid.models)
@@ -252,7 +253,7 @@ def render_judge_errors() -> None:
 
 def _fidelity_sections(
     t: shell.Translator,
-    grid: metrics.DecisionGrid,
+    grid: DecisionGrid,
     insights: reliability.Insights,
     judges: pd.DataFrame,
     order: list[str],
@@ -293,7 +294,7 @@ def _fidelity_sections(
     _download(t, "judge_slices", insights.judge_slices)
 
 
-def _errors_section(t: shell.Translator, user: User, grid: metrics.DecisionGrid) -> None:
+def _errors_section(t: shell.Translator, user: User, grid: DecisionGrid) -> None:
     """One judge's false positives or negatives, filtered by model, and the chosen error in full."""
     st.subheader(t("insights.judges.errors"))
     judge = st.selectbox(t("insights.judges.judge"), sorted(grid.judges), key="insights_judge")
@@ -338,7 +339,7 @@ def _errors_section(t: shell.Translator, user: User, grid: metrics.DecisionGrid)
     _error_detail(t, detail, row)
 
 
-def ranking_table(grid: metrics.DecisionGrid, heldout: list[str], k: int) -> pd.DataFrame:
+def ranking_table(grid: DecisionGrid, heldout: list[str], k: int) -> pd.DataFrame:
     """Each judge's ranking fidelity over the held-out models (all models when none), then the physicians'
     ceiling (group 1's ranking against group 2's) as the last row."""
     judged = score_section.heldout_grid(grid, heldout or None)
@@ -348,7 +349,7 @@ def ranking_table(grid: metrics.DecisionGrid, heldout: list[str], k: int) -> pd.
     return pd.DataFrame(rows, columns=columns)
 
 
-def _ranking_section(t: shell.Translator, grid: metrics.DecisionGrid) -> None:
+def _ranking_section(t: shell.Translator, grid: DecisionGrid) -> None:
     """Does each judge rank models as physicians do, measured on the models it was not trained on."""
     st.subheader(t("insights.ranking.title"))
     with shell.db_session(read_only=True) as session:
