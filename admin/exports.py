@@ -1,4 +1,4 @@
-"""Downloads of every export (docs/REFERENCE.md §3.5), built by `analysis.exports.export_bundle` on demand.
+"""Downloads of every export (docs/REFERENCE.md §3.5), built by `analysis.exports.bundle.export_bundle` on demand.
 
 An export reads the whole database, so it is built only when the admin asks for it; the zip
 (the export's files plus SUMMARY.txt) is then offered as a download until the page is left, below
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analysis.exports import DEFAULT_SEED, EXPORT_KINDS, LeftOut, build_bundle
+from analysis.exports.bundle import build_bundle
+from analysis.exports.export_summary import DEFAULT_SEED, EXPORT_KINDS, LeftOut
 from db.access.export_records import record_export
 from db.rules.errors import ClinConsensusError
 from db.store.models import Role

@@ -11,7 +11,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.metrics import MET, Agreement, DecisionGrid
+from analysis.grid import MET, DecisionGrid
+from analysis.metrics import Agreement
 
 LOWEST_CRITERIA = 20
 TAIL_SHARE = 0.05

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.metrics import Agreement, DecisionGrid, Scores, cacs, macro_f1
+from analysis.grid import DecisionGrid
+from analysis.metrics import Agreement, Scores, cacs, macro_f1
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 20260101

@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 from analysis import ppi
-from analysis.metrics import DecisionGrid, cacs, complete_mask, met_counts
+from analysis.grid import DecisionGrid
+from analysis.metrics import cacs, complete_mask, met_counts
 from db.rules.gold import FINAL
 
 MIN_LABELED = 10

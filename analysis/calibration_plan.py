@@ -25,7 +25,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-from analysis.metrics import DecisionGrid, cacs, complete_mask, met_counts
+from analysis.grid import DecisionGrid
+from analysis.metrics import cacs, complete_mask, met_counts
 from db.rules.errors import ValidationFailed
 
 MIN_BASIS = 10

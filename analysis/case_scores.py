@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.metrics import DecisionGrid, Scores, cacs
+from analysis.grid import DecisionGrid
+from analysis.metrics import Scores, cacs
 
 CASE_SCORE_COLUMNS = [
     "model",

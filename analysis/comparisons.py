@@ -33,7 +33,8 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from analysis.metrics import DecisionGrid, Scores, cacs
+from analysis.grid import DecisionGrid
+from analysis.metrics import Scores, cacs
 
 METRICS = ("cacs_at_k", "rubric_accuracy")
 LEVEL = 0.95

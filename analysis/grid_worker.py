@@ -26,8 +26,9 @@ from typing import cast
 
 from sqlalchemy.engine import Engine
 
-from analysis import metrics
-from analysis.loader import load_frames, make_engine
+from analysis.grid import DecisionGrid, prepare
+from analysis.loader import load_frames
+from db.store.engine import make_engine
 
 #: The folder that holds the `analysis` package, so a worker imports this code whatever its working folder.
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -40,19 +41,19 @@ class WorkerStopped(RuntimeError):
     """The worker process ended before it returned a grid (killed, or out of memory)."""
 
 
-def build_grid(url: str) -> metrics.DecisionGrid:
+def build_grid(url: str) -> DecisionGrid:
     """The decision grid of the database at `url`, on an engine of the calling process's own."""
     engine = make_engine(url)
     try:
-        return metrics.prepare(load_frames(engine))
+        return prepare(load_frames(engine))
     finally:
         engine.dispose()
 
 
-def grid_of(engine: Engine, *, in_worker: bool = True) -> metrics.DecisionGrid:
+def grid_of(engine: Engine, *, in_worker: bool = True) -> DecisionGrid:
     """The decision grid of `engine`'s database, built in a worker when asked and another process can open it."""
     if not in_worker or not shareable(engine):
-        return metrics.prepare(load_frames(engine))
+        return prepare(load_frames(engine))
     return built_in_worker(engine.url.render_as_string(hide_password=False))
 
 
@@ -65,7 +66,7 @@ def shareable(engine: Engine) -> bool:
     return bool(database) and database != ":memory:" and "mode=memory" not in str(url)
 
 
-def built_in_worker(url: str, *, request: bytes | None = None) -> metrics.DecisionGrid:
+def built_in_worker(url: str, *, request: bytes | None = None) -> DecisionGrid:
     """The grid of the database at `url`, built by a worker process (`request` replaces the line sent:
     for the tests of a worker that fails)."""
     worker = _take_worker()
@@ -80,7 +81,7 @@ def built_in_worker(url: str, *, request: bytes | None = None) -> metrics.Decisi
     outcome, value = pickle.loads(output)
     if outcome == "error":
         raise value
-    return cast(metrics.DecisionGrid, value)
+    return cast(DecisionGrid, value)
 
 
 def _take_worker() -> subprocess.Popen:

@@ -26,13 +26,15 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from analysis.exports.common import ExportSummary, sha256_file
+from analysis.exports.export_summary import ExportSummary
+from analysis.exports.file_writers import sha256_file
 from analysis.exports.manifest import MANIFEST_NAME, write_manifest
 from analysis.exports.paths import output_dir, output_file, write_text
-from analysis.loader import audit_head, data_version, load_frames
+from analysis.loader import audit_head, load_frames
 from analysis.metrics import DEFAULT_K
 from analysis.report import Report, build_report, report_json
 from db.access.audit_digest import payload_hash
+from db.store.data_version import data_version
 from db.store.models import LeaderboardSnapshot
 
 

@@ -27,11 +27,9 @@ from sqlalchemy import SQLColumnExpression, Text, cast, literal_column, select
 from sqlalchemy.engine import Engine
 from sqlmodel import col
 
-from analysis.frames import Frames as Frames
+from analysis.frames import Frames
 from db.rules.taxonomy import get_taxonomy
 from db.store.current_rubric import counts_sql, current_versions
-from db.store.data_version import DataVersion as DataVersion, data_version as data_version
-from db.store.engine import make_engine as make_engine  # a worker process makes its own engine
 from db.store.models import (
     CalibrationSample,
     Case,
@@ -570,9 +568,7 @@ def _as_list(value) -> list:
     return list(value) if value is not None else []
 
 
-# Freshness ------------------------------------------------------------------------------------
-
-# The data version is the database's (db.store.data_version): pages below analysis key their caches on it too.
+# The audit head -----------------------------------------------------------------------------------
 
 
 def audit_head(engine: Engine) -> dict:

@@ -1,6 +1,6 @@
 """The metrics of docs/REFERENCE.md §4, as pure vectorised functions over the decision grid (`analysis.grid`).
 
-`prepare(frames)` lays every decision out on a grid — one row per response, one column per
+`analysis.grid.prepare(frames)` lays every decision out on a grid — one row per response, one column per
 criterion position of its case's current approved rubric. Every metric below is array arithmetic
 over that grid; nothing loops over decisions.
 
@@ -17,21 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.frames import JUDGE_PREFIX as JUDGE_PREFIX, parse_source
-
-# The grid is built in analysis.grid; its names are part of this module's interface too.
-from analysis.grid import (
-    MET as MET,
-    MISSING as MISSING,
-    NOT_MET as NOT_MET,
-    RATER_COLUMNS as RATER_COLUMNS,
-    DecisionGrid as DecisionGrid,
-    PhysicianLayers as PhysicianLayers,
-    RowLookup as RowLookup,
-    physician_layers as physician_layers,
-    prepare as prepare,
-    rubric_size as rubric_size,
-)
+from analysis.frames import JUDGE_PREFIX, parse_source
+from analysis.grid import MET, DecisionGrid
 from db.rules.errors import ValidationFailed
 from db.rules.taxonomy import get_taxonomy
 

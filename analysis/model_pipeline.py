@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import calibrated as calibrated_scores, metrics, score_section
+from analysis.grid import DecisionGrid
 from analysis.reliability.physicians import human_ceiling
 
 MIN_LABELED = calibrated_scores.MIN_LABELED
@@ -52,11 +53,11 @@ class ModelFigures:
     calibrated: dict[str, dict]  # judge → report.json `calibrated[judge][model]`
 
 
-def _rows_of(grid: metrics.DecisionGrid, model: str) -> np.ndarray:
+def _rows_of(grid: DecisionGrid, model: str) -> np.ndarray:
     return grid.responses["model"].to_numpy() == model
 
 
-def judges_of(grid: metrics.DecisionGrid, model: str) -> pd.DataFrame:
+def judges_of(grid: DecisionGrid, model: str) -> pd.DataFrame:
     """Per judge with a decision on `model`'s responses: its decisions, the responses it graded on all N."""
     own = _rows_of(grid, model)
     rows = []
@@ -69,7 +70,7 @@ def judges_of(grid: metrics.DecisionGrid, model: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=JUDGE_COLUMNS)
 
 
-def response_stages(grid: metrics.DecisionGrid) -> np.ndarray:
+def response_stages(grid: DecisionGrid) -> np.ndarray:
     """Per response, the index in `STAGES` of where it waits: for labels (a group without its label on every
     decision), for checks (both labeled, a group unchecked), for adjudication (both checked, a disagreement or
     an unchecked agreement left), or final (docs/REFERENCE.md §4: `grid.final`). Read on the provisional grid."""
@@ -79,7 +80,7 @@ def response_stages(grid: metrics.DecisionGrid) -> np.ndarray:
     return np.where(grid.final, 3, stage)
 
 
-def sample_progress(grid: metrics.DecisionGrid, model: str) -> SampleProgress:
+def sample_progress(grid: DecisionGrid, model: str) -> SampleProgress:
     """How far `model`'s calibration sample is on its way to final gold, by stage."""
     samples = grid.calibration if grid.calibration is not None else calibrated_scores.empty_samples()
     sampled = calibrated_scores.sampled_rows(grid, samples) & _rows_of(grid, model)
@@ -92,7 +93,7 @@ def sample_progress(grid: metrics.DecisionGrid, model: str) -> SampleProgress:
     return SampleProgress(drawn=drawn, complete=final, pending=drawn - final, provisional=provisional, stages=stages)
 
 
-def model_figures(grid: metrics.DecisionGrid, model: str, k: int) -> ModelFigures:
+def model_figures(grid: DecisionGrid, model: str, k: int) -> ModelFigures:
     """Everything the page shows of `model` from the grid (its calibrated scores as report.json has them)."""
     own = _rows_of(grid, model)
     samples = grid.calibration if grid.calibration is not None else calibrated_scores.empty_samples()
@@ -108,7 +109,7 @@ def model_figures(grid: metrics.DecisionGrid, model: str, k: int) -> ModelFigure
     )
 
 
-def heldout_in_grid(grid: metrics.DecisionGrid, exported: list[str]) -> list[str]:
+def heldout_in_grid(grid: DecisionGrid, exported: list[str]) -> list[str]:
     """The exported held-out models that have responses (an empty list measures on every model)."""
     return [model for model in dict.fromkeys(exported) if model in grid.models]
 
@@ -133,7 +134,7 @@ def what_is_missing(entry: dict | None, sample: SampleProgress) -> list[str]:
 class PipelineFigures:
     """The figures of one grid (one data version), computed on first use and kept for later reruns."""
 
-    grid: metrics.DecisionGrid
+    grid: DecisionGrid
     _fidelity: dict[tuple[str, ...], pd.DataFrame] = field(default_factory=dict)
     _models: dict[tuple[str, int], ModelFigures] = field(default_factory=dict)
     _ceiling: dict[str, float | None] = field(default_factory=dict)

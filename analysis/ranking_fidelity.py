@@ -17,7 +17,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.metrics import TOP_SETS, DecisionGrid, cacs, complete_mask, correlation, met_counts, top_overlap
+from analysis.grid import DecisionGrid
+from analysis.metrics import TOP_SETS, cacs, complete_mask, correlation, met_counts, top_overlap
 
 
 def _model_means(grid: DecisionGrid, labels: np.ndarray, rows: np.ndarray, k: int) -> pd.Series:

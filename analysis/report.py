@@ -52,8 +52,10 @@ from analysis.case_scores import case_scores
 from analysis.exports.csv_cells import write_csv
 from analysis.exports.paths import open_for_writing, output_dir, output_file, write_text
 from analysis.figures import figures as figure_builders, html_report, translator
+from analysis.frames import JUDGE_PREFIX, Frames
+from analysis.grid import DecisionGrid, prepare
 from analysis.json_values import count, number
-from analysis.loader import Frames, load_frames
+from analysis.loader import load_frames
 from analysis.score_figures import score_figures
 from analysis.time_agreement import TimeAgreement, time_agreement
 from db.rules.errors import ValidationFailed
@@ -68,7 +70,7 @@ class Report:
     k: int
     n: int
     source: str
-    grid: metrics.DecisionGrid
+    grid: DecisionGrid
     scores: metrics.Scores
     models: pd.DataFrame
     agreement: metrics.Agreement
@@ -109,7 +111,7 @@ def build_report(
     *,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
-    grid: metrics.DecisionGrid | None = None,
+    grid: DecisionGrid | None = None,
     judge_scored: str | None = None,
     insights: bool = True,
     heldout_models: list[str] | None = None,
@@ -131,41 +133,18 @@ def build_report(
     if grid is None:
         if frames is None:
             raise ValueError("build_report needs the frames or their grid")
-        grid = metrics.prepare(frames)
+        grid = prepare(frames)
     n = grid.rubric_size
     k = metrics.validate_k(k, n)
     every = grid
     grid = grid.on_basis(gold_basis)
-    scores = metrics.response_scores(grid, source)
-    models = metrics.model_scores(grid, scores, k)
-    ranked = models.loc[sorted(comparisons.ranked_models(models, min_responses))]
-    agreement = metrics.agreement(grid)
     judged = score_section.heldout_grid(grid, heldout_models)
-    report = Report(
-        k=k,
-        n=n,
-        source=source,
-        grid=grid,
-        scores=scores,
-        models=models,
-        agreement=agreement,
-        judges=metrics.judge_fidelity(judged),
-        sensitivity=metrics.threshold_sensitivity(ranked, k, n=n),
-        length=metrics.length_diagnostics(scores, k),
-        cross_grader=metrics.cross_grader(grid),
-        positive_rates=metrics.positive_rates(grid),
-        slices=metrics.slices(grid, scores, k),
-        pending=basis_pending(every, grid, source),
-        coefficients=agreement_extra.agreement_coefficients(agreement),
-        criterion_agreement=agreement_extra.criterion_agreement(grid),
-        low_agreement_cases=agreement_extra.low_agreement_cases(agreement),
-        gold_basis=gold_basis,
-        min_responses=min_responses,
-    )
+    report = _core_report(every, grid, judged, k, source, gold_basis, min_responses)
+    scores, models, agreement = report.scores, report.models, report.agreement
     if frames is not None and frames.timings is not None:
         report.time = time_agreement(grid, frames.timings, frames.users)
     if judge_scored:
-        metrics.source_labels(grid, metrics.JUDGE_PREFIX + judge_scored)  # an unknown judge is named
+        metrics.source_labels(grid, JUDGE_PREFIX + judge_scored)  # an unknown judge is named
         report.judge_scored = metrics.judge_scored_models(grid, source, judge_scored, k)
     if resamples:
         report.intervals = confidence_intervals(grid, scores, agreement, k, resamples=resamples, seed=seed)
@@ -189,7 +168,40 @@ def build_report(
     return report
 
 
-def basis_pending(every: metrics.DecisionGrid, grid: metrics.DecisionGrid, source: str) -> dict[str, int]:
+def _core_report(
+    every: DecisionGrid, grid: DecisionGrid, judged: DecisionGrid, k: int, source: str, basis: str, minimum: int
+) -> Report:
+    """The report's sections every report has, on `grid` (the grid on the gold basis; `every`: on the provisional
+    one; `judged`: the held-out models' part, for the judges' fidelity)."""
+    n = grid.rubric_size
+    scores = metrics.response_scores(grid, source)
+    models = metrics.model_scores(grid, scores, k)
+    ranked = models.loc[sorted(comparisons.ranked_models(models, minimum))]
+    agreement = metrics.agreement(grid)
+    return Report(
+        k=k,
+        n=n,
+        source=source,
+        grid=grid,
+        scores=scores,
+        models=models,
+        agreement=agreement,
+        judges=metrics.judge_fidelity(judged),
+        sensitivity=metrics.threshold_sensitivity(ranked, k, n=n),
+        length=metrics.length_diagnostics(scores, k),
+        cross_grader=metrics.cross_grader(grid),
+        positive_rates=metrics.positive_rates(grid),
+        slices=metrics.slices(grid, scores, k),
+        pending=basis_pending(every, grid, source),
+        coefficients=agreement_extra.agreement_coefficients(agreement),
+        criterion_agreement=agreement_extra.criterion_agreement(grid),
+        low_agreement_cases=agreement_extra.low_agreement_cases(agreement),
+        gold_basis=basis,
+        min_responses=minimum,
+    )
+
+
+def basis_pending(every: DecisionGrid, grid: DecisionGrid, source: str) -> dict[str, int]:
     """`pending` of report.json: unresolved disagreements and incomplete responses as §4 defines them (on
     `every`, the grid of the provisional basis), and `provisional_responses`: complete but not final under
     the final basis (`grid`), 0 under the provisional one."""

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from analysis import calibrated as calibrated_scores, comparisons as paired, ranking_fidelity
-from analysis.metrics import DecisionGrid, Scores
+from analysis.grid import DecisionGrid
+from analysis.metrics import Scores
 from db.rules.errors import ValidationFailed
 
 SECTION_KEYS = (

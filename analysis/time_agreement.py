@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import metrics
+from analysis.grid import DecisionGrid
 
 #: Time buckets: quantiles of seconds per criterion over the timed responses (4 = quartiles).
 TIME_BUCKETS = 4
@@ -102,7 +103,7 @@ def _timed(timings: pd.DataFrame | None, users: pd.DataFrame) -> pd.DataFrame:
 
 
 def time_agreement(
-    grid: metrics.DecisionGrid, timings: pd.DataFrame | None, users: pd.DataFrame, buckets: int = TIME_BUCKETS
+    grid: DecisionGrid, timings: pd.DataFrame | None, users: pd.DataFrame, buckets: int = TIME_BUCKETS
 ) -> TimeAgreement:
     """Per timed response, per annotator and per time bucket: agreement with the other group's final labels."""
     timed = _timed(timings, users)

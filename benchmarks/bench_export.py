@@ -140,16 +140,17 @@ def build_in_child(folder: Path, args: argparse.Namespace) -> str:
 
 def gold_figures(engine, folder: Path, repeat: int) -> None:
     """`export gold` `repeat` times, its file checked against its summary; the best time against the target."""
-    from analysis import exports
+    from analysis.exports.file_writers import sha256_file
+    from analysis.exports.gold import export_gold
 
     best = None
     for attempt in range(max(repeat, 1)):
         path = folder / "gold.jsonl"
-        summary, seconds = run(f"export gold (run {attempt + 1})", exports.export_gold, engine, path)
+        summary, seconds = run(f"export gold (run {attempt + 1})", export_gold, engine, path)
         best = seconds if best is None else min(best, seconds)
     rows = count_lines(path)
     assert rows == summary.counts["rows"], "gold export: line count differs from the summary"
-    assert exports.sha256_file(path) == summary.files["gold.jsonl"], "gold export: sha256 differs from the summary"
+    assert sha256_file(path) == summary.files["gold.jsonl"], "gold export: sha256 differs from the summary"
     size_mb = path.stat().st_size / 1e6
     verdict = "meets" if best < TARGET_GOLD_SECONDS else "MISSES"
     print(
@@ -161,22 +162,25 @@ def gold_figures(engine, folder: Path, repeat: int) -> None:
 
 def other_export_figures(engine, folder: Path, also: str) -> bool:
     """Each export of `also` timed once, its files checked against its manifest; False on an unknown one."""
-    from analysis import exports
+    from analysis.exports.file_writers import sha256_file
+    from analysis.exports.judge_items import export_judge_items
+    from analysis.exports.judgements import export_judgements
+    from analysis.exports.sft import export_sft
 
     for what in [w.strip() for w in also.split(",") if w.strip()]:
         if what == "judgements":
-            result, _ = run("export judgements (gold)", exports.export_judgements, engine, folder / "judgements")
+            result, _ = run("export judgements (gold)", export_judgements, engine, folder / "judgements")
             manifest = json.loads((folder / "judgements" / "manifest.json").read_text(encoding="utf-8"))
             for name, digest in manifest["sha256"].items():
-                assert exports.sha256_file(folder / "judgements" / name) == digest, name
+                assert sha256_file(folder / "judgements" / name) == digest, name
         elif what == "judge-items":
-            result, _ = run("export judge-items", exports.export_judge_items, engine, folder / "items.jsonl")
+            result, _ = run("export judge-items", export_judge_items, engine, folder / "items.jsonl")
             assert count_lines(folder / "items.jsonl") == result.counts["rows"]
         elif what == "sft":
-            result, _ = run("export sft", exports.export_sft, engine, folder / "sft", seed=1, holdout_models=[])
+            result, _ = run("export sft", export_sft, engine, folder / "sft", seed=1, holdout_models=[])
             manifest = json.loads((folder / "sft" / "manifest.json").read_text(encoding="utf-8"))
             for name in ("train.jsonl", "dev.jsonl"):
-                assert exports.sha256_file(folder / "sft" / name) == manifest["files"][name]["sha256"], name
+                assert sha256_file(folder / "sft" / name) == manifest["files"][name]["sha256"], name
         else:
             print(f"unknown export {what!r} (judgements, judge-items, sft)", file=sys.stderr)
             return False

@@ -33,7 +33,8 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import cohen_kappa_score, f1_score
 
-from analysis import metrics, provenance, score_section, validity_section
+from analysis import provenance, score_section, validity_section
+from analysis.grid import DecisionGrid, prepare
 from analysis.loader import load_frames
 from analysis.report import Report, build_report, json_bytes, report_json
 from benchmarks import whole_data
@@ -390,7 +391,7 @@ class Computed:
 
     report: Report
     document: dict
-    grid: metrics.DecisionGrid
+    grid: DecisionGrid
     best_wall: float
     best_cpu: float
     least_cpu: float
@@ -406,7 +407,7 @@ def compute_figures(frames, k: int, repeat: int) -> Computed:
         )
         runs.append((wall, cpu))
     best_wall, best_cpu = min(runs)
-    grid, prepare_wall, _ = timed(metrics.prepare, frames)
+    grid, prepare_wall, _ = timed(prepare, frames)
     print(
         f"machine load average (1 min) {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores — wall time grows with "
         "other work on the machine; CPU time does not"

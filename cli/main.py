@@ -197,8 +197,8 @@ _FILE_EXPORTS = ("gold", "judge-items", "healthbench-meta")
 
 
 def cmd_export(args) -> int:
-    from analysis import exports
     from cli import basis as gold_basis
+    from cli.export_dispatch import run_export
 
     # Checked before anything else: a bad option changes nothing, not even the schema.
     basis = gold_basis.gold_basis(args)
@@ -211,59 +211,9 @@ def cmd_export(args) -> int:
         output_dir(args.target, create=False)
     engine = _engine()
     _imports_done()
-    progress = _progress(f"export {args.what}")
-    if args.what == "gold":
-        summary = exports.export_gold(engine, Path(args.target), progress=progress, basis=basis)
-    elif args.what == "release":
-        summary = exports.export_release(
-            engine, Path(args.target), difficulties=args.difficulty or None, progress=progress
-        )
-    elif args.what == "judgements":
-        options = {
-            "source": args.source,
-            "models": _names(args.models),
-            "k": args.k,
-            "per_model": args.per_model,
-            "basis": basis,
-        }
-        summary = exports.export_judgements(engine, Path(args.target), progress=progress, **options)
-    elif args.what == "judge-items":
-        summary = exports.export_judge_items(engine, Path(args.target), progress=progress)
-    elif args.what == "leaderboard":
-        from cli.scores import export_newest
-
-        summary = export_newest(engine, Path(args.target))
-    elif args.what == "healthbench-meta":
-        summary = exports.export_healthbench_meta(engine, Path(args.target), progress=progress, basis=basis)
-    else:
-        holdout = [m for m in (args.holdout_models or "").split(",") if m]
-        summary = exports.export_sft(
-            engine,
-            Path(args.target),
-            seed=args.seed,
-            holdout_models=holdout,
-            fmt=args.format,
-            dev_fraction=args.dev_fraction,
-            template_path=args.template,
-            progress=progress,
-            include_calibration=args.include_calibration,
-            only_disagreements=args.only_disagreements,
-            basis=basis,
-        )
-        _record_sft(engine, holdout, args.seed)
+    summary = run_export(args, engine, basis, _progress(f"export {args.what}"), models=_names(args.models))
     print(summary)
     return 0
-
-
-def _record_sft(engine, holdout: list[str], seed: int) -> None:
-    """The judge pages measure a judge on the models the newest SFT export held out of its training."""
-    from db.access import users
-    from db.access.export_records import record_export
-    from db.store.engine import session_scope
-
-    with session_scope(engine) as session:
-        details = {"holdout_models": sorted(set(holdout)), "seed": seed}
-        record_export(session, actor=users.actor_name(users.CLI_ACTOR), kind="sft", details=details)
 
 
 def _names(text: str | None) -> list[str]:

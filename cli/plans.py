@@ -12,8 +12,9 @@ from collections.abc import Callable
 
 def cmd_plan(args, engine_of: Callable) -> int:
     from analysis import calibration_plan
+    from analysis.grid import prepare
     from analysis.loader import load_frames
-    from analysis.metrics import DEFAULT_K, prepare
+    from analysis.metrics import DEFAULT_K
 
     grid = prepare(load_frames(engine_of()))
     found = calibration_plan.plan(grid, args.judge, args.model, DEFAULT_K, args.half_width, args.alpha)

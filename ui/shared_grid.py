@@ -15,9 +15,10 @@ from typing import Generic, TypeVar
 
 import streamlit as st
 
-from analysis import grid_worker, metrics
+from analysis import grid_worker
 from analysis.background import BackgroundValue
-from analysis.loader import data_version
+from analysis.grid import DecisionGrid
+from db.store.data_version import data_version
 from ui import shell
 from ui.text import plain
 
@@ -47,20 +48,20 @@ def pages_wait_for(version: Hashable) -> bool:
 
 
 @st.cache_resource(show_spinner=False)
-def kept_grid() -> BackgroundValue[metrics.DecisionGrid]:
+def kept_grid() -> BackgroundValue[DecisionGrid]:
     """The decision grid of the database, built per data version in the background (one per process).
 
     A grid a page does not wait for (`QUICK_BUILD_LABELS` labels or more) is built by a worker process
     (`analysis.grid_worker`), so the pages of this one are not slowed by it; a small one here."""
     engine = shell.engine()
 
-    def build(version: Hashable) -> metrics.DecisionGrid:
+    def build(version: Hashable) -> DecisionGrid:
         return grid_worker.grid_of(engine, in_worker=not pages_wait_for(version))
 
     return BackgroundValue(build, name="analysis-grid")
 
 
-def derived(build: Callable[[metrics.DecisionGrid], T], *, name: str) -> BackgroundValue[T]:
+def derived(build: Callable[[DecisionGrid], T], *, name: str) -> BackgroundValue[T]:
     """A background value computed from the shared grid: `build(grid)` runs once per data version.
 
     Call it inside a `st.cache_resource` function (one per process); the build waits for the shared

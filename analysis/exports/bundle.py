@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from sqlalchemy.engine import Engine
 
-from analysis.exports.common import EXPORT_KINDS, ExportSummary, LeftOut
+from analysis.exports.export_summary import EXPORT_KINDS, ExportSummary, LeftOut
 from analysis.exports.gold import export_gold
 from analysis.exports.judge_items import export_judge_items
 from analysis.exports.judgements import export_judgements

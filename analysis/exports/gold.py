@@ -14,17 +14,19 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from analysis.exports.common import (
-    BOOLEAN_TEXTS,
-    ExportSummary,
-    chosen_texts,
+from analysis.exports.current_frames import (
     current_criteria,
     in_decision_order,
-    json_texts_arrow,
-    nullable_codes,
     on_basis,
     response_gold_states,
     response_keys,
+)
+from analysis.exports.export_summary import ExportSummary
+from analysis.exports.file_writers import (
+    BOOLEAN_TEXTS,
+    chosen_texts,
+    json_texts_arrow,
+    nullable_codes,
     sha256_file,
     write_joined,
 )

@@ -28,20 +28,19 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from analysis.exports.common import (
-    ExportSummary,
+from analysis.exports.current_frames import (
     current_criteria,
     in_current_rubric,
     in_decision_order,
-    json_text,
     response_gold_states,
     response_keys,
-    user_message,
-    write_lines,
 )
+from analysis.exports.export_summary import ExportSummary
+from analysis.exports.file_writers import json_text, write_lines
 from analysis.exports.manifest import export_head, write_manifest
 from analysis.exports.paths import output_file
 from analysis.loader import load_cases, load_label_decisions, load_responses
+from analysis.prompt import user_message
 from db.rules.gold import FINAL, check_basis, group_final_labels
 from db.rules.progress_report import Progress, no_progress
 from db.rules.taxonomy import get_taxonomy
@@ -72,6 +71,39 @@ def export_healthbench_meta(
     basis = check_basis(basis)
     progress(0, None, "reading labels")
     head = export_head(engine)
+    ordered, pseudonym, criteria = _finals_in_line_order(engine, basis)
+    cases = load_cases(engine, text=True).set_index("case_pk")
+    ordered = ordered[ordered["case_pk"].isin(cases.index)]
+    bounds = _decision_runs(ordered)
+    # What the lines read, compactly: the texts come next and are the largest part of the peak.
+    ordered = ordered[list(_LINE_COLUMNS)].astype(
+        {"model": "category", "criterion_id": "category", "case_pk": "int32", "response_id": "int32"}
+    )
+    responses = load_responses(engine, text=True)
+    texts = dict(zip(responses["response_id"].tolist(), responses["text"].tolist()))
+    del responses
+    rubric_texts = dict(
+        zip(zip(criteria["case_pk"].tolist(), criteria["criterion_id"].tolist()), criteria["text"].tolist())
+    )
+    lines = _MetaLines(ordered, bounds, cases, texts, rubric_texts, pseudonym)
+    path = output_file(path)
+    rows, digest = write_lines(path, lines, lines.total, progress, "healthbench meta rows")
+    write_manifest(path, export="healthbench-meta", head=head, files={path.name: digest}, rows=rows, gold_basis=basis)
+    return ExportSummary(
+        "healthbench-meta",
+        path,
+        counts={"rows": rows, "rows with both groups' labels": lines.both_groups, "physicians": len(pseudonym)},
+        files={path.name: digest},
+    )
+
+
+#: The columns of a decision's labels the lines read, in line order.
+_LINE_COLUMNS = ("case_pk", "response_id", "model", "criterion_id", "met", "user_id", "group_no")
+
+
+def _finals_in_line_order(engine: Engine, basis: str) -> tuple[pd.DataFrame, dict[int, str], pd.DataFrame]:
+    """Each group's final label on a current criterion (only checked groups' under basis `final`) in line order,
+    the physicians' pseudonyms, and the current criteria with their texts."""
     labels = load_label_decisions(engine, users=True, categorical=True)
     finals = final_labels_with_physicians(labels)
     finals = finals[finals["group_no"].isin([1, 2])]
@@ -94,40 +126,46 @@ def export_healthbench_meta(
             criteria,
         )
     )
-    del finals
-    cases = load_cases(engine, text=True).set_index("case_pk")
-    ordered = ordered[ordered["case_pk"].isin(cases.index)]
+    return ordered, pseudonym, criteria
+
+
+def _decision_runs(ordered: pd.DataFrame) -> list[int]:
+    """Where each decision's run of labels starts in `ordered`, then its length: run i is [bounds[i], bounds[i+1])."""
     response_ids = ordered["response_id"].to_numpy()
     criterion_ids = ordered["criterion_id"].to_numpy()
     starts = np.flatnonzero(
         np.r_[True, (response_ids[1:] != response_ids[:-1]) | (criterion_ids[1:] != criterion_ids[:-1])]
     )[: len(ordered)]  # no decision: no run (the leading True would name a first row that is not there)
-    bounds = np.r_[starts, len(ordered)].tolist()
-    del response_ids, criterion_ids, starts
-    # What the lines read, compactly: the texts come next and are the largest part of the peak.
-    ordered = ordered[["case_pk", "response_id", "model", "criterion_id", "met", "user_id", "group_no"]].astype(
-        {"model": "category", "criterion_id": "category", "case_pk": "int32", "response_id": "int32"}
-    )
-    responses = load_responses(engine, text=True)
-    texts = dict(zip(responses["response_id"].tolist(), responses["text"].tolist()))
-    del responses
-    rubric_texts = dict(
-        zip(zip(criteria["case_pk"].tolist(), criteria["criterion_id"].tolist()), criteria["text"].tolist())
-    )
-    taxonomy = get_taxonomy()
-    total = len(bounds) - 1
-    both_groups = 0
+    return np.r_[starts, len(ordered)].tolist()
 
-    def lines() -> Iterator[str]:
-        nonlocal both_groups
-        columns = ("case_pk", "response_id", "model", "criterion_id", "met", "user_id", "group_no")
+
+class _MetaLines:
+    """The JSON lines of the export, one per decision run, counting the decisions both groups labelled."""
+
+    def __init__(
+        self,
+        ordered: pd.DataFrame,
+        bounds: list[int],
+        cases: pd.DataFrame,
+        texts: dict,
+        rubric_texts: dict,
+        pseudonym: dict[int, str],
+    ) -> None:
+        self.ordered, self.bounds, self.cases = ordered, bounds, cases
+        self.texts, self.rubric_texts, self.pseudonym = texts, rubric_texts, pseudonym
+        self.total = len(bounds) - 1
+        self.both_groups = 0
+
+    def __iter__(self) -> Iterator[str]:
+        ordered, bounds, cases, texts, total = self.ordered, self.bounds, self.cases, self.texts, self.total
+        taxonomy = get_taxonomy()
         shown_case = shown_response = None
         # A block of decisions at a time as Python values: the whole frame as lists would be ~0.2 GB more.
         for block in range(0, total, LINES_PER_BLOCK):
             block_bounds = bounds[block : min(block + LINES_PER_BLOCK, total) + 1]
             low = block_bounds[0]
             case_pk, response_id, model_name, criterion_id, met, user_id, group_no = (
-                ordered[column].iloc[low : block_bounds[-1]].tolist() for column in columns
+                ordered[column].iloc[low : block_bounds[-1]].tolist() for column in _LINE_COLUMNS
             )
             for first, end in zip(block_bounds[:-1], block_bounds[1:]):
                 first, end = first - low, end - low
@@ -144,23 +182,13 @@ def export_healthbench_meta(
                     completion, model = json_text(texts[shown_response]), json_text(model_name[first])
                     completion_id = json_text(f"{case.case_id}:{model_name[first]}")
                 mets, groups = met[first:end], group_no[first:end]
-                both_groups += len(mets) == 2
-                rubric = json_text(str(rubric_texts[(pk, criterion_id[first])]))
+                self.both_groups += len(mets) == 2
+                rubric = json_text(str(self.rubric_texts[(pk, criterion_id[first])]))
                 yield (
                     f'{{"prompt": {prompt}, "prompt_id": {case_id}, "completion": {completion}, '
                     f'"completion_id": {completion_id}, "rubric": {rubric}, '
                     f'"category": {category}, "binary_labels": {json_text([bool(m) for m in mets])}, '
-                    f'"anonymized_physician_ids": {json_text([pseudonym[int(u)] for u in user_id[first:end]])}, '
+                    f'"anonymized_physician_ids": {json_text([self.pseudonym[int(u)] for u in user_id[first:end]])}, '
                     f'"case_id": {case_id}, "model": {model}, "criterion_id": {json_text(str(criterion_id[first]))}, '
                     f'"groups": {json_text([int(g) for g in groups])}}}'
                 )
-
-    path = output_file(path)
-    rows, digest = write_lines(path, lines(), total, progress, "healthbench meta rows")
-    write_manifest(path, export="healthbench-meta", head=head, files={path.name: digest}, rows=rows, gold_basis=basis)
-    return ExportSummary(
-        "healthbench-meta",
-        path,
-        counts={"rows": rows, "rows with both groups' labels": both_groups, "physicians": len(pseudonym)},
-        files={path.name: digest},
-    )

@@ -8,18 +8,13 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from analysis.exports.common import (
-    ExportSummary,
-    current_criteria,
-    json_text,
-    json_texts,
-    left_out,
-    user_message,
-    write_lines,
-)
+from analysis.exports.current_frames import current_criteria
+from analysis.exports.export_summary import ExportSummary, left_out
+from analysis.exports.file_writers import json_text, json_texts, write_lines
 from analysis.exports.manifest import export_head, write_manifest
 from analysis.exports.paths import output_file
 from analysis.loader import load_cases, load_responses
+from analysis.prompt import user_message
 from db.rules.progress_report import Progress, no_progress
 
 

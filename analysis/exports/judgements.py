@@ -11,18 +11,18 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from analysis.exports.common import (
-    PROGRESS_CHUNK,
-    ExportSummary,
-    LeftOut,
+from analysis.exports.current_frames import (
     current_criteria,
     in_current_rubric,
     in_decision_order,
-    json_text,
-    left_out,
-    prepare_dir,
     response_gold_states,
     response_keys,
+)
+from analysis.exports.export_summary import ExportSummary, LeftOut, left_out
+from analysis.exports.file_writers import (
+    PROGRESS_CHUNK,
+    json_text,
+    prepare_dir,
     sha256_file,
     write_json,
     write_json_without_floats,

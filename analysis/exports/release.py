@@ -12,21 +12,9 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from analysis.exports.common import (
-    OPTIONAL_RELEASE_FIELDS,
-    RELEASE_FIELDS,
-    RELEASE_LICENSE,
-    ExportSummary,
-    current_criteria,
-    is_forbidden_key,
-    json_text,
-    left_out,
-    list_text,
-    prepare_dir,
-    sha256_file,
-    write_json,
-    write_lines,
-)
+from analysis.exports.current_frames import current_criteria
+from analysis.exports.export_summary import ExportSummary, left_out, list_text
+from analysis.exports.file_writers import json_text, prepare_dir, sha256_file, write_json, write_lines
 from analysis.exports.manifest import MANIFEST_NAME, export_head, write_manifest
 from analysis.exports.paths import write_text
 from analysis.loader import load_cases, load_register_overrides
@@ -34,7 +22,19 @@ from db.rules.config import RUBRIC_SIZE
 from db.rules.contacts import contact_matches, mask, official_matches
 from db.rules.errors import ValidationFailed
 from db.rules.progress_report import Progress, no_progress
-from db.rules.records import DIFFICULTIES, release_problems, release_schema as case_line_schema
+from db.rules.records import (
+    DIFFICULTIES,
+    OPTIONAL_CASE_FIELDS,
+    REQUIRED_CASE_FIELDS,
+    is_forbidden_key,
+    release_problems,
+    release_schema as case_line_schema,
+)
+
+RELEASE_LICENSE = "CC BY 4.0"
+#: A released case has the fields of an imported one (`db.rules.records`).
+RELEASE_FIELDS = REQUIRED_CASE_FIELDS
+OPTIONAL_RELEASE_FIELDS = OPTIONAL_CASE_FIELDS
 
 
 def _strip_forbidden(value, path: str, removed: list[str]):

@@ -14,23 +14,21 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from analysis.exports.common import (
-    DEFAULT_SEED,
-    GENERIC_EXPLANATION,
-    PROGRESS_CHUNK,
-    ExportSummary,
-    HashingWriter,
+from analysis.exports.current_frames import (
     current_criteria,
     in_current_rubric,
     in_decision_order,
-    json_text,
-    json_texts,
-    left_out,
-    prepare_dir,
     response_gold_states,
     response_keys,
+)
+from analysis.exports.export_summary import DEFAULT_SEED, ExportSummary, left_out
+from analysis.exports.file_writers import (
+    PROGRESS_CHUNK,
+    HashingWriter,
+    json_text,
+    json_texts,
+    prepare_dir,
     sha256_file,
-    user_message,
     write_json,
 )
 from analysis.exports.judge_items import cases_with_text
@@ -44,18 +42,20 @@ from analysis.loader import (
 )
 from analysis.prompt import (
     PromptTemplate,
-    fill_template,  # noqa: F401  (re-exported by analysis.exports)
     json_body,
     judge_answer,
     read_template,
     template_name,
     template_path as resolve_template,
+    user_message,
 )
 from db.rules.errors import ValidationFailed
 from db.rules.gold import DECISION, FINAL, check_basis, decisions_with_finals, gold_from_decisions
 from db.rules.progress_report import Progress, no_progress
 from db.store.models import Stage
 
+#: Explanations for SFT rows without a physician's note (the label alone).
+GENERIC_EXPLANATION = {True: "回答满足该评分标准的要求。", False: "回答未满足该评分标准的要求。"}
 EXPLANATION_RULE = (
     "explanation = the first non-empty physician note that supports the gold label: the "
     "adjudication note; else a check note whose label equals gold (group 1, then group 2); "
@@ -136,13 +136,7 @@ def export_sft(
     holdout = sorted({model.strip() for model in holdout_models if model and model.strip()})
 
     progress(0, None, "reading labels")
-    labels = load_label_decisions(engine)
-    decisions = decisions_with_finals(labels)
-    gold = gold_from_decisions(decisions)
-    if basis == FINAL:
-        states = response_gold_states(labels, response_keys(engine), current_criteria(engine), decisions)
-        gold = gold[gold["response_id"].isin(states.loc[states["final"], "response_id"])].reset_index(drop=True)
-    del labels, decisions
+    gold = _gold_on_basis(engine, basis)
     responses = load_responses(engine, text=True)
     unknown = [model for model in holdout if model not in set(responses["model"])]
     if unknown:
@@ -157,6 +151,43 @@ def export_sft(
 
     directory = prepare_dir(Path(directory), SFT_FILES)
     file_names = ["train.jsonl", "dev.jsonl"] + (["heldout.jsonl"] if holdout else [])
+    written = _write_files(directory, file_names, rows, part, (bodies, prompt, fmt), template_source, progress)
+    options = {
+        "gold_basis": basis,
+        "format": fmt,
+        "dev_fraction": dev_fraction,
+        "holdout_models": holdout,
+        "template": template_name(template_path),
+        "include_calibration": include_calibration,
+        "only_disagreements": only_disagreements,
+    }
+    write_json(directory / "manifest.json", _manifest(engine, seed, options, chosen, written))
+    return _summary(directory, chosen, written, include_calibration=include_calibration)
+
+
+def _gold_on_basis(engine: Engine, basis: str) -> pd.DataFrame:
+    """Gold of every decision (of final responses only under basis `final`)."""
+    labels = load_label_decisions(engine)
+    decisions = decisions_with_finals(labels)
+    gold = gold_from_decisions(decisions)
+    if basis == FINAL:
+        states = response_gold_states(labels, response_keys(engine), current_criteria(engine), decisions)
+        gold = gold[gold["response_id"].isin(states.loc[states["final"], "response_id"])].reset_index(drop=True)
+    return gold
+
+
+def _write_files(
+    directory: Path,
+    file_names: list[str],
+    rows: pd.DataFrame,
+    part: np.ndarray,
+    shape: tuple[tuple[dict, dict], PromptTemplate, str],
+    template_source: Path,
+    progress: Progress,
+) -> _Written:
+    """The rows into their files (`shape`: the JSON bodies, the prompt and the format) and the judge prompt beside
+    them; what was written."""
+    bodies, prompt, fmt = shape
     writers = {name: HashingWriter(directory / name) for name in file_names}
     try:
         with_note = _write_rows(writers, rows, part, bodies, prompt, fmt, progress)
@@ -171,23 +202,12 @@ def export_sft(
         name: {"rows": counts[name], "sha256": writers[name].sha256} for name in file_names
     }
     files["judge_prompt.txt"] = {"sha256": sha256_file(directory / "judge_prompt.txt")}
-    written = _Written(
+    return _Written(
         rows={name: counts[name] for name in file_names},
         cases={name: int(rows.loc[part == name.split(".")[0], "case_id"].nunique()) for name in file_names},
         with_note=with_note,
         files=files,
     )
-    options = {
-        "gold_basis": basis,
-        "format": fmt,
-        "dev_fraction": dev_fraction,
-        "holdout_models": holdout,
-        "template": template_name(template_path),
-        "include_calibration": include_calibration,
-        "only_disagreements": only_disagreements,
-    }
-    write_json(directory / "manifest.json", _manifest(engine, seed, options, chosen, written))
-    return _summary(directory, chosen, written, include_calibration=include_calibration)
 
 
 @dataclass(frozen=True)

@@ -43,22 +43,6 @@ arguments, computed here from confusion counts by `metrics.macro_f1`):
 Undefined values are NaN.
 """
 
-from analysis.reliability.common import (
-    ALWAYS_MET,
-    CASE_DIMENSIONS,
-    FALSE_NEGATIVE,
-    FALSE_POSITIVE,
-    FLAGS,
-    KAPPA_THRESHOLD,
-    MIN_ALIGNED,
-    MIN_DISAGREEMENTS,
-    NEVER_MET,
-    NO_TAG,
-    REFERENCES,
-    SLICE_DIMENSIONS,
-    UNRELIABLE,
-    aligned_rows,
-)
 from analysis.reliability.criteria import criterion_reliability, flagged_cases, flagged_criteria, flags
 from analysis.reliability.insights import Insights, build_insights
 from analysis.reliability.judge_errors import judge_errors
@@ -74,6 +58,22 @@ from analysis.reliability.slices_and_judges import (
     criterion_tag_members,
     judge_slices,
     judges_by_model,
+)
+from analysis.reliability.thresholds_and_counts import (
+    ALWAYS_MET,
+    CASE_DIMENSIONS,
+    FALSE_NEGATIVE,
+    FALSE_POSITIVE,
+    FLAGS,
+    KAPPA_THRESHOLD,
+    MIN_ALIGNED,
+    MIN_DISAGREEMENTS,
+    NEVER_MET,
+    NO_TAG,
+    REFERENCES,
+    SLICE_DIMENSIONS,
+    UNRELIABLE,
+    aligned_rows,
 )
 
 __all__ = [

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 
 from analysis import agreement as agreement_extra, metrics
-from analysis.reliability.common import (
+from analysis.grid import MET, DecisionGrid
+from analysis.reliability.thresholds_and_counts import (
     ALWAYS_MET,
     FLAGS,
     KAPPA_THRESHOLD,
@@ -23,7 +24,7 @@ from analysis.reliability.common import (
 
 
 def criterion_reliability(
-    grid: metrics.DecisionGrid,
+    grid: DecisionGrid,
     *,
     kappa_threshold: float = KAPPA_THRESHOLD,
     min_aligned: int = MIN_ALIGNED,
@@ -39,7 +40,7 @@ def criterion_reliability(
     counts = confusion_counts_by(keys, grid.group1, grid.group2, aligned, size)
     has_gold = aligned & (grid.gold >= 0)
     n_gold = np.bincount(keys[has_gold], minlength=size)
-    gold_met = np.bincount(keys[has_gold & (grid.gold == metrics.MET)], minlength=size)
+    gold_met = np.bincount(keys[has_gold & (grid.gold == MET)], minlength=size)
     criteria = grid.criteria
     index = criteria["case_row"].to_numpy(np.int64) * width + criteria["slot"].to_numpy(np.int64)
     mine = counts[index]

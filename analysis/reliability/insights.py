@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis import metrics
 from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
+from analysis.grid import DecisionGrid
 from analysis.reliability.criteria import criterion_reliability
 from analysis.reliability.physicians import (
     ANNOTATOR_COLUMNS,
@@ -32,9 +32,7 @@ class Insights:
     agreement_slices: pd.DataFrame
 
 
-def build_insights(
-    grid: metrics.DecisionGrid, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
-) -> Insights:
+def build_insights(grid: DecisionGrid, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Insights:
     """Every figure of this module; the annotators' and slices' intervals share one resampling."""
     layers = grid.physicians
     annotators, annotator_counts = (

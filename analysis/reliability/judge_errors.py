@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis import metrics
-from analysis.reliability.common import FALSE_NEGATIVE, FALSE_POSITIVE
+from analysis.grid import MET, DecisionGrid
+from analysis.reliability.thresholds_and_counts import FALSE_NEGATIVE, FALSE_POSITIVE
 
 # Judge errors --------------------------------------------------------------------------------------
 
 
-def judge_errors(grid: metrics.DecisionGrid, judge: str) -> pd.DataFrame:
+def judge_errors(grid: DecisionGrid, judge: str) -> pd.DataFrame:
     """Every decision where `judge` differs from gold: response_id, case_id, model, criterion_id, group1,
     group2, gold, judge (1/0/-1) and kind (false_positive: judge met, gold not; false_negative: the reverse)."""
     columns = ["response_id", "case_id", "model", "criterion_id", "group1", "group2", "gold", "judge", "kind"]
@@ -35,6 +35,6 @@ def judge_errors(grid: metrics.DecisionGrid, judge: str) -> pd.DataFrame:
             "group2": grid.group2[rows, slots],
             "gold": grid.gold[rows, slots],
             "judge": said,
-            "kind": np.where(said == metrics.MET, FALSE_POSITIVE, FALSE_NEGATIVE),
+            "kind": np.where(said == MET, FALSE_POSITIVE, FALSE_NEGATIVE),
         }
     )[columns]

@@ -7,13 +7,14 @@ import pandas as pd
 
 from analysis import metrics
 from analysis.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, LEVEL, resample_weights
-from analysis.reliability.common import aligned_rows, confusion_counts_by
+from analysis.grid import DecisionGrid, PhysicianLayers
 from analysis.reliability.slices_and_judges import counts_per_criterion_and_case, slice_members, slice_membership
+from analysis.reliability.thresholds_and_counts import aligned_rows, confusion_counts_by
 
 # Physicians: ceiling, per annotator, agreement by slice ------------------------------------------------
 
 
-def _physician_pairs(grid: metrics.DecisionGrid, layers: metrics.PhysicianLayers):
+def _physician_pairs(grid: DecisionGrid, layers: PhysicianLayers):
     """Per group g: (own annotation labels, other group's finals, cells both have)."""
     finals = (grid.group1, grid.group2)
     for g in (0, 1):
@@ -22,7 +23,7 @@ def _physician_pairs(grid: metrics.DecisionGrid, layers: metrics.PhysicianLayers
         yield g, own, other, (own >= 0) & (other >= 0) & grid.valid
 
 
-def human_ceiling(grid: metrics.DecisionGrid, layers: metrics.PhysicianLayers) -> dict:
+def human_ceiling(grid: DecisionGrid, layers: PhysicianLayers) -> dict:
     """Pooled macro-F1 of each physician's labels against the other group's finals: overall and per group."""
     total = np.zeros(4, dtype=np.int64)
     result: dict = {"by_group": {}}
@@ -35,7 +36,7 @@ def human_ceiling(grid: metrics.DecisionGrid, layers: metrics.PhysicianLayers) -
     return result
 
 
-def pooled_mf1_intervals(grid: metrics.DecisionGrid, per_case: np.ndarray, resamples: int, seed: int) -> np.ndarray:
+def pooled_mf1_intervals(grid: DecisionGrid, per_case: np.ndarray, resamples: int, seed: int) -> np.ndarray:
     """(units, 2) percentile bounds of pooled macro-F1 under the report's case resampling (NaN if never defined)."""
     units = per_case.shape[1]
     bounds = np.full((units, 2), np.nan)
@@ -87,8 +88,8 @@ SLICE_AGREEMENT_COLUMNS = [
 
 
 def annotator_agreement(
-    grid: metrics.DecisionGrid,
-    layers: metrics.PhysicianLayers,
+    grid: DecisionGrid,
+    layers: PhysicianLayers,
     *,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
@@ -104,7 +105,7 @@ def _with_bounds(grid, frame: pd.DataFrame, per_case: np.ndarray, resamples: int
     return frame.assign(pooled_mf1_low=bounds[:, 0], pooled_mf1_high=bounds[:, 1])
 
 
-def annotator_table(grid: metrics.DecisionGrid, layers: metrics.PhysicianLayers) -> tuple[pd.DataFrame, np.ndarray]:
+def annotator_table(grid: DecisionGrid, layers: PhysicianLayers) -> tuple[pd.DataFrame, np.ndarray]:
     """The annotator frame (without bounds) and its confusion counts per (case row, annotator) in frame order."""
     parts, counts = [], []
     n_cases = len(grid.cases)
@@ -155,7 +156,7 @@ def annotator_table(grid: metrics.DecisionGrid, layers: metrics.PhysicianLayers)
 
 
 def agreement_slices(
-    grid: metrics.DecisionGrid, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+    grid: DecisionGrid, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
 ) -> pd.DataFrame:
     """Long frame: dimension, value, pooled_mf1 (with bootstrap bounds), n_aligned, n_decisions — the two
     groups over the aligned pairs' decisions of each slice value."""
@@ -163,7 +164,7 @@ def agreement_slices(
     return _with_bounds(grid, frame, per_case, resamples, seed)
 
 
-def slice_agreement_table(grid: metrics.DecisionGrid, members: dict | None = None) -> tuple[pd.DataFrame, np.ndarray]:
+def slice_agreement_table(grid: DecisionGrid, members: dict | None = None) -> tuple[pd.DataFrame, np.ndarray]:
     """The groups' agreement per slice value (without bounds) and its confusion counts per (case row, value)."""
     aligned = aligned_rows(grid)
     mask = aligned[:, None] & grid.valid

@@ -7,7 +7,8 @@ import pandas as pd
 from scipy import sparse
 
 from analysis import metrics
-from analysis.reliability.common import (
+from analysis.grid import DecisionGrid
+from analysis.reliability.thresholds_and_counts import (
     CASE_DIMENSIONS,
     NO_TAG,
     REFERENCES,
@@ -19,7 +20,7 @@ from analysis.reliability.common import (
 # Judges by model and by slice ----------------------------------------------------------------------
 
 
-def judges_by_model(grid: metrics.DecisionGrid) -> pd.DataFrame:
+def judges_by_model(grid: DecisionGrid) -> pd.DataFrame:
     """Rows (judge, model): mf1_group1, mf1_group2, mf1_gold against the model's decisions, n_decisions."""
     size = len(grid.models)
     rows = []
@@ -57,7 +58,7 @@ def case_dimension_members(cases: pd.DataFrame, dimension: str) -> pd.DataFrame:
     return metrics.case_slice_values(cases, dimension)
 
 
-def criterion_tag_members(grid: metrics.DecisionGrid) -> pd.DataFrame:
+def criterion_tag_members(grid: DecisionGrid) -> pd.DataFrame:
     """(cell key, value) of each current criterion's tags; criteria without a tag under NO_TAG."""
     criteria = grid.criteria
     keys = criteria["case_row"].to_numpy(np.int64) * grid.width + criteria["slot"].to_numpy(np.int64)
@@ -87,14 +88,14 @@ def counts_per_criterion_and_case(grid, truth, predicted, mask) -> tuple[np.ndar
     return by_key, by_key.reshape(len(grid.cases), grid.width, 4).sum(axis=1)
 
 
-def slice_members(grid: metrics.DecisionGrid) -> dict[str, tuple[pd.DataFrame, str]]:
+def slice_members(grid: DecisionGrid) -> dict[str, tuple[pd.DataFrame, str]]:
     """Per slice dimension: which units belong to which value, and the unit (case row, or criterion key for tags)."""
     members = {dimension: (case_dimension_members(grid.cases, dimension), "case_row") for dimension in CASE_DIMENSIONS}
     members["criterion_tag"] = (criterion_tag_members(grid), "key")
     return members
 
 
-def _judge_counts_by_key(grid: metrics.DecisionGrid, judge: np.ndarray) -> np.ndarray:
+def _judge_counts_by_key(grid: DecisionGrid, judge: np.ndarray) -> np.ndarray:
     """(cases × W, 13): confusion counts of the judge against group 1, group 2 and gold (4 each), and the
     judge's decisions, per (case row, criterion position)."""
     size = len(grid.cases) * grid.width
@@ -114,7 +115,7 @@ def _judge_counts_by_key(grid: metrics.DecisionGrid, judge: np.ndarray) -> np.nd
     return result
 
 
-def judge_slices(grid: metrics.DecisionGrid, members: dict | None = None) -> pd.DataFrame:
+def judge_slices(grid: DecisionGrid, members: dict | None = None) -> pd.DataFrame:
     """Long frame: judge, dimension, value, mf1_group1, mf1_group2, mf1_gold, n_decisions."""
     columns = ["judge", "dimension", "value", "mf1_group1", "mf1_group2", "mf1_gold", "n_decisions"]
     names = sorted(grid.judges)

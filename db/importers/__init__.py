@@ -12,8 +12,8 @@ SQLite, COPY on PostgreSQL, so a 1.65 M-line labels file imports in well under a
 May import: db.labeling, db.rubrics, db.access, db.counts, db.store, db.rules.
 """
 
-from db.importers.common import JUDGE_FORMATS, KINDS, MAX_ERRORS, ImportFailed, ImportSummary
 from db.importers.dispatch import import_file, import_stream
+from db.importers.import_summary import JUDGE_FORMATS, KINDS, MAX_ERRORS, ImportFailed, ImportSummary
 from db.importers.judge import model_of_judgement_file
 from db.importers.writing import new_response_code
 

@@ -11,8 +11,8 @@ from sqlalchemy.engine import Connection
 from db import counts
 from db.access.audit_digest import CASE_COLUMNS
 from db.access.audit_records import case_digests_entry
-from db.importers import common
-from db.importers.common import (
+from db.importers import import_summary
+from db.importers.import_summary import (
     _CASE_TABLE,
     _CRITERION_TABLE,
     _RUBRIC_TABLE,
@@ -110,7 +110,7 @@ def _import_cases(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
         for position, (_criterion_id, text, _tags) in enumerate(case["criteria"] or []):
             run.problems.scan(line, f"rubrics[{position}].criterion", text)
         chunk.append((line, case))
-        if len(chunk) >= common.RECORD_CHUNK:
+        if len(chunk) >= import_summary.RECORD_CHUNK:
             _write_cases(run, chunk)
             chunk = []
             run.progress(line, None, "lines")

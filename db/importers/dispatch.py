@@ -12,7 +12,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session
 
 from db.importers.cases import _import_cases
-from db.importers.common import JUDGE_FORMATS, KINDS, ImportFailed, ImportSummary
+from db.importers.import_summary import JUDGE_FORMATS, KINDS, ImportFailed, ImportSummary
 from db.importers.judge import _detect_judge_format, _import_judge_rows, _import_official
 from db.importers.labels import _import_labels
 from db.importers.reading import _json_lines, _Problems

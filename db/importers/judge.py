@@ -18,8 +18,8 @@ from sqlalchemy import bindparam, select, update
 
 from db import counts
 from db.access.audit_records import judge_digests_entry
-from db.importers import common, official_judgements as official
-from db.importers.common import _JUDGE_TABLE
+from db.importers import import_summary, official_judgements as official
+from db.importers.import_summary import _JUDGE_TABLE
 from db.importers.reading import EMPTY_FILE, _extra, _Problems, _reason, not_json
 from db.importers.targets import _table_has_rows, _Targets
 from db.importers.writing import _batches, _BulkInserter, _dump_json, _Run
@@ -134,7 +134,7 @@ class _JudgeWriter:
         self.run.summary.records += 1
         if self.run.writing():
             self.chunk.append((judge, response_id, criterion_id, met, extra or None, case_id, model))
-            if len(self.chunk) >= common.ROW_CHUNK:
+            if len(self.chunk) >= import_summary.ROW_CHUNK:
                 self.flush()
                 self.run.progress(line, None, "lines")
 

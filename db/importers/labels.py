@@ -15,8 +15,8 @@ from db import counts
 from db.access.audit_replay import bulk_label_row
 from db.access.policies import LABEL_AUTHOR_ROLE, SystemActor, label_author_refusal
 from db.access.users import USERNAME_PATTERN, add_placeholder_user, update_account
-from db.importers import common
-from db.importers.common import _LABEL_TABLE
+from db.importers import import_summary
+from db.importers.import_summary import _LABEL_TABLE
 from db.importers.targets import _table_has_rows, _Targets
 from db.importers.writing import _COPY_ESCAPES, _batches, _BulkInserter, _Run
 from db.labeling.freeze import final_rounds
@@ -177,7 +177,7 @@ def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
         )
         names.append((case_id, model, annotator))
         lines.append(line)
-        if len(rows) >= common.ROW_CHUNK:
+        if len(rows) >= import_summary.ROW_CHUNK:
             labeled |= _write_labels(run, _Chunk(rows, names, lines), inserter, had_labels, frozen)
             rows, names, lines = [], [], []
             run.progress(line, None, "lines")

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from db.importers.common import MAX_ERRORS, MAX_LISTED_WARNINGS, ImportFailed, ImportSummary
+from db.importers.import_summary import MAX_ERRORS, MAX_LISTED_WARNINGS, ImportFailed, ImportSummary
 from db.rules import limits
 from db.rules.contacts import EMAIL, ID_NUMBER, LANDLINE, MOBILE, find_contacts
 from db.rules.errors import Said

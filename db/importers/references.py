@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from sqlalchemy import select
 
-from db.importers.common import _CASE_TABLE, LOOKUP_BATCH
+from db.importers.import_summary import _CASE_TABLE, LOOKUP_BATCH
 from db.importers.writing import _Run
 from db.rubrics.references import write_references
 from db.rules.anchors import REFERENCE_FIELD, reference_problem

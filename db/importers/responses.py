@@ -10,8 +10,8 @@ from sqlmodel import Session
 
 from db import counts
 from db.access.audit_records import response_digests_entry
-from db.importers import common
-from db.importers.common import _CASE_TABLE, _LABEL_TABLE, _RESPONSE_TABLE, ImportSummary
+from db.importers import import_summary
+from db.importers.import_summary import _CASE_TABLE, _LABEL_TABLE, _RESPONSE_TABLE, ImportSummary
 from db.importers.reading import _Problems
 from db.importers.writing import _Run, db_time, new_response_code
 from db.rules.errors import Said, ValidationFailed
@@ -67,7 +67,7 @@ def _import_responses(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
         run.summary.records += 1
         run.problems.scan(line, "response", text)
         chunk.append((line, case_pk[case_id], model, text))
-        if len(chunk) >= common.RECORD_CHUNK:
+        if len(chunk) >= import_summary.RECORD_CHUNK:
             _write_responses(run, chunk, codes)
             chunk = []
             run.progress(line, None, "lines")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from db.importers.common import _CRITERION_TABLE, _RESPONSE_TABLE
+from db.importers.import_summary import _CRITERION_TABLE, _RESPONSE_TABLE
 from db.importers.responses import _case_pks
 from db.importers.writing import _batches
 from db.rules.errors import Said

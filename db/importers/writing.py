@@ -17,8 +17,8 @@ from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlmodel import Session
 
 from db.access.audit import AuditWriter
-from db.importers import common
-from db.importers.common import _LABEL_TABLE, LOOKUP_BATCH, ImportSummary
+from db.importers import import_summary
+from db.importers.import_summary import _LABEL_TABLE, LOOKUP_BATCH, ImportSummary
 from db.importers.reading import _Problems
 from db.rules.progress_report import Progress
 
@@ -87,7 +87,7 @@ class _BulkInserter:
     def insert(self, rows: list[tuple]) -> None:
         if not rows:
             return
-        if len(rows) >= common.BULK_ROWS:
+        if len(rows) >= import_summary.BULK_ROWS:
             self.run.bulk_mode(self)
         cursor = _driver_connection(self.run.connection).cursor()
         try:
@@ -96,7 +96,7 @@ class _BulkInserter:
                     copy_line = self.copy_line
                     for block in _batches(rows, _COPY_BLOCK):
                         copy.write("".join([copy_line(row) for row in block]))
-                if not self.analyzed and len(rows) >= common.BULK_ROWS:
+                if not self.analyzed and len(rows) >= import_summary.BULK_ROWS:
                     # The import reads back what it wrote, by key (the audit digests of judge decisions). A table
                     # PostgreSQL has no statistics of (new in this transaction) looks to it as if one judge's name
                     # picked out a few rows, so each read went through all of that judge's rows: an import grew

@@ -12,7 +12,7 @@ __all__ = [
     "disagreements",
     "feedback",
     "generation",
-    "judge_errors",
+    "judge_error_detail",
     "judge_runs",
     "leaderboard",
     "progress",

@@ -18,7 +18,8 @@ import pytest
 from scipy import stats
 
 from analysis import calibration_plan
-from analysis.metrics import DEFAULT_K, prepare
+from analysis.grid import prepare
+from analysis.metrics import DEFAULT_K
 from db.rules.errors import ValidationFailed
 from tests.support.demo_frames import build_demo_frames
 from tests.support.final_reading import final_responses

@@ -9,6 +9,7 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from analysis import comparisons, metrics
+from analysis.grid import MET
 from analysis.report import report_json
 from tests.support.basis import report_as_written as build_report  # §4 as written (no checks in these frames)
 from tests.support.demo_frames import build_demo_frames
@@ -160,7 +161,7 @@ def test_report_comparisons_on_the_demo_match_scipy(demo_frames):
     grid = report.grid
     gold = grid.gold
     complete = metrics.complete_mask(grid, gold)
-    s = (gold == metrics.MET).sum(axis=1)
+    s = (gold == MET).sum(axis=1)
     per_response = pd.DataFrame(
         {
             "case": grid.responses["case_id"],

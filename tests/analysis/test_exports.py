@@ -20,9 +20,18 @@ import jsonschema
 import pytest
 from sqlmodel import Session, select
 
-from analysis import exports, loader
+from analysis import loader
+from analysis.exports.bundle import export_bundle
+from analysis.exports.export_summary import EXPORT_KINDS, ExportSummary
+from analysis.exports.gold import export_gold
+from analysis.exports.judge_items import export_judge_items
+from analysis.exports.judgements import export_judgements, model_filename
+from analysis.exports.release import OPTIONAL_RELEASE_FIELDS, RELEASE_FIELDS, RELEASE_FILES, export_release
+from analysis.exports.sft import GENERIC_EXPLANATION, export_sft
+from analysis.prompt import DEFAULT_TEMPLATE, fill_template
 from db.importers import model_of_judgement_file
 from db.rules.errors import ValidationFailed
+from db.rules.records import FORBIDDEN_KEY_PARTS, is_forbidden_key
 from db.store.current_rubric import current_approved_version
 from db.store.models import Case, Criterion, JudgeDecision, Label, Response, RubricStatus, RubricVersion, Stage
 from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
@@ -331,7 +340,7 @@ def test_export_gold_rows_order_and_values(engine, session, tmp_path):
     build_world(session)
     expected = reference_gold(session)
     progress_calls = []
-    summary = exports.export_gold(
+    summary = export_gold(
         engine, tmp_path / "gold.jsonl", progress=lambda done, total=None, note="": progress_calls.append((done, total))
     )
     text = (tmp_path / "gold.jsonl").read_text(encoding="utf-8")
@@ -358,7 +367,7 @@ def test_export_gold_rows_order_and_values(engine, session, tmp_path):
 
 def test_export_gold_of_an_empty_database_is_an_empty_file(engine, tmp_path):
     (tmp_path / "sub").mkdir()  # an export creates no missing parent folder (tests/db/importers/test_input_safety.py)
-    summary = exports.export_gold(engine, tmp_path / "sub" / "gold.jsonl")
+    summary = export_gold(engine, tmp_path / "sub" / "gold.jsonl")
     assert (tmp_path / "sub" / "gold.jsonl").read_bytes() == b""
     assert summary.counts["rows"] == 0
 
@@ -371,7 +380,7 @@ def test_official_scoring_of_gold_judgements_reproduces_scores_from_the_rows(eng
     tmp_path = tmp_path / "out"  # the SQLite test database lives in tmp_path itself
     build_world(session)
     chosen = ["model-a", "org/model-b"]
-    summary = exports.export_judgements(engine, tmp_path, source="gold", models=chosen, k=k)
+    summary = export_judgements(engine, tmp_path, source="gold", models=chosen, k=k)
     gold = {key: value["met"] for key, value in reference_gold(session).items()}
     rubrics = approved_criteria(session)
     kept = common_cases(gold, rubrics, chosen)
@@ -393,11 +402,11 @@ def test_judgements_layout_manifest_and_left_out_cases(engine, session, tmp_path
     build_world(session)
     # Every model has a complete response somewhere, but no case has all three: say so, write nothing.
     with pytest.raises(ValidationFailed, match="no case on which every one of 3 model"):
-        exports.export_judgements(engine, tmp_path, source="gold")
+        export_judgements(engine, tmp_path, source="gold")
     assert not tmp_path.exists()
     (tmp_path / "judgements").mkdir(parents=True)
     (tmp_path / "model-a_judge.json").write_text("[]", encoding="utf-8")  # the old layout's file: removed
-    exports.export_judgements(engine, tmp_path, source="gold", models=["模型C", "model-a"])
+    export_judgements(engine, tmp_path, source="gold", models=["模型C", "model-a"])
     assert sorted(path.name for path in tmp_path.iterdir()) == [
         "cases.jsonl",
         "judgements",
@@ -424,11 +433,11 @@ def test_judgements_layout_manifest_and_left_out_cases(engine, session, tmp_path
     assert [entry["criteria_met"] for entry in a[0]["criteria_results"]] == [False] * 4 + [True, True]
     assert all(set(item) == {"case_id", "criteria_results"} for item in a)
     with pytest.raises(ValidationFailed, match="no case on which every one of 2 model"):
-        exports.export_judgements(engine, tmp_path / "x", source="gold", models=["org/model-b", "模型C"])
+        export_judgements(engine, tmp_path / "x", source="gold", models=["org/model-b", "模型C"])
     with pytest.raises(ValidationFailed, match="no complete response by judge:judge-x for org/model-b"):
-        exports.export_judgements(engine, tmp_path / "x", source="judge:judge-x", models=["org/model-b"])
+        export_judgements(engine, tmp_path / "x", source="judge:judge-x", models=["org/model-b"])
     with pytest.raises(ValidationFailed, match="no responses of nobody"):
-        exports.export_judgements(engine, tmp_path / "x", source="gold", models=["nobody"])
+        export_judgements(engine, tmp_path / "x", source="gold", models=["nobody"])
 
 
 @pytest.mark.parametrize("group", [1, 2])
@@ -442,7 +451,7 @@ def test_group_judgements_use_the_group_final_labels(engine, session, tmp_path, 
     assert complete
     for index, model in enumerate(complete):
         out = tmp_path / f"m{index}"
-        exports.export_judgements(engine, out, source=f"group{group}", models=[model], k=3)
+        export_judgements(engine, out, source=f"group{group}", models=[model], k=3)
         kept = common_cases(finals, rubrics, [model])
         expected = reference_scores(only_cases(finals, kept), rubrics, 3)
         got = official_scores(out, 3)
@@ -452,7 +461,7 @@ def test_group_judgements_use_the_group_final_labels(engine, session, tmp_path, 
 def test_judge_source_judgements_and_bad_sources(engine, session, tmp_path):
     tmp_path = tmp_path / "out"  # the SQLite test database lives in tmp_path itself
     build_world(session)
-    summary = exports.export_judgements(engine, tmp_path, source="judge:judge-x")
+    summary = export_judgements(engine, tmp_path, source="judge:judge-x")
     assert sorted(p.name for p in (tmp_path / "judgements").glob("*.json")) == ["model-a_judge.json"]
     items = json.loads((tmp_path / "judgements" / "model-a_judge.json").read_text(encoding="utf-8"))
     assert [item["case_id"] for item in items] == ["CC-0001", "CC-0002"]
@@ -465,21 +474,21 @@ def test_judge_source_judgements_and_bad_sources(engine, session, tmp_path):
     assert summary.counts["models"] == 1
     for bad in ("judge:nobody", "group3", "judge:"):
         with pytest.raises(ValidationFailed):
-            exports.export_judgements(engine, tmp_path / "bad", source=bad)
+            export_judgements(engine, tmp_path / "bad", source=bad)
 
 
 def test_model_filenames_are_readable_and_reversible():
     models = ["a/b", ".", "..", "x%2Fy", "50%", "%%41/", "名字:1", "gpt-4o", "trailing.", "back\\slash", "tab\tname"]
     for model in models:
-        name = exports.model_filename(model)
+        name = model_filename(model)
         assert "/" not in name and "\\" not in name and not name.startswith(".") and name.isprintable()
         assert model_of_judgement_file(name) == model
     # Only what a file system refuses is encoded: the official summary shows the rest as is.
-    assert exports.model_filename("Qwen/Qwen3-8B:v1") == "Qwen%2FQwen3-8B:v1_judge.json"
-    assert exports.model_filename("名字:1") == "名字:1_judge.json"
-    assert exports.model_filename("50%") == "50%_judge.json"
-    assert exports.model_filename("x%2Fy") == "x%252Fy_judge.json"
-    assert exports.model_filename("..") == "%2E%2E_judge.json"
+    assert model_filename("Qwen/Qwen3-8B:v1") == "Qwen%2FQwen3-8B:v1_judge.json"
+    assert model_filename("名字:1") == "名字:1_judge.json"
+    assert model_filename("50%") == "50%_judge.json"
+    assert model_filename("x%2Fy") == "x%252Fy_judge.json"
+    assert model_filename("..") == "%2E%2E_judge.json"
 
 
 def test_per_model_export_keeps_model_names_readable_and_exact(engine, session, tmp_path):
@@ -495,7 +504,7 @@ def test_per_model_export_keeps_model_names_readable_and_exact(engine, session, 
                 for user in users:
                     make_label(session, response, f"c{i:02d}", (i + c) % 3 != 0, user)
     session.commit()
-    summary = exports.export_judgements(engine, tmp_path, source="gold", k=2, per_model=True)
+    summary = export_judgements(engine, tmp_path, source="gold", k=2, per_model=True)
     qwen = tmp_path / "Qwen%2FQwen3-8B:v1"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["Qwen%2FQwen3-8B:v1", "manifest.json", "model-a"]
     assert [path.name for path in (qwen / "judgements").iterdir()] == ["Qwen%2FQwen3-8B:v1_judge.json"]
@@ -608,7 +617,7 @@ def test_report_case_scores_csv_recomputed_from_the_rows(engine, session, tmp_pa
 
 def test_judge_items_rows(engine, session, tmp_path):
     build_world(session)
-    summary = exports.export_judge_items(engine, tmp_path / "items.jsonl")
+    summary = export_judge_items(engine, tmp_path / "items.jsonl")
     rows = read_jsonl(tmp_path / "items.jsonl")
     assert len(rows) == 2 * 3 * N == summary.counts["rows"]  # CC-0003 has no approved rubric
     assert all(
@@ -627,7 +636,7 @@ def test_judge_items_round_trip_through_the_judge_importer(engine, session, tmp_
     from db import importers
 
     build_world(session)
-    exports.export_judge_items(engine, tmp_path / "items.jsonl")
+    export_judge_items(engine, tmp_path / "items.jsonl")
     fabricated = {}
     with open(tmp_path / "judge_out.jsonl", "w", encoding="utf-8") as out:
         for index, row in enumerate(read_jsonl(tmp_path / "items.jsonl")):
@@ -698,7 +707,7 @@ def build_release_world(session: Session):
 def test_release_files_validate_and_verify(engine, session, tmp_path):
     tmp_path = tmp_path / "out"  # the SQLite test database lives in tmp_path itself
     build_release_world(session)
-    summary = exports.export_release(engine, tmp_path)
+    summary = export_release(engine, tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "README.md",
         "SHA256SUMS",
@@ -727,7 +736,7 @@ def test_release_files_validate_and_verify(engine, session, tmp_path):
     assert revised["rubrics"][1] == {"criterion_id": "c02", "criterion": "第二版：CC-0104 的第 2 条评分标准"}
     assert cases[1]["register"] == "lay" and "register" not in cases[0]
     # no forbidden key at any depth; allowed extras carried
-    forbidden = exports.FORBIDDEN_KEY_PARTS
+    forbidden = FORBIDDEN_KEY_PARTS
 
     def keys(value):
         if isinstance(value, dict):
@@ -774,9 +783,9 @@ def test_release_records_without_the_contact_scan_are_the_same_records(engine, s
 
 def test_release_is_byte_identical_when_run_twice(engine, session, tmp_path):
     build_release_world(session)
-    exports.export_release(engine, tmp_path / "one")
-    exports.export_release(engine, tmp_path / "two")
-    for name in exports.RELEASE_FILES:
+    export_release(engine, tmp_path / "one")
+    export_release(engine, tmp_path / "two")
+    for name in RELEASE_FILES:
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
 
 
@@ -786,7 +795,7 @@ def test_release_refuses_a_rubric_of_the_wrong_size_and_writes_nothing(engine, s
     make_case(session, "CC-0203", n=30, difficulty="extreme")
     session.commit()
     with pytest.raises(ValidationFailed) as failure:
-        exports.export_release(engine, tmp_path / "release")
+        export_release(engine, tmp_path / "release")
     message = str(failure.value)
     assert "'CC-0202'" in message and "rubrics" in message and "29" in message
     assert "'CC-0203'" in message and "difficulty" in message
@@ -794,9 +803,9 @@ def test_release_refuses_a_rubric_of_the_wrong_size_and_writes_nothing(engine, s
 
 
 def test_release_field_names_never_match_the_forbidden_parts():
-    for name in (*exports.RELEASE_FIELDS, *exports.OPTIONAL_RELEASE_FIELDS, "criterion_id", "criterion", "tags"):
-        assert not exports.is_forbidden_key(name)
-    assert exports.is_forbidden_key("Reference_Answer") and exports.is_forbidden_key("arrow")
+    for name in (*RELEASE_FIELDS, *OPTIONAL_RELEASE_FIELDS, "criterion_id", "criterion", "tags"):
+        assert not is_forbidden_key(name)
+    assert is_forbidden_key("Reference_Answer") and is_forbidden_key("arrow")
 
 
 # sft ------------------------------------------------------------------------------------------
@@ -822,7 +831,7 @@ def test_sft_rows_split_holdout_and_labels_equal_gold(engine, session, tmp_path)
     tmp_path = tmp_path / "out"  # the SQLite test database lives in tmp_path itself
     build_sft_world(session)
     gold = reference_gold(session)
-    summary = exports.export_sft(engine, tmp_path, seed=5, holdout_models=["模型C"], dev_fraction=0.25)
+    summary = export_sft(engine, tmp_path, seed=5, holdout_models=["模型C"], dev_fraction=0.25)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "dev.jsonl",
         "heldout.jsonl",
@@ -835,7 +844,7 @@ def test_sft_rows_split_holdout_and_labels_equal_gold(engine, session, tmp_path)
     keys = [(r["meta"]["case_id"], r["meta"]["model"], r["meta"]["criterion_id"]) for r in every]
     assert len(keys) == len(set(keys)) and set(keys) == set(gold)  # one row per gold decision
     template = (tmp_path / "judge_prompt.txt").read_text(encoding="utf-8")
-    assert template == exports.DEFAULT_TEMPLATE.read_text(encoding="utf-8")
+    assert template == DEFAULT_TEMPLATE.read_text(encoding="utf-8")
     for row in every:
         key = (row["meta"]["case_id"], row["meta"]["model"], row["meta"]["criterion_id"])
         assert list(row) == ["instruction", "output", "meta"]
@@ -864,13 +873,13 @@ def test_sft_rows_split_holdout_and_labels_equal_gold(engine, session, tmp_path)
 def test_sft_prompt_is_the_filled_template_and_notes_explain(engine, session, tmp_path):
     tmp_path = tmp_path / "out"  # the SQLite test database lives in tmp_path itself
     build_world(session)
-    exports.export_sft(engine, tmp_path, seed=1, dev_fraction=0)
+    export_sft(engine, tmp_path, seed=1, dev_fraction=0)
     rows = {
         (r["meta"]["case_id"], r["meta"]["model"], r["meta"]["criterion_id"]): r
         for r in read_jsonl(tmp_path / "train.jsonl")
     }
     assert read_jsonl(tmp_path / "dev.jsonl") == [] and not (tmp_path / "heldout.jsonl").exists()
-    template = exports.DEFAULT_TEMPLATE.read_text(encoding="utf-8")
+    template = DEFAULT_TEMPLATE.read_text(encoding="utf-8")
     first = rows["CC-0001", "model-a", "c01"]
     assert first["instruction"] == (
         template.format(
@@ -887,19 +896,19 @@ def test_sft_prompt_is_the_filled_template_and_notes_explain(engine, session, tm
     assert explanation(("CC-0001", "model-a", "c02")) == "审核：确有说明"  # check note over annotation
     assert explanation(("CC-0001", "model-a", "c01")) == "组1：有"  # group 1 before group 2
     assert explanation(("CC-0002", "model-a", "c05")) == "回答给出了用药剂量"  # group 1's note disagrees
-    assert explanation(("CC-0001", "model-a", "c04")) == exports.GENERIC_EXPLANATION[False]
-    assert explanation(("CC-0001", "model-a", "c06")) == exports.GENERIC_EXPLANATION[True]
+    assert explanation(("CC-0001", "model-a", "c04")) == GENERIC_EXPLANATION[False]
+    assert explanation(("CC-0001", "model-a", "c06")) == GENERIC_EXPLANATION[True]
 
 
 def test_sft_is_byte_identical_for_the_same_seed_and_splits_by_seed(engine, session, tmp_path):
     build_sft_world(session)
     for name in ("one", "two"):
-        exports.export_sft(engine, tmp_path / name, seed=42, holdout_models=["org/model-b"], dev_fraction=0.3)
+        export_sft(engine, tmp_path / name, seed=42, holdout_models=["org/model-b"], dev_fraction=0.3)
     for name in ("train.jsonl", "dev.jsonl", "heldout.jsonl", "manifest.json", "judge_prompt.txt"):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
     dev_sets = set()
     for seed in range(6):
-        exports.export_sft(engine, tmp_path / f"s{seed}", seed=seed, dev_fraction=0.3)
+        export_sft(engine, tmp_path / f"s{seed}", seed=seed, dev_fraction=0.3)
         dev_sets.add(frozenset(r["meta"]["case_id"] for r in read_jsonl(tmp_path / f"s{seed}" / "dev.jsonl")))
     assert len(dev_sets) > 1
 
@@ -909,9 +918,9 @@ def test_sft_written_a_few_rows_at_a_time_is_the_same_bytes(engine, session, tmp
     from analysis.exports import sft
 
     build_sft_world(session)
-    exports.export_sft(engine, tmp_path / "whole", seed=42, holdout_models=["org/model-b"], dev_fraction=0.3)
+    export_sft(engine, tmp_path / "whole", seed=42, holdout_models=["org/model-b"], dev_fraction=0.3)
     monkeypatch.setattr(sft, "ROWS_PER_BLOCK", 3)
-    exports.export_sft(engine, tmp_path / "blocks", seed=42, holdout_models=["org/model-b"], dev_fraction=0.3)
+    export_sft(engine, tmp_path / "blocks", seed=42, holdout_models=["org/model-b"], dev_fraction=0.3)
     for name in ("train.jsonl", "dev.jsonl", "heldout.jsonl", "manifest.json"):
         whole = (tmp_path / "whole" / name).read_bytes()
         assert whole and (tmp_path / "blocks" / name).read_bytes() == whole, name
@@ -929,7 +938,7 @@ def test_sft_lines_are_canonical_json(sqlite_engine, tmp_path, fmt):
     template.write_text(
         '前"缀\\ {user_message}\n{response}\t{rubric_item} 后缀 {{"criteria_met": true}}', encoding="utf-8"
     )
-    exports.export_sft(sqlite_engine, tmp_path / "out", fmt=fmt, template_path=template, dev_fraction=0)
+    export_sft(sqlite_engine, tmp_path / "out", fmt=fmt, template_path=template, dev_fraction=0)
     lines = (tmp_path / "out" / "train.jsonl").read_text(encoding="utf-8").splitlines()
     assert lines
     for line in lines:
@@ -946,7 +955,7 @@ def test_sft_messages_format_and_custom_template(engine, session, tmp_path):
     custom.write_text(
         '问：{user_message}\n答：{response}\n标准：{rubric_item}\n输出 {{"criteria_met": …}}', encoding="utf-8"
     )
-    exports.export_sft(engine, tmp_path / "out", fmt="messages", template_path=custom, dev_fraction=0)
+    export_sft(engine, tmp_path / "out", fmt="messages", template_path=custom, dev_fraction=0)
     rows = read_jsonl(tmp_path / "out" / "train.jsonl")
     assert rows and all(list(row) == ["messages", "meta"] for row in rows)
     user, assistant = rows[0]["messages"]
@@ -963,18 +972,18 @@ def test_sft_refuses_bad_options(engine, session, tmp_path):
     bad_template = tmp_path / "bad.txt"
     bad_template.write_text("只有 {response}", encoding="utf-8")
     with pytest.raises(ValidationFailed, match="user_message"):
-        exports.export_sft(engine, tmp_path / "a", template_path=bad_template)
+        export_sft(engine, tmp_path / "a", template_path=bad_template)
     with pytest.raises(ValidationFailed, match="no-such-model"):
-        exports.export_sft(engine, tmp_path / "b", holdout_models=["no-such-model"])
+        export_sft(engine, tmp_path / "b", holdout_models=["no-such-model"])
     with pytest.raises(ValidationFailed):
-        exports.export_sft(engine, tmp_path / "c", dev_fraction=1.5)
+        export_sft(engine, tmp_path / "c", dev_fraction=1.5)
     with pytest.raises(ValidationFailed):
-        exports.export_sft(engine, tmp_path / "d", fmt="chatml")
+        export_sft(engine, tmp_path / "d", fmt="chatml")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
 def test_fill_template_does_not_refill_placeholders_inside_values():
-    filled = exports.fill_template(
+    filled = fill_template(
         "{user_message}|{response}|{rubric_item}",
         user_message="写 {response}",
         response="R",
@@ -986,14 +995,14 @@ def test_fill_template_does_not_refill_placeholders_inside_values():
 # downloads ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("what", exports.EXPORT_KINDS)
+@pytest.mark.parametrize("what", EXPORT_KINDS)
 def test_export_bundle_zips_each_export(sqlite_engine, tmp_path, what):
     with Session(sqlite_engine) as session:
         build_world(session)
     options = {"source": "gold", "models": ["model-a", "模型C"]} if what == "judgements" else {}
     if what == "release":
         options = {"size": N}  # the world's rubrics have N criteria
-    filename, data = exports.export_bundle(sqlite_engine, what, **options)
+    filename, data = export_bundle(sqlite_engine, what, **options)
     assert filename == f"clinconsensus-{what}.zip"
     archive = zipfile.ZipFile(io.BytesIO(data))
     names = archive.namelist()
@@ -1005,9 +1014,9 @@ def test_export_bundle_zips_each_export(sqlite_engine, tmp_path, what):
     assert not re.search(r"(^|[\s(:])/\w", summary), summary
     named = [name for name in names if name != "SUMMARY.txt" and name.rsplit("/", 1)[-1] in summary]
     assert named, summary
-    assert exports.export_bundle(sqlite_engine, what, **options)[1] == data  # deterministic
+    assert export_bundle(sqlite_engine, what, **options)[1] == data  # deterministic
     with pytest.raises(ValidationFailed):
-        exports.export_bundle(sqlite_engine, "everything")
+        export_bundle(sqlite_engine, "everything")
 
 
 # command line ---------------------------------------------------------------------------------
@@ -1058,7 +1067,7 @@ def test_command_line_exports(sqlite_url, tmp_path, monkeypatch, capsys):
 
 
 def test_summary_lists_at_most_a_few_items():
-    summary = exports.ExportSummary("release", Path("out"), warnings=[f"w{i}" for i in range(120)])
+    summary = ExportSummary("release", Path("out"), warnings=[f"w{i}" for i in range(120)])
     text = str(summary)
     assert "w49" in text and "w50" not in text and "and 70 more" in text and "warnings (120)" in text
 
@@ -1075,7 +1084,7 @@ def test_official_scoring_of_the_export_equals_the_report(engine, session, tmp_p
     assert scored
     for index, model in enumerate(scored):
         out = tmp_path / f"out{index}"
-        exports.export_judgements(engine, out, source=source, models=[model], k=3)
+        export_judgements(engine, out, source=source, models=[model], k=3)
         got = official_scores(out, 3)[model]
         expected = report["models"][model]
         ours = json.loads((out / "scores.json").read_text(encoding="utf-8"))["models"][model]
@@ -1124,7 +1133,7 @@ def test_release_of_imported_cases_strips_forbidden_keys(engine, tmp_path):
     path = tmp_path / "cases.jsonl"
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
     import_file(engine, "cases", path)
-    summary = exports.export_release(engine, tmp_path / "release")
+    summary = export_release(engine, tmp_path / "release")
     cases = read_jsonl(tmp_path / "release" / "cases.jsonl")
     assert [c["case_id"] for c in cases] == ["CC-9001"]
     case = cases[0]

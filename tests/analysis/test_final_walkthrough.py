@@ -11,8 +11,8 @@ import numpy as np
 from sqlmodel import Session
 
 from analysis import leaderboard, model_pipeline
+from analysis.grid import prepare
 from analysis.loader import load_frames
-from analysis.metrics import prepare
 from analysis.report import build_report, report_json
 from db import counts
 from db.rules.gold import DEFAULT_MIN_RESPONSES

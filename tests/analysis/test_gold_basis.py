@@ -17,7 +17,8 @@ from sklearn.metrics import f1_score
 from sqlalchemy import text
 from sqlmodel import Session
 
-from analysis.exports import export_gold, export_judgements
+from analysis.exports.gold import export_gold
+from analysis.exports.judgements import export_judgements
 from analysis.loader import load_frames
 from analysis.report import build_report, report_json
 from db import counts

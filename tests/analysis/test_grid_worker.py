@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from analysis import grid_worker, metrics
+from analysis.grid import prepare
 from analysis.loader import load_frames
 from db.store.engine import make_engine
 from tests.analysis.test_report import small_database  # noqa: F401  (fixture)
@@ -39,7 +40,7 @@ def assert_same(built_there, built_here, where: str = "grid") -> None:
 def test_the_worker_builds_the_grid_built_here(small_database, engine):  # noqa: F811
     assert grid_worker.shareable(engine)
     built_there = grid_worker.grid_of(engine)
-    built_here = metrics.prepare(load_frames(engine))
+    built_here = prepare(load_frames(engine))
     assert built_here.n.sum() > 0 and (built_here.gold >= 0).any()  # a grid with gold decisions in it
     assert_same(built_there, built_here)
     # and the figures read from it are the same

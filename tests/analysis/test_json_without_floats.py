@@ -10,7 +10,7 @@ import stat
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from analysis.exports.common import write_json, write_json_without_floats
+from analysis.exports.file_writers import write_json, write_json_without_floats
 from db.rules.errors import ValidationFailed
 
 AWKWARD = [

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from analysis import metrics
+from analysis.grid import prepare
 from tools import metrics_reference as reference
 
 K = 4
@@ -23,7 +24,7 @@ def test_every_pair_a_judge_graded_and_no_other_matches_pandas():
     keep_one = (judge["judge"] == "judge-b") & (judge["response_id"] == first)
     judge = judge[~keep_one | (judge["criterion_id"] == "c01")]
     frames.judge = judge.reset_index(drop=True)
-    table = metrics.judge_pair_scores(metrics.prepare(frames), K).set_index(["judge", "model"])
+    table = metrics.judge_pair_scores(prepare(frames), K).set_index(["judge", "model"])
 
     model_of = frames.judge["response_id"].map(responses["model"])
     expected_pairs = set(zip(frames.judge["judge"], model_of))

@@ -14,6 +14,7 @@ from sklearn.metrics import f1_score
 from analysis import agreement as agreement_extra, metrics
 from analysis.bootstrap import confidence_intervals
 from analysis.frames import Frames
+from analysis.grid import RowLookup, prepare
 from analysis.report import report_json, tables as report_tables
 from db.rules.errors import ValidationFailed
 from db.store.models import NO_GROUP, Stage
@@ -171,7 +172,7 @@ def test_group_and_judge_sources():
     labels = both_groups(1, [1, 1, 0], [1, 0, 0]) + [(2, "c1", A, 1, True, 1)]
     judge = [("j", 1, "c1", True), ("j", 1, "c2", True), ("j", 1, "c3", True), ("j", 2, "c1", False)]
     frames = make_frames([{"case_pk": 1, "n": 3}], [(1, 1, "m", 10), (2, 1, "n", 10)], labels, judge)
-    grid = metrics.prepare(frames)
+    grid = prepare(frames)
     assert build_report(frames, 1, "group1", grid=grid, resamples=0).models.loc[
         "m", "rubric_accuracy"
     ] == pytest.approx(2 / 3)
@@ -230,7 +231,7 @@ def test_case_and_pooled_mf1_by_hand_and_unaligned_pair():
     frames = make_frames(
         [{"case_pk": i, "n": 3} for i in (1, 2, 3)], [(1, 1, "m", 10), (2, 2, "m", 10), (3, 3, "m", 10)], labels
     )
-    result = metrics.agreement(metrics.prepare(frames))
+    result = metrics.agreement(prepare(frames))
     row = result.per_model.loc["m"]
     assert row["n_aligned"] == 2
     second = f1_score([1, 0, 1], [1, 1, 1], average="macro")
@@ -245,7 +246,7 @@ def test_rater_counts_per_model_and_group():
     labels = both_groups(1, [1, 1], users=(1, 2)) + both_groups(2, [1, 1], users=(3, 2))
     labels += [(2, "c1", C, 1, False, 7), (1, "c1", C, 2, False, 8), (1, "c2", C, 2, False, 9)]
     frames = make_frames([{"case_pk": 1, "n": 2}], [(1, 1, "m", 1), (2, 1, "n", 1)], labels)
-    raters = metrics.prepare(frames).raters
+    raters = prepare(frames).raters
     assert raters.loc["m"].tolist() == [1, 1, 0, 2]
     assert raters.loc["n"].tolist() == [1, 1, 1, 0]
 
@@ -257,7 +258,7 @@ def test_judge_fidelity_over_decisions_both_have():
     labels = both_groups(1, [1, 0, 1], [1, 1, 1])
     judge = [("j", 1, "c1", True), ("j", 1, "c2", False), ("j", 1, "c3", False), ("j", 1, "c9", True)]
     frames = make_frames([{"case_pk": 1, "n": 3}], [(1, 1, "m", 1)], labels, judge)
-    fidelity = metrics.judge_fidelity(metrics.prepare(frames)).loc["j"]
+    fidelity = metrics.judge_fidelity(prepare(frames)).loc["j"]
     assert fidelity["mf1_group1"] == f1_score([1, 0, 1], [1, 0, 0], average="macro")
     assert fidelity["mf1_group2"] == f1_score([1, 1, 1], [1, 0, 0], average="macro")
     assert fidelity["mf1_mean"] == pytest.approx((fidelity["mf1_group1"] + fidelity["mf1_group2"]) / 2)
@@ -292,7 +293,7 @@ def test_cross_grader_by_hand():
         ("c", 1, "c1", 0),
     ]
     frames = make_frames([{"case_pk": 1, "n": 2}], responses, [], judge)
-    table = metrics.cross_grader(metrics.prepare(frames))
+    table = metrics.cross_grader(prepare(frames))
     assert [tuple(pair) for pair in table[["judge_a", "judge_b"]].to_numpy()] == [("a", "b"), ("a", "c"), ("b", "c")]
     ab = table.iloc[0]
     assert ab["spearman"] == pytest.approx(0.5)
@@ -470,7 +471,7 @@ def test_vectorised_matches_straightforward(seed, n_cases, n_models, n, k, missi
 
 def test_grid_subset_equals_the_report_of_the_filtered_frames():
     frames = reference.synthetic_frames(24, 4, n=6, seed=9, adjudication_share=0.8, check_share=0.2)
-    grid = metrics.prepare(frames)
+    grid = prepare(frames)
     high = set(frames.cases.loc[frames.cases["difficulty"] != "low", "case_pk"])
     keep = frames.responses[
         frames.responses["model"].isin(["model-a", "model-c"]) & frames.responses["case_pk"].isin(high)
@@ -642,7 +643,7 @@ def test_the_row_lookup_answers_as_a_pandas_index(dense):
     rng = np.random.default_rng(7)
     # Dense ids (as a database numbers rows) get a direct table; ids spread far apart are searched.
     ids = rng.permutation(np.arange(1, 5_000))[:3_000] if dense else rng.choice(10**9, 3_000, replace=False)
-    lookup = metrics.RowLookup(ids)
+    lookup = RowLookup(ids)
     assert (lookup.table is not None) == dense
     extremes = np.array(
         [0, -1, -7, ids.max() + 1, ids.max() + 2, 10**12, np.iinfo(np.int64).max, np.iinfo(np.int64).min]

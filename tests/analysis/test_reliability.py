@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from sklearn.metrics import cohen_kappa_score, f1_score
 
-from analysis import metrics, reliability
+from analysis import reliability
+from analysis.grid import DecisionGrid, prepare
 from db.rules.gold import gold_labels, group_final_labels
 from db.store.models import Stage
 from tests.analysis.test_metrics import J, both_groups, make_frames
@@ -22,8 +23,8 @@ from tools import metrics_reference
 pytestmark = pytest.mark.usefixtures("provisional_basis")
 
 
-def prepared(frames) -> metrics.DecisionGrid:
-    grid = metrics.prepare(frames)
+def prepared(frames) -> DecisionGrid:
+    grid = prepare(frames)
     if "tags" in frames.criteria and "tags" not in grid.criteria:
         tags = frames.criteria.set_index(["case_pk", "criterion_id"])["tags"]
         keys = pd.MultiIndex.from_arrays(

@@ -147,7 +147,7 @@ def test_bad_options_fail_with_one_line(small_database, tmp_path, capsys, argume
 def test_data_version_changes_when_labels_change(engine, session):
     from datetime import timedelta
 
-    from analysis.loader import data_version
+    from db.store.data_version import data_version
     from db.store.models import Label
 
     populate_small_database(session)

@@ -12,8 +12,8 @@ import stat
 import pyarrow as pa
 import pytest
 
-from analysis.exports import common, paths
-from analysis.exports.common import HashingWriter, write_joined
+from analysis.exports import file_writers, paths
+from analysis.exports.file_writers import HashingWriter, write_joined
 from analysis.exports.paths import StreamedFile
 from db.rules.errors import ValidationFailed
 
@@ -61,7 +61,7 @@ def test_hashing_writer_hash_is_the_file_hash_across_write_throughs(tmp_path, mo
 
 @pytest.mark.parametrize("block", [1, 5, 64, 1 << 20])
 def test_write_joined_in_blocks_writes_the_joined_lines(tmp_path, monkeypatch, block):
-    monkeypatch.setattr(common, "WRITE_BLOCK_BYTES", block)
+    monkeypatch.setattr(file_writers, "WRITE_BLOCK_BYTES", block)
     monkeypatch.setattr(paths, "STREAM_SYNC_BYTES", 300)
     keys = pa.array([f'"{n}"' for n in range(len(LINES))], type=pa.large_string())
     texts = pa.array([f'"{line}"' for line in LINES], type=pa.large_string())

@@ -12,8 +12,8 @@ from scipy.stats import spearmanr
 from sklearn.metrics import f1_score
 from sqlmodel import select
 
-from analysis import metrics
 from analysis.figures import html_report
+from analysis.grid import prepare
 from analysis.loader import load_frames, load_timings
 from analysis.report import build_report, report_json, tables, write_json
 from analysis.time_agreement import spearman, time_agreement
@@ -107,7 +107,7 @@ def literal(frames) -> pd.DataFrame:
 
 def test_time_agreement_against_a_literal_reading():
     frames = random_frames()
-    result = time_agreement(metrics.prepare(frames), frames.timings, frames.users)
+    result = time_agreement(prepare(frames), frames.timings, frames.users)
     expected = literal(frames)
     compared = expected[expected["n_decisions"] > 0].reset_index(drop=True)
     assert result.n_timed == len(expected) and result.n_without_decisions == 1
@@ -166,7 +166,7 @@ def test_spearman_with_ties_matches_scipy(seed):
 def test_no_timings_gives_an_empty_result():
     frames = random_frames()
     for timings in (None, frames.timings.iloc[0:0]):
-        result = time_agreement(metrics.prepare(frames), timings, frames.users)
+        result = time_agreement(prepare(frames), timings, frames.users)
         assert not result.has_data and result.n_timed == 0
         assert result.buckets.empty and result.annotators.empty
         assert result.spearman_responses["n"] == 0 and np.isnan(result.spearman_responses["rho"])

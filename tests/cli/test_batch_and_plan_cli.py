@@ -14,8 +14,9 @@ import pytest
 from sqlmodel import Session, func, select
 
 from analysis import calibration_plan
+from analysis.grid import prepare
 from analysis.loader import load_frames
-from analysis.metrics import DEFAULT_K, prepare
+from analysis.metrics import DEFAULT_K
 from cli.main import main
 from db.store.engine import get_engine, make_engine
 from db.store.models import JudgeDecision, Response

@@ -24,7 +24,11 @@ import pytest
 from sklearn.metrics import f1_score
 from sqlmodel import Session, select
 
-from analysis import exports, metrics
+from analysis import metrics
+from analysis.exports.judge_items import export_judge_items
+from analysis.exports.judgements import export_judgements
+from analysis.exports.release import export_release
+from analysis.exports.sft import export_sft
 from analysis.loader import load_frames
 from analysis.prompt import PromptTemplate, read_template
 from analysis.report import build_report, report_json
@@ -90,7 +94,7 @@ def test_sft_rows_carry_the_official_prompt(sqlite_engine, tmp_path):
             for user in users:
                 make_label(session, response, f"c{i:02d}", i % 2 == 1, user)
         session.commit()
-    exports.export_sft(sqlite_engine, tmp_path / "sft", dev_fraction=0)
+    export_sft(sqlite_engine, tmp_path / "sft", dev_fraction=0)
     rows = read_jsonl(tmp_path / "sft" / "train.jsonl")
     official = read_template("official")
     assert [row["instruction"] for row in rows] == [
@@ -145,7 +149,7 @@ def emulate_local_judge(items: list[dict], unreadable: set[tuple[str, str]]) -> 
 
 def test_local_judge_output_imports_and_the_official_scorer_reproduces_our_scores(engine, session, tmp_path):
     build_world(session)
-    exports.export_judge_items(engine, tmp_path / "items.jsonl")
+    export_judge_items(engine, tmp_path / "items.jsonl")
     items = read_jsonl(tmp_path / "items.jsonl")
     assert len(items) == 8 * 3 * 6
     output = emulate_local_judge(items, unreadable={("模型C", "c02")})
@@ -168,7 +172,7 @@ def test_local_judge_output_imports_and_the_official_scorer_reproduces_our_score
 
     # The unreadable criterion leaves 模型C with no complete response: it is left out, the others scored.
     out = tmp_path / "judgements"
-    exports.export_judgements(engine, out, source="judge:cc-judge-8b", k=3)
+    export_judgements(engine, out, source="judge:cc-judge-8b", k=3)
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["models_left_out"] == {"模型C": "no complete response by judge:cc-judge-8b"}
     official = eval_cacs(out / "cases.jsonl", out / "judgements", threshold=3)
@@ -216,7 +220,7 @@ def test_official_scorer_runs_unchanged_on_gold_group_and_judge_exports_of_the_d
     largest_difference = 0.0
     for source in ("gold", "group1", "group2", "judge:judge-a", "judge:judge-b"):
         out = tmp_path / source.replace(":", "_")
-        exports.export_judgements(demo_engine, out, source=source, k=10)
+        export_judgements(demo_engine, out, source=source, k=10)
         official = eval_cacs(out / "cases.jsonl", out / "judgements", threshold=10)
         ours = json.loads((out / "scores.json").read_text(encoding="utf-8"))
         assert_official_equals_ours(official, ours)
@@ -237,7 +241,7 @@ def test_per_model_export_reproduces_the_report_of_every_model_for_every_source(
     frames = load_frames(demo_engine)
     for source in ("gold", "group1", "group2", "judge:judge-a"):
         out = tmp_path / source.replace(":", "_")
-        exports.export_judgements(demo_engine, out, source=source, k=10, per_model=True)
+        export_judgements(demo_engine, out, source=source, k=10, per_model=True)
         report = report_json(build_report(frames, k=10, source=source, resamples=0, insights=False))
         manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
         scored = {model for model, item in report["models"].items() if item["n_responses"]}
@@ -275,7 +279,7 @@ def test_report_case_scores_equal_the_official_per_case_rows(demo_engine, tmp_pa
     """report --out writes case_scores.csv: the official scorer's per-case rows of a --per-model export."""
     from analysis.report import write_tables
 
-    exports.export_judgements(demo_engine, tmp_path / "export", source="gold", k=10, per_model=True)
+    export_judgements(demo_engine, tmp_path / "export", source="gold", k=10, per_model=True)
     manifest = json.loads((tmp_path / "export" / "manifest.json").read_text(encoding="utf-8"))
     expected = []
     for model in sorted(manifest["models"]):
@@ -362,17 +366,17 @@ def import_cases(engine, tmp_path: Path, records: list[dict], name: str = "cases
 
 def test_release_of_the_low_tier_passes_the_strict_official_validation(sqlite_engine, tmp_path):
     import_cases(sqlite_engine, tmp_path, release_cases(900, 12))
-    summary = exports.export_release(sqlite_engine, tmp_path / "public", difficulties=["low"])
+    summary = export_release(sqlite_engine, tmp_path / "public", difficulties=["low"])
     assert summary.counts["cases"] == 900 and not summary.warnings
     report, errors = validate_release(tmp_path / "public" / "cases.jsonl", strict_contact=True)
     assert errors == [] and report["difficulty_counts"] == {"low": 900} and report["total_rubrics"] == 27000
-    exports.export_release(sqlite_engine, tmp_path / "all")
+    export_release(sqlite_engine, tmp_path / "all")
     _, errors = validate_release(tmp_path / "all" / "cases.jsonl")
     assert "release must contain only 900 low-tier cases" in errors
-    exports.export_release(sqlite_engine, tmp_path / "two", difficulties=["medium", "high"])
+    export_release(sqlite_engine, tmp_path / "two", difficulties=["medium", "high"])
     assert {r["difficulty"] for r in read_jsonl(tmp_path / "two" / "cases.jsonl")} == {"medium", "high"}
     with pytest.raises(ValidationFailed, match="--difficulty 'easy'"):
-        exports.export_release(sqlite_engine, tmp_path / "bad", difficulties=["easy"])
+        export_release(sqlite_engine, tmp_path / "bad", difficulties=["easy"])
 
 
 CONTACT_TEXTS = {
@@ -389,7 +393,7 @@ CONTACT_TEXTS = {
 
 def test_our_contact_scan_flags_everything_the_strict_official_check_flags(sqlite_engine, tmp_path):
     import_cases(sqlite_engine, tmp_path, release_cases(len(CONTACT_TEXTS), 0, CONTACT_TEXTS))
-    summary = exports.export_release(sqlite_engine, tmp_path / "out")
+    summary = export_release(sqlite_engine, tmp_path / "out")
     flagged_by_us = {warning.split()[5] for warning in summary.warnings}
     rows = read_jsonl(tmp_path / "out" / "cases.jsonl")
     flagged_officially = set()

@@ -14,8 +14,9 @@ import pytest
 from sqlmodel import select
 
 from analysis import calibration_plan
+from analysis.grid import prepare
 from analysis.loader import load_frames
-from analysis.metrics import DEFAULT_K, prepare
+from analysis.metrics import DEFAULT_K
 from db.store.engine import session_scope
 from db.store.models import JudgeRun
 from demo import generator as demo

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
-from analysis.exports import export_gold
+from analysis.exports.gold import export_gold
 from db.access import audit, users
 from db.access.audit_key import AuditKeyMissing, _key_cache
 from db.importers import import_file

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from analysis.exports import export_gold, export_judgements
+from analysis.exports.gold import export_gold
+from analysis.exports.judgements import export_judgements
 from cli.main import main
 from db.access import audit
 from db.store.backup import backup

@@ -34,8 +34,8 @@ def _rows_known(engine) -> dict[str, float]:
 
 @pytest.mark.postgres
 def test_a_large_import_leaves_statistics_of_what_it_wrote(postgres_url, tmp_path, monkeypatch):
-    monkeypatch.setattr(importers.common, "ROW_CHUNK", 40)
-    monkeypatch.setattr(importers.common, "BULK_ROWS", 20)
+    monkeypatch.setattr(importers.import_summary, "ROW_CHUNK", 40)
+    monkeypatch.setattr(importers.import_summary, "BULK_ROWS", 20)
     monkeypatch.setattr(counts_write, "REFRESH_CHUNK", 2)
     engine = make_engine(postgres_url)
     import_file(engine, "cases", write_jsonl(tmp_path / "cases.jsonl", [case_record(case_id) for case_id in CASES]))

@@ -198,8 +198,8 @@ def test_broken_json_non_object_and_non_utf8_lines(engine, tmp_path):
 
 
 def test_a_bad_line_after_written_chunks_lands_nothing(engine, tmp_path, monkeypatch):
-    monkeypatch.setattr(importers.common, "RECORD_CHUNK", 3)  # several chunks are written before the bad line
-    monkeypatch.setattr(importers.common, "BULK_ROWS", 10)  # and they go in as bulk loads
+    monkeypatch.setattr(importers.import_summary, "RECORD_CHUNK", 3)  # several chunks are written before the bad line
+    monkeypatch.setattr(importers.import_summary, "BULK_ROWS", 10)  # and they go in as bulk loads
     records = [case_record(f"CC-{i:04d}") for i in range(1, 8)] + [case_record("CC-0008", n=1)]
     errors = refused(engine, "cases", write_jsonl(tmp_path / "cases.jsonl", records))
     assert errors[0].startswith("cases.jsonl line 8: rubrics has 1 criteria")

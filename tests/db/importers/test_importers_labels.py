@@ -238,8 +238,8 @@ def test_bad_labels_are_refused(prepared, tmp_path, bad_record, expected):
 
 
 def test_bulk_load_over_several_chunks_then_a_bad_line_lands_nothing(prepared, tmp_path, monkeypatch):
-    monkeypatch.setattr(importers.common, "ROW_CHUNK", 40)
-    monkeypatch.setattr(importers.common, "BULK_ROWS", 20)
+    monkeypatch.setattr(importers.import_summary, "ROW_CHUNK", 40)
+    monkeypatch.setattr(importers.import_summary, "BULK_ROWS", 20)
     rows = [
         label_record(case_id, m, f"c{i:02d}", met=i % 2 == 0, group=g, annotator=f"g{g}_reader")
         for case_id in ("CC-0001", "CC-0002")
@@ -281,7 +281,7 @@ def test_contacts_in_notes_are_reported(prepared, tmp_path):
 
 
 def test_the_collector_pauses_while_an_import_reads_and_is_restored_after(prepared, tmp_path, monkeypatch):
-    monkeypatch.setattr(importers.common, "ROW_CHUNK", 40)
+    monkeypatch.setattr(importers.import_summary, "ROW_CHUNK", 40)
     rows = [
         label_record(case_id, m, f"c{i:02d}", group=1, annotator="dr_a")
         for case_id in ("CC-0001", "CC-0002")

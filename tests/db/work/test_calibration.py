@@ -10,7 +10,7 @@ import ppi_py
 import pytest
 from sqlmodel import func, select
 
-from analysis.exports import export_sft
+from analysis.exports.sft import export_sft
 from analysis.loader import load_frames
 from analysis.report import build_report, report_json
 from cli.main import main

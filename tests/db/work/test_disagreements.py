@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from sqlmodel import func, select
 
-from analysis.exports import export_sft
+from analysis.exports.sft import export_sft
 from cli.main import main
 from db.access.users import get_user
 from db.rules.errors import NotFound, PermissionDenied, ValidationFailed

@@ -1,4 +1,4 @@
-"""What every importer shares: kinds, formats, chunk sizes, the failure and the summary."""
+"""What every import shares: the kinds and formats of an import, its chunk sizes, its failure and its summary."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from analysis import metrics
+from analysis.grid import MET, DecisionGrid
 
 KAPPA_THRESHOLD = 0.40
 MIN_ALIGNED = 10
@@ -26,21 +27,21 @@ def confusion_counts_by(
 ) -> np.ndarray:
     """(size, 4) confusion counts (both met, truth only, predicted only, neither) of the masked cells by `key`."""
     # (met, met) → 0, (met, not) → 1, (not, met) → 2, (not, not) → 3
-    code = (truth[mask] != metrics.MET).astype(np.int64) * 2 + (predicted[mask] != metrics.MET)
+    code = (truth[mask] != MET).astype(np.int64) * 2 + (predicted[mask] != MET)
     return np.bincount(key[mask] * 4 + code, minlength=size * 4).reshape(size, 4).astype(np.int64)
 
 
-def cell_keys(grid: metrics.DecisionGrid) -> np.ndarray:
+def cell_keys(grid: DecisionGrid) -> np.ndarray:
     """(R, W) index of each cell's (case row, criterion position): case_row × W + slot."""
     width = grid.width
     return grid.case_rows.astype(np.int64)[:, None] * width + np.arange(width)[None, :]
 
 
-def aligned_rows(grid: metrics.DecisionGrid) -> np.ndarray:
+def aligned_rows(grid: DecisionGrid) -> np.ndarray:
     """Responses both groups labelled completely (the aligned pairs of docs/REFERENCE.md §4)."""
     return metrics.complete_mask(grid, grid.group1) & metrics.complete_mask(grid, grid.group2)
 
 
-def reference_labels(grid: metrics.DecisionGrid, name: str) -> np.ndarray:
+def reference_labels(grid: DecisionGrid, name: str) -> np.ndarray:
     """The labels a reference name stands for: group1, group2 or gold."""
     return {"group1": grid.group1, "group2": grid.group2, "gold": grid.gold}[name]
