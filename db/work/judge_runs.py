@@ -376,42 +376,11 @@ class Answer:
 def store_answers(session: Session, run_id: int, judge: str, actor: str, answers: list[Answer]) -> dict[str, int]:
     """New answers into the cache; every parsed answer as the judge's decision (replacements audited)."""
     connection = session.connection()
-    new = [answer for answer in answers if not answer.from_cache]
-    if new:
-        known = set(cached_results(connection, [answer.cache_key for answer in new]))
-        rows = [
-            {
-                "cache_key": a.cache_key,
-                "run_id": run_id,
-                "response_id": a.response_id,
-                "criterion_id": a.criterion_id,
-                "raw_output": a.raw_output,
-                "parse_ok": a.parse_ok,
-                "met": a.met,
-                "prompt_tokens": a.prompt_tokens,
-                "completion_tokens": a.completion_tokens,
-                "latency_ms": a.latency_ms,
-                "attempts": a.attempts,
-                "created_at": utcnow(),
-            }
-            for a in new
-            if a.cache_key not in known
-        ]
-        if rows:
-            connection.execute(insert(_RESULT), rows)
+    _cache_answers(connection, run_id, [answer for answer in answers if not answer.from_cache])
     decided = {(a.response_id, a.criterion_id): a.met for a in answers if a.parse_ok and a.met is not None}
     inserted = replaced = 0
     if decided:
-        existing = {}
-        response_ids = sorted({response_id for response_id, _ in decided})
-        for start in range(0, len(response_ids), LOOKUP_BATCH):
-            batch = response_ids[start : start + LOOKUP_BATCH]
-            for row in connection.execute(
-                select(_DECISION.c.id, _DECISION.c.response_id, _DECISION.c.criterion_id, _DECISION.c.met).where(
-                    and_(_DECISION.c.judge == judge, _DECISION.c.response_id.in_(batch))
-                )
-            ):
-                existing[(row.response_id, row.criterion_id)] = (row.id, bool(row.met))
+        existing = _stored_decisions(connection, judge, sorted({response_id for response_id, _ in decided}))
         new_rows, changes, audit_rows = [], [], []
         changed_keys: list[tuple[int, str]] = []  # (response, criterion) inserted or changed: digests logged
         for (response_id, criterion_id), met in decided.items():
@@ -454,3 +423,44 @@ def store_answers(session: Session, run_id: int, judge: str, actor: str, answers
         AuditWriter(session, actor).record_many(audit_rows + ([digests] if digests else []))
         inserted, replaced = len(new_rows), len(changes)
     return {"inserted": inserted, "replaced": replaced}
+
+
+def _cache_answers(connection, run_id: int, new: list[Answer]) -> None:
+    """The answers not in the result cache yet, into it (answers read from the cache are there already)."""
+    if not new:
+        return
+    known = set(cached_results(connection, [answer.cache_key for answer in new]))
+    rows = [
+        {
+            "cache_key": a.cache_key,
+            "run_id": run_id,
+            "response_id": a.response_id,
+            "criterion_id": a.criterion_id,
+            "raw_output": a.raw_output,
+            "parse_ok": a.parse_ok,
+            "met": a.met,
+            "prompt_tokens": a.prompt_tokens,
+            "completion_tokens": a.completion_tokens,
+            "latency_ms": a.latency_ms,
+            "attempts": a.attempts,
+            "created_at": utcnow(),
+        }
+        for a in new
+        if a.cache_key not in known
+    ]
+    if rows:
+        connection.execute(insert(_RESULT), rows)
+
+
+def _stored_decisions(connection, judge: str, response_ids: list[int]) -> dict[tuple[int, str], tuple[int, bool]]:
+    """(response, criterion) → (decision id, met) of `judge`'s stored decisions on `response_ids`."""
+    existing: dict[tuple[int, str], tuple[int, bool]] = {}
+    for start in range(0, len(response_ids), LOOKUP_BATCH):
+        batch = response_ids[start : start + LOOKUP_BATCH]
+        for row in connection.execute(
+            select(_DECISION.c.id, _DECISION.c.response_id, _DECISION.c.criterion_id, _DECISION.c.met).where(
+                and_(_DECISION.c.judge == judge, _DECISION.c.response_id.in_(batch))
+            )
+        ):
+            existing[(row.response_id, row.criterion_id)] = (row.id, bool(row.met))
+    return existing
