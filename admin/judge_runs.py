@@ -26,6 +26,7 @@ from judge.generate import CASE_SCOPES, GenerateOptions, create_generate_run
 from judge.runner import RunOptions, create_run, launch_run
 from judge.validate import RUBRIC_CHOICES, ValidateOptions, create_validation_run
 from ui import shell, widgets
+from ui.narrow_window import fold_sidebar_when_narrow
 from ui.times import local_time
 
 ACTIVE = ("pending", "running", "interrupted")
@@ -57,7 +58,6 @@ HISTORY_SHOWN = (
     "kind",
     "status",
     "judge",
-    "model",
     "judged_models",
     "items",
     "done",
@@ -419,6 +419,7 @@ def _draft_form(user: User, t: shell.Translator) -> None:
 def render() -> None:
     user = shell.require_user(Role.admin)
     t = shell.translator()
+    fold_sidebar_when_narrow()
     st.title(t("judge.title"))
     st.caption(t("judge.intro"))
     _start_form(user, t)
