@@ -9,7 +9,6 @@ input method a physician presses several keys per character, so the keystrokes a
 
 from __future__ import annotations
 
-import secrets
 import time
 
 import pytest
@@ -17,12 +16,11 @@ from playwright.sync_api import expect
 from sqlmodel import select
 
 from annotate.authoring import ID_WIDTH, ORDER_WIDTH
-from db.access import users
 from db.rules.lint import lint_rubric
 from db.store.engine import make_engine, session_scope
-from db.store.models import Assignment, AssignmentKind, Criterion, RubricStatus, RubricVersion
-from tests.e2e.conftest import ACTION_TIMEOUT_MS, choose_in_picker, login, screenshot, text, wait_for_app_run
-from tests.e2e.grid_helpers import HEADER_HEIGHT, row_height_of
+from db.store.models import Criterion, RubricStatus, RubricVersion
+from tests.e2e.conftest import ACTION_TIMEOUT_MS, screenshot, text, wait_for_app_run
+from tests.e2e.grid_helpers import HEADER_HEIGHT, assign_new_case, open_case_grid, row_height_of
 
 pytestmark = pytest.mark.browser
 
@@ -68,15 +66,8 @@ CRITERIA = (
 def unwritten_case(app_server, accounts):
     """A case assigned to an author, with no rubric version and no draft."""
     engine = make_engine(app_server.database_url)
-    tag = secrets.token_hex(3).upper()
     author = accounts("annotator", 1)
-    from tests.support.factories import make_case
-
-    with session_scope(engine) as s:
-        writer = users.get_user(s, username=author.username)
-        case = make_case(s, f"E2E-SCRATCH{tag}", n=0, clinical_context="患者男，58 岁，活动后胸闷一月。")
-        s.add(Assignment(kind=AssignmentKind.rubric, case_pk=case.id, user_id=writer.id, group_no=1))
-        case_pk, case_id = case.id, case.case_id
+    case_pk, case_id = assign_new_case(engine, author, "E2E-SCRATCH", "患者男，58 岁，活动后胸闷一月。")
     yield {"case_id": case_id, "case_pk": case_pk, "author": author, "engine": engine}
     engine.dispose()
 
@@ -130,12 +121,7 @@ def test_thirty_criteria_written_from_scratch_by_keyboard(browser, app_server, u
     page = context.new_page()
     author = Counted(page)
     try:
-        login(page, app_server, unwritten_case["author"])
-        page.get_by_role("link", name=text("annotate.authoring.title")).first.click()
-        wait_for_app_run(page)
-        choose_in_picker(page, text("annotate.authoring.pick_case"), unwritten_case["case_id"])
-        grid = page.get_by_test_id("stDataFrame").first
-        expect(grid).to_be_visible(timeout=WAIT_MS)
+        grid = open_case_grid(page, app_server, unwritten_case["author"], unwritten_case["case_id"])
         expect(page.locator("[data-testid=stDataFrame] td#glide-cell-0-29")).to_be_attached(timeout=WAIT_MS)
         empty = [cell_text(page, TEXT_COLUMN, row) for row in range(len(CRITERIA))]
         assert empty == [""] * len(CRITERIA), "the case is unwritten"

@@ -3,10 +3,7 @@ row's № cell moves that row there, in the browser; the moved order is what a s
 
 from __future__ import annotations
 
-import secrets
-
 import pytest
-from playwright.sync_api import expect
 from sqlmodel import select
 
 from annotate.authoring import ORDER_WIDTH
@@ -14,8 +11,9 @@ from db import rubrics
 from db.access import users
 from db.rules.config import RUBRIC_SIZE
 from db.store.engine import make_engine, session_scope
-from db.store.models import Assignment, AssignmentKind, Criterion, RubricVersion
-from tests.e2e.conftest import ACTION_TIMEOUT_MS, choose_in_picker, login, screenshot, text, wait_for_app_run
+from db.store.models import Criterion, RubricVersion
+from tests.e2e.conftest import ACTION_TIMEOUT_MS, screenshot, text, wait_for_app_run
+from tests.e2e.grid_helpers import assign_new_case, open_case_grid
 
 pytestmark = pytest.mark.browser
 
@@ -30,15 +28,8 @@ def _body(i: int) -> str:
 def saved_rubric(app_server, accounts):
     """A case whose author saved 30 criteria (not submitted)."""
     engine = make_engine(app_server.database_url)
-    tag = secrets.token_hex(3).upper()
     author = accounts("annotator", 1)
-    from tests.support.factories import make_case
-
-    with session_scope(engine) as s:
-        writer = users.get_user(s, username=author.username)
-        case = make_case(s, f"E2E-MOVE{tag}", n=0, clinical_context="患者女，45 岁，反复心悸一月。")
-        s.add(Assignment(kind=AssignmentKind.rubric, case_pk=case.id, user_id=writer.id, group_no=1))
-        case_pk, case_id = case.id, case.case_id
+    case_pk, case_id = assign_new_case(engine, author, "E2E-MOVE", "患者女，45 岁，反复心悸一月。")
     ids = rubrics.default_criterion_ids(RUBRIC_SIZE)
     with session_scope(engine) as s:
         writer = users.get_user(s, username=author.username)
@@ -115,12 +106,7 @@ def test_a_number_typed_in_the_order_column_moves_the_row(browser, app_server, s
     context.set_default_timeout(ACTION_TIMEOUT_MS)
     page = context.new_page()
     try:
-        login(page, app_server, saved_rubric["author"])
-        page.get_by_role("link", name=text("annotate.authoring.title")).first.click()
-        wait_for_app_run(page)
-        choose_in_picker(page, text("annotate.authoring.pick_case"), saved_rubric["case_id"])
-        grid = page.get_by_test_id("stDataFrame").first
-        expect(grid).to_be_visible(timeout=WAIT_MS)
+        grid = open_case_grid(page, app_server, saved_rubric["author"], saved_rubric["case_id"])
         page.wait_for_function(
             "t => Array.from(document.querySelectorAll('[data-testid=stDataFrame] td'), e => e.textContent)"
             ".some(x => x === t)",
