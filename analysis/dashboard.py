@@ -39,7 +39,7 @@ from db.rules.errors import ClinConsensusError
 from db.rules.gold import PROVISIONAL, default_basis
 from db.store.models import Role, User
 from i18n import DEFAULT_LANGUAGE
-from ui import provenance_view, shared_grid, shell, table_view, validity_page
+from ui import gold_basis, provenance_view, shared_grid, shell, table_view, validity_page
 from ui.text import plain
 from ui.widgets import reason_text
 
@@ -287,9 +287,7 @@ def _filters(
                 key="analysis_k",
             )
         )
-        provisional = st.toggle(
-            t("gold_basis.show_provisional"), key="analysis_provisional", help=t("gold_basis.show_provisional_help")
-        )
+        provisional = gold_basis.basis_toggle(t, "analysis_provisional") == PROVISIONAL
     return chosen, k, source, provisional
 
 
