@@ -87,9 +87,9 @@ def _confirm(tab: str) -> None:
                     existing=f"{summary.already_assigned:,}",
                 )
             )
-            _per_user(t, summary)
         if summary.unassignable:
             st.warning(t("admin.assign.unassignable", count=len(summary.unassignable)))
+        # The buttons under the sentence that says what they do; the per-user breakdown, however long, after.
         left, right, _ = st.columns([1, 1, 3])
         confirmed = summary.created > 0 and left.button(
             t("daily.assign.confirm", created=f"{summary.created:,}"), type="primary", key=f"assign_confirm_{tab}"
@@ -98,6 +98,8 @@ def _confirm(tab: str) -> None:
         if (right if summary.created else left).button(t("daily.assign.cancel"), key=f"assign_cancel_{tab}"):
             st.session_state.pop(PREVIEW_KEY, None)
             st.rerun()
+        if summary.created:
+            _per_user(t, summary)
     if confirmed:
         _run(lambda session: action(session, False), tab)
 

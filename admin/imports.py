@@ -64,7 +64,6 @@ def run_import(
 #: Streamlit's drop zone states the limit in its own words and units (512 MB reads "1GB per file"); the
 #: page states ours, from the catalog, beside the uploader instead. Its "Drag and drop file here" and
 #: "Browse files" words are Streamlit's own and cannot be translated by the page.
-_HIDE_STREAMLIT_LIMIT = "<style>[data-testid='stFileUploaderDropzoneInstructions'] { display: none; }</style>"
 #: The file names the importer reads. The uploader itself accepts any file, so a wrong one is refused
 #: here in the reader's language instead of by Streamlit's English "text/plain files are not allowed".
 ACCEPTED_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -152,14 +151,11 @@ def render() -> None:
         fmt, judge = _judge_options(t) if kind == "judge" else (None, None)
         if kind == "labels":
             st.checkbox(t("admin.import.override_freeze"), key=_OVERRIDE_FREEZE)
-        upload = st.file_uploader(
+        upload = widgets.file_upload(
             t("admin.import.file"),
             key=f"import_file_{st.session_state.get(_UPLOAD_ROUND, 0)}",
-            max_upload_size=MAX_UPLOAD_MB,
             help=t("admin.import.file.help", mb=MAX_UPLOAD_MB),
         )
-        st.caption(t("language.upload_limit", mb=MAX_UPLOAD_MB))
-        st.html(_HIDE_STREAMLIT_LIMIT)
         submitted = st.button(t("admin.import.submit"), type="primary", icon=":material/upload:", key="import_submit")
 
     refused = st.session_state.pop(_REFUSED, None)

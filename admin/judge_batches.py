@@ -16,7 +16,6 @@ import streamlit as st
 from analysis.prompt import TEMPLATES
 from db.rules.config import get_settings
 from db.rules.errors import ClinConsensusError
-from db.rules.limits import MAX_UPLOAD_MB
 from db.store.models import User
 from db.work import judge_runs
 from judge.batch import export_generate_batch, export_judge_batch, import_batch
@@ -124,7 +123,7 @@ def _results(user: User, t: shell.Translator) -> None:
     else:
         st.warning(t("batch.page.missing", path=widgets.plain(str(directory))))
         return
-    upload = st.file_uploader(t("batch.page.upload"), key=f"batch_upload_{run['id']}", max_upload_size=MAX_UPLOAD_MB)
+    upload = widgets.file_upload(t("batch.page.upload"), key=f"batch_upload_{run['id']}")
     if upload is None or not st.button(t("batch.page.import"), type="primary", key=f"batch_import_{run['id']}"):
         return
     with tempfile.TemporaryDirectory() as folder:

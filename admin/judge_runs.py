@@ -10,7 +10,9 @@ never reaches the page, the record or the log.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -26,6 +28,7 @@ from judge.generate import CASE_SCOPES, GenerateOptions, create_generate_run
 from judge.runner import RunOptions, create_run, launch_run
 from judge.validate import RUBRIC_CHOICES, ValidateOptions, create_validation_run
 from ui import shell, widgets
+from ui.narrow_window import fold_sidebar_when_narrow
 from ui.times import local_time
 
 ACTIVE = ("pending", "running", "interrupted")
@@ -57,7 +60,6 @@ HISTORY_SHOWN = (
     "kind",
     "status",
     "judge",
-    "model",
     "judged_models",
     "items",
     "done",
@@ -78,35 +80,62 @@ def _urls(text: str) -> list[str]:
     return [line.strip() for line in (text or "").splitlines() if line.strip()]
 
 
-def _endpoint_fields(form: str, t: shell.Translator, model_help: str) -> tuple:
-    """The fields every run on endpoints asks for, in two columns: URLs, the served model, the API-key
-    variable, concurrency; returns (left, right, base_url, model, key_env, concurrency), the columns for
-    the form's own fields."""
-    left, right = st.columns(2)
-    base_url = left.text_area(
-        t("judge.form.base_url"),
-        placeholder=t("judge.form.base_url.placeholder"),
-        help=t("judge.form.base_url.help"),
-        key=f"{form}_base_url",
-        height=80,
-    )
-    model = right.text_input(t("judge.form.model"), help=t(model_help), key=f"{form}_model")
-    key_env = right.text_input(
-        t("judge.form.api_key_env"), help=t("judge.form.api_key_env.help"), key=f"{form}_key_env"
-    )
-    concurrency = int(
-        left.number_input(
-            t("judge.form.concurrency"), min_value=1, max_value=512, value=8, step=1, key=f"{form}_concurrency"
+@dataclass
+class EndpointFields:
+    """The fields every run form on endpoints asks for, in two columns (URLs and concurrency on the left,
+    the served model and the API-key variable on the right); the form adds its own fields to `left` and
+    `right`, then `no_thinking` last, and builds its options with `**fields.options()`."""
+
+    form: str
+    left: Any
+    right: Any
+    base_url: str = ""
+    model: str = ""
+    key_env: str = ""
+    concurrency: int = 8
+    thinking: bool = True
+
+    @classmethod
+    def draw(cls, form: str, t: shell.Translator, model_help: str) -> EndpointFields:
+        left, right = st.columns(2)
+        fields = cls(form, left, right)
+        fields.base_url = left.text_area(
+            t("judge.form.base_url"),
+            placeholder=t("judge.form.base_url.placeholder"),
+            help=t("judge.form.base_url.help"),
+            key=f"{form}_base_url",
+            height=80,
         )
-    )
-    return left, right, base_url, model, key_env, concurrency
+        fields.model = right.text_input(t("judge.form.model"), help=t(model_help), key=f"{form}_model")
+        fields.key_env = right.text_input(
+            t("judge.form.api_key_env"), help=t("judge.form.api_key_env.help"), key=f"{form}_key_env"
+        )
+        fields.concurrency = int(
+            left.number_input(
+                t("judge.form.concurrency"), min_value=1, max_value=512, value=8, step=1, key=f"{form}_concurrency"
+            )
+        )
+        return fields
 
+    def judge_name(self, t: shell.Translator, key: str) -> str | None:
+        """The judge's name for its decisions (judge and validation runs; default: the model)."""
+        return self.left.text_input(t("judge.form.judge"), help=t("judge.form.judge.help"), key=key).strip() or None
 
-def _no_thinking_field(column, form: str, t: shell.Translator) -> bool:
-    """Qwen3's thinking switched off (the form's last field)."""
-    return column.checkbox(
-        t("judge.form.no_thinking"), help=t("judge.form.no_thinking.help"), key=f"{form}_no_thinking"
-    )
+    def no_thinking(self, column, t: shell.Translator) -> None:
+        """Qwen3's thinking switched off (the form's last field)."""
+        self.thinking = not column.checkbox(
+            t("judge.form.no_thinking"), help=t("judge.form.no_thinking.help"), key=f"{self.form}_no_thinking"
+        )
+
+    def options(self) -> dict[str, Any]:
+        """The endpoint options as keyword arguments of the run's options class."""
+        return {
+            "base_url": _urls(self.base_url),
+            "model": self.model.strip(),
+            "api_key_env": self.key_env.strip() or None,
+            "concurrency": self.concurrency,
+            "thinking": self.thinking,
+        }
 
 
 def _start(run_id_of, options, user: User, t: shell.Translator, form: str = "judge") -> None:
@@ -156,8 +185,9 @@ def _started_here(user: User, form: str) -> None:
 
 def _start_form(user: User, t: shell.Translator) -> None:
     with st.form("judge_run_form", clear_on_submit=False):
-        left, right, base_url, model, key_env, concurrency = _endpoint_fields("judge", t, "judge.form.model.help")
-        judge = left.text_input(t("judge.form.judge"), help=t("judge.form.judge.help"), key="judge_name")
+        fields = EndpointFields.draw("judge", t, "judge.form.model.help")
+        left, right = fields.left, fields.right
+        judge = fields.judge_name(t, "judge_name")
         template = right.selectbox(
             t("judge.form.template"),
             list(TEMPLATES),
@@ -183,22 +213,18 @@ def _start_form(user: User, t: shell.Translator) -> None:
                 key="judge_limit",
             )
         )
-        no_thinking = _no_thinking_field(right, "judge", t)
+        fields.no_thinking(right, t)
         submitted = st.form_submit_button(t("judge.form.start"), type="primary", icon=":material/play_arrow:")
     if not submitted:
         _started_here(user, "judge")
         return
     options = RunOptions(
-        base_url=_urls(base_url),
-        model=model.strip(),
-        judge=judge.strip() or None,
-        api_key_env=key_env.strip() or None,
-        concurrency=concurrency,
+        **fields.options(),
+        judge=judge,
         template=template,
         responses=responses,
         models=list(models),
         limit=limit or None,
-        thinking=not no_thinking,
     )
     _start(create_run, options, user, t)
     _started_here(user, "judge")
@@ -207,7 +233,8 @@ def _start_form(user: User, t: shell.Translator) -> None:
 def _generate_form(user: User, t: shell.Translator) -> None:
     """A candidate model answers the cases; its complete answers become its responses."""
     with st.form("generate_run_form", clear_on_submit=False):
-        left, right, base_url, model, key_env, concurrency = _endpoint_fields("generate", t, "generate.form.model.help")
+        fields = EndpointFields.draw("generate", t, "generate.form.model.help")
+        left, right = fields.left, fields.right
         stored_as = right.text_input(t("generate.form.as"), help=t("generate.form.as.help"), key="generate_as")
         cases = left.selectbox(
             t("generate.form.cases"),
@@ -220,20 +247,13 @@ def _generate_form(user: User, t: shell.Translator) -> None:
                 t("generate.form.max_tokens"), min_value=1, value=4096, step=256, key="generate_max_tokens"
             )
         )
-        no_thinking = _no_thinking_field(left, "generate", t)
+        fields.no_thinking(left, t)
         submitted = st.form_submit_button(t("generate.form.start"), type="primary", icon=":material/play_arrow:")
     if not submitted:
         _started_here(user, "generate")
         return
     options = GenerateOptions(
-        base_url=_urls(base_url),
-        model=model.strip(),
-        stored_as=stored_as.strip() or None,
-        cases=cases,
-        api_key_env=key_env.strip() or None,
-        concurrency=concurrency,
-        max_tokens=max_tokens,
-        thinking=not no_thinking,
+        **fields.options(), stored_as=stored_as.strip() or None, cases=cases, max_tokens=max_tokens
     )
     _start(create_generate_run, options, user, t, "generate")
     _started_here(user, "generate")
@@ -356,26 +376,18 @@ def _history(user: User, t: shell.Translator) -> None:
 def _validate_form(user: User, t: shell.Translator) -> None:
     """A rubric validation run (docs/REFERENCE.md §4.2): the judge grades each case's anchor answers."""
     with st.form("validate_run_form", clear_on_submit=False):
-        left, right, base_url, model, key_env, concurrency = _endpoint_fields("validate", t, "judge.form.model.help")
-        judge = left.text_input(t("judge.form.judge"), help=t("judge.form.judge.help"), key="validate_judge")
-        rubric = right.selectbox(
+        fields = EndpointFields.draw("validate", t, "judge.form.model.help")
+        judge = fields.judge_name(t, "validate_judge")
+        rubric = fields.right.selectbox(
             t("rubric_quality.form.rubric"),
             RUBRIC_CHOICES,
             format_func=lambda value: t(f"rubric_quality.form.rubric.{value}"),
             key="validate_rubric",
         )
-        no_thinking = _no_thinking_field(right, "validate", t)
+        fields.no_thinking(fields.right, t)
         submitted = st.form_submit_button(t("rubric_quality.form.start"), type="primary", icon=":material/play_arrow:")
     if submitted:
-        options = ValidateOptions(
-            base_url=_urls(base_url),
-            model=model.strip(),
-            judge=judge.strip() or None,
-            api_key_env=key_env.strip() or None,
-            concurrency=concurrency,
-            rubric=rubric,
-            thinking=not no_thinking,
-        )
+        options = ValidateOptions(**fields.options(), judge=judge, rubric=rubric)
         _start(create_validation_run, options, user, t)
 
 
@@ -384,7 +396,8 @@ def _draft_form(user: User, t: shell.Translator) -> None:
 
     The same run `draft rubrics` records; its process (`judge resume ID`) drafts, nothing is submitted."""
     with st.form("draft_run_form", clear_on_submit=False):
-        left, right, base_url, model, key_env, concurrency = _endpoint_fields("draft", t, "judge.form.model.help")
+        fields = EndpointFields.draw("draft", t, "judge.form.model.help")
+        left, right = fields.left, fields.right
         generator = right.text_input(t("drafts.form.as"), help=t("drafts.form.as.help"), key="draft_as")
         cases = left.selectbox(
             t("drafts.form.cases"),
@@ -398,19 +411,15 @@ def _draft_form(user: User, t: shell.Translator) -> None:
         max_tokens = int(
             left.number_input(t("generate.form.max_tokens"), min_value=1, value=4096, step=256, key="draft_max_tokens")
         )
-        no_thinking = _no_thinking_field(right, "draft", t)
+        fields.no_thinking(right, t)
         submitted = st.form_submit_button(t("drafts.form.start"), type="primary", icon=":material/play_arrow:")
     if submitted:
         options = DraftOptions(
-            base_url=_urls(base_url),
-            model=model.strip(),
+            **fields.options(),
             generator=generator.strip() or None,
             cases=cases,
             template=template.strip() or None,
-            api_key_env=key_env.strip() or None,
-            concurrency=concurrency,
             max_tokens=max_tokens,
-            thinking=not no_thinking,
         )
         _start(create_draft_run, options, user, t, "draft")
     _started_here(user, "draft")
@@ -419,6 +428,7 @@ def _draft_form(user: User, t: shell.Translator) -> None:
 def render() -> None:
     user = shell.require_user(Role.admin)
     t = shell.translator()
+    fold_sidebar_when_narrow()
     st.title(t("judge.title"))
     st.caption(t("judge.intro"))
     _start_form(user, t)

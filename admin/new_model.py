@@ -22,6 +22,7 @@ from analysis.calibrated import METRICS, VALUE_KEYS
 from analysis.metrics import DEFAULT_K
 from db.access.export_records import newest_sft_holdout
 from db.rules.errors import ValidationFailed
+from db.rules.gold import default_basis
 from db.store.models import Role, User
 from db.work import generation
 from ui import shared_grid, shell, table_view
@@ -91,7 +92,8 @@ def _judges(t: shell.Translator, figures: model_pipeline.PipelineFigures, found:
         st.info(t("new_model.judges.none"))
         _link_runs(t)
         return
-    fidelity = figures.fidelity(heldout)
+    basis = default_basis()
+    fidelity = figures.fidelity(heldout, basis)
     rows = [
         {
             **row,
@@ -103,6 +105,7 @@ def _judges(t: shell.Translator, figures: model_pipeline.PipelineFigures, found:
     ]
     columns = (*model_pipeline.JUDGE_COLUMNS, "mf1_gold", "n_gold")
     table_view.show(t, _frame(t, rows, columns))
+    st.caption(t(f"new_model.judges.basis.{basis}"))
 
 
 def _sample(t: shell.Translator, sample: model_pipeline.SampleProgress) -> None:

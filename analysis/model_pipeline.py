@@ -18,6 +18,7 @@ import pandas as pd
 from analysis import calibrated as calibrated_scores, metrics, score_section
 from analysis.grid import DecisionGrid
 from analysis.reliability.physicians import human_ceiling
+from db.rules.gold import check_basis
 
 MIN_LABELED = calibrated_scores.MIN_LABELED
 JUDGE_COLUMNS = ["judge", "n_decisions", "n_graded", "n_responses"]
@@ -140,12 +141,16 @@ class PipelineFigures:
     _ceiling: dict[str, float | None] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def fidelity(self, heldout: list[str]) -> pd.DataFrame:
-        """Each judge's fidelity (`metrics.judge_fidelity`) over the held-out models' responses (all when none)."""
-        key = tuple(heldout)
+    def fidelity(self, heldout: list[str], basis: str | None = None) -> pd.DataFrame:
+        """Each judge's fidelity (`metrics.judge_fidelity`) over the held-out models' responses (all when none),
+        on gold basis `basis` (None: the default, final unless configured; docs/REFERENCE.md §4.1): under final,
+        against gold of final responses and each group's labels where that group is checked."""
+        basis = check_basis(basis)
+        key = (basis, *heldout)
         with self._lock:
             if key not in self._fidelity:
-                self._fidelity[key] = metrics.judge_fidelity(score_section.heldout_grid(self.grid, heldout or None))
+                grid = score_section.heldout_grid(self.grid.on_basis(basis), heldout or None)
+                self._fidelity[key] = metrics.judge_fidelity(grid)
             return self._fidelity[key]
 
     def physicians_ceiling(self) -> float | None:

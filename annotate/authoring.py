@@ -414,10 +414,11 @@ def _editor(
             max_value=len(rows),
             step=1,
             help=t("drafts.col.order_help"),
-            pinned=True,
+            # Not pinned: the grid opens a pinned cell's editor only with Enter, never on a typed number.
+            pinned=False,
         ),
         "criterion_id": st.column_config.TextColumn(
-            t("annotate.authoring.col.id"), width=ID_WIDTH, disabled=True, pinned=True
+            t("annotate.authoring.col.id"), width=ID_WIDTH, disabled=True, pinned=False
         ),
         "text": st.column_config.TextColumn(
             t("annotate.authoring.col.text"),

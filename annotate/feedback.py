@@ -76,6 +76,14 @@ def render() -> None:
         t("annotate.feedback.agreement"), "—" if view.agreement is None else f"{100 * view.agreement:.1f}%"
     )
     columns[3].metric(t("annotate.feedback.awaiting"), f"{view.awaiting_gold:,}")
+    if view.provisional_responses or view.open_responses:
+        st.info(
+            t(
+                "annotate.feedback.not_final",
+                provisional=f"{view.provisional_responses:,}",
+                open=f"{view.open_responses:,}",
+            )
+        )
     if not view.responses:
         st.success(t("annotate.feedback.nothing_differs"))
         return

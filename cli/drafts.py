@@ -10,26 +10,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cli.acting import command_line_name
-from cli.runs import _endpoint_arguments, _run_finished, _urls, print_run
+from cli.runs import _endpoint_arguments, _run_finished, endpoint_options, print_run
 
 
 def cmd_draft_rubrics(args, engine_of: Callable, progress_of: Callable) -> int:
     from judge.draft import DraftOptions, dropped_totals, read_draft_template, run_draft
 
     options = DraftOptions(
-        base_url=_urls(args.base_url),
-        model=args.model,
+        **endpoint_options(args),
         generator=args.generator,
         cases=args.cases,
         template=args.template,
-        api_key_env=args.api_key_env,
-        concurrency=args.concurrency,
-        max_tokens=args.max_tokens,
         temperature=args.temperature,
-        seed=args.seed,
-        thinking=not args.no_thinking,
-        timeout=args.timeout,
-        max_retries=args.max_retries,
     )
     options.check()  # before the database is touched
     read_draft_template(options.template)

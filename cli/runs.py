@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 from cli import batches
 from cli.acting import ACTOR_HELP, command_line_name
@@ -29,6 +30,22 @@ def _urls(values: list[str] | None) -> list[str]:
         except InputRejected as error:
             raise ValidationFailed(str(error).replace("value contains", "--base-url contains", 1)) from None
     return urls
+
+
+def endpoint_options(args) -> dict[str, Any]:
+    """The run options every command on endpoints reads from its command line (`_endpoint_arguments` and
+    --max-tokens), as keyword arguments of its options class."""
+    return {
+        "base_url": _urls(args.base_url),
+        "model": args.model,
+        "api_key_env": args.api_key_env,
+        "concurrency": args.concurrency,
+        "seed": args.seed,
+        "max_tokens": args.max_tokens,
+        "thinking": not args.no_thinking,
+        "timeout": args.timeout,
+        "max_retries": args.max_retries,
+    }
 
 
 def print_run(summary: dict, as_json: bool) -> None:
@@ -68,21 +85,13 @@ def cmd_judge_run(args, engine_of: Callable, progress_of: Callable) -> int:
     from judge.runner import RunOptions, run_judge
 
     options = RunOptions(
-        base_url=_urls(args.base_url),
-        model=args.model,
+        **endpoint_options(args),
         judge=args.judge,
-        api_key_env=args.api_key_env,
-        concurrency=args.concurrency,
         template=args.template,
         responses=args.responses,
         models=_names(args.models),
         limit=args.limit,
-        seed=args.seed,
-        max_tokens=args.max_tokens,
-        thinking=not args.no_thinking,
         structured=args.structured,
-        timeout=args.timeout,
-        max_retries=args.max_retries,
     )
     options.check()  # before the database is touched
     summary = run_judge(engine_of(), options, by=command_line_name(args), progress=progress_of("judge run"))
@@ -94,19 +103,11 @@ def cmd_generate(args, engine_of: Callable, progress_of: Callable) -> int:
     from judge.generate import GenerateOptions, run_generate
 
     options = GenerateOptions(
-        base_url=_urls(args.base_url),
-        model=args.model,
+        **endpoint_options(args),
         stored_as=args.stored_as,
         cases=args.cases,
         system=args.system,
-        api_key_env=args.api_key_env,
-        concurrency=args.concurrency,
-        max_tokens=args.max_tokens,
         temperature=args.temperature,
-        seed=args.seed,
-        thinking=not args.no_thinking,
-        timeout=args.timeout,
-        max_retries=args.max_retries,
     )
     options.check()  # before the database is touched
     options.system_text()

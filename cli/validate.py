@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 
 from cli.acting import command_line_name
-from cli.runs import _endpoint_arguments, _run_finished, _urls, print_run
+from cli.runs import _endpoint_arguments, _run_finished, endpoint_options, print_run
 
 
 def print_anchors(summary: dict) -> None:
@@ -26,20 +26,12 @@ def cmd_validate_rubrics(args, engine_of: Callable, progress_of: Callable) -> in
     from judge.validate import ValidateOptions, run_validation
 
     options = ValidateOptions(
-        base_url=_urls(args.base_url),
-        model=args.model,
+        **endpoint_options(args),
         judge=args.judge,
-        api_key_env=args.api_key_env,
-        concurrency=args.concurrency,
         template=args.template,
         cases=args.cases,
         rubric=args.rubric,
-        seed=args.seed,
-        max_tokens=args.max_tokens,
-        thinking=not args.no_thinking,
         structured=args.structured,
-        timeout=args.timeout,
-        max_retries=args.max_retries,
     )
     options.check()  # before the database is touched
     summary = run_validation(engine_of(), options, by=command_line_name(args), progress=progress_of("validate rubrics"))

@@ -41,7 +41,7 @@ from db.rules.errors import ClinConsensusError
 from db.rules.gold import PROVISIONAL, default_basis
 from db.store.models import Role, User
 from i18n import DEFAULT_LANGUAGE
-from ui import provenance_view, shared_grid, shell, table_view, validity_page
+from ui import gold_basis, provenance_view, shared_grid, shell, table_view, validity_page
 from ui.text import plain
 from ui.widgets import reason_text
 
@@ -287,9 +287,7 @@ def _filters(grid: DecisionGrid, options: dict[str, list[str]], t: shell.Transla
                 key="analysis_k",
             )
         )
-        provisional = st.toggle(
-            t("gold_basis.show_provisional"), key="analysis_provisional", help=t("gold_basis.show_provisional_help")
-        )
+        provisional = gold_basis.basis_toggle(t, "analysis_provisional") == PROVISIONAL
     return chosen, k, source, provisional
 
 
@@ -450,6 +448,8 @@ def _sections(
 
 #: The model table's columns on the dashboard's first screen.
 FIRST_SCREEN_MODEL_COLUMNS = ("model", "n_responses", "rubric_accuracy", "pass_at_k", "cacs_at_k", "mean_length")
+#: The model column's width there: names up to about 16 characters whole.
+MODEL_COLUMN_PX = 130
 
 
 def _models_tables(
@@ -466,9 +466,13 @@ def _models_tables(
     by_judge = models["model"].isin(judged).to_numpy()
     # The first screen holds what models are compared by, so it fits the page at 1024 px beside the sidebar; the
     # intervals, the source and CACS at every threshold (30 columns) are one click away (the CSV keeps them all).
-    shown = models[~by_judge].reset_index(drop=True)
+    # Models without a response on the basis yet (all "—") follow the scored ones; a long model name is cut in its
+    # column (the cell opens whole) rather than pushing the figures out of view.
+    shown = models[~by_judge]
+    shown = pd.concat([shown[shown["n_responses"] > 0], shown[~(shown["n_responses"] > 0)]], ignore_index=True)
     rest = [column for column in shown.columns if column not in FIRST_SCREEN_MODEL_COLUMNS and column != "scored_by"]
-    _table(t, "models", shown, "models", hidden=["scored_by", *rest])
+    model_column = st.column_config.Column(t("analysis.column.model"), width=MODEL_COLUMN_PX, pinned=True)
+    _table(t, "models", shown, "models", hidden=["scored_by", *rest], column_config={"model": model_column})
     if rest:
         with st.expander(t("daily.dashboard.every_threshold")):
             table_view.show(t, shown[["model", *rest]], key="table_models_every_threshold")

@@ -28,9 +28,10 @@ from db.access.export_records import newest_sft_holdout
 from db.access.policies import StatisticsPolicy, authorize
 from db.review.criterion_return import send_back_criteria, send_back_target
 from db.rules.errors import ClinConsensusError
+from db.rules.gold import default_basis
 from db.store.models import Role, User
 from db.work.judge_error_detail import JudgeErrorDetail, judge_error_detail
-from ui import shared_grid, shell, table_view
+from ui import gold_basis, shared_grid, shell, table_view
 from ui.text import plain
 from ui.widgets import show_error, show_text
 
@@ -42,24 +43,34 @@ LABEL_TEXT = {MET: "insights.label.met", NOT_MET: "insights.label.not_met"}
 State = tuple[DecisionGrid, reliability.Insights, pd.DataFrame, list[str]]
 
 
-def _build(grid: DecisionGrid) -> State:
+def _build_state(grid: DecisionGrid) -> State:
     # The models in the dashboard's order (its default view ranks them by CACS@k on gold).
     cacs = metrics.model_scores(grid, metrics.response_scores(grid), metrics.DEFAULT_K)["cacs_at_k"]
     order = figure_builders.ranked_models(cacs, grid.models)
     return grid, reliability.build_insights(grid, resamples=PAGE_RESAMPLES), metrics.judge_fidelity(grid), order
 
 
+def _build(grid: DecisionGrid) -> reliability.BasisViews[State]:
+    return reliability.BasisViews(grid, _build_state, eager=(default_basis(),))
+
+
 @st.cache_resource(show_spinner=False)
-def _kept_state() -> BackgroundValue[State]:
-    """The analysis depth and the judges' fidelity, built per data version in the background from the grid
-    every analysis page shares (the grid itself is not copied)."""
+def _kept_state() -> BackgroundValue[reliability.BasisViews[State]]:
+    """The analysis depth and the judges' fidelity per gold basis (the default one at once), built per data version
+    in the background from the grid every analysis page shares (the grid itself is not copied)."""
     return shared_grid.derived(_build, name="insights-view")
 
 
 def _load(t: shell.Translator) -> State | None:
-    """The newest state built so far; None (with a note on the page) while the first one is being built."""
+    """The newest state built so far on the basis chosen (its caption under the title); None (with a note on the
+    page) while the first one is being built."""
     snapshot = shared_grid.newest(_kept_state(), t)
-    return None if snapshot is None else snapshot.value
+    if snapshot is None:
+        return None
+    with st.sidebar:
+        basis = gold_basis.basis_toggle(t, "insights_provisional")
+    st.caption(gold_basis.counts_caption(t, basis, snapshot.value.counts))
+    return snapshot.value.view(basis)
 
 
 def _admin() -> User:

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -56,6 +56,22 @@ class Job(Protocol):
     def tally(self, answer: Any, counts: judge_runs.RunCounts) -> None: ...
 
     def store(self, session: Session, answers: list[Any]) -> None: ...
+
+
+class CaseJob:
+    """The item list of a job with one item per case (generate, draft): its total, and its chunks, each looked
+    up in the cache at once. The kind adds how an item is answered, read from the cache, tallied and stored."""
+
+    #: Items looked up in the cache at once.
+    chunk_size = 500
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+        self.total = len(items)
+
+    def chunks(self) -> Iterator[list[Any]]:
+        for start in range(0, len(self.items), self.chunk_size):
+            yield self.items[start : start + self.chunk_size]
 
 
 @dataclass

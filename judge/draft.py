@@ -36,7 +36,7 @@ from db.rules.taxonomy import get_taxonomy
 from db.store.engine import session_scope
 from db.store.models import Case, RubricDraft, User
 from db.work import drafting, judge_runs
-from judge.core import Prepared, execute_prepared, recorded_run
+from judge.core import CaseJob, Prepared, execute_prepared, recorded_run
 from judge.endpoints import Endpoint, EndpointOptions
 from judge.generate import canonical_request, read_case_file
 
@@ -46,7 +46,6 @@ CASE_SCOPES = ("missing", "all")
 FIELDS = ("n", "clinical_context", "user_request", "reference", "tags")
 REQUIRED_FIELDS = ("clinical_context", "user_request")
 MAX_REASKS = 2
-CHUNK = 200
 REASK_TEXT = (
     '你的回答无法读取。请只输出一个 JSON 数组，不要其他文字：[{{"criterion": "……", "tags": []}}, …]，恰好 {n} 条。'
 )
@@ -180,8 +179,10 @@ def fill(template: str, case: Case, n: int, tags: list[str]) -> str:
     )
 
 
-class DraftJob:
+class DraftJob(CaseJob):
     """Drafting: one item per selected case, one request each, re-asked at most twice."""
+
+    chunk_size = 200
 
     def __init__(self, engine: Engine, options: DraftOptions, run_id: int, actor: str, template: str) -> None:
         self.options, self.run_id, self.actor = options, run_id, actor
@@ -189,7 +190,7 @@ class DraftJob:
         self.request = options.request()
         self.tags = [tag["id"] for tag in get_taxonomy().failure_tags()]
         parameters = options.key_parameters()
-        self.items: list[DraftItem] = []
+        items: list[DraftItem] = []
         with session_scope(engine, read_only=True) as session:
             cases = drafting.cases_to_draft(session, options.cases, options.case_ids or None)
             for case in cases:
@@ -198,12 +199,8 @@ class DraftJob:
                 # The case is part of the key: a draft belongs to its case, even where two cases read alike.
                 keyed = {**parameters, "case_id": case.case_id}
                 key = hashlib.sha256(canonical_request(options.model, messages, keyed).encode("utf-8"))
-                self.items.append(DraftItem(case.id, case.case_id, key.hexdigest(), prompt))
-        self.total = len(self.items)
-
-    def chunks(self):
-        for start in range(0, len(self.items), CHUNK):
-            yield self.items[start : start + CHUNK]
+                items.append(DraftItem(case.id, case.case_id, key.hexdigest(), prompt))
+        super().__init__(items)
 
     def lookup(self, connection: Connection, keys: list[str]) -> dict:
         return drafting.cached_drafts(connection, keys)

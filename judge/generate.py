@@ -38,12 +38,11 @@ from db.store.current_rubric import current_version_ids
 from db.store.engine import session_scope
 from db.store.models import Case, User
 from db.work import generation, judge_runs
-from judge.core import Prepared, execute_prepared, recorded_run
+from judge.core import CaseJob, Prepared, execute_prepared, recorded_run
 from judge.endpoints import Endpoint, EndpointOptions, chat_body, read_completion
 
 CASE_SCOPES = ("all", "released")
 NO_SYSTEM = "none"
-CHUNK = 500
 
 
 @dataclass
@@ -182,7 +181,7 @@ def canonical_request(model: str, messages: list[dict[str, str]], parameters: di
     )
 
 
-class GenerateJob:
+class GenerateJob(CaseJob):
     """Answering: one item per selected case, one request each."""
 
     def __init__(self, engine: Engine, options: GenerateOptions, run_id: int, actor: str, system: str) -> None:
@@ -190,17 +189,13 @@ class GenerateJob:
         self.stored_as = options.model_name()
         self.request = options.request()
         parameters = options.key_parameters()
-        self.items = []
+        items = []
         for case_pk, case_id, context, request in _selected_cases(engine, options):
             messages = [{"role": "system", "content": system}] if system else []
             messages.append({"role": "user", "content": user_message(context, request)})
             key = hashlib.sha256(canonical_request(options.model, messages, parameters).encode("utf-8")).hexdigest()
-            self.items.append(CaseItem(case_pk, case_id, key, messages))
-        self.total = len(self.items)
-
-    def chunks(self):
-        for start in range(0, len(self.items), CHUNK):
-            yield self.items[start : start + CHUNK]
+            items.append(CaseItem(case_pk, case_id, key, messages))
+        super().__init__(items)
 
     def lookup(self, connection: Connection, keys: list[str]) -> dict:
         return generation.cached_answers(connection, keys)

@@ -20,10 +20,15 @@ from typing import Any
 import streamlit as st
 
 from db.rules.errors import DatabaseBusy, DiskFull
+from db.rules.limits import MAX_UPLOAD_MB
 from db.rules.taxonomy import get_taxonomy
 from i18n import catalog
 from ui.shell import lang, t
 from ui.text import WORD_JOINER, plain  # noqa: F401  (re-exported for pages)
+
+#: Streamlit's own "Drag and drop … 200MB per file" line is English whatever the page; `file_upload`
+#: says the limit in the page's language instead.
+_HIDE_STREAMLIT_LIMIT = "<style>[data-testid='stFileUploaderDropzoneInstructions'] { display: none; }</style>"
 
 #: Fields of a case, in the order a physician reads them, with their catalog labels.
 CASE_META_FIELDS = ("difficulty", "task", "subject", "user_role")
@@ -179,3 +184,11 @@ def person_label(username: str, display_name: str | None) -> str:
     if not display_name or display_name == username:
         return username
     return t("widgets.person", name=display_name, username=username)
+
+
+def file_upload(label: str, *, key: str, help: str | None = None) -> Any:
+    """A file uploader with the upload limit said in the page's language under it."""
+    upload = st.file_uploader(label, key=key, max_upload_size=MAX_UPLOAD_MB, help=help)
+    st.caption(t("language.upload_limit", mb=MAX_UPLOAD_MB))
+    st.html(_HIDE_STREAMLIT_LIMIT)
+    return upload

@@ -37,6 +37,9 @@ arguments, computed here from confusion counts by `metrics.macro_f1`):
   cases (the report's seeded resampling); the within-group check correction rate is the share of
   the physician's annotation labels that their group's checker looked at (a check label exists)
   and changed.
+- **Gold basis** (docs/REFERENCE.md §4.1): the pages compute every figure here on a stated basis
+  (`BasisViews`): final by default — gold of final responses only, a group's labels only where that group
+  is checked — and provisional on request; `basis_counts` gives the responses each basis stands on.
 - **Agreement by slice**: pooled macro-F1 between the groups over the aligned pairs' decisions
   of each slice value, with the same bootstrap interval.
 
@@ -44,7 +47,7 @@ Undefined values are NaN.
 """
 
 from analysis.reliability.criteria import criterion_reliability, flagged_cases, flagged_criteria, flags
-from analysis.reliability.insights import Insights, build_insights
+from analysis.reliability.insights import BasisViews, Insights, basis_counts, build_insights
 from analysis.reliability.judge_errors import judge_errors
 from analysis.reliability.physicians import (
     ANNOTATOR_COLUMNS,
@@ -79,6 +82,7 @@ from analysis.reliability.thresholds_and_counts import (
 __all__ = [
     "ALWAYS_MET",
     "ANNOTATOR_COLUMNS",
+    "BasisViews",
     "CASE_DIMENSIONS",
     "FALSE_NEGATIVE",
     "FALSE_POSITIVE",
@@ -96,6 +100,7 @@ __all__ = [
     "agreement_slices",
     "aligned_rows",
     "annotator_agreement",
+    "basis_counts",
     "build_insights",
     "case_dimension_members",
     "criterion_reliability",

@@ -97,7 +97,8 @@ def tally(*, stage: str, group_no: int, user_id: int | None = None, counting: bo
 def feedback_tally(*, user_id: int, group_no: int):
     """One annotator's annotation labels per (response, rubric version), as a subquery with the columns
     response_id, rubric_version_id, counting (whether they count on the current rubric), n, n_gold_differs,
-    n_no_gold (the annotator's feedback figures)."""
+    n_no_gold (the annotator's feedback figures: labels on final responses where final gold differs, labels on
+    responses not final yet) and n_unresolved (the response's decisions nobody adjudicated yet, 0 without any)."""
     return (
         select(
             TALLY.c.response_id,
@@ -106,7 +107,9 @@ def feedback_tally(*, user_id: int, group_no: int):
             TALLY.c.n,
             TALLY.c.n_gold_differs,
             TALLY.c.n_no_gold,
+            func.coalesce(STATUS.c.n_unresolved, 0).label("n_unresolved"),
         )
+        .select_from(TALLY.outerjoin(STATUS, STATUS.c.response_id == TALLY.c.response_id))
         .where(TALLY.c.stage == Stage.annotation.value, TALLY.c.group_no == group_no, TALLY.c.user_id == user_id)
         .subquery("tally")
     )

@@ -351,21 +351,34 @@ def _refresh_gold_figures(
 ) -> None:
     """`n_gold_differs` and `n_no_gold` of the annotation rows of the tally of `chunk` (rows written already).
 
-    Only labels that count on the case's current rubric take part, on both sides: the annotator's label and
-    the labels gold is decided from (db.store.current_rubric, db.rules.gold), as the annotator's feedback compares them.
+    Feedback compares with final gold (docs/REFERENCE.md §4.1): a label on a final response counts in
+    `n_gold_differs` when gold differs from it; every label on a response that is not final yet counts in
+    `n_no_gold`, whatever its decision's provisional gold says. Only labels that count on the case's current
+    rubric take part, on both sides: the annotator's label and the labels gold and the final state are decided
+    from (db.store.current_rubric, db.rules.gold), as the annotator's feedback compares them.
     `counted` are the chunk's labels that count when the caller has read them already (`_counted_labels`).
     """
+    import pandas as pd
+
     from db.rules import gold
 
+    if rubrics is None:
+        rubrics = _current_rubrics(connection, chunk, {})
     if counted is None:
         counted = _counted_labels(connection, chunk, rubrics)
     if not counted:
         return
     labels = label_frame([row[:5] for row in counted])
-    found = gold.gold_labels(labels)
+    finals = gold.decisions_with_finals(labels)
+    labeled = sorted({int(row[0]) for row in counted})
+    sizes = pd.Series([rubrics.get(rid, (None, 0))[1] for rid in labeled], index=labeled, dtype="int64")
+    states = gold.gold_states(labels, sizes, finals)
+    final = set(states.loc[states["final"], "response_id"].tolist())
+    found = gold.gold_from_decisions(finals)
     gold_of = {
         (int(r), str(c)): bool(m)
         for r, c, m in zip(found["response_id"].tolist(), found["criterion_id"].tolist(), found["met"].tolist())
+        if int(r) in final
     }
     figures: dict[tuple[int, int, int, int], list[int]] = {}
     for response_id, criterion_id, stage, group_no, met, user_id, version_id in counted:

@@ -390,8 +390,9 @@ class LabelTally(SQLModel, table=True):
     counting: bool = Field(default=True)
     # of the annotation labels, those their group has no check label for yet (the check is pending)
     n_unchecked: int = Field(default=0)
-    # of the annotation labels that count on the case's current rubric, those whose decision's gold (db.rules.gold, from
-    # the decision's counting labels) differs from the label, and those whose decision has no gold yet (feedback)
+    # of the annotation labels that count on the case's current rubric, on a final response (docs/REFERENCE.md §4.1)
+    # those whose decision's gold (db.rules.gold, from the decision's counting labels) differs from the label, and
+    # those on a response that is not final yet (feedback compares with final gold only)
     n_gold_differs: int = Field(default=0)
     n_no_gold: int = Field(default=0)
 

@@ -13,9 +13,11 @@ stamps every assignment it creates with the same `created_at`, so that timestamp
   labeling is unfinished (`RoundSharesCase`): one case's responses can be split over rounds, and
   the case's gold must not be shown while the other round still labels it;
 - an annotator sees only their own annotation labels, on responses of their own group's
-  assignments in open rounds, next to gold (`db.rules.gold`) where the two differ, with the
-  adjudicator's rationale when gold came from adjudication. Responses appear under their code,
-  never the model; nobody's name is shown;
+  assignments in open rounds, next to final gold (`db.rules.gold`, docs/REFERENCE.md §4.1) where the
+  two differ, with the adjudicator's rationale when gold came from adjudication. A response that is
+  not final yet (provisional: one group only, an unchecked group; or open: a disagreement awaiting
+  adjudication) is not compared; the page counts those responses instead. Responses appear under
+  their code, never the model; nobody's name is shown;
 - checkers and admins have no feedback view (it is the annotator's own); labels on an older
   rubric version do not count (`db.store.current_rubric`);
 - feedback freezes the round (docs/REFERENCE.md §1): once a round's feedback has been opened, the
@@ -146,11 +148,13 @@ class FeedbackResponse:
 @dataclass(frozen=True)
 class AnnotatorFeedback:
     open_rounds: int  # open rounds in which the annotator's group has assignments
-    compared: int  # the annotator's counted labels whose decision has gold
-    differing: int  # of those, where gold differs from their label
-    awaiting_gold: int  # the annotator's counted labels whose decision has no gold yet
+    compared: int  # the annotator's counted labels on final responses
+    differing: int  # of those, where final gold differs from their label
+    awaiting_gold: int  # the annotator's counted labels on responses that are not final yet
     responses: list[FeedbackResponse]  # the requested page of them (all, when no page size was given)
-    total_responses: int  # responses with a decision where gold differs, on every page
+    total_responses: int  # responses with a decision where final gold differs, on every page
+    provisional_responses: int = 0  # the annotator's responses with gold on every decision, not final yet
+    open_responses: int = 0  # the annotator's responses not final with a disagreement nobody adjudicated yet
 
     @property
     def agreement(self) -> float | None:
@@ -326,10 +330,13 @@ def _in_open_round(user: User, response_id):
 
 
 def my_feedback(session: Session, user: User, *, page: int = 0, page_size: int | None = None) -> AnnotatorFeedback:
-    """The annotator's own labels in open rounds compared with gold; the decisions where they differ.
+    """The annotator's own labels in open rounds compared with final gold; the decisions where they differ.
 
-    The figures count every such label; `responses` holds the responses with a differing decision in
-    (case id, response code) order, all of them or, with `page_size`, page `page` (from 0) of them.
+    The figures count every such label: those on final responses are compared, those on responses that are
+    not final yet wait (`awaiting_gold`), and those responses are counted as provisional or open (a
+    disagreement nobody adjudicated yet, from the kept status). `responses` holds the responses with a
+    differing decision in (case id, response code) order, all of them or, with `page_size`, page `page` (from 0)
+    of them.
     The figures and the list of responses come from the label tally (db.counts keeps, per annotator and
     response, the labels that count on the current rubric, those where gold differs and those without
     gold); gold of the listed decisions is computed (db.rules.gold) from the labels of those responses only.
@@ -348,6 +355,7 @@ def my_feedback(session: Session, user: User, *, page: int = 0, page_size: int |
             tally.c.n,
             tally.c.n_gold_differs,
             tally.c.n_no_gold,
+            tally.c.n_unresolved,
         )
         .join(Response, col(Response.id) == tally.c.response_id)
         .join(Case, col(Case.id) == col(Response.case_pk))
@@ -359,10 +367,13 @@ def my_feedback(session: Session, user: User, *, page: int = 0, page_size: int |
     )
     n_mine = differing = awaiting = 0
     listed: set[tuple[str, str, int]] = set()  # (case id, response code, response id) with a differing decision
-    for response_id, code, case_id, n, n_differs, n_no_gold in session.execute(sa_select(counted)).all():
+    waiting: dict[int, bool] = {}  # responses not final yet → whether a disagreement awaits adjudication
+    for response_id, code, case_id, n, n_differs, n_no_gold, n_unresolved in session.execute(sa_select(counted)).all():
         n_mine, differing, awaiting = n_mine + int(n), differing + int(n_differs), awaiting + int(n_no_gold)
         if n_differs:
             listed.add((str(case_id), str(code), int(response_id)))
+        if n_no_gold:
+            waiting[int(response_id)] = waiting.get(int(response_id), False) or int(n_unresolved) > 0
     ordered = sorted(listed)
     if page_size is not None:
         ordered = ordered[page * page_size : (page + 1) * page_size]
@@ -387,12 +398,15 @@ def my_feedback(session: Session, user: User, *, page: int = 0, page_size: int |
             order,
         ),
         total_responses=len(listed),
+        provisional_responses=sum(not unresolved for unresolved in waiting.values()),
+        open_responses=sum(waiting.values()),
     )
 
 
 def _page_decisions(session: Session, user: User, response_ids: list[int]) -> tuple[list[FeedbackDecision], list[int]]:
-    """The decisions of `response_ids` where gold (db.rules.gold, from the labels that count on the current rubric)
-    differs from the user's own annotation label, and the response of each; positions and texts come later."""
+    """The decisions of `response_ids` where final gold (db.rules.gold, from the labels that count on the current
+    rubric) differs from the user's own annotation label, and the response of each; positions and texts come later.
+    Decisions of responses that are not final are left out, as the kept figures leave them out."""
     if not response_ids:
         return [], []
     case_of = dict(
@@ -401,6 +415,7 @@ def _page_decisions(session: Session, user: User, response_ids: list[int]) -> tu
         ).all()
     )
     versions = current_version_ids(session, set(case_of.values()))
+    sizes = current_rubric_sizes(session, set(case_of.values()))
     rows = [
         row
         for row in session.execute(
@@ -417,10 +432,17 @@ def _page_decisions(session: Session, user: User, response_ids: list[int]) -> tu
         ).all()
         if counts_on_current_rubric(row[6], versions.get(case_of[row[0]]))
     ]
+    if not rows:
+        return [], []
     frame = pd.DataFrame([row[:5] for row in rows], columns=gold_rule.LABEL_COLUMNS)
     frame["met"] = frame["met"].astype(bool)
     frame["stage"] = frame["stage"].astype(str)
-    found = gold_rule.gold_labels(frame)
+    finals = gold_rule.decisions_with_finals(frame)
+    labeled = sorted(set(frame["response_id"].tolist()))
+    n_of = pd.Series([sizes.get(case_of[rid], 0) for rid in labeled], index=labeled, dtype="int64")
+    states = gold_rule.gold_states(frame, n_of, finals)
+    final = set(states.loc[states["final"], "response_id"].tolist())
+    found = gold_rule.gold_from_decisions(finals)
     gold = {
         (int(r), str(c)): (bool(m), str(source))
         for r, c, m, source in zip(
@@ -429,6 +451,7 @@ def _page_decisions(session: Session, user: User, response_ids: list[int]) -> tu
             found["met"].tolist(),
             found["source"].tolist(),
         )
+        if int(r) in final
     }
     rationale = {(int(r[0]), str(r[1])): r[7] for r in rows if r[2] == Stage.adjudication}
     decisions, owners = [], []

@@ -214,6 +214,7 @@ def test_a_new_model_from_generate_to_a_calibrated_score(demo_database, tmp_path
     assert re.fullmatch(r"\d\.\d{3}", mf1) and 0 <= float(mf1) <= 1  # a score written as 0.512, not a rate
     assert "全部模型" in shown  # no SFT export names held-out models
     assert judges.loc[JUDGE, "比较的判定数"] == sum(len(mets) for mets in gold.values())
+    assert translate("new_model.judges.basis.provisional", "zh") in shown  # the basis these tests read, stated
 
     # an SFT export holding the new model out: fidelity is measured on it, and the page says so
     with session_scope(engine) as session:

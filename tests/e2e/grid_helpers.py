@@ -1,12 +1,39 @@
-"""Typing into a cell of an `st.data_editor` grid (glide-data-grid) from the keyboard, whatever its scroll."""
+"""Typing into a cell of an `st.data_editor` grid (glide-data-grid) from the keyboard, whatever its scroll; a case
+assigned for authoring, and its authoring page opened."""
 
 from __future__ import annotations
 
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
+import secrets
 
-from tests.e2e.conftest import wait_for_app_run
+from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect
+
+from db.access import users
+from db.store.engine import session_scope
+from db.store.models import Assignment, AssignmentKind
+from tests.e2e.conftest import ACTION_TIMEOUT_MS, choose_in_picker, login, text, wait_for_app_run
+from tests.support.factories import make_case
 
 HEADER_HEIGHT = 36
+
+
+def assign_new_case(engine, author, prefix: str, clinical_context: str) -> tuple[int, str]:
+    """A new case (id `prefix` and a random tag) assigned to `author` to write its rubric; (case_pk, case_id)."""
+    with session_scope(engine) as s:
+        writer = users.get_user(s, username=author.username)
+        case = make_case(s, f"{prefix}{secrets.token_hex(3).upper()}", n=0, clinical_context=clinical_context)
+        s.add(Assignment(kind=AssignmentKind.rubric, case_pk=case.id, user_id=writer.id, group_no=1))
+        return case.id, case.case_id
+
+
+def open_case_grid(page, app_server, account, case_id: str):
+    """Signs in, opens the authoring page and picks the case; returns its grid once it is drawn."""
+    login(page, app_server, account)
+    page.get_by_role("link", name=text("annotate.authoring.title")).first.click()
+    wait_for_app_run(page)
+    choose_in_picker(page, text("annotate.authoring.pick_case"), case_id)
+    grid = page.get_by_test_id("stDataFrame").first
+    expect(grid).to_be_visible(timeout=ACTION_TIMEOUT_MS)
+    return grid
 
 
 def row_height_of(grid, rows: int = 30) -> float:

@@ -3,10 +3,7 @@ row's № cell moves that row there, in the browser; the moved order is what a s
 
 from __future__ import annotations
 
-import secrets
-
 import pytest
-from playwright.sync_api import expect
 from sqlmodel import select
 
 from annotate.authoring import ORDER_WIDTH
@@ -14,8 +11,9 @@ from db import rubrics
 from db.access import users
 from db.rules.config import RUBRIC_SIZE
 from db.store.engine import make_engine, session_scope
-from db.store.models import Assignment, AssignmentKind, Criterion, RubricVersion
-from tests.e2e.conftest import ACTION_TIMEOUT_MS, choose_in_picker, login, screenshot, text, wait_for_app_run
+from db.store.models import Criterion, RubricVersion
+from tests.e2e.conftest import ACTION_TIMEOUT_MS, screenshot, text, wait_for_app_run
+from tests.e2e.grid_helpers import assign_new_case, open_case_grid
 
 pytestmark = pytest.mark.browser
 
@@ -30,15 +28,8 @@ def _body(i: int) -> str:
 def saved_rubric(app_server, accounts):
     """A case whose author saved 30 criteria (not submitted)."""
     engine = make_engine(app_server.database_url)
-    tag = secrets.token_hex(3).upper()
     author = accounts("annotator", 1)
-    from tests.support.factories import make_case
-
-    with session_scope(engine) as s:
-        writer = users.get_user(s, username=author.username)
-        case = make_case(s, f"E2E-MOVE{tag}", n=0, clinical_context="患者女，45 岁，反复心悸一月。")
-        s.add(Assignment(kind=AssignmentKind.rubric, case_pk=case.id, user_id=writer.id, group_no=1))
-        case_pk, case_id = case.id, case.case_id
+    case_pk, case_id = assign_new_case(engine, author, "E2E-MOVE", "患者女，45 岁，反复心悸一月。")
     ids = rubrics.default_criterion_ids(RUBRIC_SIZE)
     with session_scope(engine) as s:
         writer = users.get_user(s, username=author.username)
@@ -71,17 +62,51 @@ def criterion_texts(page) -> list[str]:
     return grid_column(page, text("annotate.authoring.col.text"))
 
 
+def move_row(page, grid, *, row: int, to: int, row_height: float, typed: bool) -> list[str]:
+    """Moves row `row` (from 0) to place `to` (from 1) through its № cell: select it, then either type the number
+    straight in (`typed`: the first digit opens the cell's editor) or open the cell with Enter and type it; Enter.
+    Waits until the grid's first six criteria are in the moved order, checks them and returns them."""
+    before = criterion_texts(page)
+    page.evaluate("() => document.querySelectorAll('*').forEach(e => { if (e.scrollTop > 0) e.scrollTop = 0; })")
+    page.wait_for_timeout(200)
+    box = grid.bounding_box()
+    page.mouse.click(box["x"] + ORDER_WIDTH / 2, box["y"] + 36 + row_height * (row + 0.5))
+    editor = page.locator("input.gdg-input, textarea.gdg-input").first
+    if typed:
+        page.wait_for_timeout(200)
+        for digit in str(to):
+            page.keyboard.press(digit)
+        editor.wait_for(timeout=WAIT_MS)
+        assert editor.input_value() == str(to), editor.input_value()
+    else:
+        page.keyboard.press("Enter")
+        editor.wait_for(timeout=WAIT_MS)
+        editor.fill(str(to))
+    editor.press("Enter")
+    wait_for_app_run(page)
+    # The expected order, computed from the grid as it was: the row taken out and put in at its new place.
+    order = list(before)
+    order.insert(to - 1, order.pop(row))
+    wanted = order[:6]
+    page.wait_for_function(
+        """wanted => {
+          const rows = Array.from(document.querySelectorAll('[data-testid=stDataFrame] tbody tr'));
+          const texts = rows.map(tr => Array.from(tr.children, td => td.textContent));
+          return wanted.every((w, i) => texts[i] && texts[i].includes(w));
+        }""",
+        arg=wanted,
+        timeout=WAIT_MS,
+    )
+    assert criterion_texts(page)[:6] == wanted
+    return wanted
+
+
 def test_a_number_typed_in_the_order_column_moves_the_row(browser, app_server, saved_rubric):
     context = browser.new_context(viewport={"width": 1440, "height": 900}, locale="zh-CN")
     context.set_default_timeout(ACTION_TIMEOUT_MS)
     page = context.new_page()
     try:
-        login(page, app_server, saved_rubric["author"])
-        page.get_by_role("link", name=text("annotate.authoring.title")).first.click()
-        wait_for_app_run(page)
-        choose_in_picker(page, text("annotate.authoring.pick_case"), saved_rubric["case_id"])
-        grid = page.get_by_test_id("stDataFrame").first
-        expect(grid).to_be_visible(timeout=WAIT_MS)
+        grid = open_case_grid(page, app_server, saved_rubric["author"], saved_rubric["case_id"])
         page.wait_for_function(
             "t => Array.from(document.querySelectorAll('[data-testid=stDataFrame] td'), e => e.textContent)"
             ".some(x => x === t)",
@@ -90,56 +115,19 @@ def test_a_number_typed_in_the_order_column_moves_the_row(browser, app_server, s
         )
         page.wait_for_timeout(500)
         assert criterion_texts(page)[:6] == [_body(i) for i in range(1, 7)]
-        # Row 1's № cell: select it, type 5 (typing opens the cell's editor), Enter.
-        page.evaluate("() => document.querySelectorAll('*').forEach(e => { if (e.scrollTop > 0) e.scrollTop = 0; })")
-        page.wait_for_timeout(200)
-        box = grid.bounding_box()
-        row_height = (box["height"] - 40) / RUBRIC_SIZE
-        page.mouse.click(box["x"] + ORDER_WIDTH / 2, box["y"] + 36 + row_height * 0.5)
-        page.keyboard.press("Enter")
-        editor = page.locator("input.gdg-input, textarea.gdg-input").first
-        editor.wait_for(timeout=WAIT_MS)
-        editor.fill("5")
-        editor.press("Enter")
-        wait_for_app_run(page)
-        wanted = [_body(i) for i in (2, 3, 4, 5, 1, 6)]
-        page.wait_for_function(
-            """wanted => {
-              const rows = Array.from(document.querySelectorAll('[data-testid=stDataFrame] tbody tr'));
-              const texts = rows.map(tr => Array.from(tr.children, td => td.textContent));
-              return wanted.every((w, i) => texts[i] && texts[i].includes(w));
-            }""",
-            arg=wanted,
-            timeout=WAIT_MS,
-        )
+        grid_top = grid.bounding_box()
+        row_height = (grid_top["height"] - 40) / RUBRIC_SIZE
+        # Row 1 to place 5, the number typed straight into the selected cell: the rows between move up one.
+        wanted = move_row(page, grid, row=0, to=5, row_height=row_height, typed=True)
+        assert wanted == [_body(i) for i in (2, 3, 4, 5, 1, 6)]
         screenshot(page, "authoring-reordered-1440x900")
         texts = criterion_texts(page)
-        assert texts[:6] == wanted, texts[:6]
         assert sorted(texts) == sorted(_body(i) for i in range(1, RUBRIC_SIZE + 1)), "nothing lost or doubled"
-        # The № column reads 1..30 again, and a second move works on the redrawn grid.
+        # The № column reads 1..30 again, and a second move works on the redrawn grid: row 6 to place 2.
         assert grid_column(page, text("drafts.col.order"))[:6] == ["1", "2", "3", "4", "5", "6"]
-        # A second move on the redrawn grid: row 6's № cell, Enter opens it, 2, Enter.
-        page.evaluate("() => document.querySelectorAll('*').forEach(e => { if (e.scrollTop > 0) e.scrollTop = 0; })")
-        page.wait_for_timeout(200)
-        box = grid.bounding_box()
-        page.mouse.click(box["x"] + ORDER_WIDTH / 2, box["y"] + 36 + row_height * 5.5)
-        page.keyboard.press("Enter")
-        editor = page.locator("input.gdg-input, textarea.gdg-input").first
-        editor.wait_for(timeout=WAIT_MS)
-        editor.fill("2")
-        editor.press("Enter")
-        wait_for_app_run(page)
-        wanted = [_body(i) for i in (2, 6, 3, 4, 5, 1)]
-        page.wait_for_function(
-            """wanted => {
-              const rows = Array.from(document.querySelectorAll('[data-testid=stDataFrame] tbody tr'));
-              const texts = rows.map(tr => Array.from(tr.children, td => td.textContent));
-              return wanted.every((w, i) => texts[i] && texts[i].includes(w));
-            }""",
-            arg=wanted,
-            timeout=WAIT_MS,
-        )
-        assert criterion_texts(page)[:6] == wanted
+        # This time the cell is opened with Enter first (Enter opens any cell), then the number typed.
+        wanted = move_row(page, grid, row=5, to=2, row_height=row_height, typed=False)
+        assert wanted == [_body(i) for i in (2, 6, 3, 4, 5, 1)]
         page.get_by_role("button", name=text("annotate.authoring.save")).first.click()
         wait_for_app_run(page)
         page.wait_for_timeout(1000)

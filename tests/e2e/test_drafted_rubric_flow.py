@@ -26,6 +26,7 @@ from db.access import users
 from db.store.engine import make_engine, session_scope
 from db.store.models import Assignment, AssignmentKind, CriterionProvenance, RubricVersion
 from tests.e2e.conftest import ACTION_TIMEOUT_MS, choose_in_picker, login, screenshot, text, wait_for_app_run
+from tests.e2e.grid_helpers import open_case_grid
 from tools.llm_server import DRAFT_TEXTS, LLMServer
 
 pytestmark = pytest.mark.browser
@@ -80,12 +81,7 @@ def drafted_case(app_server, accounts, tmp_path):
 
 
 def open_authoring(page, app_server, account, case_id):
-    login(page, app_server, account)
-    page.get_by_role("link", name=text("annotate.authoring.title")).first.click()
-    wait_for_app_run(page)
-    choose_in_picker(page, text("annotate.authoring.pick_case"), case_id)
-    grid = page.get_by_test_id("stDataFrame").first
-    expect(grid).to_be_visible(timeout=WAIT_MS)
+    grid = open_case_grid(page, app_server, account, case_id)
     page.screenshot(path=f"tests/artifacts/screenshots/drafted-authoring-{page.viewport_size['width']}-opened.png")
     page.wait_for_function(
         "t => Array.from(document.querySelectorAll('[data-testid=stDataFrame] td'), e => e.textContent)"

@@ -87,7 +87,8 @@ def test_other_roles_are_turned_away(app_database):
 
 
 def test_many_responses_are_shown_a_page_at_a_time(app_database):
-    """25 responses on which gold differs from ann1 on c01: 20 on the first page, 5 on the second."""
+    """25 final responses on which gold differs from ann1 on c01: 20 on the first page, 5 on the second; one more
+    response, unchecked, is provisional: not compared, and counted in a note."""
     from db.store.models import Stage, User
     from db.work import feedback
     from db.work.assignments import assign_labeling
@@ -97,14 +98,20 @@ def test_many_responses_are_shown_a_page_at_a_time(app_database):
         admin = make_user(s, "admin", "admin")
         ann1, ann2 = make_user(s, "ann1", "annotator", 1), make_user(s, "ann2", "annotator", 2)
         chk = make_user(s, "chk2", "checker", 2)
+        chk1 = make_user(s, "chk1", "checker", 1)
         case = make_case(s, "CC-0009", n=2)
-        responses = [make_response(s, case, f"model-secret-{i:02d}", f"回答{i}") for i in range(25)]
+        responses = [make_response(s, case, f"model-secret-{i:02d}", f"回答{i}") for i in range(26)]
         assign_labeling(s, actor=admin, annotators=["ann1", "ann2"], response_ids=[r.id for r in responses])
-        for response in responses:
+        for response in responses[:25]:
             for cid in ("c01", "c02"):
                 make_label(s, response, cid, True, ann1)
                 make_label(s, response, cid, cid != "c01", ann2)
+                make_label(s, response, cid, True, chk1, stage=Stage.check, group_no=1)  # both checks confirm
+                make_label(s, response, cid, cid != "c01", chk, stage=Stage.check, group_no=2)
             make_label(s, response, "c01", False, chk, stage=Stage.adjudication, note="依据指南")
+        for cid in ("c01", "c02"):  # the last response: both groups agree, nobody checked: provisional
+            make_label(s, responses[25], cid, False, ann1)
+            make_label(s, responses[25], cid, False, ann2)
     with session_scope(app_database) as s:
         admin = s.get(User, admin.id)
         (state,) = feedback.round_states(s, actor=admin)
@@ -113,7 +120,10 @@ def test_many_responses_are_shown_a_page_at_a_time(app_database):
     app = open_page(signed_in(app_database, "ann1"), "annotate-feedback")
     assert not app.exception
     assert len(app.subheader) == 20
-    assert {m.label: m.value for m in app.metric}[zh("annotate.feedback.agreement")] == "50.0%"  # c02 agrees
+    shown = {m.label: m.value for m in app.metric}
+    assert shown[zh("annotate.feedback.agreement")] == "50.0%"  # c02 agrees
+    assert (shown[zh("annotate.feedback.compared")], shown[zh("annotate.feedback.awaiting")]) == ("50", "2")
+    assert zh("annotate.feedback.not_final", provisional="1", open="0") in [i.value for i in app.info]
     app.selectbox(key="annotate_feedback_page").set_value(1).run()
     assert len(app.subheader) == 5
     assert "model-secret" not in str(app._tree)

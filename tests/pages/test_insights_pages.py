@@ -13,7 +13,12 @@ from db.store.engine import session_scope
 from db.store.models import Criterion, JudgeDecision, RubricStatus, RubricVersion
 from i18n import translate
 from tests.support.apptest_helpers import open_page, sign_in_token, signed_in, texts
+from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tests.support.factories import make_case, make_label, make_response, make_user
+
+# Nobody checks these labels: the pages' figures are read on the provisional basis (§4 as written); the final
+# basis on these pages has tests of its own (tests/pages/test_insights_basis_pages.py).
+pytestmark = pytest.mark.usefixtures("provisional_basis")
 
 # 11 models on one case of 4 criteria: c01 the groups read differently (4 of 11 differ), c03 nobody meets.
 COLUMNS = {

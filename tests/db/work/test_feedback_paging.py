@@ -1,4 +1,5 @@
-"""Feedback a page at a time: the pages together are exactly the full listing (SQLite and PostgreSQL)."""
+"""Feedback a page at a time: the pages together are exactly the full listing, compared with final gold
+(SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,16 @@ from db.store.models import Stage, User
 from db.work import feedback
 from db.work.assignments import assign_labeling
 from tests.support.factories import make_case, make_label, make_response, make_user
+from tests.support.final_reading import final_responses
 
 N_CRITERIA = 4
 
 
 def study(engine) -> dict[str, int]:
-    """Three cases × four responses in one round, random labels of both groups, some checks and adjudications."""
+    """Three cases × four responses in one round, random labels of both groups; by response, three shapes:
+    both groups check every criterion and every disagreement is adjudicated (final), checks on some criteria
+    and some adjudications (provisional or open), both groups check every criterion with disagreements left
+    open (final only where the groups agree everywhere), the groups agree and only group 1 checks (provisional)."""
     rng = random.Random(7)
     labels = []
     with session_scope(engine) as s:
@@ -30,18 +35,22 @@ def study(engine) -> dict[str, int]:
             case = make_case(s, f"CC-{case_no:04d}", n=N_CRITERIA)
             responses += [make_response(s, case, f"model-{case_no}-{i}", f"回答 {case_no}-{i}") for i in range(4)]
         assign_labeling(s, actor=admin, annotators=["ann1", "ann2"], response_ids=[r.id for r in responses])
-        for response in responses:
+        for index, response in enumerate(responses):
+            shape = index % 4
             for number in range(1, N_CRITERIA + 1):
                 cid = f"c{number:02d}"
-                rows = [
-                    (Stage.annotation, 1, rng.random() < 0.5, ann1),
-                    (Stage.annotation, 2, rng.random() < 0.5, ann2),
-                ]
-                if rng.random() < 0.3:
-                    rows.append((Stage.check, 1, rng.random() < 0.5, chk1))
-                if rng.random() < 0.2:
-                    rows.append((Stage.check, 2, rng.random() < 0.5, chk2))
-                if rng.random() < 0.3:
+                met1, met2 = rng.random() < 0.5, rng.random() < 0.5
+                met2 = met1 if shape == 3 else met2
+                rows = [(Stage.annotation, 1, met1, ann1), (Stage.annotation, 2, met2, ann2)]
+                if shape == 3:
+                    rows.append((Stage.check, 1, met1, chk1))  # group 1 confirms; group 2 is never checked
+                if shape in (0, 2) or (shape == 1 and rng.random() < 0.3):
+                    met1 = rng.random() < 0.5
+                    rows.append((Stage.check, 1, met1, chk1))
+                if shape in (0, 2) or (shape == 1 and rng.random() < 0.2):
+                    met2 = rng.random() < 0.5
+                    rows.append((Stage.check, 2, met2, chk2))
+                if (shape == 0 and met1 != met2) or (shape == 1 and rng.random() < 0.3):
                     rows.append((Stage.adjudication, None, rng.random() < 0.5, chk1))
                 for stage, group_no, met, who in rows:
                     kwargs = {"stage": stage} if stage != Stage.annotation else {}
@@ -60,21 +69,34 @@ def study(engine) -> dict[str, int]:
     return ids
 
 
-def expected(labels, group_no: int) -> tuple[set[tuple[int, str]], int, int]:
-    """Decisions where gold (db.rules.gold, on the labels as made) differs from the group's annotation label; the
-    group's annotation labels; those of them whose decision has no gold."""
+def expected(labels, group_no: int) -> tuple[set[tuple[int, str]], int, int, int, int]:
+    """Read independently of db.rules.gold, with pandas: decisions of final responses (§4.1, read literally)
+    where gold (the adjudication, else the agreeing groups' final label) differs from the group's annotation
+    label; the group's annotation labels; those of them on responses that are not final; of those responses,
+    the provisional ones (every decision has gold) and the open ones (a disagreement nobody adjudicated)."""
     import pandas as pd
 
     frame = pd.DataFrame(labels, columns=gold.LABEL_COLUMNS)
     frame["group_no"] = frame["group_no"].fillna(0).astype(int)
-    found = gold.gold_labels(frame)
-    golds = {(r, c): bool(m) for r, c, m in zip(found["response_id"], found["criterion_id"], found["met"])}
-    mine = {(r, c): m for r, c, st, g, m in labels if st == "annotation" and g == group_no}
-    return (
-        {key for key, met in mine.items() if key in golds and golds[key] != met},
-        len(mine),
-        len(set(mine) - set(golds)),
+    final = final_responses(frame)
+    wide = frame.pivot_table(
+        index=["response_id", "criterion_id"], columns=["stage", "group_no"], values="met", aggfunc="first"
     )
+
+    def column(stage, group):
+        return wide[(stage, group)] if (stage, group) in wide.columns else pd.Series(pd.NA, index=wide.index)
+
+    g1 = column("check", 1).combine_first(column("annotation", 1))
+    g2 = column("check", 2).combine_first(column("annotation", 2))
+    adjudicated = column("adjudication", 0)
+    gold_met = adjudicated.combine_first(g1.where(g1 == g2))
+    unresolved = (adjudicated.isna() & g1.notna() & g2.notna() & (g1 != g2)).groupby(level="response_id").any()
+    mine = column("annotation", group_no).dropna()
+    on_final = mine[mine.index.get_level_values("response_id").isin(final)]
+    differs = on_final[on_final.astype(bool) != gold_met.reindex(on_final.index).astype(bool)]
+    waiting = set(mine.index.get_level_values("response_id")) - final
+    open_ = {r for r in waiting if unresolved.get(r, False)}
+    return set(differs.index), len(mine), len(mine) - len(on_final), len(waiting - open_), len(open_)
 
 
 def flatten(responses):
@@ -120,10 +142,12 @@ def test_the_pages_together_are_the_full_listing(engine, page_size):
         keys = [(r.case.case_id, r.code) for r in full.responses]
         assert keys == sorted(keys)
         # independently: gold of every label as made, against the group's annotation label
-        wanted, n_mine, n_no_gold = expected(study.labels, group_no)  # type: ignore[attr-defined]
+        wanted, n_mine, n_no_gold, provisional, open_ = expected(study.labels, group_no)  # type: ignore[attr-defined]
         assert full.differing == len(wanted) > 0
         assert (full.compared, full.awaiting_gold) == (n_mine - n_no_gold, n_no_gold)
-        assert n_no_gold > 0
+        assert n_no_gold > 0 and full.compared > 0
+        assert (full.provisional_responses, full.open_responses) == (provisional, open_)
+        assert provisional > 0 and open_ > 0
         shown = {(r.code, d.criterion_id) for r in full.responses for d in r.decisions}
         codes = {r.code: r for r in full.responses}
         assert len(shown) == len(wanted) and len(codes) == len(full.responses)

@@ -9,8 +9,9 @@ from sqlmodel import select
 from db import counts
 from db.rules.errors import NotFound, PermissionDenied
 from db.store.engine import session_scope
-from db.store.models import AuditLog, FeedbackRound, User
+from db.store.models import AuditLog, FeedbackRound, Stage, User
 from db.work import feedback
+from tests.support.factories import make_label
 from tests.support.feedback_world import RATIONALE, world
 
 
@@ -205,3 +206,30 @@ def test_labels_on_an_older_rubric_version_do_not_count(engine):
     assert (ann1.open_rounds, ann1.compared, ann1.differing, ann1.awaiting_gold, ann1.responses) == (1, 0, 0, 0, [])
     # Without ann1's labels gold is c01 not met (adjudicated), c02 met (check and group 2), c03 met (group 2 only).
     assert (ann2.compared, ann2.differing, ann2.awaiting_gold) == (3, 0, 0)
+
+
+def test_a_response_is_compared_only_once_its_gold_is_final(engine):
+    """Without group 2's check, A has gold on every decision but is provisional: ann1's labels wait, the
+    kept figures and the listing agree on it; group 2's check makes A final and the comparison appears."""
+    from db.store.models import Label, Response
+
+    ids = world(engine)
+    open_first(engine, ids)
+    with session_scope(engine) as s:
+        for label in s.exec(select(Label).where(Label.user_id == ids["chk2"], Label.stage == "check")).all():
+            s.delete(label)
+        s.flush()
+        counts.refresh(s, [ids["A"]])  # as every writer of labels
+    with session_scope(engine, read_only=True) as s:
+        waiting = feedback.my_feedback(s, s.get(User, ids["ann1"]))
+    assert (waiting.compared, waiting.differing, waiting.awaiting_gold, waiting.responses) == (0, 0, 3, [])
+    assert (waiting.provisional_responses, waiting.open_responses, waiting.agreement) == (1, 0, None)
+    with session_scope(engine) as s:
+        chk2, a = s.get(User, ids["chk2"]), s.get(Response, ids["A"])
+        for cid, met in (("c01", False), ("c02", True), ("c03", True)):
+            make_label(s, a, cid, met, chk2, stage=Stage.check, group_no=2)
+    with session_scope(engine, read_only=True) as s:
+        final = feedback.my_feedback(s, s.get(User, ids["ann1"]))
+    assert (final.compared, final.differing, final.awaiting_gold, final.total_responses) == (3, 2, 0, 1)
+    assert (final.provisional_responses, final.open_responses) == (0, 0)
+    assert [d.criterion_id for d in final.responses[0].decisions] == ["c01", "c02"]
