@@ -42,7 +42,7 @@ def test_dashboard_and_insight_pages_share_one_grid(app_database, monkeypatch):
     state = insight_pages._kept_state().get(version)
     assert view.current and state.current
     grid = shared_grid.kept_grid().get(version).value
-    assert view.value.grid is grid and state.value[0] is grid
+    assert view.value.grid is grid and state.value.grid is grid  # the insights' views per basis start from it
     # the dashboard's default view comes with its first screen's figures drawn in the default language (the rest
     # and other languages are drawn when a page asks for them)
     assert set(view.value.figures) == {(DEFAULT_LANGUAGE, name) for name in dashboard.FIRST_SCREEN_FIGURES}
@@ -62,7 +62,7 @@ def test_dashboard_and_insight_pages_share_one_grid(app_database, monkeypatch):
     assert len(reads) == 2
     assert (
         dashboard._kept_grid().get(new_version).value.grid
-        is insight_pages._kept_state().get(new_version).value[0]
+        is insight_pages._kept_state().get(new_version).value.grid
         is shared_grid.kept_grid().get(new_version).value
     )
 
