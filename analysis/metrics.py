@@ -10,7 +10,6 @@ input, a macro-F1 over no decisions); the report writes them as JSON null.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -337,59 +336,21 @@ def _constant(values: np.ndarray) -> bool:
     return len(values) == 0 or bool(np.all(values == values[0]))
 
 
-#: Kendall's τ-b compares every pair of points; above this many points scipy's O(n log n) algorithm does.
-KENDALL_PAIRWISE_MAX = 2000
-
-
-def average_ranks(values: np.ndarray) -> np.ndarray:
-    """Ranks 1..n, ties sharing the mean of the ranks they span (scipy.stats.rankdata's "average")."""
-    order = np.argsort(values, kind="mergesort")
-    ordered = values[order]
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-    ends = np.r_[starts[1:], len(values)]
-    group = np.cumsum(np.r_[True, ordered[1:] != ordered[:-1]]) - 1
-    ranks = np.empty(len(values), dtype=np.float64)
-    ranks[order] = ((starts + ends + 1) / 2.0)[group]
-    return ranks
-
-
-def _pearson(x: np.ndarray, y: np.ndarray) -> float:
-    dx, dy = x - x.mean(), y - y.mean()
-    return float(np.clip(np.dot(dx, dy) / math.sqrt(float(np.dot(dx, dx)) * float(np.dot(dy, dy))), -1.0, 1.0))
-
-
-def _kendall_tau_b(x: np.ndarray, y: np.ndarray) -> float:
-    """τ_b = (P − Q) / √((P + Q + T_x)(P + Q + T_y)) over the pairs i < j: P concordant, Q discordant, T_x
-    tied in x only, T_y tied in y only (Kendall 1945, "The treatment of ties in ranking problems")."""
-    if len(x) > KENDALL_PAIRWISE_MAX:
-        from scipy import stats  # only for many points; ranks of models are a few dozen
-
-        return float(stats.kendalltau(x, y)[0])
-    upper = np.triu_indices(len(x), k=1)
-    sx = np.sign(x[:, None] - x[None, :])[upper]
-    sy = np.sign(y[:, None] - y[None, :])[upper]
-    product = sx * sy
-    concordant_minus_discordant = float(product.sum())
-    untied_x = float(np.count_nonzero(sx))
-    untied_y = float(np.count_nonzero(sy))
-    # P + Q + T_x is the number of pairs not tied in y, and P + Q + T_y those not tied in x.
-    return concordant_minus_discordant / math.sqrt(untied_x * untied_y)
-
-
 def correlation(kind: str, x, y) -> float:
-    """Pearson r, Spearman ρ (Pearson of the average ranks) or Kendall τ-b; NaN for fewer than two points
-    or constant input. Computed with numpy, so a report does not load scipy.stats (tests compare with scipy)."""
+    """Pearson r, Spearman ρ or Kendall τ-b (scipy.stats); NaN for fewer than two points or constant input."""
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
+    if kind not in ("pearson", "spearman", "kendall"):
+        raise ValueError(f"unknown correlation {kind!r}")
     if len(x) < 2 or _constant(x) or _constant(y):
         return float("nan")
+    from scipy import stats  # imported where used, like every part of scipy
+
     if kind == "pearson":
-        return _pearson(x, y)
+        return float(stats.pearsonr(x, y)[0])
     if kind == "spearman":
-        return _pearson(average_ranks(x), average_ranks(y))
-    if kind == "kendall":
-        return _kendall_tau_b(x, y)
-    raise ValueError(f"unknown correlation {kind!r}")
+        return float(stats.spearmanr(x, y)[0])
+    return float(stats.kendalltau(x, y)[0])
 
 
 def threshold_sensitivity(

@@ -314,7 +314,7 @@ def measure_imports(sizes: list[Sized], growth: Growth) -> None:
 def measure_pages(sized: Sized, visits: int, growth: Growth) -> None:
     """Every page's first visit (bench_pages in its own process), and the dashboard's background rebuild."""
     command = [sys.executable, "-m", "benchmarks.bench_pages", "--database", sized.url]
-    command += ["--visits", str(visits), "--recount-visits", "0"]
+    command += ["--visits", str(visits), "--reader-visits", "0"]
     measured = growth.attempt("page visits (bench_pages)", lambda: whole_data.measure(command))
     if measured is None:
         return

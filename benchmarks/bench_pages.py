@@ -1,4 +1,4 @@
-"""Server time of every page at full scale: first visit and warm reruns, kept figures beside a recount.
+"""Server time of every page at full scale: first visit and warm reruns, and the kept-figure readers.
 
 Give it a database filled by `clinconsensus demo --scale full` (SQLite or PostgreSQL), or nothing: then
 it builds that data on both databases and measures each (benchmarks/full_scale.py). Each page
@@ -9,9 +9,7 @@ side of a browser visit without the network and the browser's drawing:
   through db.review, so the data version moves and every figure must be new);
 - warm: the same session reruns the page (a widget interaction that changes no data);
 - readers: the kept-figure readers the page and its sidebar call (db.counts and the queues on it), timed
-  directly right after a label changed, reading the kept figures and then recounting them from every label
-  (their `recount=True`, the way the pages worked before kept figures), in the same run: the ratio is
-  recount / kept. The pages themselves never recount.
+  directly right after a label changed.
 
 The dashboard never blocks on its grid: after a change it shows the previous grid and refreshes
 itself when the background build is in; the time that build takes is printed too, beside the
@@ -19,7 +17,7 @@ straightforward synchronous build (what a first visit cost before).
 
 Targets (docs/REFERENCE.md §6, issue "full scale in the browser"): first visit < 300 ms, dashboard < 1 s.
 
-    .venv/bin/python benchmarks/bench_pages.py [--database URL] [--visits 5] [--recount-visits 2]
+    .venv/bin/python benchmarks/bench_pages.py [--database URL] [--visits 5] [--reader-visits 2]
 """
 
 from __future__ import annotations
@@ -51,7 +49,6 @@ PAGE_TARGET_MS = 300.0
 DASHBOARD_TARGET_MS = 1000.0
 DASHBOARD = "analysis-dashboard"
 #: Shows something only in open rounds: the bench opens every finished round first (db.work.feedback, as the admin).
-#: Its figures are kept ones with no recounting reader, so it has no recount column.
 FEEDBACK = "annotate-feedback"
 
 #: (role, url_path) of every page; a page is visited by the first active demo user of its role.
@@ -215,46 +212,44 @@ class Visitor:
         return app
 
 
-def sidebar_figures(session: Session, user: User, recount: bool) -> object:
+def sidebar_figures(session: Session, user: User) -> object:
     """What every page's sidebar counts (ui.shell): the annotator's queue figures, or the open disagreements."""
     if user.role == Role.annotator:
-        return progress_queries.my_progress(session, user, recount=recount)
-    return progress_queries.open_disagreements(session, user, recount=recount)
+        return progress_queries.my_progress(session, user)
+    return progress_queries.open_disagreements(session, user)
 
 
-def check_queue_figures(session: Session, user: User, recount: bool) -> object:
+def check_queue_figures(session: Session, user: User) -> object:
     """The label check page's annotator list and the first stretch of the first annotator's queue."""
-    annotators = review.check_annotators(session, user, recount=recount)
+    annotators = review.check_annotators(session, user)
     if not annotators:
         return annotators
-    return review.check_queue_window(
-        session, user, annotator_id=annotators[0].user_id, around=None, before=0, after=50, recount=recount
-    )
+    return review.check_queue_window(session, user, annotator_id=annotators[0].user_id, around=None, before=0, after=50)
 
 
 #: The kept-figure readers of each page beside its sidebar's; pages not named read none of their own.
 PAGE_READERS = {
-    "annotate-labeling": lambda session, user, recount: labeling.labeling_queue(session, user, recount=recount),
+    "annotate-labeling": labeling.labeling_queue,
     "review-labels": check_queue_figures,
-    "review-adjudication": lambda session, user, recount: review.adjudication_queue(session, user, recount=recount),
-    "admin-progress": lambda session, user, recount: progress_queries.progress(session, actor=user, recount=recount),
+    "review-adjudication": review.adjudication_queue,
+    "admin-progress": lambda session, user: progress_queries.progress(session, actor=user),
 }
 
 
-def timed_readers(visitor: Visitor, role: Role, url_path: str, recount: bool) -> float:
-    """Milliseconds of the page's kept-figure readers and its sidebar's, kept or recounted, in one session."""
+def timed_readers(visitor: Visitor, role: Role, url_path: str) -> float:
+    """Milliseconds of the page's kept-figure readers and its sidebar's, in one session."""
     page_readers = PAGE_READERS.get(url_path)
     with session_scope(visitor.engine, read_only=True) as session:
         user = session.get(User, visitor.users[role].id)
         start = time.perf_counter()
-        sidebar_figures(session, user, recount)
+        sidebar_figures(session, user)
         if page_readers is not None:
-            page_readers(session, user, recount)
+            page_readers(session, user)
         return (time.perf_counter() - start) * 1000.0
 
 
-def bench_page(visitor: Visitor, role: Role, url_path: str, visits: int, recount_visits: int) -> dict:
-    first, warm, kept, recount = [], [], [], []
+def bench_page(visitor: Visitor, role: Role, url_path: str, visits: int, reader_visits: int) -> dict:
+    first, warm, kept = [], [], []
     app = None
     for _ in range(visits):
         visitor.change_a_label()
@@ -262,11 +257,10 @@ def bench_page(visitor: Visitor, role: Role, url_path: str, visits: int, recount
         first.append(timed_run(app))
     for _ in range(visits):
         warm.append(timed_run(app))
-    for _ in range(recount_visits):
+    for _ in range(reader_visits):
         visitor.change_a_label()
-        kept.append(timed_readers(visitor, role, url_path, recount=False))
-        recount.append(timed_readers(visitor, role, url_path, recount=True))
-    return dict(first=first, warm=warm, kept=kept, recount=recount)
+        kept.append(timed_readers(visitor, role, url_path))
+    return dict(first=first, warm=warm, kept=kept)
 
 
 def bench_dashboard_build(visitor: Visitor) -> None:
@@ -298,9 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--database", help="SQLAlchemy URL of a full-scale database (default: build one on each)")
     parser.add_argument("--skip-postgres", action="store_true", help="without --database: SQLite only")
     parser.add_argument("--visits", type=int, default=5, help="first visits (and warm reruns) per page")
-    parser.add_argument(
-        "--recount-visits", type=int, default=2, help="times per page its readers run kept and recounted"
-    )
+    parser.add_argument("--reader-visits", type=int, default=2, help="times per page its kept-figure readers run")
     parser.add_argument("--pages", help="comma-separated url paths (default: every page)")
     parser.add_argument("--cases", type=int, default=None, help="without --database: cases to build (default 2,500)")
     args = parser.parse_args(argv)
@@ -332,30 +324,21 @@ def main(argv: list[str] | None = None) -> int:
 
     dashboard._kept_grid().wait(data_version(get_engine()), 600)
 
-    print(
-        f"{'page (user role)':<40} {'first visit ms':>26}   {'warm rerun ms':>26}   "
-        f"{'readers kept ms':>26}   {'readers recounted ms':>26}   ratio"
-    )
+    print(f"{'page (user role)':<40} {'first visit ms':>26}   {'warm rerun ms':>26}   {'readers kept ms':>26}")
     for role, url_path in PAGES:
         if wanted and url_path not in wanted:
             continue
         # The dashboard is compared with its straightforward synchronous build below instead.
-        recounts = 0 if url_path in (DASHBOARD, FEEDBACK) else args.recount_visits
+        readers = 0 if url_path in (DASHBOARD, FEEDBACK) else args.reader_visits
         if url_path == FEEDBACK:
             print(f"(opened the feedback of {visitor.open_finished_rounds()} finished rounds)", flush=True)
-        figures = bench_page(visitor, role, url_path, args.visits, recounts)
+        figures = bench_page(visitor, role, url_path, args.visits, readers)
         target = DASHBOARD_TARGET_MS if url_path == DASHBOARD else PAGE_TARGET_MS
         verdict = "met" if percentile(figures["first"], 0.95) < target else "NOT met"
-        ratio = (
-            f"{statistics.median(figures['recount']) / statistics.median(figures['kept']):5.1f}x"
-            if figures["recount"]
-            else "    —"
-        )
         kept = p50_p95(figures["kept"]) if figures["kept"] else ""
-        recounted = p50_p95(figures["recount"]) if figures["recount"] else ""
         print(
             f"{url_path + ' (' + role.value + ')':<40} {p50_p95(figures['first'])}   {p50_p95(figures['warm'])}   "
-            f"{kept:>26}   {recounted:>26}   {ratio}"
+            f"{kept:>26}"
             f"  (target p95 < {target:.0f} ms: {verdict})",
             flush=True,
         )

@@ -64,7 +64,7 @@ QUICK_ARGUMENTS: dict[str, list[str]] = {
     ],
     "bench_labeling": ["--cases", QUICK_CASES, "--samples", "4", "--page-runs", "2"],
     "bench_load": ["--cases", QUICK_CASES, "--sessions", "1,2", "--interactions", "2", "--think", "0.05"],
-    "bench_pages": ["--cases", QUICK_CASES, "--visits", "1", "--recount-visits", "1"],
+    "bench_pages": ["--cases", QUICK_CASES, "--visits", "1", "--reader-visits", "1"],
     "bench_sessions": [
         "--cases",
         QUICK_CASES,

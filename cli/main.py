@@ -7,7 +7,6 @@ non-zero with a one-line reason on bad input.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import sys
@@ -32,7 +31,7 @@ def _engine():
     return engine
 
 
-#: Commands that read the whole database once and end: tuned for one pass (`_one_pass`, `_imports_done`).
+#: Commands that read the whole database once and end: tuned for one pass (`_one_pass`).
 _WHOLE_DATA_COMMANDS = frozenset({"report", "export", "audit"})
 
 
@@ -44,16 +43,6 @@ def _one_pass() -> None:
     whole at its first touch (docs/performance.md). The server keeps numpy's default.
     """
     os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
-
-
-def _imports_done() -> None:
-    """Keep the objects the imports made out of the garbage collector's full passes from here on.
-
-    A command that reads everything makes millions of objects (rows, the report's 75,000 criteria entries, the
-    audit's replayed state), and each full collection they trigger walked every module's objects as well.
-    Those live as long as the process anyway (docs/performance.md).
-    """
-    gc.freeze()
 
 
 def _progress(label: str):
@@ -167,7 +156,6 @@ def cmd_report(args) -> int:
         # Imported only when computing: a report kept for an unchanged database needs none of it.
         from analysis.report import run_report
 
-        _imports_done()
         run_report(
             engine,
             **options,
@@ -210,7 +198,6 @@ def cmd_export(args) -> int:
     else:
         output_dir(args.target, create=False)
     engine = _engine()
-    _imports_done()
     summary = run_export(args, engine, basis, _progress(f"export {args.what}"), models=_names(args.models))
     print(summary)
     return 0
@@ -245,7 +232,6 @@ def cmd_audit(args) -> int:
         except (ValueError, InputRejected, OSError) as error:
             raise CommandFailed(f"{path}: {error.strerror if isinstance(error, OSError) else error}") from None
     engine = _engine()
-    _imports_done()
     with session_scope(engine, read_only=True) as session:
         result = verify_audit(session, anchor=anchor)
     if not result.ok:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import and_, func, insert, select
+from sqlalchemy import func, insert, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel, col
@@ -33,32 +33,18 @@ from db.access.audit_records import OPENING_ENTITY
 from db.access.policies import LabelPolicy, authorize
 from db.store.current_rubric import (
     BATCH,
-    counts_on_current_rubric,
-    counts_sql,
-    current_rubric_sizes,
-    current_version_ids,
 )
-from db.store.models import NO_RUBRIC_VERSION, AdjudicationOpening, Case, Label, Response, Stage, User, table_of, utcnow
+from db.store.models import AdjudicationOpening, Case, Response, Stage, User, utcnow
 
 _TALLY = SQLModel.metadata.tables["label_tally"]
 
 
-def annotated_by(
-    session: Session, user_id: int | None, response_ids: Iterable[int] | None = None, *, recount: bool = False
-) -> set[int]:
+def annotated_by(session: Session, user_id: int | None, response_ids: Iterable[int] | None = None) -> set[int]:
     """Responses on which the user made an annotation label.
 
     Checking one's own group's labels does not count: the checker role checks and then
     adjudicates (docs/REFERENCE.md §1), and once they open the adjudication their group's labels are closed.
-    `recount`: read from the labels instead of the kept tally (db.counts).
     """
-    if recount:
-        statement = select(col(Label.response_id)).where(
-            col(Label.user_id) == user_id, col(Label.stage) == Stage.annotation
-        )
-        if response_ids is not None:
-            statement = statement.where(col(Label.response_id).in_(list(response_ids)))
-        return set(session.execute(statement.distinct()).scalars())
     # The kept tally (db.counts) has a row for every (response, group, stage, person, rubric version) with labels.
     statement = select(_TALLY.c.response_id).where(
         _TALLY.c.user_id == user_id, _TALLY.c.stage == Stage.annotation.value
@@ -66,50 +52,21 @@ def annotated_by(
     return _in_batches(session, statement, _TALLY.c.response_id, response_ids)
 
 
-def check_pending(
-    session: Session, user: User, response_ids: Iterable[int] | None = None, *, recount: bool = False
-) -> set[int]:
+def check_pending(session: Session, user: User, response_ids: Iterable[int] | None = None) -> set[int]:
     """Responses still waiting in the checker's own check queue.
 
     That is: their group has an annotation label on it, made by someone else (the checker may
-    check it), that has no check label of the group yet. `recount`: read from the labels instead of the kept tally.
+    check it), that has no check label of the group yet.
     """
-    if not recount:
-        # Kept in the tally (db.counts): annotation labels of a person with no check label of their group yet.
-        statement = select(_TALLY.c.response_id).where(
-            _TALLY.c.stage == Stage.annotation.value,
-            _TALLY.c.group_no == user.group_no,
-            _TALLY.c.user_id != user.id,
-            _TALLY.c.n_unchecked > 0,
-            _TALLY.c.counting,  # the check queue lists labels that count only (kept on the tally row)
-        )
-        return _in_batches(session, statement, _TALLY.c.response_id, response_ids)
-    table = table_of(Label)
-    annotation, check = table.alias("annotation"), table.alias("check_label")
-    statement = (
-        select(annotation.c.response_id)
-        .distinct()
-        .outerjoin(
-            check,
-            and_(
-                check.c.response_id == annotation.c.response_id,
-                check.c.criterion_id == annotation.c.criterion_id,
-                check.c.group_no == annotation.c.group_no,
-                check.c.stage == Stage.check.value,
-                check.c.rubric_version_id == annotation.c.rubric_version_id,
-            ),
-        )
-        .where(
-            annotation.c.stage == Stage.annotation.value,
-            annotation.c.group_no == user.group_no,
-            annotation.c.user_id != user.id,
-            check.c.id.is_(None),
-            counts_sql(annotation.c.rubric_version_id),
-        )
+    # Kept in the tally (db.counts): annotation labels of a person with no check label of their group yet.
+    statement = select(_TALLY.c.response_id).where(
+        _TALLY.c.stage == Stage.annotation.value,
+        _TALLY.c.group_no == user.group_no,
+        _TALLY.c.user_id != user.id,
+        _TALLY.c.n_unchecked > 0,
+        _TALLY.c.counting,  # the check queue lists labels that count only (kept on the tally row)
     )
-    if response_ids is not None:
-        statement = statement.where(annotation.c.response_id.in_(list(response_ids)))
-    return set(session.execute(statement).scalars())
+    return _in_batches(session, statement, _TALLY.c.response_id, response_ids)
 
 
 def _in_batches(session: Session, statement, column, response_ids: Iterable[int] | None) -> set[int]:
@@ -204,64 +161,17 @@ def _record_openings(session: Session, user_id: int | None, response_ids: list[i
     )
 
 
-def _complete_group_labels(session: Session, group_no: int) -> list[tuple[str, str, int]]:
-    """(case_id, code, response_id) of every response on which `group_no`'s annotation labels cover the case's
-    current rubric (and none lies on an older version: db.counts.label_status says done), in case and code order.
-    Counted from every label (the straightforward way `ready_for_adjudication(recount=True)` compares with)."""
-    source = counts.tally(stage=Stage.annotation.value, group_no=group_no, counting=False, recount=True)
-    rows = session.execute(
-        select(
-            col(Case.case_id),
-            col(Response.code),
-            source.c.response_id,
-            col(Response.case_pk),
-            source.c.rubric_version_id,
-        )
-        .add_columns(func.sum(source.c.n))
-        .join(Response, Response.id == source.c.response_id)
-        .join(Case, col(Case.id) == col(Response.case_pk))
-        .group_by(
-            col(Case.case_id),
-            col(Response.code),
-            source.c.response_id,
-            col(Response.case_pk),
-            source.c.rubric_version_id,
-        )
-    ).all()
-    case_of = {(row[0], row[1], row[2]): row[3] for row in rows}
-    versions = current_version_ids(session, set(case_of.values()))
-    sizes = current_rubric_sizes(session, set(case_of.values()))
-    fresh: dict[tuple[str, str, int], int] = dict.fromkeys(case_of, 0)
-    stale: dict[tuple[str, str, int], int] = dict.fromkeys(case_of, 0)
-    for case_id, code, response_id, case_pk, version_id, n in rows:
-        version = None if version_id == NO_RUBRIC_VERSION else version_id
-        bucket = fresh if counts_on_current_rubric(version, versions.get(case_pk)) else stale
-        bucket[(case_id, code, response_id)] += int(n)
-    return sorted(
-        key
-        for key, case_pk in case_of.items()
-        if counts.label_status(versions.get(case_pk), sizes.get(case_pk, 0), fresh[key], stale[key]) == counts.DONE
-    )
-
-
-def ready_for_adjudication(session: Session, user: User, *, recount: bool = False) -> list[int]:
+def ready_for_adjudication(session: Session, user: User) -> list[int]:
     """Responses the checker may take into adjudication, in case and code order.
 
     Their group's labels on it are complete on the current rubric and every one is checked, the checker
     annotated none of it, and has not taken it in (or opened it) yet. Only the checker's own group's labels
     are read: the list says nothing about the other group. The group's part is kept (db.counts, one row per
-    ready response), so a visit reads the ready responses, not every label of the group; `recount`: counted
-    from every label instead.
+    ready response), so a visit reads the ready responses, not every label of the group.
     """
     authorize(user, LabelPolicy.read_checks())
     if user.group_no not in (1, 2):
         return []  # a checker outside the two groups checks nothing, so nothing is ready
-    if recount:
-        complete = [row[2] for row in _complete_group_labels(session, user.group_no)]
-        # Read whole (a few small rows each) rather than for thousands of ids in IN lists.
-        refused = annotated_by(session, user.id, recount=True) | check_pending(session, user, recount=True)
-        refused |= opened_by(session, user.id)
-        return [response_id for response_id in complete if response_id not in refused]
     ready = counts.ready_for_adjudication(group_no=user.group_no)
     rows = session.execute(
         select(ready.c.response_id)

@@ -27,8 +27,8 @@ hold the figures instead, with the state of each labeling assignment:
 What this room decides: those figures from the labels (`state`: the state rule; `status`: a response's status by
 db.rules.gold), how they are written (`write`: every writer that changes labels, labeling assignments or a
 case's current rubric calls `refresh`, `refresh_assignments` or `refresh_cases` inside its own transaction, in
-plain sight at its call site), how they are read (`read`: kept, or with `recount=True` counted from every label)
-and the straightforward recount they are compared with (`recount`).
+plain sight at its call site) and how they are read (`read`); the tests compare them with a recount from the
+label rows.
 
 May import: db.store, db.rules.
 """
@@ -57,20 +57,6 @@ from db.counts.rebuild import (
     rebuild_status,
     rebuild_tally,
     rebuild_unresolved_totals,
-)
-from db.counts.recount import (
-    kept_judge_totals,
-    kept_ready,
-    kept_status,
-    kept_tally,
-    kept_totals,
-    recount_judge_totals,
-    recount_ready,
-    recount_row_totals,
-    recount_status,
-    recount_tally,
-    recount_totals,
-    recounted_tally,
 )
 from db.counts.state import DONE, PARTIAL, STALE, TODO, WAITING, label_status
 from db.counts.status import status_of_labels
@@ -109,18 +95,9 @@ __all__ = [
     "tally",
     "feedback_tally",
     "annotation_counts",
-    "recounted_tally",
-    "recount_status",
-    "recount_tally",
-    "kept_status",
-    "kept_tally",
     "ready_for_adjudication",
-    "kept_ready",
-    "recount_ready",
     "person_totals",
     "labels_by_stage",
-    "kept_totals",
-    "recount_totals",
     "add_judge_decisions",
     "move_assignment_owner",
     "assignment_totals",
@@ -130,8 +107,5 @@ __all__ = [
     "add_rows",
     "row_totals",
     "case_and_response_rows",
-    "recount_row_totals",
     "judge_decision_total",
-    "kept_judge_totals",
-    "recount_judge_totals",
 ]

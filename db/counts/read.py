@@ -1,7 +1,6 @@
 """Reading the kept figures: what the checker pages, the sidebar and the queues count.
 
-Each reader reads the kept rows, or with `recount=True` counts the same figures from every label (db.counts.recount:
-the tests and benchmarks compare both ways; the pages never recount).
+Each reader reads the kept rows; the tests compare them with a recount from the label rows.
 """
 
 from __future__ import annotations
@@ -12,11 +11,11 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlmodel import Session
 
-from db.counts.recount import recount_status, recounted_tally
 from db.counts.tables import (
     ASSIGNMENT_TOTALS,
     CASE,
     JUDGE_TOTALS,
+    LABEL,
     READY,
     RESPONSE,
     ROW_TOTALS,
@@ -40,18 +39,14 @@ class ResponseFigures:
     n_gold: int
 
 
-def unresolved_total(session: Session, *, recount: bool = False) -> int:
+def unresolved_total(session: Session) -> int:
     """Decisions where both groups have a final label, they differ, and nobody adjudicated (docs/REFERENCE.md §4)."""
-    return unresolved_figures(session, recount=recount)[0]
+    return unresolved_figures(session)[0]
 
 
-def unresolved_figures(session: Session, *, recount: bool = False) -> tuple[int, int]:
+def unresolved_figures(session: Session) -> tuple[int, int]:
     """(`unresolved_total`, the number of responses holding those decisions) from the kept `unresolved_totals`: the
     admins' sidebar reads a row per shard, where an aggregate of the status rows read every unresolved response."""
-    if recount:
-        frame = recount_status(session)
-        unresolved = frame["n_unresolved"][frame["n_unresolved"] > 0]
-        return int(unresolved.sum()), int(len(unresolved))
     decisions, responses = session.execute(
         select(
             func.coalesce(func.sum(UNRESOLVED_TOTALS.c.n_decisions), 0),
@@ -61,12 +56,8 @@ def unresolved_figures(session: Session, *, recount: bool = False) -> tuple[int,
     return int(decisions), int(responses)
 
 
-def responses_with_unresolved(session: Session, *, recount: bool = False) -> list[ResponseFigures]:
+def responses_with_unresolved(session: Session) -> list[ResponseFigures]:
     """The figures of every response that has an unresolved disagreement, in response order."""
-    if recount:
-        frame = recount_status(session)
-        frame = frame[frame["n_unresolved"] > 0]
-        return [ResponseFigures(*map(int, row)) for row in frame[STATUS_COLUMNS].itertuples(index=False)]
     rows = session.execute(
         select(*(STATUS.c[name] for name in STATUS_COLUMNS))
         .where(STATUS.c.n_unresolved > 0)
@@ -75,14 +66,12 @@ def responses_with_unresolved(session: Session, *, recount: bool = False) -> lis
     return [ResponseFigures(*map(int, row)) for row in rows]
 
 
-def tally(*, stage: str, group_no: int, user_id: int | None = None, counting: bool = True, recount: bool = False):
+def tally(*, stage: str, group_no: int, user_id: int | None = None, counting: bool = True):
     """Labels per (response, user, rubric version) of one stage and group (of one user, when given), as a
-    subquery with the columns response_id, user_id, rubric_version_id, n: kept, or recounted from the labels.
+    subquery with the columns response_id, user_id, rubric_version_id, n, from the kept tally.
 
     Only the labels that count on the current rubric (db.store.current_rubric), unless `counting=False` (the rows of
     every version: what tells a stale response from one not yet labeled)."""
-    if recount:
-        return recounted_tally(stage=stage, group_no=group_no, user_id=user_id, counting=counting)
     filters = [TALLY.c.stage == stage, TALLY.c.group_no == group_no]
     if user_id is not None:
         filters.append(TALLY.c.user_id == user_id)
@@ -118,10 +107,15 @@ def feedback_tally(*, user_id: int, group_no: int):
 def annotation_counts(
     session: Session, response_ids: Iterable[int], group_no: int, *, recount: bool = False
 ) -> dict[int, dict[int | None, int]]:
-    """response_id -> {rubric version id (None: none recorded) -> annotation labels of `group_no`}."""
+    """response_id -> {rubric version id (None: none recorded) -> annotation labels of `group_no`}.
+
+    `recount`: counted from the label rows instead of the kept tally (db.labeling's `recounted_queue` passes it)."""
     ids = sorted(set(response_ids))
     counts: dict[int, dict[int | None, int]] = {}
-    source = tally(stage=Stage.annotation.value, group_no=group_no, counting=False, recount=recount)
+    if recount:
+        source = _counted_tally(stage=Stage.annotation.value, group_no=group_no)
+    else:
+        source = tally(stage=Stage.annotation.value, group_no=group_no, counting=False)
     for start in range(0, len(ids), 5000):
         rows = session.execute(
             select(source.c.response_id, source.c.rubric_version_id, func.sum(source.c.n))
@@ -132,6 +126,17 @@ def annotation_counts(
             version = None if version_id == NO_RUBRIC_VERSION else int(version_id)
             counts.setdefault(int(response_id), {})[version] = int(n)
     return counts
+
+
+def _counted_tally(*, stage: str, group_no: int):
+    """The subquery of `tally` (every rubric version) counted from the label rows."""
+    version = func.coalesce(LABEL.c.rubric_version_id, NO_RUBRIC_VERSION).label("rubric_version_id")
+    return (
+        select(LABEL.c.response_id, LABEL.c.user_id, version, func.count().label("n"))
+        .where(LABEL.c.stage == stage, LABEL.c.group_no == group_no)
+        .group_by(LABEL.c.response_id, LABEL.c.user_id, version)
+        .subquery("tally")
+    )
 
 
 def ready_for_adjudication(*, group_no: int):

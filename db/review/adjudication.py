@@ -29,39 +29,34 @@ from db.store.models import NO_GROUP, AdjudicationOpening, Case, Label, Response
 # Adjudication --------------------------------------------------------------------------------
 
 
-def unresolved_count(session: Session, *, recount: bool = False) -> int:
+def unresolved_count(session: Session) -> int:
     """Decisions where both groups have a final label, they differ, and nobody adjudicated (docs/REFERENCE.md §4).
 
-    Every response's: the admins' figure. A checker's own is `my_unresolved_count`. `recount`: counted from the
-    labels instead of the kept figures (db.counts), as every `recount` below."""
-    return counts.unresolved_total(session, recount=recount)
+    Every response's: the admins' figure. A checker's own is `my_unresolved_count`."""
+    return counts.unresolved_total(session)
 
 
-def _my_unresolved_figures(session: Session, user: User, *, recount: bool = False) -> list[counts.ResponseFigures]:
+def _my_unresolved_figures(session: Session, user: User) -> list[counts.ResponseFigures]:
     """The kept figures of the responses with an unresolved disagreement that are closed to the checker (they
     took them into adjudication or opened them) and that they may adjudicate, in response order.
 
     Responses still open to them are left out whatever their figures: a count that moved when the checker
     flipped one of their own labels would tell them the other group's label (db.access.independence)."""
     authorize(user, LabelPolicy.read_checks())
-    if recount:
-        closed = independence.opened_by(session, user.id)
-        unresolved = [f for f in counts.responses_with_unresolved(session, recount=True) if f.response_id in closed]
-    else:
-        rows = session.execute(
-            select(*(getattr(ResponseStatus, name) for name in counts.STATUS_COLUMNS))
-            .join(AdjudicationOpening, col(AdjudicationOpening.response_id) == col(ResponseStatus.response_id))
-            .where(col(AdjudicationOpening.user_id) == user.id, col(ResponseStatus.n_unresolved) > 0)
-            .order_by(col(ResponseStatus.response_id))
-        ).all()
-        unresolved = [counts.ResponseFigures(*map(int, row)) for row in rows]
+    rows = session.execute(
+        select(*(getattr(ResponseStatus, name) for name in counts.STATUS_COLUMNS))
+        .join(AdjudicationOpening, col(AdjudicationOpening.response_id) == col(ResponseStatus.response_id))
+        .where(col(AdjudicationOpening.user_id) == user.id, col(ResponseStatus.n_unresolved) > 0)
+        .order_by(col(ResponseStatus.response_id))
+    ).all()
+    unresolved = [counts.ResponseFigures(*map(int, row)) for row in rows]
     refused = independence.not_adjudicable(session, user, [f.response_id for f in unresolved])
     return [f for f in unresolved if f.response_id not in refused]
 
 
-def my_unresolved_count(session: Session, user: User, *, recount: bool = False) -> int:
+def my_unresolved_count(session: Session, user: User) -> int:
     """The unresolved decisions of the checker's adjudication queue: on responses closed to them only."""
-    return sum(f.n_unresolved for f in _my_unresolved_figures(session, user, recount=recount))
+    return sum(f.n_unresolved for f in _my_unresolved_figures(session, user))
 
 
 @dataclass(frozen=True)
@@ -73,15 +68,15 @@ class OpenDisagreements:
     responses: int
 
 
-def my_open_disagreements(session: Session, user: User, *, recount: bool = False) -> OpenDisagreements:
+def my_open_disagreements(session: Session, user: User) -> OpenDisagreements:
     """The checker's: their adjudication queue's decisions and responses (closed to them only, as above)."""
-    figures = _my_unresolved_figures(session, user, recount=recount)
+    figures = _my_unresolved_figures(session, user)
     return OpenDisagreements(sum(f.n_unresolved for f in figures), len(figures))
 
 
-def all_open_disagreements(session: Session, *, recount: bool = False) -> OpenDisagreements:
+def all_open_disagreements(session: Session) -> OpenDisagreements:
     """Every response's: the admins' figure."""
-    return OpenDisagreements(*counts.unresolved_figures(session, recount=recount))
+    return OpenDisagreements(*counts.unresolved_figures(session))
 
 
 @dataclass(frozen=True)
@@ -94,14 +89,14 @@ class AdjudicationQueueItem:
     agreement: float  # share of those on which the groups' final labels agree
 
 
-def adjudication_queue(session: Session, user: User, *, recount: bool = False) -> list[AdjudicationQueueItem]:
+def adjudication_queue(session: Session, user: User) -> list[AdjudicationQueueItem]:
     """Responses with unresolved disagreements, lowest agreement between the groups first.
 
     Only responses closed to the checker are listed (taken into adjudication, db.access.independence), and of
     those not the ones they may not adjudicate: those they labeled, and those their group has not finished
     checking. The figures are the kept ones of db.counts, so the queue reads a few small rows, not every label.
     """
-    figures = _my_unresolved_figures(session, user, recount=recount)
+    figures = _my_unresolved_figures(session, user)
     ids = [f.response_id for f in figures]
     info = {}
     for start in range(0, len(ids), 5000):

@@ -48,24 +48,14 @@ class CheckQueueItem:
     judge_disagreement: float | None = None  # share of criteria where annotator and judge differ
 
 
-def check_annotators(session: Session, user: User, *, recount: bool = False) -> list[AnnotatorSummary]:
-    """The annotators of the checker's group with annotation labels in that group (never the checker).
-
-    `recount`: counted from the labels instead of the kept tally (db.counts), as every `recount` below."""
+def check_annotators(session: Session, user: User) -> list[AnnotatorSummary]:
+    """The annotators of the checker's group with annotation labels in that group (never the checker)."""
     authorize(user, LabelPolicy.read_checks())
     group = _group_of(user)
     people = (col(User.id), col(User.username), col(User.display_name))
-    if recount:
-        tally = counts.tally(stage=Stage.annotation.value, group_no=group, recount=True)
-        statement = (
-            select(*people, func.count(func.distinct(tally.c.response_id)), func.sum(tally.c.n))
-            .join(tally, tally.c.user_id == User.id)
-            .group_by(*people)
-        )
-    else:
-        # Kept per person (db.counts' label totals): a few rows, however many labels the group has.
-        totals = counts.person_totals(stage=Stage.annotation.value, group_no=group)
-        statement = select(*people, totals.c.n_responses, totals.c.n_labels).join(totals, totals.c.user_id == User.id)
+    # Kept per person (db.counts' label totals): a few rows, however many labels the group has.
+    totals = counts.person_totals(stage=Stage.annotation.value, group_no=group)
+    statement = select(*people, totals.c.n_responses, totals.c.n_labels).join(totals, totals.c.user_id == User.id)
     rows = session.execute(statement.where(col(User.id) != user.id).order_by(User.username)).all()
     return [
         AnnotatorSummary(uid, name, display or name, int(n_resp), int(n_lab))
@@ -83,9 +73,9 @@ def _group_of(checker: User) -> int:
     return checker.group_no
 
 
-def _own_responses(group: int, annotator_id: int, recount: bool):
+def _own_responses(group: int, annotator_id: int):
     """response_id, n: the annotator's annotation labels per response in `group`."""
-    own_tally = counts.tally(stage=Stage.annotation.value, group_no=group, user_id=annotator_id, recount=recount)
+    own_tally = counts.tally(stage=Stage.annotation.value, group_no=group, user_id=annotator_id)
     return (
         select(own_tally.c.response_id, func.sum(own_tally.c.n).label("n"))
         .group_by(own_tally.c.response_id)
@@ -93,10 +83,10 @@ def _own_responses(group: int, annotator_id: int, recount: bool):
     )
 
 
-def _checked_per_response(group: int, recount: bool, own):
+def _checked_per_response(group: int, own):
     """response_id, n: the group's check labels per response, of the responses of `own` (`_own_responses`) only:
     the annotator's queue looks up its own responses, not the whole group's checks."""
-    check_tally = counts.tally(stage=Stage.check.value, group_no=group, recount=recount)
+    check_tally = counts.tally(stage=Stage.check.value, group_no=group)
     return (
         select(check_tally.c.response_id, func.sum(check_tally.c.n).label("n"))
         .where(check_tally.c.response_id.in_(select(own.c.response_id)))
@@ -109,10 +99,10 @@ def _checked_per_response(group: int, recount: bool, own):
 _QUEUE_ORDER = (Case.case_id, Response.code)
 
 
-def _queue_rows(group: int, annotator_id: int, recount: bool):
+def _queue_rows(group: int, annotator_id: int):
     """response_id, code, case_id, n_labels, n_checked of the annotator's whole queue, in queue order."""
-    own = _own_responses(group, annotator_id, recount)
-    checked = _checked_per_response(group, recount, own)
+    own = _own_responses(group, annotator_id)
+    checked = _checked_per_response(group, own)
     return (
         select(own.c.response_id, col(Response.code), col(Case.case_id), own.c.n, checked.c.n)
         .join(Response, Response.id == own.c.response_id)
@@ -122,11 +112,9 @@ def _queue_rows(group: int, annotator_id: int, recount: bool):
     )
 
 
-def _queue_page_rows(
-    session: Session, group: int, annotator_id: int, offset: int, limit: int, recount: bool
-) -> list[tuple]:
+def _queue_page_rows(session: Session, group: int, annotator_id: int, offset: int, limit: int) -> list[tuple]:
     """The rows of `_queue_rows` from `offset`, `limit` of them: the check labels summed for those only."""
-    own = _own_responses(group, annotator_id, recount)
+    own = _own_responses(group, annotator_id)
     page = session.execute(
         select(own.c.response_id, col(Response.code), col(Case.case_id), own.c.n)
         .join(Response, Response.id == own.c.response_id)
@@ -135,7 +123,7 @@ def _queue_page_rows(
         .offset(offset)
         .limit(limit)
     ).all()
-    check_tally = counts.tally(stage=Stage.check.value, group_no=group, recount=recount)
+    check_tally = counts.tally(stage=Stage.check.value, group_no=group)
     checked = dict(
         session.execute(
             select(check_tally.c.response_id, func.sum(check_tally.c.n))
@@ -175,7 +163,6 @@ def check_queue(
     percent: float = 10.0,
     seed: int = 1,
     judge: str | None = None,
-    recount: bool = False,
 ) -> list[CheckQueueItem]:
     """The responses of one annotator (in the checker's group) to check.
 
@@ -184,7 +171,7 @@ def check_queue(
     """
     _require_queue_reader(user, annotator_id)
     group = _group_of(user)
-    items = _items(session.execute(_queue_rows(group, annotator_id, recount)).all())
+    items = _items(session.execute(_queue_rows(group, annotator_id)).all())
     if mode == CHECK_ALL:
         return items
     if mode == CHECK_SAMPLE:
@@ -238,7 +225,6 @@ def check_queue_page(
     mode: str = CHECK_ALL,
     offset: int = 0,
     limit: int = 100,
-    recount: bool = False,
     **options,
 ) -> list[CheckQueueItem]:
     """`check_queue(...)[offset : offset + limit]`, same rules, order and contents. In "all" mode only
@@ -247,23 +233,23 @@ def check_queue_page(
     if offset < 0 or limit < 0:
         raise ValidationFailed(f"offset and limit: 0 or more (got {offset}, {limit})", key="errors.check_page")
     if mode != CHECK_ALL:
-        queue = check_queue(session, user, annotator_id=annotator_id, mode=mode, recount=recount, **options)
+        queue = check_queue(session, user, annotator_id=annotator_id, mode=mode, **options)
         return queue[offset : offset + limit]
-    return _items(_queue_page_rows(session, _group_of(user), annotator_id, offset, limit, recount))
+    return _items(_queue_page_rows(session, _group_of(user), annotator_id, offset, limit))
 
 
 def check_queue_counts(
-    session: Session, user: User, *, annotator_id: int, mode: str = CHECK_ALL, recount: bool = False, **options
+    session: Session, user: User, *, annotator_id: int, mode: str = CHECK_ALL, **options
 ) -> tuple[int, int]:
     """(responses in the queue, those with as many group check labels as the annotator's labels).
     In "all" mode one aggregate query, no rows read."""
     _require_queue_reader(user, annotator_id)
     if mode != CHECK_ALL:
-        items = check_queue(session, user, annotator_id=annotator_id, mode=mode, recount=recount, **options)
+        items = check_queue(session, user, annotator_id=annotator_id, mode=mode, **options)
         return len(items), sum(1 for item in items if _fully_checked(item))
     group = _group_of(user)
-    own = _own_responses(group, annotator_id, recount)
-    checked = _checked_per_response(group, recount, own)
+    own = _own_responses(group, annotator_id)
+    checked = _checked_per_response(group, own)
     done = sql_case((func.coalesce(checked.c.n, 0) >= own.c.n, 1), else_=0)
     # Every tally row's response exists with its case (foreign keys): no join needed to count them.
     total, n_done = session.execute(
@@ -274,13 +260,11 @@ def check_queue_counts(
     return int(total), int(n_done)
 
 
-def _queue_key(
-    session: Session, group: int, annotator_id: int, response_id: int | None, recount: bool
-) -> tuple[str, str] | None:
+def _queue_key(session: Session, group: int, annotator_id: int, response_id: int | None) -> tuple[str, str] | None:
     """(case_id, code) of `response_id` when it is in the annotator's queue, else None."""
     if response_id is None:
         return None
-    own_tally = counts.tally(stage=Stage.annotation.value, group_no=group, user_id=annotator_id, recount=recount)
+    own_tally = counts.tally(stage=Stage.annotation.value, group_no=group, user_id=annotator_id)
     row = session.execute(
         select(col(Case.case_id), col(Response.code))
         .join(Case, col(Case.id) == col(Response.case_pk))
@@ -290,12 +274,12 @@ def _queue_key(
     return None if row is None else (row[0], row[1])
 
 
-def _position(session: Session, group: int, annotator_id: int, key: tuple[str, str] | None, recount: bool) -> int:
+def _position(session: Session, group: int, annotator_id: int, key: tuple[str, str] | None) -> int:
     """How many responses come before `key` in the annotator's "all" queue (0 without a key)."""
     if key is None:
         return 0
     case_id, code = key
-    own = _own_responses(group, annotator_id, recount)
+    own = _own_responses(group, annotator_id)
     before = or_(col(Case.case_id) < case_id, and_(col(Case.case_id) == case_id, col(Response.code) < code))
     return int(
         session.execute(
@@ -328,7 +312,6 @@ def check_queue_window(
     before: int,
     after: int,
     mode: str = CHECK_ALL,
-    recount: bool = False,
     **options,
 ) -> CheckQueueWindow:
     """`before` responses of the queue before `around` and `after` from it on (from the start when
@@ -337,20 +320,18 @@ def check_queue_window(
     if before < 0 or after < 1:
         raise ValidationFailed(f"before, after: 0 or more, 1 or more (got {before}, {after})", key="errors.check_page")
     if mode != CHECK_ALL:
-        queue = check_queue(session, user, annotator_id=annotator_id, mode=mode, recount=recount, **options)
+        queue = check_queue(session, user, annotator_id=annotator_id, mode=mode, **options)
         ids = [item.response_id for item in queue]
         position = ids.index(around) if around in ids else 0
         start = max(0, position - before)
         return CheckQueueWindow(
             queue[start : position + after], start, len(queue), sum(1 for i in queue if _fully_checked(i)), position
         )
-    total, checked = check_queue_counts(session, user, annotator_id=annotator_id, recount=recount)
-    key = _queue_key(session, _group_of(user), annotator_id, around, recount)
-    position = _position(session, _group_of(user), annotator_id, key, recount)
+    total, checked = check_queue_counts(session, user, annotator_id=annotator_id)
+    key = _queue_key(session, _group_of(user), annotator_id, around)
+    position = _position(session, _group_of(user), annotator_id, key)
     start = max(0, position - before)
-    items = check_queue_page(
-        session, user, annotator_id=annotator_id, offset=start, limit=position + after - start, recount=recount
-    )
+    items = check_queue_page(session, user, annotator_id=annotator_id, offset=start, limit=position + after - start)
     return CheckQueueWindow(items, start, total, checked, position)
 
 

@@ -543,12 +543,12 @@ def current_label_counts(
 RUBRIC_DONE_STATES = (RubricStatus.submitted, RubricStatus.approved)
 
 
-def my_queue(session: Session, user: User, kind: AssignmentKind | str, *, recount: bool = False) -> list[dict]:
+def my_queue(session: Session, user: User, kind: AssignmentKind | str) -> list[dict]:
     """The annotator's assigned work, oldest case first, each item with its state and `done` flag.
 
     rubric items: assignment_id, case_pk, case_id, subject, status (newest rubric version, or None), done.
     label items (from `db.labeling.annotation.labeling_queue`): case_pk, case_id, response_id, code, status, labeled,
-    criteria, done. `recount`: the label items' states counted from the labels, not the kept ones.
+    criteria, done.
     """
     user = current_user(session, user)
     authorize(user, AssignmentPolicy.read_own())
@@ -585,5 +585,5 @@ def my_queue(session: Session, user: User, kind: AssignmentKind | str, *, recoun
             criteria=item.size,
             done=item.status == DONE,
         )
-        for item in labeling_queue(session, user, recount=recount).items
+        for item in labeling_queue(session, user).items
     ]

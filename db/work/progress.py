@@ -18,7 +18,6 @@ from sqlmodel import Session, col, select
 from db import counts, review
 from db.access.policies import DisagreementFiguresPolicy, ProgressPolicy, authorize
 from db.rubrics.authoring import returned_to_author
-from db.store.current_rubric import counts_on_current_rubric, current_rubric_sizes, current_version_ids
 from db.store.judges import response_models
 from db.store.models import (
     Assignment,
@@ -45,42 +44,38 @@ class ProgressReport:
     overall: dict = field(default_factory=dict)
 
 
-def unresolved_disagreement_count(session: Session, user: User, *, recount: bool = False) -> int:
+def unresolved_disagreement_count(session: Session, user: User) -> int:
     """Decisions on which the two groups' final labels differ and nobody adjudicated yet (db.review counts).
 
     Admins see every response's. A checker sees those of their own adjudication queue only: responses closed
     to them (db.access.independence), since a count that moved with their own still-open label would tell them the
-    other group's. Annotators are blinded to the other group. `recount`: counted from the labels (db.counts).
+    other group's. Annotators are blinded to the other group.
     """
     authorize(user, DisagreementFiguresPolicy.read())
     if user.role == Role.checker:
-        return int(review.my_unresolved_count(session, user, recount=recount))
-    return int(review.unresolved_count(session, recount=recount))
+        return int(review.my_unresolved_count(session, user))
+    return int(review.unresolved_count(session))
 
 
-def open_disagreements(session: Session, user: User, *, recount: bool = False) -> review.OpenDisagreements:
+def open_disagreements(session: Session, user: User) -> review.OpenDisagreements:
     """`unresolved_disagreement_count` with the number of responses holding those decisions, under the same
     rules: a checker's on the responses closed to them, every response's for admins, none for annotators."""
     authorize(user, DisagreementFiguresPolicy.read())
     if user.role == Role.checker:
-        return review.my_open_disagreements(session, user, recount=recount)
-    return review.all_open_disagreements(session, recount=recount)
+        return review.my_open_disagreements(session, user)
+    return review.all_open_disagreements(session)
 
 
-def _assignment_counts(session: Session, *, recount: bool = False) -> list[tuple[str, int, int | None, int, int]]:
+def _assignment_counts(session: Session) -> list[tuple[str, int, int | None, int, int]]:
     """(kind, user_id, group_no, assigned, done) of every owner of assignments.
 
     A labeling assignment is done when its kept state (db/counts, the annotator's queue's own) is done; a
-    rubric assignment when the case's newest rubric version is submitted or approved. `recount`: labeling
-    assignments' states counted from the labels instead.
+    rubric assignment when the case's newest rubric version is submitted or approved.
     """
     rows: list[tuple[str, int, int | None, int, int]] = []
-    if recount:
-        rows += _recounted_label_counts(session)
-    else:
-        # Kept per person (db/counts): a row each, where counting read every labeling assignment.
-        for owner, group, assigned, n_done in counts.assignment_totals(session):
-            rows.append((AssignmentKind.label, owner, group, assigned, n_done))
+    # Kept per person (db/counts): a row each, where counting read every labeling assignment.
+    for owner, group, assigned, n_done in counts.assignment_totals(session):
+        rows.append((AssignmentKind.label, owner, group, assigned, n_done))
     rubric_rows = session.exec(
         select(Assignment.user_id, Assignment.group_no, Assignment.case_pk).where(
             Assignment.kind == AssignmentKind.rubric
@@ -95,41 +90,10 @@ def _assignment_counts(session: Session, *, recount: bool = False) -> list[tuple
     return rows
 
 
-def _recounted_label_counts(session: Session) -> list[tuple[str, int, int | None, int, int]]:
-    """The labeling rows of `_assignment_counts` recounted from the label tally against each case's current rubric."""
-    label_rows = [
-        (user_id, group_no, case_pk, response_id)
-        for user_id, group_no, case_pk, response_id in session.exec(
-            select(Assignment.user_id, Assignment.group_no, Assignment.case_pk, Assignment.response_id).where(
-                Assignment.kind == AssignmentKind.label
-            )
-        ).all()
-        if response_id is not None  # a labeling assignment always names its response: the filter drops none
-    ]
-    versions = current_version_ids(session, {r[2] for r in label_rows})
-    sizes = current_rubric_sizes(session, {r[2] for r in label_rows})
-    labeled: dict[int | None, dict[int, dict[int | None, int]]] = {
-        g: counts.annotation_counts(session, [r[3] for r in label_rows if r[1] == g], g, recount=True) for g in (1, 2)
-    }
-    per_owner: dict[tuple[int, int | None], list[int]] = defaultdict(lambda: [0, 0])
-    for user_id, group_no, case_pk, response_id in label_rows:
-        version_id = versions.get(case_pk)
-        by_version = labeled.get(group_no, {}).get(response_id, {})
-        fresh = sum(n for v, n in by_version.items() if counts_on_current_rubric(v, version_id))
-        stale = sum(n for v, n in by_version.items() if not counts_on_current_rubric(v, version_id))
-        status = counts.label_status(version_id, sizes.get(case_pk, 0), fresh, stale)
-        per_owner[(user_id, group_no)][0] += 1
-        per_owner[(user_id, group_no)][1] += int(status == counts.DONE)
-    return [(AssignmentKind.label, uid, g, n, d) for (uid, g), (n, d) in per_owner.items()]
-
-
-def progress(
-    session: Session, *, actor: User, with_disagreements: bool = True, recount: bool = False
-) -> ProgressReport:
-    """Assigned and done work per annotator, per group, and the pipeline's overall state (`recount`: the kept
-    figures it reads counted from the labels instead, db.counts)."""
+def progress(session: Session, *, actor: User, with_disagreements: bool = True) -> ProgressReport:
+    """Assigned and done work per annotator, per group, and the pipeline's overall state."""
     authorize(actor, ProgressPolicy.manage())
-    counted = _assignment_counts(session, recount=recount)
+    counted = _assignment_counts(session)
     users = {u.id: u for u in session.exec(select(User)).all()}
     per_user: dict[int, dict] = defaultdict(
         lambda: dict(rubric_assigned=0, rubric_done=0, label_assigned=0, label_done=0)
@@ -178,13 +142,12 @@ def progress(
         rubric_done=total(AssignmentKind.rubric, 4),
     )
     if with_disagreements:
-        overall["unresolved_disagreements"] = unresolved_disagreement_count(session, actor, recount=recount)
+        overall["unresolved_disagreements"] = unresolved_disagreement_count(session, actor)
     return ProgressReport(people=people, groups=list(per_group.values()), overall=overall)
 
 
-def my_progress(session: Session, user: User, *, recount: bool = False) -> dict:
-    """The sidebar's figures for an annotator: done and assigned items of their own queue (`recount`: its
-    labeling states counted from the labels instead of the kept ones)."""
+def my_progress(session: Session, user: User) -> dict:
+    """The sidebar's figures for an annotator: done and assigned items of their own queue."""
     authorize(user, ProgressPolicy.read_own())
     if user.role != Role.annotator:
         return dict(
@@ -200,11 +163,7 @@ def my_progress(session: Session, user: User, *, recount: bool = False) -> dict:
     rubrics = my_queue(session, user, AssignmentKind.rubric)
     rubric_done = sum(item["done"] for item in rubrics)
     # The labeling page's own queue states (db/counts, kept on each assignment): one definition.
-    if recount:
-        labels = my_queue(session, user, AssignmentKind.label, recount=True)
-        label_assigned, label_done = len(labels), sum(item["done"] for item in labels)
-    else:
-        label_assigned, label_done = _my_label_counts(session, user)
+    label_assigned, label_done = _my_label_counts(session, user)
     returned = returned_to_author(session, user)
     return dict(
         assigned=len(rubrics) + label_assigned,

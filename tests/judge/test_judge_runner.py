@@ -23,11 +23,11 @@ from sqlmodel import Session, select
 
 from analysis.loader import load_frames
 from analysis.report import build_report
-from db import counts
 from db.rules.errors import PermissionDenied, ValidationFailed
 from db.store.models import Criterion, JudgeDecision, JudgeResult, JudgeRun, Response, RubricVersion
 from db.work import judge_runs
 from judge.runner import RunOptions, run_judge
+from tests.support import recount
 from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tests.support.factories import make_case, make_label, make_response, make_user
 from tools.llm_server import LLMServer, expected_met
@@ -109,8 +109,8 @@ def test_run_grades_every_item_and_a_rerun_sends_nothing(engine, session, server
     session.expire_all()
     assert decisions(session, "another-name") == expected
     # The import page's kept count moved with each run's decisions, as a count of the table says.
-    assert counts.kept_judge_totals(session) == counts.recount_judge_totals(session)
-    assert counts.kept_judge_totals(session) == [("another-name", 30), ("cc-judge", 30)]
+    assert recount.kept_judge_totals(session) == recount.recount_judge_totals(session)
+    assert recount.kept_judge_totals(session) == [("another-name", 30), ("cc-judge", 30)]
     session.commit()
 
 

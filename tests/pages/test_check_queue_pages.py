@@ -3,7 +3,7 @@
 The page's picker reads only a stretch of the queue around the chosen response plus the queue's counts
 (db.review.check_queue_window); here those stretches are set against the whole queue
 (db.review.check_queue) and the queue itself against a plain-Python recount of the label rows, for
-each mode (all, seeded sample, disagreement with a judge), with kept figures and recounted ones.
+each mode (all, seeded sample, disagreement with a judge).
 """
 
 from __future__ import annotations
@@ -89,18 +89,14 @@ def _recount_all(engine, annotator_id: int, group: int) -> list[tuple[int, str, 
     return sorted(rows, key=lambda row: (row[2], row[1]))
 
 
-@pytest.mark.parametrize("recount", [False, True], ids=["kept", "recount"])
-def test_pages_windows_and_counts_equal_the_whole_queue(engine, recount):
+def test_pages_windows_and_counts_equal_the_whole_queue(engine):
     ids = _world(engine)
     checker = _user(engine, ids["checker"])
     annotator_id = ids["annotator"]
     expected_all = _recount_all(engine, annotator_id, 1)
     assert len(expected_all) == 13  # 15 responses, 2 of them another annotator's
     with session_scope(engine, read_only=True) as s:
-        whole = {
-            mode: review.check_queue(s, checker, annotator_id=annotator_id, mode=mode, recount=recount, **o)
-            for mode, o in MODES
-        }
+        whole = {mode: review.check_queue(s, checker, annotator_id=annotator_id, mode=mode, **o) for mode, o in MODES}
         assert [(i.response_id, i.code, i.case_id, i.n_labels, i.n_checked) for i in whole["all"]] == expected_all
         assert 0 < len(whole["sample"]) < len(whole["all"]) and 0 < len(whole["judge"]) < len(whole["all"])
         fully = sum(1 for row in expected_all if row[4] >= row[3])
@@ -116,7 +112,6 @@ def test_pages_windows_and_counts_equal_the_whole_queue(engine, recount):
                     mode=mode,
                     offset=offset,
                     limit=limit,
-                    recount=recount,
                     **options,
                 ):
                     assert len(page) <= limit
@@ -124,9 +119,7 @@ def test_pages_windows_and_counts_equal_the_whole_queue(engine, recount):
                     offset += limit
                 assert pages == queue, (mode, limit)
             recounted = (len(queue), sum(1 for i in queue if i.n_checked >= i.n_labels))
-            counted = review.check_queue_counts(
-                s, checker, annotator_id=annotator_id, mode=mode, recount=recount, **options
-            )
+            counted = review.check_queue_counts(s, checker, annotator_id=annotator_id, mode=mode, **options)
             assert counted == recounted
             ids_in_queue = [i.response_id for i in queue]
             for around in [None, ids["not_queued"], *ids_in_queue]:
@@ -140,7 +133,6 @@ def test_pages_windows_and_counts_equal_the_whole_queue(engine, recount):
                         around=around,
                         before=before,
                         after=after,
-                        recount=recount,
                         **options,
                     )
                     start = max(0, position - before)

@@ -10,6 +10,7 @@ from db.access import independence
 from db.rules.errors import PermissionDenied
 from db.store.engine import session_scope
 from db.store.models import AdjudicationOpening, Label, Response, User
+from tests.support import recount
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 N = 3
@@ -232,7 +233,6 @@ def test_the_kept_ready_list_equals_a_count_from_every_label(engine):
     """The adjudication page reads which responses are ready from db.counts; counted from every label instead, each
     checker's list is the same at every step: labels done and checked, partly checked, incomplete, on an older
     rubric, annotated by the checker, taken in."""
-    from db import counts
     from tests.support.factories import make_rubric
 
     with session_scope(engine) as s:
@@ -255,11 +255,11 @@ def test_the_kept_ready_list_equals_a_count_from_every_label(engine):
 
     def assert_same() -> None:
         with session_scope(engine, read_only=True) as s:
-            assert counts.kept_ready(s) == counts.recount_ready(s)
+            assert recount.kept_ready(s) == recount.recount_ready(s)
             for name in ("chk1", "chk1b", "chk2"):
                 checker = s.get(User, ids[name])
                 kept = independence.ready_for_adjudication(s, checker)
-                assert kept == independence.ready_for_adjudication(s, checker, recount=True), name
+                assert kept == recount.recount_ready_for(s, checker), name
                 # The page's number, counted without the list, is the list's length.
                 assert independence.count_ready_for_adjudication(s, checker) == len(kept), name
 

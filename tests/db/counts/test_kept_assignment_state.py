@@ -125,8 +125,6 @@ def check_unchecked(s) -> None:
         assert independence.check_pending(s, user, some) == pending & set(some)
         assert independence.annotated_by(s, user.id) == annotated
         assert independence.annotated_by(s, user.id, some) == annotated & set(some)
-        assert independence.check_pending(s, user, recount=True) == pending
-        assert independence.annotated_by(s, user.id, some, recount=True) == annotated & set(some)
 
 
 def check(engine, admin_id: int) -> dict[int, tuple[str, int, int]]:
@@ -156,19 +154,18 @@ def check(engine, admin_id: int) -> dict[int, tuple[str, int, int]]:
             per_user[owners[assignment_id]][0] += 1
             per_user[owners[assignment_id]][1] += state == "done"
         names = dict(s.execute(select(User.id, User.username)).all())
-        for recounting in (False, True):
-            report = progress_queries.progress(s, actor=admin, recount=recounting)
-            shown = {p["username"]: (p["label_assigned"], p["label_done"]) for p in report.people}
-            for user_id, (n, done) in per_user.items():
-                assert shown[names[user_id]] == (n, done)
-            assert report.overall["label_done"] == sum(d for _, d in per_user.values())
-            for user_id, (n, done) in per_user.items():
-                annotator = s.get(User, user_id)
-                queue = labeling.labeling_queue(s, annotator, recount=recounting)
-                mine = {responses[a]: expected[a] for a in expected if owners[a] == user_id}
-                assert {i.response_id: (i.status, i.labeled, i.size) for i in queue.items} == mine
-                figures = progress_queries.my_progress(s, annotator, recount=recounting)
-                assert (figures["label_assigned"], figures["label_done"]) == (n, done) == (queue.total, queue.done)
+        report = progress_queries.progress(s, actor=admin)
+        shown = {p["username"]: (p["label_assigned"], p["label_done"]) for p in report.people}
+        for user_id, (n, done) in per_user.items():
+            assert shown[names[user_id]] == (n, done)
+        assert report.overall["label_done"] == sum(d for _, d in per_user.values())
+        for user_id, (n, done) in per_user.items():
+            annotator = s.get(User, user_id)
+            queue = labeling.labeling_queue(s, annotator)
+            mine = {responses[a]: expected[a] for a in expected if owners[a] == user_id}
+            assert {i.response_id: (i.status, i.labeled, i.size) for i in queue.items} == mine
+            figures = progress_queries.my_progress(s, annotator)
+            assert (figures["label_assigned"], figures["label_done"]) == (n, done) == (queue.total, queue.done)
     return expected
 
 

@@ -29,6 +29,7 @@ from db.store.models import Assignment, AssignmentKind, Label, LabelTally, Respo
 from db.work import assignments
 from db.work.calibration import draw_calibration_sample
 from db.work.disagreements import draw_disagreements
+from tests.support import recount
 from tests.support.factories import make_user
 from tests.support.import_samples import case_record, label_record, response_record, write_jsonl
 
@@ -97,8 +98,8 @@ def _kept_rows(s) -> tuple[list, list, dict, list, list, list]:
         tally,
         status,
         states,
-        counts.kept_ready(s),
-        counts.kept_totals(s),
+        recount.kept_ready(s),
+        recount.kept_totals(s),
         counts.assignment_totals(s),
         [tuple(row) for row in unresolved],
     )
@@ -107,17 +108,17 @@ def _kept_rows(s) -> tuple[list, list, dict, list, list, list]:
 def assert_kept_equals_recount(engine) -> None:
     """The kept figures as committed equal a recount from every label, and a rebuild of every column."""
     with session_scope(engine, read_only=True) as s:
-        assert counts.kept_tally(s) == counts.recount_tally(s)
-        kept = [tuple(map(int, row)) for row in counts.kept_status(s).itertuples(index=False)]
-        recounted = [tuple(map(int, row)) for row in counts.recount_status(s).itertuples(index=False)]
+        assert recount.kept_tally(s) == recount.recount_tally(s)
+        kept = [tuple(map(int, row)) for row in recount.kept_status(s).itertuples(index=False)]
+        recounted = [tuple(map(int, row)) for row in recount.recount_status(s).itertuples(index=False)]
         assert kept == sorted(recounted)
         assert _kept_rows(s)[2] == _recounted_states(s)
-        assert counts.kept_ready(s) == counts.recount_ready(s)
-        assert counts.kept_totals(s) == counts.recount_totals(s)
+        assert recount.kept_ready(s) == recount.recount_ready(s)
+        assert recount.kept_totals(s) == recount.recount_totals(s)
         assert counts.assignment_totals(s) == _recounted_owner_totals(s)
-        assert counts.kept_judge_totals(s) == counts.recount_judge_totals(s)
-        assert counts.unresolved_figures(s) == counts.unresolved_figures(s, recount=True)
-        assert counts.row_totals(s) == counts.recount_row_totals(s)
+        assert recount.kept_judge_totals(s) == recount.recount_judge_totals(s)
+        assert counts.unresolved_figures(s) == recount.recount_unresolved_figures(s)
+        assert counts.row_totals(s) == recount.recount_row_totals(s)
     # The columns no reader recounts (unchecked labels, gold figures) against a rebuild, rolled back after.
     with Session(engine) as s:
         before = _kept_rows(s)

@@ -11,10 +11,11 @@ from __future__ import annotations
 import pytest
 from sqlmodel import Session
 
-from db import counts, importers
+from db import importers
 from db.counts import write as counts_write
 from db.importers import import_file
 from db.store.engine import make_engine
+from tests.support import recount
 from tests.support.import_samples import MODELS, case_record, label_record, response_record, write_jsonl
 
 CASES = ("CC-0001", "CC-0002")
@@ -61,5 +62,5 @@ def test_a_large_import_leaves_statistics_of_what_it_wrote(postgres_url, tmp_pat
 
     assert all(_rows_known(engine)[table] > 0 for table in WRITTEN), _rows_known(engine)
     with Session(engine) as session:
-        assert counts.kept_tally(session) == counts.recount_tally(session)
+        assert recount.kept_tally(session) == recount.recount_tally(session)
     engine.dispose()

@@ -15,7 +15,7 @@ from db.importers import ImportFailed, import_file, import_stream, model_of_judg
 from db.rules.config import RUBRIC_SIZE
 from db.store.models import AuditLog, Case, JudgeDecision, Response
 from db.work.status import judge_decision_count
-from tests.support import official_rules
+from tests.support import official_rules, recount
 from tests.support.import_samples import MODELS, case_record, refused, response_record, table_counts, write_jsonl
 
 
@@ -296,7 +296,12 @@ def _decision_counts(engine) -> tuple[list, list, int, int]:
             select(JudgeDecision.judge, func.count()).group_by(JudgeDecision.judge).order_by(JudgeDecision.judge)
         ).all()
         total = session.exec(select(func.count()).select_from(JudgeDecision)).one()
-        return counts.kept_judge_totals(session), [tuple(row) for row in by_judge], judge_decision_count(session), total
+        return (
+            recount.kept_judge_totals(session),
+            [tuple(row) for row in by_judge],
+            judge_decision_count(session),
+            total,
+        )
 
 
 def test_the_kept_judge_totals_follow_inserts_and_ignore_replacements_and_refusals(prepared, tmp_path):
@@ -337,4 +342,4 @@ def test_the_kept_judge_totals_follow_inserts_and_ignore_replacements_and_refusa
     with Session(prepared) as session:  # a repair rewrites the same totals
         counts.rebuild_all(session)
         session.commit()
-        assert counts.kept_judge_totals(session) == recounted
+        assert recount.kept_judge_totals(session) == recounted

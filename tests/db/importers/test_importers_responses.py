@@ -10,6 +10,7 @@ from sqlmodel import Session, select
 from db import counts
 from db.importers import import_file
 from db.store.models import AuditLog, Response
+from tests.support import recount
 from tests.support.import_samples import (
     MODELS,
     case_record,
@@ -119,7 +120,7 @@ def test_contacts_in_responses_are_reported(with_cases, tmp_path):
 
 def _row_totals(engine) -> tuple[dict[str, int], dict[str, int]]:
     with Session(engine) as session:
-        return counts.row_totals(session), counts.recount_row_totals(session)
+        return counts.row_totals(session), recount.recount_row_totals(session)
 
 
 def test_the_kept_case_and_response_rows_follow_inserts_and_ignore_replacements_and_refusals(with_cases, tmp_path):

@@ -17,6 +17,7 @@ from db.labeling import drafts as label_drafts
 from db.labeling.refusals import RubricChanged
 from db.rules.config import get_settings
 from db.store.models import Assignment, Label, ResponseStatus
+from tests.support import recount
 from tests.support.factories import make_case, make_response, make_user
 
 N = 30
@@ -160,7 +161,7 @@ def test_a_response_whose_labels_are_all_gone_loses_its_kept_status(session, eng
     session.commit()
     session.expire_all()
     assert session.get(ResponseStatus, response.id) is None
-    assert counts.kept_status(session).equals(counts.recount_status(session).reset_index(drop=True))
+    assert recount.kept_status(session).equals(recount.recount_status(session).reset_index(drop=True))
 
 
 def test_settings_follow_a_changed_variable_at_once(monkeypatch):

@@ -1,17 +1,20 @@
-"""The straightforward way: the kept figures recounted from every label, every time. The readers take
-`recount=True` to use these (the tests and benchmarks set both side by side); the pages never do.
-`kept_*` read the kept rows in the same shape, for comparing."""
+"""The kept figures (db.counts) counted again from the label rows, for the tests to compare with the kept rows.
+
+`recount_status` follows docs/REFERENCE.md §4 with pandas on the raw label rows (group final label = check
+else annotation; unresolved = both groups final, differing, not adjudicated; gold = adjudication, else
+agreement, else a single group's label), independently of db.rules.gold and db.counts.status. `kept_*`
+read the kept rows in the same shape.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+import pandas as pd
 from sqlalchemy import func, select
 from sqlmodel import Session
 
 from db.counts.state import DONE, label_status
-from db.counts.status import label_frame, status_of_labels
 from db.counts.tables import (
+    CASE,
     COUNTED_TABLES,
     JUDGE_DECISION,
     JUDGE_TOTALS,
@@ -24,37 +27,41 @@ from db.counts.tables import (
     TOTALS,
 )
 from db.store.current_rubric import counts_on_current_rubric, counts_sql, current_rubric_sizes, current_version_ids
-from db.store.models import NO_RUBRIC_VERSION, Stage
+from db.store.models import NO_RUBRIC_VERSION, AdjudicationOpening, Stage, User
 
-if TYPE_CHECKING:
-    import pandas as pd
-
-
-def recounted_tally(*, stage: str, group_no: int, user_id: int | None = None, counting: bool = True):
-    """The subquery of `db.counts.tally` (response_id, user_id, rubric_version_id, n), counted from the labels."""
-    version = func.coalesce(LABEL.c.rubric_version_id, NO_RUBRIC_VERSION).label("rubric_version_id")
-    filters = [LABEL.c.stage == stage, LABEL.c.group_no == group_no]
-    if user_id is not None:
-        filters.append(LABEL.c.user_id == user_id)
-    if counting:
-        filters.append(counts_sql(LABEL.c.rubric_version_id))
-    return (
-        select(LABEL.c.response_id, LABEL.c.user_id, version, func.count().label("n"))
-        .where(*filters)
-        .group_by(LABEL.c.response_id, LABEL.c.user_id, version)
-        .subquery("tally")
-    )
+_DECISION = ["response_id", "criterion_id"]
 
 
 def recount_status(session: Session) -> pd.DataFrame:
-    """STATUS_COLUMNS of every response with labels that count, computed from all those labels."""
-    connection = session.connection()
-    rows = connection.execute(
+    """STATUS_COLUMNS of every response with labels that count on the current rubric, from those label rows."""
+    rows = session.execute(
         select(LABEL.c.response_id, LABEL.c.criterion_id, LABEL.c.stage, LABEL.c.group_no, LABEL.c.met).where(
             counts_sql(LABEL.c.rubric_version_id)
         )
     ).all()
-    return status_of_labels(label_frame(rows))
+    labels = pd.DataFrame(rows, columns=[*_DECISION, "stage", "group_no", "met"])
+    if labels.empty:
+        return pd.DataFrame(columns=STATUS_COLUMNS).astype(object)
+    labels["stage"] = labels["stage"].astype(str)
+    labels["met"] = labels["met"].astype(bool)
+    decisions = labels[_DECISION].drop_duplicates().set_index(_DECISION).sort_index()
+
+    def one(stage: str, group_no: int | None = None) -> pd.Series:
+        chosen = labels[labels["stage"] == stage]
+        if group_no is not None:
+            chosen = chosen[chosen["group_no"] == group_no]
+        return chosen.set_index(_DECISION)["met"].reindex(decisions.index).astype(object)
+
+    finals = {g: one(Stage.check.value, g).where(lambda s: s.notna(), one(Stage.annotation.value, g)) for g in (1, 2)}
+    adjudicated = one(Stage.adjudication.value)
+    has1, has2 = finals[1].notna(), finals[2].notna()
+    both = has1 & has2
+    differ = both & (finals[1] != finals[2])
+    unresolved = differ & adjudicated.isna()
+    gold = adjudicated.notna() | (has1 ^ has2) | (both & ~differ)
+    figures = pd.DataFrame({"n_compared": both, "n_differing": differ, "n_unresolved": unresolved, "n_gold": gold})
+    summed = figures.astype(int).groupby(level="response_id").sum().reset_index()
+    return summed[STATUS_COLUMNS].astype(object)
 
 
 def kept_status(session: Session) -> pd.DataFrame:
@@ -173,3 +180,47 @@ def recount_judge_totals(session: Session) -> list[tuple[str, int]]:
     """`kept_judge_totals` counted from every judge decision."""
     rows = session.execute(select(JUDGE_DECISION.c.judge, func.count()).group_by(JUDGE_DECISION.c.judge))
     return sorted((str(judge), int(n)) for judge, n in rows)
+
+
+def recount_unresolved_figures(session: Session) -> tuple[int, int]:
+    """(unresolved decisions, responses holding them) from `recount_status`: db.counts.unresolved_figures."""
+    status = recount_status(session)
+    unresolved = status["n_unresolved"][status["n_unresolved"] > 0]
+    return int(unresolved.sum()), len(unresolved)
+
+
+def recount_ready_for(session: Session, user: User) -> list[int]:
+    """db.access.independence.ready_for_adjudication from the label rows: the checker's group's responses of
+    `recount_ready`, less those the checker annotated, those with a label of the group's still to check by
+    them (an annotation label of someone else that counts, with no check label of the group on the same
+    criterion and version) and those they took in, in case and code order."""
+    ready = {response_id for response_id, group_no in recount_ready(session) if group_no == user.group_no}
+    labels = session.execute(
+        select(
+            LABEL.c.response_id,
+            LABEL.c.criterion_id,
+            LABEL.c.stage,
+            LABEL.c.group_no,
+            LABEL.c.user_id,
+            LABEL.c.rubric_version_id,
+            counts_sql(LABEL.c.rubric_version_id),
+        )
+    ).all()
+    checks = {(r[0], r[1], r[3], r[5]) for r in labels if r[2] == Stage.check.value}
+    refused = {r[0] for r in labels if r[2] == Stage.annotation.value and r[4] == user.id}
+    refused |= {
+        r[0]
+        for r in labels
+        if r[2] == Stage.annotation.value
+        and r[3] == user.group_no
+        and r[4] != user.id
+        and r[6]
+        and (r[0], r[1], r[3], r[5]) not in checks
+    }
+    refused |= set(
+        session.execute(select(AdjudicationOpening.response_id).where(AdjudicationOpening.user_id == user.id)).scalars()
+    )
+    order = session.execute(
+        select(RESPONSE.c.id).join(CASE, CASE.c.id == RESPONSE.c.case_pk).order_by(CASE.c.case_id, RESPONSE.c.code)
+    ).scalars()
+    return [response_id for response_id in order if response_id in ready - refused]
