@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Callable, Iterable
 
-from analysis.reliability import NO_TAG
+from analysis.reliability.thresholds_and_counts import NO_TAG
 from db.rules.taxonomy import get_taxonomy
 
 Translator = Callable[..., str]

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from analysis import metrics, score_tables, time_section
 from analysis.columns import cell_text, header_and_kind, value_names
 from analysis.figure_style import PERCENT, Translator, layout, translator
-from analysis.reliability import SLICE_DIMENSIONS
+from analysis.reliability.thresholds_and_counts import SLICE_DIMENSIONS
 from analysis.reliability_figures import (
     agreement_slice_bars,
     annotator_agreement,

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis import reliability
 from analysis.json_values import count, counts, number, numbers
+from analysis.reliability.insights import Insights
+from analysis.reliability.thresholds_and_counts import FLAGS, KAPPA_THRESHOLD, MIN_ALIGNED, MIN_DISAGREEMENTS
 
 
-def section_json(insights: reliability.Insights) -> dict:
+def section_json(insights: Insights) -> dict:
     """The keys report.json gets from the analysis depth, in the order the file lists them."""
     return {
         "criteria": _criteria_json(insights.criteria),
@@ -60,10 +61,10 @@ def _flags_json(criteria: pd.DataFrame) -> dict:
     """The flag rule and how many criteria each flag marks."""
     flags = criteria["flag"].value_counts()
     return {
-        "kappa_threshold": reliability.KAPPA_THRESHOLD,
-        "min_aligned": reliability.MIN_ALIGNED,
-        "min_disagreements": reliability.MIN_DISAGREEMENTS,
-        "counts": {flag: int(flags.get(flag, 0)) for flag in reliability.FLAGS},
+        "kappa_threshold": KAPPA_THRESHOLD,
+        "min_aligned": MIN_ALIGNED,
+        "min_disagreements": MIN_DISAGREEMENTS,
+        "counts": {flag: int(flags.get(flag, 0)) for flag in FLAGS},
     }
 
 
@@ -135,7 +136,7 @@ def _annotators_json(frame: pd.DataFrame) -> dict:
     }
 
 
-def section_tables(insights: reliability.Insights) -> dict[str, pd.DataFrame]:
+def section_tables(insights: Insights) -> dict[str, pd.DataFrame]:
     """The analysis depth's tables, as the CSV files and the dashboard show them."""
     ceiling = insights.human_ceiling
     ceiling_rows = [{"group": "(all)", "pooled_mf1": ceiling["pooled_mf1"], "n_decisions": ceiling["n_decisions"]}]

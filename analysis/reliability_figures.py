@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from analysis.columns import value_names
 from analysis.figure_style import PERCENT, Translator, layout
-from analysis.reliability import KAPPA_THRESHOLD, MIN_ALIGNED
+from analysis.reliability.thresholds_and_counts import KAPPA_THRESHOLD, MIN_ALIGNED
 
 
 def kappa_distribution(insights, t: Translator) -> go.Figure:

@@ -39,7 +39,6 @@ from analysis import (
     insights_section,
     metrics,
     provenance,
-    reliability,
     rubric_quality,
     score_section,
     score_tables,
@@ -56,6 +55,8 @@ from analysis.frames import JUDGE_PREFIX, Frames
 from analysis.grid import DecisionGrid, prepare
 from analysis.json_values import count, number
 from analysis.loader import load_frames
+from analysis.reliability.insights import Insights, build_insights
+from analysis.reliability.slices_and_judges import judges_by_model
 from analysis.score_figures import score_figures
 from analysis.time_agreement import TimeAgreement, time_agreement
 from db.rules.errors import ValidationFailed
@@ -88,7 +89,7 @@ class Report:
     bootstrap: dict = field(default_factory=dict)
     # Models the source does not score, scored by a judge instead (see metrics.judge_scored_models).
     judge_scored: pd.DataFrame | None = None
-    insights: reliability.Insights | None = None
+    insights: Insights | None = None
     # Time on task against agreement (empty without stored timings; None when the frames or grid carry none).
     time: TimeAgreement | None = None
     # Comparisons, tiers, calibrated scores, ranking fidelity (analysis.score_section).
@@ -150,9 +151,9 @@ def build_report(
         report.intervals = confidence_intervals(grid, scores, agreement, k, resamples=resamples, seed=seed)
         report.bootstrap = {"level": LEVEL, "resamples": resamples, "seed": seed, "unit": "case"}
     if insights:
-        report.insights = reliability.build_insights(grid, resamples=resamples, seed=seed)
+        report.insights = build_insights(grid, resamples=resamples, seed=seed)
         if heldout_models:
-            report.insights.judges_by_model = reliability.judges_by_model(judged)
+            report.insights.judges_by_model = judges_by_model(judged)
     report.rubric_quality = rubric_quality.criteria_quality(grid)
     samples = frames.calibration if frames is not None else grid.calibration
     report.scores_section = score_section.build_section(

@@ -69,7 +69,7 @@ if str(ROOT) not in sys.path:
 from sqlalchemy import func, select  # noqa: E402
 
 from benchmarks.bench_load import add_labelers, copy_database, percentile  # noqa: E402
-from db.access.audit import KEY_FILE_ENV, audit_key_file  # noqa: E402
+from db.access.audit_key import KEY_FILE_ENV, audit_key_file  # noqa: E402
 from db.importers.responses import write_responses  # noqa: E402
 from db.migrations.upgrade import upgrade  # noqa: E402
 from db.store.current_rubric import current_versions  # noqa: E402

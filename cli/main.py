@@ -269,7 +269,7 @@ def cmd_migrate(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    from db.access.audit import KEY_FILE_ENV, audit_key_file
+    from db.access.audit_key import KEY_FILE_ENV, audit_key_file
     from db.rules.config import database_url
     from db.store.engine import get_engine
 

@@ -26,7 +26,6 @@ from analysis import (
     comparisons,
     figures as figure_builders,
     metrics,
-    reliability,
     score_figures,
     score_tables,
 )
@@ -35,6 +34,7 @@ from analysis.bootstrap import DEFAULT_SEED
 from analysis.exports.csv_cells import csv_bytes
 from analysis.frames import JUDGE_PREFIX
 from analysis.grid import DecisionGrid
+from analysis.reliability.insights import build_insights
 from analysis.report import Report, build_report, json_bytes, report_json, tables
 from db.access.policies import StatisticsPolicy, authorize
 from db.rules.errors import ClinConsensusError
@@ -125,7 +125,7 @@ def _complete(report: Report) -> Report:
     if report.insights is not None:
         return report
     return dataclasses.replace(
-        report, insights=reliability.build_insights(report.grid, resamples=DASHBOARD_RESAMPLES, seed=DEFAULT_SEED)
+        report, insights=build_insights(report.grid, resamples=DASHBOARD_RESAMPLES, seed=DEFAULT_SEED)
     )
 
 

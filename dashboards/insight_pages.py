@@ -17,13 +17,25 @@ from analysis import (
     figures as figure_builders,
     metrics,
     ranking_fidelity,
-    reliability,
     score_section,
 )
 from analysis.background import BackgroundValue
 from analysis.exports.csv_cells import csv_bytes
 from analysis.grid import MET, NOT_MET, DecisionGrid
 from analysis.loader import load_criterion_texts
+from analysis.reliability.criteria import flagged_cases, flagged_criteria
+from analysis.reliability.insights import BasisViews, Insights, build_insights
+from analysis.reliability.judge_errors import judge_errors
+from analysis.reliability.thresholds_and_counts import (
+    FALSE_NEGATIVE,
+    FALSE_POSITIVE,
+    FLAGS,
+    KAPPA_THRESHOLD,
+    MIN_ALIGNED,
+    MIN_DISAGREEMENTS,
+    SLICE_DIMENSIONS,
+    UNRELIABLE,
+)
 from db.access.export_records import newest_sft_holdout
 from db.access.policies import StatisticsPolicy, authorize
 from db.review.criterion_return import send_back_criteria, send_back_target
@@ -40,22 +52,22 @@ SHOWN_ROWS = 500
 LABEL_TEXT = {MET: "insights.label.met", NOT_MET: "insights.label.not_met"}
 
 
-State = tuple[DecisionGrid, reliability.Insights, pd.DataFrame, list[str]]
+State = tuple[DecisionGrid, Insights, pd.DataFrame, list[str]]
 
 
 def _build_state(grid: DecisionGrid) -> State:
     # The models in the dashboard's order (its default view ranks them by CACS@k on gold).
     cacs = metrics.model_scores(grid, metrics.response_scores(grid), metrics.DEFAULT_K)["cacs_at_k"]
     order = figure_builders.ranked_models(cacs, grid.models)
-    return grid, reliability.build_insights(grid, resamples=PAGE_RESAMPLES), metrics.judge_fidelity(grid), order
+    return grid, build_insights(grid, resamples=PAGE_RESAMPLES), metrics.judge_fidelity(grid), order
 
 
-def _build(grid: DecisionGrid) -> reliability.BasisViews[State]:
-    return reliability.BasisViews(grid, _build_state, eager=(default_basis(),))
+def _build(grid: DecisionGrid) -> BasisViews[State]:
+    return BasisViews(grid, _build_state, eager=(default_basis(),))
 
 
 @st.cache_resource(show_spinner=False)
-def _kept_state() -> BackgroundValue[reliability.BasisViews[State]]:
+def _kept_state() -> BackgroundValue[BasisViews[State]]:
     """The analysis depth and the judges' fidelity per gold basis (the default one at once), built per data version
     in the background from the grid every analysis page shares (the grid itself is not copied)."""
     return shared_grid.derived(_build, name="insights-view")
@@ -99,7 +111,7 @@ def _label(t: shell.Translator, value) -> str:
 
 def _reason(t: shell.Translator, row) -> str:
     """A suggested comment for the author, from the numbers that flagged the criterion."""
-    if row["flag"] == reliability.UNRELIABLE:
+    if row["flag"] == UNRELIABLE:
         return t(
             "insights.reason.unreliable",
             kappa=f"{row['kappa']:.2f}",
@@ -121,33 +133,33 @@ def render_criteria() -> None:
     st.caption(
         t(
             "insights.criteria.rule",
-            kappa=f"{reliability.KAPPA_THRESHOLD:.2f}",
-            n=reliability.MIN_ALIGNED,
-            disagree=reliability.MIN_DISAGREEMENTS,
+            kappa=f"{KAPPA_THRESHOLD:.2f}",
+            n=MIN_ALIGNED,
+            disagree=MIN_DISAGREEMENTS,
         )
     )
     if table.empty:
         st.info(t("insights.criteria.empty"))
         return
     counts = table["flag"].value_counts()
-    evaluated = int((table["n_aligned"] >= reliability.MIN_ALIGNED).sum())
+    evaluated = int((table["n_aligned"] >= MIN_ALIGNED).sum())
     columns = st.columns(4)
     columns[0].metric(t("insights.metric.evaluated"), f"{evaluated:,}")
-    for column, flag in zip(columns[1:], reliability.FLAGS):
+    for column, flag in zip(columns[1:], FLAGS):
         column.metric(t(f"insights.flag.{flag}"), f"{int(counts.get(flag, 0)):,}")
     if evaluated:
         st.plotly_chart(figure_builders.kappa_distribution(insights, t), key="insights_kappa", width="stretch")
     else:
-        st.info(t("insights.criteria.too_few", n=reliability.MIN_ALIGNED))
+        st.info(t("insights.criteria.too_few", n=MIN_ALIGNED))
 
     chosen = st.multiselect(
         t("insights.criteria.show_flags"),
-        list(reliability.FLAGS),
-        default=list(reliability.FLAGS),
+        list(FLAGS),
+        default=list(FLAGS),
         format_func=lambda flag: t(f"insights.flag.{flag}"),
         key="insights_flags",
     )
-    flagged = reliability.flagged_criteria(table)
+    flagged = flagged_criteria(table)
     flagged = flagged[flagged["flag"].isin(chosen)]
     if flagged.empty:
         st.success(t("insights.criteria.none_flagged"))
@@ -179,7 +191,7 @@ def render_criteria() -> None:
         st.caption(t("analysis.rows_shown", shown=SHOWN_ROWS, total=f"{len(flagged):,}"))
     _download(t, "flagged_criteria", flagged)
     st.subheader(t("insights.criteria.cases"))
-    cases = reliability.flagged_cases(table[table["flag"].isin(chosen)])
+    cases = flagged_cases(table[table["flag"].isin(chosen)])
     table_view.show(t, cases.head(SHOWN_ROWS))
     _send_back_form(t, user, flagged, cases)
 
@@ -265,7 +277,7 @@ def render_judge_errors() -> None:
 def _fidelity_sections(
     t: shell.Translator,
     grid: DecisionGrid,
-    insights: reliability.Insights,
+    insights: Insights,
     judges: pd.DataFrame,
     order: list[str],
 ) -> None:
@@ -291,7 +303,7 @@ def _fidelity_sections(
     _download(t, "judges_by_model", insights.judges_by_model)
     dimension = st.selectbox(
         t("insights.judges.dimension"),
-        list(reliability.SLICE_DIMENSIONS),
+        list(SLICE_DIMENSIONS),
         format_func=lambda value: t(f"insights.dimension.{value}"),
         key="insights_dimension",
     )
@@ -311,13 +323,13 @@ def _errors_section(t: shell.Translator, user: User, grid: DecisionGrid) -> None
     judge = st.selectbox(t("insights.judges.judge"), sorted(grid.judges), key="insights_judge")
     kind = st.radio(
         t("insights.judges.kind"),
-        [reliability.FALSE_POSITIVE, reliability.FALSE_NEGATIVE],
+        [FALSE_POSITIVE, FALSE_NEGATIVE],
         format_func=lambda value: t(f"insights.kind.{value}"),
         horizontal=True,
         key="insights_kind",
     )
     models = st.multiselect(t("analysis.filter.models"), list(grid.models), key="insights_models")
-    errors = reliability.judge_errors(grid, judge)
+    errors = judge_errors(grid, judge)
     errors = errors[errors["kind"] == kind]
     if models:
         errors = errors[errors["model"].isin(models)]
@@ -460,7 +472,7 @@ def render_physicians() -> None:
     st.subheader(t("insights.physicians.slices"))
     dimension = st.selectbox(
         t("insights.judges.dimension"),
-        list(reliability.SLICE_DIMENSIONS),
+        list(SLICE_DIMENSIONS),
         format_func=lambda value: t(f"insights.dimension.{value}"),
         key="insights_agreement_dimension",
     )

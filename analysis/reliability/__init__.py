@@ -44,72 +44,7 @@ arguments, computed here from confusion counts by `metrics.macro_f1`):
   of each slice value, with the same bootstrap interval.
 
 Undefined values are NaN.
+
+Each name is imported from its module (`criteria`, `insights`, `judge_errors`, `physicians`,
+`slices_and_judges`, `thresholds_and_counts`).
 """
-
-from analysis.reliability.criteria import criterion_reliability, flagged_cases, flagged_criteria, flags
-from analysis.reliability.insights import BasisViews, Insights, basis_counts, build_insights
-from analysis.reliability.judge_errors import judge_errors
-from analysis.reliability.physicians import (
-    ANNOTATOR_COLUMNS,
-    SLICE_AGREEMENT_COLUMNS,
-    agreement_slices,
-    annotator_agreement,
-    human_ceiling,
-)
-from analysis.reliability.slices_and_judges import (
-    case_dimension_members,
-    criterion_tag_members,
-    judge_slices,
-    judges_by_model,
-)
-from analysis.reliability.thresholds_and_counts import (
-    ALWAYS_MET,
-    CASE_DIMENSIONS,
-    FALSE_NEGATIVE,
-    FALSE_POSITIVE,
-    FLAGS,
-    KAPPA_THRESHOLD,
-    MIN_ALIGNED,
-    MIN_DISAGREEMENTS,
-    NEVER_MET,
-    NO_TAG,
-    REFERENCES,
-    SLICE_DIMENSIONS,
-    UNRELIABLE,
-    aligned_rows,
-)
-
-__all__ = [
-    "ALWAYS_MET",
-    "ANNOTATOR_COLUMNS",
-    "BasisViews",
-    "CASE_DIMENSIONS",
-    "FALSE_NEGATIVE",
-    "FALSE_POSITIVE",
-    "FLAGS",
-    "Insights",
-    "KAPPA_THRESHOLD",
-    "MIN_ALIGNED",
-    "MIN_DISAGREEMENTS",
-    "NEVER_MET",
-    "NO_TAG",
-    "REFERENCES",
-    "SLICE_AGREEMENT_COLUMNS",
-    "SLICE_DIMENSIONS",
-    "UNRELIABLE",
-    "agreement_slices",
-    "aligned_rows",
-    "annotator_agreement",
-    "basis_counts",
-    "build_insights",
-    "case_dimension_members",
-    "criterion_reliability",
-    "criterion_tag_members",
-    "flagged_cases",
-    "flagged_criteria",
-    "flags",
-    "human_ceiling",
-    "judge_errors",
-    "judge_slices",
-    "judges_by_model",
-]

@@ -20,16 +20,8 @@ import orjson
 from sqlalchemy import Text, cast, func, select as core_select, text
 from sqlmodel import Session, col, select
 
-from db.access.audit_key import (
-    KEY_ENV as KEY_ENV,
-    KEY_FILE_ENV as KEY_FILE_ENV,
-    AuditKeyMissing as AuditKeyMissing,
-    _key_cache as _key_cache,
-    audit_key as audit_key,
-    audit_key_file as audit_key_file,
-    writer_key,
-)
-from db.access.audit_seal import GENESIS_HASH as GENESIS_HASH, sealed_entries, write_seal
+from db.access.audit_key import audit_key, writer_key
+from db.access.audit_seal import GENESIS_HASH, sealed_entries, write_seal
 from db.rules.errors import Said
 from db.store.models import AuditLog, table_of, utcnow
 

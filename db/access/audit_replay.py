@@ -25,7 +25,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlmodel import Session, col
 
-from db.access.audit import AuditHead, ChainCheck, audit_key, check_anchor, log_entries
+from db.access.audit import AuditHead, ChainCheck, check_anchor, log_entries
+from db.access.audit_key import audit_key
 from db.access.audit_replay_labels import LABEL_ENTITIES, LabelReplay, RubricVersions
 from db.access.audit_replay_state import JudgeReplay, SessionReplay, TextReplay, UserReplay
 from db.access.audit_replay_work import (

@@ -13,9 +13,10 @@ import pytest
 from sklearn.metrics import cohen_kappa_score, f1_score
 from sqlalchemy import text
 
-from analysis import metrics, model_pipeline, reliability
+from analysis import metrics, model_pipeline
 from analysis.grid import DecisionGrid, prepare
 from analysis.loader import load_frames
+from analysis.reliability.insights import BasisViews, build_insights
 from db.rules.gold import FINAL, PROVISIONAL
 from tests.analysis.test_gold_basis import _reference, _world
 
@@ -27,7 +28,7 @@ def world(engine):
 
 
 def _state(grid: DecisionGrid):
-    return grid, reliability.build_insights(grid, resamples=0), metrics.judge_fidelity(grid)
+    return grid, build_insights(grid, resamples=0), metrics.judge_fidelity(grid)
 
 
 def _keys(engine) -> pd.DataFrame:
@@ -53,7 +54,7 @@ def _same(value: float, wanted: float) -> bool:
 
 def test_basis_counts_say_what_each_basis_stands_on(world):
     _, expected = _reference(world)
-    views = reliability.BasisViews(prepare(load_frames(world)), _state)
+    views = BasisViews(prepare(load_frames(world)), _state)
     complete, final = expected["complete"], expected["final"]
     assert views.counts == {
         "complete": int(complete.sum()),
@@ -70,7 +71,7 @@ def test_insights_figures_on_each_basis_match_pandas_and_sklearn(world, basis):
     decisions, expected = _reference(world)
     expected = expected.join(_keys(world))
     judge = _judge(world)
-    views = reliability.BasisViews(prepare(load_frames(world)), _state, eager=(FINAL,))
+    views = BasisViews(prepare(load_frames(world)), _state, eager=(FINAL,))
     grid, insights, fidelity = views.view(basis)
     assert grid.basis == basis and views.view(basis)[1] is insights  # kept, not computed again
 

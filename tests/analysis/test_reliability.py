@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from sklearn.metrics import cohen_kappa_score, f1_score
 
-from analysis import reliability
 from analysis.grid import DecisionGrid, prepare
+from analysis.reliability import criteria, judge_errors, physicians, slices_and_judges, thresholds_and_counts
 from db.rules.gold import gold_labels, group_final_labels
 from db.store.models import Stage
 from tests.analysis.test_metrics import J, both_groups, make_frames
@@ -66,7 +66,7 @@ def flag_frames():
 
 
 def test_flags_by_hand():
-    table = reliability.criterion_reliability(prepared(flag_frames()), min_aligned=5, min_disagreements=2)
+    table = criteria.criterion_reliability(prepared(flag_frames()), min_aligned=5, min_disagreements=2)
     flags = dict(zip(zip(table["case_id"], table["criterion_id"]), table["flag"]))
     assert flags == {
         ("CC-001", "c1"): "unreliable",
@@ -84,7 +84,7 @@ def test_flags_by_hand():
     assert math.isnan(table.set_index(["case_id", "criterion_id"]).loc[("CC-001", "c3"), "kappa"])
     unresolved = table.set_index(["case_id", "criterion_id"]).loc[("CC-002", "c3")]
     assert unresolved["n_aligned"] == 5 and unresolved["n_gold"] == 3  # two unresolved disagreements
-    ordered = reliability.flagged_criteria(table)
+    ordered = criteria.flagged_criteria(table)
     assert list(zip(ordered["case_id"], ordered["criterion_id"])) == [
         ("CC-002", "c3"),
         ("CC-001", "c1"),
@@ -92,20 +92,24 @@ def test_flags_by_hand():
         ("CC-001", "c3"),
     ]
     assert ordered["kappa"].iloc[0] == pytest.approx(-0.25) and ordered["kappa"].iloc[1] == pytest.approx(-0.08 / 0.52)
-    cases = reliability.flagged_cases(table)
+    cases = criteria.flagged_cases(table)
     assert cases["case_id"].tolist() == ["CC-001", "CC-002"] and cases["n_flagged"].tolist() == [3, 1]
 
 
 def test_threshold_and_minimum_are_parameters():
     grid = prepared(flag_frames())
-    lenient = reliability.criterion_reliability(grid, kappa_threshold=-0.5, min_aligned=4, min_disagreements=2)
+    lenient = criteria.criterion_reliability(grid, kappa_threshold=-0.5, min_aligned=4, min_disagreements=2)
     flags = dict(zip(zip(lenient["case_id"], lenient["criterion_id"]), lenient["flag"]))
     assert flags[("CC-001", "c1")] is None and flags[("CC-002", "c3")] is None  # κ above −0.5
     assert flags[("CC-003", "c1")] == "unreliable" and flags[("CC-003", "c2")] == "never_met"  # 4 pairs now count
 
 
 def test_default_rule_needs_ten_pairs_and_four_disagreements():
-    assert (reliability.KAPPA_THRESHOLD, reliability.MIN_ALIGNED, reliability.MIN_DISAGREEMENTS) == (0.40, 10, 4)
+    assert (
+        thresholds_and_counts.KAPPA_THRESHOLD,
+        thresholds_and_counts.MIN_ALIGNED,
+        thresholds_and_counts.MIN_DISAGREEMENTS,
+    ) == (0.40, 10, 4)
     columns = {
         "c1": ([1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0], [1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0]),  # 4 differ, κ ≈ 0.27
         "c2": ([1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0], [0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]),  # 3 differ, κ < 0
@@ -116,7 +120,7 @@ def test_default_rule_needs_ten_pairs_and_four_disagreements():
     for i in range(11):
         labels += both_groups(i + 1, [columns[c][0][i] for c in columns], [columns[c][1][i] for c in columns])
     frames = make_frames([{"case_pk": 1, "n": 4}], [(i + 1, 1, f"m{i:02d}", 10) for i in range(11)], labels)
-    table = reliability.criterion_reliability(prepared(frames)).set_index("criterion_id")
+    table = criteria.criterion_reliability(prepared(frames)).set_index("criterion_id")
     assert table["flag"].to_dict() == {"c1": "unreliable", "c2": None, "c3": "never_met", "c4": None}
     g1, g2 = columns["c1"]
     assert table.loc["c1", "kappa"] == pytest.approx(cohen_kappa_score(g1, g2)) and table.loc["c1", "kappa"] < 0.4
@@ -180,7 +184,7 @@ def _mf1(truth, predicted):
 
 def test_criterion_reliability_matches_sklearn(synthetic):
     frames, grid = synthetic
-    table = reliability.criterion_reliability(grid, min_aligned=5, min_disagreements=2)
+    table = criteria.criterion_reliability(grid, min_aligned=5, min_disagreements=2)
     table = table.set_index(["case_id", "criterion_id"])
     decisions = _aligned(_decisions(frames), frames)
     checked = 0
@@ -206,7 +210,7 @@ def test_criterion_reliability_matches_sklearn(synthetic):
 
 def test_judges_by_model_match_sklearn(synthetic):
     frames, grid = synthetic
-    table = reliability.judges_by_model(grid).set_index(["judge", "model"])
+    table = slices_and_judges.judges_by_model(grid).set_index(["judge", "model"])
     decisions = _decisions(frames)
     for (judge, model), row in table.iterrows():
         part = decisions[decisions["model"] == model]
@@ -237,10 +241,10 @@ def _members(decisions, dimension):
     return decisions.assign(value=decisions[column])
 
 
-@pytest.mark.parametrize("dimension", reliability.SLICE_DIMENSIONS)
+@pytest.mark.parametrize("dimension", thresholds_and_counts.SLICE_DIMENSIONS)
 def test_judge_fidelity_by_slice_matches_sklearn(synthetic, dimension):
     frames, grid = synthetic
-    table = reliability.judge_slices(grid)
+    table = slices_and_judges.judge_slices(grid)
     table = table[table["dimension"] == dimension].set_index(["judge", "value"])
     members = _members(_decisions(frames), dimension)
     assert set(table.index.get_level_values("value")) == set(members["value"])
@@ -265,7 +269,7 @@ def _annotations(frames):
 
 def test_human_ceiling_matches_sklearn(synthetic):
     frames, grid = synthetic
-    ceiling = reliability.human_ceiling(grid, grid.physicians)
+    ceiling = physicians.human_ceiling(grid, grid.physicians)
     pairs = _annotations(frames)
     assert close(ceiling["pooled_mf1"], _mf1(pairs["met_other"], pairs["met"]))
     assert ceiling["n_decisions"] == len(pairs)
@@ -276,7 +280,7 @@ def test_human_ceiling_matches_sklearn(synthetic):
 
 def test_per_annotator_agreement_and_corrections_match_sklearn(synthetic):
     frames, grid = synthetic
-    table = reliability.annotator_agreement(grid, grid.physicians, resamples=40, seed=11).set_index("username")
+    table = physicians.annotator_agreement(grid, grid.physicians, resamples=40, seed=11).set_index("username")
     pairs = _annotations(frames)
     names = dict(zip(frames.users["user_id"], frames.users["username"]))
     labels = frames.labels
@@ -310,10 +314,10 @@ def test_per_annotator_agreement_and_corrections_match_sklearn(synthetic):
         assert row["pooled_mf1_high"] == pytest.approx(high, abs=1e-12)
 
 
-@pytest.mark.parametrize("dimension", reliability.SLICE_DIMENSIONS)
+@pytest.mark.parametrize("dimension", thresholds_and_counts.SLICE_DIMENSIONS)
 def test_agreement_by_slice_matches_sklearn(synthetic, dimension):
     frames, grid = synthetic
-    table = reliability.agreement_slices(grid, resamples=30, seed=5)
+    table = physicians.agreement_slices(grid, resamples=30, seed=5)
     table = table[table["dimension"] == dimension].set_index("value")
     members = _members(_aligned(_decisions(frames), frames), dimension)
     all_cases = np.sort(frames.responses["case_pk"].unique())
@@ -336,7 +340,7 @@ def test_agreement_by_slice_matches_sklearn(synthetic, dimension):
 
 def test_judge_errors_list_every_disagreement_with_gold(synthetic):
     frames, grid = synthetic
-    errors = reliability.judge_errors(grid, "judge-a")
+    errors = judge_errors.judge_errors(grid, "judge-a")
     decisions = _decisions(frames)
     wrong = decisions[
         decisions["gold"].notna()
@@ -347,9 +351,9 @@ def test_judge_errors_list_every_disagreement_with_gold(synthetic):
         zip(wrong["response_id"], wrong["criterion_id"])
     )
     assert len(errors) == len(wrong) > 0
-    positive = errors[errors["kind"] == reliability.FALSE_POSITIVE]
+    positive = errors[errors["kind"] == thresholds_and_counts.FALSE_POSITIVE]
     assert (positive["judge"] == 1).all() and (positive["gold"] == 0).all()
-    assert reliability.judge_errors(grid, "nobody").empty
+    assert judge_errors.judge_errors(grid, "nobody").empty
 
 
 def test_subset_keeps_the_physician_layers(synthetic):
@@ -357,7 +361,7 @@ def test_subset_keeps_the_physician_layers(synthetic):
     rows = (grid.responses["model"] == "model-a").to_numpy()
     subset = grid.subset(rows)
     assert subset.physicians.annotation.shape[1] == rows.sum()
-    ceiling = reliability.human_ceiling(subset, subset.physicians)
+    ceiling = physicians.human_ceiling(subset, subset.physicians)
     pairs = _annotations(frames)
     pairs = pairs[
         pairs["response_id"].isin(frames.responses.loc[frames.responses["model"] == "model-a", "response_id"])
@@ -372,8 +376,8 @@ def test_figures_draw_the_insight_numbers(synthetic):
     frames, _ = synthetic
     report = build_report(frames, 4, resamples=30)
     built = dict(figures.figures(report, figures.translator("zh")))
-    names = {f"judge_slice_{d}" for d in reliability.SLICE_DIMENSIONS}
-    names |= {f"agreement_slice_{d}" for d in reliability.SLICE_DIMENSIONS}
+    names = {f"judge_slice_{d}" for d in thresholds_and_counts.SLICE_DIMENSIONS}
+    names |= {f"agreement_slice_{d}" for d in thresholds_and_counts.SLICE_DIMENSIONS}
     assert names | {
         "criterion_kappa",
         "judges_vs_ceiling",

@@ -18,7 +18,7 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from analysis.exports.gold import export_gold
-from db.access import audit, users
+from db.access import audit_key as audit_key_module, users
 from db.access.audit_key import AuditKeyMissing, _key_cache
 from db.importers import import_file
 from db.rules.config import DATA_DIR_AT_START, Settings
@@ -212,9 +212,9 @@ def test_untampered_small_demo_verifies(engine, database_url):
 
 @pytest.fixture
 def key_file(tmp_path, monkeypatch):
-    monkeypatch.delenv(audit.KEY_ENV, raising=False)
+    monkeypatch.delenv(audit_key_module.KEY_ENV, raising=False)
     path = tmp_path / "keys" / "audit.key"
-    monkeypatch.setenv(audit.KEY_FILE_ENV, str(path))
+    monkeypatch.setenv(audit_key_module.KEY_FILE_ENV, str(path))
     _key_cache.clear()
     yield path
     _key_cache.clear()

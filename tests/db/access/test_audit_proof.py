@@ -20,8 +20,9 @@ from sqlalchemy import text
 from sqlmodel import select
 
 from db import labeling, review
-from db.access import audit, users
+from db.access import audit, audit_key as audit_key_module, users
 from db.access.audit_replay import replay, verify_audit
+from db.access.audit_seal import GENESIS_HASH
 from db.importers import import_file
 from db.rules.config import RUBRIC_SIZE
 from db.store.backup import libpq_environment, pg_tool
@@ -188,7 +189,7 @@ def test_a_rebuilt_chain_fails_without_the_key(project):
         after = dict(last_check.after)
         after["met"] = not after["met"]
         last_check.after = after
-        prev = audit.GENESIS_HASH
+        prev = GENESIS_HASH
         for entry in entries:  # the old, unkeyed recipe (and a guessed key) both fail
             entry.prev_hash = prev
             entry.hash = audit.entry_hash(
@@ -280,14 +281,14 @@ def pg_server_if_postgres(request, database_url):
 
 
 def test_the_key_file_is_created_once_with_mode_0600(tmp_path, monkeypatch):
-    monkeypatch.delenv(audit.KEY_ENV, raising=False)
+    monkeypatch.delenv(audit_key_module.KEY_ENV, raising=False)
     key_file = tmp_path / "keys" / "audit.key"
-    monkeypatch.setenv(audit.KEY_FILE_ENV, str(key_file))
+    monkeypatch.setenv(audit_key_module.KEY_FILE_ENV, str(key_file))
     first = audit.writer_key(chain_is_empty=True)
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
-    assert len(first) == 64 and audit.audit_key() == first
-    audit._key_cache.clear()
-    assert audit.audit_key() == first == key_file.read_text().strip().encode()
+    assert len(first) == 64 and audit_key_module.audit_key() == first
+    audit_key_module._key_cache.clear()
+    assert audit_key_module.audit_key() == first == key_file.read_text().strip().encode()
     # The hash is HMAC-SHA-256 under that key (checked against hashlib, not our own helper).
     import hmac
 

@@ -17,7 +17,7 @@ from sqlalchemy import text
 from analysis.exports.gold import export_gold
 from analysis.exports.judgements import export_judgements
 from cli.main import main
-from db.access import audit
+from db.access import audit, audit_key as audit_key_module
 from db.store.backup import backup
 from db.store.engine import make_engine, session_scope
 from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
@@ -64,9 +64,9 @@ def test_an_older_world_readable_database_is_made_private_when_opened(sqlite_url
 
 def test_the_audit_key_file_is_private(tmp_path, monkeypatch):
     # created under the permissive umask above: the key file is private all the same
-    monkeypatch.delenv(audit.KEY_ENV, raising=False)
+    monkeypatch.delenv(audit_key_module.KEY_ENV, raising=False)
     path = tmp_path / "keys" / "audit.key"
-    monkeypatch.setenv(audit.KEY_FILE_ENV, str(path))
+    monkeypatch.setenv(audit_key_module.KEY_FILE_ENV, str(path))
     audit.writer_key(chain_is_empty=True)
     assert mode(path) == 0o600
 
