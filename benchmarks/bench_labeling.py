@@ -10,7 +10,8 @@ handed out), without judges, on SQLite and on a throw-away PostgreSQL, and each 
 - the db functions the labeling page calls: response_for_labeling and the sign-in token lookup on
   every run, labeling_queue on the first visit and then every QUEUE_TTL_S seconds (the page keeps
   the queue and updates it after its own saves);
-- save_labels, one response at a time in its own transaction, creating labels and changing them;
+- the labeling page's save (db.labels.face.save), one response at a time in its own transaction, creating
+  labels and changing them;
 - a whole run of the labeling page in Streamlit's AppTest (the real entry file, signed in),
   which includes the shell, the sidebar and the widgets; the shell's sidebar is also timed on its
   own, since its progress figure reads the whole queue on every run.
@@ -46,7 +47,7 @@ from benchmarks.full_scale import build_full, run_on_both  # noqa: E402
 from db import labeling  # noqa: E402
 from db.access import users  # noqa: E402
 from db.labeling import drafts as label_drafts  # noqa: E402
-from db.labeling.annotation import LabelInput  # noqa: E402
+from db.labels import face as label_room  # noqa: E402
 from db.migrations.upgrade import upgrade  # noqa: E402
 from db.store.engine import make_engine, session_scope  # noqa: E402
 from db.store.models import Role, User  # noqa: E402
@@ -129,19 +130,19 @@ def bench_saves(engine, user: User, response_ids: list[int], rng: random.Random)
     for response_id in response_ids:
         with session_scope(engine, read_only=True) as session:
             view = labeling.response_for_labeling(session, user, response_id)
-        decisions = [
-            LabelInput(c.criterion_id, rng.random() < 0.5, "备注" if rng.random() < 0.1 else None)
-            for c in view.criteria
-        ]
+        decisions = {c.criterion_id: rng.random() < 0.5 for c in view.criteria}
+        notes = {c.criterion_id: "备注" for c in view.criteria if rng.random() < 0.1}
         had_labels = bool(view.labels)
 
-        def save(decisions=decisions, view=view, response_id=response_id):
+        def save(decisions=decisions, notes=notes, view=view, response_id=response_id):
             with session_scope(engine) as session:
-                return labeling.save_labels(
+                return label_room.save(
                     session,
                     user,
+                    "annotation",
                     response_id,
-                    decisions,
+                    decisions=decisions,
+                    notes=notes,
                     rubric_version_id=view.rubric_version_id,
                     expected_versions=view.expected_versions,
                 )
@@ -152,11 +153,11 @@ def bench_saves(engine, user: User, response_ids: list[int], rng: random.Random)
         assert outcome.changed == 0
         same_ms.append(ms)
     if create_ms:
-        report("save_labels, new labels", create_ms, SAVE_TARGET_MS)
+        report("the labeling page's save, new labels", create_ms, SAVE_TARGET_MS)
     if change_ms:
-        report("save_labels, changing existing labels", change_ms, SAVE_TARGET_MS)
-    report("save_labels, same decisions again", same_ms, SAVE_TARGET_MS)
-    report("save_labels, all saves", create_ms + change_ms + same_ms, SAVE_TARGET_MS)
+        report("the labeling page's save, changing existing labels", change_ms, SAVE_TARGET_MS)
+    report("the labeling page's save, same decisions again", same_ms, SAVE_TARGET_MS)
+    report("the labeling page's save, all saves", create_ms + change_ms + same_ms, SAVE_TARGET_MS)
 
 
 def ratio(label: str, ours: list[float], straightforward: list[float]) -> None:

@@ -33,7 +33,7 @@ from db.access.policies import LabelPolicy, TimeOnTaskPolicy, authorize
 from db.labeling import annotation
 from db.labeling.annotation import LabelingView, LabelInput, SaveOutcome
 from db.labeling.draft_store import checked_decisions, discard_draft, kept_at, load_draft, save_draft
-from db.labeling.refusals import UnjudgedCriteria
+from db.labels.refusals import UnjudgedCriteria
 from db.rules.errors import ValidationFailed
 from db.store.models import LabelTiming, Stage, User, utcnow
 
