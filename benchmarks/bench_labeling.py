@@ -16,7 +16,7 @@ handed out), without judges, on SQLite and on a throw-away PostgreSQL, and each 
   which includes the shell, the sidebar and the widgets; the shell's sidebar is also timed on its
   own, since its progress figure reads the whole queue on every run.
 
-- the workbench's two server paths (db/labeling/drafts.py): a decision kept as a draft (one
+- the workbench's two server paths (db.labels.face over db/labeling/drafts.py): a decision kept as a draft (one
   keep_draft in its own transaction, as the workbench's callback runs it), and save-and-next (the
   save, then the next response opened with its draft); each beside the straightforward approach
   (re-reading the response on every decision; recounting the whole queue after every save).
@@ -46,7 +46,6 @@ from sqlmodel import select  # noqa: E402
 from benchmarks.full_scale import build_full, run_on_both  # noqa: E402
 from db import labeling  # noqa: E402
 from db.access import users  # noqa: E402
-from db.labeling import drafts as label_drafts  # noqa: E402
 from db.labels import face as label_room  # noqa: E402
 from db.migrations.upgrade import upgrade  # noqa: E402
 from db.store.engine import make_engine, session_scope  # noqa: E402
@@ -167,16 +166,28 @@ def ratio(label: str, ours: list[float], straightforward: list[float]) -> None:
 
 def _keep(engine, user: User, response_id: int, version: int, decisions: dict, active_ms: int) -> None:
     with session_scope(engine) as session:
-        label_drafts.keep_draft(
-            session, user, response_id, rubric_version_id=version, decisions=decisions, active_ms=active_ms
+        label_room.keep_draft(
+            session,
+            user,
+            "annotation",
+            response_id,
+            rubric_version_id=version,
+            decisions=decisions,
+            active_ms=active_ms,
         )
 
 
 def _reread_and_keep(engine, user: User, response_id: int, version: int, decisions: dict, active_ms: int) -> None:
     with session_scope(engine) as session:
-        label_drafts.open_response(session, user, response_id)
-        label_drafts.keep_draft(
-            session, user, response_id, rubric_version_id=version, decisions=decisions, active_ms=active_ms
+        label_room.open(session, user, "annotation", response_id)
+        label_room.keep_draft(
+            session,
+            user,
+            "annotation",
+            response_id,
+            rubric_version_id=version,
+            decisions=decisions,
+            active_ms=active_ms,
         )
 
 
@@ -185,7 +196,7 @@ def bench_drafts(engine, user: User, response_ids: list[int], rng: random.Random
     ours, straightforward = [], []
     for n, response_id in enumerate(response_ids):
         with session_scope(engine, read_only=True) as session:
-            bench = label_drafts.open_response(session, user, response_id)
+            bench = label_room.open(session, user, "annotation", response_id)
         decisions = dict(bench.decisions)
         version = bench.view.rubric_version_id
         for i, criterion_id in enumerate(list(decisions)[:DECISIONS_PER_RESPONSE]):
@@ -210,15 +221,16 @@ def bench_save_and_next(engine, user: User, response_ids: list[int], rng: random
     ours, straightforward = [], []
     for n, response_id in enumerate(response_ids):
         with session_scope(engine, read_only=True) as session:
-            bench = label_drafts.open_response(session, user, response_id)
+            bench = label_room.open(session, user, "annotation", response_id)
         decisions = {cid: rng.random() < 0.5 for cid in bench.decisions}
 
         def save_and_next(bench=bench, decisions=decisions, response_id=response_id):
             nonlocal queue
             with session_scope(engine) as session:
-                label_drafts.save(
+                label_room.save(
                     session,
                     user,
+                    "annotation",
                     response_id,
                     rubric_version_id=bench.view.rubric_version_id,
                     decisions=decisions,
@@ -229,13 +241,14 @@ def bench_save_and_next(engine, user: User, response_ids: list[int], rng: random
             following = queue.next_after(response_id)
             if following is not None:
                 with session_scope(engine, read_only=True) as session:
-                    label_drafts.open_response(session, user, following.response_id)
+                    label_room.open(session, user, "annotation", following.response_id)
 
         def save_recount_and_next(bench=bench, decisions=decisions, response_id=response_id):
             with session_scope(engine) as session:
-                label_drafts.save(
+                label_room.save(
                     session,
                     user,
+                    "annotation",
                     response_id,
                     rubric_version_id=bench.view.rubric_version_id,
                     decisions=decisions,
@@ -246,7 +259,7 @@ def bench_save_and_next(engine, user: User, response_ids: list[int], rng: random
                 fresh = labeling.labeling_queue(session, user)  # the whole queue counted again
                 following = fresh.next_after(response_id)
                 if following is not None:
-                    label_drafts.open_response(session, user, following.response_id)
+                    label_room.open(session, user, "annotation", following.response_id)
 
         # each response is saved once (a second save of the same decisions would be a no-op)
         if n % 2:

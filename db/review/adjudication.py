@@ -266,10 +266,8 @@ def adjudicate(
 
 
 def _decision_wanted(session: Session, case: Case, response_id: int, decision: AdjudicationInput) -> Wanted:
-    """The decision on one cell, when the two groups' final labels on it disagree.
-
-    The opening is committed before any label is read (`_open_for_good`): a refusal below, which may tell
-    whether the groups agree on the cell, leaves the checker's own labels on the response closed to them."""
+    """The decision on one cell, when the two groups' final labels on it disagree (the caller opened the response
+    for good first: this refusal tells whether the groups agree on the cell)."""
     criterion_id = decision.criterion_id
     rationale = clean_note(decision.rationale, "rationale", required=True, criterion=criterion_id)
     frame = pd.DataFrame(
@@ -315,7 +313,8 @@ def adjudicate_many(session: Session, user: User, *, response_id: int, decisions
 
 
 def _write_decisions(session: Session, user: User, response_id: int, decisions: list[AdjudicationInput]) -> Response:
-    """Checks each decision (the response opened for good first) and writes them in one save; returns the response."""
+    """Checks each decision and writes them in one save; returns the response. The response's opening is committed
+    before any label is read (`_open_for_good`), so a refusal leaves the checker's own labels on it closed to them."""
     wanted = []
     for decision in decisions:
         _open_for_good(session, user, response_id)
