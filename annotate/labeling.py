@@ -27,11 +27,11 @@ from datetime import datetime
 import streamlit as st
 from sqlmodel import Session
 
+from db import labels
 from db.access.policies import LabelsFinal
+from db.label_rows.refusals import LabelsChanged, RubricChanged, UnjudgedCriteria
 from db.labeling.annotation import STALE, LabelQueue, SaveOutcome
 from db.labeling.drafts import Difference, Workbench
-from db.labels import face as labels
-from db.labels.refusals import LabelsChanged, RubricChanged, UnjudgedCriteria
 from db.rules.errors import ClinConsensusError, StaleEdit
 from db.rules.taxonomy import get_taxonomy
 from db.store.models import Role, User

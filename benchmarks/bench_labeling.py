@@ -10,13 +10,13 @@ handed out), without judges, on SQLite and on a throw-away PostgreSQL, and each 
 - the db functions the labeling page calls: response_for_labeling and the sign-in token lookup on
   every run, labeling_queue on the first visit and then every QUEUE_TTL_S seconds (the page keeps
   the queue and updates it after its own saves);
-- the labeling page's save (db.labels.face.save), one response at a time in its own transaction, creating
+- the labeling page's save (db.labels.save), one response at a time in its own transaction, creating
   labels and changing them;
 - a whole run of the labeling page in Streamlit's AppTest (the real entry file, signed in),
   which includes the shell, the sidebar and the widgets; the shell's sidebar is also timed on its
   own, since its progress figure reads the whole queue on every run.
 
-- the workbench's two server paths (db.labels.face over db/labeling/drafts.py): a decision kept as a draft (one
+- the workbench's two server paths (db.labels over db/labeling/drafts.py): a decision kept as a draft (one
   keep_draft in its own transaction, as the workbench's callback runs it), and save-and-next (the
   save, then the next response opened with its draft); each beside the straightforward approach
   (re-reading the response on every decision; recounting the whole queue after every save).
@@ -44,9 +44,8 @@ if str(ROOT) not in sys.path:
 from sqlmodel import select  # noqa: E402
 
 from benchmarks.full_scale import build_full, run_on_both  # noqa: E402
-from db import labeling  # noqa: E402
+from db import labeling, labels as label_room  # noqa: E402
 from db.access import users  # noqa: E402
-from db.labels import face as label_room  # noqa: E402
 from db.migrations.upgrade import upgrade  # noqa: E402
 from db.store.engine import make_engine, session_scope  # noqa: E402
 from db.store.models import Role, User  # noqa: E402

@@ -39,9 +39,8 @@ if str(ROOT) not in sys.path:
 import sqlalchemy as sa  # noqa: E402
 from sqlalchemy import func, select  # noqa: E402
 
-from db import counts  # noqa: E402
+from db import counts, labels as label_room  # noqa: E402
 from db.access import users  # noqa: E402
-from db.labels import face as label_room  # noqa: E402
 from db.migrations.upgrade import upgrade  # noqa: E402
 from db.store.current_rubric import current_versions  # noqa: E402
 from db.store.engine import get_engine, make_engine, session_scope  # noqa: E402

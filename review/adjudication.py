@@ -18,9 +18,8 @@ from datetime import datetime
 import streamlit as st
 from sqlmodel import Session
 
-from db import review
+from db import labels, review
 from db.access import users
-from db.labels import face as labels
 from db.review import drafts
 from db.rules.errors import ClinConsensusError, StaleEdit
 from db.store.models import Role, User

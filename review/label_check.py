@@ -13,8 +13,7 @@ from typing import Any
 import streamlit as st
 from sqlmodel import Session
 
-from db import review
-from db.labels import face as labels
+from db import labels, review
 from db.review import drafts
 from db.rules.errors import ClinConsensusError, StaleEdit
 from db.store.models import Role, User

@@ -29,22 +29,15 @@ def layers() -> list[list[str]]:
     raise LookupError("pyproject.toml has no layers contract for db")
 
 
-def room_path(room: str) -> str:
-    """Where a layer of db lives: a room (a package, `review`) or one module of a room (`labels.write`)."""
-    path = "db/" + room.replace(".", "/")
-    return f"{path}/" if (ROOT / path).is_dir() else f"{path}.py"
-
-
 def room_summary(room: str) -> tuple[str, str]:
     """What a room decides (its docstring's first paragraph) and what it may import (its "May import:" line)."""
-    path = room_path(room)
-    source = (ROOT / (f"{path}__init__.py" if path.endswith("/") else path)).read_text(encoding="utf-8")
+    source = (ROOT / "db" / room / "__init__.py").read_text(encoding="utf-8")
     docstring = ast.get_docstring(ast.parse(source)) or ""
     paragraphs = [" ".join(part.split()) for part in docstring.split("\n\n") if part.strip()]
     imports = [p.removeprefix("May import:").strip().rstrip(".") for p in paragraphs if p.startswith("May import:")]
     may_import = imports[0] if imports else ""
     if not paragraphs or not may_import:
-        raise ValueError(f"{path}: the docstring needs a summary and a 'May import:' line")
+        raise ValueError(f"db/{room}/__init__.py: the docstring needs a summary and a 'May import:' line")
     return paragraphs[0], may_import
 
 
@@ -53,7 +46,7 @@ def rooms_table() -> str:
     for depth, layer in enumerate(layers(), start=1):
         for room in layer:
             decides, may_import = room_summary(room)
-            rows.append(f"| {depth} | `{room_path(room)}` | {decides} | {may_import} |")
+            rows.append(f"| {depth} | `db/{room}/` | {decides} | {may_import} |")
     return "\n".join(rows)
 
 

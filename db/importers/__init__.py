@@ -9,8 +9,8 @@ audit log.
 Bulk rows (labels, judge decisions, criteria) go through the driver directly: executemany on
 SQLite, COPY on PostgreSQL, so a 1.65 M-line labels file imports in well under a minute.
 
-May import: db.labeling, db.labels.write (every label row is written there), db.labels.refusals, db.labels.view,
-db.rubrics, db.access, db.counts, db.store, db.rules.
+May import: db.labeling, db.label_rows (every label row is written there), db.rubrics,
+db.access, db.counts, db.store, db.rules.
 """
 
 from db.importers.common import JUDGE_FORMATS, KINDS, MAX_ERRORS, ImportFailed, ImportSummary

@@ -18,9 +18,9 @@ from db.importers import common
 from db.importers.common import _LABEL_TABLE
 from db.importers.targets import _table_has_rows, _Targets
 from db.importers.writing import _COPY_ESCAPES, _BulkInserter, _Run
+from db.label_rows import write as label_write
+from db.label_rows.write import BulkChunk
 from db.labeling.freeze import final_rounds
-from db.labels import write as label_write
-from db.labels.write import BulkChunk
 from db.rules import limits
 from db.rules.errors import Said
 from db.rules.records import STAGES, LabelRecord, LookAlikes, check

@@ -1,10 +1,11 @@
 """An annotator's work on a response: the queue, the view of a response with its labels, drafts kept
 while labeling, the save, the feedback freeze, and time on task.
 
-May import: db.labels.write (every label row is written there), db.labels.refusals, db.labels.view, db.rubrics,
+May import: db.label_rows (every label row is written there), db.rubrics,
 db.access, db.counts, db.store, db.rules.
 """
 
+from db.label_rows.refusals import LabelsChanged, RubricChanged
 from db.labeling.annotation import (
     DONE,
     PARTIAL,
@@ -25,7 +26,6 @@ from db.labeling.annotation import (
     rubric_as_opened,
     save_target,
 )
-from db.labels.refusals import LabelsChanged, RubricChanged
 
 __all__ = [
     "TODO",

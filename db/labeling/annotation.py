@@ -14,7 +14,7 @@ twice changes nothing the second time. Once the feedback of the response's round
 the group's labels on it are final and every save is refused (db/work/feedback.py).
 
 This module decides the save itself: `save_target` (may this user save on the response against this
-rubric; locks its row) and `save_on_target` (the labels as the label writer, db/labels/write.py, takes
+rubric; locks its row) and `save_on_target` (the labels as the label writer, db/label_rows/write.py, takes
 them: the optimistic lock, the rows, the audit entry and the kept figures are the writer's). The labeling
 workbench (db/labeling/drafts.py) checks the page's decisions between the two and calls in here; nothing
 here reads drafts.
@@ -30,10 +30,10 @@ from sqlmodel import Session, col, select
 
 from db import counts
 from db.access.policies import LabelPolicy, authorize
+from db.label_rows.refusals import RubricChanged
+from db.label_rows.view import LabelView, own_label_view
+from db.label_rows.write import ANNOTATION, Place, Wanted, write
 from db.labeling import freeze as feedback_freeze
-from db.labels.refusals import RubricChanged
-from db.labels.view import LabelView, own_label_view
-from db.labels.write import ANNOTATION, Place, Wanted, write
 from db.rubrics.authoring import CaseView, CriterionView, case_view, criteria_of
 from db.rules.errors import NotFound, ValidationFailed
 from db.rules.notes import clean_note
@@ -393,7 +393,7 @@ def save_on_target(
     """The labels of `decisions` (one per criterion of the rubric, db.labeling.drafts.save) saved on a response
     `save_target` has checked and locked in this transaction.
 
-    Cleans the notes, then has the label writer (db.labels.write)
+    Cleans the notes, then has the label writer (db.label_rows.write)
     check the lock versions the page loaded (LabelsChanged when someone changed a label to something else since)
     and write the new and changed labels, their audit entry and the response's kept figures.
     """

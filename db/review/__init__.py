@@ -12,8 +12,8 @@ Every rule of the checker's side lives here, so a page (or a crafted request) ca
   new row); a save that lost a race raises StaleEdit carrying the newer value;
 - every change is written to the audit log in the same transaction.
 
-May import: db.labeling, db.labels.write (every label row is written there), db.labels.refusals, db.labels.view,
-db.rubrics, db.access, db.counts, db.store, db.rules.
+May import: db.labeling, db.label_rows (every label row is written there), db.rubrics,
+db.access, db.counts, db.store, db.rules.
 """
 
 from db.access.independence import count_ready_for_adjudication, ready_for_adjudication, take_into_adjudication

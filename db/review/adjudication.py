@@ -12,8 +12,8 @@ from sqlmodel import Session, col
 from db import counts
 from db.access import independence
 from db.access.policies import LabelPolicy, authorize
-from db.labels.view import LabelView, label_view
-from db.labels.write import ADJUDICATION, Place, Wanted, write
+from db.label_rows.view import LabelView, label_view
+from db.label_rows.write import ADJUDICATION, Place, Wanted, write
 from db.review.shared import (
     AB_ORDER_SALT,
     CaseText,

@@ -12,8 +12,8 @@ from sqlmodel import Session, col
 from db import counts
 from db.access import independence
 from db.access.policies import LabelPolicy, authorize
-from db.labels.view import LabelView, label_view
-from db.labels.write import CHECK, Place, Wanted, write
+from db.label_rows.view import LabelView, label_view
+from db.label_rows.write import CHECK, Place, Wanted, write
 from db.review.shared import (
     CaseText,
     _criteria,

@@ -18,9 +18,8 @@ import pytest
 from sqlmodel import select
 
 from cli.main import main
-from db import labeling
+from db import labeling, labels as label_room
 from db.access.export_records import record_export
-from db.labels import face as label_room
 from db.store.engine import get_engine, session_scope
 from db.store.models import (
     Assignment,

@@ -1,4 +1,4 @@
-"""Which modules of the product write `label` rows: one, the label writer (db/labels/write.py), which every save
+"""Which modules of the product write `label` rows: one, the label writer (db/label_rows/write.py), which every save
 (annotation, check, adjudication) and the label importer's bulk load go through. This test fails when any other
 module starts writing labels."""
 
@@ -12,7 +12,7 @@ PRODUCT = ("db", "analysis", "ui", "annotate", "review", "admin", "cli", "judge"
 
 #: The one module that writes label rows.
 LABEL_WRITERS = {
-    "db/labels/write.py",
+    "db/label_rows/write.py",
 }
 
 #: Names a module binds to the label table (the model, or its Core table), anywhere in it.

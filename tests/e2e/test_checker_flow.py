@@ -15,9 +15,8 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from db import counts, labeling, review, rubrics
+from db import counts, labeling, labels as label_room, review, rubrics
 from db.access import independence, users
-from db.labels import face as label_room
 from db.rules.config import RUBRIC_SIZE
 from db.rules.gold import LABEL_COLUMNS, gold_labels
 from db.store.engine import make_engine, session_scope

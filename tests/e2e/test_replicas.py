@@ -20,9 +20,8 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from db import counts, labeling, review
+from db import counts, labeling, labels as label_room, review
 from db.access import independence, users
-from db.labels import face as label_room
 from db.store.engine import make_engine, session_scope
 from db.store.models import Assignment, AssignmentKind, Label, Stage, User
 from tests.conftest import new_postgres_url

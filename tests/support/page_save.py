@@ -1,4 +1,4 @@
-"""Decisions as the labeling page sends them to its save (db.labels.face.save, stage annotation)."""
+"""Decisions as the labeling page sends them to its save (db.labels.save, stage annotation)."""
 
 from __future__ import annotations
 

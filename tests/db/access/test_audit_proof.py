@@ -19,11 +19,10 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import select
 
-from db import labeling, review
+from db import labeling, labels as label_room, review
 from db.access import audit, users
 from db.access.audit_replay import replay, verify_audit
 from db.importers import import_file
-from db.labels import face as label_room
 from db.rules.config import RUBRIC_SIZE
 from db.store.backup import libpq_environment, pg_tool
 from db.store.engine import make_engine, session_scope

@@ -17,10 +17,9 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from db import counts, labeling, review
+from db import counts, labeling, labels as label_room, review
 from db.access import independence
 from db.labeling.annotation import LabelInput
-from db.labels import face as label_room
 from db.rules.errors import PermissionDenied
 from db.store.engine import session_scope
 from db.store.models import Assignment, JudgeDecision, Label, Response, RubricVersion, Stage, User, utcnow

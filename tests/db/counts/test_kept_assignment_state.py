@@ -15,10 +15,9 @@ from collections import Counter, defaultdict
 
 from sqlalchemy import select, update
 
-from db import counts, labeling, review, rubrics
+from db import counts, labeling, labels as label_room, review, rubrics
 from db.access import independence
 from db.importers import import_file
-from db.labels import face as label_room
 from db.review.criterion_return import send_back_criteria
 from db.rules import config
 from db.store.engine import session_scope

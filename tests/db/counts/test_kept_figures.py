@@ -16,9 +16,8 @@ from collections import Counter, defaultdict
 import pytest
 from sqlalchemy import func, select, text
 
-from db import counts, labeling, review
+from db import counts, labeling, labels as label_room, review
 from db.importers import import_file
-from db.labels import face as label_room
 from db.rules.errors import StaleEdit
 from db.store.engine import session_scope
 from db.store.models import Assignment, AssignmentKind, Label, Response, RubricStatus, RubricVersion, Stage, User

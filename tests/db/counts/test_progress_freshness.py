@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from db import counts, labeling
-from db.labels import face as label_room
+from db import counts, labeling, labels as label_room
 from db.store.engine import session_scope
 from db.store.models import Assignment, AssignmentKind, User
 from i18n import translate

@@ -19,9 +19,8 @@ from pathlib import Path
 from sqlalchemy import select, text
 from sqlmodel import Session
 
-from db import counts, labeling, review, rubrics
+from db import counts, labeling, labels as label_room, review, rubrics
 from db.importers import import_file
-from db.labels import face as label_room
 from db.review.criterion_return import send_back_criteria
 from db.rules import config
 from db.store.current_rubric import counts_on_current_rubric, current_rubric_sizes, current_version_ids

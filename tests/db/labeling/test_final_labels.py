@@ -8,10 +8,9 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
-from db import labeling, review
+from db import labeling, labels as label_room, review
 from db.access.policies import LabelsFinal
 from db.labeling import drafts as label_drafts, freeze as feedback_freeze
-from db.labels import face as label_room
 from db.store.engine import session_scope
 from db.store.models import Draft, Label, Stage, User
 from db.work import feedback

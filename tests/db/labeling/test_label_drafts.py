@@ -8,11 +8,10 @@ import pytest
 from sqlalchemy import update
 from sqlmodel import func, select
 
-from db import counts, labeling
+from db import counts, labeling, labels as label_room
+from db.label_rows.refusals import RubricChanged, UnjudgedCriteria
 from db.labeling import drafts as label_drafts
 from db.labeling.annotation import LabelInput
-from db.labels import face as label_room
-from db.labels.refusals import RubricChanged, UnjudgedCriteria
 from db.rules.errors import PermissionDenied, ValidationFailed
 from db.rules.notes import MAX_NOTE_CHARS
 from db.store.models import Assignment, Draft, Label, LabelTiming, RubricStatus

@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
-from db import counts, labeling
+from db import counts, labeling, labels as label_room
 from db.access.audit import verify_chain
+from db.label_rows.refusals import UnjudgedCriteria
 from db.labeling.annotation import LabelInput
-from db.labels import face as label_room
-from db.labels.refusals import UnjudgedCriteria
 from db.rules.errors import PermissionDenied, StaleEdit, ValidationFailed
 from db.store.models import Assignment, AuditLog, Label, RubricStatus, RubricVersion
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user

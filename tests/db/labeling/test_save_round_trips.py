@@ -13,8 +13,8 @@ from sqlalchemy import delete, event, select
 
 from db import counts, labeling
 from db.access.audit import verify_chain
+from db.label_rows.refusals import RubricChanged
 from db.labeling import drafts as label_drafts
-from db.labels.refusals import RubricChanged
 from db.rules.config import get_settings
 from db.store.models import Assignment, Label, ResponseStatus
 from tests.support.factories import make_case, make_response, make_user

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from sqlmodel import col, select
 
-from db import review
+from db import labels, review
 from db.access.audit import verify_chain
-from db.labels import face as labels
 from db.store.engine import session_scope
 from db.store.models import AuditLog, Label, Stage, User
 from tests.support.factories import make_case, make_label, make_response, make_user

@@ -18,7 +18,7 @@ from sqlmodel import select
 
 from db import review
 from db.access.audit import verify_chain
-from db.labels import write as label_write
+from db.label_rows import write as label_write
 from db.rules.errors import StaleEdit
 from db.store.engine import make_engine, session_scope
 from db.store.models import AuditLog, Label, RubricStatus, RubricVersion, Stage, User

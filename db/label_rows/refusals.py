@@ -4,12 +4,12 @@ freeze's refusal is a policy's (db.access.policies.LabelsFinal); who may save wh
 
 Each says who saved in between only as "you, in another tab" or someone else, never by name.
 
-May import: db.labels.view, db.rules.
+May import: db.label_rows.view, db.rules.
 """
 
 from __future__ import annotations
 
-from db.labels.view import LabelView
+from db.label_rows.view import LabelView
 from db.rules.errors import StaleEdit, ValidationFailed
 
 

@@ -10,7 +10,7 @@ is wanted now is a conflict, whether a label saved as it is wanted is left alone
 Who may save what, and what a decision must hold, is the caller's (db.labeling, db.review); the importer's
 checks of a file's rows are db.importers'.
 
-May import: db.labels.refusals, db.labels.view, db.access, db.counts, db.store, db.rules.
+May import: db.label_rows.refusals, db.label_rows.view, db.access, db.counts, db.store, db.rules.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from sqlmodel import Session, SQLModel, col, select
 from db import counts
 from db.access.audit import record
 from db.access.audit_replay import bulk_label_row
-from db.labels.refusals import LabelsChanged, SavedSince
-from db.labels.view import label_view, own_label_view
+from db.label_rows.refusals import LabelsChanged, SavedSince
+from db.label_rows.view import label_view, own_label_view
 from db.rules.errors import NotFound, StaleEdit
 from db.store.models import NO_GROUP, Label, Response, Stage, User, table_of, utcnow
 
