@@ -8,8 +8,8 @@
 - `keep_draft`: the page's working decisions kept server-side, called on each decision;
 - `save`: the page's save; the stage's rules (db.labeling, db.review) decide what may be saved, every label
   row is written by db.label_rows.write, and the stage's draft is dropped;
-- `import_rows`: a label file (each row names its stage), loaded in one transaction through the same writer's
-  bulk path (db.importers).
+- `import_rows`: a label file (each row names its stage; `clinconsensus import labels`), loaded in one transaction
+  through the same writer's bulk path (db.importers).
 
 Who may do what is checked in the functions this hands to, whatever the page asks.
 
@@ -19,12 +19,13 @@ May import: db.review, db.importers, db.labeling, and what they may.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, BinaryIO
+from pathlib import Path
+from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from db.importers import ImportSummary, import_stream
+from db.importers import ImportSummary, import_file
 from db.labeling import annotation, drafts as label_drafts
 from db.review import adjudication, drafts as review_drafts, label_check
 from db.rules.errors import ValidationFailed
@@ -96,7 +97,7 @@ def save(session: Session, user: User, stage: str, response_id: int, **decisions
             return saved
 
 
-def import_rows(engine: Engine, name: str, stream: BinaryIO | bytes, **options: Any) -> ImportSummary:
-    """A label file called `name` (every stage its rows name) imported in one transaction; refused whole
-    (ImportFailed) on any bad row. `options`: `actor`, `progress`, `override_freeze` (db.importers)."""
-    return import_stream(engine, "labels", name, stream, **options)
+def import_rows(engine: Engine, path: str | Path, **options: Any) -> ImportSummary:
+    """A label file (every stage its rows name) imported in one transaction; refused whole (ImportFailed) on any
+    bad row. `options`: `actor`, `progress`, `override_freeze` (db.importers.import_file)."""
+    return import_file(engine, "labels", path, **options)
