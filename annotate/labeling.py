@@ -27,12 +27,11 @@ from datetime import datetime
 import streamlit as st
 from sqlmodel import Session
 
-from db import labeling
+from db import labels
 from db.access.policies import LabelsFinal
-from db.labeling import drafts as label_drafts
-from db.labeling.annotation import LabelQueue, SaveOutcome
+from db.label_rows.refusals import LabelsChanged, RubricChanged, UnjudgedCriteria
+from db.labeling.annotation import STALE, LabelQueue, SaveOutcome
 from db.labeling.drafts import Difference, Workbench
-from db.labeling.refusals import LabelsChanged, RubricChanged, UnjudgedCriteria
 from db.rules.errors import ClinConsensusError, StaleEdit
 from db.rules.taxonomy import get_taxonomy
 from db.store.models import Role, User
@@ -58,7 +57,7 @@ def _load_queue(user: User, *, fresh: bool = False) -> LabelQueue:
     cached = st.session_state.get(QUEUE_KEY)
     if fresh or cached is None or cached["user_id"] != user.id or time.monotonic() - cached["loaded_at"] > QUEUE_TTL_S:
         with shell.db_session(read_only=True) as session:
-            queue = labeling.labeling_queue(session, user)
+            queue: LabelQueue = labels.queue(session, user, "annotation")
         cached = {"user_id": user.id, "loaded_at": time.monotonic(), "queue": queue}
         st.session_state[QUEUE_KEY] = cached
     return cached["queue"]
@@ -94,7 +93,7 @@ class _LabelingWorkbench(WorkbenchController[SaveOutcome]):
 
     def open(self, user: User, response_id: int) -> Opened:
         with shell.db_session(read_only=True) as session:
-            bench = label_drafts.open_response(session, user, response_id)
+            bench: Workbench = labels.open(session, user, "annotation", response_id)
         state = {
             "bench": bench,
             "rubric_version_id": bench.view.rubric_version_id,
@@ -114,9 +113,10 @@ class _LabelingWorkbench(WorkbenchController[SaveOutcome]):
 
     def keep(self, session: Session, user: User, loaded: Loaded, sent: Sent) -> datetime:
         """Keep what the workbench sent as the draft of the response the page loaded, on the labels it showed."""
-        return label_drafts.keep_draft(
+        return labels.keep_draft(
             session,
             user,
+            "annotation",
             loaded["response_id"],
             rubric_version_id=loaded["rubric_version_id"],
             decisions=sent.get("decisions") or {},
@@ -136,9 +136,10 @@ class _LabelingWorkbench(WorkbenchController[SaveOutcome]):
 
     def save(self, user: User, loaded: Loaded, sent: Sent) -> SaveOutcome:
         with shell.db_session() as session:
-            return label_drafts.save(
+            return labels.save(
                 session,
                 user,
+                "annotation",
                 loaded["response_id"],
                 rubric_version_id=loaded["rubric_version_id"],
                 decisions=sent.get("decisions") or {},
@@ -298,7 +299,7 @@ def _pick(queue: LabelQueue) -> int:
             help=t("annotate.labeling.refresh"),
             width="content",
         )
-    stale = sum(item.status == labeling.STALE for item in queue.items)
+    stale = sum(item.status == STALE for item in queue.items)
     if stale:
         st.caption(t("annotate.labeling.stale_count", n=stale))
     st.query_params["r"] = by_id[response_id].code

@@ -10,12 +10,13 @@ handed out), without judges, on SQLite and on a throw-away PostgreSQL, and each 
 - the db functions the labeling page calls: response_for_labeling and the sign-in token lookup on
   every run, labeling_queue on the first visit and then every QUEUE_TTL_S seconds (the page keeps
   the queue and updates it after its own saves);
-- save_labels, one response at a time in its own transaction, creating labels and changing them;
+- the labeling page's save (db.labels.save), one response at a time in its own transaction, creating
+  labels and changing them;
 - a whole run of the labeling page in Streamlit's AppTest (the real entry file, signed in),
   which includes the shell, the sidebar and the widgets; the shell's sidebar is also timed on its
   own, since its progress figure reads the whole queue on every run.
 
-- the workbench's two server paths (db/labeling/drafts.py): a decision kept as a draft (one
+- the workbench's two server paths (db.labels over db/labeling/drafts.py): a decision kept as a draft (one
   keep_draft in its own transaction, as the workbench's callback runs it), and save-and-next (the
   save, then the next response opened with its draft); each beside the straightforward approach
   (re-reading the response on every decision; recounting the whole queue after every save).
@@ -43,10 +44,8 @@ if str(ROOT) not in sys.path:
 from sqlmodel import select  # noqa: E402
 
 from benchmarks.full_scale import build_full, run_on_both  # noqa: E402
-from db import labeling  # noqa: E402
+from db import labeling, labels as label_room  # noqa: E402
 from db.access import users  # noqa: E402
-from db.labeling import drafts as label_drafts  # noqa: E402
-from db.labeling.annotation import LabelInput  # noqa: E402
 from db.migrations.upgrade import upgrade  # noqa: E402
 from db.store.engine import make_engine, session_scope  # noqa: E402
 from db.store.models import Role, User  # noqa: E402
@@ -129,19 +128,19 @@ def bench_saves(engine, user: User, response_ids: list[int], rng: random.Random)
     for response_id in response_ids:
         with session_scope(engine, read_only=True) as session:
             view = labeling.response_for_labeling(session, user, response_id)
-        decisions = [
-            LabelInput(c.criterion_id, rng.random() < 0.5, "备注" if rng.random() < 0.1 else None)
-            for c in view.criteria
-        ]
+        decisions = {c.criterion_id: rng.random() < 0.5 for c in view.criteria}
+        notes = {c.criterion_id: "备注" for c in view.criteria if rng.random() < 0.1}
         had_labels = bool(view.labels)
 
-        def save(decisions=decisions, view=view, response_id=response_id):
+        def save(decisions=decisions, notes=notes, view=view, response_id=response_id):
             with session_scope(engine) as session:
-                return labeling.save_labels(
+                return label_room.save(
                     session,
                     user,
+                    "annotation",
                     response_id,
-                    decisions,
+                    decisions=decisions,
+                    notes=notes,
                     rubric_version_id=view.rubric_version_id,
                     expected_versions=view.expected_versions,
                 )
@@ -152,11 +151,11 @@ def bench_saves(engine, user: User, response_ids: list[int], rng: random.Random)
         assert outcome.changed == 0
         same_ms.append(ms)
     if create_ms:
-        report("save_labels, new labels", create_ms, SAVE_TARGET_MS)
+        report("the labeling page's save, new labels", create_ms, SAVE_TARGET_MS)
     if change_ms:
-        report("save_labels, changing existing labels", change_ms, SAVE_TARGET_MS)
-    report("save_labels, same decisions again", same_ms, SAVE_TARGET_MS)
-    report("save_labels, all saves", create_ms + change_ms + same_ms, SAVE_TARGET_MS)
+        report("the labeling page's save, changing existing labels", change_ms, SAVE_TARGET_MS)
+    report("the labeling page's save, same decisions again", same_ms, SAVE_TARGET_MS)
+    report("the labeling page's save, all saves", create_ms + change_ms + same_ms, SAVE_TARGET_MS)
 
 
 def ratio(label: str, ours: list[float], straightforward: list[float]) -> None:
@@ -166,16 +165,28 @@ def ratio(label: str, ours: list[float], straightforward: list[float]) -> None:
 
 def _keep(engine, user: User, response_id: int, version: int, decisions: dict, active_ms: int) -> None:
     with session_scope(engine) as session:
-        label_drafts.keep_draft(
-            session, user, response_id, rubric_version_id=version, decisions=decisions, active_ms=active_ms
+        label_room.keep_draft(
+            session,
+            user,
+            "annotation",
+            response_id,
+            rubric_version_id=version,
+            decisions=decisions,
+            active_ms=active_ms,
         )
 
 
 def _reread_and_keep(engine, user: User, response_id: int, version: int, decisions: dict, active_ms: int) -> None:
     with session_scope(engine) as session:
-        label_drafts.open_response(session, user, response_id)
-        label_drafts.keep_draft(
-            session, user, response_id, rubric_version_id=version, decisions=decisions, active_ms=active_ms
+        label_room.open(session, user, "annotation", response_id)
+        label_room.keep_draft(
+            session,
+            user,
+            "annotation",
+            response_id,
+            rubric_version_id=version,
+            decisions=decisions,
+            active_ms=active_ms,
         )
 
 
@@ -184,7 +195,7 @@ def bench_drafts(engine, user: User, response_ids: list[int], rng: random.Random
     ours, straightforward = [], []
     for n, response_id in enumerate(response_ids):
         with session_scope(engine, read_only=True) as session:
-            bench = label_drafts.open_response(session, user, response_id)
+            bench = label_room.open(session, user, "annotation", response_id)
         decisions = dict(bench.decisions)
         version = bench.view.rubric_version_id
         for i, criterion_id in enumerate(list(decisions)[:DECISIONS_PER_RESPONSE]):
@@ -209,15 +220,16 @@ def bench_save_and_next(engine, user: User, response_ids: list[int], rng: random
     ours, straightforward = [], []
     for n, response_id in enumerate(response_ids):
         with session_scope(engine, read_only=True) as session:
-            bench = label_drafts.open_response(session, user, response_id)
+            bench = label_room.open(session, user, "annotation", response_id)
         decisions = {cid: rng.random() < 0.5 for cid in bench.decisions}
 
         def save_and_next(bench=bench, decisions=decisions, response_id=response_id):
             nonlocal queue
             with session_scope(engine) as session:
-                label_drafts.save(
+                label_room.save(
                     session,
                     user,
+                    "annotation",
                     response_id,
                     rubric_version_id=bench.view.rubric_version_id,
                     decisions=decisions,
@@ -228,13 +240,14 @@ def bench_save_and_next(engine, user: User, response_ids: list[int], rng: random
             following = queue.next_after(response_id)
             if following is not None:
                 with session_scope(engine, read_only=True) as session:
-                    label_drafts.open_response(session, user, following.response_id)
+                    label_room.open(session, user, "annotation", following.response_id)
 
         def save_recount_and_next(bench=bench, decisions=decisions, response_id=response_id):
             with session_scope(engine) as session:
-                label_drafts.save(
+                label_room.save(
                     session,
                     user,
+                    "annotation",
                     response_id,
                     rubric_version_id=bench.view.rubric_version_id,
                     decisions=decisions,
@@ -245,7 +258,7 @@ def bench_save_and_next(engine, user: User, response_ids: list[int], rng: random
                 fresh = labeling.labeling_queue(session, user)  # the whole queue counted again
                 following = fresh.next_after(response_id)
                 if following is not None:
-                    label_drafts.open_response(session, user, following.response_id)
+                    label_room.open(session, user, "annotation", following.response_id)
 
         # each response is saved once (a second save of the same decisions would be a no-op)
         if n % 2:

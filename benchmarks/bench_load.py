@@ -39,9 +39,8 @@ if str(ROOT) not in sys.path:
 import sqlalchemy as sa  # noqa: E402
 from sqlalchemy import func, select  # noqa: E402
 
-from db import counts  # noqa: E402
+from db import counts, labels as label_room  # noqa: E402
 from db.access import users  # noqa: E402
-from db.labeling import drafts as label_drafts  # noqa: E402
 from db.migrations.upgrade import upgrade  # noqa: E402
 from db.store.current_rubric import current_versions  # noqa: E402
 from db.store.engine import get_engine, make_engine, session_scope  # noqa: E402
@@ -182,9 +181,10 @@ class Labeler:
         loaded = self.app.session_state[LOADED_KEY]
         decisions = {cid: self.rng.random() < 0.5 for cid in loaded["bench"].decisions}
         with session_scope(engine) as s:
-            label_drafts.save(
+            label_room.save(
                 s,
                 self.user,
+                "annotation",
                 loaded["response_id"],
                 rubric_version_id=loaded["rubric_version_id"],
                 decisions=decisions,

@@ -56,20 +56,27 @@ def _progress(label: str):
 
 
 def cmd_import(args) -> int:
+    from db import labels
     from db.importers import ImportFailed, import_file
 
     engine = _engine()
+    actor, progress = command_line_name(args), _progress(f"import {args.kind}")
     try:
-        summary = import_file(
-            engine,
-            args.kind,
-            Path(args.file),
-            fmt=args.format,
-            actor=command_line_name(args),
-            judge=args.judge,
-            progress=_progress(f"import {args.kind}"),
-            override_freeze=args.override_freeze,
-        )
+        if args.kind == "labels":  # through the label room, whose writer writes every label row
+            summary = labels.import_rows(
+                engine, Path(args.file), actor=actor, progress=progress, override_freeze=args.override_freeze
+            )
+        else:
+            summary = import_file(
+                engine,
+                args.kind,
+                Path(args.file),
+                fmt=args.format,
+                actor=actor,
+                judge=args.judge,
+                progress=progress,
+                override_freeze=args.override_freeze,
+            )
     except ImportFailed as failure:
         for line in failure.errors[1:]:
             print(line, file=sys.stderr)

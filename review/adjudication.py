@@ -18,7 +18,7 @@ from datetime import datetime
 import streamlit as st
 from sqlmodel import Session
 
-from db import review
+from db import labels, review
 from db.access import users
 from db.review import drafts
 from db.rules.errors import ClinConsensusError, StaleEdit
@@ -154,9 +154,7 @@ class _AdjudicationWorkbench(WorkbenchController[int]):
             self._missing_rationale(loaded["view"], missing)
             return None
         with shell.db_session() as session:
-            saved = review.adjudicate_many(session, user, response_id=loaded["response_id"], decisions=changes)
-            drafts.discard_adjudication_draft(session, user, loaded["response_id"])
-        return saved
+            return labels.save(session, user, "adjudication", loaded["response_id"], decisions=changes)
 
     def _missing_rationale(self, view: review.AdjudicationView, missing: list[str]) -> None:
         """Names the first decision without a rationale and sends the cursor to its rationale field."""

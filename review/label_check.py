@@ -13,7 +13,7 @@ from typing import Any
 import streamlit as st
 from sqlmodel import Session
 
-from db import review
+from db import labels, review
 from db.review import drafts
 from db.rules.errors import ClinConsensusError, StaleEdit
 from db.store.models import Role, User
@@ -156,9 +156,7 @@ class _CheckWorkbench(WorkbenchController[int]):
             if decided.get(row.criterion_id) is not None
         ]
         with shell.db_session() as session:
-            written = review.save_checks(session, user, response_id=view.response_id, decisions=decisions)
-            drafts.discard_check_draft(session, user, view.response_id)
-        return written
+            return labels.save(session, user, "check", view.response_id, decisions=decisions)
 
     def refused(self, error: ClinConsensusError, user: User, loaded: Loaded, sent: Sent) -> None:
         """A refusal in words; one about a criterion (a correction without its note) names it and goes there."""

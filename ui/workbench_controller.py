@@ -23,8 +23,8 @@ from typing import Any, Generic, TypeVar
 import streamlit as st
 from sqlmodel import Session
 
-from db.labeling.refusals import SavedSince
-from db.labeling.view import LabelView
+from db.label_rows.refusals import SavedSince
+from db.label_rows.view import LabelView
 from db.rules.errors import ClinConsensusError, StaleEdit, ValidationFailed
 from db.rules.notes import MAX_NOTE_CHARS
 from db.store.models import User

@@ -9,7 +9,8 @@ audit log.
 Bulk rows (labels, judge decisions, criteria) go through the driver directly: executemany on
 SQLite, COPY on PostgreSQL, so a 1.65 M-line labels file imports in well under a minute.
 
-May import: db.labeling, db.rubrics, db.access, db.counts, db.store, db.rules.
+May import: db.labeling, db.label_rows (every label row is written there), db.rubrics,
+db.access, db.counts, db.store, db.rules.
 """
 
 from db.importers.dispatch import import_file, import_stream

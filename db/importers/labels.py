@@ -6,19 +6,20 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from functools import partial
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from db import counts
-from db.access.audit_replay import bulk_label_row
 from db.access.policies import LABEL_AUTHOR_ROLE, SystemActor, label_author_refusal
 from db.access.users import USERNAME_PATTERN, add_placeholder_user, update_account
 from db.importers import import_summary
 from db.importers.import_summary import _LABEL_TABLE
 from db.importers.targets import _table_has_rows, _Targets
-from db.importers.writing import _COPY_ESCAPES, _batches, _BulkInserter, _Run
+from db.importers.writing import _COPY_ESCAPES, _BulkInserter, _Run
+from db.label_rows import write as label_write
+from db.label_rows.write import BulkChunk
 from db.labeling.freeze import final_rounds
 from db.rules import limits
 from db.rules.errors import Said
@@ -27,19 +28,6 @@ from db.store.models import NO_GROUP, User, table_of
 
 # Labels --------------------------------------------------------------------------------------
 
-_LABEL_COLUMNS = [
-    "response_id",
-    "criterion_id",
-    "stage",
-    "group_no",
-    "met",
-    "user_id",
-    "note",
-    "rubric_version_id",
-    "created_at",
-    "updated_at",
-    "lock_version",
-]
 _STAGE_INDEX = {stage: index for index, stage in enumerate(STAGES)}
 _LIMIT = limits.TEXT_LIMITS
 #: Text without NUL or unpaired surrogates (what `db.rules.records.NoteText` accepts).
@@ -144,7 +132,7 @@ def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
     people = _LabelAuthors.load(connection)
     had_labels = _table_has_rows(connection, _LABEL_TABLE)
     labeled: set[int] = set()  # responses whose labels the file wrote: their kept figures are refreshed at the end
-    inserter = _BulkInserter(run, _LABEL_TABLE, _LABEL_COLUMNS, copy_line=_label_copy_line)
+    inserter = label_write.bulk_inserter(partial(_BulkInserter, run, copy_line=_label_copy_line))
     problems, stamp = run.problems, run.stored_now
     rubric_version, stage_index = targets.rubric_version, _STAGE_INDEX
     seen: set[int] = set()
@@ -178,23 +166,14 @@ def _import_labels(run: _Run, records: Iterator[tuple[int, dict]]) -> None:
         names.append((case_id, model, annotator))
         lines.append(line)
         if len(rows) >= import_summary.ROW_CHUNK:
-            labeled |= _write_labels(run, _Chunk(rows, names, lines), inserter, had_labels, frozen)
+            labeled |= _write_labels(run, BulkChunk(rows, names, lines), inserter, had_labels, frozen)
             rows, names, lines = [], [], []
             run.progress(line, None, "lines")
     run.summary.records += count
-    labeled |= _write_labels(run, _Chunk(rows, names, lines), inserter, had_labels, frozen)
+    labeled |= _write_labels(run, BulkChunk(rows, names, lines), inserter, had_labels, frozen)
     if run.writing():
         frozen.audit(run)
         counts.refresh(run.session, labeled)
-
-
-@dataclass(frozen=True)
-class _Chunk:
-    """Label rows as the table takes them, what the audit log names them by, and their lines in the file."""
-
-    rows: list[tuple]
-    names: list[tuple[str, str, str]]
-    lines: list[int]
 
 
 @dataclass
@@ -205,7 +184,7 @@ class _FrozenRounds:
 
     changed: dict[datetime, int] = field(default_factory=dict)
 
-    def allows(self, run: _Run, chunk: _Chunk, indexes: list[int]) -> bool:
+    def allows(self, run: _Run, chunk: BulkChunk, indexes: list[int]) -> bool:
         """Whether the chunk's rows at `indexes` (those it would write) may be written."""
         annotation = [i for i in indexes if chunk.rows[i][2] == "annotation"]
         if not annotation:
@@ -364,140 +343,9 @@ def _author_refused(annotator: str, refusal: Said) -> Said:
 
 
 def _write_labels(
-    run: _Run, chunk: _Chunk, inserter: _BulkInserter, had_labels: bool, frozen: _FrozenRounds
+    run: _Run, chunk: BulkChunk, inserter: label_write.BulkInserter, had_labels: bool, frozen: _FrozenRounds
 ) -> set[int]:
-    """Writes a chunk of label rows; returns the responses they are on (the caller refreshes their kept figures)."""
-    rows, names = chunk.rows, chunk.names
-    if not rows or not run.writing():
-        return set()
-    if not had_labels:
-        # Nothing was stored before this import and the file has no repeats: every row is new.
-        if not frozen.allows(run, chunk, list(range(len(rows)))):
-            return set()
-        inserter.insert(rows)
-        run.summary.inserted += len(rows)
-        run.audit([_inserted_entry(run, rows, names)])
-        return {row[0] for row in rows}
-    plan = _plan_labels(run, rows, names, _stored_labels(run.connection, rows))
-    if not frozen.allows(run, chunk, sorted(plan.new_indexes + plan.changed_indexes)):
-        return set()
-    inserter.insert(plan.new_rows)
-    if plan.new_rows:
-        plan.audit_rows.append(_inserted_entry(run, plan.new_rows, [names[i] for i in plan.new_indexes]))
-    if plan.changes:
-        run.connection.execute(_REPLACE_LABEL, plan.changes)
-    run.summary.inserted += len(plan.new_rows)
-    run.summary.replaced += len(plan.changes)
-    run.audit(plan.audit_rows)
-    return {row[0] for row in rows}
-
-
-#: A replaced label: its new decision, author, note and rubric stamp, one revision on.
-_REPLACE_LABEL = (
-    update(_LABEL_TABLE)
-    .where(_LABEL_TABLE.c.id == bindparam("label_id"))
-    .values(
-        met=bindparam("met"),
-        user_id=bindparam("user_id"),
-        note=bindparam("note"),
-        rubric_version_id=bindparam("rubric_version_id"),
-        updated_at=bindparam("updated_at"),
-        lock_version=_LABEL_TABLE.c.lock_version + 1,
+    """Has the label writer write a chunk, within the feedback freeze; returns the responses it is on."""
+    return label_write.write_bulk(
+        run, chunk, inserter, had_labels=had_labels, allows=lambda indexes: frozen.allows(run, chunk, indexes)
     )
-)
-
-
-def _stored_labels(connection: Connection, rows: list[tuple]) -> dict[tuple, Any]:
-    """The stored labels on the chunk's responses, by (response, criterion, stage, group)."""
-    existing: dict[tuple, Any] = {}
-    for batch in _batches(sorted({row[0] for row in rows})):
-        for label_row in connection.execute(
-            select(
-                _LABEL_TABLE.c.id,
-                _LABEL_TABLE.c.response_id,
-                _LABEL_TABLE.c.criterion_id,
-                _LABEL_TABLE.c.stage,
-                _LABEL_TABLE.c.group_no,
-                _LABEL_TABLE.c.met,
-                _LABEL_TABLE.c.user_id,
-                _LABEL_TABLE.c.note,
-                _LABEL_TABLE.c.rubric_version_id,
-            ).where(_LABEL_TABLE.c.response_id.in_(batch))
-        ):
-            existing[(label_row.response_id, label_row.criterion_id, label_row.stage, label_row.group_no)] = label_row
-    return existing
-
-
-@dataclass
-class _LabelPlan:
-    """What a chunk does to stored labels: rows to insert (and their places in the chunk), replacements, audit."""
-
-    new_rows: list[tuple] = field(default_factory=list)
-    new_indexes: list[int] = field(default_factory=list)
-    changed_indexes: list[int] = field(default_factory=list)
-    changes: list[dict[str, Any]] = field(default_factory=list)
-    audit_rows: list[dict[str, Any]] = field(default_factory=list)
-
-
-def _plan_labels(
-    run: _Run, rows: list[tuple], names: list[tuple[str, str, str]], existing: dict[tuple, Any]
-) -> _LabelPlan:
-    """Each row of the chunk as new, unchanged (counted) or replacing a stored label (with its audit entry)."""
-    plan = _LabelPlan()
-    username_of: dict[int, str] | None = None
-    for index, (row, (case_id, model, annotator)) in enumerate(zip(rows, names)):
-        response_id, criterion_id, stage, group, met, user_id, note, version_id = row[:8]
-        stored = existing.get((response_id, criterion_id, stage, group))
-        if stored is None:
-            plan.new_rows.append(row)
-            plan.new_indexes.append(index)
-            continue
-        same = stored.met == met and stored.user_id == user_id and (stored.note or None) == note
-        # The same decision made again on a newer rubric is a new label: its stamp decides whether it counts.
-        if same and stored.rubric_version_id == version_id:
-            run.summary.unchanged += 1
-            continue
-        plan.changed_indexes.append(index)
-        if username_of is None:
-            username_of = dict(run.connection.execute(select(table_of(User).c.id, table_of(User).c.username)).all())
-        plan.changes.append(
-            {
-                "label_id": stored.id,
-                "met": met,
-                "user_id": user_id,
-                "note": note,
-                "rubric_version_id": version_id,
-                "updated_at": run.now,
-            }
-        )
-        group_key = "-" if group == NO_GROUP else str(group)
-        plan.audit_rows.append(
-            {
-                "action": "replace",
-                "entity": "label",
-                "entity_key": f"{case_id}/{model}/{criterion_id}/{stage}/{group_key}",
-                "before": {
-                    "met": stored.met,
-                    "note": stored.note,
-                    "annotator": username_of.get(stored.user_id),
-                    "rubric_version_id": stored.rubric_version_id,
-                },
-                "after": {"met": met, "note": note, "annotator": annotator, "rubric_version_id": version_id},
-            }
-        )
-    return plan
-
-
-def _inserted_entry(run: _Run, rows: list[tuple], names: list[tuple[str, str, str]]) -> dict:
-    """One audit entry naming every label a chunk inserted, so `audit verify` can replay them."""
-    logged = [
-        bulk_label_row(case_id, model, row[1], row[2], row[3], row[4], annotator, row[6])
-        for row, (case_id, model, annotator) in zip(rows, names)
-    ]
-    return {
-        "action": "import",
-        "entity": "labels",
-        "entity_key": run.source[:255],
-        "before": None,
-        "after": {"rows": logged},
-    }

@@ -1,9 +1,11 @@
 """An annotator's work on a response: the queue, the view of a response with its labels, drafts kept
 while labeling, the save, the feedback freeze, and time on task.
 
-May import: db.rubrics, db.access, db.counts, db.store, db.rules.
+May import: db.label_rows (every label row is written there), db.rubrics,
+db.access, db.counts, db.store, db.rules.
 """
 
+from db.label_rows.refusals import LabelsChanged, RubricChanged
 from db.labeling.annotation import (
     DONE,
     PARTIAL,
@@ -22,11 +24,8 @@ from db.labeling.annotation import (
     recounted_queue,
     response_for_labeling,
     rubric_as_opened,
-    save_labels,
     save_target,
-    saved_by,
 )
-from db.labeling.refusals import LabelsChanged, RubricChanged
 
 __all__ = [
     "TODO",
@@ -46,9 +45,7 @@ __all__ = [
     "labeling_queue",
     "recounted_queue",
     "SaveTarget",
-    "saved_by",
     "save_target",
     "rubric_as_opened",
     "criterion_ids_of",
-    "save_labels",
 ]

@@ -14,9 +14,10 @@ twice changes nothing the second time. Once the feedback of the response's round
 the group's labels on it are final and every save is refused (db/work/feedback.py).
 
 This module decides the save itself: `save_target` (may this user save on the response against this
-rubric; locks its row) and `save_on_target` (the optimistic lock, the rows, the audit entry, the kept
-figures); `save_labels` is the two in turn. The labeling workbench (db/labeling/drafts.py) checks the
-page's decisions between the two and calls in here; nothing here reads drafts.
+rubric; locks its row) and `save_on_target` (the labels as the label writer, db/label_rows/write.py, takes
+them: the optimistic lock, the rows, the audit entry and the kept figures are the writer's). The labeling
+workbench (db/labeling/drafts.py) checks the page's decisions between the two and calls in here; nothing
+here reads drafts.
 """
 
 from __future__ import annotations
@@ -24,15 +25,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from sqlalchemy import bindparam, func, insert, select as sa_select, update
-from sqlmodel import Session, SQLModel, col, select
+from sqlalchemy import func, select as sa_select
+from sqlmodel import Session, col, select
 
 from db import counts
-from db.access.audit import record
 from db.access.policies import LabelPolicy, authorize
+from db.label_rows.refusals import RubricChanged
+from db.label_rows.view import LabelView, own_label_view
+from db.label_rows.write import ANNOTATION, Place, Wanted, write
 from db.labeling import freeze as feedback_freeze
-from db.labeling.refusals import LabelsChanged, RubricChanged
-from db.labeling.view import LabelView
 from db.rubrics.authoring import CaseView, CriterionView, case_view, criteria_of
 from db.rules.errors import NotFound, ValidationFailed
 from db.rules.notes import clean_note
@@ -48,25 +49,10 @@ from db.store.models import (
     RubricVersion,
     Stage,
     User,
-    utcnow,
 )
 
 # The states of a group's labels on a response, and the rule that picks one: written once, in db.counts.
 TODO, PARTIAL, DONE, STALE, WAITING = counts.TODO, counts.PARTIAL, counts.DONE, counts.STALE, counts.WAITING
-
-_LABEL = SQLModel.metadata.tables["label"]
-_UPDATE_LABEL = (
-    update(_LABEL)
-    .where(_LABEL.c.id == bindparam("label_id"))
-    .values(
-        met=bindparam("new_met"),
-        note=bindparam("new_note"),
-        rubric_version_id=bindparam("new_rubric_version_id"),
-        user_id=bindparam("new_user_id"),
-        updated_at=bindparam("new_updated_at"),
-        lock_version=bindparam("new_lock_version"),
-    )
-)
 
 
 @dataclass(frozen=True)
@@ -220,11 +206,6 @@ def _own_labels(session: Session, response_id: int, group_no: int) -> list[Label
     )
 
 
-def _label_view(label: Label, current_version_id: int | None) -> LabelView:
-    stale = not counts_on_current_rubric(label.rubric_version_id, current_version_id)
-    return LabelView(label.criterion_id, label.met, label.note, label.lock_version, stale=stale)
-
-
 # Reading -------------------------------------------------------------------------------------
 
 
@@ -237,7 +218,9 @@ def labels_for(session: Session, user: User, response_id: int, group_no: int) ->
 
 
 def _label_views(session: Session, response_id: int, group_no: int, current_id: int | None) -> dict[str, LabelView]:
-    return {label.criterion_id: _label_view(label, current_id) for label in _own_labels(session, response_id, group_no)}
+    return {
+        label.criterion_id: own_label_view(label, current_id) for label in _own_labels(session, response_id, group_no)
+    }
 
 
 def response_for_labeling(session: Session, user: User, response_id: int) -> LabelingView:
@@ -258,7 +241,7 @@ def response_for_labeling(session: Session, user: User, response_id: int) -> Lab
         rubric_version_id=rubric.id,
         rubric_version=rubric.version,
         criteria=criteria_of(session, rubric.id),
-        labels={label.criterion_id: _label_view(label, rubric.id) for label in own},
+        labels={label.criterion_id: own_label_view(label, rubric.id) for label in own},
         final=assigned.final,
         mine=frozenset(label.criterion_id for label in own if label.user_id == user.id),
     )
@@ -355,16 +338,11 @@ class SaveTarget:
     criterion_ids: list[str]  # of the current rubric, in rubric order
 
 
-def saved_by(labels: Mapping[str, Label], criterion_ids: Sequence[str], user: User) -> bool:
-    """True when `user` made the last save of every label of `criterion_ids` (a label since removed counts as not)."""
-    return all(cid in labels and labels[cid].user_id == user.id for cid in criterion_ids)
-
-
 def save_target(session: Session, user: User, response_id: int, *, rubric_version_id: int) -> SaveTarget:
     """Checks the user may save labels on the response against rubric `rubric_version_id`, and locks its row.
 
     Two saves of the same response (two tabs of one annotator) take turns on the row lock, so the
-    second reads what the first wrote and is refused by `save_labels` instead of silently overwriting
+    second reads what the first wrote and is refused by the label writer instead of silently overwriting
     it. SQLite's writers are serialised by BEGIN IMMEDIATE already; PostgreSQL needs the row lock.
     Refused with RubricChanged when the case's current rubric is another version, and with
     LabelsFinal when the feedback of the response's round was opened.
@@ -404,25 +382,6 @@ def criterion_ids_of(session: Session, rubric_version_id: int) -> list[str]:
     return list(session.exec(statement).all())
 
 
-def save_labels(
-    session: Session,
-    user: User,
-    response_id: int,
-    decisions: Sequence[LabelInput],
-    *,
-    rubric_version_id: int,
-    expected_versions: Mapping[str, int],
-) -> SaveOutcome:
-    """Save the user's decisions on every criterion of the response, for their group.
-
-    `rubric_version_id` and `expected_versions` (criterion_id → lock_version, absent = no label)
-    are what the page loaded. Refused with StaleEdit when the rubric changed since, or when another
-    person changed a label to something else since; re-saving identical decisions is a no-op.
-    """
-    target = save_target(session, user, response_id, rubric_version_id=rubric_version_id)
-    return save_on_target(session, user, target, decisions, expected_versions=expected_versions)
-
-
 def save_on_target(
     session: Session,
     user: User,
@@ -431,149 +390,25 @@ def save_on_target(
     *,
     expected_versions: Mapping[str, int],
 ) -> SaveOutcome:
-    """The save of `save_labels` on a response `save_target` has checked and locked in this transaction.
+    """The labels of `decisions` (one per criterion of the rubric, db.labeling.drafts.save) saved on a response
+    `save_target` has checked and locked in this transaction.
 
-    Checks one decision per criterion of the rubric and the lock versions the page loaded (LabelsChanged
-    when someone changed a label to something else since), then writes the new and changed labels, their
-    audit entry and the response's kept figures.
+    Cleans the notes, then has the label writer (db.label_rows.write)
+    check the lock versions the page loaded (LabelsChanged when someone changed a label to something else since)
+    and write the new and changed labels, their audit entry and the response's kept figures.
     """
-    response_id, rubric_id, criterion_ids = target.response.id, target.rubric.id, target.criterion_ids
-    _check_one_per_criterion(decisions, criterion_ids)
-    existing = {label.criterion_id: label for label in _own_labels(session, response_id, _group_of(user))}
-    wanted = {d.criterion_id: (bool(d.met), clean_note(d.note, f"note of {d.criterion_id}")) for d in decisions}
-    _refuse_changed_since(existing, wanted, expected_versions, rubric_id, user)
-
-    changes = _label_changes(user, response_id, rubric_id, criterion_ids, existing, wanted)
-    _write_label_changes(session, changes, existing)
-    if changes.after:
-        _record_label_save(session, user, target, changes)
-        # The response's row is locked and its current rubric checked already (`save_target`): not asked again.
-        counts.refresh(
-            session, [response_id], locked=[response_id], known_rubrics={response_id: (rubric_id, len(criterion_ids))}
+    criterion_ids = target.criterion_ids
+    given = {d.criterion_id: d for d in decisions}
+    wanted = [
+        Wanted(
+            cid,
+            bool(given[cid].met),
+            clean_note(given[cid].note, f"note of {cid}"),
+            expected_versions.get(cid, 0),
         )
-    created, updated = len(changes.new_rows), len(changes.changed_rows)
-    return SaveOutcome(created, updated, len(criterion_ids) - created - updated, rubric_id)
-
-
-def _check_one_per_criterion(decisions: Sequence[LabelInput], criterion_ids: Sequence[str]) -> None:
-    """Refused (ValidationFailed) unless the decisions name every criterion of the rubric exactly once."""
-    given = [d.criterion_id for d in decisions]
-    if sorted(given) != sorted(criterion_ids) or len(set(given)) != len(given):
-        missing = sorted(set(criterion_ids) - set(given))
-        extra = sorted(set(given) - set(criterion_ids))
-        raise ValidationFailed(
-            f"labels: one decision per criterion is needed (missing {missing}, unknown {extra})",
-            key="errors.labels_incomplete",
-            params={"missing": len(missing), "unknown": len(extra)},
-        )
-
-
-def _refuse_changed_since(
-    existing: Mapping[str, Label],
-    wanted: Mapping[str, tuple[bool, str | None]],
-    expected_versions: Mapping[str, int],
-    rubric_id: int,
-    user: User,
-) -> None:
-    """The optimistic lock: refused with LabelsChanged when a label the page read was saved since as something
-    other than what is being saved now."""
-    conflicts = []
-    for cid, (met, note) in wanted.items():
-        label = existing.get(cid)
-        seen = expected_versions.get(cid, 0)
-        current_version = label.lock_version if label else 0
-        same = label is not None and (label.met, label.note, label.rubric_version_id) == (met, note, rubric_id)
-        if current_version != seen and not same:
-            conflicts.append(cid)
-    if conflicts:
-        raise LabelsChanged(
-            conflicts,
-            {cid: _label_view(label, rubric_id) for cid, label in existing.items()},
-            by_self=saved_by(existing, conflicts, user),
-        )
-
-
-@dataclass(frozen=True)
-class _LabelChanges:
-    """What a save writes: rows to insert and to update, and each changed label before and after (the audit)."""
-
-    new_rows: list[dict]
-    changed_rows: list[dict]
-    before: dict[str, dict]
-    after: dict[str, dict]
-
-
-def _label_changes(
-    user: User,
-    response_id: int,
-    rubric_id: int,
-    criterion_ids: Sequence[str],
-    existing: Mapping[str, Label],
-    wanted: Mapping[str, tuple[bool, str | None]],
-) -> _LabelChanges:
-    """The new labels and the labels that change, in rubric order; a label saved as it is wanted is left alone."""
-    now = utcnow()
-    changes = _LabelChanges([], [], {}, {})
-    for cid in criterion_ids:
-        met, note = wanted[cid]
-        label = existing.get(cid)
-        if label is None:
-            changes.new_rows.append(
-                {
-                    "response_id": response_id,
-                    "criterion_id": cid,
-                    "stage": Stage.annotation.value,
-                    "group_no": user.group_no,
-                    "met": met,
-                    "note": note,
-                    "user_id": user.id,
-                    "rubric_version_id": rubric_id,
-                    "lock_version": 1,
-                    "created_at": now,
-                    "updated_at": now,
-                }
-            )
-            changes.after[cid] = {"met": met, "note": note}
-        elif (label.met, label.note, label.rubric_version_id) != (met, note, rubric_id):
-            changes.before[cid] = {
-                "met": label.met,
-                "note": label.note,
-                "rubric_version_id": label.rubric_version_id,
-                "user_id": label.user_id,
-            }
-            changes.changed_rows.append(
-                {
-                    "label_id": label.id,
-                    "new_met": met,
-                    "new_note": note,
-                    "new_rubric_version_id": rubric_id,
-                    "new_user_id": user.id,
-                    "new_updated_at": now,
-                    "new_lock_version": label.lock_version + 1,
-                }
-            )
-            changes.after[cid] = {"met": met, "note": note}
-    return changes
-
-
-def _write_label_changes(session: Session, changes: _LabelChanges, existing: Mapping[str, Label]) -> None:
-    """One statement each for the new and the changed labels, whatever their number (executemany)."""
-    if changes.new_rows:
-        session.execute(insert(_LABEL), changes.new_rows)
-    if changes.changed_rows:
-        session.execute(_UPDATE_LABEL, changes.changed_rows)
-        for cid in changes.before:
-            session.expire(existing[cid])  # the loaded rows are stale now
-
-
-def _record_label_save(session: Session, user: User, target: SaveTarget, changes: _LabelChanges) -> None:
-    """The save's one audit entry: the group's labels on the response before and after."""
-    record(
-        session,
-        user.username,
-        action="label",
-        entity="label",
-        entity_key=f"{target.case_id}/{target.response.code}/annotation/g{user.group_no}",
-        before=changes.before or None,
-        after={"rubric_version_id": target.rubric.id, "labels": changes.after},
-    )
+        for cid in criterion_ids
+    ]
+    # The response's row is locked and its current rubric checked already (`save_target`): not asked again.
+    place = Place(target.response, target.case_id, _group_of(user), target.rubric.id, len(criterion_ids))
+    written = write(session, user, ANNOTATION, place, wanted)
+    return SaveOutcome(written.created, written.updated, written.unchanged, target.rubric.id)

@@ -13,11 +13,12 @@ decided otherwise are listed with both values (`Workbench.differences`), so the 
 only those again. On a response whose labels are final (feedback of its round was opened) no
 draft is kept or restored.
 
-The save runs one way, from here into db/labeling/annotation.py: `save` has annotation check and lock
-the response (`save_target`: assignment, blinding, final labels, rubric changes), decides here whether
-the page's decisions are ready (known criteria, clean notes, none unjudged), has annotation write them
-(`save_on_target`: someone else's newer labels, the rows, the audit entry, the kept figures), then keeps
-the time on task and drops the draft. Annotation never reads drafts.
+The save (the page calls it through db.labels) runs one way, from here into db/labeling/annotation.py:
+`save` has annotation check and lock the response (`save_target`: assignment, blinding, final labels, rubric
+changes), decides here whether the page's decisions are ready (known criteria, clean notes, none unjudged),
+has annotation hand them to the label writer (`save_on_target` → db.label_rows.write: someone else's newer labels,
+the rows, the audit entry, the kept figures), then keeps the time on task and drops the draft. Annotation
+never reads drafts.
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ from datetime import datetime
 from sqlmodel import Session, col, select
 
 from db.access.policies import LabelPolicy, TimeOnTaskPolicy, authorize
+from db.label_rows.refusals import UnjudgedCriteria
 from db.labeling import annotation
 from db.labeling.annotation import LabelingView, LabelInput, SaveOutcome
 from db.labeling.draft_store import checked_decisions, discard_draft, kept_at, load_draft, save_draft
-from db.labeling.refusals import UnjudgedCriteria
 from db.rules.errors import ValidationFailed
 from db.store.models import LabelTiming, Stage, User, utcnow
 

@@ -12,7 +12,8 @@ Every rule of the checker's side lives here, so a page (or a crafted request) ca
   new row); a save that lost a race raises StaleEdit carrying the newer value;
 - every change is written to the audit log in the same transaction.
 
-May import: db.labeling, db.rubrics, db.access, db.counts, db.store, db.rules.
+May import: db.labeling, db.label_rows (every label row is written there), db.rubrics,
+db.access, db.counts, db.store, db.rules.
 """
 
 from db.access.independence import count_ready_for_adjudication, ready_for_adjudication, take_into_adjudication
@@ -53,7 +54,6 @@ from db.review.label_check import (
     save_check,
     save_checks,
 )
-from db.review.locked_save import LabelView, save_label, stage_entity
 from db.review.rubric_audit import (
     CriterionView,
     RelabelItem,
@@ -89,7 +89,6 @@ __all__ = [
     "CheckRow",
     "CheckView",
     "CriterionView",
-    "LabelView",
     "RelabelItem",
     "RubricQueueItem",
     "RubricView",
@@ -121,8 +120,6 @@ __all__ = [
     "sample_responses",
     "save_check",
     "save_checks",
-    "save_label",
-    "stage_entity",
     "take_into_adjudication",
     "unresolved_count",
 ]

@@ -12,7 +12,8 @@ from sqlmodel import Session, col
 from db import counts
 from db.access import independence
 from db.access.policies import LabelPolicy, authorize
-from db.review.locked_save import LabelView, _label_view, save_label
+from db.label_rows.view import LabelView, label_view
+from db.label_rows.write import ADJUDICATION, Place, Wanted, write
 from db.review.shared import (
     AB_ORDER_SALT,
     CaseText,
@@ -227,7 +228,7 @@ def adjudication_view(session: Session, user: User, response_id: int) -> Adjudic
                 criterion.text,
                 sides[first],
                 sides[second],
-                _label_view(session, decision) if decision else None,
+                label_view(session, decision) if decision else None,
                 cid in unresolved,
             )
         )
@@ -245,36 +246,25 @@ def adjudicate(
     seen_lock_version: int | None = None,
 ) -> LabelView:
     """Decides one disputed cell: the decision is the gold label (source "adjudicated")."""
-    label = _write_decision(
-        session,
-        user,
-        response_id=response_id,
-        criterion_id=criterion_id,
-        met=met,
-        rationale=rationale,
-        seen_lock_version=seen_lock_version,
-    )
-    counts.refresh(session, [response_id])
-    return _label_view(session, label)
+    decision = AdjudicationInput(criterion_id, met, rationale, seen_lock_version)
+    response = _write_decisions(session, user, response_id, [decision])
+    label = session.execute(
+        select(Label)
+        .where(
+            col(Label.response_id) == response.id,
+            col(Label.criterion_id) == criterion_id,
+            col(Label.stage) == Stage.adjudication,
+        )
+        .execution_options(populate_existing=True)
+    ).scalar_one()
+    return label_view(session, label)
 
 
-def _write_decision(
-    session: Session,
-    user: User,
-    *,
-    response_id: int,
-    criterion_id: str,
-    met: bool,
-    rationale: str,
-    seen_lock_version: int | None,
-) -> Label:
-    """`adjudicate` without refreshing the kept figures: its caller refreshes them, once for many decisions.
-
-    The opening is committed before any label is read (`_open_for_good`): a refusal below, which may tell
-    whether the groups agree on the cell, leaves the checker's own labels on the response closed to them."""
-    _open_for_good(session, user, response_id)
-    rationale = clean_note(rationale, "rationale", required=True, criterion=criterion_id)
-    response, case = _response_and_case(session, response_id)
+def _decision_wanted(session: Session, case: Case, response_id: int, decision: AdjudicationInput) -> Wanted:
+    """The decision on one cell, when the two groups' final labels on it disagree (the caller opened the response
+    for good first: this refusal tells whether the groups agree on the cell)."""
+    criterion_id = decision.criterion_id
+    rationale = clean_note(decision.rationale, "rationale", required=True, criterion=criterion_id)
     frame = pd.DataFrame(
         session.execute(
             select(
@@ -299,18 +289,7 @@ def _write_decision(
             key="errors.no_disagreement",
             params={"criterion": criterion_id},
         )
-    return save_label(
-        session,
-        user,
-        response=response,
-        case=case,
-        criterion_id=criterion_id,
-        stage=Stage.adjudication,
-        group_no=NO_GROUP,
-        met=bool(met),
-        note=rationale,
-        seen_lock_version=seen_lock_version,
-    )
+    return Wanted(criterion_id, bool(decision.met), rationale, decision.seen_lock_version or 0)
 
 
 @dataclass(frozen=True)
@@ -323,16 +302,19 @@ class AdjudicationInput:
 
 def adjudicate_many(session: Session, user: User, *, response_id: int, decisions: list[AdjudicationInput]) -> int:
     """Saves several cells of one response in one transaction (all or nothing); returns how many."""
-    for decision in decisions:
-        _write_decision(
-            session,
-            user,
-            response_id=response_id,
-            criterion_id=decision.criterion_id,
-            met=decision.met,
-            rationale=decision.rationale,
-            seen_lock_version=decision.seen_lock_version,
-        )
     if decisions:
-        counts.refresh(session, [response_id])
+        _write_decisions(session, user, response_id, decisions)
     return len(decisions)
+
+
+def _write_decisions(session: Session, user: User, response_id: int, decisions: list[AdjudicationInput]) -> Response:
+    """Checks each decision and writes them in one save; returns the response. The response's opening is committed
+    before any label is read (`_open_for_good`), so a refusal leaves the checker's own labels on it closed to them."""
+    wanted = []
+    for decision in decisions:
+        _open_for_good(session, user, response_id)
+        response, case = _response_and_case(session, response_id)
+        wanted.append(_decision_wanted(session, case, response_id, decision))
+    place = Place(response, case.case_id, NO_GROUP, current_rubric_version_id(session, case.id))
+    write(session, user, ADJUDICATION, place, wanted)
+    return response

@@ -12,7 +12,8 @@ from sqlmodel import Session, col
 from db import counts
 from db.access import independence
 from db.access.policies import LabelPolicy, authorize
-from db.review.locked_save import LabelView, _find_label, _label_view, save_label
+from db.label_rows.view import LabelView, label_view
+from db.label_rows.write import CHECK, Place, Wanted, write
 from db.review.shared import (
     CaseText,
     _criteria,
@@ -390,8 +391,8 @@ def check_view(session: Session, user: User, response_id: int) -> CheckView:
                 criterion.position,
                 criterion.criterion_id,
                 criterion.text,
-                _label_view(session, annotation) if annotation else None,
-                _label_view(session, check) if check else None,
+                label_view(session, annotation) if annotation else None,
+                label_view(session, check) if check else None,
                 annotation is not None and annotation.user_id == user.id,
             )
         )
@@ -410,34 +411,46 @@ def save_check(
     seen_lock_version: int | None = None,
 ) -> LabelView:
     """Confirms (same value) or corrects (other value, note required) the group's label of one criterion."""
-    label = _write_check(
-        session,
-        user,
-        response_id=response_id,
-        criterion_id=criterion_id,
-        met=met,
-        note=note,
-        seen_lock_version=seen_lock_version,
-    )
-    counts.refresh(session, [response_id])
-    return _label_view(session, label)
+    authorize(user, LabelPolicy.check())
+    response, case = _response_and_case(session, response_id)
+    wanted = _check_wanted(session, user, response, criterion_id, met, note, seen_lock_version)
+    write(session, user, CHECK, _place(session, user, response, case), [wanted])
+    label = _find_label(session, response_id, criterion_id, Stage.check, _group_of(user))
+    assert label is not None  # just written
+    return label_view(session, label)
 
 
-def _write_check(
+def _place(session: Session, user: User, response: Response, case: Case) -> Place:
+    """Where a checker's save writes: the group's check labels on the response, on the case's current rubric."""
+    return Place(response, case.case_id, _group_of(user), current_rubric_version_id(session, case.id))
+
+
+def _find_label(session: Session, response_id: int, criterion_id: str, stage: str, group_no: int) -> Label | None:
+    return session.execute(
+        select(Label)
+        .where(
+            col(Label.response_id) == response_id,
+            col(Label.criterion_id) == criterion_id,
+            col(Label.stage) == stage,
+            col(Label.group_no) == group_no,
+        )
+        .execution_options(populate_existing=True)
+    ).scalar_one_or_none()
+
+
+def _check_wanted(
     session: Session,
     user: User,
-    *,
-    response_id: int,
+    response: Response,
     criterion_id: str,
     met: bool,
     note: str | None,
     seen_lock_version: int | None,
-) -> Label:
-    """`save_check` without refreshing the kept figures: its caller refreshes them, once for many checks."""
-    authorize(user, LabelPolicy.check())
-    response, case = _response_and_case(session, response_id)
+) -> Wanted:
+    """The check label a checker may save on one criterion: of their own group's annotation label, not their own,
+    while the response is not closed to them; a correction needs a note."""
     group = _group_of(user)
-    annotation = _find_label(session, response_id, criterion_id, Stage.annotation, group)
+    annotation = _find_label(session, response.id, criterion_id, Stage.annotation, group)
     if annotation is None:
         raise NotFound(
             f"criterion {criterion_id}: your group has no label to check",
@@ -447,22 +460,11 @@ def _write_check(
     authorize(
         user,
         LabelPolicy.check(
-            annotator_id=annotation.user_id, labels_closed=independence.labels_closed_to(session, user, response_id)
+            annotator_id=annotation.user_id, labels_closed=independence.labels_closed_to(session, user, response.id)
         ),
     )
     note = clean_note(note, "note", required=bool(met) != bool(annotation.met), criterion=criterion_id)
-    return save_label(
-        session,
-        user,
-        response=response,
-        case=case,
-        criterion_id=criterion_id,
-        stage=Stage.check,
-        group_no=group,
-        met=bool(met),
-        note=note,
-        seen_lock_version=seen_lock_version,
-    )
+    return Wanted(criterion_id, bool(met), note, seen_lock_version or 0)
 
 
 @dataclass(frozen=True)
@@ -490,7 +492,7 @@ def save_checks(session: Session, user: User, *, response_id: int, decisions: li
             )
         ).scalars()
     }
-    written = 0
+    todo = []
     for decision in decisions:
         label = existing.get(decision.criterion_id)
         note = (decision.note or "").strip() or None
@@ -500,16 +502,14 @@ def save_checks(session: Session, user: User, *, response_id: int, decisions: li
             and (bool(label.met), label.note) == (bool(decision.met), note)
         ):
             continue
-        _write_check(
-            session,
-            user,
-            response_id=response_id,
-            criterion_id=decision.criterion_id,
-            met=decision.met,
-            note=note,
-            seen_lock_version=decision.seen_lock_version,
-        )
-        written += 1
-    if written:
-        counts.refresh(session, [response_id])
-    return written
+        todo.append((decision, note))
+    if not todo:
+        return 0
+    authorize(user, LabelPolicy.check())
+    response, case = _response_and_case(session, response_id)
+    wanted = [
+        _check_wanted(session, user, response, decision.criterion_id, decision.met, note, decision.seen_lock_version)
+        for decision, note in todo
+    ]
+    write(session, user, CHECK, _place(session, user, response, case), wanted)
+    return len(wanted)

@@ -18,7 +18,7 @@ import pytest
 from sqlmodel import select
 
 from cli.main import main
-from db import labeling
+from db import labeling, labels as label_room
 from db.access.export_records import record_export
 from db.store.engine import get_engine, session_scope
 from db.store.models import (
@@ -39,6 +39,7 @@ from tests.judge.test_generate_and_endpoints import stop_after
 from tests.support.apptest_helpers import open_page, signed_in, texts
 from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tests.support.factories import make_label
+from tests.support.page_save import as_sent
 from tools.llm_server import LLMServer, expected_met
 
 # These tests read §4 as written (their labels are mostly unchecked): the provisional basis, every model ranked.
@@ -95,11 +96,12 @@ def _label_sample(engine) -> dict[int, list[bool]]:
                 labeling.LabelInput(c.criterion_id, _gold(c.text, view.text, i))
                 for i, c in enumerate(view.criteria, start=1)
             ]
-            labeling.save_labels(
+            label_room.save(
                 session,
                 user,
+                "annotation",
                 response_id,
-                decisions,
+                **as_sent(decisions),
                 rubric_version_id=view.rubric_version_id,
                 expected_versions=view.expected_versions,
             )

@@ -1,7 +1,6 @@
-"""Which modules of the product write `label` rows: today three (the annotator's batch save, the checker's and
-adjudicator's locked save, the label importer), each with its own lock check, audit entry and count refresh.
-The house is to have one writer (issue: one way to write a label); until then this test fails when any other
-module starts writing labels, and when one of these stops (then it leaves the list: the list only shrinks)."""
+"""Which modules of the product write `label` rows: one, the label writer (db/label_rows/write.py), which every save
+(annotation, check, adjudication) and the label importer's bulk load go through. This test fails when any other
+module starts writing labels."""
 
 from __future__ import annotations
 
@@ -11,11 +10,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("db", "analysis", "ui", "annotate", "review", "dashboards", "admin", "cli", "judge", "demo", "i18n")
 
-#: The modules that write label rows now; the list only shrinks.
+#: The one module that writes label rows.
 LABEL_WRITERS = {
-    "db/labeling/annotation.py",
-    "db/review/locked_save.py",
-    "db/importers/labels.py",
+    "db/label_rows/write.py",
 }
 
 #: Names a module binds to the label table (the model, or its Core table), anywhere in it.
@@ -33,7 +30,7 @@ def writes_labels(source: str, table_names: set[str] = frozenset()) -> bool:
     alternatives = "|".join(sorted(map(re.escape, names)))
     statement = re.compile(rf"\b(?:insert|update|delete)\(\s*(?:{alternatives})\b")
     new_row = re.compile(r"(?<!class )\bLabel\(")
-    bulk = re.compile(rf"_BulkInserter\([^)]*\b(?:{alternatives})\b")
+    bulk = re.compile(rf"\b\w*[Ii]nserter\w*\([^)]*\b(?:{alternatives})\b")
     raw_sql = re.compile(r"\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM|COPY)\s+\"?label\"?\b", re.I)
     return any(pattern.search(source) for pattern in (statement, new_row, bulk, raw_sql))
 
@@ -58,6 +55,7 @@ def test_the_scan_sees_each_way_of_writing_a_label():
     assert writes_labels("_T = SQLModel.metadata.tables['label']\nsession.execute(update(_T).values(met=True))")
     assert writes_labels("T = table_of(Label)\nconnection.execute(delete(T))")
     assert writes_labels("_BulkInserter(run, _LABEL_TABLE, cols)", {"_LABEL_TABLE"})
+    assert writes_labels("LABEL_TABLE = SQLModel.metadata.tables['label']\nreturn inserter_for(LABEL_TABLE, COLUMNS)")
     assert writes_labels('connection.exec_driver_sql("UPDATE label SET met = 1")')
     assert not writes_labels("select(Label).where(col(Label.met))")
     assert not writes_labels("class Label(SQLModel, table=True):\n    pass")

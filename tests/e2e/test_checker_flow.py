@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from db import counts, labeling, review, rubrics
+from db import counts, labeling, labels as label_room, review, rubrics
 from db.access import independence, users
 from db.rules.config import RUBRIC_SIZE
 from db.rules.gold import LABEL_COLUMNS, gold_labels
@@ -23,6 +23,7 @@ from db.store.engine import make_engine, session_scope
 from db.store.models import Assignment, AssignmentKind, Label, RubricStatus, RubricVersion, Stage
 from tests.e2e.conftest import choose_in_picker, login, screenshot, text, wait_for_app_run
 from tests.support.factories import make_case, make_response
+from tests.support.page_save import as_sent
 from ui.times import zone_label
 
 pytestmark = pytest.mark.browser
@@ -144,11 +145,12 @@ def _label_both_groups(engine, case_pk, annotator1: str, annotator2: str) -> int
                 )
                 for c in view.criteria
             ]
-            labeling.save_labels(
+            label_room.save(
                 s,
                 person,
+                "annotation",
                 response_id,
-                decisions,
+                **as_sent(decisions),
                 rubric_version_id=view.rubric_version_id,
                 expected_versions=view.expected_versions,
             )

@@ -20,7 +20,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
-from db import counts, labeling, review
+from db import counts, labeling, labels as label_room, review
 from db.access import independence, users
 from db.store.engine import make_engine, session_scope
 from db.store.models import Assignment, AssignmentKind, Label, Stage, User
@@ -38,6 +38,7 @@ from tests.e2e.conftest import (
     wait_for_app_run,
 )
 from tests.support.factories import make_case, make_response
+from tests.support.page_save import as_sent
 from tools.replicas import ROUTE_COOKIE, Nginx, find_nginx, start_replica
 
 pytestmark = [pytest.mark.browser, pytest.mark.postgres]
@@ -114,11 +115,12 @@ def _disputed_response(database_url: str) -> tuple[int, str]:
                     labeling.LabelInput(c.criterion_id, met=(group == 1) or c.criterion_id not in DISPUTED)
                     for c in view.criteria
                 ]
-                labeling.save_labels(
+                label_room.save(
                     s,
                     person,
+                    "annotation",
                     response_id,
-                    decisions,
+                    **as_sent(decisions),
                     rubric_version_id=view.rubric_version_id,
                     expected_versions=view.expected_versions,
                 )

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import select
 
-from db import labeling, review
+from db import labeling, labels as label_room, review
 from db.access import audit, audit_key as audit_key_module, users
 from db.access.audit_replay import replay, verify_audit
 from db.access.audit_seal import GENESIS_HASH
@@ -29,6 +29,7 @@ from db.store.backup import libpq_environment, pg_tool
 from db.store.engine import make_engine, session_scope
 from db.store.models import AuditLog, Label, Response, Stage, User
 from db.work.assignments import assign_labeling
+from tests.support.page_save import as_sent
 
 N = RUBRIC_SIZE
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -90,8 +91,14 @@ def build_project(engine, tmp_path: Path) -> dict:
             decisions = [
                 labeling.LabelInput(f"c{i:02d}", i % 2 == 0, "理由" if i == 1 else None) for i in range(1, N + 1)
             ]
-            labeling.save_labels(
-                s, ann1, response_ids[model], decisions, rubric_version_id=view.rubric_version_id, expected_versions={}
+            label_room.save(
+                s,
+                ann1,
+                "annotation",
+                response_ids[model],
+                **as_sent(decisions),
+                rubric_version_id=view.rubric_version_id,
+                expected_versions={},
             )
     with session_scope(engine) as s:
         chk1 = users.get_user(s, username="chk1")

@@ -17,7 +17,7 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from db import counts, labeling, review
+from db import counts, labeling, labels as label_room, review
 from db.access import independence
 from db.labeling.annotation import LabelInput
 from db.rules.errors import PermissionDenied
@@ -26,6 +26,7 @@ from db.store.models import Assignment, JudgeDecision, Label, Response, RubricVe
 from db.work import feedback, progress as progress_queries
 from tests.support.apptest_helpers import open_page, signed_in, texts
 from tests.support.factories import make_case, make_label, make_response, make_user
+from tests.support.page_save import as_sent
 
 N = 4
 JUDGE = "judge-x"
@@ -322,11 +323,12 @@ def _flip_annotation(engine, annotator: User, response_id: int, criterion_id: st
             LabelInput(c, (not label.met) if c == criterion_id else label.met, label.note)
             for c, label in view.labels.items()
         ]
-        labeling.save_labels(
+        label_room.save(
             s,
             annotator,
+            "annotation",
             response_id,
-            decisions,
+            **as_sent(decisions),
             rubric_version_id=view.rubric_version_id,
             expected_versions=view.expected_versions,
         )

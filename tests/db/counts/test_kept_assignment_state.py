@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 
 from sqlalchemy import select, update
 
-from db import counts, labeling, review, rubrics
+from db import counts, labeling, labels as label_room, review, rubrics
 from db.access import independence
 from db.importers import import_file
 from db.review.criterion_return import send_back_criteria
@@ -37,6 +37,7 @@ from db.store.models import (
 from db.work import assignments, progress as progress_queries
 from tests.support.factories import make_response, make_user
 from tests.support.import_samples import case_record, label_record, response_record, write_jsonl
+from tests.support.page_save import as_sent
 
 N = config.RUBRIC_SIZE
 MODELS = ("model-a", "model-b", "model-c")
@@ -211,11 +212,12 @@ def test_assignment_state_equals_a_recount_after_every_change(engine, tmp_path):
     ann1 = _user(engine, ids["ann1"])
     with session_scope(engine) as s:
         view = labeling.response_for_labeling(s, ann1, r_a[0])
-        labeling.save_labels(
+        label_room.save(
             s,
             ann1,
+            "annotation",
             r_a[0],
-            [labeling.LabelInput(c.criterion_id, i % 2 == 0) for i, c in enumerate(view.criteria)],
+            **as_sent([labeling.LabelInput(c.criterion_id, i % 2 == 0) for i, c in enumerate(view.criteria)]),
             rubric_version_id=view.rubric_version_id,
             expected_versions=view.expected_versions,
         )
@@ -289,11 +291,12 @@ def test_assignment_state_equals_a_recount_after_every_change(engine, tmp_path):
     # The annotator relabels on the new rubric: stale -> done for that response.
     with session_scope(engine) as s:
         view = labeling.response_for_labeling(s, ann1, r_a[0])
-        labeling.save_labels(
+        label_room.save(
             s,
             ann1,
+            "annotation",
             r_a[0],
-            [labeling.LabelInput(c.criterion_id, True) for c in view.criteria],
+            **as_sent([labeling.LabelInput(c.criterion_id, True) for c in view.criteria]),
             rubric_version_id=view.rubric_version_id,
             expected_versions=view.expected_versions,
         )

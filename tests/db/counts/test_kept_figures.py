@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 import pytest
 from sqlalchemy import func, select, text
 
-from db import counts, labeling, review
+from db import counts, labeling, labels as label_room, review
 from db.importers import import_file
 from db.rules.errors import StaleEdit
 from db.store.engine import session_scope
@@ -24,6 +24,7 @@ from db.store.models import Assignment, AssignmentKind, Label, Response, RubricS
 from tests.support import recount
 from tests.support.factories import make_case, make_label, make_response, make_user
 from tests.support.import_samples import write_jsonl
+from tests.support.page_save import as_sent
 
 
 def expected_status(rows) -> dict[int, tuple[int, int, int, int]]:
@@ -159,11 +160,12 @@ def test_every_writer_keeps_the_figures_equal_to_a_recount(engine, tmp_path):
             with session_scope(engine) as s:
                 view = labeling.response_for_labeling(s, annotator, rid)
                 decisions = [labeling.LabelInput(c, rng.random() < 0.5) for c in criteria]
-                labeling.save_labels(
+                label_room.save(
                     s,
                     annotator,
+                    "annotation",
                     rid,
-                    decisions,
+                    **as_sent(decisions),
                     rubric_version_id=view.rubric_version_id,
                     expected_versions=view.expected_versions,
                 )

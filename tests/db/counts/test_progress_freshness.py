@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from db import counts, labeling
+from db import counts, labeling, labels as label_room
 from db.store.engine import session_scope
 from db.store.models import Assignment, AssignmentKind, User
 from i18n import translate
 from tests.support.apptest_helpers import open_page, signed_in
 from tests.support.factories import make_case, make_response, make_user
+from tests.support.page_save import as_sent
 
 N = 4
 
@@ -45,11 +46,12 @@ def _save_first_open(engine) -> None:
         queue = labeling.labeling_queue(s, user)
         item = next(i for i in queue.items if i.status != labeling.DONE)
         view = labeling.response_for_labeling(s, user, item.response_id)
-        labeling.save_labels(
+        label_room.save(
             s,
             user,
+            "annotation",
             item.response_id,
-            [labeling.LabelInput(c.criterion_id, True) for c in view.criteria],
+            **as_sent([labeling.LabelInput(c.criterion_id, True) for c in view.criteria]),
             rubric_version_id=view.rubric_version_id,
             expected_versions=view.expected_versions,
         )

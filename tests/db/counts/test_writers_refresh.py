@@ -19,7 +19,7 @@ from pathlib import Path
 from sqlalchemy import select, text
 from sqlmodel import Session
 
-from db import counts, labeling, review, rubrics
+from db import counts, labeling, labels as label_room, review, rubrics
 from db.importers import import_file
 from db.review.criterion_return import send_back_criteria
 from db.rules import config
@@ -32,6 +32,7 @@ from db.work.disagreements import draw_disagreements
 from tests.support import recount
 from tests.support.factories import make_user
 from tests.support.import_samples import case_record, label_record, response_record, write_jsonl
+from tests.support.page_save import as_sent
 
 ROOT = Path(__file__).resolve().parents[3]
 N = config.RUBRIC_SIZE
@@ -172,11 +173,12 @@ def _saves(engine, first: int) -> None:
     ann1 = _user(engine, "ann1")
     with session_scope(engine) as s:
         view = labeling.response_for_labeling(s, ann1, first)
-        labeling.save_labels(
+        label_room.save(
             s,
             ann1,
+            "annotation",
             first,
-            [labeling.LabelInput(c.criterion_id, i % 2 == 0) for i, c in enumerate(view.criteria)],
+            **as_sent([labeling.LabelInput(c.criterion_id, i % 2 == 0) for i, c in enumerate(view.criteria)]),
             rubric_version_id=view.rubric_version_id,
             expected_versions=view.expected_versions,
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
-from db import labeling, review
+from db import labeling, labels as label_room, review
 from db.access.policies import LabelsFinal
 from db.labeling import drafts as label_drafts, freeze as feedback_freeze
 from db.store.engine import session_scope
@@ -16,6 +16,7 @@ from db.store.models import Draft, Label, Stage, User
 from db.work import feedback
 from db.work.assignments import assign_labeling
 from tests.support.factories import make_case, make_response, make_user
+from tests.support.page_save import as_sent
 
 N = 3
 IDS = [f"c{i:02d}" for i in range(1, N + 1)]
@@ -123,11 +124,12 @@ def test_the_save_straight_through_labeling_is_refused_too(engine, world):
     with session_scope(engine) as s, pytest.raises(LabelsFinal):
         user = s.get(User, world["ann1"])
         view = labeling.response_for_labeling(s, user, world["A"])
-        labeling.save_labels(
+        label_room.save(
             s,
             user,
+            "annotation",
             world["A"],
-            [labeling.LabelInput(cid, True) for cid in IDS],
+            **as_sent([labeling.LabelInput(cid, True) for cid in IDS]),
             rubric_version_id=view.rubric_version_id,
             expected_versions=view.expected_versions,
         )

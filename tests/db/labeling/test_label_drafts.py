@@ -8,14 +8,15 @@ import pytest
 from sqlalchemy import update
 from sqlmodel import func, select
 
-from db import counts, labeling
+from db import counts, labeling, labels as label_room
+from db.label_rows.refusals import RubricChanged, UnjudgedCriteria
 from db.labeling import drafts as label_drafts
 from db.labeling.annotation import LabelInput
-from db.labeling.refusals import RubricChanged, UnjudgedCriteria
 from db.rules.errors import PermissionDenied, ValidationFailed
 from db.rules.notes import MAX_NOTE_CHARS
 from db.store.models import Assignment, Draft, Label, LabelTiming, RubricStatus
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
+from tests.support.page_save import as_sent
 
 N = 30
 IDS = [f"c{i:02d}" for i in range(1, N + 1)]
@@ -237,11 +238,12 @@ def test_saving_through_labeling_still_requires_every_criterion(session, world):
     g1, first = world["g1"], world["first"]
     view = labeling.response_for_labeling(session, g1, first.id)
     with pytest.raises(ValidationFailed):
-        labeling.save_labels(
+        label_room.save(
             session,
             g1,
+            "annotation",
             first.id,
-            [LabelInput("c01", True)],
+            **as_sent([LabelInput("c01", True)]),
             rubric_version_id=view.rubric_version_id,
             expected_versions={},
         )

@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
-from db import counts, labeling
+from db import counts, labeling, labels as label_room
 from db.access.audit import verify_chain
+from db.label_rows.refusals import UnjudgedCriteria
 from db.labeling.annotation import LabelInput
 from db.rules.errors import PermissionDenied, StaleEdit, ValidationFailed
 from db.store.models import Assignment, AuditLog, Label, RubricStatus, RubricVersion
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
+from tests.support.page_save import as_sent
 
 N = 30
 
@@ -60,11 +62,12 @@ def test_view_is_blinded_and_carries_the_approved_rubric(session, world):
 def test_save_creates_then_is_idempotent_then_updates(session, world):
     g1, _, _, first, _ = world
     view = labeling.response_for_labeling(session, g1, first.id)
-    outcome = labeling.save_labels(
+    outcome = label_room.save(
         session,
         g1,
+        "annotation",
         first.id,
-        decisions({"c01", "c02"}, {"c02": "  提到了  "}),
+        **as_sent(decisions({"c01", "c02"}, {"c02": "  提到了  "})),
         rubric_version_id=view.rubric_version_id,
         expected_versions=view.expected_versions,
     )
@@ -73,11 +76,12 @@ def test_save_creates_then_is_idempotent_then_updates(session, world):
     labels = labeling.labels_for(session, g1, first.id, 1)
     assert labels["c01"].met and labels["c02"].note == "提到了" and not labels["c03"].met
     # the same save again (a double click, a retry with the old page state) changes nothing
-    again = labeling.save_labels(
+    again = label_room.save(
         session,
         g1,
+        "annotation",
         first.id,
-        decisions({"c01", "c02"}, {"c02": "提到了"}),
+        **as_sent(decisions({"c01", "c02"}, {"c02": "提到了"})),
         rubric_version_id=view.rubric_version_id,
         expected_versions=view.expected_versions,
     )
@@ -85,11 +89,12 @@ def test_save_creates_then_is_idempotent_then_updates(session, world):
     assert (again.created, again.updated, again.unchanged) == (0, 0, N)
 
     fresh = labeling.response_for_labeling(session, g1, first.id)
-    changed = labeling.save_labels(
+    changed = label_room.save(
         session,
         g1,
+        "annotation",
         first.id,
-        decisions({"c01"}),
+        **as_sent(decisions({"c01"})),
         rubric_version_id=fresh.rubric_version_id,
         expected_versions=fresh.expected_versions,
     )
@@ -113,21 +118,23 @@ def test_concurrent_change_is_refused_and_nothing_is_saved(session, world):
     session.commit()
     mine = labeling.response_for_labeling(session, g1, first.id)
     theirs = labeling.response_for_labeling(session, colleague, first.id)
-    labeling.save_labels(
+    label_room.save(
         session,
         colleague,
+        "annotation",
         first.id,
-        decisions({"c05"}),
+        **as_sent(decisions({"c05"})),
         rubric_version_id=theirs.rubric_version_id,
         expected_versions=theirs.expected_versions,
     )
     session.commit()
     with pytest.raises(StaleEdit) as error:
-        labeling.save_labels(
+        label_room.save(
             session,
             g1,
+            "annotation",
             first.id,
-            decisions({"c06"}),
+            **as_sent(decisions({"c06"})),
             rubric_version_id=mine.rubric_version_id,
             expected_versions=mine.expected_versions,
         )
@@ -139,8 +146,14 @@ def test_concurrent_change_is_refused_and_nothing_is_saved(session, world):
 def test_save_is_refused_when_the_rubric_changed_and_old_labels_are_flagged(session, world):
     g1, _, case, first, second = world
     view = labeling.response_for_labeling(session, g1, first.id)
-    labeling.save_labels(
-        session, g1, first.id, decisions({"c01"}), rubric_version_id=view.rubric_version_id, expected_versions={}
+    label_room.save(
+        session,
+        g1,
+        "annotation",
+        first.id,
+        **as_sent(decisions({"c01"})),
+        rubric_version_id=view.rubric_version_id,
+        expected_versions={},
     )
     session.commit()
     opened = labeling.response_for_labeling(session, g1, second.id)
@@ -148,8 +161,14 @@ def test_save_is_refused_when_the_rubric_changed_and_old_labels_are_flagged(sess
     session.commit()
 
     with pytest.raises(StaleEdit, match="rubric"):
-        labeling.save_labels(
-            session, g1, second.id, decisions(), rubric_version_id=opened.rubric_version_id, expected_versions={}
+        label_room.save(
+            session,
+            g1,
+            "annotation",
+            second.id,
+            **as_sent(decisions()),
+            rubric_version_id=opened.rubric_version_id,
+            expected_versions={},
         )
     session.rollback()
     assert session.exec(select(Label).where(Label.response_id == second.id)).all() == []
@@ -161,11 +180,12 @@ def test_save_is_refused_when_the_rubric_changed_and_old_labels_are_flagged(sess
     ]
     relabel = labeling.response_for_labeling(session, g1, first.id)
     assert relabel.rubric_version == 2 and all(label.stale for label in relabel.labels.values())
-    labeling.save_labels(
+    label_room.save(
         session,
         g1,
+        "annotation",
         first.id,
-        decisions({"c01"}),
+        **as_sent(decisions({"c01"})),
         rubric_version_id=relabel.rubric_version_id,
         expected_versions=relabel.expected_versions,
     )
@@ -197,16 +217,34 @@ def test_queue_progress_and_next(session, world):
 def test_bad_decisions_are_refused(session, world):
     g1, _, _, first, _ = world
     view = labeling.response_for_labeling(session, g1, first.id)
-    with pytest.raises(ValidationFailed, match="missing \\['c30'\\]"):
-        labeling.save_labels(
-            session, g1, first.id, decisions()[:29], rubric_version_id=view.rubric_version_id, expected_versions={}
-        )
-    with pytest.raises(ValidationFailed, match="note of c03"):
-        labeling.save_labels(
+    with pytest.raises(UnjudgedCriteria) as unjudged:
+        label_room.save(
             session,
             g1,
+            "annotation",
             first.id,
-            decisions(notes={"c03": "长" * 2001}),
+            **as_sent(decisions()[:29]),
+            rubric_version_id=view.rubric_version_id,
+            expected_versions={},
+        )
+    assert unjudged.value.count == 1
+    with pytest.raises(ValidationFailed, match="unknown criteria \\['c31'\\]"):
+        label_room.save(
+            session,
+            g1,
+            "annotation",
+            first.id,
+            **as_sent(decisions(n=N + 1)),
+            rubric_version_id=view.rubric_version_id,
+            expected_versions={},
+        )
+    with pytest.raises(ValidationFailed, match="note of c03"):
+        label_room.save(
+            session,
+            g1,
+            "annotation",
+            first.id,
+            **as_sent(decisions(notes={"c03": "长" * 2001})),
             rubric_version_id=view.rubric_version_id,
             expected_versions={},
         )
@@ -249,8 +287,14 @@ def test_wrong_users_are_refused(session, world, who):
     for call in (
         lambda: labeling.response_for_labeling(session, intruder, first.id),
         lambda: labeling.labels_for(session, intruder, first.id, 1),
-        lambda: labeling.save_labels(
-            session, intruder, first.id, decisions(), rubric_version_id=view_id, expected_versions={}
+        lambda: label_room.save(
+            session,
+            intruder,
+            "annotation",
+            first.id,
+            **as_sent(decisions()),
+            rubric_version_id=view_id,
+            expected_versions={},
         ),
         lambda: (
             labeling.labeling_queue(session, intruder)
@@ -300,11 +344,12 @@ def test_two_simultaneous_saves_of_one_response_never_overwrite_each_other(engin
     def second_tab():
         with Session(engine) as session:
             try:
-                labeling.save_labels(
+                label_room.save(
                     session,
                     session.get(type(g1), g1.id),
+                    "annotation",
                     first.id,
-                    decisions({"c02", "c03"}),
+                    **as_sent(decisions({"c02", "c03"})),
                     rubric_version_id=view.rubric_version_id,
                     expected_versions=view.expected_versions,
                 )
@@ -315,11 +360,12 @@ def test_two_simultaneous_saves_of_one_response_never_overwrite_each_other(engin
                 outcome.append(error)
 
     with Session(engine) as first_tab:
-        labeling.save_labels(
+        label_room.save(
             first_tab,
             first_tab.get(type(g1), g1.id),
+            "annotation",
             first.id,
-            decisions({"c01"}),
+            **as_sent(decisions({"c01"})),
             rubric_version_id=view.rubric_version_id,
             expected_versions=view.expected_versions,
         )

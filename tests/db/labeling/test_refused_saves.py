@@ -10,8 +10,8 @@ import pytest
 from sqlmodel import select
 
 from db import counts, review
+from db.label_rows.refusals import LabelsChanged, SavedSince
 from db.labeling import drafts as label_drafts
-from db.labeling.refusals import LabelsChanged, SavedSince
 from db.rules.errors import StaleEdit
 from db.store.engine import session_scope
 from db.store.models import Assignment, Draft, Label, Stage, User

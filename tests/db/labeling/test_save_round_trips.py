@@ -13,8 +13,8 @@ from sqlalchemy import delete, event, select
 
 from db import counts, labeling
 from db.access.audit import verify_chain
+from db.label_rows.refusals import RubricChanged
 from db.labeling import drafts as label_drafts
-from db.labeling.refusals import RubricChanged
 from db.rules.config import get_settings
 from db.store.models import Assignment, Label, ResponseStatus
 from tests.support import recount

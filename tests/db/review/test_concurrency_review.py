@@ -18,6 +18,7 @@ from sqlmodel import select
 
 from db import review
 from db.access.audit import verify_chain
+from db.label_rows import write as label_write
 from db.rules.errors import StaleEdit
 from db.store.engine import make_engine, session_scope
 from db.store.models import AuditLog, Label, RubricStatus, RubricVersion, Stage, User
@@ -214,14 +215,14 @@ def test_insert_that_lost_the_race_is_a_stale_edit(database_url, monkeypatch):
         first, second = s.get(User, checkers[0]), s.get(User, checkers[1])
     with session_scope(engine) as s:
         review.adjudicate(s, first, response_id=response_id, criterion_id="c01", met=True, rationale="先保存")
-    real_find = review.locked_save._find_label
+    real_find = label_write._locked_labels
     calls = {"n": 0}
 
     def find_as_if_before_the_other_commit(*args):
         calls["n"] += 1
-        return None if calls["n"] == 1 else real_find(*args)
+        return {} if calls["n"] == 1 else real_find(*args)
 
-    monkeypatch.setattr(review.locked_save, "_find_label", find_as_if_before_the_other_commit)
+    monkeypatch.setattr(label_write, "_locked_labels", find_as_if_before_the_other_commit)
     with session_scope(engine) as s, pytest.raises(StaleEdit) as stale:
         review.adjudicate(s, second, response_id=response_id, criterion_id="c01", met=False, rationale="后保存")
     assert calls["n"] == 2

@@ -1,13 +1,15 @@
-"""Every refusal of a label save, in one place: the annotator's batch save (a changed rubric, labels saved since,
-criteria still unjudged) and the checker's and adjudicator's locked save (a label saved since). The feedback
+"""Every refusal of a label save, in one place: the annotator's save (a changed rubric, labels saved since,
+criteria still unjudged) and the checker's and adjudicator's (a label saved since). The feedback
 freeze's refusal is a policy's (db.access.policies.LabelsFinal); who may save what is the policies' too.
 
 Each says who saved in between only as "you, in another tab" or someone else, never by name.
+
+May import: db.label_rows.view, db.rules.
 """
 
 from __future__ import annotations
 
-from db.labeling.view import LabelView
+from db.label_rows.view import LabelView
 from db.rules.errors import StaleEdit, ValidationFailed
 
 
