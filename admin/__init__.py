@@ -10,7 +10,8 @@ from typing import NamedTuple
 
 import streamlit as st
 
-from db.store.models import Role, User
+from db.rules.enums import Role
+from db.store.models import User
 from ui import shell
 
 

@@ -12,8 +12,9 @@ from collections.abc import Callable
 import streamlit as st
 from sqlmodel import Session
 
+from db.rules.enums import AssignmentKind, Role
 from db.rules.errors import ClinConsensusError
-from db.store.models import AssignmentKind, Role, User
+from db.store.models import User
 from db.work import assignments, calibration, disagreements, status
 from db.work.assignments import AssignmentSummary
 from ui import shell, widgets

@@ -16,8 +16,9 @@ from streamlit.delta_generator import DeltaGenerator
 
 from db.access.audit import verify_chain
 from db.access.audit_search import audit_facets, audit_jsonl, search_audit
+from db.rules.enums import Role
 from db.store.engine import session_scope
-from db.store.models import AuditLog, Role, User
+from db.store.models import AuditLog, User
 from i18n import catalog
 from ui import shell
 from ui.shell import t

@@ -12,8 +12,8 @@ import streamlit as st
 from analysis.exports.bundle import build_bundle
 from analysis.exports.export_summary import DEFAULT_SEED, EXPORT_KINDS, LeftOut
 from db.access.export_records import record_export
+from db.rules.enums import Role
 from db.rules.errors import ClinConsensusError
-from db.store.models import Role
 from db.work import progress as progress_queries
 from db.work.status import judge_names
 from ui import shell, widgets

@@ -11,8 +11,9 @@ from datetime import UTC, datetime
 
 import streamlit as st
 
+from db.rules.enums import Role
 from db.rules.errors import ClinConsensusError
-from db.store.models import Role, User
+from db.store.models import User
 from db.work import feedback
 from db.work.freeze_overrides import freeze_overrides
 from ui import shell, widgets

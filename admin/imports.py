@@ -10,8 +10,9 @@ from __future__ import annotations
 import streamlit as st
 
 from db.importers import JUDGE_FORMATS, KINDS, ImportFailed, import_stream
+from db.rules.enums import Role
 from db.rules.limits import MAX_UPLOAD_MB
-from db.store.models import Role, User
+from db.store.models import User
 from db.work.status import judge_decision_count, overview
 from ui import shell, widgets
 

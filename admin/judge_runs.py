@@ -20,8 +20,9 @@ import streamlit as st
 from admin import judge_batches
 from analysis.prompt import TEMPLATES
 from db.rules.config import database_url
+from db.rules.enums import Role
 from db.rules.errors import ClinConsensusError
-from db.store.models import Role, User
+from db.store.models import User
 from db.work import judge_runs, progress as progress_queries
 from judge.draft import CASE_SCOPES as DRAFT_CASE_SCOPES, DraftOptions, create_draft_run
 from judge.generate import CASE_SCOPES, GenerateOptions, create_generate_run

@@ -16,9 +16,10 @@ import streamlit as st
 
 from analysis import leaderboard
 from analysis.metrics import DEFAULT_K
+from db.rules.enums import Role
 from db.rules.errors import ClinConsensusError
 from db.rules.gold import default_basis, default_min_responses
-from db.store.models import Role, User
+from db.store.models import User
 from db.work import leaderboard as store
 from ui import shell, table_view, widgets
 from ui.times import local_time

@@ -21,9 +21,10 @@ from analysis.background import BackgroundValue
 from analysis.calibrated import METRICS, VALUE_KEYS
 from analysis.metrics import DEFAULT_K
 from db.access.export_records import newest_sft_holdout
+from db.rules.enums import Role
 from db.rules.errors import ValidationFailed
 from db.rules.gold import default_basis
-from db.store.models import Role, User
+from db.store.models import User
 from db.work import generation
 from ui import shared_grid, shell, table_view
 from ui.text import plain

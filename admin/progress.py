@@ -5,7 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from db.labeling import drafts as label_drafts
-from db.store.models import Role, User
+from db.rules.enums import Role
+from db.store.models import User
 from db.work import progress as progress_queries
 from ui import shell, widgets
 

@@ -11,8 +11,9 @@ import streamlit as st
 from sqlmodel import Session
 
 from db.access import users
+from db.rules.enums import Role
 from db.rules.errors import ClinConsensusError
-from db.store.models import Role, User
+from db.store.models import User
 from ui import shell, widgets
 
 ROLES = (Role.annotator.value, Role.checker.value, Role.admin.value)

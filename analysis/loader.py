@@ -28,19 +28,10 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col
 
 from analysis.frames import Frames
+from db.rules.enums import Stage
 from db.rules.taxonomy import get_taxonomy
 from db.store.current_rubric import counts_sql, current_versions
-from db.store.models import (
-    CalibrationSample,
-    Case,
-    Criterion,
-    DisagreementDraw,
-    Label,
-    LabelTiming,
-    Response,
-    Stage,
-    User,
-)
+from db.store.models import CalibrationSample, Case, Criterion, DisagreementDraw, Label, LabelTiming, Response, User
 
 
 def _read(engine: Engine, statement) -> pd.DataFrame:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from db.store.models import Role, User
+from db.rules.enums import Role
+from db.store.models import User
 from ui import shell
 
 

@@ -25,10 +25,11 @@ from db.rubrics.authoring import AuthoringView, CriterionInput
 from db.rubrics.provenance import OfferedDraft
 from db.rubrics.references import reference_for
 from db.rules.config import RUBRIC_SIZE
+from db.rules.enums import AssignmentKind, Role, RubricStatus
 from db.rules.errors import ClinConsensusError, StaleEdit, ValidationFailed
 from db.rules.lint import LintReport, lint_rubric
 from db.rules.taxonomy import get_taxonomy
-from db.store.models import AssignmentKind, Role, RubricStatus, User
+from db.store.models import User
 from db.work.assignments import my_queue
 from ui import shell, widgets, workbench as wb
 from ui.case_panel import case_panel

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from db.rules.enums import Role
 from db.rules.gold import ADJUDICATED
-from db.store.models import Role
 from db.work import feedback
 from ui import shell, widgets
 from ui.times import local_time

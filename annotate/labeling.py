@@ -32,9 +32,10 @@ from db.access.policies import LabelsFinal
 from db.label_rows.refusals import LabelsChanged, RubricChanged, UnjudgedCriteria
 from db.labeling.annotation import STALE, LabelQueue, SaveOutcome
 from db.labeling.drafts import Difference, Workbench
+from db.rules.enums import Role
 from db.rules.errors import ClinConsensusError, StaleEdit
 from db.rules.taxonomy import get_taxonomy
-from db.store.models import Role, User
+from db.store.models import User
 from ui import shell, widgets, workbench as wb
 from ui.times import clock_time, local_time
 from ui.workbench_controller import Content, Loaded, Opened, Sent, WorkbenchController, workbench_texts

@@ -11,8 +11,8 @@ import streamlit as st
 
 from db import rubrics
 from db.rubrics.references import reference_cases, reference_for, set_reference
+from db.rules.enums import Role
 from db.rules.errors import ClinConsensusError
-from db.store.models import Role
 from ui import shell, widgets
 from ui.keys import widget_key
 from ui.rubric_quality import show_quality, show_validation_line, version_quality

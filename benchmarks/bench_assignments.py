@@ -23,20 +23,10 @@ from sqlalchemy import func, insert
 from sqlmodel import select
 
 from db.migrations.upgrade import upgrade
+from db.rules.enums import AssignmentKind, Role, RubricStatus
 from db.rules.security import hash_password
 from db.store.engine import make_engine, session_scope
-from db.store.models import (
-    Assignment,
-    AssignmentKind,
-    Case,
-    Criterion,
-    Response,
-    Role,
-    RubricStatus,
-    RubricVersion,
-    User,
-    utcnow,
-)
+from db.store.models import Assignment, Case, Criterion, Response, RubricVersion, User, utcnow
 from db.work import assignments, progress as progress_queries
 
 ANNOTATORS_PER_GROUP = 10

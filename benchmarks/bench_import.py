@@ -127,8 +127,9 @@ def baseline_seconds_per_label(url: str, labels: Path, sample: int) -> float:
     from sqlmodel import Session, select
 
     from db import counts
+    from db.rules.enums import NO_GROUP, RubricStatus
     from db.store.engine import make_engine
-    from db.store.models import NO_GROUP, Case, Label, Response, RubricStatus, RubricVersion, User
+    from db.store.models import Case, Label, Response, RubricVersion, User
 
     engine = make_engine(url)
     rows = []

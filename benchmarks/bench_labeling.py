@@ -47,8 +47,9 @@ from benchmarks.full_scale import build_full, run_on_both  # noqa: E402
 from db import labeling, labels as label_room  # noqa: E402
 from db.access import users  # noqa: E402
 from db.migrations.upgrade import upgrade  # noqa: E402
+from db.rules.enums import Role  # noqa: E402
 from db.store.engine import make_engine, session_scope  # noqa: E402
-from db.store.models import Role, User  # noqa: E402
+from db.store.models import User  # noqa: E402
 
 PAGE_TARGET_MS = 300.0
 SAVE_TARGET_MS = 50.0
@@ -80,7 +81,8 @@ def timed_ms(work) -> tuple[float, object]:
 def busiest_annotator(engine) -> User:
     from sqlalchemy import func
 
-    from db.store.models import Assignment, AssignmentKind
+    from db.rules.enums import AssignmentKind
+    from db.store.models import Assignment
 
     with session_scope(engine, read_only=True) as session:
         user_id, count = session.exec(

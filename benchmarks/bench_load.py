@@ -42,9 +42,10 @@ from sqlalchemy import func, select  # noqa: E402
 from db import counts, labels as label_room  # noqa: E402
 from db.access import users  # noqa: E402
 from db.migrations.upgrade import upgrade  # noqa: E402
+from db.rules.enums import AssignmentKind, Role, Stage  # noqa: E402
 from db.store.current_rubric import current_versions  # noqa: E402
 from db.store.engine import get_engine, make_engine, session_scope  # noqa: E402
-from db.store.models import Assignment, AssignmentKind, Label, Response, Role, Stage, User  # noqa: E402
+from db.store.models import Assignment, Label, Response, User  # noqa: E402
 
 SESSIONS = (1, 5, 10, 20)
 PER_USER = 40

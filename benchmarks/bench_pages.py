@@ -41,8 +41,9 @@ from sqlmodel import Session  # noqa: E402
 from db import labeling, review  # noqa: E402
 from db.access import users  # noqa: E402
 from db.migrations.upgrade import upgrade  # noqa: E402
+from db.rules.enums import Role, Stage  # noqa: E402
 from db.store.engine import get_engine, make_engine, session_scope  # noqa: E402
-from db.store.models import Label, Role, Stage, User  # noqa: E402
+from db.store.models import Label, User  # noqa: E402
 from db.work import progress as progress_queries  # noqa: E402
 
 PAGE_TARGET_MS = 300.0

@@ -17,8 +17,9 @@ import time
 from sqlalchemy import func, select
 
 from db import review
+from db.rules.enums import Role, Stage
 from db.store.engine import make_engine, session_scope
-from db.store.models import Label, Role, Stage, User
+from db.store.models import Label, User
 
 
 def timed(label: str, repeat: int, work):

@@ -72,9 +72,10 @@ from benchmarks.bench_load import add_labelers, copy_database, percentile  # noq
 from db.access.audit_key import KEY_FILE_ENV, audit_key_file  # noqa: E402
 from db.importers.responses import write_responses  # noqa: E402
 from db.migrations.upgrade import upgrade  # noqa: E402
+from db.rules.enums import Stage  # noqa: E402
 from db.store.current_rubric import current_versions  # noqa: E402
 from db.store.engine import make_engine, session_scope  # noqa: E402
-from db.store.models import Case, Label, Response, Stage  # noqa: E402
+from db.store.models import Case, Label, Response  # noqa: E402
 from tools.app_server import CHROMIUM, CHROMIUM_ARGS, AppServer, free_port, served_app, stop_process  # noqa: E402
 from tools.replicas import ROUTE_COOKIE, Nginx, find_nginx, start_replica  # noqa: E402
 from ui.session_cookie import COOKIE_NAME  # noqa: E402

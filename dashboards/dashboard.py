@@ -37,9 +37,10 @@ from analysis.grid import DecisionGrid
 from analysis.reliability.insights import build_insights
 from analysis.report import Report, build_report, json_bytes, report_json, tables
 from db.access.policies import StatisticsPolicy, authorize
+from db.rules.enums import Role
 from db.rules.errors import ClinConsensusError
 from db.rules.gold import PROVISIONAL, default_basis
-from db.store.models import Role, User
+from db.store.models import User
 from i18n import DEFAULT_LANGUAGE
 from ui import gold_basis, provenance_view, shared_grid, shell, table_view, validity_page
 from ui.text import plain

@@ -39,9 +39,10 @@ from analysis.reliability.thresholds_and_counts import (
 from db.access.export_records import newest_sft_holdout
 from db.access.policies import StatisticsPolicy, authorize
 from db.review.criterion_return import send_back_criteria, send_back_target
+from db.rules.enums import Role
 from db.rules.errors import ClinConsensusError
 from db.rules.gold import default_basis
-from db.store.models import Role, User
+from db.store.models import User
 from db.work.judge_error_detail import JudgeErrorDetail, judge_error_detail
 from ui import gold_basis, shared_grid, shell, table_view
 from ui.text import plain

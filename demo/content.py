@@ -13,11 +13,9 @@ from typing import Any
 import numpy as np
 
 from db.rules.config import RUBRIC_SIZE
+from db.rules.enums import Role
 from db.rules.errors import ValidationFailed
 from db.rules.taxonomy import get_taxonomy
-from db.store.models import (
-    Role,
-)
 
 TEMPLATE_FILE = Path(__file__).with_name("demo_data") / "cases.json"
 

@@ -13,8 +13,9 @@ from sqlmodel import col, select
 
 from db.rubrics.authoring import CriterionInput, default_criterion_ids, offered_draft, save_rubric_draft, submit_rubric
 from db.rules.config import RUBRIC_SIZE
+from db.rules.enums import AssignmentKind
 from db.store.engine import session_scope
-from db.store.models import Assignment, AssignmentKind, Case, RubricVersion, User
+from db.store.models import Assignment, Case, RubricVersion, User
 from db.work.drafting import Drafted, store_drafts
 
 GENERATOR = "demo-drafter"

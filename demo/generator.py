@@ -53,17 +53,11 @@ from db.access.policies import SystemActor
 from db.importers import import_file
 from db.rubrics.authoring import CriterionInput, save_rubric_draft, submit_rubric
 from db.rules.config import get_settings
+from db.rules.enums import AssignmentKind, RubricStatus
 from db.rules.errors import ValidationFailed
 from db.rules.progress_report import Progress, no_progress
 from db.store.engine import session_scope
-from db.store.models import (
-    Assignment,
-    AssignmentKind,
-    Case,
-    Response,
-    RubricStatus,
-    User,
-)
+from db.store.models import Assignment, Case, Response, User
 from db.work.assignments import assign_labeling, assign_rubric_authoring, rubric_states
 from db.work.calibration import draw_calibration_sample
 from db.work.feedback import set_feedback_open

@@ -20,9 +20,10 @@ from sqlmodel import col
 from db.access.audit import AuditWriter
 from db.rubrics.references import texts_for_run, write_references
 from db.rules.anchors import ANCHORS, GENERIC, REFERENCE, REFUSAL, WEAK_TEXTS
+from db.rules.enums import JudgeRunStatus, RubricStatus
 from db.store.current_rubric import current_version_ids
 from db.store.engine import session_scope
-from db.store.models import Case, Criterion, JudgeRunStatus, RubricStatus, RubricVersion
+from db.store.models import Case, Criterion, RubricVersion
 from db.work import judge_runs, validation
 
 JUDGE = "anchor-judge"

@@ -30,10 +30,11 @@ from sqlmodel import Session
 from analysis.exports.manifest import export_head
 from analysis.prompt import parse_judge_output, read_template, template_sha256
 from db.access.policies import JudgeRunPolicy, authorize
+from db.rules.enums import JudgeRunStatus
 from db.rules.errors import NotFound, Said, ValidationFailed
 from db.rules.progress_report import Progress, no_progress
 from db.store.engine import session_scope
-from db.store.models import JudgeRunStatus, User
+from db.store.models import User
 from db.work import batches, generation, judge_runs
 from judge import batch_files
 from judge.core import recorded_run

@@ -27,10 +27,10 @@ from typing import Any, Protocol
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
 
+from db.rules.enums import JudgeRunStatus
 from db.rules.errors import ClinConsensusError, Said
 from db.rules.progress_report import Progress, no_progress
 from db.store.engine import session_scope
-from db.store.models import JudgeRunStatus
 from db.work import judge_runs
 from judge.endpoints import Endpoint, EndpointLost, EndpointOptions
 

@@ -23,11 +23,12 @@ from sqlmodel import Session, col
 from analysis.prompt import PromptTemplate, read_template, template_name, template_sha256, user_message
 from db.rubrics.references import texts_for_run
 from db.rules.anchors import ANCHORS, REFERENCE, WEAK_TEXTS
+from db.rules.enums import RubricStatus
 from db.rules.errors import ValidationFailed
 from db.rules.progress_report import Progress, no_progress
 from db.store.current_rubric import current_version_ids
 from db.store.engine import session_scope
-from db.store.models import Case, Criterion, RubricStatus, RubricVersion, User
+from db.store.models import Case, Criterion, RubricVersion, User
 from db.work import judge_runs, validation
 from judge.core import Prepared, execute_prepared, recorded_run
 from judge.endpoints import Endpoint

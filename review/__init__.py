@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from db.store.models import Role, User
+from db.rules.enums import Role
+from db.store.models import User
 from review import adjudication, label_check, rubric_audit
 from ui import shell
 

@@ -15,8 +15,9 @@ from sqlmodel import Session
 
 from db import labels, review
 from db.review import drafts
+from db.rules.enums import Role
 from db.rules.errors import ClinConsensusError, StaleEdit
-from db.store.models import Role, User
+from db.store.models import User
 from ui import shell, workbench as wb
 from ui.checker import draft_note, met_text
 from ui.shell import t

@@ -15,9 +15,10 @@ import streamlit as st
 from db import review
 from db.rubrics.references import reference_for
 from db.rules.config import RUBRIC_SIZE
+from db.rules.enums import Role
 from db.rules.errors import ClinConsensusError, StaleEdit
 from db.rules.lint import LintReport, lint_rubric
-from db.store.models import Role, User
+from db.store.models import User
 from ui import shell, workbench as wb
 from ui.checker import page_start
 from ui.keys import widget_key

@@ -15,9 +15,9 @@ from scipy import stats
 from sklearn.metrics import f1_score
 
 from analysis.frames import Frames
+from db.rules.enums import NO_GROUP, Stage
 from db.rules.gold import gold_labels, group_final_labels
 from db.rules.taxonomy import get_taxonomy
-from db.store.models import NO_GROUP, Stage
 
 THEMES = [
     "differential_diagnosis",

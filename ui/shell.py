@@ -18,11 +18,12 @@ from sqlmodel import Session
 from db.access import users
 from db.migrations.upgrade import upgrade
 from db.review import OpenDisagreements
+from db.rules.enums import Role
 from db.rules.errors import PermissionDenied
 from db.rules.security import keep_files_private
 from db.store.data_version import DataVersion, data_version
 from db.store.engine import get_engine, session_scope
-from db.store.models import Role, User
+from db.store.models import User
 from db.work import progress as progress_queries
 from i18n import DEFAULT_LANGUAGE, LANGUAGES, translate
 from ui import chrome_language, session_cookie, uploads

@@ -49,10 +49,10 @@ from analysis.prompt import (
     template_path as resolve_template,
     user_message,
 )
+from db.rules.enums import Stage
 from db.rules.errors import ValidationFailed
 from db.rules.gold import DECISION, FINAL, check_basis, decisions_with_finals, gold_from_decisions
 from db.rules.progress_report import Progress, no_progress
-from db.store.models import Stage
 
 #: Explanations for SFT rows without a physician's note (the label alone).
 GENERIC_EXPLANATION = {True: "回答满足该评分标准的要求。", False: "回答未满足该评分标准的要求。"}

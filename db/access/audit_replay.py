@@ -37,7 +37,8 @@ from db.access.audit_replay_work import (
     SnapshotReplay,
 )
 from db.access.audit_seal import seal_problem
-from db.store.models import NO_GROUP, Assignment, Case, Criterion, Response, RubricVersion, User
+from db.rules.enums import NO_GROUP
+from db.store.models import Assignment, Case, Criterion, Response, RubricVersion, User
 
 #: Differences listed at most (the count is always exact).
 MAX_LISTED = 200

@@ -29,7 +29,8 @@ import numpy as np
 from sqlalchemy import select
 from sqlmodel import Session, col
 
-from db.store.models import NO_GROUP, Case, Response, RubricVersion, User
+from db.rules.enums import NO_GROUP
+from db.store.models import Case, Response, RubricVersion, User
 
 LABEL_ENTITIES = ("label", "check", "adjudication", "labels")
 STAGES = ("annotation", "check", "adjudication")

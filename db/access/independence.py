@@ -31,10 +31,11 @@ from db import counts
 from db.access.audit import record
 from db.access.audit_records import OPENING_ENTITY
 from db.access.policies import LabelPolicy, authorize
+from db.rules.enums import Stage
 from db.store.current_rubric import (
     BATCH,
 )
-from db.store.models import AdjudicationOpening, Case, Response, Stage, User, utcnow
+from db.store.models import AdjudicationOpening, Case, Response, User, utcnow
 
 _TALLY = SQLModel.metadata.tables["label_tally"]
 

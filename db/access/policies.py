@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlmodel import Session, col
 
+from db.rules.enums import Role
 from db.rules.errors import PermissionDenied, Said
-from db.store.models import Role, User
+from db.store.models import User
 
 #: A rule: the refusal for this actor, or None when they may.
 Rule = Callable[[User], PermissionDenied | None]

@@ -23,11 +23,12 @@ from db.access.audit_digest import password_digest
 from db.access.audit_records import session_entry
 from db.access.policies import AccountPolicy, SystemActor, authorize
 from db.rules.config import IDLE_TIMEOUT_MINUTES, LOCKOUT_MINUTES, MAX_FAILED_LOGINS
+from db.rules.enums import Role
 from db.rules.errors import ClinConsensusError, NotFound, ValidationFailed
 from db.rules.records import LookAlikes
 from db.rules.security import MIN_PASSWORD_LENGTH, hash_password, new_token, token_digest, verify_password
 from db.store.engine import session_scope
-from db.store.models import LoginSession, LoginThrottle, Role, User, table_of, utcnow
+from db.store.models import LoginSession, LoginThrottle, User, table_of, utcnow
 
 USERNAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]{2,64}$")
 SESSION_LIFETIME = timedelta(hours=12)

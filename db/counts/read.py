@@ -25,7 +25,8 @@ from db.counts.tables import (
     TOTALS,
     UNRESOLVED_TOTALS,
 )
-from db.store.models import NO_RUBRIC_VERSION, Stage
+from db.rules.enums import Stage
+from db.store.models import NO_RUBRIC_VERSION
 
 
 @dataclass(frozen=True)

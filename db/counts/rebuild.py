@@ -34,7 +34,8 @@ from db.counts.write import (
     refresh,
     refresh_assignments,
 )
-from db.store.models import UNRESOLVED_SHARDS, AssignmentKind, Stage
+from db.rules.enums import AssignmentKind, Stage
+from db.store.models import UNRESOLVED_SHARDS
 
 
 def rebuild_all(session_or_connection: Session | Connection) -> None:

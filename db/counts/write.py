@@ -41,8 +41,9 @@ from db.counts.tables import (
     UNRESOLVED_TOTALS,
     connection_of,
 )
+from db.rules.enums import AssignmentKind, Stage
 from db.store.current_rubric import counts_on_current_rubric, current_version_ids
-from db.store.models import NO_RUBRIC_VERSION, UNRESOLVED_SHARDS, AssignmentKind, Stage
+from db.store.models import NO_RUBRIC_VERSION, UNRESOLVED_SHARDS
 
 #: Responses read per statement when refreshing many (an import): bounds memory and the IN list.
 REFRESH_CHUNK = 2000

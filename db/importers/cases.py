@@ -22,10 +22,10 @@ from db.importers.reading import _extra
 from db.importers.writing import _batches, _BulkInserter, _dump_json, _Run
 from db.rubrics.references import write_references
 from db.rules.anchors import REFERENCE_FIELD, reference_problem
+from db.rules.enums import RubricStatus
 from db.rules.errors import Said
 from db.rules.records import CaseRecord, LookAlikes, check
 from db.rules.taxonomy import get_taxonomy
-from db.store.models import RubricStatus
 
 # Cases ---------------------------------------------------------------------------------------
 

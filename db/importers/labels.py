@@ -22,9 +22,10 @@ from db.label_rows import write as label_write
 from db.label_rows.write import BulkChunk
 from db.labeling.freeze import final_rounds
 from db.rules import limits
+from db.rules.enums import NO_GROUP
 from db.rules.errors import Said
 from db.rules.records import STAGES, LabelRecord, LookAlikes, check
-from db.store.models import NO_GROUP, User, table_of
+from db.store.models import User, table_of
 
 # Labels --------------------------------------------------------------------------------------
 

@@ -30,8 +30,9 @@ from db.access.audit import record
 from db.access.audit_replay import bulk_label_row
 from db.label_rows.refusals import LabelsChanged, SavedSince
 from db.label_rows.view import label_view, own_label_view
+from db.rules.enums import NO_GROUP, Stage
 from db.rules.errors import NotFound, StaleEdit
-from db.store.models import NO_GROUP, Label, Response, Stage, User, table_of, utcnow
+from db.store.models import Label, Response, User, table_of, utcnow
 
 LABEL_TABLE = SQLModel.metadata.tables["label"]
 _UPDATE_LABEL = (

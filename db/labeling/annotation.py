@@ -35,21 +35,12 @@ from db.label_rows.view import LabelView, own_label_view
 from db.label_rows.write import ANNOTATION, Place, Wanted, write
 from db.labeling import freeze as feedback_freeze
 from db.rubrics.authoring import CaseView, CriterionView, case_view, criteria_of
+from db.rules.enums import AssignmentKind, Stage
 from db.rules.errors import NotFound, ValidationFailed
 from db.rules.notes import clean_note
 from db.store.current_rubric import counts_on_current_rubric, current_approved_version, current_version_ids
 from db.store.lookups import case_id_of_case, code_of_response
-from db.store.models import (
-    Assignment,
-    AssignmentKind,
-    Case,
-    Criterion,
-    Label,
-    Response,
-    RubricVersion,
-    Stage,
-    User,
-)
+from db.store.models import Assignment, Case, Criterion, Label, Response, RubricVersion, User
 
 # The states of a group's labels on a response, and the rule that picks one: written once, in db.counts.
 TODO, PARTIAL, DONE, STALE, WAITING = counts.TODO, counts.PARTIAL, counts.DONE, counts.STALE, counts.WAITING

@@ -35,8 +35,9 @@ from db.label_rows.refusals import UnjudgedCriteria
 from db.labeling import annotation
 from db.labeling.annotation import LabelingView, LabelInput, SaveOutcome
 from db.labeling.draft_store import checked_decisions, discard_draft, kept_at, load_draft, save_draft
+from db.rules.enums import Stage
 from db.rules.errors import ValidationFailed
-from db.store.models import LabelTiming, Stage, User, utcnow
+from db.store.models import LabelTiming, User, utcnow
 
 #: A save whose active time is below this per criterion counts as very fast.
 FAST_MS_PER_CRITERION = 1_000

@@ -17,7 +17,8 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Connection
 from sqlmodel import Session, col
 
-from db.store.models import Assignment, AssignmentKind, FeedbackRound
+from db.rules.enums import AssignmentKind
+from db.store.models import Assignment, FeedbackRound
 
 
 def _opened_round_response_ids(group_no: int):

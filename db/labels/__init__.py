@@ -28,8 +28,9 @@ from sqlmodel import Session
 from db.importers import ImportSummary, import_file
 from db.labeling import annotation, drafts as label_drafts
 from db.review import adjudication, drafts as review_drafts, label_check
+from db.rules.enums import Stage
 from db.rules.errors import ValidationFailed
-from db.store.models import Stage, User
+from db.store.models import User
 
 __all__ = ["queue", "open", "keep_draft", "save", "import_rows"]
 

@@ -22,10 +22,11 @@ from db.review.shared import (
     current_rubric_version_id,
 )
 from db.rules import gold
+from db.rules.enums import NO_GROUP, Stage
 from db.rules.errors import ValidationFailed
 from db.rules.notes import clean_note
 from db.store.current_rubric import counts_sql
-from db.store.models import NO_GROUP, AdjudicationOpening, Case, Label, Response, ResponseStatus, Stage, User
+from db.store.models import AdjudicationOpening, Case, Label, Response, ResponseStatus, User
 
 # Adjudication --------------------------------------------------------------------------------
 

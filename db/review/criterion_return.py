@@ -19,10 +19,11 @@ from db.access.audit import record
 from db.access.policies import CriterionReturnPolicy, authorize
 from db.review.shared import _criteria, _username
 from db.rubrics.authoring import latest_version
+from db.rules.enums import AssignmentKind, Role, RubricStatus
 from db.rules.errors import NotFound, StaleEdit, ValidationFailed
 from db.rules.notes import clean_note
 from db.store.current_rubric import current_approved_version
-from db.store.models import Assignment, AssignmentKind, Case, Criterion, Role, RubricStatus, RubricVersion, User, utcnow
+from db.store.models import Assignment, Case, Criterion, RubricVersion, User, utcnow
 
 #: Why the rubric came back, as recorded in the audit log.
 REASON = "criterion reliability"

@@ -25,9 +25,10 @@ from db.labeling.draft_store import checked_decisions, discard_draft, kept_at, l
 from db.review.adjudication import AdjudicationView
 from db.review.label_check import CheckView
 from db.review.shared import _criteria, _response_and_case, current_rubric_version_id
+from db.rules.enums import Stage
 from db.rules.errors import NotFound, ValidationFailed
 from db.rules.notes import clean_note
-from db.store.models import Label, Stage, User, utcnow
+from db.store.models import Label, User, utcnow
 
 CHECK, ADJUDICATION = "check", "adjudication"
 

@@ -20,10 +20,11 @@ from db.review.shared import (
     _response_and_case,
     current_rubric_version_id,
 )
+from db.rules.enums import Stage
 from db.rules.errors import NotFound, ValidationFailed
 from db.rules.notes import clean_note
 from db.store.current_rubric import counts_sql
-from db.store.models import Case, JudgeDecision, Label, Response, Stage, User
+from db.store.models import Case, JudgeDecision, Label, Response, User
 
 # Label check within a group ------------------------------------------------------------------
 

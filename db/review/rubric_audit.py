@@ -17,10 +17,11 @@ from db.review.shared import CaseText, _criteria, _current_versions_subquery, _u
 from db.rubrics.authoring import CriterionView, criteria_of
 from db.rubrics.provenance import CriterionOrigin, provenance_of
 from db.rules.drafting import DELETED
+from db.rules.enums import RubricStatus
 from db.rules.errors import NotFound, StaleEdit, ValidationFailed
 from db.rules.notes import clean_note
 from db.store.current_rubric import stale_sql
-from db.store.models import Case, Criterion, Label, Response, RubricStatus, RubricVersion, User, utcnow
+from db.store.models import Case, Criterion, Label, Response, RubricVersion, User, utcnow
 
 # Rubric audit --------------------------------------------------------------------------------
 

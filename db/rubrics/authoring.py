@@ -25,21 +25,12 @@ from db.access.audit import record
 from db.access.policies import RubricPolicy, authorize
 from db.rubrics.provenance import OfferedDraft, newest_draft, record_provenance
 from db.rules.config import RUBRIC_SIZE
+from db.rules.enums import AssignmentKind, RubricStatus
 from db.rules.errors import NotFound, StaleEdit, ValidationFailed
 from db.rules.limits import TEXT_LIMITS
 from db.rules.lint import blocking_problems
 from db.rules.taxonomy import get_taxonomy
-from db.store.models import (
-    Assignment,
-    AssignmentKind,
-    Case,
-    Criterion,
-    RubricDraft,
-    RubricStatus,
-    RubricVersion,
-    User,
-    utcnow,
-)
+from db.store.models import Assignment, Case, Criterion, RubricDraft, RubricVersion, User, utcnow
 
 MAX_CRITERION_CHARS = TEXT_LIMITS["criterion"]
 

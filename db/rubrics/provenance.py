@@ -20,7 +20,8 @@ from sqlmodel import Session, col, select
 
 from db.access.policies import RubricPolicy, authorize
 from db.rules.drafting import DELETED, WRITTEN, origins
-from db.store.models import Case, CriterionProvenance, Role, RubricDraft, RubricVersion, User
+from db.rules.enums import Role
+from db.store.models import Case, CriterionProvenance, RubricDraft, RubricVersion, User
 
 
 @dataclass(frozen=True)

@@ -19,18 +19,9 @@ from sqlmodel import Session, col
 from db.access.audit import AuditWriter
 from db.access.policies import ReferencePolicy, authorize
 from db.rules.anchors import reference_problem, text_sha256
+from db.rules.enums import AssignmentKind, Role
 from db.rules.errors import NotFound, ValidationFailed
-from db.store.models import (
-    Assignment,
-    AssignmentKind,
-    Case,
-    ReferenceAnswer,
-    Role,
-    RubricVersion,
-    User,
-    table_of,
-    utcnow,
-)
+from db.store.models import Assignment, Case, ReferenceAnswer, RubricVersion, User, table_of, utcnow
 
 _TABLE = table_of(ReferenceAnswer)
 LOOKUP_BATCH = 500

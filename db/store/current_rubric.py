@@ -24,7 +24,8 @@ from sqlalchemy import ColumnElement, Select, and_, func, or_, select
 from sqlalchemy.engine import Connection
 from sqlmodel import Session, col
 
-from db.store.models import Criterion, RubricStatus, RubricVersion
+from db.rules.enums import RubricStatus
+from db.store.models import Criterion, RubricVersion
 
 #: Ids per `IN (...)` list, well under SQLite's limit on bound parameters.
 BATCH = 5_000

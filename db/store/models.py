@@ -12,15 +12,8 @@ from typing import Any
 from sqlalchemy import JSON, Column, Index, String, Table, Text, UniqueConstraint, inspect
 from sqlmodel import Field, SQLModel
 
-# The vocabulary lives in a module without SQL (the pure analysis code reads it); named here too.
-from db.rules.enums import (
-    NO_GROUP as NO_GROUP,
-    AssignmentKind as AssignmentKind,
-    JudgeRunStatus as JudgeRunStatus,
-    Role as Role,
-    RubricStatus as RubricStatus,
-    Stage as Stage,
-)
+# The vocabulary lives in a module without SQL (the pure analysis code reads it): import it from there.
+from db.rules.enums import NO_GROUP, JudgeRunStatus, RubricStatus
 
 
 def utcnow() -> datetime:

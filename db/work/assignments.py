@@ -25,21 +25,11 @@ from sqlmodel import Session, col, select
 from db import counts
 from db.access.audit import AuditWriter, record
 from db.access.policies import AssignmentPolicy, SystemActor, authorize, current_user
+from db.rules.enums import AssignmentKind, Role, RubricStatus
 from db.rules.errors import NotFound, ValidationFailed
 from db.store.current_rubric import counts_on_current_rubric, current_version_ids
 from db.store.distinct import distinct_values
-from db.store.models import (
-    Assignment,
-    AssignmentKind,
-    Case,
-    Response,
-    Role,
-    RubricStatus,
-    RubricVersion,
-    User,
-    table_of,
-    utcnow,
-)
+from db.store.models import Assignment, Case, Response, RubricVersion, User, table_of, utcnow
 
 GROUPS = (1, 2)
 

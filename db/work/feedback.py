@@ -50,20 +50,10 @@ from db.access.audit_records import round_key
 from db.access.policies import FeedbackPolicy, SystemActor, authorize, current_user
 from db.rubrics.authoring import CaseView, case_view
 from db.rules import gold as gold_rule
+from db.rules.enums import AssignmentKind, Stage
 from db.rules.errors import NotFound, ValidationFailed
 from db.store.current_rubric import counts_on_current_rubric, current_rubric_sizes, current_version_ids
-from db.store.models import (
-    Assignment,
-    AssignmentKind,
-    Case,
-    Criterion,
-    FeedbackRound,
-    Label,
-    Response,
-    Stage,
-    User,
-    utcnow,
-)
+from db.store.models import Assignment, Case, Criterion, FeedbackRound, Label, Response, User, utcnow
 from db.work.assignments import current_label_counts
 
 AUDIT_ENTITY = "feedback"

@@ -21,10 +21,11 @@ from db import counts
 from db.access.audit import AuditWriter
 from db.access.audit_records import judge_digests_entry
 from db.access.policies import JudgeRunPolicy, authorize
+from db.rules.enums import JudgeRunStatus
 from db.rules.errors import NotFound, ValidationFailed, said_from_record, said_record
 from db.rules.records import LookAlikes
 from db.store.judges import judge_names, response_models
-from db.store.models import JudgeRun, JudgeRunStatus, User, utcnow
+from db.store.models import JudgeRun, User, utcnow
 
 #: A running run whose process has not written for this long was stopped without saying so (killed).
 STALE_AFTER = timedelta(seconds=30)

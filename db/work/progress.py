@@ -18,15 +18,9 @@ from sqlmodel import Session, col, select
 from db import counts, review
 from db.access.policies import DisagreementFiguresPolicy, ProgressPolicy, authorize
 from db.rubrics.authoring import returned_to_author
+from db.rules.enums import AssignmentKind, Role, RubricStatus
 from db.store.judges import response_models
-from db.store.models import (
-    Assignment,
-    AssignmentKind,
-    Role,
-    RubricStatus,
-    RubricVersion,
-    User,
-)
+from db.store.models import Assignment, RubricVersion, User
 from db.work.assignments import (
     RUBRIC_DONE_STATES,
     my_queue,

@@ -6,8 +6,9 @@ from sqlalchemy import func, select
 from sqlmodel import Session, col
 
 from db import counts as kept_counts
+from db.rules.enums import RubricStatus
 from db.store.judges import judge_names
-from db.store.models import Criterion, RubricStatus, RubricVersion, User
+from db.store.models import Criterion, RubricVersion, User
 
 
 def _count(session: Session, statement) -> int:

@@ -21,18 +21,9 @@ from sqlmodel import Session
 from db.access.policies import ReferencePolicy, authorize
 from db.rubrics.references import is_rubric_author
 from db.rules.anchors import ANCHORS
+from db.rules.enums import Role
 from db.store.current_rubric import current_version_ids
-from db.store.models import (
-    AnchorDecision,
-    AnchorResult,
-    Criterion,
-    JudgeRun,
-    Role,
-    RubricVersion,
-    User,
-    table_of,
-    utcnow,
-)
+from db.store.models import AnchorDecision, AnchorResult, Criterion, JudgeRun, RubricVersion, User, table_of, utcnow
 
 LOOKUP_BATCH = 500
 _RESULT = table_of(AnchorResult)

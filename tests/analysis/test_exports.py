@@ -30,10 +30,11 @@ from analysis.exports.release import OPTIONAL_RELEASE_FIELDS, RELEASE_FIELDS, RE
 from analysis.exports.sft import GENERIC_EXPLANATION, export_sft
 from analysis.prompt import DEFAULT_TEMPLATE, fill_template
 from db.importers import model_of_judgement_file
+from db.rules.enums import RubricStatus, Stage
 from db.rules.errors import ValidationFailed
 from db.rules.records import FORBIDDEN_KEY_PARTS, is_forbidden_key
 from db.store.current_rubric import current_approved_version
-from db.store.models import Case, Criterion, JudgeDecision, Label, Response, RubricStatus, RubricVersion, Stage
+from db.store.models import Case, Criterion, JudgeDecision, Label, Response, RubricVersion
 from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 from tests.support.official_rules import CASE_SCORE_COLUMNS, eval_cacs

@@ -15,9 +15,10 @@ from analysis.grid import prepare
 from analysis.loader import load_frames
 from analysis.report import build_report, report_json
 from db import counts
+from db.rules.enums import NO_GROUP, Stage
 from db.rules.gold import DEFAULT_MIN_RESPONSES
 from db.store.current_rubric import current_approved_version
-from db.store.models import NO_GROUP, CalibrationSample, JudgeDecision, Label, Stage
+from db.store.models import CalibrationSample, JudgeDecision, Label
 from tests.support.factories import make_case, make_response, make_user
 
 N, K, CASES, SAMPLE = 3, 1, 25, 10

@@ -22,9 +22,10 @@ from analysis.exports.judgements import export_judgements
 from analysis.loader import load_frames
 from analysis.report import build_report, report_json
 from db import counts
+from db.rules.enums import NO_GROUP, Stage
 from db.rules.gold import FINAL, PROVISIONAL, gold_states
 from db.store.current_rubric import current_approved_version
-from db.store.models import NO_GROUP, JudgeDecision, Label, Stage
+from db.store.models import JudgeDecision, Label
 from tests.support.factories import make_case, make_response, make_user
 
 N, K = 4, 2

@@ -27,9 +27,10 @@ from analysis.report import build_report, report_json
 from db import counts, labeling, review
 from db.importers import import_file
 from db.migrations.upgrade import upgrade
+from db.rules.enums import RubricStatus
 from db.store.engine import make_engine, session_scope, sqlite_foreign_keys_off
 from db.store.migrate import alembic_config
-from db.store.models import Case, Criterion, Label, Response, RubricStatus, RubricVersion, User, utcnow
+from db.store.models import Case, Criterion, Label, Response, RubricVersion, User, utcnow
 from db.work import progress as progress_queries, status
 from db.work.assignments import assign_labeling
 from tests.support import recount

@@ -16,8 +16,8 @@ from analysis.bootstrap import confidence_intervals
 from analysis.frames import Frames
 from analysis.grid import RowLookup, prepare
 from analysis.report import report_json, tables as report_tables
+from db.rules.enums import NO_GROUP, Stage
 from db.rules.errors import ValidationFailed
-from db.store.models import NO_GROUP, Stage
 from tests.support.basis import report_as_written as build_report  # §4 as written (no checks in these frames)
 from tools import metrics_reference as reference
 

@@ -20,17 +20,9 @@ from sqlmodel import select
 from cli.main import main
 from db import labeling, labels as label_room
 from db.access.export_records import record_export
+from db.rules.enums import AssignmentKind, Stage
 from db.store.engine import get_engine, session_scope
-from db.store.models import (
-    Assignment,
-    AssignmentKind,
-    CalibrationSample,
-    GenerationResult,
-    JudgeDecision,
-    Response,
-    Stage,
-    User,
-)
+from db.store.models import Assignment, CalibrationSample, GenerationResult, JudgeDecision, Response, User
 from demo import generator as demo
 from i18n import translate
 from judge.generate import GenerateOptions, run_generate

@@ -13,8 +13,8 @@ from sklearn.metrics import cohen_kappa_score, f1_score
 
 from analysis.grid import DecisionGrid, prepare
 from analysis.reliability import criteria, judge_errors, physicians, slices_and_judges, thresholds_and_counts
+from db.rules.enums import Stage
 from db.rules.gold import gold_labels, group_final_labels
-from db.store.models import Stage
 from tests.analysis.test_metrics import J, both_groups, make_frames
 from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tools import metrics_reference

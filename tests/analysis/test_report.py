@@ -8,8 +8,9 @@ import pytest
 from sklearn.metrics import f1_score
 
 from cli.main import main
+from db.rules.enums import Stage
 from db.store.engine import get_engine
-from db.store.models import JudgeDecision, Stage
+from db.store.models import JudgeDecision
 from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tests.support.factories import make_case, make_label, make_response, make_user
 

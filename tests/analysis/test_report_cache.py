@@ -12,8 +12,9 @@ from sqlmodel import select
 
 import analysis.report
 from cli.main import main
+from db.rules.enums import Stage
 from db.store.engine import get_engine
-from db.store.models import Case, Stage, User
+from db.store.models import Case, User
 from tests.analysis.test_report import populate_small_database
 from tests.support.factories import make_label, make_response
 

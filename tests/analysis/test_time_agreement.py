@@ -17,7 +17,8 @@ from analysis.grid import prepare
 from analysis.loader import load_frames, load_timings
 from analysis.report import build_report, report_json, tables, write_json
 from analysis.time_agreement import spearman, time_agreement
-from db.store.models import Label, LabelTiming, Stage, User
+from db.rules.enums import Stage
+from db.store.models import Label, LabelTiming, User
 from tests.analysis.test_metrics import make_frames
 from tests.analysis.test_report import populate_small_database
 from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)

@@ -17,20 +17,11 @@ from db.access.audit_replay import verify_audit
 from db.access.users import authenticate
 from db.importers import import_file
 from db.rubrics.authoring import blocking_problems
+from db.rules.enums import AssignmentKind, RubricStatus
 from db.rules.errors import ValidationFailed
 from db.rules.taxonomy import get_taxonomy
 from db.store.engine import session_scope
-from db.store.models import (
-    Assignment,
-    AssignmentKind,
-    Case,
-    JudgeDecision,
-    Label,
-    Response,
-    RubricStatus,
-    RubricVersion,
-    User,
-)
+from db.store.models import Assignment, Case, JudgeDecision, Label, Response, RubricVersion, User
 from db.work.assignments import my_queue, rubric_authors
 from db.work.status import counts
 from demo import generator as demo

@@ -14,9 +14,10 @@ from sqlmodel import select
 from db.access.audit import verify_chain
 from db.access.audit_replay import verify_audit
 from db.access.users import USERNAME_PATTERN, authenticate
+from db.rules.enums import AssignmentKind
 from db.rules.errors import ValidationFailed
 from db.store.engine import session_scope
-from db.store.models import AdjudicationOpening, Assignment, AssignmentKind, Case, Response, User
+from db.store.models import AdjudicationOpening, Assignment, Case, Response, User
 from demo import generator as demo
 from demo.content import CASES_PER_TEAM, demo_people, demo_team, team_count
 

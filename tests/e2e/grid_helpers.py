@@ -8,8 +8,9 @@ import secrets
 from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect
 
 from db.access import users
+from db.rules.enums import AssignmentKind
 from db.store.engine import session_scope
-from db.store.models import Assignment, AssignmentKind
+from db.store.models import Assignment
 from tests.e2e.conftest import ACTION_TIMEOUT_MS, choose_in_picker, login, text, wait_for_app_run
 from tests.support.factories import make_case
 

@@ -19,8 +19,9 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from db import review, rubrics
 from db.access import users
 from db.rules.config import RUBRIC_SIZE
+from db.rules.enums import AssignmentKind, RubricStatus
 from db.store.engine import make_engine, session_scope
-from db.store.models import Assignment, AssignmentKind, Criterion, RubricStatus, RubricVersion
+from db.store.models import Assignment, Criterion, RubricVersion
 from tests.e2e.conftest import ACTION_TIMEOUT_MS, choose_in_picker, login, screenshot, text, wait_for_app_run
 from tests.e2e.grid_helpers import open_row_editor, row_height_of, type_into_row
 from tests.e2e.test_annotator_flow import CRITERIA

@@ -16,9 +16,10 @@ from playwright.sync_api import expect
 from sqlmodel import select
 
 from annotate.authoring import ID_WIDTH, ORDER_WIDTH
+from db.rules.enums import RubricStatus
 from db.rules.lint import lint_rubric
 from db.store.engine import make_engine, session_scope
-from db.store.models import Criterion, RubricStatus, RubricVersion
+from db.store.models import Criterion, RubricVersion
 from tests.e2e.conftest import ACTION_TIMEOUT_MS, screenshot, text, wait_for_app_run
 from tests.e2e.grid_helpers import HEADER_HEIGHT, assign_new_case, open_case_grid, row_height_of
 

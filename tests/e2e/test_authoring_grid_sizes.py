@@ -15,8 +15,9 @@ from annotate.authoring import ID_WIDTH, LINT_WIDTH, ORDER_WIDTH, REVIEW_WIDTH, 
 from db import review, rubrics
 from db.access import users
 from db.rules.config import RUBRIC_SIZE
+from db.rules.enums import AssignmentKind
 from db.store.engine import make_engine, session_scope
-from db.store.models import Assignment, AssignmentKind, Criterion, RubricVersion
+from db.store.models import Assignment, Criterion, RubricVersion
 from tests.e2e.conftest import ACTION_TIMEOUT_MS, choose_in_picker, login, screenshot, text, wait_for_app_run
 from ui.widgets import CASE_META_FIELDS
 

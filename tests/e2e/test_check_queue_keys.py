@@ -12,8 +12,9 @@ from sqlmodel import select
 
 from db.access import users
 from db.rules.config import RUBRIC_SIZE
+from db.rules.enums import RubricStatus, Stage
 from db.store.engine import make_engine, session_scope
-from db.store.models import Label, Response, RubricStatus, Stage
+from db.store.models import Label, Response
 from tests.e2e.conftest import ACTION_TIMEOUT_MS, login, screenshot, text, wait_for_app_run
 from tests.support.factories import make_case, make_label, make_response
 

@@ -12,8 +12,9 @@ from playwright.sync_api import expect
 from sqlmodel import select
 
 from db.rules.config import RUBRIC_SIZE
+from db.rules.enums import Stage
 from db.store.engine import session_scope
-from db.store.models import Draft, Label, Stage
+from db.store.models import Draft, Label
 from tests.e2e.conftest import ACTION_TIMEOUT_MS, choose_in_picker, login, screenshot, text, wait_for_app_run
 from tests.e2e.test_checker_workbench import DISPUTED, disputed, to_check  # noqa: F401  (fixtures)
 

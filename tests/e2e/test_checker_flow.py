@@ -18,9 +18,10 @@ from sqlmodel import select
 from db import counts, labeling, labels as label_room, review, rubrics
 from db.access import independence, users
 from db.rules.config import RUBRIC_SIZE
+from db.rules.enums import AssignmentKind, RubricStatus, Stage
 from db.rules.gold import LABEL_COLUMNS, gold_labels
 from db.store.engine import make_engine, session_scope
-from db.store.models import Assignment, AssignmentKind, Label, RubricStatus, RubricVersion, Stage
+from db.store.models import Assignment, Label, RubricVersion
 from tests.e2e.conftest import choose_in_picker, login, screenshot, text, wait_for_app_run
 from tests.support.factories import make_case, make_response
 from tests.support.page_save import as_sent

@@ -11,8 +11,9 @@ from sqlmodel import select
 
 from db.access import independence, users
 from db.rules.config import RUBRIC_SIZE
+from db.rules.enums import RubricStatus, Stage
 from db.store.engine import make_engine, session_scope
-from db.store.models import Label, RubricStatus, Stage
+from db.store.models import Label
 from tests.e2e.conftest import (
     ACTION_TIMEOUT_MS,
     DEMO_PASSWORD,

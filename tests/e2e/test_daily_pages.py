@@ -186,8 +186,9 @@ def test_an_export_is_said_next_to_its_button_and_the_release_card_is_rubric_onl
 def test_the_new_model_page_opens_on_the_newest_model(page, app_server, accounts):
     from sqlmodel import select
 
+    from db.rules.enums import Role
     from db.store.engine import make_engine, session_scope
-    from db.store.models import Role, User
+    from db.store.models import User
     from db.work.generation import models_newest_first
 
     engine = make_engine(app_server.database_url)

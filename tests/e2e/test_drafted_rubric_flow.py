@@ -23,8 +23,9 @@ from sqlmodel import select
 from analysis.report import run_report
 from annotate.authoring import ORDER_WIDTH, ORIGIN_WIDTH
 from db.access import users
+from db.rules.enums import AssignmentKind
 from db.store.engine import make_engine, session_scope
-from db.store.models import Assignment, AssignmentKind, CriterionProvenance, RubricVersion
+from db.store.models import Assignment, CriterionProvenance, RubricVersion
 from tests.e2e.conftest import ACTION_TIMEOUT_MS, choose_in_picker, login, screenshot, text, wait_for_app_run
 from tests.e2e.grid_helpers import open_case_grid
 from tools.llm_server import DRAFT_TEXTS, LLMServer

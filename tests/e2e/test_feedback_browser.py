@@ -11,8 +11,9 @@ import pytest
 from playwright.sync_api import expect
 from sqlmodel import select
 
+from db.rules.enums import AssignmentKind
 from db.store.engine import make_engine, session_scope
-from db.store.models import Assignment, AssignmentKind, JudgeDecision, Response, User
+from db.store.models import Assignment, JudgeDecision, Response, User
 from db.work import feedback
 from tests.e2e.conftest import (
     ACTION_TIMEOUT_MS,

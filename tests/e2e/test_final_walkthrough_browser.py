@@ -18,9 +18,10 @@ from sqlmodel import Session, select
 
 from analysis import leaderboard
 from analysis.model_pipeline import MIN_LABELED
+from db.rules.enums import NO_GROUP, Stage
 from db.rules.gold import DEFAULT_MIN_RESPONSES
 from db.store.engine import make_engine
-from db.store.models import NO_GROUP, LeaderboardSnapshot, Stage, User
+from db.store.models import LeaderboardSnapshot, User
 from db.work.leaderboard import freeze_snapshot
 from tests.analysis.test_final_walkthrough import NEW, OLD, SAMPLE, K, _add, _world
 from tests.e2e.conftest import (

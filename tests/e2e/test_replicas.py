@@ -22,8 +22,9 @@ from sqlmodel import select
 
 from db import counts, labeling, labels as label_room, review
 from db.access import independence, users
+from db.rules.enums import AssignmentKind, Stage
 from db.store.engine import make_engine, session_scope
-from db.store.models import Assignment, AssignmentKind, Label, Stage, User
+from db.store.models import Assignment, Label, User
 from tests.conftest import new_postgres_url
 from tests.e2e.conftest import (
     DEMO_PASSWORD,

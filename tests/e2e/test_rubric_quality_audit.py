@@ -19,8 +19,9 @@ from db.access import users
 from db.rubrics.references import set_reference
 from db.rules.anchors import GENERIC, REFUSAL, WEAK_TEXTS
 from db.rules.config import RUBRIC_SIZE
+from db.rules.enums import AssignmentKind, RubricStatus
 from db.store.engine import make_engine, session_scope
-from db.store.models import Assignment, AssignmentKind, Criterion, RubricStatus, RubricVersion
+from db.store.models import Assignment, Criterion, RubricVersion
 from judge.validate import ValidateOptions, run_validation
 from tests.e2e.conftest import choose_in_picker, login, screenshot, text, wait_for_app_run
 from tests.support.factories import make_case

@@ -13,8 +13,9 @@ from sqlmodel import select
 from db import counts
 from db.access import users
 from db.rules.config import RUBRIC_SIZE
+from db.rules.enums import AssignmentKind, RubricStatus
 from db.store.engine import make_engine, session_scope
-from db.store.models import Assignment, AssignmentKind, Criterion, RubricStatus, RubricVersion
+from db.store.models import Assignment, Criterion, RubricVersion
 from tests.e2e.conftest import ACTION_TIMEOUT_MS, choose_in_picker, login, screenshot, text, wait_for_app_run
 from tests.support.factories import make_case, make_response
 from ui.key_terms import key_terms

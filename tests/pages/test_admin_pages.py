@@ -7,8 +7,9 @@ import json
 import pytest
 from sqlmodel import select
 
+from db.rules.enums import AssignmentKind
 from db.store.engine import session_scope
-from db.store.models import Assignment, AssignmentKind, AuditLog, Case, JudgeDecision, User
+from db.store.models import Assignment, AuditLog, Case, JudgeDecision, User
 from db.work.status import counts
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in, texts

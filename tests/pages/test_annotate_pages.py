@@ -13,8 +13,9 @@ from annotate import pages as annotate_pages
 from db import counts, rubrics
 from db.labeling import draft_store as drafts, drafts as label_drafts
 from db.rubrics.authoring import CriterionInput, default_criterion_ids
+from db.rules.enums import RubricStatus
 from db.store.engine import session_scope
-from db.store.models import Assignment, Label, RubricStatus, RubricVersion, User
+from db.store.models import Assignment, Label, RubricVersion, User
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in, texts
 from tests.support.factories import make_case, make_response, make_rubric, make_user

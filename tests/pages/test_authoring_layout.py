@@ -10,8 +10,9 @@ from sqlmodel import select
 
 from db import rubrics
 from db.rubrics.authoring import CriterionInput, default_criterion_ids
+from db.rules.enums import RubricStatus
 from db.store.engine import session_scope
-from db.store.models import Assignment, Case, Criterion, RubricStatus, RubricVersion, User
+from db.store.models import Assignment, Case, Criterion, RubricVersion, User
 from i18n import translate
 from tests.support.apptest_helpers import open_page, signed_in
 from tests.support.factories import make_case, make_user

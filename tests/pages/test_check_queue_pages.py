@@ -15,9 +15,10 @@ import pytest
 from sqlalchemy import select
 
 from db import review
+from db.rules.enums import Stage
 from db.rules.errors import PermissionDenied, ValidationFailed
 from db.store.engine import session_scope
-from db.store.models import Case, JudgeDecision, Label, Response, Stage, User
+from db.store.models import Case, JudgeDecision, Label, Response, User
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 N_CRITERIA = 4

@@ -12,8 +12,9 @@ from sqlmodel import select
 
 from db import review
 from db.review import drafts
+from db.rules.enums import Stage
 from db.store.engine import session_scope
-from db.store.models import Label, Response, Stage, User
+from db.store.models import Label, Response, User
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in
 from tests.support.factories import make_case, make_label, make_response, make_user

@@ -89,7 +89,8 @@ def test_other_roles_are_turned_away(app_database):
 def test_many_responses_are_shown_a_page_at_a_time(app_database):
     """25 final responses on which gold differs from ann1 on c01: 20 on the first page, 5 on the second; one more
     response, unchecked, is provisional: not compared, and counted in a note."""
-    from db.store.models import Stage, User
+    from db.rules.enums import Stage
+    from db.store.models import User
     from db.work import feedback
     from db.work.assignments import assign_labeling
     from tests.support.factories import make_case, make_label, make_response, make_user

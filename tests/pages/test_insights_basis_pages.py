@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 from sqlmodel import Session
 
+from db.rules.enums import Stage
 from db.rules.gold import FINAL, PROVISIONAL
-from db.store.models import JudgeDecision, Stage
+from db.store.models import JudgeDecision
 from i18n import translate
 from tests.support.apptest_helpers import open_page, signed_in
 from tests.support.factories import make_case, make_label, make_response, make_user

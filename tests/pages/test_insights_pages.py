@@ -9,8 +9,9 @@ from sqlmodel import Session, select
 from streamlit.testing.v1 import AppTest
 
 from db.access.export_records import record_export
+from db.rules.enums import RubricStatus
 from db.store.engine import session_scope
-from db.store.models import Criterion, JudgeDecision, RubricStatus, RubricVersion
+from db.store.models import Criterion, JudgeDecision, RubricVersion
 from i18n import translate
 from tests.support.apptest_helpers import open_page, sign_in_token, signed_in, texts
 from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)

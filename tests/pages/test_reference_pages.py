@@ -7,16 +7,9 @@ import pytest
 from sqlmodel import func, select
 
 from db.rubrics.references import reference_for
+from db.rules.enums import AssignmentKind
 from db.store.engine import session_scope
-from db.store.models import (
-    AnchorDecision,
-    Assignment,
-    AssignmentKind,
-    AuditLog,
-    ReferenceAnswer,
-    RubricVersion,
-    User,
-)
+from db.store.models import AnchorDecision, Assignment, AuditLog, ReferenceAnswer, RubricVersion, User
 from db.work import judge_runs
 from i18n import translate
 from tests.support.apptest_helpers import open_page, signed_in, texts

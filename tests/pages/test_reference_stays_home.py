@@ -15,9 +15,10 @@ from sqlmodel import select
 from analysis.exports.release import export_release
 from db.access import users
 from db.rubrics.references import reference_for, set_reference
+from db.rules.enums import AssignmentKind, Role
 from db.rules.errors import PermissionDenied
 from db.store.engine import session_scope
-from db.store.models import Assignment, AssignmentKind, Case, Role, User
+from db.store.models import Assignment, Case, User
 from demo import generator as demo
 from tests.support.apptest_helpers import open_page, signed_in
 from tests.support.language_leaks import shown_texts

@@ -10,9 +10,10 @@ import pytest
 from sqlmodel import select
 
 from db import review
+from db.rules.enums import RubricStatus, Stage
 from db.rules.errors import ValidationFailed
 from db.store.engine import session_scope
-from db.store.models import AuditLog, Label, Response, RubricStatus, RubricVersion, Stage, User
+from db.store.models import AuditLog, Label, Response, RubricVersion, User
 from i18n import translate
 from review import pages as review_pages
 from tests.support.apptest_helpers import button, open_page, signed_in, texts

@@ -7,8 +7,9 @@ import pytest
 from sqlmodel import select
 
 from db import review
+from db.rules.enums import RubricStatus
 from db.store.engine import session_scope
-from db.store.models import Criterion, RubricStatus, RubricVersion, User
+from db.store.models import Criterion, RubricVersion, User
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in, texts
 from tests.support.factories import make_case, make_rubric, make_user

@@ -9,8 +9,9 @@ import pytest
 from sqlmodel import select
 
 from db import counts, review
+from db.rules.enums import Stage
 from db.store.engine import session_scope
-from db.store.models import Assignment, Label, Response, Stage, User
+from db.store.models import Assignment, Label, Response, User
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in
 from tests.support.factories import make_case, make_label, make_response, make_user

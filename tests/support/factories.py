@@ -6,9 +6,10 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from db import counts
+from db.rules.enums import NO_GROUP, RubricStatus, Stage
 from db.rules.security import hash_password
 from db.store.current_rubric import current_approved_version
-from db.store.models import NO_GROUP, Case, Criterion, Label, Response, RubricStatus, RubricVersion, Stage, User
+from db.store.models import Case, Criterion, Label, Response, RubricVersion, User
 
 DEFAULT_PASSWORD = "correct-horse-9"
 _HASH_CACHE: dict[str, str] = {}

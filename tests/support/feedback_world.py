@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from db.rules.enums import Stage
 from db.store.engine import session_scope
-from db.store.models import Response, Stage, User
+from db.store.models import Response, User
 from db.work.assignments import assign_labeling
 from tests.support.factories import make_case, make_label, make_response, make_user
 

@@ -26,8 +26,9 @@ from db.counts.tables import (
     TALLY,
     TOTALS,
 )
+from db.rules.enums import Stage
 from db.store.current_rubric import counts_on_current_rubric, counts_sql, current_rubric_sizes, current_version_ids
-from db.store.models import NO_RUBRIC_VERSION, AdjudicationOpening, Stage, User
+from db.store.models import NO_RUBRIC_VERSION, AdjudicationOpening, User
 
 _DECISION = ["response_id", "criterion_id"]
 

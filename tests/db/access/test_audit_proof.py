@@ -25,9 +25,10 @@ from db.access.audit_replay import replay, verify_audit
 from db.access.audit_seal import GENESIS_HASH
 from db.importers import import_file
 from db.rules.config import RUBRIC_SIZE
+from db.rules.enums import Stage
 from db.store.backup import libpq_environment, pg_tool
 from db.store.engine import make_engine, session_scope
-from db.store.models import AuditLog, Label, Response, Stage, User
+from db.store.models import AuditLog, Label, Response, User
 from db.work.assignments import assign_labeling
 from tests.support.page_save import as_sent
 

@@ -14,8 +14,8 @@ import re
 import pytest
 from sqlalchemy import text
 
+from db.rules.enums import NO_GROUP
 from db.store.engine import session_scope
-from db.store.models import NO_GROUP
 from demo.generator import build_demo
 from tests.db.access.test_audit_proof import verify
 

@@ -7,8 +7,9 @@ from sqlmodel import select
 
 from cli.main import main
 from db import review
+from db.rules.enums import RubricStatus
 from db.store.engine import get_engine, session_scope
-from db.store.models import AuditLog, RubricStatus, User
+from db.store.models import AuditLog, User
 from tests.support.factories import log_factory_rows, make_case, make_label, make_response, make_rubric, make_user
 
 

@@ -10,8 +10,9 @@ from sqlalchemy import update
 from sqlmodel import Session
 
 from db.access.policies import SystemActor
+from db.rules.enums import AssignmentKind
 from db.rules.errors import PermissionDenied
-from db.store.models import AssignmentKind, User
+from db.store.models import User
 from db.work.assignments import list_assignments, my_queue
 from db.work.calibration import draw_calibration_sample
 from db.work.feedback import round_states

@@ -20,9 +20,10 @@ from sqlmodel import select
 from db import counts, labeling, labels as label_room, review
 from db.access import independence
 from db.labeling.annotation import LabelInput
+from db.rules.enums import Stage
 from db.rules.errors import PermissionDenied
 from db.store.engine import session_scope
-from db.store.models import Assignment, JudgeDecision, Label, Response, RubricVersion, Stage, User, utcnow
+from db.store.models import Assignment, JudgeDecision, Label, Response, RubricVersion, User, utcnow
 from db.work import feedback, progress as progress_queries
 from tests.support.apptest_helpers import open_page, signed_in, texts
 from tests.support.factories import make_case, make_label, make_response, make_user

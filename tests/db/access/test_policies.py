@@ -18,8 +18,9 @@ from db.access.policies import (
     StatisticsPolicy,
     authorize,
 )
+from db.rules.enums import Role
 from db.rules.errors import PermissionDenied
-from db.store.models import Role, User
+from db.store.models import User
 
 ROOT = Path(__file__).resolve().parents[3]
 

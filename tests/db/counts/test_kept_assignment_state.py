@@ -20,20 +20,9 @@ from db.access import independence
 from db.importers import import_file
 from db.review.criterion_return import send_back_criteria
 from db.rules import config
+from db.rules.enums import AssignmentKind, RubricStatus, Stage
 from db.store.engine import session_scope
-from db.store.models import (
-    Assignment,
-    AssignmentKind,
-    Case,
-    Criterion,
-    Label,
-    LabelTally,
-    Response,
-    RubricStatus,
-    RubricVersion,
-    Stage,
-    User,
-)
+from db.store.models import Assignment, Case, Criterion, Label, LabelTally, Response, RubricVersion, User
 from db.work import assignments, progress as progress_queries
 from tests.support.factories import make_response, make_user
 from tests.support.import_samples import case_record, label_record, response_record, write_jsonl

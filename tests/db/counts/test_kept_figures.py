@@ -18,9 +18,10 @@ from sqlalchemy import func, select, text
 
 from db import counts, labeling, labels as label_room, review
 from db.importers import import_file
+from db.rules.enums import AssignmentKind, RubricStatus, Stage
 from db.rules.errors import StaleEdit
 from db.store.engine import session_scope
-from db.store.models import Assignment, AssignmentKind, Label, Response, RubricStatus, RubricVersion, Stage, User
+from db.store.models import Assignment, Label, Response, RubricVersion, User
 from tests.support import recount
 from tests.support.factories import make_case, make_label, make_response, make_user
 from tests.support.import_samples import write_jsonl

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from db import counts, labeling, labels as label_room
+from db.rules.enums import AssignmentKind
 from db.store.engine import session_scope
-from db.store.models import Assignment, AssignmentKind, User
+from db.store.models import Assignment, User
 from i18n import translate
 from tests.support.apptest_helpers import open_page, signed_in
 from tests.support.factories import make_case, make_response, make_user

@@ -23,9 +23,10 @@ from db import counts, labeling, labels as label_room, review, rubrics
 from db.importers import import_file
 from db.review.criterion_return import send_back_criteria
 from db.rules import config
+from db.rules.enums import AssignmentKind, Stage
 from db.store.current_rubric import counts_on_current_rubric, current_rubric_sizes, current_version_ids
 from db.store.engine import session_scope
-from db.store.models import Assignment, AssignmentKind, Label, LabelTally, Response, ResponseStatus, Stage, User
+from db.store.models import Assignment, Label, LabelTally, Response, ResponseStatus, User
 from db.work import assignments
 from db.work.calibration import draw_calibration_sample
 from db.work.disagreements import draw_disagreements

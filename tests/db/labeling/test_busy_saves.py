@@ -11,10 +11,11 @@ from sqlmodel import select
 
 from db import review
 from db.access.audit import AUDIT_LOCK_KEY
+from db.rules.enums import RubricStatus, Stage
 from db.rules.errors import DatabaseBusy
 from db.store import engine as engine_module
 from db.store.engine import make_engine, session_scope
-from db.store.models import Label, RubricStatus, RubricVersion, Stage, User
+from db.store.models import Label, RubricVersion, User
 from i18n import translate
 from tests.support.apptest_helpers import button, open_page, signed_in, texts
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user

@@ -11,8 +11,9 @@ from sqlmodel import select
 from db import labeling, labels as label_room, review
 from db.access.policies import LabelsFinal
 from db.labeling import drafts as label_drafts, freeze as feedback_freeze
+from db.rules.enums import Stage
 from db.store.engine import session_scope
-from db.store.models import Draft, Label, Stage, User
+from db.store.models import Draft, Label, User
 from db.work import feedback
 from db.work.assignments import assign_labeling
 from tests.support.factories import make_case, make_response, make_user

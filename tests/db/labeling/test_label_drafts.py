@@ -12,9 +12,10 @@ from db import counts, labeling, labels as label_room
 from db.label_rows.refusals import RubricChanged, UnjudgedCriteria
 from db.labeling import drafts as label_drafts
 from db.labeling.annotation import LabelInput
+from db.rules.enums import RubricStatus
 from db.rules.errors import PermissionDenied, ValidationFailed
 from db.rules.notes import MAX_NOTE_CHARS
-from db.store.models import Assignment, Draft, Label, LabelTiming, RubricStatus
+from db.store.models import Assignment, Draft, Label, LabelTiming
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 from tests.support.page_save import as_sent
 

@@ -9,8 +9,9 @@ from db import counts, labeling, labels as label_room
 from db.access.audit import verify_chain
 from db.label_rows.refusals import UnjudgedCriteria
 from db.labeling.annotation import LabelInput
+from db.rules.enums import RubricStatus
 from db.rules.errors import PermissionDenied, StaleEdit, ValidationFailed
-from db.store.models import Assignment, AuditLog, Label, RubricStatus, RubricVersion
+from db.store.models import Assignment, AuditLog, Label, RubricVersion
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 from tests.support.page_save import as_sent
 

@@ -15,8 +15,9 @@ from sqlalchemy import event, select
 from sqlmodel import Session, col
 
 from db.labeling import annotation
+from db.rules.enums import AssignmentKind
 from db.store.engine import make_engine
-from db.store.models import Assignment, AssignmentKind, Case, Response, User
+from db.store.models import Assignment, Case, Response, User
 from tests.support.factories import make_user
 
 pytestmark = pytest.mark.postgres

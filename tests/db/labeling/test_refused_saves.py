@@ -12,9 +12,10 @@ from sqlmodel import select
 from db import counts, review
 from db.label_rows.refusals import LabelsChanged, SavedSince
 from db.labeling import drafts as label_drafts
+from db.rules.enums import Stage
 from db.rules.errors import StaleEdit
 from db.store.engine import session_scope
-from db.store.models import Assignment, Draft, Label, Stage, User
+from db.store.models import Assignment, Draft, Label, User
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 N = 6

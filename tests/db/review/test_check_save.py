@@ -7,8 +7,9 @@ from sqlmodel import col, select
 
 from db import labels, review
 from db.access.audit import verify_chain
+from db.rules.enums import Stage
 from db.store.engine import session_scope
-from db.store.models import AuditLog, Label, Stage, User
+from db.store.models import AuditLog, Label, User
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 N = 30

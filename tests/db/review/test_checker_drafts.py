@@ -8,8 +8,9 @@ from sqlmodel import func, select
 
 from db import review
 from db.review import drafts
+from db.rules.enums import Stage
 from db.rules.errors import NotFound, PermissionDenied, ValidationFailed
-from db.store.models import Draft, Stage
+from db.store.models import Draft
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 

@@ -19,9 +19,10 @@ from sqlmodel import select
 from db import review
 from db.access.audit import verify_chain
 from db.label_rows import write as label_write
+from db.rules.enums import RubricStatus, Stage
 from db.rules.errors import StaleEdit
 from db.store.engine import make_engine, session_scope
-from db.store.models import AuditLog, Label, RubricStatus, RubricVersion, Stage, User
+from db.store.models import AuditLog, Label, RubricVersion, User
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 
 SAVES_PER_WORKER = 6

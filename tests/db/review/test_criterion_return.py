@@ -9,9 +9,10 @@ from sqlmodel import select
 from db import review, rubrics
 from db.access.audit import verify_chain
 from db.review.criterion_return import send_back_criteria, send_back_target
+from db.rules.enums import RubricStatus
 from db.rules.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
 from db.store.engine import session_scope
-from db.store.models import Assignment, AuditLog, Criterion, Label, RubricStatus, RubricVersion, User
+from db.store.models import Assignment, AuditLog, Criterion, Label, RubricVersion, User
 from tests.support.factories import make_case, make_label, make_response, make_user
 
 N = 4

@@ -8,10 +8,11 @@ from sqlmodel import select
 
 from db import review
 from db.access.audit import verify_chain
+from db.rules.enums import NO_GROUP, RubricStatus, Stage
 from db.rules.errors import NotFound, PermissionDenied, StaleEdit, ValidationFailed
 from db.rules.gold import LABEL_COLUMNS, gold_labels
 from db.store.engine import session_scope
-from db.store.models import NO_GROUP, AuditLog, JudgeDecision, Label, RubricStatus, RubricVersion, Stage
+from db.store.models import AuditLog, JudgeDecision, Label, RubricVersion
 from tests.support.factories import make_case, make_label, make_response, make_rubric, make_user
 
 N = 4

@@ -5,7 +5,8 @@ from __future__ import annotations
 from sqlmodel import select
 
 from db import review
-from db.store.models import Criterion, RubricStatus
+from db.rules.enums import RubricStatus
+from db.store.models import Criterion
 from tests.support.factories import make_case, make_rubric, make_user
 
 

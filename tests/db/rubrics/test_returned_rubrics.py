@@ -7,8 +7,9 @@ from sqlmodel import select
 
 from db import rubrics
 from db.rubrics.authoring import CriterionInput, default_criterion_ids
+from db.rules.enums import RubricStatus
 from db.store.engine import session_scope
-from db.store.models import Criterion, RubricStatus, RubricVersion, User
+from db.store.models import Criterion, RubricVersion, User
 from i18n import translate
 from tests.pages.test_annotate_pages import clean_texts, editor_frame, save_version, studio  # noqa: F401
 from tests.support.apptest_helpers import app_database, button, open_page, signed_in, texts  # noqa: F401

@@ -8,8 +8,9 @@ from sqlmodel import select
 from db import counts, rubrics
 from db.access.audit import verify_chain
 from db.rubrics.authoring import CriterionInput, default_criterion_ids
+from db.rules.enums import RubricStatus
 from db.rules.errors import PermissionDenied, StaleEdit, ValidationFailed
-from db.store.models import Assignment, AuditLog, RubricStatus, RubricVersion
+from db.store.models import Assignment, AuditLog, RubricVersion
 from tests.support.factories import make_case, make_user
 
 N = 30

@@ -9,8 +9,9 @@ from sqlmodel import select
 
 from db.access.audit import verify_chain
 from db.labeling import draft_store as drafts
+from db.rules.enums import AssignmentKind, RubricStatus, Stage
 from db.rules.errors import PermissionDenied, ValidationFailed
-from db.store.models import Assignment, AssignmentKind, AuditLog, Case, Response, RubricStatus, Stage
+from db.store.models import Assignment, AuditLog, Case, Response
 from db.work import assignments, progress as progress_queries
 from tests.support.factories import make_case, make_label, make_response, make_user
 

@@ -14,18 +14,10 @@ from analysis.exports.sft import export_sft
 from analysis.loader import load_frames
 from analysis.report import build_report, report_json
 from cli.main import main
+from db.rules.enums import AssignmentKind, RubricStatus, Stage
 from db.rules.errors import PermissionDenied, ValidationFailed
 from db.store.engine import get_engine, session_scope
-from db.store.models import (
-    Assignment,
-    AssignmentKind,
-    AuditLog,
-    CalibrationSample,
-    JudgeDecision,
-    Response,
-    RubricStatus,
-    Stage,
-)
+from db.store.models import Assignment, AuditLog, CalibrationSample, JudgeDecision, Response
 from db.work.calibration import draw_calibration_sample
 from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tests.support.factories import make_case, make_label, make_response, make_user

@@ -13,19 +13,11 @@ from sqlmodel import func, select
 from analysis.exports.sft import export_sft
 from cli.main import main
 from db.access.users import get_user
+from db.rules.enums import AssignmentKind, RubricStatus
 from db.rules.errors import NotFound, PermissionDenied, ValidationFailed
 from db.rules.gold import PROVISIONAL
 from db.store.engine import get_engine, session_scope
-from db.store.models import (
-    Assignment,
-    AssignmentKind,
-    AuditLog,
-    CalibrationSample,
-    DisagreementDraw,
-    JudgeDecision,
-    Response,
-    RubricStatus,
-)
+from db.store.models import Assignment, AuditLog, CalibrationSample, DisagreementDraw, JudgeDecision, Response
 from db.work.assignments import my_queue
 from db.work.disagreements import draw_disagreements, ranked_candidates
 from i18n import translate

@@ -8,9 +8,10 @@ import random
 import pytest
 
 from db.rules import gold
+from db.rules.enums import Stage
 from db.rules.errors import ValidationFailed
 from db.store.engine import session_scope
-from db.store.models import Stage, User
+from db.store.models import User
 from db.work import feedback
 from db.work.assignments import assign_labeling
 from tests.support.factories import make_case, make_label, make_response, make_user

@@ -7,9 +7,10 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from db import counts
+from db.rules.enums import Stage
 from db.rules.errors import NotFound, PermissionDenied
 from db.store.engine import session_scope
-from db.store.models import AuditLog, FeedbackRound, Stage, User
+from db.store.models import AuditLog, FeedbackRound, User
 from db.work import feedback
 from tests.support.factories import make_label
 from tests.support.feedback_world import RATIONALE, world
