@@ -320,7 +320,8 @@ def _figure(t: shell.Translator, name: str, figure: go.Figure, key: str) -> None
 
 
 def render() -> None:
-    authorize(shell.require_user(Role.admin), StatisticsPolicy.see_group_figures())
+    with shell.db_session(read_only=True) as session:
+        authorize(session, shell.require_user(Role.admin), StatisticsPolicy.see_group_figures())
     t = shell.translator()
     language = shell.lang()
     st.title(t("analysis.nav"))

@@ -87,9 +87,8 @@ def _load(t: shell.Translator) -> State | None:
 
 
 def _admin() -> User:
-    user = shell.require_user(Role.admin)
-    authorize(user, StatisticsPolicy.see_group_figures())
-    return user
+    with shell.db_session(read_only=True) as session:
+        return authorize(session, shell.require_user(Role.admin), StatisticsPolicy.see_group_figures())
 
 
 def _download(t: shell.Translator, name: str, frame: pd.DataFrame) -> None:

@@ -311,18 +311,19 @@ def _export(
     return exported
 
 
-def _admin_only(by: User | str) -> None:
+def _admin_only(engine: Engine, by: User | str) -> None:
     """A person must be an admin (the command line, a plain name, holds the database anyway): asked first,
     before a file is read or written."""
     if isinstance(by, User):
-        authorize(by, JudgeRunPolicy.manage())
+        with session_scope(engine, read_only=True) as session:
+            authorize(session, by, JudgeRunPolicy.manage())
 
 
 def export_judge_batch(
     engine: Engine, directory: Path, options: RunOptions, by: User | str = "cli", progress: Progress = no_progress
 ) -> Exported:
     """`judge batch export DIR`: the requests of a judge run on `options`, as a file and a recorded run."""
-    _admin_only(by)
+    _admin_only(engine, by)
     options.check_request()
     options.check_selection()
     sha = template_sha256(read_template(options.template))
@@ -345,7 +346,7 @@ def export_generate_batch(
     engine: Engine, directory: Path, options: GenerateOptions, by: User | str = "cli", progress: Progress = no_progress
 ) -> Exported:
     """`generate batch export DIR`: the requests of a generate run on `options`, as a file and a recorded run."""
-    _admin_only(by)
+    _admin_only(engine, by)
     options.check_request()
     options.check_name()
     if options.cases not in CASE_SCOPES:
@@ -473,7 +474,7 @@ def import_batch(
     by: User | str = "cli",
 ) -> Imported:
     """`judge|generate batch import RESULTS --batch DIR`: checks everything, then stores the new answers."""
-    _admin_only(by)
+    _admin_only(engine, by)
     manifest = batch_files.read_manifest(directory, kind)
     known = batch_files.request_ids(directory, manifest)
     try:

@@ -99,8 +99,9 @@ def not_adjudicable(session: Session, user: User, response_ids: Iterable[int]) -
 
 def require_may_adjudicate(session: Session, user: User, response_id: int) -> None:
     """The adjudication policy, with the facts it needs about this response read for this checker."""
-    authorize(user, LabelPolicy.adjudicate())  # the role, before anything about the response is read
-    authorize(
+    user = authorize(session, user, LabelPolicy.adjudicate())  # the role, before anything about the response is read
+    user = authorize(
+        session,
         user,
         LabelPolicy.adjudicate(
             annotated_it=bool(annotated_by(session, user.id, [response_id])),
@@ -170,7 +171,7 @@ def ready_for_adjudication(session: Session, user: User) -> list[int]:
     are read: the list says nothing about the other group. The group's part is kept (db.counts, one row per
     ready response), so a visit reads the ready responses, not every label of the group.
     """
-    authorize(user, LabelPolicy.read_checks())
+    user = authorize(session, user, LabelPolicy.read_checks())
     if user.group_no not in (1, 2):
         return []  # a checker outside the two groups checks nothing, so nothing is ready
     ready = counts.ready_for_adjudication(group_no=user.group_no)
@@ -192,7 +193,7 @@ def count_ready_for_adjudication(session: Session, user: User) -> int:
 
     A page that shows the number runs this on every visit; the list is read only when responses are taken in.
     """
-    authorize(user, LabelPolicy.read_checks())
+    user = authorize(session, user, LabelPolicy.read_checks())
     if user.group_no not in (1, 2):
         return 0
     ready = counts.ready_for_adjudication(group_no=user.group_no)
@@ -233,4 +234,4 @@ def labels_closed_to(session: Session, user: User, response_id: int) -> bool:
 
 def require_group_labels_open(session: Session, user: User, response_id: int) -> None:
     """Refuses a change of the user's own group's labels on a response whose adjudication they opened."""
-    authorize(user, LabelPolicy.check(labels_closed=labels_closed_to(session, user, response_id)))
+    user = authorize(session, user, LabelPolicy.check(labels_closed=labels_closed_to(session, user, response_id)))

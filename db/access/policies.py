@@ -1,4 +1,4 @@
-"""Who may do what: one policy per resource, and every workflow asks `authorize(actor, Policy.action(...))`.
+"""Who may do what: one policy per resource, and every workflow asks `authorize(session, actor, Policy.action(...))`.
 
 A policy's action returns a `Rule`: a function of the acting user that gives the refusal (a
 `PermissionDenied` naming its catalog entry) or None. The facts a rule needs from the database — who
@@ -74,11 +74,14 @@ def current_user(session: Session, actor: User | SystemActor) -> User:
     return fresh
 
 
-def authorize(actor: User, rule: Rule) -> None:
-    """Raises the rule's refusal for `actor`; returns when they may."""
-    refusal = rule(actor)
+def authorize(session: Session, actor: User | SystemActor, rule: Rule) -> User:
+    """Raises the rule's refusal for the acting user as the database says now (`current_user`), else returns
+    that user: every workflow asks through here, so none decides on a caller's stale or edited object."""
+    user = current_user(session, actor)
+    refusal = rule(user)
     if refusal is not None:
         raise refusal
+    return user
 
 
 # The building blocks every policy combines ------------------------------------------------------

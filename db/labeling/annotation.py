@@ -134,8 +134,8 @@ class SaveOutcome:
 # Access --------------------------------------------------------------------------------------
 
 
-def _require_annotator(user: User) -> None:
-    authorize(user, LabelPolicy.annotate())
+def _require_annotator(session: Session, user: User) -> User:
+    return authorize(session, user, LabelPolicy.annotate())
 
 
 def _group_of(annotator: User) -> int:
@@ -156,7 +156,7 @@ def assigned_item(session: Session, user: User, response_id: int, *, lock: bool 
     user's group on it are final: one statement. `lock` takes the response's row lock as well (a save; see
     `save_target`).
     """
-    _require_annotator(user)
+    user = _require_annotator(session, user)
     assigned = (
         select(Assignment.id)
         .where(
@@ -178,7 +178,7 @@ def assigned_item(session: Session, user: User, response_id: int, *, lock: bool 
     if row is None:
         raise NotFound(f"no response #{response_id}", key="errors.response_unknown", params={"response": response_id})
     response, case, is_assigned, is_final = row
-    authorize(user, LabelPolicy.annotate(assigned=bool(is_assigned)))
+    user = authorize(session, user, LabelPolicy.annotate(assigned=bool(is_assigned)))
     return AssignedItem(response, case, bool(is_final))
 
 
@@ -202,7 +202,7 @@ def _own_labels(session: Session, response_id: int, group_no: int) -> list[Label
 
 def labels_for(session: Session, user: User, response_id: int, group_no: int) -> dict[str, LabelView]:
     """The annotation labels of `group_no` on a response; only the annotator's own group."""
-    authorize(user, LabelPolicy.annotate(group_no=group_no))
+    user = authorize(session, user, LabelPolicy.annotate(group_no=group_no))
     response = assigned_response(session, user, response_id)
     current = current_approved_version(session, response.case_pk)
     return _label_views(session, response_id, group_no, current.id if current else None)
@@ -216,7 +216,7 @@ def _label_views(session: Session, response_id: int, group_no: int, current_id: 
 
 def response_for_labeling(session: Session, user: User, response_id: int) -> LabelingView:
     """The blinded view of one assigned response, with the current approved rubric."""
-    authorize(user, LabelPolicy.annotate(group_no=user.group_no))
+    user = authorize(session, user, LabelPolicy.annotate(group_no=user.group_no))
     assigned = assigned_item(session, user, response_id)
     response, case = assigned.response, assigned.case
     rubric = current_approved_version(session, response.case_pk)
@@ -259,7 +259,7 @@ def labeling_queue(session: Session, user: User, *, recount: bool = False) -> La
     The state is the one kept on each assignment (db.counts): one row per item, no label counted here.
     `recount`: counted from the labels instead (`recounted_queue`).
     """
-    _require_annotator(user)
+    user = _require_annotator(session, user)
     if recount:
         return recounted_queue(session, user)
     # looked up item by item, so the queue costs what it holds (db.store.lookups)
@@ -285,7 +285,7 @@ def labeling_queue(session: Session, user: User, *, recount: bool = False) -> La
 
 def recounted_queue(session: Session, user: User) -> LabelQueue:
     """`labeling_queue` counted from the label tally against every case's current rubric (the straightforward way)."""
-    _require_annotator(user)
+    user = _require_annotator(session, user)
     responses = _assigned_responses(session, user)
     if not responses:
         return LabelQueue([])
@@ -339,7 +339,7 @@ def save_target(session: Session, user: User, response_id: int, *, rubric_versio
     LabelsFinal when the feedback of the response's round was opened.
     """
     assigned = assigned_item(session, user, response_id, lock=True)
-    authorize(user, LabelPolicy.change_annotation(final=assigned.final))
+    user = authorize(session, user, LabelPolicy.change_annotation(final=assigned.final))
     response, case = assigned.response, assigned.case
     rubric = rubric_as_opened(session, response.case_pk, rubric_version_id)
     return SaveTarget(response, case.case_id, rubric, criterion_ids_of(session, rubric.id))

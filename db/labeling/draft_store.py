@@ -54,8 +54,7 @@ def save_draft(session: Session, user: User, key: str, payload: dict[str, Any]) 
 
 def _require_active(session: Session, user: User) -> None:
     """An active account, as the database says now (an account deactivated since the caller read it is refused)."""
-    fresh = session.get(User, user.id, populate_existing=True) if user.id is not None else None
-    authorize(fresh if fresh is not None else user, active())
+    authorize(session, user, active())
 
 
 def load_draft(session: Session, user: User, key: str) -> dict[str, Any] | None:

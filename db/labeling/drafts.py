@@ -199,7 +199,7 @@ def keep_draft(
     the labels are final (LabelsFinal, db/access/policies.py).
     """
     assigned = annotation.assigned_item(session, user, response_id)  # one statement: the assignment and the freeze
-    authorize(user, LabelPolicy.change_annotation(final=assigned.final))
+    user = authorize(session, user, LabelPolicy.change_annotation(final=assigned.final))
     response = assigned.response
     annotation.rubric_as_opened(session, response.case_pk, rubric_version_id)
     criterion_ids = annotation.criterion_ids_of(session, rubric_version_id)
@@ -294,7 +294,7 @@ def is_fast(active_ms: int, n_criteria: int) -> bool:
 
 def time_on_task(session: Session, *, actor: User, stage: str = Stage.annotation) -> list[TimeOnTask]:
     """Per person: saves, median active time per response and per criterion, very fast saves (admins only)."""
-    authorize(actor, TimeOnTaskPolicy.manage())
+    actor = authorize(session, actor, TimeOnTaskPolicy.manage())
     rows = session.exec(
         select(User.username, User.group_no, LabelTiming.active_ms, LabelTiming.n_criteria)
         .join(User, col(User.id) == col(LabelTiming.user_id))

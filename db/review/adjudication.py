@@ -44,7 +44,7 @@ def _my_unresolved_figures(session: Session, user: User) -> list[counts.Response
 
     Responses still open to them are left out whatever their figures: a count that moved when the checker
     flipped one of their own labels would tell them the other group's label (db.access.independence)."""
-    authorize(user, LabelPolicy.read_checks())
+    user = authorize(session, user, LabelPolicy.read_checks())
     rows = session.execute(
         select(*(getattr(ResponseStatus, name) for name in counts.STATUS_COLUMNS))
         .join(AdjudicationOpening, col(AdjudicationOpening.response_id) == col(ResponseStatus.response_id))

@@ -76,7 +76,7 @@ def _assignee(session: Session, case_pk: int) -> User | None:
 
 
 def send_back_target(session: Session, actor: User, case_id: str) -> SendBackTarget:
-    authorize(actor, CriterionReturnPolicy.manage())
+    actor = authorize(session, actor, CriterionReturnPolicy.manage())
     case = _case(session, case_id)
     current = current_approved_version(session, _pk(case))
     if current is None:
@@ -109,7 +109,7 @@ def send_back_criteria(
     `seen_version_id` is the approved version the admin looked at; `author` names the annotator to
     send it to when the rubric has no author (imported rubrics) or should go to someone else.
     """
-    authorize(actor, CriterionReturnPolicy.manage())
+    actor = authorize(session, actor, CriterionReturnPolicy.manage())
     case = _case(session, case_id)
     current = _approved_as_seen(session, case, case_id, seen_version_id)
     criteria = _criteria(session, current.id)

@@ -59,7 +59,7 @@ def _key(kind: str, response_id: int) -> str:
 
 
 def _require_may_check(session: Session, user: User, response_id: int) -> None:
-    authorize(user, LabelPolicy.check())
+    user = authorize(session, user, LabelPolicy.check())
     response, _ = _response_and_case(session, response_id)
     annotated = session.exec(
         select(Label.id)
@@ -78,7 +78,9 @@ def _require_may_check(session: Session, user: User, response_id: int) -> None:
 def _require_may_adjudicate(session: Session, user: User, response_id: int) -> None:
     independence.require_may_adjudicate(session, user, response_id)
     _response_and_case(session, response_id)
-    authorize(user, LabelPolicy.adjudicate(opened=bool(independence.opened_by(session, user.id, [response_id]))))
+    user = authorize(
+        session, user, LabelPolicy.adjudicate(opened=bool(independence.opened_by(session, user.id, [response_id])))
+    )
 
 
 def _criterion_ids(session: Session, response_id: int) -> set[str]:
@@ -194,7 +196,7 @@ def _restore(payload: dict | None, current: Mapping[str, int | None]) -> Checker
 def check_draft(session: Session, user: User, view: CheckView) -> CheckerDraft | None:
     """The checker's own draft of a response they are checking, over the labels of `view` (None: no draft,
     or the response's labels are closed to them since they opened its adjudication)."""
-    authorize(user, LabelPolicy.read_checks())
+    user = authorize(session, user, LabelPolicy.read_checks())
     if view.closed or user.group_no != view.group_no:
         return None
     current = {
@@ -218,10 +220,10 @@ def adjudication_draft(session: Session, user: User, view: AdjudicationView) -> 
 
 def discard_check_draft(session: Session, user: User, response_id: int) -> bool:
     """Drop the checker's draft of a response (after its save); True when there was one."""
-    authorize(user, LabelPolicy.read_checks())
+    user = authorize(session, user, LabelPolicy.read_checks())
     return discard_draft(session, user, _key(CHECK, response_id))
 
 
 def discard_adjudication_draft(session: Session, user: User, response_id: int) -> bool:
-    authorize(user, LabelPolicy.read_checks())
+    user = authorize(session, user, LabelPolicy.read_checks())
     return discard_draft(session, user, _key(ADJUDICATION, response_id))

@@ -52,7 +52,7 @@ class CheckQueueItem:
 
 def check_annotators(session: Session, user: User) -> list[AnnotatorSummary]:
     """The annotators of the checker's group with annotation labels in that group (never the checker)."""
-    authorize(user, LabelPolicy.read_checks())
+    user = authorize(session, user, LabelPolicy.read_checks())
     group = _group_of(user)
     people = (col(User.id), col(User.username), col(User.display_name))
     # Kept per person (db.counts' label totals): a few rows, however many labels the group has.
@@ -65,8 +65,8 @@ def check_annotators(session: Session, user: User) -> list[AnnotatorSummary]:
     ]
 
 
-def _require_queue_reader(user: User, annotator_id: int) -> None:
-    authorize(user, LabelPolicy.read_annotator_queue(annotator_id=annotator_id))
+def _require_queue_reader(session: Session, user: User, annotator_id: int) -> User:
+    return authorize(session, user, LabelPolicy.read_annotator_queue(annotator_id=annotator_id))
 
 
 def _group_of(checker: User) -> int:
@@ -171,7 +171,7 @@ def check_queue(
     mode "all": every response they labeled; "sample": a seeded `percent`% of them;
     "judge": every response, the ones where they disagree most with `judge` first.
     """
-    _require_queue_reader(user, annotator_id)
+    user = _require_queue_reader(session, user, annotator_id)
     group = _group_of(user)
     items = _items(session.execute(_queue_rows(group, annotator_id)).all())
     if mode == CHECK_ALL:
@@ -231,7 +231,7 @@ def check_queue_page(
 ) -> list[CheckQueueItem]:
     """`check_queue(...)[offset : offset + limit]`, same rules, order and contents. In "all" mode only
     that page is read; the sample and judge modes need the whole queue to choose and rank."""
-    _require_queue_reader(user, annotator_id)
+    user = _require_queue_reader(session, user, annotator_id)
     if offset < 0 or limit < 0:
         raise ValidationFailed(f"offset and limit: 0 or more (got {offset}, {limit})", key="errors.check_page")
     if mode != CHECK_ALL:
@@ -245,7 +245,7 @@ def check_queue_counts(
 ) -> tuple[int, int]:
     """(responses in the queue, those with as many group check labels as the annotator's labels).
     In "all" mode one aggregate query, no rows read."""
-    _require_queue_reader(user, annotator_id)
+    user = _require_queue_reader(session, user, annotator_id)
     if mode != CHECK_ALL:
         items = check_queue(session, user, annotator_id=annotator_id, mode=mode, **options)
         return len(items), sum(1 for item in items if _fully_checked(item))
@@ -318,7 +318,7 @@ def check_queue_window(
 ) -> CheckQueueWindow:
     """`before` responses of the queue before `around` and `after` from it on (from the start when
     `around` is not in the queue), and the queue's counts. In "all" mode only that stretch is read."""
-    _require_queue_reader(user, annotator_id)
+    user = _require_queue_reader(session, user, annotator_id)
     if before < 0 or after < 1:
         raise ValidationFailed(f"before, after: 0 or more, 1 or more (got {before}, {after})", key="errors.check_page")
     if mode != CHECK_ALL:
@@ -362,7 +362,7 @@ class CheckView:
 
 def check_view(session: Session, user: User, response_id: int) -> CheckView:
     """One response with the checker's group's annotation and check labels, criterion by criterion."""
-    authorize(user, LabelPolicy.read_checks())
+    user = authorize(session, user, LabelPolicy.read_checks())
     response, case = _response_and_case(session, response_id)
     group = _group_of(user)
     labels = list(
@@ -412,7 +412,7 @@ def save_check(
     seen_lock_version: int | None = None,
 ) -> LabelView:
     """Confirms (same value) or corrects (other value, note required) the group's label of one criterion."""
-    authorize(user, LabelPolicy.check())
+    user = authorize(session, user, LabelPolicy.check())
     response, case = _response_and_case(session, response_id)
     wanted = _check_wanted(session, user, response, criterion_id, met, note, seen_lock_version)
     write(session, user, CHECK, _place(session, user, response, case), [wanted])
@@ -458,7 +458,8 @@ def _check_wanted(
             key="errors.no_label_to_check",
             params={"criterion": criterion_id},
         )
-    authorize(
+    user = authorize(
+        session,
         user,
         LabelPolicy.check(
             annotator_id=annotation.user_id, labels_closed=independence.labels_closed_to(session, user, response.id)
@@ -482,7 +483,7 @@ def save_checks(session: Session, user: User, *, response_id: int, decisions: li
     Returns the number of check labels written. Any refusal (StaleEdit, PermissionDenied, a
     missing note) leaves nothing saved, since the caller's transaction rolls back.
     """
-    authorize(user, LabelPolicy.read_checks())
+    user = authorize(session, user, LabelPolicy.read_checks())
     existing = {
         label.criterion_id: label
         for label in session.execute(
@@ -506,7 +507,7 @@ def save_checks(session: Session, user: User, *, response_id: int, decisions: li
         todo.append((decision, note))
     if not todo:
         return 0
-    authorize(user, LabelPolicy.check())
+    user = authorize(session, user, LabelPolicy.check())
     response, case = _response_and_case(session, response_id)
     wanted = [
         _check_wanted(session, user, response, decision.criterion_id, decision.met, note, decision.seen_lock_version)

@@ -65,7 +65,7 @@ class RubricView:
 
 def rubric_queue(session: Session, user: User) -> list[RubricQueueItem]:
     """Submitted rubrics, oldest submission first; the checker's own are marked, not hidden."""
-    authorize(user, RubricPolicy.audit())
+    user = authorize(session, user, RubricPolicy.audit())
     counts = (
         select(col(Criterion.rubric_version_id), func.count().label("n"))
         .group_by(col(Criterion.rubric_version_id))
@@ -88,7 +88,7 @@ def rubric_queue(session: Session, user: User) -> list[RubricQueueItem]:
 
 
 def rubric_for_review(session: Session, user: User, rubric_version_id: int) -> RubricView:
-    authorize(user, RubricPolicy.audit())
+    user = authorize(session, user, RubricPolicy.audit())
     rubric = session.get(RubricVersion, rubric_version_id)
     if rubric is None:
         raise NotFound(
@@ -193,7 +193,7 @@ def _decide_rubric(
     comment: str | None,
     criterion_comments: dict[int, str | None],
 ) -> RubricView:
-    authorize(user, RubricPolicy.audit())
+    user = authorize(session, user, RubricPolicy.audit())
     rubric = _submitted_as_seen(session, user, rubric_version_id, seen_lock_version)
     criteria = _commented_criteria(session, rubric, criterion_comments)
     before = _rubric_snapshot(session, rubric)
@@ -225,7 +225,7 @@ def _submitted_as_seen(session: Session, user: User, rubric_version_id: int, see
         raise NotFound(
             f"no rubric version {rubric_version_id}", key="errors.rubric_unknown", params={"version": rubric_version_id}
         )
-    authorize(user, RubricPolicy.audit(author_id=rubric.author_id))
+    user = authorize(session, user, RubricPolicy.audit(author_id=rubric.author_id))
     session.refresh(rubric)
     if rubric.lock_version != seen_lock_version:
         raise StaleEdit(

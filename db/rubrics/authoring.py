@@ -165,7 +165,7 @@ def _require_case(session: Session, case_pk: int) -> Case:
 
 def require_rubric_assignment(session: Session, user: User, case_pk: int) -> None:
     """Only an active annotator with a rubric assignment for the case may author its rubric."""
-    authorize(user, RubricPolicy.author())  # the role, before reading the case's assignments
+    user = authorize(session, user, RubricPolicy.author())  # the role, before reading the case's assignments
     assigned = session.exec(
         select(Assignment.id)
         .where(
@@ -175,7 +175,7 @@ def require_rubric_assignment(session: Session, user: User, case_pk: int) -> Non
         )
         .limit(1)
     ).first()
-    authorize(user, RubricPolicy.author(assigned=assigned is not None))
+    user = authorize(session, user, RubricPolicy.author(assigned=assigned is not None))
 
 
 def authoring_view(session: Session, user: User, case_pk: int) -> AuthoringView:
@@ -438,7 +438,7 @@ class ReturnedWork:
 
 def returned_to_author(session: Session, user: User) -> ReturnedWork:
     """What waits for the author after a return: "returned to you (N comments)"."""
-    authorize(user, RubricPolicy.author())
+    user = authorize(session, user, RubricPolicy.author())
     case_pks = session.exec(
         select(Assignment.case_pk).where(Assignment.user_id == user.id, Assignment.kind == AssignmentKind.rubric)
     ).all()

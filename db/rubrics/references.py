@@ -95,7 +95,7 @@ def write_references(connection: Connection, actor: str, texts: dict[int, tuple[
 
 def set_reference(session: Session, user: User, case_pk: int, text: str) -> Written:
     """An admin pastes or edits a case's reference answer (the authoring page); audited like an import."""
-    authorize(user, ReferencePolicy.write())
+    user = authorize(session, user, ReferencePolicy.write())
     problem = reference_problem(text)
     if problem is not None:
         raise ValidationFailed(str(problem), key="references.refused", params={"reason": problem})
@@ -136,15 +136,15 @@ def reference_for(session: Session, user: User, case_pk: int) -> str | None:
     The role and authorship are checked before anything about the case is read: a refusal says the same
     whether or not the case has a reference answer."""
     if user.role == Role.annotator and user.is_active:
-        authorize(user, ReferencePolicy.read(is_author=is_rubric_author(session, user, case_pk)))
+        user = authorize(session, user, ReferencePolicy.read(is_author=is_rubric_author(session, user, case_pk)))
     else:
-        authorize(user, ReferencePolicy.read())
+        user = authorize(session, user, ReferencePolicy.read())
     return session.execute(select(_TABLE.c.text).where(_TABLE.c.case_pk == case_pk)).scalar()
 
 
 def reference_digests(session: Session, user: User) -> dict[int, str]:
     """case pk → sha256 of its reference answer, every case that has one (admins and rubric auditors)."""
-    authorize(user, ReferencePolicy.read())  # an annotator is refused: they read their own case's only
+    user = authorize(session, user, ReferencePolicy.read())  # an annotator is refused: they read their own case's only
     return dict(session.execute(select(_TABLE.c.case_pk, _TABLE.c.sha256)).all())
 
 
@@ -160,7 +160,7 @@ def texts_for_run(connection: Connection, case_pks: list[int]) -> dict[int, str]
 
 def reference_cases(session: Session, user: User) -> list[tuple[int, str, bool]]:
     """(case pk, case_id, whether it has a reference answer) of every case, in case order (admins)."""
-    authorize(user, ReferencePolicy.write())
+    user = authorize(session, user, ReferencePolicy.write())
     having = set(session.execute(select(_TABLE.c.case_pk)).scalars())
     rows = session.execute(select(col(Case.id), col(Case.case_id)).order_by(col(Case.id))).all()
     return [(int(pk), case_id, pk in having) for pk, case_id in rows]

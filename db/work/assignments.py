@@ -24,7 +24,7 @@ from sqlmodel import Session, col, select
 
 from db import counts
 from db.access.audit import AuditWriter, record
-from db.access.policies import AssignmentPolicy, SystemActor, authorize, current_user
+from db.access.policies import AssignmentPolicy, SystemActor, authorize
 from db.rules.enums import AssignmentKind, Role, RubricStatus
 from db.rules.errors import NotFound, ValidationFailed
 from db.store.current_rubric import counts_on_current_rubric, current_version_ids
@@ -172,8 +172,7 @@ def assign_rubric_authoring(
     subject labels); exactly one of the two must be given. With `preview`, says what it would create and
     writes nothing.
     """
-    actor = current_user(session, actor)
-    authorize(actor, AssignmentPolicy.manage())
+    actor = authorize(session, actor, AssignmentPolicy.manage())
     if (case_ids is None) == (specialty is None):
         raise ValidationFailed("cases: give either case ids or a specialty", key="errors.cases_how")
     people = _people(_active_annotators(session, annotators))
@@ -254,8 +253,7 @@ def assign_labeling(
     A named response whose case has no approved rubric is refused, and nothing is assigned.
     With `preview`, says what it would create and writes nothing.
     """
-    actor = current_user(session, actor)
-    authorize(actor, AssignmentPolicy.manage())
+    actor = authorize(session, actor, AssignmentPolicy.manage())
     people = _people(_active_annotators(session, annotators))
     responses = _responses_to_label(session, response_ids, _cases_with_approved_rubric(session))
     existing = set(
@@ -378,8 +376,7 @@ class _LabelingHandout:
 
 def reassign(session: Session, *, actor: User | SystemActor, assignment_id: int, to_username: str) -> Assignment:
     """Hand one assignment to another annotator (same expert group for labeling; never the author)."""
-    actor = current_user(session, actor)
-    authorize(actor, AssignmentPolicy.manage())
+    actor = authorize(session, actor, AssignmentPolicy.manage())
     assignment = session.get(Assignment, assignment_id)
     if assignment is None:
         raise NotFound(
@@ -434,7 +431,7 @@ def reassign(session: Session, *, actor: User | SystemActor, assignment_id: int,
 def reassign_candidates(session: Session, *, actor: User, assignment_id: int) -> list[str]:
     """The annotators `reassign` would accept for the assignment, by username: active, not its current holder;
     for labeling, of the same expert group and not the author of the case's rubric."""
-    authorize(actor, AssignmentPolicy.manage())
+    actor = authorize(session, actor, AssignmentPolicy.manage())
     assignment = session.get(Assignment, assignment_id)
     if assignment is None:
         raise NotFound(
@@ -454,8 +451,7 @@ def list_assignments(
     session: Session, *, actor: User | SystemActor, kind: AssignmentKind, username: str | None = None, limit: int = 500
 ) -> list[dict]:
     """Assignments for the admin's table (with model names: admins are not blinded)."""
-    actor = current_user(session, actor)
-    authorize(actor, AssignmentPolicy.manage())
+    actor = authorize(session, actor, AssignmentPolicy.manage())
     statement = (
         sa_select(
             col(Assignment.id),
@@ -540,8 +536,7 @@ def my_queue(session: Session, user: User, kind: AssignmentKind | str) -> list[d
     label items (from `db.labeling.annotation.labeling_queue`): case_pk, case_id, response_id, code, status, labeled,
     criteria, done.
     """
-    user = current_user(session, user)
-    authorize(user, AssignmentPolicy.read_own())
+    user = authorize(session, user, AssignmentPolicy.read_own())
     kind = AssignmentKind(kind)
     if kind == AssignmentKind.rubric:
         rows = session.exec(

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from sqlmodel import Session, col, select
 
 from db.access.audit import record
-from db.access.policies import CalibrationPolicy, SystemActor, authorize, current_user
+from db.access.policies import CalibrationPolicy, SystemActor, authorize
 from db.rules.errors import NotFound, ValidationFailed
 from db.store.current_rubric import current_version_ids
 from db.store.judges import response_models as store_response_models
@@ -49,7 +49,7 @@ class CalibrationDraw:
 
 def sampled_models(session: Session, *, actor: User | SystemActor) -> dict[str, int]:
     """model → size of its calibration sample, for every model that has one (admins: it names models)."""
-    authorize(current_user(session, actor), CalibrationPolicy.manage())
+    authorize(session, actor, CalibrationPolicy.manage())
     rows = session.exec(select(CalibrationSample.model, CalibrationSample.response_id)).all()
     sizes: dict[str, int] = {}
     for model, _ in rows:
@@ -59,7 +59,7 @@ def sampled_models(session: Session, *, actor: User | SystemActor) -> dict[str, 
 
 def response_models(session: Session, *, actor: User | SystemActor) -> list[str]:
     """Every model with responses, by name (what a sample can be drawn of; admins only)."""
-    authorize(current_user(session, actor), CalibrationPolicy.manage())
+    authorize(session, actor, CalibrationPolicy.manage())
     return store_response_models(session)
 
 
@@ -81,8 +81,7 @@ def draw_calibration_sample(
 
     `seed` None: the server draws one at random and the audit entry records it (`seed_source` "server");
     a seed given is recorded as given (`seed_source` "given")."""
-    actor = current_user(session, actor)
-    authorize(actor, CalibrationPolicy.manage())
+    actor = authorize(session, actor, CalibrationPolicy.manage())
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValidationFailed(f"--n must be a whole number of at least 1, got {n!r}", key="errors.sample_size")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT):

@@ -27,7 +27,7 @@ from sqlalchemy import and_, case, func, select as select_columns
 from sqlmodel import Session, col, select
 
 from db.access.audit import record
-from db.access.policies import CalibrationPolicy, SystemActor, authorize, current_user
+from db.access.policies import CalibrationPolicy, SystemActor, authorize
 from db.rules.errors import NotFound, ValidationFailed
 from db.store.current_rubric import current_rubric_sizes, current_versions
 from db.store.models import (
@@ -135,8 +135,7 @@ def draw_disagreements(
     session: Session, *, actor: User | SystemActor, judges: Sequence[str], n: int = DEFAULT_DRAW_SIZE
 ) -> Disagreements:
     """Draw, assign and record the `n` responses where `judges` disagree most (the caller commits)."""
-    actor = current_user(session, actor)
-    authorize(actor, CalibrationPolicy.manage())
+    actor = authorize(session, actor, CalibrationPolicy.manage())
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValidationFailed(f"--n must be a whole number of at least 1, got {n!r}", key="errors.sample_size")
     judge_a, judge_b = check_judges(session, judges)
@@ -185,7 +184,7 @@ def draw_disagreements(
 
 def drawn_counts(session: Session, *, actor: User | SystemActor) -> dict[tuple[str, str], int]:
     """(judge A, judge B) → responses drawn where they disagree, for every pair drawn so far (admins only)."""
-    authorize(current_user(session, actor), CalibrationPolicy.manage())
+    authorize(session, actor, CalibrationPolicy.manage())
     rows = session.exec(
         select(DisagreementDraw.judge_a, DisagreementDraw.judge_b, func.count())
         .group_by(DisagreementDraw.judge_a, DisagreementDraw.judge_b)

@@ -187,8 +187,7 @@ def _done_flags(session: Session, rows: list[tuple]) -> list[bool]:
 
 def round_states(session: Session, *, actor: User | SystemActor) -> list[RoundState]:
     """Every labeling round, oldest first, with how far its labeling is and whether feedback is open."""
-    actor = current_user(session, actor)
-    authorize(actor, FeedbackPolicy.manage())
+    actor = authorize(session, actor, FeedbackPolicy.manage())
     rows = _round_rows(session)
     flags = _done_flags(session, rows)
     by_round: dict[datetime, list[int]] = defaultdict(list)
@@ -236,8 +235,7 @@ def set_feedback_open(session: Session, *, actor: User | SystemActor, round_at: 
 
     Opening an open round or closing a closed one changes nothing and writes no audit entry.
     """
-    actor = current_user(session, actor)
-    authorize(actor, FeedbackPolicy.manage())
+    actor = authorize(session, actor, FeedbackPolicy.manage())
     rows = _round_rows(session, round_at)
     if not rows:
         raise NotFound("feedback: no labeling round was handed out at that time", key="errors.feedback_no_round")
@@ -273,8 +271,9 @@ def set_feedback_open(session: Session, *, actor: User | SystemActor, round_at: 
 # The annotator's feedback --------------------------------------------------------------------
 
 
-def _require_annotator(user: User) -> None:
-    authorize(user, FeedbackPolicy.receive(group_no=user.group_no))
+def _require_annotator(session: Session, user: User) -> User:
+    fresh = current_user(session, user)  # the group as the database says now
+    return authorize(session, fresh, FeedbackPolicy.receive(group_no=fresh.group_no))
 
 
 def open_round_count(session: Session, user: User) -> int:
@@ -283,7 +282,7 @@ def open_round_count(session: Session, user: User) -> int:
     Read from the few rounds, each asking the round index whether the group has an assignment in it: read
     from the assignments, the count went through every label assignment of the group, which grows with the
     data while the annotator's own work does not."""
-    _require_annotator(user)
+    user = _require_annotator(session, user)
     group_has_one = (
         sa_select(col(Assignment.id))
         .where(

@@ -18,7 +18,7 @@ from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlmodel import Session, SQLModel, col
 
-from db.access.policies import JudgeRunPolicy, SystemActor, authorize, current_user
+from db.access.policies import JudgeRunPolicy, SystemActor, authorize
 from db.importers.responses import write_responses
 from db.store.models import JudgeRun, Response, User, utcnow
 from db.work.judge_runs import run_summary
@@ -140,7 +140,7 @@ class ModelGeneration:
 
 def generated_models(session: Session, *, actor: User | SystemActor) -> list[str]:
     """The models generate runs have stored answers as, by name (a model may have no response yet; admins only)."""
-    authorize(current_user(session, actor), JudgeRunPolicy.manage())
+    authorize(session, actor, JudgeRunPolicy.manage())
     names = session.scalars(select(col(JudgeRun.judge)).where(col(JudgeRun.kind) == "generate").distinct())
     return sorted(str(name) for name in names)
 
@@ -149,7 +149,7 @@ def models_newest_first(session: Session, *, actor: User | SystemActor) -> list[
     """Every model with responses or with generate runs, the newest first: by when its latest response arrived
     (imported or generated), a model with generate runs only by when its latest run was created; ties by name
     (admins only)."""
-    authorize(current_user(session, actor), JudgeRunPolicy.manage())
+    authorize(session, actor, JudgeRunPolicy.manage())
     newest: dict[str, Any] = {}
     latest_response = select(col(Response.model), func.max(col(Response.created_at))).group_by(col(Response.model))
     latest_run = (
@@ -166,7 +166,7 @@ def models_newest_first(session: Session, *, actor: User | SystemActor) -> list[
 
 def model_generation(session: Session, by: User, model: str) -> ModelGeneration:
     """The generation side of `model`'s pipeline, for an admin."""
-    authorize(by, JudgeRunPolicy.manage())
+    by = authorize(session, by, JudgeRunPolicy.manage())
     connection = session.connection()
     runs = session.scalars(
         select(JudgeRun)

@@ -112,11 +112,10 @@ def _iso(moment: datetime | None) -> str | None:
 # Run records ----------------------------------------------------------------------------------
 
 
-def _actor(by: User | str) -> str:
+def _actor(session: Session, by: User | str) -> str:
     """The name a record keeps; a User must be an admin (a plain name is the command line)."""
     if isinstance(by, User):
-        authorize(by, JudgeRunPolicy.manage())
-        return by.username
+        return authorize(session, by, JudgeRunPolicy.manage()).username
     return str(by or "cli")[:64]
 
 
@@ -152,7 +151,7 @@ def create_run(
     params: dict[str, Any],
     kind: str = "judge",
 ) -> JudgeRun:
-    actor = _actor(by)
+    actor = _actor(session, by)
     for name, value, limit in (("judge", judge, 128), ("base URL", base_url, 512), ("model", model, 256)):
         if not isinstance(value, str) or not value.strip():
             raise ValidationFailed(f"{name}: must not be empty", key="errors.field_empty", params={"field": name})
@@ -193,12 +192,12 @@ def create_run(
 
 
 def list_runs(session: Session, by: User | str, limit: int = 200) -> list[JudgeRun]:
-    _actor(by)
+    _actor(session, by)
     return list(session.scalars(select(JudgeRun).order_by(_RUN.c.id.desc()).limit(limit)))
 
 
 def get_run(session: Session, by: User | str, run_id: int) -> JudgeRun:
-    _actor(by)
+    _actor(session, by)
     run = session.get(JudgeRun, run_id)
     if run is None:
         raise NotFound(f"judge run {run_id}: no such run", key="errors.judge_run_unknown", params={"run": run_id})
@@ -207,7 +206,7 @@ def get_run(session: Session, by: User | str, run_id: int) -> JudgeRun:
 
 def request_cancel(session: Session, by: User | str, run_id: int) -> JudgeRun:
     """Ask a run to stop; its process stops sending and records what it has (within about a second)."""
-    actor = _actor(by)
+    actor = _actor(session, by)
     run = get_run(session, by, run_id)
     if run.status in (JudgeRunStatus.pending, JudgeRunStatus.running) and not run.cancel_requested:
         run.cancel_requested = True

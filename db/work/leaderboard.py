@@ -16,7 +16,7 @@ from sqlmodel import Session, col, select
 
 from db.access.audit import record
 from db.access.audit_digest import canonical_json, payload_hash
-from db.access.policies import LeaderboardPolicy, SystemActor, authorize, current_user
+from db.access.policies import LeaderboardPolicy, SystemActor, authorize
 from db.rules.errors import NotFound, ValidationFailed
 from db.store.models import AuditLog, LeaderboardSnapshot, User, utcnow
 
@@ -50,8 +50,7 @@ def freeze_snapshot(
     session: Session, *, actor: User | SystemActor, name: str, payload: dict[str, Any]
 ) -> LeaderboardSnapshot:
     """Store `payload` as snapshot `name` (the caller commits); refused when the name is taken."""
-    actor = current_user(session, actor)
-    authorize(actor, LeaderboardPolicy.manage())
+    actor = authorize(session, actor, LeaderboardPolicy.manage())
     name = require_new_name(session, name)
     # Stored as its canonical JSON reads back, so the hash logged is the hash of what every read finds.
     payload = json.loads(canonical_json(payload))
@@ -117,8 +116,7 @@ def list_snapshots(
     session: Session, *, actor: User | SystemActor
 ) -> tuple[list[LeaderboardSnapshot], list[ValidationFailed]]:
     """Every snapshot that matches its audit entry, oldest first, and a refusal for each that does not."""
-    actor = current_user(session, actor)
-    authorize(actor, LeaderboardPolicy.manage())
+    actor = authorize(session, actor, LeaderboardPolicy.manage())
     logged = audited_snapshots(session)
     good, problems = [], []
     for snapshot in session.exec(select(LeaderboardSnapshot).order_by(col(LeaderboardSnapshot.id))).all():
@@ -132,8 +130,7 @@ def list_snapshots(
 
 def get_snapshot(session: Session, name: str, *, actor: User | SystemActor) -> LeaderboardSnapshot:
     """Snapshot `name`, refused unless its payload is the one the audit log recorded."""
-    actor = current_user(session, actor)
-    authorize(actor, LeaderboardPolicy.manage())
+    actor = authorize(session, actor, LeaderboardPolicy.manage())
     found = session.exec(select(LeaderboardSnapshot).where(LeaderboardSnapshot.name == name)).first()
     if found is None:
         raise NotFound(f"no leaderboard snapshot named {name!r}", key="errors.snapshot_unknown", params={"name": name})
@@ -142,8 +139,7 @@ def get_snapshot(session: Session, name: str, *, actor: User | SystemActor) -> L
 
 def newest_snapshot(session: Session, *, actor: User | SystemActor) -> LeaderboardSnapshot:
     """The newest snapshot, refused unless its payload is the one the audit log recorded."""
-    actor = current_user(session, actor)
-    authorize(actor, LeaderboardPolicy.manage())
+    actor = authorize(session, actor, LeaderboardPolicy.manage())
     found = session.exec(select(LeaderboardSnapshot).order_by(col(LeaderboardSnapshot.id).desc()).limit(1)).first()
     if found is None:
         raise NotFound("no leaderboard snapshot yet: freeze one first", key="errors.snapshot_none")

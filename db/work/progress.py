@@ -45,7 +45,7 @@ def unresolved_disagreement_count(session: Session, user: User) -> int:
     to them (db.access.independence), since a count that moved with their own still-open label would tell them the
     other group's. Annotators are blinded to the other group.
     """
-    authorize(user, DisagreementFiguresPolicy.read())
+    user = authorize(session, user, DisagreementFiguresPolicy.read())
     if user.role == Role.checker:
         return int(review.my_unresolved_count(session, user))
     return int(review.unresolved_count(session))
@@ -54,7 +54,7 @@ def unresolved_disagreement_count(session: Session, user: User) -> int:
 def open_disagreements(session: Session, user: User) -> review.OpenDisagreements:
     """`unresolved_disagreement_count` with the number of responses holding those decisions, under the same
     rules: a checker's on the responses closed to them, every response's for admins, none for annotators."""
-    authorize(user, DisagreementFiguresPolicy.read())
+    user = authorize(session, user, DisagreementFiguresPolicy.read())
     if user.role == Role.checker:
         return review.my_open_disagreements(session, user)
     return review.all_open_disagreements(session)
@@ -86,7 +86,7 @@ def _assignment_counts(session: Session) -> list[tuple[str, int, int | None, int
 
 def progress(session: Session, *, actor: User, with_disagreements: bool = True) -> ProgressReport:
     """Assigned and done work per annotator, per group, and the pipeline's overall state."""
-    authorize(actor, ProgressPolicy.manage())
+    actor = authorize(session, actor, ProgressPolicy.manage())
     counted = _assignment_counts(session)
     users = {u.id: u for u in session.exec(select(User)).all()}
     per_user: dict[int, dict] = defaultdict(
@@ -142,7 +142,7 @@ def progress(session: Session, *, actor: User, with_disagreements: bool = True) 
 
 def my_progress(session: Session, user: User) -> dict:
     """The sidebar's figures for an annotator: done and assigned items of their own queue."""
-    authorize(user, ProgressPolicy.read_own())
+    user = authorize(session, user, ProgressPolicy.read_own())
     if user.role != Role.annotator:
         return dict(
             assigned=0,
@@ -186,5 +186,5 @@ def _my_label_counts(session: Session, user: User) -> tuple[int, int]:
 
 def model_names(session: Session, *, actor: User) -> list[str]:
     """Models that have responses (admins only: annotators and checkers are blinded to them)."""
-    authorize(actor, ProgressPolicy.manage())
+    actor = authorize(session, actor, ProgressPolicy.manage())
     return response_models(session)

@@ -237,9 +237,9 @@ def validation_of_version(session: Session, user: User, rubric_version_id: int) 
     version = session.get(RubricVersion, rubric_version_id)
     if user.role == Role.annotator and user.is_active:
         is_author = version is not None and is_rubric_author(session, user, version.case_pk)
-        authorize(user, ReferencePolicy.read(is_author=is_author))
+        user = authorize(session, user, ReferencePolicy.read(is_author=is_author))
     else:
-        authorize(user, ReferencePolicy.read())
+        user = authorize(session, user, ReferencePolicy.read())
     if version is None:
         return VersionValidation([], None, {})
     current = current_version_ids(session, [version.case_pk]).get(version.case_pk)

@@ -110,3 +110,63 @@ def test_readers_that_name_models_take_an_actor_and_are_for_admins(people):
     for reader in readers:
         with pytest.raises(PermissionDenied):
             reader(annotator)
+
+
+def test_every_workflow_reads_its_actor_from_the_database(people):
+    """Labeling, check, rubric authoring, progress, judge runs and the audit log: each refuses the object of an
+    account the database has deactivated since, though the object still says it is active."""
+    from db.access.audit_search import search_audit
+    from db.labeling.annotation import labeling_queue
+    from db.review.label_check import check_queue
+    from db.rubrics.authoring import returned_to_author
+    from db.work.judge_runs import list_runs
+    from db.work.progress import model_names, my_progress, progress
+
+    make_user(people, "chk1", "checker", 1)
+    people.commit()
+    objects = {name: _detached(people, name) for name in ("boss", "ann1", "chk1")}
+    annotator_id = objects["ann1"].id
+    calls = {
+        "boss": (
+            lambda u: progress(people, actor=u),
+            lambda u: model_names(people, actor=u),
+            lambda u: list_runs(people, u),
+            lambda u: search_audit(people, u),
+        ),
+        "ann1": (
+            lambda u: labeling_queue(people, u),
+            lambda u: my_progress(people, u),
+            lambda u: returned_to_author(people, u),
+        ),
+        "chk1": (lambda u: check_queue(people, u, annotator_id=annotator_id),),
+    }
+    for name, readers in calls.items():  # allowed while the account is active
+        for reader in readers:
+            reader(objects[name])
+    people.execute(update(User).values(is_active=False))
+    people.commit()
+    for name, readers in calls.items():
+        assert objects[name].is_active  # the caller's object still says so
+        for reader in readers:
+            with pytest.raises(PermissionDenied):
+                reader(objects[name])
+            people.rollback()
+
+
+def test_a_demoted_admin_object_is_refused_the_admin_workflows(people):
+    from db.access.audit_search import search_audit
+    from db.work.judge_runs import list_runs
+    from db.work.progress import model_names, progress
+
+    stale = _detached(people, "boss")
+    people.execute(update(User).where(User.username == "boss").values(role="annotator", group_no=1))
+    people.commit()
+    for call in (
+        lambda: progress(people, actor=stale),
+        lambda: model_names(people, actor=stale),
+        lambda: list_runs(people, stale),
+        lambda: search_audit(people, stale),
+    ):
+        with pytest.raises(PermissionDenied):
+            call()
+        people.rollback()
