@@ -256,7 +256,8 @@ def cmd_audit(args) -> int:
         f"{replayed.counts.get('adjudication_openings', 0)} adjudication openings, "
         f"{replayed.counts.get('calibration_samples', 0)} calibration sample rows, "
         f"{replayed.counts.get('disagreement_draws', 0)} disagreement draws, "
-        f"{replayed.counts.get('leaderboard_snapshots', 0)} leaderboard snapshots; head sealed"
+        f"{replayed.counts.get('leaderboard_snapshots', 0)} leaderboard snapshots, "
+        f"{replayed.counts.get('reference_answers', 0)} reference answers; head sealed"
         + (f"; anchor of {args.anchor} present" if anchor else "")
     )
     return 0

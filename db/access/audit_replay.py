@@ -6,10 +6,11 @@ restored from before that export; and the replay that the tables agree with the 
 read once, in order, in bounded memory, and fed to the replayers: labels (db.access.audit_replay_labels),
 rubric versions and criteria, assignments (here), accounts (with the names pages show), sign-in sessions,
 case and response texts and judge decisions (db.access.audit_replay_state), and the round's bookkeeping the
-rules read: feedback rounds, adjudication openings, calibration samples, disagreement draws and leaderboard
-snapshots (db.access.audit_replay_work). Labels are compared with their rubric version too. The result must
-equal the current rows exactly, so a row edited, inserted or deleted directly, a deleted tail, a log emptied
-or rebuilt each shows up as a named difference: entity, key, what the log says and what the database has.
+rules read: feedback rounds, adjudication openings, calibration samples, disagreement draws, leaderboard
+snapshots and reference answers (db.access.audit_replay_work). Labels are compared with their rubric version
+too. The result must equal the current rows exactly, so a row edited, inserted or deleted directly, a deleted
+tail, a log emptied or rebuilt each shows up as a named difference: entity, key, what the log says and what
+the database has.
 
 Rubric entries: `rubric`, key `CASE vN` (authoring, audit) or `CASE` with after.version (imports):
 status and criteria; `rubrics`, after {"rows": [{case, version, status, criteria}]} (bulk inserts).
@@ -34,6 +35,7 @@ from db.access.audit_replay_work import (
     DisagreementReplay,
     FeedbackReplay,
     OpeningReplay,
+    ReferenceReplay,
     SnapshotReplay,
 )
 from db.access.audit_seal import seal_problem
@@ -198,6 +200,7 @@ _STATE_REPLAYS = (
     "calibration_samples",
     "disagreement_draws",
     "leaderboard_snapshots",
+    "reference_answers",
 )
 
 
@@ -216,6 +219,7 @@ def _replayers(session: Session) -> dict[str, Any]:
         "calibration_samples": CalibrationReplay(),
         "disagreement_draws": DisagreementReplay(),
         "leaderboard_snapshots": SnapshotReplay(),
+        "reference_answers": ReferenceReplay(),
     }
 
 

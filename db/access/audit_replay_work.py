@@ -11,7 +11,9 @@ replayer is fed the log's entries in order and compares what the log says with t
 - `calibration_sample`, key MODEL, after {"seed", "responses": [code, ...]}: the model's sample and seed;
 - `disagreement_draw`, after {"judges": [a, b], "responses": [code, ...], "differing": [n, ...]};
 - `leaderboard_snapshot`, key NAME, after {"payload_sha256"}: the stored payload's canonical JSON hash
-  and who froze it.
+  and who froze it;
+- `reference_answer`, key CASE_ID, after {"sha256", "length"}: a case's reference answer, which a validation
+  run grades as the answer that must pass its rubric; compared with the digest of the stored text itself.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from sqlmodel import Session, col
 
 from db.access.audit_digest import payload_hash
 from db.access.audit_records import OPENING_ENTITY, round_key
+from db.rules.anchors import text_sha256
 from db.store.models import (
     AdjudicationOpening,
     CalibrationSample,
@@ -31,6 +34,7 @@ from db.store.models import (
     DisagreementDraw,
     FeedbackRound,
     LeaderboardSnapshot,
+    ReferenceAnswer,
     Response,
     User,
 )
@@ -207,3 +211,29 @@ class SnapshotReplay:
             return f"payload sha256 {value[0][:16]}… frozen by {value[1]}"
 
         return _compare(differ, "leaderboard snapshot", self.state, stored, said)
+
+
+class ReferenceReplay:
+    """Each case's reference answer, by the sha256 and length of its text (the text itself is not logged)."""
+
+    entities = ("reference_answer",)
+
+    def __init__(self) -> None:
+        self.state: dict[str, tuple[str, int]] = {}
+
+    def feed(self, entity: str, action: str, key: str, after: dict | None) -> None:
+        after = after or {}
+        self.state[key] = (str(after.get("sha256", "")), int(after.get("length", -1)))
+
+    def compare(self, session: Session, differ: Difference) -> int:
+        rows = session.execute(
+            select(col(Case.case_id), col(ReferenceAnswer.text)).join(
+                Case, col(Case.id) == col(ReferenceAnswer.case_pk)
+            )
+        )
+        stored = {str(case_id): (text_sha256(text), len(text)) for case_id, text in rows}
+
+        def said(value: tuple[str, int]) -> str:
+            return f"sha256 {value[0][:12]}… ({value[1]:,} characters)"
+
+        return _compare(differ, "reference answer", self.state, stored, said)

@@ -15,14 +15,17 @@ from sqlmodel import select
 from db.access import independence, users
 from db.access.audit_digest import payload_hash
 from db.importers import import_file
+from db.rubrics.references import set_reference
+from db.rules.anchors import text_sha256
 from db.store.engine import session_scope
-from db.store.models import CalibrationSample, Response
+from db.store.models import CalibrationSample, Case, Response
 from db.work import feedback
 from db.work.calibration import draw_calibration_sample
 from db.work.disagreements import draw_disagreements
 from db.work.leaderboard import freeze_snapshot
 from tests.db.access.test_audit_proof import N, _write_jsonl, build_project, execute, verify
 
+REFERENCE = "先完善血常规与肝肾功能，再评估是否需要调整抗凝方案。"
 PAYLOAD = {"k": 10, "n": N, "models": [{"model": "m-a", "cacs_at_k": 0.25, "ci_low": 0.1, "ci_high": 0.4}]}
 
 
@@ -44,6 +47,8 @@ def project(engine, tmp_path):
         draw_calibration_sample(s, actor=boss, model="m-a", n=1, seed=7)
         draw_disagreements(s, actor=boss, judges=["judge-x", "judge-y"], n=5)
         freeze_snapshot(s, actor=boss, name="2026-q1", payload=PAYLOAD)
+        case_pk = s.exec(select(Case.id).where(Case.case_id == "CC-0001")).one()
+        set_reference(s, boss, case_pk, REFERENCE)
     return engine, response_ids
 
 
@@ -61,7 +66,7 @@ def test_the_untampered_project_verifies_with_every_kind_counted(project):
     counts = result.replay.counts
     assert counts["feedback_rounds"] == 1 and counts["adjudication_openings"] == 1
     assert counts["calibration_samples"] == 1 and counts["disagreement_draws"] == 1
-    assert counts["leaderboard_snapshots"] == 1
+    assert counts["leaderboard_snapshots"] == 1 and counts["reference_answers"] == 1
 
 
 def test_a_label_whose_rubric_version_was_cleared_is_named(project):
@@ -132,3 +137,18 @@ def test_a_deleted_leaderboard_snapshot_is_named(project):
 def test_a_changed_display_name_is_named(project):
     problems = named_after(project, """UPDATE "user" SET display_name = '王主任' WHERE username = 'ann1'""")
     assert problems == ["user ann1: display_name: audit log says ann1, database has 王主任"]
+
+
+def test_a_reference_answer_edited_by_sql_is_named(project):
+    """The answer a validation run must see pass its rubric: changed in the table, it no longer matches its digest."""
+    changed = REFERENCE + "（无需复查）"
+    statement = "UPDATE reference_answer SET text = :t, sha256 = :h"
+    problems = named_after(project, statement, t=changed, h=text_sha256(changed))
+    logged, stored = (f"sha256 {text_sha256(text)[:12]}… ({len(text)} characters)" for text in (REFERENCE, changed))
+    assert problems == [f"reference answer CC-0001: audit log says {logged}, database has {stored}"]
+
+
+def test_a_deleted_reference_answer_is_named(project):
+    problems = named_after(project, "DELETE FROM reference_answer")
+    assert len(problems) == 1 and problems[0].startswith("reference answer CC-0001:")
+    assert problems[0].endswith("database has absent")
