@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import select
+from sqlalchemy.orm import object_session
 from sqlmodel import Session, col
 
 from db.rules.enums import Role
@@ -66,6 +67,8 @@ def current_user(session: Session, actor: User | SystemActor) -> User:
         if _SYSTEM_STAND_INS.get(id(actor)) is actor:  # handed on by a workflow that already asked
             return actor
         return User(username=actor.username, role=actor.role, is_active=False)
+    if object_session(actor) is session and actor not in session.dirty:
+        return actor  # read by this session (a step of a workflow that already asked), unchanged since
     fresh = session.execute(
         select(User).where(col(User.id) == actor.id).execution_options(populate_existing=True)
     ).scalar_one_or_none()

@@ -39,7 +39,11 @@ def _stage(stage: str) -> Stage:
     try:
         return Stage(stage)
     except ValueError:
-        raise ValidationFailed(f"stage: annotation, check or adjudication, not {stage!r}") from None
+        raise ValidationFailed(
+            f"stage: annotation, check or adjudication, not {stage!r}",
+            key="errors.label_stage",
+            params={"stage": stage},
+        ) from None
 
 
 _QUEUE: Mapping[Stage, Callable[..., Any]] = {

@@ -23,6 +23,7 @@ from db.labeling import drafts as label_drafts
 from db.store.engine import get_engine, session_scope
 from db.store.models import Assignment, AuditLog, Label, User
 from tests.pages.test_insights_pages import insight_data  # noqa: F401  (a fixture: flagged criteria to send back)
+from tests.support.basis import provisional_basis  # noqa: F401  (a fixture)
 from tests.support.factories import make_case, make_response, make_user
 from tests.support.import_samples import (
     MODELS,
@@ -485,7 +486,8 @@ def markdown_names(app_database):
     return app_database
 
 
-def test_the_judge_error_page_escapes_ids_and_model_names(markdown_names):
+def test_the_judge_error_page_escapes_ids_and_model_names(markdown_names, provisional_basis):  # noqa: F811
+    """The page's figures on the provisional basis: its labels are unchecked (the escaping is under test)."""
     from tests.support.apptest_helpers import open_page, signed_in
     from ui.text import plain
 
@@ -601,8 +603,9 @@ def test_an_import_on_a_full_disk_says_so_and_lands_nothing(sqlite_engine, tmp_p
     assert errors[0] == "more.jsonl: the disk is full; nothing was imported"
 
 
-def test_a_page_write_on_a_full_disk_shows_one_line_and_saves_nothing(insight_data):  # noqa: F811
-    """The reliability page's "send back" writes a new rubric version with long comments."""
+def test_a_page_write_on_a_full_disk_shows_one_line_and_saves_nothing(insight_data, provisional_basis):  # noqa: F811
+    """The reliability page's "send back" writes a new rubric version with long comments (its labels are unchecked:
+    the provisional basis)."""
     from tests.support.apptest_helpers import open_page, signed_in
 
     app = open_page(signed_in(insight_data, "boss", lang="zh"), "analysis-criteria")
