@@ -65,6 +65,7 @@ def test_untampered_project_verifies_every_kind(project):
         "disagreement_draws": 0,
         "feedback_rounds": 0,
         "leaderboard_snapshots": 0,
+        "reference_answers": 0,
     }
 
 
