@@ -165,31 +165,21 @@ def ratio(label: str, ours: list[float], straightforward: list[float]) -> None:
     print(f"{label:<46} straightforward / ours at p50: {theirs / mine:5.1f}x")
 
 
+def _keep_draft(session, user: User, response_id: int, version: int, decisions: dict, active_ms: int) -> None:
+    label_room.keep_draft(
+        session, user, "annotation", response_id, rubric_version_id=version, decisions=decisions, active_ms=active_ms
+    )
+
+
 def _keep(engine, user: User, response_id: int, version: int, decisions: dict, active_ms: int) -> None:
     with session_scope(engine) as session:
-        label_room.keep_draft(
-            session,
-            user,
-            "annotation",
-            response_id,
-            rubric_version_id=version,
-            decisions=decisions,
-            active_ms=active_ms,
-        )
+        _keep_draft(session, user, response_id, version, decisions, active_ms)
 
 
 def _reread_and_keep(engine, user: User, response_id: int, version: int, decisions: dict, active_ms: int) -> None:
     with session_scope(engine) as session:
         label_room.open(session, user, "annotation", response_id)
-        label_room.keep_draft(
-            session,
-            user,
-            "annotation",
-            response_id,
-            rubric_version_id=version,
-            decisions=decisions,
-            active_ms=active_ms,
-        )
+        _keep_draft(session, user, response_id, version, decisions, active_ms)
 
 
 def bench_drafts(engine, user: User, response_ids: list[int], rng: random.Random) -> None:
