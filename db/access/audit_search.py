@@ -48,7 +48,7 @@ def _filtered(
 
 def audit_facets(session: Session, user: User) -> tuple[list[str], list[str]]:
     """The entity names and actors that occur in the log (for the page's filters)."""
-    user = authorize(session, user, AuditLogPolicy.manage())
+    authorize(session, user, AuditLogPolicy.manage())
     # A few names among every entry: read through the columns' indexes, not by reading the log.
     log = table_of(AuditLog)
     return distinct_values(session, log.c.entity), distinct_values(session, log.c.actor)
@@ -58,7 +58,7 @@ def search_audit(
     session: Session, user: User, *, limit: int | None = PAGE_LIMIT, **filters
 ) -> tuple[list[AuditLog], int]:
     """Matching entries, newest first (at most `limit`), and how many match in all."""
-    user = authorize(session, user, AuditLogPolicy.manage())
+    authorize(session, user, AuditLogPolicy.manage())
     statement = _filtered(**filters)
     total = int(session.execute(select(func.count()).select_from(statement.subquery())).scalar_one())
     statement = statement.order_by(col(AuditLog.id).desc())
@@ -85,7 +85,7 @@ def entry_dict(entry: AuditLog) -> dict:
 
 def audit_jsonl(session: Session, user: User, **filters) -> bytes:
     """Every matching entry, oldest first, one JSON object a line (UTF-8, Chinese as is)."""
-    user = authorize(session, user, AuditLogPolicy.manage())
+    authorize(session, user, AuditLogPolicy.manage())
     rows = session.execute(_filtered(**filters).order_by(AuditLog.id)).scalars()
     lines = [json.dumps(entry_dict(entry), ensure_ascii=False, default=str) for entry in rows]
     return ("\n".join(lines) + ("\n" if lines else "")).encode("utf-8")

@@ -100,7 +100,7 @@ def not_adjudicable(session: Session, user: User, response_ids: Iterable[int]) -
 def require_may_adjudicate(session: Session, user: User, response_id: int) -> None:
     """The adjudication policy, with the facts it needs about this response read for this checker."""
     user = authorize(session, user, LabelPolicy.adjudicate())  # the role, before anything about the response is read
-    user = authorize(
+    authorize(
         session,
         user,
         LabelPolicy.adjudicate(
@@ -234,4 +234,4 @@ def labels_closed_to(session: Session, user: User, response_id: int) -> bool:
 
 def require_group_labels_open(session: Session, user: User, response_id: int) -> None:
     """Refuses a change of the user's own group's labels on a response whose adjudication they opened."""
-    user = authorize(session, user, LabelPolicy.check(labels_closed=labels_closed_to(session, user, response_id)))
+    authorize(session, user, LabelPolicy.check(labels_closed=labels_closed_to(session, user, response_id)))

@@ -57,7 +57,7 @@ def _acting_admin(session: Session, actor: Actor) -> None:
         return
     current = session.get(User, actor.id) if actor.id is not None else None
     admin_now = current is not None and current.is_active and current.role == Role.admin
-    actor = authorize(session, actor, AccountPolicy.manage(admin_now=admin_now))
+    authorize(session, actor, AccountPolicy.manage(admin_now=admin_now))
 
 
 def _acting_admin_or_self(session: Session, actor: Actor, user: User) -> None:

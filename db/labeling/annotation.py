@@ -178,7 +178,7 @@ def assigned_item(session: Session, user: User, response_id: int, *, lock: bool 
     if row is None:
         raise NotFound(f"no response #{response_id}", key="errors.response_unknown", params={"response": response_id})
     response, case, is_assigned, is_final = row
-    user = authorize(session, user, LabelPolicy.annotate(assigned=bool(is_assigned)))
+    authorize(session, user, LabelPolicy.annotate(assigned=bool(is_assigned)))
     return AssignedItem(response, case, bool(is_final))
 
 
@@ -339,7 +339,7 @@ def save_target(session: Session, user: User, response_id: int, *, rubric_versio
     LabelsFinal when the feedback of the response's round was opened.
     """
     assigned = assigned_item(session, user, response_id, lock=True)
-    user = authorize(session, user, LabelPolicy.change_annotation(final=assigned.final))
+    authorize(session, user, LabelPolicy.change_annotation(final=assigned.final))
     response, case = assigned.response, assigned.case
     rubric = rubric_as_opened(session, response.case_pk, rubric_version_id)
     return SaveTarget(response, case.case_id, rubric, criterion_ids_of(session, rubric.id))

@@ -294,7 +294,7 @@ def is_fast(active_ms: int, n_criteria: int) -> bool:
 
 def time_on_task(session: Session, *, actor: User, stage: str = Stage.annotation) -> list[TimeOnTask]:
     """Per person: saves, median active time per response and per criterion, very fast saves (admins only)."""
-    actor = authorize(session, actor, TimeOnTaskPolicy.manage())
+    authorize(session, actor, TimeOnTaskPolicy.manage())
     rows = session.exec(
         select(User.username, User.group_no, LabelTiming.active_ms, LabelTiming.n_criteria)
         .join(User, col(User.id) == col(LabelTiming.user_id))

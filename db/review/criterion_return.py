@@ -76,7 +76,7 @@ def _assignee(session: Session, case_pk: int) -> User | None:
 
 
 def send_back_target(session: Session, actor: User, case_id: str) -> SendBackTarget:
-    actor = authorize(session, actor, CriterionReturnPolicy.manage())
+    authorize(session, actor, CriterionReturnPolicy.manage())
     case = _case(session, case_id)
     current = current_approved_version(session, _pk(case))
     if current is None:

@@ -78,7 +78,7 @@ def _require_may_check(session: Session, user: User, response_id: int) -> None:
 def _require_may_adjudicate(session: Session, user: User, response_id: int) -> None:
     independence.require_may_adjudicate(session, user, response_id)
     _response_and_case(session, response_id)
-    user = authorize(
+    authorize(
         session, user, LabelPolicy.adjudicate(opened=bool(independence.opened_by(session, user.id, [response_id])))
     )
 

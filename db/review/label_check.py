@@ -458,7 +458,7 @@ def _check_wanted(
             key="errors.no_label_to_check",
             params={"criterion": criterion_id},
         )
-    user = authorize(
+    authorize(
         session,
         user,
         LabelPolicy.check(

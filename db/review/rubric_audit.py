@@ -225,7 +225,7 @@ def _submitted_as_seen(session: Session, user: User, rubric_version_id: int, see
         raise NotFound(
             f"no rubric version {rubric_version_id}", key="errors.rubric_unknown", params={"version": rubric_version_id}
         )
-    user = authorize(session, user, RubricPolicy.audit(author_id=rubric.author_id))
+    authorize(session, user, RubricPolicy.audit(author_id=rubric.author_id))
     session.refresh(rubric)
     if rubric.lock_version != seen_lock_version:
         raise StaleEdit(

@@ -175,7 +175,7 @@ def require_rubric_assignment(session: Session, user: User, case_pk: int) -> Non
         )
         .limit(1)
     ).first()
-    user = authorize(session, user, RubricPolicy.author(assigned=assigned is not None))
+    authorize(session, user, RubricPolicy.author(assigned=assigned is not None))
 
 
 def authoring_view(session: Session, user: User, case_pk: int) -> AuthoringView:

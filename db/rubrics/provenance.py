@@ -126,7 +126,7 @@ def provenance_of(session: Session, rubric_version_id: int) -> list[CriterionOri
 def version_provenance(session: Session, user: User, rubric_version_id: int) -> list[CriterionOrigin]:
     """A version's origins for a rubric auditor (checker) or an admin; nobody else."""
     if user.role != Role.admin:
-        user = authorize(session, user, RubricPolicy.audit())
+        authorize(session, user, RubricPolicy.audit())
     return provenance_of(session, rubric_version_id)
 
 

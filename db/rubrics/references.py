@@ -138,13 +138,13 @@ def reference_for(session: Session, user: User, case_pk: int) -> str | None:
     if user.role == Role.annotator and user.is_active:
         user = authorize(session, user, ReferencePolicy.read(is_author=is_rubric_author(session, user, case_pk)))
     else:
-        user = authorize(session, user, ReferencePolicy.read())
+        authorize(session, user, ReferencePolicy.read())
     return session.execute(select(_TABLE.c.text).where(_TABLE.c.case_pk == case_pk)).scalar()
 
 
 def reference_digests(session: Session, user: User) -> dict[int, str]:
     """case pk → sha256 of its reference answer, every case that has one (admins and rubric auditors)."""
-    user = authorize(session, user, ReferencePolicy.read())  # an annotator is refused: they read their own case's only
+    authorize(session, user, ReferencePolicy.read())  # an annotator is refused: they read their own case's only
     return dict(session.execute(select(_TABLE.c.case_pk, _TABLE.c.sha256)).all())
 
 
@@ -160,7 +160,7 @@ def texts_for_run(connection: Connection, case_pks: list[int]) -> dict[int, str]
 
 def reference_cases(session: Session, user: User) -> list[tuple[int, str, bool]]:
     """(case pk, case_id, whether it has a reference answer) of every case, in case order (admins)."""
-    user = authorize(session, user, ReferencePolicy.write())
+    authorize(session, user, ReferencePolicy.write())
     having = set(session.execute(select(_TABLE.c.case_pk)).scalars())
     rows = session.execute(select(col(Case.id), col(Case.case_id)).order_by(col(Case.id))).all()
     return [(int(pk), case_id, pk in having) for pk, case_id in rows]

@@ -431,7 +431,7 @@ def reassign(session: Session, *, actor: User | SystemActor, assignment_id: int,
 def reassign_candidates(session: Session, *, actor: User, assignment_id: int) -> list[str]:
     """The annotators `reassign` would accept for the assignment, by username: active, not its current holder;
     for labeling, of the same expert group and not the author of the case's rubric."""
-    actor = authorize(session, actor, AssignmentPolicy.manage())
+    authorize(session, actor, AssignmentPolicy.manage())
     assignment = session.get(Assignment, assignment_id)
     if assignment is None:
         raise NotFound(
@@ -451,7 +451,7 @@ def list_assignments(
     session: Session, *, actor: User | SystemActor, kind: AssignmentKind, username: str | None = None, limit: int = 500
 ) -> list[dict]:
     """Assignments for the admin's table (with model names: admins are not blinded)."""
-    actor = authorize(session, actor, AssignmentPolicy.manage())
+    authorize(session, actor, AssignmentPolicy.manage())
     statement = (
         sa_select(
             col(Assignment.id),

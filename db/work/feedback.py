@@ -187,7 +187,7 @@ def _done_flags(session: Session, rows: list[tuple]) -> list[bool]:
 
 def round_states(session: Session, *, actor: User | SystemActor) -> list[RoundState]:
     """Every labeling round, oldest first, with how far its labeling is and whether feedback is open."""
-    actor = authorize(session, actor, FeedbackPolicy.manage())
+    authorize(session, actor, FeedbackPolicy.manage())
     rows = _round_rows(session)
     flags = _done_flags(session, rows)
     by_round: dict[datetime, list[int]] = defaultdict(list)

@@ -25,7 +25,7 @@ class FreezeOverride:
 
 def freeze_overrides(session: Session, *, actor: User) -> list[FreezeOverride]:
     """Every import that overrode the feedback freeze, newest first (for admins)."""
-    actor = authorize(session, actor, FeedbackPolicy.manage())
+    authorize(session, actor, FeedbackPolicy.manage())
     entries = session.exec(
         select(AuditLog).where(col(AuditLog.action) == "override_freeze").order_by(col(AuditLog.id).desc())
     ).all()

@@ -166,7 +166,7 @@ def models_newest_first(session: Session, *, actor: User | SystemActor) -> list[
 
 def model_generation(session: Session, by: User, model: str) -> ModelGeneration:
     """The generation side of `model`'s pipeline, for an admin."""
-    by = authorize(session, by, JudgeRunPolicy.manage())
+    authorize(session, by, JudgeRunPolicy.manage())
     connection = session.connection()
     runs = session.scalars(
         select(JudgeRun)

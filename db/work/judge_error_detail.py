@@ -56,7 +56,7 @@ def explanation_of(extra: dict | None) -> str | None:
 def judge_error_detail(
     session: Session, actor: User, *, response_id: int, criterion_id: str, judge: str
 ) -> JudgeErrorDetail:
-    actor = authorize(session, actor, JudgeRunPolicy.manage())
+    authorize(session, actor, JudgeRunPolicy.manage())
     response = session.get(Response, response_id)
     if response is None:
         raise NotFound(f"no response {response_id}", key="errors.response_unknown", params={"response": response_id})

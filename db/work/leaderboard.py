@@ -116,7 +116,7 @@ def list_snapshots(
     session: Session, *, actor: User | SystemActor
 ) -> tuple[list[LeaderboardSnapshot], list[ValidationFailed]]:
     """Every snapshot that matches its audit entry, oldest first, and a refusal for each that does not."""
-    actor = authorize(session, actor, LeaderboardPolicy.manage())
+    authorize(session, actor, LeaderboardPolicy.manage())
     logged = audited_snapshots(session)
     good, problems = [], []
     for snapshot in session.exec(select(LeaderboardSnapshot).order_by(col(LeaderboardSnapshot.id))).all():
@@ -130,7 +130,7 @@ def list_snapshots(
 
 def get_snapshot(session: Session, name: str, *, actor: User | SystemActor) -> LeaderboardSnapshot:
     """Snapshot `name`, refused unless its payload is the one the audit log recorded."""
-    actor = authorize(session, actor, LeaderboardPolicy.manage())
+    authorize(session, actor, LeaderboardPolicy.manage())
     found = session.exec(select(LeaderboardSnapshot).where(LeaderboardSnapshot.name == name)).first()
     if found is None:
         raise NotFound(f"no leaderboard snapshot named {name!r}", key="errors.snapshot_unknown", params={"name": name})
@@ -139,7 +139,7 @@ def get_snapshot(session: Session, name: str, *, actor: User | SystemActor) -> L
 
 def newest_snapshot(session: Session, *, actor: User | SystemActor) -> LeaderboardSnapshot:
     """The newest snapshot, refused unless its payload is the one the audit log recorded."""
-    actor = authorize(session, actor, LeaderboardPolicy.manage())
+    authorize(session, actor, LeaderboardPolicy.manage())
     found = session.exec(select(LeaderboardSnapshot).order_by(col(LeaderboardSnapshot.id).desc()).limit(1)).first()
     if found is None:
         raise NotFound("no leaderboard snapshot yet: freeze one first", key="errors.snapshot_none")

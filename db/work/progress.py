@@ -186,5 +186,5 @@ def _my_label_counts(session: Session, user: User) -> tuple[int, int]:
 
 def model_names(session: Session, *, actor: User) -> list[str]:
     """Models that have responses (admins only: annotators and checkers are blinded to them)."""
-    actor = authorize(session, actor, ProgressPolicy.manage())
+    authorize(session, actor, ProgressPolicy.manage())
     return response_models(session)

@@ -239,7 +239,7 @@ def validation_of_version(session: Session, user: User, rubric_version_id: int) 
         is_author = version is not None and is_rubric_author(session, user, version.case_pk)
         user = authorize(session, user, ReferencePolicy.read(is_author=is_author))
     else:
-        user = authorize(session, user, ReferencePolicy.read())
+        authorize(session, user, ReferencePolicy.read())
     if version is None:
         return VersionValidation([], None, {})
     current = current_version_ids(session, [version.case_pk]).get(version.case_pk)
