@@ -31,9 +31,6 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.metrics.pairwise import cosine_similarity
-
 from db.rules.config import RUBRIC_SIZE
 
 ERROR, WARNING = "error", "warning"
@@ -255,7 +252,13 @@ def _joining_words_only(text: str) -> str:
 
 
 def near_duplicates(texts: Sequence[str], threshold: float = NEAR_DUPLICATE_SIMILARITY) -> list[tuple[int, int, float]]:
-    """Pairs (i, j, similarity), i < j, of non-empty, not identical criteria at or above `threshold`."""
+    """Pairs (i, j, similarity), i < j, of non-empty, not identical criteria at or above `threshold`.
+
+    scikit-learn is imported here, where it is used: the report and exports import this module's rules
+    without ever comparing criteria."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.metrics.pairwise import cosine_similarity
+
     rows = [i for i, text in enumerate(texts) if normalized_criterion(text)]
     if len(rows) < 2:
         return []
