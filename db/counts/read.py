@@ -15,7 +15,6 @@ from db.counts.tables import (
     ASSIGNMENT_TOTALS,
     CASE,
     JUDGE_TOTALS,
-    LABEL,
     READY,
     RESPONSE,
     ROW_TOTALS,
@@ -105,18 +104,11 @@ def feedback_tally(*, user_id: int, group_no: int):
     )
 
 
-def annotation_counts(
-    session: Session, response_ids: Iterable[int], group_no: int, *, recount: bool = False
-) -> dict[int, dict[int | None, int]]:
-    """response_id -> {rubric version id (None: none recorded) -> annotation labels of `group_no`}.
-
-    `recount`: counted from the label rows instead of the kept tally (db.labeling's `recounted_queue` passes it)."""
+def annotation_counts(session: Session, response_ids: Iterable[int], group_no: int) -> dict[int, dict[int | None, int]]:
+    """response_id -> {rubric version id (None: none recorded) -> annotation labels of `group_no`}."""
     ids = sorted(set(response_ids))
     counts: dict[int, dict[int | None, int]] = {}
-    if recount:
-        source = _counted_tally(stage=Stage.annotation.value, group_no=group_no)
-    else:
-        source = tally(stage=Stage.annotation.value, group_no=group_no, counting=False)
+    source = tally(stage=Stage.annotation.value, group_no=group_no, counting=False)
     for start in range(0, len(ids), 5000):
         rows = session.execute(
             select(source.c.response_id, source.c.rubric_version_id, func.sum(source.c.n))
@@ -127,17 +119,6 @@ def annotation_counts(
             version = None if version_id == NO_RUBRIC_VERSION else int(version_id)
             counts.setdefault(int(response_id), {})[version] = int(n)
     return counts
-
-
-def _counted_tally(*, stage: str, group_no: int):
-    """The subquery of `tally` (every rubric version) counted from the label rows."""
-    version = func.coalesce(LABEL.c.rubric_version_id, NO_RUBRIC_VERSION).label("rubric_version_id")
-    return (
-        select(LABEL.c.response_id, LABEL.c.user_id, version, func.count().label("n"))
-        .where(LABEL.c.stage == stage, LABEL.c.group_no == group_no)
-        .group_by(LABEL.c.response_id, LABEL.c.user_id, version)
-        .subquery("tally")
-    )
 
 
 def ready_for_adjudication(*, group_no: int):

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from sqlalchemy import func, select as sa_select
+from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from db import counts
@@ -38,7 +38,7 @@ from db.rubrics.authoring import CaseView, CriterionView, case_view, criteria_of
 from db.rules.enums import AssignmentKind, Stage
 from db.rules.errors import NotFound, ValidationFailed
 from db.rules.notes import clean_note
-from db.store.current_rubric import counts_on_current_rubric, current_approved_version, current_version_ids
+from db.store.current_rubric import current_approved_version
 from db.store.lookups import case_id_of_case, code_of_response
 from db.store.models import Assignment, Case, Criterion, Label, Response, RubricVersion, User
 
@@ -238,30 +238,12 @@ def response_for_labeling(session: Session, user: User, response_id: int) -> Lab
     )
 
 
-def _assigned_responses(session: Session, user: User) -> list[tuple[int, str, int, str]]:
-    """(response_id, code, case_pk, case_id) of the user's label assignments, in case and code order."""
-    statement = (
-        select(Response.id, Response.code, Case.id, Case.case_id)
-        .join(Assignment, col(Assignment.response_id) == col(Response.id))
-        .join(Case, col(Case.id) == col(Response.case_pk))
-        .where(Assignment.user_id == user.id, Assignment.kind == AssignmentKind.label)
-        .distinct()
-        .order_by(Case.case_id, Response.code)
-    )
-    return [
-        (response_id, code, case_pk, case_id) for response_id, code, case_pk, case_id in session.exec(statement).all()
-    ]
-
-
-def labeling_queue(session: Session, user: User, *, recount: bool = False) -> LabelQueue:
+def labeling_queue(session: Session, user: User) -> LabelQueue:
     """The user's assigned responses in case order, each with the state of their group's labels.
 
     The state is the one kept on each assignment (db.counts): one row per item, no label counted here.
-    `recount`: counted from the labels instead (`recounted_queue`).
     """
     user = _require_annotator(session, user)
-    if recount:
-        return recounted_queue(session, user)
     # looked up item by item, so the queue costs what it holds (db.store.lookups)
     code = code_of_response(col(Assignment.response_id))
     case_id = case_id_of_case(col(Assignment.case_pk))
@@ -281,39 +263,6 @@ def labeling_queue(session: Session, user: User, *, recount: bool = False) -> La
     # a response assigned to the user twice is one item
     rows = dict.fromkeys(tuple(row) for row in session.execute(items))
     return LabelQueue([QueueItem(*row) for row in rows])
-
-
-def recounted_queue(session: Session, user: User) -> LabelQueue:
-    """`labeling_queue` counted from the label tally against every case's current rubric (the straightforward way)."""
-    user = _require_annotator(session, user)
-    responses = _assigned_responses(session, user)
-    if not responses:
-        return LabelQueue([])
-    case_pks = sorted({row[2] for row in responses})
-    response_ids = [row[0] for row in responses]
-
-    # The current rubric version of each case, and its size.
-    current = current_version_ids(session, case_pks)
-    sizes = dict(
-        session.exec(
-            select(Criterion.rubric_version_id, func.count())
-            .where(col(Criterion.rubric_version_id).in_(list(current.values()) or [-1]))
-            .group_by(col(Criterion.rubric_version_id))
-        ).all()
-    )
-
-    per_version = counts.annotation_counts(session, response_ids, _group_of(user), recount=True)
-
-    items = []
-    for response_id, code, case_pk, case_id in responses:
-        version_id = current.get(case_pk)
-        size = sizes.get(version_id, 0) if version_id else 0
-        by_version = per_version.get(response_id, {})
-        fresh = sum(n for v, n in by_version.items() if counts_on_current_rubric(v, version_id))
-        stale = sum(n for v, n in by_version.items() if not counts_on_current_rubric(v, version_id))
-        status = counts.label_status(version_id, size, fresh, stale)
-        items.append(QueueItem(response_id, code, case_pk, case_id, status, fresh, size))
-    return LabelQueue(items)
 
 
 # Writing -------------------------------------------------------------------------------------

@@ -64,8 +64,8 @@ _KEEP_DRAFT: Mapping[Stage, Callable[..., Any]] = {
 
 
 def queue(session: Session, user: User, stage: str, **options: Any) -> Any:
-    """The responses waiting for `user` at `stage`; `options` are the stage's (e.g. `recount`, the check queue's
-    mode and window)."""
+    """The responses waiting for `user` at `stage`; `options` are the stage's (the check queue's mode and
+    window)."""
     return _QUEUE[_stage(stage)](session, user, **options)
 
 
