@@ -61,7 +61,7 @@ def write_figures(
     progress: Callable[[int, int, str], None] | None = None,
 ) -> list[Path]:
     """Write each (name, figure) as `out_dir/<name>.<format>`; returns the files written, in order."""
-    import kaleido  # ~0.2 s to import: loaded only when figures are asked for
+    import kaleido  # loaded only when figures are asked for
 
     figures = list(figures)
     out_dir = Path(out_dir)

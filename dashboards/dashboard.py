@@ -110,9 +110,9 @@ def _build(grid: DecisionGrid) -> Kept:
         default = None
     figures = {}
     if default is not None and len(default.grid.responses):
-        # Only what the first screen shows, in the default language: drawing all 34 figures (every section, both
-        # languages) took 3 of the 4.5 s a small database's first visit after new data waited for. The others
-        # are drawn when their section is opened, once per data version (`_view_figure`).
+        # Only what the first screen shows, in the default language: drawing every section's figures in both
+        # languages would keep a first visit after new data waiting. The others are drawn when their section
+        # is opened, once per data version (`_view_figure`).
         t = figure_builders.translator(DEFAULT_LANGUAGE)
         figures.update({(DEFAULT_LANGUAGE, name): FIGURES[name](default, t) for name in FIRST_SCREEN_FIGURES})
     pooled = metrics.judge_fidelity(grid)["mf1_gold"].astype(float) if judges else pd.Series(dtype=float)
@@ -122,7 +122,7 @@ def _build(grid: DecisionGrid) -> Kept:
 
 def _complete(report: Report) -> Report:
     """The report as `clinconsensus report` writes it, its analysis depth included: built when a download is
-    clicked, since the page shows none of it (building it with the default view cost a first visit 0.6 s)."""
+    clicked, since the page shows none of it and a first visit should not wait for it."""
     if report.insights is not None:
         return report
     return dataclasses.replace(

@@ -251,8 +251,8 @@ def _completion(record: dict[str, Any], where: str) -> Any | None:
 def _completion_view(body: dict[str, Any]) -> Any:
     """The parts of a checked chat completion the readers take (`judge.endpoints.read_completion`), as attributes.
 
-    Read leniently, as the SDK reads an online answer: a server's extra or unusual fields are no refusal. (The
-    SDK's own lenient model construction costs 1.8 ms a line, 14 of 22 s for 7,500 lines; this, microseconds.)"""
+    Read leniently, as the SDK reads an online answer: a server's extra or unusual fields are no refusal. The
+    SDK's own model is not built a line: that construction was most of an import's time (docs/performance.md)."""
     choices = [
         SimpleNamespace(
             message=SimpleNamespace(content=choice["message"].get("content")),

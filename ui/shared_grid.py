@@ -2,7 +2,7 @@
 
 The dashboard and the analysis-depth pages (criteria, judge errors, physicians) each keep what they
 compute from the grid in a background value of their own; those builds all take the grid from here,
-so a server process holds one grid per data version (about 200 MB at full scale), not one per page.
+so a server process holds one grid per data version, not one per page.
 The page-side helper `newest` shows the newest value built so far and refreshes the page when the
 value of the current data version is in.
 """

@@ -117,7 +117,7 @@ def _finals_in_line_order(engine: Engine, basis: str) -> tuple[pd.DataFrame, dic
     pseudonym = physician_ids(finals["user_id"])
     criteria = current_criteria(engine, text=True)
     # The final labels in line order (case, model, criterion position; group 1 before group 2), so each
-    # decision's labels are one run to walk: a dict of every decision's labels held ~0.4 GB at full scale.
+    # decision's labels are one run to walk, with no dict of every decision's labels held in memory.
     # The texts are read after, once the frames the ordering needed are gone.
     ordered = in_decision_order(
         in_current_rubric(
@@ -160,7 +160,7 @@ class _MetaLines:
         ordered, bounds, cases, texts, total = self.ordered, self.bounds, self.cases, self.texts, self.total
         taxonomy = get_taxonomy()
         shown_case = shown_response = None
-        # A block of decisions at a time as Python values: the whole frame as lists would be ~0.2 GB more.
+        # A block of decisions at a time as Python values, never the whole frame as lists.
         for block in range(0, total, LINES_PER_BLOCK):
             block_bounds = bounds[block : min(block + LINES_PER_BLOCK, total) + 1]
             low = block_bounds[0]

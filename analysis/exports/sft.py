@@ -320,7 +320,7 @@ def _write_rows(
 def _row_values(rows: pd.DataFrame, part: np.ndarray) -> Iterator[tuple]:
     """(case_pk, response_id, rubric item, note, met, file, meta text) of each row, in order.
 
-    A block of rows at a time becomes Python values: the whole frame at once held ~0.2 GB more at full scale.
+    A block of rows at a time becomes Python values, so the whole frame never exists as Python objects at once.
     """
     for start in range(0, len(rows), ROWS_PER_BLOCK):
         block = rows.iloc[start : start + ROWS_PER_BLOCK]

@@ -49,8 +49,8 @@ def _check_label(record: dict, targets: _Targets) -> tuple[tuple | None, list[st
     """The row as (case_id, model, criterion_id, stage, group, met, annotator, note, response id, case pk,
     criterion position), or None and the errors.
 
-    The first test accepts a plainly valid row in one expression (most of a 1.65 M-line file, five
-    times faster than the model); it accepts nothing `LabelRecord` refuses (tests/db/rules/test_records.py
+    The first test accepts a plainly valid row in one expression (most rows of a large file, without
+    building the model); it accepts nothing `LabelRecord` refuses (tests/db/rules/test_records.py
     checks that), and anything it does not accept goes to the model, which names the problem.
     """
     get = record.get
