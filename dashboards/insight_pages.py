@@ -490,36 +490,19 @@ def render_physicians() -> None:
     _download(t, "agreement_slices", frame)
 
 
+#: The analysis-depth pages: renderer, title key, icon, URL path (a stable name).
+_PAGES = (
+    (render_criteria, "insights.criteria.nav", ":material/rule:", "analysis-criteria"),
+    (render_judge_errors, "insights.judges.nav", ":material/gavel:", "analysis-judge-errors"),
+    (render_physicians, "insights.physicians.nav", ":material/groups:", "analysis-physicians"),
+)
+
+
 def pages(user: User) -> list[tuple[str, st.Page]]:
     """Navigation contribution: the analysis-depth pages, for admins."""
     if user.role != Role.admin:
         return []
     return [
-        (
-            "nav.section.analysis",
-            st.Page(
-                render_criteria,
-                title=shell.t("insights.criteria.nav"),
-                icon=":material/rule:",
-                url_path="analysis-criteria",
-            ),
-        ),
-        (
-            "nav.section.analysis",
-            st.Page(
-                render_judge_errors,
-                title=shell.t("insights.judges.nav"),
-                icon=":material/gavel:",
-                url_path="analysis-judge-errors",
-            ),
-        ),
-        (
-            "nav.section.analysis",
-            st.Page(
-                render_physicians,
-                title=shell.t("insights.physicians.nav"),
-                icon=":material/groups:",
-                url_path="analysis-physicians",
-            ),
-        ),
+        ("nav.section.analysis", st.Page(render, title=shell.t(title), icon=icon, url_path=path))
+        for render, title, icon, path in _PAGES
     ]
