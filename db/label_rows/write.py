@@ -35,16 +35,18 @@ from db.rules.errors import NotFound, StaleEdit
 from db.store.models import Label, Response, User, table_of, utcnow
 
 LABEL_TABLE = SQLModel.metadata.tables["label"]
-_UPDATE_LABEL = (
+#: A replaced label: its new decision, author, note and rubric stamp, one revision on (a page's save
+#: holds the row locked, an import replaces it in its own transaction).
+_REPLACE_LABEL = (
     update(LABEL_TABLE)
     .where(LABEL_TABLE.c.id == bindparam("label_id"))
     .values(
-        met=bindparam("new_met"),
-        note=bindparam("new_note"),
-        rubric_version_id=bindparam("new_rubric_version_id"),
-        user_id=bindparam("new_user_id"),
-        updated_at=bindparam("new_updated_at"),
-        lock_version=bindparam("new_lock_version"),
+        met=bindparam("met"),
+        user_id=bindparam("user_id"),
+        note=bindparam("note"),
+        rubric_version_id=bindparam("rubric_version_id"),
+        updated_at=bindparam("updated_at"),
+        lock_version=LABEL_TABLE.c.lock_version + 1,
     )
 )
 
@@ -115,7 +117,7 @@ def write(session: Session, actor: User, rule: StageRule, place: Place, wanted: 
     if changes.new_rows:
         _insert(session, actor, rule, place, changes.new_rows)
     if changes.changed_rows:
-        session.execute(_UPDATE_LABEL, changes.changed_rows)
+        session.execute(_REPLACE_LABEL, changes.changed_rows)
         for cid in changes.before:
             session.expire(existing[cid])  # the loaded rows are stale now
     if changes.after:
@@ -237,12 +239,11 @@ def _changes(
             changes.changed_rows.append(
                 {
                     "label_id": label.id,
-                    "new_met": item.met,
-                    "new_note": item.note,
-                    "new_rubric_version_id": place.rubric_version_id,
-                    "new_user_id": actor.id,
-                    "new_updated_at": now,
-                    "new_lock_version": label.lock_version + 1,
+                    "met": item.met,
+                    "note": item.note,
+                    "rubric_version_id": place.rubric_version_id,
+                    "user_id": actor.id,
+                    "updated_at": now,
                 }
             )
             changes.versions[cid] = label.lock_version + 1
@@ -417,21 +418,6 @@ def write_bulk(
     run.summary.replaced += len(plan.changes)
     run.audit(plan.audit_rows)
     return {row[0] for row in rows}
-
-
-#: A replaced label: its new decision, author, note and rubric stamp, one revision on.
-_REPLACE_LABEL = (
-    update(LABEL_TABLE)
-    .where(LABEL_TABLE.c.id == bindparam("label_id"))
-    .values(
-        met=bindparam("met"),
-        user_id=bindparam("user_id"),
-        note=bindparam("note"),
-        rubric_version_id=bindparam("rubric_version_id"),
-        updated_at=bindparam("updated_at"),
-        lock_version=LABEL_TABLE.c.lock_version + 1,
-    )
-)
 
 
 def _stored_labels(connection: Connection, rows: list[tuple]) -> dict[tuple, Any]:
