@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from string import Formatter
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, col, select
@@ -102,6 +102,9 @@ class DraftOptions(EndpointOptions):
     n: int = RUBRIC_SIZE
     max_tokens: int = 4096
 
+    NAME_FIELD: ClassVar[str] = "generator"
+    PATH_FIELDS: ClassVar[tuple[str, ...]] = ("template",)
+
     def generator_name(self) -> str:
         return (self.generator or self.model).strip()
 
@@ -114,28 +117,8 @@ class DraftOptions(EndpointOptions):
         if not 1 <= self.n <= 200:
             raise ValidationFailed(f"--n {self.n}: expected 1 to 200")
 
-    def params(self) -> dict:
-        values = asdict(self)
-        for name in ("base_url", "model", "generator"):
-            values.pop(name)
-        values["base_urls"] = self.urls()
-        values["template"] = str(Path(self.template).resolve()) if self.template else None
-        return values
-
     def key_parameters(self) -> dict:
-        return {
-            "max_tokens": self.max_tokens,
-            "seed": self.seed,
-            "temperature": self.temperature,
-            "thinking": self.thinking,
-            "kind": "draft",
-        }
-
-    @classmethod
-    def from_record(cls, run: dict) -> DraftOptions:
-        params = {key: value for key, value in (run["params"] or {}).items() if key in cls.__dataclass_fields__}
-        params.pop("base_url", None)
-        return cls(base_url=run["base_urls"], model=run["model"], generator=run["judge"], **params)
+        return {**super().key_parameters(), "kind": "draft"}
 
 
 def create_draft_run(engine: Engine, options: DraftOptions, by: User | str = "cli") -> int:

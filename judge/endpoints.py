@@ -17,8 +17,9 @@ admin pointing a run at another loopback service reads no more of it than that.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
 from urllib.parse import urlparse
 
 import openai
@@ -62,6 +63,42 @@ class EndpointOptions:
     thinking: bool = True
     timeout: float = 120.0
     max_retries: int = 2
+
+    #: The field naming what the run's answers are kept as (`--as`; the run record's `judge`).
+    NAME_FIELD: ClassVar[str] = ""
+    #: Fields holding a file's path, kept absolute in the run record.
+    PATH_FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    def params(self) -> dict:
+        """What the run record keeps of the options (never the key itself)."""
+        values = asdict(self)
+        for name in ("base_url", "model", self.NAME_FIELD):
+            values.pop(name)
+        values["base_urls"] = self.urls()
+        for name in self.PATH_FIELDS:
+            values[name] = self.recorded_path(name)
+        return values
+
+    def recorded_path(self, name: str) -> str | None:
+        """The path in field `name` as the run record keeps it: absolute, or None when none is given."""
+        path = getattr(self, name)
+        return str(Path(path).resolve()) if path else None
+
+    def key_parameters(self) -> dict:
+        """The request parameters an answer depends on (part of the cache key)."""
+        return {
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+            "temperature": self.temperature,
+            "thinking": self.thinking,
+        }
+
+    @classmethod
+    def from_record(cls, run: dict) -> Any:
+        """The options of a run as `judge_runs.run_summary` gives it (an instance of the class called on)."""
+        params = {key: value for key, value in (run["params"] or {}).items() if key in cls.__dataclass_fields__}
+        params.pop("base_url", None)
+        return cls(base_url=run["base_urls"], model=run["model"], **{cls.NAME_FIELD: run["judge"]}, **params)
 
     def urls(self) -> list[str]:
         urls = [self.base_url] if isinstance(self.base_url, str) else list(self.base_url or [])

@@ -21,9 +21,9 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
@@ -58,6 +58,9 @@ class GenerateOptions(EndpointOptions):
     system: str | None = None
     max_tokens: int = 4096
 
+    NAME_FIELD: ClassVar[str] = "stored_as"
+    PATH_FIELDS: ClassVar[tuple[str, ...]] = ("system",)
+
     def model_name(self) -> str:
         return (self.stored_as or self.model).strip()
 
@@ -81,29 +84,6 @@ class GenerateOptions(EndpointOptions):
             raise ValidationFailed(f"--system {self.system}: no such file") from None
         except UnicodeDecodeError as error:
             raise ValidationFailed(f"--system {self.system}: not UTF-8 text ({error.reason})") from None
-
-    def params(self) -> dict:
-        values = asdict(self)
-        for name in ("base_url", "model", "stored_as"):
-            values.pop(name)
-        values["base_urls"] = self.urls()
-        values["system"] = str(Path(self.system).resolve()) if self.system else None
-        return values
-
-    def key_parameters(self) -> dict:
-        """The request parameters an answer depends on (part of the cache key)."""
-        return {
-            "max_tokens": self.max_tokens,
-            "seed": self.seed,
-            "temperature": self.temperature,
-            "thinking": self.thinking,
-        }
-
-    @classmethod
-    def from_record(cls, run: dict) -> GenerateOptions:
-        params = {key: value for key, value in (run["params"] or {}).items() if key in cls.__dataclass_fields__}
-        params.pop("base_url", None)
-        return cls(base_url=run["base_urls"], model=run["model"], stored_as=run["judge"], **params)
 
 
 def read_case_file(engine: Engine, path: str) -> list[str]:

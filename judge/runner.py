@@ -18,9 +18,9 @@ run names; only the variable's name is recorded.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
@@ -79,6 +79,8 @@ class RunOptions(EndpointOptions):
     limit: int | None = None
     structured: str | None = None
 
+    NAME_FIELD: ClassVar[str] = "judge"
+
     def __post_init__(self) -> None:
         if self.structured is None:
             self.structured = "off" if (self.template or DEFAULT_TEMPLATE_NAME) == DEFAULT_TEMPLATE_NAME else "auto"
@@ -104,29 +106,10 @@ class RunOptions(EndpointOptions):
         return self.template if self.template in TEMPLATES else str(Path(self.template).resolve())
 
     def params(self) -> dict:
-        values = asdict(self)
-        for name in ("base_url", "model", "judge"):
-            values.pop(name)
-        values["template"] = self.template_file()
-        values["base_urls"] = self.urls()
-        return values
+        return {**super().params(), "template": self.template_file()}
 
     def key_parameters(self) -> dict:
-        """The request parameters an answer depends on (part of the cache key)."""
-        return {
-            "max_tokens": self.max_tokens,
-            "seed": self.seed,
-            "structured": self.structured,
-            "temperature": self.temperature,
-            "thinking": self.thinking,
-        }
-
-    @classmethod
-    def from_record(cls, run: dict) -> RunOptions:
-        """The options of a run as `judge_runs.run_summary` gives it."""
-        params = {key: value for key, value in (run["params"] or {}).items() if key in cls.__dataclass_fields__}
-        params.pop("base_url", None)
-        return cls(base_url=run["base_urls"], model=run["model"], judge=run["judge"], **params)
+        return {**super().key_parameters(), "structured": self.structured}
 
 
 def create_run(engine: Engine, options: RunOptions, by: User | str = "cli", batch: dict | None = None) -> int:
