@@ -367,8 +367,14 @@ def _summary(t: shell.Translator, report: Report, source: str, language: str) ->
     st.caption(score_tables.basis_caption(t, report.gold_basis, report.min_responses))
     columns = st.columns(5)
     overall = report.agreement.overall_mf1
-    columns[0].metric(t("analysis.metric.responses"), f"{int(report.scores.complete.sum()):,}")
-    columns[1].metric(t("analysis.metric.aligned"), f"{report.agreement.n_aligned:,}")
+    columns[0].metric(
+        t("analysis.metric.responses"),
+        f"{int(report.scores.complete.sum()):,}",
+        help=t("analysis.metric.responses_help"),
+    )
+    columns[1].metric(
+        t("analysis.metric.aligned"), f"{report.agreement.n_aligned:,}", help=t("analysis.metric.aligned_help")
+    )
     columns[2].metric(t("analysis.metric.overall_mf1"), "—" if np.isnan(overall) else f"{overall:.3f}")
     columns[3].metric(t("analysis.metric.unresolved"), f"{report.pending['unresolved_disagreements']:,}")
     columns[4].metric(t("analysis.metric.incomplete"), f"{report.pending['incomplete_responses']:,}")
