@@ -84,12 +84,14 @@ def add_rubric_quality(engine: Engine) -> dict[str, int]:
         texts = {}
         with_rubric = 0
         for index, (case_pk, case_id) in enumerate(sorted(case_ids.items())):
-            # A case still without an approved rubric gets the general points of a good answer.
-            points = criteria.get(current[case_pk], []) if case_pk in current else [("", _UNWRITTEN)]
-            text = reference_text(case_id, points, index, with_rubric if case_pk in current else -1)
+            # The expert states the points of the case's rubric: the approved one, else the one waiting for
+            # audit; a case whose rubric is not written yet gets the general points of a good answer.
+            version = current.get(case_pk, submitted.get(case_pk))
+            points = criteria.get(version, []) if version is not None else [("", _UNWRITTEN)]
+            text = reference_text(case_id, points, index, with_rubric if version is not None else -1)
             if text is not None:
                 texts[case_pk] = (case_id, text)
-                with_rubric += case_pk in current
+                with_rubric += version is not None
         _written, audit_rows = write_references(connection, ACTOR, texts)
         AuditWriter(session, ACTOR).record_many(audit_rows)
     runs = 0

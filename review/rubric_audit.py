@@ -64,6 +64,9 @@ _LAYOUT_STYLE = (
     "div:has(> .st-key-audit_case_pane) { position: sticky; top: 4rem; z-index: 2; }"
     ".st-key-audit_criteria { gap: 0.3rem; }"
     '.st-key-audit_criteria [data-testid="stHorizontalBlock"] { gap: 0.6rem; }'
+    # Streamlit pulls a text up by its paragraph's margin (-1rem); with no margin the pull would lift the
+    # row's last line over the row's rule, so both go.
+    '.st-key-audit_criteria [data-testid="stMarkdownContainer"] { margin-bottom: 0; }'
     '.st-key-audit_criteria [data-testid="stMarkdownContainer"] p { margin-bottom: 0; }'
     '[class*="st-key-audit_row_"] { border-bottom: 1px solid rgba(49, 51, 63, 0.1); padding-bottom: 0.2rem; }'
     # a comment field one line of text high, a criterion's caption tight under its text: 12+ rows in view
