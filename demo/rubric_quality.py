@@ -86,12 +86,15 @@ def add_rubric_quality(engine: Engine) -> dict[str, int]:
         for index, (case_pk, case_id) in enumerate(sorted(case_ids.items())):
             # The expert states the points of the case's rubric: the approved one, else the one waiting for
             # audit; a case whose rubric is not written yet gets the general points of a good answer.
+            # The one waiting for audit is given a reference leaving a point or two out (the place of one in
+            # ten), so the audit page shows what a reference that misses criteria looks like.
             version = current.get(case_pk, submitted.get(case_pk))
             points = criteria.get(version, []) if version is not None else [("", _UNWRITTEN)]
-            text = reference_text(case_id, points, index, with_rubric if version is not None else -1)
+            place = with_rubric if case_pk in current else (1 if version is not None else -1)
+            text = reference_text(case_id, points, index, place)
             if text is not None:
                 texts[case_pk] = (case_id, text)
-                with_rubric += version is not None
+                with_rubric += case_pk in current
         _written, audit_rows = write_references(connection, ACTOR, texts)
         AuditWriter(session, ACTOR).record_many(audit_rows)
     runs = 0
