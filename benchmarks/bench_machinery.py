@@ -11,8 +11,6 @@ Caches, workers and tweaks, each with and without it by its own switch, alternat
   this process: how long page readers run meanwhile wait (p50, p95, max) and the build's wall time;
 - the finished report kept per data version (`analysis/report_cache.py`): `report --json` again on unchanged
   data against the first run (kept reports removed before it);
-- `NUMPY_MADVISE_HUGEPAGE=0` of the whole-data commands (`cli/main.py`): `report --json` with 0 (the command's
-  default) against 1 (numpy's default), kept reports removed before each;
 - large exports written through every 64 MB (`analysis.exports.paths.STREAM_SYNC_BYTES`): `export
   healthbench-meta` as is against that threshold set beyond the file's size (plain buffered writes);
 - `gc.freeze()` after the server's imports (`ui/process.py`): a full collection after the app's imports,
@@ -328,25 +326,18 @@ def _row(label: str, runs: list, against: list | None = None) -> str:
 
 
 def bench_report(url: str, key_file: Path | None, rounds: int, folder: Path) -> None:
-    print(f"\n== report --json: kept report and NUMPY_MADVISE_HUGEPAGE=0 (medians of {rounds})")
+    print(f"\n== report --json: the kept report on unchanged data against the first run (medians of {rounds})")
     out = folder / "report.json"
-    tweak, numpy_default, kept = [], [], []
+    first_runs, kept = [], []
     for _ in range(rounds):
         whole_data.forget_kept_reports(url, key_file=key_file)
-        tweak.append(_command(url, key_file, ["report", "--json", str(out)]))
+        first_runs.append(_command(url, key_file, ["report", "--json", str(out)]))
         first = out.read_bytes()
-        whole_data.forget_kept_reports(url, key_file=key_file)
-        numpy_default.append(_command(url, key_file, ["report", "--json", str(out)], {"NUMPY_MADVISE_HUGEPAGE": "1"}))
-        if out.read_bytes() != first:
-            print("!!! MISMATCH report.json differs with NUMPY_MADVISE_HUGEPAGE=1")
         kept.append(_command(url, key_file, ["report", "--json", str(out)]))
         if out.read_bytes() != first:
             print("!!! MISMATCH report.json from the kept report differs from the one computed")
-    print(_row("kept report (rerun on unchanged data)", kept, tweak))
-    print(_row("no kept report, NUMPY_MADVISE_HUGEPAGE=0 (as shipped)", tweak, numpy_default))
-    print(_row("no kept report, NUMPY_MADVISE_HUGEPAGE=1 (numpy's default)", numpy_default))
-    for label, runs in (("=0", tweak), ("=1", numpy_default)):
-        print(f"  memory events with {label}: {runs[-1].memory_events}")
+    print(_row("kept report (rerun on unchanged data)", kept, first_runs))
+    print(_row("no kept report (first run after a change)", first_runs))
 
 
 _EXPORT_WITH_SYNC = """
