@@ -38,6 +38,7 @@ FULL_ARGUMENTS: dict[str, list[str]] = {
     "bench_judge": [],
     "bench_labeling": [],
     "bench_load": [],
+    "bench_machinery": ["--database", ON_EACH_DATABASE],
     "bench_pages": [],
     "bench_report": [],
     "bench_review": [],

@@ -63,6 +63,16 @@ QUICK_ARGUMENTS: dict[str, list[str]] = {
         "4",
     ],
     "bench_labeling": ["--cases", QUICK_CASES, "--samples", "4", "--page-runs", "2"],
+    "bench_machinery": [
+        "--database",
+        ON_EACH_DATABASE,
+        "--repeat",
+        "1",
+        "--rounds",
+        "1",
+        "--import-cases",
+        "5",
+    ],
     "bench_load": ["--cases", QUICK_CASES, "--sessions", "1,2", "--interactions", "2", "--think", "0.05"],
     "bench_pages": ["--cases", QUICK_CASES, "--visits", "1", "--reader-visits", "1"],
     "bench_sessions": [

@@ -31,20 +31,6 @@ def _engine():
     return engine
 
 
-#: Commands that read the whole database once and end: tuned for one pass (`_one_pass`).
-_WHOLE_DATA_COMMANDS = frozenset({"report", "export", "audit"})
-
-
-def _one_pass() -> None:
-    """Before numpy is imported: no 2 MB pages for its large arrays (NUMPY_MADVISE_HUGEPAGE, numpy's own switch,
-    on by default on Linux; a value already in the environment is kept).
-
-    A command that reads everything once touches each large array a few times, and a huge page is zeroed
-    whole at its first touch (docs/performance.md). The server keeps numpy's default.
-    """
-    os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
-
-
 def _progress(label: str):
     """A progress printer for long work, on stderr so stdout stays clean for --json."""
     from db.rules.progress_report import TerminalProgress
@@ -521,8 +507,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("users: a NAME is required")
     if args.command == "users" and args.action == "add" and not args.role:
         parser.error("users add: --role is required")
-    if args.command in _WHOLE_DATA_COMMANDS:
-        _one_pass()
     try:
         _check_options(args)
         return args.handler(args)
