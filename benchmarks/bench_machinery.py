@@ -50,6 +50,7 @@ from db import counts  # noqa: E402
 from db.migrations.upgrade import upgrade  # noqa: E402
 from db.rules.enums import Stage  # noqa: E402
 from db.store.engine import make_engine, session_scope  # noqa: E402
+from db.work.status import case_and_response_rows  # noqa: E402
 
 PIECES = ("kept", "grid", "report", "exports", "freeze", "imports")
 
@@ -103,7 +104,6 @@ WHERE a.kind = 'label' AND a.response_id IS NOT NULL GROUP BY a.user_id, a.group
     "adjudication_ready": f"""{PAIRS}
 SELECT group_no, response_id FROM done WHERE unchecked = 0""",
     "judge_totals": "SELECT COUNT(*) FROM judge_decision",
-    "row_totals": 'SELECT (SELECT COUNT(*) FROM "case"), (SELECT COUNT(*) FROM response)',
 }
 
 
@@ -178,13 +178,6 @@ KEPT: dict[str, tuple[str, str, Callable[[Session], object], str, Callable[[list
         "judge_totals",
         lambda rows: int(rows[0][0]),
     ),
-    "row_totals": (
-        "cases and responses",
-        "overview, progress",
-        counts.case_and_response_rows,
-        "row_totals",
-        lambda rows: (int(rows[0][0]), int(rows[0][1])),
-    ),
 }
 
 
@@ -239,14 +232,14 @@ def _short(value: object) -> str:
 
 
 def _probe_readers(engine: Engine) -> Callable[[], None]:
-    """A page's worth of kept readers (sidebar, check list, progress), each in a session of its own."""
+    """A page's worth of readers (sidebar, check list, progress, overview), each in a session of its own."""
 
     def probe() -> None:
         with session_scope(engine, read_only=True) as session:
             counts.unresolved_figures(session)
             _kept_person_totals(session)
             counts.assignment_totals(session)
-            counts.case_and_response_rows(session)
+            case_and_response_rows(session)
 
     return probe
 

@@ -18,8 +18,6 @@ hold the figures instead, with the state of each labeling assignment:
   groups labeled, those where the groups' final labels differ, those still unresolved and those with gold;
 - `unresolved_totals`: the unresolved decisions and the responses holding them, per shard of responses (the
   admins' sidebar), moved as `refresh` rewrites the status rows;
-- `row_totals`: how many cases and responses there are (the admins' overview), moved by the importers that
-  insert them (`add_rows`);
 - `adjudication_ready`: the responses each group's labels are ready on for adjudication (done and all checked);
 - on each labeling assignment, the state of its group's labels (`label_status`), how many count on the current
   rubric and that rubric's size.
@@ -37,14 +35,12 @@ from db.counts.read import (
     ResponseFigures,
     annotation_counts,
     assignment_totals,
-    case_and_response_rows,
     feedback_tally,
     judge_decision_total,
     labels_by_stage,
     person_totals,
     ready_for_adjudication,
     responses_with_unresolved,
-    row_totals,
     tally,
     unresolved_figures,
     unresolved_total,
@@ -53,7 +49,6 @@ from db.counts.rebuild import (
     rebuild_all,
     rebuild_assignments,
     rebuild_judge_totals,
-    rebuild_row_totals,
     rebuild_status,
     rebuild_tally,
     rebuild_unresolved_totals,
@@ -64,7 +59,6 @@ from db.counts.tables import STATUS_COLUMNS
 from db.counts.write import (
     REFRESH_CHUNK,
     add_judge_decisions,
-    add_rows,
     move_assignment_owner,
     refresh,
     refresh_assignments,
@@ -103,9 +97,5 @@ __all__ = [
     "assignment_totals",
     "rebuild_judge_totals",
     "rebuild_unresolved_totals",
-    "rebuild_row_totals",
-    "add_rows",
-    "row_totals",
-    "case_and_response_rows",
     "judge_decision_total",
 ]

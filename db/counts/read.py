@@ -13,11 +13,8 @@ from sqlmodel import Session
 
 from db.counts.tables import (
     ASSIGNMENT_TOTALS,
-    CASE,
     JUDGE_TOTALS,
     READY,
-    RESPONSE,
-    ROW_TOTALS,
     STATUS,
     STATUS_COLUMNS,
     TALLY,
@@ -156,18 +153,6 @@ def labels_by_stage(session: Session) -> tuple[dict[str, int], int]:
 def judge_decision_total(session: Session) -> int:
     """Every judge decision in the database, from the kept per-judge totals (a row per judge)."""
     return int(session.execute(select(func.coalesce(func.sum(JUDGE_TOTALS.c.n_decisions), 0))).scalar_one())
-
-
-def row_totals(session: Session) -> dict[str, int]:
-    """Rows of the case and response tables (table name -> rows), from the kept `row_totals`."""
-    rows = session.execute(select(ROW_TOTALS.c.table_name, ROW_TOTALS.c.n_rows))
-    return {str(name): int(n) for name, n in rows}
-
-
-def case_and_response_rows(session: Session) -> tuple[int, int]:
-    """(cases, responses) from the kept `row_totals`."""
-    kept = row_totals(session)
-    return kept.get(CASE.name, 0), kept.get(RESPONSE.name, 0)
 
 
 def assignment_totals(session: Session) -> list[tuple[int, int, int, int]]:

@@ -11,12 +11,10 @@ from sqlmodel import Session
 from db.counts.tables import (
     ASSIGNMENT,
     ASSIGNMENT_TOTALS,
-    COUNTED_TABLES,
     JUDGE_DECISION,
     JUDGE_TOTALS,
     LABEL,
     READY,
-    ROW_TOTALS,
     STATUS,
     TALLY,
     TOTALS,
@@ -49,7 +47,6 @@ def rebuild_all(session_or_connection: Session | Connection) -> None:
     refresh(session_or_connection, connection.execute(select(LABEL.c.response_id).distinct()).scalars())
     rebuild_assignments(session_or_connection)
     rebuild_judge_totals(connection)
-    rebuild_row_totals(connection)
 
 
 def rebuild_judge_totals(connection: Connection) -> None:
@@ -61,14 +58,6 @@ def rebuild_judge_totals(connection: Connection) -> None:
             select(JUDGE_DECISION.c.judge, func.count()).group_by(JUDGE_DECISION.c.judge),
         )
     )
-
-
-def rebuild_row_totals(connection: Connection) -> None:
-    """Rewrites `row_totals` from the tables they count (a repair, a migration)."""
-    connection.execute(delete(ROW_TOTALS))
-    for table in COUNTED_TABLES:
-        n = connection.execute(select(func.count()).select_from(table)).scalar_one()
-        connection.execute(insert(ROW_TOTALS).values(table_name=table.name, n_rows=n))
 
 
 def _every_labeled_chunk(connection: Connection) -> Iterator[list[int]]:

@@ -12,7 +12,6 @@ from db.store.models import (
     LabelTally,
     LabelTotal,
     ResponseStatus,
-    RowTotal,
     UnresolvedTotal,
 )
 
@@ -23,16 +22,12 @@ ASSIGNMENT_TOTALS = SQLModel.metadata.tables[AssignmentTotal.__tablename__]
 JUDGE_TOTALS = SQLModel.metadata.tables[JudgeTotal.__tablename__]
 JUDGE_DECISION = SQLModel.metadata.tables["judge_decision"]
 STATUS = SQLModel.metadata.tables[ResponseStatus.__tablename__]
-ROW_TOTALS = SQLModel.metadata.tables[RowTotal.__tablename__]
 UNRESOLVED_TOTALS = SQLModel.metadata.tables[UnresolvedTotal.__tablename__]
 READY = SQLModel.metadata.tables[AdjudicationReady.__tablename__]
 RESPONSE = SQLModel.metadata.tables["response"]
 ASSIGNMENT = SQLModel.metadata.tables["assignment"]
 CRITERION = SQLModel.metadata.tables["criterion"]
 CASE = SQLModel.metadata.tables["case"]
-
-#: The tables whose rows `row_totals` counts.
-COUNTED_TABLES = (CASE, RESPONSE)
 
 #: The columns of a response's status row, in the order readers and `status_of_labels` give them.
 STATUS_COLUMNS = ["response_id", "n_compared", "n_differing", "n_unresolved", "n_gold"]

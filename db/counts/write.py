@@ -33,7 +33,6 @@ from db.counts.tables import (
     LABEL,
     READY,
     RESPONSE,
-    ROW_TOTALS,
     STATUS,
     STATUS_COLUMNS,
     TALLY,
@@ -288,17 +287,11 @@ def add_judge_decisions(session_or_connection: Session | Connection, added: Mapp
     _move(connection_of(session_or_connection), JUDGE_TOTALS, ("judge",), ("n_decisions",), added)
 
 
-def add_rows(session_or_connection: Session | Connection, added: Mapping[str, int]) -> None:
-    """Adds the rows a writer inserted (table name -> how many) to `row_totals`: the case and response importers
-    call it in their own transaction after their insert."""
-    _move(connection_of(session_or_connection), ROW_TOTALS, ("table_name",), ("n_rows",), added)
-
-
 @lru_cache(maxsize=8)
 def _add_to(dialect: str, table_name: str):
     """INSERT … ON CONFLICT (primary key) DO UPDATE SET n = n + the change, for every other column of a totals
     table: a row is created or moved in one statement."""
-    table = {t.name: t for t in (TOTALS, JUDGE_TOTALS, ASSIGNMENT_TOTALS, UNRESOLVED_TOTALS, ROW_TOTALS)}[table_name]
+    table = {t.name: t for t in (TOTALS, JUDGE_TOTALS, ASSIGNMENT_TOTALS, UNRESOLVED_TOTALS)}[table_name]
     if dialect == "postgresql":
         from sqlalchemy.dialects import postgresql
 

@@ -151,7 +151,6 @@ def _write_cases(run: _Run, chunk: list[tuple[int, dict]]) -> None:
             )
     if new_rows:
         connection.execute(insert(_CASE_TABLE), new_rows)
-        counts.add_rows(connection, {_CASE_TABLE.name: len(new_rows)})
     digests = case_digests_entry(run.source, written)
     run.audit(audit_rows + ([digests] if digests else []))
 

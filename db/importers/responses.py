@@ -8,7 +8,6 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlmodel import Session
 
-from db import counts
 from db.access.audit_records import response_digests_entry
 from db.importers import import_summary
 from db.importers.import_summary import _CASE_TABLE, _LABEL_TABLE, _RESPONSE_TABLE, ImportSummary
@@ -124,7 +123,6 @@ def _write_responses(run: _Run, chunk: list[tuple[int, int, str, str]], codes: s
             )
     if new_rows:
         connection.execute(insert(_RESPONSE_TABLE), new_rows)
-        counts.add_rows(connection, {_RESPONSE_TABLE.name: len(new_rows)})
     written = [
         (case_ids[pk], model, text)
         for _line, pk, model, text in chunk

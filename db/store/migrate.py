@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 MIGRATIONS_DIR = Path(__file__).parent.parent / "migrations"
 #: The newest revision in db/migrations/versions; tests/db/store/test_foundation_basics.py checks that it is the
 #: head Alembic finds, so a new revision cannot be added without it.
-HEAD_REVISION = "0029_feedback_final_gold"
+HEAD_REVISION = "0030_drop_row_totals"
 
 #: The identifiers the revisions had before their files were named in chain order (a database made then
 #: carries one of these in alembic_version). Frozen: a new revision never enters this table.

@@ -427,16 +427,6 @@ class JudgeTotal(SQLModel, table=True):
     n_decisions: int = Field(description="decisions of this judge")
 
 
-class RowTotal(SQLModel, table=True):
-    """Kept figure (db/counts): how many rows the case and response tables hold (the admins' overview reads a row,
-    where a count read every response), moved by the importers that insert them, which nothing deletes."""
-
-    __tablename__ = "row_totals"
-
-    table_name: str = Field(max_length=32, primary_key=True)
-    n_rows: int = Field(description="rows of that table")
-
-
 #: `unresolved_totals` keeps a row per this many shards of responses (response id modulo it).
 UNRESOLVED_SHARDS = 16
 

@@ -26,6 +26,7 @@ from db.work.assignments import (
     my_queue,
     rubric_states,
 )
+from db.work.status import case_and_response_rows
 
 #: 1 for a labeling assignment whose kept state is done.
 _DONE = sql_case((col(Assignment.label_status) == counts.DONE, 1), else_=0)
@@ -118,7 +119,7 @@ def progress(session: Session, *, actor: User, with_disagreements: bool = True) 
             )
         )
 
-    cases, responses = counts.case_and_response_rows(session)  # kept: a count read every response on each visit
+    cases, responses = case_and_response_rows(session)
     approved_cases = session.exec(
         select(func.count(func.distinct(RubricVersion.case_pk))).where(RubricVersion.status == RubricStatus.approved)
     ).one()

@@ -63,7 +63,6 @@ def make_case(
     case = Case(case_id=case_id, **values)
     session.add(case)
     session.flush()
-    counts.add_rows(session, {"case": 1})  # as the case importer moves the kept row totals
     if n:
         make_rubric(session, case, n=n, status=status, author=author)
     return case
@@ -102,7 +101,6 @@ def make_response(session: Session, case: Case, model: str = "model-a", text: st
     response = Response(case_pk=case.id, model=model, text=text, length=len(text), code=f"R{case.id:05d}{made + 1:04d}")
     session.add(response)
     session.flush()
-    counts.add_rows(session, {"response": 1})  # as the response importer moves the kept row totals
     return response
 
 

@@ -15,7 +15,6 @@ from sqlmodel import Session
 from db.counts.state import DONE, label_status
 from db.counts.tables import (
     CASE,
-    COUNTED_TABLES,
     JUDGE_DECISION,
     JUDGE_TOTALS,
     LABEL,
@@ -167,14 +166,6 @@ def kept_judge_totals(session: Session) -> list[tuple[str, int]]:
         select(JUDGE_TOTALS.c.judge, JUDGE_TOTALS.c.n_decisions).where(JUDGE_TOTALS.c.n_decisions != 0)
     )
     return sorted((str(judge), int(n)) for judge, n in rows)
-
-
-def recount_row_totals(session: Session) -> dict[str, int]:
-    """`row_totals` (db.counts.read) counted from the tables themselves."""
-    return {
-        table.name: int(session.execute(select(func.count()).select_from(table)).scalar_one())
-        for table in COUNTED_TABLES
-    }
 
 
 def recount_judge_totals(session: Session) -> list[tuple[str, int]]:

@@ -23,7 +23,6 @@ KEPT = {
     "response_status": "SELECT * FROM response_status ORDER BY response_id",
     "assignment": "SELECT id, label_status, labeled, rubric_size FROM assignment ORDER BY id",
     "judge_totals": "SELECT judge, n_decisions FROM judge_totals ORDER BY judge",
-    "row_totals": "SELECT table_name, n_rows FROM row_totals ORDER BY table_name",
     # A shard moved back to nothing keeps its row of zeros: those say nothing.
     "unresolved_totals": "SELECT shard, n_decisions, n_responses FROM unresolved_totals"
     " WHERE n_decisions != 0 OR n_responses != 0 ORDER BY shard",
