@@ -119,7 +119,7 @@ class LabelReplay:
         #: (case_id, version number) -> rubric_version.id; versions the table lacks get negative ids
         self.version_ids: dict[tuple[str, int], int] = {}
         self.version_names: dict[int, str] = {0: "none"}
-        for version_id, case_id, number in session.execute(
+        for version_id, case_id, number in session.connection().execute(
             select(col(RubricVersion.id), col(Case.case_id), col(RubricVersion.version)).join(
                 Case, col(Case.id) == col(RubricVersion.case_pk)
             )
@@ -130,7 +130,7 @@ class LabelReplay:
         self.response_names: dict[int, tuple[str, str]] = {}
         self.response_of: dict[tuple[str, str], int] = {}
         self.response_of_code: dict[tuple[str, str], int] = {}
-        for response_id, case_id, model, code in session.execute(
+        for response_id, case_id, model, code in session.connection().execute(
             select(col(Response.id), col(Case.case_id), col(Response.model), col(Response.code)).join(
                 Case, col(Case.id) == col(Response.case_pk)
             )
@@ -138,7 +138,9 @@ class LabelReplay:
             self.response_names[response_id] = (case_id, model)
             self.response_of[(case_id, model)] = response_id
             self.response_of_code[(case_id, code)] = response_id
-        self.user_of = {name: user_id for user_id, name in session.execute(select(col(User.id), col(User.username)))}
+        self.user_of = {
+            name: user_id for user_id, name in session.connection().execute(select(col(User.id), col(User.username)))
+        }
         self.user_names = {user_id: name for name, user_id in self.user_of.items()}
         self.logged = _Rows()
         self._synthetic = 0
