@@ -15,7 +15,7 @@ Caches, workers and tweaks, each with and without it by its own switch, alternat
   healthbench-meta` as is against that threshold set beyond the file's size (plain buffered writes);
 - `gc.freeze()` after the server's imports (`ui/process.py`): a full collection after the app's imports,
   frozen or not, in a fresh interpreter each;
-- the collector paused during imports (`db.importers.writing.collector_paused`): a demo label file imported
+- the collector paused during imports (`db.store.collector.collector_paused`): a demo label file imported
   into a fresh SQLite database, with `gc.disable` left working or made a no-op (so the pause pauses nothing).
 
 Commands and imports run as their own processes; their CPU time (user + system) is compared, since the wall

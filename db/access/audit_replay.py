@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select
-from sqlmodel import Session, col
+from sqlmodel import Session
 
 from db.access.audit import AuditHead, ChainCheck, check_anchor, log_entries
 from db.access.audit_key import audit_key
@@ -40,7 +40,8 @@ from db.access.audit_replay_work import (
 )
 from db.access.audit_seal import seal_problem
 from db.rules.enums import NO_GROUP
-from db.store.models import Assignment, Case, Criterion, Response, RubricVersion, User
+from db.store.collector import collector_paused
+from db.store.models import Assignment, Case, Criterion, Response, RubricVersion, User, table_of
 
 #: Differences listed at most (the count is always exact).
 MAX_LISTED = 200
@@ -126,25 +127,20 @@ class RubricReplay:
 
 
 def _stored_rubrics(session: Session) -> dict[tuple[str, int], dict[str, Any]]:
+    rubric, case, criterion = table_of(RubricVersion), table_of(Case), table_of(Criterion)
     versions = {
         rid: (case_id, version, status)
-        for rid, case_id, version, status in session.execute(
-            select(
-                col(RubricVersion.id),
-                col(col(Case.case_id)),
-                col(col(RubricVersion.version)),
-                col(col(RubricVersion.status)),
-            ).join(Case, col(col(Case.id)) == col(col(RubricVersion.case_pk)))
+        for rid, case_id, version, status in session.connection().execute(
+            select(rubric.c.id, case.c.case_id, rubric.c.version, rubric.c.status).join(
+                case, case.c.id == rubric.c.case_pk
+            )
         )
     }
     criteria: dict[int, list] = {}
-    for rid, cid, text, tags in session.execute(
-        select(
-            col(Criterion.rubric_version_id),
-            col(col(Criterion.criterion_id)),
-            col(col(Criterion.text)),
-            col(col(Criterion.tags)),
-        ).order_by(col(col(Criterion.rubric_version_id)), col(col(Criterion.position)))
+    for rid, cid, text, tags in session.connection().execute(
+        select(criterion.c.rubric_version_id, criterion.c.criterion_id, criterion.c.text, criterion.c.tags).order_by(
+            criterion.c.rubric_version_id, criterion.c.position
+        )
     ):
         criteria.setdefault(rid, []).append((cid.strip(), (text or "").strip(), tuple(dict.fromkeys(tags or []))))
     return {
@@ -167,17 +163,12 @@ class AssignmentReplay:
 
 
 def _stored_assignments(session: Session) -> dict[str, str | None]:
-    rows = session.execute(
-        select(
-            col(Assignment.kind),
-            col(col(Case.case_id)),
-            col(col(Response.code)),
-            col(col(Assignment.group_no)),
-            col(col(User.username)),
-        )
-        .join(Case, col(col(Case.id)) == col(col(Assignment.case_pk)))
-        .join(User, col(col(User.id)) == col(col(Assignment.user_id)))
-        .outerjoin(Response, col(col(Response.id)) == col(col(Assignment.response_id)))
+    assignment, case, response, user = table_of(Assignment), table_of(Case), table_of(Response), table_of(User)
+    rows = session.connection().execute(
+        select(assignment.c.kind, case.c.case_id, response.c.code, assignment.c.group_no, user.c.username)
+        .join(case, case.c.id == assignment.c.case_pk)
+        .join(user, user.c.id == assignment.c.user_id)
+        .outerjoin(response, response.c.id == assignment.c.response_id)
     )
     out = {}
     for kind, case_id, code, group, username in rows:
@@ -255,12 +246,13 @@ def _compare(session: Session, replayers: dict[str, Any], report: ReplayReport) 
 
 def replay(session: Session) -> ReplayReport:
     """Every row the log explains compared with what the audit log says it is (no chain check)."""
-    replayers = _replayers(session)
-    feed = _feed(replayers)
-    for row in log_entries(session):
-        feed(row)
-    report = ReplayReport()
-    _compare(session, replayers, report)
+    with collector_paused():
+        replayers = _replayers(session)
+        feed = _feed(replayers)
+        for row in log_entries(session):
+            feed(row)
+        report = ReplayReport()
+        _compare(session, replayers, report)
     return report
 
 
@@ -322,11 +314,14 @@ class AuditVerification:
 def verify_audit(session: Session, *, anchor: AuditHead | None = None) -> AuditVerification:
     """One pass over the log (chain and replay together), then the tables, the seal and the anchor."""
     chain = ChainCheck(audit_key())
-    replayers = _replayers(session)
-    feed = _feed(replayers)
-    for row in log_entries(session):
-        chain.feed(row)
-        feed(row)
+    with collector_paused():
+        replayers = _replayers(session)
+        feed = _feed(replayers)
+        for row in log_entries(session):
+            chain.feed(row)
+            feed(row)
+        report = ReplayReport()
+        _compare(session, replayers, report)
     problems = []
     if chain.first_bad_id is not None:
         problems.append(f"audit chain broken at entry {chain.first_bad_id}: {chain.reason}")
@@ -337,8 +332,6 @@ def verify_audit(session: Session, *, anchor: AuditHead | None = None) -> AuditV
         reason = check_anchor(session, anchor)
         if reason:
             problems.append(f"anchor: {reason}")
-    report = ReplayReport()
-    _compare(session, replayers, report)
     problems += report.differences
     if report.n_differences > len(report.differences):
         problems.append(f"... and {report.n_differences - len(report.differences):,} more differences")

@@ -36,6 +36,8 @@ LABEL_ENTITIES = ("label", "check", "adjudication", "labels")
 STAGES = ("annotation", "check", "adjudication")
 _STAGE = {name: index for index, name in enumerate(STAGES)}
 _STREAM_ROWS = 20_000
+#: Before the first row: unequal to anything a row holds.
+_NOTHING: Any = object()
 # Packed in SQL as `_Rows` packs them, read through the driver's cursor: few Python objects per row.
 _PACKED_LABELS_SQL = (
     "SELECT response_id * 16 + (CASE stage WHEN 'annotation' THEN 0 WHEN 'check' THEN 1 ELSE 2 END) * 4 + group_no, "
@@ -119,7 +121,7 @@ class LabelReplay:
         #: (case_id, version number) -> rubric_version.id; versions the table lacks get negative ids
         self.version_ids: dict[tuple[str, int], int] = {}
         self.version_names: dict[int, str] = {0: "none"}
-        for version_id, case_id, number in session.execute(
+        for version_id, case_id, number in session.connection().execute(
             select(col(RubricVersion.id), col(Case.case_id), col(RubricVersion.version)).join(
                 Case, col(Case.id) == col(RubricVersion.case_pk)
             )
@@ -130,7 +132,7 @@ class LabelReplay:
         self.response_names: dict[int, tuple[str, str]] = {}
         self.response_of: dict[tuple[str, str], int] = {}
         self.response_of_code: dict[tuple[str, str], int] = {}
-        for response_id, case_id, model, code in session.execute(
+        for response_id, case_id, model, code in session.connection().execute(
             select(col(Response.id), col(Case.case_id), col(Response.model), col(Response.code)).join(
                 Case, col(Case.id) == col(Response.case_pk)
             )
@@ -138,7 +140,9 @@ class LabelReplay:
             self.response_names[response_id] = (case_id, model)
             self.response_of[(case_id, model)] = response_id
             self.response_of_code[(case_id, code)] = response_id
-        self.user_of = {name: user_id for user_id, name in session.execute(select(col(User.id), col(User.username)))}
+        self.user_of = {
+            name: user_id for user_id, name in session.connection().execute(select(col(User.id), col(User.username)))
+        }
         self.user_names = {user_id: name for name, user_id in self.user_of.items()}
         self.logged = _Rows()
         self._synthetic = 0
@@ -208,29 +212,38 @@ class LabelReplay:
             )
 
     def _feed_bulk(self, rows: list) -> None:
-        # The hot loop of a full-scale replay (one pass per logged label): names looked up locally.
-        responses, criteria, notes, users = self.response_of, self.criteria.index, self.notes.index, self.user_of
+        # The hot loop of a full-scale replay (one pass per logged label): names looked up locally, and the
+        # place (response, stage, group) and the user looked up again only where they change from the row before
+        # (a writer logs a response's criteria one after another).
+        criteria, notes, users = self.criteria.index, self.notes.index, self.user_of
         p_add, c_add, v_add, r_add = (column.append for column in self.logged.columns)
         current_of: dict[str, int] = {}
+        last_case = last_model = last_stage = last_group = last_user = _NOTHING
+        place = version = user_part = 0
         for case_id, model, cid, stage, group, met, user, note in rows:
-            version = current_of.get(case_id)
-            if version is None:
-                version = current_of[case_id] = self._version(case_id)
-            response = responses.get((case_id, model))
-            if response is None:
-                response = self._response(case_id, model)
+            if case_id != last_case or model != last_model or stage != last_stage or group != last_group:
+                known = current_of.get(case_id)
+                version = known if known is not None else current_of.setdefault(case_id, self._version(case_id))
+                response = self.response_of.get((case_id, model))
+                if response is None:
+                    response = self._response(case_id, model)
+                place = (response << 4) | (_STAGE[stage] << 2) | group
+                last_case, last_model, last_stage, last_group = case_id, model, stage, group
+            if user != last_user:
+                user_id = users.get(user)
+                if user_id is None:
+                    user_id = self._user(user)
+                user_part, last_user = user_id << 1, user
             criterion = criteria.get(cid)
             if criterion is None:
                 criterion = self.criteria(cid)
-            user_id = users.get(user)
-            if user_id is None:
-                user_id = self._user(user)
-            note_id = notes.get(note or None)
-            if note_id is None:
-                note_id = self.notes(note)
-            p_add((response << 4) | (_STAGE[stage] << 2) | group)
+            value = user_part | (1 if met else 0)
+            if note:
+                note_id = notes.get(note)
+                value |= (note_id if note_id is not None else self.notes(note)) << 33
+            p_add(place)
             c_add(criterion)
-            v_add((note_id << 33) | (user_id << 1) | (1 if met else 0))
+            v_add(value)
             r_add(version)
 
     def _stored_rows(self) -> _Rows:

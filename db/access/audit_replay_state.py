@@ -56,7 +56,7 @@ class UserReplay:
                 "identity": identity,
                 "display_name": display_name,
             }
-            for name, role, group, active, hashed, identity, display_name in session.execute(
+            for name, role, group, active, hashed, identity, display_name in session.connection().execute(
                 select(
                     col(User.username),
                     col(User.role),
@@ -105,7 +105,7 @@ class SessionReplay:
     def compare(self, session: Session, differ: Difference) -> int:
         stored = {
             token_hash: (username or "?", stored_time(created), stored_time(expires))
-            for token_hash, username, created, expires in session.execute(
+            for token_hash, username, created, expires in session.connection().execute(
                 select(
                     col(LoginSession.token_hash),
                     col(User.username),
@@ -148,7 +148,9 @@ class TextReplay:
     def compare(self, session: Session, differ: Difference) -> int:
         table = table_of(Case)
         case_ids: dict[int, str] = {}
-        for row in session.execute(select(table.c.id, table.c.case_id, *[table.c[c] for c in CASE_COLUMNS])):
+        for row in session.connection().execute(
+            select(table.c.id, table.c.case_id, *[table.c[c] for c in CASE_COLUMNS])
+        ):
             case_ids[row.id] = row.case_id
             self._check(differ, "case", row.case_id, self.cases.pop(row.case_id, None), case_digest(dict(row._mapping)))
         for case_id in sorted(self.cases):
@@ -190,7 +192,7 @@ class JudgeReplay:
     def compare(self, session: Session, differ: Difference) -> int:
         names = {
             response_id: (case_id, model)
-            for response_id, case_id, model in session.execute(
+            for response_id, case_id, model in session.connection().execute(
                 select(col(Response.id), col(Case.case_id), col(Response.model)).join(
                     Case, col(Case.id) == col(Response.case_pk)
                 )

@@ -54,7 +54,7 @@ def _compare(differ: Difference, what: str, logged: dict, stored: dict, said: Ca
 
 
 def _codes(session: Session) -> dict[int, str]:
-    rows = session.execute(select(col(Response.id), col(Response.code)))
+    rows = session.connection().execute(select(col(Response.id), col(Response.code)))
     return {int(response_id): str(code) for response_id, code in rows}
 
 
@@ -72,7 +72,9 @@ class FeedbackReplay:
     def compare(self, session: Session, differ: Difference) -> int:
         stored = {
             round_key(round_at): bool(is_open)
-            for round_at, is_open in session.execute(select(col(FeedbackRound.round_at), col(FeedbackRound.is_open)))
+            for round_at, is_open in session.connection().execute(
+                select(col(FeedbackRound.round_at), col(FeedbackRound.is_open))
+            )
         }
         for key in sorted(set(self.state) | set(stored)):
             logged, now = self.state.get(key, False), stored.get(key, False)  # no row: closed
@@ -101,7 +103,7 @@ class OpeningReplay:
     def compare(self, session: Session, differ: Difference) -> int:
         stored = {
             (username, case_id, code)
-            for username, case_id, code in session.execute(
+            for username, case_id, code in session.connection().execute(
                 select(col(User.username), col(Case.case_id), col(Response.code))
                 .select_from(AdjudicationOpening)
                 .join(User, col(User.id) == col(AdjudicationOpening.user_id))
@@ -131,9 +133,13 @@ class CalibrationReplay:
     def compare(self, session: Session, differ: Difference) -> int:
         codes = _codes(session)
         drawn: dict[str, tuple[set[int], list[str]]] = {}
-        rows = session.execute(
-            select(col(CalibrationSample.model), col(CalibrationSample.seed), col(CalibrationSample.response_id))
-        ).all()
+        rows = (
+            session.connection()
+            .execute(
+                select(col(CalibrationSample.model), col(CalibrationSample.seed), col(CalibrationSample.response_id))
+            )
+            .all()
+        )
         for model, seed, response_id in rows:
             seeds, sample = drawn.setdefault(model, (set(), []))
             seeds.add(int(seed))
@@ -169,7 +175,7 @@ class DisagreementReplay:
         codes = _codes(session)
         stored = {
             codes.get(response_id, f"#{response_id}"): (judge_a, judge_b, int(n))
-            for response_id, judge_a, judge_b, n in session.execute(
+            for response_id, judge_a, judge_b, n in session.connection().execute(
                 select(
                     col(DisagreementDraw.response_id),
                     col(DisagreementDraw.judge_a),
@@ -198,7 +204,7 @@ class SnapshotReplay:
 
     def compare(self, session: Session, differ: Difference) -> int:
         stored = {}
-        for name, created_by, payload in session.execute(
+        for name, created_by, payload in session.connection().execute(
             select(col(LeaderboardSnapshot.name), col(LeaderboardSnapshot.created_by), col(LeaderboardSnapshot.payload))
         ):
             try:
@@ -226,7 +232,7 @@ class ReferenceReplay:
         self.state[key] = (str(after.get("sha256", "")), int(after.get("length", -1)))
 
     def compare(self, session: Session, differ: Difference) -> int:
-        rows = session.execute(
+        rows = session.connection().execute(
             select(col(Case.case_id), col(ReferenceAnswer.text)).join(
                 Case, col(Case.id) == col(ReferenceAnswer.case_pk)
             )

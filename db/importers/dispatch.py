@@ -18,9 +18,10 @@ from db.importers.labels import _import_labels
 from db.importers.reading import _json_lines, _Problems
 from db.importers.references import _import_references
 from db.importers.responses import _import_responses
-from db.importers.writing import _Run, collector_paused, db_time
+from db.importers.writing import _Run, db_time
 from db.rules.errors import DiskFull, Said
 from db.rules.progress_report import Progress, no_progress
+from db.store.collector import collector_paused
 from db.store.engine import is_disk_full, session_scope
 from db.store.models import utcnow
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import secrets
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -130,41 +127,6 @@ class _BulkInserter:
                 f"ALTER TABLE {_quote(self.table.name)} ADD CONSTRAINT {_quote(name)} {definition}"
             )
         self.dropped_keys = None
-
-
-class _CollectorPause:
-    """Python's cyclic garbage collector off while any import runs in this process, back on after the last.
-
-    An import of millions of lines allocates a row, an audit row and a driver row per line while a large heap
-    (the file's keys, the targets) stays alive; each full collection walks that heap again, so the collections
-    grew faster than the data (docs/performance.md). The import's objects hold no cycles
-    worth collecting before it ends. The collector is process-wide and imports may run at once (two admins on
-    one server), so a count of running imports decides: the first pauses it, the last restores it as it was.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._running = 0
-        self._was_enabled = False
-
-    @contextmanager
-    def __call__(self) -> Iterator[None]:
-        with self._lock:
-            if self._running == 0:
-                self._was_enabled = gc.isenabled()
-                gc.disable()
-            self._running += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._running -= 1
-                if self._running == 0 and self._was_enabled:
-                    gc.enable()
-
-
-#: `with collector_paused():` around a bulk import (see `_CollectorPause`).
-collector_paused = _CollectorPause()
 
 
 def db_time(connection: Connection, moment: datetime):

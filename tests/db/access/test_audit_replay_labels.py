@@ -119,3 +119,37 @@ def test_random_changes_to_label_rows_are_named_exactly(demo, seed):
     named, compared = _named_labels(demo)
     assert named == changed
     assert compared == len(_label_rows(demo))
+
+
+#: A bulk entry's rows where each of place (case, model, stage, group) and user changes alone from the row before.
+_BULK_ROWS = [
+    ["CC-1", "m-a", "c01", "annotation", 1, True, "u1", None],
+    ["CC-1", "m-a", "c02", "annotation", 1, False, "u1", "a note"],
+    ["CC-1", "m-a", "c01", "annotation", 2, True, "u1", None],
+    ["CC-1", "m-a", "c01", "check", 2, False, "u1", None],
+    ["CC-1", "m-b", "c01", "check", 2, True, "u2", ""],
+    ["CC-2", "m-b", "c01", "check", 2, True, "u2", None],
+    ["CC-2", "m-b", "c02", "check", 2, True, "u1", "x"],
+    ["CC-1", "m-a", "c01", "annotation", 1, False, "u1", None],
+]
+
+
+def test_a_bulk_entry_reads_as_its_rows_logged_one_by_one(session):
+    from db.access.audit_replay_labels import STAGES, LabelReplay, RubricVersions
+
+    bulk, single = LabelReplay(session, RubricVersions()), LabelReplay(session, RubricVersions())
+    bulk.feed("labels", "", "importer", {"rows": _BULK_ROWS})
+    for case_id, model, cid, stage, group, met, user, note in _BULK_ROWS:
+        after = {"met": met, "user": user, "note": note}
+        single.feed("label", f"{case_id}/{model}/{cid}/{stage}/{group}", "someone", after)
+    place, criterion, value, version = (column.tolist() for column in bulk.logged.arrays())
+    assert [column.tolist() for column in single.logged.arrays()] == [place, criterion, value, version]
+    # Each column computed here from the names the replay gave ids to.
+    for index, (case_id, model, cid, stage, group, met, user, note) in enumerate(_BULK_ROWS):
+        response = bulk.response_of[(case_id, model)]
+        assert place[index] == (response << 4) | (STAGES.index(stage) << 2) | group
+        assert bulk.criteria.names[criterion[index]] == cid
+        assert bulk.user_names[(value[index] >> 1) & ((1 << 32) - 1)] == user
+        assert bulk.notes.names[value[index] >> 33] == (note or None)
+        assert value[index] & 1 == int(met)
+    assert len(set(place)) == 5 and version == [0] * len(_BULK_ROWS)

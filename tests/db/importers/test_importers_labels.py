@@ -10,9 +10,9 @@ from sqlmodel import Session, select
 from db import importers
 from db.access.audit import verify_chain
 from db.importers import import_file
-from db.importers.writing import collector_paused
 from db.rules.config import RUBRIC_SIZE
 from db.rules.enums import NO_GROUP
+from db.store.collector import collector_paused
 from db.store.models import AuditLog, Case, Label, Response, RubricVersion, User, utcnow
 from tests.support.factories import make_user
 from tests.support.import_samples import (
