@@ -11,7 +11,7 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from analysis.grid import DecisionGrid
-from analysis.json_values import number
+from analysis.json_values import number, numbers
 from analysis.rubric_quality import ValidityInput, rubric_validity
 from db.store.current_rubric import current_version_ids
 from db.work.validation import newest_anchor_decisions
@@ -45,9 +45,12 @@ def validity_of(grid: DecisionGrid, rows: list[dict], current: dict[int, int], k
 def add_quality(criteria: dict, quality: pd.DataFrame) -> None:
     """Each entry of report.json's `criteria` gets its `item_rest` and `redundant_with`."""
     for case_id, criterion_id, item_rest, redundant in zip(
-        quality["case_id"], quality["criterion_id"], quality["item_rest"], quality["redundant_with"]
+        quality["case_id"].tolist(),
+        quality["criterion_id"].tolist(),
+        numbers(quality["item_rest"]),
+        quality["redundant_with"].tolist(),
     ):
         entry = criteria.get(case_id, {}).get(criterion_id)
         if entry is not None:
-            entry["item_rest"] = number(item_rest)
+            entry["item_rest"] = item_rest
             entry["redundant_with"] = list(redundant)

@@ -205,18 +205,20 @@ def newest_anchor_decisions(connection: Connection, version_ids: list[int] | Non
         .join(_VERSION, _VERSION.c.id == _DECISION.c.rubric_version_id)
         .order_by(_DECISION.c.case_pk, _DECISION.c.id)
     )
+    # unpacked by position: a full-scale report reads every validation's rows, and a Row's attribute lookups
+    # were most of that read
     return [
         {
-            "case_pk": row.case_pk,
-            "rubric_version_id": row.rubric_version_id,
-            "version": row.version,
-            "run_id": row.run_id,
-            "judge": row.judge,
-            "anchor": row.anchor,
-            "criterion_id": row.criterion_id,
-            "met": None if row.met is None else bool(row.met),
+            "case_pk": case_pk,
+            "rubric_version_id": version_id,
+            "version": version,
+            "run_id": run_id,
+            "judge": judge,
+            "anchor": anchor,
+            "criterion_id": criterion_id,
+            "met": None if met is None else bool(met),
         }
-        for row in connection.execute(query)
+        for case_pk, version_id, version, run_id, judge, anchor, criterion_id, met in connection.execute(query)
     ]
 
 
