@@ -336,21 +336,57 @@ def _constant(values: np.ndarray) -> bool:
     return len(values) == 0 or bool(np.all(values == values[0]))
 
 
+#: Kendall's τ-b below compares every pair of points; above this many, scipy's O(n log n) algorithm does.
+KENDALL_PAIRWISE_MAX = 2000
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks 1..n, ties sharing the mean of the ranks they span (`scipy.stats.rankdata(method="average")`)."""
+    order = np.argsort(values, kind="mergesort")
+    ordered = values[order]
+    new_value = np.r_[True, ordered[1:] != ordered[:-1]]
+    starts = np.flatnonzero(new_value)
+    ends = np.r_[starts[1:], len(values)]
+    ranks = np.empty(len(values), dtype=np.float64)
+    ranks[order] = ((starts + ends + 1) / 2.0)[np.cumsum(new_value) - 1]
+    return ranks
+
+
+def _pearson(x: np.ndarray, y: np.ndarray) -> float:
+    """r = Σ dx·dy / √(Σ dx² · Σ dy²), d the deviations from the mean (clipped to [−1, 1] against rounding)."""
+    dx, dy = x - x.mean(), y - y.mean()
+    return float(np.clip(np.dot(dx, dy) / np.sqrt(float(np.dot(dx, dx)) * float(np.dot(dy, dy))), -1.0, 1.0))
+
+
+def _kendall_tau_b(x: np.ndarray, y: np.ndarray) -> float:
+    """τ_b = (P − Q) / √((P + Q + T_x)(P + Q + T_y)) over the pairs i < j: P concordant, Q discordant, T_x
+    tied in x only, T_y tied in y only (Kendall 1945, "The treatment of ties in ranking problems")."""
+    if len(x) > KENDALL_PAIRWISE_MAX:
+        from scipy import stats  # many points: the library's O(n log n) count
+
+        return float(stats.kendalltau(x, y)[0])
+    upper = np.triu_indices(len(x), k=1)
+    sx = np.sign(x[:, None] - x[None, :])[upper]
+    sy = np.sign(y[:, None] - y[None, :])[upper]
+    # P + Q + T_x is the number of pairs not tied in y, and P + Q + T_y those not tied in x.
+    return float((sx * sy).sum()) / float(np.sqrt(float(np.count_nonzero(sx)) * float(np.count_nonzero(sy))))
+
+
 def correlation(kind: str, x, y) -> float:
-    """Pearson r, Spearman ρ or Kendall τ-b (scipy.stats); NaN for fewer than two points or constant input."""
+    """Pearson r, Spearman ρ (Pearson r of the average ranks) or Kendall τ-b; NaN for fewer than two points or
+    constant input. In numpy, so a report does not load scipy.stats (docs/performance.md); the tests compare
+    each with `scipy.stats.pearsonr`, `spearmanr` and `kendalltau`."""
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if kind not in ("pearson", "spearman", "kendall"):
         raise ValueError(f"unknown correlation {kind!r}")
     if len(x) < 2 or _constant(x) or _constant(y):
         return float("nan")
-    from scipy import stats  # imported where used, like every part of scipy
-
     if kind == "pearson":
-        return float(stats.pearsonr(x, y)[0])
+        return _pearson(x, y)
     if kind == "spearman":
-        return float(stats.spearmanr(x, y)[0])
-    return float(stats.kendalltau(x, y)[0])
+        return _pearson(average_ranks(x), average_ranks(y))
+    return _kendall_tau_b(x, y)
 
 
 def threshold_sensitivity(

@@ -112,12 +112,14 @@ def case_validity(by_anchor: dict[str, dict[str, bool | None]], ids: list[str], 
     gap = None
     if reference is not None and len(known_weak) == len(WEAK_ANCHORS) and n:
         gap = (reference - max(known_weak)) / n
+    said_by_reference = by_anchor.get(REFERENCE, {})
+    said_by_weak = [by_anchor.get(anchor, {}) for anchor in WEAK_ANCHORS]
     flags: dict[str, list[str]] = {}
     for criterion in ids:
         marks = []
-        if by_anchor.get(REFERENCE, {}).get(criterion) is False:
+        if said_by_reference.get(criterion) is False:
             marks.append(REFERENCE_NOT_MET)
-        if any(by_anchor.get(anchor, {}).get(criterion) is True for anchor in WEAK_ANCHORS):
+        if any(said.get(criterion) is True for said in said_by_weak):
             marks.append(WEAK_MET)
         if marks:
             flags[criterion] = marks

@@ -7,6 +7,7 @@ the figures are `analysis.rubric_quality`'s.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 from sqlalchemy.engine import Engine
 
@@ -27,13 +28,15 @@ def load_validity(engine: Engine, grid: DecisionGrid, k: int) -> dict:
 
 def validity_of(grid: DecisionGrid, rows: list[dict], current: dict[int, int], k: int) -> dict:
     """`rubric_validity` from anchor decision rows, with the rubric order of each case as the grid has it."""
-    case_pks = grid.cases["case_pk"].to_numpy()
+    case_pks = grid.cases["case_pk"].to_numpy(np.int64)
     ordered = grid.criteria.sort_values(["case_row", "slot"])
     criteria: dict[int, list[str]] = {}
-    for _key, group in ordered.groupby("case_row", sort=False):
-        case_pk = int(case_pks[int(group["case_row"].iloc[0])])
-        if case_pk in current:
-            criteria[current[case_pk]] = group["criterion_id"].tolist()
+    for case_pk, criterion_id in zip(
+        case_pks[ordered["case_row"].to_numpy(np.int64)].tolist(), ordered["criterion_id"].tolist()
+    ):
+        version_id = current.get(case_pk)
+        if version_id is not None:
+            criteria.setdefault(version_id, []).append(criterion_id)
     case_ids = dict(zip(grid.cases["case_pk"].astype(int).tolist(), grid.cases["case_id"].tolist()))
     validity = rubric_validity(ValidityInput(rows, current, criteria, case_ids), k)
     for entry in validity.values():

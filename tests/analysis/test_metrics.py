@@ -609,6 +609,45 @@ def test_correlations_of_a_hand_counted_example_and_their_undefined_cases():
         metrics.correlation("cosine", x, y)
 
 
+@pytest.mark.parametrize("size", [2, 3, 11, 60, metrics.KENDALL_PAIRWISE_MAX + 1])
+def test_correlations_equal_scipy_stats_with_and_without_ties(size):
+    from scipy import stats
+
+    rng = np.random.default_rng(size)
+    for x, y in (
+        (rng.random(size), rng.random(size)),  # no ties
+        (rng.integers(0, 4, size).astype(float), rng.integers(0, 3, size).astype(float)),  # many ties
+        (np.arange(size, dtype=float), -np.arange(size, dtype=float)),  # perfectly reversed
+    ):
+        if np.all(x == x[0]) or np.all(y == y[0]):
+            continue
+        assert metrics.correlation("pearson", x, y) == pytest.approx(stats.pearsonr(x, y)[0], abs=1e-12)
+        assert metrics.correlation("spearman", x, y) == pytest.approx(stats.spearmanr(x, y)[0], abs=1e-12)
+        assert metrics.correlation("kendall", x, y) == pytest.approx(stats.kendalltau(x, y)[0], abs=1e-12)
+        assert np.array_equal(metrics.average_ranks(x), stats.rankdata(x, method="average"))
+
+
+def test_a_report_loads_no_scipy_stats(tmp_path):
+    """The correlations and Student's t are in numpy and scipy.special: scipy.stats would cost each report about
+    a second of import (docs/performance.md). The frames are made here (their generator uses scipy.stats) and
+    the report is built in a fresh interpreter."""
+    import pickle
+    import subprocess
+    import sys
+
+    frames_file = tmp_path / "frames.pickle"
+    frames_file.write_bytes(pickle.dumps(reference.synthetic_frames(40, 4, n=10, seed=3, adjudication_share=1.0)))
+    script = (
+        "import pickle, sys\n"
+        "from analysis.report import build_report, report_json\n"
+        f"frames = pickle.loads(open({str(frames_file)!r}, 'rb').read())\n"
+        "document = report_json(build_report(frames, resamples=20))\n"
+        "print(len(document['models']), 'scipy.stats' in sys.modules)\n"
+    )
+    answer = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert answer.stdout.split() == ["4", "False"]
+
+
 def test_the_per_response_figures_send_compact_values_and_no_name_per_response():
     from analysis import figures
 
