@@ -1,9 +1,12 @@
-"""`python -m cli.compile_later --url URL --stamp FILE DIR...`: once the server at URL answers, compile the
-bytecode of DIR... (the virtualenv's libraries) on one worker, then touch FILE.
+"""`python -m cli.compile_later [--url URL] [--stamp FILE] DIR...`: once the server at URL answers (at once without
+--url), compile the bytecode of DIR... (the virtualenv's libraries and the project's packages) on one worker, then
+touch FILE.
 
 `make run` starts it in the background at low priority: the install compiles nothing, so the server starts as soon
 as the commands before it have compiled what they import; the rest is compiled while the server already answers,
-for processes that cannot write bytecode themselves. Standard library only: it must not import what it compiles.
+for processes that cannot write bytecode themselves. The benchmarks run it without --url first, so each command
+they time starts as it does after `make run`, not compiling several thousand modules on the way. Standard library
+only: it must not import what it compiles.
 """
 
 from __future__ import annotations
@@ -45,15 +48,17 @@ def compile_folders(folders: list[Path]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cli.compile_later", description=__doc__.splitlines()[0])
-    parser.add_argument("--url", required=True, help="the server to wait for (its /_stcore/health)")
-    parser.add_argument("--stamp", required=True, type=Path, help="file touched once everything compiled")
+    parser.add_argument("--url", help="the server to wait for (its /_stcore/health); without it, compile at once")
+    parser.add_argument("--stamp", type=Path, help="file touched once everything compiled")
     parser.add_argument("folders", nargs="+", type=Path)
     args = parser.parse_args(argv)
-    wait_for(args.url)
+    if args.url:
+        wait_for(args.url)
     # A module that does not compile (a library's test data written for another Python) does not stop the rest;
     # the stamp is written anyway, so the next start does not try again.
     compile_folders(args.folders)
-    args.stamp.touch()
+    if args.stamp:
+        args.stamp.touch()
     return 0
 
 

@@ -80,6 +80,22 @@ def test_make_run_seeds_the_demo_only_when_empty_and_serves():
     assert "clinconsensus serve --port 8501" in dry_run.stdout
 
 
+def test_the_bytecode_compiled_is_every_package_the_project_installs():
+    """`make run` compiles in the background, and the benchmarks at once, the project's own packages: the same
+    top-level packages pyproject.toml installs."""
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]
+    compiled = re.search(r"^APP_PACKAGES := (.+)$", (ROOT / "Makefile").read_text(encoding="utf-8"), re.MULTILINE)
+    assert compiled is not None
+    assert sorted(compiled.group(1).split()) == sorted({name.split(".")[0] for name in packages})
+    for target in ("bench", "bench-quick", "bench-growth"):
+        dry_run = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True)
+        assert dry_run.returncode == 0, dry_run.stderr
+        commands = dry_run.stdout.splitlines()
+        compile_at = next(i for i, line in enumerate(commands) if "-m cli.compile_later" in line)
+        assert "--url" not in commands[compile_at] and compiled.group(1) in commands[compile_at]
+        assert any("-m benchmarks." in line for line in commands[compile_at + 1 :]), f"{target} compiles first"
+
+
 def test_ci_job_installs_the_servers_the_tests_need_and_requires_them():
     script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert script.startswith("#!/usr/bin/env bash")

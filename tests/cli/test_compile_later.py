@@ -48,3 +48,11 @@ def test_it_waits_for_the_server_then_compiles_and_stamps(tmp_path):
 def test_a_server_that_never_answers_is_waited_for_only_so_long(tmp_path):
     assert not compile_later.server_answers("http://127.0.0.1:9")
     assert compile_later.wait_for("http://127.0.0.1:9", timeout=0.3, pause=0.1) is False
+
+
+def test_without_a_server_it_compiles_at_once(tmp_path):
+    library = tmp_path / "lib"
+    library.mkdir()
+    _module(library, "good", "VALUE = 1\n")
+    assert compile_later.main([str(library)]) == 0
+    assert [path.name.split(".")[0] for path in (library / "__pycache__").glob("*.pyc")] == ["good"]
