@@ -4,12 +4,13 @@
 cases where both have a complete response, d_c = m(A on c) − m(B on c); `diff` = mean(d); with
 t = diff / (sd(d) / √n) on n − 1 degrees of freedom, `p_value` = 2 · P(T ≥ |t|) and the interval
 diff ± t_{0.975, n−1} · sd(d) / √n — what `scipy.stats.ttest_1samp(d, 0.0)` and its `confidence_interval(0.95)`
-give (the tests compare), with Student's t from `scipy.special`, which a report loads anyway where scipy.stats
-would cost it about a second (docs/performance.md). Pairing on the case removes
-the variance the two models share through the case's difficulty (Miller 2024, "Adding Error Bars
-to Evals", §4: per-question paired differences). When every d_c is equal the t statistic is
-undefined: the interval is [diff, diff] and p = 1 if diff = 0 else 0. With n < 2 every value but
-`n_cases` is undefined (None).
+give (the tests compare). Student's t comes from `scipy.special`, not from scipy.stats, whose import a report
+would otherwise pay for this alone (docs/performance.md).
+
+Pairing on the case removes the variance the two models share through the case's difficulty (Miller
+2024, "Adding Error Bars to Evals", §4: per-question paired differences). When every d_c is equal the
+t statistic is undefined: the interval is [diff, diff] and p = 1 if diff = 0 else 0. With n < 2 every
+value but `n_cases` is undefined (None).
 
 **Holm's step-down adjustment** (Holm 1979, "A simple sequentially rejective multiple test
 procedure") over the M pairs of one metric that have a p-value and whose two models are both ranked
