@@ -19,7 +19,7 @@ from annotate.authoring import ID_WIDTH, ORDER_WIDTH
 from db.rules.enums import RubricStatus
 from db.rules.lint import lint_rubric
 from db.store.engine import make_engine, session_scope
-from db.store.models import Criterion, RubricVersion
+from db.store.models import Criterion, Draft, RubricVersion
 from tests.e2e.conftest import ACTION_TIMEOUT_MS, screenshot, text, wait_for_app_run
 from tests.e2e.grid_helpers import HEADER_HEIGHT, assign_new_case, open_case_grid, row_height_of
 
@@ -131,6 +131,23 @@ def committed(page, row: int, body: str) -> None:
         ) from None
 
 
+def kept(engine, case_pk: int, row: int, body: str) -> None:
+    """Waits until the server keeps `body` in the row of the author's draft: the run the commit started has
+    folded it in and drawn the editor again. The next criterion is typed only then, as a person's next one
+    comes after that run; typed while it runs, on a loaded machine, the redraw could land mid-typing."""
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while True:
+        with session_scope(engine, read_only=True) as session:
+            draft = session.exec(select(Draft).where(Draft.key == f"rubric:{case_pk}")).first()
+            rows = (draft.payload.get("rows") if draft is not None else None) or []
+        if row < len(rows) and rows[row].get("text") == body:
+            return
+        if time.monotonic() > deadline:
+            shown = rows[row].get("text") if row < len(rows) else None
+            raise AssertionError(f"row {row + 1}: the kept draft holds {shown!r} after typing {body!r}")
+        time.sleep(0.1)
+
+
 def test_thirty_criteria_written_from_scratch_by_keyboard(browser, app_server, unwritten_case):
     assert not lint_rubric(list(CRITERIA), len(CRITERIA)).findings, "the criteria pass the quality hints"
     context = browser.new_context(viewport={"width": 1440, "height": 900}, locale="zh-CN")
@@ -176,6 +193,8 @@ def test_thirty_criteria_written_from_scratch_by_keyboard(browser, app_server, u
             author.press("Enter")
             wait_for_app_run(page)
             committed(page, row, body)
+            kept(unwritten_case["engine"], unwritten_case["case_pk"], row, body)
+            wait_for_app_run(page)
         typed_seconds = time.perf_counter() - started
         screenshot(page, "authoring-from-scratch-1440x900")
         submit = page.get_by_role("button", name=text("annotate.authoring.submit"), exact=True)
