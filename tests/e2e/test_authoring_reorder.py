@@ -4,6 +4,7 @@ row's № cell moves that row there, in the browser; the moved order is what a s
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from sqlmodel import select
 
 from annotate.authoring import ORDER_WIDTH
@@ -18,6 +19,8 @@ from tests.e2e.grid_helpers import assign_new_case, open_case_grid
 pytestmark = pytest.mark.browser
 
 WAIT_MS = 30_000
+#: A click and the keys after it are tried this many times, each given this long to take effect.
+ATTEMPTS, RETRY_MS = 3, 8_000
 
 
 def _body(i: int) -> str:
@@ -69,19 +72,35 @@ def move_row(page, grid, *, row: int, to: int, row_height: float, typed: bool) -
     before = criterion_texts(page)
     page.evaluate("() => document.querySelectorAll('*').forEach(e => { if (e.scrollTop > 0) e.scrollTop = 0; })")
     page.wait_for_timeout(200)
-    box = grid.bounding_box()
-    page.mouse.click(box["x"] + ORDER_WIDTH / 2, box["y"] + 36 + row_height * (row + 0.5))
     editor = page.locator("input.gdg-input, textarea.gdg-input").first
-    if typed:
-        page.wait_for_timeout(200)
-        for digit in str(to):
-            page.keyboard.press(digit)
-        editor.wait_for(timeout=WAIT_MS)
-        assert editor.input_value() == str(to), editor.input_value()
+    for _attempt in range(ATTEMPTS):
+        # A click or a key that lands while the grid is drawn again after the last change is lost with the old
+        # grid: the cell is selected (the grid's accessible table says so) and its editor open before typing on.
+        wait_for_app_run(page)
+        box = grid.bounding_box()
+        page.mouse.click(box["x"] + ORDER_WIDTH / 2, box["y"] + 36 + row_height * (row + 0.5))
+        try:
+            page.wait_for_function(
+                "id => (document.querySelector('[data-testid=stDataFrame] td[aria-selected=true]') || {}).id === id",
+                arg=f"glide-cell-0-{row}",
+                timeout=RETRY_MS,
+            )
+            if typed:
+                page.wait_for_timeout(200)
+                for digit in str(to):
+                    page.keyboard.press(digit)
+                editor.wait_for(timeout=RETRY_MS)
+            else:
+                page.keyboard.press("Enter")
+                editor.wait_for(timeout=RETRY_MS)
+                editor.fill(str(to))
+            if editor.input_value() == str(to):
+                break
+        except PlaywrightTimeout:
+            pass
+        page.keyboard.press("Escape")
     else:
-        page.keyboard.press("Enter")
-        editor.wait_for(timeout=WAIT_MS)
-        editor.fill(str(to))
+        raise AssertionError(f"row {row + 1}: its № cell's editor did not open with {to} in {ATTEMPTS} attempts")
     editor.press("Enter")
     wait_for_app_run(page)
     # The expected order, computed from the grid as it was: the row taken out and put in at its new place.
